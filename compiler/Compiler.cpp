@@ -1,0 +1,257 @@
+//===- Compiler.cpp - the compile pipeline --------------------------------===//
+#include "compiler/Compiler.h"
+
+#include <chrono>
+#include <regex>
+
+#include "compiler/EmbeddedSources.h"
+#include "compiler/Nvrtc.h"
+#include "compiler/Sha256.h"
+#include "compiler/passes/Passes.h"
+#include "compiler/templates/Template.h"
+#include "dialects/Tile/TileDialect.h"
+#include "mlir/Dialect/EmitC/IR/EmitC.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/Cpp/CppEmitter.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace tilejit {
+
+const char *tilejitVersion() { return TILEJIT_VERSION; }
+
+void registerTileJitDialects(DialectRegistry &registry) {
+  registry.insert<tile::TileDialect, arith::ArithDialect, math::MathDialect, scf::SCFDialect,
+                  memref::MemRefDialect, emitc::EmitCDialect>();
+}
+
+std::vector<std::string> pipelinePasses() {
+  return {"tile-check-target", "canonicalize", "tile-lower-to-emitc"};
+}
+
+std::string kernelKey(const KernelSpec &spec, const TileConfig &config) {
+  const KernelTemplate &tmpl = getTemplate(spec.op);
+  std::string text = "spec=" + spec.canonical(/*withRuntimeSizes=*/false) +
+                     "\nconfig=" + config.canonical() + "\narch=" + spec.arch +
+                     "\ntemplate=" + std::string(tmpl.sourceHash()) +
+                     "\ntilejit=" + tilejitVersion() + "\nnvrtc=" + nvrtcVersionString() +
+                     "\ndevice=" + std::string(embedded::deviceLibraryHash());
+  return sha256Hex(text);
+}
+
+namespace {
+
+llvm::Error error(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+double msSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Collects MLIR diagnostics so a failing pass reports them in the error.
+struct DiagnosticCollector {
+  explicit DiagnosticCollector(MLIRContext &ctx)
+      : handler(&ctx, [this](Diagnostic &d) {
+          llvm::raw_string_ostream os(text);
+          if (!text.empty()) os << "\n";
+          os << d;
+          return success();
+        }) {}
+  std::string text;
+  ScopedDiagnosticHandler handler;
+};
+
+ParamInfo paramOf(Type t) {
+  ParamInfo p;
+  if (auto m = dyn_cast<MemRefType>(t)) {
+    p.kind = ParamInfo::View;
+    Type e = m.getElementType();
+    p.elem = e.isBF16() ? DType::BF16 : e.isF16() ? DType::F16 : DType::F32;
+    for (int64_t s : m.getShape())
+      p.staticSizes.push_back(ShapedType::isDynamic(s) ? -1 : s);
+  } else if (t.isF32()) {
+    p.kind = ParamInfo::F32;
+  } else {
+    p.kind = ParamInfo::Index;
+  }
+  return p;
+}
+
+/// Flattens an affine expression of symbols into postfix terms.
+LogicalResult toPostfix(AffineExpr e, std::vector<GridRule::Term> &out) {
+  if (auto c = dyn_cast<AffineConstantExpr>(e)) {
+    out.push_back({GridRule::Const, c.getValue()});
+    return success();
+  }
+  if (auto s = dyn_cast<AffineSymbolExpr>(e)) {
+    out.push_back({GridRule::Sym, int64_t(s.getPosition())});
+    return success();
+  }
+  auto bin = dyn_cast<AffineBinaryOpExpr>(e);
+  if (!bin)
+    return failure();
+  if (failed(toPostfix(bin.getLHS(), out)) || failed(toPostfix(bin.getRHS(), out)))
+    return failure();
+  switch (e.getKind()) {
+  case AffineExprKind::Add: out.push_back({GridRule::Add, 0}); break;
+  case AffineExprKind::Mul: out.push_back({GridRule::Mul, 0}); break;
+  case AffineExprKind::FloorDiv: out.push_back({GridRule::FloorDiv, 0}); break;
+  case AffineExprKind::CeilDiv: out.push_back({GridRule::CeilDiv, 0}); break;
+  case AffineExprKind::Mod: out.push_back({GridRule::Mod, 0}); break;
+  default: return failure();
+  }
+  return success();
+}
+
+llvm::Expected<EntryInfo> entryOf(tile::KernelOp kernel) {
+  EntryInfo info;
+  info.name = kernel.getSymName().str();
+  info.blockThreads = int(kernel.getBlockThreads());
+  if (auto s = kernel->getAttrOfType<IntegerAttr>("tile.scratch_bytes"))
+    info.staticSmemBytes = int(s.getInt());
+  for (auto [i, t] : llvm::enumerate(kernel.getArgumentTypes())) {
+    ParamInfo p = paramOf(t);
+    p.name = "arg" + std::to_string(i);
+    info.params.push_back(std::move(p));
+  }
+  for (AffineExpr e : kernel.getGrid().getResults()) {
+    std::vector<GridRule::Term> prog;
+    if (failed(toPostfix(e, prog)))
+      return error("kernel '" + info.name + "' has a grid expression tilejit cannot evaluate");
+    info.grid.results.push_back(std::move(prog));
+  }
+  ArrayRef<int64_t> ops = kernel.getGridOperands();
+  for (size_t i = 0; i + 1 < ops.size(); i += 2)
+    info.grid.symbols.push_back({int(ops[i]), int(ops[i + 1])});
+  return info;
+}
+
+/// Reads registers and spills per entry from ptxas's report in the log.
+void readResources(const std::string &log, std::vector<EntryInfo> &entries) {
+  static const std::regex fn(R"(Compiling entry function '([^']+)')");
+  static const std::regex regs(R"(Used (\d+) registers)");
+  static const std::regex spill(R"((\d+) bytes spill stores)");
+  EntryInfo *current = nullptr;
+  size_t pos = 0;
+  while (pos < log.size()) {
+    size_t end = log.find('\n', pos);
+    if (end == std::string::npos) end = log.size();
+    std::string line = log.substr(pos, end - pos);
+    pos = end + 1;
+    std::smatch m;
+    if (std::regex_search(line, m, fn)) {
+      current = nullptr;
+      for (auto &e : entries)
+        if (e.name == m[1].str()) current = &e;
+    } else if (current && std::regex_search(line, m, regs)) {
+      current->registers = std::stoi(m[1].str());
+    } else if (current && std::regex_search(line, m, spill)) {
+      current->spillBytes = std::stoi(m[1].str());
+    }
+  }
+}
+
+} // namespace
+
+llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig config,
+                                             const CompileOptions &options) {
+  auto t0 = std::chrono::steady_clock::now();
+  if (auto err = spec.validate())
+    return err;
+  const KernelTemplate &tmpl = getTemplate(spec.op);
+  if (config.values.empty())
+    config = tmpl.defaultConfig(spec);
+  if (auto err = tmpl.checkConfig(spec, config))
+    return error("config '" + config.canonical() + "' for '" + spec.canonical() +
+                 "': " + llvm::toString(std::move(err)));
+
+  CompiledKernel out;
+  out.spec = spec;
+  out.config = config;
+  out.key = kernelKey(spec, config);
+  out.workspaceBytes = tmpl.workspace(spec, config).bytes;
+
+  DialectRegistry registry;
+  registerTileJitDialects(registry);
+  MLIRContext ctx(registry, MLIRContext::Threading::DISABLED);
+  ctx.loadAllAvailableDialects();
+  DiagnosticCollector diags(ctx);
+
+  auto module = tmpl.build(ctx, spec, config);
+  if (!module)
+    return module.takeError();
+  if (failed(verify(**module)))
+    return error("template for " + std::string(opName(spec.op)) +
+                 " built invalid IR: " + diags.text);
+
+  auto print = [&](std::string &to) {
+    llvm::raw_string_ostream os(to);
+    (*module)->print(os);
+  };
+  if (options.stopAt == Stage::Mlir && options.afterPass.empty()) {
+    print(out.mlir);
+    return out;
+  }
+  auto passes = pipelinePasses();
+  if (!options.afterPass.empty() &&
+      std::find(passes.begin(), passes.end(), options.afterPass) == passes.end())
+    return error("unknown pass '" + options.afterPass + "' (pipeline: tile-check-target, "
+                 "canonicalize, tile-lower-to-emitc)");
+
+  TileCheckTargetOptions checkOpts;
+  checkOpts.arch = spec.arch;
+  std::vector<EntryInfo> entries;
+  for (const std::string &name : passes) {
+    PassManager pm(&ctx);
+    if (name == "tile-check-target")
+      pm.addPass(createTileCheckTarget(checkOpts));
+    else if (name == "canonicalize")
+      pm.addPass(createCanonicalizerPass());
+    else
+      pm.addPass(createTileLowerToEmitC());
+    if (name == "tile-lower-to-emitc") {
+      // Launch information comes from the tile kernels, before they are lowered.
+      for (auto kernel : (*module)->getOps<tile::KernelOp>()) {
+        auto info = entryOf(kernel);
+        if (!info)
+          return info.takeError();
+        entries.push_back(std::move(*info));
+      }
+    }
+    if (failed(pm.run(**module)))
+      return error("pass " + name + " failed on " + spec.canonical() + ": " + diags.text);
+    if (options.stopAt == Stage::Mlir && options.afterPass == name) {
+      print(out.mlir);
+      return out;
+    }
+  }
+  out.entries = std::move(entries);
+
+  llvm::raw_string_ostream cuda(out.cuda);
+  if (failed(emitc::translateToCpp(**module, cuda)))
+    return error("C++ emission failed for " + spec.canonical() + ": " + diags.text);
+  out.mlirMs = msSince(t0);
+  if (options.stopAt == Stage::Cuda)
+    return out;
+
+  auto t1 = std::chrono::steady_clock::now();
+  std::string name = out.entries.empty() ? "kernel" : out.entries.front().name;
+  auto binary = compileWithNvrtc(out.cuda, name, spec.arch);
+  if (!binary)
+    return error("kernel " + spec.canonical() + " [" + config.canonical() + "] key " +
+                 out.key.substr(0, 16) + ": " + llvm::toString(binary.takeError()));
+  out.nvrtcMs = msSince(t1);
+  out.ptx = std::move(binary->ptx);
+  out.cubin = std::move(binary->cubin);
+  out.log = std::move(binary->log);
+  readResources(out.log, out.entries);
+  return out;
+}
+
+} // namespace tilejit

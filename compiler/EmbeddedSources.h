@@ -1,0 +1,28 @@
+//===- EmbeddedSources.h - sources built into the binary ----------*- C++ -*-===//
+//
+// The device header library (runtime/device/*.cuh) travels inside the binary,
+// so NVRTC needs no files at run time; its hash and each template's source
+// hash enter every kernel key. Generated at build time by cmake/Embed.cmake.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+namespace tilejit::embedded {
+
+struct File {
+  const char *name;
+  const char *text;
+  size_t size;
+};
+
+/// The device headers, by include name ("memory.cuh").
+const File *deviceFiles(size_t &count);
+/// SHA-256 (hex) over every device header's name and text.
+std::string_view deviceLibraryHash();
+/// SHA-256 (hex) of a template's source file, by file name; "" if unknown.
+std::string_view templateSourceHash(std::string_view fileName);
+
+} // namespace tilejit::embedded

@@ -1,0 +1,46 @@
+//===- Passes.td - tile dialect passes ---------------------------*- tablegen -*-===//
+#ifndef TILEJIT_PASSES
+#define TILEJIT_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def TileCheckTarget : Pass<"tile-check-target", "::mlir::ModuleOp"> {
+  let summary = "Checks every kernel's configuration against the target GPU";
+  let description = [{
+    Rejects, with a message naming the kernel and the limit, what the target
+    cannot run or what would run badly enough to be a mistake:
+    - more than 48 KiB of static shared memory for reductions across warps,
+    - a tile whose per-thread fragment exceeds `max-elems-per-thread`
+      elements (it would spill registers to local memory),
+    - a vector access wider than 16 bytes,
+    - arithmetic on tiles that are not f32 (tile arithmetic is done in f32;
+      widen with `arith.extf` first), and grid dimensions other than x.
+    On success it records the shared scratch each kernel needs as
+    `tile.scratch_bytes`.
+  }];
+  let options = [
+    Option<"arch", "arch", "std::string", /*default=*/"\"sm_90a\"",
+           "Target architecture (sm_80, sm_86, sm_89, sm_90, sm_90a)">,
+    Option<"maxElemsPerThread", "max-elems-per-thread", "int64_t",
+           /*default=*/"64", "Largest per-thread fragment of any tile">
+  ];
+  let dependentDialects = ["::tilejit::tile::TileDialect"];
+}
+
+def TileLowerToEmitC : Pass<"tile-lower-to-emitc", "::mlir::ModuleOp"> {
+  let summary = "Lowers tile kernels to EmitC: CUDA C++ over the device library";
+  let description = [{
+    Each `tile.kernel` becomes an `emitc.func` with the specifiers
+    `extern "C" __global__ __launch_bounds__(N)`. A memref argument becomes a
+    `tj::View<T, R>` passed by value (pointer and sizes); a tile value becomes
+    the calling thread's fragment, a `tj::Frag<T, K>`; tile operations become
+    calls into the device header library (`tj::load_tile`, `tj::reduce_row`,
+    `tj::add`, ...), with the layout's parameters as template arguments.
+    Scalar `arith` and `scf` go through MLIR's own EmitC conversions. A kernel
+    that reduces across warps declares `__shared__ float tj_scratch[...]`.
+    The module gains `emitc.include` ops for the headers its kernels use.
+  }];
+  let dependentDialects = ["::mlir::emitc::EmitCDialect"];
+}
+
+#endif // TILEJIT_PASSES

@@ -1,0 +1,135 @@
+//===- TileCheckTarget.cpp - check kernels against the target --------------===//
+#include "compiler/passes/Passes.h"
+
+#include "compiler/KernelSpec.h"
+
+using namespace mlir;
+using namespace tilejit::tile;
+
+namespace tilejit {
+#define GEN_PASS_DEF_TILECHECKTARGET
+#include "compiler/passes/Passes.h.inc"
+
+static constexpr int64_t kStaticSmemLimit = 48 * 1024;
+
+int64_t scratchBytesFor(KernelOp kernel) {
+  int64_t bytes = 0;
+  kernel.walk([&](ReduceOp op) {
+    auto in = op.getOperand().getType();
+    auto layout = cast<BlockedLayoutAttr>(in.getEncoding());
+    int64_t tr = layout.getRowThreads(), tc = layout.getColThreads();
+    int64_t need = 0;
+    if (op.getDim() == 1 && tc > 32)
+      need = tr * (tc / 32) * 4;
+    else if (op.getDim() == 0 && tr > 1)
+      need = tr * tc * getElemsPerThread(in) * 4;
+    bytes = std::max(bytes, need);
+  });
+  return bytes;
+}
+
+namespace {
+
+/// Bytes one thread moves in one access of `tile`.
+int64_t accessBytes(RankedTensorType tile) {
+  int64_t elemBytes = tile.getElementType().getIntOrFloatBitWidth() / 8;
+  auto slice = dyn_cast<SliceLayoutAttr>(tile.getEncoding());
+  if (slice && slice.getDim() == 1)
+    return elemBytes;
+  return getBlockedParent(tile).getVec() * elemBytes;
+}
+
+bool isElementwiseTileArith(Operation *op) {
+  if (!isa<arith::ArithDialect, math::MathDialect>(op->getDialect()))
+    return false;
+  if (isa<arith::ExtFOp, arith::TruncFOp>(op))
+    return false;
+  return llvm::any_of(op->getResultTypes(), [](Type t) { return isa<RankedTensorType>(t); });
+}
+
+struct TileCheckTargetPass : impl::TileCheckTargetBase<TileCheckTargetPass> {
+  using TileCheckTargetBase::TileCheckTargetBase;
+
+  void runOnOperation() override {
+    if (!isKnownArch(arch)) {
+      getOperation().emitError() << "unknown target arch '" << arch
+                                 << "' (known: sm_80, sm_86, sm_89, sm_90, sm_90a)";
+      return signalPassFailure();
+    }
+    bool failed = false;
+    getOperation().walk([&](KernelOp kernel) {
+      if (checkKernel(kernel))
+        failed = true;
+    });
+    if (failed)
+      signalPassFailure();
+  }
+
+  /// Returns true after reporting an error.
+  bool checkKernel(KernelOp kernel) {
+    int64_t scratch = scratchBytesFor(kernel);
+    if (scratch > kStaticSmemLimit) {
+      kernel.emitError() << "kernel '" << kernel.getSymName() << "' needs " << scratch
+                         << " bytes of shared scratch for its reductions; the static "
+                            "limit is "
+                         << kStaticSmemLimit;
+      return true;
+    }
+    WalkResult walk = kernel.walk([&](Operation *op) {
+      if (auto pid = dyn_cast<ProgramIdOp>(op); pid && pid.getDim() != Dim::x) {
+        op->emitError() << "only grid dimension x is supported";
+        return WalkResult::interrupt();
+      }
+      if (auto np = dyn_cast<NumProgramsOp>(op); np && np.getDim() != Dim::x) {
+        op->emitError() << "only grid dimension x is supported";
+        return WalkResult::interrupt();
+      }
+      if (isElementwiseTileArith(op) || isa<SplatOp, ReduceOp>(op)) {
+        for (Type t : op->getResultTypes())
+          if (auto tensor = dyn_cast<RankedTensorType>(t); tensor && !tensor.getElementType().isF32()) {
+            op->emitError() << "tile arithmetic is f32, but this produces " << t
+                            << "; widen the operands with arith.extf first";
+            return WalkResult::interrupt();
+          }
+      }
+      for (Type t : op->getResultTypes()) {
+        auto tensor = dyn_cast<RankedTensorType>(t);
+        if (!tensor || !isTileType(tensor))
+          continue;
+        int64_t elems = getElemsPerThread(tensor);
+        if (elems > maxElemsPerThread) {
+          op->emitError() << "each thread would hold " << elems << " elements of " << t
+                          << " (limit " << maxElemsPerThread
+                          << "): use more threads or a narrower tile";
+          return WalkResult::interrupt();
+        }
+        if (!isa<LoadOp>(op))
+          continue;
+        int64_t bytes = accessBytes(tensor);
+        if (bytes > 16) {
+          op->emitError() << "vector access of " << bytes << " bytes in " << t
+                          << " exceeds the 16-byte maximum";
+          return WalkResult::interrupt();
+        }
+      }
+      if (auto store = dyn_cast<StoreOp>(op)) {
+        auto tensor = store.getValue().getType();
+        int64_t bytes = accessBytes(tensor);
+        if (bytes > 16) {
+          op->emitError() << "vector access of " << bytes << " bytes in " << tensor
+                          << " exceeds the 16-byte maximum";
+          return WalkResult::interrupt();
+        }
+      }
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return true;
+    kernel->setAttr("tile.scratch_bytes",
+                    IntegerAttr::get(IntegerType::get(kernel.getContext(), 64), scratch));
+    return false;
+  }
+};
+
+} // namespace
+} // namespace tilejit

@@ -1,0 +1,365 @@
+//===- TileLowerToEmitC.cpp - tile kernels to EmitC -------------------------===//
+#include "compiler/passes/Passes.h"
+
+#include "mlir/Conversion/ArithToEmitC/ArithToEmitC.h"
+#include "mlir/Conversion/SCFToEmitC/SCFToEmitC.h"
+#include "mlir/Dialect/EmitC/Transforms/TypeConversions.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+using namespace mlir;
+using namespace tilejit::tile;
+
+namespace tilejit {
+#define GEN_PASS_DEF_TILELOWERTOEMITC
+#include "compiler/passes/Passes.h.inc"
+
+namespace {
+
+constexpr const char *kScratchName = "tj_scratch";
+
+std::string cTypeName(Type elem) {
+  if (elem.isBF16()) return "tj::bf16";
+  if (elem.isF16()) return "tj::f16";
+  return "float";
+}
+
+Attribute tmpl(MLIRContext *ctx, const Twine &text) {
+  return emitc::OpaqueAttr::get(ctx, text.str());
+}
+Attribute tmpl(MLIRContext *ctx, int64_t v) { return tmpl(ctx, Twine(v)); }
+
+class TileTypeConverter : public TypeConverter {
+public:
+  explicit TileTypeConverter(MLIRContext *ctx) {
+    addConversion([](Type t) { return t; });
+    addConversion([ctx](FloatType t) -> Type {
+      if (t.isF32()) return t;
+      return emitc::OpaqueType::get(ctx, cTypeName(t));
+    });
+    addConversion([ctx](RankedTensorType t) -> std::optional<Type> {
+      if (!isTileType(t)) return std::nullopt;
+      return emitc::OpaqueType::get(ctx, "tj::Frag<" + cTypeName(t.getElementType()) + ", " +
+                                             std::to_string(getElemsPerThread(t)) + ">");
+    });
+    addConversion([ctx](MemRefType t) -> std::optional<Type> {
+      if (!isGlobalMemRef(t)) return std::nullopt;
+      return emitc::OpaqueType::get(ctx, "tj::View<" + cTypeName(t.getElementType()) + ", " +
+                                             std::to_string(t.getRank()) + ">");
+    });
+    populateEmitCSizeTTypeConversions(*this);
+  }
+};
+
+Value callOpaque(ConversionPatternRewriter &rw, Location loc, Type result, StringRef callee,
+                 ValueRange operands, ArrayRef<Attribute> templateArgs = {}) {
+  TypeRange results = result ? TypeRange(result) : TypeRange();
+  auto call = emitc::CallOpaqueOp::create(
+      rw, loc, results, callee, operands, /*args=*/ArrayAttr(),
+      templateArgs.empty() ? ArrayAttr() : rw.getArrayAttr(templateArgs));
+  return result ? call.getResult(0) : Value();
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel structure
+//===----------------------------------------------------------------------===//
+
+struct KernelLowering : OpConversionPattern<KernelOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(KernelOp op, OpAdaptor, ConversionPatternRewriter &rw) const override {
+    const TypeConverter &conv = *getTypeConverter();
+    TypeConverter::SignatureConversion sig(op.getNumArguments());
+    for (auto [i, t] : llvm::enumerate(op.getArgumentTypes())) {
+      Type converted = conv.convertType(t);
+      if (!converted)
+        return rw.notifyMatchFailure(op, "argument type cannot be lowered");
+      sig.addInputs(i, converted);
+    }
+    auto fnType = rw.getFunctionType(sig.getConvertedTypes(), {});
+    auto func = emitc::FuncOp::create(rw, op.getLoc(), op.getSymName(), fnType);
+    std::string spec = "extern \"C\" __global__ __launch_bounds__(" +
+                       std::to_string(op.getBlockThreads()) + ")";
+    func.setSpecifiersAttr(rw.getStrArrayAttr({spec}));
+    rw.inlineRegionBefore(op.getBody(), func.getBody(), func.end());
+    if (failed(rw.convertRegionTypes(&func.getBody(), conv, &sig)))
+      return failure();
+    if (auto scratch = op->getAttrOfType<IntegerAttr>("tile.scratch_bytes"))
+      func->setAttr("tile.scratch_bytes", scratch);
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
+struct ReturnLowering : OpConversionPattern<ReturnOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(ReturnOp op, OpAdaptor, ConversionPatternRewriter &rw) const override {
+    rw.replaceOpWithNewOp<emitc::ReturnOp>(op, Value());
+    return success();
+  }
+};
+
+template <class OpTy>
+struct GridQueryLowering : OpConversionPattern<OpTy> {
+  GridQueryLowering(const TypeConverter &tc, MLIRContext *ctx, StringRef callee)
+      : OpConversionPattern<OpTy>(tc, ctx), callee(callee) {}
+  LogicalResult matchAndRewrite(OpTy op, typename OpTy::Adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    if (op.getDim() != Dim::x)
+      return rw.notifyMatchFailure(op, "only grid dimension x is lowered");
+    Type t = this->getTypeConverter()->convertType(op.getType());
+    rw.replaceOp(op, callOpaque(rw, op.getLoc(), t, callee, {}));
+    return success();
+  }
+  std::string callee;
+};
+
+struct DimLowering : OpConversionPattern<memref::DimOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(memref::DimOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    std::optional<int64_t> dim = op.getConstantIndex();
+    if (!dim)
+      return rw.notifyMatchFailure(op, "memref.dim needs a constant dimension");
+    Type t = getTypeConverter()->convertType(op.getType());
+    rw.replaceOp(op, callOpaque(rw, op.getLoc(), t, "tj::dim", adaptor.getSource(),
+                                {tmpl(getContext(), *dim)}));
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+/// Template arguments and callee that place `tile` in memory `memref`.
+struct Access {
+  std::string callee;
+  SmallVector<Attribute> templateArgs;
+};
+
+Access accessFor(MLIRContext *ctx, StringRef verb, RankedTensorType tile, MemRefType memref) {
+  BlockedLayoutAttr layout = getBlockedParent(tile);
+  Access a;
+  std::string elem = cTypeName(tile.getElementType());
+  int64_t cols = memref.getShape().back();
+  int64_t staticCols = ShapedType::isDynamic(cols) ? -1 : cols;
+  auto slice = dyn_cast<SliceLayoutAttr>(tile.getEncoding());
+  if (slice && slice.getDim() == 1) {
+    a.callee = ("tj::" + verb + "_rows").str();
+    a.templateArgs = {tmpl(ctx, elem), tmpl(ctx, layout.getRowThreads()),
+                      tmpl(ctx, layout.getColThreads())};
+    return a;
+  }
+  int64_t tileCols = tile.getShape().back();
+  a.callee = ("tj::" + verb + (slice ? "_cols" : "_tile")).str();
+  a.templateArgs = {tmpl(ctx, elem),
+                    tmpl(ctx, layout.getVec()),
+                    tmpl(ctx, layout.getRowThreads()),
+                    tmpl(ctx, layout.getColThreads()),
+                    tmpl(ctx, layout.getChunks(tileCols)),
+                    tmpl(ctx, staticCols)};
+  return a;
+}
+
+Value makeIndex(ConversionPatternRewriter &rw, Location loc, ValueRange indices) {
+  auto type = emitc::OpaqueType::get(rw.getContext(),
+                                     "tj::Index<" + std::to_string(indices.size()) + ">");
+  return callOpaque(rw, loc, type, "tj::idx", indices);
+}
+
+struct LoadLowering : OpConversionPattern<LoadOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(LoadOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    Access a = accessFor(getContext(), "load", op.getType(), op.getSource().getType());
+    double padding = op.getPadding() ? op.getPadding()->convertToDouble() : 0.0;
+    Value pad = emitc::ConstantOp::create(rw, loc, rw.getF32Type(),
+                                          rw.getF32FloatAttr(float(padding)));
+    Value idx = makeIndex(rw, loc, adaptor.getIndices());
+    Type t = getTypeConverter()->convertType(op.getType());
+    rw.replaceOp(op, callOpaque(rw, loc, t, a.callee, {adaptor.getSource(), idx, pad},
+                                a.templateArgs));
+    return success();
+  }
+};
+
+struct StoreLowering : OpConversionPattern<StoreOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(StoreOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    Access a = accessFor(getContext(), "store", op.getValue().getType(), op.getDest().getType());
+    Value idx = makeIndex(rw, loc, adaptor.getIndices());
+    callOpaque(rw, loc, Type(), a.callee, {adaptor.getValue(), adaptor.getDest(), idx},
+               a.templateArgs);
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Tile arithmetic
+//===----------------------------------------------------------------------===//
+
+struct ReduceLowering : OpConversionPattern<ReduceOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(ReduceOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    auto in = op.getOperand().getType();
+    auto layout = cast<BlockedLayoutAttr>(in.getEncoding());
+    MLIRContext *ctx = getContext();
+    Value scratch = emitc::LiteralOp::create(rw, op.getLoc(),
+                                             emitc::PointerType::get(rw.getF32Type()), kScratchName);
+    SmallVector<Attribute> args = {tmpl(ctx, int64_t(op.getKind())),
+                                   tmpl(ctx, layout.getRowThreads()),
+                                   tmpl(ctx, layout.getColThreads()),
+                                   tmpl(ctx, getElemsPerThread(in))};
+    Type t = getTypeConverter()->convertType(op.getType());
+    rw.replaceOp(op, callOpaque(rw, op.getLoc(), t,
+                                op.getDim() == 1 ? "tj::reduce_row" : "tj::reduce_col",
+                                {adaptor.getOperand(), scratch}, args));
+    return success();
+  }
+};
+
+struct BroadcastLowering : OpConversionPattern<BroadcastOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(BroadcastOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    auto slice = cast<SliceLayoutAttr>(op.getOperand().getType().getEncoding());
+    if (slice.getDim() == 0) {
+      // A row of columns is held per thread exactly as the rank-2 tile's
+      // columns are: the fragment is already the broadcast.
+      rw.replaceOp(op, adaptor.getOperand());
+      return success();
+    }
+    Type t = getTypeConverter()->convertType(op.getType());
+    rw.replaceOp(op, callOpaque(rw, op.getLoc(), t, "tj::broadcast_row", adaptor.getOperand(),
+                                {tmpl(getContext(), getElemsPerThread(op.getType()))}));
+    return success();
+  }
+};
+
+struct SplatLowering : OpConversionPattern<SplatOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(SplatOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    if (!op.getType().getElementType().isF32())
+      return rw.notifyMatchFailure(op, "only f32 tiles are splatted");
+    Type t = getTypeConverter()->convertType(op.getType());
+    rw.replaceOp(op, callOpaque(rw, op.getLoc(), t, "tj::splat", adaptor.getValue(),
+                                {tmpl(getContext(), getElemsPerThread(op.getType()))}));
+    return success();
+  }
+};
+
+/// An arith or math op applied elementwise to f32 tiles (and, for math ops,
+/// to f32 scalars) becomes a call of the device library's function of the
+/// same meaning.
+template <class OpTy>
+struct ElementwiseLowering : OpConversionPattern<OpTy> {
+  ElementwiseLowering(const TypeConverter &tc, MLIRContext *ctx, StringRef callee,
+                      bool scalarsToo)
+      : OpConversionPattern<OpTy>(tc, ctx, /*benefit=*/2), callee(callee),
+        scalarsToo(scalarsToo) {}
+  LogicalResult matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Type type = op->getResult(0).getType();
+    bool tile = isa<RankedTensorType>(type);
+    if (!(tile || (scalarsToo && type.isF32())))
+      return rw.notifyMatchFailure(op, "not an f32 tile");
+    Type t = this->getTypeConverter()->convertType(type);
+    rw.replaceOp(op, callOpaque(rw, op.getLoc(), t, callee, adaptor.getOperands()));
+    return success();
+  }
+  std::string callee;
+  bool scalarsToo;
+};
+
+template <class OpTy>
+struct ConvertLowering : OpConversionPattern<OpTy> {
+  ConvertLowering(const TypeConverter &tc, MLIRContext *ctx)
+      : OpConversionPattern<OpTy>(tc, ctx, /*benefit=*/2) {}
+  LogicalResult matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    auto type = dyn_cast<RankedTensorType>(op.getType());
+    if (!type)
+      return rw.notifyMatchFailure(op, "not a tile");
+    Type t = this->getTypeConverter()->convertType(type);
+    rw.replaceOp(op, callOpaque(rw, op.getLoc(), t, "tj::convert", adaptor.getIn(),
+                                {tmpl(this->getContext(), cTypeName(type.getElementType()))}));
+    return success();
+  }
+};
+
+struct TileLowerToEmitCPass : impl::TileLowerToEmitCBase<TileLowerToEmitCPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = &getContext();
+
+    // Scratch sizes are read before the kernels disappear.
+    for (KernelOp kernel : module.getOps<KernelOp>())
+      if (!kernel->hasAttr("tile.scratch_bytes"))
+        kernel->setAttr("tile.scratch_bytes",
+                        IntegerAttr::get(IntegerType::get(ctx, 64), scratchBytesFor(kernel)));
+    bool usesMemory = false, usesReduce = false;
+    module.walk([&](Operation *op) {
+      usesMemory |= isa<LoadOp, StoreOp>(op);
+      usesReduce |= isa<ReduceOp>(op);
+    });
+
+    TileTypeConverter conv(ctx);
+    ConversionTarget target(*ctx);
+    target.addLegalDialect<emitc::EmitCDialect>();
+    target.addIllegalDialect<TileDialect, arith::ArithDialect, math::MathDialect,
+                             scf::SCFDialect, memref::MemRefDialect>();
+    target.addLegalOp<ModuleOp>();
+
+    RewritePatternSet patterns(ctx);
+    patterns.add<KernelLowering, ReturnLowering, DimLowering, LoadLowering, StoreLowering,
+                 ReduceLowering, BroadcastLowering, SplatLowering>(conv, ctx);
+    patterns.add<GridQueryLowering<ProgramIdOp>>(conv, ctx, "tj::program_id_x");
+    patterns.add<GridQueryLowering<NumProgramsOp>>(conv, ctx, "tj::num_programs_x");
+    patterns.add<ElementwiseLowering<arith::AddFOp>>(conv, ctx, "tj::add", false);
+    patterns.add<ElementwiseLowering<arith::SubFOp>>(conv, ctx, "tj::sub", false);
+    patterns.add<ElementwiseLowering<arith::MulFOp>>(conv, ctx, "tj::mul", false);
+    patterns.add<ElementwiseLowering<arith::DivFOp>>(conv, ctx, "tj::div", false);
+    patterns.add<ElementwiseLowering<arith::MaximumFOp>>(conv, ctx, "tj::max", false);
+    patterns.add<ElementwiseLowering<arith::MinimumFOp>>(conv, ctx, "tj::min", false);
+    patterns.add<ElementwiseLowering<arith::NegFOp>>(conv, ctx, "tj::neg", false);
+    patterns.add<ElementwiseLowering<math::RsqrtOp>>(conv, ctx, "tj::rsqrt", true);
+    patterns.add<ElementwiseLowering<math::SqrtOp>>(conv, ctx, "tj::sqrt", true);
+    patterns.add<ElementwiseLowering<math::ExpOp>>(conv, ctx, "tj::exp", true);
+    patterns.add<ElementwiseLowering<math::Exp2Op>>(conv, ctx, "tj::exp2", true);
+    patterns.add<ElementwiseLowering<math::AbsFOp>>(conv, ctx, "tj::abs", true);
+    patterns.add<ConvertLowering<arith::ExtFOp>, ConvertLowering<arith::TruncFOp>>(conv, ctx);
+    populateArithToEmitCPatterns(conv, patterns);
+    populateSCFToEmitCConversionPatterns(patterns, conv);
+
+    if (failed(applyFullConversion(module, target, std::move(patterns))))
+      return signalPassFailure();
+
+    // Shared scratch for cross-warp reductions, at the top of each kernel.
+    OpBuilder b(ctx);
+    for (auto func : module.getOps<emitc::FuncOp>()) {
+      auto scratch = func->getAttrOfType<IntegerAttr>("tile.scratch_bytes");
+      func->removeAttr("tile.scratch_bytes");
+      if (!scratch || scratch.getInt() == 0)
+        continue;
+      b.setInsertionPointToStart(&func.getBody().front());
+      emitc::VerbatimOp::create(b, func.getLoc(),
+                                b.getStringAttr("__shared__ float " + std::string(kScratchName) +
+                                                "[" + std::to_string(scratch.getInt() / 4) +
+                                                "];"));
+    }
+    b.setInsertionPointToStart(module.getBody());
+    SmallVector<StringRef> includes = {"prelude.cuh", "frag.cuh"};
+    if (usesMemory) includes.push_back("memory.cuh");
+    if (usesReduce) includes.push_back("reduce.cuh");
+    for (StringRef inc : includes)
+      emitc::IncludeOp::create(b, module.getLoc(), inc);
+  }
+};
+
+} // namespace
+} // namespace tilejit

@@ -1,0 +1,427 @@
+//===- RmsNorm.cpp - RMSNorm forward and backward templates ---------------===//
+//
+// Forward:  rstd = 1 / sqrt(mean(x^2) + eps);  y = x * rstd * g
+// Backward: xhat = x * rstd;  dx = rstd * (dy*g - xhat * mean(dy*g*xhat));
+//           dw = sum over rows of dy * xhat
+// with g = w, or g = 1 + w (zero-centered gamma, the 1 added in f32). All
+// arithmetic is f32. dw is reduced deterministically: each program of the
+// persistent backward kernel sums its rows into one f32 partial row, and a
+// second kernel sums the partials in a fixed order.
+//
+// Tunables: threads (block size), rows (tile rows = rows of threads), vec
+// (elements per vector access); backward also programs (persistent blocks,
+// which is also the number of dw partial rows).
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/templates/Template.h"
+
+#include "compiler/EmbeddedSources.h"
+#include "dialects/Tile/TileDialect.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+namespace tt = tilejit::tile;
+
+namespace tilejit {
+namespace {
+
+constexpr int64_t kMaxElemsPerThreadFwd = 64;
+constexpr int64_t kMaxElemsPerThreadBwd = 32;
+constexpr int64_t kScratchLimitBytes = 48 * 1024;
+
+// The dw reduction kernel's fixed shape: 256 threads as 8 rows of 32 lanes,
+// 4 f32 (16 bytes) per access, so one program sums a column strip of 128.
+constexpr int64_t kDwRowThreads = 8, kDwColThreads = 32, kDwVec = 4;
+constexpr int64_t kDwStrip = kDwColThreads * kDwVec;
+
+llvm::Error configError(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+Type elemType(MLIRContext &ctx, DType t) {
+  switch (t) {
+  case DType::BF16: return BFloat16Type::get(&ctx);
+  case DType::F16: return Float16Type::get(&ctx);
+  case DType::F32: return Float32Type::get(&ctx);
+  }
+  return {};
+}
+
+/// Builds tiles, constants and arithmetic for one layout.
+struct TileBuilder {
+  OpBuilder &b;
+  Location loc;
+  tt::BlockedLayoutAttr layout;
+  int64_t rows, cols;
+
+  RankedTensorType tile(Type elem) const {
+    return RankedTensorType::get({rows, cols}, elem, layout);
+  }
+  RankedTensorType colsTile(Type elem) const {
+    return RankedTensorType::get({cols}, elem,
+                                 tt::SliceLayoutAttr::get(b.getContext(), 0, layout));
+  }
+  RankedTensorType rowsTile() const {
+    return RankedTensorType::get({rows}, b.getF32Type(),
+                                 tt::SliceLayoutAttr::get(b.getContext(), 1, layout));
+  }
+  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value f32(double v) { return arith::ConstantFloatOp::create(b, loc, b.getF32Type(), APFloat(float(v))); }
+  Value splat(Value scalar, RankedTensorType type) {
+    return tt::SplatOp::create(b, loc, type, scalar);
+  }
+  Value widen(Value t) {
+    auto type = cast<RankedTensorType>(t.getType());
+    if (type.getElementType().isF32())
+      return t;
+    return arith::ExtFOp::create(b, loc, type.clone(b.getF32Type()), t);
+  }
+  Value narrow(Value t, Type elem) {
+    auto type = cast<RankedTensorType>(t.getType());
+    if (type.getElementType() == elem)
+      return t;
+    return arith::TruncFOp::create(b, loc, type.clone(elem), t);
+  }
+  Value add(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
+  Value rowSum(Value t) {
+    return tt::ReduceOp::create(b, loc, rowsTile(), tt::ReduceKind::sum, t, 1);
+  }
+  Value colSum(Value t) {
+    return tt::ReduceOp::create(b, loc, colsTile(b.getF32Type()), tt::ReduceKind::sum, t, 0);
+  }
+  Value broadcast(Value t) {
+    return tt::BroadcastOp::create(b, loc, tile(b.getF32Type()), t);
+  }
+  /// g = w or 1 + w, widened to f32, as a row of columns.
+  Value gamma(Value w, Type wElem, bool zeroCentered) {
+    Value wt = tt::LoadOp::create(b, loc, colsTile(wElem), w, ValueRange{index(0)}, nullptr);
+    Value g = widen(wt);
+    if (zeroCentered)
+      g = add(g, splat(f32(1.0), colsTile(b.getF32Type())));
+    return g;
+  }
+};
+
+DictionaryAttr configAttr(MLIRContext &ctx, const TileConfig &cfg) {
+  Builder b(&ctx);
+  SmallVector<NamedAttribute> attrs;
+  for (auto &[k, v] : cfg.values)
+    attrs.push_back(b.getNamedAttr(k, b.getI64IntegerAttr(v)));
+  return b.getDictionaryAttr(attrs);
+}
+
+tt::KernelOp makeKernel(OpBuilder &b, Location loc, StringRef name, ArrayRef<Type> args,
+                        int64_t threads, AffineMap grid, ArrayRef<int64_t> gridOperands,
+                        DictionaryAttr config) {
+  auto fnType = b.getFunctionType(args, {});
+  auto kernel = tt::KernelOp::create(b, loc, name, fnType, threads, grid, gridOperands, config,
+                                     /*arg_attrs=*/nullptr, /*res_attrs=*/nullptr);
+  Block *entry = b.createBlock(&kernel.getBody());
+  for (Type t : args)
+    entry->addArgument(t, loc);
+  return kernel;
+}
+
+struct Shape {
+  int64_t vec, threads, rowThreads, colThreads, chunks, elems;
+};
+
+Shape shapeOf(const KernelSpec &spec, const TileConfig &cfg) {
+  Shape s;
+  s.vec = cfg.get("vec");
+  s.threads = cfg.get("threads");
+  s.rowThreads = cfg.get("rows");
+  s.colThreads = s.rowThreads > 0 ? s.threads / s.rowThreads : 0;
+  int64_t perPass = s.colThreads * s.vec;
+  s.chunks = perPass > 0 ? (spec.cols + perPass - 1) / perPass : 0;
+  s.elems = s.chunks * s.vec;
+  return s;
+}
+
+class RmsNormTemplate : public KernelTemplate {
+public:
+  explicit RmsNormTemplate(OpKind op) : op_(op) {}
+  OpKind op() const override { return op_; }
+  bool backward() const { return op_ == OpKind::RmsNormBwd; }
+
+  int64_t maxVec(const KernelSpec &spec) const {
+    int bytes = dtypeBytes(spec.dtype);
+    int64_t v = std::min<int64_t>(16 / bytes, std::max(spec.align / bytes, 1));
+    // The weight is read with the same vector width.
+    int wbytes = dtypeBytes(spec.wdtype);
+    while (v > 1 && v * wbytes > 16) v /= 2;
+    return v;
+  }
+
+  TileConfig makeConfig(const KernelSpec &spec, int64_t vec, int64_t colThreads,
+                        int64_t minThreads) const {
+    int64_t threads = std::max(colThreads, minThreads);
+    TileConfig c;
+    c.set("vec", vec).set("threads", threads).set("rows", threads / colThreads);
+    if (backward())
+      c.set("programs", 2 * assumedSMCount(spec.arch));
+    return c;
+  }
+
+  TileConfig defaultConfig(const KernelSpec &spec) const override {
+    int64_t vec = maxVec(spec);
+    int64_t vectors = (spec.cols + vec - 1) / vec;
+    // About two vectors per thread keeps a row's loads in flight at once
+    // while leaving registers for the block to be resident several times.
+    int64_t lanes = int64_t(llvm::PowerOf2Ceil(uint64_t((vectors + 1) / 2)));
+    lanes = std::clamp<int64_t>(lanes, 1, 1024);
+    TileConfig c = makeConfig(spec, vec, lanes, 128);
+    // Very long rows: more vectors per thread rather than a spilling kernel.
+    return c;
+  }
+
+  std::vector<TileConfig> configSpace(const KernelSpec &spec) const override {
+    std::vector<TileConfig> out;
+    TileConfig def = defaultConfig(spec);
+    out.push_back(def);
+    for (int64_t vec = maxVec(spec); vec >= 1; vec /= 2)
+      for (int64_t lanes = 1; lanes <= 1024; lanes *= 2)
+        for (int64_t minThreads : {64, 128, 256, 512}) {
+          TileConfig c = makeConfig(spec, vec, lanes, minThreads);
+          // A thread group much wider than the row only idles.
+          if (lanes > 1 && lanes * vec >= 2 * spec.cols)
+            continue;
+          if (backward())
+            for (int64_t k : {1, 2, 4}) {
+              TileConfig p = c;
+              p.set("programs", k * assumedSMCount(spec.arch));
+              if (!checkConfig(spec, p) && !(p == def))
+                out.push_back(p);
+              else
+                llvm::consumeError(checkConfig(spec, p));
+            }
+          else if (auto err = checkConfig(spec, c))
+            llvm::consumeError(std::move(err));
+          else if (!(c == def))
+            out.push_back(c);
+        }
+    // Drop duplicates, keeping the first (most likely) occurrence.
+    std::vector<TileConfig> unique;
+    for (auto &c : out)
+      if (std::find(unique.begin(), unique.end(), c) == unique.end())
+        unique.push_back(c);
+    return unique;
+  }
+
+  llvm::Error checkConfig(const KernelSpec &spec, const TileConfig &cfg) const override {
+    for (const char *name : {"vec", "threads", "rows"})
+      if (!cfg.has(name))
+        return configError(llvm::Twine("config lacks '") + name + "'");
+    if (backward() && !cfg.has("programs"))
+      return configError("config lacks 'programs'");
+    for (auto &[k, v] : cfg.values)
+      if (k != "vec" && k != "threads" && k != "rows" && !(backward() && k == "programs"))
+        return configError("unknown config parameter '" + k + "' for " +
+                           std::string(opName(op_)));
+    Shape s = shapeOf(spec, cfg);
+    int bytes = dtypeBytes(spec.dtype);
+    if (s.vec < 1 || s.vec > 8 || !llvm::isPowerOf2_64(s.vec))
+      return configError("vec must be 1, 2, 4 or 8, got " + llvm::Twine(s.vec));
+    if (s.vec > maxVec(spec))
+      return configError("vec = " + llvm::Twine(s.vec) + " needs " +
+                         llvm::Twine(s.vec * bytes) + "-byte aligned rows; the spec guarantees " +
+                         llvm::Twine(spec.align));
+    if (s.threads < 32 || s.threads > 1024 || s.threads % 32 != 0)
+      return configError("threads must be a multiple of 32 in [32, 1024], got " +
+                         llvm::Twine(s.threads));
+    if (s.rowThreads < 1 || s.threads % s.rowThreads != 0 ||
+        !llvm::isPowerOf2_64(s.colThreads))
+      return configError("rows = " + llvm::Twine(s.rowThreads) +
+                         " must divide threads = " + llvm::Twine(s.threads) +
+                         " into a power-of-two number of lanes");
+    if (s.colThreads > 32 && s.colThreads % 32 != 0)
+      return configError("lanes per row above 32 must be whole warps");
+    int64_t limit = backward() ? kMaxElemsPerThreadBwd : kMaxElemsPerThreadFwd;
+    if (s.elems > limit)
+      return configError("each thread would hold " + llvm::Twine(s.elems) +
+                         " elements of a row (limit " + llvm::Twine(limit) +
+                         "); use more threads per row or a smaller vec");
+    if (backward()) {
+      int64_t p = cfg.get("programs");
+      if (p < 1 || p > 65535)
+        return configError("programs must be in [1, 65535], got " + llvm::Twine(p));
+      if (s.rowThreads > 1 && s.rowThreads * s.colThreads * s.elems * 4 > kScratchLimitBytes)
+        return configError("the dw column reduction needs " +
+                           llvm::Twine(s.rowThreads * s.colThreads * s.elems * 4) +
+                           " bytes of shared memory (limit 48 KiB)");
+    }
+    return llvm::Error::success();
+  }
+
+  WorkspaceInfo workspace(const KernelSpec &spec, const TileConfig &cfg) const override {
+    if (!backward())
+      return {};
+    return {cfg.get("programs") * spec.cols * 4};
+  }
+
+  std::string_view sourceHash() const override {
+    return embedded::templateSourceHash("RmsNorm.cpp");
+  }
+
+  llvm::Expected<OwningOpRef<ModuleOp>> build(MLIRContext &ctx, const KernelSpec &spec,
+                                              const TileConfig &cfg) const override {
+    if (auto err = spec.validate())
+      return err;
+    if (auto err = checkConfig(spec, cfg))
+      return err;
+    ctx.getOrLoadDialect<tt::TileDialect>();
+    OpBuilder b(&ctx);
+    Location loc = b.getUnknownLoc();
+    OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+    b.setInsertionPointToEnd(module->getBody());
+    if (backward())
+      buildBackward(b, loc, spec, cfg);
+    else
+      buildForward(b, loc, spec, cfg);
+    return module;
+  }
+
+private:
+  std::string baseName(const KernelSpec &spec) const {
+    return std::string(opName(op_)) + "_" + std::string(dtypeName(spec.dtype)) + "_" +
+           std::string(dtypeName(spec.wdtype)) + "_n" + std::to_string(spec.cols) +
+           (spec.zeroCenteredGamma ? "_zcg" : "");
+  }
+
+  void buildForward(OpBuilder &b, Location loc, const KernelSpec &spec,
+                    const TileConfig &cfg) const {
+    MLIRContext &ctx = *b.getContext();
+    Shape s = shapeOf(spec, cfg);
+    Type xT = elemType(ctx, spec.dtype), wT = elemType(ctx, spec.wdtype), f32 = b.getF32Type();
+    int64_t dyn = ShapedType::kDynamic, n = spec.cols;
+    SmallVector<Type> args = {MemRefType::get({dyn, n}, xT), MemRefType::get({n}, wT),
+                              MemRefType::get({dyn, n}, xT), MemRefType::get({dyn}, f32), f32};
+    // grid = ceil(rows / tile rows)
+    AffineMap grid = AffineMap::get(0, 1, getAffineSymbolExpr(0, &ctx).ceilDiv(s.rowThreads));
+    auto kernel = makeKernel(b, loc, baseName(spec), args, s.threads, grid, {0, 0},
+                             configAttr(ctx, cfg));
+    Block &body = kernel.getBody().front();
+    b.setInsertionPointToStart(&body);
+    Value x = body.getArgument(0), w = body.getArgument(1), y = body.getArgument(2),
+          rstdOut = body.getArgument(3), eps = body.getArgument(4);
+
+    TileBuilder tb{b, loc, tt::BlockedLayoutAttr::get(&ctx, s.vec, s.rowThreads, s.colThreads),
+                   s.rowThreads, n};
+    Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
+    Value row0 = arith::MulIOp::create(b, loc, pid, tb.index(s.rowThreads));
+    Value c0 = tb.index(0);
+
+    Value xt = tt::LoadOp::create(b, loc, tb.tile(xT), x, ValueRange{row0, c0}, nullptr);
+    Value xf = tb.widen(xt);
+    Value ss = tb.rowSum(tb.mul(xf, xf));
+    Value meanSq = tb.mul(ss, tb.splat(tb.f32(1.0 / double(n)), tb.rowsTile()));
+    Value rstd = math::RsqrtOp::create(b, loc, tb.add(meanSq, tb.splat(eps, tb.rowsTile())));
+    tt::StoreOp::create(b, loc, rstd, rstdOut, ValueRange{row0});
+    Value g = tb.gamma(w, wT, spec.zeroCenteredGamma);
+    Value yf = tb.mul(tb.mul(xf, tb.broadcast(rstd)), tb.broadcast(g));
+    tt::StoreOp::create(b, loc, tb.narrow(yf, xT), y, ValueRange{row0, c0});
+    tt::ReturnOp::create(b, loc);
+    b.setInsertionPointAfter(kernel);
+  }
+
+  void buildBackward(OpBuilder &b, Location loc, const KernelSpec &spec,
+                     const TileConfig &cfg) const {
+    MLIRContext &ctx = *b.getContext();
+    Shape s = shapeOf(spec, cfg);
+    Type xT = elemType(ctx, spec.dtype), wT = elemType(ctx, spec.wdtype), f32 = b.getF32Type();
+    int64_t dyn = ShapedType::kDynamic, n = spec.cols, programs = cfg.get("programs");
+
+    // Kernel 1: dx, and one dw partial row per program.
+    {
+      SmallVector<Type> args = {MemRefType::get({dyn, n}, xT),  MemRefType::get({dyn, n}, xT),
+                                MemRefType::get({dyn}, f32),     MemRefType::get({n}, wT),
+                                MemRefType::get({dyn, n}, xT),  MemRefType::get({programs, n}, f32)};
+      AffineMap grid = AffineMap::get(0, 0, getAffineConstantExpr(programs, &ctx));
+      auto kernel = makeKernel(b, loc, baseName(spec), args, s.threads, grid, {},
+                               configAttr(ctx, cfg));
+      Block &body = kernel.getBody().front();
+      b.setInsertionPointToStart(&body);
+      Value dy = body.getArgument(0), x = body.getArgument(1), rstdIn = body.getArgument(2),
+            w = body.getArgument(3), dx = body.getArgument(4), dwp = body.getArgument(5);
+      TileBuilder tb{b, loc,
+                     tt::BlockedLayoutAttr::get(&ctx, s.vec, s.rowThreads, s.colThreads),
+                     s.rowThreads, n};
+      Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
+      Value nprog = tt::NumProgramsOp::create(b, loc, tt::Dim::x);
+      Value rows = memref::DimOp::create(b, loc, x, 0);
+      Value tileRows = tb.index(s.rowThreads);
+      Value ntiles = arith::DivUIOp::create(
+          b, loc, arith::AddIOp::create(b, loc, rows, tb.index(s.rowThreads - 1)), tileRows);
+      Value gb = tb.broadcast(tb.gamma(w, wT, spec.zeroCenteredGamma));
+      Value invN = tb.splat(tb.f32(1.0 / double(n)), tb.rowsTile());
+      Value zero = tb.splat(tb.f32(0.0), tb.tile(f32));
+      Value c0 = tb.index(0);
+      auto loop = scf::ForOp::create(b, loc, pid, ntiles, nprog, ValueRange{zero});
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(loop.getBody());
+        Value t = loop.getInductionVar(), acc = loop.getRegionIterArgs()[0];
+        Value row0 = arith::MulIOp::create(b, loc, t, tileRows);
+        Value xf = tb.widen(tt::LoadOp::create(b, loc, tb.tile(xT), x, ValueRange{row0, c0}, nullptr));
+        Value dyf = tb.widen(tt::LoadOp::create(b, loc, tb.tile(xT), dy, ValueRange{row0, c0}, nullptr));
+        Value rs = tt::LoadOp::create(b, loc, tb.rowsTile(), rstdIn, ValueRange{row0}, nullptr);
+        Value rb = tb.broadcast(rs);
+        Value xhat = tb.mul(xf, rb);
+        Value dyg = tb.mul(dyf, gb);
+        Value mean = tb.mul(tb.rowSum(tb.mul(dyg, xhat)), invN);
+        Value dxf = tb.mul(tb.sub(dyg, tb.mul(xhat, tb.broadcast(mean))), rb);
+        tt::StoreOp::create(b, loc, tb.narrow(dxf, xT), dx, ValueRange{row0, c0});
+        scf::YieldOp::create(b, loc, ValueRange{tb.add(acc, tb.mul(dyf, xhat))});
+      }
+      Value partial = tb.colSum(loop.getResult(0));
+      tt::StoreOp::create(b, loc, partial, dwp, ValueRange{pid, c0});
+      tt::ReturnOp::create(b, loc);
+      b.setInsertionPointAfter(kernel);
+    }
+
+    // Kernel 2: dw = sum of the partial rows, in order, per column strip.
+    {
+      SmallVector<Type> args = {MemRefType::get({programs, n}, f32), MemRefType::get({n}, wT)};
+      int64_t strips = (n + kDwStrip - 1) / kDwStrip;
+      AffineMap grid = AffineMap::get(0, 0, getAffineConstantExpr(strips, &ctx));
+      auto kernel = makeKernel(b, loc, baseName(spec) + "_dw", args,
+                               kDwRowThreads * kDwColThreads, grid, {}, configAttr(ctx, cfg));
+      Block &body = kernel.getBody().front();
+      b.setInsertionPointToStart(&body);
+      Value dwp = body.getArgument(0), dw = body.getArgument(1);
+      TileBuilder tb{b, loc,
+                     tt::BlockedLayoutAttr::get(&ctx, kDwVec, kDwRowThreads, kDwColThreads),
+                     kDwRowThreads, kDwStrip};
+      Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
+      Value col0 = arith::MulIOp::create(b, loc, pid, tb.index(kDwStrip));
+      Value zero = tb.splat(tb.f32(0.0), tb.tile(f32));
+      auto loop = scf::ForOp::create(b, loc, tb.index(0), tb.index(programs),
+                                     tb.index(kDwRowThreads), ValueRange{zero});
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(loop.getBody());
+        Value part = tt::LoadOp::create(b, loc, tb.tile(f32), dwp,
+                                        ValueRange{loop.getInductionVar(), col0}, nullptr);
+        scf::YieldOp::create(b, loc, ValueRange{tb.add(loop.getRegionIterArgs()[0], part)});
+      }
+      Value sum = tb.colSum(loop.getResult(0));
+      tt::StoreOp::create(b, loc, tb.narrow(sum, wT), dw, ValueRange{col0});
+      tt::ReturnOp::create(b, loc);
+      b.setInsertionPointAfter(kernel);
+    }
+  }
+
+  OpKind op_;
+};
+
+} // namespace
+
+const KernelTemplate &rmsNormTemplate(OpKind op) {
+  static const RmsNormTemplate fwd(OpKind::RmsNormFwd), bwd(OpKind::RmsNormBwd);
+  return op == OpKind::RmsNormBwd ? static_cast<const KernelTemplate &>(bwd) : fwd;
+}
+
+} // namespace tilejit

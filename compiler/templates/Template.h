@@ -1,0 +1,51 @@
+//===- Template.h - kernel templates ------------------------------*- C++ -*-===//
+//
+// A template turns a KernelSpec and a TileConfig into a tile-dialect module.
+// It also owns the config space the tuner searches and a default config.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "compiler/KernelSpec.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+
+namespace tilejit {
+
+/// A launch-time buffer the caller provides besides the op's operands.
+struct WorkspaceInfo {
+  int64_t bytes = 0;
+};
+
+class KernelTemplate {
+public:
+  virtual ~KernelTemplate() = default;
+  virtual OpKind op() const = 0;
+  /// Every config this template accepts for `spec`, likeliest winners first.
+  virtual std::vector<TileConfig> configSpace(const KernelSpec &spec) const = 0;
+  /// A config chosen without measuring.
+  virtual TileConfig defaultConfig(const KernelSpec &spec) const = 0;
+  /// Rejects a config the template cannot build for `spec`, naming why.
+  virtual llvm::Error checkConfig(const KernelSpec &spec, const TileConfig &cfg) const = 0;
+  /// Builds the module; its kernels are launched in the order they appear.
+  virtual llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+  build(mlir::MLIRContext &ctx, const KernelSpec &spec, const TileConfig &cfg) const = 0;
+  /// Scratch memory the launch needs.
+  virtual WorkspaceInfo workspace(const KernelSpec &spec, const TileConfig &cfg) const {
+    return {};
+  }
+  /// Hash of the template's source, part of every kernel key.
+  virtual std::string_view sourceHash() const = 0;
+};
+
+/// The template for `op`; never null for a known op.
+const KernelTemplate &getTemplate(OpKind op);
+
+/// Number of multiprocessors assumed for an arch when sizing persistent grids.
+int assumedSMCount(std::string_view arch);
+
+} // namespace tilejit

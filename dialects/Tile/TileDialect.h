@@ -1,0 +1,39 @@
+//===- TileDialect.h - the tile dialect -------------------------*- C++ -*-===//
+#pragma once
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/Tile/TileDialect.h.inc"
+#include "dialects/Tile/TileEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/Tile/TileAttrs.h.inc"
+
+namespace tilejit::tile {
+/// A ranked tensor whose encoding is a tile layout that fits its shape.
+bool isTileType(mlir::Type type);
+/// A contiguous row-major memref of bf16, f16 or f32 (dynamic sizes allowed).
+bool isGlobalMemRef(mlir::Type type);
+/// The blocked layout that places the elements of `tile`: its own encoding,
+/// or the parent of its slice encoding.
+BlockedLayoutAttr getBlockedParent(mlir::RankedTensorType tile);
+/// Number of elements of `tile` one thread holds.
+int64_t getElemsPerThread(mlir::RankedTensorType tile);
+/// Number of columns of the tile's row (the last dimension of the blocked
+/// parent view): the tile's last size, or for a `dim = 1` slice, 1.
+} // namespace tilejit::tile
+
+#define GET_OP_CLASSES
+#include "dialects/Tile/TileOps.h.inc"

@@ -1,0 +1,93 @@
+//===- TileLayout.cpp - layout attributes of the tile dialect ---------------===//
+#include "dialects/Tile/TileDialect.h"
+
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+using namespace tilejit::tile;
+
+int64_t BlockedLayoutAttr::getChunks(int64_t cols) const {
+  int64_t perPass = getColThreads() * getVec();
+  return (cols + perPass - 1) / perPass;
+}
+
+LogicalResult
+BlockedLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                          int64_t vec, int64_t rowThreads, int64_t colThreads) {
+  if (vec < 1 || vec > 8 || !llvm::isPowerOf2_64(vec))
+    return emitError() << "#tile.blocked vec must be 1, 2, 4 or 8, got " << vec;
+  if (rowThreads < 1 || colThreads < 1)
+    return emitError() << "#tile.blocked needs rowThreads and colThreads >= 1, got "
+                       << rowThreads << " and " << colThreads;
+  if (!llvm::isPowerOf2_64(colThreads))
+    return emitError() << "#tile.blocked colThreads must be a power of two, got "
+                       << colThreads;
+  if (colThreads < 32 && rowThreads * colThreads % 32 != 0)
+    return emitError() << "#tile.blocked needs whole warps: rowThreads * "
+                          "colThreads = "
+                       << rowThreads * colThreads << " is not a multiple of 32";
+  if (colThreads > 32 && colThreads % 32 != 0)
+    return emitError() << "#tile.blocked colThreads above 32 must be whole warps";
+  if (rowThreads * colThreads > 1024)
+    return emitError() << "#tile.blocked has " << rowThreads * colThreads
+                       << " threads; a block holds at most 1024";
+  return success();
+}
+
+LogicalResult
+SliceLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                        int64_t dim, BlockedLayoutAttr parent) {
+  if (dim != 0 && dim != 1)
+    return emitError() << "#tile.slice dim must be 0 or 1, got " << dim;
+  if (!parent)
+    return emitError() << "#tile.slice needs a #tile.blocked parent";
+  return success();
+}
+
+bool tilejit::tile::isTileType(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return false;
+  Attribute enc = tensor.getEncoding();
+  if (auto blocked = dyn_cast_or_null<BlockedLayoutAttr>(enc))
+    return tensor.getRank() == 2 && tensor.getDimSize(0) == blocked.getRowThreads();
+  if (auto slice = dyn_cast_or_null<SliceLayoutAttr>(enc)) {
+    if (tensor.getRank() != 1)
+      return false;
+    // A per-row slice has one element per row of threads.
+    if (slice.getDim() == 1)
+      return tensor.getDimSize(0) == slice.getParent().getRowThreads();
+    return true;
+  }
+  return false;
+}
+
+bool tilejit::tile::isGlobalMemRef(Type type) {
+  auto memref = dyn_cast<MemRefType>(type);
+  if (!memref || !memref.getLayout().isIdentity() || memref.getRank() < 1 ||
+      memref.getRank() > 4)
+    return false;
+  if (memref.getMemorySpace())
+    return false;
+  Type elem = memref.getElementType();
+  return elem.isBF16() || elem.isF16() || elem.isF32();
+}
+
+BlockedLayoutAttr tilejit::tile::getBlockedParent(RankedTensorType tile) {
+  Attribute enc = tile.getEncoding();
+  if (auto blocked = dyn_cast_or_null<BlockedLayoutAttr>(enc))
+    return blocked;
+  if (auto slice = dyn_cast_or_null<SliceLayoutAttr>(enc))
+    return slice.getParent();
+  return {};
+}
+
+int64_t tilejit::tile::getElemsPerThread(RankedTensorType tile) {
+  Attribute enc = tile.getEncoding();
+  if (auto blocked = dyn_cast<BlockedLayoutAttr>(enc))
+    return blocked.getElemsPerThread(tile.getDimSize(1));
+  auto slice = cast<SliceLayoutAttr>(enc);
+  if (slice.getDim() == 1)
+    return 1; // one value for the thread's row
+  return slice.getParent().getElemsPerThread(tile.getDimSize(0));
+}

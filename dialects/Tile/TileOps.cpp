@@ -1,0 +1,211 @@
+//===- TileOps.cpp - operations of the tile dialect --------------------------===//
+#include "dialects/Tile/TileDialect.h"
+
+#include "mlir/Interfaces/FunctionImplementation.h"
+
+using namespace mlir;
+using namespace tilejit::tile;
+
+//===----------------------------------------------------------------------===//
+// KernelOp
+//===----------------------------------------------------------------------===//
+
+ParseResult KernelOp::parse(OpAsmParser &parser, OperationState &result) {
+  auto buildFuncType = [](Builder &builder, ArrayRef<Type> argTypes,
+                          ArrayRef<Type> results,
+                          function_interface_impl::VariadicFlag,
+                          std::string &) {
+    return builder.getFunctionType(argTypes, results);
+  };
+  return function_interface_impl::parseFunctionOp(
+      parser, result, /*allowVariadic=*/false,
+      getFunctionTypeAttrName(result.name), buildFuncType,
+      getArgAttrsAttrName(result.name), getResAttrsAttrName(result.name));
+}
+
+void KernelOp::print(OpAsmPrinter &p) {
+  function_interface_impl::printFunctionOp(
+      p, *this, /*isVariadic=*/false, getFunctionTypeAttrName(),
+      getArgAttrsAttrName(), getResAttrsAttrName());
+}
+
+static bool isKernelArgType(Type type) {
+  return isGlobalMemRef(type) || type.isF32() || type.isIndex();
+}
+
+LogicalResult KernelOp::verify() {
+  FunctionType type = getFunctionType();
+  if (type.getNumResults() != 0)
+    return emitOpError() << "must return nothing, has "
+                         << type.getNumResults() << " results";
+  for (auto [i, argType] : llvm::enumerate(type.getInputs()))
+    if (!isKernelArgType(argType))
+      return emitOpError() << "argument " << i << " has type " << argType
+                           << "; kernel arguments are contiguous bf16/f16/f32 "
+                              "memrefs, f32 or index";
+  Block &entry = getBody().front();
+  if (entry.getNumArguments() != type.getNumInputs())
+    return emitOpError() << "body has " << entry.getNumArguments()
+                         << " arguments, signature " << type.getNumInputs();
+
+  int64_t threads = getBlockThreads();
+  if (threads < 32 || threads > 1024 || threads % 32 != 0)
+    return emitOpError() << "block_threads must be a multiple of 32 in "
+                            "[32, 1024], got "
+                         << threads;
+
+  AffineMap grid = getGrid();
+  ArrayRef<int64_t> ops = getGridOperands();
+  if (grid.getNumDims() != 0 || grid.getNumResults() == 0)
+    return emitOpError() << "grid must be an affine map of symbols only with "
+                            "at least one result, got "
+                         << AffineMapAttr::get(grid);
+  if (ops.size() % 2 != 0 || (int64_t)ops.size() / 2 != grid.getNumSymbols())
+    return emitOpError() << "grid has " << grid.getNumSymbols()
+                         << " symbols but grid_operands holds " << ops.size()
+                         << " values (expected (argument, dimension) pairs)";
+  for (size_t i = 0; i < ops.size(); i += 2) {
+    int64_t arg = ops[i], dim = ops[i + 1];
+    if (arg < 0 || arg >= (int64_t)type.getNumInputs())
+      return emitOpError() << "grid operand " << i / 2 << " names argument "
+                           << arg << ", which does not exist";
+    Type argType = type.getInput(arg);
+    if (dim == -1) {
+      if (!argType.isIndex())
+        return emitOpError() << "grid operand " << i / 2 << " names argument "
+                             << arg << " itself, which must then be an index";
+    } else {
+      auto memref = dyn_cast<MemRefType>(argType);
+      if (!memref || dim < 0 || dim >= memref.getRank())
+        return emitOpError() << "grid operand " << i / 2 << " names size "
+                             << dim << " of argument " << arg
+                             << ", which is not a memref of that rank";
+    }
+  }
+
+  // Every tile in the body must be laid out over exactly this block.
+  WalkResult walk = getBody().walk([&](Operation *op) {
+    for (Type t : op->getResultTypes()) {
+      auto tensor = dyn_cast<RankedTensorType>(t);
+      if (!tensor)
+        continue;
+      BlockedLayoutAttr layout = getBlockedParent(tensor);
+      if (!layout) {
+        op->emitOpError() << "produces " << t
+                          << ", a tensor without a #tile layout";
+        return WalkResult::interrupt();
+      }
+      if (layout.getNumThreads() != threads) {
+        op->emitOpError() << "produces a tile laid out over "
+                          << layout.getNumThreads()
+                          << " threads in a kernel of " << threads;
+        return WalkResult::interrupt();
+      }
+    }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyAccess(Operation *op, MemRefType memref,
+                                  RankedTensorType tile, size_t numIndices) {
+  if (numIndices != (size_t)memref.getRank())
+    return op->emitOpError() << "needs " << memref.getRank()
+                             << " indices for " << memref << ", got "
+                             << numIndices;
+  if (tile.getRank() > memref.getRank())
+    return op->emitOpError() << "tile of rank " << tile.getRank()
+                             << " does not fit in " << memref;
+  if (tile.getElementType() != memref.getElementType())
+    return op->emitOpError() << "tile element type " << tile.getElementType()
+                             << " differs from memory element type "
+                             << memref.getElementType();
+  return success();
+}
+
+LogicalResult LoadOp::verify() {
+  return verifyAccess(*this, getSource().getType(), getResult().getType(),
+                      getIndices().size());
+}
+
+void LoadOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  effects.emplace_back(MemoryEffects::Read::get(), &getSourceMutable(),
+                       SideEffects::DefaultResource::get());
+}
+
+LogicalResult StoreOp::verify() {
+  return verifyAccess(*this, getDest().getType(), getValue().getType(),
+                      getIndices().size());
+}
+
+void StoreOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  effects.emplace_back(MemoryEffects::Write::get(), &getDestMutable(),
+                       SideEffects::DefaultResource::get());
+}
+
+//===----------------------------------------------------------------------===//
+// Tile arithmetic
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReduceOp::verify() {
+  auto in = getOperand().getType();
+  auto out = getResult().getType();
+  auto layout = dyn_cast<BlockedLayoutAttr>(in.getEncoding());
+  if (!layout)
+    return emitOpError() << "operand must be a rank-2 #tile.blocked tile, got "
+                         << in;
+  int64_t dim = getDim();
+  if (dim != 0 && dim != 1)
+    return emitOpError() << "dim must be 0 or 1, got " << dim;
+  auto slice = dyn_cast<SliceLayoutAttr>(out.getEncoding());
+  if (!slice || slice.getDim() != dim || slice.getParent() != layout)
+    return emitOpError() << "result layout must be #tile.slice<dim = " << dim
+                         << ", parent = " << layout << ">, got "
+                         << out.getEncoding();
+  if (out.getRank() != 1 || out.getDimSize(0) != in.getDimSize(1 - dim))
+    return emitOpError() << "result shape must be [" << in.getDimSize(1 - dim)
+                         << "], got " << out;
+  return success();
+}
+
+LogicalResult BroadcastOp::verify() {
+  auto in = getOperand().getType();
+  auto out = getResult().getType();
+  auto slice = dyn_cast<SliceLayoutAttr>(in.getEncoding());
+  auto layout = dyn_cast<BlockedLayoutAttr>(out.getEncoding());
+  if (!slice || !layout)
+    return emitOpError() << "expands a #tile.slice tile into a #tile.blocked "
+                            "tile, got "
+                         << in << " -> " << out;
+  if (slice.getParent() != layout)
+    return emitOpError() << "operand layout's parent " << slice.getParent()
+                         << " differs from result layout " << layout;
+  if (in.getElementType() != out.getElementType())
+    return emitOpError() << "element type changes from "
+                         << in.getElementType() << " to "
+                         << out.getElementType();
+  if (out.getDimSize(1 - slice.getDim()) != in.getDimSize(0))
+    return emitOpError() << "operand of " << in.getDimSize(0)
+                         << " elements does not match dimension "
+                         << 1 - slice.getDim() << " of " << out;
+  return success();
+}
+
+LogicalResult SplatOp::verify() {
+  if (getValue().getType() != getResult().getType().getElementType())
+    return emitOpError() << "scalar of type " << getValue().getType()
+                         << " cannot fill a tile of "
+                         << getResult().getType().getElementType();
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/Tile/TileOps.cpp.inc"

@@ -1,0 +1,333 @@
+//===- TileOps.td - the tile dialect ----------------------------*- tablegen -*-===//
+//
+// A block-level tile language: one program instance (a thread block) computes
+// whole tiles; passes decide how threads share that work.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TILEJIT_TILE_OPS
+#define TILEJIT_TILE_OPS
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/FunctionInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/IR/OpAsmInterface.td"
+
+//===----------------------------------------------------------------------===//
+// Dialect
+//===----------------------------------------------------------------------===//
+
+def Tile_Dialect : Dialect {
+  let name = "tile";
+  let cppNamespace = "::tilejit::tile";
+  let summary = "Block-level tile programs for GPU kernels";
+  let description = [{
+    The `tile` dialect describes what one thread block does with whole tiles.
+    Tiles are ranked tensors whose encoding is a layout attribute
+    (`#tile.blocked` or `#tile.slice`) that says which thread holds which
+    elements, so `arith` and `math` operations apply to them elementwise.
+    Global operands are memrefs (contiguous, row-major, dynamic sizes allowed);
+    loops are `scf.for` with tiles as iteration arguments. A kernel is a
+    `tile.kernel` carrying its launch shape and tunable configuration.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+    "::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect"
+  ];
+}
+
+class Tile_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Tile_Dialect, mnemonic, traits>;
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+def Tile_ReduceKind : I32EnumAttr<"ReduceKind", "reduction combiner", [
+    I32EnumAttrCase<"sum", 0>,
+    I32EnumAttrCase<"max", 1>,
+    I32EnumAttrCase<"min", 2>
+  ]> {
+  let cppNamespace = "::tilejit::tile";
+  let genSpecializedAttr = 0;
+}
+def Tile_ReduceKindAttr : EnumAttr<Tile_Dialect, Tile_ReduceKind, "reduce_kind">;
+
+def Tile_Dim : I32EnumAttr<"Dim", "grid dimension", [
+    I32EnumAttrCase<"x", 0>, I32EnumAttrCase<"y", 1>, I32EnumAttrCase<"z", 2>
+  ]> {
+  let cppNamespace = "::tilejit::tile";
+  let genSpecializedAttr = 0;
+}
+def Tile_DimAttr : EnumAttr<Tile_Dialect, Tile_Dim, "dim">;
+
+//===----------------------------------------------------------------------===//
+// Layout attributes
+//===----------------------------------------------------------------------===//
+
+class Tile_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<Tile_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+def Tile_BlockedLayoutAttr : Tile_Attr<"BlockedLayout", "blocked"> {
+  let summary = "Rows of a 2-D tile spread over groups of threads";
+  let description = [{
+    Layout of a rank-2 tile `tensor<R x C x T>`. The block's threads form a
+    grid of `rowThreads` x `colThreads` (thread `t` sits at row `t / colThreads`
+    and lane `t % colThreads`); tile row `r` belongs to thread row `r`, so `R`
+    must equal `rowThreads`. Within a row, a thread owns `vec` contiguous
+    elements, then skips `colThreads * vec`: lane `l` holds columns
+    `(k * colThreads + l) * vec + v` for `k` in `[0, ceil(C / (colThreads * vec)))`
+    and `v` in `[0, vec)`. Contiguous runs of `vec` become one vector memory
+    access; reductions along a row combine `colThreads` lanes.
+
+    Example: `#tile.blocked<vec = 8, rowThreads = 1, colThreads = 256>` gives a
+    256-thread block one row of up to 2048 elements per pass, 16 bytes per
+    thread per access for bf16.
+  }];
+  let parameters = (ins "int64_t":$vec, "int64_t":$rowThreads,
+                        "int64_t":$colThreads);
+  let assemblyFormat = "`<` `vec` `=` $vec `,` `rowThreads` `=` $rowThreads `,` `colThreads` `=` $colThreads `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    int64_t getNumThreads() const { return getRowThreads() * getColThreads(); }
+    /// Number of `vec`-wide chunks one thread holds for a row of `cols`.
+    int64_t getChunks(int64_t cols) const;
+    /// Number of elements one thread holds for a row of `cols`.
+    int64_t getElemsPerThread(int64_t cols) const {
+      return getChunks(cols) * getVec();
+    }
+  }];
+}
+
+def Tile_SliceLayoutAttr : Tile_Attr<"SliceLayout", "slice"> {
+  let summary = "The layout left when one dimension of a blocked tile is removed";
+  let description = [{
+    Layout of a rank-1 tile obtained from a `#tile.blocked` rank-2 tile by
+    removing dimension `dim`: every thread that held an element of the removed
+    dimension holds a copy of the result. `dim = 1` is one value per tile row
+    (a row sum, a per-row scale); `dim = 0` is one row of columns, held by each
+    row of threads (a weight vector, a column sum).
+  }];
+  let parameters = (ins "int64_t":$dim, "BlockedLayoutAttr":$parent);
+  let assemblyFormat = "`<` `dim` `=` $dim `,` `parent` `=` $parent `>`";
+  let genVerifyDecl = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+def Tile_ElementType : AnyTypeOf<[BF16, F16, F32]>;
+
+def Tile_Tile : Type<And<[
+      CPred<"::llvm::isa<::mlir::RankedTensorType>($_self)">,
+      CPred<"::tilejit::tile::isTileType($_self)">]>,
+    "tile (ranked tensor with a #tile layout encoding)",
+    "::mlir::RankedTensorType">;
+
+def Tile_F32Tile : Type<And<[Tile_Tile.predicate,
+      CPred<"::llvm::cast<::mlir::RankedTensorType>($_self).getElementType().isF32()">]>,
+    "f32 tile", "::mlir::RankedTensorType">;
+
+def Tile_GlobalMemRef : Type<And<[
+      CPred<"::llvm::isa<::mlir::MemRefType>($_self)">,
+      CPred<"::tilejit::tile::isGlobalMemRef($_self)">]>,
+    "contiguous row-major memref of bf16, f16 or f32", "::mlir::MemRefType">;
+
+//===----------------------------------------------------------------------===//
+// Kernel
+//===----------------------------------------------------------------------===//
+
+def Tile_KernelOp : Tile_Op<"kernel", [
+    FunctionOpInterface, IsolatedFromAbove, OpAsmOpInterface,
+    AutomaticAllocationScope]> {
+  let summary = "A GPU kernel: the program one thread block runs";
+  let description = [{
+    The entry of a kernel. Arguments are global memrefs (contiguous, row-major;
+    each dynamic size is a launch-time value), `f32` scalars and `index`
+    scalars. The body runs once per program instance.
+
+    Launch shape: `block_threads` threads per block. The grid's x size is the
+    minimum of the results of the affine map `grid`, whose symbols are bound,
+    in order, to the launch-time values named by `grid_operands`: pairs
+    `(argument, dimension)`, where dimension -1 names an `index` argument
+    itself and `d >= 0` names size `d` of a memref argument. `config` holds the
+    tunable parameters the kernel was instantiated with, for printing and
+    keys; passes do not read it.
+
+    ```mlir
+    tile.kernel @k(%x: memref<?x4096xbf16>) attributes {
+        block_threads = 256 : i64,
+        grid = affine_map<()[s0] -> (s0)>, grid_operands = array<i64: 0, 0>} {
+      tile.return
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<FunctionType>:$function_type,
+                       I64Attr:$block_threads,
+                       AffineMapAttr:$grid,
+                       DenseI64ArrayAttr:$grid_operands,
+                       OptionalAttr<DictionaryAttr>:$config,
+                       OptionalAttr<DictArrayAttr>:$arg_attrs,
+                       OptionalAttr<DictArrayAttr>:$res_attrs);
+  let regions = (region SizedRegion<1>:$body);
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::Region *getCallableRegion() { return &getBody(); }
+    ::llvm::ArrayRef<::mlir::Type> getArgumentTypes() {
+      return getFunctionType().getInputs();
+    }
+    ::llvm::ArrayRef<::mlir::Type> getResultTypes() {
+      return getFunctionType().getResults();
+    }
+    static ::llvm::StringRef getDefaultDialect() { return "tile"; }
+    bool isDeclaration() { return false; }
+  }];
+}
+
+def Tile_ReturnOp : Tile_Op<"return", [Pure, Terminator, HasParent<"KernelOp">]> {
+  let summary = "Ends a kernel";
+  let description = [{ Ends the body of a `tile.kernel`; it returns nothing. }];
+  let assemblyFormat = "attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
+// Program identity
+//===----------------------------------------------------------------------===//
+
+def Tile_ProgramIdOp : Tile_Op<"program_id", [Pure]> {
+  let summary = "This program instance's index in the grid";
+  let description = [{
+    `%i = tile.program_id x` is the block index along grid dimension `x`.
+  }];
+  let arguments = (ins Tile_DimAttr:$dim);
+  let results = (outs Index:$result);
+  let assemblyFormat = "$dim attr-dict";
+}
+
+def Tile_NumProgramsOp : Tile_Op<"num_programs", [Pure]> {
+  let summary = "The number of program instances in the grid";
+  let description = [{
+    `%n = tile.num_programs x` is the grid size along `x`; with
+    `tile.program_id` it forms persistent loops
+    (`scf.for %t = %pid to %ntiles step %n`).
+  }];
+  let arguments = (ins Tile_DimAttr:$dim);
+  let results = (outs Index:$result);
+  let assemblyFormat = "$dim attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+def Tile_LoadOp : Tile_Op<"load", [
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
+  let summary = "Loads a tile from global memory, masked at the edges";
+  let description = [{
+    Reads a tile whose first element sits at `indices` of `source`. The tile
+    covers the trailing dimensions of `source` (its rank may be lower than the
+    memref's; leading indices then select a single row). Elements that fall
+    outside `source` are not read; they take the value `padding` (default 0),
+    so a masked tile can enter a sum as is, or a max with `padding = -inf`.
+
+    ```mlir
+    %t = tile.load %x[%row, %c0] : memref<?x4096xbf16> -> tensor<1x4096xbf16, #L>
+    ```
+  }];
+  let arguments = (ins Tile_GlobalMemRef:$source, Variadic<Index>:$indices,
+                       OptionalAttr<F64Attr>:$padding);
+  let results = (outs Tile_Tile:$result);
+  let assemblyFormat = [{
+    $source `[` $indices `]` attr-dict `:` type($source) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tile_StoreOp : Tile_Op<"store", [
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
+  let summary = "Stores a tile to global memory, masked at the edges";
+  let description = [{
+    Writes `value` with its first element at `indices` of `dest`; elements
+    outside `dest` are not written. When a layout holds copies of an element
+    in several threads (`#tile.slice`), exactly one of them writes it.
+
+    ```mlir
+    tile.store %y, %out[%row, %c0] : tensor<1x4096xbf16, #L>, memref<?x4096xbf16>
+    ```
+  }];
+  let arguments = (ins Tile_Tile:$value, Tile_GlobalMemRef:$dest,
+                       Variadic<Index>:$indices);
+  let assemblyFormat = [{
+    $value `,` $dest `[` $indices `]` attr-dict `:` type($value) `,` type($dest)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Tile arithmetic that arith/math do not cover
+//===----------------------------------------------------------------------===//
+
+def Tile_ReduceOp : Tile_Op<"reduce", [Pure]> {
+  let summary = "Reduces a rank-2 f32 tile along one dimension";
+  let description = [{
+    Combines the elements of `operand` along `dim` with `kind`. The result has
+    the operand's shape without `dim` and the layout
+    `#tile.slice<dim = dim, parent = operand's layout>`: every thread that held
+    part of a reduced row or column receives the whole result. Reductions are
+    done in f32 only (the operand must be f32), in a fixed order, so the same
+    inputs always give the same bits.
+
+    ```mlir
+    %s = tile.reduce sum %sq {dim = 1 : i64}
+        : tensor<1x4096xf32, #L> -> tensor<1xf32, #tile.slice<dim = 1, parent = #L>>
+    ```
+  }];
+  let arguments = (ins Tile_ReduceKindAttr:$kind, Tile_F32Tile:$operand,
+                       I64Attr:$dim);
+  let results = (outs Tile_F32Tile:$result);
+  let assemblyFormat = "$kind $operand attr-dict `:` type($operand) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tile_BroadcastOp : Tile_Op<"broadcast", [Pure]> {
+  let summary = "Expands a rank-1 slice tile back to its rank-2 parent";
+  let description = [{
+    The inverse of a reduction's shape change: a tile with layout
+    `#tile.slice<dim = d, parent = #L>` becomes a rank-2 tile with layout `#L`
+    whose every element along `d` equals the operand's element.
+
+    ```mlir
+    %b = tile.broadcast %r : tensor<1xf32, #S> -> tensor<1x4096xf32, #L>
+    ```
+  }];
+  let arguments = (ins Tile_Tile:$operand);
+  let results = (outs Tile_Tile:$result);
+  let assemblyFormat = "$operand attr-dict `:` type($operand) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tile_SplatOp : Tile_Op<"splat", [Pure]> {
+  let summary = "A tile whose every element is one scalar";
+  let description = [{
+    ```mlir
+    %e = tile.splat %eps : f32 -> tensor<1xf32, #S>
+    ```
+  }];
+  let arguments = (ins AnyTypeOf<[BF16, F16, F32]>:$value);
+  let results = (outs Tile_Tile:$result);
+  let assemblyFormat = "$value attr-dict `:` type($value) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+#endif // TILEJIT_TILE_OPS

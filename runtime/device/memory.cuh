@@ -1,0 +1,210 @@
+// memory.cuh - moving tiles between global memory and registers.
+//
+// Each function serves one tile layout: the thread's position in the block
+// (row of threads `tid / TC`, lane `tid % TC`) decides which elements it
+// moves. Runs of VEC contiguous elements move as one access of up to 16 bytes
+// when they lie wholly inside the operand; the partial run at a ragged edge
+// moves element by element, masked.
+#pragma once
+#include "frag.cuh"
+
+namespace tj {
+
+namespace detail {
+
+template <int W> struct Words {
+  uint32_t w[W];
+};
+
+template <int W> TJ_DEVICE Words<W> load_words(const void *p);
+template <> TJ_DEVICE Words<4> load_words<4>(const void *p) {
+  Words<4> r;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r.w[0]), "=r"(r.w[1]), "=r"(r.w[2]), "=r"(r.w[3])
+               : "l"(p));
+  return r;
+}
+template <> TJ_DEVICE Words<2> load_words<2>(const void *p) {
+  Words<2> r;
+  asm volatile("ld.global.nc.v2.u32 {%0, %1}, [%2];"
+               : "=r"(r.w[0]), "=r"(r.w[1])
+               : "l"(p));
+  return r;
+}
+template <> TJ_DEVICE Words<1> load_words<1>(const void *p) {
+  Words<1> r;
+  asm volatile("ld.global.nc.u32 %0, [%1];" : "=r"(r.w[0]) : "l"(p));
+  return r;
+}
+
+template <int W> TJ_DEVICE void store_words(void *p, const Words<W> &r);
+template <> TJ_DEVICE void store_words<4>(void *p, const Words<4> &r) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(r.w[0]),
+               "r"(r.w[1]), "r"(r.w[2]), "r"(r.w[3])
+               : "memory");
+}
+template <> TJ_DEVICE void store_words<2>(void *p, const Words<2> &r) {
+  asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(r.w[0]), "r"(r.w[1])
+               : "memory");
+}
+template <> TJ_DEVICE void store_words<1>(void *p, const Words<1> &r) {
+  asm volatile("st.global.u32 [%0], %1;" ::"l"(p), "r"(r.w[0]) : "memory");
+}
+
+/// Loads the run of VEC elements at p[c .. c+VEC) into out[at ..], reading only
+/// elements below `limit`; the others become `pad`.
+template <class T, int VEC, int K>
+TJ_DEVICE void load_run(Frag<T, K> &out, int at, const T *p, int64_t c, int64_t limit,
+                        bool ok, T pad) {
+  constexpr int kBytes = VEC * int(sizeof(T));
+  if (kBytes >= 4 && ok && c + VEC <= limit) {
+    constexpr int W = kBytes >= 4 ? kBytes / 4 : 1;
+    constexpr int kPerWord = 4 / int(sizeof(T)) > 0 ? 4 / int(sizeof(T)) : 1;
+    Words<W> w = load_words<W>(p + c);
+#pragma unroll
+    for (int e = 0; e < VEC; ++e)
+      out.v[at + e] = from_bits<T>(w.w[e / kPerWord] >> ((e % kPerWord) * 16 * (sizeof(T) == 2)));
+  } else {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e)
+      out.v[at + e] = (ok && c + e < limit) ? p[c + e] : pad;
+  }
+}
+
+template <class T, int VEC, int K>
+TJ_DEVICE void store_run(const Frag<T, K> &in, int at, T *p, int64_t c, int64_t limit,
+                         bool ok) {
+  constexpr int kBytes = VEC * int(sizeof(T));
+  if (kBytes >= 4 && ok && c + VEC <= limit) {
+    constexpr int W = kBytes >= 4 ? kBytes / 4 : 1;
+    Words<W> w;
+#pragma unroll
+    for (int i = 0; i < W; ++i)
+      w.w[i] = 0;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      if (sizeof(T) == 2)
+        w.w[e / 2] |= to_bits(in.v[at + e]) << ((e % 2) * 16);
+      else
+        w.w[e] = to_bits(in.v[at + e]);
+    }
+    store_words<W>(p + c, w);
+  } else {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e)
+      if (ok && c + e < limit)
+        p[c + e] = in.v[at + e];
+  }
+}
+
+/// Offset of the tile's first row and whether the leading indices (those the
+/// tile does not span) are in bounds. TILE_RANK trailing dimensions are
+/// spanned by the tile.
+template <class T, int R, int TILE_RANK>
+TJ_DEVICE const T *leading(const View<T, R> &v, const Index<R> &at, bool &ok) {
+  int64_t off = 0;
+  ok = true;
+#pragma unroll
+  for (int d = 0; d < R - TILE_RANK; ++d) {
+    ok = ok && at.i[d] < v.size[d];
+    off = off * v.size[d] + at.i[d];
+  }
+#pragma unroll
+  for (int d = R - TILE_RANK; d < R; ++d)
+    off *= v.size[d];
+  return v.ptr + off;
+}
+
+template <class T> TJ_DEVICE T pad_value(float pad) { return from_float<T>(pad); }
+
+} // namespace detail
+
+/// Rank-2 tile with layout #tile.blocked<VEC, TR, TC>, CH chunks per thread.
+/// COLS is the operand's last size when known at compile time, else -1.
+template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int R>
+TJ_DEVICE Frag<T, CH * VEC> load_tile(const View<T, R> &v, Index<R> at, float pad) {
+  static_assert(R >= 2, "a rank-2 tile needs a rank-2 operand");
+  bool ok;
+  const T *base = detail::leading<T, R, 2>(v, at, ok);
+  const int tid = threadIdx.x, lane = tid % TC;
+  const int64_t ncols = COLS >= 0 ? COLS : v.size[R - 1];
+  const int64_t row = at.i[R - 2] + tid / TC;
+  ok = ok && row < v.size[R - 2];
+  const T *p = base + row * ncols;
+  const T padv = detail::pad_value<T>(pad);
+  Frag<T, CH * VEC> out;
+#pragma unroll
+  for (int k = 0; k < CH; ++k)
+    detail::load_run<T, VEC>(out, k * VEC, p, at.i[R - 1] + int64_t(k * TC + lane) * VEC,
+                             ncols, ok, padv);
+  return out;
+}
+
+template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int R>
+TJ_DEVICE void store_tile(const Frag<T, CH * VEC> &in, const View<T, R> &v, Index<R> at) {
+  static_assert(R >= 2, "a rank-2 tile needs a rank-2 operand");
+  bool ok;
+  T *base = const_cast<T *>(detail::leading<T, R, 2>(v, at, ok));
+  const int tid = threadIdx.x, lane = tid % TC;
+  const int64_t ncols = COLS >= 0 ? COLS : v.size[R - 1];
+  const int64_t row = at.i[R - 2] + tid / TC;
+  ok = ok && row < v.size[R - 2];
+  T *p = base + row * ncols;
+#pragma unroll
+  for (int k = 0; k < CH; ++k)
+    detail::store_run<T, VEC>(in, k * VEC, p, at.i[R - 1] + int64_t(k * TC + lane) * VEC,
+                              ncols, ok);
+}
+
+/// Rank-1 tile of columns (#tile.slice<dim = 0>): every row of threads holds
+/// the same columns; on store, only the first row of threads writes.
+template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int R>
+TJ_DEVICE Frag<T, CH * VEC> load_cols(const View<T, R> &v, Index<R> at, float pad) {
+  bool ok;
+  const T *p = detail::leading<T, R, 1>(v, at, ok);
+  const int lane = threadIdx.x % TC;
+  const int64_t ncols = COLS >= 0 ? COLS : v.size[R - 1];
+  const T padv = detail::pad_value<T>(pad);
+  Frag<T, CH * VEC> out;
+#pragma unroll
+  for (int k = 0; k < CH; ++k)
+    detail::load_run<T, VEC>(out, k * VEC, p, at.i[R - 1] + int64_t(k * TC + lane) * VEC,
+                             ncols, ok, padv);
+  return out;
+}
+
+template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int R>
+TJ_DEVICE void store_cols(const Frag<T, CH * VEC> &in, const View<T, R> &v, Index<R> at) {
+  bool ok;
+  T *p = const_cast<T *>(detail::leading<T, R, 1>(v, at, ok));
+  const int tid = threadIdx.x, lane = tid % TC;
+  ok = ok && tid / TC == 0;
+  const int64_t ncols = COLS >= 0 ? COLS : v.size[R - 1];
+#pragma unroll
+  for (int k = 0; k < CH; ++k)
+    detail::store_run<T, VEC>(in, k * VEC, p, at.i[R - 1] + int64_t(k * TC + lane) * VEC,
+                              ncols, ok);
+}
+
+/// Rank-1 tile of one value per row of threads (#tile.slice<dim = 1>); on
+/// store, only lane 0 of each row writes.
+template <class T, int TR, int TC, int R>
+TJ_DEVICE Frag<T, 1> load_rows(const View<T, R> &v, Index<R> at, float pad) {
+  bool ok;
+  const T *p = detail::leading<T, R, 1>(v, at, ok);
+  const int64_t row = at.i[R - 1] + threadIdx.x / TC;
+  Frag<T, 1> out;
+  out.v[0] = (ok && row < v.size[R - 1]) ? p[row] : detail::pad_value<T>(pad);
+  return out;
+}
+
+template <class T, int TR, int TC, int R>
+TJ_DEVICE void store_rows(const Frag<T, 1> &in, const View<T, R> &v, Index<R> at) {
+  bool ok;
+  T *p = const_cast<T *>(detail::leading<T, R, 1>(v, at, ok));
+  const int64_t row = at.i[R - 1] + threadIdx.x / TC;
+  if (ok && threadIdx.x % TC == 0 && row < v.size[R - 1])
+    p[row] = in.v[0];
+}
+
+} // namespace tj
