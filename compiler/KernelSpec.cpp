@@ -139,6 +139,12 @@ llvm::Error KernelSpec::validate() const {
     return specError("align = " + llvm::Twine(align) + " is below the " +
                      llvm::Twine(dtypeBytes(dtype)) + "-byte size of " +
                      llvm::Twine(dtypeName(dtype)));
+  int64_t rowBytes = cols * dtypeBytes(dtype);
+  if (rowBytes % align != 0)
+    return specError("align = " + llvm::Twine(align) + " cannot hold: a row of " +
+                     llvm::Twine(cols) + " " + llvm::Twine(dtypeName(dtype)) + " is " +
+                     llvm::Twine(rowBytes) + " bytes, so rows are at most " +
+                     llvm::Twine(alignmentOf({}, rowBytes)) + "-byte aligned");
   if (!isKnownArch(arch))
     return specError("unknown arch '" + llvm::Twine(arch) +
                      "' (known: sm_80, sm_86, sm_89, sm_90, sm_90a)");

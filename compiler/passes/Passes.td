@@ -12,7 +12,6 @@ def TileCheckTarget : Pass<"tile-check-target", "::mlir::ModuleOp"> {
     - more than 48 KiB of static shared memory for reductions across warps,
     - a tile whose per-thread fragment exceeds `max-elems-per-thread`
       elements (it would spill registers to local memory),
-    - a vector access wider than 16 bytes,
     - arithmetic on tiles that are not f32 (tile arithmetic is done in f32;
       widen with `arith.extf` first), and grid dimensions other than x.
     On success it records the shared scratch each kernel needs as

@@ -30,15 +30,6 @@ int64_t scratchBytesFor(KernelOp kernel) {
 
 namespace {
 
-/// Bytes one thread moves in one access of `tile`.
-int64_t accessBytes(RankedTensorType tile) {
-  int64_t elemBytes = tile.getElementType().getIntOrFloatBitWidth() / 8;
-  auto slice = dyn_cast<SliceLayoutAttr>(tile.getEncoding());
-  if (slice && slice.getDim() == 1)
-    return elemBytes;
-  return getBlockedParent(tile).getVec() * elemBytes;
-}
-
 bool isElementwiseTileArith(Operation *op) {
   if (!isa<arith::ArithDialect, math::MathDialect>(op->getDialect()))
     return false;
@@ -84,6 +75,10 @@ struct TileCheckTargetPass : impl::TileCheckTargetBase<TileCheckTargetPass> {
         op->emitError() << "only grid dimension x is supported";
         return WalkResult::interrupt();
       }
+      if (auto cst = dyn_cast<arith::ConstantOp>(op); cst && isa<RankedTensorType>(cst.getType())) {
+        op->emitError() << "constant tiles are not lowered; use tile.splat of a scalar";
+        return WalkResult::interrupt();
+      }
       if (isElementwiseTileArith(op) || isa<SplatOp, ReduceOp>(op)) {
         for (Type t : op->getResultTypes())
           if (auto tensor = dyn_cast<RankedTensorType>(t); tensor && !tensor.getElementType().isF32()) {
@@ -97,27 +92,10 @@ struct TileCheckTargetPass : impl::TileCheckTargetBase<TileCheckTargetPass> {
         if (!tensor || !isTileType(tensor))
           continue;
         int64_t elems = getElemsPerThread(tensor);
-        if (elems > maxElemsPerThread) {
+        if (elems > int64_t(maxElemsPerThread)) {
           op->emitError() << "each thread would hold " << elems << " elements of " << t
-                          << " (limit " << maxElemsPerThread
+                          << " (limit " << int64_t(maxElemsPerThread)
                           << "): use more threads or a narrower tile";
-          return WalkResult::interrupt();
-        }
-        if (!isa<LoadOp>(op))
-          continue;
-        int64_t bytes = accessBytes(tensor);
-        if (bytes > 16) {
-          op->emitError() << "vector access of " << bytes << " bytes in " << t
-                          << " exceeds the 16-byte maximum";
-          return WalkResult::interrupt();
-        }
-      }
-      if (auto store = dyn_cast<StoreOp>(op)) {
-        auto tensor = store.getValue().getType();
-        int64_t bytes = accessBytes(tensor);
-        if (bytes > 16) {
-          op->emitError() << "vector access of " << bytes << " bytes in " << tensor
-                          << " exceeds the 16-byte maximum";
           return WalkResult::interrupt();
         }
       }

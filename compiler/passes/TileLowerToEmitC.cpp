@@ -292,6 +292,22 @@ struct ConvertLowering : OpConversionPattern<OpTy> {
   }
 };
 
+/// Unsigned division and remainder of index values: indices lower to size_t,
+/// so C++'s `/` and `%` are the unsigned operations.
+template <class OpTy, class EmitOpTy>
+struct IndexBinaryLowering : OpConversionPattern<OpTy> {
+  IndexBinaryLowering(const TypeConverter &tc, MLIRContext *ctx)
+      : OpConversionPattern<OpTy>(tc, ctx, /*benefit=*/2) {}
+  LogicalResult matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    if (!op.getType().isIndex())
+      return rw.notifyMatchFailure(op, "not an index operation");
+    Type t = this->getTypeConverter()->convertType(op.getType());
+    rw.replaceOpWithNewOp<EmitOpTy>(op, t, adaptor.getLhs(), adaptor.getRhs());
+    return success();
+  }
+};
+
 struct TileLowerToEmitCPass : impl::TileLowerToEmitCBase<TileLowerToEmitCPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -333,6 +349,8 @@ struct TileLowerToEmitCPass : impl::TileLowerToEmitCBase<TileLowerToEmitCPass> {
     patterns.add<ElementwiseLowering<math::Exp2Op>>(conv, ctx, "tj::exp2", true);
     patterns.add<ElementwiseLowering<math::AbsFOp>>(conv, ctx, "tj::abs", true);
     patterns.add<ConvertLowering<arith::ExtFOp>, ConvertLowering<arith::TruncFOp>>(conv, ctx);
+    patterns.add<IndexBinaryLowering<arith::DivUIOp, emitc::DivOp>,
+                 IndexBinaryLowering<arith::RemUIOp, emitc::RemOp>>(conv, ctx);
     populateArithToEmitCPatterns(conv, patterns);
     populateSCFToEmitCConversionPatterns(patterns, conv);
 
@@ -344,13 +362,17 @@ struct TileLowerToEmitCPass : impl::TileLowerToEmitCBase<TileLowerToEmitCPass> {
     for (auto func : module.getOps<emitc::FuncOp>()) {
       auto scratch = func->getAttrOfType<IntegerAttr>("tile.scratch_bytes");
       func->removeAttr("tile.scratch_bytes");
-      if (!scratch || scratch.getInt() == 0)
+      bool reduces = false;
+      func.walk([&](emitc::LiteralOp lit) { reduces |= lit.getValue() == kScratchName; });
+      if (!reduces)
         continue;
+      // Reductions within a warp never touch the scratch; it is declared
+      // (one float at least) because the call names it.
+      int64_t floats = std::max<int64_t>(1, scratch ? scratch.getInt() / 4 : 0);
       b.setInsertionPointToStart(&func.getBody().front());
       emitc::VerbatimOp::create(b, func.getLoc(),
                                 b.getStringAttr("__shared__ float " + std::string(kScratchName) +
-                                                "[" + std::to_string(scratch.getInt() / 4) +
-                                                "];"));
+                                                "[" + std::to_string(floats) + "];"));
     }
     b.setInsertionPointToStart(module.getBody());
     SmallVector<StringRef> includes = {"prelude.cuh", "frag.cuh"};

@@ -83,13 +83,21 @@ LogicalResult KernelOp::verify() {
     }
   }
 
-  // Every tile in the body must be laid out over exactly this block.
+  // Every tile in the body must fit its layout and be laid out over exactly
+  // this block.
   WalkResult walk = getBody().walk([&](Operation *op) {
     for (Type t : op->getResultTypes()) {
       auto tensor = dyn_cast<RankedTensorType>(t);
       if (!tensor)
         continue;
       BlockedLayoutAttr layout = getBlockedParent(tensor);
+      if (layout && !isTileType(tensor)) {
+        op->emitOpError() << "produces " << t
+                          << ", whose shape does not fit its layout (a #tile.blocked "
+                             "tile is rank 2 with rowThreads rows; a #tile.slice tile is "
+                             "rank 1)";
+        return WalkResult::interrupt();
+      }
       if (!layout) {
         op->emitOpError() << "produces " << t
                           << ", a tensor without a #tile layout";
@@ -106,6 +114,17 @@ LogicalResult KernelOp::verify() {
   });
   return failure(walk.wasInterrupted());
 }
+
+/// Tile operations describe what a thread block does: they only make sense
+/// inside a kernel.
+static LogicalResult verifyInKernel(Operation *op) {
+  if (!op->getParentOfType<KernelOp>())
+    return op->emitOpError() << "must be inside a tile.kernel";
+  return success();
+}
+
+LogicalResult ProgramIdOp::verify() { return verifyInKernel(*this); }
+LogicalResult NumProgramsOp::verify() { return verifyInKernel(*this); }
 
 //===----------------------------------------------------------------------===//
 // Memory
@@ -128,6 +147,8 @@ static LogicalResult verifyAccess(Operation *op, MemRefType memref,
 }
 
 LogicalResult LoadOp::verify() {
+  if (failed(verifyInKernel(*this)))
+    return failure();
   return verifyAccess(*this, getSource().getType(), getResult().getType(),
                       getIndices().size());
 }
@@ -140,6 +161,8 @@ void LoadOp::getEffects(
 }
 
 LogicalResult StoreOp::verify() {
+  if (failed(verifyInKernel(*this)))
+    return failure();
   return verifyAccess(*this, getDest().getType(), getValue().getType(),
                       getIndices().size());
 }
@@ -156,6 +179,8 @@ void StoreOp::getEffects(
 //===----------------------------------------------------------------------===//
 
 LogicalResult ReduceOp::verify() {
+  if (failed(verifyInKernel(*this)))
+    return failure();
   auto in = getOperand().getType();
   auto out = getResult().getType();
   auto layout = dyn_cast<BlockedLayoutAttr>(in.getEncoding());
@@ -177,6 +202,8 @@ LogicalResult ReduceOp::verify() {
 }
 
 LogicalResult BroadcastOp::verify() {
+  if (failed(verifyInKernel(*this)))
+    return failure();
   auto in = getOperand().getType();
   auto out = getResult().getType();
   auto slice = dyn_cast<SliceLayoutAttr>(in.getEncoding());
@@ -200,6 +227,8 @@ LogicalResult BroadcastOp::verify() {
 }
 
 LogicalResult SplatOp::verify() {
+  if (failed(verifyInKernel(*this)))
+    return failure();
   if (getValue().getType() != getResult().getType().getElementType())
     return emitOpError() << "scalar of type " << getValue().getType()
                          << " cannot fill a tile of "

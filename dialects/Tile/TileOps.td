@@ -55,17 +55,14 @@ def Tile_ReduceKind : I32EnumAttr<"ReduceKind", "reduction combiner", [
     I32EnumAttrCase<"min", 2>
   ]> {
   let cppNamespace = "::tilejit::tile";
-  let genSpecializedAttr = 0;
 }
-def Tile_ReduceKindAttr : EnumAttr<Tile_Dialect, Tile_ReduceKind, "reduce_kind">;
 
 def Tile_Dim : I32EnumAttr<"Dim", "grid dimension", [
     I32EnumAttrCase<"x", 0>, I32EnumAttrCase<"y", 1>, I32EnumAttrCase<"z", 2>
   ]> {
   let cppNamespace = "::tilejit::tile";
-  let genSpecializedAttr = 0;
 }
-def Tile_DimAttr : EnumAttr<Tile_Dialect, Tile_Dim, "dim">;
+
 
 //===----------------------------------------------------------------------===//
 // Layout attributes
@@ -210,9 +207,10 @@ def Tile_ProgramIdOp : Tile_Op<"program_id", [Pure]> {
   let description = [{
     `%i = tile.program_id x` is the block index along grid dimension `x`.
   }];
-  let arguments = (ins Tile_DimAttr:$dim);
+  let arguments = (ins Tile_Dim:$dim);
   let results = (outs Index:$result);
   let assemblyFormat = "$dim attr-dict";
+  let hasVerifier = 1;
 }
 
 def Tile_NumProgramsOp : Tile_Op<"num_programs", [Pure]> {
@@ -222,9 +220,10 @@ def Tile_NumProgramsOp : Tile_Op<"num_programs", [Pure]> {
     `tile.program_id` it forms persistent loops
     (`scf.for %t = %pid to %ntiles step %n`).
   }];
-  let arguments = (ins Tile_DimAttr:$dim);
+  let arguments = (ins Tile_Dim:$dim);
   let results = (outs Index:$result);
   let assemblyFormat = "$dim attr-dict";
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -293,7 +292,7 @@ def Tile_ReduceOp : Tile_Op<"reduce", [Pure]> {
         : tensor<1x4096xf32, #L> -> tensor<1xf32, #tile.slice<dim = 1, parent = #L>>
     ```
   }];
-  let arguments = (ins Tile_ReduceKindAttr:$kind, Tile_F32Tile:$operand,
+  let arguments = (ins Tile_ReduceKind:$kind, Tile_F32Tile:$operand,
                        I64Attr:$dim);
   let results = (outs Tile_F32Tile:$result);
   let assemblyFormat = "$kind $operand attr-dict `:` type($operand) `->` type($result)";

@@ -53,17 +53,29 @@ template <> TJ_DEVICE void store_words<1>(void *p, const Words<1> &r) {
 
 /// Loads the run of VEC elements at p[c .. c+VEC) into out[at ..], reading only
 /// elements below `limit`; the others become `pad`.
+/// FULL: the run is known to lie inside the row (a constant after unrolling),
+/// so only the row check `ok` remains and the masked path folds away.
 template <class T, int VEC, int K>
 TJ_DEVICE void load_run(Frag<T, K> &out, int at, const T *p, int64_t c, int64_t limit,
-                        bool ok, T pad) {
+                        bool ok, T pad, bool FULL) {
   constexpr int kBytes = VEC * int(sizeof(T));
-  if (kBytes >= 4 && ok && c + VEC <= limit) {
-    constexpr int W = kBytes >= 4 ? kBytes / 4 : 1;
-    constexpr int kPerWord = 4 / int(sizeof(T)) > 0 ? 4 / int(sizeof(T)) : 1;
-    Words<W> w = load_words<W>(p + c);
+  if (FULL && !ok) {
 #pragma unroll
     for (int e = 0; e < VEC; ++e)
-      out.v[at + e] = from_bits<T>(w.w[e / kPerWord] >> ((e % kPerWord) * 16 * (sizeof(T) == 2)));
+      out.v[at + e] = pad;
+  } else if (kBytes >= 4 && ok && (FULL || c + VEC <= limit)) {
+    // At most 16 bytes per access: wider runs (8 x f32) take several.
+    constexpr int W = kBytes >= 16 ? 4 : (kBytes >= 4 ? kBytes / 4 : 1);
+    constexpr int kPerAccess = W * 4 / int(sizeof(T));
+    constexpr int kPerWord = 4 / int(sizeof(T)) > 0 ? 4 / int(sizeof(T)) : 1;
+#pragma unroll
+    for (int g = 0; g < VEC / kPerAccess; ++g) {
+      Words<W> w = load_words<W>(p + c + g * kPerAccess);
+#pragma unroll
+      for (int e = 0; e < kPerAccess; ++e)
+        out.v[at + g * kPerAccess + e] =
+            from_bits<T>(w.w[e / kPerWord] >> ((e % kPerWord) * 16 * (sizeof(T) == 2)));
+    }
   } else {
 #pragma unroll
     for (int e = 0; e < VEC; ++e)
@@ -73,22 +85,29 @@ TJ_DEVICE void load_run(Frag<T, K> &out, int at, const T *p, int64_t c, int64_t 
 
 template <class T, int VEC, int K>
 TJ_DEVICE void store_run(const Frag<T, K> &in, int at, T *p, int64_t c, int64_t limit,
-                         bool ok) {
+                         bool ok, bool FULL) {
   constexpr int kBytes = VEC * int(sizeof(T));
-  if (kBytes >= 4 && ok && c + VEC <= limit) {
-    constexpr int W = kBytes >= 4 ? kBytes / 4 : 1;
-    Words<W> w;
+  if (FULL && !ok) {
+    return;
+  } else if (kBytes >= 4 && ok && (FULL || c + VEC <= limit)) {
+    constexpr int W = kBytes >= 16 ? 4 : (kBytes >= 4 ? kBytes / 4 : 1);
+    constexpr int kPerAccess = W * 4 / int(sizeof(T));
 #pragma unroll
-    for (int i = 0; i < W; ++i)
-      w.w[i] = 0;
+    for (int g = 0; g < VEC / kPerAccess; ++g) {
+      Words<W> w;
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      if (sizeof(T) == 2)
-        w.w[e / 2] |= to_bits(in.v[at + e]) << ((e % 2) * 16);
-      else
-        w.w[e] = to_bits(in.v[at + e]);
+      for (int i = 0; i < W; ++i)
+        w.w[i] = 0;
+#pragma unroll
+      for (int e = 0; e < kPerAccess; ++e) {
+        const T v = in.v[at + g * kPerAccess + e];
+        if (sizeof(T) == 2)
+          w.w[e / 2] |= to_bits(v) << ((e % 2) * 16);
+        else
+          w.w[e] = to_bits(v);
+      }
+      store_words<W>(p + c + g * kPerAccess, w);
     }
-    store_words<W>(p + c, w);
   } else {
 #pragma unroll
     for (int e = 0; e < VEC; ++e)
@@ -117,6 +136,11 @@ TJ_DEVICE const T *leading(const View<T, R> &v, const Index<R> &at, bool &ok) {
 
 template <class T> TJ_DEVICE T pad_value(float pad) { return from_float<T>(pad); }
 
+/// Whether chunk k of a row of COLS columns is whole for every lane.
+template <int VEC, int TC, int64_t COLS> constexpr bool fullChunk(int k) {
+  return COLS >= 0 && int64_t(k + 1) * TC * VEC <= COLS;
+}
+
 } // namespace detail
 
 /// Rank-2 tile with layout #tile.blocked<VEC, TR, TC>, CH chunks per thread.
@@ -136,7 +160,7 @@ TJ_DEVICE Frag<T, CH * VEC> load_tile(const View<T, R> &v, Index<R> at, float pa
 #pragma unroll
   for (int k = 0; k < CH; ++k)
     detail::load_run<T, VEC>(out, k * VEC, p, at.i[R - 1] + int64_t(k * TC + lane) * VEC,
-                             ncols, ok, padv);
+                             ncols, ok, padv, detail::fullChunk<VEC, TC, COLS>(k));
   return out;
 }
 
@@ -153,7 +177,7 @@ TJ_DEVICE void store_tile(const Frag<T, CH * VEC> &in, const View<T, R> &v, Inde
 #pragma unroll
   for (int k = 0; k < CH; ++k)
     detail::store_run<T, VEC>(in, k * VEC, p, at.i[R - 1] + int64_t(k * TC + lane) * VEC,
-                              ncols, ok);
+                              ncols, ok, detail::fullChunk<VEC, TC, COLS>(k));
 }
 
 /// Rank-1 tile of columns (#tile.slice<dim = 0>): every row of threads holds
@@ -169,7 +193,7 @@ TJ_DEVICE Frag<T, CH * VEC> load_cols(const View<T, R> &v, Index<R> at, float pa
 #pragma unroll
   for (int k = 0; k < CH; ++k)
     detail::load_run<T, VEC>(out, k * VEC, p, at.i[R - 1] + int64_t(k * TC + lane) * VEC,
-                             ncols, ok, padv);
+                             ncols, ok, padv, detail::fullChunk<VEC, TC, COLS>(k));
   return out;
 }
 
@@ -183,7 +207,7 @@ TJ_DEVICE void store_cols(const Frag<T, CH * VEC> &in, const View<T, R> &v, Inde
 #pragma unroll
   for (int k = 0; k < CH; ++k)
     detail::store_run<T, VEC>(in, k * VEC, p, at.i[R - 1] + int64_t(k * TC + lane) * VEC,
-                              ncols, ok);
+                              ncols, ok, detail::fullChunk<VEC, TC, COLS>(k));
 }
 
 /// Rank-1 tile of one value per row of threads (#tile.slice<dim = 1>); on

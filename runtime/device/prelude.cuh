@@ -24,6 +24,10 @@ typedef long ptrdiff_t;
 
 #define TJ_DEVICE __forceinline__ __device__
 
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000) // emitted for infinite constants
+#endif
+
 namespace tj {
 
 /// bf16 and fp16 values as stored in memory. Arithmetic happens in f32: a

@@ -1,0 +1,54 @@
+//===- CudaDriver.h - the CUDA driver, loaded at run time ----------*- C++ -*-===//
+//
+// libcuda.so.1 is opened with dlopen on first use, so tilejit builds and runs
+// (compiling, caching, serving) on machines without a GPU; asking for the GPU
+// there gives a clean "no CUDA driver" error.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cuda.h>
+#include <string>
+
+#include "llvm/Support/Error.h"
+
+namespace tilejit {
+
+struct CudaDriver {
+#define TJ_CU_FN(name) decltype(&::name) name = nullptr;
+#include "runtime/CudaDriverFunctions.def"
+#undef TJ_CU_FN
+
+  /// The process-wide driver, loaded and initialized once; an error names
+  /// what is missing ("no CUDA driver: ...", "no CUDA device: ...").
+  static llvm::Expected<const CudaDriver &> get();
+  /// `what` failed: message with the driver's name and text for `r`.
+  llvm::Error error(CUresult r, const llvm::Twine &what) const;
+};
+
+/// Checks a driver call; on failure returns the error from the enclosing
+/// function (which must return llvm::Error or llvm::Expected).
+#define TJ_CU_CHECK(drv, call)                                                 \
+  do {                                                                         \
+    CUresult tj_r_ = (drv).call;                                               \
+    if (tj_r_ != CUDA_SUCCESS)                                                 \
+      return (drv).error(tj_r_, #call);                                        \
+  } while (0)
+
+/// The primary context of device `ordinal`, made current on this thread.
+llvm::Expected<CUcontext> useDevice(int ordinal = 0);
+
+struct DeviceInfo {
+  std::string name;
+  int ordinal = 0;
+  int smCount = 0;
+  int ccMajor = 0, ccMinor = 0;
+  int clockKHz = 0, memClockKHz = 0;
+  int driverVersion = 0;
+  size_t totalMemory = 0;
+  /// "sm_90a" for compute capability 9.0 (wgmma needs the "a" target), else "sm_XY".
+  std::string arch() const;
+};
+llvm::Expected<DeviceInfo> queryDevice(int ordinal = 0);
+
+} // namespace tilejit

@@ -1,0 +1,139 @@
+//===- DeviceBuffer.cpp -----------------------------------------------------===//
+#include "runtime/DeviceBuffer.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace tilejit {
+
+llvm::Expected<DeviceBuffer> DeviceBuffer::allocate(size_t bytes) {
+  auto drv = CudaDriver::get();
+  if (!drv)
+    return drv.takeError();
+  DeviceBuffer b;
+  b.bytes_ = bytes;
+  TJ_CU_CHECK(*drv, cuMemAlloc_v2(&b.ptr_, bytes ? bytes : 1));
+  return b;
+}
+
+DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&o) noexcept {
+  if (this != &o) {
+    this->~DeviceBuffer();
+    ptr_ = o.ptr_;
+    bytes_ = o.bytes_;
+    o.ptr_ = 0;
+  }
+  return *this;
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (!ptr_)
+    return;
+  if (auto drv = CudaDriver::get())
+    drv->cuMemFree_v2(ptr_);
+  else
+    llvm::consumeError(drv.takeError());
+  ptr_ = 0;
+}
+
+llvm::Error DeviceBuffer::upload(const void *src, size_t bytes) {
+  auto drv = CudaDriver::get();
+  if (!drv)
+    return drv.takeError();
+  if (bytes > bytes_)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "upload past the buffer end");
+  TJ_CU_CHECK(*drv, cuMemcpyHtoD_v2(ptr_, src, bytes));
+  return llvm::Error::success();
+}
+
+llvm::Error DeviceBuffer::download(void *dst, size_t bytes) const {
+  auto drv = CudaDriver::get();
+  if (!drv)
+    return drv.takeError();
+  if (bytes > bytes_)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "download past the buffer end");
+  TJ_CU_CHECK(*drv, cuMemcpyDtoH_v2(dst, ptr_, bytes));
+  return llvm::Error::success();
+}
+
+llvm::Error DeviceBuffer::fill(unsigned char value, CUstream stream) {
+  auto drv = CudaDriver::get();
+  if (!drv)
+    return drv.takeError();
+  TJ_CU_CHECK(*drv, cuMemsetD8Async(ptr_, value, bytes_, stream));
+  return llvm::Error::success();
+}
+
+uint16_t floatToBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (std::isnan(f))
+    return 0x7fc0;
+  u += 0x7fff + ((u >> 16) & 1);
+  return uint16_t(u >> 16);
+}
+
+float bf16ToFloat(uint16_t b) {
+  uint32_t u = uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+uint16_t floatToF16(float f) {
+  // IEEE binary16, round to nearest even; handles subnormals, inf, NaN.
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000;
+  uint32_t mant = x & 0x7fffff;
+  int32_t exp = int32_t((x >> 23) & 0xff);
+  if (exp == 0xff)
+    return uint16_t(sign | 0x7c00 | (mant ? 0x200 : 0));
+  int32_t e = exp - 127 + 15;
+  if (e >= 31)
+    return uint16_t(sign | 0x7c00);
+  if (e <= 0) {
+    if (e < -10)
+      return uint16_t(sign);
+    mant |= 0x800000;
+    uint32_t shift = uint32_t(14 - e);
+    uint32_t half = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1);
+    uint32_t mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1)))
+      ++half;
+    return uint16_t(sign | half);
+  }
+  uint32_t half = uint32_t(e) << 10 | (mant >> 13);
+  uint32_t rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (half & 1)))
+    ++half;
+  return uint16_t(sign | half);
+}
+
+float f16ToFloat(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  uint32_t u;
+  if (exp == 0) {
+    if (mant == 0) {
+      u = sign;
+    } else {
+      int e = -1;
+      do {
+        ++e;
+        mant <<= 1;
+      } while (!(mant & 0x400));
+      u = sign | uint32_t(127 - 15 - e) << 23 | (mant & 0x3ff) << 13;
+    }
+  } else if (exp == 31) {
+    u = sign | 0x7f800000 | mant << 13;
+  } else {
+    u = sign | (exp - 15 + 127) << 23 | mant << 13;
+  }
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+} // namespace tilejit

@@ -1,0 +1,49 @@
+//===- DeviceBuffer.h - device memory owned by the host -----------*- C++ -*-===//
+//
+// A plain device allocation through the driver, freed on destruction. Used by
+// the tuner's benchmark harness, the GPU tests and the benchmarks.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cuda.h>
+#include <vector>
+
+#include "runtime/CudaDriver.h"
+
+namespace tilejit {
+
+class DeviceBuffer {
+public:
+  static llvm::Expected<DeviceBuffer> allocate(size_t bytes);
+  DeviceBuffer() = default;
+  DeviceBuffer(DeviceBuffer &&o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = 0; }
+  DeviceBuffer &operator=(DeviceBuffer &&o) noexcept;
+  ~DeviceBuffer();
+
+  CUdeviceptr ptr() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  llvm::Error upload(const void *src, size_t bytes);
+  llvm::Error download(void *dst, size_t bytes) const;
+  /// Fills every byte with `value` (0xFF makes NaNs of bf16, f16 and f32).
+  llvm::Error fill(unsigned char value, CUstream stream = nullptr);
+
+  template <class T> llvm::Error upload(const std::vector<T> &v) {
+    return upload(v.data(), v.size() * sizeof(T));
+  }
+  template <class T> llvm::Error download(std::vector<T> &v) const {
+    return download(v.data(), v.size() * sizeof(T));
+  }
+
+private:
+  CUdeviceptr ptr_ = 0;
+  size_t bytes_ = 0;
+};
+
+/// Host conversions for the 16-bit storage types (round to nearest even).
+uint16_t floatToBf16(float f);
+float bf16ToFloat(uint16_t b);
+uint16_t floatToF16(float f);
+float f16ToFloat(uint16_t h);
+
+} // namespace tilejit

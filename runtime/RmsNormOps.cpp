@@ -1,0 +1,107 @@
+//===- RmsNormOps.cpp -------------------------------------------------------===//
+#include "runtime/RmsNormOps.h"
+
+namespace tilejit {
+
+namespace {
+llvm::Error opError(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+llvm::Error checkShape(int64_t rows, int64_t cols) {
+  if (rows < 0)
+    return opError("rmsnorm: rows must be >= 0, got " + llvm::Twine(rows));
+  if (cols < 1)
+    return opError("rmsnorm: hidden size must be >= 1, got " + llvm::Twine(cols));
+  return llvm::Error::success();
+}
+} // namespace
+
+KernelSpec rmsNormSpec(const RmsNormForward &a, const std::string &arch) {
+  KernelSpec s;
+  s.op = OpKind::RmsNormFwd;
+  s.dtype = a.dtype;
+  s.wdtype = a.wdtype;
+  s.rows = std::max<int64_t>(a.rows, 1);
+  s.cols = a.cols;
+  s.zeroCenteredGamma = a.zeroCenteredGamma;
+  s.arch = arch;
+  int64_t rowBytes = a.cols * dtypeBytes(a.dtype);
+  s.align = std::min(alignmentOf({a.x, a.y}, rowBytes), alignmentOf({a.w}, 16));
+  s.align = std::max(s.align, 1);
+  return s;
+}
+
+KernelSpec rmsNormSpec(const RmsNormBackward &a, const std::string &arch) {
+  KernelSpec s;
+  s.op = OpKind::RmsNormBwd;
+  s.dtype = a.dtype;
+  s.wdtype = a.wdtype;
+  s.rows = std::max<int64_t>(a.rows, 1);
+  s.cols = a.cols;
+  s.zeroCenteredGamma = a.zeroCenteredGamma;
+  s.arch = arch;
+  int64_t rowBytes = a.cols * dtypeBytes(a.dtype);
+  s.align = std::min(alignmentOf({a.x, a.dy, a.dx}, rowBytes), alignmentOf({a.w, a.dw}, 16));
+  s.align = std::max(s.align, 1);
+  return s;
+}
+
+llvm::Error rmsNormForward(KernelCache &cache, const RmsNormForward &a, CUstream stream,
+                           const std::string &arch, const TileConfig &config) {
+  if (auto err = checkShape(a.rows, a.cols))
+    return err;
+  if (a.rows == 0)
+    return llvm::Error::success();
+  auto kernel = cache.get(rmsNormSpec(a, arch), config);
+  if (!kernel)
+    return kernel.takeError();
+  KernelArg args[] = {KernelArg::view(a.x, {a.rows, a.cols}), KernelArg::view(a.w, {a.cols}),
+                      KernelArg::view(a.y, {a.rows, a.cols}), KernelArg::view(a.rstd, {a.rows}),
+                      KernelArg::f32(a.eps)};
+  return kernel->launch(0, args, std::size(args), stream);
+}
+
+llvm::Expected<int64_t> rmsNormBackwardWorkspace(KernelCache &cache, const RmsNormBackward &a,
+                                                 const std::string &arch,
+                                                 const TileConfig &config) {
+  if (auto err = checkShape(a.rows, a.cols))
+    return err;
+  auto kernel = cache.get(rmsNormSpec(a, arch), config);
+  if (!kernel)
+    return kernel.takeError();
+  return kernel->workspaceBytes();
+}
+
+llvm::Error rmsNormBackward(KernelCache &cache, const RmsNormBackward &a, CUstream stream,
+                            const std::string &arch, const TileConfig &config) {
+  if (auto err = checkShape(a.rows, a.cols))
+    return err;
+  auto kernel = cache.get(rmsNormSpec(a, arch), config);
+  if (!kernel)
+    return kernel.takeError();
+  if (kernel->numEntries() != 2)
+    return opError("rmsnorm backward kernel has " + llvm::Twine(kernel->numEntries()) +
+                   " entries, expected 2");
+  if (a.workspace == 0)
+    return opError("rmsnorm backward needs a workspace of " +
+                   llvm::Twine(kernel->workspaceBytes()) + " bytes");
+  int64_t partialRows = kernel->workspaceBytes() / (4 * a.cols);
+  // With zero rows the first kernel still runs: its programs write zero
+  // partials, so dw comes out zero.
+  KernelArg main[] = {KernelArg::view(a.dy, {a.rows, a.cols}), KernelArg::view(a.x, {a.rows, a.cols}),
+                      KernelArg::view(a.rstd, {a.rows}),       KernelArg::view(a.w, {a.cols}),
+                      KernelArg::view(a.dx, {a.rows, a.cols}), KernelArg::view(a.workspace, {partialRows, a.cols})};
+  if (a.rows == 0) {
+    // Views of zero rows still need a valid address for the checks.
+    for (int i : {0, 1, 2, 4})
+      if (main[i].ptr == 0) main[i].ptr = a.workspace;
+  }
+  if (auto err = kernel->launch(0, main, std::size(main), stream))
+    return err;
+  KernelArg reduce[] = {KernelArg::view(a.workspace, {partialRows, a.cols}),
+                        KernelArg::view(a.dw, {a.cols})};
+  return kernel->launch(1, reduce, std::size(reduce), stream);
+}
+
+} // namespace tilejit

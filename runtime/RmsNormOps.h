@@ -1,0 +1,43 @@
+//===- RmsNormOps.h - RMSNorm launches on device buffers -----------*- C++ -*-===//
+//
+// Builds the kernel spec from the buffers (dtypes, sizes, the alignment the
+// addresses actually have), fetches the kernel and launches it on `stream`.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "runtime/KernelCache.h"
+
+namespace tilejit {
+
+struct RmsNormForward {
+  DType dtype = DType::BF16, wdtype = DType::BF16;
+  uint64_t x = 0, w = 0, y = 0, rstd = 0; // device addresses; rstd is f32[rows]
+  int64_t rows = 0, cols = 0;
+  float eps = 1e-5f;
+  bool zeroCenteredGamma = false;
+};
+
+struct RmsNormBackward {
+  DType dtype = DType::BF16, wdtype = DType::BF16;
+  uint64_t dy = 0, x = 0, rstd = 0, w = 0, dx = 0, dw = 0;
+  uint64_t workspace = 0; // f32, rmsNormBackwardWorkspace() bytes
+  int64_t rows = 0, cols = 0;
+  bool zeroCenteredGamma = false;
+};
+
+KernelSpec rmsNormSpec(const RmsNormForward &a, const std::string &arch);
+KernelSpec rmsNormSpec(const RmsNormBackward &a, const std::string &arch);
+
+/// Launches the forward pass. `config` empty: the template's default.
+llvm::Error rmsNormForward(KernelCache &cache, const RmsNormForward &a, CUstream stream,
+                           const std::string &arch, const TileConfig &config = {});
+/// Launches the backward pass (two kernels: dx with dw partials, then dw).
+llvm::Error rmsNormBackward(KernelCache &cache, const RmsNormBackward &a, CUstream stream,
+                            const std::string &arch, const TileConfig &config = {});
+/// Bytes of f32 workspace the backward pass needs.
+llvm::Expected<int64_t> rmsNormBackwardWorkspace(KernelCache &cache, const RmsNormBackward &a,
+                                                 const std::string &arch,
+                                                 const TileConfig &config = {});
+
+} // namespace tilejit

@@ -1,0 +1,69 @@
+//===- HostTensor.h - host copies of device tensors for the tests --*- C++ -*-===//
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "compiler/KernelSpec.h"
+#include "runtime/DeviceBuffer.h"
+
+namespace tilejit::testing {
+
+/// Elements of one dtype in host memory, read and written as float.
+struct HostTensor {
+  DType type;
+  size_t count;
+  std::vector<unsigned char> bytes;
+
+  HostTensor(DType t, size_t n) : type(t), count(n), bytes(n * dtypeBytes(t)) {}
+
+  float get(size_t i) const {
+    if (type == DType::F32) {
+      float f;
+      std::memcpy(&f, &bytes[i * 4], 4);
+      return f;
+    }
+    uint16_t h;
+    std::memcpy(&h, &bytes[i * 2], 2);
+    return type == DType::BF16 ? bf16ToFloat(h) : f16ToFloat(h);
+  }
+  void set(size_t i, float v) {
+    if (type == DType::F32) {
+      std::memcpy(&bytes[i * 4], &v, 4);
+      return;
+    }
+    uint16_t h = type == DType::BF16 ? floatToBf16(v) : floatToF16(v);
+    std::memcpy(&bytes[i * 2], &h, 2);
+  }
+  void randomNormal(std::mt19937_64 &rng, float mean, float stddev) {
+    std::normal_distribution<float> d(mean, stddev);
+    for (size_t i = 0; i < count; ++i)
+      set(i, d(rng));
+  }
+};
+
+/// ||a - ref|| / ||ref||, or +inf when `a` has a non-finite element.
+inline double relativeError(const HostTensor &a, const std::vector<double> &ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    double v = a.get(i);
+    if (!std::isfinite(v))
+      return INFINITY;
+    num += (v - ref[i]) * (v - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
+inline double tolerance(DType t) {
+  switch (t) {
+  case DType::BF16: return 1e-2;
+  case DType::F16: return 2e-3;
+  case DType::F32: return 1e-5;
+  }
+  return 0;
+}
+
+} // namespace tilejit::testing

@@ -1,0 +1,281 @@
+//===- RmsNormGpuTest.cpp - RMSNorm kernels on the GPU vs float64 ----------===//
+//
+// Fresh random inputs each run, outputs poisoned with NaN first, a float64
+// reference on the host. Skips (and says why) where there is no GPU.
+//
+//===----------------------------------------------------------------------===//
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "runtime/RmsNormOps.h"
+#include "tests/gpu/HostTensor.h"
+
+using namespace tilejit;
+using tilejit::testing::HostTensor;
+using tilejit::testing::relativeError;
+using tilejit::testing::tolerance;
+
+namespace {
+
+#define ASSERT_OK(expr)                                                        \
+  do {                                                                         \
+    if (auto tj_err_ = (expr))                                                 \
+      FAIL() << llvm::toString(std::move(tj_err_));                            \
+  } while (0)
+
+template <class T> T must(llvm::Expected<T> v) {
+  if (!v) {
+    ADD_FAILURE() << llvm::toString(v.takeError());
+    std::abort();
+  }
+  return std::move(*v);
+}
+
+struct Case {
+  int64_t rows, cols;
+  DType dtype, wdtype;
+  bool zcg;
+  int misalign = 0; // bytes added to the x/dy/y/dx addresses
+};
+
+std::string name(const Case &c) {
+  return std::to_string(c.rows) + "x" + std::to_string(c.cols) + " " +
+         std::string(dtypeName(c.dtype)) + "/" + std::string(dtypeName(c.wdtype)) +
+         (c.zcg ? " zcg" : "") + (c.misalign ? " misaligned" : "");
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (bool zcg : {false, true})
+    for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{
+             {1, 1}, {1, 7}, {3, 1000}, {17, 4097}, {64, 8192}, {5, 16384}, {4099, 4096},
+             {65537, 7}, {2, 32768}, {1, 4096}, {300, 128}})
+      out.push_back({r, c, DType::BF16, DType::BF16, zcg});
+  out.push_back({33, 4096, DType::F16, DType::F16, false});
+  out.push_back({9, 1000, DType::F16, DType::F16, true});
+  out.push_back({33, 4096, DType::F32, DType::F32, false});
+  out.push_back({7, 4097, DType::F32, DType::F32, true});
+  out.push_back({33, 4096, DType::BF16, DType::F32, false});
+  out.push_back({31, 4096, DType::BF16, DType::BF16, false, 2});
+  out.push_back({31, 1000, DType::F16, DType::F16, true, 4});
+  return out;
+}
+
+class GpuRmsNorm : public ::testing::Test {
+protected:
+  void SetUp() override {
+    auto ctx = useDevice(0);
+    if (!ctx)
+      GTEST_SKIP() << "no GPU here: " << llvm::toString(ctx.takeError());
+    auto info = queryDevice(0);
+    if (!info)
+      GTEST_SKIP() << "no GPU here: " << llvm::toString(info.takeError());
+    arch = info->arch();
+    rng.seed(std::random_device{}());
+  }
+  std::string arch;
+  std::mt19937_64 rng;
+  KernelCache cache;
+};
+
+struct Reference {
+  std::vector<double> y, rstd, dx, dw;
+};
+
+Reference reference(const Case &c, const HostTensor &x, const HostTensor &w, const HostTensor *dy,
+                    double eps) {
+  Reference r;
+  size_t n = c.cols;
+  r.y.resize(c.rows * n);
+  r.rstd.resize(c.rows);
+  r.dx.resize(dy ? c.rows * n : 0);
+  r.dw.assign(dy ? n : 0, 0.0);
+  std::vector<double> g(n);
+  for (size_t j = 0; j < n; ++j)
+    g[j] = double(w.get(j)) + (c.zcg ? 1.0 : 0.0);
+  for (int64_t i = 0; i < c.rows; ++i) {
+    double ss = 0;
+    for (size_t j = 0; j < n; ++j) {
+      double v = x.get(i * n + j);
+      ss += v * v;
+    }
+    double rs = 1.0 / std::sqrt(ss / double(n) + eps);
+    // The kernel's rstd is f32; the backward reference uses that value, as
+    // the kernel receives it.
+    r.rstd[i] = rs;
+    double rsf = double(float(rs));
+    for (size_t j = 0; j < n; ++j)
+      r.y[i * n + j] = double(x.get(i * n + j)) * rs * g[j];
+    if (!dy)
+      continue;
+    double dot = 0;
+    for (size_t j = 0; j < n; ++j)
+      dot += double(dy->get(i * n + j)) * g[j] * double(x.get(i * n + j)) * rsf;
+    double mean = dot / double(n);
+    for (size_t j = 0; j < n; ++j) {
+      double xhat = double(x.get(i * n + j)) * rsf;
+      double dyg = double(dy->get(i * n + j)) * g[j];
+      r.dx[i * n + j] = rsf * (dyg - xhat * mean);
+      r.dw[j] += double(dy->get(i * n + j)) * xhat;
+    }
+  }
+  return r;
+}
+
+TEST_F(GpuRmsNorm, ForwardMatchesFloat64) {
+  for (const Case &c : cases()) {
+    SCOPED_TRACE(name(c));
+    size_t n = c.rows * c.cols;
+    HostTensor x(c.dtype, n), w(c.wdtype, c.cols), y(c.dtype, n), rstd(DType::F32, c.rows);
+    x.randomNormal(rng, 0.0f, 1.0f);
+    w.randomNormal(rng, c.zcg ? 0.0f : 1.0f, 0.1f);
+    const float eps = 1e-5f;
+    int pad = 16;
+    auto dx = must(DeviceBuffer::allocate(x.bytes.size() + pad));
+    auto dw = must(DeviceBuffer::allocate(w.bytes.size()));
+    auto dyb = must(DeviceBuffer::allocate(y.bytes.size() + pad));
+    auto dr = must(DeviceBuffer::allocate(rstd.bytes.size()));
+    ASSERT_OK(dx.fill(0));
+    auto up = [&](DeviceBuffer &b, const HostTensor &t, int off) {
+      auto drv = must(CudaDriver::get());
+      return drv.cuMemcpyHtoD_v2(b.ptr() + off, t.bytes.data(), t.bytes.size());
+    };
+    ASSERT_EQ(up(dx, x, c.misalign), CUDA_SUCCESS);
+    ASSERT_OK(dw.upload(w.bytes.data(), w.bytes.size()));
+    ASSERT_OK(dyb.fill(0xFF)); // poison: NaN wherever the kernel does not write
+    ASSERT_OK(dr.fill(0xFF));
+
+    RmsNormForward a;
+    a.dtype = c.dtype;
+    a.wdtype = c.wdtype;
+    a.x = dx.ptr() + c.misalign;
+    a.w = dw.ptr();
+    a.y = dyb.ptr() + c.misalign;
+    a.rstd = dr.ptr();
+    a.rows = c.rows;
+    a.cols = c.cols;
+    a.eps = eps;
+    a.zeroCenteredGamma = c.zcg;
+    ASSERT_OK(rmsNormForward(cache, a, nullptr, arch));
+    auto drv = must(CudaDriver::get());
+    ASSERT_EQ(drv.cuCtxSynchronize(), CUDA_SUCCESS);
+    ASSERT_EQ(drv.cuMemcpyDtoH_v2(y.bytes.data(), dyb.ptr() + c.misalign, y.bytes.size()),
+              CUDA_SUCCESS);
+    ASSERT_OK(dr.download(rstd.bytes.data(), rstd.bytes.size()));
+
+    Reference ref = reference(c, x, w, nullptr, eps);
+    double ey = relativeError(y, ref.y), er = relativeError(rstd, ref.rstd);
+    EXPECT_LT(ey, tolerance(c.dtype)) << "y";
+    EXPECT_LT(er, 1e-5) << "rstd";
+    if (c.misalign) {
+      EXPECT_LT(rmsNormSpec(a, arch).align, 16) << "misaligned operands must get a narrower kernel";
+    }
+  }
+}
+
+TEST_F(GpuRmsNorm, BackwardMatchesFloat64AndIsDeterministic) {
+  for (const Case &c : cases()) {
+    SCOPED_TRACE(name(c));
+    size_t n = c.rows * c.cols;
+    HostTensor x(c.dtype, n), w(c.wdtype, c.cols), dy(c.dtype, n), dx(c.dtype, n),
+        dw(c.wdtype, c.cols), rstd(DType::F32, c.rows);
+    x.randomNormal(rng, 0.0f, 1.0f);
+    dy.randomNormal(rng, 0.0f, 1.0f);
+    w.randomNormal(rng, c.zcg ? 0.0f : 1.0f, 0.1f);
+    const double eps = 1e-5;
+    Reference ref = reference(c, x, w, &dy, eps);
+    for (int64_t i = 0; i < c.rows; ++i)
+      rstd.set(i, float(ref.rstd[i]));
+
+    int pad = 16;
+    auto bx = must(DeviceBuffer::allocate(x.bytes.size() + pad));
+    auto bdy = must(DeviceBuffer::allocate(dy.bytes.size() + pad));
+    auto bdx = must(DeviceBuffer::allocate(dx.bytes.size() + pad));
+    auto bw = must(DeviceBuffer::allocate(w.bytes.size()));
+    auto bdw = must(DeviceBuffer::allocate(dw.bytes.size()));
+    auto br = must(DeviceBuffer::allocate(rstd.bytes.size()));
+    auto drv = must(CudaDriver::get());
+    ASSERT_EQ(drv.cuMemcpyHtoD_v2(bx.ptr() + c.misalign, x.bytes.data(), x.bytes.size()), CUDA_SUCCESS);
+    ASSERT_EQ(drv.cuMemcpyHtoD_v2(bdy.ptr() + c.misalign, dy.bytes.data(), dy.bytes.size()), CUDA_SUCCESS);
+    ASSERT_OK(bw.upload(w.bytes.data(), w.bytes.size()));
+    ASSERT_OK(br.upload(rstd.bytes.data(), rstd.bytes.size()));
+
+    RmsNormBackward a;
+    a.dtype = c.dtype;
+    a.wdtype = c.wdtype;
+    a.dy = bdy.ptr() + c.misalign;
+    a.x = bx.ptr() + c.misalign;
+    a.rstd = br.ptr();
+    a.w = bw.ptr();
+    a.dx = bdx.ptr() + c.misalign;
+    a.dw = bdw.ptr();
+    a.rows = c.rows;
+    a.cols = c.cols;
+    a.zeroCenteredGamma = c.zcg;
+    int64_t wsBytes = must(rmsNormBackwardWorkspace(cache, a, arch));
+    auto ws = must(DeviceBuffer::allocate(size_t(wsBytes)));
+    a.workspace = ws.ptr();
+
+    std::vector<unsigned char> firstDx, firstDw;
+    for (int run = 0; run < 2; ++run) {
+      ASSERT_OK(bdx.fill(0xFF));
+      ASSERT_OK(bdw.fill(0xFF));
+      ASSERT_OK(ws.fill(0xFF));
+      ASSERT_OK(rmsNormBackward(cache, a, nullptr, arch));
+      ASSERT_EQ(drv.cuCtxSynchronize(), CUDA_SUCCESS);
+      ASSERT_EQ(drv.cuMemcpyDtoH_v2(dx.bytes.data(), bdx.ptr() + c.misalign, dx.bytes.size()),
+                CUDA_SUCCESS);
+      ASSERT_OK(bdw.download(dw.bytes.data(), dw.bytes.size()));
+      if (run == 0) {
+        EXPECT_LT(relativeError(dx, ref.dx), tolerance(c.dtype)) << "dx";
+        EXPECT_LT(relativeError(dw, ref.dw), tolerance(c.wdtype)) << "dw";
+        firstDx = dx.bytes;
+        firstDw = dw.bytes;
+      } else {
+        EXPECT_EQ(firstDx, dx.bytes) << "dx differs between two runs";
+        EXPECT_EQ(firstDw, dw.bytes) << "dw differs between two runs";
+      }
+    }
+  }
+}
+
+TEST_F(GpuRmsNorm, EmptyBatchGivesZeroWeightGradient) {
+  RmsNormBackward a;
+  a.cols = 1000;
+  HostTensor dw(DType::BF16, 1000);
+  auto bw = must(DeviceBuffer::allocate(2000));
+  auto bdw = must(DeviceBuffer::allocate(2000));
+  ASSERT_OK(bw.fill(0));
+  ASSERT_OK(bdw.fill(0xFF));
+  a.w = bw.ptr();
+  a.dw = bdw.ptr();
+  a.rows = 0;
+  int64_t wsBytes = must(rmsNormBackwardWorkspace(cache, a, arch));
+  auto ws = must(DeviceBuffer::allocate(size_t(wsBytes)));
+  a.workspace = ws.ptr();
+  ASSERT_OK(rmsNormBackward(cache, a, nullptr, arch));
+  ASSERT_OK(bdw.download(dw.bytes.data(), 2000));
+  for (size_t j = 0; j < 1000; ++j)
+    ASSERT_EQ(dw.get(j), 0.0f) << j;
+}
+
+TEST_F(GpuRmsNorm, WrongSizesAreRejectedBeforeLaunch) {
+  RmsNormForward a;
+  a.cols = 4096;
+  a.rows = 8;
+  auto b = must(DeviceBuffer::allocate(8 * 4096 * 2));
+  a.x = a.y = a.w = a.rstd = b.ptr();
+  auto kernelOr = cache.get(rmsNormSpec(a, arch));
+  ASSERT_TRUE(bool(kernelOr)) << llvm::toString(kernelOr.takeError());
+  const LoadedKernel &kernel = *kernelOr;
+  // The weight compiled for 4096 columns, passed as 4095: refused, nothing runs.
+  KernelArg args[] = {KernelArg::view(a.x, {8, 4096}), KernelArg::view(a.w, {4095}),
+                      KernelArg::view(a.y, {8, 4096}), KernelArg::view(a.rstd, {8}),
+                      KernelArg::f32(1e-5f)};
+  auto err = kernel.launch(0, args, 5, nullptr);
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("compiled for 4096"), std::string::npos);
+}
+
+} // namespace

@@ -1,0 +1,477 @@
+// RUN: tilejit-opt %s --split-input-file --verify-diagnostics
+
+// One case per diagnostic of the tile dialect's verifiers (TileOps.cpp,
+// TileLayout.cpp). Layout attribute errors are reported while parsing, at the
+// attribute.
+
+//===----------------------------------------------------------------------===//
+// tile.kernel
+//===----------------------------------------------------------------------===//
+
+// expected-error @+1 {{'tile.kernel' op must return nothing, has 1 results}}
+tile.kernel @results() -> f32 attributes {block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{'tile.kernel' op argument 1 has type 'i32'; kernel arguments are contiguous bf16/f16/f32 memrefs, f32 or index}}
+tile.kernel @int_arg(%a: f32, %b: i32) attributes {block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
+// A memref of another element type is not a global memref.
+// expected-error @+1 {{'tile.kernel' op argument 0 has type 'memref<?xi8>'; kernel arguments are contiguous bf16/f16/f32 memrefs, f32 or index}}
+tile.kernel @i8_memref(%a: memref<?xi8>) attributes {block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
+// Neither is a strided (non-contiguous) memref.
+// expected-error @+1 {{'tile.kernel' op argument 0 has type 'memref<4x4xf32, strided<[8, 1]>>'; kernel arguments}}
+tile.kernel @strided(%a: memref<4x4xf32, strided<[8, 1]>>) attributes {block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
+// Nor a memref in another memory space.
+// expected-error @+1 {{'tile.kernel' op argument 0 has type 'memref<4xf32, 3>'; kernel arguments}}
+tile.kernel @space(%a: memref<4xf32, 3>) attributes {block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
+// Nor a memref of rank above 4.
+// expected-error @+1 {{'tile.kernel' op argument 0 has type 'memref<1x1x1x1x1xf32>'; kernel arguments}}
+tile.kernel @rank5(%a: memref<1x1x1x1x1xf32>) attributes {block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
+// A mismatch between the body and the signature is reported by the function
+// interface before the kernel's own check ("body has N arguments, signature
+// M") can run.
+// expected-error @+1 {{'tile.kernel' op entry block must have 1 arguments to match function signature}}
+"tile.kernel"() <{sym_name = "body_args", function_type = (f32) -> (), block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>}> ({
+^bb0:
+  "tile.return"() : () -> ()
+}) : () -> ()
+
+// -----
+
+// expected-error @+1 {{'tile.kernel' op block_threads must be a multiple of 32 in [32, 1024], got 48}}
+tile.kernel @threads_48() attributes {block_threads = 48 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{'tile.kernel' op block_threads must be a multiple of 32 in [32, 1024], got 0}}
+tile.kernel @threads_0() attributes {block_threads = 0 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{'tile.kernel' op block_threads must be a multiple of 32 in [32, 1024], got 2048}}
+tile.kernel @threads_2048() attributes {block_threads = 2048 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{'tile.kernel' op grid must be an affine map of symbols only with at least one result, got affine_map<(d0) -> (d0)>}}
+tile.kernel @grid_dims(%x: memref<?xf32>) attributes {block_threads = 32 : i64, grid = affine_map<(d0) -> (d0)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{'tile.kernel' op grid must be an affine map of symbols only with at least one result, got affine_map<()[s0] -> ()>}}
+tile.kernel @grid_no_results(%x: memref<?xf32>) attributes {block_threads = 32 : i64, grid = affine_map<()[s0] -> ()>, grid_operands = array<i64: 0, 0>} {
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{'tile.kernel' op grid has 1 symbols but grid_operands holds 0 values (expected (argument, dimension) pairs)}}
+tile.kernel @grid_too_few(%x: memref<?xf32>) attributes {block_threads = 32 : i64, grid = affine_map<()[s0] -> (s0)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{'tile.kernel' op grid has 1 symbols but grid_operands holds 3 values (expected (argument, dimension) pairs)}}
+tile.kernel @grid_odd(%x: memref<?xf32>) attributes {block_threads = 32 : i64, grid = affine_map<()[s0] -> (s0)>, grid_operands = array<i64: 0, 0, 0>} {
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{'tile.kernel' op grid has 2 symbols but grid_operands holds 2 values (expected (argument, dimension) pairs)}}
+tile.kernel @grid_missing_pair(%x: memref<?xf32>) attributes {block_threads = 32 : i64, grid = affine_map<()[s0, s1] -> (s0, s1)>, grid_operands = array<i64: 0, 0>} {
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{'tile.kernel' op grid operand 1 names argument 2, which does not exist}}
+tile.kernel @grid_bad_arg(%x: memref<?xf32>, %n: index) attributes {block_threads = 32 : i64, grid = affine_map<()[s0, s1] -> (s0, s1)>, grid_operands = array<i64: 0, 0, 2, -1>} {
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{'tile.kernel' op grid operand 0 names argument -1, which does not exist}}
+tile.kernel @grid_negative_arg(%x: memref<?xf32>) attributes {block_threads = 32 : i64, grid = affine_map<()[s0] -> (s0)>, grid_operands = array<i64: -1, 0>} {
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{'tile.kernel' op grid operand 0 names argument 0 itself, which must then be an index}}
+tile.kernel @grid_arg_not_index(%x: memref<?xf32>) attributes {block_threads = 32 : i64, grid = affine_map<()[s0] -> (s0)>, grid_operands = array<i64: 0, -1>} {
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{'tile.kernel' op grid operand 0 names argument 1 itself, which must then be an index}}
+tile.kernel @grid_arg_f32(%x: memref<?xf32>, %s: f32) attributes {block_threads = 32 : i64, grid = affine_map<()[s0] -> (s0)>, grid_operands = array<i64: 1, -1>} {
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{'tile.kernel' op grid operand 0 names size 2 of argument 0, which is not a memref of that rank}}
+tile.kernel @grid_dim_past_rank(%x: memref<?x?xf32>) attributes {block_threads = 32 : i64, grid = affine_map<()[s0] -> (s0)>, grid_operands = array<i64: 0, 2>} {
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{'tile.kernel' op grid operand 0 names size 0 of argument 0, which is not a memref of that rank}}
+tile.kernel @grid_dim_of_index(%n: index) attributes {block_threads = 32 : i64, grid = affine_map<()[s0] -> (s0)>, grid_operands = array<i64: 0, 0>} {
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{'tile.kernel' op grid operand 1 names size -2 of argument 0, which is not a memref of that rank}}
+tile.kernel @grid_dim_negative(%x: memref<?xf32>) attributes {block_threads = 32 : i64, grid = affine_map<()[s0, s1] -> (s0, s1)>, grid_operands = array<i64: 0, 0, 0, -2>} {
+  tile.return
+}
+
+// -----
+
+tile.kernel @plain_tensor() attributes {block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  // expected-error @+1 {{'arith.constant' op produces 'tensor<4xf32>', a tensor without a #tile layout}}
+  %t = arith.constant dense<0.0> : tensor<4xf32>
+  tile.return
+}
+
+// -----
+
+#L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>
+tile.kernel @wrong_threads(%x: memref<?xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'tile.load' op produces a tile laid out over 64 threads in a kernel of 128}}
+  %t = tile.load %x[%c0] : memref<?xf32> -> tensor<1x256xf32, #L>
+  tile.return
+}
+
+// -----
+
+// The check covers tiles nested in loops and slice layouts (through their
+// parent), too.
+#L = #tile.blocked<vec = 4, rowThreads = 2, colThreads = 32>
+#S = #tile.slice<dim = 1, parent = #L>
+tile.kernel @wrong_threads_nested(%n: index, %e: f32) attributes {block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {
+    // expected-error @+1 {{'tile.splat' op produces a tile laid out over 64 threads in a kernel of 32}}
+    %t = tile.splat %e : f32 -> tensor<2xf32, #S>
+  }
+  tile.return
+}
+
+//===----------------------------------------------------------------------===//
+// tile.load, tile.store
+//===----------------------------------------------------------------------===//
+
+// -----
+
+#L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>
+tile.kernel @load_indices(%x: memref<?x256xf32>) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'tile.load' op needs 2 indices for 'memref<?x256xf32>', got 1}}
+  %t = tile.load %x[%c0] : memref<?x256xf32> -> tensor<1x256xf32, #L>
+  tile.return
+}
+
+// -----
+
+#L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>
+tile.kernel @store_indices(%x: memref<?x256xf32>, %y: memref<?x256xf32>) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %t = tile.load %x[%c0, %c0] : memref<?x256xf32> -> tensor<1x256xf32, #L>
+  // expected-error @+1 {{'tile.store' op needs 2 indices for 'memref<?x256xf32>', got 3}}
+  tile.store %t, %y[%c0, %c0, %c0] : tensor<1x256xf32, #L>, memref<?x256xf32>
+  tile.return
+}
+
+// -----
+
+#L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>
+tile.kernel @load_rank(%x: memref<?xf32>) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'tile.load' op tile of rank 2 does not fit in 'memref<?xf32>'}}
+  %t = tile.load %x[%c0] : memref<?xf32> -> tensor<1x256xf32, #L>
+  tile.return
+}
+
+// -----
+
+#L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>
+tile.kernel @store_rank(%x: memref<?x256xf32>, %y: memref<256xf32>) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %t = tile.load %x[%c0, %c0] : memref<?x256xf32> -> tensor<1x256xf32, #L>
+  // expected-error @+1 {{'tile.store' op tile of rank 2 does not fit in 'memref<256xf32>'}}
+  tile.store %t, %y[%c0] : tensor<1x256xf32, #L>, memref<256xf32>
+  tile.return
+}
+
+// -----
+
+#L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>
+tile.kernel @load_elem(%x: memref<?x256xbf16>) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'tile.load' op tile element type 'f32' differs from memory element type 'bf16'}}
+  %t = tile.load %x[%c0, %c0] : memref<?x256xbf16> -> tensor<1x256xf32, #L>
+  tile.return
+}
+
+// -----
+
+#L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>
+#S = #tile.slice<dim = 0, parent = #L>
+tile.kernel @store_elem(%x: memref<256xf32>, %y: memref<?x256xf16>) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %t = tile.load %x[%c0] : memref<256xf32> -> tensor<256xf32, #S>
+  // expected-error @+1 {{'tile.store' op tile element type 'f32' differs from memory element type 'f16'}}
+  tile.store %t, %y[%c0, %c0] : tensor<256xf32, #S>, memref<?x256xf16>
+  tile.return
+}
+
+//===----------------------------------------------------------------------===//
+// tile.reduce
+//===----------------------------------------------------------------------===//
+
+// -----
+
+#L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>
+#S = #tile.slice<dim = 0, parent = #L>
+tile.kernel @reduce_slice_operand(%e: f32) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %t = tile.splat %e : f32 -> tensor<256xf32, #S>
+  // expected-error @+1 {{'tile.reduce' op operand must be a rank-2 #tile.blocked tile, got 'tensor<256xf32, #tile.slice<dim = 0, parent = <vec = 4, rowThreads = 1, colThreads = 64>>>'}}
+  %r = tile.reduce sum %t {dim = 0 : i64} : tensor<256xf32, #S> -> tensor<256xf32, #S>
+  tile.return
+}
+
+// -----
+
+#L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>
+#S = #tile.slice<dim = 1, parent = #L>
+tile.kernel @reduce_dim(%e: f32) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %t = tile.splat %e : f32 -> tensor<1x256xf32, #L>
+  // expected-error @+1 {{'tile.reduce' op dim must be 0 or 1, got 2}}
+  %r = tile.reduce max %t {dim = 2 : i64} : tensor<1x256xf32, #L> -> tensor<1xf32, #S>
+  tile.return
+}
+
+// -----
+
+#L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>
+#S = #tile.slice<dim = 0, parent = #L>
+tile.kernel @reduce_wrong_slice_dim(%e: f32) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %t = tile.splat %e : f32 -> tensor<1x256xf32, #L>
+  // expected-error @+1 {{'tile.reduce' op result layout must be #tile.slice<dim = 1, parent = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>>, got #tile.slice<dim = 0, parent = <vec = 4, rowThreads = 1, colThreads = 64>>}}
+  %r = tile.reduce sum %t {dim = 1 : i64} : tensor<1x256xf32, #L> -> tensor<256xf32, #S>
+  tile.return
+}
+
+// -----
+
+#L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>
+#M = #tile.blocked<vec = 2, rowThreads = 1, colThreads = 64>
+#S = #tile.slice<dim = 0, parent = #M>
+tile.kernel @reduce_wrong_parent(%e: f32) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %t = tile.splat %e : f32 -> tensor<1x256xf32, #L>
+  // expected-error @+1 {{'tile.reduce' op result layout must be #tile.slice<dim = 0, parent = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>>, got #tile.slice<dim = 0, parent = <vec = 2, rowThreads = 1, colThreads = 64>>}}
+  %r = tile.reduce min %t {dim = 0 : i64} : tensor<1x256xf32, #L> -> tensor<256xf32, #S>
+  tile.return
+}
+
+// -----
+
+#L = #tile.blocked<vec = 4, rowThreads = 2, colThreads = 32>
+tile.kernel @reduce_blocked_result(%e: f32) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %t = tile.splat %e : f32 -> tensor<2x256xf32, #L>
+  // expected-error @+1 {{'tile.reduce' op result layout must be #tile.slice<dim = 1, parent = #tile.blocked<vec = 4, rowThreads = 2, colThreads = 32>>, got #tile.blocked<vec = 4, rowThreads = 2, colThreads = 32>}}
+  %r = tile.reduce sum %t {dim = 1 : i64} : tensor<2x256xf32, #L> -> tensor<2x256xf32, #L>
+  tile.return
+}
+
+// -----
+
+#L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>
+#S = #tile.slice<dim = 0, parent = #L>
+tile.kernel @reduce_shape(%e: f32) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %t = tile.splat %e : f32 -> tensor<1x256xf32, #L>
+  // expected-error @+1 {{'tile.reduce' op result shape must be [256], got 'tensor<128xf32, #tile.slice<dim = 0, parent = <vec = 4, rowThreads = 1, colThreads = 64>>>'}}
+  %r = tile.reduce sum %t {dim = 0 : i64} : tensor<1x256xf32, #L> -> tensor<128xf32, #S>
+  tile.return
+}
+
+//===----------------------------------------------------------------------===//
+// tile.broadcast
+//===----------------------------------------------------------------------===//
+
+// -----
+
+#L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>
+tile.kernel @broadcast_blocked(%e: f32) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %t = tile.splat %e : f32 -> tensor<1x256xf32, #L>
+  // expected-error @+1 {{'tile.broadcast' op expands a #tile.slice tile into a #tile.blocked tile, got 'tensor<1x256xf32, #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>>' -> 'tensor<1x256xf32, #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>>'}}
+  %b = tile.broadcast %t : tensor<1x256xf32, #L> -> tensor<1x256xf32, #L>
+  tile.return
+}
+
+// -----
+
+#L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>
+#S = #tile.slice<dim = 1, parent = #L>
+tile.kernel @broadcast_to_slice(%e: f32) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %t = tile.splat %e : f32 -> tensor<1xf32, #S>
+  // expected-error @+1 {{'tile.broadcast' op expands a #tile.slice tile into a #tile.blocked tile, got}}
+  %b = tile.broadcast %t : tensor<1xf32, #S> -> tensor<1xf32, #S>
+  tile.return
+}
+
+// -----
+
+#L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>
+#M = #tile.blocked<vec = 8, rowThreads = 1, colThreads = 64>
+#S = #tile.slice<dim = 1, parent = #L>
+tile.kernel @broadcast_parent(%e: f32) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %t = tile.splat %e : f32 -> tensor<1xf32, #S>
+  // expected-error @+1 {{'tile.broadcast' op operand layout's parent #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64> differs from result layout #tile.blocked<vec = 8, rowThreads = 1, colThreads = 64>}}
+  %b = tile.broadcast %t : tensor<1xf32, #S> -> tensor<1x256xf32, #M>
+  tile.return
+}
+
+// -----
+
+#L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>
+#S = #tile.slice<dim = 1, parent = #L>
+tile.kernel @broadcast_elem(%e: f32) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %t = tile.splat %e : f32 -> tensor<1xf32, #S>
+  // expected-error @+1 {{'tile.broadcast' op element type changes from 'f32' to 'bf16'}}
+  %b = tile.broadcast %t : tensor<1xf32, #S> -> tensor<1x256xbf16, #L>
+  tile.return
+}
+
+// -----
+
+#L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>
+#S = #tile.slice<dim = 0, parent = #L>
+tile.kernel @broadcast_shape(%e: f32) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %t = tile.splat %e : f32 -> tensor<128xf32, #S>
+  // expected-error @+1 {{'tile.broadcast' op operand of 128 elements does not match dimension 1 of 'tensor<1x256xf32, #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>>'}}
+  %b = tile.broadcast %t : tensor<128xf32, #S> -> tensor<1x256xf32, #L>
+  tile.return
+}
+
+//===----------------------------------------------------------------------===//
+// tile.splat
+//===----------------------------------------------------------------------===//
+
+// -----
+
+#L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>
+tile.kernel @splat_type(%e: f32) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  // expected-error @+1 {{'tile.splat' op scalar of type 'f32' cannot fill a tile of 'bf16'}}
+  %t = tile.splat %e : f32 -> tensor<1x256xbf16, #L>
+  tile.return
+}
+
+//===----------------------------------------------------------------------===//
+// #tile.blocked, #tile.slice
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// expected-error @+1 {{#tile.blocked vec must be 1, 2, 4 or 8, got 3}}
+#L = #tile.blocked<vec = 3, rowThreads = 1, colThreads = 64>
+
+// -----
+
+// expected-error @+1 {{#tile.blocked vec must be 1, 2, 4 or 8, got 16}}
+#L = #tile.blocked<vec = 16, rowThreads = 1, colThreads = 64>
+
+// -----
+
+// expected-error @+1 {{#tile.blocked vec must be 1, 2, 4 or 8, got 0}}
+#L = #tile.blocked<vec = 0, rowThreads = 1, colThreads = 64>
+
+// -----
+
+// expected-error @+1 {{#tile.blocked needs rowThreads and colThreads >= 1, got 0 and 64}}
+#L = #tile.blocked<vec = 4, rowThreads = 0, colThreads = 64>
+
+// -----
+
+// expected-error @+1 {{#tile.blocked needs rowThreads and colThreads >= 1, got 4 and -32}}
+#L = #tile.blocked<vec = 4, rowThreads = 4, colThreads = -32>
+
+// -----
+
+// expected-error @+1 {{#tile.blocked colThreads must be a power of two, got 48}}
+#L = #tile.blocked<vec = 4, rowThreads = 2, colThreads = 48>
+
+// -----
+
+// expected-error @+1 {{#tile.blocked needs whole warps: rowThreads * colThreads = 24 is not a multiple of 32}}
+#L = #tile.blocked<vec = 4, rowThreads = 3, colThreads = 8>
+
+// -----
+
+// expected-error @+1 {{#tile.blocked has 2048 threads; a block holds at most 1024}}
+#L = #tile.blocked<vec = 4, rowThreads = 8, colThreads = 256>
+
+// -----
+
+// The check also applies where a layout is written inline in a type.
+tile.kernel @inline_layout(%e: f32) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  // expected-error @+1 {{#tile.blocked has 2048 threads; a block holds at most 1024}}
+  %t = tile.splat %e : f32 -> tensor<1x256xf32, #tile.blocked<vec = 4, rowThreads = 1, colThreads = 2048>>
+  tile.return
+}
+
+// -----
+
+#L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>
+// expected-error @+1 {{#tile.slice dim must be 0 or 1, got 2}}
+#S = #tile.slice<dim = 2, parent = #L>
+
+// -----
+
+// expected-error @+1 {{#tile.slice dim must be 0 or 1, got -1}}
+#S = #tile.slice<dim = -1, parent = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>>

@@ -1,0 +1,115 @@
+//===- CompilerTest.cpp - the pipeline to CUDA C++ and NVRTC, no GPU needed --===//
+#include <gtest/gtest.h>
+
+#include "compiler/Compiler.h"
+#include "compiler/templates/Template.h"
+#include "runtime/CudaDriver.h"
+
+using namespace tilejit;
+
+namespace {
+
+KernelSpec spec(OpKind op, int64_t cols, DType t = DType::BF16, bool zcg = false) {
+  KernelSpec s;
+  s.op = op;
+  s.cols = cols;
+  s.dtype = s.wdtype = t;
+  s.zeroCenteredGamma = zcg;
+  s.align = alignmentOf({}, cols * dtypeBytes(t));
+  return s;
+}
+
+TEST(Compiler, EmitsTileIrAfterEachPass) {
+  KernelSpec s = spec(OpKind::RmsNormFwd, 4096);
+  CompileOptions o;
+  o.stopAt = Stage::Mlir;
+  auto ir = compileKernel(s, {}, o);
+  ASSERT_TRUE(bool(ir)) << llvm::toString(ir.takeError());
+  EXPECT_NE(ir->mlir.find("tile.kernel @rmsnorm_fwd_bf16_bf16_n4096"), std::string::npos);
+  EXPECT_NE(ir->mlir.find("reduce sum"), std::string::npos);
+  for (const std::string &pass : pipelinePasses()) {
+    o.afterPass = pass;
+    auto after = compileKernel(s, {}, o);
+    ASSERT_TRUE(bool(after)) << pass << ": " << llvm::toString(after.takeError());
+    if (pass == "tile-lower-to-emitc") {
+      EXPECT_NE(after->mlir.find("emitc.func"), std::string::npos);
+    }
+    if (pass == "tile-check-target") {
+      EXPECT_NE(after->mlir.find("tile.scratch_bytes"), std::string::npos);
+    }
+  }
+  o.afterPass = "no-such-pass";
+  auto bad = compileKernel(s, {}, o);
+  ASSERT_FALSE(bool(bad));
+  EXPECT_NE(llvm::toString(bad.takeError()).find("unknown pass 'no-such-pass'"), std::string::npos);
+}
+
+TEST(Compiler, CudaUsesTheDeviceLibrary) {
+  auto k = compileKernel(spec(OpKind::RmsNormBwd, 1000), {}, {Stage::Cuda, ""});
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  EXPECT_NE(k->cuda.find("#include \"memory.cuh\""), std::string::npos);
+  EXPECT_NE(k->cuda.find("extern \"C\" __global__ __launch_bounds__("), std::string::npos);
+  EXPECT_NE(k->cuda.find("tj::reduce_row<"), std::string::npos);
+  EXPECT_NE(k->cuda.find("tj::reduce_col<"), std::string::npos);
+  ASSERT_EQ(k->entries.size(), 2u);
+  EXPECT_EQ(k->entries[0].params.size(), 6u);
+  EXPECT_GT(k->workspaceBytes, 0);
+}
+
+// NVRTC compiles for sm_90a without a GPU: every default kernel must build
+// to a cubin, with no spills for the hidden sizes that matter.
+TEST(Compiler, NvrtcBuildsCubinsForManyShapes) {
+  struct S {
+    OpKind op;
+    int64_t cols;
+    DType t;
+    bool zcg;
+  };
+  std::vector<S> shapes = {{OpKind::RmsNormFwd, 1, DType::BF16, false},
+                           {OpKind::RmsNormFwd, 4097, DType::BF16, true},
+                           {OpKind::RmsNormFwd, 8192, DType::F16, false},
+                           {OpKind::RmsNormFwd, 4096, DType::F32, false},
+                           {OpKind::RmsNormBwd, 7, DType::BF16, true},
+                           {OpKind::RmsNormBwd, 4096, DType::BF16, false},
+                           {OpKind::RmsNormBwd, 8192, DType::BF16, false}};
+  for (const S &x : shapes) {
+    KernelSpec s = spec(x.op, x.cols, x.t, x.zcg);
+    auto k = compileKernel(s, {});
+    ASSERT_TRUE(bool(k)) << s.canonical() << ": " << llvm::toString(k.takeError());
+    EXPECT_GT(k->cubin.size(), 1000u);
+    EXPECT_NE(k->ptx.find(".entry"), std::string::npos);
+    for (const EntryInfo &e : k->entries) {
+      EXPECT_GT(e.registers, 0) << e.name << ": ptxas report not parsed";
+      if (x.cols <= 8192) {
+        EXPECT_EQ(e.spillBytes, 0) << e.name << " spills";
+      }
+    }
+  }
+}
+
+TEST(Compiler, NvrtcErrorCarriesTheLog) {
+  auto r = compileKernel(spec(OpKind::RmsNormFwd, 64), {}, {Stage::Cuda, ""});
+  ASSERT_TRUE(bool(r));
+  // A bad config is refused before any IR is built, naming the parameter.
+  TileConfig bad;
+  bad.set("vec", 8).set("threads", 100).set("rows", 1);
+  auto b = compileKernel(spec(OpKind::RmsNormFwd, 64), bad);
+  ASSERT_FALSE(bool(b));
+  EXPECT_NE(llvm::toString(b.takeError()).find("threads must be a multiple of 32"),
+            std::string::npos);
+}
+
+TEST(CudaDriver, MissingDriverIsACleanError) {
+  auto drv = CudaDriver::get();
+  if (drv)
+    GTEST_SKIP() << "a CUDA driver is present on this machine";
+  std::string msg = llvm::toString(drv.takeError());
+  EXPECT_TRUE(msg.find("no CUDA driver") != std::string::npos ||
+              msg.find("no CUDA device") != std::string::npos)
+      << msg;
+  auto ctx = useDevice(0);
+  ASSERT_FALSE(bool(ctx));
+  llvm::consumeError(ctx.takeError());
+}
+
+} // namespace

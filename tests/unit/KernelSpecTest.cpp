@@ -1,0 +1,148 @@
+//===- KernelSpecTest.cpp - specs, configs, keys, grid rules ---------------===//
+#include <gtest/gtest.h>
+
+#include "compiler/Compiler.h"
+#include "compiler/KernelSpec.h"
+#include "compiler/LaunchInfo.h"
+#include "compiler/templates/Template.h"
+
+using namespace tilejit;
+
+namespace {
+
+std::string errorOf(llvm::Error e) { return llvm::toString(std::move(e)); }
+template <class T> std::string errorOf(llvm::Expected<T> &e) {
+  return e ? std::string() : llvm::toString(e.takeError());
+}
+template <class T> std::string errorOf(llvm::Expected<T> &&e) { return errorOf(e); }
+
+TEST(KernelSpec, CanonicalFormRoundTrips) {
+  KernelSpec s;
+  s.op = OpKind::RmsNormBwd;
+  s.dtype = DType::F16;
+  s.wdtype = DType::F32;
+  s.rows = 123;
+  s.cols = 4096;
+  s.zeroCenteredGamma = true;
+  s.align = 8;
+  s.arch = "sm_80";
+  auto parsed = KernelSpec::parse(s.canonical());
+  ASSERT_TRUE(bool(parsed)) << errorOf(parsed);
+  EXPECT_EQ(parsed->canonical(), s.canonical());
+  EXPECT_EQ(s.canonical(), "rmsnorm_bwd dtype=f16 wdtype=f32 rows=123 cols=4096 zcg=1 align=8 arch=sm_80");
+  EXPECT_EQ(s.canonical(false).find("rows="), std::string::npos);
+}
+
+TEST(KernelSpec, BadInputNamesTheField) {
+  EXPECT_NE(errorOf(KernelSpec::parse("gemm dtype=bf16")).find("unknown op 'gemm'"), std::string::npos);
+  EXPECT_NE(errorOf(KernelSpec::parse("rmsnorm_fwd dtype=int8")).find("unknown dtype 'int8'"), std::string::npos);
+  EXPECT_NE(errorOf(KernelSpec::parse("rmsnorm_fwd cols=abc")).find("not an integer"), std::string::npos);
+  EXPECT_NE(errorOf(KernelSpec::parse("rmsnorm_fwd cols=0")).find("cols must be >= 1"), std::string::npos);
+  EXPECT_NE(errorOf(KernelSpec::parse("rmsnorm_fwd cols=8 arch=sm_99")).find("unknown arch"), std::string::npos);
+  EXPECT_NE(errorOf(KernelSpec::parse("rmsnorm_fwd cols=8 colour=red")).find("unknown spec field 'colour'"), std::string::npos);
+  EXPECT_NE(errorOf(KernelSpec::parse("rmsnorm_fwd cols=7 align=16")).find("rows are at most 2-byte aligned"), std::string::npos);
+  EXPECT_NE(errorOf(KernelSpec::parse("rmsnorm_fwd cols=99999999999999999999")).find("not an integer"), std::string::npos);
+  EXPECT_NE(errorOf(KernelSpec::parse("")).find("empty"), std::string::npos);
+}
+
+TEST(TileConfig, CanonicalIsSortedAndParses) {
+  TileConfig c;
+  c.set("vec", 8).set("threads", 256).set("rows", 1);
+  EXPECT_EQ(c.canonical(), "rows=1 threads=256 vec=8");
+  auto p = TileConfig::parse("  vec=8 rows=1   threads=256 ");
+  ASSERT_TRUE(bool(p));
+  EXPECT_EQ(*p, c);
+  EXPECT_FALSE(bool(TileConfig::parse("vec")) ) ;
+  EXPECT_NE(errorOf(TileConfig::parse("=3")).find("not name=value"), std::string::npos);
+}
+
+TEST(Alignment, LargestPowerOfTwoDividingEverything) {
+  EXPECT_EQ(alignmentOf({0x1000, 0x2000}, 8192), 16);
+  EXPECT_EQ(alignmentOf({0x1002}, 8192), 2);
+  EXPECT_EQ(alignmentOf({0x1000}, 8194), 2);
+  EXPECT_EQ(alignmentOf({0x1008}, 2000), 8);
+  EXPECT_EQ(alignmentOf({0x1001}, 2), 1);
+}
+
+TEST(GridRule, EvaluatesMinOfPostfixPrograms) {
+  GridRule g;
+  // min(s0 ceildiv 4, 264)
+  g.results = {{{GridRule::Sym, 0}, {GridRule::Const, 4}, {GridRule::CeilDiv, 0}},
+               {{GridRule::Const, 264}}};
+  g.symbols = {{0, 0}};
+  int64_t s = 17;
+  EXPECT_EQ(g.evaluate(&s, 1), 5);
+  s = 100000;
+  EXPECT_EQ(g.evaluate(&s, 1), 264);
+  s = 0;
+  EXPECT_EQ(g.evaluate(&s, 1), 0);
+  // Malformed programs and division by zero give -1, never garbage.
+  GridRule bad;
+  bad.results = {{{GridRule::Sym, 0}, {GridRule::Const, 0}, {GridRule::FloorDiv, 0}}};
+  EXPECT_EQ(bad.evaluate(&s, 1), -1);
+  bad.results = {{{GridRule::Add, 0}}};
+  EXPECT_EQ(bad.evaluate(&s, 1), -1);
+  bad.results = {{{GridRule::Sym, 3}}};
+  EXPECT_EQ(bad.evaluate(&s, 1), -1);
+}
+
+TEST(Key, ChangesWithEveryIngredientButNotWithRows) {
+  KernelSpec s;
+  s.cols = 4096;
+  TileConfig c = getTemplate(s.op).defaultConfig(s);
+  std::string k = kernelKey(s, c);
+  EXPECT_EQ(k.size(), 64u);
+  KernelSpec rows = s;
+  rows.rows = 99;
+  EXPECT_EQ(kernelKey(rows, c), k) << "rows is a launch-time size";
+  KernelSpec cols = s;
+  cols.cols = 4104;
+  EXPECT_NE(kernelKey(cols, c), k);
+  KernelSpec arch = s;
+  arch.arch = "sm_80";
+  EXPECT_NE(kernelKey(arch, c), k);
+  TileConfig c2 = c;
+  c2.set("vec", 4);
+  EXPECT_NE(kernelKey(s, c2), k);
+  KernelSpec zcg = s;
+  zcg.zeroCenteredGamma = true;
+  EXPECT_NE(kernelKey(zcg, c), k);
+}
+
+TEST(RmsNormTemplate, ConfigChecksNameTheProblem) {
+  KernelSpec s;
+  s.cols = 4096;
+  const KernelTemplate &t = getTemplate(OpKind::RmsNormFwd);
+  auto check = [&](const char *cfg) {
+    return errorOf(t.checkConfig(s, *TileConfig::parse(cfg)));
+  };
+  EXPECT_EQ(check("vec=8 threads=256 rows=1"), "");
+  EXPECT_NE(check("vec=3 threads=256 rows=1").find("vec must be"), std::string::npos);
+  EXPECT_NE(check("vec=8 threads=250 rows=1").find("multiple of 32"), std::string::npos);
+  EXPECT_NE(check("vec=8 threads=256 rows=3").find("must divide"), std::string::npos);
+  EXPECT_NE(check("vec=1 threads=32 rows=1").find("each thread would hold"), std::string::npos);
+  EXPECT_NE(check("vec=8 threads=256").find("lacks 'rows'"), std::string::npos);
+  EXPECT_NE(check("vec=8 threads=256 rows=1 bogus=2").find("unknown config parameter 'bogus'"),
+            std::string::npos);
+  s.align = 4;
+  EXPECT_NE(check("vec=8 threads=256 rows=1").find("aligned"), std::string::npos);
+}
+
+TEST(RmsNormTemplate, DefaultsAndSpacesAreValid) {
+  for (OpKind op : {OpKind::RmsNormFwd, OpKind::RmsNormBwd})
+    for (int64_t cols : {1, 7, 64, 1000, 4096, 4097, 8192, 16384, 32768}) {
+      KernelSpec s;
+      s.op = op;
+      s.cols = cols;
+      s.align = alignmentOf({}, cols * 2);
+      const KernelTemplate &t = getTemplate(op);
+      EXPECT_EQ(errorOf(t.checkConfig(s, t.defaultConfig(s))), "") << s.canonical();
+      auto space = t.configSpace(s);
+      EXPECT_GE(space.size(), 1u);
+      EXPECT_EQ(space.front(), t.defaultConfig(s)) << "the default comes first";
+      for (auto &c : space)
+        EXPECT_EQ(errorOf(t.checkConfig(s, c)), "") << s.canonical() << " " << c.canonical();
+    }
+}
+
+} // namespace

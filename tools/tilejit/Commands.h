@@ -1,0 +1,22 @@
+//===- Commands.h - subcommands of the tilejit CLI ----------------*- C++ -*-===//
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace tilejit::cli {
+
+/// Each subcommand registers itself and returns the action to run when it
+/// was chosen; the action returns the process exit code.
+using Action = std::function<int()>;
+Action addDoctor(CLI::App &app);
+Action addCompile(CLI::App &app);
+
+/// Prints "tilejit: error: <msg>" on stderr and returns 1.
+int fail(const std::string &msg);
+
+/// The tuning cache location: --db, else $TILEJIT_CACHE_DIR/tilejit.db, else
+/// $XDG_CACHE_HOME/tilejit/tilejit.db, else ~/.cache/tilejit/tilejit.db.
+std::string defaultCachePath();
+
+} // namespace tilejit::cli

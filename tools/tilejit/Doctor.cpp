@@ -1,0 +1,49 @@
+//===- Doctor.cpp - `tilejit doctor`: what this machine has -----------------===//
+#include "tools/tilejit/Commands.h"
+
+#include <cstdio>
+
+#include "compiler/Compiler.h"
+#include "compiler/EmbeddedSources.h"
+#include "compiler/Nvrtc.h"
+#include "llvm/Config/llvm-config.h"
+#include "runtime/CudaDriver.h"
+
+namespace tilejit::cli {
+
+Action addDoctor(CLI::App &app) {
+  auto *cmd = app.add_subcommand("doctor", "Report versions, GPUs and the cache location");
+  auto db = std::make_shared<std::string>();
+  cmd->add_option("--db", *db, "Tuning cache file");
+  return [db] {
+    std::printf("tilejit        %s\n", tilejitVersion());
+    std::printf("MLIR           %s\n", LLVM_VERSION_STRING);
+    std::printf("NVRTC          %s\n", nvrtcVersionString().c_str());
+    std::printf("device library %.16s\n", std::string(embedded::deviceLibraryHash()).c_str());
+    auto drv = CudaDriver::get();
+    if (!drv) {
+      std::printf("CUDA driver    none (%s)\n", llvm::toString(drv.takeError()).c_str());
+      std::printf("GPUs           none\n");
+    } else {
+      int version = 0, count = 0;
+      drv->cuDriverGetVersion(&version);
+      drv->cuDeviceGetCount(&count);
+      std::printf("CUDA driver    %d.%d\n", version / 1000, (version % 1000) / 10);
+      std::printf("GPUs           %d\n", count);
+      for (int i = 0; i < count; ++i) {
+        auto info = queryDevice(i);
+        if (!info) {
+          std::printf("  [%d] error: %s\n", i, llvm::toString(info.takeError()).c_str());
+          continue;
+        }
+        std::printf("  [%d] %s, %s, %d SMs, %.1f GiB, SM clock %d MHz\n", i, info->name.c_str(),
+                    info->arch().c_str(), info->smCount,
+                    double(info->totalMemory) / (1024.0 * 1024 * 1024), info->clockKHz / 1000);
+      }
+    }
+    std::printf("cache          %s\n", db->empty() ? defaultCachePath().c_str() : db->c_str());
+    return 0;
+  };
+}
+
+} // namespace tilejit::cli

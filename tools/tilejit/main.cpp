@@ -1,0 +1,54 @@
+//===- main.cpp - the tilejit command-line tool -----------------------------===//
+#include "tools/tilejit/Commands.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "compiler/Compiler.h"
+
+namespace tilejit::cli {
+
+int fail(const std::string &msg) {
+  std::fprintf(stderr, "tilejit: error: %s\n", msg.c_str());
+  return 1;
+}
+
+std::string defaultCachePath() {
+  if (const char *dir = std::getenv("TILEJIT_CACHE_DIR"); dir && *dir)
+    return std::string(dir) + "/tilejit.db";
+  if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return std::string(xdg) + "/tilejit/tilejit.db";
+  if (const char *home = std::getenv("HOME"); home && *home)
+    return std::string(home) + "/.cache/tilejit/tilejit.db";
+  return "tilejit.db";
+}
+
+} // namespace tilejit::cli
+
+int main(int argc, char **argv) {
+  CLI::App app{"tilejit: JIT kernel compiler and autotuner for LLM training"};
+  app.set_version_flag("--version", std::string("tilejit ") + tilejit::tilejitVersion());
+  app.require_subcommand(1);
+  std::vector<std::pair<CLI::App *, tilejit::cli::Action>> commands;
+  auto add = [&](tilejit::cli::Action (*make)(CLI::App &)) {
+    size_t before = app.get_subcommands({}).size();
+    auto action = make(app);
+    commands.push_back({app.get_subcommands({})[before], action});
+  };
+  add(tilejit::cli::addDoctor);
+  add(tilejit::cli::addCompile);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp &e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion &e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError &e) {
+    std::fprintf(stderr, "tilejit: error: %s\n", e.what());
+    return 2;
+  }
+  for (auto &[sub, action] : commands)
+    if (sub->parsed())
+      return action();
+  return tilejit::cli::fail("no command given");
+}
