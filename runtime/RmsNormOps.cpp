@@ -86,6 +86,8 @@ llvm::Error rmsNormBackward(KernelCache &cache, const RmsNormBackward &a, CUstre
   if (a.workspace == 0)
     return opError("rmsnorm backward needs a workspace of " +
                    llvm::Twine(kernel->workspaceBytes()) + " bytes");
+  if (a.workspace % 16 != 0)
+    return opError("rmsnorm backward workspace must be 16-byte aligned");
   int64_t partialRows = kernel->workspaceBytes() / (4 * a.cols);
   // With zero rows the first kernel still runs: its programs write zero
   // partials, so dw comes out zero.

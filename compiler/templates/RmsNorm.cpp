@@ -10,7 +10,8 @@
 //
 // Tunables: threads (block size), rows (tile rows = rows of threads), vec
 // (elements per vector access); backward also programs (persistent blocks,
-// which is also the number of dw partial rows).
+// which is also the number of dw partial rows) and prefetch (load the next
+// rows while computing the current ones).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/templates/Template.h"
@@ -30,10 +31,17 @@ constexpr int64_t kMaxElemsPerThreadFwd = 64;
 constexpr int64_t kMaxElemsPerThreadBwd = 32;
 constexpr int64_t kScratchLimitBytes = 48 * 1024;
 
-// The dw reduction kernel's fixed shape: 256 threads as 8 rows of 32 lanes,
-// 4 f32 (16 bytes) per access, so one program sums a column strip of 128.
-constexpr int64_t kDwRowThreads = 8, kDwColThreads = 32, kDwVec = 4;
-constexpr int64_t kDwStrip = kDwColThreads * kDwVec;
+// The dw reduction kernel's shape: 256 threads as 8 rows of 32 lanes, up to 4
+// f32 (16 bytes) per access (fewer when the row length or dw's alignment does
+// not allow 4), so one program sums a column strip of 32 * vec.
+constexpr int64_t kDwRowThreads = 8, kDwColThreads = 32;
+
+int64_t dwVec(const KernelSpec &spec) {
+  int64_t v = 4;
+  while (v > 1 && (spec.cols % v != 0 || v * dtypeBytes(spec.wdtype) > spec.align))
+    v /= 2;
+  return v;
+}
 
 llvm::Error configError(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
@@ -162,7 +170,7 @@ public:
     TileConfig c;
     c.set("vec", vec).set("threads", threads).set("rows", threads / colThreads);
     if (backward())
-      c.set("programs", 2 * assumedSMCount(spec.arch));
+      c.set("programs", 2 * assumedSMCount(spec.arch)).set("prefetch", 1);
     return c;
   }
 
@@ -179,46 +187,47 @@ public:
   }
 
   std::vector<TileConfig> configSpace(const KernelSpec &spec) const override {
-    std::vector<TileConfig> out;
-    TileConfig def = defaultConfig(spec);
-    out.push_back(def);
+    std::vector<TileConfig> candidates = {defaultConfig(spec)};
     for (int64_t vec = maxVec(spec); vec >= 1; vec /= 2)
-      for (int64_t lanes = 1; lanes <= 1024; lanes *= 2)
+      for (int64_t lanes = 1; lanes <= 1024; lanes *= 2) {
+        // A thread group much wider than the row only idles.
+        if (lanes > 1 && lanes * vec >= 2 * spec.cols)
+          continue;
         for (int64_t minThreads : {64, 128, 256, 512}) {
           TileConfig c = makeConfig(spec, vec, lanes, minThreads);
-          // A thread group much wider than the row only idles.
-          if (lanes > 1 && lanes * vec >= 2 * spec.cols)
+          if (!backward()) {
+            candidates.push_back(c);
             continue;
-          if (backward())
-            for (int64_t k : {1, 2, 4}) {
-              TileConfig p = c;
-              p.set("programs", k * assumedSMCount(spec.arch));
-              if (!checkConfig(spec, p) && !(p == def))
-                out.push_back(p);
-              else
-                llvm::consumeError(checkConfig(spec, p));
+          }
+          for (int64_t perSM : {2, 1, 3, 4})
+            for (int64_t prefetch : {1, 0}) {
+              c.set("programs", perSM * assumedSMCount(spec.arch)).set("prefetch", prefetch);
+              candidates.push_back(c);
             }
-          else if (auto err = checkConfig(spec, c))
-            llvm::consumeError(std::move(err));
-          else if (!(c == def))
-            out.push_back(c);
         }
-    // Drop duplicates, keeping the first (most likely) occurrence.
-    std::vector<TileConfig> unique;
-    for (auto &c : out)
-      if (std::find(unique.begin(), unique.end(), c) == unique.end())
-        unique.push_back(c);
-    return unique;
+      }
+    // Valid configs only, each once, keeping the first (likeliest) occurrence.
+    std::vector<TileConfig> out;
+    for (auto &c : candidates) {
+      if (auto err = checkConfig(spec, c)) {
+        llvm::consumeError(std::move(err));
+        continue;
+      }
+      if (std::find(out.begin(), out.end(), c) == out.end())
+        out.push_back(c);
+    }
+    return out;
   }
 
   llvm::Error checkConfig(const KernelSpec &spec, const TileConfig &cfg) const override {
     for (const char *name : {"vec", "threads", "rows"})
       if (!cfg.has(name))
         return configError(llvm::Twine("config lacks '") + name + "'");
-    if (backward() && !cfg.has("programs"))
-      return configError("config lacks 'programs'");
+    if (backward() && (!cfg.has("programs") || !cfg.has("prefetch")))
+      return configError("config lacks 'programs' or 'prefetch'");
     for (auto &[k, v] : cfg.values)
-      if (k != "vec" && k != "threads" && k != "rows" && !(backward() && k == "programs"))
+      if (k != "vec" && k != "threads" && k != "rows" &&
+          !(backward() && (k == "programs" || k == "prefetch")))
         return configError("unknown config parameter '" + k + "' for " +
                            std::string(opName(op_)));
     Shape s = shapeOf(spec, cfg);
@@ -248,6 +257,9 @@ public:
       int64_t p = cfg.get("programs");
       if (p < 1 || p > 65535)
         return configError("programs must be in [1, 65535], got " + llvm::Twine(p));
+      int64_t pf = cfg.get("prefetch");
+      if (pf != 0 && pf != 1)
+        return configError("prefetch must be 0 or 1, got " + llvm::Twine(pf));
       if (s.rowThreads > 1 && s.rowThreads * s.colThreads * s.elems * 4 > kScratchLimitBytes)
         return configError("the dw column reduction needs " +
                            llvm::Twine(s.rowThreads * s.colThreads * s.elems * 4) +
@@ -359,22 +371,44 @@ private:
       Value invN = tb.splat(tb.f32(1.0 / double(n)), tb.rowsTile());
       Value zero = tb.splat(tb.f32(0.0), tb.tile(f32));
       Value c0 = tb.index(0);
-      auto loop = scf::ForOp::create(b, loc, pid, ntiles, nprog, ValueRange{zero});
+      // With prefetch, the loads of the next tile are issued before the
+      // current one is computed (two-stage software pipeline through the loop's
+      // iteration arguments); loads past the last tile are masked.
+      bool prefetch = cfg.get("prefetch") != 0;
+      auto loadTile = [&](Value t) {
+        Value row0 = arith::MulIOp::create(b, loc, t, tileRows);
+        Value xt = tt::LoadOp::create(b, loc, tb.tile(xT), x, ValueRange{row0, c0}, nullptr);
+        Value dyt = tt::LoadOp::create(b, loc, tb.tile(xT), dy, ValueRange{row0, c0}, nullptr);
+        Value rs = tt::LoadOp::create(b, loc, tb.rowsTile(), rstdIn, ValueRange{row0}, nullptr);
+        return SmallVector<Value>{xt, dyt, rs};
+      };
+      SmallVector<Value> inits = {zero};
+      if (prefetch)
+        inits.append(loadTile(pid));
+      auto loop = scf::ForOp::create(b, loc, pid, ntiles, nprog, inits);
       {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPointToStart(loop.getBody());
         Value t = loop.getInductionVar(), acc = loop.getRegionIterArgs()[0];
+        SmallVector<Value> cur, next;
+        if (prefetch) {
+          cur.assign(loop.getRegionIterArgs().begin() + 1, loop.getRegionIterArgs().end());
+          next = loadTile(arith::AddIOp::create(b, loc, t, nprog));
+        } else {
+          cur = loadTile(t);
+        }
         Value row0 = arith::MulIOp::create(b, loc, t, tileRows);
-        Value xf = tb.widen(tt::LoadOp::create(b, loc, tb.tile(xT), x, ValueRange{row0, c0}, nullptr));
-        Value dyf = tb.widen(tt::LoadOp::create(b, loc, tb.tile(xT), dy, ValueRange{row0, c0}, nullptr));
-        Value rs = tt::LoadOp::create(b, loc, tb.rowsTile(), rstdIn, ValueRange{row0}, nullptr);
-        Value rb = tb.broadcast(rs);
+        Value xf = tb.widen(cur[0]);
+        Value dyf = tb.widen(cur[1]);
+        Value rb = tb.broadcast(cur[2]);
         Value xhat = tb.mul(xf, rb);
         Value dyg = tb.mul(dyf, gb);
         Value mean = tb.mul(tb.rowSum(tb.mul(dyg, xhat)), invN);
         Value dxf = tb.mul(tb.sub(dyg, tb.mul(xhat, tb.broadcast(mean))), rb);
         tt::StoreOp::create(b, loc, tb.narrow(dxf, xT), dx, ValueRange{row0, c0});
-        scf::YieldOp::create(b, loc, ValueRange{tb.add(acc, tb.mul(dyf, xhat))});
+        SmallVector<Value> yields = {tb.add(acc, tb.mul(dyf, xhat))};
+        yields.append(next);
+        scf::YieldOp::create(b, loc, yields);
       }
       Value partial = tb.colSum(loop.getResult(0));
       tt::StoreOp::create(b, loc, partial, dwp, ValueRange{pid, c0});
@@ -385,6 +419,7 @@ private:
     // Kernel 2: dw = sum of the partial rows, in order, per column strip.
     {
       SmallVector<Type> args = {MemRefType::get({programs, n}, f32), MemRefType::get({n}, wT)};
+      const int64_t kDwVec = dwVec(spec), kDwStrip = kDwColThreads * kDwVec;
       int64_t strips = (n + kDwStrip - 1) / kDwStrip;
       AffineMap grid = AffineMap::get(0, 0, getAffineConstantExpr(strips, &ctx));
       auto kernel = makeKernel(b, loc, baseName(spec) + "_dw", args,

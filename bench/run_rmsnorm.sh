@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs the RMSNorm benchmark and its torch peer in one go on a GPU machine and
+# writes bench/results/rmsnorm.{json,md}.
+#   bench/run_rmsnorm.sh [BUILD_DIR] [OUT_DIR]
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+build="${1:-$here/../build}"
+out="${2:-$here/results}"
+bench="$build/bench/rmsnorm_bench"
+[ -x "$bench" ] || bench="$(command -v rmsnorm_bench)"
+tmp="$(mktemp -d)"
+"$bench" --shapes 16384x4096,16384x8192 --out "$tmp/tilejit.json"
+python3 "$here/rmsnorm_peer.py" --shapes 16384x4096,16384x8192 --out "$tmp/peer.json"
+python3 "$here/report.py" "$tmp/tilejit.json" "$tmp/peer.json" --name rmsnorm --outdir "$out" \
+  --command "bench/run_rmsnorm.sh"
