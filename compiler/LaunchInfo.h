@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "compiler/KernelSpec.h"
+#include "llvm/Support/Error.h"
 
 namespace tilejit {
 
@@ -49,5 +50,10 @@ struct EntryInfo {
   std::vector<ParamInfo> params;
   GridRule grid;
 };
+
+/// JSON text of a kernel's entries, for the store; and back. Parsing checks
+/// every field and names the first bad one.
+std::string entriesToJson(const std::vector<EntryInfo> &entries);
+llvm::Expected<std::vector<EntryInfo>> entriesFromJson(const std::string &text);
 
 } // namespace tilejit

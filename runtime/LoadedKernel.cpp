@@ -84,6 +84,15 @@ llvm::Expected<std::unique_ptr<LoadedKernel>> LoadedKernel::load(const CompiledK
     k->functions_.push_back(f);
   }
   k->entries_ = c.entries;
+  // Resources as the driver sees them (the compile log may lack ptxas's report).
+  for (size_t i = 0; i < k->entries_.size(); ++i) {
+    int regs = 0, local = 0;
+    if (drv->cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, k->functions_[i]) == CUDA_SUCCESS)
+      k->entries_[i].registers = regs;
+    if (drv->cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, k->functions_[i]) == CUDA_SUCCESS &&
+        k->entries_[i].spillBytes == 0)
+      k->entries_[i].spillBytes = local;
+  }
   k->workspaceBytes_ = c.workspaceBytes;
   k->key_ = c.key;
   return k;

@@ -56,10 +56,19 @@ llvm::Error rmsNormForward(KernelCache &cache, const RmsNormForward &a, CUstream
   auto kernel = cache.get(rmsNormSpec(a, arch), config);
   if (!kernel)
     return kernel.takeError();
+  return launchRmsNormForward(*kernel, a, stream);
+}
+
+llvm::Error launchRmsNormForward(const LoadedKernel &kernel, const RmsNormForward &a,
+                                 CUstream stream) {
+  if (auto err = checkShape(a.rows, a.cols))
+    return err;
+  if (a.rows == 0)
+    return llvm::Error::success();
   KernelArg args[] = {KernelArg::view(a.x, {a.rows, a.cols}), KernelArg::view(a.w, {a.cols}),
                       KernelArg::view(a.y, {a.rows, a.cols}), KernelArg::view(a.rstd, {a.rows}),
                       KernelArg::f32(a.eps)};
-  return kernel->launch(0, args, std::size(args), stream);
+  return kernel.launch(0, args, std::size(args), stream);
 }
 
 llvm::Expected<int64_t> rmsNormBackwardWorkspace(KernelCache &cache, const RmsNormBackward &a,
@@ -80,15 +89,23 @@ llvm::Error rmsNormBackward(KernelCache &cache, const RmsNormBackward &a, CUstre
   auto kernel = cache.get(rmsNormSpec(a, arch), config);
   if (!kernel)
     return kernel.takeError();
-  if (kernel->numEntries() != 2)
-    return opError("rmsnorm backward kernel has " + llvm::Twine(kernel->numEntries()) +
+  return launchRmsNormBackward(*kernel, a, stream);
+}
+
+llvm::Error launchRmsNormBackward(const LoadedKernel &kernel, const RmsNormBackward &a,
+                                  CUstream stream) {
+  if (auto err = checkShape(a.rows, a.cols))
+    return err;
+  const LoadedKernel *k = &kernel;
+  if (k->numEntries() != 2)
+    return opError("rmsnorm backward kernel has " + llvm::Twine(k->numEntries()) +
                    " entries, expected 2");
   if (a.workspace == 0)
     return opError("rmsnorm backward needs a workspace of " +
-                   llvm::Twine(kernel->workspaceBytes()) + " bytes");
+                   llvm::Twine(k->workspaceBytes()) + " bytes");
   if (a.workspace % 16 != 0)
     return opError("rmsnorm backward workspace must be 16-byte aligned");
-  int64_t partialRows = kernel->workspaceBytes() / (4 * a.cols);
+  int64_t partialRows = k->workspaceBytes() / (4 * a.cols);
   // With zero rows the first kernel still runs: its programs write zero
   // partials, so dw comes out zero.
   KernelArg main[] = {KernelArg::view(a.dy, {a.rows, a.cols}), KernelArg::view(a.x, {a.rows, a.cols}),
@@ -99,11 +116,11 @@ llvm::Error rmsNormBackward(KernelCache &cache, const RmsNormBackward &a, CUstre
     for (int i : {0, 1, 2, 4})
       if (main[i].ptr == 0) main[i].ptr = a.workspace;
   }
-  if (auto err = kernel->launch(0, main, std::size(main), stream))
+  if (auto err = k->launch(0, main, std::size(main), stream))
     return err;
   KernelArg reduce[] = {KernelArg::view(a.workspace, {partialRows, a.cols}),
                         KernelArg::view(a.dw, {a.cols})};
-  return kernel->launch(1, reduce, std::size(reduce), stream);
+  return k->launch(1, reduce, std::size(reduce), stream);
 }
 
 } // namespace tilejit

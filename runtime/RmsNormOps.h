@@ -29,6 +29,12 @@ struct RmsNormBackward {
 KernelSpec rmsNormSpec(const RmsNormForward &a, const std::string &arch);
 KernelSpec rmsNormSpec(const RmsNormBackward &a, const std::string &arch);
 
+/// Launches with a kernel already in hand (the tuner's candidates, the engine).
+llvm::Error launchRmsNormForward(const LoadedKernel &kernel, const RmsNormForward &a,
+                                 CUstream stream);
+llvm::Error launchRmsNormBackward(const LoadedKernel &kernel, const RmsNormBackward &a,
+                                  CUstream stream);
+
 /// Launches the forward pass. `config` empty: the template's default.
 llvm::Error rmsNormForward(KernelCache &cache, const RmsNormForward &a, CUstream stream,
                            const std::string &arch, const TileConfig &config = {});

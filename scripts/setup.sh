@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Sets up a fresh Debian 12 machine for tilejit and builds it.
-#   scripts/setup.sh            install packages (apt-get) and build into build/
+# Sets up a fresh Debian 12 machine for tilejit, builds it, and runs the main
+# job: `tilejit doctor` and a compile of an RMSNorm kernel to a cubin.
+#   scripts/setup.sh            install packages (apt-get), build into build/, run
 #   scripts/setup.sh --no-build install packages only
 set -euo pipefail
 
@@ -48,4 +49,6 @@ if [ "$do_build" -eq 1 ]; then
   cmake -S "$here" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCUDAToolkit_ROOT="$cuda"
   cmake --build "$build_dir" -j "$(nproc)"
+  "$build_dir/tools/tilejit" doctor
+  "$build_dir/tools/tilejit" compile rmsnorm_fwd --shape 16384x4096 --emit cubin-info
 fi

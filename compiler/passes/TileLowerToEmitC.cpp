@@ -136,7 +136,8 @@ struct Access {
   SmallVector<Attribute> templateArgs;
 };
 
-Access accessFor(MLIRContext *ctx, StringRef verb, RankedTensorType tile, MemRefType memref) {
+Access accessFor(MLIRContext *ctx, StringRef verb, RankedTensorType tile, MemRefType memref,
+                 bool streaming) {
   BlockedLayoutAttr layout = getBlockedParent(tile);
   Access a;
   std::string elem = cTypeName(tile.getElementType());
@@ -156,7 +157,8 @@ Access accessFor(MLIRContext *ctx, StringRef verb, RankedTensorType tile, MemRef
                     tmpl(ctx, layout.getRowThreads()),
                     tmpl(ctx, layout.getColThreads()),
                     tmpl(ctx, layout.getChunks(tileCols)),
-                    tmpl(ctx, staticCols)};
+                    tmpl(ctx, staticCols),
+                    tmpl(ctx, streaming ? "true" : "false")};
   return a;
 }
 
@@ -171,7 +173,8 @@ struct LoadLowering : OpConversionPattern<LoadOp> {
   LogicalResult matchAndRewrite(LoadOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rw) const override {
     Location loc = op.getLoc();
-    Access a = accessFor(getContext(), "load", op.getType(), op.getSource().getType());
+    Access a = accessFor(getContext(), "load", op.getType(), op.getSource().getType(),
+                         op.getStreaming());
     double padding = op.getPadding() ? op.getPadding()->convertToDouble() : 0.0;
     Value pad = emitc::ConstantOp::create(rw, loc, rw.getF32Type(),
                                           rw.getF32FloatAttr(float(padding)));
@@ -188,7 +191,8 @@ struct StoreLowering : OpConversionPattern<StoreOp> {
   LogicalResult matchAndRewrite(StoreOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rw) const override {
     Location loc = op.getLoc();
-    Access a = accessFor(getContext(), "store", op.getValue().getType(), op.getDest().getType());
+    Access a = accessFor(getContext(), "store", op.getValue().getType(), op.getDest().getType(),
+                         op.getStreaming());
     Value idx = makeIndex(rw, loc, adaptor.getIndices());
     callOpaque(rw, loc, Type(), a.callee, {adaptor.getValue(), adaptor.getDest(), idx},
                a.templateArgs);

@@ -9,7 +9,8 @@
 // second kernel sums the partials in a fixed order.
 //
 // Tunables: threads (block size), rows (tile rows = rows of threads), vec
-// (elements per vector access); backward also programs (persistent blocks,
+// (elements per vector access), stream (streaming cache hints on the
+// activations); backward also programs (persistent blocks,
 // which is also the number of dw partial rows) and prefetch (load the next
 // rows while computing the current ones).
 //
@@ -75,6 +76,18 @@ struct TileBuilder {
                                  tt::SliceLayoutAttr::get(b.getContext(), 1, layout));
   }
   Value index(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  /// A load; `streaming` for data read once.
+  Value load(RankedTensorType type, Value src, ValueRange at, bool streaming = false) {
+    auto op = tt::LoadOp::create(b, loc, type, src, at, /*padding=*/nullptr);
+    if (streaming)
+      op.setStreaming(true);
+    return op;
+  }
+  void store(Value v, Value dest, ValueRange at, bool streaming = false) {
+    auto op = tt::StoreOp::create(b, loc, v, dest, at);
+    if (streaming)
+      op.setStreaming(true);
+  }
   Value f32(double v) { return arith::ConstantFloatOp::create(b, loc, b.getF32Type(), APFloat(float(v))); }
   Value splat(Value scalar, RankedTensorType type) {
     return tt::SplatOp::create(b, loc, type, scalar);
@@ -105,7 +118,7 @@ struct TileBuilder {
   }
   /// g = w or 1 + w, widened to f32, as a row of columns.
   Value gamma(Value w, Type wElem, bool zeroCentered) {
-    Value wt = tt::LoadOp::create(b, loc, colsTile(wElem), w, ValueRange{index(0)}, nullptr);
+    Value wt = load(colsTile(wElem), w, ValueRange{index(0)});
     Value g = widen(wt);
     if (zeroCentered)
       g = add(g, splat(f32(1.0), colsTile(b.getF32Type())));
@@ -168,9 +181,11 @@ public:
                         int64_t minThreads) const {
     int64_t threads = std::max(colThreads, minThreads);
     TileConfig c;
-    c.set("vec", vec).set("threads", threads).set("rows", threads / colThreads);
+    c.set("vec", vec).set("threads", threads).set("rows", threads / colThreads).set("stream", 0);
     if (backward())
-      c.set("programs", 2 * assumedSMCount(spec.arch)).set("prefetch", 1);
+      // One persistent program per multiprocessor, each prefetching its next
+      // rows, was the fastest on an H200 at 16384 x 4096 and x 8192 (bench/NOTES.md).
+      c.set("programs", assumedSMCount(spec.arch)).set("prefetch", 1);
     return c;
   }
 
@@ -196,14 +211,18 @@ public:
         for (int64_t minThreads : {64, 128, 256, 512}) {
           TileConfig c = makeConfig(spec, vec, lanes, minThreads);
           if (!backward()) {
-            candidates.push_back(c);
+            for (int64_t stream : {0, 1})
+              candidates.push_back(c.set("stream", stream));
             continue;
           }
-          for (int64_t perSM : {2, 1, 3, 4})
-            for (int64_t prefetch : {1, 0}) {
-              c.set("programs", perSM * assumedSMCount(spec.arch)).set("prefetch", prefetch);
-              candidates.push_back(c);
-            }
+          for (int64_t perSM : {1, 2, 3, 4})
+            for (int64_t prefetch : {1, 0})
+              for (int64_t stream : {0, 1}) {
+                c.set("programs", perSM * assumedSMCount(spec.arch))
+                    .set("prefetch", prefetch)
+                    .set("stream", stream);
+                candidates.push_back(c);
+              }
         }
       }
     // Valid configs only, each once, keeping the first (likeliest) occurrence.
@@ -220,18 +239,20 @@ public:
   }
 
   llvm::Error checkConfig(const KernelSpec &spec, const TileConfig &cfg) const override {
-    for (const char *name : {"vec", "threads", "rows"})
+    for (const char *name : {"vec", "threads", "rows", "stream"})
       if (!cfg.has(name))
         return configError(llvm::Twine("config lacks '") + name + "'");
     if (backward() && (!cfg.has("programs") || !cfg.has("prefetch")))
       return configError("config lacks 'programs' or 'prefetch'");
     for (auto &[k, v] : cfg.values)
-      if (k != "vec" && k != "threads" && k != "rows" &&
+      if (k != "vec" && k != "threads" && k != "rows" && k != "stream" &&
           !(backward() && (k == "programs" || k == "prefetch")))
         return configError("unknown config parameter '" + k + "' for " +
                            std::string(opName(op_)));
     Shape s = shapeOf(spec, cfg);
     int bytes = dtypeBytes(spec.dtype);
+    if (cfg.get("stream") != 0 && cfg.get("stream") != 1)
+      return configError("stream must be 0 or 1, got " + llvm::Twine(cfg.get("stream")));
     if (s.vec < 1 || s.vec > 8 || !llvm::isPowerOf2_64(s.vec))
       return configError("vec must be 1, 2, 4 or 8, got " + llvm::Twine(s.vec));
     if (s.vec > maxVec(spec))
@@ -326,15 +347,16 @@ private:
     Value row0 = arith::MulIOp::create(b, loc, pid, tb.index(s.rowThreads));
     Value c0 = tb.index(0);
 
-    Value xt = tt::LoadOp::create(b, loc, tb.tile(xT), x, ValueRange{row0, c0}, nullptr);
+    bool stream = cfg.get("stream") != 0;
+    Value xt = tb.load(tb.tile(xT), x, ValueRange{row0, c0}, stream);
     Value xf = tb.widen(xt);
     Value ss = tb.rowSum(tb.mul(xf, xf));
     Value meanSq = tb.mul(ss, tb.splat(tb.f32(1.0 / double(n)), tb.rowsTile()));
     Value rstd = math::RsqrtOp::create(b, loc, tb.add(meanSq, tb.splat(eps, tb.rowsTile())));
-    tt::StoreOp::create(b, loc, rstd, rstdOut, ValueRange{row0});
+    tb.store(rstd, rstdOut, ValueRange{row0});
     Value g = tb.gamma(w, wT, spec.zeroCenteredGamma);
     Value yf = tb.mul(tb.mul(xf, tb.broadcast(rstd)), tb.broadcast(g));
-    tt::StoreOp::create(b, loc, tb.narrow(yf, xT), y, ValueRange{row0, c0});
+    tb.store(tb.narrow(yf, xT), y, ValueRange{row0, c0}, stream);
     tt::ReturnOp::create(b, loc);
     b.setInsertionPointAfter(kernel);
   }
@@ -374,12 +396,12 @@ private:
       // With prefetch, the loads of the next tile are issued before the
       // current one is computed (two-stage software pipeline through the loop's
       // iteration arguments); loads past the last tile are masked.
-      bool prefetch = cfg.get("prefetch") != 0;
+      bool prefetch = cfg.get("prefetch") != 0, stream = cfg.get("stream") != 0;
       auto loadTile = [&](Value t) {
         Value row0 = arith::MulIOp::create(b, loc, t, tileRows);
-        Value xt = tt::LoadOp::create(b, loc, tb.tile(xT), x, ValueRange{row0, c0}, nullptr);
-        Value dyt = tt::LoadOp::create(b, loc, tb.tile(xT), dy, ValueRange{row0, c0}, nullptr);
-        Value rs = tt::LoadOp::create(b, loc, tb.rowsTile(), rstdIn, ValueRange{row0}, nullptr);
+        Value xt = tb.load(tb.tile(xT), x, ValueRange{row0, c0}, stream);
+        Value dyt = tb.load(tb.tile(xT), dy, ValueRange{row0, c0}, stream);
+        Value rs = tb.load(tb.rowsTile(), rstdIn, ValueRange{row0});
         return SmallVector<Value>{xt, dyt, rs};
       };
       SmallVector<Value> inits = {zero};
@@ -405,13 +427,13 @@ private:
         Value dyg = tb.mul(dyf, gb);
         Value mean = tb.mul(tb.rowSum(tb.mul(dyg, xhat)), invN);
         Value dxf = tb.mul(tb.sub(dyg, tb.mul(xhat, tb.broadcast(mean))), rb);
-        tt::StoreOp::create(b, loc, tb.narrow(dxf, xT), dx, ValueRange{row0, c0});
+        tb.store(tb.narrow(dxf, xT), dx, ValueRange{row0, c0}, stream);
         SmallVector<Value> yields = {tb.add(acc, tb.mul(dyf, xhat))};
         yields.append(next);
         scf::YieldOp::create(b, loc, yields);
       }
       Value partial = tb.colSum(loop.getResult(0));
-      tt::StoreOp::create(b, loc, partial, dwp, ValueRange{pid, c0});
+      tb.store(partial, dwp, ValueRange{pid, c0});
       tt::ReturnOp::create(b, loc);
       b.setInsertionPointAfter(kernel);
     }
@@ -438,12 +460,11 @@ private:
       {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPointToStart(loop.getBody());
-        Value part = tt::LoadOp::create(b, loc, tb.tile(f32), dwp,
-                                        ValueRange{loop.getInductionVar(), col0}, nullptr);
+        Value part = tb.load(tb.tile(f32), dwp, ValueRange{loop.getInductionVar(), col0});
         scf::YieldOp::create(b, loc, ValueRange{tb.add(loop.getRegionIterArgs()[0], part)});
       }
       Value sum = tb.colSum(loop.getResult(0));
-      tt::StoreOp::create(b, loc, tb.narrow(sum, wT), dw, ValueRange{col0});
+      tb.store(tb.narrow(sum, wT), dw, ValueRange{col0});
       tt::ReturnOp::create(b, loc);
       b.setInsertionPointAfter(kernel);
     }

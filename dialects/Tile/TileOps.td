@@ -239,13 +239,14 @@ def Tile_LoadOp : Tile_Op<"load", [
     memref's; leading indices then select a single row). Elements that fall
     outside `source` are not read; they take the value `padding` (default 0),
     so a masked tile can enter a sum as is, or a max with `padding = -inf`.
+    `streaming` marks data read once: it bypasses L1 allocation.
 
     ```mlir
     %t = tile.load %x[%row, %c0] : memref<?x4096xbf16> -> tensor<1x4096xbf16, #L>
     ```
   }];
   let arguments = (ins Tile_GlobalMemRef:$source, Variadic<Index>:$indices,
-                       OptionalAttr<F64Attr>:$padding);
+                       OptionalAttr<F64Attr>:$padding, UnitAttr:$streaming);
   let results = (outs Tile_Tile:$result);
   let assemblyFormat = [{
     $source `[` $indices `]` attr-dict `:` type($source) `->` type($result)
@@ -260,13 +261,14 @@ def Tile_StoreOp : Tile_Op<"store", [
     Writes `value` with its first element at `indices` of `dest`; elements
     outside `dest` are not written. When a layout holds copies of an element
     in several threads (`#tile.slice`), exactly one of them writes it.
+    `streaming` marks data not read again soon (an evict-first store).
 
     ```mlir
     tile.store %y, %out[%row, %c0] : tensor<1x4096xbf16, #L>, memref<?x4096xbf16>
     ```
   }];
   let arguments = (ins Tile_Tile:$value, Tile_GlobalMemRef:$dest,
-                       Variadic<Index>:$indices);
+                       Variadic<Index>:$indices, UnitAttr:$streaming);
   let assemblyFormat = [{
     $value `,` $dest `[` $indices `]` attr-dict `:` type($value) `,` type($dest)
   }];

@@ -16,46 +16,49 @@ template <int W> struct Words {
   uint32_t w[W];
 };
 
-template <int W> TJ_DEVICE Words<W> load_words(const void *p);
-template <> TJ_DEVICE Words<4> load_words<4>(const void *p) {
-  Words<4> r;
-  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r.w[0]), "=r"(r.w[1]), "=r"(r.w[2]), "=r"(r.w[3])
-               : "l"(p));
-  return r;
-}
-template <> TJ_DEVICE Words<2> load_words<2>(const void *p) {
-  Words<2> r;
-  asm volatile("ld.global.nc.v2.u32 {%0, %1}, [%2];"
-               : "=r"(r.w[0]), "=r"(r.w[1])
-               : "l"(p));
-  return r;
-}
-template <> TJ_DEVICE Words<1> load_words<1>(const void *p) {
-  Words<1> r;
-  asm volatile("ld.global.nc.u32 %0, [%1];" : "=r"(r.w[0]) : "l"(p));
-  return r;
-}
+// Read-only loads; STREAM: read once, so no L1 allocation. Stores; STREAM:
+// evict-first (.cs), for data not read again soon.
+#define TJ_LOAD_WORDS(W, STREAM, OPS, ...)                                     \
+  template <> TJ_DEVICE Words<W> load_words<W, STREAM>(const void *p) {        \
+    Words<W> r;                                                                \
+    asm volatile(OPS : __VA_ARGS__ : "l"(p));                                  \
+    return r;                                                                  \
+  }
+template <int W, bool STREAM> TJ_DEVICE Words<W> load_words(const void *p);
+TJ_LOAD_WORDS(4, false, "ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];", "=r"(r.w[0]),
+              "=r"(r.w[1]), "=r"(r.w[2]), "=r"(r.w[3]))
+TJ_LOAD_WORDS(4, true, "ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];",
+              "=r"(r.w[0]), "=r"(r.w[1]), "=r"(r.w[2]), "=r"(r.w[3]))
+TJ_LOAD_WORDS(2, false, "ld.global.nc.v2.u32 {%0, %1}, [%2];", "=r"(r.w[0]), "=r"(r.w[1]))
+TJ_LOAD_WORDS(2, true, "ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];", "=r"(r.w[0]),
+              "=r"(r.w[1]))
+TJ_LOAD_WORDS(1, false, "ld.global.nc.u32 %0, [%1];", "=r"(r.w[0]))
+TJ_LOAD_WORDS(1, true, "ld.global.nc.L1::no_allocate.u32 %0, [%1];", "=r"(r.w[0]))
+#undef TJ_LOAD_WORDS
 
-template <int W> TJ_DEVICE void store_words(void *p, const Words<W> &r);
-template <> TJ_DEVICE void store_words<4>(void *p, const Words<4> &r) {
-  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(r.w[0]),
-               "r"(r.w[1]), "r"(r.w[2]), "r"(r.w[3])
-               : "memory");
-}
-template <> TJ_DEVICE void store_words<2>(void *p, const Words<2> &r) {
-  asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(r.w[0]), "r"(r.w[1])
-               : "memory");
-}
-template <> TJ_DEVICE void store_words<1>(void *p, const Words<1> &r) {
-  asm volatile("st.global.u32 [%0], %1;" ::"l"(p), "r"(r.w[0]) : "memory");
-}
+template <int W, bool STREAM> TJ_DEVICE void store_words(void *p, const Words<W> &r);
+#define TJ_STORE_WORDS(STREAM, OP)                                             \
+  template <> TJ_DEVICE void store_words<4, STREAM>(void *p, const Words<4> &r) { \
+    asm volatile(OP ".v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(r.w[0]),   \
+                 "r"(r.w[1]), "r"(r.w[2]), "r"(r.w[3])                         \
+                 : "memory");                                                  \
+  }                                                                            \
+  template <> TJ_DEVICE void store_words<2, STREAM>(void *p, const Words<2> &r) { \
+    asm volatile(OP ".v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(r.w[0]), "r"(r.w[1]) \
+                 : "memory");                                                  \
+  }                                                                            \
+  template <> TJ_DEVICE void store_words<1, STREAM>(void *p, const Words<1> &r) { \
+    asm volatile(OP ".u32 [%0], %1;" ::"l"(p), "r"(r.w[0]) : "memory");        \
+  }
+TJ_STORE_WORDS(false, "st.global")
+TJ_STORE_WORDS(true, "st.global.cs")
+#undef TJ_STORE_WORDS
 
 /// Loads the run of VEC elements at p[c .. c+VEC) into out[at ..], reading only
 /// elements below `limit`; the others become `pad`.
 /// FULL: the run is known to lie inside the row (a constant after unrolling),
 /// so only the row check `ok` remains and the masked path folds away.
-template <class T, int VEC, int K>
+template <class T, int VEC, bool STREAM, int K>
 TJ_DEVICE void load_run(Frag<T, K> &out, int at, const T *p, int64_t c, int64_t limit,
                         bool ok, T pad, bool FULL) {
   constexpr int kBytes = VEC * int(sizeof(T));
@@ -70,7 +73,7 @@ TJ_DEVICE void load_run(Frag<T, K> &out, int at, const T *p, int64_t c, int64_t 
     constexpr int kPerWord = 4 / int(sizeof(T)) > 0 ? 4 / int(sizeof(T)) : 1;
 #pragma unroll
     for (int g = 0; g < VEC / kPerAccess; ++g) {
-      Words<W> w = load_words<W>(p + c + g * kPerAccess);
+      Words<W> w = load_words<W, STREAM>(p + c + g * kPerAccess);
 #pragma unroll
       for (int e = 0; e < kPerAccess; ++e)
         out.v[at + g * kPerAccess + e] =
@@ -83,7 +86,7 @@ TJ_DEVICE void load_run(Frag<T, K> &out, int at, const T *p, int64_t c, int64_t 
   }
 }
 
-template <class T, int VEC, int K>
+template <class T, int VEC, bool STREAM, int K>
 TJ_DEVICE void store_run(const Frag<T, K> &in, int at, T *p, int64_t c, int64_t limit,
                          bool ok, bool FULL) {
   constexpr int kBytes = VEC * int(sizeof(T));
@@ -106,7 +109,7 @@ TJ_DEVICE void store_run(const Frag<T, K> &in, int at, T *p, int64_t c, int64_t 
         else
           w.w[e] = to_bits(v);
       }
-      store_words<W>(p + c + g * kPerAccess, w);
+      store_words<W, STREAM>(p + c + g * kPerAccess, w);
     }
   } else {
 #pragma unroll
@@ -144,8 +147,9 @@ template <int VEC, int TC, int64_t COLS> constexpr bool fullChunk(int k) {
 } // namespace detail
 
 /// Rank-2 tile with layout #tile.blocked<VEC, TR, TC>, CH chunks per thread.
-/// COLS is the operand's last size when known at compile time, else -1.
-template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int R>
+/// COLS is the operand's last size when known at compile time, else -1;
+/// STREAM selects the streaming cache hints.
+template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, bool STREAM, int R>
 TJ_DEVICE Frag<T, CH * VEC> load_tile(const View<T, R> &v, Index<R> at, float pad) {
   static_assert(R >= 2, "a rank-2 tile needs a rank-2 operand");
   bool ok;
@@ -159,12 +163,12 @@ TJ_DEVICE Frag<T, CH * VEC> load_tile(const View<T, R> &v, Index<R> at, float pa
   Frag<T, CH * VEC> out;
 #pragma unroll
   for (int k = 0; k < CH; ++k)
-    detail::load_run<T, VEC>(out, k * VEC, p, at.i[R - 1] + int64_t(k * TC + lane) * VEC,
+    detail::load_run<T, VEC, STREAM>(out, k * VEC, p, at.i[R - 1] + int64_t(k * TC + lane) * VEC,
                              ncols, ok, padv, detail::fullChunk<VEC, TC, COLS>(k));
   return out;
 }
 
-template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int R>
+template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, bool STREAM, int R>
 TJ_DEVICE void store_tile(const Frag<T, CH * VEC> &in, const View<T, R> &v, Index<R> at) {
   static_assert(R >= 2, "a rank-2 tile needs a rank-2 operand");
   bool ok;
@@ -176,13 +180,13 @@ TJ_DEVICE void store_tile(const Frag<T, CH * VEC> &in, const View<T, R> &v, Inde
   T *p = base + row * ncols;
 #pragma unroll
   for (int k = 0; k < CH; ++k)
-    detail::store_run<T, VEC>(in, k * VEC, p, at.i[R - 1] + int64_t(k * TC + lane) * VEC,
+    detail::store_run<T, VEC, STREAM>(in, k * VEC, p, at.i[R - 1] + int64_t(k * TC + lane) * VEC,
                               ncols, ok, detail::fullChunk<VEC, TC, COLS>(k));
 }
 
 /// Rank-1 tile of columns (#tile.slice<dim = 0>): every row of threads holds
 /// the same columns; on store, only the first row of threads writes.
-template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int R>
+template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, bool STREAM, int R>
 TJ_DEVICE Frag<T, CH * VEC> load_cols(const View<T, R> &v, Index<R> at, float pad) {
   bool ok;
   const T *p = detail::leading<T, R, 1>(v, at, ok);
@@ -192,12 +196,12 @@ TJ_DEVICE Frag<T, CH * VEC> load_cols(const View<T, R> &v, Index<R> at, float pa
   Frag<T, CH * VEC> out;
 #pragma unroll
   for (int k = 0; k < CH; ++k)
-    detail::load_run<T, VEC>(out, k * VEC, p, at.i[R - 1] + int64_t(k * TC + lane) * VEC,
+    detail::load_run<T, VEC, STREAM>(out, k * VEC, p, at.i[R - 1] + int64_t(k * TC + lane) * VEC,
                              ncols, ok, padv, detail::fullChunk<VEC, TC, COLS>(k));
   return out;
 }
 
-template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int R>
+template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, bool STREAM, int R>
 TJ_DEVICE void store_cols(const Frag<T, CH * VEC> &in, const View<T, R> &v, Index<R> at) {
   bool ok;
   T *p = const_cast<T *>(detail::leading<T, R, 1>(v, at, ok));
@@ -206,7 +210,7 @@ TJ_DEVICE void store_cols(const Frag<T, CH * VEC> &in, const View<T, R> &v, Inde
   const int64_t ncols = COLS >= 0 ? COLS : v.size[R - 1];
 #pragma unroll
   for (int k = 0; k < CH; ++k)
-    detail::store_run<T, VEC>(in, k * VEC, p, at.i[R - 1] + int64_t(k * TC + lane) * VEC,
+    detail::store_run<T, VEC, STREAM>(in, k * VEC, p, at.i[R - 1] + int64_t(k * TC + lane) * VEC,
                               ncols, ok, detail::fullChunk<VEC, TC, COLS>(k));
 }
 

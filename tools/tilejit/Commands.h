@@ -11,6 +11,9 @@ namespace tilejit::cli {
 using Action = std::function<int()>;
 Action addDoctor(CLI::App &app);
 Action addCompile(CLI::App &app);
+Action addTune(CLI::App &app);
+Action addExplain(CLI::App &app);
+Action addCache(CLI::App &app);
 
 /// Prints "tilejit: error: <msg>" on stderr and returns 1.
 int fail(const std::string &msg);

@@ -37,6 +37,9 @@ int main(int argc, char **argv) {
   };
   add(tilejit::cli::addDoctor);
   add(tilejit::cli::addCompile);
+  add(tilejit::cli::addTune);
+  add(tilejit::cli::addExplain);
+  add(tilejit::cli::addCache);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {

@@ -475,3 +475,27 @@ tile.kernel @inline_layout(%e: f32) attributes {block_threads = 64 : i64, grid =
 
 // expected-error @+1 {{#tile.slice dim must be 0 or 1, got -1}}
 #S = #tile.slice<dim = -1, parent = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>>
+
+// -----
+
+// Tile operations only make sense inside a kernel.
+// expected-error @+1 {{'tile.program_id' op must be inside a tile.kernel}}
+%p = tile.program_id x
+
+// -----
+
+#L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 32>
+%s = arith.constant 1.0 : f32
+// expected-error @+1 {{'tile.splat' op must be inside a tile.kernel}}
+%t = tile.splat %s : f32 -> tensor<1x128xf32, #L>
+
+// -----
+
+// A blocked tile has rowThreads rows: two rows over one row of threads do not fit.
+#L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 32>
+tile.kernel @shape_misfit(%a: f32) attributes {block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %t = tile.splat %a : f32 -> tensor<1x128xf32, #L>
+  // expected-error @+1 {{'arith.addf' op produces 'tensor<2x128xf32, #tile.blocked<vec = 4, rowThreads = 1, colThreads = 32>>', whose shape does not fit its layout}}
+  %u = "arith.addf"(%t, %t) : (tensor<1x128xf32, #L>, tensor<1x128xf32, #L>) -> tensor<2x128xf32, #L>
+  tile.return
+}

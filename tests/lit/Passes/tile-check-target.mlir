@@ -211,3 +211,13 @@ tile.kernel @num_programs_z() attributes {block_threads = 32 : i64, grid = affin
   %z = tile.num_programs z
   tile.return
 }
+
+// -----
+
+// Constant tiles have no lowering; a splat of a scalar does the same.
+#L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 32>
+tile.kernel @constant_tile() attributes {block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  // expected-error @+1 {{constant tiles are not lowered; use tile.splat of a scalar}}
+  %c = arith.constant dense<1.0> : tensor<1x128xf32, #L>
+  tile.return
+}

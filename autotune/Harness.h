@@ -1,0 +1,38 @@
+//===- Harness.h - running and checking one op's candidates -------*- C++ -*-===//
+//
+// The tuner is op-agnostic; each op supplies a harness that owns device
+// inputs (fresh random data), outputs, and a float64 reference, launches a
+// candidate kernel, and checks what it wrote. A new template joins the tuner
+// by adding a harness, nothing else.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <memory>
+
+#include "runtime/LoadedKernel.h"
+
+namespace tilejit {
+
+class OpHarness {
+public:
+  virtual ~OpHarness() = default;
+  /// Allocates inputs filled with random values drawn from `seed`, outputs,
+  /// and the reference for `spec` (rows = spec.rows).
+  virtual llvm::Error prepare(const KernelSpec &spec, uint64_t seed) = 0;
+  /// Prepares a candidate: e.g. the scratch memory its config needs.
+  virtual llvm::Error bind(const LoadedKernel &kernel) = 0;
+  /// Launches the candidate once on `stream`.
+  virtual llvm::Error run(const LoadedKernel &kernel, CUstream stream) = 0;
+  /// Fills every output with NaN (0xFF bytes), so unwritten elements show.
+  virtual llvm::Error poison(CUstream stream) = 0;
+  /// Compares the outputs (after a synchronized run) with the reference:
+  /// success, or an error naming the output and its error.
+  virtual llvm::Error verify() = 0;
+  /// Bytes one run must move through device memory (for reports).
+  virtual double bytesMoved() const = 0;
+};
+
+std::unique_ptr<OpHarness> makeHarness(OpKind op);
+
+} // namespace tilejit

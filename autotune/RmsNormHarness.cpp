@@ -1,0 +1,266 @@
+//===- RmsNormHarness.cpp - tuning harness for RMSNorm forward/backward -----===//
+//
+// Verification: every output element must be written (outputs are poisoned
+// first) and finite; up to 64 rows spread over the whole tensor (the first and
+// the last among them) are compared with a float64 reference, and so is all of
+// dw.
+//
+//===----------------------------------------------------------------------===//
+#include "autotune/Harness.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "runtime/DeviceBuffer.h"
+#include "runtime/RmsNormOps.h"
+
+namespace tilejit {
+namespace {
+
+llvm::Error fail(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+float load(const std::vector<unsigned char> &b, DType t, size_t i) {
+  if (t == DType::F32) {
+    float f;
+    std::memcpy(&f, &b[i * 4], 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, &b[i * 2], 2);
+  return t == DType::BF16 ? bf16ToFloat(h) : f16ToFloat(h);
+}
+
+void store(std::vector<unsigned char> &b, DType t, size_t i, float v) {
+  if (t == DType::F32) {
+    std::memcpy(&b[i * 4], &v, 4);
+    return;
+  }
+  uint16_t h = t == DType::BF16 ? floatToBf16(v) : floatToF16(v);
+  std::memcpy(&b[i * 2], &h, 2);
+}
+
+double tolerance(DType t) { return t == DType::BF16 ? 1e-2 : t == DType::F16 ? 2e-3 : 1e-5; }
+
+class RmsNormHarness : public OpHarness {
+public:
+  explicit RmsNormHarness(bool backward) : backward_(backward) {}
+
+  llvm::Error prepare(const KernelSpec &spec, uint64_t seed) override {
+    spec_ = spec;
+    rows_ = spec.rows;
+    cols_ = spec.cols;
+    size_t n = size_t(rows_ * cols_);
+    int eb = dtypeBytes(spec.dtype), wb = dtypeBytes(spec.wdtype);
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    x_.assign(n * eb, 0);
+    dy_.assign(backward_ ? n * eb : 0, 0);
+    w_.assign(cols_ * wb, 0);
+    for (size_t i = 0; i < n; ++i) store(x_, spec.dtype, i, normal(rng));
+    for (size_t i = 0; backward_ && i < n; ++i) store(dy_, spec.dtype, i, normal(rng));
+    for (int64_t j = 0; j < cols_; ++j)
+      store(w_, spec.wdtype, j, (spec.zeroCenteredGamma ? 0.0f : 1.0f) + 0.1f * normal(rng));
+
+    // Sampled rows: spread evenly, always the first and the last.
+    sample_.clear();
+    int64_t want = std::min<int64_t>(rows_, 64);
+    for (int64_t k = 0; k < want; ++k)
+      sample_.push_back(want == 1 ? 0 : k * (rows_ - 1) / (want - 1));
+
+    // Float64 reference for the sampled rows (and all of dw), plus f32 rstd
+    // for every row as the backward kernel's input.
+    rstd_.assign(rows_, 0.0f);
+    std::vector<double> g(cols_);
+    for (int64_t j = 0; j < cols_; ++j)
+      g[j] = load(w_, spec.wdtype, j) + (spec.zeroCenteredGamma ? 1.0 : 0.0);
+    refOut_.assign(sample_.size() * cols_, 0.0);
+    refRstd_.assign(sample_.size(), 0.0);
+    refDw_.assign(backward_ ? cols_ : 0, 0.0);
+    std::vector<double> rowRstd(rows_);
+    for (int64_t i = 0; i < rows_; ++i) {
+      double ss = 0;
+      for (int64_t j = 0; j < cols_; ++j) {
+        double v = load(x_, spec.dtype, i * cols_ + j);
+        ss += v * v;
+      }
+      rowRstd[i] = 1.0 / std::sqrt(ss / double(cols_) + eps_);
+      rstd_[i] = float(rowRstd[i]);
+      if (backward_)
+        for (int64_t j = 0; j < cols_; ++j)
+          refDw_[j] += double(load(dy_, spec.dtype, i * cols_ + j)) *
+                       double(load(x_, spec.dtype, i * cols_ + j)) * double(rstd_[i]);
+    }
+    for (size_t s = 0; s < sample_.size(); ++s) {
+      int64_t i = sample_[s];
+      refRstd_[s] = rowRstd[i];
+      double r = backward_ ? double(rstd_[i]) : rowRstd[i], dot = 0;
+      if (backward_)
+        for (int64_t j = 0; j < cols_; ++j)
+          dot += double(load(dy_, spec.dtype, i * cols_ + j)) * g[j] *
+                 double(load(x_, spec.dtype, i * cols_ + j)) * r;
+      for (int64_t j = 0; j < cols_; ++j) {
+        double xv = load(x_, spec.dtype, i * cols_ + j);
+        if (!backward_) {
+          refOut_[s * cols_ + j] = xv * r * g[j];
+        } else {
+          double dyg = double(load(dy_, spec.dtype, i * cols_ + j)) * g[j];
+          refOut_[s * cols_ + j] = r * (dyg - xv * r * dot / double(cols_));
+        }
+      }
+    }
+
+    auto alloc = [](DeviceBuffer &b, size_t bytes) -> llvm::Error {
+      auto buf = DeviceBuffer::allocate(bytes);
+      if (!buf)
+        return buf.takeError();
+      b = std::move(*buf);
+      return llvm::Error::success();
+    };
+    if (auto e = alloc(dx_, x_.size())) return e;
+    if (auto e = alloc(dout_, x_.size())) return e;
+    if (auto e = alloc(dw_, w_.size())) return e;
+    if (auto e = alloc(drstd_, size_t(rows_) * 4)) return e;
+    if (auto e = dx_.upload(x_.data(), x_.size())) return e;
+    if (auto e = dw_.upload(w_.data(), w_.size())) return e;
+    if (backward_) {
+      if (auto e = alloc(ddy_, dy_.size())) return e;
+      if (auto e = alloc(ddw_, w_.size())) return e;
+      if (auto e = ddy_.upload(dy_.data(), dy_.size())) return e;
+      if (auto e = drstd_.upload(rstd_.data(), rstd_.size() * 4)) return e;
+    }
+    return llvm::Error::success();
+  }
+
+  llvm::Error bind(const LoadedKernel &kernel) override {
+    if (!backward_ || kernel.workspaceBytes() <= int64_t(ws_.bytes()))
+      return llvm::Error::success();
+    auto buf = DeviceBuffer::allocate(size_t(kernel.workspaceBytes()));
+    if (!buf)
+      return buf.takeError();
+    ws_ = std::move(*buf);
+    return llvm::Error::success();
+  }
+
+  llvm::Error run(const LoadedKernel &kernel, CUstream stream) override {
+    if (!backward_) {
+      RmsNormForward a;
+      a.dtype = spec_.dtype;
+      a.wdtype = spec_.wdtype;
+      a.x = dx_.ptr();
+      a.w = dw_.ptr();
+      a.y = dout_.ptr();
+      a.rstd = drstd_.ptr();
+      a.rows = rows_;
+      a.cols = cols_;
+      a.eps = float(eps_);
+      a.zeroCenteredGamma = spec_.zeroCenteredGamma;
+      return launchRmsNormForward(kernel, a, stream);
+    }
+    RmsNormBackward a;
+    a.dtype = spec_.dtype;
+    a.wdtype = spec_.wdtype;
+    a.dy = ddy_.ptr();
+    a.x = dx_.ptr();
+    a.rstd = drstd_.ptr();
+    a.w = dw_.ptr();
+    a.dx = dout_.ptr();
+    a.dw = ddw_.ptr();
+    a.workspace = ws_.ptr();
+    a.rows = rows_;
+    a.cols = cols_;
+    a.zeroCenteredGamma = spec_.zeroCenteredGamma;
+    return launchRmsNormBackward(kernel, a, stream);
+  }
+
+  llvm::Error poison(CUstream stream) override {
+    if (auto e = dout_.fill(0xFF, stream)) return e;
+    if (!backward_)
+      return drstd_.fill(0xFF, stream);
+    return ddw_.fill(0xFF, stream);
+  }
+
+  llvm::Error verify() override {
+    std::vector<unsigned char> out(x_.size());
+    if (auto e = dout_.download(out.data(), out.size())) return e;
+    size_t n = size_t(rows_ * cols_);
+    for (size_t i = 0; i < n; ++i)
+      if (!std::isfinite(load(out, spec_.dtype, i)))
+        return fail(std::string(backward_ ? "dx" : "y") + " element " + std::to_string(i) +
+                    " is not finite (unwritten or overflowed)");
+    if (auto e = compare(backward_ ? "dx" : "y", out, spec_.dtype, refOut_, tolerance(spec_.dtype)))
+      return e;
+    if (!backward_) {
+      std::vector<unsigned char> r(size_t(rows_) * 4);
+      if (auto e = drstd_.download(r.data(), r.size())) return e;
+      std::vector<unsigned char> sampled(sample_.size() * 4);
+      for (size_t s = 0; s < sample_.size(); ++s)
+        std::memcpy(&sampled[s * 4], &r[sample_[s] * 4], 4);
+      for (size_t i = 0; i < size_t(rows_); ++i)
+        if (!std::isfinite(load(r, DType::F32, i)))
+          return fail("rstd element " + std::to_string(i) + " is not finite");
+      return compareFlat("rstd", sampled, DType::F32, refRstd_, 1e-5);
+    }
+    std::vector<unsigned char> dw(w_.size());
+    if (auto e = ddw_.download(dw.data(), dw.size())) return e;
+    return compareFlat("dw", dw, spec_.wdtype, refDw_, tolerance(spec_.wdtype));
+  }
+
+  double bytesMoved() const override {
+    return double(rows_ * cols_ * dtypeBytes(spec_.dtype)) * (backward_ ? 3 : 2);
+  }
+
+private:
+  /// Relative error of the sampled rows of `out` against `ref`.
+  llvm::Error compare(const char *what, const std::vector<unsigned char> &out, DType t,
+                      const std::vector<double> &ref, double tol) {
+    std::vector<unsigned char> sampled(sample_.size() * cols_ * dtypeBytes(t));
+    int eb = dtypeBytes(t);
+    for (size_t s = 0; s < sample_.size(); ++s)
+      std::memcpy(&sampled[s * cols_ * eb], &out[sample_[s] * cols_ * eb], cols_ * eb);
+    return compareFlat(what, sampled, t, ref, tol);
+  }
+
+  llvm::Error compareFlat(const char *what, const std::vector<unsigned char> &out, DType t,
+                          const std::vector<double> &ref, double tol) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      double v = load(out, t, i);
+      if (!std::isfinite(v))
+        return fail(std::string(what) + " element " + std::to_string(i) + " is not finite");
+      num += (v - ref[i]) * (v - ref[i]);
+      den += ref[i] * ref[i];
+    }
+    // Rows whose terms cancel (tiny hidden sizes) have tiny outputs; measure
+    // against 1 then, as the absolute scale of the inputs.
+    double err = std::sqrt(num / std::max(den, double(ref.size())));
+    if (!(err < tol))
+      return fail(std::string(what) + " differs from the float64 reference: relative error " +
+                  std::to_string(err) + " (tolerance " + std::to_string(tol) + ")");
+    return llvm::Error::success();
+  }
+
+  bool backward_;
+  KernelSpec spec_;
+  int64_t rows_ = 0, cols_ = 0;
+  const double eps_ = 1e-5;
+  std::vector<unsigned char> x_, dy_, w_;
+  std::vector<float> rstd_;
+  std::vector<int64_t> sample_;
+  std::vector<double> refOut_, refRstd_, refDw_;
+  DeviceBuffer dx_, ddy_, dw_, dout_, ddw_, drstd_, ws_;
+};
+
+} // namespace
+
+std::unique_ptr<OpHarness> makeHarness(OpKind op) {
+  switch (op) {
+  case OpKind::RmsNormFwd: return std::make_unique<RmsNormHarness>(false);
+  case OpKind::RmsNormBwd: return std::make_unique<RmsNormHarness>(true);
+  }
+  return nullptr;
+}
+
+} // namespace tilejit

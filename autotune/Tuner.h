@@ -1,0 +1,71 @@
+//===- Tuner.h - find the fastest correct config on the GPU -------*- C++ -*-===//
+//
+// Enumerates a template's config space (already statically pruned by the
+// template's checks), drops configs the store knows failed, compiles the rest
+// in parallel on all cores while the GPU times the ones already compiled,
+// verifies each candidate against a float64 reference before it may win,
+// records every timing and failure, and picks the winner noise-aware and
+// deterministically.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "compiler/Compiler.h"
+#include "llvm/Support/Error.h"
+
+namespace tilejit {
+
+class Store;
+
+struct TuneOptions {
+  double budgetSeconds = 0; // 0: no limit
+  int maxConfigs = 0;       // 0: the whole space
+  int compileThreads = 0;   // 0: all cores
+  int reps = 30;            // timed samples per candidate
+  double noise = 0.015;     // candidates within this fraction of the best tie
+  uint64_t seed = 0;        // 0: fresh random inputs
+  /// Called after each candidate: (done, total, best ms so far, seconds left estimate).
+  std::function<void(int, int, double, double)> progress;
+};
+
+struct CandidateResult {
+  TileConfig config;
+  std::string status; // "ok", "compile", "launch", "verify", "spills", "stored"
+  std::string detail;
+  double medianMs = 0, p20Ms = 0, p80Ms = 0;
+  int reps = 0;
+  int registers = -1, spillBytes = 0;
+};
+
+struct TuneResult {
+  KernelSpec spec;
+  std::string tuneKey;
+  TileConfig winner;
+  double winnerMs = 0;
+  std::string reason;
+  std::vector<CandidateResult> candidates; // in config-space order
+  double wallSeconds = 0, compileSeconds = 0;
+  int measured = 0, reused = 0;
+};
+
+/// What was tuned: the spec with its launch-time sizes, and the toolchain.
+std::string tuneKey(const KernelSpec &spec);
+/// "tilejit=... nvrtc=... device=... template=..."
+std::string toolchainId(const KernelSpec &spec);
+
+/// Tunes `spec` on the current device. With a store, timings already stored
+/// for this tune key are reused rather than measured again, and the timings,
+/// failures, winner and the winning kernel are recorded.
+llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const TuneOptions &options);
+
+/// The deterministic choice among measured candidates (exposed for tests):
+/// the fastest median, except that candidates within `noise` of it tie and the
+/// one earliest in config-space order wins. Returns the index, or -1.
+int chooseWinner(const std::vector<CandidateResult> &candidates, double noise,
+                 std::string *reason = nullptr);
+
+} // namespace tilejit

@@ -1,0 +1,1253 @@
+//===- Store.cpp - the SQLite tuning store ----------------------------------===//
+#include "runtime/Store.h"
+
+#include <openssl/evp.h>
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <chrono>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "llvm/ADT/StringExtras.h"
+
+namespace tilejit {
+
+namespace fs = std::filesystem;
+
+void detail::SqliteClose::operator()(sqlite3 *db) const { sqlite3_close_v2(db); }
+void detail::SqliteFinalize::operator()(sqlite3_stmt *s) const { sqlite3_finalize(s); }
+
+namespace {
+
+/// "TJIT": marks the file as ours, so another application's database with a
+/// user_version of its own is not mistaken for a tilejit store.
+constexpr int32_t kApplicationId = 0x544a4954;
+
+/// Schema steps: kMigrations[i] takes a store from version i to i + 1. Append
+/// new steps; never edit one that has shipped (stores in the field ran it).
+/// Large columns (ptx, cubin) come last in their row so that reading the small
+/// ones does not walk the blob's overflow pages.
+const char *const kMigrations[] = {
+    // 0 -> 1
+    R"sql(
+CREATE TABLE kernels (
+  key TEXT PRIMARY KEY NOT NULL,
+  spec TEXT NOT NULL,
+  config TEXT NOT NULL,
+  arch TEXT NOT NULL,
+  toolchain TEXT NOT NULL,
+  launch TEXT NOT NULL,
+  workspace_bytes INTEGER NOT NULL,
+  sha256 TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  ptx TEXT NOT NULL,
+  cubin BLOB NOT NULL
+);
+CREATE TABLE timings (
+  id INTEGER PRIMARY KEY,
+  tune_key TEXT NOT NULL,
+  config TEXT NOT NULL,
+  median_ms REAL NOT NULL,
+  p20_ms REAL NOT NULL,
+  p80_ms REAL NOT NULL,
+  reps INTEGER NOT NULL,
+  gpu TEXT NOT NULL,
+  sm_count INTEGER NOT NULL,
+  driver_version INTEGER NOT NULL,
+  sm_clock_mhz INTEGER NOT NULL,
+  mem_clock_mhz INTEGER NOT NULL,
+  created_at INTEGER NOT NULL
+);
+CREATE INDEX timings_by_tune_key ON timings (tune_key, config);
+CREATE TABLE winners (
+  tune_key TEXT PRIMARY KEY NOT NULL,
+  config TEXT NOT NULL,
+  kernel_key TEXT REFERENCES kernels (key) ON DELETE SET NULL,
+  median_ms REAL NOT NULL,
+  reason TEXT NOT NULL,
+  chosen_at INTEGER NOT NULL
+);
+CREATE INDEX winners_by_kernel ON winners (kernel_key);
+CREATE TABLE failures (
+  tune_key TEXT NOT NULL,
+  config TEXT NOT NULL,
+  stage TEXT NOT NULL CHECK (stage IN ('compile', 'launch', 'verify')),
+  reason TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  PRIMARY KEY (tune_key, config)
+);
+)sql",
+};
+constexpr int kSchemaVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
+const char *const kTables[] = {"kernels", "timings", "winners", "failures"};
+
+llvm::Error fail(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+int64_t now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string sha256Hex(const void *data, size_t size) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (!EVP_Digest(data, size, md, &len, EVP_sha256(), nullptr))
+    return "";
+  return llvm::toHex(llvm::ArrayRef<uint8_t>(md, len), /*LowerCase=*/true);
+}
+
+bool isKernelKey(const std::string &key) {
+  if (key.size() != 64)
+    return false;
+  for (char c : key)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+      return false;
+  return true;
+}
+
+/// The start of a statement, enough to tell which one failed.
+std::string shortSql(const char *sql) {
+  std::string s = sql ? sql : "";
+  return s.size() > 48 ? s.substr(0, 45) + "..." : s;
+}
+
+/// Puts `what` after the store's name in an error that came from deeper down:
+/// "tilejit store P: what: detail".
+llvm::Error withContext(llvm::Error e, const std::string &path, const llvm::Twine &what) {
+  std::string msg = toString(std::move(e));
+  std::string prefix = "tilejit store " + path + ": ";
+  if (msg.compare(0, prefix.size(), prefix) == 0)
+    msg.erase(0, prefix.size());
+  return fail(prefix + what + ": " + msg);
+}
+
+/// sqlite3_errmsg and sqlite3_errstr, once when they say the same thing.
+std::string sqliteMessage(sqlite3 *db, int rc) {
+  std::string msg = db ? sqlite3_errmsg(db) : "";
+  std::string str = sqlite3_errstr(rc);
+  if (msg.empty() || msg == str)
+    return str;
+  return msg + " (" + str + ")";
+}
+
+/// True for the result codes that mean the file's content is bad, as opposed
+/// to a lock, a permission or an I/O failure (which must never get a store
+/// moved aside).
+bool isCorruption(int rc) {
+  int primary = rc & 0xff;
+  return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB;
+}
+
+/// What the first 100 bytes of a file say, read without SQLite.
+struct FileHeader {
+  bool exists = false;
+  uint64_t size = 0;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool sqlite = false;
+  uint32_t userVersion = 0;
+  uint32_t applicationId = 0;
+};
+
+uint32_t bigEndian32(const unsigned char *p) {
+  return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | uint32_t(p[3]);
+}
+
+llvm::Expected<FileHeader> readHeader(const std::string &path) {
+  FileHeader h;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT)
+      return h;
+    return fail("tilejit store " + path + ": cannot read it: " + std::strerror(errno));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return fail("tilejit store " + path + ": cannot stat it: " + std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return fail("tilejit store " + path + ": not a regular file");
+  }
+  h.exists = true;
+  h.size = uint64_t(st.st_size);
+  h.dev = st.st_dev;
+  h.ino = st.st_ino;
+  unsigned char buf[100];
+  ssize_t n = ::pread(fd, buf, sizeof(buf), 0);
+  ::close(fd);
+  if (n == ssize_t(sizeof(buf)) && std::memcmp(buf, "SQLite format 3\0", 16) == 0) {
+    h.sqlite = true;
+    h.userVersion = bigEndian32(buf + 60);
+    h.applicationId = bigEndian32(buf + 68);
+  }
+  return h;
+}
+
+/// A file is moved aside when this is non-empty: why it cannot be our store.
+struct Inspection {
+  detail::SqlitePtr db;
+  FileHeader header;
+  std::string setAside;
+};
+
+/// Runs a one-column query and returns its rows as text; `rc` gets the failing
+/// result code (SQLITE_OK when it ran).
+std::vector<std::string> queryColumn(sqlite3 *db, const char *sql, int &rc) {
+  std::vector<std::string> rows;
+  sqlite3_stmt *raw = nullptr;
+  rc = sqlite3_prepare_v2(db, sql, -1, &raw, nullptr);
+  detail::SqliteStmtPtr st(raw);
+  if (rc != SQLITE_OK)
+    return rows;
+  while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
+    const unsigned char *t = sqlite3_column_text(st.get(), 0);
+    rows.emplace_back(t ? reinterpret_cast<const char *>(t) : "");
+  }
+  if (rc == SQLITE_DONE)
+    rc = SQLITE_OK;
+  return rows;
+}
+
+std::string joined(const std::vector<std::string> &rows, size_t limit) {
+  std::string s;
+  for (size_t i = 0; i < rows.size() && i < limit; ++i)
+    s += (i ? "; " : "") + rows[i];
+  if (rows.size() > limit)
+    s += "; and " + std::to_string(rows.size() - limit) + " more";
+  return s;
+}
+
+/// Checks what a database file is before anything is written to it: a SQLite
+/// file that passes quick_check, is ours (or empty) and not newer than this
+/// build. `readOnly` opens it for import.
+llvm::Expected<Inspection> inspect(const std::string &path, bool readOnly, int busyMs) {
+  Inspection in;
+  auto header = readHeader(path);
+  if (!header)
+    return header.takeError();
+  in.header = *header;
+  const FileHeader &h = in.header;
+  if (readOnly && !h.exists)
+    return fail("tilejit store " + path + ": no such file");
+  auto newer = [&](uint32_t v) {
+    return fail("tilejit store " + path + ": schema version " + llvm::Twine(v) +
+                " is newer than this tilejit knows (" + llvm::Twine(kSchemaVersion) +
+                "); use a newer tilejit or another store. The file was not changed.");
+  };
+  bool oursOrBlank = h.applicationId == 0 || h.applicationId == uint32_t(kApplicationId);
+  if (h.sqlite && oursOrBlank && h.userVersion > uint32_t(kSchemaVersion))
+    return newer(h.userVersion);
+
+  sqlite3 *raw = nullptr;
+  int flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
+              SQLITE_OPEN_NOMUTEX;
+  int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
+  in.db.reset(raw);
+  if (rc != SQLITE_OK)
+    return fail("tilejit store " + path + ": cannot open it: " + sqliteMessage(raw, rc));
+  sqlite3 *db = raw;
+  sqlite3_extended_result_codes(db, 1);
+  sqlite3_busy_timeout(db, busyMs);
+  // Until the file is known to be good, closing must not checkpoint a WAL
+  // into it: a file set aside or refused stays as it was found.
+  sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+
+  auto check = queryColumn(db, "PRAGMA quick_check", rc);
+  if (rc != SQLITE_OK) {
+    // SQLite's verdict, reached under its file locks, decides: a header read
+    // above may race with another process creating the file. The header only
+    // words the message.
+    if (isCorruption(rc)) {
+      if (h.exists && h.size > 0 && h.size < 100)
+        in.setAside = "is " + std::to_string(h.size) + " bytes, too short for a SQLite database";
+      else if (h.exists && h.size > 0 && !h.sqlite)
+        in.setAside = "is not a SQLite database";
+      else
+        in.setAside = "is not a usable SQLite database (" + sqliteMessage(db, rc) + ")";
+      return in;
+    }
+    return fail("tilejit store " + path + ": cannot check it: " + sqliteMessage(db, rc));
+  }
+  if (check.size() != 1 || check[0] != "ok") {
+    in.setAside = "fails PRAGMA quick_check (" + joined(check, 3) + ")";
+    return in;
+  }
+
+  auto pragmaInt = [&](const char *sql) -> llvm::Expected<int64_t> {
+    auto rows = queryColumn(db, sql, rc);
+    if (rc != SQLITE_OK || rows.size() != 1)
+      return fail("tilejit store " + path + ": " + sql + ": " + sqliteMessage(db, rc));
+    return std::strtoll(rows[0].c_str(), nullptr, 10);
+  };
+  auto appId = pragmaInt("PRAGMA application_id");
+  if (!appId)
+    return appId.takeError();
+  auto version = pragmaInt("PRAGMA user_version");
+  if (!version)
+    return version.takeError();
+  auto tables = queryColumn(db,
+                            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+                            "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name",
+                            rc);
+  if (rc != SQLITE_OK)
+    return fail("tilejit store " + path + ": cannot read its schema: " + sqliteMessage(db, rc));
+
+  if (*appId != 0 && *appId != kApplicationId) {
+    in.setAside = "belongs to another application (application_id " +
+                  llvm::utohexstr(uint32_t(*appId)) + ")";
+    return in;
+  }
+  if (*version > kSchemaVersion)
+    return newer(uint32_t(*version));
+  if (*version == 0 && !tables.empty()) {
+    in.setAside = "is a SQLite database of another application (tables " + joined(tables, 5) +
+                  ") with no tilejit schema";
+    return in;
+  }
+  if (*version > 0) {
+    std::vector<std::string> missing;
+    for (const char *t : kTables)
+      if (std::find(tables.begin(), tables.end(), t) == tables.end())
+        missing.push_back(t);
+    if (!missing.empty()) {
+      in.setAside = "has schema version " + std::to_string(*version) +
+                    " but lacks the tilejit tables " + joined(missing, 4);
+      return in;
+    }
+  }
+  return in;
+}
+
+/// Renames `path` and its side files to "<path>.corrupt-<unixtime>[.N]". Does
+/// nothing (and says so in `moved`) when another process replaced the file
+/// since `seen` was read: it has already dealt with it.
+llvm::Error moveAside(const std::string &path, const FileHeader &seen, const std::string &why,
+                      std::string *notice, bool &moved) {
+  moved = false;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || st.st_dev != seen.dev || st.st_ino != seen.ino)
+    return llvm::Error::success();
+  std::string base = path + ".corrupt-" + std::to_string(now());
+  std::string aside = base;
+  std::error_code ec;
+  for (int i = 1; fs::exists(aside, ec) || fs::exists(aside + "-wal", ec); ++i)
+    aside = base + "." + std::to_string(i);
+  if (::rename(path.c_str(), aside.c_str()) != 0)
+    return fail("tilejit store " + path + " " + why + ", and moving it aside to " + aside +
+                " failed: " + std::strerror(errno));
+  for (const char *suffix : {"-wal", "-shm", "-journal"}) {
+    std::string side = path + suffix;
+    if (fs::exists(side, ec) && ::rename(side.c_str(), (aside + suffix).c_str()) != 0)
+      return fail("tilejit store " + path + ": moved it aside to " + aside + " but not " + side +
+                  ": " + std::strerror(errno));
+  }
+  moved = true;
+  if (notice)
+    *notice = "tilejit: store " + path + " " + why + "; moved it aside to " + aside +
+              " and created a fresh store";
+  return llvm::Error::success();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Statements and transactions
+//===----------------------------------------------------------------------===//
+
+/// A cached statement in use: bindings, steps, columns; reset and cleared when
+/// it goes away, so the next user finds it fresh.
+class Store::Statement {
+public:
+  Statement(const Store &store, sqlite3_stmt *st) : store_(&store), st_(st) {}
+  Statement(Statement &&o) : store_(o.store_), st_(o.st_), bindRc_(o.bindRc_) { o.st_ = nullptr; }
+  Statement &operator=(Statement &&) = delete;
+  ~Statement() {
+    if (st_) {
+      sqlite3_reset(st_);
+      sqlite3_clear_bindings(st_);
+    }
+  }
+
+  Statement &bind(int i, const std::string &v) {
+    return check(sqlite3_bind_text64(st_, i, v.data(), v.size(), SQLITE_TRANSIENT, SQLITE_UTF8));
+  }
+  Statement &bind(int i, const char *v) { return bind(i, std::string(v)); }
+  Statement &bind(int i, int64_t v) { return check(sqlite3_bind_int64(st_, i, v)); }
+  Statement &bind(int i, int v) { return check(sqlite3_bind_int64(st_, i, v)); }
+  Statement &bind(int i, double v) { return check(sqlite3_bind_double(st_, i, v)); }
+  /// The bytes must outlive the statement's steps (no copy: cubins are large).
+  Statement &bindBlob(int i, const std::vector<char> &v) {
+    if (v.empty())
+      return check(sqlite3_bind_zeroblob(st_, i, 0));
+    return check(sqlite3_bind_blob64(st_, i, v.data(), v.size(), SQLITE_STATIC));
+  }
+  /// Text, or NULL when empty.
+  Statement &bindOrNull(int i, const std::string &v) {
+    return v.empty() ? check(sqlite3_bind_null(st_, i)) : bind(i, v);
+  }
+
+  /// True on a row, false when done.
+  llvm::Expected<bool> step() {
+    if (bindRc_ != SQLITE_OK)
+      return store_->error("binding " + shortSql(sqlite3_sql(st_)), bindRc_);
+    int rc = sqlite3_step(st_);
+    if (rc == SQLITE_ROW)
+      return true;
+    if (rc == SQLITE_DONE)
+      return false;
+    return store_->error(shortSql(sqlite3_sql(st_)), rc);
+  }
+  /// Steps a statement that returns no rows.
+  llvm::Error run() {
+    auto row = step();
+    if (!row)
+      return row.takeError();
+    return llvm::Error::success();
+  }
+
+  std::string text(int i) const {
+    const unsigned char *t = sqlite3_column_text(st_, i);
+    return t ? std::string(reinterpret_cast<const char *>(t), sqlite3_column_bytes(st_, i))
+             : std::string();
+  }
+  std::vector<char> blob(int i) const {
+    const char *b = static_cast<const char *>(sqlite3_column_blob(st_, i));
+    return b ? std::vector<char>(b, b + sqlite3_column_bytes(st_, i)) : std::vector<char>();
+  }
+  int64_t int64(int i) const { return sqlite3_column_int64(st_, i); }
+  int int32(int i) const { return int(sqlite3_column_int64(st_, i)); }
+  double real(int i) const { return sqlite3_column_double(st_, i); }
+
+private:
+  Statement &check(int rc) {
+    if (rc != SQLITE_OK && bindRc_ == SQLITE_OK)
+      bindRc_ = rc;
+    return *this;
+  }
+  const Store *store_;
+  sqlite3_stmt *st_;
+  int bindRc_ = SQLITE_OK;
+};
+
+llvm::Error Store::error(const llvm::Twine &what, int rc) const {
+  return fail("tilejit store " + path_ + ": " + what + ": " + sqliteMessage(db_.get(), rc));
+}
+
+llvm::Expected<Store::Statement> Store::statement(const char *sql) {
+  auto &slot = stmts_[sql];
+  if (!slot) {
+    sqlite3_stmt *raw = nullptr;
+    int rc = sqlite3_prepare_v3(db_.get(), sql, -1, SQLITE_PREPARE_PERSISTENT, &raw, nullptr);
+    slot.reset(raw);
+    if (rc != SQLITE_OK) {
+      slot.reset();
+      return error("preparing " + shortSql(sql), rc);
+    }
+  }
+  return Statement(*this, slot.get());
+}
+
+llvm::Error Store::exec(const char *sql) {
+  auto st = statement(sql);
+  if (!st)
+    return st.takeError();
+  while (true) {
+    auto row = st->step();
+    if (!row)
+      return row.takeError();
+    if (!*row)
+      return llvm::Error::success();
+  }
+}
+
+template <typename Body> llvm::Error Store::write(Body &&body) {
+  // IMMEDIATE takes the write lock up front (waiting through the busy
+  // timeout), so a transaction never fails half-way on a lock upgrade.
+  if (auto e = exec("BEGIN IMMEDIATE"))
+    return e;
+  llvm::Error e = body();
+  if (!e)
+    e = exec("COMMIT");
+  if (e && !sqlite3_get_autocommit(db_.get()))
+    llvm::consumeError(exec("ROLLBACK"));
+  return e;
+}
+
+//===----------------------------------------------------------------------===//
+// Opening
+//===----------------------------------------------------------------------===//
+
+int Store::knownSchemaVersion() { return kSchemaVersion; }
+
+Store::Store(std::string path, detail::SqlitePtr db) : path_(std::move(path)), db_(std::move(db)) {}
+
+Store::~Store() = default;
+
+void Store::setBusyTimeout(int milliseconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sqlite3_busy_timeout(db_.get(), milliseconds);
+}
+
+llvm::Expected<std::unique_ptr<Store>> Store::open(const std::string &path, std::string *notice,
+                                                   int busyTimeoutMs) {
+  if (notice)
+    notice->clear();
+  if (path.empty())
+    return fail("tilejit store: empty path");
+  bool memory = path == ":memory:";
+  if (!memory) {
+    fs::path parent = fs::path(path).parent_path();
+    std::error_code ec;
+    if (!parent.empty() && !fs::is_directory(parent, ec)) {
+      fs::create_directories(parent, ec);
+      if (ec && !fs::is_directory(parent))
+        return fail("tilejit store " + path + ": cannot create its directory " + parent.string() +
+                    ": " + ec.message());
+    }
+  }
+  // Another process may set the same bad file aside at the same time; a few
+  // rounds let this one find the fresh store that the other made.
+  for (int round = 0;; ++round) {
+    auto in = inspect(path, /*readOnly=*/false, busyTimeoutMs);
+    if (!in)
+      return in.takeError();
+    if (in->setAside.empty()) {
+      sqlite3_db_config(in->db.get(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, nullptr);
+      std::unique_ptr<Store> store(new Store(path, std::move(in->db)));
+      if (auto e = store->configure())
+        return e;
+      return store;
+    }
+    if (round == 3)
+      return fail("tilejit store " + path + " " + in->setAside + " even after moving it aside");
+    in->db.reset();
+    bool moved = false;
+    if (auto e = moveAside(path, in->header, in->setAside, notice, moved))
+      return e;
+  }
+}
+
+llvm::Error Store::configure() {
+  std::lock_guard<std::mutex> lock(mu_);
+  {
+    auto st = statement("PRAGMA journal_mode = WAL");
+    if (!st)
+      return st.takeError();
+    auto row = st->step();
+    if (!row)
+      return row.takeError();
+    std::string mode = *row ? st->text(0) : "";
+    if (mode != "wal" && mode != "memory")
+      return fail("tilejit store " + path_ + ": cannot switch to WAL mode (journal mode is '" +
+                  mode + "'); is the file on a file system without shared memory?");
+  }
+  // NORMAL in WAL mode: a crashed process never corrupts the file or loses a
+  // commit; only a power loss can drop the last commits, which a cache can redo.
+  if (auto e = exec("PRAGMA synchronous = NORMAL"))
+    return e;
+  if (auto e = exec("PRAGMA foreign_keys = ON"))
+    return e;
+  return migrate();
+}
+
+llvm::Error Store::migrate() {
+  auto readVersion = [&]() -> llvm::Expected<int> {
+    auto st = statement("PRAGMA user_version");
+    if (!st)
+      return st.takeError();
+    auto row = st->step();
+    if (!row)
+      return row.takeError();
+    return *row ? st->int32(0) : 0;
+  };
+  auto version = readVersion();
+  if (!version)
+    return version.takeError();
+  schemaVersion_ = *version;
+  if (*version == kSchemaVersion)
+    return llvm::Error::success();
+  return write([&]() -> llvm::Error {
+    // Another process may have migrated while this one waited for the lock.
+    auto v = readVersion();
+    if (!v)
+      return v.takeError();
+    if (*v > kSchemaVersion)
+      return fail("tilejit store " + path_ + ": schema version " + llvm::Twine(*v) +
+                  " is newer than this tilejit knows (" + llvm::Twine(kSchemaVersion) + ")");
+    for (int from = *v; from < kSchemaVersion; ++from) {
+      int rc = sqlite3_exec(db_.get(), kMigrations[from], nullptr, nullptr, nullptr);
+      if (rc != SQLITE_OK)
+        return error("migrating the schema from version " + llvm::Twine(from) + " to " +
+                         llvm::Twine(from + 1),
+                     rc);
+    }
+    // PRAGMA values cannot be bound; these are our own integers.
+    std::string set = "PRAGMA user_version = " + std::to_string(kSchemaVersion) +
+                      "; PRAGMA application_id = " + std::to_string(kApplicationId) + ";";
+    int rc = sqlite3_exec(db_.get(), set.c_str(), nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK)
+      return error("setting the schema version", rc);
+    schemaVersion_ = kSchemaVersion;
+    return llvm::Error::success();
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+static const char *const kPutKernel =
+    "INSERT INTO kernels (key, spec, config, arch, toolchain, launch, workspace_bytes, sha256, "
+    "created_at, ptx, cubin) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
+    "ON CONFLICT (key) DO UPDATE SET spec = excluded.spec, config = excluded.config, "
+    "arch = excluded.arch, toolchain = excluded.toolchain, launch = excluded.launch, "
+    "workspace_bytes = excluded.workspace_bytes, sha256 = excluded.sha256, "
+    "created_at = excluded.created_at, ptx = excluded.ptx, cubin = excluded.cubin";
+
+llvm::Error Store::putKernel(StoredKernel k) {
+  if (!isKernelKey(k.key))
+    return fail("tilejit store " + path_ + ": kernel key '" + k.key +
+                "' is not 64 lower-case hex digits");
+  k.sha256 = sha256Hex(k.cubin.data(), k.cubin.size());
+  if (k.createdAt == 0)
+    k.createdAt = now();
+  std::lock_guard<std::mutex> lock(mu_);
+  return write([&]() -> llvm::Error {
+    auto st = statement(kPutKernel);
+    if (!st)
+      return st.takeError();
+    st->bind(1, k.key).bind(2, k.spec).bind(3, k.config).bind(4, k.arch).bind(5, k.toolchain);
+    st->bind(6, k.launch).bind(7, k.workspaceBytes).bind(8, k.sha256).bind(9, k.createdAt);
+    st->bind(10, k.ptx).bindBlob(11, k.cubin);
+    if (auto e = st->run())
+      return withContext(std::move(e), path_, "storing kernel " + k.key);
+    return llvm::Error::success();
+  });
+}
+
+llvm::Error Store::deleteIfCorrupt(const std::string &key, bool &deleted, std::string &detail) {
+  deleted = false;
+  return write([&]() -> llvm::Error {
+    // Look again under the write lock: another process may have replaced the
+    // bad row with a good one since it was read.
+    auto st = statement("SELECT sha256, cubin FROM kernels WHERE key = ?1");
+    if (!st)
+      return st.takeError();
+    st->bind(1, key);
+    auto row = st->step();
+    if (!row)
+      return row.takeError();
+    if (!*row)
+      return llvm::Error::success();
+    std::string stored = st->text(0);
+    std::vector<char> cubin = st->blob(1);
+    std::string actual = sha256Hex(cubin.data(), cubin.size());
+    if (actual == stored)
+      return llvm::Error::success();
+    detail = "stored " + stored + ", computed " + actual;
+    auto del = statement("DELETE FROM kernels WHERE key = ?1");
+    if (!del)
+      return del.takeError();
+    del->bind(1, key);
+    if (auto e = del->run())
+      return e;
+    deleted = true;
+    return llvm::Error::success();
+  });
+}
+
+llvm::Expected<std::optional<StoredKernel>> Store::getKernel(const std::string &key,
+                                                             std::string *problem) {
+  if (problem)
+    problem->clear();
+  std::lock_guard<std::mutex> lock(mu_);
+  StoredKernel k;
+  {
+    auto st = statement("SELECT key, spec, config, arch, toolchain, launch, workspace_bytes, "
+                        "sha256, created_at, ptx, cubin FROM kernels WHERE key = ?1");
+    if (!st)
+      return st.takeError();
+    st->bind(1, key);
+    auto row = st->step();
+    if (!row)
+      return row.takeError();
+    if (!*row)
+      return std::nullopt;
+    k.key = st->text(0);
+    k.spec = st->text(1);
+    k.config = st->text(2);
+    k.arch = st->text(3);
+    k.toolchain = st->text(4);
+    k.launch = st->text(5);
+    k.workspaceBytes = st->int64(6);
+    k.sha256 = st->text(7);
+    k.createdAt = st->int64(8);
+    k.ptx = st->text(9);
+    k.cubin = st->blob(10);
+  }
+  if (sha256Hex(k.cubin.data(), k.cubin.size()) == k.sha256)
+    return k;
+  bool deleted = false;
+  std::string detail;
+  if (auto e = deleteIfCorrupt(key, deleted, detail))
+    return e;
+  if (problem) {
+    if (deleted)
+      *problem = "tilejit store " + path_ + ": kernel " + key + " failed its SHA-256 check (" +
+                 detail + "); deleted it, so it will be compiled again";
+    else
+      *problem = "tilejit store " + path_ + ": kernel " + key +
+                 " failed its SHA-256 check; another process has replaced or removed it since";
+  }
+  return std::nullopt;
+}
+
+//===----------------------------------------------------------------------===//
+// Timings, winners, failures
+//===----------------------------------------------------------------------===//
+
+static const char *const kInsertTiming =
+    "INSERT INTO timings (tune_key, config, median_ms, p20_ms, p80_ms, reps, gpu, sm_count, "
+    "driver_version, sm_clock_mhz, mem_clock_mhz, created_at) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+
+// A template so that it need not name the private Statement type.
+template <typename Stmt> static void bindTiming(Stmt &st, const Timing &t, int64_t createdAt) {
+  st.bind(1, t.tuneKey).bind(2, t.config).bind(3, t.medianMs).bind(4, t.p20Ms).bind(5, t.p80Ms);
+  st.bind(6, t.reps).bind(7, t.gpu).bind(8, t.smCount).bind(9, t.driverVersion);
+  st.bind(10, t.smClockMHz).bind(11, t.memClockMHz).bind(12, createdAt);
+}
+
+llvm::Error Store::addTiming(const Timing &t) {
+  if (t.tuneKey.empty())
+    return fail("tilejit store " + path_ + ": a timing needs a tuning key");
+  if (!std::isfinite(t.medianMs) || !std::isfinite(t.p20Ms) || !std::isfinite(t.p80Ms))
+    return fail("tilejit store " + path_ + ": timing of '" + t.config + "' for " + t.tuneKey +
+                " is not a finite number");
+  int64_t createdAt = t.createdAt ? t.createdAt : now();
+  std::lock_guard<std::mutex> lock(mu_);
+  return write([&]() -> llvm::Error {
+    auto st = statement(kInsertTiming);
+    if (!st)
+      return st.takeError();
+    bindTiming(*st, t, createdAt);
+    return st->run();
+  });
+}
+
+llvm::Expected<std::vector<Timing>> Store::timings(const std::string &tuneKey) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto st = statement("SELECT tune_key, config, median_ms, p20_ms, p80_ms, reps, gpu, sm_count, "
+                      "driver_version, sm_clock_mhz, mem_clock_mhz, created_at FROM timings "
+                      "WHERE tune_key = ?1 ORDER BY id");
+  if (!st)
+    return st.takeError();
+  st->bind(1, tuneKey);
+  std::vector<Timing> out;
+  while (true) {
+    auto row = st->step();
+    if (!row)
+      return row.takeError();
+    if (!*row)
+      return out;
+    Timing t;
+    t.tuneKey = st->text(0);
+    t.config = st->text(1);
+    t.medianMs = st->real(2);
+    t.p20Ms = st->real(3);
+    t.p80Ms = st->real(4);
+    t.reps = st->int32(5);
+    t.gpu = st->text(6);
+    t.smCount = st->int32(7);
+    t.driverVersion = st->int32(8);
+    t.smClockMHz = st->int32(9);
+    t.memClockMHz = st->int32(10);
+    t.createdAt = st->int64(11);
+    out.push_back(std::move(t));
+  }
+}
+
+llvm::Expected<bool> Store::hasTiming(const std::string &tuneKey, const std::string &config) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto st = statement(
+      "SELECT EXISTS (SELECT 1 FROM timings WHERE tune_key = ?1 AND config = ?2)");
+  if (!st)
+    return st.takeError();
+  st->bind(1, tuneKey).bind(2, config);
+  auto row = st->step();
+  if (!row)
+    return row.takeError();
+  return *row && st->int64(0) != 0;
+}
+
+llvm::Error Store::setWinner(const Winner &w) {
+  if (w.tuneKey.empty())
+    return fail("tilejit store " + path_ + ": a winner needs a tuning key");
+  int64_t chosenAt = w.chosenAt ? w.chosenAt : now();
+  std::lock_guard<std::mutex> lock(mu_);
+  return write([&]() -> llvm::Error {
+    if (!w.kernelKey.empty()) {
+      auto has = statement("SELECT EXISTS (SELECT 1 FROM kernels WHERE key = ?1)");
+      if (!has)
+        return has.takeError();
+      has->bind(1, w.kernelKey);
+      auto row = has->step();
+      if (!row)
+        return row.takeError();
+      if (!*row || has->int64(0) == 0)
+        return fail("tilejit store " + path_ + ": the winner for " + w.tuneKey + " names kernel " +
+                    w.kernelKey + ", which is not stored; store the kernel first");
+    }
+    auto st = statement(
+        "INSERT INTO winners (tune_key, config, kernel_key, median_ms, reason, chosen_at) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (tune_key) DO UPDATE SET "
+        "config = excluded.config, kernel_key = excluded.kernel_key, "
+        "median_ms = excluded.median_ms, reason = excluded.reason, chosen_at = excluded.chosen_at");
+    if (!st)
+      return st.takeError();
+    st->bind(1, w.tuneKey).bind(2, w.config).bindOrNull(3, w.kernelKey).bind(4, w.medianMs);
+    st->bind(5, w.reason).bind(6, chosenAt);
+    if (auto e = st->run())
+      return withContext(std::move(e), path_, "setting the winner for " + w.tuneKey);
+    return llvm::Error::success();
+  });
+}
+
+llvm::Expected<std::optional<Winner>> Store::winner(const std::string &tuneKey) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto st = statement("SELECT tune_key, config, kernel_key, median_ms, reason, chosen_at "
+                      "FROM winners WHERE tune_key = ?1");
+  if (!st)
+    return st.takeError();
+  st->bind(1, tuneKey);
+  auto row = st->step();
+  if (!row)
+    return row.takeError();
+  if (!*row)
+    return std::nullopt;
+  Winner w;
+  w.tuneKey = st->text(0);
+  w.config = st->text(1);
+  w.kernelKey = st->text(2);
+  w.medianMs = st->real(3);
+  w.reason = st->text(4);
+  w.chosenAt = st->int64(5);
+  return w;
+}
+
+llvm::Error Store::addFailure(const Failure &f) {
+  if (f.tuneKey.empty())
+    return fail("tilejit store " + path_ + ": a failure needs a tuning key");
+  if (f.stage != "compile" && f.stage != "launch" && f.stage != "verify")
+    return fail("tilejit store " + path_ + ": failure stage '" + f.stage +
+                "' is not compile, launch or verify");
+  int64_t createdAt = f.createdAt ? f.createdAt : now();
+  std::lock_guard<std::mutex> lock(mu_);
+  return write([&]() -> llvm::Error {
+    auto st = statement("INSERT INTO failures (tune_key, config, stage, reason, created_at) "
+                        "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (tune_key, config) DO UPDATE "
+                        "SET stage = excluded.stage, reason = excluded.reason, "
+                        "created_at = excluded.created_at");
+    if (!st)
+      return st.takeError();
+    st->bind(1, f.tuneKey).bind(2, f.config).bind(3, f.stage).bind(4, f.reason).bind(5, createdAt);
+    return st->run();
+  });
+}
+
+llvm::Expected<std::vector<Failure>> Store::failures(const std::string &tuneKey) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto st = statement("SELECT tune_key, config, stage, reason, created_at FROM failures "
+                      "WHERE tune_key = ?1 ORDER BY config");
+  if (!st)
+    return st.takeError();
+  st->bind(1, tuneKey);
+  std::vector<Failure> out;
+  while (true) {
+    auto row = st->step();
+    if (!row)
+      return row.takeError();
+    if (!*row)
+      return out;
+    Failure f;
+    f.tuneKey = st->text(0);
+    f.config = st->text(1);
+    f.stage = st->text(2);
+    f.reason = st->text(3);
+    f.createdAt = st->int64(4);
+    out.push_back(std::move(f));
+  }
+}
+
+llvm::Expected<bool> Store::isKnownBad(const std::string &tuneKey, const std::string &config) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto st = statement(
+      "SELECT EXISTS (SELECT 1 FROM failures WHERE tune_key = ?1 AND config = ?2)");
+  if (!st)
+    return st.takeError();
+  st->bind(1, tuneKey).bind(2, config);
+  auto row = st->step();
+  if (!row)
+    return row.takeError();
+  return *row && st->int64(0) != 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Maintenance: list, verify, prune, export, import
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<std::vector<Store::Summary>> Store::list() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Summary> out;
+  // One read transaction: kernels and winners from the same snapshot.
+  return [&]() -> llvm::Expected<std::vector<Summary>> {
+    if (auto e = exec("BEGIN"))
+      return e;
+    auto body = [&]() -> llvm::Error {
+      {
+        auto st = statement("SELECT key, spec, config, arch, length(cubin) + length(CAST(ptx AS BLOB)), "
+                            "created_at FROM kernels ORDER BY created_at, key");
+        if (!st)
+          return st.takeError();
+        while (true) {
+          auto row = st->step();
+          if (!row)
+            return row.takeError();
+          if (!*row)
+            break;
+          out.push_back({"kernel", st->text(0), st->text(1), st->text(2), st->text(3),
+                         st->int64(4), st->int64(5)});
+        }
+      }
+      auto st = statement("SELECT w.tune_key, coalesce(k.spec, ''), w.config, "
+                          "coalesce(k.arch, ''), w.chosen_at FROM winners w "
+                          "LEFT JOIN kernels k ON k.key = w.kernel_key ORDER BY w.tune_key");
+      if (!st)
+        return st.takeError();
+      while (true) {
+        auto row = st->step();
+        if (!row)
+          return row.takeError();
+        if (!*row)
+          return llvm::Error::success();
+        out.push_back({"winner", st->text(0), st->text(1), st->text(2), st->text(3), 0,
+                       st->int64(4)});
+      }
+    };
+    llvm::Error e = body();
+    llvm::Error end = exec(e ? "ROLLBACK" : "COMMIT");
+    if (e) {
+      llvm::consumeError(std::move(end));
+      return e;
+    }
+    if (end)
+      return end;
+    return std::move(out);
+  }();
+}
+
+llvm::Expected<std::vector<std::string>> Store::verify() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> problems;
+  // Content errors are findings; anything else (a lock, I/O) is an error.
+  auto scan = [&](const char *sql, auto onRow) -> llvm::Error {
+    auto st = statement(sql);
+    if (!st) {
+      std::string msg = toString(st.takeError());
+      problems.push_back(msg);
+      return llvm::Error::success();
+    }
+    while (true) {
+      int rc = SQLITE_OK;
+      auto row = st->step();
+      if (!row) {
+        rc = sqlite3_extended_errcode(db_.get());
+        std::string msg = toString(row.takeError());
+        if (!isCorruption(rc))
+          return fail(msg);
+        problems.push_back(msg);
+        return llvm::Error::success();
+      }
+      if (!*row)
+        return llvm::Error::success();
+      onRow(*st);
+    }
+  };
+  if (auto e = exec("BEGIN"))
+    return e;
+  auto body = [&]() -> llvm::Error {
+    if (auto e = scan("PRAGMA integrity_check", [&](Statement &st) {
+          if (st.text(0) != "ok")
+            problems.push_back("integrity_check: " + st.text(0));
+        }))
+      return e;
+    if (auto e = scan("PRAGMA foreign_key_check", [&](Statement &st) {
+          problems.push_back("foreign_key_check: a row of " + st.text(0) + " (rowid " +
+                             std::to_string(st.int64(1)) + ") names a missing row of " +
+                             st.text(2));
+        }))
+      return e;
+    return scan("SELECT key, sha256, cubin FROM kernels ORDER BY key", [&](Statement &st) {
+      std::vector<char> cubin = st.blob(2);
+      std::string actual = sha256Hex(cubin.data(), cubin.size());
+      if (actual != st.text(1))
+        problems.push_back("kernel " + st.text(0) + ": cubin SHA-256 mismatch (stored " +
+                           st.text(1) + ", computed " + actual + ")");
+    });
+  };
+  llvm::Error e = body();
+  llvm::Error end = exec(e ? "ROLLBACK" : "COMMIT");
+  if (e) {
+    llvm::consumeError(std::move(end));
+    return e;
+  }
+  if (end)
+    return end;
+  return problems;
+}
+
+llvm::Expected<int64_t> Store::pruneOlderThan(int64_t unixTime) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t deleted = 0;
+  // Winners first, so deleting their kernels has no winners left to update.
+  static const char *const kDeletes[] = {
+      "DELETE FROM winners WHERE chosen_at < ?1",
+      "DELETE FROM failures WHERE created_at < ?1",
+      "DELETE FROM timings WHERE created_at < ?1",
+      "DELETE FROM kernels WHERE created_at < ?1",
+  };
+  if (auto e = write([&]() -> llvm::Error {
+        for (const char *sql : kDeletes) {
+          auto st = statement(sql);
+          if (!st)
+            return st.takeError();
+          st->bind(1, unixTime);
+          if (auto e = st->run())
+            return e;
+          deleted += sqlite3_changes64(db_.get());
+        }
+        return llvm::Error::success();
+      }))
+    return e;
+  return deleted;
+}
+
+llvm::Error Store::exportTo(const std::string &path) {
+  std::error_code ec;
+  fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent, ec))
+    fs::create_directories(parent, ec);
+  // O_EXCL: refuse an existing file even if it appears between a check and the
+  // copy. VACUUM INTO accepts the empty file this leaves.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    if (errno == EEXIST)
+      return fail("tilejit store export: " + path + " already exists; refusing to overwrite it");
+    return fail("tilejit store export: cannot create " + path + ": " + std::strerror(errno));
+  }
+  ::close(fd);
+  auto cleanup = [&](llvm::Error e) {
+    std::error_code ignored;
+    fs::remove(path, ignored);
+    return e;
+  };
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto st = statement("VACUUM INTO ?1");
+    if (!st)
+      return cleanup(st.takeError());
+    st->bind(1, path);
+    if (auto e = st->run())
+      return cleanup(fail("exporting to " + path + ": " + toString(std::move(e))));
+  }
+  // A file that travels should be one file: make sure it uses a rollback
+  // journal (SQLite 3.40 writes VACUUM INTO copies so; not every version did).
+  sqlite3 *raw = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                           nullptr);
+  detail::SqlitePtr out(raw);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_exec(raw, "PRAGMA journal_mode = DELETE", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK)
+    return cleanup(fail("tilejit store export: finishing " + path + ": " +
+                        sqliteMessage(raw, rc)));
+  return llvm::Error::success();
+}
+
+llvm::Expected<int64_t> Store::importFrom(const std::string &path) {
+  // Validate the other file completely before this store is touched.
+  auto in = inspect(path, /*readOnly=*/true, kDefaultBusyTimeoutMs);
+  if (!in) {
+    std::string msg = toString(in.takeError());
+    if (msg.compare(0, 14, "tilejit store ") == 0)
+      msg.erase(0, 14);
+    return fail("tilejit store import: " + msg + "; nothing imported");
+  }
+  if (!in->setAside.empty())
+    return fail("tilejit store import: " + path + " " + in->setAside + "; nothing imported");
+  sqlite3 *src = in->db.get();
+  int rc = SQLITE_OK;
+  auto version = queryColumn(src, "PRAGMA user_version", rc);
+  if (rc != SQLITE_OK || version.size() != 1 || std::atoi(version[0].c_str()) != kSchemaVersion)
+    return fail("tilejit store import: " + path + " is not a tilejit store of schema version " +
+                llvm::Twine(kSchemaVersion) + (rc == SQLITE_OK ? "" : ": " + sqliteMessage(src, rc)) +
+                "; nothing imported");
+  auto dangling = queryColumn(src, "PRAGMA foreign_key_check", rc);
+  if (rc != SQLITE_OK || !dangling.empty())
+    return fail("tilejit store import: " + path +
+                " has winners that name missing kernels; nothing imported");
+
+  std::lock_guard<std::mutex> lock(mu_);
+  // One snapshot of the source for the whole copy.
+  rc = sqlite3_exec(src, "BEGIN", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK)
+    return fail("tilejit store import: " + path + ": " + sqliteMessage(src, rc));
+  int64_t written = 0;
+  llvm::Error e = write([&]() -> llvm::Error {
+    auto n = importRows(src, path);
+    if (!n)
+      return n.takeError();
+    written = *n;
+    return llvm::Error::success();
+  });
+  sqlite3_exec(src, "COMMIT", nullptr, nullptr, nullptr);
+  if (e)
+    return fail("tilejit store import from " + path + " (nothing imported): " +
+                toString(std::move(e)));
+  return written;
+}
+
+llvm::Expected<int64_t> Store::importRows(sqlite3 *src, const std::string &srcPath) {
+  int64_t written = 0;
+  // Reads every row of `sql` from the source; `onRow` writes it here.
+  auto copy = [&](const char *sql, auto onRow) -> llvm::Error {
+    sqlite3_stmt *raw = nullptr;
+    int rc = sqlite3_prepare_v2(src, sql, -1, &raw, nullptr);
+    detail::SqliteStmtPtr st(raw);
+    if (rc != SQLITE_OK)
+      return fail("reading " + srcPath + ": " + sqliteMessage(src, rc));
+    while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
+      if (auto e = onRow(st.get()))
+        return e;
+      written += sqlite3_changes64(db_.get());
+    }
+    if (rc != SQLITE_DONE)
+      return fail("reading " + srcPath + ": " + sqliteMessage(src, rc));
+    return llvm::Error::success();
+  };
+  auto text = [](sqlite3_stmt *s, int i) {
+    const unsigned char *t = sqlite3_column_text(s, i);
+    return t ? std::string(reinterpret_cast<const char *>(t), sqlite3_column_bytes(s, i))
+             : std::string();
+  };
+
+  if (auto e = copy(
+          "SELECT key, spec, config, arch, toolchain, launch, workspace_bytes, sha256, "
+          "created_at, ptx, cubin FROM kernels",
+          [&](sqlite3_stmt *s) -> llvm::Error {
+            StoredKernel k;
+            k.key = text(s, 0);
+            k.sha256 = text(s, 7);
+            const char *b = static_cast<const char *>(sqlite3_column_blob(s, 10));
+            if (b)
+              k.cubin.assign(b, b + sqlite3_column_bytes(s, 10));
+            if (!isKernelKey(k.key))
+              return fail("kernel key '" + k.key + "' is not 64 lower-case hex digits");
+            if (sha256Hex(k.cubin.data(), k.cubin.size()) != k.sha256)
+              return fail("kernel " + k.key + " fails its SHA-256 check");
+            auto st = statement(
+                "INSERT INTO kernels (key, spec, config, arch, toolchain, launch, "
+                "workspace_bytes, sha256, created_at, ptx, cubin) "
+                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
+                "ON CONFLICT (key) DO NOTHING");
+            if (!st)
+              return st.takeError();
+            st->bind(1, k.key).bind(2, text(s, 1)).bind(3, text(s, 2)).bind(4, text(s, 3));
+            st->bind(5, text(s, 4)).bind(6, text(s, 5)).bind(7, int64_t(sqlite3_column_int64(s, 6)));
+            st->bind(8, k.sha256).bind(9, int64_t(sqlite3_column_int64(s, 8)));
+            st->bind(10, text(s, 9)).bindBlob(11, k.cubin);
+            return st->run();
+          }))
+    return e;
+
+  if (auto e = copy("SELECT tune_key, config, median_ms, p20_ms, p80_ms, reps, gpu, sm_count, "
+                    "driver_version, sm_clock_mhz, mem_clock_mhz, created_at FROM timings "
+                    "ORDER BY id",
+                    [&](sqlite3_stmt *s) -> llvm::Error {
+                      Timing t;
+                      t.tuneKey = text(s, 0);
+                      t.config = text(s, 1);
+                      t.medianMs = sqlite3_column_double(s, 2);
+                      t.p20Ms = sqlite3_column_double(s, 3);
+                      t.p80Ms = sqlite3_column_double(s, 4);
+                      t.reps = sqlite3_column_int(s, 5);
+                      t.gpu = text(s, 6);
+                      t.smCount = sqlite3_column_int(s, 7);
+                      t.driverVersion = sqlite3_column_int(s, 8);
+                      t.smClockMHz = sqlite3_column_int(s, 9);
+                      t.memClockMHz = sqlite3_column_int(s, 10);
+                      auto st = statement(
+                          "INSERT INTO timings (tune_key, config, median_ms, p20_ms, p80_ms, "
+                          "reps, gpu, sm_count, driver_version, sm_clock_mhz, mem_clock_mhz, "
+                          "created_at) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12 "
+                          "WHERE NOT EXISTS (SELECT 1 FROM timings WHERE tune_key = ?1 AND "
+                          "config = ?2 AND median_ms = ?3 AND p20_ms = ?4 AND p80_ms = ?5 AND "
+                          "reps = ?6 AND gpu = ?7 AND sm_count = ?8 AND driver_version = ?9 AND "
+                          "sm_clock_mhz = ?10 AND mem_clock_mhz = ?11 AND created_at = ?12)");
+                      if (!st)
+                        return st.takeError();
+                      bindTiming(*st, t, sqlite3_column_int64(s, 11));
+                      return st->run();
+                    }))
+    return e;
+
+  if (auto e = copy("SELECT tune_key, config, stage, reason, created_at FROM failures",
+                    [&](sqlite3_stmt *s) -> llvm::Error {
+                      auto st = statement(
+                          "INSERT INTO failures (tune_key, config, stage, reason, created_at) "
+                          "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (tune_key, config) DO UPDATE "
+                          "SET stage = excluded.stage, reason = excluded.reason, "
+                          "created_at = excluded.created_at "
+                          "WHERE excluded.created_at > failures.created_at");
+                      if (!st)
+                        return st.takeError();
+                      st->bind(1, text(s, 0)).bind(2, text(s, 1)).bind(3, text(s, 2));
+                      st->bind(4, text(s, 3)).bind(5, int64_t(sqlite3_column_int64(s, 4)));
+                      return st->run();
+                    }))
+    return e;
+
+  if (auto e = copy("SELECT tune_key, config, kernel_key, median_ms, reason, chosen_at "
+                    "FROM winners",
+                    [&](sqlite3_stmt *s) -> llvm::Error {
+                      auto st = statement(
+                          "INSERT INTO winners (tune_key, config, kernel_key, median_ms, reason, "
+                          "chosen_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (tune_key) "
+                          "DO UPDATE SET config = excluded.config, "
+                          "kernel_key = excluded.kernel_key, median_ms = excluded.median_ms, "
+                          "reason = excluded.reason, chosen_at = excluded.chosen_at "
+                          "WHERE excluded.chosen_at > winners.chosen_at");
+                      if (!st)
+                        return st.takeError();
+                      st->bind(1, text(s, 0)).bind(2, text(s, 1)).bindOrNull(3, text(s, 2));
+                      st->bind(4, sqlite3_column_double(s, 3)).bind(5, text(s, 4));
+                      st->bind(6, int64_t(sqlite3_column_int64(s, 5)));
+                      return st->run();
+                    }))
+    return e;
+  return written;
+}
+
+} // namespace tilejit

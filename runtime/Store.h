@@ -1,0 +1,202 @@
+//===- Store.h - the SQLite tuning store --------------------------*- C++ -*-===//
+//
+// One SQLite file holds compiled kernels (cubin + PTX, checked by SHA-256 on
+// every read), every timing the tuner measured, the winner per tuning key and a
+// negative cache of configs that failed to compile, launch or verify.
+//
+// Promises (each has a test in tests/store):
+// - WAL mode with a busy timeout: many processes read and write one file at
+//   once; every write is one BEGIN IMMEDIATE transaction, so no reader sees a
+//   half-written entry and a process killed at any point leaves the file
+//   consistent.
+// - A cubin whose SHA-256 no longer matches is deleted and reported, never
+//   handed out.
+// - A file that is not a SQLite database, fails `PRAGMA quick_check`, or
+//   belongs to another application is moved aside (never deleted) and a fresh
+//   store made; a store written by a newer tilejit is an error and left alone.
+// - The schema is versioned with `PRAGMA user_version` and migrated in steps.
+//
+// One Store object may be shared by threads (one connection under a mutex).
+// The launch path never touches it: the engine keeps loaded kernels in memory.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "llvm/Support/Error.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace tilejit {
+
+namespace detail {
+struct SqliteClose {
+  void operator()(sqlite3 *db) const;
+};
+struct SqliteFinalize {
+  void operator()(sqlite3_stmt *s) const;
+};
+using SqlitePtr = std::unique_ptr<sqlite3, SqliteClose>;
+using SqliteStmtPtr = std::unique_ptr<sqlite3_stmt, SqliteFinalize>;
+} // namespace detail
+
+/// A compiled kernel binary.
+struct StoredKernel {
+  std::string key;       ///< 64 lower-case hex digits: the kernel's identity (the caller's hash)
+  std::string spec;      ///< canonical spec text
+  std::string config;    ///< canonical config text
+  std::string arch;      ///< e.g. "sm_90a"
+  std::string toolchain; ///< e.g. "tilejit=0.1.0 nvrtc=13.0 device=<hash>"
+  std::vector<char> cubin;
+  std::string ptx;
+  std::string launch; ///< opaque JSON describing the entries (the caller's format)
+  int64_t workspaceBytes = 0;
+  std::string sha256; ///< hex SHA-256 of cubin: computed by putKernel, checked by getKernel
+  int64_t createdAt = 0; ///< unix seconds; putKernel sets it when 0 and keeps it otherwise
+};
+
+/// One measured candidate.
+struct Timing {
+  std::string tuneKey; ///< what was tuned: spec (with rows) + arch + toolchain, made by the caller
+  std::string config;
+  double medianMs = 0, p20Ms = 0, p80Ms = 0;
+  int reps = 0;
+  std::string gpu; ///< device name
+  int smCount = 0, driverVersion = 0, smClockMHz = 0, memClockMHz = 0;
+  int64_t createdAt = 0; ///< unix seconds; addTiming sets it when 0
+};
+
+/// The chosen config for a tuning key.
+struct Winner {
+  std::string tuneKey, config;
+  /// The stored kernel of that config, or empty. When non-empty it must name a
+  /// stored kernel; it becomes empty if that kernel is later deleted (pruned,
+  /// or dropped for a bad hash).
+  std::string kernelKey;
+  double medianMs = 0;
+  std::string reason;
+  int64_t chosenAt = 0; ///< unix seconds; setWinner sets it when 0
+};
+
+/// A config that must not be tried again for a tuning key.
+struct Failure {
+  std::string tuneKey, config;
+  std::string stage; ///< compile | launch | verify
+  std::string reason;
+  int64_t createdAt = 0; ///< unix seconds; addFailure sets it when 0
+};
+
+class Store {
+public:
+  static constexpr int kDefaultBusyTimeoutMs = 10000;
+  /// The schema version this build writes and reads.
+  static int knownSchemaVersion();
+
+  /// Opens or creates the store at `path` (":memory:" allowed), creating the
+  /// parent directory if missing. A file that is not a SQLite database, fails
+  /// `PRAGMA quick_check`, or holds another application's tables is moved aside
+  /// to "<path>.corrupt-<unixtime>" (with its -wal/-shm/-journal files) and a
+  /// fresh store is created; `notice` (if non-null) then receives one line naming
+  /// both paths. A store whose schema is newer than this build knows is an error
+  /// and the file is not touched. Errors that are not corruption (permissions,
+  /// a lock held past the busy timeout, I/O) are returned and nothing is moved.
+  /// `busyTimeoutMs`: how long any statement waits for another process's lock.
+  static llvm::Expected<std::unique_ptr<Store>> open(const std::string &path,
+                                                     std::string *notice = nullptr,
+                                                     int busyTimeoutMs = kDefaultBusyTimeoutMs);
+  ~Store();
+  Store(const Store &) = delete;
+  Store &operator=(const Store &) = delete;
+
+  const std::string &path() const { return path_; }
+  int schemaVersion() const { return schemaVersion_; }
+  /// How long a statement waits for another process's lock before failing.
+  void setBusyTimeout(int milliseconds);
+
+  /// Inserts or replaces the kernel with `k.key`; computes `k.sha256`.
+  llvm::Error putKernel(StoredKernel k);
+  /// nullopt if absent. If the stored cubin's SHA-256 does not match, the row is
+  /// deleted, `problem` (if non-null) gets a message naming the key, and nullopt
+  /// is returned: a corrupt binary is never handed out.
+  llvm::Expected<std::optional<StoredKernel>> getKernel(const std::string &key,
+                                                        std::string *problem = nullptr);
+
+  /// Every timing is kept, repeats included.
+  llvm::Error addTiming(const Timing &t);
+  /// In the order they were added.
+  llvm::Expected<std::vector<Timing>> timings(const std::string &tuneKey);
+  /// True if a timing for (tuneKey, config) exists: the tuner need not measure it again.
+  llvm::Expected<bool> hasTiming(const std::string &tuneKey, const std::string &config);
+
+  /// One winner per tuning key; replaces the previous one.
+  llvm::Error setWinner(const Winner &w);
+  llvm::Expected<std::optional<Winner>> winner(const std::string &tuneKey);
+
+  /// The negative cache: one entry per (tuneKey, config), replaced by the latest.
+  llvm::Error addFailure(const Failure &f);
+  llvm::Expected<std::vector<Failure>> failures(const std::string &tuneKey);
+  llvm::Expected<bool> isKnownBad(const std::string &tuneKey, const std::string &config);
+
+  // For `tilejit cache`:
+  struct Summary {
+    std::string kind; ///< "kernel" or "winner"
+    std::string key;  ///< kernel key, or tuning key for a winner
+    std::string spec, config, arch;
+    int64_t bytes = 0; ///< cubin + PTX bytes of a kernel; 0 for a winner
+    int64_t createdAt = 0;
+  };
+  /// Kernels (oldest first), then winners (by tuning key). A winner's spec and
+  /// arch come from its kernel when it names one.
+  llvm::Expected<std::vector<Summary>> list();
+  /// Checks every kernel's SHA-256, `PRAGMA integrity_check` and
+  /// `PRAGMA foreign_key_check`; returns the problems (empty = ok). Deletes nothing.
+  llvm::Expected<std::vector<std::string>> verify();
+  /// Deletes kernels, timings and failures created, and winners chosen, before
+  /// `unixTime`; returns the number of rows deleted.
+  llvm::Expected<int64_t> pruneOlderThan(int64_t unixTime);
+  /// Writes a consistent copy of the whole store to a new single-file SQLite
+  /// database at `path` (rollback journal, so it travels as one file). Refuses
+  /// to overwrite an existing file.
+  llvm::Error exportTo(const std::string &path);
+  /// Merges another store file into this one in one transaction: kernels added
+  /// by key (an existing key is kept: the key is the identity), timings appended
+  /// unless an identical row exists, winners and failures replaced only by newer
+  /// ones. The other file is opened read-only and validated first; a corrupt,
+  /// foreign or newer file, or one holding a kernel whose hash does not match,
+  /// is an error and leaves this store untouched. Returns the rows written.
+  llvm::Expected<int64_t> importFrom(const std::string &path);
+
+private:
+  class Statement;
+  class Transaction;
+
+  Store(std::string path, detail::SqlitePtr db);
+  llvm::Error configure();
+  llvm::Error migrate();
+  /// The cached prepared statement for `sql` (prepared on first use; reset and
+  /// cleared when the returned object goes away). Callers hold mu_.
+  llvm::Expected<Statement> statement(const char *sql);
+  /// Runs one cached statement to completion.
+  llvm::Error exec(const char *sql);
+  /// Runs `body` inside BEGIN IMMEDIATE ... COMMIT (ROLLBACK when it fails).
+  template <typename Body> llvm::Error write(Body &&body);
+  llvm::Error error(const llvm::Twine &what, int rc) const;
+  llvm::Error deleteIfCorrupt(const std::string &key, bool &deleted, std::string &detail);
+  llvm::Expected<int64_t> importRows(sqlite3 *src, const std::string &srcPath);
+
+  std::string path_;
+  int schemaVersion_ = 0;
+  mutable std::mutex mu_;
+  detail::SqlitePtr db_; // declared before stmts_, so statements are finalized first
+  std::unordered_map<std::string, detail::SqliteStmtPtr> stmts_;
+};
+
+} // namespace tilejit

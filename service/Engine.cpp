@@ -1,0 +1,181 @@
+//===- Engine.cpp -----------------------------------------------------------===//
+#include "service/Engine.h"
+
+#include <cstdlib>
+
+#include "compiler/templates/Template.h"
+#include "runtime/CudaDriver.h"
+
+namespace tilejit {
+
+namespace {
+llvm::Error err(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+} // namespace
+
+llvm::Expected<EngineOptions> EngineOptions::fromEnvironment() {
+  EngineOptions o;
+  if (const char *t = std::getenv("TILEJIT_TUNE"); t && *t) {
+    std::string v = t;
+    if (v == "off") o.policy = TunePolicy::Off;
+    else if (v == "on-miss") o.policy = TunePolicy::OnMiss;
+    else return err("TILEJIT_TUNE='" + v + "' is not one of off, on-miss");
+  }
+  if (const char *d = std::getenv("TILEJIT_CACHE_DIR"); d && *d)
+    o.dbPath = std::string(d) + "/tilejit.db";
+  return o;
+}
+
+llvm::Expected<std::unique_ptr<Engine>> Engine::create(EngineOptions options) {
+  std::unique_ptr<Engine> e(new Engine());
+  e->options_ = std::move(options);
+  auto ctx = useDevice(e->options_.device);
+  if (!ctx)
+    return ctx.takeError();
+  auto dev = queryDevice(e->options_.device);
+  if (!dev)
+    return dev.takeError();
+  e->arch_ = dev->arch();
+  if (!e->options_.dbPath.empty()) {
+    auto store = Store::open(e->options_.dbPath, &e->notice_);
+    if (!store)
+      return store.takeError();
+    e->store_ = std::move(*store);
+  }
+  return e;
+}
+
+std::string Engine::lastSource() const {
+  std::shared_lock lock(mu_);
+  return lastSource_;
+}
+
+llvm::Expected<const LoadedKernel &> Engine::get(const KernelSpec &spec, void *stream) {
+  std::string mapKey = spec.canonical(/*withRuntimeSizes=*/true);
+  {
+    std::shared_lock lock(mu_);
+    auto it = loaded_.find(mapKey);
+    if (it != loaded_.end())
+      return *it->second;
+  }
+  if (stream) {
+    auto drv = CudaDriver::get();
+    if (!drv)
+      return drv.takeError();
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    TJ_CU_CHECK(*drv, cuStreamIsCapturing(static_cast<CUstream>(stream), &status));
+    if (status != CU_STREAM_CAPTURE_STATUS_NONE)
+      return err("kernel for '" + spec.canonical() +
+                 "' is not loaded and the stream is capturing a CUDA graph: nothing is "
+                 "compiled, tuned or read during capture; run once before capturing, or "
+                 "pretune");
+  }
+  std::lock_guard<std::mutex> missLock(missMu_);
+  {
+    std::shared_lock lock(mu_);
+    auto it = loaded_.find(mapKey);
+    if (it != loaded_.end())
+      return *it->second;
+  }
+  return miss(spec, mapKey);
+}
+
+llvm::Expected<TileConfig> Engine::chooseConfig(const KernelSpec &spec) {
+  if (store_) {
+    auto w = store_->winner(tuneKey(spec));
+    if (!w)
+      return w.takeError();
+    if (*w) {
+      auto cfg = TileConfig::parse((*w)->config);
+      if (cfg && !getTemplate(spec.op).checkConfig(spec, *cfg))
+        return *cfg;
+      if (!cfg)
+        llvm::consumeError(cfg.takeError());
+    }
+  }
+  if (options_.policy == TunePolicy::OnMiss && !options_.deterministic) {
+    auto r = tune(spec, store_.get(), options_.tune);
+    if (!r)
+      return r.takeError();
+    lastSource_ = "tuned";
+    return r->winner;
+  }
+  return getTemplate(spec.op).defaultConfig(spec);
+}
+
+llvm::Expected<const LoadedKernel &> Engine::miss(const KernelSpec &spec,
+                                                  const std::string &mapKey) {
+  if (spec.arch != arch_)
+    return err("spec is for " + spec.arch + " but device " + std::to_string(options_.device) +
+               " is " + arch_);
+  std::string source = "compiled";
+  lastSource_.clear();
+  auto config = chooseConfig(spec);
+  if (!config)
+    return config.takeError();
+  if (lastSource_ == "tuned")
+    source = "tuned";
+  std::string key = kernelKey(spec, *config);
+
+  std::unique_ptr<LoadedKernel> kernel;
+  if (store_) {
+    std::string problem;
+    auto stored = store_->getKernel(key, &problem);
+    if (!stored)
+      return stored.takeError();
+    if (!problem.empty())
+      std::fprintf(stderr, "tilejit: %s; recompiling\n", problem.c_str());
+    if (*stored) {
+      auto entries = entriesFromJson((*stored)->launch);
+      if (entries) {
+        CompiledKernel c;
+        c.spec = spec;
+        c.config = *config;
+        c.key = key;
+        c.cubin = std::move((*stored)->cubin);
+        c.entries = std::move(*entries);
+        c.workspaceBytes = (*stored)->workspaceBytes;
+        auto loaded = LoadedKernel::load(c);
+        if (!loaded)
+          return loaded.takeError();
+        kernel = std::move(*loaded);
+        if (source == "compiled")
+          source = "store";
+      } else {
+        std::fprintf(stderr, "tilejit: stored kernel %s: %s; recompiling\n",
+                     key.substr(0, 16).c_str(), llvm::toString(entries.takeError()).c_str());
+      }
+    }
+  }
+  if (!kernel) {
+    auto compiled = compileKernel(spec, *config);
+    if (!compiled)
+      return compiled.takeError();
+    auto loaded = LoadedKernel::load(*compiled);
+    if (!loaded)
+      return loaded.takeError();
+    kernel = std::move(*loaded);
+    if (store_) {
+      StoredKernel sk;
+      sk.key = key;
+      sk.spec = spec.canonical(false);
+      sk.config = config->canonical();
+      sk.arch = spec.arch;
+      sk.toolchain = toolchainId(spec);
+      sk.cubin = compiled->cubin;
+      sk.ptx = compiled->ptx;
+      sk.launch = entriesToJson(compiled->entries);
+      sk.workspaceBytes = compiled->workspaceBytes;
+      if (auto e = store_->putKernel(std::move(sk)))
+        return e;
+    }
+  }
+  std::unique_lock lock(mu_);
+  lastSource_ = source;
+  auto &slot = loaded_[mapKey];
+  slot = std::move(kernel);
+  return *slot;
+}
+
+} // namespace tilejit

@@ -1,0 +1,965 @@
+//===- StoreTest.cpp - the SQLite tuning store's promises -------------------===//
+//
+// Each promise of runtime/Store.h as a test, on real files in a fresh
+// temporary directory (":memory:" where no file is needed). The multi-process
+// tests run tilejit_store_torture (TILEJIT_STORE_TORTURE) as child processes.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Store.h"
+
+#include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+using namespace tilejit;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string sha256Hex(const std::string &s) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(s.data(), s.size(), md, &len, EVP_sha256(), nullptr);
+  static const char *hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < len; ++i) {
+    out += hex[md[i] >> 4];
+    out += hex[md[i] & 15];
+  }
+  return out;
+}
+
+/// The same content function as tilejit_store_torture's.
+std::vector<char> payload(const std::string &seed, size_t n) {
+  uint64_t x = 1469598103934665603ull;
+  for (char c : seed) {
+    x ^= uint8_t(c);
+    x *= 1099511628211ull;
+  }
+  std::vector<char> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    v[i] = char(x);
+  }
+  return v;
+}
+
+StoredKernel makeKernel(const std::string &name, size_t bytes = 4096, int64_t createdAt = 0) {
+  StoredKernel k;
+  k.key = sha256Hex(name);
+  k.spec = "rmsnorm_fwd dtype=bf16 cols=4096 " + name + " arch=sm_90a";
+  k.config = "rows=1 threads=256 vec=8";
+  k.arch = "sm_90a";
+  k.toolchain = "tilejit=0.1.0 nvrtc=13.0 device=abc";
+  k.cubin = payload(name, bytes);
+  k.ptx = ".version 8.8\n.target sm_90a\n// " + name;
+  k.launch = R"({"entries":[{"name":"k","threads":256}]})";
+  k.workspaceBytes = 128;
+  k.createdAt = createdAt;
+  return k;
+}
+
+Timing makeTiming(const std::string &tuneKey, const std::string &config, double ms,
+                  int64_t createdAt = 0) {
+  Timing t;
+  t.tuneKey = tuneKey;
+  t.config = config;
+  t.medianMs = ms;
+  t.p20Ms = ms * 0.95;
+  t.p80Ms = ms * 1.05;
+  t.reps = 50;
+  t.gpu = "NVIDIA H200";
+  t.smCount = 132;
+  t.driverVersion = 13000;
+  t.smClockMHz = 1980;
+  t.memClockMHz = 2619;
+  t.createdAt = createdAt;
+  return t;
+}
+
+template <typename T> T ok(llvm::Expected<T> v) {
+  if (!v) {
+    ADD_FAILURE() << toString(v.takeError());
+    return T();
+  }
+  return std::move(*v);
+}
+
+#define ASSERT_OK(e)                                                                               \
+  do {                                                                                             \
+    llvm::Error err_ = (e);                                                                        \
+    ASSERT_FALSE(bool(err_)) << toString(std::move(err_));                                         \
+  } while (0)
+
+std::unique_ptr<Store> openStore(const std::string &path, std::string *notice = nullptr) {
+  auto s = Store::open(path, notice);
+  if (!s) {
+    ADD_FAILURE() << toString(s.takeError());
+    return nullptr;
+  }
+  return std::move(*s);
+}
+
+std::string readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void writeFile(const std::string &path, const std::string &bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+std::string randomBytes(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (char &c : s)
+    c = char(rng());
+  return s;
+}
+
+/// Runs SQL on a file with a plain connection (another process, in effect).
+void rawSql(const std::string &path, const std::string &sql) {
+  sqlite3 *db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char *msg = nullptr;
+  int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &msg);
+  std::string err = msg ? msg : "";
+  sqlite3_free(msg);
+  sqlite3_close(db);
+  ASSERT_EQ(rc, SQLITE_OK) << sql << ": " << err;
+}
+
+int64_t rawInt(const std::string &path, const std::string &sql) {
+  sqlite3 *db = nullptr;
+  sqlite3_stmt *st = nullptr;
+  int64_t v = -1;
+  if (sqlite3_open(path.c_str(), &db) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return v;
+}
+
+/// Files in `dir` whose names start with `prefix`.
+std::vector<std::string> filesStartingWith(const std::string &dir, const std::string &prefix) {
+  std::vector<std::string> out;
+  for (auto &e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind(prefix, 0) == 0)
+      out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// Everything a store holds, as text, for "unchanged" comparisons.
+std::string dump(Store &s, const std::vector<std::string> &tuneKeys) {
+  std::ostringstream out;
+  for (const auto &x : ok(s.list())) {
+    out << x.kind << ' ' << x.key << ' ' << x.spec << ' ' << x.config << ' ' << x.arch << ' '
+        << x.bytes << ' ' << x.createdAt << '\n';
+    if (x.kind == "kernel") {
+      auto k = ok(s.getKernel(x.key));
+      out << (k ? k->sha256 + " " + k->launch + " " + k->ptx : "missing") << '\n';
+    }
+  }
+  for (const auto &tk : tuneKeys) {
+    for (const auto &t : ok(s.timings(tk)))
+      out << "timing " << t.tuneKey << ' ' << t.config << ' ' << t.medianMs << ' ' << t.p20Ms
+          << ' ' << t.p80Ms << ' ' << t.reps << ' ' << t.gpu << ' ' << t.smCount << ' '
+          << t.driverVersion << ' ' << t.smClockMHz << ' ' << t.memClockMHz << ' ' << t.createdAt
+          << '\n';
+    for (const auto &f : ok(s.failures(tk)))
+      out << "failure " << f.tuneKey << ' ' << f.config << ' ' << f.stage << ' ' << f.reason << ' '
+          << f.createdAt << '\n';
+    if (auto w = ok(s.winner(tk)))
+      out << "winner " << w->tuneKey << ' ' << w->config << ' ' << w->kernelKey << ' '
+          << w->medianMs << ' ' << w->reason << ' ' << w->chosenAt << '\n';
+  }
+  return out.str();
+}
+
+class StoreTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "tilejit-store-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  std::string file(const std::string &name) const { return dir + "/" + name; }
+
+  /// Opens a bad file and checks that it was moved aside, intact, with a
+  /// notice naming both paths, and that a working store took its place.
+  void expectMovedAside(const std::string &path, const std::string &original) {
+    std::string notice;
+    auto store = openStore(path, &notice);
+    ASSERT_TRUE(store);
+    auto aside = filesStartingWith(dir, fs::path(path).filename().string() + ".corrupt-");
+    ASSERT_FALSE(aside.empty()) << "nothing moved aside";
+    std::string main = aside.front();
+    EXPECT_EQ(readFile(main), original) << "the moved file must be kept as it was";
+    EXPECT_NE(notice.find(path), std::string::npos) << notice;
+    EXPECT_NE(notice.find(main), std::string::npos) << notice;
+    EXPECT_EQ(notice.find('\n'), std::string::npos) << "one line: " << notice;
+    EXPECT_EQ(store->schemaVersion(), Store::knownSchemaVersion());
+    ASSERT_OK(store->putKernel(makeKernel("fresh")));
+    auto k = ok(store->getKernel(sha256Hex("fresh")));
+    ASSERT_TRUE(k.has_value());
+    EXPECT_EQ(k->cubin, payload("fresh", 4096));
+    EXPECT_TRUE(ok(store->verify()).empty());
+  }
+
+  std::string dir;
+};
+
+//===----------------------------------------------------------------------===//
+// Records
+//===----------------------------------------------------------------------===//
+
+TEST_F(StoreTest, KernelRoundTrip) {
+  auto store = openStore(":memory:");
+  ASSERT_TRUE(store);
+  EXPECT_EQ(store->path(), ":memory:");
+  EXPECT_EQ(store->schemaVersion(), 1);
+  StoredKernel k = makeKernel("a", 10000);
+  int64_t before = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  ASSERT_OK(store->putKernel(k));
+  auto got = ok(store->getKernel(k.key));
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->key, k.key);
+  EXPECT_EQ(got->spec, k.spec);
+  EXPECT_EQ(got->config, k.config);
+  EXPECT_EQ(got->arch, k.arch);
+  EXPECT_EQ(got->toolchain, k.toolchain);
+  EXPECT_EQ(got->cubin, k.cubin);
+  EXPECT_EQ(got->ptx, k.ptx);
+  EXPECT_EQ(got->launch, k.launch);
+  EXPECT_EQ(got->workspaceBytes, k.workspaceBytes);
+  EXPECT_EQ(got->sha256, sha256Hex(std::string(k.cubin.begin(), k.cubin.end())));
+  EXPECT_GE(got->createdAt, before);
+  EXPECT_LE(got->createdAt, before + 5);
+
+  std::string problem = "stale";
+  auto absent = ok(store->getKernel(sha256Hex("nope"), &problem));
+  EXPECT_FALSE(absent.has_value());
+  EXPECT_EQ(problem, "");
+}
+
+TEST_F(StoreTest, KernelEdgeCases) {
+  auto store = openStore(":memory:");
+  ASSERT_TRUE(store);
+  // An empty cubin, bytes with NULs, and a caller's createdAt kept as given.
+  StoredKernel k = makeKernel("empty", 0, 12345);
+  k.ptx = std::string("a\0b", 3);
+  ASSERT_OK(store->putKernel(k));
+  auto got = ok(store->getKernel(k.key));
+  ASSERT_TRUE(got.has_value());
+  EXPECT_TRUE(got->cubin.empty());
+  EXPECT_EQ(got->ptx, k.ptx);
+  EXPECT_EQ(got->createdAt, 12345);
+  auto all = ok(store->list());
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].bytes, 3) << "PTX bytes after a NUL count too";
+  // Keys are identities: 64 lower-case hex digits.
+  StoredKernel bad = makeKernel("x");
+  bad.key = "not-a-key";
+  llvm::Error e = store->putKernel(bad);
+  ASSERT_TRUE(bool(e));
+  EXPECT_NE(toString(std::move(e)).find("not-a-key"), std::string::npos);
+}
+
+TEST_F(StoreTest, KernelReplace) {
+  auto store = openStore(":memory:");
+  ASSERT_TRUE(store);
+  StoredKernel k = makeKernel("a", 5000, 100);
+  ASSERT_OK(store->putKernel(k));
+  StoredKernel k2 = makeKernel("b", 7000, 200);
+  k2.key = k.key;
+  ASSERT_OK(store->putKernel(k2));
+  auto got = ok(store->getKernel(k.key));
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->cubin, k2.cubin);
+  EXPECT_EQ(got->spec, k2.spec);
+  EXPECT_EQ(got->createdAt, 200);
+  auto all = ok(store->list());
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].kind, "kernel");
+  EXPECT_EQ(all[0].bytes, int64_t(7000 + k2.ptx.size()));
+}
+
+TEST_F(StoreTest, TimingsAreAllKept) {
+  auto store = openStore(":memory:");
+  ASSERT_TRUE(store);
+  EXPECT_FALSE(ok(store->hasTiming("tk", "c1")));
+  ASSERT_OK(store->addTiming(makeTiming("tk", "c1", 1.5, 10)));
+  ASSERT_OK(store->addTiming(makeTiming("tk", "c1", 1.25, 11))); // a repeat is kept too
+  ASSERT_OK(store->addTiming(makeTiming("tk", "c2", 2.0)));
+  ASSERT_OK(store->addTiming(makeTiming("other", "c3", 3.0)));
+  auto ts = ok(store->timings("tk"));
+  ASSERT_EQ(ts.size(), 3u);
+  Timing want = makeTiming("tk", "c1", 1.5, 10);
+  EXPECT_EQ(ts[0].tuneKey, "tk");
+  EXPECT_EQ(ts[0].config, "c1");
+  EXPECT_DOUBLE_EQ(ts[0].medianMs, want.medianMs);
+  EXPECT_DOUBLE_EQ(ts[0].p20Ms, want.p20Ms);
+  EXPECT_DOUBLE_EQ(ts[0].p80Ms, want.p80Ms);
+  EXPECT_EQ(ts[0].reps, want.reps);
+  EXPECT_EQ(ts[0].gpu, want.gpu);
+  EXPECT_EQ(ts[0].smCount, want.smCount);
+  EXPECT_EQ(ts[0].driverVersion, want.driverVersion);
+  EXPECT_EQ(ts[0].smClockMHz, want.smClockMHz);
+  EXPECT_EQ(ts[0].memClockMHz, want.memClockMHz);
+  EXPECT_EQ(ts[0].createdAt, 10);
+  EXPECT_DOUBLE_EQ(ts[1].medianMs, 1.25);
+  EXPECT_EQ(ts[2].config, "c2");
+  EXPECT_GT(ts[2].createdAt, 1000000000); // set to now
+  EXPECT_TRUE(ok(store->hasTiming("tk", "c1")));
+  EXPECT_TRUE(ok(store->hasTiming("tk", "c2")));
+  EXPECT_FALSE(ok(store->hasTiming("tk", "c3")));
+  EXPECT_FALSE(ok(store->hasTiming("nope", "c1")));
+  EXPECT_TRUE(ok(store->timings("nope")).empty());
+  Timing nan = makeTiming("tk", "c4", std::nan(""));
+  llvm::Error e = store->addTiming(nan);
+  EXPECT_TRUE(bool(e));
+  llvm::consumeError(std::move(e));
+}
+
+TEST_F(StoreTest, WinnerReplaces) {
+  auto store = openStore(":memory:");
+  ASSERT_TRUE(store);
+  EXPECT_FALSE(ok(store->winner("tk")).has_value());
+  StoredKernel k = makeKernel("w");
+  ASSERT_OK(store->putKernel(k));
+  ASSERT_OK(store->setWinner({"tk", "c1", "", 2.0, "only one", 50}));
+  auto w = ok(store->winner("tk"));
+  ASSERT_TRUE(w.has_value());
+  EXPECT_EQ(w->config, "c1");
+  EXPECT_EQ(w->kernelKey, "");
+  EXPECT_EQ(w->chosenAt, 50);
+  ASSERT_OK(store->setWinner({"tk", "c2", k.key, 1.5, "fastest; c1 within noise", 0}));
+  w = ok(store->winner("tk"));
+  ASSERT_TRUE(w.has_value());
+  EXPECT_EQ(w->tuneKey, "tk");
+  EXPECT_EQ(w->config, "c2");
+  EXPECT_EQ(w->kernelKey, k.key);
+  EXPECT_DOUBLE_EQ(w->medianMs, 1.5);
+  EXPECT_EQ(w->reason, "fastest; c1 within noise");
+  EXPECT_GT(w->chosenAt, 1000000000);
+  // A winner cannot name a kernel that is not stored.
+  llvm::Error e = store->setWinner({"tk2", "c", sha256Hex("absent"), 1, "", 0});
+  ASSERT_TRUE(bool(e));
+  EXPECT_NE(toString(std::move(e)).find("not stored"), std::string::npos);
+  EXPECT_FALSE(ok(store->winner("tk2")).has_value());
+  auto all = ok(store->list());
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[1].kind, "winner");
+  EXPECT_EQ(all[1].key, "tk");
+  EXPECT_EQ(all[1].config, "c2");
+  EXPECT_EQ(all[1].spec, k.spec);
+  EXPECT_EQ(all[1].arch, "sm_90a");
+}
+
+TEST_F(StoreTest, FailuresAreANegativeCache) {
+  auto store = openStore(":memory:");
+  ASSERT_TRUE(store);
+  EXPECT_FALSE(ok(store->isKnownBad("tk", "c1")));
+  ASSERT_OK(store->addFailure({"tk", "c1", "compile", "too much shared memory", 5}));
+  ASSERT_OK(store->addFailure({"tk", "c2", "launch", "invalid argument", 6}));
+  ASSERT_OK(store->addFailure({"tk", "c1", "verify", "max error 0.5", 7})); // replaces
+  ASSERT_OK(store->addFailure({"other", "c1", "verify", "x", 8}));
+  auto fails = ok(store->failures("tk"));
+  ASSERT_EQ(fails.size(), 2u);
+  EXPECT_EQ(fails[0].config, "c1");
+  EXPECT_EQ(fails[0].stage, "verify");
+  EXPECT_EQ(fails[0].reason, "max error 0.5");
+  EXPECT_EQ(fails[0].createdAt, 7);
+  EXPECT_EQ(fails[1].config, "c2");
+  EXPECT_EQ(fails[1].stage, "launch");
+  EXPECT_TRUE(ok(store->isKnownBad("tk", "c1")));
+  EXPECT_TRUE(ok(store->isKnownBad("tk", "c2")));
+  EXPECT_FALSE(ok(store->isKnownBad("tk", "c3")));
+  EXPECT_FALSE(ok(store->isKnownBad("nope", "c1")));
+  llvm::Error e = store->addFailure({"tk", "c9", "runtime", "?", 0});
+  ASSERT_TRUE(bool(e));
+  EXPECT_NE(toString(std::move(e)).find("runtime"), std::string::npos);
+  EXPECT_FALSE(ok(store->isKnownBad("tk", "c9")));
+}
+
+TEST_F(StoreTest, ThreadsShareOneStore) {
+  auto store = openStore(file("threads.db"));
+  ASSERT_TRUE(store);
+  std::vector<std::thread> threads;
+  std::atomic<int> errors{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        std::string name = "t" + std::to_string(t) + "i" + std::to_string(i);
+        if (llvm::Error e = store->putKernel(makeKernel(name, 2000))) {
+          llvm::consumeError(std::move(e));
+          ++errors;
+        }
+        if (llvm::Error e = store->addTiming(makeTiming("tk" + std::to_string(t), name, 1.0))) {
+          llvm::consumeError(std::move(e));
+          ++errors;
+        }
+        auto k = store->getKernel(sha256Hex(name));
+        if (!k || !*k || (*k)->cubin != payload(name, 2000)) {
+          if (!k)
+            llvm::consumeError(k.takeError());
+          ++errors;
+        }
+      }
+    });
+  for (auto &t : threads)
+    t.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(ok(store->list()).size(), 200u);
+  for (int t = 0; t < 4; ++t)
+    EXPECT_EQ(ok(store->timings("tk" + std::to_string(t))).size(), 50u);
+}
+
+//===----------------------------------------------------------------------===//
+// Hash checks
+//===----------------------------------------------------------------------===//
+
+TEST_F(StoreTest, CubinHashMismatchIsDeletedNeverReturned) {
+  std::string path = file("hash.db");
+  auto store = openStore(path);
+  ASSERT_TRUE(store);
+  StoredKernel bad = makeKernel("bad", 20000), good = makeKernel("good", 20000);
+  ASSERT_OK(store->putKernel(bad));
+  ASSERT_OK(store->putKernel(good));
+  ASSERT_OK(store->setWinner({"tk", bad.config, bad.key, 1.0, "fastest", 0}));
+  EXPECT_TRUE(ok(store->verify()).empty());
+
+  // Another process flips one byte of the blob (same length) and leaves the hash.
+  rawSql(path, "UPDATE kernels SET cubin = CAST(substr(cubin, 1, 99) || x'00' || "
+               "substr(cubin, 101) AS BLOB) WHERE key = '" + bad.key + "'");
+  ASSERT_EQ(rawInt(path, "SELECT length(cubin) FROM kernels WHERE key = '" + bad.key + "'"),
+            20000);
+
+  auto problems = ok(store->verify());
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find(bad.key), std::string::npos) << problems[0];
+  EXPECT_EQ(rawInt(path, "SELECT count(*) FROM kernels"), 2) << "verify deletes nothing";
+
+  std::string problem;
+  auto got = ok(store->getKernel(bad.key, &problem));
+  EXPECT_FALSE(got.has_value()) << "a corrupt binary must never be handed out";
+  EXPECT_NE(problem.find(bad.key), std::string::npos) << problem;
+  EXPECT_EQ(rawInt(path, "SELECT count(*) FROM kernels WHERE key = '" + bad.key + "'"), 0);
+
+  // Gone now: absent, no problem; the winner remains, without its kernel.
+  got = ok(store->getKernel(bad.key, &problem));
+  EXPECT_FALSE(got.has_value());
+  EXPECT_EQ(problem, "");
+  auto w = ok(store->winner("tk"));
+  ASSERT_TRUE(w.has_value());
+  EXPECT_EQ(w->kernelKey, "");
+  EXPECT_TRUE(ok(store->verify()).empty());
+  auto g = ok(store->getKernel(good.key, &problem));
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(g->cubin, good.cubin);
+
+  // A blob replaced wholesale (another length) is caught the same way.
+  rawSql(path, "UPDATE kernels SET cubin = x'deadbeef' WHERE key = '" + good.key + "'");
+  EXPECT_EQ(ok(store->verify()).size(), 1u);
+  EXPECT_FALSE(ok(store->getKernel(good.key, &problem)).has_value());
+  EXPECT_NE(problem.find(good.key), std::string::npos);
+}
+
+//===----------------------------------------------------------------------===//
+// Bad files
+//===----------------------------------------------------------------------===//
+
+TEST_F(StoreTest, RandomBytesAreMovedAside) {
+  std::string path = file("random.db");
+  std::string bytes = randomBytes(8192, 1);
+  writeFile(path, bytes);
+  writeFile(path + "-wal", "junk wal");
+  expectMovedAside(path, bytes);
+  auto aside = filesStartingWith(dir, "random.db.corrupt-");
+  ASSERT_FALSE(aside.empty());
+  EXPECT_EQ(readFile(aside.front() + "-wal"), "junk wal") << "the -wal file goes along";
+}
+
+TEST_F(StoreTest, TextFilesAreMovedAside) {
+  std::string path = file("text.db");
+  std::string text;
+  for (int i = 0; i < 20; ++i)
+    text += "this is a text file, not a database\n";
+  writeFile(path, text);
+  expectMovedAside(path, text);
+  std::string shortPath = file("short.db");
+  writeFile(shortPath, "hello\n");
+  expectMovedAside(shortPath, "hello\n");
+}
+
+TEST_F(StoreTest, TruncatedStoreIsMovedAside) {
+  std::string path = file("truncated.db");
+  {
+    auto store = openStore(path);
+    ASSERT_TRUE(store);
+    for (int i = 0; i < 8; ++i)
+      ASSERT_OK(store->putKernel(makeKernel("k" + std::to_string(i), 60000)));
+  }
+  ASSERT_FALSE(fs::exists(path + "-wal")) << "closing checkpoints the WAL";
+  std::string bytes = readFile(path);
+  ASSERT_GT(bytes.size(), 400000u);
+  bytes.resize(bytes.size() / 2);
+  writeFile(path, bytes);
+  expectMovedAside(path, bytes);
+}
+
+TEST_F(StoreTest, SqliteHeaderWithGarbageIsMovedAside) {
+  std::string path = file("garbage.db");
+  {
+    auto store = openStore(path);
+    ASSERT_TRUE(store);
+    ASSERT_OK(store->putKernel(makeKernel("k", 30000)));
+  }
+  std::string bytes = readFile(path);
+  std::string garbled = bytes.substr(0, 100) + randomBytes(bytes.size() - 100, 2);
+  writeFile(path, garbled);
+  expectMovedAside(path, garbled);
+}
+
+TEST_F(StoreTest, ForeignDatabaseIsMovedAside) {
+  std::string path = file("foreign.db");
+  rawSql(path, "CREATE TABLE accounts (id INTEGER PRIMARY KEY, owner TEXT); "
+               "INSERT INTO accounts (owner) VALUES ('alice');");
+  std::string bytes = readFile(path);
+  expectMovedAside(path, bytes);
+  auto aside = filesStartingWith(dir, "foreign.db.corrupt-");
+  ASSERT_FALSE(aside.empty());
+  EXPECT_EQ(rawInt(aside.front(), "SELECT count(*) FROM accounts"), 1) << "kept intact";
+}
+
+TEST_F(StoreTest, OtherApplicationIdIsMovedAside) {
+  // Another application that also versions its schema with user_version.
+  std::string path = file("otherapp.db");
+  rawSql(path, "PRAGMA application_id = 1234; PRAGMA user_version = 1; "
+               "CREATE TABLE kernels (x);");
+  std::string bytes = readFile(path);
+  expectMovedAside(path, bytes);
+}
+
+TEST_F(StoreTest, NewerSchemaIsAnErrorAndLeavesTheFileAlone) {
+  std::string path = file("newer.db");
+  {
+    auto store = openStore(path);
+    ASSERT_TRUE(store);
+    ASSERT_OK(store->putKernel(makeKernel("k")));
+  }
+  rawSql(path, "PRAGMA user_version = 99");
+  ASSERT_FALSE(fs::exists(path + "-wal"));
+  std::string bytes = readFile(path);
+  auto before = filesStartingWith(dir, "");
+  std::string notice;
+  auto store = Store::open(path, &notice);
+  ASSERT_FALSE(bool(store));
+  std::string msg = toString(store.takeError());
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("99"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("newer"), std::string::npos) << msg;
+  EXPECT_EQ(notice, "");
+  EXPECT_EQ(readFile(path), bytes);
+  EXPECT_EQ(filesStartingWith(dir, ""), before) << "no file created, moved or removed";
+}
+
+TEST_F(StoreTest, NotCorruptionIsNotMovedAside) {
+  // A directory where the file should be: an error, and nothing is renamed.
+  std::string path = file("adir.db");
+  fs::create_directory(path);
+  auto store = Store::open(path);
+  ASSERT_FALSE(bool(store));
+  EXPECT_NE(toString(store.takeError()).find(path), std::string::npos);
+  EXPECT_TRUE(fs::is_directory(path));
+  EXPECT_TRUE(filesStartingWith(dir, "adir.db.corrupt-").empty());
+  if (geteuid() != 0) {
+    std::string locked = file("locked.db");
+    { ASSERT_TRUE(openStore(locked)); }
+    fs::permissions(locked, fs::perms::none);
+    auto s = Store::open(locked);
+    EXPECT_FALSE(bool(s));
+    if (!s)
+      llvm::consumeError(s.takeError());
+    EXPECT_TRUE(filesStartingWith(dir, "locked.db.corrupt-").empty());
+    fs::permissions(locked, fs::perms::owner_read | fs::perms::owner_write);
+  }
+}
+
+TEST_F(StoreTest, ALockIsNotCorruption) {
+  // A store in rollback-journal mode, held under an exclusive lock by another
+  // connection: open() must wait, then fail, and never move the file aside.
+  std::string path = file("busy.db");
+  {
+    auto store = openStore(path);
+    ASSERT_TRUE(store);
+    ASSERT_OK(store->putKernel(makeKernel("k")));
+  }
+  rawSql(path, "PRAGMA journal_mode = DELETE");
+  sqlite3 *holder = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &holder), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(holder, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK);
+  std::string notice;
+  auto start = std::chrono::steady_clock::now();
+  auto store = Store::open(path, &notice, /*busyTimeoutMs=*/300);
+  auto waited = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(bool(store));
+  std::string msg = toString(store.takeError());
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("locked"), std::string::npos) << msg;
+  EXPECT_GE(waited, std::chrono::milliseconds(250)) << "the busy timeout was not used";
+  EXPECT_EQ(notice, "");
+  EXPECT_TRUE(filesStartingWith(dir, "busy.db.corrupt-").empty());
+  sqlite3_exec(holder, "COMMIT", nullptr, nullptr, nullptr);
+  sqlite3_close(holder);
+  auto again = openStore(path, &notice);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(notice, "");
+  EXPECT_TRUE(ok(again->getKernel(sha256Hex("k"))).has_value());
+}
+
+//===----------------------------------------------------------------------===//
+// Schema
+//===----------------------------------------------------------------------===//
+
+TEST_F(StoreTest, MigratesAnEmptyVersionZeroDatabase) {
+  EXPECT_EQ(Store::knownSchemaVersion(), 1);
+  std::string path = file("v0.db");
+  rawSql(path, "CREATE TABLE t (x); DROP TABLE t;");
+  ASSERT_GT(fs::file_size(path), 0u);
+  ASSERT_EQ(rawInt(path, "PRAGMA user_version"), 0);
+  std::string notice;
+  {
+    auto store = openStore(path, &notice);
+    ASSERT_TRUE(store);
+    EXPECT_EQ(notice, "");
+    EXPECT_EQ(store->schemaVersion(), 1);
+    ASSERT_OK(store->putKernel(makeKernel("k")));
+  }
+  EXPECT_TRUE(filesStartingWith(dir, "v0.db.corrupt-").empty());
+  EXPECT_EQ(rawInt(path, "PRAGMA user_version"), 1);
+  EXPECT_EQ(rawInt(path, "PRAGMA application_id"), 0x544a4954);
+  EXPECT_EQ(rawInt(path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
+                         "('kernels', 'timings', 'winners', 'failures')"),
+            4);
+  std::string header = readFile(path).substr(0, 20);
+  EXPECT_EQ(header[18], 2) << "WAL mode is recorded in the file";
+  // Reopening a current store changes nothing.
+  auto again = openStore(path, &notice);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(notice, "");
+  EXPECT_TRUE(ok(again->getKernel(sha256Hex("k"))).has_value());
+
+  // A zero-byte file is a new database too.
+  std::string empty = file("empty.db");
+  writeFile(empty, "");
+  auto fresh = openStore(empty, &notice);
+  ASSERT_TRUE(fresh);
+  EXPECT_EQ(notice, "");
+  EXPECT_EQ(fresh->schemaVersion(), 1);
+}
+
+TEST_F(StoreTest, CreatesTheParentDirectory) {
+  std::string path = file("a/b/c/store.db");
+  auto store = openStore(path);
+  ASSERT_TRUE(store);
+  EXPECT_EQ(store->path(), path);
+  EXPECT_TRUE(fs::exists(path));
+}
+
+//===----------------------------------------------------------------------===//
+// Maintenance
+//===----------------------------------------------------------------------===//
+
+TEST_F(StoreTest, PruneDeletesOnlyOlderRows) {
+  auto store = openStore(file("prune.db"));
+  ASSERT_TRUE(store);
+  StoredKernel oldK = makeKernel("old", 1000, 1000), newK = makeKernel("new", 1000, 3000);
+  ASSERT_OK(store->putKernel(oldK));
+  ASSERT_OK(store->putKernel(newK));
+  ASSERT_OK(store->addTiming(makeTiming("tk", "old", 1, 1000)));
+  ASSERT_OK(store->addTiming(makeTiming("tk", "new", 1, 3000)));
+  ASSERT_OK(store->addTiming(makeTiming("tk", "edge", 1, 2000))); // not older: kept
+  ASSERT_OK(store->addFailure({"tk", "old", "compile", "x", 1000}));
+  ASSERT_OK(store->addFailure({"tk", "new", "compile", "x", 3000}));
+  ASSERT_OK(store->setWinner({"old-tk", "c", oldK.key, 1, "", 1000}));
+  ASSERT_OK(store->setWinner({"new-tk", "c", oldK.key, 1, "", 3000}));
+  EXPECT_EQ(ok(store->pruneOlderThan(2000)), 4);
+  EXPECT_FALSE(ok(store->getKernel(oldK.key)).has_value());
+  EXPECT_TRUE(ok(store->getKernel(newK.key)).has_value());
+  auto ts = ok(store->timings("tk"));
+  ASSERT_EQ(ts.size(), 2u);
+  EXPECT_EQ(ts[0].config, "new");
+  EXPECT_EQ(ts[1].config, "edge");
+  EXPECT_FALSE(ok(store->isKnownBad("tk", "old")));
+  EXPECT_TRUE(ok(store->isKnownBad("tk", "new")));
+  EXPECT_FALSE(ok(store->winner("old-tk")).has_value());
+  auto w = ok(store->winner("new-tk"));
+  ASSERT_TRUE(w.has_value());
+  EXPECT_EQ(w->kernelKey, "") << "its kernel was pruned";
+  EXPECT_TRUE(ok(store->verify()).empty());
+  EXPECT_EQ(ok(store->pruneOlderThan(2000)), 0);
+}
+
+/// A store with one of each record, its kernels made `base` seconds after 0.
+void fill(Store &s, const std::string &tag, int64_t base) {
+  for (int i = 0; i < 3; ++i)
+    ASSERT_OK(s.putKernel(makeKernel(tag + std::to_string(i), 3000 + 5000 * i, base + i)));
+  ASSERT_OK(s.addTiming(makeTiming("tk1", "c1", 1.0, base)));
+  ASSERT_OK(s.addTiming(makeTiming("tk1", "c2", 2.0, base)));
+  ASSERT_OK(s.addTiming(makeTiming("tk1", "c1", 1.1, base + 1)));
+  ASSERT_OK(s.addTiming(makeTiming("tk2", "c1", 3.0, base)));
+  ASSERT_OK(s.addFailure({"tk1", "c3", "compile", tag + " failed", base}));
+  ASSERT_OK(s.addFailure({"tk2", "c3", "verify", tag + " wrong", base}));
+  ASSERT_OK(s.setWinner({"tk1", "c1", sha256Hex(tag + "0"), 1.0, tag + " won", base}));
+  ASSERT_OK(s.setWinner({"tk2", "c1", "", 3.0, tag + " won", base}));
+}
+
+TEST_F(StoreTest, ExportImportRoundTrip) {
+  std::string exported = file("out/export.db");
+  const std::vector<std::string> keys = {"tk1", "tk2"};
+  auto a = openStore(file("a.db"));
+  ASSERT_TRUE(a);
+  fill(*a, "a", 2000);
+  ASSERT_OK(a->exportTo(exported));
+  EXPECT_FALSE(fs::exists(exported + "-wal"));
+  EXPECT_EQ(readFile(exported).substr(18, 2), std::string("\x01\x01", 2))
+      << "an export is one file with a rollback journal";
+
+  // Never overwrite.
+  std::string bytes = readFile(exported);
+  llvm::Error e = a->exportTo(exported);
+  ASSERT_TRUE(bool(e));
+  std::string msg = toString(std::move(e));
+  EXPECT_NE(msg.find(exported), std::string::npos) << msg;
+  EXPECT_NE(msg.find("exists"), std::string::npos) << msg;
+  EXPECT_EQ(readFile(exported), bytes);
+
+  auto b = openStore(file("b.db"));
+  ASSERT_TRUE(b);
+  EXPECT_EQ(ok(b->importFrom(exported)), 3 + 4 + 2 + 2);
+  EXPECT_EQ(dump(*b, keys), dump(*a, keys));
+  EXPECT_TRUE(ok(b->verify()).empty());
+  // Again: nothing new, no duplicated timings.
+  EXPECT_EQ(ok(b->importFrom(exported)), 0);
+  EXPECT_EQ(dump(*b, keys), dump(*a, keys));
+  EXPECT_EQ(readFile(exported), bytes) << "import opens its source read-only";
+
+  // A live store (WAL mode, open in this process) imports as well.
+  EXPECT_EQ(ok(b->importFrom(file("a.db"))), 0);
+  auto e2 = openStore(":memory:");
+  ASSERT_TRUE(e2);
+  EXPECT_EQ(ok(e2->importFrom(file("a.db"))), 3 + 4 + 2 + 2);
+  EXPECT_EQ(dump(*e2, keys), dump(*a, keys));
+
+  // Winners and failures are replaced only by newer ones.
+  auto c = openStore(":memory:");
+  ASSERT_TRUE(c);
+  ASSERT_OK(c->setWinner({"tk1", "mine", "", 0.5, "c won later", 9000}));
+  ASSERT_OK(c->setWinner({"tk2", "mine", "", 0.5, "c won earlier", 10}));
+  ASSERT_OK(c->addFailure({"tk1", "c3", "launch", "c newer", 9000}));
+  ASSERT_OK(c->addFailure({"tk2", "c3", "launch", "c older", 10}));
+  ASSERT_OK(c->addTiming(makeTiming("tk1", "c1", 1.0, 2000))); // identical to one of a's
+  EXPECT_EQ(ok(c->importFrom(exported)), 3 + 3 + 1 + 1);
+  EXPECT_EQ(ok(c->winner("tk1"))->config, "mine");
+  EXPECT_EQ(ok(c->winner("tk2"))->reason, "a won");
+  EXPECT_EQ(ok(c->failures("tk1"))[0].reason, "c newer");
+  EXPECT_EQ(ok(c->failures("tk2"))[0].reason, "a wrong");
+  EXPECT_EQ(ok(c->timings("tk1")).size(), 3u);
+
+  // An in-memory store exports too.
+  std::string fromMemory = file("memory-export.db");
+  ASSERT_OK(c->exportTo(fromMemory));
+  auto d = openStore(fromMemory);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(dump(*d, keys), dump(*c, keys));
+}
+
+TEST_F(StoreTest, ImportOfABadFileLeavesTheStoreUnchanged) {
+  const std::vector<std::string> keys = {"tk1", "tk2"};
+  auto b = openStore(file("b.db"));
+  ASSERT_TRUE(b);
+  fill(*b, "b", 5000);
+  std::string before = dump(*b, keys);
+
+  auto expectFails = [&](const std::string &path, const std::string &needle) {
+    std::string srcBytes = fs::exists(path) ? readFile(path) : "";
+    auto n = b->importFrom(path);
+    ASSERT_FALSE(bool(n)) << path;
+    std::string msg = toString(n.takeError());
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+    EXPECT_EQ(dump(*b, keys), before);
+    if (fs::exists(path)) {
+      EXPECT_EQ(readFile(path), srcBytes) << "the source is not changed either";
+    }
+    EXPECT_TRUE(filesStartingWith(dir, fs::path(path).filename().string() + ".corrupt-").empty())
+        << "import never moves a file aside";
+  };
+
+  expectFails(file("missing.db"), "no such file");
+  std::string random = file("random.db");
+  writeFile(random, randomBytes(8192, 3));
+  expectFails(random, "not a SQLite database");
+  std::string foreign = file("foreign.db");
+  rawSql(foreign, "CREATE TABLE accounts (id INTEGER PRIMARY KEY)");
+  expectFails(foreign, "another application");
+  std::string blank = file("blank.db");
+  rawSql(blank, "CREATE TABLE t (x); DROP TABLE t;");
+  expectFails(blank, "not a tilejit store");
+
+  // A real store whose last kernel is corrupt: the good ones before it must
+  // not be imported either.
+  std::string bad = file("badhash.db");
+  {
+    auto s = openStore(bad);
+    ASSERT_TRUE(s);
+    fill(*s, "s", 7000);
+    ASSERT_OK(s->putKernel(makeKernel("s-bad", 4000, 7100)));
+  }
+  rawSql(bad, "UPDATE kernels SET cubin = zeroblob(4000) WHERE key = '" + sha256Hex("s-bad") +
+                  "'; PRAGMA journal_mode = DELETE;");
+  expectFails(bad, sha256Hex("s-bad"));
+
+  std::string newer = file("newer.db");
+  {
+    auto s = openStore(newer);
+    ASSERT_TRUE(s);
+  }
+  rawSql(newer, "PRAGMA user_version = 7");
+  expectFails(newer, "newer");
+}
+
+//===----------------------------------------------------------------------===//
+// Many processes
+//===----------------------------------------------------------------------===//
+
+pid_t spawn(const std::vector<std::string> &args) {
+  std::vector<char *> argv;
+  for (const auto &a : args)
+    argv.push_back(const_cast<char *>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int waitExit(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid)
+    return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+const char *kTorture = TILEJIT_STORE_TORTURE;
+
+TEST_F(StoreTest, EightWritersAndReadersLoseNothing) {
+  constexpr int kWriters = 8, kCount = 200;
+  // The file does not exist yet: the processes also race to create it.
+  std::string path = file("shared/concurrent.db");
+  std::string stop = file("stop");
+  std::vector<pid_t> readers, writers;
+  for (int r = 0; r < 2; ++r)
+    readers.push_back(spawn({kTorture, "read", path, stop}));
+  for (int w = 0; w < kWriters; ++w)
+    writers.push_back(spawn({kTorture, "write", path, std::to_string(w), std::to_string(kCount)}));
+  for (pid_t p : writers)
+    EXPECT_EQ(waitExit(p), 0) << "a writer failed (its error is above)";
+  writeFile(stop, "");
+  for (pid_t p : readers)
+    EXPECT_EQ(waitExit(p), 0) << "a reader failed (its error is above)";
+
+  std::string notice;
+  auto store = openStore(path, &notice);
+  ASSERT_TRUE(store);
+  EXPECT_EQ(notice, "");
+  EXPECT_TRUE(ok(store->verify()).empty());
+  for (int w = 0; w < kWriters; ++w) {
+    for (int i = 0; i < kCount; ++i) {
+      size_t n = 1000 + size_t(i * 337 + w * 71) % 8000;
+      std::string spec = "torture w=" + std::to_string(w) + " i=" + std::to_string(i) +
+                         " n=" + std::to_string(n);
+      std::string problem;
+      auto k = ok(store->getKernel(sha256Hex(spec), &problem));
+      ASSERT_TRUE(k.has_value()) << spec;
+      EXPECT_EQ(problem, "");
+      EXPECT_EQ(k->spec, spec);
+      EXPECT_EQ(k->cubin, payload(spec, n)) << spec;
+    }
+    std::string tuneKey = "tune w=" + std::to_string(w);
+    EXPECT_EQ(ok(store->timings(tuneKey)).size(), size_t(kCount));
+    EXPECT_EQ(ok(store->failures(tuneKey)).size(), size_t(kCount / 10));
+    auto win = ok(store->winner(tuneKey));
+    ASSERT_TRUE(win.has_value());
+    EXPECT_EQ(win->config, "i=190");
+  }
+  EXPECT_EQ(ok(store->list()).size(), size_t(kWriters * kCount + kWriters));
+}
+
+TEST_F(StoreTest, SigkillAtRandomPointsLeavesAConsistentFile) {
+  constexpr int kTrials = 40;
+  constexpr size_t kBytes = 1 << 20;
+  std::string path = file("killed.db");
+  unsigned seed = unsigned(std::chrono::steady_clock::now().time_since_epoch().count());
+  std::mt19937 rng(seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  size_t seen = 0;
+  for (int trial = 0; trial < kTrials; ++trial) {
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    pid_t child = spawn({kTorture, "spin", path, std::to_string(kBytes)});
+    ASSERT_GT(child, 0);
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 50000));
+    ASSERT_EQ(kill(child, SIGKILL), 0);
+    ASSERT_EQ(waitExit(child), 128 + SIGKILL) << "the writer ended before it was killed";
+
+    std::string notice;
+    auto store = openStore(path, &notice);
+    ASSERT_TRUE(store);
+    ASSERT_EQ(notice, "") << "a killed writer must not leave a file that looks corrupt";
+    ASSERT_TRUE(filesStartingWith(dir, "killed.db.corrupt-").empty());
+    auto problems = ok(store->verify());
+    ASSERT_TRUE(problems.empty()) << problems.front();
+    for (const auto &s : ok(store->list())) {
+      std::string problem;
+      auto k = ok(store->getKernel(s.key, &problem));
+      ASSERT_TRUE(k.has_value()) << s.key << ": " << problem;
+      ASSERT_EQ(k->cubin.size(), kBytes);
+      ASSERT_TRUE(k->cubin == payload(k->spec, kBytes)) << "mixed content in " << k->spec;
+      ++seen;
+    }
+  }
+  EXPECT_GT(seen, 0u) << "the writer never committed a kernel: the test tested nothing";
+}
+
+} // namespace

@@ -1,0 +1,162 @@
+//===- TuneCommand.cpp - `tilejit tune` and `tilejit explain` ---------------===//
+#include "tools/tilejit/Commands.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "autotune/Tuner.h"
+#include "compiler/templates/Template.h"
+#include "runtime/CudaDriver.h"
+#include "runtime/Store.h"
+#include "tools/tilejit/SpecOptions.h"
+
+namespace tilejit::cli {
+
+namespace {
+
+struct TuneArgs {
+  SpecOptions spec;
+  std::string db;
+  double budget = 0;
+  int maxConfigs = 0;
+  int reps = 30;
+  bool json = false;
+};
+
+llvm::Expected<std::unique_ptr<Store>> openStore(const std::string &path) {
+  std::string notice;
+  auto store = Store::open(path.empty() ? defaultCachePath() : path, &notice);
+  if (store && !notice.empty())
+    std::fprintf(stderr, "tilejit: %s\n", notice.c_str());
+  return store;
+}
+
+nlohmann::json candidateJson(const CandidateResult &c) {
+  return {{"config", c.config.canonical()}, {"status", c.status},   {"median_ms", c.medianMs},
+          {"p20_ms", c.p20Ms},              {"p80_ms", c.p80Ms},    {"reps", c.reps},
+          {"registers", c.registers},       {"spill_bytes", c.spillBytes}, {"detail", c.detail}};
+}
+
+int runTune(const TuneArgs &a) {
+  // Bad flags are reported before anything else, GPU or not.
+  if (auto checked = a.spec.build(); !checked)
+    return fail(llvm::toString(checked.takeError()));
+  std::string arch;
+  if (auto dev = queryDevice(0))
+    arch = dev->arch();
+  else
+    return fail("tuning needs a GPU: " + llvm::toString(dev.takeError()));
+  auto spec = a.spec.build(arch);
+  if (!spec)
+    return fail(llvm::toString(spec.takeError()));
+  if (a.budget < 0 || a.maxConfigs < 0 || a.reps < 3)
+    return fail("--budget and --max-configs must be >= 0 and --reps >= 3");
+  auto store = openStore(a.db);
+  if (!store)
+    return fail(llvm::toString(store.takeError()));
+
+  TuneOptions opt;
+  opt.budgetSeconds = a.budget;
+  opt.maxConfigs = a.maxConfigs;
+  opt.reps = a.reps;
+  bool tty = isatty(fileno(stderr)) && !a.json;
+  if (tty)
+    opt.progress = [](int done, int total, double best, double eta) {
+      std::fprintf(stderr, "\r  config %d/%d  best %.4f ms  ETA %.1f s   ", done, total, best, eta);
+      std::fflush(stderr);
+    };
+  auto r = tune(*spec, store->get(), opt);
+  if (tty)
+    std::fprintf(stderr, "\n");
+  if (!r)
+    return fail(llvm::toString(r.takeError()));
+
+  if (a.json) {
+    nlohmann::json j = {{"spec", r->spec.canonical()}, {"tune_key", r->tuneKey},
+                        {"winner", r->winner.canonical()}, {"winner_ms", r->winnerMs},
+                        {"reason", r->reason}, {"wall_s", r->wallSeconds},
+                        {"measured", r->measured}, {"reused", r->reused}};
+    for (auto &c : r->candidates)
+      j["candidates"].push_back(candidateJson(c));
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  int failed = 0;
+  for (auto &c : r->candidates)
+    failed += c.status != "ok" && c.status != "stored";
+  std::printf("spec     %s\nwinner   %s  %.4f ms\nwhy      %s\n", r->spec.canonical().c_str(),
+              r->winner.canonical().c_str(), r->winnerMs, r->reason.c_str());
+  std::printf("measured %d, reused %d stored timings, %d skipped or failed; %.2f s\n",
+              r->measured, r->reused, failed, r->wallSeconds);
+  return 0;
+}
+
+int runExplain(const TuneArgs &a) {
+  std::string arch;
+  if (auto dev = queryDevice(0))
+    arch = dev->arch();
+  else
+    llvm::consumeError(dev.takeError());
+  auto spec = a.spec.build(arch);
+  if (!spec)
+    return fail(llvm::toString(spec.takeError()));
+  auto store = openStore(a.db);
+  if (!store)
+    return fail(llvm::toString(store.takeError()));
+  std::string key = tuneKey(*spec);
+  auto w = (*store)->winner(key);
+  if (!w)
+    return fail(llvm::toString(w.takeError()));
+  auto timings = (*store)->timings(key);
+  if (!timings)
+    return fail(llvm::toString(timings.takeError()));
+  auto failures = (*store)->failures(key);
+  if (!failures)
+    return fail(llvm::toString(failures.takeError()));
+  std::printf("spec     %s\ntoolchain %s\n", spec->canonical().c_str(), toolchainId(*spec).c_str());
+  if (!*w) {
+    std::printf("not tuned: the heuristic default [%s] is used\n",
+                getTemplate(spec->op).defaultConfig(*spec).canonical().c_str());
+  } else {
+    std::printf("chosen   [%s] %.4f ms, kernel %s\nwhy      %s\n", (*w)->config.c_str(),
+                (*w)->medianMs, (*w)->kernelKey.substr(0, 16).c_str(), (*w)->reason.c_str());
+  }
+  std::vector<Timing> t = *timings;
+  std::sort(t.begin(), t.end(), [](const Timing &x, const Timing &y) { return x.medianMs < y.medianMs; });
+  if (!t.empty())
+    std::printf("timings  (%zu; median [p20, p80] ms, GPU)\n", t.size());
+  for (const Timing &x : t)
+    std::printf("  %-44s %.4f [%.4f, %.4f] %s\n", x.config.c_str(), x.medianMs, x.p20Ms, x.p80Ms,
+                x.gpu.c_str());
+  for (const Failure &f : *failures)
+    std::printf("  %-44s failed at %s: %s\n", f.config.c_str(), f.stage.c_str(),
+                f.reason.substr(0, 160).c_str());
+  return 0;
+}
+
+} // namespace
+
+Action addTune(CLI::App &app) {
+  auto a = std::make_shared<TuneArgs>();
+  auto *cmd = app.add_subcommand("tune", "Tune one kernel on the GPU and record the winner");
+  a->spec.add(cmd);
+  cmd->add_option("--db", a->db, "Tuning cache file (default: TILEJIT_CACHE_DIR or ~/.cache/tilejit)");
+  cmd->add_option("--budget", a->budget, "Stop measuring new configs after this many seconds");
+  cmd->add_option("--max-configs", a->maxConfigs, "Measure at most this many configs");
+  cmd->add_option("--reps", a->reps, "Timed samples per config (default 30)");
+  cmd->add_flag("--json", a->json, "Print the result as JSON");
+  return [a] { return runTune(*a); };
+}
+
+Action addExplain(CLI::App &app) {
+  auto a = std::make_shared<TuneArgs>();
+  auto *cmd = app.add_subcommand("explain", "Show the chosen config for a kernel, why, and its timings");
+  a->spec.add(cmd);
+  cmd->add_option("--db", a->db, "Tuning cache file");
+  return [a] { return runExplain(*a); };
+}
+
+} // namespace tilejit::cli
