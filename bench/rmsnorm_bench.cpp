@@ -7,7 +7,8 @@
 //
 //   rmsnorm_bench [--shapes 16384x4096,16384x8192] [--dtype bf16] [--reps 100]
 //                 [--sweep N] [--out results.json]
-// --sweep N also times the first N configs of each template's config space.
+// --sweep N also times the first N configs of each template's config space;
+// --db FILE times the winners `tilejit tune` recorded there (else the defaults).
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
@@ -19,7 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "autotune/Tuner.h"
 #include "compiler/templates/Template.h"
+#include "runtime/Store.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/RmsNormOps.h"
 
@@ -89,6 +92,7 @@ int main(int argc, char **argv) {
   std::string shapes = "16384x4096,16384x8192", out = "rmsnorm_bench.json", dtypeName_ = "bf16";
   int reps = 100;
   int sweep = 0; // time up to this many configs of each template's space
+  std::string db; // take each shape's config from this store's tuned winners
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -100,6 +104,7 @@ int main(int argc, char **argv) {
     else if (a == "--dtype") dtypeName_ = next();
     else if (a == "--reps") reps = std::stoi(next());
     else if (a == "--sweep") sweep = std::stoi(next());
+    else if (a == "--db") db = next();
     else die("unknown argument '" + a + "'");
   }
   auto dtype = parseDType(dtypeName_);
@@ -157,6 +162,20 @@ int main(int argc, char **argv) {
   }
 
   KernelCache cache;
+  std::unique_ptr<Store> store;
+  if (!db.empty())
+    store = must(Store::open(db));
+  // The config a shape runs with: the store's winner, else the default.
+  auto configFor = [&](const KernelSpec &spec) {
+    if (store) {
+      auto w = must(store->winner(tuneKey(spec)));
+      if (w)
+        return must(TileConfig::parse(w->config));
+      std::fprintf(stderr, "rmsnorm_bench: %s not tuned in %s; using the default\n",
+                   spec.canonical().c_str(), db.c_str());
+    }
+    return getTemplate(spec.op).defaultConfig(spec);
+  };
   json += "  \"shapes\": [\n";
   bool firstShape = true;
   size_t start = 0;
@@ -187,10 +206,13 @@ int main(int argc, char **argv) {
     f.rstd = rstd.ptr();
     f.rows = rows;
     f.cols = cols;
+    f.x = xs[0].ptr();
+    f.y = ys[0].ptr();
+    TileConfig fconfig = configFor(rmsNormSpec(f, dev.arch()));
     auto fwd = timeIt(d, stream, reps, [&](int i) {
       f.x = xs[i & 1].ptr();
       f.y = ys[i & 1].ptr();
-      must(rmsNormForward(cache, f, stream, dev.arch()));
+      must(rmsNormForward(cache, f, stream, dev.arch(), fconfig));
     });
     RmsNormBackward b;
     b.dtype = b.wdtype = *dtype;
@@ -199,21 +221,25 @@ int main(int argc, char **argv) {
     b.rstd = rstd.ptr();
     b.rows = rows;
     b.cols = cols;
-    int64_t wsBytes = must(rmsNormBackwardWorkspace(cache, b, dev.arch()));
+    b.x = xs[0].ptr();
+    b.dy = dys[0].ptr();
+    b.dx = ys[0].ptr();
+    TileConfig bconfig = configFor(rmsNormSpec(b, dev.arch()));
+    int64_t wsBytes = must(rmsNormBackwardWorkspace(cache, b, dev.arch(), bconfig));
     auto ws = must(DeviceBuffer::allocate(size_t(wsBytes)));
     b.workspace = ws.ptr();
     auto bwd = timeIt(d, stream, reps, [&](int i) {
       b.x = xs[i & 1].ptr();
       b.dy = dys[i & 1].ptr();
       b.dx = ys[i & 1].ptr();
-      must(rmsNormBackward(cache, b, stream, dev.arch()));
+      must(rmsNormBackward(cache, b, stream, dev.arch(), bconfig));
     });
     double fwdMs = median(fwd), bwdMs = median(bwd);
     double fwdTbs = 2.0 * n * eb / (fwdMs * 1e-3) / 1e12;
     double bwdTbs = 3.0 * n * eb / (bwdMs * 1e-3) / 1e12;
     KernelSpec fs = rmsNormSpec(f, dev.arch()), bs = rmsNormSpec(b, dev.arch());
-    std::string fcfg = getTemplate(fs.op).defaultConfig(fs).canonical();
-    std::string bcfg = getTemplate(bs.op).defaultConfig(bs).canonical();
+    std::string fcfg = fconfig.canonical();
+    std::string bcfg = bconfig.canonical();
     std::printf("rmsnorm %s %s: fwd %.4f ms %.2f TB/s [%s]; bwd %.4f ms %.2f TB/s [%s]\n",
                 shape.c_str(), dtypeName_.c_str(), fwdMs, fwdTbs, fcfg.c_str(), bwdMs, bwdTbs,
                 bcfg.c_str());
@@ -266,7 +292,7 @@ int main(int argc, char **argv) {
     const int lookups = 200000;
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < lookups; ++i)
-      if (!cache.find(fs)) die("lookup missed");
+      if (!cache.find(fs, fconfig)) die("lookup missed");
     double lookupUs =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / lookups;
 

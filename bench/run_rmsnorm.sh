@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the RMSNorm benchmark and its torch peer in one go on a GPU machine and
-# writes bench/results/rmsnorm.{json,md}.
+# writes bench/results/rmsnorm.{json,md}. With TILEJIT_DB set, tilejit runs the
+# configs `tilejit tune` recorded there; otherwise its defaults.
 #   bench/run_rmsnorm.sh [BUILD_DIR] [OUT_DIR]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -9,7 +10,7 @@ out="${2:-$here/results}"
 bench="$build/bench/rmsnorm_bench"
 [ -x "$bench" ] || bench="$(command -v rmsnorm_bench)"
 tmp="$(mktemp -d)"
-"$bench" --shapes 16384x4096,16384x8192 --out "$tmp/tilejit.json"
+"$bench" --shapes 16384x4096,16384x8192 --out "$tmp/tilejit.json" ${TILEJIT_DB:+--db "$TILEJIT_DB"}
 python3 "$here/rmsnorm_peer.py" --shapes 16384x4096,16384x8192 --out "$tmp/peer.json"
 python3 "$here/report.py" "$tmp/tilejit.json" "$tmp/peer.json" --name rmsnorm --outdir "$out" \
-  --command "bench/run_rmsnorm.sh"
+  --command "${TILEJIT_DB:+TILEJIT_DB=$TILEJIT_DB }bench/run_rmsnorm.sh"

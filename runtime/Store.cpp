@@ -6,12 +6,13 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 
 #include "llvm/ADT/StringExtras.h"
@@ -263,6 +264,13 @@ llvm::Expected<Inspection> inspect(const std::string &path, bool readOnly, int b
   // Until the file is known to be good, closing must not checkpoint a WAL
   // into it: a file set aside or refused stays as it was found.
   sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+  // Every question below is asked of one snapshot: read one by one, another
+  // process's migration could commit between user_version (still 0) and the
+  // table list (now ours), and a healthy new store would look foreign. An
+  // early return closes the connection, which ends the transaction.
+  rc = sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK)
+    return fail("tilejit store " + path + ": cannot read it: " + sqliteMessage(db, rc));
 
   auto check = queryColumn(db, "PRAGMA quick_check", rc);
   if (rc != SQLITE_OK) {
@@ -305,8 +313,8 @@ llvm::Expected<Inspection> inspect(const std::string &path, bool readOnly, int b
     return fail("tilejit store " + path + ": cannot read its schema: " + sqliteMessage(db, rc));
 
   if (*appId != 0 && *appId != kApplicationId) {
-    in.setAside = "belongs to another application (application_id " +
-                  llvm::utohexstr(uint32_t(*appId)) + ")";
+    in.setAside =
+        "belongs to another application (application_id " + llvm::utohexstr(uint32_t(*appId)) + ")";
     return in;
   }
   if (*version > kSchemaVersion)
@@ -327,6 +335,9 @@ llvm::Expected<Inspection> inspect(const std::string &path, bool readOnly, int b
       return in;
     }
   }
+  rc = sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK)
+    return fail("tilejit store " + path + ": cannot read it: " + sqliteMessage(db, rc));
   return in;
 }
 
@@ -485,6 +496,18 @@ template <typename Body> llvm::Error Store::write(Body &&body) {
   return e;
 }
 
+template <typename Body> llvm::Error Store::read(Body &&body) {
+  if (auto e = exec("BEGIN"))
+    return e;
+  llvm::Error e = body();
+  llvm::Error end = exec(e ? "ROLLBACK" : "COMMIT");
+  if (e) {
+    llvm::consumeError(std::move(end));
+    return e;
+  }
+  return end;
+}
+
 //===----------------------------------------------------------------------===//
 // Opening
 //===----------------------------------------------------------------------===//
@@ -497,6 +520,7 @@ Store::~Store() = default;
 
 void Store::setBusyTimeout(int milliseconds) {
   std::lock_guard<std::mutex> lock(mu_);
+  busyTimeoutMs_ = milliseconds;
   sqlite3_busy_timeout(db_.get(), milliseconds);
 }
 
@@ -526,6 +550,7 @@ llvm::Expected<std::unique_ptr<Store>> Store::open(const std::string &path, std:
     if (in->setAside.empty()) {
       sqlite3_db_config(in->db.get(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, nullptr);
       std::unique_ptr<Store> store(new Store(path, std::move(in->db)));
+      store->busyTimeoutMs_ = busyTimeoutMs;
       if (auto e = store->configure())
         return e;
       return store;
@@ -541,18 +566,30 @@ llvm::Expected<std::unique_ptr<Store>> Store::open(const std::string &path, std:
 
 llvm::Error Store::configure() {
   std::lock_guard<std::mutex> lock(mu_);
-  {
+  // Switching to WAL upgrades a read lock to an exclusive one, and SQLite does
+  // not call the busy handler for an upgrade (two upgraders would deadlock):
+  // another process reading the file fails the switch at once with
+  // SQLITE_BUSY. So wait here, within the busy timeout.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(busyTimeoutMs_);
+  std::string mode;
+  while (true) {
     auto st = statement("PRAGMA journal_mode = WAL");
     if (!st)
       return st.takeError();
     auto row = st->step();
-    if (!row)
+    if (row) {
+      mode = *row ? st->text(0) : "";
+      break;
+    }
+    int rc = sqlite3_extended_errcode(db_.get());
+    if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() >= deadline)
       return row.takeError();
-    std::string mode = *row ? st->text(0) : "";
-    if (mode != "wal" && mode != "memory")
-      return fail("tilejit store " + path_ + ": cannot switch to WAL mode (journal mode is '" +
-                  mode + "'); is the file on a file system without shared memory?");
+    llvm::consumeError(row.takeError());
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  if (mode != "wal" && mode != "memory")
+    return fail("tilejit store " + path_ + ": cannot switch to WAL mode (journal mode is '" + mode +
+                "'); is the file on a file system without shared memory?");
   // NORMAL in WAL mode: a crashed process never corrupts the file or loses a
   // commit; only a power loss can drop the last commits, which a cache can redo.
   if (auto e = exec("PRAGMA synchronous = NORMAL"))
@@ -578,30 +615,34 @@ llvm::Error Store::migrate() {
   schemaVersion_ = *version;
   if (*version == kSchemaVersion)
     return llvm::Error::success();
-  return write([&]() -> llvm::Error {
-    // Another process may have migrated while this one waited for the lock.
-    auto v = readVersion();
-    if (!v)
-      return v.takeError();
-    if (*v > kSchemaVersion)
-      return fail("tilejit store " + path_ + ": schema version " + llvm::Twine(*v) +
-                  " is newer than this tilejit knows (" + llvm::Twine(kSchemaVersion) + ")");
-    for (int from = *v; from < kSchemaVersion; ++from) {
-      int rc = sqlite3_exec(db_.get(), kMigrations[from], nullptr, nullptr, nullptr);
-      if (rc != SQLITE_OK)
-        return error("migrating the schema from version " + llvm::Twine(from) + " to " +
-                         llvm::Twine(from + 1),
-                     rc);
-    }
-    // PRAGMA values cannot be bound; these are our own integers.
-    std::string set = "PRAGMA user_version = " + std::to_string(kSchemaVersion) +
-                      "; PRAGMA application_id = " + std::to_string(kApplicationId) + ";";
-    int rc = sqlite3_exec(db_.get(), set.c_str(), nullptr, nullptr, nullptr);
-    if (rc != SQLITE_OK)
-      return error("setting the schema version", rc);
-    schemaVersion_ = kSchemaVersion;
-    return llvm::Error::success();
-  });
+  if (auto e = write([&]() -> llvm::Error {
+        // Another process may have migrated while this one waited for the lock.
+        auto v = readVersion();
+        if (!v)
+          return v.takeError();
+        if (*v > kSchemaVersion)
+          return fail("tilejit store " + path_ + ": schema version " + llvm::Twine(*v) +
+                      " is newer than this tilejit knows (" + llvm::Twine(kSchemaVersion) + ")");
+        if (*v == kSchemaVersion)
+          return llvm::Error::success();
+        for (int from = *v; from < kSchemaVersion; ++from) {
+          int rc = sqlite3_exec(db_.get(), kMigrations[from], nullptr, nullptr, nullptr);
+          if (rc != SQLITE_OK)
+            return error("migrating the schema from version " + llvm::Twine(from) + " to " +
+                             llvm::Twine(from + 1),
+                         rc);
+        }
+        // PRAGMA values cannot be bound; these are our own integers.
+        std::string set = "PRAGMA user_version = " + std::to_string(kSchemaVersion) +
+                          "; PRAGMA application_id = " + std::to_string(kApplicationId) + ";";
+        int rc = sqlite3_exec(db_.get(), set.c_str(), nullptr, nullptr, nullptr);
+        if (rc != SQLITE_OK)
+          return error("setting the schema version", rc);
+        return llvm::Error::success();
+      }))
+    return e;
+  schemaVersion_ = kSchemaVersion;
+  return llvm::Error::success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -642,18 +683,21 @@ llvm::Error Store::deleteIfCorrupt(const std::string &key, bool &deleted, std::s
   return write([&]() -> llvm::Error {
     // Look again under the write lock: another process may have replaced the
     // bad row with a good one since it was read.
-    auto st = statement("SELECT sha256, cubin FROM kernels WHERE key = ?1");
-    if (!st)
-      return st.takeError();
-    st->bind(1, key);
-    auto row = st->step();
-    if (!row)
-      return row.takeError();
-    if (!*row)
-      return llvm::Error::success();
-    std::string stored = st->text(0);
-    std::vector<char> cubin = st->blob(1);
-    std::string actual = sha256Hex(cubin.data(), cubin.size());
+    std::string stored, actual;
+    {
+      auto st = statement("SELECT sha256, cubin FROM kernels WHERE key = ?1");
+      if (!st)
+        return st.takeError();
+      st->bind(1, key);
+      auto row = st->step();
+      if (!row)
+        return row.takeError();
+      if (!*row)
+        return llvm::Error::success();
+      stored = st->text(0);
+      std::vector<char> cubin = st->blob(1);
+      actual = sha256Hex(cubin.data(), cubin.size());
+    }
     if (actual == stored)
       return llvm::Error::success();
     detail = "stored " + stored + ", computed " + actual;
@@ -781,8 +825,7 @@ llvm::Expected<std::vector<Timing>> Store::timings(const std::string &tuneKey) {
 
 llvm::Expected<bool> Store::hasTiming(const std::string &tuneKey, const std::string &config) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto st = statement(
-      "SELECT EXISTS (SELECT 1 FROM timings WHERE tune_key = ?1 AND config = ?2)");
+  auto st = statement("SELECT EXISTS (SELECT 1 FROM timings WHERE tune_key = ?1 AND config = ?2)");
   if (!st)
     return st.takeError();
   st->bind(1, tuneKey).bind(2, config);
@@ -893,8 +936,7 @@ llvm::Expected<std::vector<Failure>> Store::failures(const std::string &tuneKey)
 
 llvm::Expected<bool> Store::isKnownBad(const std::string &tuneKey, const std::string &config) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto st = statement(
-      "SELECT EXISTS (SELECT 1 FROM failures WHERE tune_key = ?1 AND config = ?2)");
+  auto st = statement("SELECT EXISTS (SELECT 1 FROM failures WHERE tune_key = ?1 AND config = ?2)");
   if (!st)
     return st.takeError();
   st->bind(1, tuneKey).bind(2, config);
@@ -912,13 +954,26 @@ llvm::Expected<std::vector<Store::Summary>> Store::list() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Summary> out;
   // One read transaction: kernels and winners from the same snapshot.
-  return [&]() -> llvm::Expected<std::vector<Summary>> {
-    if (auto e = exec("BEGIN"))
-      return e;
-    auto body = [&]() -> llvm::Error {
-      {
-        auto st = statement("SELECT key, spec, config, arch, length(cubin) + length(CAST(ptx AS BLOB)), "
-                            "created_at FROM kernels ORDER BY created_at, key");
+  if (auto e = read([&]() -> llvm::Error {
+        {
+          auto st = statement(
+              "SELECT key, spec, config, arch, length(cubin) + length(CAST(ptx AS BLOB)), "
+              "created_at FROM kernels ORDER BY created_at, key");
+          if (!st)
+            return st.takeError();
+          while (true) {
+            auto row = st->step();
+            if (!row)
+              return row.takeError();
+            if (!*row)
+              break;
+            out.push_back({"kernel", st->text(0), st->text(1), st->text(2), st->text(3),
+                           st->int64(4), st->int64(5)});
+          }
+        }
+        auto st = statement("SELECT w.tune_key, coalesce(k.spec, ''), w.config, "
+                            "coalesce(k.arch, ''), w.chosen_at FROM winners w "
+                            "LEFT JOIN kernels k ON k.key = w.kernel_key ORDER BY w.tune_key");
         if (!st)
           return st.takeError();
         while (true) {
@@ -926,36 +981,13 @@ llvm::Expected<std::vector<Store::Summary>> Store::list() {
           if (!row)
             return row.takeError();
           if (!*row)
-            break;
-          out.push_back({"kernel", st->text(0), st->text(1), st->text(2), st->text(3),
-                         st->int64(4), st->int64(5)});
+            return llvm::Error::success();
+          out.push_back(
+              {"winner", st->text(0), st->text(1), st->text(2), st->text(3), 0, st->int64(4)});
         }
-      }
-      auto st = statement("SELECT w.tune_key, coalesce(k.spec, ''), w.config, "
-                          "coalesce(k.arch, ''), w.chosen_at FROM winners w "
-                          "LEFT JOIN kernels k ON k.key = w.kernel_key ORDER BY w.tune_key");
-      if (!st)
-        return st.takeError();
-      while (true) {
-        auto row = st->step();
-        if (!row)
-          return row.takeError();
-        if (!*row)
-          return llvm::Error::success();
-        out.push_back({"winner", st->text(0), st->text(1), st->text(2), st->text(3), 0,
-                       st->int64(4)});
-      }
-    };
-    llvm::Error e = body();
-    llvm::Error end = exec(e ? "ROLLBACK" : "COMMIT");
-    if (e) {
-      llvm::consumeError(std::move(end));
-      return e;
-    }
-    if (end)
-      return end;
-    return std::move(out);
-  }();
+      }))
+    return e;
+  return out;
 }
 
 llvm::Expected<std::vector<std::string>> Store::verify() {
@@ -985,36 +1017,27 @@ llvm::Expected<std::vector<std::string>> Store::verify() {
       onRow(*st);
     }
   };
-  if (auto e = exec("BEGIN"))
+  if (auto e = read([&]() -> llvm::Error {
+        if (auto e = scan("PRAGMA integrity_check", [&](Statement &st) {
+              if (st.text(0) != "ok")
+                problems.push_back("integrity_check: " + st.text(0));
+            }))
+          return e;
+        if (auto e = scan("PRAGMA foreign_key_check", [&](Statement &st) {
+              problems.push_back("foreign_key_check: a row of " + st.text(0) + " (rowid " +
+                                 std::to_string(st.int64(1)) + ") names a missing row of " +
+                                 st.text(2));
+            }))
+          return e;
+        return scan("SELECT key, sha256, cubin FROM kernels ORDER BY key", [&](Statement &st) {
+          std::vector<char> cubin = st.blob(2);
+          std::string actual = sha256Hex(cubin.data(), cubin.size());
+          if (actual != st.text(1))
+            problems.push_back("kernel " + st.text(0) + ": cubin SHA-256 mismatch (stored " +
+                               st.text(1) + ", computed " + actual + ")");
+        });
+      }))
     return e;
-  auto body = [&]() -> llvm::Error {
-    if (auto e = scan("PRAGMA integrity_check", [&](Statement &st) {
-          if (st.text(0) != "ok")
-            problems.push_back("integrity_check: " + st.text(0));
-        }))
-      return e;
-    if (auto e = scan("PRAGMA foreign_key_check", [&](Statement &st) {
-          problems.push_back("foreign_key_check: a row of " + st.text(0) + " (rowid " +
-                             std::to_string(st.int64(1)) + ") names a missing row of " +
-                             st.text(2));
-        }))
-      return e;
-    return scan("SELECT key, sha256, cubin FROM kernels ORDER BY key", [&](Statement &st) {
-      std::vector<char> cubin = st.blob(2);
-      std::string actual = sha256Hex(cubin.data(), cubin.size());
-      if (actual != st.text(1))
-        problems.push_back("kernel " + st.text(0) + ": cubin SHA-256 mismatch (stored " +
-                           st.text(1) + ", computed " + actual + ")");
-    });
-  };
-  llvm::Error e = body();
-  llvm::Error end = exec(e ? "ROLLBACK" : "COMMIT");
-  if (e) {
-    llvm::consumeError(std::move(end));
-    return e;
-  }
-  if (end)
-    return end;
   return problems;
 }
 
@@ -1070,19 +1093,18 @@ llvm::Error Store::exportTo(const std::string &path) {
       return cleanup(st.takeError());
     st->bind(1, path);
     if (auto e = st->run())
-      return cleanup(fail("exporting to " + path + ": " + toString(std::move(e))));
+      return cleanup(withContext(std::move(e), path_, "exporting to " + path));
   }
   // A file that travels should be one file: make sure it uses a rollback
   // journal (SQLite 3.40 writes VACUUM INTO copies so; not every version did).
   sqlite3 *raw = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
+  int rc =
+      sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
   detail::SqlitePtr out(raw);
   if (rc == SQLITE_OK)
     rc = sqlite3_exec(raw, "PRAGMA journal_mode = DELETE", nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK)
-    return cleanup(fail("tilejit store export: finishing " + path + ": " +
-                        sqliteMessage(raw, rc)));
+    return cleanup(fail("tilejit store export: finishing " + path + ": " + sqliteMessage(raw, rc)));
   return llvm::Error::success();
 }
 
@@ -1102,8 +1124,8 @@ llvm::Expected<int64_t> Store::importFrom(const std::string &path) {
   auto version = queryColumn(src, "PRAGMA user_version", rc);
   if (rc != SQLITE_OK || version.size() != 1 || std::atoi(version[0].c_str()) != kSchemaVersion)
     return fail("tilejit store import: " + path + " is not a tilejit store of schema version " +
-                llvm::Twine(kSchemaVersion) + (rc == SQLITE_OK ? "" : ": " + sqliteMessage(src, rc)) +
-                "; nothing imported");
+                llvm::Twine(kSchemaVersion) +
+                (rc == SQLITE_OK ? "" : ": " + sqliteMessage(src, rc)) + "; nothing imported");
   auto dangling = queryColumn(src, "PRAGMA foreign_key_check", rc);
   if (rc != SQLITE_OK || !dangling.empty())
     return fail("tilejit store import: " + path +
@@ -1124,8 +1146,7 @@ llvm::Expected<int64_t> Store::importFrom(const std::string &path) {
   });
   sqlite3_exec(src, "COMMIT", nullptr, nullptr, nullptr);
   if (e)
-    return fail("tilejit store import from " + path + " (nothing imported): " +
-                toString(std::move(e)));
+    return withContext(std::move(e), path_, "importing " + path + " (nothing imported)");
   return written;
 }
 
@@ -1153,33 +1174,35 @@ llvm::Expected<int64_t> Store::importRows(sqlite3 *src, const std::string &srcPa
              : std::string();
   };
 
-  if (auto e = copy(
-          "SELECT key, spec, config, arch, toolchain, launch, workspace_bytes, sha256, "
-          "created_at, ptx, cubin FROM kernels",
-          [&](sqlite3_stmt *s) -> llvm::Error {
-            StoredKernel k;
-            k.key = text(s, 0);
-            k.sha256 = text(s, 7);
-            const char *b = static_cast<const char *>(sqlite3_column_blob(s, 10));
-            if (b)
-              k.cubin.assign(b, b + sqlite3_column_bytes(s, 10));
-            if (!isKernelKey(k.key))
-              return fail("kernel key '" + k.key + "' is not 64 lower-case hex digits");
-            if (sha256Hex(k.cubin.data(), k.cubin.size()) != k.sha256)
-              return fail("kernel " + k.key + " fails its SHA-256 check");
-            auto st = statement(
-                "INSERT INTO kernels (key, spec, config, arch, toolchain, launch, "
-                "workspace_bytes, sha256, created_at, ptx, cubin) "
-                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
-                "ON CONFLICT (key) DO NOTHING");
-            if (!st)
-              return st.takeError();
-            st->bind(1, k.key).bind(2, text(s, 1)).bind(3, text(s, 2)).bind(4, text(s, 3));
-            st->bind(5, text(s, 4)).bind(6, text(s, 5)).bind(7, int64_t(sqlite3_column_int64(s, 6)));
-            st->bind(8, k.sha256).bind(9, int64_t(sqlite3_column_int64(s, 8)));
-            st->bind(10, text(s, 9)).bindBlob(11, k.cubin);
-            return st->run();
-          }))
+  if (auto e =
+          copy("SELECT key, spec, config, arch, toolchain, launch, workspace_bytes, sha256, "
+               "created_at, ptx, cubin FROM kernels",
+               [&](sqlite3_stmt *s) -> llvm::Error {
+                 StoredKernel k;
+                 k.key = text(s, 0);
+                 k.sha256 = text(s, 7);
+                 const char *b = static_cast<const char *>(sqlite3_column_blob(s, 10));
+                 if (b)
+                   k.cubin.assign(b, b + sqlite3_column_bytes(s, 10));
+                 if (!isKernelKey(k.key))
+                   return fail("kernel key '" + k.key + "' is not 64 lower-case hex digits");
+                 if (sha256Hex(k.cubin.data(), k.cubin.size()) != k.sha256)
+                   return fail("kernel " + k.key + " fails its SHA-256 check");
+                 auto st =
+                     statement("INSERT INTO kernels (key, spec, config, arch, toolchain, launch, "
+                               "workspace_bytes, sha256, created_at, ptx, cubin) "
+                               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
+                               "ON CONFLICT (key) DO NOTHING");
+                 if (!st)
+                   return st.takeError();
+                 st->bind(1, k.key).bind(2, text(s, 1)).bind(3, text(s, 2)).bind(4, text(s, 3));
+                 st->bind(5, text(s, 4))
+                     .bind(6, text(s, 5))
+                     .bind(7, int64_t(sqlite3_column_int64(s, 6)));
+                 st->bind(8, k.sha256).bind(9, int64_t(sqlite3_column_int64(s, 8)));
+                 st->bind(10, text(s, 9)).bindBlob(11, k.cubin);
+                 return st->run();
+               }))
     return e;
 
   if (auto e = copy("SELECT tune_key, config, median_ms, p20_ms, p80_ms, reps, gpu, sm_count, "

@@ -59,7 +59,7 @@ struct StoredKernel {
   std::string ptx;
   std::string launch; ///< opaque JSON describing the entries (the caller's format)
   int64_t workspaceBytes = 0;
-  std::string sha256; ///< hex SHA-256 of cubin: computed by putKernel, checked by getKernel
+  std::string sha256;    ///< hex SHA-256 of cubin: computed by putKernel, checked by getKernel
   int64_t createdAt = 0; ///< unix seconds; putKernel sets it when 0 and keeps it otherwise
 };
 
@@ -188,12 +188,15 @@ private:
   llvm::Error exec(const char *sql);
   /// Runs `body` inside BEGIN IMMEDIATE ... COMMIT (ROLLBACK when it fails).
   template <typename Body> llvm::Error write(Body &&body);
+  /// Runs `body` inside BEGIN ... COMMIT: one snapshot for several reads.
+  template <typename Body> llvm::Error read(Body &&body);
   llvm::Error error(const llvm::Twine &what, int rc) const;
   llvm::Error deleteIfCorrupt(const std::string &key, bool &deleted, std::string &detail);
   llvm::Expected<int64_t> importRows(sqlite3 *src, const std::string &srcPath);
 
   std::string path_;
   int schemaVersion_ = 0;
+  int busyTimeoutMs_ = kDefaultBusyTimeoutMs;
   mutable std::mutex mu_;
   detail::SqlitePtr db_; // declared before stmts_, so statements are finalized first
   std::unordered_map<std::string, detail::SqliteStmtPtr> stmts_;

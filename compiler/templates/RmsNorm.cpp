@@ -181,50 +181,66 @@ public:
                         int64_t minThreads) const {
     int64_t threads = std::max(colThreads, minThreads);
     TileConfig c;
-    c.set("vec", vec).set("threads", threads).set("rows", threads / colThreads).set("stream", 0);
+    c.set("vec", vec).set("threads", threads).set("rows", threads / colThreads);
     if (backward())
-      // One persistent program per multiprocessor, each prefetching its next
-      // rows, was the fastest on an H200 at 16384 x 4096 and x 8192 (bench/NOTES.md).
-      c.set("programs", assumedSMCount(spec.arch)).set("prefetch", 1);
+      c.set("programs", assumedSMCount(spec.arch)).set("prefetch", 1).set("stream", 0);
+    else
+      c.set("stream", 1);
     return c;
   }
 
+  /// Lanes per row so that each thread holds about `vectorsPerThread` vectors.
+  static int64_t lanesFor(const KernelSpec &spec, int64_t vec, int64_t vectorsPerThread,
+                          int64_t limit) {
+    int64_t vectors = (spec.cols + vec - 1) / vec;
+    int64_t lanes = int64_t(llvm::PowerOf2Ceil(
+        uint64_t((vectors + vectorsPerThread - 1) / vectorsPerThread)));
+    // Never more elements per thread than the limit allows.
+    while (lanes < 1024 && (vectors + lanes - 1) / lanes * vec > limit)
+      lanes *= 2;
+    return std::clamp<int64_t>(lanes, 1, 1024);
+  }
+
+  // Defaults from the sweeps on an H200 (bench/NOTES.md): the forward pass
+  // holds about four vectors per thread in blocks of at least 256 threads with
+  // streaming hints; the backward pass about two, in blocks of at least 512
+  // threads, one persistent program per multiprocessor, prefetching.
   TileConfig defaultConfig(const KernelSpec &spec) const override {
     int64_t vec = maxVec(spec);
-    int64_t vectors = (spec.cols + vec - 1) / vec;
-    // About two vectors per thread keeps a row's loads in flight at once
-    // while leaving registers for the block to be resident several times.
-    int64_t lanes = int64_t(llvm::PowerOf2Ceil(uint64_t((vectors + 1) / 2)));
-    lanes = std::clamp<int64_t>(lanes, 1, 1024);
-    TileConfig c = makeConfig(spec, vec, lanes, 128);
-    // Very long rows: more vectors per thread rather than a spilling kernel.
-    return c;
+    int64_t limit = backward() ? kMaxElemsPerThreadBwd : kMaxElemsPerThreadFwd;
+    int64_t lanes = lanesFor(spec, vec, backward() ? 2 : 4, limit);
+    return makeConfig(spec, vec, lanes, backward() ? 512 : 256);
   }
 
+  /// The space searched: around the default (a quarter to four times its
+  /// lanes), the two widest vector widths, three block sizes, and for the
+  /// backward pass one or two programs per multiprocessor, with and without
+  /// prefetch, with and without streaming hints.
   std::vector<TileConfig> configSpace(const KernelSpec &spec) const override {
     std::vector<TileConfig> candidates = {defaultConfig(spec)};
-    for (int64_t vec = maxVec(spec); vec >= 1; vec /= 2)
-      for (int64_t lanes = 1; lanes <= 1024; lanes *= 2) {
-        // A thread group much wider than the row only idles.
-        if (lanes > 1 && lanes * vec >= 2 * spec.cols)
+    int64_t limit = backward() ? kMaxElemsPerThreadBwd : kMaxElemsPerThreadFwd;
+    for (int64_t vec = maxVec(spec); vec >= std::max<int64_t>(1, maxVec(spec) / 2); vec /= 2) {
+      int64_t center = lanesFor(spec, vec, backward() ? 2 : 4, limit);
+      for (int64_t lanes : {center, center / 2, center * 2, center / 4, center * 4}) {
+        if (lanes < 1 || lanes > 1024)
           continue;
-        for (int64_t minThreads : {64, 128, 256, 512}) {
+        for (int64_t minThreads : {256, 512, 128}) {
           TileConfig c = makeConfig(spec, vec, lanes, minThreads);
           if (!backward()) {
-            for (int64_t stream : {0, 1})
+            for (int64_t stream : {1, 0})
               candidates.push_back(c.set("stream", stream));
             continue;
           }
-          for (int64_t perSM : {1, 2, 3, 4})
-            for (int64_t prefetch : {1, 0})
-              for (int64_t stream : {0, 1}) {
-                c.set("programs", perSM * assumedSMCount(spec.arch))
-                    .set("prefetch", prefetch)
-                    .set("stream", stream);
-                candidates.push_back(c);
-              }
+          for (auto [perSM, prefetch] : {std::pair{1, 1}, std::pair{2, 1}, std::pair{1, 0}})
+            for (int64_t stream : {0, 1}) {
+              c.set("programs", perSM * assumedSMCount(spec.arch))
+                  .set("prefetch", prefetch)
+                  .set("stream", stream);
+              candidates.push_back(c);
+            }
         }
       }
+    }
     // Valid configs only, each once, keeping the first (likeliest) occurrence.
     std::vector<TileConfig> out;
     for (auto &c : candidates) {

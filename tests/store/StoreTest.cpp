@@ -184,10 +184,9 @@ std::string dump(Store &s, const std::vector<std::string> &tuneKeys) {
   }
   for (const auto &tk : tuneKeys) {
     for (const auto &t : ok(s.timings(tk)))
-      out << "timing " << t.tuneKey << ' ' << t.config << ' ' << t.medianMs << ' ' << t.p20Ms
-          << ' ' << t.p80Ms << ' ' << t.reps << ' ' << t.gpu << ' ' << t.smCount << ' '
-          << t.driverVersion << ' ' << t.smClockMHz << ' ' << t.memClockMHz << ' ' << t.createdAt
-          << '\n';
+      out << "timing " << t.tuneKey << ' ' << t.config << ' ' << t.medianMs << ' ' << t.p20Ms << ' '
+          << t.p80Ms << ' ' << t.reps << ' ' << t.gpu << ' ' << t.smCount << ' ' << t.driverVersion
+          << ' ' << t.smClockMHz << ' ' << t.memClockMHz << ' ' << t.createdAt << '\n';
     for (const auto &f : ok(s.failures(tk)))
       out << "failure " << f.tuneKey << ' ' << f.config << ' ' << f.stage << ' ' << f.reason << ' '
           << f.createdAt << '\n';
@@ -459,9 +458,9 @@ TEST_F(StoreTest, CubinHashMismatchIsDeletedNeverReturned) {
 
   // Another process flips one byte of the blob (same length) and leaves the hash.
   rawSql(path, "UPDATE kernels SET cubin = CAST(substr(cubin, 1, 99) || x'00' || "
-               "substr(cubin, 101) AS BLOB) WHERE key = '" + bad.key + "'");
-  ASSERT_EQ(rawInt(path, "SELECT length(cubin) FROM kernels WHERE key = '" + bad.key + "'"),
-            20000);
+               "substr(cubin, 101) AS BLOB) WHERE key = '" +
+                   bad.key + "'");
+  ASSERT_EQ(rawInt(path, "SELECT length(cubin) FROM kernels WHERE key = '" + bad.key + "'"), 20000);
 
   auto problems = ok(store->verify());
   ASSERT_EQ(problems.size(), 1u);
@@ -862,15 +861,29 @@ TEST_F(StoreTest, ImportOfABadFileLeavesTheStoreUnchanged) {
 // Many processes
 //===----------------------------------------------------------------------===//
 
-pid_t spawn(const std::vector<std::string> &args) {
+/// Starts a child; when `out` is non-null it gets the read end of a pipe on the
+/// child's stdout.
+pid_t spawn(const std::vector<std::string> &args, int *out = nullptr) {
   std::vector<char *> argv;
   for (const auto &a : args)
     argv.push_back(const_cast<char *>(a.c_str()));
   argv.push_back(nullptr);
+  int fds[2] = {-1, -1};
+  if (out && pipe(fds) != 0)
+    return -1;
   pid_t pid = fork();
   if (pid == 0) {
+    if (out) {
+      dup2(fds[1], 1);
+      close(fds[0]);
+      close(fds[1]);
+    }
     execv(argv[0], argv.data());
     _exit(127);
+  }
+  if (out) {
+    close(fds[1]);
+    *out = fds[0];
   }
   return pid;
 }
@@ -908,8 +921,8 @@ TEST_F(StoreTest, EightWritersAndReadersLoseNothing) {
   for (int w = 0; w < kWriters; ++w) {
     for (int i = 0; i < kCount; ++i) {
       size_t n = 1000 + size_t(i * 337 + w * 71) % 8000;
-      std::string spec = "torture w=" + std::to_string(w) + " i=" + std::to_string(i) +
-                         " n=" + std::to_string(n);
+      std::string spec =
+          "torture w=" + std::to_string(w) + " i=" + std::to_string(i) + " n=" + std::to_string(n);
       std::string problem;
       auto k = ok(store->getKernel(sha256Hex(spec), &problem));
       ASSERT_TRUE(k.has_value()) << spec;
@@ -927,6 +940,27 @@ TEST_F(StoreTest, EightWritersAndReadersLoseNothing) {
   EXPECT_EQ(ok(store->list()).size(), size_t(kWriters * kCount + kWriters));
 }
 
+TEST_F(StoreTest, ProcessesCreatingOneStoreAtOnceAllSucceed) {
+  // Regression: a process that read user_version before another's migration
+  // committed and the table list after it took a healthy new store for a
+  // foreign one and moved it aside under the others; and the switch to WAL
+  // failed at once with "database is locked" while another process read.
+  constexpr int kRounds = 12, kProcs = 8;
+  for (int round = 0; round < kRounds; ++round) {
+    std::string path = file("race" + std::to_string(round) + ".db");
+    std::vector<pid_t> procs;
+    for (int p = 0; p < kProcs; ++p)
+      procs.push_back(spawn({kTorture, "open", path}));
+    for (pid_t p : procs)
+      EXPECT_EQ(waitExit(p), 0) << "round " << round << ": an opener failed (its error is above)";
+    EXPECT_TRUE(filesStartingWith(dir, "race" + std::to_string(round) + ".db.corrupt-").empty());
+    auto store = openStore(path);
+    ASSERT_TRUE(store);
+    EXPECT_EQ(ok(store->list()).size(), size_t(kProcs));
+    EXPECT_TRUE(ok(store->verify()).empty());
+  }
+}
+
 TEST_F(StoreTest, SigkillAtRandomPointsLeavesAConsistentFile) {
   constexpr int kTrials = 40;
   constexpr size_t kBytes = 1 << 20;
@@ -937,11 +971,21 @@ TEST_F(StoreTest, SigkillAtRandomPointsLeavesAConsistentFile) {
   size_t seen = 0;
   for (int trial = 0; trial < kTrials; ++trial) {
     SCOPED_TRACE("trial " + std::to_string(trial));
-    pid_t child = spawn({kTorture, "spin", path, std::to_string(kBytes)});
+    // Even trials count the delay from the writer's first commit, so the kill
+    // lands among large writes and checkpoints however slowly the child starts
+    // (a sanitizer build starts slowly); odd trials count it from the start,
+    // so it can also land in open(), the WAL switch or the migration.
+    int ready = -1;
+    pid_t child = spawn({kTorture, "spin", path, std::to_string(kBytes)}, &ready);
     ASSERT_GT(child, 0);
+    if (trial % 2 == 0) {
+      char byte = 0;
+      ASSERT_EQ(read(ready, &byte, 1), 1) << "the writer died before its first commit";
+    }
     std::this_thread::sleep_for(std::chrono::microseconds(rng() % 50000));
     ASSERT_EQ(kill(child, SIGKILL), 0);
     ASSERT_EQ(waitExit(child), 128 + SIGKILL) << "the writer ended before it was killed";
+    close(ready); // only now: closed earlier, the child's write could die of SIGPIPE
 
     std::string notice;
     auto store = openStore(path, &notice);

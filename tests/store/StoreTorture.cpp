@@ -8,8 +8,12 @@
 //   tilejit_store_torture read DB STOPFILE
 //       reads kernels back until STOPFILE exists, checking each byte; exits 1
 //       on any error, bad hash or wrong content.
+//   tilejit_store_torture open DB
+//       opens (perhaps creating) the store, stores one kernel and exits; exits 1
+//       on an error or a notice (a file set aside).
 //   tilejit_store_torture spin DB BYTES
-//       overwrites 16 kernel slots of BYTES each, forever, until killed.
+//       overwrites 16 kernel slots of BYTES each, forever, until killed; writes
+//       one byte to stdout after its first commit.
 //
 // A kernel's content is a function of its spec text (payload() below, the same
 // in the test), so a reader can tell a complete entry from a mixed one.
@@ -104,8 +108,8 @@ int writer(const std::string &path, int id, int count) {
   for (int i = 0; i < count; ++i) {
     // Sizes from 1 KB to 9 KB: some rows fit a page, most spill to overflow pages.
     size_t n = 1000 + size_t(i * 337 + id * 71) % 8000;
-    std::string spec = "torture w=" + std::to_string(id) + " i=" + std::to_string(i) +
-                       " n=" + std::to_string(n);
+    std::string spec =
+        "torture w=" + std::to_string(id) + " i=" + std::to_string(i) + " n=" + std::to_string(n);
     StoredKernel k = kernel(spec);
     std::string key = k.key;
     check(store->putKernel(std::move(k)));
@@ -174,6 +178,8 @@ int spin(const std::string &path, size_t bytes) {
     t.tuneKey = "spin";
     t.config = "iter=" + std::to_string(i);
     check(store->addTiming(t));
+    if (i == 0 && ::write(1, "r", 1) != 1)
+      die("cannot say it is ready");
   }
 }
 
@@ -185,9 +191,15 @@ int main(int argc, char **argv) {
     return writer(argv[2], std::atoi(argv[3]), std::atoi(argv[4]));
   if (mode == "read" && argc == 4)
     return reader(argv[2], argv[3]);
+  if (mode == "open" && argc == 3) {
+    auto store = openOrDie(argv[2]);
+    check(store->putKernel(kernel("open pid=" + std::to_string(getpid()) + " n=100")));
+    return 0;
+  }
   if (mode == "spin" && argc == 4)
     return spin(argv[2], std::strtoull(argv[3], nullptr, 10));
-  std::fprintf(stderr, "usage: %s write DB WRITER COUNT | read DB STOPFILE | spin DB BYTES\n",
+  std::fprintf(stderr,
+               "usage: %s write DB WRITER COUNT | read DB STOPFILE | open DB | spin DB BYTES\n",
                argv[0]);
   return 2;
 }

@@ -142,6 +142,12 @@ TEST(RmsNormTemplate, DefaultsAndSpacesAreValid) {
       EXPECT_EQ(space.front(), t.defaultConfig(s)) << "the default comes first";
       for (auto &c : space)
         EXPECT_EQ(errorOf(t.checkConfig(s, c)), "") << s.canonical() << " " << c.canonical();
+      if (cols == 4096 || cols == 8192) {
+        // Wide enough to tune, small enough to tune in seconds.
+        EXPECT_GE(space.size(), 24u) << s.canonical();
+        EXPECT_LE(space.size(), 100u) << s.canonical();
+        std::printf("%s: %zu configs\n", s.canonical().c_str(), space.size());
+      }
     }
 }
 
