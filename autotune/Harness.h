@@ -18,18 +18,20 @@ class OpHarness {
 public:
   virtual ~OpHarness() = default;
   /// Allocates inputs filled with random values drawn from `seed`, outputs,
-  /// and the reference for `spec` (rows = spec.rows).
+  /// and the reference for `spec`. Kernels whose sizes are launch-time values
+  /// may be checked on a smaller problem than they are timed on.
   virtual llvm::Error prepare(const KernelSpec &spec, uint64_t seed) = 0;
   /// Prepares a candidate: e.g. the scratch memory its config needs.
   virtual llvm::Error bind(const LoadedKernel &kernel) = 0;
-  /// Launches the candidate once on `stream`.
-  virtual llvm::Error run(const LoadedKernel &kernel, CUstream stream) = 0;
+  /// Launches the candidate once on `stream`: on the problem that is checked
+  /// (`check`), or on the full problem that is timed.
+  virtual llvm::Error run(const LoadedKernel &kernel, CUstream stream, bool check = true) = 0;
   /// Fills every output with NaN (0xFF bytes), so unwritten elements show.
   virtual llvm::Error poison(CUstream stream) = 0;
   /// Compares the outputs (after a synchronized run) with the reference:
   /// success, or an error naming the output and its error.
   virtual llvm::Error verify() = 0;
-  /// Bytes one run must move through device memory (for reports).
+  /// Bytes one timed run must move through device memory (for reports).
   virtual double bytesMoved() const = 0;
 };
 

@@ -220,7 +220,7 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
     llvm::Error checked = [&]() -> llvm::Error {
       if (auto e = harness->bind(**kernel)) return e;
       if (auto e = harness->poison(stream)) return e;
-      if (auto e = harness->run(**kernel, stream)) return e;
+      if (auto e = harness->run(**kernel, stream, /*check=*/true)) return e;
       TJ_CU_CHECK(*drv, cuStreamSynchronize(stream));
       return llvm::Error::success();
     }();
@@ -238,7 +238,7 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
     for (int s = 0; s < opt.reps + 3; ++s) {
       TJ_CU_CHECK(*drv, cuEventRecord(a, stream));
       for (int r = 0; r < inner; ++r)
-        if (auto e = harness->run(**kernel, stream)) return e;
+        if (auto e = harness->run(**kernel, stream, /*check=*/false)) return e;
       TJ_CU_CHECK(*drv, cuEventRecord(b, stream));
       TJ_CU_CHECK(*drv, cuEventSynchronize(b));
       float t = 0;

@@ -235,10 +235,12 @@ std::string joined(const std::vector<std::string> &rows, size_t limit) {
 /// build. `readOnly` opens it for import.
 llvm::Expected<Inspection> inspect(const std::string &path, bool readOnly, int busyMs) {
   Inspection in;
-  auto header = readHeader(path);
-  if (!header)
-    return header.takeError();
-  in.header = *header;
+  if (path != ":memory:") {
+    auto header = readHeader(path);
+    if (!header)
+      return header.takeError();
+    in.header = *header;
+  }
   const FileHeader &h = in.header;
   if (readOnly && !h.exists)
     return fail("tilejit store " + path + ": no such file");

@@ -176,7 +176,6 @@ public:
 
 private:
   class Statement;
-  class Transaction;
 
   Store(std::string path, detail::SqlitePtr db);
   llvm::Error configure();

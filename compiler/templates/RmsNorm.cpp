@@ -10,9 +10,10 @@
 //
 // Tunables: threads (block size), rows (tile rows = rows of threads), vec
 // (elements per vector access), stream (streaming cache hints on the
-// activations); backward also programs (persistent blocks,
-// which is also the number of dw partial rows) and prefetch (load the next
-// rows while computing the current ones).
+// activations), programs (forward: 0 for one program per tile, else a
+// persistent grid that prefetches; backward: persistent blocks, which is also
+// the number of dw partial rows) and, backward, prefetch (load
+// the next rows while computing the current ones).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/templates/Template.h"
@@ -185,7 +186,7 @@ public:
     if (backward())
       c.set("programs", assumedSMCount(spec.arch)).set("prefetch", 1).set("stream", 0);
     else
-      c.set("stream", 1);
+      c.set("stream", 1).set("programs", 0);
     return c;
   }
 
@@ -227,8 +228,10 @@ public:
         for (int64_t minThreads : {256, 512, 128}) {
           TileConfig c = makeConfig(spec, vec, lanes, minThreads);
           if (!backward()) {
-            for (int64_t stream : {1, 0})
-              candidates.push_back(c.set("stream", stream));
+            for (int64_t perSM : {0, 4})
+              for (int64_t stream : {1, 0})
+                candidates.push_back(
+                    c.set("stream", stream).set("programs", perSM * assumedSMCount(spec.arch)));
             continue;
           }
           for (auto [perSM, prefetch] : {std::pair{1, 1}, std::pair{2, 1}, std::pair{1, 0}})
@@ -258,11 +261,12 @@ public:
     for (const char *name : {"vec", "threads", "rows", "stream"})
       if (!cfg.has(name))
         return configError(llvm::Twine("config lacks '") + name + "'");
-    if (backward() && (!cfg.has("programs") || !cfg.has("prefetch")))
-      return configError("config lacks 'programs' or 'prefetch'");
+    if (!cfg.has("programs") || (backward() && !cfg.has("prefetch")))
+      return configError(backward() ? "config lacks 'programs' or 'prefetch'"
+                                    : "config lacks 'programs'");
     for (auto &[k, v] : cfg.values)
-      if (k != "vec" && k != "threads" && k != "rows" && k != "stream" &&
-          !(backward() && (k == "programs" || k == "prefetch")))
+      if (k != "vec" && k != "threads" && k != "rows" && k != "stream" && k != "programs" &&
+          !(backward() && k == "prefetch"))
         return configError("unknown config parameter '" + k + "' for " +
                            std::string(opName(op_)));
     Shape s = shapeOf(spec, cfg);
@@ -290,6 +294,9 @@ public:
       return configError("each thread would hold " + llvm::Twine(s.elems) +
                          " elements of a row (limit " + llvm::Twine(limit) +
                          "); use more threads per row or a smaller vec");
+    if (!backward() && (cfg.get("programs") < 0 || cfg.get("programs") > 65535))
+      return configError("programs must be 0 (one per tile) or in [1, 65535], got " +
+                         llvm::Twine(cfg.get("programs")));
     if (backward()) {
       int64_t p = cfg.get("programs");
       if (p < 1 || p > 65535)
@@ -348,8 +355,14 @@ private:
     int64_t dyn = ShapedType::kDynamic, n = spec.cols;
     SmallVector<Type> args = {MemRefType::get({dyn, n}, xT), MemRefType::get({n}, wT),
                               MemRefType::get({dyn, n}, xT), MemRefType::get({dyn}, f32), f32};
-    // grid = ceil(rows / tile rows)
-    AffineMap grid = AffineMap::get(0, 1, getAffineSymbolExpr(0, &ctx).ceilDiv(s.rowThreads));
+    // programs = 0: one program per tile, grid = ceil(rows / tile rows).
+    // programs = P: persistent, grid = min(ceil(rows / tile rows), P), each
+    // program looping over its tiles and loading the next while computing.
+    int64_t programs = cfg.get("programs");
+    AffineExpr tiles = getAffineSymbolExpr(0, &ctx).ceilDiv(s.rowThreads);
+    AffineMap grid = programs > 0
+                         ? AffineMap::get(0, 1, {tiles, getAffineConstantExpr(programs, &ctx)}, &ctx)
+                         : AffineMap::get(0, 1, tiles);
     auto kernel = makeKernel(b, loc, baseName(spec), args, s.threads, grid, {0, 0},
                              configAttr(ctx, cfg));
     Block &body = kernel.getBody().front();
@@ -359,20 +372,42 @@ private:
 
     TileBuilder tb{b, loc, tt::BlockedLayoutAttr::get(&ctx, s.vec, s.rowThreads, s.colThreads),
                    s.rowThreads, n};
-    Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
-    Value row0 = arith::MulIOp::create(b, loc, pid, tb.index(s.rowThreads));
-    Value c0 = tb.index(0);
-
     bool stream = cfg.get("stream") != 0;
-    Value xt = tb.load(tb.tile(xT), x, ValueRange{row0, c0}, stream);
-    Value xf = tb.widen(xt);
-    Value ss = tb.rowSum(tb.mul(xf, xf));
-    Value meanSq = tb.mul(ss, tb.splat(tb.f32(1.0 / double(n)), tb.rowsTile()));
-    Value rstd = math::RsqrtOp::create(b, loc, tb.add(meanSq, tb.splat(eps, tb.rowsTile())));
-    tb.store(rstd, rstdOut, ValueRange{row0});
-    Value g = tb.gamma(w, wT, spec.zeroCenteredGamma);
-    Value yf = tb.mul(tb.mul(xf, tb.broadcast(rstd)), tb.broadcast(g));
-    tb.store(tb.narrow(yf, xT), y, ValueRange{row0, c0}, stream);
+    Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
+    Value c0 = tb.index(0);
+    Value tileRows = tb.index(s.rowThreads);
+    Value g = tb.broadcast(tb.gamma(w, wT, spec.zeroCenteredGamma));
+    Value invN = tb.splat(tb.f32(1.0 / double(n)), tb.rowsTile());
+    Value epsTile = tb.splat(eps, tb.rowsTile());
+    auto loadX = [&](Value t) {
+      Value row0 = arith::MulIOp::create(b, loc, t, tileRows);
+      return tb.load(tb.tile(xT), x, ValueRange{row0, c0}, stream);
+    };
+    auto compute = [&](Value t, Value xt) {
+      Value row0 = arith::MulIOp::create(b, loc, t, tileRows);
+      Value xf = tb.widen(xt);
+      Value meanSq = tb.mul(tb.rowSum(tb.mul(xf, xf)), invN);
+      Value rstd = math::RsqrtOp::create(b, loc, tb.add(meanSq, epsTile));
+      tb.store(rstd, rstdOut, ValueRange{row0});
+      Value yf = tb.mul(tb.mul(xf, tb.broadcast(rstd)), g);
+      tb.store(tb.narrow(yf, xT), y, ValueRange{row0, c0}, stream);
+    };
+    if (programs == 0) {
+      compute(pid, loadX(pid));
+    } else {
+      Value nprog = tt::NumProgramsOp::create(b, loc, tt::Dim::x);
+      Value rows = memref::DimOp::create(b, loc, x, 0);
+      Value ntiles = arith::DivUIOp::create(
+          b, loc, arith::AddIOp::create(b, loc, rows, tb.index(s.rowThreads - 1)), tileRows);
+      auto loop = scf::ForOp::create(b, loc, pid, ntiles, nprog, ValueRange{loadX(pid)});
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value t = loop.getInductionVar();
+      Value next = loadX(arith::AddIOp::create(b, loc, t, nprog));
+      compute(t, loop.getRegionIterArgs()[0]);
+      scf::YieldOp::create(b, loc, ValueRange{next});
+    }
+    b.setInsertionPointToEnd(&body);
     tt::ReturnOp::create(b, loc);
     b.setInsertionPointAfter(kernel);
   }

@@ -97,7 +97,7 @@ TEST(Compiler, NvrtcErrorCarriesTheLog) {
   ASSERT_TRUE(bool(r));
   // A bad config is refused before any IR is built, naming the parameter.
   TileConfig bad;
-  bad.set("vec", 8).set("threads", 100).set("rows", 1).set("stream", 0);
+  bad.set("vec", 8).set("threads", 100).set("rows", 1).set("stream", 0).set("programs", 0);
   auto b = compileKernel(spec(OpKind::RmsNormFwd, 64), bad);
   ASSERT_FALSE(bool(b));
   EXPECT_NE(llvm::toString(b.takeError()).find("threads must be a multiple of 32"),

@@ -116,16 +116,16 @@ TEST(RmsNormTemplate, ConfigChecksNameTheProblem) {
   auto check = [&](const char *cfg) {
     return errorOf(t.checkConfig(s, *TileConfig::parse(cfg)));
   };
-  EXPECT_EQ(check("vec=8 threads=256 rows=1 stream=0"), "");
-  EXPECT_NE(check("vec=3 threads=256 rows=1 stream=0").find("vec must be"), std::string::npos);
-  EXPECT_NE(check("vec=8 threads=250 rows=1 stream=0").find("multiple of 32"), std::string::npos);
-  EXPECT_NE(check("vec=8 threads=256 rows=3 stream=0").find("must divide"), std::string::npos);
-  EXPECT_NE(check("vec=1 threads=32 rows=1 stream=0").find("each thread would hold"), std::string::npos);
+  EXPECT_EQ(check("vec=8 threads=256 rows=1 stream=0 programs=0"), "");
+  EXPECT_NE(check("vec=3 threads=256 rows=1 stream=0 programs=0").find("vec must be"), std::string::npos);
+  EXPECT_NE(check("vec=8 threads=250 rows=1 stream=0 programs=0").find("multiple of 32"), std::string::npos);
+  EXPECT_NE(check("vec=8 threads=256 rows=3 stream=0 programs=0").find("must divide"), std::string::npos);
+  EXPECT_NE(check("vec=1 threads=32 rows=1 stream=0 programs=0").find("each thread would hold"), std::string::npos);
   EXPECT_NE(check("vec=8 threads=256").find("lacks 'rows'"), std::string::npos);
-  EXPECT_NE(check("vec=8 threads=256 rows=1 stream=0 bogus=2").find("unknown config parameter 'bogus'"),
+  EXPECT_NE(check("vec=8 threads=256 rows=1 stream=0 programs=0 bogus=2").find("unknown config parameter 'bogus'"),
             std::string::npos);
   s.align = 4;
-  EXPECT_NE(check("vec=8 threads=256 rows=1 stream=0").find("aligned"), std::string::npos);
+  EXPECT_NE(check("vec=8 threads=256 rows=1 stream=0 programs=0").find("aligned"), std::string::npos);
 }
 
 TEST(RmsNormTemplate, DefaultsAndSpacesAreValid) {
