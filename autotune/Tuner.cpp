@@ -16,6 +16,7 @@
 #include "compiler/Nvrtc.h"
 #include "compiler/templates/Template.h"
 #include "runtime/CudaDriver.h"
+#include "runtime/DeviceBuffer.h"
 #include "runtime/Store.h"
 
 namespace tilejit {
@@ -155,6 +156,18 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
                                             : std::max(1u, std::thread::hardware_concurrency());
   threads = std::min<unsigned>(threads, std::max<size_t>(toMeasure.size(), 1));
   std::vector<std::thread> workers;
+  // Every way out of this function (errors included) stops and joins the
+  // compile workers first.
+  struct JoinOnExit {
+    std::atomic<bool> &stop;
+    std::vector<std::thread> &workers;
+    ~JoinOnExit() {
+      stop = true;
+      for (auto &w : workers)
+        if (w.joinable())
+          w.join();
+    }
+  } joinOnExit{stop, workers};
   for (unsigned w = 0; w < threads && !toMeasure.empty(); ++w)
     workers.emplace_back([&] {
       for (;;) {
@@ -171,10 +184,18 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
 
   CUstream stream = nullptr;
   CUevent a = nullptr, b = nullptr;
+  // Written before every timed sample so that no candidate finds its inputs
+  // in L2 (60 MB on an H200) left by the one before: the timings are of cold
+  // caches, as in training, and do not depend on the order of measurement.
+  DeviceBuffer flush;
   if (!toMeasure.empty()) {
     TJ_CU_CHECK(*drv, cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     TJ_CU_CHECK(*drv, cuEventCreate(&a, 0));
     TJ_CU_CHECK(*drv, cuEventCreate(&b, 0));
+    auto buf = DeviceBuffer::allocate(size_t(128) << 20);
+    if (!buf)
+      return buf.takeError();
+    flush = std::move(*buf);
   }
   auto recordFailure = [&](CandidateResult &c, const char *stage, const std::string &why) {
     c.status = stage;
@@ -236,6 +257,8 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
     std::vector<double> ms;
     int inner = 1;
     for (int s = 0; s < opt.reps + 3; ++s) {
+      if (auto e = flush.fill(uint8_t(s), stream))
+        return e;
       TJ_CU_CHECK(*drv, cuEventRecord(a, stream));
       for (int r = 0; r < inner; ++r)
         if (auto e = harness->run(**kernel, stream, /*check=*/false)) return e;
@@ -271,7 +294,8 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
   }
   stop = true;
   for (auto &w : workers)
-    w.join();
+    if (w.joinable())
+      w.join();
   if (stream) {
     drv->cuEventDestroy_v2(a);
     drv->cuEventDestroy_v2(b);

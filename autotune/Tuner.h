@@ -26,7 +26,7 @@ struct TuneOptions {
   int maxConfigs = 0;       // 0: the whole space
   int compileThreads = 0;   // 0: all cores
   int reps = 30;            // timed samples per candidate
-  double noise = 0.015;     // candidates within this fraction of the best tie
+  double noise = 0.03;      // candidates within this fraction of the best tie
   uint64_t seed = 0;        // 0: fresh random inputs
   /// Called after each candidate: (done, total, best ms so far, seconds left estimate).
   std::function<void(int, int, double, double)> progress;
