@@ -25,23 +25,11 @@ llvm::Error fail(const llvm::Twine &msg) {
 }
 
 float load(const std::vector<unsigned char> &b, DType t, size_t i) {
-  if (t == DType::F32) {
-    float f;
-    std::memcpy(&f, &b[i * 4], 4);
-    return f;
-  }
-  uint16_t h;
-  std::memcpy(&h, &b[i * 2], 2);
-  return t == DType::BF16 ? bf16ToFloat(h) : f16ToFloat(h);
+  return loadElement(b.data(), t, i);
 }
 
 void store(std::vector<unsigned char> &b, DType t, size_t i, float v) {
-  if (t == DType::F32) {
-    std::memcpy(&b[i * 4], &v, 4);
-    return;
-  }
-  uint16_t h = t == DType::BF16 ? floatToBf16(v) : floatToF16(v);
-  std::memcpy(&b[i * 2], &h, 2);
+  storeElement(b.data(), t, i, v);
 }
 
 double tolerance(DType t) { return t == DType::BF16 ? 1e-2 : t == DType::F16 ? 2e-3 : 1e-5; }

@@ -75,14 +75,8 @@ template <class F> std::vector<double> timeIt(const CudaDriver &d, CUstream s, i
 void randomFill(DeviceBuffer &b, DType t, size_t count, std::mt19937_64 &rng, float mean) {
   std::normal_distribution<float> dist(mean, 1.0f);
   std::vector<unsigned char> host(count * dtypeBytes(t));
-  for (size_t i = 0; i < count; ++i) {
-    float v = dist(rng);
-    if (t == DType::F32) std::memcpy(&host[i * 4], &v, 4);
-    else {
-      uint16_t h = t == DType::BF16 ? floatToBf16(v) : floatToF16(v);
-      std::memcpy(&host[i * 2], &h, 2);
-    }
-  }
+  for (size_t i = 0; i < count; ++i)
+    storeElement(host.data(), t, i, dist(rng));
   must(b.upload(host.data(), host.size()));
 }
 

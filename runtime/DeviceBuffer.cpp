@@ -136,4 +136,24 @@ float f16ToFloat(uint16_t h) {
   return f;
 }
 
+float loadElement(const unsigned char *bytes, DType t, size_t i) {
+  if (t == DType::F32) {
+    float f;
+    std::memcpy(&f, bytes + i * 4, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, bytes + i * 2, 2);
+  return t == DType::BF16 ? bf16ToFloat(h) : f16ToFloat(h);
+}
+
+void storeElement(unsigned char *bytes, DType t, size_t i, float v) {
+  if (t == DType::F32) {
+    std::memcpy(bytes + i * 4, &v, 4);
+    return;
+  }
+  uint16_t h = t == DType::BF16 ? floatToBf16(v) : floatToF16(v);
+  std::memcpy(bytes + i * 2, &h, 2);
+}
+
 } // namespace tilejit

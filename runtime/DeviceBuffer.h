@@ -9,6 +9,7 @@
 #include <cuda.h>
 #include <vector>
 
+#include "compiler/KernelSpec.h"
 #include "runtime/CudaDriver.h"
 
 namespace tilejit {
@@ -45,5 +46,8 @@ uint16_t floatToBf16(float f);
 float bf16ToFloat(uint16_t b);
 uint16_t floatToF16(float f);
 float f16ToFloat(uint16_t h);
+/// Element `i` of a host array of `t`, as float; and the inverse.
+float loadElement(const unsigned char *bytes, DType t, size_t i);
+void storeElement(unsigned char *bytes, DType t, size_t i, float v);
 
 } // namespace tilejit

@@ -17,34 +17,33 @@ llvm::Error checkShape(int64_t rows, int64_t cols) {
 }
 } // namespace
 
-KernelSpec rmsNormSpec(const RmsNormForward &a, const std::string &arch) {
+/// The spec of either pass: the alignment is what the addresses and the row
+/// length actually allow, so a misaligned tensor gets a narrower kernel.
+static KernelSpec specOf(OpKind op, DType dtype, DType wdtype, int64_t rows, int64_t cols,
+                         bool zcg, std::initializer_list<uint64_t> rowOperands,
+                         std::initializer_list<uint64_t> weightOperands,
+                         const std::string &arch) {
   KernelSpec s;
-  s.op = OpKind::RmsNormFwd;
-  s.dtype = a.dtype;
-  s.wdtype = a.wdtype;
-  s.rows = std::max<int64_t>(a.rows, 1);
-  s.cols = a.cols;
-  s.zeroCenteredGamma = a.zeroCenteredGamma;
+  s.op = op;
+  s.dtype = dtype;
+  s.wdtype = wdtype;
+  s.rows = std::max<int64_t>(rows, 1);
+  s.cols = cols;
+  s.zeroCenteredGamma = zcg;
   s.arch = arch;
-  int64_t rowBytes = a.cols * dtypeBytes(a.dtype);
-  s.align = std::min(alignmentOf({a.x, a.y}, rowBytes), alignmentOf({a.w}, 16));
-  s.align = std::max(s.align, 1);
+  int64_t rowBytes = cols * dtypeBytes(dtype);
+  s.align = std::max(1, std::min(alignmentOf(rowOperands, rowBytes), alignmentOf(weightOperands, 16)));
   return s;
 }
 
+KernelSpec rmsNormSpec(const RmsNormForward &a, const std::string &arch) {
+  return specOf(OpKind::RmsNormFwd, a.dtype, a.wdtype, a.rows, a.cols, a.zeroCenteredGamma,
+                {a.x, a.y}, {a.w}, arch);
+}
+
 KernelSpec rmsNormSpec(const RmsNormBackward &a, const std::string &arch) {
-  KernelSpec s;
-  s.op = OpKind::RmsNormBwd;
-  s.dtype = a.dtype;
-  s.wdtype = a.wdtype;
-  s.rows = std::max<int64_t>(a.rows, 1);
-  s.cols = a.cols;
-  s.zeroCenteredGamma = a.zeroCenteredGamma;
-  s.arch = arch;
-  int64_t rowBytes = a.cols * dtypeBytes(a.dtype);
-  s.align = std::min(alignmentOf({a.x, a.dy, a.dx}, rowBytes), alignmentOf({a.w, a.dw}, 16));
-  s.align = std::max(s.align, 1);
-  return s;
+  return specOf(OpKind::RmsNormBwd, a.dtype, a.wdtype, a.rows, a.cols, a.zeroCenteredGamma,
+                {a.x, a.dy, a.dx}, {a.w, a.dw}, arch);
 }
 
 llvm::Error rmsNormForward(KernelCache &cache, const RmsNormForward &a, CUstream stream,

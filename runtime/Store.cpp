@@ -1,7 +1,8 @@
 //===- Store.cpp - the SQLite tuning store ----------------------------------===//
 #include "runtime/Store.h"
 
-#include <openssl/evp.h>
+#include "compiler/Sha256.h"
+
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -99,11 +100,7 @@ int64_t now() {
 }
 
 std::string sha256Hex(const void *data, size_t size) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (!EVP_Digest(data, size, md, &len, EVP_sha256(), nullptr))
-    return "";
-  return llvm::toHex(llvm::ArrayRef<uint8_t>(md, len), /*LowerCase=*/true);
+  return tilejit::sha256Hex(std::string_view(static_cast<const char *>(data), size));
 }
 
 bool isKernelKey(const std::string &key) {
@@ -825,9 +822,10 @@ llvm::Expected<std::vector<Timing>> Store::timings(const std::string &tuneKey) {
   }
 }
 
-llvm::Expected<bool> Store::hasTiming(const std::string &tuneKey, const std::string &config) {
+llvm::Expected<bool> Store::exists(const char *sql, const std::string &tuneKey,
+                                   const std::string &config) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto st = statement("SELECT EXISTS (SELECT 1 FROM timings WHERE tune_key = ?1 AND config = ?2)");
+  auto st = statement(sql);
   if (!st)
     return st.takeError();
   st->bind(1, tuneKey).bind(2, config);
@@ -835,6 +833,11 @@ llvm::Expected<bool> Store::hasTiming(const std::string &tuneKey, const std::str
   if (!row)
     return row.takeError();
   return *row && st->int64(0) != 0;
+}
+
+llvm::Expected<bool> Store::hasTiming(const std::string &tuneKey, const std::string &config) {
+  return exists("SELECT EXISTS (SELECT 1 FROM timings WHERE tune_key = ?1 AND config = ?2)",
+                tuneKey, config);
 }
 
 llvm::Error Store::setWinner(const Winner &w) {
@@ -937,15 +940,8 @@ llvm::Expected<std::vector<Failure>> Store::failures(const std::string &tuneKey)
 }
 
 llvm::Expected<bool> Store::isKnownBad(const std::string &tuneKey, const std::string &config) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto st = statement("SELECT EXISTS (SELECT 1 FROM failures WHERE tune_key = ?1 AND config = ?2)");
-  if (!st)
-    return st.takeError();
-  st->bind(1, tuneKey).bind(2, config);
-  auto row = st->step();
-  if (!row)
-    return row.takeError();
-  return *row && st->int64(0) != 0;
+  return exists("SELECT EXISTS (SELECT 1 FROM failures WHERE tune_key = ?1 AND config = ?2)",
+                tuneKey, config);
 }
 
 //===----------------------------------------------------------------------===//

@@ -183,6 +183,9 @@ private:
   /// The cached prepared statement for `sql` (prepared on first use; reset and
   /// cleared when the returned object goes away). Callers hold mu_.
   llvm::Expected<Statement> statement(const char *sql);
+  /// Whether the cached query `sql` (SELECT EXISTS with ?1, ?2) holds.
+  llvm::Expected<bool> exists(const char *sql, const std::string &tuneKey,
+                              const std::string &config);
   /// Runs one cached statement to completion.
   llvm::Error exec(const char *sql);
   /// Runs `body` inside BEGIN IMMEDIATE ... COMMIT (ROLLBACK when it fails).

@@ -19,24 +19,8 @@ struct HostTensor {
 
   HostTensor(DType t, size_t n) : type(t), count(n), bytes(n * dtypeBytes(t)) {}
 
-  float get(size_t i) const {
-    if (type == DType::F32) {
-      float f;
-      std::memcpy(&f, &bytes[i * 4], 4);
-      return f;
-    }
-    uint16_t h;
-    std::memcpy(&h, &bytes[i * 2], 2);
-    return type == DType::BF16 ? bf16ToFloat(h) : f16ToFloat(h);
-  }
-  void set(size_t i, float v) {
-    if (type == DType::F32) {
-      std::memcpy(&bytes[i * 4], &v, 4);
-      return;
-    }
-    uint16_t h = type == DType::BF16 ? floatToBf16(v) : floatToF16(v);
-    std::memcpy(&bytes[i * 2], &h, 2);
-  }
+  float get(size_t i) const { return loadElement(bytes.data(), type, i); }
+  void set(size_t i, float v) { storeElement(bytes.data(), type, i, v); }
   void randomNormal(std::mt19937_64 &rng, float mean, float stddev) {
     std::normal_distribution<float> d(mean, stddev);
     for (size_t i = 0; i < count; ++i)

@@ -6,9 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Store.h"
+#include "tests/store/StorePayload.h"
 
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
@@ -29,36 +29,8 @@ using namespace tilejit;
 namespace fs = std::filesystem;
 
 namespace {
+using tilejit::testing::payload;
 
-std::string sha256Hex(const std::string &s) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(s.data(), s.size(), md, &len, EVP_sha256(), nullptr);
-  static const char *hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < len; ++i) {
-    out += hex[md[i] >> 4];
-    out += hex[md[i] & 15];
-  }
-  return out;
-}
-
-/// The same content function as tilejit_store_torture's.
-std::vector<char> payload(const std::string &seed, size_t n) {
-  uint64_t x = 1469598103934665603ull;
-  for (char c : seed) {
-    x ^= uint8_t(c);
-    x *= 1099511628211ull;
-  }
-  std::vector<char> v(n);
-  for (size_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    v[i] = char(x);
-  }
-  return v;
-}
 
 StoredKernel makeKernel(const std::string &name, size_t bytes = 4096, int64_t createdAt = 0) {
   StoredKernel k;
