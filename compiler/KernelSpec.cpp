@@ -151,6 +151,29 @@ llvm::Error KernelSpec::validate() const {
   return llvm::Error::success();
 }
 
+uint64_t KernelSpec::hash() const {
+  // FNV-1a over the fields, then the arch text.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(uint64_t(op));
+  mix(uint64_t(dtype));
+  mix(uint64_t(wdtype));
+  mix(uint64_t(rows));
+  mix(uint64_t(cols));
+  mix(uint64_t(zeroCenteredGamma));
+  mix(uint64_t(align));
+  for (char c : arch) {
+    h ^= uint8_t(c);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
 int64_t TileConfig::get(const std::string &name) const {
   auto it = values.find(name);
   return it == values.end() ? 0 : it->second;

@@ -47,9 +47,13 @@ struct KernelSpec {
   /// Checks the spec describes a kernel tilejit can build.
   llvm::Error validate() const;
 
+  /// Field by field; no allocation (the engine's hot path uses these two).
   bool operator==(const KernelSpec &o) const {
-    return canonical() == o.canonical();
+    return op == o.op && dtype == o.dtype && wdtype == o.wdtype && rows == o.rows &&
+           cols == o.cols && zeroCenteredGamma == o.zeroCenteredGamma && align == o.align &&
+           arch == o.arch;
   }
+  uint64_t hash() const;
 };
 
 /// Tunable parameters, by name. Canonical text: sorted `name=value` pairs.

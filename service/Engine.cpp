@@ -51,13 +51,19 @@ std::string Engine::lastSource() const {
   return lastSource_;
 }
 
+const LoadedKernel *Engine::findLoaded(const KernelSpec &spec) const {
+  auto [begin, end] = loaded_.equal_range(spec.hash());
+  for (auto it = begin; it != end; ++it)
+    if (it->second.spec == spec)
+      return it->second.kernel.get();
+  return nullptr;
+}
+
 llvm::Expected<const LoadedKernel &> Engine::get(const KernelSpec &spec, void *stream) {
-  std::string mapKey = spec.canonical(/*withRuntimeSizes=*/true);
   {
     std::shared_lock lock(mu_);
-    auto it = loaded_.find(mapKey);
-    if (it != loaded_.end())
-      return *it->second;
+    if (const LoadedKernel *k = findLoaded(spec))
+      return *k;
   }
   if (stream) {
     auto drv = CudaDriver::get();
@@ -74,14 +80,14 @@ llvm::Expected<const LoadedKernel &> Engine::get(const KernelSpec &spec, void *s
   std::lock_guard<std::mutex> missLock(missMu_);
   {
     std::shared_lock lock(mu_);
-    auto it = loaded_.find(mapKey);
-    if (it != loaded_.end())
-      return *it->second;
+    if (const LoadedKernel *k = findLoaded(spec))
+      return *k;
   }
-  return miss(spec, mapKey);
+  return miss(spec);
 }
 
-llvm::Expected<TileConfig> Engine::chooseConfig(const KernelSpec &spec) {
+llvm::Expected<TileConfig> Engine::chooseConfig(const KernelSpec &spec, bool &tuned) {
+  tuned = false;
   if (store_) {
     auto w = store_->winner(tuneKey(spec));
     if (!w)
@@ -98,24 +104,21 @@ llvm::Expected<TileConfig> Engine::chooseConfig(const KernelSpec &spec) {
     auto r = tune(spec, store_.get(), options_.tune);
     if (!r)
       return r.takeError();
-    lastSource_ = "tuned";
+    tuned = true;
     return r->winner;
   }
   return getTemplate(spec.op).defaultConfig(spec);
 }
 
-llvm::Expected<const LoadedKernel &> Engine::miss(const KernelSpec &spec,
-                                                  const std::string &mapKey) {
+llvm::Expected<const LoadedKernel &> Engine::miss(const KernelSpec &spec) {
   if (spec.arch != arch_)
     return err("spec is for " + spec.arch + " but device " + std::to_string(options_.device) +
                " is " + arch_);
-  std::string source = "compiled";
-  lastSource_.clear();
-  auto config = chooseConfig(spec);
+  bool tuned = false;
+  auto config = chooseConfig(spec, tuned);
   if (!config)
     return config.takeError();
-  if (lastSource_ == "tuned")
-    source = "tuned";
+  std::string source = tuned ? "tuned" : "compiled";
   std::string key = kernelKey(spec, *config);
 
   std::unique_ptr<LoadedKernel> kernel;
@@ -173,9 +176,9 @@ llvm::Expected<const LoadedKernel &> Engine::miss(const KernelSpec &spec,
   }
   std::unique_lock lock(mu_);
   lastSource_ = source;
-  auto &slot = loaded_[mapKey];
-  slot = std::move(kernel);
-  return *slot;
+  const LoadedKernel &result = *kernel;
+  loaded_.emplace(spec.hash(), Loaded{spec, std::move(kernel)});
+  return result;
 }
 
 } // namespace tilejit

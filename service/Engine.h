@@ -53,8 +53,12 @@ public:
 
 private:
   Engine() = default;
-  llvm::Expected<const LoadedKernel &> miss(const KernelSpec &spec, const std::string &mapKey);
-  llvm::Expected<TileConfig> chooseConfig(const KernelSpec &spec);
+  llvm::Expected<const LoadedKernel &> miss(const KernelSpec &spec);
+  /// The loaded kernel for `spec`, or null. Callers hold mu_.
+  const LoadedKernel *findLoaded(const KernelSpec &spec) const;
+  /// The config for `spec`: the stored winner, else tuned (policy), else the
+  /// default. `tuned` tells whether it was tuned now.
+  llvm::Expected<TileConfig> chooseConfig(const KernelSpec &spec, bool &tuned);
 
   EngineOptions options_;
   std::string arch_;
@@ -62,7 +66,12 @@ private:
   std::unique_ptr<Store> store_;
   mutable std::shared_mutex mu_;
   std::mutex missMu_;
-  std::unordered_map<std::string, std::unique_ptr<LoadedKernel>> loaded_;
+  struct Loaded {
+    KernelSpec spec;
+    std::unique_ptr<LoadedKernel> kernel;
+  };
+  /// By KernelSpec::hash(); a hit compares the spec field by field.
+  std::unordered_multimap<uint64_t, Loaded> loaded_;
   std::string lastSource_;
 };
 
