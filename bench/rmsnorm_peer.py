@@ -10,19 +10,22 @@ import torch
 import torch.nn.functional as F
 
 
-def median_ms(fn, reps, warmup=10):
-    for _ in range(warmup):
-        fn(0)
+def median_ms(fn, reps, warmup=10, inner=10):
+    """Median ms per call over samples of `inner` calls enqueued back to back,
+    as rmsnorm_bench times tilejit."""
+    for i in range(warmup):
+        fn(i)
     torch.cuda.synchronize()
     start = torch.cuda.Event(enable_timing=True)
     end = torch.cuda.Event(enable_timing=True)
     times = []
     for i in range(reps):
         start.record()
-        fn(i)
+        for j in range(inner):
+            fn(i * inner + j)
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end))
+        times.append(start.elapsed_time(end) / inner)
     times.sort()
     return times[len(times) // 2]
 
