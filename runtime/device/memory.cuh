@@ -140,7 +140,7 @@ TJ_DEVICE const T *leading(const View<T, R> &v, const Index<R> &at, bool &ok) {
 template <class T> TJ_DEVICE T pad_value(float pad) { return from_float<T>(pad); }
 
 /// Whether chunk k of a row of COLS columns is whole for every lane.
-template <int VEC, int TC, int64_t COLS> constexpr bool fullChunk(int k) {
+template <int VEC, int TC, int64_t COLS> TJ_DEVICE constexpr bool fullChunk(int k) {
   return COLS >= 0 && int64_t(k + 1) * TC * VEC <= COLS;
 }
 
