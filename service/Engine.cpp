@@ -20,7 +20,14 @@ llvm::Expected<EngineOptions> EngineOptions::fromEnvironment() {
     std::string v = t;
     if (v == "off") o.policy = TunePolicy::Off;
     else if (v == "on-miss") o.policy = TunePolicy::OnMiss;
-    else return err("TILEJIT_TUNE='" + v + "' is not one of off, on-miss");
+    else if (v == "background") o.policy = TunePolicy::Background;
+    else return err("TILEJIT_TUNE='" + v + "' is not one of off, on-miss, background");
+  }
+  if (const char *d = std::getenv("TILEJIT_DETERMINISTIC"); d && *d) {
+    std::string v = d;
+    if (v != "0" && v != "1")
+      return err("TILEJIT_DETERMINISTIC='" + v + "' is not 0 or 1");
+    o.deterministic = v == "1";
   }
   if (const char *d = std::getenv("TILEJIT_CACHE_DIR"); d && *d)
     o.dbPath = std::string(d) + "/tilejit.db";
@@ -44,6 +51,55 @@ llvm::Expected<std::unique_ptr<Engine>> Engine::create(EngineOptions options) {
     e->store_ = std::move(*store);
   }
   return e;
+}
+
+Engine::~Engine() { llvm::consumeError(waitForBackground()); }
+
+llvm::Error Engine::waitForBackground() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(missMu_);
+    threads.swap(background_);
+  }
+  for (auto &t : threads)
+    t.join();
+  std::unique_lock lock(mu_);
+  if (backgroundError_.empty())
+    return llvm::Error::success();
+  return err(std::exchange(backgroundError_, std::string()));
+}
+
+void Engine::tuneInBackground(const KernelSpec &spec) {
+  // Called with missMu_ held.
+  background_.emplace_back([this, spec] {
+    auto fail = [&](llvm::Error e) {
+      std::unique_lock lock(mu_);
+      if (backgroundError_.empty())
+        backgroundError_ = "background tuning of " + spec.canonical() + ": " +
+                           llvm::toString(std::move(e));
+      else
+        llvm::consumeError(std::move(e));
+    };
+    if (auto ctx = useDevice(options_.device); !ctx)
+      return fail(ctx.takeError());
+    auto r = tune(spec, store_.get(), options_.tune);
+    if (!r)
+      return fail(r.takeError());
+    std::lock_guard<std::mutex> missLock(missMu_);
+    std::string source;
+    auto kernel = obtain(spec, r->winner, source);
+    if (!kernel)
+      return fail(kernel.takeError());
+    std::unique_lock lock(mu_);
+    auto [begin, end] = loaded_.equal_range(spec.hash());
+    for (auto it = begin; it != end; ++it)
+      if (it->second.spec == spec) {
+        retired_.push_back(std::move(it->second.kernel));
+        it->second.kernel = std::move(*kernel);
+        lastSource_ = "background-tuned";
+        return;
+      }
+  });
 }
 
 std::string Engine::lastSource() const {
@@ -100,7 +156,9 @@ llvm::Expected<TileConfig> Engine::chooseConfig(const KernelSpec &spec, bool &tu
         llvm::consumeError(cfg.takeError());
     }
   }
-  if (options_.policy == TunePolicy::OnMiss && !options_.deterministic) {
+  if (options_.policy == TunePolicy::Background && !options_.deterministic) {
+    tuneInBackground(spec);
+  } else if (options_.policy == TunePolicy::OnMiss && !options_.deterministic) {
     auto r = tune(spec, store_.get(), options_.tune);
     if (!r)
       return r.takeError();
@@ -119,7 +177,19 @@ llvm::Expected<const LoadedKernel &> Engine::miss(const KernelSpec &spec) {
   if (!config)
     return config.takeError();
   std::string source = tuned ? "tuned" : "compiled";
-  std::string key = kernelKey(spec, *config);
+  auto kernel = obtain(spec, *config, source);
+  if (!kernel)
+    return kernel.takeError();
+  std::unique_lock lock(mu_);
+  lastSource_ = source;
+  const LoadedKernel &result = **kernel;
+  loaded_.emplace(spec.hash(), Loaded{spec, std::move(*kernel)});
+  return result;
+}
+
+llvm::Expected<std::unique_ptr<LoadedKernel>>
+Engine::obtain(const KernelSpec &spec, const TileConfig &config, std::string &source) {
+  std::string key = kernelKey(spec, config);
 
   std::unique_ptr<LoadedKernel> kernel;
   if (store_) {
@@ -134,7 +204,7 @@ llvm::Expected<const LoadedKernel &> Engine::miss(const KernelSpec &spec) {
       if (entries) {
         CompiledKernel c;
         c.spec = spec;
-        c.config = *config;
+        c.config = config;
         c.key = key;
         c.cubin = std::move((*stored)->cubin);
         c.entries = std::move(*entries);
@@ -152,7 +222,7 @@ llvm::Expected<const LoadedKernel &> Engine::miss(const KernelSpec &spec) {
     }
   }
   if (!kernel) {
-    auto compiled = compileKernel(spec, *config);
+    auto compiled = compileKernel(spec, config);
     if (!compiled)
       return compiled.takeError();
     auto loaded = LoadedKernel::load(*compiled);
@@ -163,7 +233,7 @@ llvm::Expected<const LoadedKernel &> Engine::miss(const KernelSpec &spec) {
       StoredKernel sk;
       sk.key = key;
       sk.spec = spec.canonical(false);
-      sk.config = config->canonical();
+      sk.config = config.canonical();
       sk.arch = spec.arch;
       sk.toolchain = toolchainId(spec);
       sk.cubin = compiled->cubin;
@@ -174,11 +244,7 @@ llvm::Expected<const LoadedKernel &> Engine::miss(const KernelSpec &spec) {
         return e;
     }
   }
-  std::unique_lock lock(mu_);
-  lastSource_ = source;
-  const LoadedKernel &result = *kernel;
-  loaded_.emplace(spec.hash(), Loaded{spec, std::move(kernel)});
-  return result;
+  return kernel;
 }
 
 } // namespace tilejit

@@ -13,7 +13,9 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "autotune/Tuner.h"
 #include "runtime/LoadedKernel.h"
@@ -21,7 +23,11 @@
 
 namespace tilejit {
 
-enum class TunePolicy { Off, OnMiss };
+/// What a miss without a stored winner does: use the template's default
+/// (Off), tune before the first launch (OnMiss), or launch the default now and
+/// tune on a background thread, switching to the winner when it is known
+/// (Background; its timings share the GPU with the caller's work).
+enum class TunePolicy { Off, OnMiss, Background };
 
 struct EngineOptions {
   std::string dbPath;          // "" : no persistent store
@@ -30,22 +36,27 @@ struct EngineOptions {
   TuneOptions tune;
   int device = 0;
 
-  /// Reads TILEJIT_TUNE (off | on-miss) and TILEJIT_CACHE_DIR once.
+  /// Reads TILEJIT_TUNE (off | on-miss | background), TILEJIT_DETERMINISTIC
+  /// (1: never tune) and TILEJIT_CACHE_DIR once.
   static llvm::Expected<EngineOptions> fromEnvironment();
 };
 
 class Engine {
 public:
   static llvm::Expected<std::unique_ptr<Engine>> create(EngineOptions options);
+  ~Engine();
 
   /// The kernel for `spec`. `stream` is the caller's CUstream (may be null);
   /// while it is capturing a CUDA graph nothing is compiled, tuned or read
   /// from disk: a kernel not already loaded is an error then.
   llvm::Expected<const LoadedKernel &> get(const KernelSpec &spec, void *stream = nullptr);
 
-  /// Where the kernel for `spec` came from on the last get(): "memory",
-  /// "store", "tuned", "compiled".
+  /// Where the kernel came from on the last miss: "store", "tuned",
+  /// "compiled", or "background-tuned" when a background tuning replaced it.
   std::string lastSource() const;
+  /// Waits for background tunings started so far; returns the first error
+  /// any of them met (they never stop the caller's work).
+  llvm::Error waitForBackground();
   const std::string &arch() const { return arch_; }
   Store *store() { return store_.get(); }
   /// One line, set when the store file was found corrupt and moved aside.
@@ -54,6 +65,12 @@ public:
 private:
   Engine() = default;
   llvm::Expected<const LoadedKernel &> miss(const KernelSpec &spec);
+  /// Loads the kernel for (spec, config) from the store or compiles it (and
+  /// records it).
+  llvm::Expected<std::unique_ptr<LoadedKernel>> obtain(const KernelSpec &spec,
+                                                       const TileConfig &config,
+                                                       std::string &source);
+  void tuneInBackground(const KernelSpec &spec);
   /// The loaded kernel for `spec`, or null. Callers hold mu_.
   const LoadedKernel *findLoaded(const KernelSpec &spec) const;
   /// The config for `spec`: the stored winner, else tuned (policy), else the
@@ -72,7 +89,11 @@ private:
   };
   /// By KernelSpec::hash(); a hit compares the spec field by field.
   std::unordered_multimap<uint64_t, Loaded> loaded_;
+  /// Kernels replaced by a background winner: callers may still hold them.
+  std::vector<std::unique_ptr<LoadedKernel>> retired_;
   std::string lastSource_;
+  std::vector<std::thread> background_;
+  std::string backgroundError_;
 };
 
 } // namespace tilejit

@@ -116,6 +116,31 @@ TEST_F(GpuTuner, EngineLoadsFromMemoryStoreOrCompiler) {
   }
 }
 
+TEST_F(GpuTuner, BackgroundTuningSwitchesToTheWinner) {
+  std::string dir = tempDir();
+  EngineOptions o;
+  o.dbPath = dir + "/bg.db";
+  o.policy = TunePolicy::Background;
+  o.tune.maxConfigs = 12;
+  auto engine = Engine::create(o);
+  ASSERT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
+  KernelSpec s = spec(OpKind::RmsNormFwd, 4096, 2048);
+  auto first = (*engine)->get(s);
+  ASSERT_TRUE(bool(first)) << llvm::toString(first.takeError());
+  EXPECT_EQ((*engine)->lastSource(), "compiled") << "the default serves at once";
+  auto waited = (*engine)->waitForBackground();
+  ASSERT_FALSE(bool(waited)) << llvm::toString(std::move(waited));
+  EXPECT_EQ((*engine)->lastSource(), "background-tuned");
+  auto after = (*engine)->get(s);
+  ASSERT_TRUE(bool(after));
+  auto w = (*engine)->store()->winner(tuneKey(s));
+  ASSERT_TRUE(w && *w);
+  EXPECT_EQ(after->key(), kernelKey(s, *TileConfig::parse((*w)->config)))
+      << "after tuning, get() returns the winner's kernel";
+  // The kernel handed out first stays valid for whoever still holds it.
+  EXPECT_GT(first->numEntries(), 0u);
+}
+
 TEST_F(GpuTuner, NothingIsCompiledDuringGraphCapture) {
   EngineOptions o;
   auto engine = Engine::create(o);
