@@ -152,8 +152,12 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
   std::deque<Compiled> done;
   std::atomic<size_t> next{0};
   std::atomic<bool> stop{false};
+  // One core stays free for the thread that launches and times candidates:
+  // a timing thread starved by compiles leaves the GPU idle between launches
+  // of short kernels and inflates their times.
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   unsigned threads = opt.compileThreads > 0 ? unsigned(opt.compileThreads)
-                                            : std::max(1u, std::thread::hardware_concurrency());
+                                            : std::max(1u, cores - 1);
   threads = std::min<unsigned>(threads, std::max<size_t>(toMeasure.size(), 1));
   std::vector<std::thread> workers;
   // Every way out of this function (errors included) stops and joins the
@@ -253,7 +257,7 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
       recordFailure(c, "verify", llvm::toString(std::move(e)));
       continue;
     }
-    // Time: launches per sample so a sample lasts at least ~100 us.
+    // Time: launches per sample so a sample lasts at least ~200 us.
     std::vector<double> ms;
     int inner = 1;
     for (int s = 0; s < opt.reps + 3; ++s) {
@@ -267,7 +271,7 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
       float t = 0;
       TJ_CU_CHECK(*drv, cuEventElapsedTime_v2(&t, a, b));
       if (s == 0) {
-        inner = std::clamp(int(0.1 / std::max(t, 1e-4f)), 1, 1000);
+        inner = std::clamp(int(0.2 / std::max(t, 1e-4f)), 1, 1000);
         continue;
       }
       if (s < 3) continue; // warm-up

@@ -24,7 +24,7 @@ class Store;
 struct TuneOptions {
   double budgetSeconds = 0; // 0: no limit
   int maxConfigs = 0;       // 0: the whole space
-  int compileThreads = 0;   // 0: all cores
+  int compileThreads = 0;   // 0: all cores but one
   int reps = 30;            // timed samples per candidate
   double noise = 0.03;      // candidates within this fraction of the best tie
   uint64_t seed = 0;        // 0: fresh random inputs
