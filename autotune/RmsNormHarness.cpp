@@ -140,16 +140,23 @@ public:
     return llvm::Error::success();
   }
 
-  /// Fills `dst` with copies of the first `bytes` of `src`.
+  /// Fills `dst` with copies of the first `bytes` of `src`, on a stream of
+  /// its own (no device-wide synchronization: the caller's work goes on).
   static llvm::Error tile(DeviceBuffer &dst, const DeviceBuffer &src, size_t bytes) {
     auto drv = CudaDriver::get();
     if (!drv)
       return drv.takeError();
-    for (size_t off = 0; off < dst.bytes(); off += bytes) {
-      size_t n = std::min(bytes, dst.bytes() - off);
-      TJ_CU_CHECK(*drv, cuMemcpyDtoDAsync_v2(dst.ptr() + off, src.ptr(), n, nullptr));
-    }
-    TJ_CU_CHECK(*drv, cuCtxSynchronize());
+    CUstream s = nullptr;
+    TJ_CU_CHECK(*drv, cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUresult r = CUDA_SUCCESS;
+    for (size_t off = 0; off < dst.bytes() && r == CUDA_SUCCESS; off += bytes)
+      r = drv->cuMemcpyDtoDAsync_v2(dst.ptr() + off, src.ptr(),
+                                    std::min(bytes, dst.bytes() - off), s);
+    if (r == CUDA_SUCCESS)
+      r = drv->cuStreamSynchronize(s);
+    drv->cuStreamDestroy_v2(s);
+    if (r != CUDA_SUCCESS)
+      return drv->error(r, "copying the timed inputs");
     return llvm::Error::success();
   }
 

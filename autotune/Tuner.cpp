@@ -88,10 +88,16 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
   auto t0 = std::chrono::steady_clock::now();
   if (auto e = spec.validate())
     return e;
+  if (opt.reps < 1)
+    return err("tuning needs at least one timed sample per config (reps = " +
+               std::to_string(opt.reps) + ")");
   auto drv = CudaDriver::get();
   if (!drv)
     return drv.takeError();
-  auto dev = queryDevice(0);
+  auto scope = ScopedDevice::enter(opt.device);
+  if (!scope)
+    return scope.takeError();
+  auto dev = queryDevice(opt.device);
   if (!dev)
     return dev.takeError();
   if (dev->arch() != spec.arch)
@@ -123,7 +129,11 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
   if (store) {
     auto stored = store->timings(result.tuneKey);
     if (!stored) return stored.takeError();
-    for (const Timing &t : *stored)
+    for (const Timing &t : *stored) {
+      // Timings from another GPU model (an H100 and an H200 share sm_90a)
+      // are not this GPU's.
+      if (t.gpu != dev->name || t.smCount != dev->smCount)
+        continue;
       for (size_t k = 0; k < toMeasure.size(); ++k) {
         CandidateResult &c = result.candidates[toMeasure[k]];
         if (c.config.canonical() == t.config && c.status.empty()) {
@@ -135,6 +145,7 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
           ++result.reused;
         }
       }
+    }
     toMeasure.erase(std::remove_if(toMeasure.begin(), toMeasure.end(),
                                    [&](size_t i) { return result.candidates[i].status == "stored"; }),
                     toMeasure.end());
@@ -176,10 +187,13 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
     workers.emplace_back([&] {
       for (;;) {
         size_t k = next.fetch_add(1);
-        if (k >= toMeasure.size() || stop.load())
+        if (k >= toMeasure.size())
           return;
         size_t i = toMeasure[k];
-        auto kernel = compileKernel(spec, space[i]);
+        // Past the budget every claimed config is still reported, so the
+        // consumer below sees exactly one item per config.
+        auto kernel = stop.load() ? llvm::Expected<CompiledKernel>(err("over budget"))
+                                  : compileKernel(spec, space[i]);
         std::lock_guard<std::mutex> lock(mu);
         done.push_back({i, std::move(kernel)});
         ready.notify_one();
@@ -188,6 +202,16 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
 
   CUstream stream = nullptr;
   CUevent a = nullptr, b = nullptr;
+  struct ReleaseOnExit {
+    const CudaDriver &drv;
+    CUstream &stream;
+    CUevent &a, &b;
+    ~ReleaseOnExit() {
+      if (a) drv.cuEventDestroy_v2(a);
+      if (b) drv.cuEventDestroy_v2(b);
+      if (stream) drv.cuStreamDestroy_v2(stream);
+    }
+  } releaseOnExit{*drv, stream, a, b};
   // Written before every timed sample so that no candidate finds its inputs
   // in L2 (60 MB on an H200) left by the one before: the timings are of cold
   // caches, as in training, and do not depend on the order of measurement.
@@ -204,9 +228,21 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
   auto recordFailure = [&](CandidateResult &c, const char *stage, const std::string &why) {
     c.status = stage;
     c.detail = why;
-    if (store)
+    // Out of memory is the machine's state, not the config's: not remembered.
+    bool transient = why.find("CUDA_ERROR_OUT_OF_MEMORY") != std::string::npos;
+    if (store && !transient)
       if (auto e = store->addFailure({result.tuneKey, c.config.canonical(), stage, why, 0}))
         llvm::consumeError(std::move(e));
+  };
+  // After a launch-stage error: a fault poisons the context, and then every
+  // later candidate would fail for it. Such an error ends the tuning without
+  // recording the rest as bad.
+  auto contextBroken = [&](const CandidateResult &c) -> llvm::Error {
+    CUresult r = drv->cuCtxSynchronize();
+    if (r == CUDA_SUCCESS)
+      return llvm::Error::success();
+    return drv->error(r, "the GPU context after candidate [" + c.config.canonical() + "] (" +
+                             c.detail + ")");
   };
 
   std::vector<std::unique_ptr<LoadedKernel>> loaded(space.size());
@@ -223,19 +259,23 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
     }
     CandidateResult &c = result.candidates[item.index];
     bool overBudget = opt.budgetSeconds > 0 && secondsSince(t0) > opt.budgetSeconds;
-    if (!item.kernel) {
-      recordFailure(c, "compile", llvm::toString(item.kernel.takeError()));
-      continue;
-    }
-    if (overBudget) {
+    if (overBudget || stop.load()) {
       stop = true;
       c.status = "budget";
+      if (!item.kernel)
+        llvm::consumeError(item.kernel.takeError());
+      continue;
+    }
+    if (!item.kernel) {
+      recordFailure(c, "compile", llvm::toString(item.kernel.takeError()));
       continue;
     }
     auto tl = std::chrono::steady_clock::now();
     auto kernel = LoadedKernel::load(*item.kernel);
     if (!kernel) {
       recordFailure(c, "launch", llvm::toString(kernel.takeError()));
+      if (auto e = contextBroken(c))
+        return e;
       continue;
     }
     c.registers = (*kernel)->entry(0).registers;
@@ -251,31 +291,45 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
     }();
     if (checked) {
       recordFailure(c, "launch", llvm::toString(std::move(checked)));
+      if (auto e = contextBroken(c))
+        return e;
       continue;
     }
     if (auto e = harness->verify()) {
       recordFailure(c, "verify", llvm::toString(std::move(e)));
       continue;
     }
-    // Time: launches per sample so a sample lasts at least ~200 us.
+    // Time: launches per sample so a sample lasts at least ~200 us. An error
+    // here (the full problem may fail where the checked one ran) is the
+    // candidate's: recorded, and the next one is measured.
     std::vector<double> ms;
-    int inner = 1;
-    for (int s = 0; s < opt.reps + 3; ++s) {
-      if (auto e = flush.fill(uint8_t(s), stream))
-        return e;
-      TJ_CU_CHECK(*drv, cuEventRecord(a, stream));
-      for (int r = 0; r < inner; ++r)
-        if (auto e = harness->run(**kernel, stream, /*check=*/false)) return e;
-      TJ_CU_CHECK(*drv, cuEventRecord(b, stream));
-      TJ_CU_CHECK(*drv, cuEventSynchronize(b));
-      float t = 0;
-      TJ_CU_CHECK(*drv, cuEventElapsedTime_v2(&t, a, b));
-      if (s == 0) {
-        inner = std::clamp(int(0.2 / std::max(t, 1e-4f)), 1, 1000);
-        continue;
+    llvm::Error timed = [&]() -> llvm::Error {
+      int inner = 1;
+      for (int s = 0; s < opt.reps + 3; ++s) {
+        if (auto e = flush.fill(uint8_t(s), stream))
+          return e;
+        TJ_CU_CHECK(*drv, cuEventRecord(a, stream));
+        for (int r = 0; r < inner; ++r)
+          if (auto e = harness->run(**kernel, stream, /*check=*/false))
+            return e;
+        TJ_CU_CHECK(*drv, cuEventRecord(b, stream));
+        TJ_CU_CHECK(*drv, cuEventSynchronize(b));
+        float t = 0;
+        TJ_CU_CHECK(*drv, cuEventElapsedTime_v2(&t, a, b));
+        if (s == 0) {
+          inner = std::clamp(int(0.2 / std::max(t, 1e-4f)), 1, 1000);
+          continue;
+        }
+        if (s < 3) continue; // warm-up
+        ms.push_back(double(t) / inner);
       }
-      if (s < 3) continue; // warm-up
-      ms.push_back(double(t) / inner);
+      return llvm::Error::success();
+    }();
+    if (timed) {
+      recordFailure(c, "launch", llvm::toString(std::move(timed)));
+      if (auto e = contextBroken(c))
+        return e;
+      continue;
     }
     summarize(ms, c);
     c.status = "ok";
@@ -300,11 +354,6 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
   for (auto &w : workers)
     if (w.joinable())
       w.join();
-  if (stream) {
-    drv->cuEventDestroy_v2(a);
-    drv->cuEventDestroy_v2(b);
-    drv->cuStreamDestroy_v2(stream);
-  }
   result.compileSeconds = secondsSince(t0);
 
   int win = chooseWinner(result.candidates, opt.noise, &result.reason);

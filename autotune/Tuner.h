@@ -28,6 +28,7 @@ struct TuneOptions {
   int reps = 30;            // timed samples per candidate
   double noise = 0.03;      // candidates within this fraction of the best tie
   uint64_t seed = 0;        // 0: fresh random inputs
+  int device = 0;           // the GPU to tune on (made current only while tuning)
   /// Called after each candidate: (done, total, best ms so far, seconds left estimate).
   std::function<void(int, int, double, double)> progress;
 };

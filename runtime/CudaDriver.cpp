@@ -92,6 +92,29 @@ llvm::Expected<CUcontext> useDevice(int ordinal) {
   return primary;
 }
 
+llvm::Expected<ScopedDevice> ScopedDevice::enter(int ordinal) {
+  auto drv = CudaDriver::get();
+  if (!drv)
+    return drv.takeError();
+  ScopedDevice scope;
+  TJ_CU_CHECK(*drv, cuCtxGetCurrent(&scope.previous_));
+  auto ctx = useDevice(ordinal);
+  if (!ctx)
+    return ctx.takeError();
+  scope.active_ = true;
+  return scope;
+}
+
+ScopedDevice::~ScopedDevice() {
+  // A thread that had no context keeps the device's: it will launch there.
+  if (!active_ || !previous_)
+    return;
+  if (auto drv = CudaDriver::get())
+    drv->cuCtxSetCurrent(previous_);
+  else
+    llvm::consumeError(drv.takeError());
+}
+
 std::string DeviceInfo::arch() const {
   std::string a = "sm_" + std::to_string(ccMajor) + std::to_string(ccMinor);
   if (ccMajor == 9 && ccMinor == 0)

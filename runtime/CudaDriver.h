@@ -38,6 +38,23 @@ struct CudaDriver {
 /// The primary context of device `ordinal`, made current on this thread.
 llvm::Expected<CUcontext> useDevice(int ordinal = 0);
 
+/// Makes device `ordinal`'s primary context current for a scope and restores
+/// the caller's context after (a thread that had none keeps the device's).
+class ScopedDevice {
+public:
+  static llvm::Expected<ScopedDevice> enter(int ordinal);
+  ScopedDevice(ScopedDevice &&o) noexcept : previous_(o.previous_), active_(o.active_) {
+    o.active_ = false;
+  }
+  ScopedDevice(const ScopedDevice &) = delete;
+  ~ScopedDevice();
+
+private:
+  ScopedDevice() = default;
+  CUcontext previous_ = nullptr;
+  bool active_ = false;
+};
+
 struct DeviceInfo {
   std::string name;
   int ordinal = 0;

@@ -44,6 +44,7 @@ llvm::Expected<std::unique_ptr<Engine>> Engine::create(EngineOptions options) {
   if (!dev)
     return dev.takeError();
   e->arch_ = dev->arch();
+  e->options_.tune.device = e->options_.device;
   if (!e->options_.dbPath.empty()) {
     auto store = Store::open(e->options_.dbPath, &e->notice_);
     if (!store)
@@ -72,6 +73,14 @@ llvm::Error Engine::waitForBackground() {
 void Engine::tuneInBackground(const KernelSpec &spec) {
   // Called with missMu_ held.
   background_.emplace_back([this, spec] {
+    // This thread's driver calls must not break a graph the caller captures
+    // meanwhile (PyTorch captures in global mode).
+    if (auto drv = CudaDriver::get()) {
+      CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+      drv->cuThreadExchangeStreamCaptureMode(&mode);
+    } else {
+      llvm::consumeError(drv.takeError());
+    }
     auto fail = [&](llvm::Error e) {
       std::unique_lock lock(mu_);
       if (backgroundError_.empty())
@@ -95,7 +104,7 @@ void Engine::tuneInBackground(const KernelSpec &spec) {
     for (auto it = begin; it != end; ++it)
       if (it->second.spec == spec) {
         retired_.push_back(std::move(it->second.kernel));
-        it->second.kernel = std::move(*kernel);
+        it->second.kernel = *kernel;
         lastSource_ = "background-tuned";
         return;
       }
@@ -172,6 +181,11 @@ llvm::Expected<const LoadedKernel &> Engine::miss(const KernelSpec &spec) {
   if (spec.arch != arch_)
     return err("spec is for " + spec.arch + " but device " + std::to_string(options_.device) +
                " is " + arch_);
+  // Compile, load and tune on the engine's device, whatever the caller's
+  // thread had current; the caller's context comes back after.
+  auto scope = ScopedDevice::enter(options_.device);
+  if (!scope)
+    return scope.takeError();
   bool tuned = false;
   auto config = chooseConfig(spec, tuned);
   if (!config)
@@ -183,15 +197,24 @@ llvm::Expected<const LoadedKernel &> Engine::miss(const KernelSpec &spec) {
   std::unique_lock lock(mu_);
   lastSource_ = source;
   const LoadedKernel &result = **kernel;
-  loaded_.emplace(spec.hash(), Loaded{spec, std::move(*kernel)});
+  loaded_.emplace(spec.hash(), Loaded{spec, *kernel});
   return result;
 }
 
-llvm::Expected<std::unique_ptr<LoadedKernel>>
+llvm::Expected<std::shared_ptr<LoadedKernel>>
 Engine::obtain(const KernelSpec &spec, const TileConfig &config, std::string &source) {
   std::string key = kernelKey(spec, config);
+  {
+    std::shared_lock lock(mu_);
+    auto it = byKey_.find(key);
+    if (it != byKey_.end()) {
+      if (source == "compiled")
+        source = "memory";
+      return it->second;
+    }
+  }
 
-  std::unique_ptr<LoadedKernel> kernel;
+  std::shared_ptr<LoadedKernel> kernel;
   if (store_) {
     std::string problem;
     auto stored = store_->getKernel(key, &problem);
@@ -240,10 +263,16 @@ Engine::obtain(const KernelSpec &spec, const TileConfig &config, std::string &so
       sk.ptx = compiled->ptx;
       sk.launch = entriesToJson(compiled->entries);
       sk.workspaceBytes = compiled->workspaceBytes;
+      // The kernel is good whether or not it could be recorded (a read-only
+      // or full disk, a lock held too long): say so and serve it.
       if (auto e = store_->putKernel(std::move(sk)))
-        return e;
+        std::fprintf(stderr, "tilejit: could not record kernel %s in %s: %s\n",
+                     key.substr(0, 16).c_str(), store_->path().c_str(),
+                     llvm::toString(std::move(e)).c_str());
     }
   }
+  std::unique_lock lock(mu_);
+  byKey_.emplace(key, kernel);
   return kernel;
 }
 

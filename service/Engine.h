@@ -67,7 +67,7 @@ private:
   llvm::Expected<const LoadedKernel &> miss(const KernelSpec &spec);
   /// Loads the kernel for (spec, config) from the store or compiles it (and
   /// records it).
-  llvm::Expected<std::unique_ptr<LoadedKernel>> obtain(const KernelSpec &spec,
+  llvm::Expected<std::shared_ptr<LoadedKernel>> obtain(const KernelSpec &spec,
                                                        const TileConfig &config,
                                                        std::string &source);
   void tuneInBackground(const KernelSpec &spec);
@@ -85,12 +85,15 @@ private:
   std::mutex missMu_;
   struct Loaded {
     KernelSpec spec;
-    std::unique_ptr<LoadedKernel> kernel;
+    std::shared_ptr<LoadedKernel> kernel;
   };
-  /// By KernelSpec::hash(); a hit compares the spec field by field.
+  /// By KernelSpec::hash(); a hit compares the spec field by field. Specs
+  /// that differ only in launch-time sizes (rows) share one module through
+  /// byKey_.
   std::unordered_multimap<uint64_t, Loaded> loaded_;
+  std::unordered_map<std::string, std::shared_ptr<LoadedKernel>> byKey_;
   /// Kernels replaced by a background winner: callers may still hold them.
-  std::vector<std::unique_ptr<LoadedKernel>> retired_;
+  std::vector<std::shared_ptr<LoadedKernel>> retired_;
   std::string lastSource_;
   std::vector<std::thread> background_;
   std::string backgroundError_;

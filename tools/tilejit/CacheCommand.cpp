@@ -17,7 +17,9 @@ struct CacheArgs {
 std::string when(int64_t t) {
   char buf[32];
   std::time_t tt = std::time_t(t);
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", std::gmtime(&tt));
+  std::tm *tm = std::gmtime(&tt);
+  if (!tm || !std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", tm))
+    return "t=" + std::to_string(t);
   return buf;
 }
 
@@ -40,8 +42,7 @@ int64_t parseAge(const std::string &s) {
   }
 }
 
-llvm::Expected<std::unique_ptr<Store>> open(const CacheArgs &a) {
-  std::string notice;
+llvm::Expected<std::unique_ptr<Store>> open(const CacheArgs &a, std::string &notice) {
   auto store = Store::open(a.db.empty() ? defaultCachePath() : a.db, &notice);
   if (store && !notice.empty())
     std::fprintf(stderr, "tilejit: %s\n", notice.c_str());
@@ -51,10 +52,15 @@ llvm::Expected<std::unique_ptr<Store>> open(const CacheArgs &a) {
 int run(const std::string &verb, const CacheArgs &a) {
   if (verb == "prune" && parseAge(a.olderThan) < 0)
     return fail("--older-than '" + a.olderThan + "' is not an age like 30d, 12h, 45m or 90s");
-  auto store = open(a);
+  std::string notice;
+  auto store = open(a, notice);
   if (!store)
     return fail(llvm::toString(store.takeError()));
   Store &s = **store;
+  // The file was corrupt and has been replaced by an empty store: verifying
+  // or exporting that would report success on a cache that was lost.
+  if (!notice.empty() && (verb == "verify" || verb == "export"))
+    return fail("the cache was corrupt and has been moved aside; nothing to " + verb);
   if (verb == "ls") {
     auto rows = s.list();
     if (!rows)
