@@ -172,9 +172,11 @@ public:
   int64_t maxVec(const KernelSpec &spec) const {
     int bytes = dtypeBytes(spec.dtype);
     int64_t v = std::min<int64_t>(16 / bytes, std::max(spec.align / bytes, 1));
-    // The weight is read with the same vector width.
+    // The weight is read with the same vector width: its accesses must be
+    // aligned too (spec.align covers the weight's address as well).
     int wbytes = dtypeBytes(spec.wdtype);
-    while (v > 1 && v * wbytes > 16) v /= 2;
+    while (v > 1 && (v * wbytes > 16 || v * wbytes > spec.align))
+      v /= 2;
     return v;
   }
 

@@ -151,4 +151,22 @@ TEST(RmsNormTemplate, DefaultsAndSpacesAreValid) {
     }
 }
 
+// A bf16 activation with an f32 weight: the weight's vector accesses are
+// twice as wide and must fit the alignment too (regression: an 8-byte-aligned
+// f32 weight was read 16 bytes at a time).
+TEST(RmsNormTemplate, WeightAccessesFitTheAlignment) {
+  for (OpKind op : {OpKind::RmsNormFwd, OpKind::RmsNormBwd})
+    for (int align : {4, 8, 16}) {
+      KernelSpec s;
+      s.op = op;
+      s.cols = 4096;
+      s.dtype = DType::BF16;
+      s.wdtype = DType::F32;
+      s.align = align;
+      const KernelTemplate &t = getTemplate(op);
+      for (auto &c : t.configSpace(s))
+        EXPECT_LE(c.get("vec") * 4, std::max(align, 4)) << s.canonical() << " " << c.canonical();
+    }
+}
+
 } // namespace
