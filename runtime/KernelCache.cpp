@@ -57,10 +57,7 @@ llvm::Expected<const LoadedKernel &> KernelCache::get(const KernelSpec &spec,
       return *it->second;
   }
   misses_.fetch_add(1, std::memory_order_relaxed);
-  auto compiled = compileKernel(spec, config);
-  if (!compiled)
-    return compiled.takeError();
-  auto loaded = LoadedKernel::load(*compiled);
+  auto loaded = LoadedKernel::compileAndLoad(spec, config);
   if (!loaded)
     return loaded.takeError();
   std::unique_lock lock(mu_);

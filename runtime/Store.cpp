@@ -408,6 +408,19 @@ public:
     return v.empty() ? check(sqlite3_bind_null(st_, i)) : bind(i, v);
   }
 
+  /// Every remaining row, each turned into a T by `read(*this)`.
+  template <class T, class F> llvm::Expected<std::vector<T>> collect(F read) {
+    std::vector<T> out;
+    while (true) {
+      auto row = step();
+      if (!row)
+        return row.takeError();
+      if (!*row)
+        return out;
+      out.push_back(read(*this));
+    }
+  }
+
   /// True on a row, false when done.
   llvm::Expected<bool> step() {
     if (bindRc_ != SQLITE_OK)
@@ -798,28 +811,22 @@ llvm::Expected<std::vector<Timing>> Store::timings(const std::string &tuneKey) {
   if (!st)
     return st.takeError();
   st->bind(1, tuneKey);
-  std::vector<Timing> out;
-  while (true) {
-    auto row = st->step();
-    if (!row)
-      return row.takeError();
-    if (!*row)
-      return out;
+  return st->collect<Timing>([](Statement &row) {
     Timing t;
-    t.tuneKey = st->text(0);
-    t.config = st->text(1);
-    t.medianMs = st->real(2);
-    t.p20Ms = st->real(3);
-    t.p80Ms = st->real(4);
-    t.reps = st->int32(5);
-    t.gpu = st->text(6);
-    t.smCount = st->int32(7);
-    t.driverVersion = st->int32(8);
-    t.smClockMHz = st->int32(9);
-    t.memClockMHz = st->int32(10);
-    t.createdAt = st->int64(11);
-    out.push_back(std::move(t));
-  }
+    t.tuneKey = row.text(0);
+    t.config = row.text(1);
+    t.medianMs = row.real(2);
+    t.p20Ms = row.real(3);
+    t.p80Ms = row.real(4);
+    t.reps = row.int32(5);
+    t.gpu = row.text(6);
+    t.smCount = row.int32(7);
+    t.driverVersion = row.int32(8);
+    t.smClockMHz = row.int32(9);
+    t.memClockMHz = row.int32(10);
+    t.createdAt = row.int64(11);
+    return t;
+  });
 }
 
 llvm::Expected<bool> Store::exists(const char *sql, const std::string &tuneKey,
@@ -922,21 +929,15 @@ llvm::Expected<std::vector<Failure>> Store::failures(const std::string &tuneKey)
   if (!st)
     return st.takeError();
   st->bind(1, tuneKey);
-  std::vector<Failure> out;
-  while (true) {
-    auto row = st->step();
-    if (!row)
-      return row.takeError();
-    if (!*row)
-      return out;
+  return st->collect<Failure>([](Statement &row) {
     Failure f;
-    f.tuneKey = st->text(0);
-    f.config = st->text(1);
-    f.stage = st->text(2);
-    f.reason = st->text(3);
-    f.createdAt = st->int64(4);
-    out.push_back(std::move(f));
-  }
+    f.tuneKey = row.text(0);
+    f.config = row.text(1);
+    f.stage = row.text(2);
+    f.reason = row.text(3);
+    f.createdAt = row.int64(4);
+    return f;
+  });
 }
 
 llvm::Expected<bool> Store::isKnownBad(const std::string &tuneKey, const std::string &config) {

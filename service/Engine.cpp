@@ -245,10 +245,8 @@ Engine::obtain(const KernelSpec &spec, const TileConfig &config, std::string &so
     }
   }
   if (!kernel) {
-    auto compiled = compileKernel(spec, config);
-    if (!compiled)
-      return compiled.takeError();
-    auto loaded = LoadedKernel::load(*compiled);
+    CompiledKernel compiled;
+    auto loaded = LoadedKernel::compileAndLoad(spec, config, &compiled);
     if (!loaded)
       return loaded.takeError();
     kernel = std::move(*loaded);
@@ -259,10 +257,10 @@ Engine::obtain(const KernelSpec &spec, const TileConfig &config, std::string &so
       sk.config = config.canonical();
       sk.arch = spec.arch;
       sk.toolchain = toolchainId(spec);
-      sk.cubin = compiled->cubin;
-      sk.ptx = compiled->ptx;
-      sk.launch = entriesToJson(compiled->entries);
-      sk.workspaceBytes = compiled->workspaceBytes;
+      sk.cubin = std::move(compiled.cubin);
+      sk.ptx = std::move(compiled.ptx);
+      sk.launch = entriesToJson(compiled.entries);
+      sk.workspaceBytes = compiled.workspaceBytes;
       // The kernel is good whether or not it could be recorded (a read-only
       // or full disk, a lock held too long): say so and serve it.
       if (auto e = store_->putKernel(std::move(sk)))
