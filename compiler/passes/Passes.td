@@ -13,7 +13,8 @@ def TileCheckTarget : Pass<"tile-check-target", "::mlir::ModuleOp"> {
     - a tile whose per-thread fragment exceeds `max-elems-per-thread`
       elements (it would spill registers to local memory),
     - arithmetic on tiles that are not f32 (tile arithmetic is done in f32;
-      widen with `arith.extf` first), and grid dimensions other than x.
+      widen with `arith.extf` first), constant tiles (use `tile.splat`), and
+      grid dimensions other than x.
     On success it records the shared scratch each kernel needs as
     `tile.scratch_bytes`.
   }];

@@ -25,7 +25,7 @@ class KernelTemplate {
 public:
   virtual ~KernelTemplate() = default;
   virtual OpKind op() const = 0;
-  /// Every config this template accepts for `spec`, likeliest winners first.
+  /// The configs the tuner searches for `spec`, likeliest winners first.
   virtual std::vector<TileConfig> configSpace(const KernelSpec &spec) const = 0;
   /// A config chosen without measuring.
   virtual TileConfig defaultConfig(const KernelSpec &spec) const = 0;
