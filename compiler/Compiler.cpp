@@ -2,7 +2,7 @@
 #include "compiler/Compiler.h"
 
 #include <chrono>
-#include <regex>
+#include <cctype>
 
 #include "compiler/EmbeddedSources.h"
 #include "compiler/Nvrtc.h"
@@ -132,11 +132,24 @@ llvm::Expected<EntryInfo> entryOf(tile::KernelOp kernel) {
   return info;
 }
 
-/// Reads registers and spills per entry from ptxas's report in the log.
+/// The integer just before `suffix` in `line` ("Used 40 registers" with
+/// suffix " registers" gives 40), or -1.
+int numberBefore(const std::string &line, const char *suffix) {
+  size_t at = line.find(suffix);
+  if (at == std::string::npos || at == 0)
+    return -1;
+  size_t start = at;
+  while (start > 0 && std::isdigit(static_cast<unsigned char>(line[start - 1])))
+    --start;
+  if (start == at)
+    return -1;
+  return std::stoi(line.substr(start, at - start));
+}
+
+/// Reads registers and spills per entry from ptxas's report in the log:
+/// "Compiling entry function 'NAME' for 'sm_90a'", then "Used N registers"
+/// and "N bytes spill stores".
 void readResources(const std::string &log, std::vector<EntryInfo> &entries) {
-  static const std::regex fn(R"(Compiling entry function '([^']+)')");
-  static const std::regex regs(R"(Used (\d+) registers)");
-  static const std::regex spill(R"((\d+) bytes spill stores)");
   EntryInfo *current = nullptr;
   size_t pos = 0;
   while (pos < log.size()) {
@@ -144,15 +157,19 @@ void readResources(const std::string &log, std::vector<EntryInfo> &entries) {
     if (end == std::string::npos) end = log.size();
     std::string line = log.substr(pos, end - pos);
     pos = end + 1;
-    std::smatch m;
-    if (std::regex_search(line, m, fn)) {
+    static const std::string kEntry = "Compiling entry function '";
+    if (size_t at = line.find(kEntry); at != std::string::npos) {
+      size_t begin = at + kEntry.size(), close = line.find('\'', begin);
+      std::string name = line.substr(begin, close == std::string::npos ? std::string::npos
+                                                                       : close - begin);
       current = nullptr;
       for (auto &e : entries)
-        if (e.name == m[1].str()) current = &e;
-    } else if (current && std::regex_search(line, m, regs)) {
-      current->registers = std::stoi(m[1].str());
-    } else if (current && std::regex_search(line, m, spill)) {
-      current->spillBytes = std::stoi(m[1].str());
+        if (e.name == name) current = &e;
+    } else if (current) {
+      if (int regs = numberBefore(line, " registers"); line.find("Used ") != std::string::npos && regs >= 0)
+        current->registers = regs;
+      if (int spill = numberBefore(line, " bytes spill stores"); spill >= 0)
+        current->spillBytes = spill;
     }
   }
 }
