@@ -50,8 +50,10 @@ public:
     x_.assign(n * eb, 0);
     dy_.assign(backward_ ? n * eb : 0, 0);
     w_.assign(cols_ * wb, 0);
-    for (size_t i = 0; i < n; ++i) store(x_, spec.dtype, i, normal(rng));
-    for (size_t i = 0; backward_ && i < n; ++i) store(dy_, spec.dtype, i, normal(rng));
+    for (size_t i = 0; i < n; ++i)
+      store(x_, spec.dtype, i, normal(rng));
+    for (size_t i = 0; backward_ && i < n; ++i)
+      store(dy_, spec.dtype, i, normal(rng));
     for (int64_t j = 0; j < cols_; ++j)
       store(w_, spec.wdtype, j, (spec.zeroCenteredGamma ? 0.0f : 1.0f) + 0.1f * normal(rng));
 
@@ -110,33 +112,51 @@ public:
       b = std::move(*buf);
       return llvm::Error::success();
     };
-    if (auto e = alloc(dx_, x_.size())) return e;
-    if (auto e = alloc(dout_, x_.size())) return e;
+    if (auto e = alloc(dx_, x_.size()))
+      return e;
+    if (auto e = alloc(dout_, x_.size()))
+      return e;
     // The timed problem: full size, its own random inputs, no reference.
     size_t fullBytes = size_t(fullRows_ * cols_) * eb;
-    if (auto e = alloc(tx_, fullBytes)) return e;
-    if (auto e = alloc(tout_, fullBytes)) return e;
-    if (auto e = alloc(trstd_, size_t(fullRows_) * 4)) return e;
+    if (auto e = alloc(tx_, fullBytes))
+      return e;
+    if (auto e = alloc(tout_, fullBytes))
+      return e;
+    if (auto e = alloc(trstd_, size_t(fullRows_) * 4))
+      return e;
     if (backward_) {
-      if (auto e = alloc(tdy_, fullBytes)) return e;
-      if (auto e = alloc(tdw_, w_.size())) return e;
+      if (auto e = alloc(tdy_, fullBytes))
+        return e;
+      if (auto e = alloc(tdw_, w_.size()))
+        return e;
     }
-    if (auto e = alloc(dw_, w_.size())) return e;
-    if (auto e = alloc(drstd_, size_t(rows_) * 4)) return e;
-    if (auto e = dx_.upload(x_.data(), x_.size())) return e;
-    if (auto e = dw_.upload(w_.data(), w_.size())) return e;
+    if (auto e = alloc(dw_, w_.size()))
+      return e;
+    if (auto e = alloc(drstd_, size_t(rows_) * 4))
+      return e;
+    if (auto e = dx_.upload(x_.data(), x_.size()))
+      return e;
+    if (auto e = dw_.upload(w_.data(), w_.size()))
+      return e;
     if (backward_) {
-      if (auto e = alloc(ddy_, dy_.size())) return e;
-      if (auto e = alloc(ddw_, w_.size())) return e;
-      if (auto e = ddy_.upload(dy_.data(), dy_.size())) return e;
-      if (auto e = drstd_.upload(rstd_.data(), rstd_.size() * 4)) return e;
+      if (auto e = alloc(ddy_, dy_.size()))
+        return e;
+      if (auto e = alloc(ddw_, w_.size()))
+        return e;
+      if (auto e = ddy_.upload(dy_.data(), dy_.size()))
+        return e;
+      if (auto e = drstd_.upload(rstd_.data(), rstd_.size() * 4))
+        return e;
     }
     // The timed inputs repeat the checked random rows (never zeros or a
     // constant, which run faster than real data).
-    if (auto e = tile(tx_, dx_, x_.size())) return e;
-    if (auto e = tile(trstd_, drstd_, size_t(rows_) * 4)) return e;
+    if (auto e = tile(tx_, dx_, x_.size()))
+      return e;
+    if (auto e = tile(trstd_, drstd_, size_t(rows_) * 4))
+      return e;
     if (backward_)
-      if (auto e = tile(tdy_, ddy_, dy_.size())) return e;
+      if (auto e = tile(tdy_, ddy_, dy_.size()))
+        return e;
     return llvm::Error::success();
   }
 
@@ -150,8 +170,8 @@ public:
     TJ_CU_CHECK(*drv, cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CUresult r = CUDA_SUCCESS;
     for (size_t off = 0; off < dst.bytes() && r == CUDA_SUCCESS; off += bytes)
-      r = drv->cuMemcpyDtoDAsync_v2(dst.ptr() + off, src.ptr(),
-                                    std::min(bytes, dst.bytes() - off), s);
+      r = drv->cuMemcpyDtoDAsync_v2(dst.ptr() + off, src.ptr(), std::min(bytes, dst.bytes() - off),
+                                    s);
     if (r == CUDA_SUCCESS)
       r = drv->cuStreamSynchronize(s);
     drv->cuStreamDestroy_v2(s);
@@ -202,7 +222,8 @@ public:
   }
 
   llvm::Error poison(CUstream stream) override {
-    if (auto e = dout_.fill(0xFF, stream)) return e;
+    if (auto e = dout_.fill(0xFF, stream))
+      return e;
     if (!backward_)
       return drstd_.fill(0xFF, stream);
     return ddw_.fill(0xFF, stream);
@@ -210,7 +231,8 @@ public:
 
   llvm::Error verify() override {
     std::vector<unsigned char> out(x_.size());
-    if (auto e = dout_.download(out.data(), out.size())) return e;
+    if (auto e = dout_.download(out.data(), out.size()))
+      return e;
     // Every element written and finite: checked on the raw bits (an all-ones
     // exponent is NaN or infinity; the poison is NaN).
     int64_t bad = firstNonFinite(out, spec_.dtype);
@@ -221,7 +243,8 @@ public:
       return e;
     if (!backward_) {
       std::vector<unsigned char> r(size_t(rows_) * 4);
-      if (auto e = drstd_.download(r.data(), r.size())) return e;
+      if (auto e = drstd_.download(r.data(), r.size()))
+        return e;
       std::vector<unsigned char> sampled(sample_.size() * 4);
       for (size_t s = 0; s < sample_.size(); ++s)
         std::memcpy(&sampled[s * 4], &r[sample_[s] * 4], 4);
@@ -230,7 +253,8 @@ public:
       return compareFlat("rstd", sampled, DType::F32, refRstd_, 1e-5);
     }
     std::vector<unsigned char> dw(w_.size());
-    if (auto e = ddw_.download(dw.data(), dw.size())) return e;
+    if (auto e = ddw_.download(dw.data(), dw.size()))
+      return e;
     return compareFlat("dw", dw, spec_.wdtype, refDw_, tolerance(spec_.wdtype));
   }
 
@@ -306,8 +330,10 @@ private:
 
 std::unique_ptr<OpHarness> makeHarness(OpKind op) {
   switch (op) {
-  case OpKind::RmsNormFwd: return std::make_unique<RmsNormHarness>(false);
-  case OpKind::RmsNormBwd: return std::make_unique<RmsNormHarness>(true);
+  case OpKind::RmsNormFwd:
+    return std::make_unique<RmsNormHarness>(false);
+  case OpKind::RmsNormBwd:
+    return std::make_unique<RmsNormHarness>(true);
   }
   return nullptr;
 }

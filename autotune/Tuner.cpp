@@ -118,7 +118,8 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
     c.config = space[i];
     if (store) {
       auto bad = store->isKnownBad(result.tuneKey, space[i].canonical());
-      if (!bad) return bad.takeError();
+      if (!bad)
+        return bad.takeError();
       if (*bad) {
         c.status = "known-bad";
         continue;
@@ -128,7 +129,8 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
   }
   if (store) {
     auto stored = store->timings(result.tuneKey);
-    if (!stored) return stored.takeError();
+    if (!stored)
+      return stored.takeError();
     for (const Timing &t : *stored) {
       // Timings from another GPU model (an H100 and an H200 share sm_90a)
       // are not this GPU's.
@@ -146,9 +148,10 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
         }
       }
     }
-    toMeasure.erase(std::remove_if(toMeasure.begin(), toMeasure.end(),
-                                   [&](size_t i) { return result.candidates[i].status == "stored"; }),
-                    toMeasure.end());
+    toMeasure.erase(
+        std::remove_if(toMeasure.begin(), toMeasure.end(),
+                       [&](size_t i) { return result.candidates[i].status == "stored"; }),
+        toMeasure.end());
   }
 
   auto harness = makeHarness(spec.op);
@@ -167,8 +170,8 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
   // a timing thread starved by compiles leaves the GPU idle between launches
   // of short kernels and inflates their times.
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  unsigned threads = opt.compileThreads > 0 ? unsigned(opt.compileThreads)
-                                            : std::max(1u, cores - 1);
+  unsigned threads =
+      opt.compileThreads > 0 ? unsigned(opt.compileThreads) : std::max(1u, cores - 1);
   threads = std::min<unsigned>(threads, std::max<size_t>(toMeasure.size(), 1));
   std::vector<std::thread> workers;
   // Every way out of this function (errors included) stops and joins the
@@ -207,9 +210,12 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
     CUstream &stream;
     CUevent &a, &b;
     ~ReleaseOnExit() {
-      if (a) drv.cuEventDestroy_v2(a);
-      if (b) drv.cuEventDestroy_v2(b);
-      if (stream) drv.cuStreamDestroy_v2(stream);
+      if (a)
+        drv.cuEventDestroy_v2(a);
+      if (b)
+        drv.cuEventDestroy_v2(b);
+      if (stream)
+        drv.cuStreamDestroy_v2(stream);
     }
   } releaseOnExit{*drv, stream, a, b};
   // Written before every timed sample so that no candidate finds its inputs
@@ -283,9 +289,12 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
       c.spillBytes = std::max(c.spillBytes, (*kernel)->entry(e).spillBytes);
     // Check first: poison, run once, verify.
     llvm::Error checked = [&]() -> llvm::Error {
-      if (auto e = harness->bind(**kernel)) return e;
-      if (auto e = harness->poison(stream)) return e;
-      if (auto e = harness->run(**kernel, stream, /*check=*/true)) return e;
+      if (auto e = harness->bind(**kernel))
+        return e;
+      if (auto e = harness->poison(stream))
+        return e;
+      if (auto e = harness->run(**kernel, stream, /*check=*/true))
+        return e;
       TJ_CU_CHECK(*drv, cuStreamSynchronize(stream));
       return llvm::Error::success();
     }();
@@ -320,7 +329,8 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
           inner = std::clamp(int(0.2 / std::max(t, 1e-4f)), 1, 1000);
           continue;
         }
-        if (s < 3) continue; // warm-up
+        if (s < 3)
+          continue; // warm-up
         ms.push_back(double(t) / inner);
       }
       return llvm::Error::success();
@@ -335,9 +345,18 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
     c.status = "ok";
     ++result.measured;
     if (store) {
-      Timing t{result.tuneKey, c.config.canonical(), c.medianMs, c.p20Ms, c.p80Ms, c.reps,
-               dev->name, dev->smCount, dev->driverVersion, dev->clockKHz / 1000,
-               dev->memClockKHz / 1000, 0};
+      Timing t{result.tuneKey,
+               c.config.canonical(),
+               c.medianMs,
+               c.p20Ms,
+               c.p80Ms,
+               c.reps,
+               dev->name,
+               dev->smCount,
+               dev->driverVersion,
+               dev->clockKHz / 1000,
+               dev->memClockKHz / 1000,
+               0};
       if (auto e = store->addTiming(t))
         return e;
     }
@@ -365,7 +384,8 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
   if (store) {
     if (binaries[size_t(win)].cubin.empty()) {
       auto k = compileKernel(spec, result.winner);
-      if (!k) return k.takeError();
+      if (!k)
+        return k.takeError();
       binaries[size_t(win)] = std::move(*k);
     }
     const CompiledKernel &k = binaries[size_t(win)];
@@ -381,8 +401,8 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
     sk.workspaceBytes = k.workspaceBytes;
     if (auto e = store->putKernel(std::move(sk)))
       return e;
-    if (auto e = store->setWinner({result.tuneKey, result.winner.canonical(), k.key,
-                                   result.winnerMs, result.reason, 0}))
+    if (auto e = store->setWinner(
+            {result.tuneKey, result.winner.canonical(), k.key, result.winnerMs, result.reason, 0}))
       return e;
   }
   result.wallSeconds = secondsSince(t0);

@@ -23,9 +23,9 @@
 
 #include "autotune/Tuner.h"
 #include "compiler/templates/Template.h"
-#include "runtime/Store.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/RmsNormOps.h"
+#include "runtime/Store.h"
 
 using namespace tilejit;
 
@@ -36,14 +36,17 @@ namespace {
   std::exit(1);
 }
 template <class T> T must(llvm::Expected<T> v) {
-  if (!v) die(llvm::toString(v.takeError()));
+  if (!v)
+    die(llvm::toString(v.takeError()));
   return std::move(*v);
 }
 void must(llvm::Error e) {
-  if (e) die(llvm::toString(std::move(e)));
+  if (e)
+    die(llvm::toString(std::move(e)));
 }
 void cu(CUresult r, const char *what) {
-  if (r != CUDA_SUCCESS) die(std::string(what) + " failed: " + std::to_string(int(r)));
+  if (r != CUDA_SUCCESS)
+    die(std::string(what) + " failed: " + std::to_string(int(r)));
 }
 
 double median(std::vector<double> v) {
@@ -60,7 +63,8 @@ std::vector<double> timeIt(const CudaDriver &d, CUstream s, int reps, F launch, 
   CUevent a, b;
   cu(d.cuEventCreate(&a, 0), "cuEventCreate");
   cu(d.cuEventCreate(&b, 0), "cuEventCreate");
-  for (int i = 0; i < 10; ++i) launch(i);
+  for (int i = 0; i < 10; ++i)
+    launch(i);
   cu(d.cuStreamSynchronize(s), "sync");
   std::vector<double> ms;
   for (int i = 0; i < reps; ++i) {
@@ -91,24 +95,33 @@ void randomFill(DeviceBuffer &b, DType t, size_t count, std::mt19937_64 &rng, fl
 int main(int argc, char **argv) {
   std::string shapes = "16384x4096,16384x8192", out = "rmsnorm_bench.json", dtypeName_ = "bf16";
   int reps = 100;
-  int sweep = 0; // time up to this many configs of each template's space
+  int sweep = 0;  // time up to this many configs of each template's space
   std::string db; // take each shape's config from this store's tuned winners
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
-      if (i + 1 >= argc) die("missing value after " + a);
+      if (i + 1 >= argc)
+        die("missing value after " + a);
       return argv[++i];
     };
-    if (a == "--shapes") shapes = next();
-    else if (a == "--out") out = next();
-    else if (a == "--dtype") dtypeName_ = next();
-    else if (a == "--reps") reps = std::stoi(next());
-    else if (a == "--sweep") sweep = std::stoi(next());
-    else if (a == "--db") db = next();
-    else die("unknown argument '" + a + "'");
+    if (a == "--shapes")
+      shapes = next();
+    else if (a == "--out")
+      out = next();
+    else if (a == "--dtype")
+      dtypeName_ = next();
+    else if (a == "--reps")
+      reps = std::stoi(next());
+    else if (a == "--sweep")
+      sweep = std::stoi(next());
+    else if (a == "--db")
+      db = next();
+    else
+      die("unknown argument '" + a + "'");
   }
   auto dtype = parseDType(dtypeName_);
-  if (!dtype) die("unknown dtype '" + dtypeName_ + "'");
+  if (!dtype)
+    die("unknown dtype '" + dtypeName_ + "'");
 
   must(useDevice(0));
   DeviceInfo dev = must(queryDevice(0));
@@ -147,14 +160,16 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 11; ++i) {
       auto t0 = std::chrono::steady_clock::now();
       auto k = must(compileKernel(s, {}));
-      total.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      total.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       mlir.push_back(k.mlirMs);
       nvrtc.push_back(k.nvrtcMs);
     }
     double first = total.front();
     total.erase(total.begin());
-    std::printf("compile rmsnorm_fwd 4096: first %.1f ms, median %.1f ms (MLIR+C++ %.1f, NVRTC %.1f)\n",
-                first, median(total), median(mlir), median(nvrtc));
+    std::printf(
+        "compile rmsnorm_fwd 4096: first %.1f ms, median %.1f ms (MLIR+C++ %.1f, NVRTC %.1f)\n",
+        first, median(total), median(mlir), median(nvrtc));
     json += "  \"compile_first_ms\": " + std::to_string(first) + ",\n";
     json += "  \"compile_median_ms\": " + std::to_string(median(total)) + ",\n";
     json += "  \"compile_mlir_ms\": " + std::to_string(median(mlir)) + ",\n";
@@ -181,16 +196,21 @@ int main(int argc, char **argv) {
   size_t start = 0;
   while (start < shapes.size()) {
     size_t comma = shapes.find(',', start);
-    std::string shape = shapes.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string shape =
+        shapes.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     start = comma == std::string::npos ? shapes.size() : comma + 1;
     auto x = shape.find('x');
-    if (x == std::string::npos) die("bad shape '" + shape + "'");
+    if (x == std::string::npos)
+      die("bad shape '" + shape + "'");
     int64_t rows = std::stoll(shape.substr(0, x)), cols = std::stoll(shape.substr(x + 1));
     size_t n = size_t(rows * cols), eb = dtypeBytes(*dtype);
 
-    DeviceBuffer xs[2] = {must(DeviceBuffer::allocate(n * eb)), must(DeviceBuffer::allocate(n * eb))};
-    DeviceBuffer dys[2] = {must(DeviceBuffer::allocate(n * eb)), must(DeviceBuffer::allocate(n * eb))};
-    DeviceBuffer ys[2] = {must(DeviceBuffer::allocate(n * eb)), must(DeviceBuffer::allocate(n * eb))};
+    DeviceBuffer xs[2] = {must(DeviceBuffer::allocate(n * eb)),
+                          must(DeviceBuffer::allocate(n * eb))};
+    DeviceBuffer dys[2] = {must(DeviceBuffer::allocate(n * eb)),
+                           must(DeviceBuffer::allocate(n * eb))};
+    DeviceBuffer ys[2] = {must(DeviceBuffer::allocate(n * eb)),
+                          must(DeviceBuffer::allocate(n * eb))};
     auto w = must(DeviceBuffer::allocate(cols * eb));
     auto dw = must(DeviceBuffer::allocate(cols * eb));
     auto rstd = must(DeviceBuffer::allocate(rows * 4));
@@ -292,11 +312,14 @@ int main(int argc, char **argv) {
     const int lookups = 200000;
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < lookups; ++i)
-      if (!cache.find(fs, fconfig)) die("lookup missed");
+      if (!cache.find(fs, fconfig))
+        die("lookup missed");
     double lookupUs =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / lookups;
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+        lookups;
 
-    if (!firstShape) json += ",\n";
+    if (!firstShape)
+      json += ",\n";
     firstShape = false;
     static char buf[1 << 16];
     std::snprintf(buf, sizeof buf,
@@ -310,7 +333,8 @@ int main(int argc, char **argv) {
   }
   json += "\n  ]\n}\n";
   FILE *fo = std::fopen(out.c_str(), "w");
-  if (!fo) die("cannot write " + out);
+  if (!fo)
+    die("cannot write " + out);
   std::fputs(json.c_str(), fo);
   std::fclose(fo);
   return 0;

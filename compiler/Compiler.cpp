@@ -1,8 +1,8 @@
 //===- Compiler.cpp - the compile pipeline --------------------------------===//
 #include "compiler/Compiler.h"
 
-#include <chrono>
 #include <cctype>
+#include <chrono>
 
 #include "compiler/EmbeddedSources.h"
 #include "compiler/Nvrtc.h"
@@ -59,7 +59,8 @@ struct DiagnosticCollector {
   explicit DiagnosticCollector(MLIRContext &ctx)
       : handler(&ctx, [this](Diagnostic &d) {
           llvm::raw_string_ostream os(text);
-          if (!text.empty()) os << "\n";
+          if (!text.empty())
+            os << "\n";
           os << d;
           return success();
         }) {}
@@ -99,12 +100,23 @@ LogicalResult toPostfix(AffineExpr e, std::vector<GridRule::Term> &out) {
   if (failed(toPostfix(bin.getLHS(), out)) || failed(toPostfix(bin.getRHS(), out)))
     return failure();
   switch (e.getKind()) {
-  case AffineExprKind::Add: out.push_back({GridRule::Add, 0}); break;
-  case AffineExprKind::Mul: out.push_back({GridRule::Mul, 0}); break;
-  case AffineExprKind::FloorDiv: out.push_back({GridRule::FloorDiv, 0}); break;
-  case AffineExprKind::CeilDiv: out.push_back({GridRule::CeilDiv, 0}); break;
-  case AffineExprKind::Mod: out.push_back({GridRule::Mod, 0}); break;
-  default: return failure();
+  case AffineExprKind::Add:
+    out.push_back({GridRule::Add, 0});
+    break;
+  case AffineExprKind::Mul:
+    out.push_back({GridRule::Mul, 0});
+    break;
+  case AffineExprKind::FloorDiv:
+    out.push_back({GridRule::FloorDiv, 0});
+    break;
+  case AffineExprKind::CeilDiv:
+    out.push_back({GridRule::CeilDiv, 0});
+    break;
+  case AffineExprKind::Mod:
+    out.push_back({GridRule::Mod, 0});
+    break;
+  default:
+    return failure();
   }
   return success();
 }
@@ -154,19 +166,22 @@ void readResources(const std::string &log, std::vector<EntryInfo> &entries) {
   size_t pos = 0;
   while (pos < log.size()) {
     size_t end = log.find('\n', pos);
-    if (end == std::string::npos) end = log.size();
+    if (end == std::string::npos)
+      end = log.size();
     std::string line = log.substr(pos, end - pos);
     pos = end + 1;
     static const std::string kEntry = "Compiling entry function '";
     if (size_t at = line.find(kEntry); at != std::string::npos) {
       size_t begin = at + kEntry.size(), close = line.find('\'', begin);
-      std::string name = line.substr(begin, close == std::string::npos ? std::string::npos
-                                                                       : close - begin);
+      std::string name =
+          line.substr(begin, close == std::string::npos ? std::string::npos : close - begin);
       current = nullptr;
       for (auto &e : entries)
-        if (e.name == name) current = &e;
+        if (e.name == name)
+          current = &e;
     } else if (current) {
-      if (int regs = numberBefore(line, " registers"); line.find("Used ") != std::string::npos && regs >= 0)
+      if (int regs = numberBefore(line, " registers");
+          line.find("Used ") != std::string::npos && regs >= 0)
         current->registers = regs;
       if (int spill = numberBefore(line, " bytes spill stores"); spill >= 0)
         current->spillBytes = spill;
@@ -218,7 +233,8 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
   auto passes = pipelinePasses();
   if (!options.afterPass.empty() &&
       std::find(passes.begin(), passes.end(), options.afterPass) == passes.end())
-    return error("unknown pass '" + options.afterPass + "' (pipeline: tile-check-target, "
+    return error("unknown pass '" + options.afterPass +
+                 "' (pipeline: tile-check-target, "
                  "canonicalize, tile-lower-to-emitc)");
 
   TileCheckTargetOptions checkOpts;

@@ -8,17 +8,23 @@ namespace tilejit {
 
 std::string_view dtypeName(DType t) {
   switch (t) {
-  case DType::BF16: return "bf16";
-  case DType::F16: return "f16";
-  case DType::F32: return "f32";
+  case DType::BF16:
+    return "bf16";
+  case DType::F16:
+    return "f16";
+  case DType::F32:
+    return "f32";
   }
   return "?";
 }
 
 std::optional<DType> parseDType(std::string_view n) {
-  if (n == "bf16" || n == "bfloat16") return DType::BF16;
-  if (n == "f16" || n == "fp16" || n == "float16" || n == "half") return DType::F16;
-  if (n == "f32" || n == "fp32" || n == "float32" || n == "float") return DType::F32;
+  if (n == "bf16" || n == "bfloat16")
+    return DType::BF16;
+  if (n == "f16" || n == "fp16" || n == "float16" || n == "half")
+    return DType::F16;
+  if (n == "f32" || n == "fp32" || n == "float32" || n == "float")
+    return DType::F32;
   return std::nullopt;
 }
 
@@ -26,15 +32,19 @@ int dtypeBytes(DType t) { return t == DType::F32 ? 4 : 2; }
 
 std::string_view opName(OpKind op) {
   switch (op) {
-  case OpKind::RmsNormFwd: return "rmsnorm_fwd";
-  case OpKind::RmsNormBwd: return "rmsnorm_bwd";
+  case OpKind::RmsNormFwd:
+    return "rmsnorm_fwd";
+  case OpKind::RmsNormBwd:
+    return "rmsnorm_bwd";
   }
   return "?";
 }
 
 std::optional<OpKind> parseOpKind(std::string_view n) {
-  if (n == "rmsnorm_fwd") return OpKind::RmsNormFwd;
-  if (n == "rmsnorm_bwd") return OpKind::RmsNormBwd;
+  if (n == "rmsnorm_fwd")
+    return OpKind::RmsNormFwd;
+  if (n == "rmsnorm_bwd")
+    return OpKind::RmsNormBwd;
   return std::nullopt;
 }
 
@@ -62,13 +72,13 @@ static llvm::Expected<int64_t> parseInt(std::string_view field, std::string_view
   int64_t r = 0;
   size_t i = 0;
   bool neg = v[0] == '-';
-  if (neg) i = 1;
+  if (neg)
+    i = 1;
   if (i == v.size())
     return specError("'" + llvm::Twine(field) + "=" + llvm::Twine(v) + "' is not an integer");
   for (; i < v.size(); ++i) {
     if (v[i] < '0' || v[i] > '9' || r > (INT64_MAX - 9) / 10)
-      return specError("'" + llvm::Twine(field) + "=" + llvm::Twine(v) +
-                       "' is not an integer");
+      return specError("'" + llvm::Twine(field) + "=" + llvm::Twine(v) + "' is not an integer");
     r = r * 10 + (v[i] - '0');
   }
   return neg ? -r : r;
@@ -78,10 +88,13 @@ static std::vector<std::string_view> splitWords(std::string_view text) {
   std::vector<std::string_view> words;
   size_t i = 0;
   while (i < text.size()) {
-    while (i < text.size() && text[i] == ' ') ++i;
+    while (i < text.size() && text[i] == ' ')
+      ++i;
     size_t j = i;
-    while (j < text.size() && text[j] != ' ') ++j;
-    if (j > i) words.push_back(text.substr(i, j - i));
+    while (j < text.size() && text[j] != ' ')
+      ++j;
+    if (j > i)
+      words.push_back(text.substr(i, j - i));
     i = j;
   }
   return words;
@@ -111,11 +124,16 @@ llvm::Expected<KernelSpec> KernelSpec::parse(std::string_view text) {
       s.arch = std::string(v);
     } else if (k == "rows" || k == "cols" || k == "zcg" || k == "align") {
       auto n = parseInt(k, v);
-      if (!n) return n.takeError();
-      if (k == "rows") s.rows = *n;
-      else if (k == "cols") s.cols = *n;
-      else if (k == "zcg") s.zeroCenteredGamma = *n != 0;
-      else s.align = int(*n);
+      if (!n)
+        return n.takeError();
+      if (k == "rows")
+        s.rows = *n;
+      else if (k == "cols")
+        s.cols = *n;
+      else if (k == "zcg")
+        s.zeroCenteredGamma = *n != 0;
+      else
+        s.align = int(*n);
     } else {
       return specError("unknown spec field '" + llvm::Twine(k) + "'");
     }
@@ -182,7 +200,8 @@ int64_t TileConfig::get(const std::string &name) const {
 std::string TileConfig::canonical() const {
   std::string s;
   for (auto &[k, v] : values) {
-    if (!s.empty()) s += ' ';
+    if (!s.empty())
+      s += ' ';
     s += k + "=" + std::to_string(v);
   }
   return s;
@@ -195,7 +214,8 @@ llvm::Expected<TileConfig> TileConfig::parse(std::string_view text) {
     if (eq == std::string_view::npos || eq == 0)
       return specError("config field '" + llvm::Twine(word) + "' is not name=value");
     auto n = parseInt(word.substr(0, eq), word.substr(eq + 1));
-    if (!n) return n.takeError();
+    if (!n)
+      return n.takeError();
     c.values[std::string(word.substr(0, eq))] = *n;
   }
   return c;
@@ -204,9 +224,11 @@ llvm::Expected<TileConfig> TileConfig::parse(std::string_view text) {
 int alignmentOf(std::initializer_list<uint64_t> addresses, int64_t rowBytes) {
   int a = 16;
   auto fit = [&](uint64_t v) {
-    while (a > 1 && v % a != 0) a /= 2;
+    while (a > 1 && v % a != 0)
+      a /= 2;
   };
-  for (uint64_t p : addresses) fit(p);
+  for (uint64_t p : addresses)
+    fit(p);
   fit(uint64_t(rowBytes));
   return a;
 }
