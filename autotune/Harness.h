@@ -31,8 +31,6 @@ public:
   /// Compares the outputs (after a synchronized run) with the reference:
   /// success, or an error naming the output and its error.
   virtual llvm::Error verify() = 0;
-  /// Bytes one timed run must move through device memory (for reports).
-  virtual double bytesMoved() const = 0;
 };
 
 std::unique_ptr<OpHarness> makeHarness(OpKind op);

@@ -258,9 +258,6 @@ public:
     return compareFlat("dw", dw, spec_.wdtype, refDw_, tolerance(spec_.wdtype));
   }
 
-  double bytesMoved() const override {
-    return double(fullRows_ * cols_ * dtypeBytes(spec_.dtype)) * (backward_ ? 3 : 2);
-  }
 
 private:
   static int64_t firstNonFinite(const std::vector<unsigned char> &b, DType t) {

@@ -43,10 +43,8 @@ llvm::Expected<const LoadedKernel &> KernelCache::get(const KernelSpec &spec,
   {
     std::shared_lock lock(mu_);
     auto it = kernels_.find(key);
-    if (it != kernels_.end()) {
-      hits_.fetch_add(1, std::memory_order_relaxed);
+    if (it != kernels_.end())
       return *it->second;
-    }
   }
   // One compile at a time; a second caller for the same key finds it loaded.
   std::lock_guard<std::mutex> compileLock(compileMu_);
@@ -56,7 +54,6 @@ llvm::Expected<const LoadedKernel &> KernelCache::get(const KernelSpec &spec,
     if (it != kernels_.end())
       return *it->second;
   }
-  misses_.fetch_add(1, std::memory_order_relaxed);
   auto loaded = LoadedKernel::compileAndLoad(spec, config);
   if (!loaded)
     return loaded.takeError();
@@ -64,15 +61,6 @@ llvm::Expected<const LoadedKernel &> KernelCache::get(const KernelSpec &spec,
   auto &slot = kernels_[key];
   slot = std::move(*loaded);
   return *slot;
-}
-
-size_t KernelCache::size() const {
-  std::shared_lock lock(mu_);
-  return kernels_.size();
-}
-
-KernelCache::Stats KernelCache::stats() const {
-  return {hits_.load(), misses_.load()};
 }
 
 } // namespace tilejit

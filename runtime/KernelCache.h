@@ -8,7 +8,6 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
-#include <atomic>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -26,20 +25,12 @@ public:
   llvm::Expected<const LoadedKernel &> get(const KernelSpec &spec, const TileConfig &config = {});
   /// The lookup alone: null when the kernel is not loaded yet.
   const LoadedKernel *find(const KernelSpec &spec, const TileConfig &config = {}) const;
-  size_t size() const;
-
-  /// Statistics for tests and `tilejit doctor`.
-  struct Stats {
-    uint64_t hits = 0, misses = 0;
-  };
-  Stats stats() const;
 
 private:
   static std::string lookupKey(CUcontext ctx, const KernelSpec &spec, const TileConfig &config);
   mutable std::shared_mutex mu_;
   std::mutex compileMu_;
   std::unordered_map<std::string, std::unique_ptr<LoadedKernel>> kernels_;
-  mutable std::atomic<uint64_t> hits_{0}, misses_{0};
 };
 
 } // namespace tilejit

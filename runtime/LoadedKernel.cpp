@@ -119,15 +119,6 @@ LoadedKernel::~LoadedKernel() {
     llvm::consumeError(drv.takeError());
 }
 
-llvm::Expected<int64_t> LoadedKernel::gridSize(size_t entry, const KernelArg *args,
-                                               size_t count) const {
-  if (entry >= entries_.size())
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), "no entry %zu", entry);
-  if (auto err = checkArgs(entries_[entry], args, count))
-    return err;
-  return evalGrid(entries_[entry], args);
-}
-
 llvm::Error LoadedKernel::launch(size_t entry, const KernelArg *args, size_t count,
                                  CUstream stream) const {
   if (entry >= entries_.size())

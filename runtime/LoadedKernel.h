@@ -59,8 +59,6 @@ public:
   /// the entry's parameters (kind, rank, static sizes) first: a mismatch is an
   /// error and nothing is launched. No allocation, no compile.
   llvm::Error launch(size_t entry, const KernelArg *args, size_t count, CUstream stream) const;
-  /// The grid size entry `entry` would get with these arguments.
-  llvm::Expected<int64_t> gridSize(size_t entry, const KernelArg *args, size_t count) const;
 
   size_t numEntries() const { return entries_.size(); }
   const EntryInfo &entry(size_t i) const { return entries_[i]; }
