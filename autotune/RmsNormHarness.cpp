@@ -258,7 +258,6 @@ public:
     return compareFlat("dw", dw, spec_.wdtype, refDw_, tolerance(spec_.wdtype));
   }
 
-
 private:
   static int64_t firstNonFinite(const std::vector<unsigned char> &b, DType t) {
     if (t == DType::F32) {

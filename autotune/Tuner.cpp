@@ -8,15 +8,16 @@
 #include <cstdio>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
-#include "autotune/Harness.h"
+#include "autotune/Measure.h"
+#include "autotune/Worker.h"
 #include "compiler/EmbeddedSources.h"
 #include "compiler/Nvrtc.h"
 #include "compiler/templates/Template.h"
 #include "runtime/CudaDriver.h"
-#include "runtime/DeviceBuffer.h"
 #include "runtime/Store.h"
 
 namespace tilejit {
@@ -73,15 +74,6 @@ struct Compiled {
   llvm::Expected<CompiledKernel> kernel;
 };
 
-/// Median, 20th and 80th percentiles of `ms`.
-void summarize(std::vector<double> ms, CandidateResult &r) {
-  std::sort(ms.begin(), ms.end());
-  r.medianMs = ms[ms.size() / 2];
-  r.p20Ms = ms[ms.size() / 5];
-  r.p80Ms = ms[std::min(ms.size() - 1, ms.size() * 4 / 5)];
-  r.reps = int(ms.size());
-}
-
 } // namespace
 
 llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const TuneOptions &opt) {
@@ -94,9 +86,6 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
   auto drv = CudaDriver::get();
   if (!drv)
     return drv.takeError();
-  auto scope = ScopedDevice::enter(opt.device);
-  if (!scope)
-    return scope.takeError();
   auto dev = queryDevice(opt.device);
   if (!dev)
     return dev.takeError();
@@ -154,11 +143,48 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
         toMeasure.end());
   }
 
-  auto harness = makeHarness(spec.op);
+  // Where candidates run. In a worker process, which prepares its inputs
+  // while the compiles below start, a candidate that faults or hangs the GPU
+  // costs that worker only; in this process it ends the tuning.
   uint64_t seed = opt.seed ? opt.seed : std::random_device{}();
-  if (!toMeasure.empty())
-    if (auto e = harness->prepare(spec, seed))
-      return e;
+  std::optional<ScopedDevice> scope;
+  std::unique_ptr<CandidateRunner> runner;
+  std::unique_ptr<WorkerProcess> ownWorker;
+  WorkerProcess *worker = nullptr;
+  if (!toMeasure.empty()) {
+    if (opt.isolation == TuneOptions::Isolation::Process) {
+      if (opt.worker) {
+        worker = opt.worker;
+      } else {
+        auto path = findWorker(opt.workerPath);
+        if (!path)
+          return path.takeError();
+        WorkerProcess::Options wo;
+        wo.path = *path;
+        wo.device = opt.device;
+        auto w = WorkerProcess::start(wo);
+        if (!w)
+          return w.takeError();
+        ownWorker = std::move(*w);
+        worker = ownWorker.get();
+      }
+      worker->setCandidateSeconds(opt.candidateSeconds);
+      if (auto e = worker->prepare(spec, seed, opt.reps))
+        return e;
+    } else {
+      auto entered = ScopedDevice::enter(opt.device);
+      if (!entered)
+        return entered.takeError();
+      scope.emplace(std::move(*entered));
+      auto r = CandidateRunner::create(spec, seed, opt.reps);
+      if (!r)
+        return r.takeError();
+      runner = std::move(*r);
+    }
+  }
+  auto compile = [&](size_t i) {
+    return opt.compile ? opt.compile(spec, space[i]) : compileKernel(spec, space[i]);
+  };
 
   // Compile on all cores; the GPU loop below takes kernels as they finish.
   std::mutex mu;
@@ -195,44 +221,16 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
         size_t i = toMeasure[k];
         // Past the budget every claimed config is still reported, so the
         // consumer below sees exactly one item per config.
-        auto kernel = stop.load() ? llvm::Expected<CompiledKernel>(err("over budget"))
-                                  : compileKernel(spec, space[i]);
+        auto kernel = stop.load() ? llvm::Expected<CompiledKernel>(err("over budget")) : compile(i);
         std::lock_guard<std::mutex> lock(mu);
         done.push_back({i, std::move(kernel)});
         ready.notify_one();
       }
     });
 
-  CUstream stream = nullptr;
-  CUevent a = nullptr, b = nullptr;
-  struct ReleaseOnExit {
-    const CudaDriver &drv;
-    CUstream &stream;
-    CUevent &a, &b;
-    ~ReleaseOnExit() {
-      if (a)
-        drv.cuEventDestroy_v2(a);
-      if (b)
-        drv.cuEventDestroy_v2(b);
-      if (stream)
-        drv.cuStreamDestroy_v2(stream);
-    }
-  } releaseOnExit{*drv, stream, a, b};
-  // Written before every timed sample so that no candidate finds its inputs
-  // in L2 (60 MB on an H200) left by the one before: the timings are of cold
-  // caches, as in training, and do not depend on the order of measurement.
-  DeviceBuffer flush;
-  if (!toMeasure.empty()) {
-    TJ_CU_CHECK(*drv, cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-    TJ_CU_CHECK(*drv, cuEventCreate(&a, 0));
-    TJ_CU_CHECK(*drv, cuEventCreate(&b, 0));
-    auto buf = DeviceBuffer::allocate(size_t(128) << 20);
-    if (!buf)
-      return buf.takeError();
-    flush = std::move(*buf);
-  }
-  auto recordFailure = [&](CandidateResult &c, const char *stage, const std::string &why) {
-    c.status = stage;
+  auto recordFailure = [&](CandidateResult &c, const std::string &status, const char *stage,
+                           const std::string &why) {
+    c.status = status;
     c.detail = why;
     // Out of memory is the machine's state, not the config's: not remembered.
     bool transient = why.find("CUDA_ERROR_OUT_OF_MEMORY") != std::string::npos;
@@ -240,18 +238,7 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
       if (auto e = store->addFailure({result.tuneKey, c.config.canonical(), stage, why, 0}))
         llvm::consumeError(std::move(e));
   };
-  // After a launch-stage error: a fault poisons the context, and then every
-  // later candidate would fail for it. Such an error ends the tuning without
-  // recording the rest as bad.
-  auto contextBroken = [&](const CandidateResult &c) -> llvm::Error {
-    CUresult r = drv->cuCtxSynchronize();
-    if (r == CUDA_SUCCESS)
-      return llvm::Error::success();
-    return drv->error(r, "the GPU context after candidate [" + c.config.canonical() + "] (" +
-                             c.detail + ")");
-  };
 
-  std::vector<std::unique_ptr<LoadedKernel>> loaded(space.size());
   std::vector<CompiledKernel> binaries(space.size());
   double bestMs = 0;
   for (size_t got = 0; got < toMeasure.size(); ++got) {
@@ -273,75 +260,34 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
       continue;
     }
     if (!item.kernel) {
-      recordFailure(c, "compile", llvm::toString(item.kernel.takeError()));
+      recordFailure(c, "compile", "compile", llvm::toString(item.kernel.takeError()));
       continue;
     }
     auto tl = std::chrono::steady_clock::now();
-    auto kernel = LoadedKernel::load(*item.kernel);
-    if (!kernel) {
-      recordFailure(c, "launch", llvm::toString(kernel.takeError()));
-      if (auto e = contextBroken(c))
-        return e;
+    llvm::Expected<Measurement> measured =
+        worker ? worker->measure(*item.kernel) : runner->measure(*item.kernel);
+    if (!measured)
+      return measured.takeError(); // no worker could be started
+    const Measurement &m = *measured;
+    c.registers = m.registers;
+    c.spillBytes = m.spillBytes;
+    if (m.status == "verify") {
+      recordFailure(c, "verify", "verify", m.detail);
       continue;
     }
-    c.registers = (*kernel)->entry(0).registers;
-    for (size_t e = 0; e < (*kernel)->numEntries(); ++e)
-      c.spillBytes = std::max(c.spillBytes, (*kernel)->entry(e).spillBytes);
-    // Check first: poison, run once, verify.
-    llvm::Error checked = [&]() -> llvm::Error {
-      if (auto e = harness->bind(**kernel))
-        return e;
-      if (auto e = harness->poison(stream))
-        return e;
-      if (auto e = harness->run(**kernel, stream, /*check=*/true))
-        return e;
-      TJ_CU_CHECK(*drv, cuStreamSynchronize(stream));
-      return llvm::Error::success();
-    }();
-    if (checked) {
-      recordFailure(c, "launch", llvm::toString(std::move(checked)));
-      if (auto e = contextBroken(c))
-        return e;
+    if (m.status != "ok") {
+      // "launch", or a "fault" / "timeout" that cost a worker; all are
+      // failures at launch for the store.
+      recordFailure(c, m.status, "launch", m.detail);
+      if (!worker && m.status == "fault")
+        return err("tuning stopped: candidate [" + c.config.canonical() +
+                   "] broke this process's GPU context: " + m.detail);
       continue;
     }
-    if (auto e = harness->verify()) {
-      recordFailure(c, "verify", llvm::toString(std::move(e)));
-      continue;
-    }
-    // Time: launches per sample so a sample lasts at least ~200 us. An error
-    // here (the full problem may fail where the checked one ran) is the
-    // candidate's: recorded, and the next one is measured.
-    std::vector<double> ms;
-    llvm::Error timed = [&]() -> llvm::Error {
-      int inner = 1;
-      for (int s = 0; s < opt.reps + 3; ++s) {
-        if (auto e = flush.fill(uint8_t(s), stream))
-          return e;
-        TJ_CU_CHECK(*drv, cuEventRecord(a, stream));
-        for (int r = 0; r < inner; ++r)
-          if (auto e = harness->run(**kernel, stream, /*check=*/false))
-            return e;
-        TJ_CU_CHECK(*drv, cuEventRecord(b, stream));
-        TJ_CU_CHECK(*drv, cuEventSynchronize(b));
-        float t = 0;
-        TJ_CU_CHECK(*drv, cuEventElapsedTime_v2(&t, a, b));
-        if (s == 0) {
-          inner = std::clamp(int(0.2 / std::max(t, 1e-4f)), 1, 1000);
-          continue;
-        }
-        if (s < 3)
-          continue; // warm-up
-        ms.push_back(double(t) / inner);
-      }
-      return llvm::Error::success();
-    }();
-    if (timed) {
-      recordFailure(c, "launch", llvm::toString(std::move(timed)));
-      if (auto e = contextBroken(c))
-        return e;
-      continue;
-    }
-    summarize(ms, c);
+    c.medianMs = m.medianMs;
+    c.p20Ms = m.p20Ms;
+    c.p80Ms = m.p80Ms;
+    c.reps = m.reps;
     c.status = "ok";
     ++result.measured;
     if (store) {
@@ -361,7 +307,6 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
         return e;
     }
     binaries[item.index] = std::move(*item.kernel);
-    loaded[item.index] = std::move(*kernel);
     bestMs = bestMs == 0 ? c.medianMs : std::min(bestMs, c.medianMs);
     if (opt.progress) {
       double per = secondsSince(tl);
@@ -374,6 +319,10 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
     if (w.joinable())
       w.join();
   result.compileSeconds = secondsSince(t0);
+  if (worker)
+    result.workerRestarts = worker->restarts();
+  ownWorker.reset();
+  runner.reset();
 
   int win = chooseWinner(result.candidates, opt.noise, &result.reason);
   if (win < 0)
@@ -383,7 +332,7 @@ llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const Tune
   result.winnerMs = result.candidates[size_t(win)].medianMs;
   if (store) {
     if (binaries[size_t(win)].cubin.empty()) {
-      auto k = compileKernel(spec, result.winner);
+      auto k = compile(size_t(win));
       if (!k)
         return k.takeError();
       binaries[size_t(win)] = std::move(*k);

@@ -20,6 +20,7 @@
 namespace tilejit {
 
 class Store;
+class WorkerProcess;
 
 struct TuneOptions {
   double budgetSeconds = 0; // 0: no limit
@@ -28,14 +29,28 @@ struct TuneOptions {
   int reps = 30;            // timed samples per candidate
   double noise = 0.03;      // candidates within this fraction of the best tie
   uint64_t seed = 0;        // 0: fresh random inputs
-  int device = 0;           // the GPU to tune on (made current only while tuning)
+  int device = 0;           // the GPU to tune on
+  /// Where candidates are checked and timed. In a worker process
+  /// (`tilejit-worker`, see Worker.h) a candidate that faults or hangs the GPU
+  /// is recorded and costs only that worker; in this process it stops the
+  /// tuning and leaves this process's context broken.
+  enum class Isolation { Process, InProcess } isolation = Isolation::Process;
+  std::string workerPath; // empty: findWorker()'s search
+  /// A worker already started on `device` (it makes its context while the
+  /// caller does other work, and serves several tunings); null: start one.
+  WorkerProcess *worker = nullptr;
+  double candidateSeconds = 10; // time limit per candidate in a worker
+  /// Replaces compileKernel() (tests inject broken binaries with it).
+  std::function<llvm::Expected<CompiledKernel>(const KernelSpec &, const TileConfig &)> compile;
   /// Called after each candidate: (done, total, best ms so far, seconds left estimate).
   std::function<void(int, int, double, double)> progress;
 };
 
 struct CandidateResult {
   TileConfig config;
-  std::string status; // "ok", "compile", "launch", "verify", "spills", "stored"
+  /// "ok", "stored" (timing reused), "compile", "launch", "verify", "fault"
+  /// (broke the GPU context), "timeout", "known-bad", "budget"
+  std::string status;
   std::string detail;
   double medianMs = 0, p20Ms = 0, p80Ms = 0;
   int reps = 0;
@@ -51,6 +66,7 @@ struct TuneResult {
   std::vector<CandidateResult> candidates; // in config-space order
   double wallSeconds = 0, compileSeconds = 0;
   int measured = 0, reused = 0;
+  int workerRestarts = 0; // workers replaced after a fault, crash or timeout
 };
 
 /// What was tuned: the spec with its launch-time sizes, and the toolchain.
@@ -58,7 +74,7 @@ std::string tuneKey(const KernelSpec &spec);
 /// "tilejit=... nvrtc=... device=... template=..."
 std::string toolchainId(const KernelSpec &spec);
 
-/// Tunes `spec` on the current device. With a store, timings already stored
+/// Tunes `spec` on `options.device`. With a store, timings already stored
 /// for this tune key are reused rather than measured again, and the timings,
 /// failures, winner and the winning kernel are recorded.
 llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const TuneOptions &options);

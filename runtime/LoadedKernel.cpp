@@ -98,18 +98,6 @@ llvm::Expected<std::unique_ptr<LoadedKernel>> LoadedKernel::load(const CompiledK
   return k;
 }
 
-llvm::Expected<std::unique_ptr<LoadedKernel>>
-LoadedKernel::compileAndLoad(const KernelSpec &spec, const TileConfig &config,
-                             CompiledKernel *out) {
-  auto compiled = compileKernel(spec, config);
-  if (!compiled)
-    return compiled.takeError();
-  auto loaded = load(*compiled);
-  if (loaded && out)
-    *out = std::move(*compiled);
-  return loaded;
-}
-
 LoadedKernel::~LoadedKernel() {
   if (!module_)
     return;

@@ -8,21 +8,21 @@ llvm::Error opError(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
-llvm::Error checkShape(int64_t rows, int64_t cols) {
+} // namespace
+
+llvm::Error checkRmsNormShape(int64_t rows, int64_t cols) {
   if (rows < 0)
     return opError("rmsnorm: rows must be >= 0, got " + llvm::Twine(rows));
   if (cols < 1)
     return opError("rmsnorm: hidden size must be >= 1, got " + llvm::Twine(cols));
   return llvm::Error::success();
 }
-} // namespace
 
 /// The spec of either pass: the alignment is what the addresses and the row
 /// length actually allow, so a misaligned tensor gets a narrower kernel.
-static KernelSpec specOf(OpKind op, DType dtype, DType wdtype, int64_t rows, int64_t cols,
-                         bool zcg, std::initializer_list<uint64_t> rowOperands,
-                         std::initializer_list<uint64_t> weightOperands,
-                         const std::string &arch) {
+static KernelSpec specOf(OpKind op, DType dtype, DType wdtype, int64_t rows, int64_t cols, bool zcg,
+                         std::initializer_list<uint64_t> rowOperands,
+                         std::initializer_list<uint64_t> weightOperands, const std::string &arch) {
   KernelSpec s;
   s.op = op;
   s.dtype = dtype;
@@ -32,7 +32,8 @@ static KernelSpec specOf(OpKind op, DType dtype, DType wdtype, int64_t rows, int
   s.zeroCenteredGamma = zcg;
   s.arch = arch;
   int64_t rowBytes = cols * dtypeBytes(dtype);
-  s.align = std::max(1, std::min(alignmentOf(rowOperands, rowBytes), alignmentOf(weightOperands, 16)));
+  s.align =
+      std::max(1, std::min(alignmentOf(rowOperands, rowBytes), alignmentOf(weightOperands, 16)));
   return s;
 }
 
@@ -46,21 +47,9 @@ KernelSpec rmsNormSpec(const RmsNormBackward &a, const std::string &arch) {
                 {a.x, a.dy, a.dx}, {a.w, a.dw}, arch);
 }
 
-llvm::Error rmsNormForward(KernelCache &cache, const RmsNormForward &a, CUstream stream,
-                           const std::string &arch, const TileConfig &config) {
-  if (auto err = checkShape(a.rows, a.cols))
-    return err;
-  if (a.rows == 0)
-    return llvm::Error::success();
-  auto kernel = cache.get(rmsNormSpec(a, arch), config);
-  if (!kernel)
-    return kernel.takeError();
-  return launchRmsNormForward(*kernel, a, stream);
-}
-
 llvm::Error launchRmsNormForward(const LoadedKernel &kernel, const RmsNormForward &a,
                                  CUstream stream) {
-  if (auto err = checkShape(a.rows, a.cols))
+  if (auto err = checkRmsNormShape(a.rows, a.cols))
     return err;
   if (a.rows == 0)
     return llvm::Error::success();
@@ -70,50 +59,31 @@ llvm::Error launchRmsNormForward(const LoadedKernel &kernel, const RmsNormForwar
   return kernel.launch(0, args, std::size(args), stream);
 }
 
-llvm::Expected<int64_t> rmsNormBackwardWorkspace(KernelCache &cache, const RmsNormBackward &a,
-                                                 const std::string &arch,
-                                                 const TileConfig &config) {
-  if (auto err = checkShape(a.rows, a.cols))
-    return err;
-  auto kernel = cache.get(rmsNormSpec(a, arch), config);
-  if (!kernel)
-    return kernel.takeError();
-  return kernel->workspaceBytes();
-}
-
-llvm::Error rmsNormBackward(KernelCache &cache, const RmsNormBackward &a, CUstream stream,
-                            const std::string &arch, const TileConfig &config) {
-  if (auto err = checkShape(a.rows, a.cols))
-    return err;
-  auto kernel = cache.get(rmsNormSpec(a, arch), config);
-  if (!kernel)
-    return kernel.takeError();
-  return launchRmsNormBackward(*kernel, a, stream);
-}
-
 llvm::Error launchRmsNormBackward(const LoadedKernel &kernel, const RmsNormBackward &a,
                                   CUstream stream) {
-  if (auto err = checkShape(a.rows, a.cols))
+  if (auto err = checkRmsNormShape(a.rows, a.cols))
     return err;
   const LoadedKernel *k = &kernel;
   if (k->numEntries() != 2)
     return opError("rmsnorm backward kernel has " + llvm::Twine(k->numEntries()) +
                    " entries, expected 2");
   if (a.workspace == 0)
-    return opError("rmsnorm backward needs a workspace of " +
-                   llvm::Twine(k->workspaceBytes()) + " bytes");
+    return opError("rmsnorm backward needs a workspace of " + llvm::Twine(k->workspaceBytes()) +
+                   " bytes");
   if (a.workspace % 16 != 0)
     return opError("rmsnorm backward workspace must be 16-byte aligned");
   int64_t partialRows = k->workspaceBytes() / (4 * a.cols);
   // With zero rows the first kernel still runs: its programs write zero
   // partials, so dw comes out zero.
-  KernelArg main[] = {KernelArg::view(a.dy, {a.rows, a.cols}), KernelArg::view(a.x, {a.rows, a.cols}),
-                      KernelArg::view(a.rstd, {a.rows}),       KernelArg::view(a.w, {a.cols}),
-                      KernelArg::view(a.dx, {a.rows, a.cols}), KernelArg::view(a.workspace, {partialRows, a.cols})};
+  KernelArg main[] = {
+      KernelArg::view(a.dy, {a.rows, a.cols}), KernelArg::view(a.x, {a.rows, a.cols}),
+      KernelArg::view(a.rstd, {a.rows}),       KernelArg::view(a.w, {a.cols}),
+      KernelArg::view(a.dx, {a.rows, a.cols}), KernelArg::view(a.workspace, {partialRows, a.cols})};
   if (a.rows == 0) {
     // Views of zero rows still need a valid address for the checks.
     for (int i : {0, 1, 2, 4})
-      if (main[i].ptr == 0) main[i].ptr = a.workspace;
+      if (main[i].ptr == 0)
+        main[i].ptr = a.workspace;
   }
   if (auto err = k->launch(0, main, std::size(main), stream))
     return err;

@@ -29,6 +29,9 @@ struct RmsNormBackward {
 KernelSpec rmsNormSpec(const RmsNormForward &a, const std::string &arch);
 KernelSpec rmsNormSpec(const RmsNormBackward &a, const std::string &arch);
 
+/// rows >= 0 and hidden size >= 1, or an error naming the bad one.
+llvm::Error checkRmsNormShape(int64_t rows, int64_t cols);
+
 /// Launches with a kernel already in hand (the tuner's candidates, the engine).
 llvm::Error launchRmsNormForward(const LoadedKernel &kernel, const RmsNormForward &a,
                                  CUstream stream);

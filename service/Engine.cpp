@@ -18,16 +18,29 @@ llvm::Expected<EngineOptions> EngineOptions::fromEnvironment() {
   EngineOptions o;
   if (const char *t = std::getenv("TILEJIT_TUNE"); t && *t) {
     std::string v = t;
-    if (v == "off") o.policy = TunePolicy::Off;
-    else if (v == "on-miss") o.policy = TunePolicy::OnMiss;
-    else if (v == "background") o.policy = TunePolicy::Background;
-    else return err("TILEJIT_TUNE='" + v + "' is not one of off, on-miss, background");
+    if (v == "off")
+      o.policy = TunePolicy::Off;
+    else if (v == "on-miss")
+      o.policy = TunePolicy::OnMiss;
+    else if (v == "background")
+      o.policy = TunePolicy::Background;
+    else
+      return err("TILEJIT_TUNE='" + v + "' is not one of off, on-miss, background");
   }
   if (const char *d = std::getenv("TILEJIT_DETERMINISTIC"); d && *d) {
     std::string v = d;
     if (v != "0" && v != "1")
       return err("TILEJIT_DETERMINISTIC='" + v + "' is not 0 or 1");
     o.deterministic = v == "1";
+  }
+  if (const char *i = std::getenv("TILEJIT_TUNE_ISOLATION"); i && *i) {
+    std::string v = i;
+    if (v == "process")
+      o.tune.isolation = TuneOptions::Isolation::Process;
+    else if (v == "in-process")
+      o.tune.isolation = TuneOptions::Isolation::InProcess;
+    else
+      return err("TILEJIT_TUNE_ISOLATION='" + v + "' is not one of process, in-process");
   }
   if (const char *d = std::getenv("TILEJIT_CACHE_DIR"); d && *d)
     o.dbPath = std::string(d) + "/tilejit.db";
@@ -84,8 +97,8 @@ void Engine::tuneInBackground(const KernelSpec &spec) {
     auto fail = [&](llvm::Error e) {
       std::unique_lock lock(mu_);
       if (backgroundError_.empty())
-        backgroundError_ = "background tuning of " + spec.canonical() + ": " +
-                           llvm::toString(std::move(e));
+        backgroundError_ =
+            "background tuning of " + spec.canonical() + ": " + llvm::toString(std::move(e));
       else
         llvm::consumeError(std::move(e));
     };

@@ -37,7 +37,9 @@ struct EngineOptions {
   int device = 0;
 
   /// Reads TILEJIT_TUNE (off | on-miss | background), TILEJIT_DETERMINISTIC
-  /// (1: never tune) and TILEJIT_CACHE_DIR once.
+  /// (1: never tune), TILEJIT_TUNE_ISOLATION (process | in-process: where
+  /// candidates run, see TuneOptions) and TILEJIT_CACHE_DIR once. The tuner
+  /// itself reads TILEJIT_WORKER (the worker's path).
   static llvm::Expected<EngineOptions> fromEnvironment();
 };
 

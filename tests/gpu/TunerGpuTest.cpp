@@ -6,6 +6,8 @@
 
 #include "autotune/Harness.h"
 #include "autotune/Tuner.h"
+#include "compiler/Nvrtc.h"
+#include "compiler/templates/Template.h"
 #include "runtime/CudaDriver.h"
 #include "service/Engine.h"
 
@@ -78,13 +80,16 @@ TEST_F(GpuTuner, TunesVerifiesAndRecordsEveryTiming) {
     ASSERT_TRUE(bool(fresh)) << llvm::toString(fresh.takeError());
     double best = 1e30, firstWinner = -1;
     for (auto &c : fresh->candidates) {
-      if (c.status != "ok") continue;
+      if (c.status != "ok")
+        continue;
       best = std::min(best, c.medianMs);
-      if (c.config == r->winner) firstWinner = c.medianMs;
+      if (c.config == r->winner)
+        firstWinner = c.medianMs;
     }
     ASSERT_GT(firstWinner, 0);
     EXPECT_LE(firstWinner, best * (1 + 3 * opt.noise))
-        << "first winner " << r->winner.canonical() << " fresh winner " << fresh->winner.canonical();
+        << "first winner " << r->winner.canonical() << " fresh winner "
+        << fresh->winner.canonical();
     std::printf("  fresh tuning picked [%s] (%s)\n", fresh->winner.canonical().c_str(),
                 fresh->winner == r->winner ? "same" : "different, within noise");
   }
@@ -151,17 +156,91 @@ TEST_F(GpuTuner, NothingIsCompiledDuringGraphCapture) {
   ASSERT_EQ(drv->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
   KernelSpec warm = spec(OpKind::RmsNormFwd, 64, 512);
   ASSERT_TRUE(bool((*engine)->get(warm, stream)));
-  ASSERT_EQ(drv->cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+  ASSERT_EQ(drv->cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+            CUDA_SUCCESS);
   auto hit = (*engine)->get(warm, stream);
   EXPECT_TRUE(bool(hit)) << "a loaded kernel is served during capture";
-  if (!hit) llvm::consumeError(hit.takeError());
+  if (!hit)
+    llvm::consumeError(hit.takeError());
   auto miss = (*engine)->get(spec(OpKind::RmsNormFwd, 64, 640), stream);
   ASSERT_FALSE(bool(miss));
   EXPECT_NE(llvm::toString(miss.takeError()).find("capturing"), std::string::npos);
   CUgraph graph = nullptr;
   EXPECT_EQ(drv->cuStreamEndCapture(stream, &graph), CUDA_SUCCESS);
-  if (graph) drv->cuGraphDestroy(graph);
+  if (graph)
+    drv->cuGraphDestroy(graph);
   drv->cuStreamDestroy_v2(stream);
+}
+
+// Two candidates are replaced by binaries that fault (an illegal address) and
+// hang (an endless loop). Each costs a worker process; the tuning goes on,
+// records both as failed, picks a verified winner, and this process's own
+// context is untouched.
+TEST_F(GpuTuner, FaultingOrHangingCandidatesCostOnlyTheWorker) {
+  std::string dir = tempDir();
+  auto store = Store::open(dir + "/faults.db");
+  ASSERT_TRUE(bool(store)) << llvm::toString(store.takeError());
+  KernelSpec s = spec(OpKind::RmsNormFwd, 4096, 4096);
+  std::vector<TileConfig> space = getTemplate(s.op).configSpace(s);
+  ASSERT_GE(space.size(), 6u);
+  const TileConfig faulting = space[1], hanging = space[3];
+  TuneOptions opt;
+  opt.maxConfigs = 6;
+  opt.candidateSeconds = 3;
+  opt.compile = [&](const KernelSpec &sp, const TileConfig &c) -> llvm::Expected<CompiledKernel> {
+    auto k = compileKernel(sp, c);
+    if (!k || !(c == faulting || c == hanging))
+      return k;
+    // The hang spins on a global nothing ever writes: volatile accesses are
+    // side effects, so the loop stays.
+    std::string body = c == faulting ? "*(volatile int *)8 = 1;" : "while (tj_never == 0) {}";
+    std::string src = "__device__ volatile int tj_never = 0;\n";
+    for (const EntryInfo &e : k->entries)
+      src += "extern \"C\" __global__ void " + e.name + "() { " + body + " }\n";
+    auto broken = compileWithNvrtc(src, "broken", sp.arch);
+    if (!broken)
+      return broken.takeError();
+    k->cubin = broken->cubin;
+    return k;
+  };
+  auto r = tune(s, store->get(), opt);
+  ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+  ASSERT_EQ(r->candidates.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    const CandidateResult &c = r->candidates[i];
+    std::printf("  [%s] %s %s\n", c.config.canonical().c_str(), c.status.c_str(),
+                c.detail.substr(0, 160).c_str());
+    const char *want = i == 1 ? "fault" : i == 3 ? "timeout" : "ok";
+    EXPECT_EQ(c.status, want) << c.config.canonical() << ": " << c.detail;
+  }
+  EXPECT_EQ(r->workerRestarts, 2);
+  EXPECT_FALSE(r->winner == faulting || r->winner == hanging);
+  for (const TileConfig &bad : {faulting, hanging}) {
+    auto known = (*store)->isKnownBad(r->tuneKey, bad.canonical());
+    ASSERT_TRUE(bool(known));
+    EXPECT_TRUE(*known) << bad.canonical() << " is in the negative cache";
+  }
+  // This process never ran them: its context still works.
+  auto harness = makeHarness(s.op);
+  ASSERT_FALSE(bool(harness->prepare(s, 11)));
+  auto k = LoadedKernel::compileAndLoad(s, r->winner);
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  ASSERT_FALSE(bool(harness->bind(**k)));
+  ASSERT_FALSE(bool(harness->poison(nullptr)));
+  ASSERT_FALSE(bool(harness->run(**k, nullptr)));
+  ASSERT_EQ(CudaDriver::get()->cuCtxSynchronize(), CUDA_SUCCESS);
+  auto verified = harness->verify();
+  EXPECT_FALSE(bool(verified)) << llvm::toString(std::move(verified));
+}
+
+TEST_F(GpuTuner, InProcessTuningMeasuresTheSame) {
+  TuneOptions opt;
+  opt.isolation = TuneOptions::Isolation::InProcess;
+  opt.maxConfigs = 8;
+  auto r = tune(spec(OpKind::RmsNormBwd, 2048, 4096), nullptr, opt);
+  ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+  EXPECT_EQ(r->measured, 8);
+  EXPECT_EQ(r->workerRestarts, 0);
 }
 
 } // namespace

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autotune/Tuner.h"
+#include "autotune/Worker.h"
 #include "compiler/templates/Template.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/Store.h"
@@ -24,6 +25,8 @@ struct TuneArgs {
   int maxConfigs = 0;
   int reps = 30;
   bool json = false;
+  bool inProcess = false;
+  double candidateSeconds = 10;
 };
 
 llvm::Expected<std::unique_ptr<Store>> openStore(const std::string &path) {
@@ -35,15 +38,37 @@ llvm::Expected<std::unique_ptr<Store>> openStore(const std::string &path) {
 }
 
 nlohmann::json candidateJson(const CandidateResult &c) {
-  return {{"config", c.config.canonical()}, {"status", c.status},   {"median_ms", c.medianMs},
-          {"p20_ms", c.p20Ms},              {"p80_ms", c.p80Ms},    {"reps", c.reps},
-          {"registers", c.registers},       {"spill_bytes", c.spillBytes}, {"detail", c.detail}};
+  return {{"config", c.config.canonical()},
+          {"status", c.status},
+          {"median_ms", c.medianMs},
+          {"p20_ms", c.p20Ms},
+          {"p80_ms", c.p80Ms},
+          {"reps", c.reps},
+          {"registers", c.registers},
+          {"spill_bytes", c.spillBytes},
+          {"detail", c.detail}};
 }
 
 int runTune(const TuneArgs &a) {
   // Bad flags are reported before anything else, GPU or not.
   if (auto checked = a.spec.build(); !checked)
     return fail(llvm::toString(checked.takeError()));
+  if (a.budget < 0 || a.maxConfigs < 0 || a.reps < 3 || !(a.candidateSeconds > 0))
+    return fail("--budget and --max-configs must be >= 0, --reps >= 3 and --candidate-timeout > 0");
+  // The measuring worker makes its GPU context while this process queries
+  // the GPU, opens the store and compiles.
+  std::unique_ptr<WorkerProcess> worker;
+  if (!a.inProcess) {
+    auto path = findWorker();
+    if (!path)
+      return fail(llvm::toString(path.takeError()));
+    WorkerProcess::Options wo;
+    wo.path = *path;
+    auto w = WorkerProcess::start(wo);
+    if (!w)
+      return fail(llvm::toString(w.takeError()));
+    worker = std::move(*w);
+  }
   std::string arch;
   if (auto dev = queryDevice(0))
     arch = dev->arch();
@@ -52,8 +77,6 @@ int runTune(const TuneArgs &a) {
   auto spec = a.spec.build(arch);
   if (!spec)
     return fail(llvm::toString(spec.takeError()));
-  if (a.budget < 0 || a.maxConfigs < 0 || a.reps < 3)
-    return fail("--budget and --max-configs must be >= 0 and --reps >= 3");
   auto store = openStore(a.db);
   if (!store)
     return fail(llvm::toString(store.takeError()));
@@ -62,6 +85,10 @@ int runTune(const TuneArgs &a) {
   opt.budgetSeconds = a.budget;
   opt.maxConfigs = a.maxConfigs;
   opt.reps = a.reps;
+  opt.candidateSeconds = a.candidateSeconds;
+  if (a.inProcess)
+    opt.isolation = TuneOptions::Isolation::InProcess;
+  opt.worker = worker.get();
   bool tty = isatty(fileno(stderr)) && !a.json;
   if (tty)
     opt.progress = [](int done, int total, double best, double eta) {
@@ -75,10 +102,15 @@ int runTune(const TuneArgs &a) {
     return fail(llvm::toString(r.takeError()));
 
   if (a.json) {
-    nlohmann::json j = {{"spec", r->spec.canonical()}, {"tune_key", r->tuneKey},
-                        {"winner", r->winner.canonical()}, {"winner_ms", r->winnerMs},
-                        {"reason", r->reason}, {"wall_s", r->wallSeconds},
-                        {"measured", r->measured}, {"reused", r->reused}};
+    nlohmann::json j = {{"spec", r->spec.canonical()},
+                        {"tune_key", r->tuneKey},
+                        {"winner", r->winner.canonical()},
+                        {"winner_ms", r->winnerMs},
+                        {"reason", r->reason},
+                        {"wall_s", r->wallSeconds},
+                        {"measured", r->measured},
+                        {"reused", r->reused},
+                        {"worker_restarts", r->workerRestarts}};
     for (auto &c : r->candidates)
       j["candidates"].push_back(candidateJson(c));
     std::printf("%s\n", j.dump(2).c_str());
@@ -89,8 +121,14 @@ int runTune(const TuneArgs &a) {
     failed += c.status != "ok" && c.status != "stored";
   std::printf("spec     %s\nwinner   %s  %.4f ms\nwhy      %s\n", r->spec.canonical().c_str(),
               r->winner.canonical().c_str(), r->winnerMs, r->reason.c_str());
-  std::printf("measured %d, reused %d stored timings, %d skipped or failed; %.2f s\n",
-              r->measured, r->reused, failed, r->wallSeconds);
+  std::printf("measured %d, reused %d stored timings, %d skipped or failed; %.2f s\n", r->measured,
+              r->reused, failed, r->wallSeconds);
+  for (auto &c : r->candidates)
+    if (c.status == "fault" || c.status == "timeout")
+      std::printf("  [%s] %s: %s\n", c.config.canonical().c_str(), c.status.c_str(),
+                  c.detail.substr(0, 200).c_str());
+  if (r->workerRestarts)
+    std::printf("the measuring worker was replaced %d time(s)\n", r->workerRestarts);
   return 0;
 }
 
@@ -125,7 +163,8 @@ int runExplain(const TuneArgs &a) {
                 (*w)->medianMs, (*w)->kernelKey.substr(0, 16).c_str(), (*w)->reason.c_str());
   }
   std::vector<Timing> t = *timings;
-  std::sort(t.begin(), t.end(), [](const Timing &x, const Timing &y) { return x.medianMs < y.medianMs; });
+  std::sort(t.begin(), t.end(),
+            [](const Timing &x, const Timing &y) { return x.medianMs < y.medianMs; });
   if (!t.empty())
     std::printf("timings  (%zu; median [p20, p80] ms, GPU)\n", t.size());
   for (const Timing &x : t)
@@ -143,17 +182,24 @@ Action addTune(CLI::App &app) {
   auto a = std::make_shared<TuneArgs>();
   auto *cmd = app.add_subcommand("tune", "Tune one kernel on the GPU and record the winner");
   a->spec.add(cmd);
-  cmd->add_option("--db", a->db, "Tuning cache file (default: TILEJIT_CACHE_DIR or ~/.cache/tilejit)");
+  cmd->add_option("--db", a->db,
+                  "Tuning cache file (default: TILEJIT_CACHE_DIR or ~/.cache/tilejit)");
   cmd->add_option("--budget", a->budget, "Stop measuring new configs after this many seconds");
   cmd->add_option("--max-configs", a->maxConfigs, "Measure at most this many configs");
   cmd->add_option("--reps", a->reps, "Timed samples per config (default 30)");
+  cmd->add_option("--candidate-timeout", a->candidateSeconds,
+                  "Seconds one config may take to check and time (default 10)");
+  cmd->add_flag("--in-process", a->inProcess,
+                "Measure in this process, not in a worker (a config that faults the GPU "
+                "then stops the tuning)");
   cmd->add_flag("--json", a->json, "Print the result as JSON");
   return [a] { return runTune(*a); };
 }
 
 Action addExplain(CLI::App &app) {
   auto a = std::make_shared<TuneArgs>();
-  auto *cmd = app.add_subcommand("explain", "Show the chosen config for a kernel, why, and its timings");
+  auto *cmd =
+      app.add_subcommand("explain", "Show the chosen config for a kernel, why, and its timings");
   a->spec.add(cmd);
   cmd->add_option("--db", a->db, "Tuning cache file");
   return [a] { return runExplain(*a); };

@@ -1,0 +1,129 @@
+//===- Measure.cpp --------------------------------------------------------===//
+#include "autotune/Measure.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace tilejit {
+
+namespace {
+/// Median, 20th and 80th percentiles of `ms`.
+void summarize(std::vector<double> ms, Measurement &r) {
+  std::sort(ms.begin(), ms.end());
+  r.medianMs = ms[ms.size() / 2];
+  r.p20Ms = ms[ms.size() / 5];
+  r.p80Ms = ms[std::min(ms.size() - 1, ms.size() * 4 / 5)];
+  r.reps = int(ms.size());
+}
+} // namespace
+
+llvm::Expected<std::unique_ptr<CandidateRunner>> CandidateRunner::create(const KernelSpec &spec,
+                                                                         uint64_t seed, int reps) {
+  auto drv = CudaDriver::get();
+  if (!drv)
+    return drv.takeError();
+  std::unique_ptr<CandidateRunner> r(new CandidateRunner());
+  r->drv_ = &*drv;
+  r->reps_ = reps;
+  r->harness_ = makeHarness(spec.op);
+  if (auto e = r->harness_->prepare(spec, seed))
+    return e;
+  TJ_CU_CHECK(*drv, cuStreamCreate(&r->stream_, CU_STREAM_NON_BLOCKING));
+  TJ_CU_CHECK(*drv, cuEventCreate(&r->a_, 0));
+  TJ_CU_CHECK(*drv, cuEventCreate(&r->b_, 0));
+  auto buf = DeviceBuffer::allocate(size_t(128) << 20);
+  if (!buf)
+    return buf.takeError();
+  r->flush_ = std::move(*buf);
+  return r;
+}
+
+CandidateRunner::~CandidateRunner() {
+  if (!drv_)
+    return;
+  if (a_)
+    drv_->cuEventDestroy_v2(a_);
+  if (b_)
+    drv_->cuEventDestroy_v2(b_);
+  if (stream_)
+    drv_->cuStreamDestroy_v2(stream_);
+}
+
+Measurement CandidateRunner::measure(const CompiledKernel &compiled) {
+  const CudaDriver &drv = *drv_;
+  Measurement m;
+  // A launch-stage error may have poisoned the context (an illegal address,
+  // a trap): then nothing after it can run in this context, and the error is
+  // the candidate's fault.
+  auto launchFailed = [&](llvm::Error e) {
+    m.detail = llvm::toString(std::move(e));
+    m.status = "launch";
+    CUresult r = drv.cuCtxSynchronize();
+    if (r != CUDA_SUCCESS) {
+      m.status = "fault";
+      m.detail = llvm::toString(drv.error(r, "the GPU context")) + " (after: " + m.detail + ")";
+    }
+    return m;
+  };
+
+  auto kernel = LoadedKernel::load(compiled);
+  if (!kernel)
+    return launchFailed(kernel.takeError());
+  m.registers = (*kernel)->entry(0).registers;
+  for (size_t e = 0; e < (*kernel)->numEntries(); ++e)
+    m.spillBytes = std::max(m.spillBytes, (*kernel)->entry(e).spillBytes);
+
+  // Check first: poison, run once, verify.
+  llvm::Error checked = [&]() -> llvm::Error {
+    if (auto e = harness_->bind(**kernel))
+      return e;
+    if (auto e = harness_->poison(stream_))
+      return e;
+    if (auto e = harness_->run(**kernel, stream_, /*check=*/true))
+      return e;
+    TJ_CU_CHECK(drv, cuStreamSynchronize(stream_));
+    return llvm::Error::success();
+  }();
+  if (checked)
+    return launchFailed(std::move(checked));
+  if (auto e = harness_->verify()) {
+    m.status = "verify";
+    m.detail = llvm::toString(std::move(e));
+    return m;
+  }
+
+  // Time: launches per sample so a sample lasts at least ~200 us. An error
+  // here (the full problem may fail where the checked one ran) is the
+  // candidate's.
+  std::vector<double> ms;
+  llvm::Error timed = [&]() -> llvm::Error {
+    int inner = 1;
+    for (int s = 0; s < reps_ + 3; ++s) {
+      if (auto e = flush_.fill(uint8_t(s), stream_))
+        return e;
+      TJ_CU_CHECK(drv, cuEventRecord(a_, stream_));
+      for (int r = 0; r < inner; ++r)
+        if (auto e = harness_->run(**kernel, stream_, /*check=*/false))
+          return e;
+      TJ_CU_CHECK(drv, cuEventRecord(b_, stream_));
+      TJ_CU_CHECK(drv, cuEventSynchronize(b_));
+      float t = 0;
+      TJ_CU_CHECK(drv, cuEventElapsedTime_v2(&t, a_, b_));
+      if (s == 0) {
+        inner = std::clamp(int(0.2 / std::max(t, 1e-4f)), 1, 1000);
+        continue;
+      }
+      if (s < 3)
+        continue; // warm-up
+      ms.push_back(double(t) / inner);
+    }
+    return llvm::Error::success();
+  }();
+  if (timed)
+    return launchFailed(std::move(timed));
+  summarize(ms, m);
+  m.status = "ok";
+  return m;
+}
+
+} // namespace tilejit

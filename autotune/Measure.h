@@ -1,0 +1,64 @@
+//===- Measure.h - checking and timing one candidate on the GPU ----*- C++ -*-===//
+//
+// What the tuner does with a compiled candidate, in whichever process holds
+// the GPU context: load it, poison the outputs, run it once on the checked
+// problem and compare with the float64 reference, then time it on the full
+// problem with L2 flushed before every sample. The tuning process runs this
+// in a worker process (Worker.h), so that a candidate that faults or hangs
+// the GPU takes only the worker down.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "autotune/Harness.h"
+#include "compiler/Compiler.h"
+#include "runtime/CudaDriver.h"
+#include "runtime/DeviceBuffer.h"
+
+namespace tilejit {
+
+/// The outcome of one candidate.
+struct Measurement {
+  /// "ok"; "launch" (load or launch failed), "verify" (wrong output),
+  /// "fault" (the candidate broke the GPU context), "timeout" (it did not
+  /// finish in time; set by the parent of a worker).
+  std::string status;
+  std::string detail;
+  double medianMs = 0, p20Ms = 0, p80Ms = 0;
+  int reps = 0;
+  int registers = -1, spillBytes = 0;
+};
+
+/// Checks and times candidates of one spec on the current context's device.
+class CandidateRunner {
+public:
+  /// Prepares fresh inputs drawn from `seed`, the reference, a stream,
+  /// events and the L2 flush buffer. The device must be current.
+  static llvm::Expected<std::unique_ptr<CandidateRunner>> create(const KernelSpec &spec,
+                                                                 uint64_t seed, int reps);
+  ~CandidateRunner();
+  CandidateRunner(const CandidateRunner &) = delete;
+  CandidateRunner &operator=(const CandidateRunner &) = delete;
+
+  /// Checks then times `kernel`. A status other than "ok" names the stage
+  /// that failed; after a "fault" the context is unusable and so is this
+  /// runner.
+  Measurement measure(const CompiledKernel &kernel);
+
+private:
+  CandidateRunner() = default;
+  const CudaDriver *drv_ = nullptr;
+  std::unique_ptr<OpHarness> harness_;
+  int reps_ = 0;
+  CUstream stream_ = nullptr;
+  CUevent a_ = nullptr, b_ = nullptr;
+  // Written before every timed sample so that no candidate finds its inputs
+  // in L2 (60 MB on an H200) left by the one before: the timings are of cold
+  // caches, as in training, and do not depend on the order of measurement.
+  DeviceBuffer flush_;
+};
+
+} // namespace tilejit

@@ -1,0 +1,393 @@
+//===- Worker.cpp ---------------------------------------------------------===//
+#include "autotune/Worker.h"
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <optional>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "autotune/WorkerProtocol.h"
+#include "compiler/LaunchInfo.h"
+
+extern char **environ;
+
+namespace tilejit {
+
+using nlohmann::json;
+using worker::Received;
+using worker::receiveMessage;
+using worker::sendMessage;
+
+namespace {
+
+llvm::Error err(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+std::string dirOf(const std::string &path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+json measurementJson(const Measurement &m) {
+  return {{"status", m.status},       {"detail", m.detail},   {"median", m.medianMs},
+          {"p20", m.p20Ms},           {"p80", m.p80Ms},       {"reps", m.reps},
+          {"registers", m.registers}, {"spill", m.spillBytes}};
+}
+
+Measurement measurementFrom(const json &j) {
+  Measurement m;
+  m.status = j.value("status", std::string("fault"));
+  m.detail = j.value("detail", std::string());
+  m.medianMs = j.value("median", 0.0);
+  m.p20Ms = j.value("p20", 0.0);
+  m.p80Ms = j.value("p80", 0.0);
+  m.reps = j.value("reps", 0);
+  m.registers = j.value("registers", -1);
+  m.spillBytes = j.value("spill", 0);
+  return m;
+}
+
+std::string describeExit(int status) {
+  if (WIFEXITED(status))
+    return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const char *name = ::strsignal(WTERMSIG(status));
+    return "killed by signal " + std::to_string(WTERMSIG(status)) +
+           (name ? std::string(" (") + name + ")" : std::string());
+  }
+  return "ended (status " + std::to_string(status) + ")";
+}
+
+} // namespace
+
+// ------------------------------------------------------------ finding it
+
+llvm::Expected<std::string> findWorker(const std::string &explicitPath) {
+  auto runnable = [](const std::string &p) { return !p.empty() && ::access(p.c_str(), X_OK) == 0; };
+  std::string given = explicitPath;
+  const char *from = "the tuning options";
+  if (given.empty()) {
+    if (const char *env = std::getenv("TILEJIT_WORKER"); env && *env) {
+      given = env;
+      from = "TILEJIT_WORKER";
+    }
+  }
+  if (!given.empty()) {
+    if (runnable(given))
+      return given;
+    return err("the measuring worker named by " + llvm::Twine(from) + ", '" + given +
+               "', is not an executable file");
+  }
+  std::vector<std::string> places;
+  char self[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0)
+    places.push_back(dirOf(std::string(self, size_t(n))) + "/tilejit-worker");
+  Dl_info info;
+  if (::dladdr(reinterpret_cast<void *>(&findWorker), &info) && info.dli_fname) {
+    std::string lib = dirOf(info.dli_fname);
+    places.push_back(lib + "/tilejit-worker");
+    places.push_back(lib + "/../libexec/tilejit-worker");
+  }
+#ifdef TILEJIT_WORKER_INSTALL_PATH
+  places.push_back(TILEJIT_WORKER_INSTALL_PATH);
+#endif
+#ifdef TILEJIT_WORKER_BUILD_PATH
+  places.push_back(TILEJIT_WORKER_BUILD_PATH);
+#endif
+  std::string tried;
+  for (const std::string &p : places) {
+    if (runnable(p))
+      return p;
+    tried += (tried.empty() ? "" : ", ") + p;
+  }
+  return err("cannot find the measuring worker 'tilejit-worker' (looked at " + tried +
+             "); set TILEJIT_WORKER to its path, or tune in process");
+}
+
+// ------------------------------------------------------------ parent side
+
+llvm::Expected<std::unique_ptr<WorkerProcess>> WorkerProcess::start(const Options &options) {
+  std::unique_ptr<WorkerProcess> w(new WorkerProcess(options));
+  if (auto e = w->spawn())
+    return e;
+  return w;
+}
+
+llvm::Error WorkerProcess::spawn() {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return err("cannot create a socket pair for the measuring worker: " +
+               llvm::Twine(std::strerror(errno)));
+  // The worker's end becomes its descriptor 3 (dup2 drops close-on-exec);
+  // an end that already is 3 would keep the flag, so it moves first.
+  int child = sv[1];
+  if (child == 3) {
+    child = ::fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
+    ::close(sv[1]);
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, child, 3);
+  // Whatever the worker (or a library in it) prints goes to stderr, never
+  // into the tuning process's output.
+  posix_spawn_file_actions_adddup2(&fa, 2, 1);
+  std::string fdArg = "3", deviceArg = std::to_string(opt_.device);
+  std::vector<char *> argv = {const_cast<char *>(opt_.path.c_str()),
+                              const_cast<char *>("--serve-fd"),
+                              fdArg.data(),
+                              const_cast<char *>("--device"),
+                              deviceArg.data(),
+                              nullptr};
+  pid_t pid = -1;
+  int rc = ::posix_spawn(&pid, opt_.path.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(child);
+  if (rc != 0) {
+    ::close(sv[0]);
+    return err("cannot start the measuring worker " + opt_.path + ": " + std::strerror(rc));
+  }
+  pid_ = pid;
+  fd_ = sv[0];
+  ready_ = false;
+  return llvm::Error::success();
+}
+
+llvm::Error WorkerProcess::sendPrepare() {
+  for (int attempt = 0;; ++attempt) {
+    if (pid_ < 0)
+      if (auto e = spawn())
+        return e;
+    ready_ = false;
+    if (sendMessage(fd_, prepare_))
+      return llvm::Error::success();
+    // It died while idle: not any candidate's doing. One more try.
+    std::string how = reap(true);
+    if (attempt == 1)
+      return err("the measuring worker " + opt_.path + " " + how + " before it was given work");
+  }
+}
+
+llvm::Error WorkerProcess::prepare(const KernelSpec &spec, uint64_t seed, int reps) {
+  spec_ = spec;
+  restarts_ = 0;
+  prepare_ = {{"op", "prepare"},
+              {"spec", spec.canonical(/*withRuntimeSizes=*/true)},
+              {"seed", seed},
+              {"reps", reps}};
+  return sendPrepare();
+}
+
+llvm::Error WorkerProcess::awaitReady() {
+  json reply;
+  Received r = receiveMessage(fd_, opt_.startSeconds, reply);
+  if (r == Received::Message && reply.value("ok", false)) {
+    ready_ = true;
+    return llvm::Error::success();
+  }
+  std::string why;
+  if (r == Received::Message)
+    why = reply.value("error", std::string("an unreadable reply"));
+  else if (r == Received::Timeout)
+    why = "no reply within " + std::to_string(int(opt_.startSeconds)) + " s";
+  std::string how = reap(r != Received::Closed);
+  return err("the measuring worker could not prepare " + spec_.canonical() + ": " +
+             (why.empty() ? how : why));
+}
+
+std::string WorkerProcess::reap(bool kill) {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+  if (pid_ < 0)
+    return "was not running";
+  if (kill)
+    ::kill(pid_, SIGKILL);
+  int status = 0;
+  pid_t got;
+  // Without the kill the worker ends by itself (it has replied "fault", or
+  // has seen EOF); give it a moment, then kill it.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while ((got = ::waitpid(pid_, &status, kill ? 0 : WNOHANG)) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid_, SIGKILL);
+      kill = true;
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  pid_ = -1;
+  ready_ = false;
+  if (got < 0)
+    return "ended (its status is not ours to read: " + std::string(std::strerror(errno)) + ")";
+  return describeExit(status);
+}
+
+WorkerProcess::~WorkerProcess() { reap(false); }
+
+llvm::Expected<Measurement> WorkerProcess::measure(const CompiledKernel &k) {
+  if (prepare_.is_null())
+    return err("the measuring worker was not told what to prepare");
+  if (pid_ < 0) {
+    // The last one was lost to a candidate: a fresh one prepares the same.
+    if (restarts_ >= opt_.maxRestarts)
+      return err("the measuring worker was lost " + llvm::Twine(restarts_) +
+                 " times in this tuning; giving up");
+    ++restarts_;
+    if (auto e = sendPrepare())
+      return e;
+  }
+  if (!ready_)
+    if (auto e = awaitReady())
+      return e;
+
+  json req = {{"op", "measure"},
+              {"key", k.key},
+              {"config", k.config.canonical()},
+              {"cubin", json::binary_t(std::vector<uint8_t>(k.cubin.begin(), k.cubin.end()))},
+              {"entries", entriesToJson(k.entries)},
+              {"workspace", k.workspaceBytes}};
+  if (!sendMessage(fd_, req)) {
+    // It died between candidates: not this candidate's doing. One retry on a
+    // fresh worker.
+    reap(true);
+    if (auto e = sendPrepare())
+      return e;
+    if (auto e = awaitReady())
+      return e;
+    if (!sendMessage(fd_, req))
+      return err("the measuring worker " + llvm::Twine(reap(true)) + " before it took a candidate");
+  }
+  json reply;
+  Received r = receiveMessage(fd_, opt_.candidateSeconds, reply);
+  Measurement m;
+  switch (r) {
+  case Received::Message:
+    m = measurementFrom(reply);
+    if (m.status == "fault")
+      reap(false); // it exits after reporting a broken context
+    return m;
+  case Received::Timeout: {
+    std::string how = reap(true);
+    m.status = "timeout";
+    char limit[32];
+    std::snprintf(limit, sizeof limit, "%g", opt_.candidateSeconds);
+    m.detail = "did not finish within " + std::string(limit) +
+               " s; the measuring worker was stopped (" + how + ")";
+    return m;
+  }
+  case Received::Closed:
+  case Received::Broken:
+    m.status = "fault";
+    m.detail = "the measuring worker " + reap(true) + " while running this candidate";
+    return m;
+  }
+  return m;
+}
+
+// ------------------------------------------------------------ worker side
+
+int runWorker(int fd, int device) {
+  // A worker outlives no tuning process.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() == 1)
+    return 1;
+  // The context is made before any request, while the tuning process is
+  // still compiling; an error is the reply to the first request.
+  std::string broken;
+  std::optional<ScopedDevice> scope;
+  if (auto drv = CudaDriver::get(); !drv) {
+    broken = llvm::toString(drv.takeError());
+  } else if (auto entered = ScopedDevice::enter(device); !entered) {
+    broken = llvm::toString(entered.takeError());
+  } else {
+    scope.emplace(std::move(*entered));
+  }
+  std::unique_ptr<CandidateRunner> runner;
+  std::optional<KernelSpec> spec;
+  json msg;
+  for (;;) {
+    Received r = receiveMessage(fd, -1, msg);
+    if (r == Received::Closed)
+      return 0;
+    if (r != Received::Message)
+      return 2;
+    std::string op = msg.value("op", std::string());
+    if (op == "prepare") {
+      runner.reset();
+      llvm::Error e = [&]() -> llvm::Error {
+        if (!broken.empty())
+          return err(broken);
+        auto parsed = KernelSpec::parse(msg.value("spec", std::string()));
+        if (!parsed)
+          return parsed.takeError();
+        spec = *parsed;
+        auto created =
+            CandidateRunner::create(*spec, msg.value("seed", uint64_t(1)), msg.value("reps", 30));
+        if (!created)
+          return created.takeError();
+        runner = std::move(*created);
+        return llvm::Error::success();
+      }();
+      json reply = {{"ok", !e}};
+      if (e)
+        reply["error"] = llvm::toString(std::move(e));
+      if (!sendMessage(fd, reply))
+        return 2;
+      continue;
+    }
+    Measurement m;
+    auto k = [&]() -> llvm::Expected<CompiledKernel> {
+      if (op != "measure")
+        return err("unknown request '" + op + "'");
+      if (!runner)
+        return err("a candidate came before a successful prepare");
+      CompiledKernel k;
+      k.spec = *spec;
+      k.key = msg.value("key", std::string());
+      auto config = TileConfig::parse(msg.value("config", std::string()));
+      if (!config)
+        return config.takeError();
+      k.config = std::move(*config);
+      auto entries = entriesFromJson(msg.value("entries", std::string()));
+      if (!entries)
+        return entries.takeError();
+      k.entries = std::move(*entries);
+      auto cubin = msg.find("cubin");
+      if (cubin == msg.end() || !cubin->is_binary())
+        return err("the request carries no cubin");
+      k.cubin.assign(cubin->get_binary().begin(), cubin->get_binary().end());
+      k.workspaceBytes = msg.value("workspace", int64_t(0));
+      return k;
+    }();
+    if (k) {
+      m = runner->measure(*k);
+    } else {
+      m.status = "launch";
+      m.detail = "malformed request: " + llvm::toString(k.takeError());
+    }
+    if (!sendMessage(fd, measurementJson(m)))
+      return 2;
+    if (m.status == "fault")
+      return 3; // the context is gone; the parent starts a fresh worker
+  }
+}
+
+} // namespace tilejit

@@ -1,0 +1,76 @@
+//===- FakeWorker.cpp - a measuring worker that misbehaves on request -------===//
+//
+// Speaks the worker protocol (autotune/Worker.h) without a GPU, so the tuner's
+// handling of workers that crash, hang or report a broken context is tested
+// everywhere. The candidate's `vec` value picks the behaviour:
+//   1 ok (median = 1 ms), 2 abort(), 3 hang, 4 report "fault" and exit,
+//   5 "launch" failure, 6 "verify" failure.
+// TILEJIT_FAKE_WORKER_INIT=fail makes it refuse to prepare, =crash die first.
+//
+//===----------------------------------------------------------------------===//
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <unistd.h>
+
+#include "autotune/WorkerProtocol.h"
+#include "compiler/KernelSpec.h"
+
+using nlohmann::json;
+using namespace tilejit::worker;
+
+int main(int argc, char **argv) {
+  if (argc != 5 || std::strcmp(argv[1], "--serve-fd") != 0)
+    return 2;
+  int fd = std::atoi(argv[2]);
+  json msg;
+  if (receiveMessage(fd, -1, msg) != Received::Message || msg.value("op", "") != "prepare")
+    return 2;
+  const char *init = std::getenv("TILEJIT_FAKE_WORKER_INIT");
+  if (init && std::string(init) == "crash")
+    std::abort();
+  if (init && std::string(init) == "fail") {
+    sendMessage(fd, json{{"ok", false}, {"error", "fake init failure"}});
+    return 2;
+  }
+  sendMessage(fd, json{{"ok", true}});
+  for (;;) {
+    Received r = receiveMessage(fd, -1, msg);
+    if (r != Received::Message)
+      return r == Received::Closed ? 0 : 2;
+    if (msg.value("op", "") == "prepare") {
+      sendMessage(fd, json{{"ok", true}});
+      continue;
+    }
+    auto config = tilejit::TileConfig::parse(msg.value("config", ""));
+    int64_t behaviour = config ? config->get("vec") : 0;
+    if (!config)
+      llvm::consumeError(config.takeError());
+    json reply = {{"status", "ok"}, {"detail", ""}, {"median", 1.0},   {"p20", 0.9},
+                  {"p80", 1.1},     {"reps", 30},   {"registers", 32}, {"spill", 0}};
+    switch (behaviour) {
+    case 1:
+      break;
+    case 2:
+      std::abort();
+    case 3:
+      for (;;)
+        ::pause();
+    case 4:
+      reply["status"] = "fault";
+      reply["detail"] = "CUDA_ERROR_ILLEGAL_ADDRESS (fake)";
+      sendMessage(fd, reply);
+      return 3;
+    case 5:
+      reply["status"] = "launch";
+      reply["detail"] = "CUDA_ERROR_INVALID_VALUE (fake)";
+      break;
+    default:
+      reply["status"] = "verify";
+      reply["detail"] = "y differs (fake)";
+      break;
+    }
+    if (!sendMessage(fd, reply))
+      return 2;
+  }
+}
