@@ -28,8 +28,21 @@ std::string toolchainId(const KernelSpec &spec) {
          " template=" + std::string(getTemplate(spec.op).sourceHash()).substr(0, 16);
 }
 
+int64_t tuningRows(int64_t rows) {
+  int64_t r = 1;
+  while (r < rows && r < kMaxTuningRows)
+    r *= 2;
+  return r;
+}
+
+KernelSpec tuningSpec(const KernelSpec &spec) {
+  KernelSpec s = spec;
+  s.rows = tuningRows(spec.rows);
+  return s;
+}
+
 std::string tuneKey(const KernelSpec &spec) {
-  return spec.canonical(/*withRuntimeSizes=*/true) + " | " + toolchainId(spec);
+  return tuningSpec(spec).canonical(/*withRuntimeSizes=*/true) + " | " + toolchainId(spec);
 }
 
 int chooseWinner(const std::vector<CandidateResult> &c, double noise, std::string *reason) {
@@ -76,8 +89,11 @@ struct Compiled {
 
 } // namespace
 
-llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const TuneOptions &opt) {
+llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const TuneOptions &opt) {
   auto t0 = std::chrono::steady_clock::now();
+  if (auto e = requested.validate())
+    return e;
+  const KernelSpec spec = tuningSpec(requested);
   if (auto e = spec.validate())
     return e;
   if (opt.reps < 1)

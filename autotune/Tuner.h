@@ -58,7 +58,7 @@ struct CandidateResult {
 };
 
 struct TuneResult {
-  KernelSpec spec;
+  KernelSpec spec; // as measured: tuningSpec() of the requested one
   std::string tuneKey;
   TileConfig winner;
   double winnerMs = 0;
@@ -69,14 +69,23 @@ struct TuneResult {
   int workerRestarts = 0; // workers replaced after a fault, crash or timeout
 };
 
-/// What was tuned: the spec with its launch-time sizes, and the toolchain.
+/// Kernels take their row count at launch, so one tuning serves a bucket of
+/// row counts: those in (R/2, R] for R a power of two up to kMaxTuningRows,
+/// and every count above that (by then the grid runs many full waves and the
+/// ranking of configs no longer moves). The tuner measures at R, the bucket's
+/// largest row count. `tuningSpec` is `spec` with rows = R.
+constexpr int64_t kMaxTuningRows = 65536;
+int64_t tuningRows(int64_t rows);
+KernelSpec tuningSpec(const KernelSpec &spec);
+
+/// What was tuned: the spec with the bucket's row count, and the toolchain.
 std::string tuneKey(const KernelSpec &spec);
 /// "tilejit=... nvrtc=... device=... template=..."
 std::string toolchainId(const KernelSpec &spec);
 
-/// Tunes `spec` on `options.device`. With a store, timings already stored
-/// for this tune key are reused rather than measured again, and the timings,
-/// failures, winner and the winning kernel are recorded.
+/// Tunes the row bucket of `spec` (tuningSpec) on `options.device`. With a store, timings already
+/// stored for this tune key are reused rather than measured again, and the timings, failures,
+/// winner and the winning kernel are recorded.
 llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const TuneOptions &options);
 
 /// The deterministic choice among measured candidates (exposed for tests):

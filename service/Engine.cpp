@@ -84,8 +84,12 @@ llvm::Error Engine::waitForBackground() {
 }
 
 void Engine::tuneInBackground(const KernelSpec &spec) {
-  // Called with missMu_ held.
-  background_.emplace_back([this, spec] {
+  // Called with missMu_ held. One tuning per row bucket: the other row
+  // counts of the bucket wait for its winner.
+  std::string key = tuneKey(spec);
+  if (!backgroundKeys_.insert(key).second)
+    return;
+  background_.emplace_back([this, spec, key] {
     // This thread's driver calls must not break a graph the caller captures
     // meanwhile (PyTorch captures in global mode).
     if (auto drv = CudaDriver::get()) {
@@ -104,23 +108,37 @@ void Engine::tuneInBackground(const KernelSpec &spec) {
     };
     if (auto ctx = useDevice(options_.device); !ctx)
       return fail(ctx.takeError());
-    auto r = tune(spec, store_.get(), options_.tune);
+    llvm::Expected<TuneResult> r = [&] {
+      // Tunings one at a time: two at once would time each other.
+      std::lock_guard<std::mutex> one(tuneMu_);
+      return tune(spec, store_.get(), options_.tune);
+    }();
     if (!r)
       return fail(r.takeError());
     std::lock_guard<std::mutex> missLock(missMu_);
-    std::string source;
-    auto kernel = obtain(spec, r->winner, source);
-    if (!kernel)
-      return fail(kernel.takeError());
-    std::unique_lock lock(mu_);
-    auto [begin, end] = loaded_.equal_range(spec.hash());
-    for (auto it = begin; it != end; ++it)
-      if (it->second.spec == spec) {
-        retired_.push_back(std::move(it->second.kernel));
-        it->second.kernel = *kernel;
-        lastSource_ = "background-tuned";
-        return;
-      }
+    winners_[key] = r->winner;
+    // Every loaded row count of the bucket switches to the winner.
+    std::vector<KernelSpec> specs;
+    {
+      std::shared_lock lock(mu_);
+      for (auto &[hash, entry] : loaded_)
+        if (tuneKey(entry.spec) == key)
+          specs.push_back(entry.spec);
+    }
+    for (const KernelSpec &s : specs) {
+      std::string source;
+      auto kernel = obtain(s, r->winner, source);
+      if (!kernel)
+        return fail(kernel.takeError());
+      std::unique_lock lock(mu_);
+      auto [begin, end] = loaded_.equal_range(s.hash());
+      for (auto it = begin; it != end; ++it)
+        if (it->second.spec == s && it->second.kernel != *kernel) {
+          retired_.push_back(std::move(it->second.kernel));
+          it->second.kernel = *kernel;
+          lastSource_ = "background-tuned";
+        }
+    }
   });
 }
 
@@ -166,8 +184,11 @@ llvm::Expected<const LoadedKernel &> Engine::get(const KernelSpec &spec, void *s
 
 llvm::Expected<TileConfig> Engine::chooseConfig(const KernelSpec &spec, bool &tuned) {
   tuned = false;
+  std::string key = tuneKey(spec);
+  if (auto it = winners_.find(key); it != winners_.end())
+    return it->second; // tuned in this process, for another row count of the bucket
   if (store_) {
-    auto w = store_->winner(tuneKey(spec));
+    auto w = store_->winner(key);
     if (!w)
       return w.takeError();
     if (*w) {
@@ -181,10 +202,14 @@ llvm::Expected<TileConfig> Engine::chooseConfig(const KernelSpec &spec, bool &tu
   if (options_.policy == TunePolicy::Background && !options_.deterministic) {
     tuneInBackground(spec);
   } else if (options_.policy == TunePolicy::OnMiss && !options_.deterministic) {
-    auto r = tune(spec, store_.get(), options_.tune);
+    auto r = [&] {
+      std::lock_guard<std::mutex> one(tuneMu_);
+      return tune(spec, store_.get(), options_.tune);
+    }();
     if (!r)
       return r.takeError();
     tuned = true;
+    winners_[key] = r->winner;
     return r->winner;
   }
   return getTemplate(spec.op).defaultConfig(spec);

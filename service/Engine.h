@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "autotune/Tuner.h"
@@ -30,9 +31,9 @@ namespace tilejit {
 enum class TunePolicy { Off, OnMiss, Background };
 
 struct EngineOptions {
-  std::string dbPath;          // "" : no persistent store
+  std::string dbPath; // "" : no persistent store
   TunePolicy policy = TunePolicy::Off;
-  bool deterministic = false;  // never tune; use stored winners or defaults
+  bool deterministic = false; // never tune; use stored winners or defaults
   TuneOptions tune;
   int device = 0;
 
@@ -69,9 +70,8 @@ private:
   llvm::Expected<const LoadedKernel &> miss(const KernelSpec &spec);
   /// Loads the kernel for (spec, config) from the store or compiles it (and
   /// records it).
-  llvm::Expected<std::shared_ptr<LoadedKernel>> obtain(const KernelSpec &spec,
-                                                       const TileConfig &config,
-                                                       std::string &source);
+  llvm::Expected<std::shared_ptr<LoadedKernel>>
+  obtain(const KernelSpec &spec, const TileConfig &config, std::string &source);
   void tuneInBackground(const KernelSpec &spec);
   /// The loaded kernel for `spec`, or null. Callers hold mu_.
   const LoadedKernel *findLoaded(const KernelSpec &spec) const;
@@ -97,6 +97,12 @@ private:
   /// Kernels replaced by a background winner: callers may still hold them.
   std::vector<std::shared_ptr<LoadedKernel>> retired_;
   std::string lastSource_;
+  /// Winners tuned in this process, by tune key (a row bucket); under missMu_.
+  std::unordered_map<std::string, TileConfig> winners_;
+  /// Row buckets tuned or being tuned in the background; under missMu_.
+  std::unordered_set<std::string> backgroundKeys_;
+  /// Held while tuning: one tuning at a time on the engine's GPU.
+  std::mutex tuneMu_;
   std::vector<std::thread> background_;
   std::string backgroundError_;
 };

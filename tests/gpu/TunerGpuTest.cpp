@@ -130,20 +130,47 @@ TEST_F(GpuTuner, BackgroundTuningSwitchesToTheWinner) {
   auto engine = Engine::create(o);
   ASSERT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
   KernelSpec s = spec(OpKind::RmsNormFwd, 4096, 2048);
+  KernelSpec sameBucket = spec(OpKind::RmsNormFwd, 3000, 2048);
   auto first = (*engine)->get(s);
   ASSERT_TRUE(bool(first)) << llvm::toString(first.takeError());
   EXPECT_EQ((*engine)->lastSource(), "compiled") << "the default serves at once";
+  auto firstOfBucket = (*engine)->get(sameBucket);
+  ASSERT_TRUE(bool(firstOfBucket));
   auto waited = (*engine)->waitForBackground();
   ASSERT_FALSE(bool(waited)) << llvm::toString(std::move(waited));
   EXPECT_EQ((*engine)->lastSource(), "background-tuned");
-  auto after = (*engine)->get(s);
-  ASSERT_TRUE(bool(after));
   auto w = (*engine)->store()->winner(tuneKey(s));
   ASSERT_TRUE(w && *w);
-  EXPECT_EQ(after->key(), kernelKey(s, *TileConfig::parse((*w)->config)))
-      << "after tuning, get() returns the winner's kernel";
+  std::string winnerKey = kernelKey(s, *TileConfig::parse((*w)->config));
+  // One tuning served the bucket: 12 timings, and both row counts switched.
+  auto timings = (*engine)->store()->timings(tuneKey(s));
+  ASSERT_TRUE(bool(timings));
+  EXPECT_EQ(timings->size(), 12u);
+  for (const KernelSpec &x : {s, sameBucket}) {
+    auto after = (*engine)->get(x);
+    ASSERT_TRUE(bool(after));
+    EXPECT_EQ(after->key(), winnerKey) << x.canonical() << " runs the winner after tuning";
+  }
   // The kernel handed out first stays valid for whoever still holds it.
   EXPECT_GT(first->numEntries(), 0u);
+}
+
+TEST_F(GpuTuner, OnMissTunesOncePerRowBucket) {
+  EngineOptions o; // no store: the engine's memory keeps the winner
+  o.policy = TunePolicy::OnMiss;
+  o.tune.maxConfigs = 6;
+  auto engine = Engine::create(o);
+  ASSERT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
+  auto a = (*engine)->get(spec(OpKind::RmsNormBwd, 1500, 1024));
+  ASSERT_TRUE(bool(a)) << llvm::toString(a.takeError());
+  EXPECT_EQ((*engine)->lastSource(), "tuned");
+  auto b = (*engine)->get(spec(OpKind::RmsNormBwd, 2048, 1024));
+  ASSERT_TRUE(bool(b)) << llvm::toString(b.takeError());
+  EXPECT_EQ((*engine)->lastSource(), "memory") << "same bucket: the winner's module, no tuning";
+  EXPECT_EQ(a->key(), b->key());
+  auto c = (*engine)->get(spec(OpKind::RmsNormBwd, 2049, 1024));
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  EXPECT_EQ((*engine)->lastSource(), "tuned") << "the next bucket is tuned";
 }
 
 TEST_F(GpuTuner, NothingIsCompiledDuringGraphCapture) {

@@ -53,4 +53,28 @@ TEST(TuneKey, IncludesRowsAndToolchain) {
   EXPECT_NE(tuneKey(t), k);
 }
 
+TEST(TuneKey, RowCountsShareAPowerOfTwoBucket) {
+  EXPECT_EQ(tuningRows(1), 1);
+  EXPECT_EQ(tuningRows(2), 2);
+  EXPECT_EQ(tuningRows(3), 4);
+  EXPECT_EQ(tuningRows(4099), 8192);
+  EXPECT_EQ(tuningRows(8192), 8192);
+  EXPECT_EQ(tuningRows(8193), 16384);
+  EXPECT_EQ(tuningRows(kMaxTuningRows), kMaxTuningRows);
+  EXPECT_EQ(tuningRows(kMaxTuningRows + 1), kMaxTuningRows);
+  EXPECT_EQ(tuningRows(int64_t(1) << 40), kMaxTuningRows);
+  KernelSpec a;
+  a.cols = 4096;
+  a.rows = 5000;
+  KernelSpec b = a;
+  b.rows = 8192;
+  KernelSpec c = a;
+  c.rows = 8193;
+  EXPECT_EQ(tuneKey(a), tuneKey(b));
+  EXPECT_NE(tuneKey(a), tuneKey(c));
+  EXPECT_NE(tuneKey(a).find("rows=8192"), std::string::npos);
+  EXPECT_EQ(tuningSpec(a).rows, 8192);
+  EXPECT_EQ(tuningSpec(a).cols, 4096);
+}
+
 } // namespace

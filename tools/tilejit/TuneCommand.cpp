@@ -119,8 +119,13 @@ int runTune(const TuneArgs &a) {
   int failed = 0;
   for (auto &c : r->candidates)
     failed += c.status != "ok" && c.status != "stored";
-  std::printf("spec     %s\nwinner   %s  %.4f ms\nwhy      %s\n", r->spec.canonical().c_str(),
-              r->winner.canonical().c_str(), r->winnerMs, r->reason.c_str());
+  std::printf("spec     %s\n", r->spec.canonical().c_str());
+  if (spec->rows != r->spec.rows)
+    std::printf(
+        "         (measured at rows=%lld: the winner serves every row count of its bucket)\n",
+        (long long)r->spec.rows);
+  std::printf("winner   %s  %.4f ms\nwhy      %s\n", r->winner.canonical().c_str(), r->winnerMs,
+              r->reason.c_str());
   std::printf("measured %d, reused %d stored timings, %d skipped or failed; %.2f s\n", r->measured,
               r->reused, failed, r->wallSeconds);
   for (auto &c : r->candidates)
@@ -155,6 +160,11 @@ int runExplain(const TuneArgs &a) {
   if (!failures)
     return fail(llvm::toString(failures.takeError()));
   std::printf("spec     %s\ntoolchain %s\n", spec->canonical().c_str(), toolchainId(*spec).c_str());
+  if (KernelSpec tuned = tuningSpec(*spec); tuned.rows != spec->rows)
+    std::printf(
+        "bucket   tuned at rows=%lld, for every row count %s%lld%s\n", (long long)tuned.rows,
+        tuned.rows == kMaxTuningRows ? "above " : "in (", (long long)tuned.rows / 2,
+        tuned.rows == kMaxTuningRows ? "" : (", " + std::to_string(tuned.rows) + "]").c_str());
   if (!*w) {
     std::printf("not tuned: the heuristic default [%s] is used\n",
                 getTemplate(spec->op).defaultConfig(*spec).canonical().c_str());
