@@ -9,10 +9,13 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <thread>
 #include <unistd.h>
 
@@ -536,8 +539,41 @@ void Store::setBusyTimeout(int milliseconds) {
   sqlite3_busy_timeout(db_.get(), milliseconds);
 }
 
+FileSystemInfo fileSystemOf(const std::string &path) {
+  fs::path p = fs::absolute(fs::path(path));
+  std::error_code ec;
+  while (!p.empty() && !fs::exists(p, ec) && p != p.root_path())
+    p = p.parent_path();
+  struct statfs st;
+  if (::statfs(p.c_str(), &st) != 0)
+    return {"unknown", false};
+  // Magic numbers from linux/magic.h and the file systems' own sources.
+  struct Known {
+    uint64_t magic;
+    const char *name;
+    bool network;
+  };
+  static const Known known[] = {
+      {0x6969, "nfs", true},        {0xFF534D42, "cifs", true},   {0xFE534D42, "smb2", true},
+      {0x517B, "smb", true},        {0x0BD00BD0, "lustre", true}, {0x47504653, "gpfs", true},
+      {0x00C36400, "ceph", true},   {0x19830326, "beegfs", true}, {0x01021997, "9p", true},
+      {0x6B414653, "afs", true},    {0x5346414F, "afs", true},    {0x73757245, "coda", true},
+      {0x7461636F, "ocfs2", true},  {0x01161970, "gfs2", true},   {0xAAD7AAEA, "panfs", true},
+      {0x65735546, "fuse", true},   {0xEF53, "ext4", false},      {0x58465342, "xfs", false},
+      {0x9123683E, "btrfs", false}, {0x01021994, "tmpfs", false}, {0x794C7630, "overlay", false},
+      {0x2FC12FC1, "zfs", false},
+  };
+  uint64_t magic = uint64_t(uint32_t(st.f_type));
+  for (const Known &k : known)
+    if (k.magic == magic) // FUSE may be local, but sshfs, s3fs and many others are not
+      return {k.name, k.network};
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)magic);
+  return {std::string("local (type ") + hex + ")", false};
+}
+
 llvm::Expected<std::unique_ptr<Store>> Store::open(const std::string &path, std::string *notice,
-                                                   int busyTimeoutMs) {
+                                                   int busyTimeoutMs, JournalMode journal) {
   if (notice)
     notice->clear();
   if (path.empty())
@@ -563,6 +599,7 @@ llvm::Expected<std::unique_ptr<Store>> Store::open(const std::string &path, std:
       sqlite3_db_config(in->db.get(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, nullptr);
       std::unique_ptr<Store> store(new Store(path, std::move(in->db)));
       store->busyTimeoutMs_ = busyTimeoutMs;
+      store->journal_ = journal;
       if (auto e = store->configure())
         return e;
       return store;
@@ -578,14 +615,31 @@ llvm::Expected<std::unique_ptr<Store>> Store::open(const std::string &path, std:
 
 llvm::Error Store::configure() {
   std::lock_guard<std::mutex> lock(mu_);
-  // Switching to WAL upgrades a read lock to an exclusive one, and SQLite does
-  // not call the busy handler for an upgrade (two upgraders would deadlock):
-  // another process reading the file fails the switch at once with
+  std::string target = "wal";
+  JournalMode journal = journal_;
+  if (journal == JournalMode::Auto) {
+    if (const char *env = std::getenv("TILEJIT_STORE_JOURNAL"); env && *env) {
+      std::string v = env;
+      if (v == "wal")
+        journal = JournalMode::Wal;
+      else if (v == "delete")
+        journal = JournalMode::Rollback;
+      else if (v != "auto")
+        return fail("TILEJIT_STORE_JOURNAL='" + v + "' is not one of wal, delete, auto");
+    }
+  }
+  if (journal == JournalMode::Rollback ||
+      (journal == JournalMode::Auto && path_ != ":memory:" && fileSystemOf(path_).network))
+    target = "delete";
+  // Changing the journal mode upgrades a read lock to an exclusive one, and
+  // SQLite does not call the busy handler for an upgrade (two upgraders would
+  // deadlock): another process reading the file fails the switch at once with
   // SQLITE_BUSY. So wait here, within the busy timeout.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(busyTimeoutMs_);
   std::string mode;
   while (true) {
-    auto st = statement("PRAGMA journal_mode = WAL");
+    std::string sql = "PRAGMA journal_mode = " + target;
+    auto st = statement(sql.c_str());
     if (!st)
       return st.takeError();
     auto row = st->step();
@@ -599,12 +653,21 @@ llvm::Error Store::configure() {
     llvm::consumeError(row.takeError());
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  if (mode != "wal" && mode != "memory")
-    return fail("tilejit store " + path_ + ": cannot switch to WAL mode (journal mode is '" + mode +
-                "'); is the file on a file system without shared memory?");
-  // NORMAL in WAL mode: a crashed process never corrupts the file or loses a
-  // commit; only a power loss can drop the last commits, which a cache can redo.
-  if (auto e = exec("PRAGMA synchronous = NORMAL"))
+  if (mode != target && mode != "memory") {
+    if (target == "wal")
+      return fail("tilejit store " + path_ + ": cannot switch to WAL mode (journal mode is '" +
+                  mode +
+                  "'); is the file on a file system without shared memory? Set "
+                  "TILEJIT_STORE_JOURNAL=delete");
+    return fail("tilejit store " + path_ + ": cannot leave '" + mode +
+                "' journal mode (another process on this host may have it open in WAL "
+                "mode); a store on a network file system must not use WAL");
+  }
+  journalMode_ = mode;
+  // WAL: NORMAL loses no commit when a process crashes; only a power loss can
+  // drop the last commits, which a cache can redo. A rollback journal needs
+  // FULL for the same promise.
+  if (auto e = exec(target == "wal" ? "PRAGMA synchronous = NORMAL" : "PRAGMA synchronous = FULL"))
     return e;
   if (auto e = exec("PRAGMA foreign_keys = ON"))
     return e;

@@ -94,6 +94,24 @@ struct Failure {
   int64_t createdAt = 0; ///< unix seconds; addFailure sets it when 0
 };
 
+/// How the store file keeps its journal. WAL lets readers and a writer work at
+/// once but needs memory shared by every process that opens the file, so it
+/// is only safe when they all run on one host. A rollback journal ("delete")
+/// relies on the file system's byte-range locks alone, which network file
+/// systems (NFS, Lustre, GPFS, CephFS, ...) provide across hosts.
+/// Auto: $TILEJIT_STORE_JOURNAL (wal | delete) if set, else rollback on a
+/// network file system and WAL elsewhere.
+enum class JournalMode { Auto, Wal, Rollback };
+
+/// The file system holding `path` (or its nearest existing parent): a name
+/// such as "nfs", "lustre" or "ext4/xfs/local", and whether it is shared
+/// between hosts.
+struct FileSystemInfo {
+  std::string name;
+  bool network = false;
+};
+FileSystemInfo fileSystemOf(const std::string &path);
+
 class Store {
 public:
   static constexpr int kDefaultBusyTimeoutMs = 10000;
@@ -109,15 +127,19 @@ public:
   /// and the file is not touched. Errors that are not corruption (permissions,
   /// a lock held past the busy timeout, I/O) are returned and nothing is moved.
   /// `busyTimeoutMs`: how long any statement waits for another process's lock.
+  /// `journal`: see JournalMode.
   static llvm::Expected<std::unique_ptr<Store>> open(const std::string &path,
                                                      std::string *notice = nullptr,
-                                                     int busyTimeoutMs = kDefaultBusyTimeoutMs);
+                                                     int busyTimeoutMs = kDefaultBusyTimeoutMs,
+                                                     JournalMode journal = JournalMode::Auto);
   ~Store();
   Store(const Store &) = delete;
   Store &operator=(const Store &) = delete;
 
   const std::string &path() const { return path_; }
   int schemaVersion() const { return schemaVersion_; }
+  /// "wal" or "delete": the journal the file is kept in.
+  const std::string &journalMode() const { return journalMode_; }
   /// How long a statement waits for another process's lock before failing.
   void setBusyTimeout(int milliseconds);
 
@@ -199,6 +221,8 @@ private:
   std::string path_;
   int schemaVersion_ = 0;
   int busyTimeoutMs_ = kDefaultBusyTimeoutMs;
+  JournalMode journal_ = JournalMode::Auto;
+  std::string journalMode_;
   mutable std::mutex mu_;
   detail::SqlitePtr db_; // declared before stmts_, so statements are finalized first
   std::unordered_map<std::string, detail::SqliteStmtPtr> stmts_;

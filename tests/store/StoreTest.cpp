@@ -31,7 +31,6 @@ namespace fs = std::filesystem;
 namespace {
 using tilejit::testing::payload;
 
-
 StoredKernel makeKernel(const std::string &name, size_t bytes = 4096, int64_t createdAt = 0) {
   StoredKernel k;
   k.key = sha256Hex(name);
@@ -658,6 +657,43 @@ TEST_F(StoreTest, MigratesAnEmptyVersionZeroDatabase) {
   EXPECT_EQ(fresh->schemaVersion(), 1);
 }
 
+TEST_F(StoreTest, JournalModeFollowsTheFileSystemAndTheEnvironment) {
+  FileSystemInfo here = fileSystemOf(dir);
+  EXPECT_FALSE(here.name.empty());
+  EXPECT_EQ(fileSystemOf(dir + "/not/yet/made.db").name, here.name) << "the nearest parent counts";
+  std::string path = file("journal.db");
+  {
+    auto store = openStore(path);
+    ASSERT_TRUE(store);
+    EXPECT_EQ(store->journalMode(), here.network ? "delete" : "wal") << here.name;
+  }
+  {
+    // A file in WAL mode switches to a rollback journal when asked (as on a
+    // network file system), and keeps working.
+    auto store = Store::open(path, nullptr, 2000, JournalMode::Rollback);
+    ASSERT_TRUE(bool(store)) << llvm::toString(store.takeError());
+    EXPECT_EQ((*store)->journalMode(), "delete");
+    ASSERT_OK((*store)->putKernel(makeKernel("rollback")));
+    EXPECT_FALSE(fs::exists(path + "-wal"));
+    EXPECT_FALSE(fs::exists(path + "-shm"));
+    EXPECT_EQ(readFile(path)[18], 1) << "rollback mode is recorded in the file";
+  }
+  {
+    ::setenv("TILEJIT_STORE_JOURNAL", "wal", 1);
+    auto store = openStore(path);
+    ::unsetenv("TILEJIT_STORE_JOURNAL");
+    ASSERT_TRUE(store);
+    EXPECT_EQ(store->journalMode(), "wal");
+    EXPECT_TRUE(ok(store->getKernel(sha256Hex("rollback"))).has_value());
+  }
+  ::setenv("TILEJIT_STORE_JOURNAL", "sometimes", 1);
+  auto bad = Store::open(path);
+  ::unsetenv("TILEJIT_STORE_JOURNAL");
+  ASSERT_FALSE(bool(bad));
+  EXPECT_NE(llvm::toString(bad.takeError()).find("TILEJIT_STORE_JOURNAL='sometimes'"),
+            std::string::npos);
+}
+
 TEST_F(StoreTest, CreatesTheParentDirectory) {
   std::string path = file("a/b/c/store.db");
   auto store = openStore(path);
@@ -869,7 +905,23 @@ int waitExit(pid_t pid) {
 
 const char *kTorture = TILEJIT_STORE_TORTURE;
 
-TEST_F(StoreTest, EightWritersAndReadersLoseNothing) {
+/// The multi-process promises hold in both journal modes: WAL (one host) and
+/// the rollback journal that network file systems get. The child processes
+/// inherit TILEJIT_STORE_JOURNAL.
+class StoreProcessTest : public StoreTest, public ::testing::WithParamInterface<const char *> {
+protected:
+  void SetUp() override {
+    StoreTest::SetUp();
+    ::setenv("TILEJIT_STORE_JOURNAL", GetParam(), 1);
+  }
+  void TearDown() override {
+    ::unsetenv("TILEJIT_STORE_JOURNAL");
+    StoreTest::TearDown();
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Journal, StoreProcessTest, ::testing::Values("wal", "delete"));
+
+TEST_P(StoreProcessTest, EightWritersAndReadersLoseNothing) {
   constexpr int kWriters = 8, kCount = 200;
   // The file does not exist yet: the processes also race to create it.
   std::string path = file("shared/concurrent.db");
@@ -889,6 +941,7 @@ TEST_F(StoreTest, EightWritersAndReadersLoseNothing) {
   auto store = openStore(path, &notice);
   ASSERT_TRUE(store);
   EXPECT_EQ(notice, "");
+  EXPECT_EQ(store->journalMode(), GetParam());
   EXPECT_TRUE(ok(store->verify()).empty());
   for (int w = 0; w < kWriters; ++w) {
     for (int i = 0; i < kCount; ++i) {
@@ -912,7 +965,7 @@ TEST_F(StoreTest, EightWritersAndReadersLoseNothing) {
   EXPECT_EQ(ok(store->list()).size(), size_t(kWriters * kCount + kWriters));
 }
 
-TEST_F(StoreTest, ProcessesCreatingOneStoreAtOnceAllSucceed) {
+TEST_P(StoreProcessTest, ProcessesCreatingOneStoreAtOnceAllSucceed) {
   // Regression: a process that read user_version before another's migration
   // committed and the table list after it took a healthy new store for a
   // foreign one and moved it aside under the others; and the switch to WAL
@@ -933,7 +986,7 @@ TEST_F(StoreTest, ProcessesCreatingOneStoreAtOnceAllSucceed) {
   }
 }
 
-TEST_F(StoreTest, SigkillAtRandomPointsLeavesAConsistentFile) {
+TEST_P(StoreProcessTest, SigkillAtRandomPointsLeavesAConsistentFile) {
   constexpr int kTrials = 40;
   constexpr size_t kBytes = 1 << 20;
   std::string path = file("killed.db");

@@ -2,12 +2,15 @@
 #include "tools/tilejit/Commands.h"
 
 #include <cstdio>
+#include <cstdlib>
 
+#include "autotune/Worker.h"
 #include "compiler/Compiler.h"
 #include "compiler/EmbeddedSources.h"
 #include "compiler/Nvrtc.h"
-#include "llvm/Config/llvm-config.h"
 #include "runtime/CudaDriver.h"
+#include "runtime/Store.h"
+#include "llvm/Config/llvm-config.h"
 
 namespace tilejit::cli {
 
@@ -41,7 +44,18 @@ Action addDoctor(CLI::App &app) {
                     double(info->totalMemory) / (1024.0 * 1024 * 1024), info->clockKHz / 1000);
       }
     }
-    std::printf("cache          %s\n", db->empty() ? defaultCachePath().c_str() : db->c_str());
+    std::string cache = db->empty() ? defaultCachePath() : *db;
+    FileSystemInfo fsInfo = fileSystemOf(cache);
+    const char *journal = std::getenv("TILEJIT_STORE_JOURNAL");
+    std::string how = journal && *journal && std::string(journal) != "auto"
+                          ? std::string("journal ") + journal + " (TILEJIT_STORE_JOURNAL)"
+                      : fsInfo.network ? "rollback journal: shared between hosts"
+                                       : "WAL journal: shared by the processes of this host";
+    std::printf("cache          %s\n               on %s, %s\n", cache.c_str(), fsInfo.name.c_str(),
+                how.c_str());
+    auto worker = findWorker();
+    std::printf("tune worker    %s\n",
+                worker ? worker->c_str() : llvm::toString(worker.takeError()).c_str());
     return 0;
   };
 }
