@@ -169,7 +169,7 @@ llvm::Error KernelSpec::validate() const {
   return llvm::Error::success();
 }
 
-uint64_t KernelSpec::hash() const {
+uint64_t KernelSpec::hash(bool withRuntimeSizes) const {
   // FNV-1a over the fields, then the arch text.
   uint64_t h = 1469598103934665603ull;
   auto mix = [&](uint64_t v) {
@@ -181,7 +181,8 @@ uint64_t KernelSpec::hash() const {
   mix(uint64_t(op));
   mix(uint64_t(dtype));
   mix(uint64_t(wdtype));
-  mix(uint64_t(rows));
+  if (withRuntimeSizes)
+    mix(uint64_t(rows));
   mix(uint64_t(cols));
   mix(uint64_t(zeroCenteredGamma));
   mix(uint64_t(align));

@@ -31,12 +31,12 @@ bool isKnownArch(std::string_view arch);
 
 struct KernelSpec {
   OpKind op = OpKind::RmsNormFwd;
-  DType dtype = DType::BF16;   // activations: x, y, dy, dx
-  DType wdtype = DType::BF16;  // the weight and its gradient
-  int64_t rows = 1;            // launch-time size; a tuning hint, not compiled in
-  int64_t cols = 1;            // compiled in
+  DType dtype = DType::BF16;  // activations: x, y, dy, dx
+  DType wdtype = DType::BF16; // the weight and its gradient
+  int64_t rows = 1;           // launch-time size; a tuning hint, not compiled in
+  int64_t cols = 1;           // compiled in
   bool zeroCenteredGamma = false;
-  int align = 16;              // bytes every operand and row is aligned to
+  int align = 16; // bytes every operand and row is aligned to
   std::string arch = "sm_90a";
 
   /// Canonical text. With `withRuntimeSizes = false` sizes that are launch-time
@@ -47,13 +47,15 @@ struct KernelSpec {
   /// Checks the spec describes a kernel tilejit can build.
   llvm::Error validate() const;
 
-  /// Field by field; no allocation (the engine's hot path uses these two).
-  bool operator==(const KernelSpec &o) const {
-    return op == o.op && dtype == o.dtype && wdtype == o.wdtype && rows == o.rows &&
-           cols == o.cols && zeroCenteredGamma == o.zeroCenteredGamma && align == o.align &&
-           arch == o.arch;
+  /// Field by field; no allocation (the engine's hot path uses these).
+  /// sameKernel: equal but for launch-time sizes (rows), so the same binary.
+  bool sameKernel(const KernelSpec &o) const {
+    return op == o.op && dtype == o.dtype && wdtype == o.wdtype && cols == o.cols &&
+           zeroCenteredGamma == o.zeroCenteredGamma && align == o.align && arch == o.arch;
   }
-  uint64_t hash() const;
+  bool operator==(const KernelSpec &o) const { return rows == o.rows && sameKernel(o); }
+  /// FNV-1a over the fields; without launch-time sizes it matches sameKernel.
+  uint64_t hash(bool withRuntimeSizes = true) const;
 };
 
 /// Tunable parameters, by name. Canonical text: sorted `name=value` pairs.

@@ -5,14 +5,29 @@
 
 namespace tilejit {
 
-std::string KernelCache::lookupKey(CUcontext ctx, const KernelSpec &spec,
-                                   const TileConfig &config) {
-  std::string key = std::to_string(reinterpret_cast<uintptr_t>(ctx));
-  key += '|';
-  key += spec.canonical(/*withRuntimeSizes=*/false);
-  key += '|';
-  key += config.canonical();
-  return key;
+uint64_t KernelCache::hashOf(CUcontext ctx, const KernelSpec &spec, const TileConfig &config) {
+  uint64_t h = spec.hash(/*withRuntimeSizes=*/false);
+  auto mix = [&](uint64_t v) {
+    h ^= v;
+    h *= 1099511628211ull;
+  };
+  mix(reinterpret_cast<uintptr_t>(ctx));
+  for (const auto &[name, value] : config.values) {
+    for (char c : name)
+      mix(uint64_t(uint8_t(c)));
+    mix(uint64_t(value));
+  }
+  return h;
+}
+
+const LoadedKernel *KernelCache::findLocked(uint64_t h, CUcontext ctx, const KernelSpec &spec,
+                                            const TileConfig &config) const {
+  auto [begin, end] = kernels_.equal_range(h);
+  for (auto it = begin; it != end; ++it)
+    if (it->second.ctx == ctx && it->second.spec.sameKernel(spec) &&
+        it->second.config.values == config.values)
+      return it->second.kernel.get();
+  return nullptr;
 }
 
 static CUcontext currentContext() {
@@ -27,10 +42,10 @@ static CUcontext currentContext() {
 }
 
 const LoadedKernel *KernelCache::find(const KernelSpec &spec, const TileConfig &config) const {
-  std::string key = lookupKey(currentContext(), spec, config);
+  CUcontext ctx = currentContext();
+  uint64_t h = hashOf(ctx, spec, config);
   std::shared_lock lock(mu_);
-  auto it = kernels_.find(key);
-  return it == kernels_.end() ? nullptr : it->second.get();
+  return findLocked(h, ctx, spec, config);
 }
 
 llvm::Expected<const LoadedKernel &> KernelCache::get(const KernelSpec &spec,
@@ -39,28 +54,27 @@ llvm::Expected<const LoadedKernel &> KernelCache::get(const KernelSpec &spec,
   if (!ctx)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "no current CUDA context (call useDevice first)");
-  std::string key = lookupKey(ctx, spec, config);
+  uint64_t h = hashOf(ctx, spec, config);
   {
     std::shared_lock lock(mu_);
-    auto it = kernels_.find(key);
-    if (it != kernels_.end())
-      return *it->second;
+    if (const LoadedKernel *k = findLocked(h, ctx, spec, config))
+      return *k;
   }
-  // One compile at a time; a second caller for the same key finds it loaded.
+  // One compile at a time; a second caller for the same kernel finds it loaded.
   std::lock_guard<std::mutex> compileLock(compileMu_);
   {
     std::shared_lock lock(mu_);
-    auto it = kernels_.find(key);
-    if (it != kernels_.end())
-      return *it->second;
+    if (const LoadedKernel *k = findLocked(h, ctx, spec, config))
+      return *k;
   }
   auto loaded = LoadedKernel::compileAndLoad(spec, config);
   if (!loaded)
     return loaded.takeError();
+  KernelSpec key = spec;
+  key.rows = 1;
   std::unique_lock lock(mu_);
-  auto &slot = kernels_[key];
-  slot = std::move(*loaded);
-  return *slot;
+  auto it = kernels_.emplace(h, Entry{ctx, std::move(key), config, std::move(*loaded)});
+  return *it->second.kernel;
 }
 
 } // namespace tilejit

@@ -1,7 +1,8 @@
 //===- KernelCache.h - compiled kernels loaded in this process -----*- C++ -*-===//
 //
 // Maps (context, kernel spec without launch-time sizes, config) to a loaded
-// kernel. A hit is one hash lookup under a shared lock; a miss compiles
+// kernel. A hit hashes the fields and compares them under a shared lock (no
+// allocation); a miss compiles
 // (MLIR + NVRTC) and loads the module. The persistent store and the tuner sit
 // above this (service/Engine).
 //
@@ -27,10 +28,18 @@ public:
   const LoadedKernel *find(const KernelSpec &spec, const TileConfig &config = {}) const;
 
 private:
-  static std::string lookupKey(CUcontext ctx, const KernelSpec &spec, const TileConfig &config);
+  struct Entry {
+    CUcontext ctx;
+    KernelSpec spec; // rows = 1: launch-time sizes are not part of the kernel
+    TileConfig config;
+    std::unique_ptr<LoadedKernel> kernel;
+  };
+  static uint64_t hashOf(CUcontext ctx, const KernelSpec &spec, const TileConfig &config);
+  const LoadedKernel *findLocked(uint64_t h, CUcontext ctx, const KernelSpec &spec,
+                                 const TileConfig &config) const;
   mutable std::shared_mutex mu_;
   std::mutex compileMu_;
-  std::unordered_map<std::string, std::unique_ptr<LoadedKernel>> kernels_;
+  std::unordered_multimap<uint64_t, Entry> kernels_;
 };
 
 } // namespace tilejit

@@ -56,29 +56,33 @@ TJ_STORE_WORDS(true, "st.global.cs")
 
 /// Loads the run of VEC elements at p[c .. c+VEC) into out[at ..], reading only
 /// elements below `limit`; the others become `pad`.
-/// FULL: the run is known to lie inside the row (a constant after unrolling),
-/// so only the row check `ok` remains and the masked path folds away.
-template <class T, int VEC, bool STREAM, int K>
-TJ_DEVICE void load_run(Frag<T, K> &out, int at, const T *p, int64_t c, int64_t limit,
-                        bool ok, T pad, bool FULL) {
+/// FULL: the run is known to lie inside the row, so only the row check `ok`
+/// remains and the masked path is not even instantiated.
+template <class T, int VEC, bool STREAM, bool FULL, int K>
+TJ_DEVICE void load_run(Frag<T, K> &out, int at, const T *p, int64_t c, int64_t limit, bool ok,
+                        T pad) {
   constexpr int kBytes = VEC * int(sizeof(T));
-  if (FULL && !ok) {
+  if constexpr (kBytes >= 4) {
+    if (ok && (FULL || c + VEC <= limit)) {
+      // At most 16 bytes per access: wider runs (8 x f32) take several.
+      constexpr int W = kBytes >= 16 ? 4 : kBytes / 4;
+      constexpr int kPerAccess = W * 4 / int(sizeof(T));
+      constexpr int kPerWord = 4 / int(sizeof(T)) > 0 ? 4 / int(sizeof(T)) : 1;
+#pragma unroll
+      for (int g = 0; g < VEC / kPerAccess; ++g) {
+        Words<W> w = load_words<W, STREAM>(p + c + g * kPerAccess);
+#pragma unroll
+        for (int e = 0; e < kPerAccess; ++e)
+          out.v[at + g * kPerAccess + e] =
+              from_bits<T>(w.w[e / kPerWord] >> ((e % kPerWord) * 16 * (sizeof(T) == 2)));
+      }
+      return;
+    }
+  }
+  if constexpr (FULL) {
 #pragma unroll
     for (int e = 0; e < VEC; ++e)
-      out.v[at + e] = pad;
-  } else if (kBytes >= 4 && ok && (FULL || c + VEC <= limit)) {
-    // At most 16 bytes per access: wider runs (8 x f32) take several.
-    constexpr int W = kBytes >= 16 ? 4 : (kBytes >= 4 ? kBytes / 4 : 1);
-    constexpr int kPerAccess = W * 4 / int(sizeof(T));
-    constexpr int kPerWord = 4 / int(sizeof(T)) > 0 ? 4 / int(sizeof(T)) : 1;
-#pragma unroll
-    for (int g = 0; g < VEC / kPerAccess; ++g) {
-      Words<W> w = load_words<W, STREAM>(p + c + g * kPerAccess);
-#pragma unroll
-      for (int e = 0; e < kPerAccess; ++e)
-        out.v[at + g * kPerAccess + e] =
-            from_bits<T>(w.w[e / kPerWord] >> ((e % kPerWord) * 16 * (sizeof(T) == 2)));
-    }
+      out.v[at + e] = ok ? p[c + e] : pad;
   } else {
 #pragma unroll
     for (int e = 0; e < VEC; ++e)
@@ -86,37 +90,36 @@ TJ_DEVICE void load_run(Frag<T, K> &out, int at, const T *p, int64_t c, int64_t 
   }
 }
 
-template <class T, int VEC, bool STREAM, int K>
-TJ_DEVICE void store_run(const Frag<T, K> &in, int at, T *p, int64_t c, int64_t limit,
-                         bool ok, bool FULL) {
+template <class T, int VEC, bool STREAM, bool FULL, int K>
+TJ_DEVICE void store_run(const Frag<T, K> &in, int at, T *p, int64_t c, int64_t limit, bool ok) {
   constexpr int kBytes = VEC * int(sizeof(T));
-  if (FULL && !ok) {
-    return;
-  } else if (kBytes >= 4 && ok && (FULL || c + VEC <= limit)) {
-    constexpr int W = kBytes >= 16 ? 4 : (kBytes >= 4 ? kBytes / 4 : 1);
-    constexpr int kPerAccess = W * 4 / int(sizeof(T));
+  if constexpr (kBytes >= 4) {
+    if (ok && (FULL || c + VEC <= limit)) {
+      constexpr int W = kBytes >= 16 ? 4 : kBytes / 4;
+      constexpr int kPerAccess = W * 4 / int(sizeof(T));
 #pragma unroll
-    for (int g = 0; g < VEC / kPerAccess; ++g) {
-      Words<W> w;
+      for (int g = 0; g < VEC / kPerAccess; ++g) {
+        Words<W> w;
 #pragma unroll
-      for (int i = 0; i < W; ++i)
-        w.w[i] = 0;
+        for (int i = 0; i < W; ++i)
+          w.w[i] = 0;
 #pragma unroll
-      for (int e = 0; e < kPerAccess; ++e) {
-        const T v = in.v[at + g * kPerAccess + e];
-        if (sizeof(T) == 2)
-          w.w[e / 2] |= to_bits(v) << ((e % 2) * 16);
-        else
-          w.w[e] = to_bits(v);
+        for (int e = 0; e < kPerAccess; ++e) {
+          const T v = in.v[at + g * kPerAccess + e];
+          if constexpr (sizeof(T) == 2)
+            w.w[e / 2] |= to_bits(v) << ((e % 2) * 16);
+          else
+            w.w[e] = to_bits(v);
+        }
+        store_words<W, STREAM>(p + c + g * kPerAccess, w);
       }
-      store_words<W, STREAM>(p + c + g * kPerAccess, w);
+      return;
     }
-  } else {
-#pragma unroll
-    for (int e = 0; e < VEC; ++e)
-      if (ok && c + e < limit)
-        p[c + e] = in.v[at + e];
   }
+#pragma unroll
+  for (int e = 0; e < VEC; ++e)
+    if (ok && (FULL || c + e < limit))
+      p[c + e] = in.v[at + e];
 }
 
 /// Offset of the tile's first row and whether the leading indices (those the
@@ -139,10 +142,10 @@ TJ_DEVICE const T *leading(const View<T, R> &v, const Index<R> &at, bool &ok) {
 
 template <class T> TJ_DEVICE T pad_value(float pad) { return from_float<T>(pad); }
 
-/// Whether chunk k of a row of COLS columns is whole for every lane.
-template <int VEC, int TC, int64_t COLS> TJ_DEVICE constexpr bool fullChunk(int k) {
-  return COLS >= 0 && int64_t(k + 1) * TC * VEC <= COLS;
-}
+/// How many leading chunks of a row of COLS columns (-1: not known at compile
+/// time) are whole for every lane; the remaining ones of CH are masked.
+template <int VEC, int TC, int CH, int64_t COLS> constexpr int kFullChunks =
+    COLS < 0 ? 0 : (COLS / (int64_t(TC) * VEC) < CH ? int(COLS / (int64_t(TC) * VEC)) : CH);
 
 } // namespace detail
 
@@ -161,10 +164,16 @@ TJ_DEVICE Frag<T, CH * VEC> load_tile(const View<T, R> &v, Index<R> at, float pa
   const T *p = base + row * ncols;
   const T padv = detail::pad_value<T>(pad);
   Frag<T, CH * VEC> out;
+  constexpr int kFull = detail::kFullChunks<VEC, TC, CH, COLS>;
+  const int64_t c0 = at.i[R - 1] + int64_t(lane) * VEC;
 #pragma unroll
-  for (int k = 0; k < CH; ++k)
-    detail::load_run<T, VEC, STREAM>(out, k * VEC, p, at.i[R - 1] + int64_t(k * TC + lane) * VEC,
-                             ncols, ok, padv, detail::fullChunk<VEC, TC, COLS>(k));
+  for (int k = 0; k < kFull; ++k)
+    detail::load_run<T, VEC, STREAM, true>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols,
+                                           ok, padv);
+#pragma unroll
+  for (int k = kFull; k < CH; ++k)
+    detail::load_run<T, VEC, STREAM, false>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols,
+                                            ok, padv);
   return out;
 }
 
@@ -178,10 +187,15 @@ TJ_DEVICE void store_tile(const Frag<T, CH * VEC> &in, const View<T, R> &v, Inde
   const int64_t row = at.i[R - 2] + tid / TC;
   ok = ok && row < v.size[R - 2];
   T *p = base + row * ncols;
+  constexpr int kFull = detail::kFullChunks<VEC, TC, CH, COLS>;
+  const int64_t c0 = at.i[R - 1] + int64_t(lane) * VEC;
 #pragma unroll
-  for (int k = 0; k < CH; ++k)
-    detail::store_run<T, VEC, STREAM>(in, k * VEC, p, at.i[R - 1] + int64_t(k * TC + lane) * VEC,
-                              ncols, ok, detail::fullChunk<VEC, TC, COLS>(k));
+  for (int k = 0; k < kFull; ++k)
+    detail::store_run<T, VEC, STREAM, true>(in, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok);
+#pragma unroll
+  for (int k = kFull; k < CH; ++k)
+    detail::store_run<T, VEC, STREAM, false>(in, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols,
+                                             ok);
 }
 
 /// Rank-1 tile of columns (#tile.slice<dim = 0>): every row of threads holds
@@ -194,10 +208,16 @@ TJ_DEVICE Frag<T, CH * VEC> load_cols(const View<T, R> &v, Index<R> at, float pa
   const int64_t ncols = COLS >= 0 ? COLS : v.size[R - 1];
   const T padv = detail::pad_value<T>(pad);
   Frag<T, CH * VEC> out;
+  constexpr int kFull = detail::kFullChunks<VEC, TC, CH, COLS>;
+  const int64_t c0 = at.i[R - 1] + int64_t(lane) * VEC;
 #pragma unroll
-  for (int k = 0; k < CH; ++k)
-    detail::load_run<T, VEC, STREAM>(out, k * VEC, p, at.i[R - 1] + int64_t(k * TC + lane) * VEC,
-                             ncols, ok, padv, detail::fullChunk<VEC, TC, COLS>(k));
+  for (int k = 0; k < kFull; ++k)
+    detail::load_run<T, VEC, STREAM, true>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols,
+                                           ok, padv);
+#pragma unroll
+  for (int k = kFull; k < CH; ++k)
+    detail::load_run<T, VEC, STREAM, false>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols,
+                                            ok, padv);
   return out;
 }
 
@@ -208,10 +228,15 @@ TJ_DEVICE void store_cols(const Frag<T, CH * VEC> &in, const View<T, R> &v, Inde
   const int tid = threadIdx.x, lane = tid % TC;
   ok = ok && tid / TC == 0;
   const int64_t ncols = COLS >= 0 ? COLS : v.size[R - 1];
+  constexpr int kFull = detail::kFullChunks<VEC, TC, CH, COLS>;
+  const int64_t c0 = at.i[R - 1] + int64_t(lane) * VEC;
 #pragma unroll
-  for (int k = 0; k < CH; ++k)
-    detail::store_run<T, VEC, STREAM>(in, k * VEC, p, at.i[R - 1] + int64_t(k * TC + lane) * VEC,
-                              ncols, ok, detail::fullChunk<VEC, TC, COLS>(k));
+  for (int k = 0; k < kFull; ++k)
+    detail::store_run<T, VEC, STREAM, true>(in, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok);
+#pragma unroll
+  for (int k = kFull; k < CH; ++k)
+    detail::store_run<T, VEC, STREAM, false>(in, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols,
+                                             ok);
 }
 
 /// Rank-1 tile of one value per row of threads (#tile.slice<dim = 1>); on

@@ -29,19 +29,31 @@ TEST(KernelSpec, CanonicalFormRoundTrips) {
   auto parsed = KernelSpec::parse(s.canonical());
   ASSERT_TRUE(bool(parsed)) << errorOf(parsed);
   EXPECT_EQ(parsed->canonical(), s.canonical());
-  EXPECT_EQ(s.canonical(), "rmsnorm_bwd dtype=f16 wdtype=f32 rows=123 cols=4096 zcg=1 align=8 arch=sm_80");
+  EXPECT_EQ(s.canonical(),
+            "rmsnorm_bwd dtype=f16 wdtype=f32 rows=123 cols=4096 zcg=1 align=8 arch=sm_80");
   EXPECT_EQ(s.canonical(false).find("rows="), std::string::npos);
 }
 
 TEST(KernelSpec, BadInputNamesTheField) {
-  EXPECT_NE(errorOf(KernelSpec::parse("gemm dtype=bf16")).find("unknown op 'gemm'"), std::string::npos);
-  EXPECT_NE(errorOf(KernelSpec::parse("rmsnorm_fwd dtype=int8")).find("unknown dtype 'int8'"), std::string::npos);
-  EXPECT_NE(errorOf(KernelSpec::parse("rmsnorm_fwd cols=abc")).find("not an integer"), std::string::npos);
-  EXPECT_NE(errorOf(KernelSpec::parse("rmsnorm_fwd cols=0")).find("cols must be >= 1"), std::string::npos);
-  EXPECT_NE(errorOf(KernelSpec::parse("rmsnorm_fwd cols=8 arch=sm_99")).find("unknown arch"), std::string::npos);
-  EXPECT_NE(errorOf(KernelSpec::parse("rmsnorm_fwd cols=8 colour=red")).find("unknown spec field 'colour'"), std::string::npos);
-  EXPECT_NE(errorOf(KernelSpec::parse("rmsnorm_fwd cols=7 align=16")).find("rows are at most 2-byte aligned"), std::string::npos);
-  EXPECT_NE(errorOf(KernelSpec::parse("rmsnorm_fwd cols=99999999999999999999")).find("not an integer"), std::string::npos);
+  EXPECT_NE(errorOf(KernelSpec::parse("gemm dtype=bf16")).find("unknown op 'gemm'"),
+            std::string::npos);
+  EXPECT_NE(errorOf(KernelSpec::parse("rmsnorm_fwd dtype=int8")).find("unknown dtype 'int8'"),
+            std::string::npos);
+  EXPECT_NE(errorOf(KernelSpec::parse("rmsnorm_fwd cols=abc")).find("not an integer"),
+            std::string::npos);
+  EXPECT_NE(errorOf(KernelSpec::parse("rmsnorm_fwd cols=0")).find("cols must be >= 1"),
+            std::string::npos);
+  EXPECT_NE(errorOf(KernelSpec::parse("rmsnorm_fwd cols=8 arch=sm_99")).find("unknown arch"),
+            std::string::npos);
+  EXPECT_NE(errorOf(KernelSpec::parse("rmsnorm_fwd cols=8 colour=red"))
+                .find("unknown spec field 'colour'"),
+            std::string::npos);
+  EXPECT_NE(errorOf(KernelSpec::parse("rmsnorm_fwd cols=7 align=16"))
+                .find("rows are at most 2-byte aligned"),
+            std::string::npos);
+  EXPECT_NE(
+      errorOf(KernelSpec::parse("rmsnorm_fwd cols=99999999999999999999")).find("not an integer"),
+      std::string::npos);
   EXPECT_NE(errorOf(KernelSpec::parse("")).find("empty"), std::string::npos);
 }
 
@@ -52,7 +64,7 @@ TEST(TileConfig, CanonicalIsSortedAndParses) {
   auto p = TileConfig::parse("  vec=8 rows=1   threads=256 ");
   ASSERT_TRUE(bool(p));
   EXPECT_EQ(*p, c);
-  EXPECT_FALSE(bool(TileConfig::parse("vec")) ) ;
+  EXPECT_FALSE(bool(TileConfig::parse("vec")));
   EXPECT_NE(errorOf(TileConfig::parse("=3")).find("not name=value"), std::string::npos);
 }
 
@@ -113,19 +125,23 @@ TEST(RmsNormTemplate, ConfigChecksNameTheProblem) {
   KernelSpec s;
   s.cols = 4096;
   const KernelTemplate &t = getTemplate(OpKind::RmsNormFwd);
-  auto check = [&](const char *cfg) {
-    return errorOf(t.checkConfig(s, *TileConfig::parse(cfg)));
-  };
+  auto check = [&](const char *cfg) { return errorOf(t.checkConfig(s, *TileConfig::parse(cfg))); };
   EXPECT_EQ(check("vec=8 threads=256 rows=1 stream=0 programs=0"), "");
-  EXPECT_NE(check("vec=3 threads=256 rows=1 stream=0 programs=0").find("vec must be"), std::string::npos);
-  EXPECT_NE(check("vec=8 threads=250 rows=1 stream=0 programs=0").find("multiple of 32"), std::string::npos);
-  EXPECT_NE(check("vec=8 threads=256 rows=3 stream=0 programs=0").find("must divide"), std::string::npos);
-  EXPECT_NE(check("vec=1 threads=32 rows=1 stream=0 programs=0").find("each thread would hold"), std::string::npos);
+  EXPECT_NE(check("vec=3 threads=256 rows=1 stream=0 programs=0").find("vec must be"),
+            std::string::npos);
+  EXPECT_NE(check("vec=8 threads=250 rows=1 stream=0 programs=0").find("multiple of 32"),
+            std::string::npos);
+  EXPECT_NE(check("vec=8 threads=256 rows=3 stream=0 programs=0").find("must divide"),
+            std::string::npos);
+  EXPECT_NE(check("vec=1 threads=32 rows=1 stream=0 programs=0").find("each thread would hold"),
+            std::string::npos);
   EXPECT_NE(check("vec=8 threads=256").find("lacks 'rows'"), std::string::npos);
-  EXPECT_NE(check("vec=8 threads=256 rows=1 stream=0 programs=0 bogus=2").find("unknown config parameter 'bogus'"),
+  EXPECT_NE(check("vec=8 threads=256 rows=1 stream=0 programs=0 bogus=2")
+                .find("unknown config parameter 'bogus'"),
             std::string::npos);
   s.align = 4;
-  EXPECT_NE(check("vec=8 threads=256 rows=1 stream=0 programs=0").find("aligned"), std::string::npos);
+  EXPECT_NE(check("vec=8 threads=256 rows=1 stream=0 programs=0").find("aligned"),
+            std::string::npos);
 }
 
 TEST(RmsNormTemplate, DefaultsAndSpacesAreValid) {
@@ -170,3 +186,26 @@ TEST(RmsNormTemplate, WeightAccessesFitTheAlignment) {
 }
 
 } // namespace
+
+TEST(KernelSpec, FieldHashAndEqualityWithAndWithoutRows) {
+  KernelSpec a;
+  a.cols = 4096;
+  a.rows = 100;
+  KernelSpec b = a;
+  b.rows = 7;
+  EXPECT_TRUE(a.sameKernel(b));
+  EXPECT_FALSE(a == b);
+  EXPECT_EQ(a.hash(false), b.hash(false));
+  EXPECT_NE(a.hash(), b.hash());
+  for (auto change :
+       {+[](KernelSpec &s) { s.cols = 4097; }, +[](KernelSpec &s) { s.align = 8; },
+        +[](KernelSpec &s) { s.dtype = DType::F16; }, +[](KernelSpec &s) { s.wdtype = DType::F32; },
+        +[](KernelSpec &s) { s.zeroCenteredGamma = true; },
+        +[](KernelSpec &s) { s.arch = "sm_80"; },
+        +[](KernelSpec &s) { s.op = OpKind::RmsNormBwd; }}) {
+    KernelSpec c = a;
+    change(c);
+    EXPECT_FALSE(a.sameKernel(c)) << c.canonical();
+    EXPECT_NE(a.hash(false), c.hash(false)) << c.canonical();
+  }
+}
