@@ -1,0 +1,94 @@
+//===- compile_bench.cpp - cold compile latency, spec to cubin, no GPU -------===//
+//
+// Compiles each kernel several times in one process (MLIR + C++ + NVRTC, as a
+// first use does) and prints the first compile and the median of the others,
+// with the split between MLIR and NVRTC. Runs on any machine with NVRTC.
+//   compile_bench [--reps N] [--out FILE.json]
+//
+//===----------------------------------------------------------------------===//
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "compiler/Compiler.h"
+#include "compiler/Nvrtc.h"
+
+using namespace tilejit;
+
+namespace {
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  int reps = 11;
+  std::string out;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--reps") && i + 1 < argc)
+      reps = std::max(2, std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--out") && i + 1 < argc)
+      out = argv[++i];
+    else {
+      std::fprintf(stderr, "compile_bench: unknown argument '%s'\n", argv[i]);
+      return 2;
+    }
+  }
+  struct Case {
+    OpKind op;
+    int64_t cols;
+  };
+  const Case cases[] = {{OpKind::RmsNormFwd, 4096}, {OpKind::RmsNormFwd, 8192},
+                        {OpKind::RmsNormFwd, 4097}, {OpKind::RmsNormBwd, 4096},
+                        {OpKind::RmsNormBwd, 8192}};
+  std::string json = "{\n  \"nvrtc\": \"" + nvrtcVersionString() + "\",\n  \"cores\": " +
+                     std::to_string(std::thread::hardware_concurrency()) + ",\n  \"kernels\": [\n";
+  bool firstCase = true;
+  for (const Case &c : cases) {
+    KernelSpec s;
+    s.op = c.op;
+    s.cols = c.cols;
+    s.align = c.cols % 8 == 0 ? 16 : 2;
+    std::vector<double> total, mlir, nvrtc;
+    for (int i = 0; i < reps; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      auto k = compileKernel(s, {});
+      if (!k) {
+        std::fprintf(stderr, "compile_bench: %s\n", llvm::toString(k.takeError()).c_str());
+        return 1;
+      }
+      total.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      mlir.push_back(k->mlirMs);
+      nvrtc.push_back(k->nvrtcMs);
+    }
+    double first = total.front();
+    total.erase(total.begin());
+    std::printf("%-60s first %6.1f ms, median %6.1f ms (MLIR + C++ %.1f, NVRTC %.1f)\n",
+                s.canonical(false).c_str(), first, median(total), median(mlir), median(nvrtc));
+    char row[512];
+    std::snprintf(row, sizeof row,
+                  "%s    {\"spec\": \"%s\", \"first_ms\": %.2f, \"median_ms\": %.2f, "
+                  "\"mlir_ms\": %.2f, \"nvrtc_ms\": %.2f}",
+                  firstCase ? "" : ",\n", s.canonical(false).c_str(), first, median(total),
+                  median(mlir), median(nvrtc));
+    json += row;
+    firstCase = false;
+  }
+  json += "\n  ]\n}\n";
+  if (!out.empty()) {
+    std::ofstream f(out);
+    f << json;
+    if (!f) {
+      std::fprintf(stderr, "compile_bench: cannot write %s\n", out.c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
