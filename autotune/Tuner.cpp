@@ -336,7 +336,7 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
       w.join();
   result.compileSeconds = secondsSince(t0);
   if (worker)
-    result.workerRestarts = worker->restarts();
+    result.workersLost = worker->lost();
   ownWorker.reset();
   runner.reset();
 

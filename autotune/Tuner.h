@@ -66,7 +66,7 @@ struct TuneResult {
   std::vector<CandidateResult> candidates; // in config-space order
   double wallSeconds = 0, compileSeconds = 0;
   int measured = 0, reused = 0;
-  int workerRestarts = 0; // workers replaced after a fault, crash or timeout
+  int workersLost = 0; // workers replaced after a fault, crash or timeout
 };
 
 /// Kernels take their row count at launch, so one tuning serves a bucket of

@@ -186,7 +186,7 @@ llvm::Error WorkerProcess::sendPrepare() {
 
 llvm::Error WorkerProcess::prepare(const KernelSpec &spec, uint64_t seed, int reps) {
   spec_ = spec;
-  restarts_ = 0;
+  lost_ = 0;
   prepare_ = {{"op", "prepare"},
               {"spec", spec.canonical(/*withRuntimeSizes=*/true)},
               {"seed", seed},
@@ -247,10 +247,9 @@ llvm::Expected<Measurement> WorkerProcess::measure(const CompiledKernel &k) {
     return err("the measuring worker was not told what to prepare");
   if (pid_ < 0) {
     // The last one was lost to a candidate: a fresh one prepares the same.
-    if (restarts_ >= opt_.maxRestarts)
-      return err("the measuring worker was lost " + llvm::Twine(restarts_) +
+    if (lost_ > opt_.maxRestarts)
+      return err("the measuring worker was lost " + llvm::Twine(lost_) +
                  " times in this tuning; giving up");
-    ++restarts_;
     if (auto e = sendPrepare())
       return e;
   }
@@ -281,11 +280,14 @@ llvm::Expected<Measurement> WorkerProcess::measure(const CompiledKernel &k) {
   switch (r) {
   case Received::Message:
     m = measurementFrom(reply);
-    if (m.status == "fault")
+    if (m.status == "fault") {
       reap(false); // it exits after reporting a broken context
+      ++lost_;
+    }
     return m;
   case Received::Timeout: {
     std::string how = reap(true);
+    ++lost_;
     m.status = "timeout";
     char limit[32];
     std::snprintf(limit, sizeof limit, "%g", opt_.candidateSeconds);
@@ -297,6 +299,7 @@ llvm::Expected<Measurement> WorkerProcess::measure(const CompiledKernel &k) {
   case Received::Broken:
     m.status = "fault";
     m.detail = "the measuring worker " + reap(true) + " while running this candidate";
+    ++lost_;
     return m;
   }
   return m;

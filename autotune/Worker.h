@@ -42,7 +42,7 @@ public:
     int device = 0;
     double startSeconds = 120;    // to start and prepare inputs and reference
     double candidateSeconds = 10; // for one candidate, check and timing
-    int maxRestarts = 8;          // workers lost in one tuning before giving up
+    int maxRestarts = 8;          // workers replaced in one tuning before giving up
   };
 
   /// Starts a worker on `options.device`.
@@ -50,7 +50,7 @@ public:
 
   /// Sends the spec to measure candidates of (inputs drawn from `seed`, `reps`
   /// timed samples each); returns at once: the worker prepares while the
-  /// caller compiles. Starts a new tuning: the restart count begins at zero.
+  /// caller compiles. Starts a new tuning: the count of lost workers begins at zero.
   llvm::Error prepare(const KernelSpec &spec, uint64_t seed, int reps);
   void setCandidateSeconds(double seconds) { opt_.candidateSeconds = seconds; }
   ~WorkerProcess();
@@ -63,7 +63,8 @@ public:
   /// the tuning cannot go on.
   llvm::Expected<Measurement> measure(const CompiledKernel &kernel);
 
-  int restarts() const { return restarts_; }
+  /// Workers lost to candidates (fault, crash, timeout) since prepare().
+  int lost() const { return lost_; }
   pid_t pid() const { return pid_; }
 
 private:
@@ -80,7 +81,7 @@ private:
   pid_t pid_ = -1;
   int fd_ = -1;
   bool ready_ = false;
-  int restarts_ = 0;
+  int lost_ = 0;
 };
 
 /// The worker's side: makes a context on `device`, then serves the protocol

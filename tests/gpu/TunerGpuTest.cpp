@@ -240,7 +240,7 @@ TEST_F(GpuTuner, FaultingOrHangingCandidatesCostOnlyTheWorker) {
     const char *want = i == 1 ? "fault" : i == 3 ? "timeout" : "ok";
     EXPECT_EQ(c.status, want) << c.config.canonical() << ": " << c.detail;
   }
-  EXPECT_EQ(r->workerRestarts, 2);
+  EXPECT_EQ(r->workersLost, 2);
   EXPECT_FALSE(r->winner == faulting || r->winner == hanging);
   for (const TileConfig &bad : {faulting, hanging}) {
     auto known = (*store)->isKnownBad(r->tuneKey, bad.canonical());
@@ -267,7 +267,7 @@ TEST_F(GpuTuner, InProcessTuningMeasuresTheSame) {
   auto r = tune(spec(OpKind::RmsNormBwd, 2048, 4096), nullptr, opt);
   ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
   EXPECT_EQ(r->measured, 8);
-  EXPECT_EQ(r->workerRestarts, 0);
+  EXPECT_EQ(r->workersLost, 0);
 }
 
 } // namespace

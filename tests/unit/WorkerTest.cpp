@@ -88,10 +88,10 @@ TEST(Worker, FailuresCostTheWorkerNotTheTuner) {
   expect(5, "launch", "INVALID_VALUE");
   expect(6, "verify", "differs");
   EXPECT_EQ(worker.pid(), first); // ordinary failures keep the worker
-  EXPECT_EQ(worker.restarts(), 0);
+  EXPECT_EQ(worker.lost(), 0);
   expect(2, "fault", "signal 6"); // abort() while measuring
   expect(1, "ok", "");            // on a fresh worker
-  EXPECT_EQ(worker.restarts(), 1);
+  EXPECT_EQ(worker.lost(), 1);
   EXPECT_NE(worker.pid(), first);
   auto t0 = std::chrono::steady_clock::now();
   expect(3, "timeout", "did not finish within 1"); // hangs: killed after 1 s
@@ -100,12 +100,12 @@ TEST(Worker, FailuresCostTheWorkerNotTheTuner) {
   EXPECT_LT(waited, 10.0);
   expect(4, "fault", "ILLEGAL_ADDRESS"); // reports a broken context and exits
   expect(1, "ok", "");
-  EXPECT_EQ(worker.restarts(), 3);
+  EXPECT_EQ(worker.lost(), 3);
   // A new tuning on the same worker starts counting again.
   KernelSpec other;
   other.cols = 512;
   ASSERT_FALSE(bool(worker.prepare(other, 2, 30)));
-  EXPECT_EQ(worker.restarts(), 0);
+  EXPECT_EQ(worker.lost(), 0);
   expect(1, "ok", "");
 }
 
@@ -121,7 +121,7 @@ TEST(Worker, GivesUpWhenWorkersKeepDying) {
   }
   auto m = w->measure(fakeKernel(1));
   ASSERT_FALSE(bool(m));
-  EXPECT_NE(llvm::toString(m.takeError()).find("lost 2 times"), std::string::npos);
+  EXPECT_NE(llvm::toString(m.takeError()).find("lost 3 times"), std::string::npos);
 }
 
 TEST(Worker, AWorkerThatCannotStartIsAnError) {

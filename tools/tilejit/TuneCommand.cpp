@@ -110,7 +110,7 @@ int runTune(const TuneArgs &a) {
                         {"wall_s", r->wallSeconds},
                         {"measured", r->measured},
                         {"reused", r->reused},
-                        {"worker_restarts", r->workerRestarts}};
+                        {"workers_lost", r->workersLost}};
     for (auto &c : r->candidates)
       j["candidates"].push_back(candidateJson(c));
     std::printf("%s\n", j.dump(2).c_str());
@@ -132,8 +132,8 @@ int runTune(const TuneArgs &a) {
     if (c.status == "fault" || c.status == "timeout")
       std::printf("  [%s] %s: %s\n", c.config.canonical().c_str(), c.status.c_str(),
                   c.detail.substr(0, 200).c_str());
-  if (r->workerRestarts)
-    std::printf("the measuring worker was replaced %d time(s)\n", r->workerRestarts);
+  if (r->workersLost)
+    std::printf("the measuring worker was replaced %d time(s)\n", r->workersLost);
   return 0;
 }
 
