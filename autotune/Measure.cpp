@@ -49,7 +49,7 @@ CandidateRunner::~CandidateRunner() {
     drv_->cuStreamDestroy_v2(stream_);
 }
 
-Measurement CandidateRunner::measure(const CompiledKernel &compiled) {
+Measurement CandidateRunner::measure(const CompiledKernel &compiled, double cutoffMs) {
   const CudaDriver &drv = *drv_;
   Measurement m;
   // A launch-stage error may have poisoned the context (an illegal address,
@@ -116,6 +116,8 @@ Measurement CandidateRunner::measure(const CompiledKernel &compiled) {
       if (s < 3)
         continue; // warm-up
       ms.push_back(double(t) / inner);
+      if (s == 3 && cutoffMs > 0 && ms.back() > cutoffMs)
+        break;
     }
     return llvm::Error::success();
   }();

@@ -45,8 +45,10 @@ public:
 
   /// Checks then times `kernel`. A status other than "ok" names the stage
   /// that failed; after a "fault" the context is unusable and so is this
-  /// runner.
-  Measurement measure(const CompiledKernel &kernel);
+  /// runner. With `cutoffMs` > 0, a candidate whose first timed sample is
+  /// slower than that is not timed further (one sample, reps = 1): it cannot
+  /// win, and a hopeless config must not eat the tuning budget.
+  Measurement measure(const CompiledKernel &kernel, double cutoffMs = 0);
 
 private:
   CandidateRunner() = default;

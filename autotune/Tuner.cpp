@@ -280,8 +280,10 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
       continue;
     }
     auto tl = std::chrono::steady_clock::now();
-    llvm::Expected<Measurement> measured =
-        worker ? worker->measure(*item.kernel) : runner->measure(*item.kernel);
+    // A candidate 3x slower than the best so far stops after one sample.
+    double cutoff = bestMs > 0 ? 3 * bestMs : 0;
+    llvm::Expected<Measurement> measured = worker ? worker->measure(*item.kernel, cutoff)
+                                                  : runner->measure(*item.kernel, cutoff);
     if (!measured)
       return measured.takeError(); // no worker could be started
     const Measurement &m = *measured;

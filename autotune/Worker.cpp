@@ -242,7 +242,7 @@ std::string WorkerProcess::reap(bool kill) {
 
 WorkerProcess::~WorkerProcess() { reap(false); }
 
-llvm::Expected<Measurement> WorkerProcess::measure(const CompiledKernel &k) {
+llvm::Expected<Measurement> WorkerProcess::measure(const CompiledKernel &k, double cutoffMs) {
   if (prepare_.is_null())
     return err("the measuring worker was not told what to prepare");
   if (pid_ < 0) {
@@ -262,7 +262,8 @@ llvm::Expected<Measurement> WorkerProcess::measure(const CompiledKernel &k) {
               {"config", k.config.canonical()},
               {"cubin", json::binary_t(std::vector<uint8_t>(k.cubin.begin(), k.cubin.end()))},
               {"entries", entriesToJson(k.entries)},
-              {"workspace", k.workspaceBytes}};
+              {"workspace", k.workspaceBytes},
+              {"cutoff_ms", cutoffMs}};
   if (!sendMessage(fd_, req)) {
     // It died between candidates: not this candidate's doing. One retry on a
     // fresh worker.
@@ -381,7 +382,7 @@ int runWorker(int fd, int device) {
       return k;
     }();
     if (k) {
-      m = runner->measure(*k);
+      m = runner->measure(*k, msg.value("cutoff_ms", 0.0));
     } else {
       m.status = "launch";
       m.detail = "malformed request: " + llvm::toString(k.takeError());

@@ -207,9 +207,24 @@ public:
   // Defaults from the sweeps on an H200 (bench/NOTES.md): the forward pass
   // holds about four vectors per thread in blocks of at least 256 threads with
   // streaming hints; the backward pass about two, in blocks of at least 512
-  // threads, one persistent program per multiprocessor, prefetching.
+  // threads, one persistent program per multiprocessor, prefetching. Rows
+  // longer than kLongBwdRow do not fit that way: 1024 threads get 64
+  // registers each, too few for x, dy, the weight, the dw sums and the next
+  // row, and the spills cost 2.3x at 16384. They take no prefetch, and up to
+  // 16384 columns 512 threads of 4-wide vectors (128 registers each).
+  static constexpr int64_t kLongBwdRow = 8192;
   TileConfig defaultConfig(const KernelSpec &spec) const override {
     int64_t vec = maxVec(spec);
+    if (backward() && spec.cols > kLongBwdRow) {
+      vec = std::min<int64_t>(vec, 4);
+      int64_t lanes = std::min<int64_t>(512, (spec.cols + vec - 1) / vec);
+      if ((spec.cols + vec * lanes - 1) / (vec * lanes) * vec <= kMaxElemsPerThreadBwd)
+        return makeConfig(spec, vec, lanes, 512).set("prefetch", 0);
+      // Rows above 16384: 1024 threads of the widest vectors, still no prefetch.
+      vec = maxVec(spec);
+      return makeConfig(spec, vec, lanesFor(spec, vec, 2, kMaxElemsPerThreadBwd), 512)
+          .set("prefetch", 0);
+    }
     int64_t limit = backward() ? kMaxElemsPerThreadBwd : kMaxElemsPerThreadFwd;
     int64_t lanes = lanesFor(spec, vec, backward() ? 2 : 4, limit);
     return makeConfig(spec, vec, lanes, backward() ? 512 : 256);
