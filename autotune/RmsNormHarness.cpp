@@ -10,9 +10,11 @@
 //===----------------------------------------------------------------------===//
 #include "autotune/Harness.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "runtime/DeviceBuffer.h"
 #include "runtime/RmsNormOps.h"
@@ -50,10 +52,9 @@ public:
     x_.assign(n * eb, 0);
     dy_.assign(backward_ ? n * eb : 0, 0);
     w_.assign(cols_ * wb, 0);
-    for (size_t i = 0; i < n; ++i)
-      store(x_, spec.dtype, i, normal(rng));
-    for (size_t i = 0; backward_ && i < n; ++i)
-      store(dy_, spec.dtype, i, normal(rng));
+    fillNormal(x_, spec.dtype, n, seed * 4 + 1);
+    if (backward_)
+      fillNormal(dy_, spec.dtype, n, seed * 4 + 2);
     for (int64_t j = 0; j < cols_; ++j)
       store(w_, spec.wdtype, j, (spec.zeroCenteredGamma ? 0.0f : 1.0f) + 0.1f * normal(rng));
 
@@ -259,6 +260,30 @@ public:
   }
 
 private:
+  /// Standard normal values into elements [0, n) of `b`, on all cores: blocks
+  /// of 2^16 elements, each from its own generator seeded by (seed, block),
+  /// so the values do not depend on the number of threads.
+  static void fillNormal(std::vector<unsigned char> &b, DType t, size_t n, uint64_t seed) {
+    constexpr size_t kBlock = size_t(1) << 16;
+    size_t blocks = (n + kBlock - 1) / kBlock;
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t k; (k = next.fetch_add(1)) < blocks;) {
+        std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + k);
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        for (size_t i = k * kBlock; i < std::min(n, (k + 1) * kBlock); ++i)
+          storeElement(b.data(), t, i, normal(rng));
+      }
+    };
+    unsigned threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), blocks);
+    std::vector<std::thread> pool;
+    for (unsigned i = 1; i < threads; ++i)
+      pool.emplace_back(work);
+    work();
+    for (auto &th : pool)
+      th.join();
+  }
+
   static int64_t firstNonFinite(const std::vector<unsigned char> &b, DType t) {
     if (t == DType::F32) {
       const size_t n = b.size() / 4;

@@ -187,15 +187,6 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
       worker->setCandidateSeconds(opt.candidateSeconds);
       if (auto e = worker->prepare(spec, seed, opt.reps))
         return e;
-    } else {
-      auto entered = ScopedDevice::enter(opt.device);
-      if (!entered)
-        return entered.takeError();
-      scope.emplace(std::move(*entered));
-      auto r = CandidateRunner::create(spec, seed, opt.reps);
-      if (!r)
-        return r.takeError();
-      runner = std::move(*r);
     }
   }
   auto compile = [&](size_t i) {
@@ -244,6 +235,24 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
       }
     });
 
+  // The measuring side gets ready while the first configs compile.
+  if (!toMeasure.empty()) {
+    if (worker) {
+      if (auto e = worker->waitReady())
+        return e;
+    } else {
+      auto entered = ScopedDevice::enter(opt.device);
+      if (!entered)
+        return entered.takeError();
+      scope.emplace(std::move(*entered));
+      auto r = CandidateRunner::create(spec, seed, opt.reps);
+      if (!r)
+        return r.takeError();
+      runner = std::move(*r);
+    }
+  }
+  result.readySeconds = secondsSince(t0);
+
   auto recordFailure = [&](CandidateResult &c, const std::string &status, const char *stage,
                            const std::string &why) {
     c.status = status;
@@ -260,8 +269,10 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
   for (size_t got = 0; got < toMeasure.size(); ++got) {
     Compiled item{0, llvm::Expected<CompiledKernel>(CompiledKernel{})};
     {
+      auto tw = std::chrono::steady_clock::now();
       std::unique_lock<std::mutex> lock(mu);
       ready.wait(lock, [&] { return !done.empty(); });
+      result.waitSeconds += secondsSince(tw);
       item.index = done.front().index;
       item.kernel = std::move(done.front().kernel);
       done.pop_front();
@@ -282,8 +293,9 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
     auto tl = std::chrono::steady_clock::now();
     // A candidate 3x slower than the best so far stops after one sample.
     double cutoff = bestMs > 0 ? 3 * bestMs : 0;
-    llvm::Expected<Measurement> measured = worker ? worker->measure(*item.kernel, cutoff)
-                                                  : runner->measure(*item.kernel, cutoff);
+    llvm::Expected<Measurement> measured =
+        worker ? worker->measure(*item.kernel, cutoff) : runner->measure(*item.kernel, cutoff);
+    result.measureSeconds += secondsSince(tl);
     if (!measured)
       return measured.takeError(); // no worker could be started
     const Measurement &m = *measured;
@@ -336,7 +348,6 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
   for (auto &w : workers)
     if (w.joinable())
       w.join();
-  result.compileSeconds = secondsSince(t0);
   if (worker)
     result.workersLost = worker->lost();
   ownWorker.reset();

@@ -64,7 +64,10 @@ struct TuneResult {
   double winnerMs = 0;
   std::string reason;
   std::vector<CandidateResult> candidates; // in config-space order
-  double wallSeconds = 0, compileSeconds = 0;
+  double wallSeconds = 0;
+  double readySeconds = 0;   // until the measuring side had inputs and reference
+  double waitSeconds = 0;    // measuring side idle, waiting for compiles
+  double measureSeconds = 0; // checking and timing candidates
   int measured = 0, reused = 0;
   int workersLost = 0; // workers replaced after a fault, crash or timeout
 };

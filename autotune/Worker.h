@@ -57,6 +57,9 @@ public:
   WorkerProcess(const WorkerProcess &) = delete;
   WorkerProcess &operator=(const WorkerProcess &) = delete;
 
+  /// Waits until the worker has prepared the spec (measure() does this too).
+  llvm::Error waitReady() { return ready_ ? llvm::Error::success() : awaitReady(); }
+
   /// Measures one candidate of the prepared spec. A candidate that faults, kills or hangs the
   /// worker comes back with status "fault" or "timeout" and the worker is
   /// replaced before the next one. An error means no worker could be (re)started:

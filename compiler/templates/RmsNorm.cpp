@@ -51,9 +51,12 @@ llvm::Error configError(const llvm::Twine &msg) {
 
 Type elemType(MLIRContext &ctx, DType t) {
   switch (t) {
-  case DType::BF16: return BFloat16Type::get(&ctx);
-  case DType::F16: return Float16Type::get(&ctx);
-  case DType::F32: return Float32Type::get(&ctx);
+  case DType::BF16:
+    return BFloat16Type::get(&ctx);
+  case DType::F16:
+    return Float16Type::get(&ctx);
+  case DType::F32:
+    return Float32Type::get(&ctx);
   }
   return {};
 }
@@ -69,8 +72,7 @@ struct TileBuilder {
     return RankedTensorType::get({rows, cols}, elem, layout);
   }
   RankedTensorType colsTile(Type elem) const {
-    return RankedTensorType::get({cols}, elem,
-                                 tt::SliceLayoutAttr::get(b.getContext(), 0, layout));
+    return RankedTensorType::get({cols}, elem, tt::SliceLayoutAttr::get(b.getContext(), 0, layout));
   }
   RankedTensorType rowsTile() const {
     return RankedTensorType::get({rows}, b.getF32Type(),
@@ -89,7 +91,9 @@ struct TileBuilder {
     if (streaming)
       op.setStreaming(true);
   }
-  Value f32(double v) { return arith::ConstantFloatOp::create(b, loc, b.getF32Type(), APFloat(float(v))); }
+  Value f32(double v) {
+    return arith::ConstantFloatOp::create(b, loc, b.getF32Type(), APFloat(float(v)));
+  }
   Value splat(Value scalar, RankedTensorType type) {
     return tt::SplatOp::create(b, loc, type, scalar);
   }
@@ -114,9 +118,7 @@ struct TileBuilder {
   Value colSum(Value t) {
     return tt::ReduceOp::create(b, loc, colsTile(b.getF32Type()), tt::ReduceKind::sum, t, 0);
   }
-  Value broadcast(Value t) {
-    return tt::BroadcastOp::create(b, loc, tile(b.getF32Type()), t);
-  }
+  Value broadcast(Value t) { return tt::BroadcastOp::create(b, loc, tile(b.getF32Type()), t); }
   /// g = w or 1 + w, widened to f32, as a row of columns.
   Value gamma(Value w, Type wElem, bool zeroCentered) {
     Value wt = load(colsTile(wElem), w, ValueRange{index(0)});
@@ -196,8 +198,8 @@ public:
   static int64_t lanesFor(const KernelSpec &spec, int64_t vec, int64_t vectorsPerThread,
                           int64_t limit) {
     int64_t vectors = (spec.cols + vec - 1) / vec;
-    int64_t lanes = int64_t(llvm::PowerOf2Ceil(
-        uint64_t((vectors + vectorsPerThread - 1) / vectorsPerThread)));
+    int64_t lanes =
+        int64_t(llvm::PowerOf2Ceil(uint64_t((vectors + vectorsPerThread - 1) / vectorsPerThread)));
     // Never more elements per thread than the limit allows.
     while (lanes < 1024 && (vectors + lanes - 1) / lanes * vec > limit)
       lanes *= 2;
@@ -284,8 +286,7 @@ public:
     for (auto &[k, v] : cfg.values)
       if (k != "vec" && k != "threads" && k != "rows" && k != "stream" && k != "programs" &&
           !(backward() && k == "prefetch"))
-        return configError("unknown config parameter '" + k + "' for " +
-                           std::string(opName(op_)));
+        return configError("unknown config parameter '" + k + "' for " + std::string(opName(op_)));
     Shape s = shapeOf(spec, cfg);
     int bytes = dtypeBytes(spec.dtype);
     if (cfg.get("stream") != 0 && cfg.get("stream") != 1)
@@ -293,17 +294,14 @@ public:
     if (s.vec < 1 || s.vec > 8 || !llvm::isPowerOf2_64(s.vec))
       return configError("vec must be 1, 2, 4 or 8, got " + llvm::Twine(s.vec));
     if (s.vec > maxVec(spec))
-      return configError("vec = " + llvm::Twine(s.vec) + " needs " +
-                         llvm::Twine(s.vec * bytes) + "-byte aligned rows; the spec guarantees " +
-                         llvm::Twine(spec.align));
+      return configError("vec = " + llvm::Twine(s.vec) + " needs " + llvm::Twine(s.vec * bytes) +
+                         "-byte aligned rows; the spec guarantees " + llvm::Twine(spec.align));
     if (s.threads < 32 || s.threads > 1024 || s.threads % 32 != 0)
       return configError("threads must be a multiple of 32 in [32, 1024], got " +
                          llvm::Twine(s.threads));
-    if (s.rowThreads < 1 || s.threads % s.rowThreads != 0 ||
-        !llvm::isPowerOf2_64(s.colThreads))
-      return configError("rows = " + llvm::Twine(s.rowThreads) +
-                         " must divide threads = " + llvm::Twine(s.threads) +
-                         " into a power-of-two number of lanes");
+    if (s.rowThreads < 1 || s.threads % s.rowThreads != 0 || !llvm::isPowerOf2_64(s.colThreads))
+      return configError("rows = " + llvm::Twine(s.rowThreads) + " must divide threads = " +
+                         llvm::Twine(s.threads) + " into a power-of-two number of lanes");
     if (s.colThreads > 32 && s.colThreads % 32 != 0)
       return configError("lanes per row above 32 must be whole warps");
     int64_t limit = backward() ? kMaxElemsPerThreadBwd : kMaxElemsPerThreadFwd;
@@ -377,11 +375,11 @@ private:
     // program looping over its tiles and loading the next while computing.
     int64_t programs = cfg.get("programs");
     AffineExpr tiles = getAffineSymbolExpr(0, &ctx).ceilDiv(s.rowThreads);
-    AffineMap grid = programs > 0
-                         ? AffineMap::get(0, 1, {tiles, getAffineConstantExpr(programs, &ctx)}, &ctx)
-                         : AffineMap::get(0, 1, tiles);
-    auto kernel = makeKernel(b, loc, baseName(spec), args, s.threads, grid, {0, 0},
-                             configAttr(ctx, cfg));
+    AffineMap grid =
+        programs > 0 ? AffineMap::get(0, 1, {tiles, getAffineConstantExpr(programs, &ctx)}, &ctx)
+                     : AffineMap::get(0, 1, tiles);
+    auto kernel =
+        makeKernel(b, loc, baseName(spec), args, s.threads, grid, {0, 0}, configAttr(ctx, cfg));
     Block &body = kernel.getBody().front();
     b.setInsertionPointToStart(&body);
     Value x = body.getArgument(0), w = body.getArgument(1), y = body.getArgument(2),
@@ -438,18 +436,17 @@ private:
 
     // Kernel 1: dx, and one dw partial row per program.
     {
-      SmallVector<Type> args = {MemRefType::get({dyn, n}, xT),  MemRefType::get({dyn, n}, xT),
-                                MemRefType::get({dyn}, f32),     MemRefType::get({n}, wT),
-                                MemRefType::get({dyn, n}, xT),  MemRefType::get({programs, n}, f32)};
+      SmallVector<Type> args = {MemRefType::get({dyn, n}, xT), MemRefType::get({dyn, n}, xT),
+                                MemRefType::get({dyn}, f32),   MemRefType::get({n}, wT),
+                                MemRefType::get({dyn, n}, xT), MemRefType::get({programs, n}, f32)};
       AffineMap grid = AffineMap::get(0, 0, getAffineConstantExpr(programs, &ctx));
-      auto kernel = makeKernel(b, loc, baseName(spec), args, s.threads, grid, {},
-                               configAttr(ctx, cfg));
+      auto kernel =
+          makeKernel(b, loc, baseName(spec), args, s.threads, grid, {}, configAttr(ctx, cfg));
       Block &body = kernel.getBody().front();
       b.setInsertionPointToStart(&body);
       Value dy = body.getArgument(0), x = body.getArgument(1), rstdIn = body.getArgument(2),
             w = body.getArgument(3), dx = body.getArgument(4), dwp = body.getArgument(5);
-      TileBuilder tb{b, loc,
-                     tt::BlockedLayoutAttr::get(&ctx, s.vec, s.rowThreads, s.colThreads),
+      TileBuilder tb{b, loc, tt::BlockedLayoutAttr::get(&ctx, s.vec, s.rowThreads, s.colThreads),
                      s.rowThreads, n};
       Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
       Value nprog = tt::NumProgramsOp::create(b, loc, tt::Dim::x);
@@ -512,13 +509,12 @@ private:
       const int64_t kDwVec = dwVec(spec), kDwStrip = kDwColThreads * kDwVec;
       int64_t strips = (n + kDwStrip - 1) / kDwStrip;
       AffineMap grid = AffineMap::get(0, 0, getAffineConstantExpr(strips, &ctx));
-      auto kernel = makeKernel(b, loc, baseName(spec) + "_dw", args,
-                               kDwRowThreads * kDwColThreads, grid, {}, configAttr(ctx, cfg));
+      auto kernel = makeKernel(b, loc, baseName(spec) + "_dw", args, kDwRowThreads * kDwColThreads,
+                               grid, {}, configAttr(ctx, cfg));
       Block &body = kernel.getBody().front();
       b.setInsertionPointToStart(&body);
       Value dwp = body.getArgument(0), dw = body.getArgument(1);
-      TileBuilder tb{b, loc,
-                     tt::BlockedLayoutAttr::get(&ctx, kDwVec, kDwRowThreads, kDwColThreads),
+      TileBuilder tb{b, loc, tt::BlockedLayoutAttr::get(&ctx, kDwVec, kDwRowThreads, kDwColThreads),
                      kDwRowThreads, kDwStrip};
       Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
       Value col0 = arith::MulIOp::create(b, loc, pid, tb.index(kDwStrip));

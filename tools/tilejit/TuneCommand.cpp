@@ -110,7 +110,10 @@ int runTune(const TuneArgs &a) {
                         {"wall_s", r->wallSeconds},
                         {"measured", r->measured},
                         {"reused", r->reused},
-                        {"workers_lost", r->workersLost}};
+                        {"workers_lost", r->workersLost},
+                        {"ready_s", r->readySeconds},
+                        {"wait_s", r->waitSeconds},
+                        {"measure_s", r->measureSeconds}};
     for (auto &c : r->candidates)
       j["candidates"].push_back(candidateJson(c));
     std::printf("%s\n", j.dump(2).c_str());
@@ -128,6 +131,9 @@ int runTune(const TuneArgs &a) {
               r->reason.c_str());
   std::printf("measured %d, reused %d stored timings, %d skipped or failed; %.2f s\n", r->measured,
               r->reused, failed, r->wallSeconds);
+  std::printf("time     measuring side ready after %.2f s; then %.2f s measuring, %.2f s waiting "
+              "for compiles\n",
+              r->readySeconds, r->measureSeconds, r->waitSeconds);
   for (auto &c : r->candidates)
     if (c.status == "fault" || c.status == "timeout")
       std::printf("  [%s] %s: %s\n", c.config.canonical().c_str(), c.status.c_str(),
