@@ -189,8 +189,33 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
         return e;
     }
   }
-  auto compile = [&](size_t i) {
-    return opt.compile ? opt.compile(spec, space[i]) : compileKernel(spec, space[i]);
+  // NVRTC serializes the compiles of one process, so with a worker binary at
+  // hand each compile thread sends its sources to a compiler process of its
+  // own (Worker.h); without one, they compile here, one at a time.
+  std::string compilerPath;
+  if (opt.isolation == TuneOptions::Isolation::Process) {
+    auto path = findWorker(opt.workerPath);
+    if (path)
+      compilerPath = *path;
+    else
+      llvm::consumeError(path.takeError());
+  }
+  auto compile = [&](size_t i, std::unique_ptr<CompilerProcess> &compiler) {
+    if (opt.compile)
+      return opt.compile(spec, space[i]);
+    if (!compiler && !compilerPath.empty()) {
+      auto c = CompilerProcess::start(compilerPath);
+      if (c)
+        compiler = std::move(*c);
+      else
+        llvm::consumeError(c.takeError());
+    }
+    CompileOptions co;
+    if (compiler)
+      co.nvrtc = [&](std::string_view source, std::string_view name, std::string_view arch) {
+        return compiler->compile(source, name, arch);
+      };
+    return compileKernel(spec, space[i], co);
   };
 
   // Compile on all cores; the GPU loop below takes kernels as they finish.
@@ -221,6 +246,7 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
   } joinOnExit{stop, workers};
   for (unsigned w = 0; w < threads && !toMeasure.empty(); ++w)
     workers.emplace_back([&] {
+      std::unique_ptr<CompilerProcess> compiler;
       for (;;) {
         size_t k = next.fetch_add(1);
         if (k >= toMeasure.size())
@@ -228,7 +254,8 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
         size_t i = toMeasure[k];
         // Past the budget every claimed config is still reported, so the
         // consumer below sees exactly one item per config.
-        auto kernel = stop.load() ? llvm::Expected<CompiledKernel>(err("over budget")) : compile(i);
+        auto kernel =
+            stop.load() ? llvm::Expected<CompiledKernel>(err("over budget")) : compile(i, compiler);
         std::lock_guard<std::mutex> lock(mu);
         done.push_back({i, std::move(kernel)});
         ready.notify_one();
@@ -361,7 +388,8 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
   result.winnerMs = result.candidates[size_t(win)].medianMs;
   if (store) {
     if (binaries[size_t(win)].cubin.empty()) {
-      auto k = compile(size_t(win));
+      std::unique_ptr<CompilerProcess> none;
+      auto k = compile(size_t(win), none);
       if (!k)
         return k.takeError();
       binaries[size_t(win)] = std::move(*k);

@@ -23,6 +23,7 @@
 
 #include "autotune/WorkerProtocol.h"
 #include "compiler/LaunchInfo.h"
+#include "compiler/Nvrtc.h"
 
 extern char **environ;
 
@@ -121,6 +122,145 @@ llvm::Expected<std::string> findWorker(const std::string &explicitPath) {
              "); set TILEJIT_WORKER to its path, or tune in process");
 }
 
+// ------------------------------------------------------------ processes
+
+namespace {
+
+/// Starts `path args...` with one end of a socket pair as its descriptor 3
+/// (named in `args`) and its stdout sent to stderr; `fd` gets the other end.
+llvm::Error spawnChild(const std::string &path, const std::vector<std::string> &args, pid_t &pid,
+                       int &fd) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return err("cannot create a socket pair for " + path + ": " + std::strerror(errno));
+  // The child's end becomes its descriptor 3 (dup2 drops close-on-exec); an
+  // end that already is 3 would keep the flag, so it moves first.
+  int child = sv[1];
+  if (child == 3) {
+    child = ::fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
+    ::close(sv[1]);
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, child, 3);
+  // Whatever the child (or a library in it) prints goes to stderr, never into
+  // the tuning process's output.
+  posix_spawn_file_actions_adddup2(&fa, 2, 1);
+  std::vector<char *> argv = {const_cast<char *>(path.c_str())};
+  for (const std::string &a : args)
+    argv.push_back(const_cast<char *>(a.c_str()));
+  argv.push_back(nullptr);
+  int rc = ::posix_spawn(&pid, path.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(child);
+  if (rc != 0) {
+    ::close(sv[0]);
+    pid = -1;
+    return err("cannot start " + path + ": " + std::strerror(rc));
+  }
+  fd = sv[0];
+  return llvm::Error::success();
+}
+
+/// Closes `fd`, kills the child if asked (else waits up to 5 s for it to end
+/// by itself, then kills it), reaps it, and says how it ended.
+std::string reapChild(pid_t &pid, int &fd, bool kill) {
+  if (fd >= 0) {
+    ::close(fd);
+    fd = -1;
+  }
+  if (pid < 0)
+    return "was not running";
+  if (kill)
+    ::kill(pid, SIGKILL);
+  int status = 0;
+  pid_t got;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while ((got = ::waitpid(pid, &status, kill ? 0 : WNOHANG)) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      kill = true;
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  pid = -1;
+  if (got < 0)
+    return "ended (its status is not ours to read: " + std::string(std::strerror(errno)) + ")";
+  return describeExit(status);
+}
+
+} // namespace
+
+// ------------------------------------------------------------ compiler side
+
+llvm::Expected<std::unique_ptr<CompilerProcess>> CompilerProcess::start(const std::string &path) {
+  std::unique_ptr<CompilerProcess> c(new CompilerProcess(path));
+  if (auto e = spawnChild(path, {"--compile-fd", "3"}, c->pid_, c->fd_))
+    return e;
+  return c;
+}
+
+CompilerProcess::~CompilerProcess() { reapChild(pid_, fd_, false); }
+
+llvm::Expected<NvrtcOutput> CompilerProcess::compile(std::string_view source, std::string_view name,
+                                                     std::string_view arch) {
+  if (pid_ < 0) // lost to an earlier compile: a fresh one
+    if (auto e = spawnChild(path_, {"--compile-fd", "3"}, pid_, fd_))
+      return e;
+  json req = {{"op", "compile"}, {"source", source}, {"name", name}, {"arch", arch}};
+  json reply;
+  Received r =
+      sendMessage(fd_, req) ? receiveMessage(fd_, timeoutSeconds_, reply) : Received::Closed;
+  if (r != Received::Message) {
+    std::string how = reapChild(pid_, fd_, /*kill=*/true);
+    return err("the compiler process " +
+               llvm::Twine(r == Received::Timeout
+                               ? "took longer than " + std::to_string(int(timeoutSeconds_)) + " s"
+                               : how) +
+               " compiling '" + std::string(name) + "'");
+  }
+  if (!reply.value("ok", false))
+    return err(reply.value("error", std::string("the compiler process sent an unreadable reply")));
+  NvrtcOutput out;
+  out.ptx = reply.value("ptx", std::string());
+  out.log = reply.value("log", std::string());
+  auto cubin = reply.find("cubin");
+  if (cubin == reply.end() || !cubin->is_binary())
+    return err("the compiler process sent no cubin for '" + std::string(name) + "'");
+  out.cubin.assign(cubin->get_binary().begin(), cubin->get_binary().end());
+  return out;
+}
+
+int runCompiler(int fd) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() == 1)
+    return 1;
+  for (;;) {
+    json msg;
+    Received r = receiveMessage(fd, -1, msg);
+    if (r == Received::Closed)
+      return 0;
+    if (r != Received::Message)
+      return 2;
+    json reply;
+    auto out = compileWithNvrtc(msg.value("source", std::string()),
+                                msg.value("name", std::string("kernel")),
+                                msg.value("arch", std::string()));
+    if (out) {
+      reply = {
+          {"ok", true},
+          {"ptx", out->ptx},
+          {"log", out->log},
+          {"cubin", json::binary_t(std::vector<uint8_t>(out->cubin.begin(), out->cubin.end()))}};
+    } else {
+      reply = {{"ok", false}, {"error", llvm::toString(out.takeError())}};
+    }
+    if (!sendMessage(fd, reply))
+      return 2;
+  }
+}
+
 // ------------------------------------------------------------ parent side
 
 llvm::Expected<std::unique_ptr<WorkerProcess>> WorkerProcess::start(const Options &options) {
@@ -131,40 +271,9 @@ llvm::Expected<std::unique_ptr<WorkerProcess>> WorkerProcess::start(const Option
 }
 
 llvm::Error WorkerProcess::spawn() {
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-    return err("cannot create a socket pair for the measuring worker: " +
-               llvm::Twine(std::strerror(errno)));
-  // The worker's end becomes its descriptor 3 (dup2 drops close-on-exec);
-  // an end that already is 3 would keep the flag, so it moves first.
-  int child = sv[1];
-  if (child == 3) {
-    child = ::fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
-    ::close(sv[1]);
-  }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, child, 3);
-  // Whatever the worker (or a library in it) prints goes to stderr, never
-  // into the tuning process's output.
-  posix_spawn_file_actions_adddup2(&fa, 2, 1);
-  std::string fdArg = "3", deviceArg = std::to_string(opt_.device);
-  std::vector<char *> argv = {const_cast<char *>(opt_.path.c_str()),
-                              const_cast<char *>("--serve-fd"),
-                              fdArg.data(),
-                              const_cast<char *>("--device"),
-                              deviceArg.data(),
-                              nullptr};
-  pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, opt_.path.c_str(), &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  ::close(child);
-  if (rc != 0) {
-    ::close(sv[0]);
-    return err("cannot start the measuring worker " + opt_.path + ": " + std::strerror(rc));
-  }
-  pid_ = pid;
-  fd_ = sv[0];
+  std::string device = std::to_string(opt_.device);
+  if (auto e = spawnChild(opt_.path, {"--serve-fd", "3", "--device", device}, pid_, fd_))
+    return e;
   ready_ = false;
   return llvm::Error::success();
 }
@@ -212,32 +321,8 @@ llvm::Error WorkerProcess::awaitReady() {
 }
 
 std::string WorkerProcess::reap(bool kill) {
-  if (fd_ >= 0) {
-    ::close(fd_);
-    fd_ = -1;
-  }
-  if (pid_ < 0)
-    return "was not running";
-  if (kill)
-    ::kill(pid_, SIGKILL);
-  int status = 0;
-  pid_t got;
-  // Without the kill the worker ends by itself (it has replied "fault", or
-  // has seen EOF); give it a moment, then kill it.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while ((got = ::waitpid(pid_, &status, kill ? 0 : WNOHANG)) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid_, SIGKILL);
-      kill = true;
-      continue;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  pid_ = -1;
   ready_ = false;
-  if (got < 0)
-    return "ended (its status is not ours to read: " + std::string(std::strerror(errno)) + ")";
-  return describeExit(status);
+  return reapChild(pid_, fd_, kill);
 }
 
 WorkerProcess::~WorkerProcess() { reap(false); }

@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autotune/Measure.h"
+#include "compiler/Nvrtc.h"
 
 namespace tilejit {
 
@@ -86,6 +87,33 @@ private:
   bool ready_ = false;
   int lost_ = 0;
 };
+
+/// NVRTC in a process of its own (`tilejit-worker --compile-fd`). NVRTC
+/// serializes the compiles of one process however many threads call it (on
+/// the H200 machine 15 threads compile no faster than one), so the tuner runs
+/// one compiler process per core. A compile that crashes or hangs NVRTC costs
+/// that process, which the next compile replaces.
+class CompilerProcess {
+public:
+  static llvm::Expected<std::unique_ptr<CompilerProcess>> start(const std::string &path);
+  ~CompilerProcess();
+  CompilerProcess(const CompilerProcess &) = delete;
+  CompilerProcess &operator=(const CompilerProcess &) = delete;
+  /// compileWithNvrtc(), in the process.
+  llvm::Expected<NvrtcOutput> compile(std::string_view source, std::string_view name,
+                                      std::string_view arch);
+  pid_t pid() const { return pid_; }
+
+private:
+  explicit CompilerProcess(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  double timeoutSeconds_ = 120;
+};
+
+/// The compiler process's side: serves compile requests on `fd` until EOF.
+int runCompiler(int fd);
 
 /// The worker's side: makes a context on `device`, then serves the protocol
 /// on `fd` until EOF. Returns the process exit status.

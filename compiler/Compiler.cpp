@@ -275,7 +275,8 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
 
   auto t1 = std::chrono::steady_clock::now();
   std::string name = out.entries.empty() ? "kernel" : out.entries.front().name;
-  auto binary = compileWithNvrtc(out.cuda, name, spec.arch);
+  auto binary = options.nvrtc ? options.nvrtc(out.cuda, name, spec.arch)
+                              : compileWithNvrtc(out.cuda, name, spec.arch);
   if (!binary)
     return error("kernel " + spec.canonical() + " [" + config.canonical() + "] key " +
                  out.key.substr(0, 16) + ": " + llvm::toString(binary.takeError()));

@@ -6,11 +6,13 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "compiler/KernelSpec.h"
 #include "compiler/LaunchInfo.h"
+#include "compiler/Nvrtc.h"
 #include "llvm/Support/Error.h"
 
 namespace mlir {
@@ -27,6 +29,12 @@ struct CompileOptions {
   Stage stopAt = Stage::Binary;
   /// With Stage::Mlir: print the IR after this pass ("" = the template's IR).
   std::string afterPass;
+  /// Runs NVRTC on the generated source (default: compileWithNvrtc in this
+  /// process). The tuner hands it to compiler processes: NVRTC serializes
+  /// compiles within one process.
+  std::function<llvm::Expected<NvrtcOutput>(std::string_view source, std::string_view name,
+                                            std::string_view arch)>
+      nvrtc;
 };
 
 struct CompiledKernel {

@@ -45,7 +45,7 @@ TEST(Compiler, EmitsTileIrAfterEachPass) {
 }
 
 TEST(Compiler, CudaUsesTheDeviceLibrary) {
-  auto k = compileKernel(spec(OpKind::RmsNormBwd, 1000), {}, {Stage::Cuda, ""});
+  auto k = compileKernel(spec(OpKind::RmsNormBwd, 1000), {}, {Stage::Cuda, "", nullptr});
   ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
   EXPECT_NE(k->cuda.find("#include \"memory.cuh\""), std::string::npos);
   EXPECT_NE(k->cuda.find("extern \"C\" __global__ __launch_bounds__("), std::string::npos);
@@ -93,7 +93,7 @@ TEST(Compiler, NvrtcBuildsCubinsForManyShapes) {
 }
 
 TEST(Compiler, NvrtcErrorCarriesTheLog) {
-  auto r = compileKernel(spec(OpKind::RmsNormFwd, 64), {}, {Stage::Cuda, ""});
+  auto r = compileKernel(spec(OpKind::RmsNormFwd, 64), {}, {Stage::Cuda, "", nullptr});
   ASSERT_TRUE(bool(r));
   // A bad config is refused before any IR is built, naming the parameter.
   TileConfig bad;

@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include "autotune/Worker.h"
+#include "compiler/Compiler.h"
 #include "runtime/CudaDriver.h"
 
 using namespace tilejit;
@@ -158,4 +159,44 @@ TEST(Worker, TheRealWorkerSaysWhyItCannotMeasure) {
   ASSERT_FALSE(bool(m));
   std::string msg = llvm::toString(m.takeError());
   EXPECT_NE(msg.find("no CUDA driver"), std::string::npos) << msg;
+}
+
+TEST(CompilerProcess, CompilesLikeThisProcessAndSurvivesItsOwnDeath) {
+  auto path = findWorker();
+  ASSERT_TRUE(bool(path)) << llvm::toString(path.takeError());
+  auto c = CompilerProcess::start(*path);
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  KernelSpec spec;
+  spec.cols = 1000;
+  spec.align = 16;
+  CompileOptions viaProcess;
+  viaProcess.nvrtc = [&](std::string_view s, std::string_view n, std::string_view a) {
+    return (*c)->compile(s, n, a);
+  };
+  auto here = compileKernel(spec, {});
+  ASSERT_TRUE(bool(here)) << llvm::toString(here.takeError());
+  auto there = compileKernel(spec, {}, viaProcess);
+  ASSERT_TRUE(bool(there)) << llvm::toString(there.takeError());
+  EXPECT_EQ(there->ptx, here->ptx);
+  EXPECT_EQ(there->cubin, here->cubin);
+  EXPECT_EQ(there->entries.front().registers, here->entries.front().registers)
+      << "ptxas's report came back too";
+
+  auto bad = (*c)->compile("this is not CUDA", "broken", "sm_90a");
+  ASSERT_FALSE(bool(bad));
+  std::string msg = llvm::toString(bad.takeError());
+  EXPECT_NE(msg.find("NVRTC compilation failed for 'broken'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("error"), std::string::npos) << "the log comes along: " << msg;
+
+  // A compiler process that dies is replaced by the next compile.
+  pid_t before = (*c)->pid();
+  ASSERT_EQ(::kill(before, SIGKILL), 0);
+  auto first = (*c)->compile("extern \"C\" __global__ void k() {}", "after", "sm_90a");
+  ASSERT_FALSE(bool(first));
+  std::string died = llvm::toString(first.takeError());
+  EXPECT_NE(died.find("the compiler process killed by signal 9"), std::string::npos) << died;
+  auto again = (*c)->compile("extern \"C\" __global__ void k() {}", "again", "sm_90a");
+  ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
+  EXPECT_FALSE(again->cubin.empty());
+  EXPECT_NE((*c)->pid(), before);
 }

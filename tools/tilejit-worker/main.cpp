@@ -1,7 +1,8 @@
 //===- tilejit-worker - measures tuning candidates for a tuning process ----===//
 //
 // Started by the tuner (autotune/Worker.h) with one end of a socket pair as a
-// descriptor; not meant to be run by hand.
+// descriptor, to measure candidates on the GPU or to compile them with NVRTC;
+// not meant to be run by hand.
 //
 //===----------------------------------------------------------------------===//
 #include <cstdio>
@@ -22,8 +23,11 @@ int main(int argc, char **argv) {
       ::fcntl(int(fd), F_GETFD) != -1 && std::strcmp(argv[3], "--device") == 0 &&
       number(argv[4], device))
     return tilejit::runWorker(int(fd), int(device));
+  if (argc == 3 && std::strcmp(argv[1], "--compile-fd") == 0 && number(argv[2], fd) &&
+      ::fcntl(int(fd), F_GETFD) != -1)
+    return tilejit::runCompiler(int(fd));
   std::fprintf(stderr, "tilejit-worker: error: this program measures tuning candidates for "
                        "`tilejit tune` and the tilejit engine, which start it; it takes "
-                       "--serve-fd FD (an open socket) --device N\n");
+                       "--serve-fd FD --device N, or --compile-fd FD (FD an open socket)\n");
   return 2;
 }
