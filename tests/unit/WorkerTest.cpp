@@ -182,8 +182,9 @@ TEST(CompilerProcess, CompilesLikeThisProcessAndSurvivesItsOwnDeath) {
   // ptxas's resource report is not always in NVRTC's log (seen missing on the
   // GPU machine); where both have it, it agrees. The loaders read resources
   // from the driver, not from the log.
-  if (there->entries.front().registers >= 0 && here->entries.front().registers >= 0)
+  if (there->entries.front().registers >= 0 && here->entries.front().registers >= 0) {
     EXPECT_EQ(there->entries.front().registers, here->entries.front().registers);
+  }
 
   auto bad = (*c)->compile("this is not CUDA", "broken", "sm_90a");
   ASSERT_FALSE(bool(bad));
