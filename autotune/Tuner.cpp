@@ -167,44 +167,42 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
   std::unique_ptr<CandidateRunner> runner;
   std::unique_ptr<WorkerProcess> ownWorker;
   WorkerProcess *worker = nullptr;
-  if (!toMeasure.empty()) {
-    if (opt.isolation == TuneOptions::Isolation::Process) {
-      if (opt.worker) {
-        worker = opt.worker;
-      } else {
-        auto path = findWorker(opt.workerPath);
-        if (!path)
-          return path.takeError();
-        WorkerProcess::Options wo;
-        wo.path = *path;
-        wo.device = opt.device;
-        auto w = WorkerProcess::start(wo);
-        if (!w)
-          return w.takeError();
-        ownWorker = std::move(*w);
-        worker = ownWorker.get();
-      }
-      worker->setCandidateSeconds(opt.candidateSeconds);
-      if (auto e = worker->prepare(spec, seed, opt.reps))
-        return e;
-    }
-  }
-  // NVRTC serializes the compiles of one process, so with a worker binary at
-  // hand each compile thread sends its sources to a compiler process of its
-  // own (Worker.h); without one, they compile here, one at a time.
-  std::string compilerPath;
+  // tilejit-worker measures (unless the caller started one) and compiles:
+  // NVRTC serializes the compiles of one process, so each compile thread
+  // below sends its sources to a compiler process of its own. Without the
+  // binary, a caller-started worker still measures and compiles run here.
+  std::string helperPath;
   if (opt.isolation == TuneOptions::Isolation::Process) {
     auto path = findWorker(opt.workerPath);
     if (path)
-      compilerPath = *path;
+      helperPath = *path;
+    else if (!opt.worker)
+      return path.takeError();
     else
       llvm::consumeError(path.takeError());
+  }
+  if (!toMeasure.empty() && opt.isolation == TuneOptions::Isolation::Process) {
+    if (opt.worker) {
+      worker = opt.worker;
+    } else {
+      WorkerProcess::Options wo;
+      wo.path = helperPath;
+      wo.device = opt.device;
+      auto w = WorkerProcess::start(wo);
+      if (!w)
+        return w.takeError();
+      ownWorker = std::move(*w);
+      worker = ownWorker.get();
+    }
+    worker->setCandidateSeconds(opt.candidateSeconds);
+    if (auto e = worker->prepare(spec, seed, opt.reps))
+      return e;
   }
   auto compile = [&](size_t i, std::unique_ptr<CompilerProcess> &compiler) {
     if (opt.compile)
       return opt.compile(spec, space[i]);
-    if (!compiler && !compilerPath.empty()) {
-      auto c = CompilerProcess::start(compilerPath);
+    if (!compiler && !helperPath.empty()) {
+      auto c = CompilerProcess::start(helperPath);
       if (c)
         compiler = std::move(*c);
       else
@@ -284,8 +282,10 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
                            const std::string &why) {
     c.status = status;
     c.detail = why;
-    // Out of memory is the machine's state, not the config's: not remembered.
-    bool transient = why.find("CUDA_ERROR_OUT_OF_MEMORY") != std::string::npos;
+    // Out of memory, or a compiler process lost (perhaps to the machine's
+    // OOM killer), is the machine's state, not the config's: not remembered.
+    bool transient = why.find("CUDA_ERROR_OUT_OF_MEMORY") != std::string::npos ||
+                     why.find("the compiler process") != std::string::npos;
     if (store && !transient)
       if (auto e = store->addFailure({result.tuneKey, c.config.canonical(), stage, why, 0}))
         llvm::consumeError(std::move(e));
