@@ -72,6 +72,13 @@ Measurement CandidateRunner::measure(const CompiledKernel &compiled, double cuto
   m.registers = (*kernel)->entry(0).registers;
   for (size_t e = 0; e < (*kernel)->numEntries(); ++e)
     m.spillBytes = std::max(m.spillBytes, (*kernel)->entry(e).spillBytes);
+  if (m.spillBytes > kMaxSpillBytes) {
+    m.status = "spills";
+    m.detail = "uses " + std::to_string(m.spillBytes) +
+               " bytes of local memory per thread (limit " + std::to_string(kMaxSpillBytes) +
+               "): not measured";
+    return m;
+  }
 
   // Check first: poison, run once, verify.
   llvm::Error checked = [&]() -> llvm::Error {

@@ -332,6 +332,10 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
       recordFailure(c, "verify", "verify", m.detail);
       continue;
     }
+    if (m.status == "spills") {
+      recordFailure(c, "spills", "compile", m.detail); // a property of the binary
+      continue;
+    }
     if (m.status != "ok") {
       // "launch", or a "fault" / "timeout" that cost a worker; all are
       // failures at launch for the store.

@@ -48,7 +48,8 @@ struct TuneOptions {
 
 struct CandidateResult {
   TileConfig config;
-  /// "ok", "stored" (timing reused), "compile", "launch", "verify", "fault"
+  /// "ok", "stored" (timing reused), "compile", "spills" (too much local
+  /// memory, kMaxSpillBytes), "launch", "verify", "fault"
   /// (broke the GPU context), "timeout", "known-bad", "budget"
   std::string status;
   std::string detail;

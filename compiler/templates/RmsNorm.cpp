@@ -13,7 +13,9 @@
 // activations), programs (forward: 0 for one program per tile, else a
 // persistent grid that prefetches; backward: persistent blocks, which is also
 // the number of dw partial rows) and, backward, prefetch (load
-// the next rows while computing the current ones).
+// the next rows while computing the current ones) and wload (optional, 0 when
+// absent: 1 reads the weight again for every tile, from L1/L2, instead of
+// holding it in registers for the whole program; for long rows).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/templates/Template.h"
@@ -212,7 +214,8 @@ public:
   // threads, one persistent program per multiprocessor, prefetching. Rows
   // longer than kLongBwdRow do not fit that way: 1024 threads get 64
   // registers each, too few for x, dy, the weight, the dw sums and the next
-  // row, and the spills cost 2.3x at 16384. They take no prefetch, and up to
+  // row, and the spills cost 2.3x at 16384. They take no prefetch, read the
+  // weight for each tile rather than holding it (7 % at 16384), and up to
   // 16384 columns 512 threads of 4-wide vectors (128 registers each).
   static constexpr int64_t kLongBwdRow = 8192;
   TileConfig defaultConfig(const KernelSpec &spec) const override {
@@ -221,11 +224,12 @@ public:
       vec = std::min<int64_t>(vec, 4);
       int64_t lanes = std::min<int64_t>(512, (spec.cols + vec - 1) / vec);
       if ((spec.cols + vec * lanes - 1) / (vec * lanes) * vec <= kMaxElemsPerThreadBwd)
-        return makeConfig(spec, vec, lanes, 512).set("prefetch", 0);
+        return makeConfig(spec, vec, lanes, 512).set("prefetch", 0).set("wload", 1);
       // Rows above 16384: 1024 threads of the widest vectors, still no prefetch.
       vec = maxVec(spec);
       return makeConfig(spec, vec, lanesFor(spec, vec, 2, kMaxElemsPerThreadBwd), 512)
-          .set("prefetch", 0);
+          .set("prefetch", 0)
+          .set("wload", 1);
     }
     int64_t limit = backward() ? kMaxElemsPerThreadBwd : kMaxElemsPerThreadFwd;
     int64_t lanes = lanesFor(spec, vec, backward() ? 2 : 4, limit);
@@ -253,13 +257,22 @@ public:
                     c.set("stream", stream).set("programs", perSM * assumedSMCount(spec.arch)));
             continue;
           }
+          // Long rows: also with the weight read per tile (fewer registers).
+          std::vector<int64_t> wloads = {0};
+          if (spec.cols > kLongBwdRow)
+            wloads.push_back(1);
           for (auto [perSM, prefetch] : {std::pair{1, 1}, std::pair{2, 1}, std::pair{1, 0}})
-            for (int64_t stream : {0, 1}) {
-              c.set("programs", perSM * assumedSMCount(spec.arch))
-                  .set("prefetch", prefetch)
-                  .set("stream", stream);
-              candidates.push_back(c);
-            }
+            for (int64_t stream : {0, 1})
+              for (int64_t wload : wloads) {
+                c.set("programs", perSM * assumedSMCount(spec.arch))
+                    .set("prefetch", prefetch)
+                    .set("stream", stream);
+                if (wload)
+                  c.set("wload", 1);
+                else
+                  c.values.erase("wload");
+                candidates.push_back(c);
+              }
         }
       }
     }
@@ -285,7 +298,7 @@ public:
                                     : "config lacks 'programs'");
     for (auto &[k, v] : cfg.values)
       if (k != "vec" && k != "threads" && k != "rows" && k != "stream" && k != "programs" &&
-          !(backward() && k == "prefetch"))
+          !(backward() && (k == "prefetch" || k == "wload")))
         return configError("unknown config parameter '" + k + "' for " + std::string(opName(op_)));
     Shape s = shapeOf(spec, cfg);
     int bytes = dtypeBytes(spec.dtype);
@@ -319,6 +332,8 @@ public:
       int64_t pf = cfg.get("prefetch");
       if (pf != 0 && pf != 1)
         return configError("prefetch must be 0 or 1, got " + llvm::Twine(pf));
+      if (cfg.has("wload") && cfg.get("wload") != 0 && cfg.get("wload") != 1)
+        return configError("wload must be 0 or 1, got " + llvm::Twine(cfg.get("wload")));
       if (s.rowThreads > 1 && s.rowThreads * s.colThreads * s.elems * 4 > kScratchLimitBytes)
         return configError("the dw column reduction needs " +
                            llvm::Twine(s.rowThreads * s.colThreads * s.elems * 4) +
@@ -454,7 +469,10 @@ private:
       Value tileRows = tb.index(s.rowThreads);
       Value ntiles = arith::DivUIOp::create(
           b, loc, arith::AddIOp::create(b, loc, rows, tb.index(s.rowThreads - 1)), tileRows);
-      Value gb = tb.broadcast(tb.gamma(w, wT, spec.zeroCenteredGamma));
+      // The weight, held for the whole program or (wload) read for each tile.
+      bool wload = cfg.has("wload") && cfg.get("wload") != 0;
+      auto gamma = [&] { return tb.broadcast(tb.gamma(w, wT, spec.zeroCenteredGamma)); };
+      Value heldGamma = wload ? Value() : gamma();
       Value invN = tb.splat(tb.f32(1.0 / double(n)), tb.rowsTile());
       Value zero = tb.splat(tb.f32(0.0), tb.tile(f32));
       Value c0 = tb.index(0);
@@ -489,7 +507,7 @@ private:
         Value dyf = tb.widen(cur[1]);
         Value rb = tb.broadcast(cur[2]);
         Value xhat = tb.mul(xf, rb);
-        Value dyg = tb.mul(dyf, gb);
+        Value dyg = tb.mul(dyf, wload ? gamma() : heldGamma);
         Value mean = tb.mul(tb.rowSum(tb.mul(dyg, xhat)), invN);
         Value dxf = tb.mul(tb.sub(dyg, tb.mul(xhat, tb.broadcast(mean))), rb);
         tb.store(tb.narrow(dxf, xT), dx, ValueRange{row0, c0}, stream);
