@@ -13,8 +13,9 @@
 // starts it first and compiles while it comes up. Protocol (WorkerProtocol.h):
 // one socket pair; the parent sends {"op":"prepare", spec, seed, reps} (fresh
 // inputs and reference; again for each spec tuned), then {"op":"measure", key,
-// config, cubin, entries, workspace, cutoff_ms} per candidate; the worker replies once
-// to each. EOF ends the worker.
+// config, cubin, entries, workspace, cutoff_ms} per candidate; the worker
+// replies once to each. EOF ends the worker. The same program, started with
+// --compile-fd, runs NVRTC for the tuner (CompilerProcess below).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
