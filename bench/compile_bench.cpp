@@ -44,11 +44,14 @@ int main(int argc, char **argv) {
     OpKind op;
     int64_t cols;
   };
-  const Case cases[] = {{OpKind::RmsNormFwd, 4096}, {OpKind::RmsNormFwd, 8192},
-                        {OpKind::RmsNormFwd, 4097}, {OpKind::RmsNormBwd, 4096},
+  const Case cases[] = {{OpKind::RmsNormFwd, 4096},
+                        {OpKind::RmsNormFwd, 8192},
+                        {OpKind::RmsNormFwd, 4097},
+                        {OpKind::RmsNormBwd, 4096},
                         {OpKind::RmsNormBwd, 8192}};
-  std::string json = "{\n  \"nvrtc\": \"" + nvrtcVersionString() + "\",\n  \"cores\": " +
-                     std::to_string(std::thread::hardware_concurrency()) + ",\n  \"kernels\": [\n";
+  std::string json = "{\n  \"nvrtc\": \"" + nvrtcVersionString() +
+                     "\",\n  \"cores\": " + std::to_string(std::thread::hardware_concurrency()) +
+                     ",\n  \"kernels\": [\n";
   bool firstCase = true;
   for (const Case &c : cases) {
     KernelSpec s;

@@ -15,29 +15,42 @@ int64_t GridRule::evaluate(const int64_t *sym, size_t count) const {
     int sp = 0;
     for (const Term &t : prog) {
       if (t.op == Const || t.op == Sym) {
-        if (sp == 16) return -1;
-        if (t.op == Sym && (t.value < 0 || size_t(t.value) >= count)) return -1;
+        if (sp == 16)
+          return -1;
+        if (t.op == Sym && (t.value < 0 || size_t(t.value) >= count))
+          return -1;
         stack[sp++] = t.op == Const ? t.value : sym[t.value];
         continue;
       }
-      if (sp < 2) return -1;
+      if (sp < 2)
+        return -1;
       int64_t b = stack[--sp], a = stack[--sp], r = 0;
       switch (t.op) {
-      case Add: r = a + b; break;
-      case Mul: r = a * b; break;
+      case Add:
+        r = a + b;
+        break;
+      case Mul:
+        r = a * b;
+        break;
       case FloorDiv:
       case CeilDiv:
       case Mod:
-        if (b <= 0) return -1;
-        if (t.op == Mod) r = ((a % b) + b) % b;
-        else if (t.op == FloorDiv) r = a >= 0 ? a / b : -((-a + b - 1) / b);
-        else r = a >= 0 ? (a + b - 1) / b : -((-a) / b);
+        if (b <= 0)
+          return -1;
+        if (t.op == Mod)
+          r = ((a % b) + b) % b;
+        else if (t.op == FloorDiv)
+          r = a >= 0 ? a / b : -((-a + b - 1) / b);
+        else
+          r = a >= 0 ? (a + b - 1) / b : -((-a) / b);
         break;
-      default: return -1;
+      default:
+        return -1;
       }
       stack[sp++] = r;
     }
-    if (sp != 1) return -1;
+    if (sp != 1)
+      return -1;
     best = best < 0 ? stack[0] : std::min(best, stack[0]);
   }
   return best;
@@ -47,18 +60,34 @@ std::string GridRule::str() const {
   std::ostringstream os;
   os << "min(";
   for (size_t i = 0; i < results.size(); ++i) {
-    if (i) os << ", ";
+    if (i)
+      os << ", ";
     for (size_t j = 0; j < results[i].size(); ++j) {
       const Term &t = results[i][j];
-      if (j) os << ' ';
+      if (j)
+        os << ' ';
       switch (t.op) {
-      case Const: os << t.value; break;
-      case Sym: os << 's' << t.value; break;
-      case Add: os << '+'; break;
-      case Mul: os << '*'; break;
-      case FloorDiv: os << "floordiv"; break;
-      case CeilDiv: os << "ceildiv"; break;
-      case Mod: os << "mod"; break;
+      case Const:
+        os << t.value;
+        break;
+      case Sym:
+        os << 's' << t.value;
+        break;
+      case Add:
+        os << '+';
+        break;
+      case Mul:
+        os << '*';
+        break;
+      case FloorDiv:
+        os << "floordiv";
+        break;
+      case CeilDiv:
+        os << "ceildiv";
+        break;
+      case Mod:
+        os << "mod";
+        break;
       }
     }
   }
@@ -110,10 +139,10 @@ llvm::Expected<std::vector<EntryInfo>> entriesFromJson(const std::string &text) 
     return bad("not a JSON array");
   std::vector<EntryInfo> entries;
   for (const auto &e : j) {
-    if (!e.is_object() || !e.contains("name") || !e["name"].is_string() ||
-        !e.contains("threads") || !e["threads"].is_number_integer() || !e.contains("params") ||
-        !e["params"].is_array() || !e.contains("grid") || !e["grid"].is_array() ||
-        !e.contains("grid_symbols") || !e["grid_symbols"].is_array())
+    if (!e.is_object() || !e.contains("name") || !e["name"].is_string() || !e.contains("threads") ||
+        !e["threads"].is_number_integer() || !e.contains("params") || !e["params"].is_array() ||
+        !e.contains("grid") || !e["grid"].is_array() || !e.contains("grid_symbols") ||
+        !e["grid_symbols"].is_array())
       return bad("an entry lacks name, threads, params or grid");
     EntryInfo info;
     info.name = e["name"].get<std::string>();

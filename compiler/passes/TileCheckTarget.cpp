@@ -81,7 +81,8 @@ struct TileCheckTargetPass : impl::TileCheckTargetBase<TileCheckTargetPass> {
       }
       if (isElementwiseTileArith(op) || isa<SplatOp, ReduceOp>(op)) {
         for (Type t : op->getResultTypes())
-          if (auto tensor = dyn_cast<RankedTensorType>(t); tensor && !tensor.getElementType().isF32()) {
+          if (auto tensor = dyn_cast<RankedTensorType>(t);
+              tensor && !tensor.getElementType().isF32()) {
             op->emitError() << "tile arithmetic is f32, but this produces " << t
                             << "; widen the operands with arith.extf first";
             return WalkResult::interrupt();

@@ -18,8 +18,10 @@ namespace {
 constexpr const char *kScratchName = "tj_scratch";
 
 std::string cTypeName(Type elem) {
-  if (elem.isBF16()) return "tj::bf16";
-  if (elem.isF16()) return "tj::f16";
+  if (elem.isBF16())
+    return "tj::bf16";
+  if (elem.isF16())
+    return "tj::f16";
   return "float";
 }
 
@@ -33,16 +35,19 @@ public:
   explicit TileTypeConverter(MLIRContext *ctx) {
     addConversion([](Type t) { return t; });
     addConversion([ctx](FloatType t) -> Type {
-      if (t.isF32()) return t;
+      if (t.isF32())
+        return t;
       return emitc::OpaqueType::get(ctx, cTypeName(t));
     });
     addConversion([ctx](RankedTensorType t) -> std::optional<Type> {
-      if (!isTileType(t)) return std::nullopt;
+      if (!isTileType(t))
+        return std::nullopt;
       return emitc::OpaqueType::get(ctx, "tj::Frag<" + cTypeName(t.getElementType()) + ", " +
                                              std::to_string(getElemsPerThread(t)) + ">");
     });
     addConversion([ctx](MemRefType t) -> std::optional<Type> {
-      if (!isGlobalMemRef(t)) return std::nullopt;
+      if (!isGlobalMemRef(t))
+        return std::nullopt;
       return emitc::OpaqueType::get(ctx, "tj::View<" + cTypeName(t.getElementType()) + ", " +
                                              std::to_string(t.getRank()) + ">");
     });
@@ -53,9 +58,9 @@ public:
 Value callOpaque(ConversionPatternRewriter &rw, Location loc, Type result, StringRef callee,
                  ValueRange operands, ArrayRef<Attribute> templateArgs = {}) {
   TypeRange results = result ? TypeRange(result) : TypeRange();
-  auto call = emitc::CallOpaqueOp::create(
-      rw, loc, results, callee, operands, /*args=*/ArrayAttr(),
-      templateArgs.empty() ? ArrayAttr() : rw.getArrayAttr(templateArgs));
+  auto call = emitc::CallOpaqueOp::create(rw, loc, results, callee, operands, /*args=*/ArrayAttr(),
+                                          templateArgs.empty() ? ArrayAttr()
+                                                               : rw.getArrayAttr(templateArgs));
   return result ? call.getResult(0) : Value();
 }
 
@@ -65,7 +70,8 @@ Value callOpaque(ConversionPatternRewriter &rw, Location loc, Type result, Strin
 
 struct KernelLowering : OpConversionPattern<KernelOp> {
   using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(KernelOp op, OpAdaptor, ConversionPatternRewriter &rw) const override {
+  LogicalResult matchAndRewrite(KernelOp op, OpAdaptor,
+                                ConversionPatternRewriter &rw) const override {
     const TypeConverter &conv = *getTypeConverter();
     TypeConverter::SignatureConversion sig(op.getNumArguments());
     for (auto [i, t] : llvm::enumerate(op.getArgumentTypes())) {
@@ -76,8 +82,8 @@ struct KernelLowering : OpConversionPattern<KernelOp> {
     }
     auto fnType = rw.getFunctionType(sig.getConvertedTypes(), {});
     auto func = emitc::FuncOp::create(rw, op.getLoc(), op.getSymName(), fnType);
-    std::string spec = "extern \"C\" __global__ __launch_bounds__(" +
-                       std::to_string(op.getBlockThreads()) + ")";
+    std::string spec =
+        "extern \"C\" __global__ __launch_bounds__(" + std::to_string(op.getBlockThreads()) + ")";
     func.setSpecifiersAttr(rw.getStrArrayAttr({spec}));
     rw.inlineRegionBefore(op.getBody(), func.getBody(), func.end());
     if (failed(rw.convertRegionTypes(&func.getBody(), conv, &sig)))
@@ -91,14 +97,14 @@ struct KernelLowering : OpConversionPattern<KernelOp> {
 
 struct ReturnLowering : OpConversionPattern<ReturnOp> {
   using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(ReturnOp op, OpAdaptor, ConversionPatternRewriter &rw) const override {
+  LogicalResult matchAndRewrite(ReturnOp op, OpAdaptor,
+                                ConversionPatternRewriter &rw) const override {
     rw.replaceOpWithNewOp<emitc::ReturnOp>(op, Value());
     return success();
   }
 };
 
-template <class OpTy>
-struct GridQueryLowering : OpConversionPattern<OpTy> {
+template <class OpTy> struct GridQueryLowering : OpConversionPattern<OpTy> {
   GridQueryLowering(const TypeConverter &tc, MLIRContext *ctx, StringRef callee)
       : OpConversionPattern<OpTy>(tc, ctx), callee(callee) {}
   LogicalResult matchAndRewrite(OpTy op, typename OpTy::Adaptor,
@@ -163,8 +169,8 @@ Access accessFor(MLIRContext *ctx, StringRef verb, RankedTensorType tile, MemRef
 }
 
 Value makeIndex(ConversionPatternRewriter &rw, Location loc, ValueRange indices) {
-  auto type = emitc::OpaqueType::get(rw.getContext(),
-                                     "tj::Index<" + std::to_string(indices.size()) + ">");
+  auto type =
+      emitc::OpaqueType::get(rw.getContext(), "tj::Index<" + std::to_string(indices.size()) + ">");
   return callOpaque(rw, loc, type, "tj::idx", indices);
 }
 
@@ -173,15 +179,15 @@ struct LoadLowering : OpConversionPattern<LoadOp> {
   LogicalResult matchAndRewrite(LoadOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rw) const override {
     Location loc = op.getLoc();
-    Access a = accessFor(getContext(), "load", op.getType(), op.getSource().getType(),
-                         op.getStreaming());
+    Access a =
+        accessFor(getContext(), "load", op.getType(), op.getSource().getType(), op.getStreaming());
     double padding = op.getPadding() ? op.getPadding()->convertToDouble() : 0.0;
-    Value pad = emitc::ConstantOp::create(rw, loc, rw.getF32Type(),
-                                          rw.getF32FloatAttr(float(padding)));
+    Value pad =
+        emitc::ConstantOp::create(rw, loc, rw.getF32Type(), rw.getF32FloatAttr(float(padding)));
     Value idx = makeIndex(rw, loc, adaptor.getIndices());
     Type t = getTypeConverter()->convertType(op.getType());
-    rw.replaceOp(op, callOpaque(rw, loc, t, a.callee, {adaptor.getSource(), idx, pad},
-                                a.templateArgs));
+    rw.replaceOp(op,
+                 callOpaque(rw, loc, t, a.callee, {adaptor.getSource(), idx, pad}, a.templateArgs));
     return success();
   }
 };
@@ -212,12 +218,11 @@ struct ReduceLowering : OpConversionPattern<ReduceOp> {
     auto in = op.getOperand().getType();
     auto layout = cast<BlockedLayoutAttr>(in.getEncoding());
     MLIRContext *ctx = getContext();
-    Value scratch = emitc::LiteralOp::create(rw, op.getLoc(),
-                                             emitc::PointerType::get(rw.getF32Type()), kScratchName);
-    SmallVector<Attribute> args = {tmpl(ctx, int64_t(op.getKind())),
-                                   tmpl(ctx, layout.getRowThreads()),
-                                   tmpl(ctx, layout.getColThreads()),
-                                   tmpl(ctx, getElemsPerThread(in))};
+    Value scratch = emitc::LiteralOp::create(
+        rw, op.getLoc(), emitc::PointerType::get(rw.getF32Type()), kScratchName);
+    SmallVector<Attribute> args = {
+        tmpl(ctx, int64_t(op.getKind())), tmpl(ctx, layout.getRowThreads()),
+        tmpl(ctx, layout.getColThreads()), tmpl(ctx, getElemsPerThread(in))};
     Type t = getTypeConverter()->convertType(op.getType());
     rw.replaceOp(op, callOpaque(rw, op.getLoc(), t,
                                 op.getDim() == 1 ? "tj::reduce_row" : "tj::reduce_col",
@@ -260,12 +265,9 @@ struct SplatLowering : OpConversionPattern<SplatOp> {
 /// An arith or math op applied elementwise to f32 tiles (and, for math ops,
 /// to f32 scalars) becomes a call of the device library's function of the
 /// same meaning.
-template <class OpTy>
-struct ElementwiseLowering : OpConversionPattern<OpTy> {
-  ElementwiseLowering(const TypeConverter &tc, MLIRContext *ctx, StringRef callee,
-                      bool scalarsToo)
-      : OpConversionPattern<OpTy>(tc, ctx, /*benefit=*/2), callee(callee),
-        scalarsToo(scalarsToo) {}
+template <class OpTy> struct ElementwiseLowering : OpConversionPattern<OpTy> {
+  ElementwiseLowering(const TypeConverter &tc, MLIRContext *ctx, StringRef callee, bool scalarsToo)
+      : OpConversionPattern<OpTy>(tc, ctx, /*benefit=*/2), callee(callee), scalarsToo(scalarsToo) {}
   LogicalResult matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
                                 ConversionPatternRewriter &rw) const override {
     Type type = op->getResult(0).getType();
@@ -280,8 +282,7 @@ struct ElementwiseLowering : OpConversionPattern<OpTy> {
   bool scalarsToo;
 };
 
-template <class OpTy>
-struct ConvertLowering : OpConversionPattern<OpTy> {
+template <class OpTy> struct ConvertLowering : OpConversionPattern<OpTy> {
   ConvertLowering(const TypeConverter &tc, MLIRContext *ctx)
       : OpConversionPattern<OpTy>(tc, ctx, /*benefit=*/2) {}
   LogicalResult matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
@@ -298,8 +299,7 @@ struct ConvertLowering : OpConversionPattern<OpTy> {
 
 /// Unsigned division and remainder of index values: indices lower to size_t,
 /// so C++'s `/` and `%` are the unsigned operations.
-template <class OpTy, class EmitOpTy>
-struct IndexBinaryLowering : OpConversionPattern<OpTy> {
+template <class OpTy, class EmitOpTy> struct IndexBinaryLowering : OpConversionPattern<OpTy> {
   IndexBinaryLowering(const TypeConverter &tc, MLIRContext *ctx)
       : OpConversionPattern<OpTy>(tc, ctx, /*benefit=*/2) {}
   LogicalResult matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
@@ -331,8 +331,8 @@ struct TileLowerToEmitCPass : impl::TileLowerToEmitCBase<TileLowerToEmitCPass> {
     TileTypeConverter conv(ctx);
     ConversionTarget target(*ctx);
     target.addLegalDialect<emitc::EmitCDialect>();
-    target.addIllegalDialect<TileDialect, arith::ArithDialect, math::MathDialect,
-                             scf::SCFDialect, memref::MemRefDialect>();
+    target.addIllegalDialect<TileDialect, arith::ArithDialect, math::MathDialect, scf::SCFDialect,
+                             memref::MemRefDialect>();
     target.addLegalOp<ModuleOp>();
 
     RewritePatternSet patterns(ctx);
@@ -380,8 +380,10 @@ struct TileLowerToEmitCPass : impl::TileLowerToEmitCBase<TileLowerToEmitCPass> {
     }
     b.setInsertionPointToStart(module.getBody());
     SmallVector<StringRef> includes = {"prelude.cuh", "frag.cuh"};
-    if (usesMemory) includes.push_back("memory.cuh");
-    if (usesReduce) includes.push_back("reduce.cuh");
+    if (usesMemory)
+      includes.push_back("memory.cuh");
+    if (usesReduce)
+      includes.push_back("reduce.cuh");
     for (StringRef inc : includes)
       emitc::IncludeOp::create(b, module.getLoc(), inc);
   }

@@ -11,22 +11,18 @@ using namespace tilejit::tile;
 //===----------------------------------------------------------------------===//
 
 ParseResult KernelOp::parse(OpAsmParser &parser, OperationState &result) {
-  auto buildFuncType = [](Builder &builder, ArrayRef<Type> argTypes,
-                          ArrayRef<Type> results,
+  auto buildFuncType = [](Builder &builder, ArrayRef<Type> argTypes, ArrayRef<Type> results,
                           function_interface_impl::VariadicFlag,
-                          std::string &) {
-    return builder.getFunctionType(argTypes, results);
-  };
+                          std::string &) { return builder.getFunctionType(argTypes, results); };
   return function_interface_impl::parseFunctionOp(
-      parser, result, /*allowVariadic=*/false,
-      getFunctionTypeAttrName(result.name), buildFuncType,
+      parser, result, /*allowVariadic=*/false, getFunctionTypeAttrName(result.name), buildFuncType,
       getArgAttrsAttrName(result.name), getResAttrsAttrName(result.name));
 }
 
 void KernelOp::print(OpAsmPrinter &p) {
-  function_interface_impl::printFunctionOp(
-      p, *this, /*isVariadic=*/false, getFunctionTypeAttrName(),
-      getArgAttrsAttrName(), getResAttrsAttrName());
+  function_interface_impl::printFunctionOp(p, *this, /*isVariadic=*/false,
+                                           getFunctionTypeAttrName(), getArgAttrsAttrName(),
+                                           getResAttrsAttrName());
 }
 
 static bool isKernelArgType(Type type) {
@@ -36,8 +32,7 @@ static bool isKernelArgType(Type type) {
 LogicalResult KernelOp::verify() {
   FunctionType type = getFunctionType();
   if (type.getNumResults() != 0)
-    return emitOpError() << "must return nothing, has "
-                         << type.getNumResults() << " results";
+    return emitOpError() << "must return nothing, has " << type.getNumResults() << " results";
   for (auto [i, argType] : llvm::enumerate(type.getInputs()))
     if (!isKernelArgType(argType))
       return emitOpError() << "argument " << i << " has type " << argType
@@ -45,8 +40,8 @@ LogicalResult KernelOp::verify() {
                               "memrefs, f32 or index";
   Block &entry = getBody().front();
   if (entry.getNumArguments() != type.getNumInputs())
-    return emitOpError() << "body has " << entry.getNumArguments()
-                         << " arguments, signature " << type.getNumInputs();
+    return emitOpError() << "body has " << entry.getNumArguments() << " arguments, signature "
+                         << type.getNumInputs();
 
   int64_t threads = getBlockThreads();
   if (threads < 32 || threads > 1024 || threads % 32 != 0)
@@ -67,19 +62,18 @@ LogicalResult KernelOp::verify() {
   for (size_t i = 0; i < ops.size(); i += 2) {
     int64_t arg = ops[i], dim = ops[i + 1];
     if (arg < 0 || arg >= (int64_t)type.getNumInputs())
-      return emitOpError() << "grid operand " << i / 2 << " names argument "
-                           << arg << ", which does not exist";
+      return emitOpError() << "grid operand " << i / 2 << " names argument " << arg
+                           << ", which does not exist";
     Type argType = type.getInput(arg);
     if (dim == -1) {
       if (!argType.isIndex())
-        return emitOpError() << "grid operand " << i / 2 << " names argument "
-                             << arg << " itself, which must then be an index";
+        return emitOpError() << "grid operand " << i / 2 << " names argument " << arg
+                             << " itself, which must then be an index";
     } else {
       auto memref = dyn_cast<MemRefType>(argType);
       if (!memref || dim < 0 || dim >= memref.getRank())
-        return emitOpError() << "grid operand " << i / 2 << " names size "
-                             << dim << " of argument " << arg
-                             << ", which is not a memref of that rank";
+        return emitOpError() << "grid operand " << i / 2 << " names size " << dim << " of argument "
+                             << arg << ", which is not a memref of that rank";
     }
   }
 
@@ -99,13 +93,11 @@ LogicalResult KernelOp::verify() {
         return WalkResult::interrupt();
       }
       if (!layout) {
-        op->emitOpError() << "produces " << t
-                          << ", a tensor without a #tile layout";
+        op->emitOpError() << "produces " << t << ", a tensor without a #tile layout";
         return WalkResult::interrupt();
       }
       if (layout.getNumThreads() != threads) {
-        op->emitOpError() << "produces a tile laid out over "
-                          << layout.getNumThreads()
+        op->emitOpError() << "produces a tile laid out over " << layout.getNumThreads()
                           << " threads in a kernel of " << threads;
         return WalkResult::interrupt();
       }
@@ -130,32 +122,27 @@ LogicalResult NumProgramsOp::verify() { return verifyInKernel(*this); }
 // Memory
 //===----------------------------------------------------------------------===//
 
-static LogicalResult verifyAccess(Operation *op, MemRefType memref,
-                                  RankedTensorType tile, size_t numIndices) {
+static LogicalResult verifyAccess(Operation *op, MemRefType memref, RankedTensorType tile,
+                                  size_t numIndices) {
   if (numIndices != (size_t)memref.getRank())
-    return op->emitOpError() << "needs " << memref.getRank()
-                             << " indices for " << memref << ", got "
-                             << numIndices;
+    return op->emitOpError() << "needs " << memref.getRank() << " indices for " << memref
+                             << ", got " << numIndices;
   if (tile.getRank() > memref.getRank())
-    return op->emitOpError() << "tile of rank " << tile.getRank()
-                             << " does not fit in " << memref;
+    return op->emitOpError() << "tile of rank " << tile.getRank() << " does not fit in " << memref;
   if (tile.getElementType() != memref.getElementType())
     return op->emitOpError() << "tile element type " << tile.getElementType()
-                             << " differs from memory element type "
-                             << memref.getElementType();
+                             << " differs from memory element type " << memref.getElementType();
   return success();
 }
 
 LogicalResult LoadOp::verify() {
   if (failed(verifyInKernel(*this)))
     return failure();
-  return verifyAccess(*this, getSource().getType(), getResult().getType(),
-                      getIndices().size());
+  return verifyAccess(*this, getSource().getType(), getResult().getType(), getIndices().size());
 }
 
 void LoadOp::getEffects(
-    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
-        &effects) {
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>> &effects) {
   effects.emplace_back(MemoryEffects::Read::get(), &getSourceMutable(),
                        SideEffects::DefaultResource::get());
 }
@@ -163,13 +150,11 @@ void LoadOp::getEffects(
 LogicalResult StoreOp::verify() {
   if (failed(verifyInKernel(*this)))
     return failure();
-  return verifyAccess(*this, getDest().getType(), getValue().getType(),
-                      getIndices().size());
+  return verifyAccess(*this, getDest().getType(), getValue().getType(), getIndices().size());
 }
 
 void StoreOp::getEffects(
-    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
-        &effects) {
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>> &effects) {
   effects.emplace_back(MemoryEffects::Write::get(), &getDestMutable(),
                        SideEffects::DefaultResource::get());
 }
@@ -185,19 +170,16 @@ LogicalResult ReduceOp::verify() {
   auto out = getResult().getType();
   auto layout = dyn_cast<BlockedLayoutAttr>(in.getEncoding());
   if (!layout)
-    return emitOpError() << "operand must be a rank-2 #tile.blocked tile, got "
-                         << in;
+    return emitOpError() << "operand must be a rank-2 #tile.blocked tile, got " << in;
   int64_t dim = getDim();
   if (dim != 0 && dim != 1)
     return emitOpError() << "dim must be 0 or 1, got " << dim;
   auto slice = dyn_cast<SliceLayoutAttr>(out.getEncoding());
   if (!slice || slice.getDim() != dim || slice.getParent() != layout)
     return emitOpError() << "result layout must be #tile.slice<dim = " << dim
-                         << ", parent = " << layout << ">, got "
-                         << out.getEncoding();
+                         << ", parent = " << layout << ">, got " << out.getEncoding();
   if (out.getRank() != 1 || out.getDimSize(0) != in.getDimSize(1 - dim))
-    return emitOpError() << "result shape must be [" << in.getDimSize(1 - dim)
-                         << "], got " << out;
+    return emitOpError() << "result shape must be [" << in.getDimSize(1 - dim) << "], got " << out;
   return success();
 }
 
@@ -216,13 +198,12 @@ LogicalResult BroadcastOp::verify() {
     return emitOpError() << "operand layout's parent " << slice.getParent()
                          << " differs from result layout " << layout;
   if (in.getElementType() != out.getElementType())
-    return emitOpError() << "element type changes from "
-                         << in.getElementType() << " to "
+    return emitOpError() << "element type changes from " << in.getElementType() << " to "
                          << out.getElementType();
   if (out.getDimSize(1 - slice.getDim()) != in.getDimSize(0))
     return emitOpError() << "operand of " << in.getDimSize(0)
-                         << " elements does not match dimension "
-                         << 1 - slice.getDim() << " of " << out;
+                         << " elements does not match dimension " << 1 - slice.getDim() << " of "
+                         << out;
   return success();
 }
 
@@ -230,8 +211,7 @@ LogicalResult SplatOp::verify() {
   if (failed(verifyInKernel(*this)))
     return failure();
   if (getValue().getType() != getResult().getType().getElementType())
-    return emitOpError() << "scalar of type " << getValue().getType()
-                         << " cannot fill a tile of "
+    return emitOpError() << "scalar of type " << getValue().getType() << " cannot fill a tile of "
                          << getResult().getType().getElementType();
   return success();
 }
