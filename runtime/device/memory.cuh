@@ -12,23 +12,21 @@ namespace tj {
 
 namespace detail {
 
-template <int W> struct Words {
-  uint32_t w[W];
-};
+template <int W> struct Words { uint32_t w[W]; };
 
 // Read-only loads; STREAM: read once, so no L1 allocation. Stores; STREAM:
 // evict-first (.cs), for data not read again soon.
-#define TJ_LOAD_WORDS(W, STREAM, OPS, ...)                                     \
-  template <> TJ_DEVICE Words<W> load_words<W, STREAM>(const void *p) {        \
-    Words<W> r;                                                                \
-    asm volatile(OPS : __VA_ARGS__ : "l"(p));                                  \
-    return r;                                                                  \
+#define TJ_LOAD_WORDS(W, STREAM, OPS, ...)                                                         \
+  template <> TJ_DEVICE Words<W> load_words<W, STREAM>(const void *p) {                            \
+    Words<W> r;                                                                                    \
+    asm volatile(OPS:__VA_ARGS__ : "l"(p));                                                        \
+    return r;                                                                                      \
   }
 template <int W, bool STREAM> TJ_DEVICE Words<W> load_words(const void *p);
-TJ_LOAD_WORDS(4, false, "ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];", "=r"(r.w[0]),
+TJ_LOAD_WORDS(4, false, "ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];", "=r"(r.w[0]), "=r"(r.w[1]),
+              "=r"(r.w[2]), "=r"(r.w[3]))
+TJ_LOAD_WORDS(4, true, "ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];", "=r"(r.w[0]),
               "=r"(r.w[1]), "=r"(r.w[2]), "=r"(r.w[3]))
-TJ_LOAD_WORDS(4, true, "ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];",
-              "=r"(r.w[0]), "=r"(r.w[1]), "=r"(r.w[2]), "=r"(r.w[3]))
 TJ_LOAD_WORDS(2, false, "ld.global.nc.v2.u32 {%0, %1}, [%2];", "=r"(r.w[0]), "=r"(r.w[1]))
 TJ_LOAD_WORDS(2, true, "ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];", "=r"(r.w[0]),
               "=r"(r.w[1]))
@@ -37,18 +35,17 @@ TJ_LOAD_WORDS(1, true, "ld.global.nc.L1::no_allocate.u32 %0, [%1];", "=r"(r.w[0]
 #undef TJ_LOAD_WORDS
 
 template <int W, bool STREAM> TJ_DEVICE void store_words(void *p, const Words<W> &r);
-#define TJ_STORE_WORDS(STREAM, OP)                                             \
-  template <> TJ_DEVICE void store_words<4, STREAM>(void *p, const Words<4> &r) { \
-    asm volatile(OP ".v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(r.w[0]),   \
-                 "r"(r.w[1]), "r"(r.w[2]), "r"(r.w[3])                         \
-                 : "memory");                                                  \
-  }                                                                            \
-  template <> TJ_DEVICE void store_words<2, STREAM>(void *p, const Words<2> &r) { \
-    asm volatile(OP ".v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(r.w[0]), "r"(r.w[1]) \
-                 : "memory");                                                  \
-  }                                                                            \
-  template <> TJ_DEVICE void store_words<1, STREAM>(void *p, const Words<1> &r) { \
-    asm volatile(OP ".u32 [%0], %1;" ::"l"(p), "r"(r.w[0]) : "memory");        \
+#define TJ_STORE_WORDS(STREAM, OP)                                                                 \
+  template <> TJ_DEVICE void store_words<4, STREAM>(void *p, const Words<4> &r) {                  \
+    asm volatile(OP ".v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(r.w[0]), "r"(r.w[1]),          \
+                 "r"(r.w[2]), "r"(r.w[3])                                                          \
+                 : "memory");                                                                      \
+  }                                                                                                \
+  template <> TJ_DEVICE void store_words<2, STREAM>(void *p, const Words<2> &r) {                  \
+    asm volatile(OP ".v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(r.w[0]), "r"(r.w[1]) : "memory");      \
+  }                                                                                                \
+  template <> TJ_DEVICE void store_words<1, STREAM>(void *p, const Words<1> &r) {                  \
+    asm volatile(OP ".u32 [%0], %1;" ::"l"(p), "r"(r.w[0]) : "memory");                            \
   }
 TJ_STORE_WORDS(false, "st.global")
 TJ_STORE_WORDS(true, "st.global.cs")
@@ -144,8 +141,37 @@ template <class T> TJ_DEVICE T pad_value(float pad) { return from_float<T>(pad);
 
 /// How many leading chunks of a row of COLS columns (-1: not known at compile
 /// time) are whole for every lane; the remaining ones of CH are masked.
-template <int VEC, int TC, int CH, int64_t COLS> constexpr int kFullChunks =
-    COLS < 0 ? 0 : (COLS / (int64_t(TC) * VEC) < CH ? int(COLS / (int64_t(TC) * VEC)) : CH);
+template <int VEC, int TC, int CH, int64_t COLS>
+constexpr int kFullChunks = COLS < 0
+                                ? 0
+                                : (COLS / (int64_t(TC) * VEC) < CH ? int(COLS / (int64_t(TC) * VEC))
+                                                                   : CH);
+
+/// This thread's CH runs of a row starting at p: run k at column c0 + k*TC*VEC.
+/// Whole runs first (FULL, no column checks), then the ragged ones.
+template <class T, int VEC, int TC, int CH, int64_t COLS, bool STREAM>
+TJ_DEVICE Frag<T, CH * VEC> load_chunks(const T *p, int64_t c0, int64_t ncols, bool ok, T pad) {
+  constexpr int kFull = kFullChunks<VEC, TC, CH, COLS>;
+  Frag<T, CH * VEC> out;
+#pragma unroll
+  for (int k = 0; k < kFull; ++k)
+    load_run<T, VEC, STREAM, true>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok, pad);
+#pragma unroll
+  for (int k = kFull; k < CH; ++k)
+    load_run<T, VEC, STREAM, false>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok, pad);
+  return out;
+}
+
+template <class T, int VEC, int TC, int CH, int64_t COLS, bool STREAM>
+TJ_DEVICE void store_chunks(const Frag<T, CH * VEC> &in, T *p, int64_t c0, int64_t ncols, bool ok) {
+  constexpr int kFull = kFullChunks<VEC, TC, CH, COLS>;
+#pragma unroll
+  for (int k = 0; k < kFull; ++k)
+    store_run<T, VEC, STREAM, true>(in, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok);
+#pragma unroll
+  for (int k = kFull; k < CH; ++k)
+    store_run<T, VEC, STREAM, false>(in, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok);
+}
 
 } // namespace detail
 
@@ -163,18 +189,8 @@ TJ_DEVICE Frag<T, CH * VEC> load_tile(const View<T, R> &v, Index<R> at, float pa
   ok = ok && row < v.size[R - 2];
   const T *p = base + row * ncols;
   const T padv = detail::pad_value<T>(pad);
-  Frag<T, CH * VEC> out;
-  constexpr int kFull = detail::kFullChunks<VEC, TC, CH, COLS>;
-  const int64_t c0 = at.i[R - 1] + int64_t(lane) * VEC;
-#pragma unroll
-  for (int k = 0; k < kFull; ++k)
-    detail::load_run<T, VEC, STREAM, true>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols,
-                                           ok, padv);
-#pragma unroll
-  for (int k = kFull; k < CH; ++k)
-    detail::load_run<T, VEC, STREAM, false>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols,
-                                            ok, padv);
-  return out;
+  return detail::load_chunks<T, VEC, TC, CH, COLS, STREAM>(p, at.i[R - 1] + int64_t(lane) * VEC,
+                                                           ncols, ok, padv);
 }
 
 template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, bool STREAM, int R>
@@ -187,15 +203,8 @@ TJ_DEVICE void store_tile(const Frag<T, CH * VEC> &in, const View<T, R> &v, Inde
   const int64_t row = at.i[R - 2] + tid / TC;
   ok = ok && row < v.size[R - 2];
   T *p = base + row * ncols;
-  constexpr int kFull = detail::kFullChunks<VEC, TC, CH, COLS>;
-  const int64_t c0 = at.i[R - 1] + int64_t(lane) * VEC;
-#pragma unroll
-  for (int k = 0; k < kFull; ++k)
-    detail::store_run<T, VEC, STREAM, true>(in, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok);
-#pragma unroll
-  for (int k = kFull; k < CH; ++k)
-    detail::store_run<T, VEC, STREAM, false>(in, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols,
-                                             ok);
+  detail::store_chunks<T, VEC, TC, CH, COLS, STREAM>(in, p, at.i[R - 1] + int64_t(lane) * VEC,
+                                                     ncols, ok);
 }
 
 /// Rank-1 tile of columns (#tile.slice<dim = 0>): every row of threads holds
@@ -207,18 +216,8 @@ TJ_DEVICE Frag<T, CH * VEC> load_cols(const View<T, R> &v, Index<R> at, float pa
   const int lane = threadIdx.x % TC;
   const int64_t ncols = COLS >= 0 ? COLS : v.size[R - 1];
   const T padv = detail::pad_value<T>(pad);
-  Frag<T, CH * VEC> out;
-  constexpr int kFull = detail::kFullChunks<VEC, TC, CH, COLS>;
-  const int64_t c0 = at.i[R - 1] + int64_t(lane) * VEC;
-#pragma unroll
-  for (int k = 0; k < kFull; ++k)
-    detail::load_run<T, VEC, STREAM, true>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols,
-                                           ok, padv);
-#pragma unroll
-  for (int k = kFull; k < CH; ++k)
-    detail::load_run<T, VEC, STREAM, false>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols,
-                                            ok, padv);
-  return out;
+  return detail::load_chunks<T, VEC, TC, CH, COLS, STREAM>(p, at.i[R - 1] + int64_t(lane) * VEC,
+                                                           ncols, ok, padv);
 }
 
 template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, bool STREAM, int R>
@@ -228,15 +227,8 @@ TJ_DEVICE void store_cols(const Frag<T, CH * VEC> &in, const View<T, R> &v, Inde
   const int tid = threadIdx.x, lane = tid % TC;
   ok = ok && tid / TC == 0;
   const int64_t ncols = COLS >= 0 ? COLS : v.size[R - 1];
-  constexpr int kFull = detail::kFullChunks<VEC, TC, CH, COLS>;
-  const int64_t c0 = at.i[R - 1] + int64_t(lane) * VEC;
-#pragma unroll
-  for (int k = 0; k < kFull; ++k)
-    detail::store_run<T, VEC, STREAM, true>(in, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok);
-#pragma unroll
-  for (int k = kFull; k < CH; ++k)
-    detail::store_run<T, VEC, STREAM, false>(in, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols,
-                                             ok);
+  detail::store_chunks<T, VEC, TC, CH, COLS, STREAM>(in, p, at.i[R - 1] + int64_t(lane) * VEC,
+                                                     ncols, ok);
 }
 
 /// Rank-1 tile of one value per row of threads (#tile.slice<dim = 1>); on

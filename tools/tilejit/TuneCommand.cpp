@@ -49,6 +49,20 @@ nlohmann::json candidateJson(const CandidateResult &c) {
           {"detail", c.detail}};
 }
 
+/// The spec the flags describe, for `arch`, and the store they name.
+llvm::Error specAndStore(const TuneArgs &a, const std::string &arch, KernelSpec &spec,
+                         std::unique_ptr<Store> &store) {
+  auto built = a.spec.build(arch);
+  if (!built)
+    return built.takeError();
+  auto opened = openStore(a.db);
+  if (!opened)
+    return opened.takeError();
+  spec = std::move(*built);
+  store = std::move(*opened);
+  return llvm::Error::success();
+}
+
 int runTune(const TuneArgs &a) {
   // Bad flags are reported before anything else, GPU or not.
   if (auto checked = a.spec.build(); !checked)
@@ -58,12 +72,14 @@ int runTune(const TuneArgs &a) {
   // The measuring worker makes its GPU context while this process queries
   // the GPU, opens the store and compiles.
   std::unique_ptr<WorkerProcess> worker;
+  std::string workerPath;
   if (!a.inProcess) {
     auto path = findWorker();
     if (!path)
       return fail(llvm::toString(path.takeError()));
+    workerPath = *path;
     WorkerProcess::Options wo;
-    wo.path = *path;
+    wo.path = workerPath;
     auto w = WorkerProcess::start(wo);
     if (!w)
       return fail(llvm::toString(w.takeError()));
@@ -74,12 +90,10 @@ int runTune(const TuneArgs &a) {
     arch = dev->arch();
   else
     return fail("tuning needs a GPU: " + llvm::toString(dev.takeError()));
-  auto spec = a.spec.build(arch);
-  if (!spec)
-    return fail(llvm::toString(spec.takeError()));
-  auto store = openStore(a.db);
-  if (!store)
-    return fail(llvm::toString(store.takeError()));
+  KernelSpec spec;
+  std::unique_ptr<Store> store;
+  if (auto e = specAndStore(a, arch, spec, store))
+    return fail(llvm::toString(std::move(e)));
 
   TuneOptions opt;
   opt.budgetSeconds = a.budget;
@@ -89,13 +103,14 @@ int runTune(const TuneArgs &a) {
   if (a.inProcess)
     opt.isolation = TuneOptions::Isolation::InProcess;
   opt.worker = worker.get();
+  opt.workerPath = workerPath; // the compiler processes are the same program
   bool tty = isatty(fileno(stderr)) && !a.json;
   if (tty)
     opt.progress = [](int done, int total, double best, double eta) {
       std::fprintf(stderr, "\r  config %d/%d  best %.4f ms  ETA %.1f s   ", done, total, best, eta);
       std::fflush(stderr);
     };
-  auto r = tune(*spec, store->get(), opt);
+  auto r = tune(spec, store.get(), opt);
   if (tty)
     std::fprintf(stderr, "\n");
   if (!r)
@@ -123,7 +138,7 @@ int runTune(const TuneArgs &a) {
   for (auto &c : r->candidates)
     failed += c.status != "ok" && c.status != "stored";
   std::printf("spec     %s\n", r->spec.canonical().c_str());
-  if (spec->rows != r->spec.rows)
+  if (spec.rows != r->spec.rows)
     std::printf(
         "         (measured at rows=%lld: the winner serves every row count of its bucket)\n",
         (long long)r->spec.rows);
@@ -149,31 +164,29 @@ int runExplain(const TuneArgs &a) {
     arch = dev->arch();
   else
     llvm::consumeError(dev.takeError());
-  auto spec = a.spec.build(arch);
-  if (!spec)
-    return fail(llvm::toString(spec.takeError()));
-  auto store = openStore(a.db);
-  if (!store)
-    return fail(llvm::toString(store.takeError()));
-  std::string key = tuneKey(*spec);
-  auto w = (*store)->winner(key);
+  KernelSpec spec;
+  std::unique_ptr<Store> store;
+  if (auto e = specAndStore(a, arch, spec, store))
+    return fail(llvm::toString(std::move(e)));
+  std::string key = tuneKey(spec);
+  auto w = store->winner(key);
   if (!w)
     return fail(llvm::toString(w.takeError()));
-  auto timings = (*store)->timings(key);
+  auto timings = store->timings(key);
   if (!timings)
     return fail(llvm::toString(timings.takeError()));
-  auto failures = (*store)->failures(key);
+  auto failures = store->failures(key);
   if (!failures)
     return fail(llvm::toString(failures.takeError()));
-  std::printf("spec     %s\ntoolchain %s\n", spec->canonical().c_str(), toolchainId(*spec).c_str());
-  if (KernelSpec tuned = tuningSpec(*spec); tuned.rows != spec->rows)
+  std::printf("spec     %s\ntoolchain %s\n", spec.canonical().c_str(), toolchainId(spec).c_str());
+  if (KernelSpec tuned = tuningSpec(spec); tuned.rows != spec.rows)
     std::printf(
         "bucket   tuned at rows=%lld, for every row count %s%lld%s\n", (long long)tuned.rows,
         tuned.rows == kMaxTuningRows ? "above " : "in (", (long long)tuned.rows / 2,
         tuned.rows == kMaxTuningRows ? "" : (", " + std::to_string(tuned.rows) + "]").c_str());
   if (!*w) {
     std::printf("not tuned: the heuristic default [%s] is used\n",
-                getTemplate(spec->op).defaultConfig(*spec).canonical().c_str());
+                getTemplate(spec.op).defaultConfig(spec).canonical().c_str());
   } else {
     std::printf("chosen   [%s] %.4f ms, kernel %s\nwhy      %s\n", (*w)->config.c_str(),
                 (*w)->medianMs, (*w)->kernelKey.substr(0, 16).c_str(), (*w)->reason.c_str());
