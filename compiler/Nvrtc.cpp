@@ -52,8 +52,8 @@ llvm::Expected<NvrtcOutput> compileWithNvrtc(std::string_view source, std::strin
     return nvrtcError(name, "program creation", r);
 
   std::string archOpt = "--gpu-architecture=" + std::string(arch);
-  const char *opts[] = {archOpt.c_str(), "--std=c++17", "--ptxas-options=-v",
-                        "--fmad=true", "-default-device"};
+  const char *opts[] = {archOpt.c_str(), "--std=c++17", "--ptxas-options=-v", "--fmad=true",
+                        "-default-device"};
   r = nvrtcCompileProgram(*prog, int(std::size(opts)), opts);
   NvrtcOutput out;
   size_t logSize = 0;

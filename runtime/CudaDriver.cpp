@@ -27,12 +27,12 @@ Loaded load() {
               (why ? why : "unknown reason") + ")";
     return l;
   }
-#define TJ_CU_FN(name)                                                         \
-  l.driver.name = reinterpret_cast<decltype(&::name)>(dlsym(lib, #name));      \
-  if (!l.driver.name) {                                                        \
-    l.error = std::string("CUDA driver ") + path + " lacks " #name             \
-              " (driver too old for CUDA 12+?)";                               \
-    return l;                                                                  \
+#define TJ_CU_FN(name)                                                                             \
+  l.driver.name = reinterpret_cast<decltype(&::name)>(dlsym(lib, #name));                          \
+  if (!l.driver.name) {                                                                            \
+    l.error =                                                                                      \
+        std::string("CUDA driver ") + path + " lacks " #name " (driver too old for CUDA 12+?)";    \
+    return l;                                                                                      \
   }
 #include "runtime/CudaDriverFunctions.def"
 #undef TJ_CU_FN
@@ -55,8 +55,10 @@ llvm::Expected<const CudaDriver &> CudaDriver::get() {
 
 llvm::Error CudaDriver::error(CUresult r, const llvm::Twine &what) const {
   const char *name = nullptr, *text = nullptr;
-  if (cuGetErrorName) cuGetErrorName(r, &name);
-  if (cuGetErrorString) cuGetErrorString(r, &text);
+  if (cuGetErrorName)
+    cuGetErrorName(r, &name);
+  if (cuGetErrorString)
+    cuGetErrorString(r, &text);
   return plainError(what + " failed: " + (name ? name : "CUDA error") + " (" +
                     (text ? text : "no description") + ")");
 }
@@ -84,7 +86,8 @@ llvm::Expected<CUcontext> useDevice(int ordinal) {
       primary = retained[ordinal];
     else {
       TJ_CU_CHECK(*drv, cuDevicePrimaryCtxRetain(&primary, dev));
-      if (ordinal < 64) retained[ordinal] = primary;
+      if (ordinal < 64)
+        retained[ordinal] = primary;
     }
   }
   if (current != primary)
@@ -136,11 +139,15 @@ llvm::Expected<DeviceInfo> queryDevice(int ordinal) {
   char name[256] = {};
   TJ_CU_CHECK(*drv, cuDeviceGetName(name, sizeof(name), dev));
   info.name = name;
-  TJ_CU_CHECK(*drv, cuDeviceGetAttribute(&info.smCount, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
-  TJ_CU_CHECK(*drv, cuDeviceGetAttribute(&info.ccMajor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-  TJ_CU_CHECK(*drv, cuDeviceGetAttribute(&info.ccMinor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+  TJ_CU_CHECK(*drv,
+              cuDeviceGetAttribute(&info.smCount, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+  TJ_CU_CHECK(
+      *drv, cuDeviceGetAttribute(&info.ccMajor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+  TJ_CU_CHECK(
+      *drv, cuDeviceGetAttribute(&info.ccMinor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
   TJ_CU_CHECK(*drv, cuDeviceGetAttribute(&info.clockKHz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, dev));
-  TJ_CU_CHECK(*drv, cuDeviceGetAttribute(&info.memClockKHz, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, dev));
+  TJ_CU_CHECK(*drv,
+              cuDeviceGetAttribute(&info.memClockKHz, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, dev));
   TJ_CU_CHECK(*drv, cuDriverGetVersion(&info.driverVersion));
   TJ_CU_CHECK(*drv, cuDeviceTotalMem_v2(&info.totalMemory, dev));
   return info;

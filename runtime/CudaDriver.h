@@ -28,11 +28,11 @@ struct CudaDriver {
 
 /// Checks a driver call; on failure returns the error from the enclosing
 /// function (which must return llvm::Error or llvm::Expected).
-#define TJ_CU_CHECK(drv, call)                                                 \
-  do {                                                                         \
-    CUresult tj_r_ = (drv).call;                                               \
-    if (tj_r_ != CUDA_SUCCESS)                                                 \
-      return (drv).error(tj_r_, #call);                                        \
+#define TJ_CU_CHECK(drv, call)                                                                     \
+  do {                                                                                             \
+    CUresult tj_r_ = (drv).call;                                                                   \
+    if (tj_r_ != CUDA_SUCCESS)                                                                     \
+      return (drv).error(tj_r_, #call);                                                            \
   } while (0)
 
 /// The primary context of device `ordinal`, made current on this thread.

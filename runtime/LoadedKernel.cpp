@@ -16,9 +16,8 @@ llvm::Error argError(const EntryInfo &e, size_t i, const llvm::Twine &msg) {
 llvm::Error checkArgs(const EntryInfo &e, const KernelArg *args, size_t count) {
   if (count != e.params.size())
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "kernel " + e.name + " takes " +
-                                       llvm::Twine(e.params.size()) + " arguments, got " +
-                                       llvm::Twine(count));
+                                   "kernel " + e.name + " takes " + llvm::Twine(e.params.size()) +
+                                       " arguments, got " + llvm::Twine(count));
   for (size_t i = 0; i < count; ++i) {
     const ParamInfo &p = e.params[i];
     const KernelArg &a = args[i];
@@ -27,15 +26,16 @@ llvm::Error checkArgs(const EntryInfo &e, const KernelArg *args, size_t count) {
       if (a.kind != KernelArg::View)
         return argError(e, i, "expected a tensor view");
       if (a.rank != p.staticSizes.size())
-        return argError(e, i, "expected rank " + llvm::Twine(p.staticSizes.size()) + ", got " +
-                                  llvm::Twine(int(a.rank)));
+        return argError(e, i,
+                        "expected rank " + llvm::Twine(p.staticSizes.size()) + ", got " +
+                            llvm::Twine(int(a.rank)));
       for (size_t d = 0; d < p.staticSizes.size(); ++d) {
         if (a.sizes[d] < 0)
           return argError(e, i, "size " + llvm::Twine(d) + " is negative");
         if (p.staticSizes[d] >= 0 && a.sizes[d] != p.staticSizes[d])
-          return argError(e, i, "size " + llvm::Twine(d) + " is " + llvm::Twine(a.sizes[d]) +
-                                    " but the kernel was compiled for " +
-                                    llvm::Twine(p.staticSizes[d]));
+          return argError(e, i,
+                          "size " + llvm::Twine(d) + " is " + llvm::Twine(a.sizes[d]) +
+                              " but the kernel was compiled for " + llvm::Twine(p.staticSizes[d]));
       }
       if (a.ptr == 0)
         return argError(e, i, "null device pointer");
@@ -56,7 +56,8 @@ llvm::Error checkArgs(const EntryInfo &e, const KernelArg *args, size_t count) {
 int64_t evalGrid(const EntryInfo &e, const KernelArg *args) {
   int64_t sym[8];
   size_t n = e.grid.symbols.size();
-  if (n > 8) return -1;
+  if (n > 8)
+    return -1;
   for (size_t s = 0; s < n; ++s) {
     auto [arg, dim] = e.grid.symbols[s];
     sym[s] = dim < 0 ? args[arg].i : args[arg].sizes[dim];
@@ -87,9 +88,11 @@ llvm::Expected<std::unique_ptr<LoadedKernel>> LoadedKernel::load(const CompiledK
   // Resources as the driver sees them (the compile log may lack ptxas's report).
   for (size_t i = 0; i < k->entries_.size(); ++i) {
     int regs = 0, local = 0;
-    if (drv->cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, k->functions_[i]) == CUDA_SUCCESS)
+    if (drv->cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, k->functions_[i]) ==
+        CUDA_SUCCESS)
       k->entries_[i].registers = regs;
-    if (drv->cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, k->functions_[i]) == CUDA_SUCCESS &&
+    if (drv->cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, k->functions_[i]) ==
+            CUDA_SUCCESS &&
         k->entries_[i].spillBytes == 0)
       k->entries_[i].spillBytes = local;
   }
@@ -117,8 +120,8 @@ llvm::Error LoadedKernel::launch(size_t entry, const KernelArg *args, size_t cou
   int64_t grid = evalGrid(e, args);
   if (grid < 0 || grid > 0x7fffffff)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "kernel " + e.name + ": grid rule " + e.grid.str() +
-                                       " gives " + llvm::Twine(grid));
+                                   "kernel " + e.name + ": grid rule " + e.grid.str() + " gives " +
+                                       llvm::Twine(grid));
   if (grid == 0)
     return llvm::Error::success(); // nothing to do (zero rows)
 

@@ -15,8 +15,10 @@ const KernelTemplate &getTemplate(OpKind op) {
 }
 
 int assumedSMCount(std::string_view arch) {
-  if (arch == "sm_90" || arch == "sm_90a") return 132;
-  if (arch == "sm_80") return 108;
+  if (arch == "sm_90" || arch == "sm_90a")
+    return 132;
+  if (arch == "sm_80")
+    return 108;
   return 84;
 }
 

@@ -11,17 +11,15 @@ int64_t BlockedLayoutAttr::getChunks(int64_t cols) const {
   return (cols + perPass - 1) / perPass;
 }
 
-LogicalResult
-BlockedLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                          int64_t vec, int64_t rowThreads, int64_t colThreads) {
+LogicalResult BlockedLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t vec,
+                                        int64_t rowThreads, int64_t colThreads) {
   if (vec < 1 || vec > 8 || !llvm::isPowerOf2_64(vec))
     return emitError() << "#tile.blocked vec must be 1, 2, 4 or 8, got " << vec;
   if (rowThreads < 1 || colThreads < 1)
-    return emitError() << "#tile.blocked needs rowThreads and colThreads >= 1, got "
-                       << rowThreads << " and " << colThreads;
+    return emitError() << "#tile.blocked needs rowThreads and colThreads >= 1, got " << rowThreads
+                       << " and " << colThreads;
   if (!llvm::isPowerOf2_64(colThreads))
-    return emitError() << "#tile.blocked colThreads must be a power of two, got "
-                       << colThreads;
+    return emitError() << "#tile.blocked colThreads must be a power of two, got " << colThreads;
   if (colThreads < 32 && rowThreads * colThreads % 32 != 0)
     return emitError() << "#tile.blocked needs whole warps: rowThreads * "
                           "colThreads = "
@@ -34,9 +32,8 @@ BlockedLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
-LogicalResult
-SliceLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                        int64_t dim, BlockedLayoutAttr parent) {
+LogicalResult SliceLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t dim,
+                                      BlockedLayoutAttr parent) {
   if (dim != 0 && dim != 1)
     return emitError() << "#tile.slice dim must be 0 or 1, got " << dim;
   if (!parent)
@@ -64,8 +61,7 @@ bool tilejit::tile::isTileType(Type type) {
 
 bool tilejit::tile::isGlobalMemRef(Type type) {
   auto memref = dyn_cast<MemRefType>(type);
-  if (!memref || !memref.getLayout().isIdentity() || memref.getRank() < 1 ||
-      memref.getRank() > 4)
+  if (!memref || !memref.getLayout().isIdentity() || memref.getRank() < 1 || memref.getRank() > 4)
     return false;
   if (memref.getMemorySpace())
     return false;

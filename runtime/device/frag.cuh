@@ -9,9 +9,7 @@
 
 namespace tj {
 
-template <class T, int K> struct Frag {
-  T v[K];
-};
+template <class T, int K> struct Frag { T v[K]; };
 
 template <int K> TJ_DEVICE Frag<float, K> splat(float s) {
   Frag<float, K> r;
@@ -30,30 +28,30 @@ template <class U, class T, int K> TJ_DEVICE Frag<U, K> convert(const Frag<T, K>
   return r;
 }
 
-#define TJ_BINARY(name, expr)                                                  \
-  template <int K>                                                             \
-  TJ_DEVICE Frag<float, K> name(const Frag<float, K> &a, const Frag<float, K> &b) { \
-    Frag<float, K> r;                                                          \
-    _Pragma("unroll") for (int i = 0; i < K; ++i) {                            \
-      float x = a.v[i], y = b.v[i];                                            \
-      r.v[i] = (expr);                                                         \
-    }                                                                          \
-    return r;                                                                  \
+#define TJ_BINARY(name, expr)                                                                      \
+  template <int K>                                                                                 \
+  TJ_DEVICE Frag<float, K> name(const Frag<float, K> &a, const Frag<float, K> &b) {                \
+    Frag<float, K> r;                                                                              \
+    _Pragma("unroll") for (int i = 0; i < K; ++i) {                                                \
+      float x = a.v[i], y = b.v[i];                                                                \
+      r.v[i] = (expr);                                                                             \
+    }                                                                                              \
+    return r;                                                                                      \
   }
 TJ_BINARY(add, x + y)
 TJ_BINARY(sub, x - y)
-TJ_BINARY(mul, x * y)
+TJ_BINARY(mul, x *y)
 TJ_BINARY(div, x / y)
 TJ_BINARY(max, fmaxf(x, y))
 TJ_BINARY(min, fminf(x, y))
 #undef TJ_BINARY
 
-#define TJ_UNARY(name, expr)                                                   \
-  TJ_DEVICE float name(float x) { return (expr); }                             \
-  template <int K> TJ_DEVICE Frag<float, K> name(const Frag<float, K> &a) {    \
-    Frag<float, K> r;                                                          \
-    _Pragma("unroll") for (int i = 0; i < K; ++i) r.v[i] = name(a.v[i]);       \
-    return r;                                                                  \
+#define TJ_UNARY(name, expr)                                                                       \
+  TJ_DEVICE float name(float x) { return (expr); }                                                 \
+  template <int K> TJ_DEVICE Frag<float, K> name(const Frag<float, K> &a) {                        \
+    Frag<float, K> r;                                                                              \
+    _Pragma("unroll") for (int i = 0; i < K; ++i) r.v[i] = name(a.v[i]);                           \
+    return r;                                                                                      \
   }
 TJ_UNARY(neg, -x)
 TJ_UNARY(rsqrt, rsqrtf(x))

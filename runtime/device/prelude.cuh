@@ -77,9 +77,7 @@ template <class T, int R> struct View {
 };
 
 /// A tuple of indices into a View.
-template <int R> struct Index {
-  int64_t i[R];
-};
+template <int R> struct Index { int64_t i[R]; };
 template <class... I> TJ_DEVICE Index<sizeof...(I)> idx(I... i) {
   return Index<sizeof...(I)>{{int64_t(i)...}};
 }

@@ -43,9 +43,12 @@ inline double relativeError(const HostTensor &a, const std::vector<double> &ref)
 
 inline double tolerance(DType t) {
   switch (t) {
-  case DType::BF16: return 1e-2;
-  case DType::F16: return 2e-3;
-  case DType::F32: return 1e-5;
+  case DType::BF16:
+    return 1e-2;
+  case DType::F16:
+    return 2e-3;
+  case DType::F32:
+    return 1e-5;
   }
   return 0;
 }

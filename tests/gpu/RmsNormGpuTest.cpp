@@ -18,10 +18,10 @@ using tilejit::testing::tolerance;
 
 namespace {
 
-#define ASSERT_OK(expr)                                                        \
-  do {                                                                         \
-    if (auto tj_err_ = (expr))                                                 \
-      FAIL() << llvm::toString(std::move(tj_err_));                            \
+#define ASSERT_OK(expr)                                                                            \
+  do {                                                                                             \
+    if (auto tj_err_ = (expr))                                                                     \
+      FAIL() << llvm::toString(std::move(tj_err_));                                                \
   } while (0)
 
 template <class T> T must(llvm::Expected<T> v) {
@@ -48,9 +48,17 @@ std::string name(const Case &c) {
 std::vector<Case> cases() {
   std::vector<Case> out;
   for (bool zcg : {false, true})
-    for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{
-             {1, 1}, {1, 7}, {3, 1000}, {17, 4097}, {64, 8192}, {5, 16384}, {4099, 4096},
-             {65537, 7}, {2, 32768}, {1, 4096}, {300, 128}})
+    for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{{1, 1},
+                                                                {1, 7},
+                                                                {3, 1000},
+                                                                {17, 4097},
+                                                                {64, 8192},
+                                                                {5, 16384},
+                                                                {4099, 4096},
+                                                                {65537, 7},
+                                                                {2, 32768},
+                                                                {1, 4096},
+                                                                {300, 128}})
       out.push_back({r, c, DType::BF16, DType::BF16, zcg});
   out.push_back({33, 4096, DType::F16, DType::F16, false});
   out.push_back({9, 1000, DType::F16, DType::F16, true});
@@ -215,8 +223,10 @@ TEST_F(GpuRmsNorm, BackwardMatchesFloat64AndIsDeterministic) {
     auto bdw = must(DeviceBuffer::allocate(dw.bytes.size()));
     auto br = must(DeviceBuffer::allocate(rstd.bytes.size()));
     auto drv = must(CudaDriver::get());
-    ASSERT_EQ(drv.cuMemcpyHtoD_v2(bx.ptr() + c.misalign, x.bytes.data(), x.bytes.size()), CUDA_SUCCESS);
-    ASSERT_EQ(drv.cuMemcpyHtoD_v2(bdy.ptr() + c.misalign, dy.bytes.data(), dy.bytes.size()), CUDA_SUCCESS);
+    ASSERT_EQ(drv.cuMemcpyHtoD_v2(bx.ptr() + c.misalign, x.bytes.data(), x.bytes.size()),
+              CUDA_SUCCESS);
+    ASSERT_EQ(drv.cuMemcpyHtoD_v2(bdy.ptr() + c.misalign, dy.bytes.data(), dy.bytes.size()),
+              CUDA_SUCCESS);
     ASSERT_OK(bw.upload(w.bytes.data(), w.bytes.size()));
     ASSERT_OK(br.upload(rstd.bytes.data(), rstd.bytes.size()));
 

@@ -34,7 +34,6 @@ using namespace tilejit;
 namespace {
 using tilejit::testing::payload;
 
-
 /// The payload size a spec asks for: its " n=" field.
 size_t payloadSize(const std::string &spec) {
   size_t at = spec.rfind(" n=");

@@ -65,13 +65,11 @@ TEST(Compiler, NvrtcBuildsCubinsForManyShapes) {
     DType t;
     bool zcg;
   };
-  std::vector<S> shapes = {{OpKind::RmsNormFwd, 1, DType::BF16, false},
-                           {OpKind::RmsNormFwd, 4097, DType::BF16, true},
-                           {OpKind::RmsNormFwd, 8192, DType::F16, false},
-                           {OpKind::RmsNormFwd, 4096, DType::F32, false},
-                           {OpKind::RmsNormBwd, 7, DType::BF16, true},
-                           {OpKind::RmsNormBwd, 4096, DType::BF16, false},
-                           {OpKind::RmsNormBwd, 8192, DType::BF16, false}};
+  std::vector<S> shapes = {
+      {OpKind::RmsNormFwd, 1, DType::BF16, false},   {OpKind::RmsNormFwd, 4097, DType::BF16, true},
+      {OpKind::RmsNormFwd, 8192, DType::F16, false}, {OpKind::RmsNormFwd, 4096, DType::F32, false},
+      {OpKind::RmsNormBwd, 7, DType::BF16, true},    {OpKind::RmsNormBwd, 4096, DType::BF16, false},
+      {OpKind::RmsNormBwd, 8192, DType::BF16, false}};
   for (const S &x : shapes) {
     KernelSpec s = spec(x.op, x.cols, x.t, x.zcg);
     auto k = compileKernel(s, {});

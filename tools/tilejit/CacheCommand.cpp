@@ -34,11 +34,16 @@ int64_t parseAge(const std::string &s) {
     n = n * 10 + (s[i] - '0');
   }
   switch (s.back()) {
-  case 's': return n;
-  case 'm': return n * 60;
-  case 'h': return n * 3600;
-  case 'd': return n * 86400;
-  default: return -1;
+  case 's':
+    return n;
+  case 'm':
+    return n * 60;
+  case 'h':
+    return n * 3600;
+  case 'd':
+    return n * 86400;
+  default:
+    return -1;
   }
 }
 
@@ -95,8 +100,8 @@ int run(const std::string &verb, const CacheArgs &a) {
                 "cubin      %zu bytes, sha256 %s\nptx        %zu bytes\nworkspace  %lld bytes\n"
                 "created    %s\nlaunch     %s\n",
                 (*k)->key.c_str(), (*k)->spec.c_str(), (*k)->config.c_str(), (*k)->arch.c_str(),
-                (*k)->toolchain.c_str(), (*k)->cubin.size(), (*k)->sha256.c_str(),
-                (*k)->ptx.size(), (long long)(*k)->workspaceBytes, when((*k)->createdAt).c_str(),
+                (*k)->toolchain.c_str(), (*k)->cubin.size(), (*k)->sha256.c_str(), (*k)->ptx.size(),
+                (long long)(*k)->workspaceBytes, when((*k)->createdAt).c_str(),
                 (*k)->launch.c_str());
     return 0;
   }
@@ -149,12 +154,17 @@ Action addCache(CLI::App &app) {
     return c;
   };
   sub("ls", "List kernels and winners");
-  sub("show", "Show one kernel")->add_option("key", a->key, "Kernel key or a unique prefix")->required();
-  sub("export", "Copy the cache to a new file")->add_option("file", a->file, "Destination")->required();
+  sub("show", "Show one kernel")
+      ->add_option("key", a->key, "Kernel key or a unique prefix")
+      ->required();
+  sub("export", "Copy the cache to a new file")
+      ->add_option("file", a->file, "Destination")
+      ->required();
   sub("import", "Merge another cache file in")->add_option("file", a->file, "Source")->required();
   sub("verify", "Check every kernel's hash and the database's integrity");
   sub("prune", "Delete entries older than an age")
-      ->add_option("--older-than", a->olderThan, "Age: 30d, 12h, 45m, 90s")->required();
+      ->add_option("--older-than", a->olderThan, "Age: 30d, 12h, 45m, 90s")
+      ->required();
   return [a, verb] { return run(*verb, *a); };
 }
 

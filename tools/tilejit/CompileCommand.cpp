@@ -48,10 +48,14 @@ int run(const CompileArgs &a) {
     return fail(llvm::toString(compiled.takeError()));
 
   std::string text;
-  if (a.emit == "mlir") text = compiled->mlir;
-  else if (a.emit == "cuda") text = compiled->cuda;
-  else if (a.emit == "ptx") text = compiled->ptx;
-  else if (a.emit == "cubin") text.assign(compiled->cubin.begin(), compiled->cubin.end());
+  if (a.emit == "mlir")
+    text = compiled->mlir;
+  else if (a.emit == "cuda")
+    text = compiled->cuda;
+  else if (a.emit == "ptx")
+    text = compiled->ptx;
+  else if (a.emit == "cubin")
+    text.assign(compiled->cubin.begin(), compiled->cubin.end());
   else {
     std::string s;
     s += "spec       " + compiled->spec.canonical() + "\n";
@@ -75,7 +79,8 @@ int run(const CompileArgs &a) {
   }
   if (a.out.empty() || a.out == "-") {
     std::fwrite(text.data(), 1, text.size(), stdout);
-    if (!text.empty() && text.back() != '\n') std::fputc('\n', stdout);
+    if (!text.empty() && text.back() != '\n')
+      std::fputc('\n', stdout);
     return 0;
   }
   std::ofstream f(a.out, std::ios::binary);

@@ -11,7 +11,8 @@ llvm::Error err(const std::string &msg) {
 /// "16384x4096" -> rows, cols.
 bool parseShape(const std::string &s, int64_t &rows, int64_t &cols) {
   auto x = s.find('x');
-  if (x == std::string::npos) return false;
+  if (x == std::string::npos)
+    return false;
   try {
     size_t a = 0, b = 0;
     rows = std::stoll(s.substr(0, x), &a);
@@ -31,8 +32,9 @@ void SpecOptions::add(CLI::App *cmd) {
   cmd->add_option("--dtype", dtype, "Activation dtype: bf16, f16, f32");
   cmd->add_option("--wdtype", wdtype, "Weight dtype (default: --dtype)");
   cmd->add_flag("--zero-centered-gamma", zeroCentered, "y = x * rstd * (1 + w)");
-  cmd->add_option("--align", align,
-                  "Bytes every operand is aligned to (default: the most the row length allows, up to 16)");
+  cmd->add_option(
+      "--align", align,
+      "Bytes every operand is aligned to (default: the most the row length allows, up to 16)");
   cmd->add_option("--arch", arch, "sm_80, sm_86, sm_89, sm_90, sm_90a");
 }
 
