@@ -4,6 +4,7 @@
 #include "mlir/Conversion/ArithToEmitC/ArithToEmitC.h"
 #include "mlir/Conversion/SCFToEmitC/SCFToEmitC.h"
 #include "mlir/Dialect/EmitC/Transforms/TypeConversions.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Transforms/DialectConversion.h"
 
 using namespace mlir;
@@ -142,8 +143,40 @@ struct Access {
   SmallVector<Attribute> templateArgs;
 };
 
+// What the accesses need from the IR around them is noted on each access
+// before the conversion starts (while operands are still the original values):
+constexpr const char *kCol0Attr = "tile.col0";         // first column, -1 if not constant
+constexpr const char *kCoherentAttr = "tile.coherent"; // the kernel also writes the source
+
+/// Kernel arguments do not alias: a load may take the read-only cache path
+/// unless the kernel also stores to the same memref.
+void annotateAccesses(ModuleOp module) {
+  Builder b(module.getContext());
+  module.walk([&](Operation *op) {
+    ValueRange indices;
+    if (auto load = dyn_cast<LoadOp>(op)) {
+      indices = load.getIndices();
+      Value src = load.getSource();
+      if (llvm::any_of(src.getUsers(), [&](Operation *user) {
+            auto store = dyn_cast<StoreOp>(user);
+            return store && store.getDest() == src;
+          }))
+        op->setAttr(kCoherentAttr, b.getUnitAttr());
+    } else if (auto store = dyn_cast<StoreOp>(op)) {
+      indices = store.getIndices();
+    } else {
+      return;
+    }
+    APInt v;
+    int64_t col0 = -1;
+    if (!indices.empty() && matchPattern(indices.back(), m_ConstantInt(&v)))
+      col0 = v.getSExtValue();
+    op->setAttr(kCol0Attr, b.getI64IntegerAttr(col0));
+  });
+}
+
 Access accessFor(MLIRContext *ctx, StringRef verb, RankedTensorType tile, MemRefType memref,
-                 bool streaming) {
+                 Operation *access, bool streaming) {
   BlockedLayoutAttr layout = getBlockedParent(tile);
   Access a;
   std::string elem = cTypeName(tile.getElementType());
@@ -164,7 +197,10 @@ Access accessFor(MLIRContext *ctx, StringRef verb, RankedTensorType tile, MemRef
                     tmpl(ctx, layout.getColThreads()),
                     tmpl(ctx, layout.getChunks(tileCols)),
                     tmpl(ctx, staticCols),
-                    tmpl(ctx, streaming ? "true" : "false")};
+                    tmpl(ctx, access->getAttrOfType<IntegerAttr>(kCol0Attr).getInt()),
+                    tmpl(ctx, access->hasAttr(kCoherentAttr) ? "tj::kCoherent"
+                              : streaming                    ? "tj::kStream"
+                                                             : "tj::kCached")};
   return a;
 }
 
@@ -180,7 +216,8 @@ struct LoadLowering : OpConversionPattern<LoadOp> {
                                 ConversionPatternRewriter &rw) const override {
     Location loc = op.getLoc();
     Access a =
-        accessFor(getContext(), "load", op.getType(), op.getSource().getType(), op.getStreaming());
+        accessFor(getContext(), "load", op.getType(), op.getSource().getType(), op,
+                         op.getStreaming());
     double padding = op.getPadding() ? op.getPadding()->convertToDouble() : 0.0;
     Value pad =
         emitc::ConstantOp::create(rw, loc, rw.getF32Type(), rw.getF32FloatAttr(float(padding)));
@@ -198,7 +235,7 @@ struct StoreLowering : OpConversionPattern<StoreOp> {
                                 ConversionPatternRewriter &rw) const override {
     Location loc = op.getLoc();
     Access a = accessFor(getContext(), "store", op.getValue().getType(), op.getDest().getType(),
-                         op.getStreaming());
+                         op, op.getStreaming());
     Value idx = makeIndex(rw, loc, adaptor.getIndices());
     callOpaque(rw, loc, Type(), a.callee, {adaptor.getValue(), adaptor.getDest(), idx},
                a.templateArgs);
@@ -322,6 +359,7 @@ struct TileLowerToEmitCPass : impl::TileLowerToEmitCBase<TileLowerToEmitCPass> {
       if (!kernel->hasAttr("tile.scratch_bytes"))
         kernel->setAttr("tile.scratch_bytes",
                         IntegerAttr::get(IntegerType::get(ctx, 64), scratchBytesFor(kernel)));
+    annotateAccesses(module);
     bool usesMemory = false, usesReduce = false;
     module.walk([&](Operation *op) {
       usesMemory |= isa<LoadOp, StoreOp>(op);

@@ -150,7 +150,9 @@ def Tile_KernelOp : Tile_Op<"kernel", [
   let description = [{
     The entry of a kernel. Arguments are global memrefs (contiguous, row-major;
     each dynamic size is a launch-time value), `f32` scalars and `index`
-    scalars. The body runs once per program instance.
+    scalars. Memref arguments do not overlap one another: a memref the kernel
+    never stores to is read through the read-only cache. The body runs once
+    per program instance.
 
     Launch shape: `block_threads` threads per block. The grid's x size is the
     minimum of the results of the affine map `grid`, whose symbols are bound,

@@ -10,28 +10,32 @@
 
 namespace tj {
 
+// How an access uses the caches. Loads: kCached and kStream read through the
+// read-only (non-coherent) path, kStream without L1 allocation, for data read
+// once; kCoherent is a plain load, for an operand the kernel also writes.
+// Stores: kStream is evict-first (.cs), for data not read again soon.
+enum Cache : int { kCached = 0, kStream = 1, kCoherent = 2 };
+
 namespace detail {
 
 template <int W> struct Words { uint32_t w[W]; };
 
-// Read-only loads; STREAM: read once, so no L1 allocation. Stores; STREAM:
-// evict-first (.cs), for data not read again soon.
-#define TJ_LOAD_WORDS(W, STREAM, OPS, ...)                                                         \
-  template <> TJ_DEVICE Words<W> load_words<W, STREAM>(const void *p) {                            \
+#define TJ_LOAD_WORDS(W, CACHE, OPS, ...)                                                          \
+  template <> TJ_DEVICE Words<W> load_words<W, CACHE>(const void *p) {                             \
     Words<W> r;                                                                                    \
     asm volatile(OPS:__VA_ARGS__ : "l"(p));                                                        \
     return r;                                                                                      \
   }
-template <int W, bool STREAM> TJ_DEVICE Words<W> load_words(const void *p);
-TJ_LOAD_WORDS(4, false, "ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];", "=r"(r.w[0]), "=r"(r.w[1]),
-              "=r"(r.w[2]), "=r"(r.w[3]))
-TJ_LOAD_WORDS(4, true, "ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];", "=r"(r.w[0]),
-              "=r"(r.w[1]), "=r"(r.w[2]), "=r"(r.w[3]))
-TJ_LOAD_WORDS(2, false, "ld.global.nc.v2.u32 {%0, %1}, [%2];", "=r"(r.w[0]), "=r"(r.w[1]))
-TJ_LOAD_WORDS(2, true, "ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];", "=r"(r.w[0]),
-              "=r"(r.w[1]))
-TJ_LOAD_WORDS(1, false, "ld.global.nc.u32 %0, [%1];", "=r"(r.w[0]))
-TJ_LOAD_WORDS(1, true, "ld.global.nc.L1::no_allocate.u32 %0, [%1];", "=r"(r.w[0]))
+#define TJ_LOAD_WORDS_ALL(CACHE, OP)                                                               \
+  TJ_LOAD_WORDS(4, CACHE, OP ".v4.u32 {%0, %1, %2, %3}, [%4];", "=r"(r.w[0]), "=r"(r.w[1]),         \
+                "=r"(r.w[2]), "=r"(r.w[3]))                                                        \
+  TJ_LOAD_WORDS(2, CACHE, OP ".v2.u32 {%0, %1}, [%2];", "=r"(r.w[0]), "=r"(r.w[1]))                 \
+  TJ_LOAD_WORDS(1, CACHE, OP ".u32 %0, [%1];", "=r"(r.w[0]))
+template <int W, int CACHE> TJ_DEVICE Words<W> load_words(const void *p);
+TJ_LOAD_WORDS_ALL(kCached, "ld.global.nc")
+TJ_LOAD_WORDS_ALL(kStream, "ld.global.nc.L1::no_allocate")
+TJ_LOAD_WORDS_ALL(kCoherent, "ld.global")
+#undef TJ_LOAD_WORDS_ALL
 #undef TJ_LOAD_WORDS
 
 template <int W, bool STREAM> TJ_DEVICE void store_words(void *p, const Words<W> &r);
@@ -55,7 +59,7 @@ TJ_STORE_WORDS(true, "st.global.cs")
 /// elements below `limit`; the others become `pad`.
 /// FULL: the run is known to lie inside the row, so only the row check `ok`
 /// remains and the masked path is not even instantiated.
-template <class T, int VEC, bool STREAM, bool FULL, int K>
+template <class T, int VEC, int CACHE, bool FULL, int K>
 TJ_DEVICE void load_run(Frag<T, K> &out, int at, const T *p, int64_t c, int64_t limit, bool ok,
                         T pad) {
   constexpr int kBytes = VEC * int(sizeof(T));
@@ -67,7 +71,7 @@ TJ_DEVICE void load_run(Frag<T, K> &out, int at, const T *p, int64_t c, int64_t 
       constexpr int kPerWord = 4 / int(sizeof(T)) > 0 ? 4 / int(sizeof(T)) : 1;
 #pragma unroll
       for (int g = 0; g < VEC / kPerAccess; ++g) {
-        Words<W> w = load_words<W, STREAM>(p + c + g * kPerAccess);
+        Words<W> w = load_words<W, CACHE>(p + c + g * kPerAccess);
 #pragma unroll
         for (int e = 0; e < kPerAccess; ++e)
           out.v[at + g * kPerAccess + e] =
@@ -87,7 +91,7 @@ TJ_DEVICE void load_run(Frag<T, K> &out, int at, const T *p, int64_t c, int64_t 
   }
 }
 
-template <class T, int VEC, bool STREAM, bool FULL, int K>
+template <class T, int VEC, int CACHE, bool FULL, int K>
 TJ_DEVICE void store_run(const Frag<T, K> &in, int at, T *p, int64_t c, int64_t limit, bool ok) {
   constexpr int kBytes = VEC * int(sizeof(T));
   if constexpr (kBytes >= 4) {
@@ -108,7 +112,7 @@ TJ_DEVICE void store_run(const Frag<T, K> &in, int at, T *p, int64_t c, int64_t 
           else
             w.w[e] = to_bits(v);
         }
-        store_words<W, STREAM>(p + c + g * kPerAccess, w);
+        store_words<W, CACHE == kStream>(p + c + g * kPerAccess, w);
       }
       return;
     }
@@ -139,46 +143,50 @@ TJ_DEVICE const T *leading(const View<T, R> &v, const Index<R> &at, bool &ok) {
 
 template <class T> TJ_DEVICE T pad_value(float pad) { return from_float<T>(pad); }
 
-/// How many leading chunks of a row of COLS columns (-1: not known at compile
-/// time) are whole for every lane; the remaining ones of CH are masked.
-template <int VEC, int TC, int CH, int64_t COLS>
-constexpr int kFullChunks = COLS < 0
-                                ? 0
-                                : (COLS / (int64_t(TC) * VEC) < CH ? int(COLS / (int64_t(TC) * VEC))
-                                                                   : CH);
+/// How many leading chunks of a tile starting at column COL0 of a row of COLS
+/// columns are whole for every lane (either -1: not known at compile time,
+/// then none is); the remaining ones of CH are masked.
+template <int VEC, int TC, int CH, int64_t COLS, int64_t COL0>
+constexpr int kFullChunks =
+    COLS < 0 || COL0 < 0 || COL0 >= COLS
+        ? 0
+        : ((COLS - COL0) / (int64_t(TC) * VEC) < CH ? int((COLS - COL0) / (int64_t(TC) * VEC))
+                                                    : CH);
 
-/// This thread's CH runs of a row starting at p: run k at column c0 + k*TC*VEC.
+/// This thread's CH runs of a row starting at p: run k at column c0 + k*TC*VEC
+/// (the tile starts at column COL0, when known).
 /// Whole runs first (FULL, no column checks), then the ragged ones.
-template <class T, int VEC, int TC, int CH, int64_t COLS, bool STREAM>
+template <class T, int VEC, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE>
 TJ_DEVICE Frag<T, CH * VEC> load_chunks(const T *p, int64_t c0, int64_t ncols, bool ok, T pad) {
-  constexpr int kFull = kFullChunks<VEC, TC, CH, COLS>;
+  constexpr int kFull = kFullChunks<VEC, TC, CH, COLS, COL0>;
   Frag<T, CH * VEC> out;
 #pragma unroll
   for (int k = 0; k < kFull; ++k)
-    load_run<T, VEC, STREAM, true>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok, pad);
+    load_run<T, VEC, CACHE, true>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok, pad);
 #pragma unroll
   for (int k = kFull; k < CH; ++k)
-    load_run<T, VEC, STREAM, false>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok, pad);
+    load_run<T, VEC, CACHE, false>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok, pad);
   return out;
 }
 
-template <class T, int VEC, int TC, int CH, int64_t COLS, bool STREAM>
+template <class T, int VEC, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE>
 TJ_DEVICE void store_chunks(const Frag<T, CH * VEC> &in, T *p, int64_t c0, int64_t ncols, bool ok) {
-  constexpr int kFull = kFullChunks<VEC, TC, CH, COLS>;
+  constexpr int kFull = kFullChunks<VEC, TC, CH, COLS, COL0>;
 #pragma unroll
   for (int k = 0; k < kFull; ++k)
-    store_run<T, VEC, STREAM, true>(in, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok);
+    store_run<T, VEC, CACHE, true>(in, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok);
 #pragma unroll
   for (int k = kFull; k < CH; ++k)
-    store_run<T, VEC, STREAM, false>(in, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok);
+    store_run<T, VEC, CACHE, false>(in, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok);
 }
 
 } // namespace detail
 
 /// Rank-2 tile with layout #tile.blocked<VEC, TR, TC>, CH chunks per thread.
-/// COLS is the operand's last size when known at compile time, else -1;
-/// STREAM selects the streaming cache hints.
-template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, bool STREAM, int R>
+/// COLS is the operand's last size and COL0 the tile's first column when known
+/// at compile time, else -1; CACHE is a detail::Cache.
+template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE,
+          int R>
 TJ_DEVICE Frag<T, CH * VEC> load_tile(const View<T, R> &v, Index<R> at, float pad) {
   static_assert(R >= 2, "a rank-2 tile needs a rank-2 operand");
   bool ok;
@@ -189,11 +197,12 @@ TJ_DEVICE Frag<T, CH * VEC> load_tile(const View<T, R> &v, Index<R> at, float pa
   ok = ok && row < v.size[R - 2];
   const T *p = base + row * ncols;
   const T padv = detail::pad_value<T>(pad);
-  return detail::load_chunks<T, VEC, TC, CH, COLS, STREAM>(p, at.i[R - 1] + int64_t(lane) * VEC,
+  return detail::load_chunks<T, VEC, TC, CH, COLS, COL0, CACHE>(p, at.i[R - 1] + int64_t(lane) * VEC,
                                                            ncols, ok, padv);
 }
 
-template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, bool STREAM, int R>
+template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE,
+          int R>
 TJ_DEVICE void store_tile(const Frag<T, CH * VEC> &in, const View<T, R> &v, Index<R> at) {
   static_assert(R >= 2, "a rank-2 tile needs a rank-2 operand");
   bool ok;
@@ -203,31 +212,33 @@ TJ_DEVICE void store_tile(const Frag<T, CH * VEC> &in, const View<T, R> &v, Inde
   const int64_t row = at.i[R - 2] + tid / TC;
   ok = ok && row < v.size[R - 2];
   T *p = base + row * ncols;
-  detail::store_chunks<T, VEC, TC, CH, COLS, STREAM>(in, p, at.i[R - 1] + int64_t(lane) * VEC,
+  detail::store_chunks<T, VEC, TC, CH, COLS, COL0, CACHE>(in, p, at.i[R - 1] + int64_t(lane) * VEC,
                                                      ncols, ok);
 }
 
 /// Rank-1 tile of columns (#tile.slice<dim = 0>): every row of threads holds
 /// the same columns; on store, only the first row of threads writes.
-template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, bool STREAM, int R>
+template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE,
+          int R>
 TJ_DEVICE Frag<T, CH * VEC> load_cols(const View<T, R> &v, Index<R> at, float pad) {
   bool ok;
   const T *p = detail::leading<T, R, 1>(v, at, ok);
   const int lane = threadIdx.x % TC;
   const int64_t ncols = COLS >= 0 ? COLS : v.size[R - 1];
   const T padv = detail::pad_value<T>(pad);
-  return detail::load_chunks<T, VEC, TC, CH, COLS, STREAM>(p, at.i[R - 1] + int64_t(lane) * VEC,
+  return detail::load_chunks<T, VEC, TC, CH, COLS, COL0, CACHE>(p, at.i[R - 1] + int64_t(lane) * VEC,
                                                            ncols, ok, padv);
 }
 
-template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, bool STREAM, int R>
+template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE,
+          int R>
 TJ_DEVICE void store_cols(const Frag<T, CH * VEC> &in, const View<T, R> &v, Index<R> at) {
   bool ok;
   T *p = const_cast<T *>(detail::leading<T, R, 1>(v, at, ok));
   const int tid = threadIdx.x, lane = tid % TC;
   ok = ok && tid / TC == 0;
   const int64_t ncols = COLS >= 0 ? COLS : v.size[R - 1];
-  detail::store_chunks<T, VEC, TC, CH, COLS, STREAM>(in, p, at.i[R - 1] + int64_t(lane) * VEC,
+  detail::store_chunks<T, VEC, TC, CH, COLS, COL0, CACHE>(in, p, at.i[R - 1] + int64_t(lane) * VEC,
                                                      ncols, ok);
 }
 

@@ -33,13 +33,13 @@
 // A slice of columns (dim = 0) of a rank-1 memref: one index; padding 0.
 // CHECK-NEXT: %[[P0:.+]] = "emitc.constant"() <{value = 0.000000e+00 : f32}> : () -> f32
 // CHECK-NEXT: %[[I0:.+]] = call_opaque "tj::idx"(%[[C0]]) : (!emitc.size_t) -> !emitc.opaque<"tj::Index<1>">
-// CHECK-NEXT: %[[WT:.+]] = call_opaque "tj::load_cols"(%[[W]], %[[I0]], %[[P0]]) {template_args = [#emitc.opaque<"float">, #emitc.opaque<"4">, #emitc.opaque<"2">, #emitc.opaque<"128">, #emitc.opaque<"2">, #emitc.opaque<"1024">, #emitc.opaque<"false">]} : (!emitc.opaque<"tj::View<float, 1>">, !emitc.opaque<"tj::Index<1>">, f32) -> !emitc.opaque<"tj::Frag<float, 8>">
+// CHECK-NEXT: %[[WT:.+]] = call_opaque "tj::load_cols"(%[[W]], %[[I0]], %[[P0]]) {template_args = [#emitc.opaque<"float">, #emitc.opaque<"4">, #emitc.opaque<"2">, #emitc.opaque<"128">, #emitc.opaque<"2">, #emitc.opaque<"1024">, #emitc.opaque<"0">, #emitc.opaque<"tj::kCached">]} : (!emitc.opaque<"tj::View<float, 1>">, !emitc.opaque<"tj::Index<1>">, f32) -> !emitc.opaque<"tj::Frag<float, 8>">
 //
 // The same layout from a rank-2 memref at a leading index, padded with -inf.
 // (C++ spells it -INFINITY, which NVRTC does not define without <math.h>.)
 // CHECK-NEXT: %[[NINF:.+]] = "emitc.constant"() <{value = 0xFF800000 : f32}> : () -> f32
 // CHECK-NEXT: %[[I1:.+]] = call_opaque "tj::idx"(%[[PID]], %[[C0]]) : (!emitc.size_t, !emitc.size_t) -> !emitc.opaque<"tj::Index<2>">
-// CHECK-NEXT: %[[INIT:.+]] = call_opaque "tj::load_cols"(%[[CM]], %[[I1]], %[[NINF]]) {template_args = [#emitc.opaque<"float">, #emitc.opaque<"4">, #emitc.opaque<"2">, #emitc.opaque<"128">, #emitc.opaque<"2">, #emitc.opaque<"1024">, #emitc.opaque<"false">]} : (!emitc.opaque<"tj::View<float, 2>">, !emitc.opaque<"tj::Index<2>">, f32) -> !emitc.opaque<"tj::Frag<float, 8>">
+// CHECK-NEXT: %[[INIT:.+]] = call_opaque "tj::load_cols"(%[[CM]], %[[I1]], %[[NINF]]) {template_args = [#emitc.opaque<"float">, #emitc.opaque<"4">, #emitc.opaque<"2">, #emitc.opaque<"128">, #emitc.opaque<"2">, #emitc.opaque<"1024">, #emitc.opaque<"0">, #emitc.opaque<"tj::kCoherent">]} : (!emitc.opaque<"tj::View<float, 2>">, !emitc.opaque<"tj::Index<2>">, f32) -> !emitc.opaque<"tj::Frag<float, 8>">
 //
 // math.rsqrt of an f32 scalar calls the library too; splat of a per-row slice
 // (one element per thread).
@@ -57,7 +57,7 @@
 // 2 chunks and 8 elements per thread.
 // CHECK-NEXT:   %[[PZ:.+]] = "emitc.constant"() <{value = 0.000000e+00 : f32}> : () -> f32
 // CHECK-NEXT:   %[[I2:.+]] = call_opaque "tj::idx"(%[[R]], %[[C0]]) : (!emitc.size_t, !emitc.size_t) -> !emitc.opaque<"tj::Index<2>">
-// CHECK-NEXT:   %[[T:.+]] = call_opaque "tj::load_tile"(%[[X]], %[[I2]], %[[PZ]]) {template_args = [#emitc.opaque<"tj::bf16">, #emitc.opaque<"4">, #emitc.opaque<"2">, #emitc.opaque<"128">, #emitc.opaque<"2">, #emitc.opaque<"1024">, #emitc.opaque<"false">]} : (!emitc.opaque<"tj::View<tj::bf16, 2>">, !emitc.opaque<"tj::Index<2>">, f32) -> !emitc.opaque<"tj::Frag<tj::bf16, 8>">
+// CHECK-NEXT:   %[[T:.+]] = call_opaque "tj::load_tile"(%[[X]], %[[I2]], %[[PZ]]) {template_args = [#emitc.opaque<"tj::bf16">, #emitc.opaque<"4">, #emitc.opaque<"2">, #emitc.opaque<"128">, #emitc.opaque<"2">, #emitc.opaque<"1024">, #emitc.opaque<"0">, #emitc.opaque<"tj::kCached">]} : (!emitc.opaque<"tj::View<tj::bf16, 2>">, !emitc.opaque<"tj::Index<2>">, f32) -> !emitc.opaque<"tj::Frag<tj::bf16, 8>">
 // CHECK-NEXT:   %[[F:.+]] = call_opaque "tj::convert"(%[[T]]) {template_args = [#emitc.opaque<"float">]} : (!emitc.opaque<"tj::Frag<tj::bf16, 8>">) -> !emitc.opaque<"tj::Frag<float, 8>">
 // CHECK-NEXT:   %[[SQ:.+]] = call_opaque "tj::mul"(%[[F]], %[[F]]) : (!emitc.opaque<"tj::Frag<float, 8>">, !emitc.opaque<"tj::Frag<float, 8>">) -> !emitc.opaque<"tj::Frag<float, 8>">
 //
@@ -83,7 +83,7 @@
 // CHECK-NEXT:   %[[M2:.+]] = call_opaque "tj::mul"(%[[M]], %[[WT]]) : (!emitc.opaque<"tj::Frag<float, 8>">, !emitc.opaque<"tj::Frag<float, 8>">) -> !emitc.opaque<"tj::Frag<float, 8>">
 // CHECK-NEXT:   %[[O:.+]] = call_opaque "tj::convert"(%[[M2]]) {template_args = [#emitc.opaque<"tj::bf16">]} : (!emitc.opaque<"tj::Frag<float, 8>">) -> !emitc.opaque<"tj::Frag<tj::bf16, 8>">
 // CHECK-NEXT:   %[[I5:.+]] = call_opaque "tj::idx"(%[[R]], %[[C0]]) : (!emitc.size_t, !emitc.size_t) -> !emitc.opaque<"tj::Index<2>">
-// CHECK-NEXT:   call_opaque "tj::store_tile"(%[[O]], %[[Y]], %[[I5]]) {template_args = [#emitc.opaque<"tj::bf16">, #emitc.opaque<"4">, #emitc.opaque<"2">, #emitc.opaque<"128">, #emitc.opaque<"2">, #emitc.opaque<"1024">, #emitc.opaque<"false">]} : (!emitc.opaque<"tj::Frag<tj::bf16, 8>">, !emitc.opaque<"tj::View<tj::bf16, 2>">, !emitc.opaque<"tj::Index<2>">) -> ()
+// CHECK-NEXT:   call_opaque "tj::store_tile"(%[[O]], %[[Y]], %[[I5]]) {template_args = [#emitc.opaque<"tj::bf16">, #emitc.opaque<"4">, #emitc.opaque<"2">, #emitc.opaque<"128">, #emitc.opaque<"2">, #emitc.opaque<"1024">, #emitc.opaque<"0">, #emitc.opaque<"tj::kCached">]} : (!emitc.opaque<"tj::Frag<tj::bf16, 8>">, !emitc.opaque<"tj::View<tj::bf16, 2>">, !emitc.opaque<"tj::Index<2>">) -> ()
 //
 // Column reduction (max = 1).
 // CHECK-NEXT:   %[[SCR2:.+]] = literal "tj_scratch" : !emitc.ptr<f32>
@@ -93,7 +93,7 @@
 // CHECK-NEXT: }
 // CHECK-NEXT: %[[RES:.+]] = load %[[ACCV]]
 // CHECK-NEXT: %[[I6:.+]] = call_opaque "tj::idx"(%[[PID]], %[[C0]]) : (!emitc.size_t, !emitc.size_t) -> !emitc.opaque<"tj::Index<2>">
-// CHECK-NEXT: call_opaque "tj::store_cols"(%[[RES]], %[[CM]], %[[I6]]) {template_args = [#emitc.opaque<"float">, #emitc.opaque<"4">, #emitc.opaque<"2">, #emitc.opaque<"128">, #emitc.opaque<"2">, #emitc.opaque<"1024">, #emitc.opaque<"false">]} : (!emitc.opaque<"tj::Frag<float, 8>">, !emitc.opaque<"tj::View<float, 2>">, !emitc.opaque<"tj::Index<2>">) -> ()
+// CHECK-NEXT: call_opaque "tj::store_cols"(%[[RES]], %[[CM]], %[[I6]]) {template_args = [#emitc.opaque<"float">, #emitc.opaque<"4">, #emitc.opaque<"2">, #emitc.opaque<"128">, #emitc.opaque<"2">, #emitc.opaque<"1024">, #emitc.opaque<"0">, #emitc.opaque<"tj::kCached">]} : (!emitc.opaque<"tj::Frag<float, 8>">, !emitc.opaque<"tj::View<float, 2>">, !emitc.opaque<"tj::Index<2>">) -> ()
 // CHECK-NEXT: return
 // CHECK-NEXT: }
 // CHECK-NOT: tile.
@@ -114,10 +114,10 @@
 // CPP-NEXT: size_t [[STEP:v[0-9]+]] = [[NP]] * [[C2]];
 // CPP-NEXT: float [[P0:v[0-9]+]] = 0.0e+00f;
 // CPP-NEXT: tj::Index<1> [[I0:v[0-9]+]] = tj::idx([[C0]]);
-// CPP-NEXT: tj::Frag<float, 8> [[WT:v[0-9]+]] = tj::load_cols<float, 4, 2, 128, 2, 1024, false>([[W]], [[I0]], [[P0]]);
+// CPP-NEXT: tj::Frag<float, 8> [[WT:v[0-9]+]] = tj::load_cols<float, 4, 2, 128, 2, 1024, 0, tj::kCached>([[W]], [[I0]], [[P0]]);
 // CPP-NEXT: float [[NINF:v[0-9]+]] = -INFINITY;
 // CPP-NEXT: tj::Index<2> [[I1:v[0-9]+]] = tj::idx([[PID]], [[C0]]);
-// CPP-NEXT: tj::Frag<float, 8> [[INIT:v[0-9]+]] = tj::load_cols<float, 4, 2, 128, 2, 1024, false>([[CM]], [[I1]], [[NINF]]);
+// CPP-NEXT: tj::Frag<float, 8> [[INIT:v[0-9]+]] = tj::load_cols<float, 4, 2, 128, 2, 1024, 0, tj::kCoherent>([[CM]], [[I1]], [[NINF]]);
 // CPP-NEXT: float [[REPS:v[0-9]+]] = tj::rsqrt([[EPS]]);
 // CPP-NEXT: tj::Frag<float, 1> [[ES:v[0-9]+]] = tj::splat<1>([[REPS]]);
 // CPP-NEXT: tj::Frag<float, 8> [[ACCV:v[0-9]+]];
@@ -126,7 +126,7 @@
 // CPP-NEXT:   tj::Frag<float, 8> [[ACC:v[0-9]+]] = [[ACCV]];
 // CPP-NEXT:   float [[PZ:v[0-9]+]] = 0.0e+00f;
 // CPP-NEXT:   tj::Index<2> [[I2:v[0-9]+]] = tj::idx([[R]], [[C0]]);
-// CPP-NEXT:   tj::Frag<tj::bf16, 8> [[T:v[0-9]+]] = tj::load_tile<tj::bf16, 4, 2, 128, 2, 1024, false>([[X]], [[I2]], [[PZ]]);
+// CPP-NEXT:   tj::Frag<tj::bf16, 8> [[T:v[0-9]+]] = tj::load_tile<tj::bf16, 4, 2, 128, 2, 1024, 0, tj::kCached>([[X]], [[I2]], [[PZ]]);
 // CPP-NEXT:   tj::Frag<float, 8> [[F:v[0-9]+]] = tj::convert<float>([[T]]);
 // CPP-NEXT:   tj::Frag<float, 8> [[SQ:v[0-9]+]] = tj::mul([[F]], [[F]]);
 // CPP-NEXT:   tj::Frag<float, 1> [[S:v[0-9]+]] = tj::reduce_row<0, 2, 128, 8>([[SQ]], tj_scratch);
@@ -143,14 +143,14 @@
 // CPP-NEXT:   tj::Frag<float, 8> [[M2:v[0-9]+]] = tj::mul([[M]], [[WT]]);
 // CPP-NEXT:   tj::Frag<tj::bf16, 8> [[O:v[0-9]+]] = tj::convert<tj::bf16>([[M2]]);
 // CPP-NEXT:   tj::Index<2> [[I5:v[0-9]+]] = tj::idx([[R]], [[C0]]);
-// CPP-NEXT:   tj::store_tile<tj::bf16, 4, 2, 128, 2, 1024, false>([[O]], [[Y]], [[I5]]);
+// CPP-NEXT:   tj::store_tile<tj::bf16, 4, 2, 128, 2, 1024, 0, tj::kCached>([[O]], [[Y]], [[I5]]);
 // CPP-NEXT:   tj::Frag<float, 8> [[MX:v[0-9]+]] = tj::reduce_col<1, 2, 128, 8>([[M2]], tj_scratch);
 // CPP-NEXT:   tj::Frag<float, 8> [[A:v[0-9]+]] = tj::max([[ACC]], [[MX]]);
 // CPP-NEXT:   [[ACCV]] = [[A]];
 // CPP-NEXT: }
 // CPP-NEXT: tj::Frag<float, 8> [[RES:v[0-9]+]] = [[ACCV]];
 // CPP-NEXT: tj::Index<2> [[I6:v[0-9]+]] = tj::idx([[PID]], [[C0]]);
-// CPP-NEXT: tj::store_cols<float, 4, 2, 128, 2, 1024, false>([[RES]], [[CM]], [[I6]]);
+// CPP-NEXT: tj::store_cols<float, 4, 2, 128, 2, 1024, 0, tj::kCached>([[RES]], [[CM]], [[I6]]);
 // CPP-NEXT: return;
 // CPP-NEXT: }
 
@@ -207,17 +207,17 @@ tile.kernel @layouts(%x: memref<?x1024xbf16>, %w: memref<1024xf32>, %y: memref<?
 // CHECK-LABEL: emitc.func @rmsnorm(
 // CHECK-SAME: specifiers = ["extern \22C\22 __global__ __launch_bounds__(256)"]
 // CHECK-NEXT: verbatim "__shared__ float tj_scratch[8];"
-// CHECK: call_opaque "tj::load_tile"(%{{.+}}) {template_args = [#emitc.opaque<"tj::bf16">, #emitc.opaque<"8">, #emitc.opaque<"1">, #emitc.opaque<"256">, #emitc.opaque<"2">, #emitc.opaque<"4096">, #emitc.opaque<"true">]} : ({{.*}}) -> !emitc.opaque<"tj::Frag<tj::bf16, 16>">
+// CHECK: call_opaque "tj::load_tile"(%{{.+}}) {template_args = [#emitc.opaque<"tj::bf16">, #emitc.opaque<"8">, #emitc.opaque<"1">, #emitc.opaque<"256">, #emitc.opaque<"2">, #emitc.opaque<"4096">, #emitc.opaque<"0">, #emitc.opaque<"tj::kStream">]} : ({{.*}}) -> !emitc.opaque<"tj::Frag<tj::bf16, 16>">
 // CHECK: call_opaque "tj::reduce_row"(%{{.+}}) {template_args = [#emitc.opaque<"0">, #emitc.opaque<"1">, #emitc.opaque<"256">, #emitc.opaque<"16">]}
 // CHECK: call_opaque "tj::store_rows"(%{{.+}}) {template_args = [#emitc.opaque<"float">, #emitc.opaque<"1">, #emitc.opaque<"256">]}
 // CHECK: call_opaque "tj::broadcast_row"(%{{.+}}) {template_args = [#emitc.opaque<"16">]}
-// CHECK: call_opaque "tj::store_tile"(%{{.+}}) {template_args = [#emitc.opaque<"tj::bf16">, #emitc.opaque<"8">, #emitc.opaque<"1">, #emitc.opaque<"256">, #emitc.opaque<"2">, #emitc.opaque<"4096">, #emitc.opaque<"false">]}
+// CHECK: call_opaque "tj::store_tile"(%{{.+}}) {template_args = [#emitc.opaque<"tj::bf16">, #emitc.opaque<"8">, #emitc.opaque<"1">, #emitc.opaque<"256">, #emitc.opaque<"2">, #emitc.opaque<"4096">, #emitc.opaque<"0">, #emitc.opaque<"tj::kCached">]}
 
 // CPP-LABEL: void rmsnorm(
 // CPP-NEXT: __shared__ float tj_scratch[8];
-// CPP: tj::Frag<tj::bf16, 16> {{v[0-9]+}} = tj::load_tile<tj::bf16, 8, 1, 256, 2, 4096, true>(
+// CPP: tj::Frag<tj::bf16, 16> {{v[0-9]+}} = tj::load_tile<tj::bf16, 8, 1, 256, 2, 4096, 0, tj::kStream>(
 // CPP: tj::Frag<float, 1> {{v[0-9]+}} = tj::reduce_row<0, 1, 256, 16>({{v[0-9]+}}, tj_scratch);
-// CPP: tj::store_tile<tj::bf16, 8, 1, 256, 2, 4096, false>(
+// CPP: tj::store_tile<tj::bf16, 8, 1, 256, 2, 4096, 0, tj::kCached>(
 
 #L = #tile.blocked<vec = 8, rowThreads = 1, colThreads = 256>
 #S1 = #tile.slice<dim = 1, parent = #L>
@@ -281,5 +281,34 @@ tile.kernel @warp_only(%v: f32, %n: index) attributes {block_threads = 64 : i64,
   %s = tile.reduce min %e {dim = 1 : i64} : tensor<2x128xf32, #W> -> tensor<2xf32, #WR>
   %a = arith.addf %v, %v : f32
   %r = math.sqrt %a : f32
+  tile.return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// A tile at a column known only at run time: no chunk is taken as whole
+// (COL0 = -1), even where one at column 0 would be. A memref the kernel also
+// stores to is read coherently, not through the read-only cache.
+//===----------------------------------------------------------------------===//
+
+// CPP-LABEL: void segments(
+// CPP: tj::load_tile<float, 4, 1, 128, 2, 4097, -1, tj::kCoherent>(
+// CPP: tj::load_tile<float, 4, 1, 128, 2, 4097, -1, tj::kStream>(
+// CPP: tj::store_tile<float, 4, 1, 128, 2, 4097, -1, tj::kCached>(
+// CPP: tj::load_tile<float, 4, 1, 128, 2, 4097, 1024, tj::kCached>(
+// CPP: tj::store_tile<float, 4, 1, 128, 2, 4097, 1024, tj::kCached>(
+
+#L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 128>
+tile.kernel @segments(%acc: memref<?x4097xf32>, %x: memref<?x4097xf32>, %k: index) attributes {block_threads = 128 : i64, grid = affine_map<()[s0] -> (s0)>, grid_operands = array<i64: 0, 0>} {
+  %pid = tile.program_id x
+  %c1024 = arith.constant 1024 : index
+  %col = arith.muli %k, %c1024 : index
+  %a = tile.load %acc[%pid, %col] : memref<?x4097xf32> -> tensor<1x1024xf32, #L>
+  %t = tile.load %x[%pid, %col] {streaming} : memref<?x4097xf32> -> tensor<1x1024xf32, #L>
+  %s = arith.addf %a, %t : tensor<1x1024xf32, #L>
+  tile.store %s, %acc[%pid, %col] : tensor<1x1024xf32, #L>, memref<?x4097xf32>
+  %u = tile.load %x[%pid, %c1024] : memref<?x4097xf32> -> tensor<1x1024xf32, #L>
+  tile.store %u, %acc[%pid, %c1024] : tensor<1x1024xf32, #L>, memref<?x4097xf32>
   tile.return
 }
