@@ -17,6 +17,13 @@
 // absent: 1 reads the weight again for every tile, from L1/L2, instead of
 // holding it in registers for the whole program; for long rows).
 //
+// segs (optional, 1 when absent) > 1 processes each row in that many column
+// segments instead of holding it in registers, for rows too long to hold: the
+// forward pass reads x twice (sum of squares, then y), the backward pass x, dy
+// and the weight twice (the row's dot product, then dx), adding each
+// segment's dw contribution to the program's partial row in global memory,
+// which only the thread that owns a column reads and writes (rows = 1).
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/templates/Template.h"
 
@@ -121,9 +128,10 @@ struct TileBuilder {
     return tt::ReduceOp::create(b, loc, colsTile(b.getF32Type()), tt::ReduceKind::sum, t, 0);
   }
   Value broadcast(Value t) { return tt::BroadcastOp::create(b, loc, tile(b.getF32Type()), t); }
-  /// g = w or 1 + w, widened to f32, as a row of columns.
-  Value gamma(Value w, Type wElem, bool zeroCentered) {
-    Value wt = load(colsTile(wElem), w, ValueRange{index(0)});
+  /// g = w or 1 + w, widened to f32, as a row of columns from column `col0`
+  /// (0 when null).
+  Value gamma(Value w, Type wElem, bool zeroCentered, Value col0 = {}) {
+    Value wt = load(colsTile(wElem), w, ValueRange{col0 ? col0 : index(0)});
     Value g = widen(wt);
     if (zeroCentered)
       g = add(g, splat(f32(1.0), colsTile(b.getF32Type())));
@@ -152,8 +160,15 @@ tt::KernelOp makeKernel(OpBuilder &b, Location loc, StringRef name, ArrayRef<Typ
 }
 
 struct Shape {
-  int64_t vec, threads, rowThreads, colThreads, chunks, elems;
+  int64_t vec, threads, rowThreads, colThreads;
+  int64_t rowChunks; // vector runs per lane across the whole row
+  int64_t segs;      // column segments per row (1: the row is held whole)
+  int64_t chunks;    // vector runs per lane in one segment
+  int64_t elems;     // elements of a row each thread holds at a time
+  int64_t segCols;   // columns per segment: the tile's width
 };
+
+int64_t ceilDiv(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
 
 Shape shapeOf(const KernelSpec &spec, const TileConfig &cfg) {
   Shape s;
@@ -162,8 +177,11 @@ Shape shapeOf(const KernelSpec &spec, const TileConfig &cfg) {
   s.rowThreads = cfg.get("rows");
   s.colThreads = s.rowThreads > 0 ? s.threads / s.rowThreads : 0;
   int64_t perPass = s.colThreads * s.vec;
-  s.chunks = perPass > 0 ? (spec.cols + perPass - 1) / perPass : 0;
+  s.rowChunks = ceilDiv(spec.cols, perPass);
+  s.segs = cfg.has("segs") ? cfg.get("segs") : 1;
+  s.chunks = ceilDiv(s.rowChunks, s.segs);
   s.elems = s.chunks * s.vec;
+  s.segCols = s.segs == 1 ? spec.cols : s.chunks * perPass;
   return s;
 }
 
@@ -196,6 +214,21 @@ public:
     return c;
   }
 
+  /// Rows in segments of `chunks` vector runs per lane, one row per block.
+  TileConfig segmentedConfig(const KernelSpec &spec, int64_t vec, int64_t threads,
+                             int64_t chunks) const {
+    TileConfig c;
+    c.set("vec", vec).set("threads", threads).set("rows", 1);
+    int64_t segs = ceilDiv(ceilDiv(spec.cols, threads * vec), chunks);
+    if (segs > 1)
+      c.set("segs", segs);
+    if (backward())
+      c.set("programs", assumedSMCount(spec.arch)).set("prefetch", 0).set("stream", 0);
+    else
+      c.set("stream", 1).set("programs", 0);
+    return c;
+  }
+
   /// Lanes per row so that each thread holds about `vectorsPerThread` vectors.
   static int64_t lanesFor(const KernelSpec &spec, int64_t vec, int64_t vectorsPerThread,
                           int64_t limit) {
@@ -217,23 +250,30 @@ public:
   // row, and the spills cost 2.3x at 16384. They take no prefetch, read the
   // weight for each tile rather than holding it (7 % at 16384), and up to
   // 16384 columns 512 threads of 4-wide vectors (128 registers each).
+  // Rows that 1024 threads cannot hold within the element limit go in
+  // segments (forward: 512 threads of 4 runs, 16384 bf16 columns per segment;
+  // backward: 2 runs, 8192).
   static constexpr int64_t kLongBwdRow = 8192;
   TileConfig defaultConfig(const KernelSpec &spec) const override {
     int64_t vec = maxVec(spec);
-    if (backward() && spec.cols > kLongBwdRow) {
-      vec = std::min<int64_t>(vec, 4);
-      int64_t lanes = std::min<int64_t>(512, (spec.cols + vec - 1) / vec);
-      if ((spec.cols + vec * lanes - 1) / (vec * lanes) * vec <= kMaxElemsPerThreadBwd)
-        return makeConfig(spec, vec, lanes, 512).set("prefetch", 0).set("wload", 1);
-      // Rows above 16384: 1024 threads of the widest vectors, still no prefetch.
-      vec = maxVec(spec);
-      return makeConfig(spec, vec, lanesFor(spec, vec, 2, kMaxElemsPerThreadBwd), 512)
-          .set("prefetch", 0)
-          .set("wload", 1);
-    }
     int64_t limit = backward() ? kMaxElemsPerThreadBwd : kMaxElemsPerThreadFwd;
-    int64_t lanes = lanesFor(spec, vec, backward() ? 2 : 4, limit);
-    return makeConfig(spec, vec, lanes, backward() ? 512 : 256);
+    TileConfig c;
+    if (backward() && spec.cols > kLongBwdRow) {
+      int64_t v4 = std::min<int64_t>(vec, 4);
+      int64_t lanes = std::min<int64_t>(512, (spec.cols + v4 - 1) / v4);
+      if ((spec.cols + v4 * lanes - 1) / (v4 * lanes) * v4 <= kMaxElemsPerThreadBwd)
+        return makeConfig(spec, v4, lanes, 512).set("prefetch", 0).set("wload", 1);
+      // Rows above 16384: 1024 threads of the widest vectors, still no prefetch.
+      c = makeConfig(spec, vec, lanesFor(spec, vec, 2, limit), 512)
+              .set("prefetch", 0)
+              .set("wload", 1);
+    } else {
+      c = makeConfig(spec, vec, lanesFor(spec, vec, backward() ? 2 : 4, limit),
+                     backward() ? 512 : 256);
+    }
+    if (shapeOf(spec, c).elems > limit)
+      return segmentedConfig(spec, vec, 512, backward() ? 2 : 4);
+    return c;
   }
 
   /// The space searched: around the default (a quarter to four times its
@@ -276,6 +316,16 @@ public:
         }
       }
     }
+    // Long rows: also in segments.
+    if (spec.cols > (backward() ? kLongBwdRow : 16384))
+      for (int64_t threads : {512, 256, 1024})
+        for (int64_t chunks : {2, 1, 4}) {
+          if (backward() && chunks == 4)
+            continue;
+          TileConfig c = segmentedConfig(spec, maxVec(spec), threads, chunks);
+          for (int64_t stream : {1, 0})
+            candidates.push_back(c.set("stream", stream));
+        }
     // Valid configs only, each once, keeping the first (likeliest) occurrence.
     std::vector<TileConfig> out;
     for (auto &c : candidates) {
@@ -298,7 +348,7 @@ public:
                                     : "config lacks 'programs'");
     for (auto &[k, v] : cfg.values)
       if (k != "vec" && k != "threads" && k != "rows" && k != "stream" && k != "programs" &&
-          !(backward() && (k == "prefetch" || k == "wload")))
+          k != "segs" && !(backward() && (k == "prefetch" || k == "wload")))
         return configError("unknown config parameter '" + k + "' for " + std::string(opName(op_)));
     Shape s = shapeOf(spec, cfg);
     int bytes = dtypeBytes(spec.dtype);
@@ -317,11 +367,26 @@ public:
                          llvm::Twine(s.threads) + " into a power-of-two number of lanes");
     if (s.colThreads > 32 && s.colThreads % 32 != 0)
       return configError("lanes per row above 32 must be whole warps");
+    if (s.segs < 1 || s.segs > s.rowChunks)
+      return configError("segs must be in [1, " + llvm::Twine(s.rowChunks) +
+                         "] (the vector runs per lane in a row), got " + llvm::Twine(s.segs));
+    if (s.segs > 1) {
+      int64_t needed = ceilDiv(spec.cols, s.segCols);
+      if (needed != s.segs)
+        return configError("segs = " + llvm::Twine(s.segs) + " gives segments of " +
+                           llvm::Twine(s.segCols) + " columns, of which a row needs " +
+                           llvm::Twine(needed) + "; use segs = " + llvm::Twine(needed));
+      if (!backward() && cfg.get("programs") != 0)
+        return configError("segs > 1 takes programs = 0 in the forward pass");
+      if (backward() && (s.rowThreads != 1 || cfg.get("prefetch") != 0 || cfg.has("wload")))
+        return configError("segs > 1 in the backward pass takes rows = 1 and prefetch = 0, and no "
+                           "wload (the weight is read for every segment)");
+    }
     int64_t limit = backward() ? kMaxElemsPerThreadBwd : kMaxElemsPerThreadFwd;
     if (s.elems > limit)
       return configError("each thread would hold " + llvm::Twine(s.elems) +
                          " elements of a row (limit " + llvm::Twine(limit) +
-                         "); use more threads per row or a smaller vec");
+                         "); use more threads per row, a smaller vec or more segs");
     if (!backward() && (cfg.get("programs") < 0 || cfg.get("programs") > 65535))
       return configError("programs must be 0 (one per tile) or in [1, 65535], got " +
                          llvm::Twine(cfg.get("programs")));
@@ -363,8 +428,11 @@ public:
     Location loc = b.getUnknownLoc();
     OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
     b.setInsertionPointToEnd(module->getBody());
+    bool segmented = shapeOf(spec, cfg).segs > 1;
     if (backward())
-      buildBackward(b, loc, spec, cfg);
+      buildBackward(b, loc, spec, cfg, segmented);
+    else if (segmented)
+      buildForwardInSegments(b, loc, spec, cfg);
     else
       buildForward(b, loc, spec, cfg);
     return module;
@@ -442,8 +510,185 @@ private:
     b.setInsertionPointAfter(kernel);
   }
 
-  void buildBackward(OpBuilder &b, Location loc, const KernelSpec &spec,
-                     const TileConfig &cfg) const {
+  /// for k in [0, segs): body(column of segment k, carried values).
+  static scf::ForOp forEachSegment(
+      OpBuilder &b, Location loc, TileBuilder &tb, const Shape &s, ValueRange inits,
+      llvm::function_ref<SmallVector<Value>(Value col0, ValueRange carried)> body) {
+    auto loop = scf::ForOp::create(b, loc, tb.index(0), tb.index(s.segs), tb.index(1), inits);
+    OpBuilder::InsertionGuard guard(b);
+    // A loop without carried values comes with its (empty) yield.
+    if (inits.empty())
+      b.setInsertionPoint(loop.getBody()->getTerminator());
+    else
+      b.setInsertionPointToStart(loop.getBody());
+    Value col0 = arith::MulIOp::create(b, loc, loop.getInductionVar(), tb.index(s.segCols));
+    SmallVector<Value> yields = body(col0, loop.getRegionIterArgs());
+    if (!inits.empty())
+      scf::YieldOp::create(b, loc, yields);
+    return loop;
+  }
+
+  /// One program per tile of rows; each row is read twice, a segment at a
+  /// time: first for the sum of squares, then to write y.
+  void buildForwardInSegments(OpBuilder &b, Location loc, const KernelSpec &spec,
+                              const TileConfig &cfg) const {
+    MLIRContext &ctx = *b.getContext();
+    Shape s = shapeOf(spec, cfg);
+    Type xT = elemType(ctx, spec.dtype), wT = elemType(ctx, spec.wdtype), f32 = b.getF32Type();
+    int64_t dyn = ShapedType::kDynamic, n = spec.cols;
+    SmallVector<Type> args = {MemRefType::get({dyn, n}, xT), MemRefType::get({n}, wT),
+                              MemRefType::get({dyn, n}, xT), MemRefType::get({dyn}, f32), f32};
+    AffineMap grid = AffineMap::get(0, 1, getAffineSymbolExpr(0, &ctx).ceilDiv(s.rowThreads));
+    auto kernel =
+        makeKernel(b, loc, baseName(spec), args, s.threads, grid, {0, 0}, configAttr(ctx, cfg));
+    Block &body = kernel.getBody().front();
+    b.setInsertionPointToStart(&body);
+    Value x = body.getArgument(0), w = body.getArgument(1), y = body.getArgument(2),
+          rstdOut = body.getArgument(3), eps = body.getArgument(4);
+    TileBuilder tb{b, loc, tt::BlockedLayoutAttr::get(&ctx, s.vec, s.rowThreads, s.colThreads),
+                   s.rowThreads, s.segCols};
+    bool stream = cfg.get("stream") != 0;
+    Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
+    Value row0 = arith::MulIOp::create(b, loc, pid, tb.index(s.rowThreads));
+    Value zero = tb.splat(tb.f32(0.0), tb.tile(f32));
+    auto squares = forEachSegment(b, loc, tb, s, zero, [&](Value col0, ValueRange acc) {
+      // Read again below: no streaming hint here.
+      Value xf = tb.widen(tb.load(tb.tile(xT), x, ValueRange{row0, col0}));
+      return SmallVector<Value>{tb.add(acc[0], tb.mul(xf, xf))};
+    });
+    Value meanSq =
+        tb.mul(tb.rowSum(squares.getResult(0)), tb.splat(tb.f32(1.0 / double(n)), tb.rowsTile()));
+    Value rstd = math::RsqrtOp::create(b, loc, tb.add(meanSq, tb.splat(eps, tb.rowsTile())));
+    tb.store(rstd, rstdOut, ValueRange{row0});
+    Value rb = tb.broadcast(rstd);
+    forEachSegment(b, loc, tb, s, {}, [&](Value col0, ValueRange) {
+      Value xf = tb.widen(tb.load(tb.tile(xT), x, ValueRange{row0, col0}, stream));
+      Value g = tb.broadcast(tb.gamma(w, wT, spec.zeroCenteredGamma, col0));
+      tb.store(tb.narrow(tb.mul(tb.mul(xf, rb), g), xT), y, ValueRange{row0, col0}, stream);
+      return SmallVector<Value>{};
+    });
+    tt::ReturnOp::create(b, loc);
+    b.setInsertionPointAfter(kernel);
+  }
+
+  /// The backward kernel's arguments: dy, x, rstd, w, dx, dw partials.
+  struct BwdArgs {
+    Value dy, x, rstdIn, w, dx, dwp;
+    explicit BwdArgs(ValueRange a)
+        : dy(a[0]), x(a[1]), rstdIn(a[2]), w(a[3]), dx(a[4]), dwp(a[5]) {}
+  };
+
+  /// Each thread holds its part of a tile of rows (and, unless wload, the
+  /// weight) in registers; the program's dw sums stay in registers until the
+  /// end.
+  void backwardRowsHeld(OpBuilder &b, Location loc, TileBuilder &tb, const KernelSpec &spec,
+                        const TileConfig &cfg, const Shape &s, ValueRange args, Value pid,
+                        Value nprog, Value ntiles) const {
+    MLIRContext &ctx = *b.getContext();
+    Type xT = elemType(ctx, spec.dtype), wT = elemType(ctx, spec.wdtype), f32 = b.getF32Type();
+    BwdArgs a(args);
+    Value x = a.x, dy = a.dy, rstdIn = a.rstdIn, w = a.w, dx = a.dx, dwp = a.dwp;
+    int64_t n = spec.cols;
+    Value tileRows = tb.index(s.rowThreads);
+    // The weight, held for the whole program or (wload) read for each tile.
+    bool wload = cfg.has("wload") && cfg.get("wload") != 0;
+    auto gamma = [&] { return tb.broadcast(tb.gamma(w, wT, spec.zeroCenteredGamma)); };
+    Value heldGamma = wload ? Value() : gamma();
+    Value invN = tb.splat(tb.f32(1.0 / double(n)), tb.rowsTile());
+    Value zero = tb.splat(tb.f32(0.0), tb.tile(f32));
+    Value c0 = tb.index(0);
+    // With prefetch, the loads of the next tile are issued before the
+    // current one is computed (two-stage software pipeline through the loop's
+    // iteration arguments); loads past the last tile are masked.
+    bool prefetch = cfg.get("prefetch") != 0, stream = cfg.get("stream") != 0;
+    auto loadTile = [&](Value t) {
+      Value row0 = arith::MulIOp::create(b, loc, t, tileRows);
+      Value xt = tb.load(tb.tile(xT), x, ValueRange{row0, c0}, stream);
+      Value dyt = tb.load(tb.tile(xT), dy, ValueRange{row0, c0}, stream);
+      Value rs = tb.load(tb.rowsTile(), rstdIn, ValueRange{row0});
+      return SmallVector<Value>{xt, dyt, rs};
+    };
+    SmallVector<Value> inits = {zero};
+    if (prefetch)
+      inits.append(loadTile(pid));
+    auto loop = scf::ForOp::create(b, loc, pid, ntiles, nprog, inits);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value t = loop.getInductionVar(), acc = loop.getRegionIterArgs()[0];
+      SmallVector<Value> cur, next;
+      if (prefetch) {
+        cur.assign(loop.getRegionIterArgs().begin() + 1, loop.getRegionIterArgs().end());
+        next = loadTile(arith::AddIOp::create(b, loc, t, nprog));
+      } else {
+        cur = loadTile(t);
+      }
+      Value row0 = arith::MulIOp::create(b, loc, t, tileRows);
+      Value xf = tb.widen(cur[0]);
+      Value dyf = tb.widen(cur[1]);
+      Value rb = tb.broadcast(cur[2]);
+      Value xhat = tb.mul(xf, rb);
+      Value dyg = tb.mul(dyf, wload ? gamma() : heldGamma);
+      Value mean = tb.mul(tb.rowSum(tb.mul(dyg, xhat)), invN);
+      Value dxf = tb.mul(tb.sub(dyg, tb.mul(xhat, tb.broadcast(mean))), rb);
+      tb.store(tb.narrow(dxf, xT), dx, ValueRange{row0, c0}, stream);
+      SmallVector<Value> yields = {tb.add(acc, tb.mul(dyf, xhat))};
+      yields.append(next);
+      scf::YieldOp::create(b, loc, yields);
+    }
+    Value partial = tb.colSum(loop.getResult(0));
+    tb.store(partial, dwp, ValueRange{pid, c0});
+  }
+
+  /// One row at a time, in segments: the row's dot product over all segments
+  /// first, then dx per segment, each segment's dw contribution added to the
+  /// program's partial row (zeroed first) by the threads that own its columns.
+  void backwardRowsInSegments(OpBuilder &b, Location loc, TileBuilder &tb, const KernelSpec &spec,
+                              const TileConfig &cfg, const Shape &s, ValueRange args, Value pid,
+                              Value nprog, Value ntiles) const {
+    MLIRContext &ctx = *b.getContext();
+    Type xT = elemType(ctx, spec.dtype), wT = elemType(ctx, spec.wdtype), f32 = b.getF32Type();
+    BwdArgs a(args);
+    bool stream = cfg.get("stream") != 0;
+    forEachSegment(b, loc, tb, s, {}, [&](Value col0, ValueRange) {
+      tb.store(tb.splat(tb.f32(0.0), tb.colsTile(f32)), a.dwp, ValueRange{pid, col0});
+      return SmallVector<Value>{};
+    });
+    auto rowLoop = scf::ForOp::create(b, loc, pid, ntiles, nprog);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(rowLoop.getBody()->getTerminator());
+    Value row0 = rowLoop.getInductionVar(); // rows = 1: tile t is row t
+    Value rs = tb.load(tb.rowsTile(), a.rstdIn, ValueRange{row0});
+    Value rb = tb.broadcast(rs);
+    // dy * g and x of one segment; streaming only on the second reading.
+    auto loadSegment = [&](Value col0, bool last) {
+      Value xf = tb.widen(tb.load(tb.tile(xT), a.x, ValueRange{row0, col0}, last && stream));
+      Value dyf = tb.widen(tb.load(tb.tile(xT), a.dy, ValueRange{row0, col0}, last && stream));
+      Value g = tb.broadcast(tb.gamma(a.w, wT, spec.zeroCenteredGamma, col0));
+      return std::array<Value, 3>{xf, dyf, tb.mul(dyf, g)};
+    };
+    Value zero = tb.splat(tb.f32(0.0), tb.tile(f32));
+    auto dots = forEachSegment(b, loc, tb, s, zero, [&](Value col0, ValueRange acc) {
+      auto [xf, dyf, dyg] = loadSegment(col0, false);
+      return SmallVector<Value>{tb.add(acc[0], tb.mul(dyg, xf))};
+    });
+    // mean(dy*g*xhat) = rstd * sum(dy*g*x) / n
+    Value mean = tb.mul(tb.mul(tb.rowSum(dots.getResult(0)), rs),
+                        tb.splat(tb.f32(1.0 / double(spec.cols)), tb.rowsTile()));
+    Value mb = tb.broadcast(mean);
+    forEachSegment(b, loc, tb, s, {}, [&](Value col0, ValueRange) {
+      auto [xf, dyf, dyg] = loadSegment(col0, true);
+      Value xhat = tb.mul(xf, rb);
+      Value dxf = tb.mul(tb.sub(dyg, tb.mul(xhat, mb)), rb);
+      tb.store(tb.narrow(dxf, xT), a.dx, ValueRange{row0, col0}, stream);
+      Value part = tb.load(tb.colsTile(f32), a.dwp, ValueRange{pid, col0});
+      tb.store(tb.add(part, tb.colSum(tb.mul(dyf, xhat))), a.dwp, ValueRange{pid, col0});
+      return SmallVector<Value>{};
+    });
+  }
+
+  void buildBackward(OpBuilder &b, Location loc, const KernelSpec &spec, const TileConfig &cfg,
+                     bool segmented) const {
     MLIRContext &ctx = *b.getContext();
     Shape s = shapeOf(spec, cfg);
     Type xT = elemType(ctx, spec.dtype), wT = elemType(ctx, spec.wdtype), f32 = b.getF32Type();
@@ -459,64 +704,19 @@ private:
           makeKernel(b, loc, baseName(spec), args, s.threads, grid, {}, configAttr(ctx, cfg));
       Block &body = kernel.getBody().front();
       b.setInsertionPointToStart(&body);
-      Value dy = body.getArgument(0), x = body.getArgument(1), rstdIn = body.getArgument(2),
-            w = body.getArgument(3), dx = body.getArgument(4), dwp = body.getArgument(5);
+      Value x = body.getArgument(1);
       TileBuilder tb{b, loc, tt::BlockedLayoutAttr::get(&ctx, s.vec, s.rowThreads, s.colThreads),
-                     s.rowThreads, n};
+                     s.rowThreads, s.segCols};
       Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
       Value nprog = tt::NumProgramsOp::create(b, loc, tt::Dim::x);
       Value rows = memref::DimOp::create(b, loc, x, 0);
       Value tileRows = tb.index(s.rowThreads);
       Value ntiles = arith::DivUIOp::create(
           b, loc, arith::AddIOp::create(b, loc, rows, tb.index(s.rowThreads - 1)), tileRows);
-      // The weight, held for the whole program or (wload) read for each tile.
-      bool wload = cfg.has("wload") && cfg.get("wload") != 0;
-      auto gamma = [&] { return tb.broadcast(tb.gamma(w, wT, spec.zeroCenteredGamma)); };
-      Value heldGamma = wload ? Value() : gamma();
-      Value invN = tb.splat(tb.f32(1.0 / double(n)), tb.rowsTile());
-      Value zero = tb.splat(tb.f32(0.0), tb.tile(f32));
-      Value c0 = tb.index(0);
-      // With prefetch, the loads of the next tile are issued before the
-      // current one is computed (two-stage software pipeline through the loop's
-      // iteration arguments); loads past the last tile are masked.
-      bool prefetch = cfg.get("prefetch") != 0, stream = cfg.get("stream") != 0;
-      auto loadTile = [&](Value t) {
-        Value row0 = arith::MulIOp::create(b, loc, t, tileRows);
-        Value xt = tb.load(tb.tile(xT), x, ValueRange{row0, c0}, stream);
-        Value dyt = tb.load(tb.tile(xT), dy, ValueRange{row0, c0}, stream);
-        Value rs = tb.load(tb.rowsTile(), rstdIn, ValueRange{row0});
-        return SmallVector<Value>{xt, dyt, rs};
-      };
-      SmallVector<Value> inits = {zero};
-      if (prefetch)
-        inits.append(loadTile(pid));
-      auto loop = scf::ForOp::create(b, loc, pid, ntiles, nprog, inits);
-      {
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPointToStart(loop.getBody());
-        Value t = loop.getInductionVar(), acc = loop.getRegionIterArgs()[0];
-        SmallVector<Value> cur, next;
-        if (prefetch) {
-          cur.assign(loop.getRegionIterArgs().begin() + 1, loop.getRegionIterArgs().end());
-          next = loadTile(arith::AddIOp::create(b, loc, t, nprog));
-        } else {
-          cur = loadTile(t);
-        }
-        Value row0 = arith::MulIOp::create(b, loc, t, tileRows);
-        Value xf = tb.widen(cur[0]);
-        Value dyf = tb.widen(cur[1]);
-        Value rb = tb.broadcast(cur[2]);
-        Value xhat = tb.mul(xf, rb);
-        Value dyg = tb.mul(dyf, wload ? gamma() : heldGamma);
-        Value mean = tb.mul(tb.rowSum(tb.mul(dyg, xhat)), invN);
-        Value dxf = tb.mul(tb.sub(dyg, tb.mul(xhat, tb.broadcast(mean))), rb);
-        tb.store(tb.narrow(dxf, xT), dx, ValueRange{row0, c0}, stream);
-        SmallVector<Value> yields = {tb.add(acc, tb.mul(dyf, xhat))};
-        yields.append(next);
-        scf::YieldOp::create(b, loc, yields);
-      }
-      Value partial = tb.colSum(loop.getResult(0));
-      tb.store(partial, dwp, ValueRange{pid, c0});
+      if (segmented)
+        backwardRowsInSegments(b, loc, tb, spec, cfg, s, body.getArguments(), pid, nprog, ntiles);
+      else
+        backwardRowsHeld(b, loc, tb, spec, cfg, s, body.getArguments(), pid, nprog, ntiles);
       tt::ReturnOp::create(b, loc);
       b.setInsertionPointAfter(kernel);
     }

@@ -32,6 +32,22 @@ template <class T> T must(llvm::Expected<T> v) {
   return std::move(*v);
 }
 
+/// Bytes of guard after every output; they are poisoned with the output and
+/// must still hold 0xFF after the kernels ran (nothing written past the end).
+constexpr int kGuard = 256;
+
+/// Checks that `buf`'s bytes from `from` to its end still hold 0xFF.
+void expectGuardIntact(DeviceBuffer &buf, size_t from, const char *what) {
+  std::vector<unsigned char> tail(buf.bytes() - from);
+  auto drv = must(CudaDriver::get());
+  ASSERT_EQ(drv.cuMemcpyDtoH_v2(tail.data(), buf.ptr() + from, tail.size()), CUDA_SUCCESS);
+  for (size_t i = 0; i < tail.size(); ++i)
+    if (tail[i] != 0xFF) {
+      ADD_FAILURE() << what << ": written " << i << " bytes past its end";
+      return;
+    }
+}
+
 struct Case {
   int64_t rows, cols;
   DType dtype, wdtype;
@@ -58,7 +74,11 @@ std::vector<Case> cases() {
                                                                 {65537, 7},
                                                                 {2, 32768},
                                                                 {1, 4096},
-                                                                {300, 128}})
+                                                                {300, 128},
+                                                                // in segments:
+                                                                {3, 65537},
+                                                                {2, 100000},
+                                                                {300, 40960}})
       out.push_back({r, c, DType::BF16, DType::BF16, zcg});
   out.push_back({33, 4096, DType::F16, DType::F16, false});
   out.push_back({9, 1000, DType::F16, DType::F16, true});
@@ -161,8 +181,8 @@ TEST_F(GpuRmsNorm, ForwardMatchesFloat64) {
     int pad = 16;
     auto dx = must(DeviceBuffer::allocate(x.bytes.size() + pad));
     auto dw = must(DeviceBuffer::allocate(w.bytes.size()));
-    auto dyb = must(DeviceBuffer::allocate(y.bytes.size() + pad));
-    auto dr = must(DeviceBuffer::allocate(rstd.bytes.size()));
+    auto dyb = must(DeviceBuffer::allocate(y.bytes.size() + pad + kGuard));
+    auto dr = must(DeviceBuffer::allocate(rstd.bytes.size() + kGuard));
     ASSERT_OK(dx.fill(0));
     auto up = [&](DeviceBuffer &b, const HostTensor &t, int off) {
       auto drv = must(CudaDriver::get());
@@ -190,6 +210,8 @@ TEST_F(GpuRmsNorm, ForwardMatchesFloat64) {
     ASSERT_EQ(drv.cuMemcpyDtoH_v2(y.bytes.data(), dyb.ptr() + c.misalign, y.bytes.size()),
               CUDA_SUCCESS);
     ASSERT_OK(dr.download(rstd.bytes.data(), rstd.bytes.size()));
+    expectGuardIntact(dyb, c.misalign + y.bytes.size(), "y");
+    expectGuardIntact(dr, rstd.bytes.size(), "rstd");
 
     Reference ref = reference(c, x, w, nullptr, eps);
     double ey = relativeError(y, ref.y), er = relativeError(rstd, ref.rstd);
@@ -218,9 +240,9 @@ TEST_F(GpuRmsNorm, BackwardMatchesFloat64AndIsDeterministic) {
     int pad = 16;
     auto bx = must(DeviceBuffer::allocate(x.bytes.size() + pad));
     auto bdy = must(DeviceBuffer::allocate(dy.bytes.size() + pad));
-    auto bdx = must(DeviceBuffer::allocate(dx.bytes.size() + pad));
+    auto bdx = must(DeviceBuffer::allocate(dx.bytes.size() + pad + kGuard));
     auto bw = must(DeviceBuffer::allocate(w.bytes.size()));
-    auto bdw = must(DeviceBuffer::allocate(dw.bytes.size()));
+    auto bdw = must(DeviceBuffer::allocate(dw.bytes.size() + kGuard));
     auto br = must(DeviceBuffer::allocate(rstd.bytes.size()));
     auto drv = must(CudaDriver::get());
     ASSERT_EQ(drv.cuMemcpyHtoD_v2(bx.ptr() + c.misalign, x.bytes.data(), x.bytes.size()),
@@ -256,6 +278,8 @@ TEST_F(GpuRmsNorm, BackwardMatchesFloat64AndIsDeterministic) {
       ASSERT_EQ(drv.cuMemcpyDtoH_v2(dx.bytes.data(), bdx.ptr() + c.misalign, dx.bytes.size()),
                 CUDA_SUCCESS);
       ASSERT_OK(bdw.download(dw.bytes.data(), dw.bytes.size()));
+      expectGuardIntact(bdx, c.misalign + dx.bytes.size(), "dx");
+      expectGuardIntact(bdw, dw.bytes.size(), "dw");
       if (run == 0) {
         EXPECT_LT(scaledError(dx, ref.dx, ref.dxScale), tolerance(c.dtype)) << "dx";
         EXPECT_LT(relativeError(dw, ref.dw), tolerance(c.wdtype)) << "dw";

@@ -146,7 +146,8 @@ TEST(RmsNormTemplate, ConfigChecksNameTheProblem) {
 
 TEST(RmsNormTemplate, DefaultsAndSpacesAreValid) {
   for (OpKind op : {OpKind::RmsNormFwd, OpKind::RmsNormBwd})
-    for (int64_t cols : {1, 7, 64, 1000, 4096, 4097, 8192, 16384, 32768}) {
+    for (int64_t cols :
+         {1, 7, 64, 1000, 4096, 4097, 8192, 16384, 32768, 32769, 65537, 100000, 1 << 20}) {
       KernelSpec s;
       s.op = op;
       s.cols = cols;
@@ -165,6 +166,46 @@ TEST(RmsNormTemplate, DefaultsAndSpacesAreValid) {
         std::printf("%s: %zu configs\n", s.canonical().c_str(), space.size());
       }
     }
+}
+
+// Rows too long to hold go in segments; every hidden size gets a kernel.
+TEST(RmsNormTemplate, LongRowsGoInSegments) {
+  for (OpKind op : {OpKind::RmsNormFwd, OpKind::RmsNormBwd}) {
+    const KernelTemplate &t = getTemplate(op);
+    KernelSpec s;
+    s.op = op;
+    s.cols = 4096;
+    s.align = 16;
+    EXPECT_FALSE(t.defaultConfig(s).has("segs")) << "short rows are held whole";
+    s.cols = 100000;
+    TileConfig d = t.defaultConfig(s);
+    EXPECT_GT(d.get("segs"), 1) << d.canonical();
+    int segmented = 0;
+    for (auto &c : t.configSpace(s))
+      segmented += c.has("segs");
+    EXPECT_GE(segmented, 6) << "the tuner must be able to choose the segment width";
+    auto check = [&](std::string cfg) {
+      return errorOf(t.checkConfig(s, *TileConfig::parse(cfg)));
+    };
+    std::string base = op == OpKind::RmsNormFwd
+                           ? "vec=8 threads=512 rows=1 stream=0 programs=0"
+                           : "vec=8 threads=512 rows=1 stream=0 programs=132 prefetch=0";
+    // 100000 columns are 25 runs of 512 x 8: 13 segments of 2 runs.
+    EXPECT_EQ(check(base + " segs=13"), "");
+    EXPECT_NE(check(base + " segs=14").find("use segs = 13"), std::string::npos);
+    EXPECT_NE(check(base + " segs=0").find("segs must be in [1, 25]"), std::string::npos);
+    EXPECT_NE(check(base + " segs=26").find("segs must be in [1, 25]"), std::string::npos);
+    EXPECT_NE(check(base + " segs=1").find("each thread would hold"), std::string::npos);
+    if (op == OpKind::RmsNormFwd) {
+      EXPECT_NE(check("vec=8 threads=512 rows=1 stream=0 programs=132 segs=13").find("programs"),
+                std::string::npos);
+    } else {
+      EXPECT_NE(check(base + " segs=13 wload=1").find("no wload"), std::string::npos);
+      EXPECT_NE(
+          check("vec=8 threads=512 rows=2 stream=0 programs=132 prefetch=0 segs=25").find("rows = 1"),
+          std::string::npos);
+    }
+  }
 }
 
 // A bf16 activation with an f32 weight: the weight's vector accesses are
