@@ -21,8 +21,9 @@
 // segments instead of holding it in registers, for rows too long to hold: the
 // forward pass reads x twice (sum of squares, then y), the backward pass x, dy
 // and the weight twice (the row's dot product, then dx), adding each
-// segment's dw contribution to the program's partial row in global memory,
-// which only the thread that owns a column reads and writes (rows = 1).
+// segment's dw contribution to the program's partial row in global memory.
+// Only the first row of threads writes the partial row, and each of its
+// threads reads back only the columns it wrote itself, so no barrier is needed.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/templates/Template.h"
@@ -214,12 +215,12 @@ public:
     return c;
   }
 
-  /// Rows in segments of `chunks` vector runs per lane, one row per block.
-  TileConfig segmentedConfig(const KernelSpec &spec, int64_t vec, int64_t threads,
-                             int64_t chunks) const {
+  /// Rows in segments of `chunks` vector runs per lane, `rows` rows per tile.
+  TileConfig segmentedConfig(const KernelSpec &spec, int64_t vec, int64_t threads, int64_t chunks,
+                             int64_t rows = 1) const {
     TileConfig c;
-    c.set("vec", vec).set("threads", threads).set("rows", 1);
-    int64_t segs = ceilDiv(ceilDiv(spec.cols, threads * vec), chunks);
+    c.set("vec", vec).set("threads", threads).set("rows", rows);
+    int64_t segs = ceilDiv(ceilDiv(spec.cols, threads / rows * vec), chunks);
     if (segs > 1)
       c.set("segs", segs);
     if (backward())
@@ -252,7 +253,10 @@ public:
   // 16384 columns 512 threads of 4-wide vectors (128 registers each).
   // Rows that 1024 threads cannot hold within the element limit go in
   // segments (forward: 512 threads of 4 runs, 16384 bf16 columns per segment;
-  // backward: 2 runs, 8192).
+  // backward: 2 runs, 8192). The forward pass already does above 32 elements
+  // per thread: holding 64 spills (2048x65536: 2.61 TB/s held, 3.47 in 4
+  // segments).
+  static constexpr int64_t kMaxHeldFwd = 32;
   static constexpr int64_t kLongBwdRow = 8192;
   TileConfig defaultConfig(const KernelSpec &spec) const override {
     int64_t vec = maxVec(spec);
@@ -271,7 +275,7 @@ public:
       c = makeConfig(spec, vec, lanesFor(spec, vec, backward() ? 2 : 4, limit),
                      backward() ? 512 : 256);
     }
-    if (shapeOf(spec, c).elems > limit)
+    if (shapeOf(spec, c).elems > (backward() ? limit : kMaxHeldFwd))
       return segmentedConfig(spec, vec, 512, backward() ? 2 : 4);
     return c;
   }
@@ -317,15 +321,19 @@ public:
       }
     }
     // Long rows: also in segments.
+    // Forward: 512, 256 or 1024 threads of 2, 1 or 4 runs per segment, one
+    // row per block. Backward: 512 or 1024 threads of 2 or 1 runs, one row per
+    // block or four (fewer updates of the dw partial row per row).
     if (spec.cols > (backward() ? kLongBwdRow : 16384))
       for (int64_t threads : {512, 256, 1024})
-        for (int64_t chunks : {2, 1, 4}) {
-          if (backward() && chunks == 4)
-            continue;
-          TileConfig c = segmentedConfig(spec, maxVec(spec), threads, chunks);
-          for (int64_t stream : {1, 0})
-            candidates.push_back(c.set("stream", stream));
-        }
+        for (int64_t chunks : {2, 1, 4})
+          for (int64_t rows : {1, 4}) {
+            if (backward() ? threads == 256 || chunks == 4 : rows > 1)
+              continue;
+            TileConfig c = segmentedConfig(spec, maxVec(spec), threads, chunks, rows);
+            for (int64_t stream : {1, 0})
+              candidates.push_back(c.set("stream", stream));
+          }
     // Valid configs only, each once, keeping the first (likeliest) occurrence.
     std::vector<TileConfig> out;
     for (auto &c : candidates) {
@@ -378,9 +386,9 @@ public:
                            llvm::Twine(needed) + "; use segs = " + llvm::Twine(needed));
       if (!backward() && cfg.get("programs") != 0)
         return configError("segs > 1 takes programs = 0 in the forward pass");
-      if (backward() && (s.rowThreads != 1 || cfg.get("prefetch") != 0 || cfg.has("wload")))
-        return configError("segs > 1 in the backward pass takes rows = 1 and prefetch = 0, and no "
-                           "wload (the weight is read for every segment)");
+      if (backward() && (cfg.get("prefetch") != 0 || cfg.has("wload")))
+        return configError("segs > 1 in the backward pass takes prefetch = 0 and no wload (the "
+                           "weight is read for every segment)");
     }
     int64_t limit = backward() ? kMaxElemsPerThreadBwd : kMaxElemsPerThreadFwd;
     if (s.elems > limit)
@@ -640,9 +648,9 @@ private:
     tb.store(partial, dwp, ValueRange{pid, c0});
   }
 
-  /// One row at a time, in segments: the row's dot product over all segments
-  /// first, then dx per segment, each segment's dw contribution added to the
-  /// program's partial row (zeroed first) by the threads that own its columns.
+  /// A tile of rows at a time, in segments: the rows' dot products over all
+  /// segments first, then dx per segment, each segment's dw contribution added
+  /// to the program's partial row (zeroed first; see the file comment).
   void backwardRowsInSegments(OpBuilder &b, Location loc, TileBuilder &tb, const KernelSpec &spec,
                               const TileConfig &cfg, const Shape &s, ValueRange args, Value pid,
                               Value nprog, Value ntiles) const {
@@ -657,7 +665,7 @@ private:
     auto rowLoop = scf::ForOp::create(b, loc, pid, ntiles, nprog);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(rowLoop.getBody()->getTerminator());
-    Value row0 = rowLoop.getInductionVar(); // rows = 1: tile t is row t
+    Value row0 = arith::MulIOp::create(b, loc, rowLoop.getInductionVar(), tb.index(s.rowThreads));
     Value rs = tb.load(tb.rowsTile(), a.rstdIn, ValueRange{row0});
     Value rb = tb.broadcast(rs);
     // dy * g and x of one segment; streaming only on the second reading.

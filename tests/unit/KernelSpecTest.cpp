@@ -201,9 +201,11 @@ TEST(RmsNormTemplate, LongRowsGoInSegments) {
                 std::string::npos);
     } else {
       EXPECT_NE(check(base + " segs=13 wload=1").find("no wload"), std::string::npos);
-      EXPECT_NE(
-          check("vec=8 threads=512 rows=2 stream=0 programs=132 prefetch=0 segs=25").find("rows = 1"),
-          std::string::npos);
+      EXPECT_NE(check("vec=8 threads=512 rows=1 stream=0 programs=132 prefetch=1 segs=13")
+                    .find("prefetch = 0"),
+                std::string::npos);
+      // Four rows of 128 lanes: 98 runs per lane, 49 segments of 2.
+      EXPECT_EQ(check("vec=8 threads=512 rows=4 stream=0 programs=132 prefetch=0 segs=49"), "");
     }
   }
 }
