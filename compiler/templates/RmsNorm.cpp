@@ -251,11 +251,12 @@ public:
   // row, and the spills cost 2.3x at 16384. They take no prefetch, read the
   // weight for each tile rather than holding it (7 % at 16384), and up to
   // 16384 columns 512 threads of 4-wide vectors (128 registers each).
-  // Rows that 1024 threads cannot hold within the element limit go in
-  // segments (forward: 512 threads of 4 runs, 16384 bf16 columns per segment;
-  // backward: 2 runs, 8192). The forward pass already does above 32 elements
-  // per thread: holding 64 spills (2048x65536: 2.61 TB/s held, 3.47 in 4
-  // segments).
+  // Long rows go in segments (bench/NOTES.md, v5). Forward: above 32
+  // elements per thread (holding 64 spills; 2048x65536: 2.61 TB/s held, 3.47
+  // in 4 segments), 1024 threads of 4 runs per segment (32768 bf16 columns).
+  // Backward: rows that 512 threads cannot hold (above 16384 bf16 columns;
+  // 4096x24576: 0.87 TB/s held by 1024 threads, 1.86 in segments), tiles of
+  // 4 rows of 256 lanes, one run per lane per segment (2048 columns).
   static constexpr int64_t kMaxHeldFwd = 32;
   static constexpr int64_t kLongBwdRow = 8192;
   TileConfig defaultConfig(const KernelSpec &spec) const override {
@@ -267,16 +268,13 @@ public:
       int64_t lanes = std::min<int64_t>(512, (spec.cols + v4 - 1) / v4);
       if ((spec.cols + v4 * lanes - 1) / (v4 * lanes) * v4 <= kMaxElemsPerThreadBwd)
         return makeConfig(spec, v4, lanes, 512).set("prefetch", 0).set("wload", 1);
-      // Rows above 16384: 1024 threads of the widest vectors, still no prefetch.
-      c = makeConfig(spec, vec, lanesFor(spec, vec, 2, limit), 512)
-              .set("prefetch", 0)
-              .set("wload", 1);
-    } else {
-      c = makeConfig(spec, vec, lanesFor(spec, vec, backward() ? 2 : 4, limit),
-                     backward() ? 512 : 256);
+      return segmentedConfig(spec, vec, 1024, 1, 4);
     }
+    c = makeConfig(spec, vec, lanesFor(spec, vec, backward() ? 2 : 4, limit),
+                   backward() ? 512 : 256);
     if (shapeOf(spec, c).elems > (backward() ? limit : kMaxHeldFwd))
-      return segmentedConfig(spec, vec, 512, backward() ? 2 : 4);
+      return backward() ? segmentedConfig(spec, vec, 1024, 1, 4)
+                        : segmentedConfig(spec, vec, 1024, 4);
     return c;
   }
 
