@@ -253,10 +253,12 @@ public:
   // 16384 columns 512 threads of 4-wide vectors (128 registers each).
   // Long rows go in segments (bench/NOTES.md, v5). Forward: above 32
   // elements per thread (holding 64 spills; 2048x65536: 2.61 TB/s held, 3.47
-  // in 4 segments), 1024 threads of 4 runs per segment (32768 bf16 columns).
+  // in 4 segments), 1024 threads of 2 runs per segment (16384 bf16 columns;
+  // first or second of 18 configs at 65536, 100000 and 131072).
   // Backward: rows that 512 threads cannot hold (above 16384 bf16 columns;
   // 4096x24576: 0.87 TB/s held by 1024 threads, 1.86 in segments), tiles of
-  // 4 rows of 256 lanes, one run per lane per segment (2048 columns).
+  // 4 rows of 256 lanes, one run per lane per segment (2048 columns; first of
+  // 38 configs at 20480 and 24576, of 14 at 131072).
   static constexpr int64_t kMaxHeldFwd = 32;
   static constexpr int64_t kLongBwdRow = 8192;
   TileConfig defaultConfig(const KernelSpec &spec) const override {
@@ -274,7 +276,7 @@ public:
                    backward() ? 512 : 256);
     if (shapeOf(spec, c).elems > (backward() ? limit : kMaxHeldFwd))
       return backward() ? segmentedConfig(spec, vec, 1024, 1, 4)
-                        : segmentedConfig(spec, vec, 1024, 4);
+                        : segmentedConfig(spec, vec, 1024, 2);
     return c;
   }
 
