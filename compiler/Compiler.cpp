@@ -125,6 +125,7 @@ llvm::Expected<EntryInfo> entryOf(tile::KernelOp kernel) {
   EntryInfo info;
   info.name = kernel.getSymName().str();
   info.blockThreads = int(kernel.getBlockThreads());
+  info.clusterBlocks = int(kernel.getClusterBlocks());
   if (auto s = kernel->getAttrOfType<IntegerAttr>("tile.scratch_bytes"))
     info.staticSmemBytes = int(s.getInt());
   for (auto [i, t] : llvm::enumerate(kernel.getArgumentTypes())) {

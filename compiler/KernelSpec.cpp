@@ -52,6 +52,8 @@ bool isKnownArch(std::string_view a) {
   return a == "sm_80" || a == "sm_86" || a == "sm_89" || a == "sm_90" || a == "sm_90a";
 }
 
+bool hasClusters(std::string_view arch) { return arch == "sm_90" || arch == "sm_90a"; }
+
 std::string KernelSpec::canonical(bool withRuntimeSizes) const {
   std::ostringstream os;
   os << opName(op) << " dtype=" << dtypeName(dtype) << " wdtype=" << dtypeName(wdtype);

@@ -28,6 +28,8 @@ std::optional<OpKind> parseOpKind(std::string_view name);
 
 /// Targets tilejit compiles for.
 bool isKnownArch(std::string_view arch);
+/// Whether `arch` can launch thread-block clusters (sm_90 and later).
+bool hasClusters(std::string_view arch);
 
 struct KernelSpec {
   OpKind op = OpKind::RmsNormFwd;

@@ -119,6 +119,7 @@ std::string entriesToJson(const std::vector<EntryInfo> &entries) {
       symbols.push_back({arg, dim});
     out.push_back({{"name", e.name},
                    {"threads", e.blockThreads},
+                   {"cluster", e.clusterBlocks},
                    {"smem", e.staticSmemBytes},
                    {"registers", e.registers},
                    {"spill", e.spillBytes},
@@ -149,6 +150,11 @@ llvm::Expected<std::vector<EntryInfo>> entriesFromJson(const std::string &text) 
     info.blockThreads = e["threads"].get<int>();
     if (info.blockThreads < 1 || info.blockThreads > 1024)
       return bad("entry " + info.name + " has " + std::to_string(info.blockThreads) + " threads");
+    info.clusterBlocks = e.value("cluster", 1);
+    if (info.clusterBlocks != 1 && info.clusterBlocks != 2 && info.clusterBlocks != 4 &&
+        info.clusterBlocks != 8)
+      return bad("entry " + info.name + " has clusters of " + std::to_string(info.clusterBlocks) +
+                 " blocks");
     info.staticSmemBytes = e.value("smem", 0);
     info.registers = e.value("registers", -1);
     info.spillBytes = e.value("spill", 0);

@@ -44,6 +44,7 @@ struct GridRule {
 struct EntryInfo {
   std::string name;
   int blockThreads = 0;
+  int clusterBlocks = 1; // blocks per program instance; the grid rule counts programs
   int staticSmemBytes = 0;
   int registers = -1; // from ptxas, -1 if unknown
   int spillBytes = 0;

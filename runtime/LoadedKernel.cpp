@@ -153,8 +153,15 @@ llvm::Error LoadedKernel::launch(size_t entry, const KernelArg *args, size_t cou
   auto drv = CudaDriver::get();
   if (!drv)
     return drv.takeError();
+  // The grid rule counts program instances; each is a cluster of blocks when
+  // the kernel was compiled with cluster dimensions (which the launch then
+  // takes from the binary).
+  if (grid * e.clusterBlocks > 0x7fffffff)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "kernel " + e.name + ": grid of " + llvm::Twine(grid) +
+                                       " clusters is too large");
   CUlaunchConfig cfg = {};
-  cfg.gridDimX = unsigned(grid);
+  cfg.gridDimX = unsigned(grid * e.clusterBlocks);
   cfg.gridDimY = cfg.gridDimZ = 1;
   cfg.blockDimX = unsigned(e.blockThreads);
   cfg.blockDimY = cfg.blockDimZ = 1;

@@ -58,6 +58,12 @@ struct TileCheckTargetPass : impl::TileCheckTargetBase<TileCheckTargetPass> {
 
   /// Returns true after reporting an error.
   bool checkKernel(KernelOp kernel) {
+    if (kernel.getClusterBlocks() > 1 && !hasClusters(arch)) {
+      kernel.emitError() << "kernel '" << kernel.getSymName() << "' runs in clusters of "
+                         << kernel.getClusterBlocks() << " blocks, which need sm_90 or later; the "
+                         << "target is " << arch;
+      return true;
+    }
     int64_t scratch = scratchBytesFor(kernel);
     if (scratch > kStaticSmemLimit) {
       kernel.emitError() << "kernel '" << kernel.getSymName() << "' needs " << scratch

@@ -17,6 +17,11 @@ namespace tilejit {
 namespace {
 
 constexpr const char *kScratchName = "tj_scratch";
+constexpr const char *kClusterSlotsName = "tj_cluster_slots";
+constexpr const char *kClusterPhaseName = "tj_cluster_phase";
+// Set before the conversion on the ops of a kernel that runs in clusters: the
+// blocks per cluster (ops cannot see their kernel once it is being lowered).
+constexpr const char *kClusterAttr = "tile.cluster_blocks";
 
 std::string cTypeName(Type elem) {
   if (elem.isBF16())
@@ -85,12 +90,15 @@ struct KernelLowering : OpConversionPattern<KernelOp> {
     auto func = emitc::FuncOp::create(rw, op.getLoc(), op.getSymName(), fnType);
     std::string spec =
         "extern \"C\" __global__ __launch_bounds__(" + std::to_string(op.getBlockThreads()) + ")";
+    if (op.getClusterBlocks() > 1)
+      spec += " __cluster_dims__(" + std::to_string(op.getClusterBlocks()) + ", 1, 1)";
     func.setSpecifiersAttr(rw.getStrArrayAttr({spec}));
     rw.inlineRegionBefore(op.getBody(), func.getBody(), func.end());
     if (failed(rw.convertRegionTypes(&func.getBody(), conv, &sig)))
       return failure();
-    if (auto scratch = op->getAttrOfType<IntegerAttr>("tile.scratch_bytes"))
-      func->setAttr("tile.scratch_bytes", scratch);
+    for (StringRef name : {"tile.scratch_bytes", "tile.cluster_slots"})
+      if (auto v = op->getAttrOfType<IntegerAttr>(name))
+        func->setAttr(name, v);
     rw.eraseOp(op);
     return success();
   }
@@ -100,23 +108,40 @@ struct ReturnLowering : OpConversionPattern<ReturnOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(ReturnOp op, OpAdaptor,
                                 ConversionPatternRewriter &rw) const override {
+    // No block of a cluster leaves while another may still read its shared
+    // memory.
+    if (op->hasAttr(kClusterAttr))
+      callOpaque(rw, op.getLoc(), Type(), "tj::cluster_sync", {});
     rw.replaceOpWithNewOp<emitc::ReturnOp>(op, Value());
     return success();
   }
 };
 
+/// Program queries: blocks, or clusters in a kernel that runs in clusters.
 template <class OpTy> struct GridQueryLowering : OpConversionPattern<OpTy> {
-  GridQueryLowering(const TypeConverter &tc, MLIRContext *ctx, StringRef callee)
-      : OpConversionPattern<OpTy>(tc, ctx), callee(callee) {}
+  GridQueryLowering(const TypeConverter &tc, MLIRContext *ctx, StringRef callee,
+                    StringRef clusterCallee)
+      : OpConversionPattern<OpTy>(tc, ctx), callee(callee), clusterCallee(clusterCallee) {}
   LogicalResult matchAndRewrite(OpTy op, typename OpTy::Adaptor,
                                 ConversionPatternRewriter &rw) const override {
     if (op.getDim() != Dim::x)
       return rw.notifyMatchFailure(op, "only grid dimension x is lowered");
     Type t = this->getTypeConverter()->convertType(op.getType());
-    rw.replaceOp(op, callOpaque(rw, op.getLoc(), t, callee, {}));
+    rw.replaceOp(op, callOpaque(rw, op.getLoc(), t,
+                                op->hasAttr(kClusterAttr) ? clusterCallee : callee, {}));
     return success();
   }
-  std::string callee;
+  std::string callee, clusterCallee;
+};
+
+struct ClusterRankLowering : OpConversionPattern<ClusterRankOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(ClusterRankOp op, OpAdaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Type t = getTypeConverter()->convertType(op.getType());
+    rw.replaceOp(op, callOpaque(rw, op.getLoc(), t, "tj::cluster_rank", {}));
+    return success();
+  }
 };
 
 struct DimLowering : OpConversionPattern<memref::DimOp> {
@@ -173,6 +198,31 @@ void annotateAccesses(ModuleOp module) {
       col0 = v.getSExtValue();
     op->setAttr(kCol0Attr, b.getI64IntegerAttr(col0));
   });
+}
+
+/// Notes the cluster size on the ops whose lowering depends on it, and on the
+/// kernel the rows of threads its cluster reductions need slots for.
+void annotateClusters(ModuleOp module) {
+  Builder b(module.getContext());
+  for (KernelOp kernel : module.getOps<KernelOp>()) {
+    int64_t blocks = kernel.getClusterBlocks();
+    if (blocks < 2)
+      continue;
+    int64_t slots = 0;
+    kernel.walk([&](Operation *op) {
+      if (auto reduce = dyn_cast<ReduceOp>(op)) {
+        if (!reduce.getCluster())
+          return;
+        auto layout = cast<BlockedLayoutAttr>(reduce.getOperand().getType().getEncoding());
+        slots = std::max(slots, layout.getRowThreads());
+      } else if (!isa<ProgramIdOp, NumProgramsOp, ReturnOp>(op)) {
+        return;
+      }
+      op->setAttr(kClusterAttr, b.getI64IntegerAttr(blocks));
+    });
+    if (slots)
+      kernel->setAttr("tile.cluster_slots", b.getI64IntegerAttr(slots));
+  }
 }
 
 Access accessFor(MLIRContext *ctx, StringRef verb, RankedTensorType tile, MemRefType memref,
@@ -261,6 +311,19 @@ struct ReduceLowering : OpConversionPattern<ReduceOp> {
         tmpl(ctx, int64_t(op.getKind())), tmpl(ctx, layout.getRowThreads()),
         tmpl(ctx, layout.getColThreads()), tmpl(ctx, getElemsPerThread(in))};
     Type t = getTypeConverter()->convertType(op.getType());
+    if (op.getCluster()) {
+      auto blocks = op->getAttrOfType<IntegerAttr>(kClusterAttr);
+      if (!blocks)
+        return rw.notifyMatchFailure(op, "cluster reduction outside a cluster kernel");
+      args.push_back(tmpl(ctx, blocks.getInt()));
+      Value slots = emitc::LiteralOp::create(
+          rw, op.getLoc(), emitc::PointerType::get(rw.getF32Type()), kClusterSlotsName);
+      Value phase = emitc::LiteralOp::create(
+          rw, op.getLoc(), emitc::OpaqueType::get(ctx, "unsigned"), kClusterPhaseName);
+      rw.replaceOp(op, callOpaque(rw, op.getLoc(), t, "tj::reduce_row_cluster",
+                                  {adaptor.getOperand(), scratch, slots, phase}, args));
+      return success();
+    }
     rw.replaceOp(op, callOpaque(rw, op.getLoc(), t,
                                 op.getDim() == 1 ? "tj::reduce_row" : "tj::reduce_col",
                                 {adaptor.getOperand(), scratch}, args));
@@ -360,6 +423,7 @@ struct TileLowerToEmitCPass : impl::TileLowerToEmitCBase<TileLowerToEmitCPass> {
         kernel->setAttr("tile.scratch_bytes",
                         IntegerAttr::get(IntegerType::get(ctx, 64), scratchBytesFor(kernel)));
     annotateAccesses(module);
+    annotateClusters(module);
     bool usesMemory = false, usesReduce = false;
     module.walk([&](Operation *op) {
       usesMemory |= isa<LoadOp, StoreOp>(op);
@@ -376,8 +440,11 @@ struct TileLowerToEmitCPass : impl::TileLowerToEmitCBase<TileLowerToEmitCPass> {
     RewritePatternSet patterns(ctx);
     patterns.add<KernelLowering, ReturnLowering, DimLowering, LoadLowering, StoreLowering,
                  ReduceLowering, BroadcastLowering, SplatLowering>(conv, ctx);
-    patterns.add<GridQueryLowering<ProgramIdOp>>(conv, ctx, "tj::program_id_x");
-    patterns.add<GridQueryLowering<NumProgramsOp>>(conv, ctx, "tj::num_programs_x");
+    patterns.add<GridQueryLowering<ProgramIdOp>>(conv, ctx, "tj::program_id_x",
+                                                 "tj::cluster_id_x");
+    patterns.add<GridQueryLowering<NumProgramsOp>>(conv, ctx, "tj::num_programs_x",
+                                                   "tj::num_clusters_x");
+    patterns.add<ClusterRankLowering>(conv, ctx);
     patterns.add<ElementwiseLowering<arith::AddFOp>>(conv, ctx, "tj::add", false);
     patterns.add<ElementwiseLowering<arith::SubFOp>>(conv, ctx, "tj::sub", false);
     patterns.add<ElementwiseLowering<arith::MulFOp>>(conv, ctx, "tj::mul", false);
@@ -415,6 +482,17 @@ struct TileLowerToEmitCPass : impl::TileLowerToEmitCBase<TileLowerToEmitCPass> {
       emitc::VerbatimOp::create(b, func.getLoc(),
                                 b.getStringAttr("__shared__ float " + std::string(kScratchName) +
                                                 "[" + std::to_string(floats) + "];"));
+      // Cluster reductions: two slots per row of threads, and the phase that
+      // alternates between their halves.
+      if (auto slots = func->getAttrOfType<IntegerAttr>("tile.cluster_slots")) {
+        func->removeAttr("tile.cluster_slots");
+        b.setInsertionPointAfter(&func.getBody().front().front());
+        emitc::VerbatimOp::create(
+            b, func.getLoc(),
+            b.getStringAttr("__shared__ float " + std::string(kClusterSlotsName) + "[" +
+                            std::to_string(2 * slots.getInt()) + "];\nunsigned " +
+                            kClusterPhaseName + " = 0;"));
+      }
     }
     b.setInsertionPointToStart(module.getBody());
     SmallVector<StringRef> includes = {"prelude.cuh", "frag.cuh"};

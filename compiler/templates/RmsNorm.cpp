@@ -25,6 +25,12 @@
 // Only the first row of threads writes the partial row, and each of its
 // threads reads back only the columns it wrote itself, so no barrier is needed.
 //
+// cluster (optional, 1 when absent; sm_90) C > 1 splits each row over a
+// cluster of C blocks on neighbouring multiprocessors: each holds one slice of
+// ceil(cols / C) columns (rounded up to whole vector runs) in registers, and
+// the row sums combine across the cluster through distributed shared memory.
+// A program is then a cluster; `programs` counts clusters.
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/templates/Template.h"
 
@@ -122,8 +128,12 @@ struct TileBuilder {
   Value add(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
   Value sub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
   Value mul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
-  Value rowSum(Value t) {
-    return tt::ReduceOp::create(b, loc, rowsTile(), tt::ReduceKind::sum, t, 1);
+  /// Sum along rows; `cluster`: across the blocks of the cluster too.
+  Value rowSum(Value t, bool cluster = false) {
+    auto op = tt::ReduceOp::create(b, loc, rowsTile(), tt::ReduceKind::sum, t, 1);
+    if (cluster)
+      op.setCluster(true);
+    return op;
   }
   Value colSum(Value t) {
     return tt::ReduceOp::create(b, loc, colsTile(b.getF32Type()), tt::ReduceKind::sum, t, 0);
@@ -150,10 +160,11 @@ DictionaryAttr configAttr(MLIRContext &ctx, const TileConfig &cfg) {
 
 tt::KernelOp makeKernel(OpBuilder &b, Location loc, StringRef name, ArrayRef<Type> args,
                         int64_t threads, AffineMap grid, ArrayRef<int64_t> gridOperands,
-                        DictionaryAttr config) {
+                        DictionaryAttr config, int64_t cluster = 1) {
   auto fnType = b.getFunctionType(args, {});
   auto kernel = tt::KernelOp::create(b, loc, name, fnType, threads, grid, gridOperands, config,
-                                     /*arg_attrs=*/nullptr, /*res_attrs=*/nullptr);
+                                     /*arg_attrs=*/nullptr, /*res_attrs=*/nullptr,
+                                     cluster > 1 ? b.getI64IntegerAttr(cluster) : nullptr);
   Block *entry = b.createBlock(&kernel.getBody());
   for (Type t : args)
     entry->addArgument(t, loc);
@@ -167,6 +178,7 @@ struct Shape {
   int64_t chunks;    // vector runs per lane in one segment
   int64_t elems;     // elements of a row each thread holds at a time
   int64_t segCols;   // columns per segment: the tile's width
+  int64_t cluster;   // blocks a row is split over (1: one block holds it)
 };
 
 int64_t ceilDiv(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
@@ -178,11 +190,14 @@ Shape shapeOf(const KernelSpec &spec, const TileConfig &cfg) {
   s.rowThreads = cfg.get("rows");
   s.colThreads = s.rowThreads > 0 ? s.threads / s.rowThreads : 0;
   int64_t perPass = s.colThreads * s.vec;
-  s.rowChunks = ceilDiv(spec.cols, perPass);
+  s.cluster = cfg.has("cluster") ? cfg.get("cluster") : 1;
+  // With a cluster, each block's part of a row: its slice of the columns.
+  int64_t cols = s.cluster > 1 ? ceilDiv(spec.cols, std::max<int64_t>(s.cluster, 1)) : spec.cols;
+  s.rowChunks = ceilDiv(cols, perPass);
   s.segs = cfg.has("segs") ? cfg.get("segs") : 1;
   s.chunks = ceilDiv(s.rowChunks, s.segs);
   s.elems = s.chunks * s.vec;
-  s.segCols = s.segs == 1 ? spec.cols : s.chunks * perPass;
+  s.segCols = s.segs == 1 && s.cluster == 1 ? spec.cols : s.chunks * perPass;
   return s;
 }
 
@@ -334,6 +349,27 @@ public:
             for (int64_t stream : {1, 0})
               candidates.push_back(c.set("stream", stream));
           }
+    // Long rows on sm_90: also split over clusters of 2 or 4 blocks, each
+    // holding its slice as a short row would be held.
+    if (hasClusters(spec.arch) && spec.cols > (backward() ? kLongBwdRow : 16384))
+      for (int64_t cluster : {2, 4}) {
+        KernelSpec slice = spec;
+        slice.cols = ceilDiv(spec.cols, cluster);
+        int64_t vec = maxVec(spec);
+        TileConfig c = makeConfig(spec, vec, lanesFor(slice, vec, backward() ? 2 : 4, limit),
+                                  backward() ? 512 : 256);
+        c.set("cluster", cluster);
+        for (int64_t stream : {0, 1}) {
+          c.set("stream", stream);
+          if (!backward()) {
+            candidates.push_back(c);
+            continue;
+          }
+          for (int64_t prefetch : {1, 0})
+            candidates.push_back(c.set("programs", assumedSMCount(spec.arch) / cluster)
+                                     .set("prefetch", prefetch));
+        }
+      }
     // Valid configs only, each once, keeping the first (likeliest) occurrence.
     std::vector<TileConfig> out;
     for (auto &c : candidates) {
@@ -356,7 +392,7 @@ public:
                                     : "config lacks 'programs'");
     for (auto &[k, v] : cfg.values)
       if (k != "vec" && k != "threads" && k != "rows" && k != "stream" && k != "programs" &&
-          k != "segs" && !(backward() && (k == "prefetch" || k == "wload")))
+          k != "segs" && k != "cluster" && !(backward() && (k == "prefetch" || k == "wload")))
         return configError("unknown config parameter '" + k + "' for " + std::string(opName(op_)));
     Shape s = shapeOf(spec, cfg);
     int bytes = dtypeBytes(spec.dtype);
@@ -375,6 +411,18 @@ public:
                          llvm::Twine(s.threads) + " into a power-of-two number of lanes");
     if (s.colThreads > 32 && s.colThreads % 32 != 0)
       return configError("lanes per row above 32 must be whole warps");
+    if (s.cluster != 1 && s.cluster != 2 && s.cluster != 4 && s.cluster != 8)
+      return configError("cluster must be 1, 2, 4 or 8, got " + llvm::Twine(s.cluster));
+    if (s.cluster > 1) {
+      if (!hasClusters(spec.arch))
+        return configError("cluster > 1 needs sm_90 or later, not " + spec.arch);
+      if (s.segs > 1)
+        return configError("cluster > 1 and segs > 1 do not combine");
+      if ((s.cluster - 1) * s.segCols >= spec.cols)
+        return configError("a row of " + llvm::Twine(spec.cols) + " columns in slices of " +
+                           llvm::Twine(s.segCols) + " leaves block " + llvm::Twine(s.cluster - 1) +
+                           " of the cluster without columns; use a smaller cluster");
+    }
     if (s.segs < 1 || s.segs > s.rowChunks)
       return configError("segs must be in [1, " + llvm::Twine(s.rowChunks) +
                          "] (the vector runs per lane in a row), got " + llvm::Twine(s.segs));
@@ -469,20 +517,20 @@ private:
     AffineMap grid =
         programs > 0 ? AffineMap::get(0, 1, {tiles, getAffineConstantExpr(programs, &ctx)}, &ctx)
                      : AffineMap::get(0, 1, tiles);
-    auto kernel =
-        makeKernel(b, loc, baseName(spec), args, s.threads, grid, {0, 0}, configAttr(ctx, cfg));
+    auto kernel = makeKernel(b, loc, baseName(spec), args, s.threads, grid, {0, 0},
+                             configAttr(ctx, cfg), s.cluster);
     Block &body = kernel.getBody().front();
     b.setInsertionPointToStart(&body);
     Value x = body.getArgument(0), w = body.getArgument(1), y = body.getArgument(2),
           rstdOut = body.getArgument(3), eps = body.getArgument(4);
 
     TileBuilder tb{b, loc, tt::BlockedLayoutAttr::get(&ctx, s.vec, s.rowThreads, s.colThreads),
-                   s.rowThreads, n};
+                   s.rowThreads, s.segCols};
     bool stream = cfg.get("stream") != 0;
     Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
-    Value c0 = tb.index(0);
+    Value c0 = sliceStart(b, loc, tb, s);
     Value tileRows = tb.index(s.rowThreads);
-    Value g = tb.broadcast(tb.gamma(w, wT, spec.zeroCenteredGamma));
+    Value g = tb.broadcast(tb.gamma(w, wT, spec.zeroCenteredGamma, c0));
     Value invN = tb.splat(tb.f32(1.0 / double(n)), tb.rowsTile());
     Value epsTile = tb.splat(eps, tb.rowsTile());
     auto loadX = [&](Value t) {
@@ -492,7 +540,7 @@ private:
     auto compute = [&](Value t, Value xt) {
       Value row0 = arith::MulIOp::create(b, loc, t, tileRows);
       Value xf = tb.widen(xt);
-      Value meanSq = tb.mul(tb.rowSum(tb.mul(xf, xf)), invN);
+      Value meanSq = tb.mul(tb.rowSum(tb.mul(xf, xf), s.cluster > 1), invN);
       Value rstd = math::RsqrtOp::create(b, loc, tb.add(meanSq, epsTile));
       tb.store(rstd, rstdOut, ValueRange{row0});
       Value yf = tb.mul(tb.mul(xf, tb.broadcast(rstd)), g);
@@ -516,6 +564,15 @@ private:
     b.setInsertionPointToEnd(&body);
     tt::ReturnOp::create(b, loc);
     b.setInsertionPointAfter(kernel);
+  }
+
+  /// The first column of this block's part of a row: its slice in a
+  /// cluster, else 0.
+  static Value sliceStart(OpBuilder &b, Location loc, TileBuilder &tb, const Shape &s) {
+    if (s.cluster == 1)
+      return tb.index(0);
+    Value rank = tt::ClusterRankOp::create(b, loc);
+    return arith::MulIOp::create(b, loc, rank, tb.index(s.segCols));
   }
 
   /// for k in [0, segs): body(column of segment k, carried values).
@@ -600,11 +657,11 @@ private:
     Value tileRows = tb.index(s.rowThreads);
     // The weight, held for the whole program or (wload) read for each tile.
     bool wload = cfg.has("wload") && cfg.get("wload") != 0;
-    auto gamma = [&] { return tb.broadcast(tb.gamma(w, wT, spec.zeroCenteredGamma)); };
+    Value c0 = sliceStart(b, loc, tb, s);
+    auto gamma = [&] { return tb.broadcast(tb.gamma(w, wT, spec.zeroCenteredGamma, c0)); };
     Value heldGamma = wload ? Value() : gamma();
     Value invN = tb.splat(tb.f32(1.0 / double(n)), tb.rowsTile());
     Value zero = tb.splat(tb.f32(0.0), tb.tile(f32));
-    Value c0 = tb.index(0);
     // With prefetch, the loads of the next tile are issued before the
     // current one is computed (two-stage software pipeline through the loop's
     // iteration arguments); loads past the last tile are masked.
@@ -637,7 +694,7 @@ private:
       Value rb = tb.broadcast(cur[2]);
       Value xhat = tb.mul(xf, rb);
       Value dyg = tb.mul(dyf, wload ? gamma() : heldGamma);
-      Value mean = tb.mul(tb.rowSum(tb.mul(dyg, xhat)), invN);
+      Value mean = tb.mul(tb.rowSum(tb.mul(dyg, xhat), s.cluster > 1), invN);
       Value dxf = tb.mul(tb.sub(dyg, tb.mul(xhat, tb.broadcast(mean))), rb);
       tb.store(tb.narrow(dxf, xT), dx, ValueRange{row0, c0}, stream);
       SmallVector<Value> yields = {tb.add(acc, tb.mul(dyf, xhat))};
@@ -708,8 +765,8 @@ private:
                                 MemRefType::get({dyn}, f32),   MemRefType::get({n}, wT),
                                 MemRefType::get({dyn, n}, xT), MemRefType::get({programs, n}, f32)};
       AffineMap grid = AffineMap::get(0, 0, getAffineConstantExpr(programs, &ctx));
-      auto kernel =
-          makeKernel(b, loc, baseName(spec), args, s.threads, grid, {}, configAttr(ctx, cfg));
+      auto kernel = makeKernel(b, loc, baseName(spec), args, s.threads, grid, {},
+                               configAttr(ctx, cfg), s.cluster);
       Block &body = kernel.getBody().front();
       b.setInsertionPointToStart(&body);
       Value x = body.getArgument(1);

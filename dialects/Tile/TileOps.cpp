@@ -43,6 +43,9 @@ LogicalResult KernelOp::verify() {
     return emitOpError() << "body has " << entry.getNumArguments() << " arguments, signature "
                          << type.getNumInputs();
 
+  int64_t cluster = getClusterBlocks();
+  if (cluster != 1 && cluster != 2 && cluster != 4 && cluster != 8)
+    return emitOpError() << "cluster_size must be 1, 2, 4 or 8, got " << cluster;
   int64_t threads = getBlockThreads();
   if (threads < 32 || threads > 1024 || threads % 32 != 0)
     return emitOpError() << "block_threads must be a multiple of 32 in "
@@ -115,6 +118,16 @@ static LogicalResult verifyInKernel(Operation *op) {
   return success();
 }
 
+/// Ops that need the blocks of a program grouped into a cluster.
+static LogicalResult verifyInClusterKernel(Operation *op) {
+  if (failed(verifyInKernel(op)))
+    return failure();
+  if (op->getParentOfType<KernelOp>().getClusterBlocks() < 2)
+    return op->emitOpError() << "needs a kernel with cluster_size of 2 or more";
+  return success();
+}
+
+LogicalResult ClusterRankOp::verify() { return verifyInClusterKernel(*this); }
 LogicalResult ProgramIdOp::verify() { return verifyInKernel(*this); }
 LogicalResult NumProgramsOp::verify() { return verifyInKernel(*this); }
 
@@ -180,6 +193,11 @@ LogicalResult ReduceOp::verify() {
                          << ", parent = " << layout << ">, got " << out.getEncoding();
   if (out.getRank() != 1 || out.getDimSize(0) != in.getDimSize(1 - dim))
     return emitOpError() << "result shape must be [" << in.getDimSize(1 - dim) << "], got " << out;
+  if (getCluster()) {
+    if (dim != 1)
+      return emitOpError() << "reduces across a cluster along rows only (dim = 1)";
+    return verifyInClusterKernel(*this);
+  }
   return success();
 }
 

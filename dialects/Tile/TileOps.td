@@ -152,10 +152,17 @@ def Tile_KernelOp : Tile_Op<"kernel", [
     each dynamic size is a launch-time value), `f32` scalars and `index`
     scalars. Memref arguments do not overlap one another: a memref the kernel
     never stores to is read through the read-only cache. The body runs once
-    per program instance.
+    per block.
 
-    Launch shape: `block_threads` threads per block. The grid's x size is the
-    minimum of the results of the affine map `grid`, whose symbols are bound,
+    `cluster_size` C (1, 2, 4 or 8; sm_90 and later) groups the blocks into
+    clusters of C that run at once on neighbouring multiprocessors: a program
+    instance is then a cluster, `tile.program_id` and `tile.num_programs`
+    count clusters, `tile.cluster_rank` tells the C blocks of one apart, and a
+    `tile.reduce` marked `cluster` combines across them.
+
+    Launch shape: `block_threads` threads per block. The number of program
+    instances (blocks, or clusters) along x is the minimum of the results of
+    the affine map `grid`, whose symbols are bound,
     in order, to the launch-time values named by `grid_operands`: pairs
     `(argument, dimension)`, where dimension -1 names an `index` argument
     itself and `d >= 0` names size `d` of a memref argument. `config` holds the
@@ -177,7 +184,8 @@ def Tile_KernelOp : Tile_Op<"kernel", [
                        DenseI64ArrayAttr:$grid_operands,
                        OptionalAttr<DictionaryAttr>:$config,
                        OptionalAttr<DictArrayAttr>:$arg_attrs,
-                       OptionalAttr<DictArrayAttr>:$res_attrs);
+                       OptionalAttr<DictArrayAttr>:$res_attrs,
+                       OptionalAttr<I64Attr>:$cluster_size);
   let regions = (region SizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
@@ -191,6 +199,8 @@ def Tile_KernelOp : Tile_Op<"kernel", [
     }
     static ::llvm::StringRef getDefaultDialect() { return "tile"; }
     bool isDeclaration() { return false; }
+    /// Blocks per program instance (1 without clusters).
+    int64_t getClusterBlocks() { return getClusterSize() ? *getClusterSize() : 1; }
   }];
 }
 
@@ -207,7 +217,8 @@ def Tile_ReturnOp : Tile_Op<"return", [Pure, Terminator, HasParent<"KernelOp">]>
 def Tile_ProgramIdOp : Tile_Op<"program_id", [Pure]> {
   let summary = "This program instance's index in the grid";
   let description = [{
-    `%i = tile.program_id x` is the block index along grid dimension `x`.
+    `%i = tile.program_id x` is the block index along grid dimension `x`
+    (the cluster index in a kernel with `cluster_size`).
   }];
   let arguments = (ins Tile_Dim:$dim);
   let results = (outs Index:$result);
@@ -218,13 +229,25 @@ def Tile_ProgramIdOp : Tile_Op<"program_id", [Pure]> {
 def Tile_NumProgramsOp : Tile_Op<"num_programs", [Pure]> {
   let summary = "The number of program instances in the grid";
   let description = [{
-    `%n = tile.num_programs x` is the grid size along `x`; with
+    `%n = tile.num_programs x` is the grid size along `x` (in clusters in a
+    kernel with `cluster_size`); with
     `tile.program_id` it forms persistent loops
     (`scf.for %t = %pid to %ntiles step %n`).
   }];
   let arguments = (ins Tile_Dim:$dim);
   let results = (outs Index:$result);
   let assemblyFormat = "$dim attr-dict";
+  let hasVerifier = 1;
+}
+
+def Tile_ClusterRankOp : Tile_Op<"cluster_rank", [Pure]> {
+  let summary = "This block's rank in its cluster";
+  let description = [{
+    `%r = tile.cluster_rank` is in [0, cluster_size): which of the blocks of
+    one program instance this is. Only in a kernel with `cluster_size`.
+  }];
+  let results = (outs Index:$result);
+  let assemblyFormat = "attr-dict";
   let hasVerifier = 1;
 }
 
@@ -284,7 +307,10 @@ def Tile_StoreOp : Tile_Op<"store", [
 def Tile_ReduceOp : Tile_Op<"reduce", [Pure]> {
   let summary = "Reduces a rank-2 f32 tile along one dimension";
   let description = [{
-    Combines the elements of `operand` along `dim` with `kind`. The result has
+    Combines the elements of `operand` along `dim` with `kind`. With
+    `cluster` (rows only, `dim = 1`), the rows are combined across the blocks
+    of the cluster too, in rank order, and every block receives the same
+    result: a row split over a cluster reduces as one. The result has
     the operand's shape without `dim` and the layout
     `#tile.slice<dim = dim, parent = operand's layout>`: every thread that held
     part of a reduced row or column receives the whole result. Reductions are
@@ -297,7 +323,7 @@ def Tile_ReduceOp : Tile_Op<"reduce", [Pure]> {
     ```
   }];
   let arguments = (ins Tile_ReduceKind:$kind, Tile_F32Tile:$operand,
-                       I64Attr:$dim);
+                       I64Attr:$dim, UnitAttr:$cluster);
   let results = (outs Tile_F32Tile:$result);
   let assemblyFormat = "$kind $operand attr-dict `:` type($operand) `->` type($result)";
   let hasVerifier = 1;

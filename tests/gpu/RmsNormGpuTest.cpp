@@ -53,12 +53,16 @@ struct Case {
   DType dtype, wdtype;
   bool zcg;
   int misalign = 0; // bytes added to the x/dy/y/dx addresses
+  // Configs to run instead of the defaults (empty: the default).
+  const char *fwdConfig = "", *bwdConfig = "";
 };
 
 std::string name(const Case &c) {
   return std::to_string(c.rows) + "x" + std::to_string(c.cols) + " " +
          std::string(dtypeName(c.dtype)) + "/" + std::string(dtypeName(c.wdtype)) +
-         (c.zcg ? " zcg" : "") + (c.misalign ? " misaligned" : "");
+         (c.zcg ? " zcg" : "") + (c.misalign ? " misaligned" : "") +
+         (*c.fwdConfig ? std::string(" fwd [") + c.fwdConfig + "]" : "") +
+         (*c.bwdConfig ? std::string(" bwd [") + c.bwdConfig + "]" : "");
 }
 
 std::vector<Case> cases() {
@@ -87,6 +91,21 @@ std::vector<Case> cases() {
   out.push_back({33, 4096, DType::BF16, DType::F32, false});
   out.push_back({31, 4096, DType::BF16, DType::BF16, false, 2});
   out.push_back({31, 1000, DType::F16, DType::F16, true, 4});
+  // Rows split over clusters (one program per row tile, and persistent with
+  // the next rows loaded ahead), an odd row over four blocks, and segments
+  // of tiles of several rows.
+  out.push_back({37, 16384, DType::BF16, DType::BF16, false, 0,
+                 "cluster=2 programs=0 rows=1 stream=1 threads=256 vec=8",
+                 "cluster=2 prefetch=1 programs=66 rows=1 stream=0 threads=512 vec=8"});
+  out.push_back({1000, 16384, DType::BF16, DType::BF16, true, 0,
+                 "cluster=2 programs=66 rows=1 stream=0 threads=512 vec=8",
+                 "cluster=4 prefetch=1 programs=33 rows=1 stream=0 threads=512 vec=8"});
+  out.push_back({300, 20001, DType::BF16, DType::BF16, false, 0,
+                 "cluster=4 programs=0 rows=1 stream=0 threads=1024 vec=1",
+                 "cluster=4 prefetch=0 programs=33 rows=1 stream=1 threads=1024 vec=1"});
+  out.push_back({300, 20480, DType::F16, DType::F16, true, 0,
+                 "programs=0 rows=1 segs=2 stream=1 threads=1024 vec=8",
+                 "prefetch=0 programs=132 rows=4 segs=10 stream=1 threads=1024 vec=8"});
   return out;
 }
 
@@ -204,7 +223,7 @@ TEST_F(GpuRmsNorm, ForwardMatchesFloat64) {
     a.cols = c.cols;
     a.eps = eps;
     a.zeroCenteredGamma = c.zcg;
-    ASSERT_OK(rmsNormForward(cache, a, nullptr, arch));
+    ASSERT_OK(rmsNormForward(cache, a, nullptr, arch, must(TileConfig::parse(c.fwdConfig))));
     auto drv = must(CudaDriver::get());
     ASSERT_EQ(drv.cuCtxSynchronize(), CUDA_SUCCESS);
     ASSERT_EQ(drv.cuMemcpyDtoH_v2(y.bytes.data(), dyb.ptr() + c.misalign, y.bytes.size()),
@@ -264,7 +283,8 @@ TEST_F(GpuRmsNorm, BackwardMatchesFloat64AndIsDeterministic) {
     a.rows = c.rows;
     a.cols = c.cols;
     a.zeroCenteredGamma = c.zcg;
-    int64_t wsBytes = must(rmsNormBackwardWorkspace(cache, a, arch));
+    TileConfig config = must(TileConfig::parse(c.bwdConfig));
+    int64_t wsBytes = must(rmsNormBackwardWorkspace(cache, a, arch, config));
     auto ws = must(DeviceBuffer::allocate(size_t(wsBytes)));
     a.workspace = ws.ptr();
 
@@ -273,7 +293,7 @@ TEST_F(GpuRmsNorm, BackwardMatchesFloat64AndIsDeterministic) {
       ASSERT_OK(bdx.fill(0xFF));
       ASSERT_OK(bdw.fill(0xFF));
       ASSERT_OK(ws.fill(0xFF));
-      ASSERT_OK(rmsNormBackward(cache, a, nullptr, arch));
+      ASSERT_OK(rmsNormBackward(cache, a, nullptr, arch, config));
       ASSERT_EQ(drv.cuCtxSynchronize(), CUDA_SUCCESS);
       ASSERT_EQ(drv.cuMemcpyDtoH_v2(dx.bytes.data(), bdx.ptr() + c.misalign, dx.bytes.size()),
                 CUDA_SUCCESS);

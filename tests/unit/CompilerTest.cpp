@@ -95,6 +95,24 @@ TEST(Compiler, NvrtcBuildsCubinsForManyShapes) {
   }
 }
 
+// A row split over a cluster compiles to a kernel with cluster dimensions,
+// and its launch information says so (the runtime multiplies the grid).
+TEST(Compiler, ClusterKernelsBuildAndCarryTheirClusterSize) {
+  KernelSpec s = spec(OpKind::RmsNormBwd, 16384);
+  TileConfig c = *TileConfig::parse("cluster=2 prefetch=1 programs=66 rows=1 stream=0 "
+                                    "threads=512 vec=8");
+  auto k = compileKernel(s, c);
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  EXPECT_NE(k->cuda.find("__cluster_dims__(2, 1, 1)"), std::string::npos);
+  EXPECT_NE(k->ptx.find(".reqnctapercluster 2"), std::string::npos) << k->ptx.substr(0, 2000);
+  ASSERT_EQ(k->entries.size(), 2u);
+  EXPECT_EQ(k->entries[0].clusterBlocks, 2);
+  EXPECT_EQ(k->entries[1].clusterBlocks, 1);
+  auto back = entriesFromJson(entriesToJson(k->entries));
+  ASSERT_TRUE(bool(back)) << llvm::toString(back.takeError());
+  EXPECT_EQ((*back)[0].clusterBlocks, 2);
+}
+
 TEST(Compiler, NvrtcErrorCarriesTheLog) {
   auto r = compileKernel(spec(OpKind::RmsNormFwd, 64), {}, {Stage::Cuda, "", nullptr});
   ASSERT_TRUE(bool(r));

@@ -210,6 +210,43 @@ TEST(RmsNormTemplate, LongRowsGoInSegments) {
   }
 }
 
+// Long rows may also be split over a cluster of blocks (sm_90 only).
+TEST(RmsNormTemplate, ClusterSplitsAreCheckedAndSearched) {
+  for (OpKind op : {OpKind::RmsNormFwd, OpKind::RmsNormBwd}) {
+    const KernelTemplate &t = getTemplate(op);
+    KernelSpec s;
+    s.op = op;
+    s.cols = 32768;
+    s.align = 16;
+    auto check = [&](std::string cfg) {
+      return errorOf(t.checkConfig(s, *TileConfig::parse(cfg)));
+    };
+    std::string base = op == OpKind::RmsNormFwd
+                           ? "vec=8 threads=512 rows=1 stream=0 programs=0"
+                           : "vec=8 threads=512 rows=1 stream=0 programs=66 prefetch=1";
+    EXPECT_EQ(check(base + " cluster=2"), "");
+    EXPECT_NE(check(base + " cluster=3").find("cluster must be 1, 2, 4 or 8"), std::string::npos);
+    EXPECT_NE(check(base + " cluster=2 segs=2").find("do not combine"), std::string::npos);
+    // 32768 columns over 8 blocks of 4096-column slices: fine; 4097 columns
+    // over 2 blocks of 4096 leave the second block a single column, still
+    // fine; 4096 columns over 2 slices of 4096 leave it none.
+    EXPECT_EQ(check(base + " cluster=8"), "");
+    s.cols = 4096;
+    EXPECT_NE(check(base + " cluster=2").find("without columns"), std::string::npos);
+    s.cols = 32768;
+    int clustered = 0;
+    for (auto &c : t.configSpace(s)) {
+      EXPECT_EQ(errorOf(t.checkConfig(s, c)), "") << c.canonical();
+      clustered += c.has("cluster");
+    }
+    EXPECT_GE(clustered, 4);
+    s.arch = "sm_80";
+    EXPECT_NE(check(base + " cluster=2").find("needs sm_90"), std::string::npos);
+    for (auto &c : t.configSpace(s))
+      EXPECT_FALSE(c.has("cluster")) << "no clusters before sm_90: " << c.canonical();
+  }
+}
+
 // A bf16 activation with an f32 weight: the weight's vector accesses are
 // twice as wide and must fit the alignment too (regression: an 8-byte-aligned
 // f32 weight was read 16 bytes at a time).

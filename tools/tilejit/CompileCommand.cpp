@@ -73,7 +73,8 @@ int run(const CompileArgs &a) {
       s += "entry      " + e.name + ": " + std::to_string(e.blockThreads) + " threads, " +
            std::to_string(e.registers) + " registers, " + std::to_string(e.spillBytes) +
            " bytes spilled, " + std::to_string(e.staticSmemBytes) + " bytes shared, grid " +
-           e.grid.str() + "\n";
+           e.grid.str() +
+           (e.clusterBlocks > 1 ? " clusters of " + std::to_string(e.clusterBlocks) : "") + "\n";
     }
     text = s;
   }

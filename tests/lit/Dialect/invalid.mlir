@@ -499,3 +499,46 @@ tile.kernel @shape_misfit(%a: f32) attributes {block_threads = 32 : i64, grid = 
   %u = "arith.addf"(%t, %t) : (tensor<1x128xf32, #L>, tensor<1x128xf32, #L>) -> tensor<2x128xf32, #L>
   tile.return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Clusters
+//===----------------------------------------------------------------------===//
+
+// expected-error @+1 {{'tile.kernel' op cluster_size must be 1, 2, 4 or 8, got 3}}
+tile.kernel @cluster_of_three() attributes {block_threads = 32 : i64, cluster_size = 3 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
+tile.kernel @rank_without_cluster() attributes {block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  // expected-error @+1 {{'tile.cluster_rank' op needs a kernel with cluster_size of 2 or more}}
+  %r = tile.cluster_rank
+  tile.return
+}
+
+// -----
+
+#L = #tile.blocked<vec = 1, rowThreads = 1, colThreads = 32>
+#S = #tile.slice<dim = 1, parent = #L>
+tile.kernel @cluster_reduce_without_cluster(%x: memref<?x32xf32>) attributes {block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %t = tile.load %x[%c0, %c0] : memref<?x32xf32> -> tensor<1x32xf32, #L>
+  // expected-error @+1 {{'tile.reduce' op needs a kernel with cluster_size of 2 or more}}
+  %r = tile.reduce sum %t {dim = 1 : i64, cluster} : tensor<1x32xf32, #L> -> tensor<1xf32, #S>
+  tile.return
+}
+
+// -----
+
+#L = #tile.blocked<vec = 1, rowThreads = 1, colThreads = 32>
+#S = #tile.slice<dim = 0, parent = #L>
+tile.kernel @cluster_reduce_of_columns(%x: memref<?x32xf32>) attributes {block_threads = 32 : i64, cluster_size = 2 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %t = tile.load %x[%c0, %c0] : memref<?x32xf32> -> tensor<1x32xf32, #L>
+  // expected-error @+1 {{'tile.reduce' op reduces across a cluster along rows only (dim = 1)}}
+  %r = tile.reduce sum %t {dim = 0 : i64, cluster} : tensor<1x32xf32, #L> -> tensor<32xf32, #S>
+  tile.return
+}
