@@ -17,7 +17,7 @@ namespace tilejit {
 namespace {
 
 constexpr const char *kScratchName = "tj_scratch";
-constexpr const char *kClusterSlotsName = "tj_cluster_slots";
+constexpr const char *kClusterSlotsName = "tj_cluster";
 constexpr const char *kClusterPhaseName = "tj_cluster_phase";
 // Set before the conversion on the ops of a kernel that runs in clusters: the
 // blocks per cluster (ops cannot see their kernel once it is being lowered).
@@ -96,7 +96,7 @@ struct KernelLowering : OpConversionPattern<KernelOp> {
     rw.inlineRegionBefore(op.getBody(), func.getBody(), func.end());
     if (failed(rw.convertRegionTypes(&func.getBody(), conv, &sig)))
       return failure();
-    for (StringRef name : {"tile.scratch_bytes", "tile.cluster_slots"})
+    for (StringRef name : {"tile.scratch_bytes", "tile.cluster_slots", kClusterAttr})
       if (auto v = op->getAttrOfType<IntegerAttr>(name))
         func->setAttr(name, v);
     rw.eraseOp(op);
@@ -220,8 +220,10 @@ void annotateClusters(ModuleOp module) {
       }
       op->setAttr(kClusterAttr, b.getI64IntegerAttr(blocks));
     });
-    if (slots)
+    if (slots) {
       kernel->setAttr("tile.cluster_slots", b.getI64IntegerAttr(slots));
+      kernel->setAttr(kClusterAttr, b.getI64IntegerAttr(blocks));
+    }
   }
 }
 
@@ -317,7 +319,7 @@ struct ReduceLowering : OpConversionPattern<ReduceOp> {
         return rw.notifyMatchFailure(op, "cluster reduction outside a cluster kernel");
       args.push_back(tmpl(ctx, blocks.getInt()));
       Value slots = emitc::LiteralOp::create(
-          rw, op.getLoc(), emitc::PointerType::get(rw.getF32Type()), kClusterSlotsName);
+          rw, op.getLoc(), emitc::OpaqueType::get(ctx, "tj::ClusterSlots"), kClusterSlotsName);
       Value phase = emitc::LiteralOp::create(
           rw, op.getLoc(), emitc::OpaqueType::get(ctx, "unsigned"), kClusterPhaseName);
       rw.replaceOp(op, callOpaque(rw, op.getLoc(), t, "tj::reduce_row_cluster",
@@ -482,16 +484,20 @@ struct TileLowerToEmitCPass : impl::TileLowerToEmitCBase<TileLowerToEmitCPass> {
       emitc::VerbatimOp::create(b, func.getLoc(),
                                 b.getStringAttr("__shared__ float " + std::string(kScratchName) +
                                                 "[" + std::to_string(floats) + "];"));
-      // Cluster reductions: two slots per row of threads, and the phase that
-      // alternates between their halves.
+      // Cluster reductions: where blocks exchange their row results, set up
+      // before anything else runs, and the count of reductions so far.
       if (auto slots = func->getAttrOfType<IntegerAttr>("tile.cluster_slots")) {
         func->removeAttr("tile.cluster_slots");
+        auto blocks = func->getAttrOfType<IntegerAttr>(kClusterAttr);
+        func->removeAttr(kClusterAttr);
         b.setInsertionPointAfter(&func.getBody().front().front());
+        std::string name = kClusterSlotsName;
         emitc::VerbatimOp::create(
             b, func.getLoc(),
-            b.getStringAttr("__shared__ float " + std::string(kClusterSlotsName) + "[" +
-                            std::to_string(2 * slots.getInt()) + "];\nunsigned " +
-                            kClusterPhaseName + " = 0;"));
+            b.getStringAttr("__shared__ tj::ClusterSlots<" + std::to_string(blocks.getInt()) +
+                            ", " + std::to_string(slots.getInt()) + "> " + name +
+                            ";\nunsigned " + kClusterPhaseName + " = 0;\ntj::cluster_slots_init(" +
+                            name + ");"));
       }
     }
     b.setInsertionPointToStart(module.getBody());

@@ -101,35 +101,89 @@ TJ_DEVICE void cluster_sync() {
                    : "memory");
 }
 
-/// reduce_row across the C blocks of a cluster. Lane 0 of each row of threads
-/// puts its block's result in `slots` (2 * TR floats: the half `phase` picks
-/// alternates, so a block that runs ahead into the next reduction never
-/// overwrites a slot a slower block still reads; the barrier of that next
-/// reduction orders them). After a cluster barrier every thread reads its
-/// row's C results in rank order: all blocks get the same bits.
-template <int KIND, int TR, int TC, int K, int C>
-TJ_DEVICE Frag<float, 1> reduce_row_cluster(const Frag<float, K> &x, float *scratch,
-                                            float *slots, unsigned &phase) {
-  Frag<float, 1> local = reduce_row<KIND, TR, TC, K>(x, scratch);
-  const int tid = threadIdx.x;
-  float *slot = slots + (phase & 1u) * TR + tid / TC;
-  ++phase;
-  if (tid % TC == 0)
-    *slot = local.v[0];
-  cluster_sync();
-  uint32_t addr;
-  asm("{\n\t.reg .u64 a;\n\tcvta.to.shared.u64 a, %1;\n\tcvt.u32.u64 %0, a;\n\t}"
-      : "=r"(addr)
-      : "l"(slot));
-  float acc = 0.0f;
+TJ_DEVICE uint32_t shared_address(const void *p) {
+  uint32_t a;
+  asm("{\n\t.reg .u64 t;\n\tcvta.to.shared.u64 t, %1;\n\tcvt.u32.u64 %0, t;\n\t}"
+      : "=r"(a)
+      : "l"(p));
+  return a;
+}
+
+/// The address of the same shared variable in block `rank` of the cluster.
+TJ_DEVICE uint32_t peer_address(uint32_t local, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(local), "r"(rank));
+  return r;
+}
+
+/// Where the blocks of a cluster exchange row results: two rounds of C x ROWS
+/// floats and a transaction barrier for each. Round r % 2 of a block receives
+/// every block's results of reduction r; the barrier's phase completes once
+/// all C * rows floats have landed.
+template <int C, int ROWS> struct ClusterSlots {
+  float slots[2][C][ROWS];
+  alignas(8) uint64_t bars[2];
+};
+
+/// Once, before any cluster reduction: the barriers are set up, and no block
+/// sends before every block's are.
+template <int C, int ROWS> TJ_DEVICE void cluster_slots_init(ClusterSlots<C, ROWS> &cs) {
+  if (threadIdx.x == 0) {
 #pragma unroll
-  for (int q = 0; q < C; ++q) {
-    uint32_t remote;
-    float v;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(q));
-    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
-    acc = q == 0 ? v : combine<KIND>(acc, v);
+    for (int i = 0; i < 2; ++i)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&cs.bars[i]))
+                   : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
+  cluster_sync();
+}
+
+/// reduce_row across the C blocks of a cluster. Lane 0 of each row of threads
+/// sends its block's result to every block of the cluster (its own included)
+/// with asynchronous stores that count against the receiver's transaction
+/// barrier: no block waits for another's memory traffic, only for the C
+/// results of each row. Every block then adds the C results in rank order, so
+/// all get the same bits. Rounds alternate between two sets of slots; a block
+/// sends round r + 2 only after it has passed round r + 1, which needs every
+/// block to have sent round r + 1, after reading round r (the barrier before
+/// sending orders a block's own readers).
+template <int KIND, int TR, int TC, int K, int C, int ROWS>
+TJ_DEVICE Frag<float, 1> reduce_row_cluster(const Frag<float, K> &x, float *scratch,
+                                            ClusterSlots<C, ROWS> &cs, unsigned &round) {
+  static_assert(TR <= ROWS, "cluster slots too small");
+  Frag<float, 1> local = reduce_row<KIND, TR, TC, K>(x, scratch);
+  const int tid = threadIdx.x, row = tid / TC;
+  const unsigned set = round & 1u, parity = (round >> 1) & 1u;
+  ++round;
+  const uint32_t bar = shared_address(&cs.bars[set]);
+  __syncthreads(); // this block's reads of the previous round of this set are done
+  if (tid == 0)
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
+                 "r"(uint32_t(C * TR * sizeof(float)))
+                 : "memory");
+  if (tid % TC == 0) {
+    const uint32_t slot = shared_address(&cs.slots[set][cluster_rank()][row]);
+    const uint32_t bits = __float_as_uint(local.v[0]);
+#pragma unroll
+    for (int q = 0; q < C; ++q)
+      asm volatile(
+          "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(
+              peer_address(slot, q)),
+          "r"(bits), "r"(peer_address(bar, q))
+          : "memory");
+  }
+  uint32_t done = 0;
+  while (!done)
+    asm volatile("{\n\t.reg .pred p;\n\t"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                 "selp.u32 %0, 1, 0, p;\n\t}"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+  float acc = cs.slots[set][0][row];
+#pragma unroll
+  for (int q = 1; q < C; ++q)
+    acc = combine<KIND>(acc, cs.slots[set][q][row]);
   Frag<float, 1> r;
   r.v[0] = acc;
   return r;

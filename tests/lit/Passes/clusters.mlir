@@ -10,12 +10,13 @@
 
 // CHECK: extern "C" __global__ __launch_bounds__(128) __cluster_dims__(2, 1, 1) void split_row(
 // CHECK-NEXT: __shared__ float tj_scratch[4];
-// CHECK-NEXT: __shared__ float tj_cluster_slots[2];
+// CHECK-NEXT: __shared__ tj::ClusterSlots<2, 1> tj_cluster;
 // CHECK-NEXT: unsigned tj_cluster_phase = 0;
+// CHECK-NEXT: tj::cluster_slots_init(tj_cluster);
 // CHECK: size_t [[PID:v[0-9]+]] = tj::cluster_id_x();
 // CHECK: size_t [[RANK:v[0-9]+]] = tj::cluster_rank();
 // CHECK: tj::load_tile<float, 8, 1, 128, 1, 2048, -1, tj::kCached>(
-// CHECK: tj::Frag<float, 1> {{v[0-9]+}} = tj::reduce_row_cluster<0, 1, 128, 8, 2>({{v[0-9]+}}, tj_scratch, tj_cluster_slots, tj_cluster_phase);
+// CHECK: tj::Frag<float, 1> {{v[0-9]+}} = tj::reduce_row_cluster<0, 1, 128, 8, 2>({{v[0-9]+}}, tj_scratch, tj_cluster, tj_cluster_phase);
 // CHECK: tj::store_rows<float, 1, 128>(
 // CHECK: tj::cluster_sync();
 // CHECK-NEXT: return;
