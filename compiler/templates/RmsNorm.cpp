@@ -349,27 +349,10 @@ public:
             for (int64_t stream : {1, 0})
               candidates.push_back(c.set("stream", stream));
           }
-    // Long rows on sm_90: also split over clusters of 2 or 4 blocks, each
-    // holding its slice as a short row would be held.
-    if (hasClusters(spec.arch) && spec.cols > (backward() ? kLongBwdRow : 16384))
-      for (int64_t cluster : {2, 4}) {
-        KernelSpec slice = spec;
-        slice.cols = ceilDiv(spec.cols, cluster);
-        int64_t vec = maxVec(spec);
-        TileConfig c = makeConfig(spec, vec, lanesFor(slice, vec, backward() ? 2 : 4, limit),
-                                  backward() ? 512 : 256);
-        c.set("cluster", cluster);
-        for (int64_t stream : {0, 1}) {
-          c.set("stream", stream);
-          if (!backward()) {
-            candidates.push_back(c);
-            continue;
-          }
-          for (int64_t prefetch : {1, 0})
-            candidates.push_back(c.set("programs", assumedSMCount(spec.arch) / cluster)
-                                     .set("prefetch", prefetch));
-        }
-      }
+    // Rows split over clusters (`cluster`) are valid configs but not searched:
+    // on the H200 they were slower than rows held or in segments wherever
+    // measured (16384x16384 backward: 0.85 ms in clusters of 2, 0.66 held;
+    // bench/NOTES.md, v5).
     // Valid configs only, each once, keeping the first (likeliest) occurrence.
     std::vector<TileConfig> out;
     for (auto &c : candidates) {

@@ -156,9 +156,14 @@ TJ_DEVICE Frag<float, 1> reduce_row_cluster(const Frag<float, K> &x, float *scra
   const unsigned set = round & 1u, parity = (round >> 1) & 1u;
   ++round;
   const uint32_t bar = shared_address(&cs.bars[set]);
-  __syncthreads(); // this block's reads of the previous round of this set are done
+  // This block's reads of the previous round of this set are done (reduce_row
+  // already synchronized the block when its lanes span several warps).
+  if (TC <= 32)
+    __syncthreads();
+  // Relaxed: a release would first wait for this thread's loads in flight
+  // (the next rows, prefetched).
   if (tid == 0)
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
+    asm volatile("mbarrier.arrive.expect_tx.relaxed.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
                  "r"(uint32_t(C * TR * sizeof(float)))
                  : "memory");
   if (tid % TC == 0) {

@@ -211,7 +211,7 @@ TEST(RmsNormTemplate, LongRowsGoInSegments) {
 }
 
 // Long rows may also be split over a cluster of blocks (sm_90 only).
-TEST(RmsNormTemplate, ClusterSplitsAreCheckedAndSearched) {
+TEST(RmsNormTemplate, ClusterSplitsAreChecked) {
   for (OpKind op : {OpKind::RmsNormFwd, OpKind::RmsNormBwd}) {
     const KernelTemplate &t = getTemplate(op);
     KernelSpec s;
@@ -234,16 +234,8 @@ TEST(RmsNormTemplate, ClusterSplitsAreCheckedAndSearched) {
     s.cols = 4096;
     EXPECT_NE(check(base + " cluster=2").find("without columns"), std::string::npos);
     s.cols = 32768;
-    int clustered = 0;
-    for (auto &c : t.configSpace(s)) {
-      EXPECT_EQ(errorOf(t.checkConfig(s, c)), "") << c.canonical();
-      clustered += c.has("cluster");
-    }
-    EXPECT_GE(clustered, 4);
     s.arch = "sm_80";
     EXPECT_NE(check(base + " cluster=2").find("needs sm_90"), std::string::npos);
-    for (auto &c : t.configSpace(s))
-      EXPECT_FALSE(c.has("cluster")) << "no clusters before sm_90: " << c.canonical();
   }
 }
 
