@@ -279,7 +279,6 @@ public:
   TileConfig defaultConfig(const KernelSpec &spec) const override {
     int64_t vec = maxVec(spec);
     int64_t limit = backward() ? kMaxElemsPerThreadBwd : kMaxElemsPerThreadFwd;
-    TileConfig c;
     if (backward() && spec.cols > kLongBwdRow) {
       int64_t v4 = std::min<int64_t>(vec, 4);
       int64_t lanes = std::min<int64_t>(512, (spec.cols + v4 - 1) / v4);
@@ -287,8 +286,8 @@ public:
         return makeConfig(spec, v4, lanes, 512).set("prefetch", 0).set("wload", 1);
       return segmentedConfig(spec, vec, 1024, 1, 4);
     }
-    c = makeConfig(spec, vec, lanesFor(spec, vec, backward() ? 2 : 4, limit),
-                   backward() ? 512 : 256);
+    TileConfig c = makeConfig(spec, vec, lanesFor(spec, vec, backward() ? 2 : 4, limit),
+                              backward() ? 512 : 256);
     if (shapeOf(spec, c).elems > (backward() ? limit : kMaxHeldFwd))
       return backward() ? segmentedConfig(spec, vec, 1024, 1, 4)
                         : segmentedConfig(spec, vec, 1024, 2);
