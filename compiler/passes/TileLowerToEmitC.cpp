@@ -127,8 +127,8 @@ template <class OpTy> struct GridQueryLowering : OpConversionPattern<OpTy> {
     if (op.getDim() != Dim::x)
       return rw.notifyMatchFailure(op, "only grid dimension x is lowered");
     Type t = this->getTypeConverter()->convertType(op.getType());
-    rw.replaceOp(op, callOpaque(rw, op.getLoc(), t,
-                                op->hasAttr(kClusterAttr) ? clusterCallee : callee, {}));
+    rw.replaceOp(
+        op, callOpaque(rw, op.getLoc(), t, op->hasAttr(kClusterAttr) ? clusterCallee : callee, {}));
     return success();
   }
   std::string callee, clusterCallee;
@@ -267,8 +267,7 @@ struct LoadLowering : OpConversionPattern<LoadOp> {
   LogicalResult matchAndRewrite(LoadOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rw) const override {
     Location loc = op.getLoc();
-    Access a =
-        accessFor(getContext(), "load", op.getType(), op.getSource().getType(), op,
+    Access a = accessFor(getContext(), "load", op.getType(), op.getSource().getType(), op,
                          op.getStreaming());
     double padding = op.getPadding() ? op.getPadding()->convertToDouble() : 0.0;
     Value pad =
@@ -286,8 +285,8 @@ struct StoreLowering : OpConversionPattern<StoreOp> {
   LogicalResult matchAndRewrite(StoreOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rw) const override {
     Location loc = op.getLoc();
-    Access a = accessFor(getContext(), "store", op.getValue().getType(), op.getDest().getType(),
-                         op, op.getStreaming());
+    Access a = accessFor(getContext(), "store", op.getValue().getType(), op.getDest().getType(), op,
+                         op.getStreaming());
     Value idx = makeIndex(rw, loc, adaptor.getIndices());
     callOpaque(rw, loc, Type(), a.callee, {adaptor.getValue(), adaptor.getDest(), idx},
                a.templateArgs);
@@ -442,8 +441,7 @@ struct TileLowerToEmitCPass : impl::TileLowerToEmitCBase<TileLowerToEmitCPass> {
     RewritePatternSet patterns(ctx);
     patterns.add<KernelLowering, ReturnLowering, DimLowering, LoadLowering, StoreLowering,
                  ReduceLowering, BroadcastLowering, SplatLowering>(conv, ctx);
-    patterns.add<GridQueryLowering<ProgramIdOp>>(conv, ctx, "tj::program_id_x",
-                                                 "tj::cluster_id_x");
+    patterns.add<GridQueryLowering<ProgramIdOp>>(conv, ctx, "tj::program_id_x", "tj::cluster_id_x");
     patterns.add<GridQueryLowering<NumProgramsOp>>(conv, ctx, "tj::num_programs_x",
                                                    "tj::num_clusters_x");
     patterns.add<ClusterRankLowering>(conv, ctx);
@@ -495,9 +493,8 @@ struct TileLowerToEmitCPass : impl::TileLowerToEmitCBase<TileLowerToEmitCPass> {
         emitc::VerbatimOp::create(
             b, func.getLoc(),
             b.getStringAttr("__shared__ tj::ClusterSlots<" + std::to_string(blocks.getInt()) +
-                            ", " + std::to_string(slots.getInt()) + "> " + name +
-                            ";\nunsigned " + kClusterPhaseName + " = 0;\ntj::cluster_slots_init(" +
-                            name + ");"));
+                            ", " + std::to_string(slots.getInt()) + "> " + name + ";\nunsigned " +
+                            kClusterPhaseName + " = 0;\ntj::cluster_slots_init(" + name + ");"));
       }
     }
     b.setInsertionPointToStart(module.getBody());

@@ -558,9 +558,9 @@ private:
   }
 
   /// for k in [0, segs): body(column of segment k, carried values).
-  static scf::ForOp forEachSegment(
-      OpBuilder &b, Location loc, TileBuilder &tb, const Shape &s, ValueRange inits,
-      llvm::function_ref<SmallVector<Value>(Value col0, ValueRange carried)> body) {
+  static scf::ForOp
+  forEachSegment(OpBuilder &b, Location loc, TileBuilder &tb, const Shape &s, ValueRange inits,
+                 llvm::function_ref<SmallVector<Value>(Value col0, ValueRange carried)> body) {
     auto loop = scf::ForOp::create(b, loc, tb.index(0), tb.index(s.segs), tb.index(1), inits);
     OpBuilder::InsertionGuard guard(b);
     // A loop without carried values comes with its (empty) yield.

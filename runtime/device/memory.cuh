@@ -27,9 +27,9 @@ template <int W> struct Words { uint32_t w[W]; };
     return r;                                                                                      \
   }
 #define TJ_LOAD_WORDS_ALL(CACHE, OP)                                                               \
-  TJ_LOAD_WORDS(4, CACHE, OP ".v4.u32 {%0, %1, %2, %3}, [%4];", "=r"(r.w[0]), "=r"(r.w[1]),         \
+  TJ_LOAD_WORDS(4, CACHE, OP ".v4.u32 {%0, %1, %2, %3}, [%4];", "=r"(r.w[0]), "=r"(r.w[1]),        \
                 "=r"(r.w[2]), "=r"(r.w[3]))                                                        \
-  TJ_LOAD_WORDS(2, CACHE, OP ".v2.u32 {%0, %1}, [%2];", "=r"(r.w[0]), "=r"(r.w[1]))                 \
+  TJ_LOAD_WORDS(2, CACHE, OP ".v2.u32 {%0, %1}, [%2];", "=r"(r.w[0]), "=r"(r.w[1]))                \
   TJ_LOAD_WORDS(1, CACHE, OP ".u32 %0, [%1];", "=r"(r.w[0]))
 template <int W, int CACHE> TJ_DEVICE Words<W> load_words(const void *p);
 TJ_LOAD_WORDS_ALL(kCached, "ld.global.nc")
@@ -147,11 +147,11 @@ template <class T> TJ_DEVICE T pad_value(float pad) { return from_float<T>(pad);
 /// columns are whole for every lane (either -1: not known at compile time,
 /// then none is); the remaining ones of CH are masked.
 template <int VEC, int TC, int CH, int64_t COLS, int64_t COL0>
-constexpr int kFullChunks =
-    COLS < 0 || COL0 < 0 || COL0 >= COLS
-        ? 0
-        : ((COLS - COL0) / (int64_t(TC) * VEC) < CH ? int((COLS - COL0) / (int64_t(TC) * VEC))
-                                                    : CH);
+constexpr int kFullChunks = COLS < 0 || COL0 < 0 || COL0 >= COLS
+                                ? 0
+                                : ((COLS - COL0) / (int64_t(TC) * VEC) < CH
+                                       ? int((COLS - COL0) / (int64_t(TC) * VEC))
+                                       : CH);
 
 /// This thread's CH runs of a row starting at p: run k at column c0 + k*TC*VEC
 /// (the tile starts at column COL0, when known).
@@ -185,8 +185,7 @@ TJ_DEVICE void store_chunks(const Frag<T, CH * VEC> &in, T *p, int64_t c0, int64
 /// Rank-2 tile with layout #tile.blocked<VEC, TR, TC>, CH chunks per thread.
 /// COLS is the operand's last size and COL0 the tile's first column when known
 /// at compile time, else -1; CACHE is a detail::Cache.
-template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE,
-          int R>
+template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE, int R>
 TJ_DEVICE Frag<T, CH * VEC> load_tile(const View<T, R> &v, Index<R> at, float pad) {
   static_assert(R >= 2, "a rank-2 tile needs a rank-2 operand");
   bool ok;
@@ -197,12 +196,11 @@ TJ_DEVICE Frag<T, CH * VEC> load_tile(const View<T, R> &v, Index<R> at, float pa
   ok = ok && row < v.size[R - 2];
   const T *p = base + row * ncols;
   const T padv = detail::pad_value<T>(pad);
-  return detail::load_chunks<T, VEC, TC, CH, COLS, COL0, CACHE>(p, at.i[R - 1] + int64_t(lane) * VEC,
-                                                           ncols, ok, padv);
+  return detail::load_chunks<T, VEC, TC, CH, COLS, COL0, CACHE>(
+      p, at.i[R - 1] + int64_t(lane) * VEC, ncols, ok, padv);
 }
 
-template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE,
-          int R>
+template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE, int R>
 TJ_DEVICE void store_tile(const Frag<T, CH * VEC> &in, const View<T, R> &v, Index<R> at) {
   static_assert(R >= 2, "a rank-2 tile needs a rank-2 operand");
   bool ok;
@@ -213,25 +211,23 @@ TJ_DEVICE void store_tile(const Frag<T, CH * VEC> &in, const View<T, R> &v, Inde
   ok = ok && row < v.size[R - 2];
   T *p = base + row * ncols;
   detail::store_chunks<T, VEC, TC, CH, COLS, COL0, CACHE>(in, p, at.i[R - 1] + int64_t(lane) * VEC,
-                                                     ncols, ok);
+                                                          ncols, ok);
 }
 
 /// Rank-1 tile of columns (#tile.slice<dim = 0>): every row of threads holds
 /// the same columns; on store, only the first row of threads writes.
-template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE,
-          int R>
+template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE, int R>
 TJ_DEVICE Frag<T, CH * VEC> load_cols(const View<T, R> &v, Index<R> at, float pad) {
   bool ok;
   const T *p = detail::leading<T, R, 1>(v, at, ok);
   const int lane = threadIdx.x % TC;
   const int64_t ncols = COLS >= 0 ? COLS : v.size[R - 1];
   const T padv = detail::pad_value<T>(pad);
-  return detail::load_chunks<T, VEC, TC, CH, COLS, COL0, CACHE>(p, at.i[R - 1] + int64_t(lane) * VEC,
-                                                           ncols, ok, padv);
+  return detail::load_chunks<T, VEC, TC, CH, COLS, COL0, CACHE>(
+      p, at.i[R - 1] + int64_t(lane) * VEC, ncols, ok, padv);
 }
 
-template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE,
-          int R>
+template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE, int R>
 TJ_DEVICE void store_cols(const Frag<T, CH * VEC> &in, const View<T, R> &v, Index<R> at) {
   bool ok;
   T *p = const_cast<T *>(detail::leading<T, R, 1>(v, at, ok));
@@ -239,7 +235,7 @@ TJ_DEVICE void store_cols(const Frag<T, CH * VEC> &in, const View<T, R> &v, Inde
   ok = ok && tid / TC == 0;
   const int64_t ncols = COLS >= 0 ? COLS : v.size[R - 1];
   detail::store_chunks<T, VEC, TC, CH, COLS, COL0, CACHE>(in, p, at.i[R - 1] + int64_t(lane) * VEC,
-                                                     ncols, ok);
+                                                          ncols, ok);
 }
 
 /// Rank-1 tile of one value per row of threads (#tile.slice<dim = 1>); on

@@ -65,16 +65,18 @@ TEST(Compiler, NvrtcBuildsCubinsForManyShapes) {
     DType t;
     bool zcg;
   };
-  std::vector<S> shapes = {
-      {OpKind::RmsNormFwd, 1, DType::BF16, false},   {OpKind::RmsNormFwd, 4097, DType::BF16, true},
-      {OpKind::RmsNormFwd, 8192, DType::F16, false}, {OpKind::RmsNormFwd, 4096, DType::F32, false},
-      {OpKind::RmsNormBwd, 7, DType::BF16, true},    {OpKind::RmsNormBwd, 4096, DType::BF16, false},
-      {OpKind::RmsNormBwd, 8192, DType::BF16, false},
-      // In segments:
-      {OpKind::RmsNormFwd, 100000, DType::BF16, false},
-      {OpKind::RmsNormFwd, 65537, DType::F32, true},
-      {OpKind::RmsNormBwd, 65536, DType::BF16, false},
-      {OpKind::RmsNormBwd, 40001, DType::F16, true}};
+  std::vector<S> shapes = {{OpKind::RmsNormFwd, 1, DType::BF16, false},
+                           {OpKind::RmsNormFwd, 4097, DType::BF16, true},
+                           {OpKind::RmsNormFwd, 8192, DType::F16, false},
+                           {OpKind::RmsNormFwd, 4096, DType::F32, false},
+                           {OpKind::RmsNormBwd, 7, DType::BF16, true},
+                           {OpKind::RmsNormBwd, 4096, DType::BF16, false},
+                           {OpKind::RmsNormBwd, 8192, DType::BF16, false},
+                           // In segments:
+                           {OpKind::RmsNormFwd, 100000, DType::BF16, false},
+                           {OpKind::RmsNormFwd, 65537, DType::F32, true},
+                           {OpKind::RmsNormBwd, 65536, DType::BF16, false},
+                           {OpKind::RmsNormBwd, 40001, DType::F16, true}};
   for (const S &x : shapes) {
     KernelSpec s = spec(x.op, x.cols, x.t, x.zcg);
     auto k = compileKernel(s, {});
