@@ -20,10 +20,14 @@ namespace detail {
 
 template <int W> struct Words { uint32_t w[W]; };
 
+// Coherent loads also order against the plain stores around them ("memory").
 #define TJ_LOAD_WORDS(W, CACHE, OPS, ...)                                                          \
   template <> TJ_DEVICE Words<W> load_words<W, CACHE>(const void *p) {                             \
     Words<W> r;                                                                                    \
-    asm volatile(OPS:__VA_ARGS__ : "l"(p));                                                        \
+    if constexpr (CACHE == kCoherent)                                                              \
+      asm volatile(OPS:__VA_ARGS__ : "l"(p) : "memory");                                           \
+    else                                                                                           \
+      asm volatile(OPS:__VA_ARGS__ : "l"(p));                                                      \
     return r;                                                                                      \
   }
 #define TJ_LOAD_WORDS_ALL(CACHE, OP)                                                               \
@@ -59,12 +63,16 @@ TJ_STORE_WORDS(true, "st.global.cs")
 /// elements below `limit`; the others become `pad`.
 /// FULL: the run is known to lie inside the row, so only the row check `ok`
 /// remains and the masked path is not even instantiated.
-template <class T, int VEC, int CACHE, bool FULL, int K>
+/// EVEN: the row length is a multiple of VEC. Runs start at multiples of VEC
+/// (vector accesses need it), so a run lies wholly inside or wholly outside
+/// the row: one check, and no element-wise path that would keep the compiler
+/// from unrolling loops around the access.
+template <class T, int VEC, int CACHE, bool FULL, bool EVEN, int K>
 TJ_DEVICE void load_run(Frag<T, K> &out, int at, const T *p, int64_t c, int64_t limit, bool ok,
                         T pad) {
   constexpr int kBytes = VEC * int(sizeof(T));
   if constexpr (kBytes >= 4) {
-    if (ok && (FULL || c + VEC <= limit)) {
+    if (ok && (FULL || (EVEN ? c < limit : c + VEC <= limit))) {
       // At most 16 bytes per access: wider runs (8 x f32) take several.
       constexpr int W = kBytes >= 16 ? 4 : kBytes / 4;
       constexpr int kPerAccess = W * 4 / int(sizeof(T));
@@ -79,6 +87,12 @@ TJ_DEVICE void load_run(Frag<T, K> &out, int at, const T *p, int64_t c, int64_t 
       }
       return;
     }
+    if constexpr (FULL || EVEN) {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e)
+        out.v[at + e] = pad;
+      return;
+    }
   }
   if constexpr (FULL) {
 #pragma unroll
@@ -91,11 +105,11 @@ TJ_DEVICE void load_run(Frag<T, K> &out, int at, const T *p, int64_t c, int64_t 
   }
 }
 
-template <class T, int VEC, int CACHE, bool FULL, int K>
+template <class T, int VEC, int CACHE, bool FULL, bool EVEN, int K>
 TJ_DEVICE void store_run(const Frag<T, K> &in, int at, T *p, int64_t c, int64_t limit, bool ok) {
   constexpr int kBytes = VEC * int(sizeof(T));
   if constexpr (kBytes >= 4) {
-    if (ok && (FULL || c + VEC <= limit)) {
+    if (ok && (FULL || (EVEN ? c < limit : c + VEC <= limit))) {
       constexpr int W = kBytes >= 16 ? 4 : kBytes / 4;
       constexpr int kPerAccess = W * 4 / int(sizeof(T));
 #pragma unroll
@@ -116,6 +130,8 @@ TJ_DEVICE void store_run(const Frag<T, K> &in, int at, T *p, int64_t c, int64_t 
       }
       return;
     }
+    if constexpr (FULL || EVEN)
+      return;
   }
 #pragma unroll
   for (int e = 0; e < VEC; ++e)
@@ -146,38 +162,44 @@ template <class T> TJ_DEVICE T pad_value(float pad) { return from_float<T>(pad);
 /// How many leading chunks of a tile starting at column COL0 of a row of COLS
 /// columns are whole for every lane (either -1: not known at compile time,
 /// then none is); the remaining ones of CH are masked.
-template <int VEC, int TC, int CH, int64_t COLS, int64_t COL0>
-constexpr int kFullChunks = COLS < 0 || COL0 < 0 || COL0 >= COLS
-                                ? 0
-                                : ((COLS - COL0) / (int64_t(TC) * VEC) < CH
-                                       ? int((COLS - COL0) / (int64_t(TC) * VEC))
-                                       : CH);
+/// (A function, not a variable template: NVRTC would emit the variable as a
+/// device global.)
+template <int VEC, int TC, int CH, int64_t COLS, int64_t COL0> constexpr int fullChunks() {
+  if (COLS < 0 || COL0 < 0 || COL0 >= COLS)
+    return 0;
+  const int64_t whole = (COLS - COL0) / (int64_t(TC) * VEC);
+  return whole < CH ? int(whole) : CH;
+}
 
 /// This thread's CH runs of a row starting at p: run k at column c0 + k*TC*VEC
 /// (the tile starts at column COL0, when known).
 /// Whole runs first (FULL, no column checks), then the ragged ones.
 template <class T, int VEC, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE>
 TJ_DEVICE Frag<T, CH * VEC> load_chunks(const T *p, int64_t c0, int64_t ncols, bool ok, T pad) {
-  constexpr int kFull = kFullChunks<VEC, TC, CH, COLS, COL0>;
+  constexpr int kFull = fullChunks<VEC, TC, CH, COLS, COL0>();
+  constexpr bool kEven = COLS >= 0 && COLS % VEC == 0;
   Frag<T, CH * VEC> out;
 #pragma unroll
   for (int k = 0; k < kFull; ++k)
-    load_run<T, VEC, CACHE, true>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok, pad);
+    load_run<T, VEC, CACHE, true, kEven>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok,
+                                         pad);
 #pragma unroll
   for (int k = kFull; k < CH; ++k)
-    load_run<T, VEC, CACHE, false>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok, pad);
+    load_run<T, VEC, CACHE, false, kEven>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok,
+                                          pad);
   return out;
 }
 
 template <class T, int VEC, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE>
 TJ_DEVICE void store_chunks(const Frag<T, CH * VEC> &in, T *p, int64_t c0, int64_t ncols, bool ok) {
-  constexpr int kFull = kFullChunks<VEC, TC, CH, COLS, COL0>;
+  constexpr int kFull = fullChunks<VEC, TC, CH, COLS, COL0>();
+  constexpr bool kEven = COLS >= 0 && COLS % VEC == 0;
 #pragma unroll
   for (int k = 0; k < kFull; ++k)
-    store_run<T, VEC, CACHE, true>(in, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok);
+    store_run<T, VEC, CACHE, true, kEven>(in, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok);
 #pragma unroll
   for (int k = kFull; k < CH; ++k)
-    store_run<T, VEC, CACHE, false>(in, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok);
+    store_run<T, VEC, CACHE, false, kEven>(in, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok);
 }
 
 } // namespace detail
