@@ -183,10 +183,13 @@ TJ_DEVICE Frag<T, CH * VEC> load_chunks(const T *p, int64_t c0, int64_t ncols, b
   for (int k = 0; k < kFull; ++k)
     load_run<T, VEC, CACHE, true, kEven>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok,
                                          pad);
+  // (Not even instantiated when every run is whole.)
+  if constexpr (kFull < CH) {
 #pragma unroll
-  for (int k = kFull; k < CH; ++k)
-    load_run<T, VEC, CACHE, false, kEven>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok,
-                                          pad);
+    for (int k = kFull; k < CH; ++k)
+      load_run<T, VEC, CACHE, false, kEven>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok,
+                                            pad);
+  }
   return out;
 }
 
@@ -197,9 +200,11 @@ TJ_DEVICE void store_chunks(const Frag<T, CH * VEC> &in, T *p, int64_t c0, int64
 #pragma unroll
   for (int k = 0; k < kFull; ++k)
     store_run<T, VEC, CACHE, true, kEven>(in, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok);
+  if constexpr (kFull < CH) {
 #pragma unroll
-  for (int k = kFull; k < CH; ++k)
-    store_run<T, VEC, CACHE, false, kEven>(in, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok);
+    for (int k = kFull; k < CH; ++k)
+      store_run<T, VEC, CACHE, false, kEven>(in, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok);
+  }
 }
 
 } // namespace detail
