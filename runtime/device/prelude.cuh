@@ -89,4 +89,26 @@ template <int D, class T, int R> TJ_DEVICE size_t dim(const View<T, R> &v) {
 TJ_DEVICE size_t program_id_x() { return blockIdx.x; }
 TJ_DEVICE size_t num_programs_x() { return gridDim.x; }
 
+// In a kernel that runs in clusters (sm_90) a program is a cluster: its index,
+// the number of them, and this block's rank in its cluster. Every such kernel
+// ends with cluster_sync, so these live here, where every kernel finds them.
+#define TJ_SPECIAL_REGISTER(NAME, REG)                                                             \
+  TJ_DEVICE size_t NAME() {                                                                        \
+    uint32_t r;                                                                                    \
+    asm("mov.u32 %0, " REG ";" : "=r"(r));                                                         \
+    return r;                                                                                      \
+  }
+TJ_SPECIAL_REGISTER(cluster_id_x, "%%clusterid.x")
+TJ_SPECIAL_REGISTER(num_clusters_x, "%%nclusterid.x")
+TJ_SPECIAL_REGISTER(cluster_rank, "%%cluster_ctarank")
+#undef TJ_SPECIAL_REGISTER
+
+/// Every thread of every block of the cluster: what each wrote to shared
+/// memory before is visible to all after.
+TJ_DEVICE void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\t"
+               "barrier.cluster.wait.acquire.aligned;" ::
+                   : "memory");
+}
+
 } // namespace tj

@@ -73,33 +73,10 @@ TJ_DEVICE Frag<float, K> reduce_col(const Frag<float, K> &x, float *scratch) {
 }
 
 //===----------------------------------------------------------------------===//
-// Clusters (sm_90): a program instance of C blocks on neighbouring
-// multiprocessors, which read each other's shared memory.
+// Row reductions across a cluster (sm_90): a program instance of C blocks on
+// neighbouring multiprocessors, which read each other's shared memory. The
+// cluster queries and cluster_sync are in prelude.cuh.
 //===----------------------------------------------------------------------===//
-
-TJ_DEVICE size_t cluster_rank() {
-  uint32_t r;
-  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-TJ_DEVICE size_t cluster_id_x() {
-  uint32_t r;
-  asm("mov.u32 %0, %%clusterid.x;" : "=r"(r));
-  return r;
-}
-TJ_DEVICE size_t num_clusters_x() {
-  uint32_t r;
-  asm("mov.u32 %0, %%nclusterid.x;" : "=r"(r));
-  return r;
-}
-
-/// Every thread of every block of the cluster: what each wrote to shared
-/// memory before is visible to all after.
-TJ_DEVICE void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\t"
-               "barrier.cluster.wait.acquire.aligned;" ::
-                   : "memory");
-}
 
 TJ_DEVICE uint32_t shared_address(const void *p) {
   uint32_t a;

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "compiler/Compiler.h"
+#include "compiler/Nvrtc.h"
 #include "compiler/templates/Template.h"
 #include "runtime/CudaDriver.h"
 
@@ -113,6 +114,22 @@ TEST(Compiler, ClusterKernelsBuildAndCarryTheirClusterSize) {
   auto back = entriesFromJson(entriesToJson(k->entries));
   ASSERT_TRUE(bool(back)) << llvm::toString(back.takeError());
   EXPECT_EQ((*back)[0].clusterBlocks, 2);
+}
+
+// The lowering names the cluster queries and cluster_sync in every kernel that
+// runs in clusters, with or without reductions: the prelude alone (which
+// every kernel includes) must provide them.
+TEST(Compiler, ClusterQueriesNeedOnlyThePrelude) {
+  const char *src = R"(#include "prelude.cuh"
+extern "C" __global__ __launch_bounds__(64) __cluster_dims__(2, 1, 1) void k(float *out) {
+  out[tj::cluster_id_x() * 2 + tj::cluster_rank()] = float(tj::num_clusters_x());
+  tj::cluster_sync();
+}
+)";
+  auto out = compileWithNvrtc(src, "cluster_queries", "sm_90a");
+  ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+  EXPECT_NE(out->ptx.find("%cluster_ctarank"), std::string::npos);
+  EXPECT_NE(out->ptx.find("barrier.cluster.arrive"), std::string::npos);
 }
 
 TEST(Compiler, NvrtcErrorCarriesTheLog) {
