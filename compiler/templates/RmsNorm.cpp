@@ -192,7 +192,7 @@ Shape shapeOf(const KernelSpec &spec, const TileConfig &cfg) {
   int64_t perPass = s.colThreads * s.vec;
   s.cluster = cfg.has("cluster") ? cfg.get("cluster") : 1;
   // With a cluster, each block's part of a row: its slice of the columns.
-  int64_t cols = s.cluster > 1 ? ceilDiv(spec.cols, std::max<int64_t>(s.cluster, 1)) : spec.cols;
+  int64_t cols = s.cluster > 1 ? ceilDiv(spec.cols, s.cluster) : spec.cols;
   s.rowChunks = ceilDiv(cols, perPass);
   s.segs = cfg.has("segs") ? cfg.get("segs") : 1;
   s.chunks = ceilDiv(s.rowChunks, s.segs);
@@ -248,11 +248,10 @@ public:
   /// Lanes per row so that each thread holds about `vectorsPerThread` vectors.
   static int64_t lanesFor(const KernelSpec &spec, int64_t vec, int64_t vectorsPerThread,
                           int64_t limit) {
-    int64_t vectors = (spec.cols + vec - 1) / vec;
-    int64_t lanes =
-        int64_t(llvm::PowerOf2Ceil(uint64_t((vectors + vectorsPerThread - 1) / vectorsPerThread)));
+    int64_t vectors = ceilDiv(spec.cols, vec);
+    int64_t lanes = int64_t(llvm::PowerOf2Ceil(uint64_t(ceilDiv(vectors, vectorsPerThread))));
     // Never more elements per thread than the limit allows.
-    while (lanes < 1024 && (vectors + lanes - 1) / lanes * vec > limit)
+    while (lanes < 1024 && ceilDiv(vectors, lanes) * vec > limit)
       lanes *= 2;
     return std::clamp<int64_t>(lanes, 1, 1024);
   }
@@ -281,16 +280,16 @@ public:
     int64_t limit = backward() ? kMaxElemsPerThreadBwd : kMaxElemsPerThreadFwd;
     if (backward() && spec.cols > kLongBwdRow) {
       int64_t v4 = std::min<int64_t>(vec, 4);
-      int64_t lanes = std::min<int64_t>(512, (spec.cols + v4 - 1) / v4);
-      if ((spec.cols + v4 * lanes - 1) / (v4 * lanes) * v4 <= kMaxElemsPerThreadBwd)
+      int64_t lanes = std::min<int64_t>(512, ceilDiv(spec.cols, v4));
+      if (ceilDiv(spec.cols, v4 * lanes) * v4 <= kMaxElemsPerThreadBwd)
         return makeConfig(spec, v4, lanes, 512).set("prefetch", 0).set("wload", 1);
       return segmentedConfig(spec, vec, 1024, 1, 4);
     }
     TileConfig c = makeConfig(spec, vec, lanesFor(spec, vec, backward() ? 2 : 4, limit),
                               backward() ? 512 : 256);
-    if (shapeOf(spec, c).elems > (backward() ? limit : kMaxHeldFwd))
-      return backward() ? segmentedConfig(spec, vec, 1024, 1, 4)
-                        : segmentedConfig(spec, vec, 1024, 2);
+    // (Backward rows up to kLongBwdRow always fit: 1024 lanes of one vector.)
+    if (!backward() && shapeOf(spec, c).elems > kMaxHeldFwd)
+      return segmentedConfig(spec, vec, 1024, 2);
     return c;
   }
 
@@ -469,10 +468,8 @@ public:
     bool segmented = shapeOf(spec, cfg).segs > 1;
     if (backward())
       buildBackward(b, loc, spec, cfg, segmented);
-    else if (segmented)
-      buildForwardInSegments(b, loc, spec, cfg);
     else
-      buildForward(b, loc, spec, cfg);
+      buildForward(b, loc, spec, cfg, segmented);
     return module;
   }
 
@@ -483,8 +480,8 @@ private:
            (spec.zeroCenteredGamma ? "_zcg" : "");
   }
 
-  void buildForward(OpBuilder &b, Location loc, const KernelSpec &spec,
-                    const TileConfig &cfg) const {
+  void buildForward(OpBuilder &b, Location loc, const KernelSpec &spec, const TileConfig &cfg,
+                    bool segmented) const {
     MLIRContext &ctx = *b.getContext();
     Shape s = shapeOf(spec, cfg);
     Type xT = elemType(ctx, spec.dtype), wT = elemType(ctx, spec.wdtype), f32 = b.getF32Type();
@@ -510,6 +507,13 @@ private:
                    s.rowThreads, s.segCols};
     bool stream = cfg.get("stream") != 0;
     Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
+    if (segmented) {
+      // (checkConfig: programs = 0, one program per tile of rows.)
+      forwardRowsInSegments(b, loc, tb, spec, s, stream, body.getArguments(), pid);
+      tt::ReturnOp::create(b, loc);
+      b.setInsertionPointAfter(kernel);
+      return;
+    }
     Value c0 = sliceStart(b, loc, tb, s);
     Value tileRows = tb.index(s.rowThreads);
     Value g = tb.broadcast(tb.gamma(w, wT, spec.zeroCenteredGamma, c0));
@@ -575,27 +579,13 @@ private:
     return loop;
   }
 
-  /// One program per tile of rows; each row is read twice, a segment at a
+  /// The tile of rows of program `pid`, each row read twice, a segment at a
   /// time: first for the sum of squares, then to write y.
-  void buildForwardInSegments(OpBuilder &b, Location loc, const KernelSpec &spec,
-                              const TileConfig &cfg) const {
+  void forwardRowsInSegments(OpBuilder &b, Location loc, TileBuilder &tb, const KernelSpec &spec,
+                             const Shape &s, bool stream, ValueRange args, Value pid) const {
     MLIRContext &ctx = *b.getContext();
-    Shape s = shapeOf(spec, cfg);
     Type xT = elemType(ctx, spec.dtype), wT = elemType(ctx, spec.wdtype), f32 = b.getF32Type();
-    int64_t dyn = ShapedType::kDynamic, n = spec.cols;
-    SmallVector<Type> args = {MemRefType::get({dyn, n}, xT), MemRefType::get({n}, wT),
-                              MemRefType::get({dyn, n}, xT), MemRefType::get({dyn}, f32), f32};
-    AffineMap grid = AffineMap::get(0, 1, getAffineSymbolExpr(0, &ctx).ceilDiv(s.rowThreads));
-    auto kernel =
-        makeKernel(b, loc, baseName(spec), args, s.threads, grid, {0, 0}, configAttr(ctx, cfg));
-    Block &body = kernel.getBody().front();
-    b.setInsertionPointToStart(&body);
-    Value x = body.getArgument(0), w = body.getArgument(1), y = body.getArgument(2),
-          rstdOut = body.getArgument(3), eps = body.getArgument(4);
-    TileBuilder tb{b, loc, tt::BlockedLayoutAttr::get(&ctx, s.vec, s.rowThreads, s.colThreads),
-                   s.rowThreads, s.segCols};
-    bool stream = cfg.get("stream") != 0;
-    Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
+    Value x = args[0], w = args[1], y = args[2], rstdOut = args[3], eps = args[4];
     Value row0 = arith::MulIOp::create(b, loc, pid, tb.index(s.rowThreads));
     Value zero = tb.splat(tb.f32(0.0), tb.tile(f32));
     auto squares = forEachSegment(b, loc, tb, s, zero, [&](Value col0, ValueRange acc) {
@@ -603,8 +593,8 @@ private:
       Value xf = tb.widen(tb.load(tb.tile(xT), x, ValueRange{row0, col0}));
       return SmallVector<Value>{tb.add(acc[0], tb.mul(xf, xf))};
     });
-    Value meanSq =
-        tb.mul(tb.rowSum(squares.getResult(0)), tb.splat(tb.f32(1.0 / double(n)), tb.rowsTile()));
+    Value meanSq = tb.mul(tb.rowSum(squares.getResult(0)),
+                          tb.splat(tb.f32(1.0 / double(spec.cols)), tb.rowsTile()));
     Value rstd = math::RsqrtOp::create(b, loc, tb.add(meanSq, tb.splat(eps, tb.rowsTile())));
     tb.store(rstd, rstdOut, ValueRange{row0});
     Value rb = tb.broadcast(rstd);
@@ -614,8 +604,6 @@ private:
       tb.store(tb.narrow(tb.mul(tb.mul(xf, rb), g), xT), y, ValueRange{row0, col0}, stream);
       return SmallVector<Value>{};
     });
-    tt::ReturnOp::create(b, loc);
-    b.setInsertionPointAfter(kernel);
   }
 
   /// The backward kernel's arguments: dy, x, rstd, w, dx, dw partials.
@@ -772,7 +760,7 @@ private:
     {
       SmallVector<Type> args = {MemRefType::get({programs, n}, f32), MemRefType::get({n}, wT)};
       const int64_t kDwVec = dwVec(spec), kDwStrip = kDwColThreads * kDwVec;
-      int64_t strips = (n + kDwStrip - 1) / kDwStrip;
+      int64_t strips = ceilDiv(n, kDwStrip);
       AffineMap grid = AffineMap::get(0, 0, getAffineConstantExpr(strips, &ctx));
       auto kernel = makeKernel(b, loc, baseName(spec) + "_dw", args, kDwRowThreads * kDwColThreads,
                                grid, {}, configAttr(ctx, cfg));
