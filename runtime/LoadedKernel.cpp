@@ -117,11 +117,15 @@ llvm::Error LoadedKernel::launch(size_t entry, const KernelArg *args, size_t cou
   const EntryInfo &e = entries_[entry];
   if (auto err = checkArgs(e, args, count))
     return err;
+  // The grid rule counts program instances; each is a cluster of blocks when
+  // the kernel was compiled with cluster dimensions (which the launch then
+  // takes from the binary).
   int64_t grid = evalGrid(e, args);
-  if (grid < 0 || grid > 0x7fffffff)
+  if (grid < 0 || grid > 0x7fffffff / e.clusterBlocks)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "kernel " + e.name + ": grid rule " + e.grid.str() + " gives " +
-                                       llvm::Twine(grid));
+                                       llvm::Twine(grid) + " programs of " +
+                                       llvm::Twine(e.clusterBlocks) + " blocks");
   if (grid == 0)
     return llvm::Error::success(); // nothing to do (zero rows)
 
@@ -153,13 +157,6 @@ llvm::Error LoadedKernel::launch(size_t entry, const KernelArg *args, size_t cou
   auto drv = CudaDriver::get();
   if (!drv)
     return drv.takeError();
-  // The grid rule counts program instances; each is a cluster of blocks when
-  // the kernel was compiled with cluster dimensions (which the launch then
-  // takes from the binary).
-  if (grid * e.clusterBlocks > 0x7fffffff)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "kernel " + e.name + ": grid of " + llvm::Twine(grid) +
-                                       " clusters is too large");
   CUlaunchConfig cfg = {};
   cfg.gridDimX = unsigned(grid * e.clusterBlocks);
   cfg.gridDimY = cfg.gridDimZ = 1;
