@@ -25,7 +25,8 @@ namespace tilejit {
 std::string toolchainId(const KernelSpec &spec) {
   return std::string("tilejit=") + tilejitVersion() + " nvrtc=" + nvrtcVersionString() +
          " device=" + std::string(embedded::deviceLibraryHash()).substr(0, 16) +
-         " template=" + std::string(getTemplate(spec.op).sourceHash()).substr(0, 16);
+         " template=" + std::string(getTemplate(spec.op).sourceHash()).substr(0, 16) +
+         " compiler=" + std::string(embedded::compilerSourceHash()).substr(0, 16);
 }
 
 int64_t tuningRows(int64_t rows) {

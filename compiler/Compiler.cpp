@@ -39,6 +39,7 @@ std::string kernelKey(const KernelSpec &spec, const TileConfig &config) {
   std::string text = "spec=" + spec.canonical(/*withRuntimeSizes=*/false) +
                      "\nconfig=" + config.canonical() + "\narch=" + spec.arch +
                      "\ntemplate=" + std::string(tmpl.sourceHash()) +
+                     "\ncompiler=" + std::string(embedded::compilerSourceHash()) +
                      "\ntilejit=" + tilejitVersion() + "\nnvrtc=" + nvrtcVersionString() +
                      "\ndevice=" + std::string(embedded::deviceLibraryHash());
   return sha256Hex(text);

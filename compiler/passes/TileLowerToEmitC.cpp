@@ -231,7 +231,11 @@ Access accessFor(MLIRContext *ctx, StringRef verb, RankedTensorType tile, MemRef
                  Operation *access, bool streaming) {
   BlockedLayoutAttr layout = getBlockedParent(tile);
   Access a;
-  std::string elem = cTypeName(tile.getElementType());
+  // The memory's element type; the tile's, last, where the access converts.
+  std::string elem = cTypeName(memref.getElementType());
+  std::optional<Attribute> converted;
+  if (tile.getElementType() != memref.getElementType())
+    converted = tmpl(ctx, cTypeName(tile.getElementType()));
   int64_t cols = memref.getShape().back();
   int64_t staticCols = ShapedType::isDynamic(cols) ? -1 : cols;
   auto slice = dyn_cast<SliceLayoutAttr>(tile.getEncoding());
@@ -239,6 +243,8 @@ Access accessFor(MLIRContext *ctx, StringRef verb, RankedTensorType tile, MemRef
     a.callee = ("tj::" + verb + "_rows").str();
     a.templateArgs = {tmpl(ctx, elem), tmpl(ctx, layout.getRowThreads()),
                       tmpl(ctx, layout.getColThreads())};
+    if (converted)
+      a.templateArgs.push_back(*converted);
     return a;
   }
   int64_t tileCols = tile.getShape().back();
@@ -253,6 +259,8 @@ Access accessFor(MLIRContext *ctx, StringRef verb, RankedTensorType tile, MemRef
                     tmpl(ctx, access->hasAttr(kCoherentAttr) ? "tj::kCoherent"
                               : streaming                    ? "tj::kStream"
                                                              : "tj::kCached")};
+  if (converted)
+    a.templateArgs.push_back(*converted);
   return a;
 }
 

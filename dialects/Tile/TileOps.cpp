@@ -1,6 +1,7 @@
 //===- TileOps.cpp - operations of the tile dialect --------------------------===//
 #include "dialects/Tile/TileDialect.h"
 
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/FunctionImplementation.h"
 
 using namespace mlir;
@@ -142,9 +143,11 @@ static LogicalResult verifyAccess(Operation *op, MemRefType memref, RankedTensor
                              << ", got " << numIndices;
   if (tile.getRank() > memref.getRank())
     return op->emitOpError() << "tile of rank " << tile.getRank() << " does not fit in " << memref;
-  if (tile.getElementType() != memref.getElementType())
-    return op->emitOpError() << "tile element type " << tile.getElementType()
-                             << " differs from memory element type " << memref.getElementType();
+  // An f32 tile may read or write bf16/f16 memory: the access converts.
+  Type elem = tile.getElementType(), mem = memref.getElementType();
+  if (elem != mem && !(elem.isF32() && (mem.isBF16() || mem.isF16())))
+    return op->emitOpError() << "tile element type " << elem << " differs from memory element type "
+                             << mem << " (only an f32 tile may access bf16/f16 memory, converting)";
   return success();
 }
 
@@ -152,6 +155,50 @@ LogicalResult LoadOp::verify() {
   if (failed(verifyInKernel(*this)))
     return failure();
   return verifyAccess(*this, getSource().getType(), getResult().getType(), getIndices().size());
+}
+
+namespace {
+/// arith.extf of a loaded tile, the load's only use, becomes a widening load.
+/// The new load takes the old one's place, not the extf's: a store between
+/// them may write the same memory.
+struct WidenLoad : OpRewritePattern<arith::ExtFOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(arith::ExtFOp ext, PatternRewriter &rw) const override {
+    auto load = ext.getIn().getDefiningOp<LoadOp>();
+    auto type = dyn_cast<RankedTensorType>(ext.getType());
+    if (!load || !load->hasOneUse() || !type || !type.getElementType().isF32())
+      return failure();
+    rw.setInsertionPoint(load);
+    auto wide = LoadOp::create(rw, load.getLoc(), type, load.getSource(), load.getIndices(),
+                               load.getPaddingAttr(), load.getStreamingAttr());
+    rw.replaceOp(ext, wide.getResult());
+    rw.eraseOp(load);
+    return success();
+  }
+};
+
+/// A store of arith.truncf(f32 tile) rounding to nearest even stores the f32
+/// tile, narrowing.
+struct NarrowStore : OpRewritePattern<StoreOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(StoreOp store, PatternRewriter &rw) const override {
+    auto trunc = store.getValue().getDefiningOp<arith::TruncFOp>();
+    if (!trunc || !getElementTypeOrSelf(trunc.getIn().getType()).isF32())
+      return failure();
+    if (auto mode = trunc.getRoundingmodeAttr();
+        mode && mode.getValue() != arith::RoundingMode::to_nearest_even)
+      return failure();
+    rw.modifyOpInPlace(store, [&] { store.getValueMutable().assign(trunc.getIn()); });
+    return success();
+  }
+};
+} // namespace
+
+void LoadOp::getCanonicalizationPatterns(RewritePatternSet &patterns, MLIRContext *ctx) {
+  patterns.add<WidenLoad>(ctx);
+}
+void StoreOp::getCanonicalizationPatterns(RewritePatternSet &patterns, MLIRContext *ctx) {
+  patterns.add<NarrowStore>(ctx);
 }
 
 void LoadOp::getEffects(

@@ -262,12 +262,19 @@ def Tile_LoadOp : Tile_Op<"load", [
     Reads a tile whose first element sits at `indices` of `source`. The tile
     covers the trailing dimensions of `source` (its rank may be lower than the
     memref's; leading indices then select a single row). Elements that fall
-    outside `source` are not read; they take the value `padding` (default 0),
-    so a masked tile can enter a sum as is, or a max with `padding = -inf`.
+    outside `source` are not read; they take the value `padding` (default 0,
+    rounded to the memory's element type), so a masked tile can enter a sum
+    as is, or a max with `padding = -inf`.
     `streaming` marks data read once: it bypasses L1 allocation.
+
+    The tile has the memory's element type, or f32 from bf16/f16 memory: a
+    widening load, exact, as `arith.extf` of the narrow tile would be.
+    Canonicalization folds that `arith.extf` into the load, so the elements
+    are widened as they arrive and the narrow tile never exists.
 
     ```mlir
     %t = tile.load %x[%row, %c0] : memref<?x4096xbf16> -> tensor<1x4096xbf16, #L>
+    %f = tile.load %x[%row, %c0] : memref<?x4096xbf16> -> tensor<1x4096xf32, #L>
     ```
   }];
   let arguments = (ins Tile_GlobalMemRef:$source, Variadic<Index>:$indices,
@@ -277,6 +284,7 @@ def Tile_LoadOp : Tile_Op<"load", [
     $source `[` $indices `]` attr-dict `:` type($source) `->` type($result)
   }];
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Tile_StoreOp : Tile_Op<"store", [
@@ -288,8 +296,14 @@ def Tile_StoreOp : Tile_Op<"store", [
     in several threads (`#tile.slice`), exactly one of them writes it.
     `streaming` marks data not read again soon (an evict-first store).
 
+    The tile has the memory's element type, or is f32 into bf16/f16 memory:
+    a narrowing store, rounding to nearest even as `arith.truncf` does.
+    Canonicalization folds such a `arith.truncf` of the stored value into the
+    store (two elements are then rounded and packed by one instruction).
+
     ```mlir
     tile.store %y, %out[%row, %c0] : tensor<1x4096xbf16, #L>, memref<?x4096xbf16>
+    tile.store %f, %out[%row, %c0] : tensor<1x4096xf32, #L>, memref<?x4096xbf16>
     ```
   }];
   let arguments = (ins Tile_Tile:$value, Tile_GlobalMemRef:$dest,
@@ -298,6 +312,7 @@ def Tile_StoreOp : Tile_Op<"store", [
     $value `,` $dest `[` $indices `]` attr-dict `:` type($value) `,` type($dest)
   }];
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
 //===----------------------------------------------------------------------===//

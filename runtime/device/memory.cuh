@@ -5,6 +5,10 @@
 // moves. Runs of VEC contiguous elements move as one access of up to 16 bytes
 // when they lie wholly inside the operand; the partial run at a ragged edge
 // moves element by element, masked.
+//
+// A tile of f32 may access bf16/f16 memory (T, the memory's type, differs
+// from U, the tile's): loads widen each word as it arrives, stores round two
+// elements into one word.
 #pragma once
 #include "frag.cuh"
 
@@ -59,31 +63,29 @@ TJ_STORE_WORDS(false, "st.global")
 TJ_STORE_WORDS(true, "st.global.cs")
 #undef TJ_STORE_WORDS
 
-/// Loads the run of VEC elements at p[c .. c+VEC) into out[at ..], reading only
-/// elements below `limit`; the others become `pad`.
-/// FULL: the run is known to lie inside the row, so only the row check `ok`
-/// remains and the masked path is not even instantiated.
+/// Loads the run of VEC elements at p[c .. c+VEC) into out[at ..] as U,
+/// reading only elements below `limit`; the others become `pad`.
+/// FULL: the run is known to lie inside the row: no check at all, and the
+/// masked path is not even instantiated.
 /// EVEN: the row length is a multiple of VEC. Runs start at multiples of VEC
 /// (vector accesses need it), so a run lies wholly inside or wholly outside
 /// the row: one check, and no element-wise path that would keep the compiler
 /// from unrolling loops around the access.
-template <class T, int VEC, int CACHE, bool FULL, bool EVEN, int K>
-TJ_DEVICE void load_run(Frag<T, K> &out, int at, const T *p, int64_t c, int64_t limit, bool ok,
-                        T pad) {
+template <class T, class U, int VEC, int CACHE, bool FULL, bool EVEN, int K>
+TJ_DEVICE void load_run(Frag<U, K> &out, int at, const T *p, int64_t c, int64_t limit, U pad) {
   constexpr int kBytes = VEC * int(sizeof(T));
   if constexpr (kBytes >= 4) {
-    if (ok && (FULL || (EVEN ? c < limit : c + VEC <= limit))) {
+    if (FULL || (EVEN ? c < limit : c + VEC <= limit)) {
       // At most 16 bytes per access: wider runs (8 x f32) take several.
       constexpr int W = kBytes >= 16 ? 4 : kBytes / 4;
       constexpr int kPerAccess = W * 4 / int(sizeof(T));
-      constexpr int kPerWord = 4 / int(sizeof(T)) > 0 ? 4 / int(sizeof(T)) : 1;
+      constexpr int kPerWord = 4 / int(sizeof(T));
 #pragma unroll
       for (int g = 0; g < VEC / kPerAccess; ++g) {
         Words<W> w = load_words<W, CACHE>(p + c + g * kPerAccess);
 #pragma unroll
         for (int e = 0; e < kPerAccess; ++e)
-          out.v[at + g * kPerAccess + e] =
-              from_bits<T>(w.w[e / kPerWord] >> ((e % kPerWord) * 16 * (sizeof(T) == 2)));
+          out.v[at + g * kPerAccess + e] = unpack<T, U>(w.w[e / kPerWord], e % kPerWord);
       }
       return;
     }
@@ -94,37 +96,29 @@ TJ_DEVICE void load_run(Frag<T, K> &out, int at, const T *p, int64_t c, int64_t 
       return;
     }
   }
-  if constexpr (FULL) {
 #pragma unroll
-    for (int e = 0; e < VEC; ++e)
-      out.v[at + e] = ok ? p[c + e] : pad;
-  } else {
-#pragma unroll
-    for (int e = 0; e < VEC; ++e)
-      out.v[at + e] = (ok && c + e < limit) ? p[c + e] : pad;
-  }
+  for (int e = 0; e < VEC; ++e)
+    out.v[at + e] = (FULL || c + e < limit) ? cast<U>(p[c + e]) : pad;
 }
 
-template <class T, int VEC, int CACHE, bool FULL, bool EVEN, int K>
-TJ_DEVICE void store_run(const Frag<T, K> &in, int at, T *p, int64_t c, int64_t limit, bool ok) {
+/// Stores the run out[at ..] of U to p[c .. c+VEC) as T, below `limit`.
+template <class T, class U, int VEC, int CACHE, bool FULL, bool EVEN, int K>
+TJ_DEVICE void store_run(const Frag<U, K> &in, int at, T *p, int64_t c, int64_t limit) {
   constexpr int kBytes = VEC * int(sizeof(T));
   if constexpr (kBytes >= 4) {
-    if (ok && (FULL || (EVEN ? c < limit : c + VEC <= limit))) {
+    if (FULL || (EVEN ? c < limit : c + VEC <= limit)) {
       constexpr int W = kBytes >= 16 ? 4 : kBytes / 4;
       constexpr int kPerAccess = W * 4 / int(sizeof(T));
 #pragma unroll
       for (int g = 0; g < VEC / kPerAccess; ++g) {
+        const int e = at + g * kPerAccess;
         Words<W> w;
 #pragma unroll
-        for (int i = 0; i < W; ++i)
-          w.w[i] = 0;
-#pragma unroll
-        for (int e = 0; e < kPerAccess; ++e) {
-          const T v = in.v[at + g * kPerAccess + e];
+        for (int i = 0; i < W; ++i) {
           if constexpr (sizeof(T) == 2)
-            w.w[e / 2] |= to_bits(v) << ((e % 2) * 16);
+            w.w[i] = pack2<T, U>(in.v[e + 2 * i], in.v[e + 2 * i + 1]);
           else
-            w.w[e] = to_bits(v);
+            w.w[i] = to_bits(cast<T>(in.v[e + i]));
         }
         store_words<W, CACHE == kStream>(p + c + g * kPerAccess, w);
       }
@@ -135,8 +129,8 @@ TJ_DEVICE void store_run(const Frag<T, K> &in, int at, T *p, int64_t c, int64_t 
   }
 #pragma unroll
   for (int e = 0; e < VEC; ++e)
-    if (ok && (FULL || c + e < limit))
-      p[c + e] = in.v[at + e];
+    if (FULL || c + e < limit)
+      p[c + e] = cast<T>(in.v[at + e]);
 }
 
 /// Offset of the tile's first row and whether the leading indices (those the
@@ -157,7 +151,13 @@ TJ_DEVICE const T *leading(const View<T, R> &v, const Index<R> &at, bool &ok) {
   return v.ptr + off;
 }
 
-template <class T> TJ_DEVICE T pad_value(float pad) { return from_float<T>(pad); }
+/// The padding as the memory holds it (rounded to T), then as the tile's U.
+template <class T, class U> TJ_DEVICE U pad_value(float pad) {
+  if constexpr (same_type<T, bf16>::value)
+    return cast<U>(bf16_constant(pad));
+  else
+    return cast<U>(from_float<T>(pad));
+}
 
 /// How many leading chunks of a tile starting at column COL0 of a row of COLS
 /// columns are whole for every lane (either -1: not known at compile time,
@@ -172,38 +172,47 @@ template <int VEC, int TC, int CH, int64_t COLS, int64_t COL0> constexpr int ful
 }
 
 /// This thread's CH runs of a row starting at p: run k at column c0 + k*TC*VEC
-/// (the tile starts at column COL0, when known).
+/// (the tile starts at column COL0, when known). `ok`: the row exists.
 /// Whole runs first (FULL, no column checks), then the ragged ones.
-template <class T, int VEC, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE>
-TJ_DEVICE Frag<T, CH * VEC> load_chunks(const T *p, int64_t c0, int64_t ncols, bool ok, T pad) {
+template <class T, class U, int VEC, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE>
+TJ_DEVICE Frag<U, CH * VEC> load_chunks(const T *p, int64_t c0, int64_t ncols, bool ok, U pad) {
   constexpr int kFull = fullChunks<VEC, TC, CH, COLS, COL0>();
   constexpr bool kEven = COLS >= 0 && COLS % VEC == 0;
-  Frag<T, CH * VEC> out;
+  Frag<U, CH * VEC> out;
+  // One branch for the row, around every access of it.
+  if (!ok) {
+#pragma unroll
+    for (int i = 0; i < CH * VEC; ++i)
+      out.v[i] = pad;
+    return out;
+  }
 #pragma unroll
   for (int k = 0; k < kFull; ++k)
-    load_run<T, VEC, CACHE, true, kEven>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok,
-                                         pad);
+    load_run<T, U, VEC, CACHE, true, kEven>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols,
+                                            pad);
   // (Not even instantiated when every run is whole.)
   if constexpr (kFull < CH) {
 #pragma unroll
     for (int k = kFull; k < CH; ++k)
-      load_run<T, VEC, CACHE, false, kEven>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok,
-                                            pad);
+      load_run<T, U, VEC, CACHE, false, kEven>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols,
+                                               pad);
   }
   return out;
 }
 
-template <class T, int VEC, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE>
-TJ_DEVICE void store_chunks(const Frag<T, CH * VEC> &in, T *p, int64_t c0, int64_t ncols, bool ok) {
+template <class T, class U, int VEC, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE>
+TJ_DEVICE void store_chunks(const Frag<U, CH * VEC> &in, T *p, int64_t c0, int64_t ncols, bool ok) {
   constexpr int kFull = fullChunks<VEC, TC, CH, COLS, COL0>();
   constexpr bool kEven = COLS >= 0 && COLS % VEC == 0;
+  if (!ok)
+    return;
 #pragma unroll
   for (int k = 0; k < kFull; ++k)
-    store_run<T, VEC, CACHE, true, kEven>(in, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok);
+    store_run<T, U, VEC, CACHE, true, kEven>(in, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols);
   if constexpr (kFull < CH) {
 #pragma unroll
     for (int k = kFull; k < CH; ++k)
-      store_run<T, VEC, CACHE, false, kEven>(in, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok);
+      store_run<T, U, VEC, CACHE, false, kEven>(in, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols);
   }
 }
 
@@ -211,9 +220,11 @@ TJ_DEVICE void store_chunks(const Frag<T, CH * VEC> &in, T *p, int64_t c0, int64
 
 /// Rank-2 tile with layout #tile.blocked<VEC, TR, TC>, CH chunks per thread.
 /// COLS is the operand's last size and COL0 the tile's first column when known
-/// at compile time, else -1; CACHE is a detail::Cache.
-template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE, int R>
-TJ_DEVICE Frag<T, CH * VEC> load_tile(const View<T, R> &v, Index<R> at, float pad) {
+/// at compile time, else -1; CACHE is a detail::Cache; U the tile's element
+/// type.
+template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE,
+          class U = T, int R>
+TJ_DEVICE Frag<U, CH * VEC> load_tile(const View<T, R> &v, Index<R> at, float pad) {
   static_assert(R >= 2, "a rank-2 tile needs a rank-2 operand");
   bool ok;
   const T *base = detail::leading<T, R, 2>(v, at, ok);
@@ -222,13 +233,14 @@ TJ_DEVICE Frag<T, CH * VEC> load_tile(const View<T, R> &v, Index<R> at, float pa
   const int64_t row = at.i[R - 2] + tid / TC;
   ok = ok && row < v.size[R - 2];
   const T *p = base + row * ncols;
-  const T padv = detail::pad_value<T>(pad);
-  return detail::load_chunks<T, VEC, TC, CH, COLS, COL0, CACHE>(
+  const U padv = detail::pad_value<T, U>(pad);
+  return detail::load_chunks<T, U, VEC, TC, CH, COLS, COL0, CACHE>(
       p, at.i[R - 1] + int64_t(lane) * VEC, ncols, ok, padv);
 }
 
-template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE, int R>
-TJ_DEVICE void store_tile(const Frag<T, CH * VEC> &in, const View<T, R> &v, Index<R> at) {
+template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE,
+          class U = T, int R>
+TJ_DEVICE void store_tile(const Frag<U, CH * VEC> &in, const View<T, R> &v, Index<R> at) {
   static_assert(R >= 2, "a rank-2 tile needs a rank-2 operand");
   bool ok;
   T *base = const_cast<T *>(detail::leading<T, R, 2>(v, at, ok));
@@ -237,53 +249,55 @@ TJ_DEVICE void store_tile(const Frag<T, CH * VEC> &in, const View<T, R> &v, Inde
   const int64_t row = at.i[R - 2] + tid / TC;
   ok = ok && row < v.size[R - 2];
   T *p = base + row * ncols;
-  detail::store_chunks<T, VEC, TC, CH, COLS, COL0, CACHE>(in, p, at.i[R - 1] + int64_t(lane) * VEC,
-                                                          ncols, ok);
+  detail::store_chunks<T, U, VEC, TC, CH, COLS, COL0, CACHE>(
+      in, p, at.i[R - 1] + int64_t(lane) * VEC, ncols, ok);
 }
 
 /// Rank-1 tile of columns (#tile.slice<dim = 0>): every row of threads holds
 /// the same columns; on store, only the first row of threads writes.
-template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE, int R>
-TJ_DEVICE Frag<T, CH * VEC> load_cols(const View<T, R> &v, Index<R> at, float pad) {
+template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE,
+          class U = T, int R>
+TJ_DEVICE Frag<U, CH * VEC> load_cols(const View<T, R> &v, Index<R> at, float pad) {
   bool ok;
   const T *p = detail::leading<T, R, 1>(v, at, ok);
   const int lane = threadIdx.x % TC;
   const int64_t ncols = COLS >= 0 ? COLS : v.size[R - 1];
-  const T padv = detail::pad_value<T>(pad);
-  return detail::load_chunks<T, VEC, TC, CH, COLS, COL0, CACHE>(
+  const U padv = detail::pad_value<T, U>(pad);
+  return detail::load_chunks<T, U, VEC, TC, CH, COLS, COL0, CACHE>(
       p, at.i[R - 1] + int64_t(lane) * VEC, ncols, ok, padv);
 }
 
-template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE, int R>
-TJ_DEVICE void store_cols(const Frag<T, CH * VEC> &in, const View<T, R> &v, Index<R> at) {
+template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE,
+          class U = T, int R>
+TJ_DEVICE void store_cols(const Frag<U, CH * VEC> &in, const View<T, R> &v, Index<R> at) {
   bool ok;
   T *p = const_cast<T *>(detail::leading<T, R, 1>(v, at, ok));
   const int tid = threadIdx.x, lane = tid % TC;
   ok = ok && tid / TC == 0;
   const int64_t ncols = COLS >= 0 ? COLS : v.size[R - 1];
-  detail::store_chunks<T, VEC, TC, CH, COLS, COL0, CACHE>(in, p, at.i[R - 1] + int64_t(lane) * VEC,
-                                                          ncols, ok);
+  detail::store_chunks<T, U, VEC, TC, CH, COLS, COL0, CACHE>(
+      in, p, at.i[R - 1] + int64_t(lane) * VEC, ncols, ok);
 }
 
 /// Rank-1 tile of one value per row of threads (#tile.slice<dim = 1>); on
 /// store, only lane 0 of each row writes.
-template <class T, int TR, int TC, int R>
-TJ_DEVICE Frag<T, 1> load_rows(const View<T, R> &v, Index<R> at, float pad) {
+template <class T, int TR, int TC, class U = T, int R>
+TJ_DEVICE Frag<U, 1> load_rows(const View<T, R> &v, Index<R> at, float pad) {
   bool ok;
   const T *p = detail::leading<T, R, 1>(v, at, ok);
   const int64_t row = at.i[R - 1] + threadIdx.x / TC;
-  Frag<T, 1> out;
-  out.v[0] = (ok && row < v.size[R - 1]) ? p[row] : detail::pad_value<T>(pad);
+  Frag<U, 1> out;
+  out.v[0] = (ok && row < v.size[R - 1]) ? cast<U>(p[row]) : detail::pad_value<T, U>(pad);
   return out;
 }
 
-template <class T, int TR, int TC, int R>
-TJ_DEVICE void store_rows(const Frag<T, 1> &in, const View<T, R> &v, Index<R> at) {
+template <class T, int TR, int TC, class U = T, int R>
+TJ_DEVICE void store_rows(const Frag<U, 1> &in, const View<T, R> &v, Index<R> at) {
   bool ok;
   T *p = const_cast<T *>(detail::leading<T, R, 1>(v, at, ok));
   const int64_t row = at.i[R - 1] + threadIdx.x / TC;
   if (ok && threadIdx.x % TC == 0 && row < v.size[R - 1])
-    p[row] = in.v[0];
+    p[row] = cast<T>(in.v[0]);
 }
 
 } // namespace tj

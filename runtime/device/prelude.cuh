@@ -60,6 +60,29 @@ template <> TJ_DEVICE f16 from_float<f16>(float v) {
   return r;
 }
 
+// (An enum, not a static constexpr member, which NVRTC emits as a device global.)
+template <class A, class B> struct same_type {
+  enum { value = 0 };
+};
+template <class A> struct same_type<A, A> {
+  enum { value = 1 };
+};
+
+/// One value of storage type T as a U (through f32; exact when widening).
+template <class U, class T> TJ_DEVICE U cast(T v) {
+  if constexpr (same_type<U, T>::value)
+    return v;
+  else
+    return from_float<U>(to_float(v));
+}
+
+/// A constant as bf16, in plain arithmetic the compiler folds (the asm of
+/// from_float it cannot): rounded to nearest even, NaN kept quiet.
+TJ_DEVICE bf16 bf16_constant(float v) {
+  const uint32_t u = __float_as_uint(v);
+  return bf16{uint16_t(v != v ? 0x7fc0u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16)};
+}
+
 /// Raw bits of a storage type, for packing vector memory accesses.
 TJ_DEVICE uint32_t to_bits(float v) { return __float_as_uint(v); }
 TJ_DEVICE uint32_t to_bits(bf16 v) { return v.bits; }
@@ -68,6 +91,34 @@ template <class T> TJ_DEVICE T from_bits(uint32_t b);
 template <> TJ_DEVICE float from_bits<float>(uint32_t b) { return __uint_as_float(b); }
 template <> TJ_DEVICE bf16 from_bits<bf16>(uint32_t b) { return bf16{uint16_t(b)}; }
 template <> TJ_DEVICE f16 from_bits<f16>(uint32_t b) { return f16{uint16_t(b)}; }
+
+/// Element `h` of a 32-bit word of memory holding T, as a U: a bf16 widens
+/// to f32 by placing its bits in the high half, with no 16-bit step.
+template <class T, class U> TJ_DEVICE U unpack(uint32_t w, int h) {
+  if constexpr (sizeof(T) == 2)
+    return cast<U>(from_bits<T>(h ? w >> 16 : w));
+  else
+    return cast<U>(from_bits<T>(w));
+}
+template <> TJ_DEVICE float unpack<bf16, float>(uint32_t w, int h) {
+  return __uint_as_float(h ? w & 0xffff0000u : w << 16);
+}
+
+/// Two U values as the 32-bit word of 16-bit T that memory holds (`lo` at the
+/// lower address); f32 narrows both with one instruction.
+template <class T, class U> TJ_DEVICE uint32_t pack2(U lo, U hi) {
+  return to_bits(cast<T>(lo)) | (to_bits(cast<T>(hi)) << 16);
+}
+template <> TJ_DEVICE uint32_t pack2<bf16, float>(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+template <> TJ_DEVICE uint32_t pack2<f16, float>(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
 
 /// A global operand: a contiguous row-major array and its sizes. The host
 /// passes it by value with every size filled in (static ones too).

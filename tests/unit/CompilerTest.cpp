@@ -132,6 +132,38 @@ extern "C" __global__ __launch_bounds__(64) __cluster_dims__(2, 1, 1) void k(flo
   EXPECT_NE(out->ptx.find("barrier.cluster.arrive"), std::string::npos);
 }
 
+// Every access that converts between f32 tiles and 16-bit memory, in each
+// access width (16, 4 and 2 bytes per run, the last element by element), for
+// each layout, instantiates and compiles. (The GPU tests check the values.)
+TEST(Compiler, ConvertingAccessesCompile) {
+  const char *src = R"(#include "memory.cuh"
+template <class T, int VEC, int COLS>
+__device__ void roundTrip(const tj::View<T, 2> &x, const tj::View<T, 1> &w, tj::View<T, 1> &r) {
+  auto t = tj::load_tile<T, VEC, 2, 32, 2, COLS, 0, tj::kStream, float>(x, tj::idx(0, 0), 0.f);
+  auto c = tj::load_cols<T, VEC, 2, 32, 2, COLS, 0, tj::kCached, float>(w, tj::idx(0), 1.f);
+  auto q = tj::load_rows<T, 2, 32, float>(r, tj::idx(0), -1.f);
+  tj::store_tile<T, VEC, 2, 32, 2, COLS, 0, tj::kStream, float>(tj::mul(t, c), x, tj::idx(0, 0));
+  tj::store_cols<T, VEC, 2, 32, 2, COLS, 0, tj::kCached, float>(c, w, tj::idx(0));
+  tj::store_rows<T, 2, 32, float>(q, r, tj::idx(0));
+}
+extern "C" __global__ void k(tj::View<tj::bf16, 2> xb, tj::View<tj::bf16, 1> wb,
+                             tj::View<tj::bf16, 1> rb, tj::View<tj::f16, 2> xh,
+                             tj::View<tj::f16, 1> wh, tj::View<tj::f16, 1> rh,
+                             tj::View<float, 2> xf, tj::View<float, 1> wf, tj::View<float, 1> rf) {
+  roundTrip<tj::bf16, 8, 1024>(xb, wb, rb);
+  roundTrip<tj::bf16, 2, 257>(xb, wb, rb);
+  roundTrip<tj::bf16, 1, 33>(xb, wb, rb);
+  roundTrip<tj::f16, 8, 1000>(xh, wh, rh);
+  roundTrip<tj::f16, 2, 130>(xh, wh, rh);
+  roundTrip<float, 4, 300>(xf, wf, rf);
+}
+)";
+  auto out = compileWithNvrtc(src, "converting_accesses", "sm_80");
+  ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+  EXPECT_NE(out->ptx.find("cvt.rn.bf16x2.f32"), std::string::npos);
+  EXPECT_NE(out->ptx.find("cvt.rn.f16x2.f32"), std::string::npos);
+}
+
 TEST(Compiler, NvrtcErrorCarriesTheLog) {
   auto r = compileKernel(spec(OpKind::RmsNormFwd, 64), {}, {Stage::Cuda, "", nullptr});
   ASSERT_TRUE(bool(r));

@@ -48,6 +48,7 @@ TEST(TuneKey, IncludesRowsAndToolchain) {
   EXPECT_NE(k.find("rows=8192"), std::string::npos);
   EXPECT_NE(k.find("nvrtc="), std::string::npos);
   EXPECT_NE(k.find("template="), std::string::npos);
+  EXPECT_NE(k.find("compiler="), std::string::npos);
   KernelSpec t = s;
   t.rows = 16384;
   EXPECT_NE(tuneKey(t), k);

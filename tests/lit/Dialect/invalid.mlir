@@ -250,23 +250,25 @@ tile.kernel @store_rank(%x: memref<?x256xf32>, %y: memref<256xf32>) attributes {
 
 // -----
 
+// A load may widen to f32, never narrow.
 #L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>
-tile.kernel @load_elem(%x: memref<?x256xbf16>) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+tile.kernel @load_elem(%x: memref<?x256xf32>) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   %c0 = arith.constant 0 : index
-  // expected-error @+1 {{'tile.load' op tile element type 'f32' differs from memory element type 'bf16'}}
-  %t = tile.load %x[%c0, %c0] : memref<?x256xbf16> -> tensor<1x256xf32, #L>
+  // expected-error @+1 {{'tile.load' op tile element type 'bf16' differs from memory element type 'f32' (only an f32 tile may access bf16/f16 memory, converting)}}
+  %t = tile.load %x[%c0, %c0] : memref<?x256xf32> -> tensor<1x256xbf16, #L>
   tile.return
 }
 
 // -----
 
+// A store may narrow from f32 only, not from one 16-bit type to the other.
 #L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>
 #S = #tile.slice<dim = 0, parent = #L>
-tile.kernel @store_elem(%x: memref<256xf32>, %y: memref<?x256xf16>) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+tile.kernel @store_elem(%x: memref<256xbf16>, %y: memref<?x256xf16>) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   %c0 = arith.constant 0 : index
-  %t = tile.load %x[%c0] : memref<256xf32> -> tensor<256xf32, #S>
-  // expected-error @+1 {{'tile.store' op tile element type 'f32' differs from memory element type 'f16'}}
-  tile.store %t, %y[%c0, %c0] : tensor<256xf32, #S>, memref<?x256xf16>
+  %t = tile.load %x[%c0] : memref<256xbf16> -> tensor<256xbf16, #S>
+  // expected-error @+1 {{'tile.store' op tile element type 'bf16' differs from memory element type 'f16' (only an f32 tile may access bf16/f16 memory, converting)}}
+  tile.store %t, %y[%c0, %c0] : tensor<256xbf16, #S>, memref<?x256xf16>
   tile.return
 }
 

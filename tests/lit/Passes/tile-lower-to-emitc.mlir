@@ -312,3 +312,36 @@ tile.kernel @segments(%acc: memref<?x4097xf32>, %x: memref<?x4097xf32>, %k: inde
   tile.store %u, %acc[%pid, %c1024] : tensor<1x1024xf32, #L>, memref<?x4097xf32>
   tile.return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Accesses that convert: an f32 tile from and to bf16/f16 memory. The memory's
+// type comes first, as for any access; the tile's is the last template
+// argument (the device library's default is the memory's).
+//===----------------------------------------------------------------------===//
+
+// CPP-LABEL: void converting(
+// CPP: tj::Frag<float, 8> {{v[0-9]+}} = tj::load_tile<tj::bf16, 4, 2, 128, 2, 1024, 0, tj::kStream, float>(
+// CPP: tj::Frag<float, 8> {{v[0-9]+}} = tj::load_cols<tj::f16, 4, 2, 128, 2, 1024, 0, tj::kCached, float>(
+// CPP: tj::Frag<float, 1> {{v[0-9]+}} = tj::load_rows<tj::bf16, 2, 128, float>(
+// CPP: tj::store_tile<tj::bf16, 4, 2, 128, 2, 1024, 0, tj::kStream, float>(
+// CPP: tj::store_rows<tj::f16, 2, 128, float>(
+
+#L = #tile.blocked<vec = 4, rowThreads = 2, colThreads = 128>
+#C = #tile.slice<dim = 0, parent = #L>
+#R = #tile.slice<dim = 1, parent = #L>
+tile.kernel @converting(%x: memref<?x1024xbf16>, %w: memref<1024xf16>, %r: memref<?xbf16>, %y: memref<?x1024xbf16>, %s: memref<?xf16>) attributes {block_threads = 256 : i64, grid = affine_map<()[s0] -> (s0)>, grid_operands = array<i64: 0, 0>} {
+  %pid = tile.program_id x
+  %c0 = arith.constant 0 : index
+  %t = tile.load %x[%pid, %c0] {streaming} : memref<?x1024xbf16> -> tensor<2x1024xf32, #L>
+  %w32 = tile.load %w[%c0] : memref<1024xf16> -> tensor<1024xf32, #C>
+  %r32 = tile.load %r[%pid] : memref<?xbf16> -> tensor<2xf32, #R>
+  %wb = tile.broadcast %w32 : tensor<1024xf32, #C> -> tensor<2x1024xf32, #L>
+  %rb = tile.broadcast %r32 : tensor<2xf32, #R> -> tensor<2x1024xf32, #L>
+  %p = arith.mulf %t, %wb : tensor<2x1024xf32, #L>
+  %q = arith.mulf %p, %rb : tensor<2x1024xf32, #L>
+  tile.store %q, %y[%pid, %c0] {streaming} : tensor<2x1024xf32, #L>, memref<?x1024xbf16>
+  tile.store %r32, %s[%pid] : tensor<2xf32, #R>, memref<?xf16>
+  tile.return
+}
