@@ -64,18 +64,23 @@ TJ_STORE_WORDS(true, "st.global.cs")
 #undef TJ_STORE_WORDS
 
 /// Loads the run of VEC elements at p[c .. c+VEC) into out[at ..] as U,
-/// reading only elements below `limit`; the others become `pad`.
-/// FULL: the run is known to lie inside the row: no check at all, and the
-/// masked path is not even instantiated.
+/// reading only elements below `limit` of a row that exists (`ok`); the
+/// others become `pad`.
+/// FULL: the run is known to lie inside the row, so only the row check `ok`
+/// remains and the masked path is not even instantiated.
+/// (The row is checked per run, not once around all of them: a branch that
+/// returns a whole padded fragment made NVVM keep large fragments in local
+/// memory, 2.4 KB per thread for 64 elements held across a persistent loop.)
 /// EVEN: the row length is a multiple of VEC. Runs start at multiples of VEC
 /// (vector accesses need it), so a run lies wholly inside or wholly outside
 /// the row: one check, and no element-wise path that would keep the compiler
 /// from unrolling loops around the access.
 template <class T, class U, int VEC, int CACHE, bool FULL, bool EVEN, int K>
-TJ_DEVICE void load_run(Frag<U, K> &out, int at, const T *p, int64_t c, int64_t limit, U pad) {
+TJ_DEVICE void load_run(Frag<U, K> &out, int at, const T *p, int64_t c, int64_t limit, bool ok,
+                        U pad) {
   constexpr int kBytes = VEC * int(sizeof(T));
   if constexpr (kBytes >= 4) {
-    if (FULL || (EVEN ? c < limit : c + VEC <= limit)) {
+    if (ok && (FULL || (EVEN ? c < limit : c + VEC <= limit))) {
       // At most 16 bytes per access: wider runs (8 x f32) take several.
       constexpr int W = kBytes >= 16 ? 4 : kBytes / 4;
       constexpr int kPerAccess = W * 4 / int(sizeof(T));
@@ -98,7 +103,7 @@ TJ_DEVICE void load_run(Frag<U, K> &out, int at, const T *p, int64_t c, int64_t 
   }
 #pragma unroll
   for (int e = 0; e < VEC; ++e)
-    out.v[at + e] = (FULL || c + e < limit) ? cast<U>(p[c + e]) : pad;
+    out.v[at + e] = (ok && (FULL || c + e < limit)) ? cast<U>(p[c + e]) : pad;
 }
 
 /// Stores the run out[at ..] of U to p[c .. c+VEC) as T, below `limit`.
@@ -179,23 +184,16 @@ TJ_DEVICE Frag<U, CH * VEC> load_chunks(const T *p, int64_t c0, int64_t ncols, b
   constexpr int kFull = fullChunks<VEC, TC, CH, COLS, COL0>();
   constexpr bool kEven = COLS >= 0 && COLS % VEC == 0;
   Frag<U, CH * VEC> out;
-  // One branch for the row, around every access of it.
-  if (!ok) {
-#pragma unroll
-    for (int i = 0; i < CH * VEC; ++i)
-      out.v[i] = pad;
-    return out;
-  }
 #pragma unroll
   for (int k = 0; k < kFull; ++k)
-    load_run<T, U, VEC, CACHE, true, kEven>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols,
+    load_run<T, U, VEC, CACHE, true, kEven>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok,
                                             pad);
   // (Not even instantiated when every run is whole.)
   if constexpr (kFull < CH) {
 #pragma unroll
     for (int k = kFull; k < CH; ++k)
       load_run<T, U, VEC, CACHE, false, kEven>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols,
-                                               pad);
+                                               ok, pad);
   }
   return out;
 }
