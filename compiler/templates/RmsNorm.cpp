@@ -270,7 +270,10 @@ public:
   // Long rows go in segments (bench/NOTES.md, v5). Forward: above 32
   // elements per thread (holding 64 spills; 2048x65536: 2.61 TB/s held, 3.47
   // in 4 segments), 1024 threads of 2 runs per segment (16384 bf16 columns;
-  // first or second of 18 configs at 65536, 100000 and 131072).
+  // first or second of 18 configs at 65536, 100000 and 131072). Rows that
+  // 1024 lanes would hold (above 16384 bf16 columns) go in segments of 512
+  // threads of 2 runs (v6: 4096x24576 0.104 ms against 0.116 held, 4096x32768
+  // 3.88 TB/s against 3.70).
   // Backward: rows that 512 threads cannot hold (above 16384 bf16 columns;
   // 4096x24576: 0.87 TB/s held by 1024 threads, 1.86 in segments), tiles of
   // 4 rows of 256 lanes, one run per lane per segment (2048 columns; first of
@@ -292,6 +295,8 @@ public:
     // (Backward rows up to kLongBwdRow always fit: 1024 lanes of one vector.)
     if (!backward() && shapeOf(spec, c).elems > kMaxHeldFwd)
       return segmentedConfig(spec, vec, 1024, 2);
+    if (!backward() && c.get("threads") / c.get("rows") > 512)
+      return segmentedConfig(spec, vec, 512, 2);
     return c;
   }
 
