@@ -3,6 +3,9 @@
 // Compiles each kernel several times in one process (MLIR + C++ + NVRTC, as a
 // first use does) and prints the first compile and the median of the others,
 // with the split between MLIR and NVRTC. Runs on any machine with NVRTC.
+// Each compile is paired with one of NVRTC's floor, a kernel of one store and
+// no includes: on a machine whose speed drifts, the median ratio of the pairs
+// says more than either time alone.
 //   compile_bench [--reps N] [--out FILE.json]
 //
 //===----------------------------------------------------------------------===//
@@ -21,6 +24,10 @@
 using namespace tilejit;
 
 namespace {
+// NVRTC's floor on this machine: one store, no includes.
+const char *kFloorSource =
+    "extern \"C\" __global__ void tj_floor(float *p) { p[threadIdx.x] = 1.0f; }\n";
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -58,29 +65,43 @@ int main(int argc, char **argv) {
     s.op = c.op;
     s.cols = c.cols;
     s.align = c.cols % 8 == 0 ? 16 : 2;
-    std::vector<double> total, mlir, nvrtc;
+    std::vector<double> total, mlir, nvrtc, floor, ratio;
     for (int i = 0; i < reps; ++i) {
       auto t0 = std::chrono::steady_clock::now();
+      auto f = compileWithNvrtc(kFloorSource, "floor", s.arch);
+      if (!f) {
+        std::fprintf(stderr, "compile_bench: %s\n", llvm::toString(f.takeError()).c_str());
+        return 1;
+      }
+      auto t1 = std::chrono::steady_clock::now();
       auto k = compileKernel(s, {});
       if (!k) {
         std::fprintf(stderr, "compile_bench: %s\n", llvm::toString(k.takeError()).c_str());
         return 1;
       }
-      total.push_back(
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      auto t2 = std::chrono::steady_clock::now();
+      floor.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      total.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+      ratio.push_back(total.back() / floor.back());
       mlir.push_back(k->mlirMs);
       nvrtc.push_back(k->nvrtcMs);
     }
+    // The first of each pair pays the process's one-time set-up.
     double first = total.front();
     total.erase(total.begin());
-    std::printf("%-60s first %6.1f ms, median %6.1f ms (MLIR + C++ %.1f, NVRTC %.1f)\n",
-                s.canonical(false).c_str(), first, median(total), median(mlir), median(nvrtc));
+    floor.erase(floor.begin());
+    ratio.erase(ratio.begin());
+    std::printf("%-60s first %6.1f ms, median %6.1f ms (MLIR + C++ %.1f, NVRTC %.1f); "
+                "floor %.1f ms, ratio %.2f\n",
+                s.canonical(false).c_str(), first, median(total), median(mlir), median(nvrtc),
+                median(floor), median(ratio));
     char row[512];
     std::snprintf(row, sizeof row,
                   "%s    {\"spec\": \"%s\", \"first_ms\": %.2f, \"median_ms\": %.2f, "
-                  "\"mlir_ms\": %.2f, \"nvrtc_ms\": %.2f}",
+                  "\"mlir_ms\": %.2f, \"nvrtc_ms\": %.2f, \"floor_ms\": %.2f, "
+                  "\"ratio_to_floor\": %.3f}",
                   firstCase ? "" : ",\n", s.canonical(false).c_str(), first, median(total),
-                  median(mlir), median(nvrtc));
+                  median(mlir), median(nvrtc), median(floor), median(ratio));
     json += row;
     firstCase = false;
   }
