@@ -106,7 +106,7 @@ TJ_DEVICE void load_run(Frag<U, K> &out, int at, const T *p, int64_t c, int64_t 
     out.v[at + e] = (ok && (FULL || c + e < limit)) ? cast<U>(p[c + e]) : pad;
 }
 
-/// Stores the run out[at ..] of U to p[c .. c+VEC) as T, below `limit`.
+/// Stores the run in[at ..] of U to p[c .. c+VEC) as T, below `limit`.
 template <class T, class U, int VEC, int CACHE, bool FULL, bool EVEN, int K>
 TJ_DEVICE void store_run(const Frag<U, K> &in, int at, T *p, int64_t c, int64_t limit) {
   constexpr int kBytes = VEC * int(sizeof(T));
