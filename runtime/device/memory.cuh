@@ -88,30 +88,22 @@ TJ_DEVICE void load_run(Frag<U, K> &out, int at, const T *p, int64_t c, int64_t 
 #pragma unroll
       for (int g = 0; g < VEC / kPerAccess; ++g) {
         Words<W> w = load_words<W, CACHE>(p + c + g * kPerAccess);
-        const int e0 = at + g * kPerAccess; // even when U is 16-bit (VEC is)
-        if constexpr (sizeof(U) == 2) {
-          // A 16-bit tile of a 16-bit operand: the words as they are.
 #pragma unroll
-          for (int i = 0; i < W; ++i)
-            out.w[e0 / 2 + i] = w.w[i];
-        } else {
-#pragma unroll
-          for (int e = 0; e < kPerAccess; ++e)
-            out.v[e0 + e] = unpack<T, U>(w.w[e / kPerWord], e % kPerWord);
-        }
+        for (int e = 0; e < kPerAccess; ++e)
+          out.v[at + g * kPerAccess + e] = unpack<T, U>(w.w[e / kPerWord], e % kPerWord);
       }
       return;
     }
     if constexpr (FULL || EVEN) {
 #pragma unroll
       for (int e = 0; e < VEC; ++e)
-        set(out, at + e, pad);
+        out.v[at + e] = pad;
       return;
     }
   }
 #pragma unroll
   for (int e = 0; e < VEC; ++e)
-    set(out, at + e, (ok && (FULL || c + e < limit)) ? cast<U>(p[c + e]) : pad);
+    out.v[at + e] = (ok && (FULL || c + e < limit)) ? cast<U>(p[c + e]) : pad;
 }
 
 /// Stores the run in[at ..] of U to p[c .. c+VEC) as T, below `limit`.
@@ -128,9 +120,7 @@ TJ_DEVICE void store_run(const Frag<U, K> &in, int at, T *p, int64_t c, int64_t 
         Words<W> w;
 #pragma unroll
         for (int i = 0; i < W; ++i) {
-          if constexpr (sizeof(T) == 2 && sizeof(U) == 2)
-            w.w[i] = in.w[e / 2 + i];
-          else if constexpr (sizeof(T) == 2)
+          if constexpr (sizeof(T) == 2)
             w.w[i] = pack2<T, U>(in.v[e + 2 * i], in.v[e + 2 * i + 1]);
           else
             w.w[i] = to_bits(cast<T>(in.v[e + i]));
@@ -145,7 +135,7 @@ TJ_DEVICE void store_run(const Frag<U, K> &in, int at, T *p, int64_t c, int64_t 
 #pragma unroll
   for (int e = 0; e < VEC; ++e)
     if (FULL || c + e < limit)
-      p[c + e] = cast<T>(get(in, at + e));
+      p[c + e] = cast<T>(in.v[at + e]);
 }
 
 /// Offset of the tile's first row and whether the leading indices (those the
@@ -193,7 +183,7 @@ template <class T, class U, int VEC, int TC, int CH, int64_t COLS, int64_t COL0,
 TJ_DEVICE Frag<U, CH * VEC> load_chunks(const T *p, int64_t c0, int64_t ncols, bool ok, U pad) {
   constexpr int kFull = fullChunks<VEC, TC, CH, COLS, COL0>();
   constexpr bool kEven = COLS >= 0 && COLS % VEC == 0;
-  Frag<U, CH * VEC> out{};
+  Frag<U, CH * VEC> out;
 #pragma unroll
   for (int k = 0; k < kFull; ++k)
     load_run<T, U, VEC, CACHE, true, kEven>(out, k * VEC, p, c0 + int64_t(k) * TC * VEC, ncols, ok,
@@ -294,8 +284,8 @@ TJ_DEVICE Frag<U, 1> load_rows(const View<T, R> &v, Index<R> at, float pad) {
   bool ok;
   const T *p = detail::leading<T, R, 1>(v, at, ok);
   const int64_t row = at.i[R - 1] + threadIdx.x / TC;
-  Frag<U, 1> out{};
-  set(out, 0, (ok && row < v.size[R - 1]) ? cast<U>(p[row]) : detail::pad_value<T, U>(pad));
+  Frag<U, 1> out;
+  out.v[0] = (ok && row < v.size[R - 1]) ? cast<U>(p[row]) : detail::pad_value<T, U>(pad);
   return out;
 }
 
@@ -305,7 +295,7 @@ TJ_DEVICE void store_rows(const Frag<U, 1> &in, const View<T, R> &v, Index<R> at
   T *p = const_cast<T *>(detail::leading<T, R, 1>(v, at, ok));
   const int64_t row = at.i[R - 1] + threadIdx.x / TC;
   if (ok && threadIdx.x % TC == 0 && row < v.size[R - 1])
-    p[row] = cast<T>(get(in, 0));
+    p[row] = cast<T>(in.v[0]);
 }
 
 } // namespace tj
