@@ -132,10 +132,11 @@ extern "C" __global__ __launch_bounds__(64) __cluster_dims__(2, 1, 1) void k(flo
   EXPECT_NE(out->ptx.find("barrier.cluster.arrive"), std::string::npos);
 }
 
-// Every access that converts between f32 tiles and 16-bit memory, in each
-// access width (16, 4 and 2 bytes per run, the last element by element), for
-// each layout, instantiates and compiles. (The GPU tests check the values.)
-TEST(Compiler, ConvertingAccessesCompile) {
+// Every access, converting between f32 tiles and 16-bit memory or not, in
+// each access width (16, 4 and 2 bytes per run, the last element by element),
+// for each layout, instantiates and compiles, and so do the conversions of
+// 16-bit fragments. (The GPU tests check the values.)
+TEST(Compiler, EveryAccessAndConversionCompiles) {
   const char *src = R"(#include "memory.cuh"
 template <class T, int VEC, int COLS>
 __device__ void roundTrip(const tj::View<T, 2> &x, const tj::View<T, 1> &w, tj::View<T, 1> &r) {
@@ -145,6 +146,12 @@ __device__ void roundTrip(const tj::View<T, 2> &x, const tj::View<T, 1> &w, tj::
   tj::store_tile<T, VEC, 2, 32, 2, COLS, 0, tj::kStream, float>(tj::mul(t, c), x, tj::idx(0, 0));
   tj::store_cols<T, VEC, 2, 32, 2, COLS, 0, tj::kCached, float>(c, w, tj::idx(0));
   tj::store_rows<T, 2, 32, float>(q, r, tj::idx(0));
+  // The tile in the memory's own type, converted apart.
+  auto n = tj::load_tile<T, VEC, 2, 32, 2, COLS, 0, tj::kCached>(x, tj::idx(0, 0), 0.f);
+  auto m = tj::load_rows<T, 2, 32>(r, tj::idx(0), 0.f);
+  tj::store_tile<T, VEC, 2, 32, 2, COLS, 0, tj::kCached>(
+      tj::convert<T>(tj::mul(tj::convert<float>(n), c)), x, tj::idx(0, 0));
+  tj::store_rows<T, 2, 32>(m, r, tj::idx(0));
 }
 extern "C" __global__ void k(tj::View<tj::bf16, 2> xb, tj::View<tj::bf16, 1> wb,
                              tj::View<tj::bf16, 1> rb, tj::View<tj::f16, 2> xh,
