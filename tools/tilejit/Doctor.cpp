@@ -23,6 +23,7 @@ Action addDoctor(CLI::App &app) {
     std::printf("MLIR           %s\n", LLVM_VERSION_STRING);
     std::printf("NVRTC          %s\n", nvrtcVersionString().c_str());
     std::printf("device library %.16s\n", std::string(embedded::deviceLibraryHash()).c_str());
+    std::printf("compiler       %.16s\n", std::string(embedded::compilerSourceHash()).c_str());
     auto drv = CudaDriver::get();
     if (!drv) {
       std::printf("CUDA driver    none (%s)\n", llvm::toString(drv.takeError()).c_str());
