@@ -45,6 +45,29 @@ TEST(Compiler, EmitsTileIrAfterEachPass) {
   EXPECT_NE(llvm::toString(bad.takeError()).find("unknown pass 'no-such-pass'"), std::string::npos);
 }
 
+// Canonicalization folds the conversions of the forward into its accesses: x
+// and the weight arrive as f32, y leaves as bf16 from f32, and no fragment
+// is converted on its own.
+TEST(Compiler, ForwardConvertsInItsAccesses) {
+  auto k = compileKernel(spec(OpKind::RmsNormFwd, 4096), {}, {Stage::Cuda, "", nullptr});
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  EXPECT_EQ(k->cuda.find("tj::convert<"), std::string::npos) << k->cuda;
+  // The template arguments of the first call of `callee`: memory type first,
+  // the tile's last.
+  auto args = [&](const std::string &callee) {
+    size_t at = k->cuda.find(callee + "<");
+    if (at == std::string::npos)
+      return std::string("(no call)");
+    at += callee.size() + 1;
+    return k->cuda.substr(at, k->cuda.find(">(", at) - at);
+  };
+  for (const char *callee : {"tj::load_tile", "tj::load_cols", "tj::store_tile"}) {
+    std::string a = args(callee);
+    EXPECT_EQ(a.rfind("tj::bf16, ", 0), 0u) << callee << "<" << a << ">";
+    EXPECT_EQ(a.substr(a.size() - 7), ", float") << callee << "<" << a << ">";
+  }
+}
+
 TEST(Compiler, CudaUsesTheDeviceLibrary) {
   auto k = compileKernel(spec(OpKind::RmsNormBwd, 1000), {}, {Stage::Cuda, "", nullptr});
   ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
