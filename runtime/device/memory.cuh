@@ -156,6 +156,18 @@ TJ_DEVICE const T *leading(const View<T, R> &v, const Index<R> &at, bool &ok) {
   return v.ptr + off;
 }
 
+/// This thread's row of a rank-2 tile at `at` (row of threads tid / TC): its
+/// start, whether it exists, and the row length (COLS when known).
+template <class T, int TC, int64_t COLS, int R>
+TJ_DEVICE const T *tile_row(const View<T, R> &v, const Index<R> &at, bool &ok, int64_t &ncols) {
+  static_assert(R >= 2, "a rank-2 tile needs a rank-2 operand");
+  const T *base = leading<T, R, 2>(v, at, ok);
+  ncols = COLS >= 0 ? COLS : v.size[R - 1];
+  const int64_t row = at.i[R - 2] + int(threadIdx.x) / TC;
+  ok = ok && row < v.size[R - 2];
+  return base + row * ncols;
+}
+
 /// The padding as the memory holds it (rounded to T), then as the tile's U.
 template <class T, class U> TJ_DEVICE U pad_value(float pad) {
   if constexpr (same_type<T, bf16>::value)
@@ -223,32 +235,22 @@ TJ_DEVICE void store_chunks(const Frag<U, CH * VEC> &in, T *p, int64_t c0, int64
 template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE,
           class U = T, int R>
 TJ_DEVICE Frag<U, CH * VEC> load_tile(const View<T, R> &v, Index<R> at, float pad) {
-  static_assert(R >= 2, "a rank-2 tile needs a rank-2 operand");
   bool ok;
-  const T *base = detail::leading<T, R, 2>(v, at, ok);
-  const int tid = threadIdx.x, lane = tid % TC;
-  const int64_t ncols = COLS >= 0 ? COLS : v.size[R - 1];
-  const int64_t row = at.i[R - 2] + tid / TC;
-  ok = ok && row < v.size[R - 2];
-  const T *p = base + row * ncols;
+  int64_t ncols;
+  const T *p = detail::tile_row<T, TC, COLS>(v, at, ok, ncols);
   const U padv = detail::pad_value<T, U>(pad);
   return detail::load_chunks<T, U, VEC, TC, CH, COLS, COL0, CACHE>(
-      p, at.i[R - 1] + int64_t(lane) * VEC, ncols, ok, padv);
+      p, at.i[R - 1] + int64_t(int(threadIdx.x) % TC) * VEC, ncols, ok, padv);
 }
 
 template <class T, int VEC, int TR, int TC, int CH, int64_t COLS, int64_t COL0, int CACHE,
           class U = T, int R>
 TJ_DEVICE void store_tile(const Frag<U, CH * VEC> &in, const View<T, R> &v, Index<R> at) {
-  static_assert(R >= 2, "a rank-2 tile needs a rank-2 operand");
   bool ok;
-  T *base = const_cast<T *>(detail::leading<T, R, 2>(v, at, ok));
-  const int tid = threadIdx.x, lane = tid % TC;
-  const int64_t ncols = COLS >= 0 ? COLS : v.size[R - 1];
-  const int64_t row = at.i[R - 2] + tid / TC;
-  ok = ok && row < v.size[R - 2];
-  T *p = base + row * ncols;
+  int64_t ncols;
+  T *p = const_cast<T *>(detail::tile_row<T, TC, COLS>(v, at, ok, ncols));
   detail::store_chunks<T, U, VEC, TC, CH, COLS, COL0, CACHE>(
-      in, p, at.i[R - 1] + int64_t(lane) * VEC, ncols, ok);
+      in, p, at.i[R - 1] + int64_t(int(threadIdx.x) % TC) * VEC, ncols, ok);
 }
 
 /// Rank-1 tile of columns (#tile.slice<dim = 0>): every row of threads holds
