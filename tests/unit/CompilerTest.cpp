@@ -139,6 +139,15 @@ TEST(Compiler, ClusterKernelsBuildAndCarryTheirClusterSize) {
   EXPECT_EQ((*back)[0].clusterBlocks, 2);
 }
 
+/// Compiles hand-written CUDA that uses the device library through NVRTC and
+/// expects each of `needles` in the PTX.
+void expectPtxHas(const char *src, const char *arch, std::initializer_list<const char *> needles) {
+  auto out = compileWithNvrtc(src, "library_use", arch);
+  ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+  for (const char *needle : needles)
+    EXPECT_NE(out->ptx.find(needle), std::string::npos) << needle;
+}
+
 // The lowering names the cluster queries and cluster_sync in every kernel that
 // runs in clusters, with or without reductions: the prelude alone (which
 // every kernel includes) must provide them.
@@ -149,10 +158,7 @@ extern "C" __global__ __launch_bounds__(64) __cluster_dims__(2, 1, 1) void k(flo
   tj::cluster_sync();
 }
 )";
-  auto out = compileWithNvrtc(src, "cluster_queries", "sm_90a");
-  ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
-  EXPECT_NE(out->ptx.find("%cluster_ctarank"), std::string::npos);
-  EXPECT_NE(out->ptx.find("barrier.cluster.arrive"), std::string::npos);
+  expectPtxHas(src, "sm_90a", {"%cluster_ctarank", "barrier.cluster.arrive"});
 }
 
 // Every access, converting between f32 tiles and 16-bit memory or not, in
@@ -188,10 +194,7 @@ extern "C" __global__ void k(tj::View<tj::bf16, 2> xb, tj::View<tj::bf16, 1> wb,
   roundTrip<float, 4, 300>(xf, wf, rf);
 }
 )";
-  auto out = compileWithNvrtc(src, "converting_accesses", "sm_80");
-  ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
-  EXPECT_NE(out->ptx.find("cvt.rn.bf16x2.f32"), std::string::npos);
-  EXPECT_NE(out->ptx.find("cvt.rn.f16x2.f32"), std::string::npos);
+  expectPtxHas(src, "sm_80", {"cvt.rn.bf16x2.f32", "cvt.rn.f16x2.f32"});
 }
 
 TEST(Compiler, NvrtcErrorCarriesTheLog) {
