@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <nvrtc.h>
+#include <vector>
 
 #include "compiler/EmbeddedSources.h"
 
@@ -55,8 +56,13 @@ llvm::Expected<NvrtcOutput> compileWithNvrtc(std::string_view source, std::strin
   // -minimal leaves out texture, device-runtime and launch declarations that
   // generated code never names: parsing NVRTC's built-in header falls from
   // about 25 to 6 ms, and a compile takes 10 to 20 % less (bench/NOTES.md).
-  const char *opts[] = {archOpt.c_str(), "--std=c++17",     "--ptxas-options=-v",
-                        "--fmad=true",   "-default-device", "-minimal"};
+  // --no-cache: where a CUDA driver is present, NVRTC 13 keeps what it
+  // compiles in the driver's compute cache (~/.nv/ComputeCache) and answers a
+  // repeated compile from there, without ptxas's report in the log, so the
+  // registers and spills of every entry would be unknown (seen on the H200
+  // host); tilejit keeps its own binaries, in process and in its store.
+  const char *opts[] = {archOpt.c_str(),   "--std=c++17", "--ptxas-options=-v", "--fmad=true",
+                        "-default-device", "-minimal",    "--no-cache"};
   r = nvrtcCompileProgram(*prog, int(std::size(opts)), opts);
   NvrtcOutput out;
   size_t logSize = 0;

@@ -39,6 +39,8 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/MathExtras.h"
 
+#include <optional>
+
 using namespace mlir;
 namespace tt = tilejit::tile;
 
@@ -281,12 +283,20 @@ public:
   // 4096x24576: 0.87 TB/s held by 1024 threads, 1.86 in segments), tiles of
   // 4 rows of 256 lanes, one run per lane per segment (2048 columns; first of
   // 38 configs at 20480 and 24576, of 14 at 131072).
+  // On sm_90 a backward row above kLongBwdRow goes first to the smallest
+  // cluster whose blocks can hold its slices as the default holds a row of up
+  // to kLongBwdRow (bench/NOTES.md, v7; H200, tuned: 16384x16384 0.48 ms in
+  // clusters of 2 against 0.55 held by 512 threads, 4096x32768 0.27 in
+  // clusters of 4 against 0.47 in segments, 2048x65536 0.28 in clusters of 8
+  // against 0.48). Rows beyond 8 slices of kLongBwdRow take segments.
   static constexpr int64_t kMaxHeldFwd = 32;
   static constexpr int64_t kLongBwdRow = 8192;
   TileConfig defaultConfig(const KernelSpec &spec) const override {
     int64_t vec = maxVec(spec);
     int64_t limit = backward() ? kMaxElemsPerThreadBwd : kMaxElemsPerThreadFwd;
     if (backward() && spec.cols > kLongBwdRow) {
+      if (auto c = clusterDefault(spec))
+        return *c;
       int64_t v4 = std::min<int64_t>(vec, 4);
       int64_t lanes = std::min<int64_t>(512, ceilDiv(spec.cols, v4));
       if (ceilDiv(spec.cols, v4 * lanes) * v4 <= kMaxElemsPerThreadBwd)
@@ -301,6 +311,71 @@ public:
     if (!backward() && c.get("threads") / c.get("rows") > 512)
       return segmentedConfig(spec, vec, 512, 2);
     return c;
+  }
+
+  /// Backward configs for rows split over clusters of C blocks (sm_90), each
+  /// block holding a slice of ceil(cols / C) columns the way the default
+  /// holds a row of up to kLongBwdRow columns: 512 threads or more, at most
+  /// two vectors per lane, prefetching (three spill: 24576 columns in
+  /// clusters of 4 as 2 rows of 256 lanes x 3 vectors, 412 bytes). Lanes come
+  /// in powers of two and a slice in whole vectors of every lane, so some
+  /// lengths (18432, 24576, 40960) have no slice that is both that small and
+  /// leaves every block of the cluster columns. A program is a cluster and
+  /// the grid is persistent, so `programs` must not exceed the clusters that
+  /// fit at once, or the last ones run in a second wave (16384x16384 on the
+  /// H200: 66 clusters of 2, 0.48 ms; 28 of 4, 0.52 ms; 33 of 4, 0.81 ms).
+  /// A cluster lives in one GPC, and where a GPC's multiprocessors do not
+  /// divide by C some stay idle: clusters of 2 fill the chip, 4 and 8 do not.
+  /// nullopt where the slice is still too long or the config is invalid.
+  std::optional<TileConfig> clusterConfig(const KernelSpec &spec, int64_t c,
+                                          int64_t programs) const {
+    KernelSpec slice = spec;
+    slice.cols = ceilDiv(spec.cols, c);
+    if (!backward() || !hasClusters(spec.arch) || slice.cols > kLongBwdRow)
+      return std::nullopt;
+    int64_t vec = maxVec(spec);
+    TileConfig cfg = makeConfig(slice, vec, lanesFor(slice, vec, 2, kMaxElemsPerThreadBwd), 512);
+    cfg.set("cluster", c).set("programs", programs);
+    if (auto err = checkConfig(spec, cfg)) {
+      llvm::consumeError(std::move(err));
+      return std::nullopt;
+    }
+    if (shapeOf(spec, cfg).elems > 2 * vec)
+      return std::nullopt;
+    return cfg;
+  }
+
+  /// Clusters of C that surely fit at once on a chip of `sms`
+  /// multiprocessors (measured on the H200: 66 of 2, 28 of 4, 14 of 8).
+  static int64_t clusterPrograms(int64_t sms, int64_t c) {
+    return c == 2 ? sms / 2 : sms / c * 7 / 8;
+  }
+
+  /// The default for a long backward row on sm_90: the smallest cluster
+  /// whose slices the blocks can hold and are nearly even. A block's
+  /// slice is whole vectors of every lane, so the last block may get fewer
+  /// columns, and a row takes as long as the widest slice: 12288 columns in
+  /// clusters of 2 are slices of 8192 and 4096, a quarter of the
+  /// multiprocessors' time idle (held by 512 threads: 86 % of copy).
+  std::optional<TileConfig> clusterDefault(const KernelSpec &spec) const {
+    for (int64_t c : {2, 4, 8})
+      if (auto cfg = clusterConfig(spec, c, clusterPrograms(assumedSMCount(spec.arch), c)))
+        if (c * shapeOf(spec, *cfg).segCols * 8 <= spec.cols * 9)
+          return cfg;
+    return std::nullopt;
+  }
+
+  /// Backward cluster configs to search: each size, with as
+  /// many clusters as the chip may fit and fewer (the tuner finds how many
+  /// do). Forward rows are not split over clusters: segments were faster at
+  /// every length measured (H200, one cluster per row: 4096x24576 0.175 ms
+  /// against 0.105, 2048x65536 0.28 against 0.15).
+  void appendClusterConfigs(const KernelSpec &spec, std::vector<TileConfig> &out) const {
+    const int64_t sms = assumedSMCount(spec.arch);
+    for (int64_t c : {2, 4, 8})
+      for (int64_t programs : {clusterPrograms(sms, c), sms / c, sms / c * 15 / 16})
+        if (auto cfg = clusterConfig(spec, c, programs))
+          out.push_back(*cfg);
   }
 
   /// The space searched: around the default (a quarter to four times its
@@ -357,10 +432,7 @@ public:
             for (int64_t stream : {1, 0})
               candidates.push_back(c.set("stream", stream));
           }
-    // Rows split over clusters (`cluster`) are valid configs but not searched:
-    // on the H200 they were slower than rows held or in segments wherever
-    // measured (16384x16384 backward: 0.85 ms in clusters of 2, 0.66 held;
-    // bench/NOTES.md, v5).
+    appendClusterConfigs(spec, candidates);
     // Valid configs only, each once, keeping the first (likeliest) occurrence.
     std::vector<TileConfig> out;
     for (auto &c : candidates) {

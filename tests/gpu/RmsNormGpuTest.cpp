@@ -79,6 +79,9 @@ std::vector<Case> cases() {
                                                                 {2, 32768},
                                                                 {1, 4096},
                                                                 {300, 128},
+                                                                // backward in clusters:
+                                                                {200, 65536},
+                                                                {301, 15000},
                                                                 // in segments:
                                                                 {7, 18432},
                                                                 {3, 65537},

@@ -209,6 +209,20 @@ TEST(Compiler, NvrtcErrorCarriesTheLog) {
             std::string::npos);
 }
 
+// Every compile reports each entry's registers and spills, the second of
+// the same kernel too (NVRTC's own cache, where a CUDA driver is present,
+// would answer it without ptxas's report).
+TEST(Compiler, EveryCompileReportsResources) {
+  KernelSpec s = spec(OpKind::RmsNormBwd, 1000);
+  for (int i = 0; i < 2; ++i) {
+    auto k = compileKernel(s, {});
+    ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+    ASSERT_EQ(k->entries.size(), 2u);
+    for (auto &e : k->entries)
+      EXPECT_GT(e.registers, 0) << "compile " << i + 1 << ", " << e.name;
+  }
+}
+
 TEST(CudaDriver, MissingDriverIsACleanError) {
   auto drv = CudaDriver::get();
   if (drv)

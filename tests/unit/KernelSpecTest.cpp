@@ -1,6 +1,9 @@
 //===- KernelSpecTest.cpp - specs, configs, keys, grid rules ---------------===//
 #include <gtest/gtest.h>
 
+#include <array>
+#include <set>
+
 #include "compiler/Compiler.h"
 #include "compiler/KernelSpec.h"
 #include "compiler/LaunchInfo.h"
@@ -243,6 +246,49 @@ TEST(RmsNormTemplate, ClusterSplitsAreChecked) {
     s.arch = "sm_80";
     EXPECT_NE(check(base + " cluster=2").find("needs sm_90"), std::string::npos);
   }
+}
+
+// Long backward rows go to clusters where the blocks can hold even slices
+// (sm_90), and the space offers each cluster size with several grid sizes.
+TEST(RmsNormTemplate, LongBackwardRowsGoToClusters) {
+  ConfigCheck check(OpKind::RmsNormBwd, 16384);
+  const KernelTemplate &t = check.t;
+  KernelSpec &s = check.s;
+  s.arch = "sm_90a";
+  for (auto [cols, cluster, programs] : std::vector<std::array<int64_t, 3>>{
+           {16384, 2, 66}, {15000, 2, 66}, {32768, 4, 28}, {65536, 8, 14}}) {
+    s.cols = cols;
+    TileConfig d = t.defaultConfig(s);
+    EXPECT_EQ(d.has("cluster") ? d.get("cluster") : 1, cluster) << cols << ": " << d.canonical();
+    EXPECT_EQ(d.get("programs"), programs) << cols << ": " << d.canonical();
+    EXPECT_LE(d.get("vec") * 2, 16) << "at most two vectors per lane: " << d.canonical();
+  }
+  // Uneven slices (12288 in clusters of 2: 8192 and 4096 columns), slices
+  // that cannot be both small and leave every block columns (24576), and
+  // rows beyond 8 slices of 8192 keep a single block per row.
+  for (int64_t cols : {9000, 12288, 24576, 65537, 100000}) {
+    s.cols = cols;
+    EXPECT_FALSE(t.defaultConfig(s).has("cluster")) << cols;
+  }
+  s.cols = 32768;
+  int clusters = 0;
+  std::set<int64_t> grids;
+  for (auto &c : t.configSpace(s))
+    if (c.has("cluster")) {
+      ++clusters;
+      grids.insert(c.get("cluster") * c.get("programs"));
+    }
+  EXPECT_GE(clusters, 6);
+  EXPECT_GE(grids.size(), 3u) << "grids of several sizes: how many clusters fit is the GPU's";
+  // The forward pass never splits rows over clusters by default or in its
+  // space, nor does anything before sm_90.
+  ConfigCheck fwd(OpKind::RmsNormFwd, 65536);
+  fwd.s.arch = "sm_90a";
+  for (auto &c : fwd.t.configSpace(fwd.s))
+    EXPECT_FALSE(c.has("cluster")) << c.canonical();
+  s.arch = "sm_80";
+  for (auto &c : t.configSpace(s))
+    EXPECT_FALSE(c.has("cluster")) << c.canonical();
 }
 
 // A bf16 activation with an f32 weight: the weight's vector accesses are
