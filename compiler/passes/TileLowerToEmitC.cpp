@@ -89,7 +89,10 @@ struct KernelLowering : OpConversionPattern<KernelOp> {
     auto fnType = rw.getFunctionType(sig.getConvertedTypes(), {});
     auto func = emitc::FuncOp::create(rw, op.getLoc(), op.getSymName(), fnType);
     std::string spec =
-        "extern \"C\" __global__ __launch_bounds__(" + std::to_string(op.getBlockThreads()) + ")";
+        "extern \"C\" __global__ __launch_bounds__(" + std::to_string(op.getBlockThreads());
+    if (auto m = op.getMinBlocks())
+      spec += ", " + std::to_string(*m);
+    spec += ")";
     if (op.getClusterBlocks() > 1)
       spec += " __cluster_dims__(" + std::to_string(op.getClusterBlocks()) + ", 1, 1)";
     func.setSpecifiersAttr(rw.getStrArrayAttr({spec}));

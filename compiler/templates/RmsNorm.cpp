@@ -169,7 +169,8 @@ tt::KernelOp makeKernel(OpBuilder &b, Location loc, StringRef name, ArrayRef<Typ
   auto fnType = b.getFunctionType(args, {});
   auto kernel = tt::KernelOp::create(b, loc, name, fnType, threads, grid, gridOperands, config,
                                      /*arg_attrs=*/nullptr, /*res_attrs=*/nullptr,
-                                     cluster > 1 ? b.getI64IntegerAttr(cluster) : nullptr);
+                                     cluster > 1 ? b.getI64IntegerAttr(cluster) : nullptr,
+                                     /*min_blocks=*/nullptr);
   Block *entry = b.createBlock(&kernel.getBody());
   for (Type t : args)
     entry->addArgument(t, loc);
@@ -345,8 +346,12 @@ public:
     return cfg;
   }
 
-  /// Clusters of C that surely fit at once on a chip of `sms`
-  /// multiprocessors (measured on the H200: 66 of 2, 28 of 4, 14 of 8).
+  /// Clusters of C that should fit at once on a chip of `sms` multiprocessors.
+  /// Pairs fill it (a GPC holds whole pairs). For 4 and 8 it depends on how
+  /// many multiprocessors each GPC of the chip kept: on the H200 measured, 30
+  /// of 4 and 15 of 8 fit, 33 and 16 ran in two waves (0.81 against 0.50 ms at
+  /// 16384x16384), so the default takes 7/8 (28 and 14, 3-5 % slower than the
+  /// most that fit there) and the tuner tries the counts in between.
   static int64_t clusterPrograms(int64_t sms, int64_t c) {
     return c == 2 ? sms / 2 : sms / c * 7 / 8;
   }
@@ -580,6 +585,12 @@ private:
                      : AffineMap::get(0, 1, tiles);
     auto kernel = makeKernel(b, loc, baseName(spec), args, s.threads, grid, {0, 0},
                              configAttr(ctx, cfg), s.cluster);
+    // A row held in up to 32 elements a thread fits in 64 registers, so 1024
+    // threads fit on a multiprocessor. Left alone, ptxas takes a few more
+    // where a run is ragged and loses a block: 15000 columns, 512 threads,
+    // 70 registers, one block per multiprocessor, 67 % of copy (bench/NOTES.md, v7).
+    if (!segmented && programs == 0 && s.elems <= 32 && s.threads < 1024)
+      kernel.setMinBlocksAttr(b.getI64IntegerAttr(1024 / s.threads));
     Block &body = kernel.getBody().front();
     b.setInsertionPointToStart(&body);
     Value x = body.getArgument(0), w = body.getArgument(1), y = body.getArgument(2),

@@ -53,6 +53,12 @@ LogicalResult KernelOp::verify() {
                             "[32, 1024], got "
                          << threads;
 
+  if (auto m = getMinBlocks()) {
+    if (*m < 1 || *m * threads > 2048)
+      return emitOpError() << "min_blocks must be in [1, " << 2048 / threads
+                           << "] (2048 threads per multiprocessor at most), got " << *m;
+  }
+
   AffineMap grid = getGrid();
   ArrayRef<int64_t> ops = getGridOperands();
   if (grid.getNumDims() != 0 || grid.getNumResults() == 0)

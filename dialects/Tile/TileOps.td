@@ -160,6 +160,11 @@ def Tile_KernelOp : Tile_Op<"kernel", [
     count clusters, `tile.cluster_rank` tells the C blocks of one apart, and a
     `tile.reduce` marked `cluster` combines across them.
 
+    `min_blocks` M (optional) asks that M blocks fit on one multiprocessor
+    at once: the compiler then gives each thread at most 64K / (M *
+    block_threads) registers, spilling if it must (CUDA's
+    `__launch_bounds__(block_threads, M)`).
+
     Launch shape: `block_threads` threads per block. The number of program
     instances (blocks, or clusters) along x is the minimum of the results of
     the affine map `grid`, whose symbols are bound,
@@ -185,7 +190,8 @@ def Tile_KernelOp : Tile_Op<"kernel", [
                        OptionalAttr<DictionaryAttr>:$config,
                        OptionalAttr<DictArrayAttr>:$arg_attrs,
                        OptionalAttr<DictArrayAttr>:$res_attrs,
-                       OptionalAttr<I64Attr>:$cluster_size);
+                       OptionalAttr<I64Attr>:$cluster_size,
+                       OptionalAttr<I64Attr>:$min_blocks);
   let regions = (region SizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;

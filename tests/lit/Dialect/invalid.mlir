@@ -508,6 +508,20 @@ tile.kernel @shape_misfit(%a: f32) attributes {block_threads = 32 : i64, grid = 
 // Clusters
 //===----------------------------------------------------------------------===//
 
+// expected-error @+1 {{'tile.kernel' op min_blocks must be in [1, 4] (2048 threads per multiprocessor at most), got 5}}
+tile.kernel @too_many_blocks() attributes {block_threads = 512 : i64, min_blocks = 5 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{'tile.kernel' op min_blocks must be in [1, 64] (2048 threads per multiprocessor at most), got 0}}
+tile.kernel @no_blocks() attributes {block_threads = 32 : i64, min_blocks = 0 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
 // expected-error @+1 {{'tile.kernel' op cluster_size must be 1, 2, 4 or 8, got 3}}
 tile.kernel @cluster_of_three() attributes {block_threads = 32 : i64, cluster_size = 3 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   tile.return

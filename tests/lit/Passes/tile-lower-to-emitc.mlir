@@ -345,3 +345,14 @@ tile.kernel @converting(%x: memref<?x1024xbf16>, %w: memref<1024xf16>, %r: memre
   tile.store %r32, %s[%pid] : tensor<2xf32, #R>, memref<?xf16>
   tile.return
 }
+
+// -----
+
+// min_blocks: the second bound of __launch_bounds__.
+
+// CHECK-LABEL: emitc.func @two_blocks_fit(
+// CHECK-SAME: specifiers = ["extern \22C\22 __global__ __launch_bounds__(512, 2)"]
+// CPP: extern "C" __global__ __launch_bounds__(512, 2) void two_blocks_fit(
+tile.kernel @two_blocks_fit(%v: f32) attributes {block_threads = 512 : i64, min_blocks = 2 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.return
+}
