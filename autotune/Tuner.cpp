@@ -280,13 +280,13 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
   result.readySeconds = secondsSince(t0);
 
   auto recordFailure = [&](CandidateResult &c, const std::string &status, const char *stage,
-                           const std::string &why) {
+                           const std::string &why, bool interrupted = false) {
     c.status = status;
     c.detail = why;
-    // Out of memory, or a compiler process lost (perhaps to the machine's
-    // OOM killer), is the machine's state, not the config's: not remembered.
-    bool transient = why.find("CUDA_ERROR_OUT_OF_MEMORY") != std::string::npos ||
-                     why.find("the compiler process") != std::string::npos;
+    // Out of memory, or a compile interrupted (its process lost, perhaps to
+    // the machine's OOM killer), is the machine's state, not the config's:
+    // not remembered.
+    bool transient = interrupted || why.find("CUDA_ERROR_OUT_OF_MEMORY") != std::string::npos;
     if (store && !transient)
       if (auto e = store->addFailure({result.tuneKey, c.config.canonical(), stage, why, 0}))
         llvm::consumeError(std::move(e));
@@ -315,7 +315,9 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
       continue;
     }
     if (!item.kernel) {
-      recordFailure(c, "compile", "compile", llvm::toString(item.kernel.takeError()));
+      llvm::Error e = item.kernel.takeError();
+      bool interrupted = e.isA<CompileInterrupted>();
+      recordFailure(c, "compile", "compile", llvm::toString(std::move(e)), interrupted);
       continue;
     }
     auto tl = std::chrono::steady_clock::now();

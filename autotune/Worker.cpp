@@ -214,11 +214,11 @@ llvm::Expected<NvrtcOutput> CompilerProcess::compile(std::string_view source, st
       sendMessage(fd_, req) ? receiveMessage(fd_, timeoutSeconds_, reply) : Received::Closed;
   if (r != Received::Message) {
     std::string how = reapChild(pid_, fd_, /*kill=*/true);
-    return err("the compiler process " +
-               llvm::Twine(r == Received::Timeout
-                               ? "took longer than " + std::to_string(int(timeoutSeconds_)) + " s"
-                               : how) +
-               " compiling '" + std::string(name) + "'");
+    return llvm::make_error<CompileInterrupted>(
+        "the compiler process " +
+        (r == Received::Timeout ? "took longer than " + std::to_string(int(timeoutSeconds_)) + " s"
+                                : how) +
+        " compiling '" + std::string(name) + "'");
   }
   if (!reply.value("ok", false))
     return err(reply.value("error", std::string("the compiler process sent an unreadable reply")));

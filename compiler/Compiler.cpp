@@ -45,6 +45,8 @@ std::string kernelKey(const KernelSpec &spec, const TileConfig &config) {
   return sha256Hex(text);
 }
 
+char CompileInterrupted::ID = 0;
+
 namespace {
 
 llvm::Error error(const llvm::Twine &msg) {
@@ -279,9 +281,14 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
   std::string name = out.entries.empty() ? "kernel" : out.entries.front().name;
   auto binary = options.nvrtc ? options.nvrtc(out.cuda, name, spec.arch)
                               : compileWithNvrtc(out.cuda, name, spec.arch);
-  if (!binary)
-    return error("kernel " + spec.canonical() + " [" + config.canonical() + "] key " +
-                 out.key.substr(0, 16) + ": " + llvm::toString(binary.takeError()));
+  if (!binary) {
+    std::string what = "kernel " + spec.canonical() + " [" + config.canonical() + "] key " +
+                       out.key.substr(0, 16) + ": ";
+    llvm::Error e = binary.takeError();
+    if (e.isA<CompileInterrupted>())
+      return llvm::make_error<CompileInterrupted>(what + llvm::toString(std::move(e)));
+    return error(what + llvm::toString(std::move(e)));
+  }
   out.nvrtcMs = msSince(t1);
   out.ptx = std::move(binary->ptx);
   out.cubin = std::move(binary->cubin);

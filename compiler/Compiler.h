@@ -25,6 +25,21 @@ namespace tilejit {
 /// Where a compile stops. `Mlir` may stop after a named pass.
 enum class Stage { Mlir, Cuda, Binary };
 
+/// A compile that did not run to its end for reasons outside the kernel: the
+/// process compiling it died or ran out of time. Trying again may succeed,
+/// so a tuner does not remember it as the config's failure. An `nvrtc` hook
+/// returns it; compileKernel passes it on with the kernel named.
+class CompileInterrupted : public llvm::ErrorInfo<CompileInterrupted> {
+public:
+  static char ID;
+  explicit CompileInterrupted(std::string msg) : msg_(std::move(msg)) {}
+  void log(llvm::raw_ostream &os) const override { os << msg_; }
+  std::error_code convertToErrorCode() const override { return llvm::inconvertibleErrorCode(); }
+
+private:
+  std::string msg_;
+};
+
 struct CompileOptions {
   Stage stopAt = Stage::Binary;
   /// With Stage::Mlir: print the IR after this pass ("" = the template's IR).

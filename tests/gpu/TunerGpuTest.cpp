@@ -214,7 +214,8 @@ TEST_F(GpuTuner, NothingIsCompiledDuringGraphCapture) {
 // Two candidates are replaced by binaries that fault (an illegal address) and
 // hang (an endless loop). Each costs a worker process; the tuning goes on,
 // records both as failed, picks a verified winner, and this process's own
-// context is untouched.
+// context is untouched. Two more fail to compile: one for good (remembered
+// as bad), one interrupted (its compiler process lost: not remembered).
 TEST_F(GpuTuner, FaultingOrHangingCandidatesCostOnlyTheWorker) {
   std::string dir = tempDir();
   auto store = Store::open(dir + "/faults.db");
@@ -222,11 +223,16 @@ TEST_F(GpuTuner, FaultingOrHangingCandidatesCostOnlyTheWorker) {
   KernelSpec s = spec(OpKind::RmsNormFwd, 4096, 4096);
   std::vector<TileConfig> space = getTemplate(s.op).configSpace(s);
   ASSERT_GE(space.size(), 6u);
-  const TileConfig faulting = space[1], hanging = space[3];
+  const TileConfig faulting = space[1], hanging = space[3], interrupted = space[4],
+                   broken = space[5];
   TuneOptions opt;
   opt.maxConfigs = 6;
   opt.candidateSeconds = 3;
   opt.compile = [&](const KernelSpec &sp, const TileConfig &c) -> llvm::Expected<CompiledKernel> {
+    if (c == interrupted)
+      return llvm::make_error<CompileInterrupted>("the compiler process was killed");
+    if (c == broken)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(), "NVRTC compilation failed");
     auto k = compileKernel(sp, c);
     if (!k || !(c == faulting || c == hanging))
       return k;
@@ -249,15 +255,15 @@ TEST_F(GpuTuner, FaultingOrHangingCandidatesCostOnlyTheWorker) {
     const CandidateResult &c = r->candidates[i];
     std::printf("  [%s] %s %s\n", c.config.canonical().c_str(), c.status.c_str(),
                 c.detail.substr(0, 160).c_str());
-    const char *want = i == 1 ? "fault" : i == 3 ? "timeout" : "ok";
+    const char *want = i == 1 ? "fault" : i == 3 ? "timeout" : i >= 4 ? "compile" : "ok";
     EXPECT_EQ(c.status, want) << c.config.canonical() << ": " << c.detail;
   }
   EXPECT_EQ(r->workersLost, 2);
-  EXPECT_FALSE(r->winner == faulting || r->winner == hanging);
-  for (const TileConfig &bad : {faulting, hanging}) {
+  EXPECT_TRUE(r->winner == space[0] || r->winner == space[2]) << r->winner.canonical();
+  for (const TileConfig &bad : {faulting, hanging, broken, interrupted}) {
     auto known = (*store)->isKnownBad(r->tuneKey, bad.canonical());
     ASSERT_TRUE(bool(known));
-    EXPECT_TRUE(*known) << bad.canonical() << " is in the negative cache";
+    EXPECT_EQ(*known, !(bad == interrupted)) << bad.canonical() << " in the negative cache";
   }
   // This process never ran them: its context still works.
   auto harness = makeHarness(s.op);
