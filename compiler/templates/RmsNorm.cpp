@@ -284,7 +284,7 @@ public:
   // 4096x24576: 0.87 TB/s held by 1024 threads, 1.86 in segments), tiles of
   // 4 rows of 256 lanes, one run per lane per segment (2048 columns; first of
   // 38 configs at 20480 and 24576, of 14 at 131072).
-  // On sm_90 a backward row above kLongBwdRow goes first to the smallest
+  // On sm_90 a backward row above kHeldBwdRow goes first to the smallest
   // cluster whose blocks can hold its slices as the default holds a row of up
   // to kLongBwdRow (bench/NOTES.md, v7; H200, tuned: 16384x16384 0.48 ms in
   // clusters of 2 against 0.55 held by 512 threads, 4096x32768 0.27 in
@@ -292,6 +292,7 @@ public:
   // against 0.48). Rows beyond 8 slices of kLongBwdRow take segments.
   static constexpr int64_t kMaxHeldFwd = 32;
   static constexpr int64_t kLongBwdRow = 8192;
+  static constexpr int64_t kHeldBwdRow = 12288;
   TileConfig defaultConfig(const KernelSpec &spec) const override {
     int64_t vec = maxVec(spec);
     int64_t limit = backward() ? kMaxElemsPerThreadBwd : kMaxElemsPerThreadFwd;
@@ -347,7 +348,7 @@ public:
   }
 
   /// Clusters of C that should fit at once on a chip of `sms` multiprocessors.
-  /// Pairs fill it (a GPC holds whole pairs). For 4 and 8 it depends on how
+  /// Pairs fill it (a GPC holds whole pairs). For larger C it depends on how
   /// many multiprocessors each GPC of the chip kept: on the H200 measured, 30
   /// of 4 and 15 of 8 fit, 33 and 16 ran in two waves (0.81 against 0.50 ms at
   /// 16384x16384), so the default takes 7/8 (28 and 14, 3-5 % slower than the
@@ -356,14 +357,18 @@ public:
     return c == 2 ? sms / 2 : sms / c * 7 / 8;
   }
 
-  /// The default for a long backward row on sm_90: the smallest cluster
-  /// whose slices the blocks can hold and are nearly even. A block's
+  /// The default for a backward row above kHeldBwdRow on sm_90: the smallest
+  /// cluster whose slices the blocks can hold and are nearly even. A block's
   /// slice is whole vectors of every lane, so the last block may get fewer
-  /// columns, and a row takes as long as the widest slice: 12288 columns in
-  /// clusters of 2 are slices of 8192 and 4096, a quarter of the
-  /// multiprocessors' time idle (held by 512 threads: 86 % of copy).
+  /// columns, and a row takes as long as the widest slice (18432 columns in
+  /// clusters of 3: slices of 8192, 8192 and 2048; of 5: 4 x 4096 and 2048).
+  /// Up to kHeldBwdRow the row stays held by 512 threads, which the exchange
+  /// between blocks would not beat (16384x12288 held: 87 % of copy; rows in
+  /// clusters: 80 % at best, 16384x16384).
   std::optional<TileConfig> clusterDefault(const KernelSpec &spec) const {
-    for (int64_t c : {2, 4, 8})
+    if (spec.cols <= kHeldBwdRow)
+      return std::nullopt;
+    for (int64_t c = 2; c <= 8; ++c)
       if (auto cfg = clusterConfig(spec, c, clusterPrograms(assumedSMCount(spec.arch), c)))
         if (c * shapeOf(spec, *cfg).segCols * 8 <= spec.cols * 9)
           return cfg;
@@ -377,7 +382,7 @@ public:
   /// against 0.105, 2048x65536 0.28 against 0.15).
   void appendClusterConfigs(const KernelSpec &spec, std::vector<TileConfig> &out) const {
     const int64_t sms = assumedSMCount(spec.arch);
-    for (int64_t c : {2, 4, 8})
+    for (int64_t c = 2; c <= 8; ++c)
       for (int64_t programs : {clusterPrograms(sms, c), sms / c, sms / c * 15 / 16})
         if (auto cfg = clusterConfig(spec, c, programs))
           out.push_back(*cfg);
@@ -479,8 +484,8 @@ public:
                          llvm::Twine(s.threads) + " into a power-of-two number of lanes");
     if (s.colThreads > 32 && s.colThreads % 32 != 0)
       return configError("lanes per row above 32 must be whole warps");
-    if (s.cluster != 1 && s.cluster != 2 && s.cluster != 4 && s.cluster != 8)
-      return configError("cluster must be 1, 2, 4 or 8, got " + llvm::Twine(s.cluster));
+    if (s.cluster < 1 || s.cluster > 8)
+      return configError("cluster must be in [1, 8], got " + llvm::Twine(s.cluster));
     if (s.cluster > 1) {
       if (!hasClusters(spec.arch))
         return configError("cluster > 1 needs sm_90 or later, not " + spec.arch);

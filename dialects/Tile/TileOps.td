@@ -154,7 +154,7 @@ def Tile_KernelOp : Tile_Op<"kernel", [
     never stores to is read through the read-only cache. The body runs once
     per block.
 
-    `cluster_size` C (1, 2, 4 or 8; sm_90 and later) groups the blocks into
+    `cluster_size` C (1 to 8; sm_90 and later) groups the blocks into
     clusters of C that run at once on neighbouring multiprocessors: a program
     instance is then a cluster, `tile.program_id` and `tile.num_programs`
     count clusters, `tile.cluster_rank` tells the C blocks of one apart, and a

@@ -82,6 +82,8 @@ std::vector<Case> cases() {
                                                                 // backward in clusters:
                                                                 {200, 65536},
                                                                 {301, 15000},
+                                                                {33, 24576},
+                                                                {257, 57344},
                                                                 // in segments:
                                                                 {7, 18432},
                                                                 {3, 65537},

@@ -232,7 +232,9 @@ TEST(RmsNormTemplate, ClusterSplitsAreChecked) {
                            ? "vec=8 threads=512 rows=1 stream=0 programs=0"
                            : "vec=8 threads=512 rows=1 stream=0 programs=66 prefetch=1";
     EXPECT_EQ(check(base + " cluster=2"), "");
-    EXPECT_NE(check(base + " cluster=3").find("cluster must be 1, 2, 4 or 8"), std::string::npos);
+    EXPECT_EQ(check(base + " cluster=3"), "");
+    EXPECT_NE(check(base + " cluster=9").find("cluster must be in [1, 8]"), std::string::npos);
+    EXPECT_NE(check(base + " cluster=0").find("cluster must be in [1, 8]"), std::string::npos);
     EXPECT_NE(check(base + " cluster=2 segs=2").find("do not combine"), std::string::npos);
     // 32768 columns over 8 blocks of 4096-column slices: fine; 4104 columns
     // over 2 slices of 4096 leave the second block 8 columns, still fine;
@@ -248,25 +250,32 @@ TEST(RmsNormTemplate, ClusterSplitsAreChecked) {
   }
 }
 
-// Long backward rows go to clusters where the blocks can hold even slices
-// (sm_90), and the space offers each cluster size with several grid sizes.
+// Backward rows above 12288 columns go to clusters where the blocks can hold
+// nearly even slices (sm_90), and the space offers each cluster size with
+// several grid sizes.
 TEST(RmsNormTemplate, LongBackwardRowsGoToClusters) {
   ConfigCheck check(OpKind::RmsNormBwd, 16384);
   const KernelTemplate &t = check.t;
   KernelSpec &s = check.s;
   s.arch = "sm_90a";
   for (auto [cols, cluster, programs] : std::vector<std::array<int64_t, 3>>{
-           {16384, 2, 66}, {15000, 2, 66}, {32768, 4, 28}, {65536, 8, 14}}) {
+           {16384, 2, 66},
+           {15000, 2, 66},
+           {18432, 5, 22},
+           {24576, 3, 38},
+           {32768, 4, 28},
+           {40960, 5, 22},
+           {57344, 7, 15},
+           {65536, 8, 14}}) {
     s.cols = cols;
     TileConfig d = t.defaultConfig(s);
     EXPECT_EQ(d.has("cluster") ? d.get("cluster") : 1, cluster) << cols << ": " << d.canonical();
     EXPECT_EQ(d.get("programs"), programs) << cols << ": " << d.canonical();
     EXPECT_LE(d.get("vec") * 2, 16) << "at most two vectors per lane: " << d.canonical();
   }
-  // Uneven slices (12288 in clusters of 2: 8192 and 4096 columns), slices
-  // that cannot be both small and leave every block columns (24576), and
-  // rows beyond 8 slices of 8192 keep a single block per row.
-  for (int64_t cols : {9000, 12288, 24576, 65537, 100000}) {
+  // Rows that 512 threads hold well, and rows beyond 8 slices of 8192, keep
+  // a single block per row.
+  for (int64_t cols : {9000, 12288, 65537, 100000}) {
     s.cols = cols;
     EXPECT_FALSE(t.defaultConfig(s).has("cluster")) << cols;
   }

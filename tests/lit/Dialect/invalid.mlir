@@ -522,8 +522,8 @@ tile.kernel @no_blocks() attributes {block_threads = 32 : i64, min_blocks = 0 : 
 
 // -----
 
-// expected-error @+1 {{'tile.kernel' op cluster_size must be 1, 2, 4 or 8, got 3}}
-tile.kernel @cluster_of_three() attributes {block_threads = 32 : i64, cluster_size = 3 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+// expected-error @+1 {{'tile.kernel' op cluster_size must be in [1, 8], got 9}}
+tile.kernel @cluster_of_nine() attributes {block_threads = 32 : i64, cluster_size = 9 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   tile.return
 }
 
