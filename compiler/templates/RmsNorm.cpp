@@ -320,9 +320,10 @@ public:
   /// holds a row of up to kLongBwdRow columns: 512 threads or more, at most
   /// two vectors per lane, prefetching (three spill: 24576 columns in
   /// clusters of 4 as 2 rows of 256 lanes x 3 vectors, 412 bytes). Lanes come
-  /// in powers of two and a slice in whole vectors of every lane, so some
-  /// lengths (18432, 24576, 40960) have no slice that is both that small and
-  /// leaves every block of the cluster columns. A program is a cluster and
+  /// in powers of two and a slice in whole vectors of every lane, so not
+  /// every cluster size gives such a slice that leaves every block columns
+  /// (24576 in clusters of 8: 4096-column slices, the last block none). A
+  /// program is a cluster and
   /// the grid is persistent, so `programs` must not exceed the clusters that
   /// fit at once, or the last ones run in a second wave (16384x16384 on the
   /// H200: 66 clusters of 2, 0.48 ms; 28 of 4, 0.52 ms; 33 of 4, 0.81 ms).

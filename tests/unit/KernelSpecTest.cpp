@@ -258,15 +258,14 @@ TEST(RmsNormTemplate, LongBackwardRowsGoToClusters) {
   const KernelTemplate &t = check.t;
   KernelSpec &s = check.s;
   s.arch = "sm_90a";
-  for (auto [cols, cluster, programs] : std::vector<std::array<int64_t, 3>>{
-           {16384, 2, 66},
-           {15000, 2, 66},
-           {18432, 5, 22},
-           {24576, 3, 38},
-           {32768, 4, 28},
-           {40960, 5, 22},
-           {57344, 7, 15},
-           {65536, 8, 14}}) {
+  for (auto [cols, cluster, programs] : std::vector<std::array<int64_t, 3>>{{16384, 2, 66},
+                                                                            {15000, 2, 66},
+                                                                            {18432, 5, 22},
+                                                                            {24576, 3, 38},
+                                                                            {32768, 4, 28},
+                                                                            {40960, 5, 22},
+                                                                            {57344, 7, 15},
+                                                                            {65536, 8, 14}}) {
     s.cols = cols;
     TileConfig d = t.defaultConfig(s);
     EXPECT_EQ(d.has("cluster") ? d.get("cluster") : 1, cluster) << cols << ": " << d.canonical();
