@@ -79,16 +79,18 @@ std::vector<Case> cases() {
                                                                 {2, 32768},
                                                                 {1, 4096},
                                                                 {300, 128},
-                                                                // backward in clusters:
+                                                                // forward in segments
+                                                                // (above 16384), backward
+                                                                // in clusters of 2 to 8:
                                                                 {200, 65536},
                                                                 {301, 15000},
                                                                 {33, 24576},
                                                                 {257, 57344},
-                                                                // in segments:
                                                                 {7, 18432},
+                                                                {300, 40960},
+                                                                // both in segments:
                                                                 {3, 65537},
-                                                                {2, 100000},
-                                                                {300, 40960}})
+                                                                {2, 100000}})
       out.push_back({r, c, DType::BF16, DType::BF16, zcg});
   out.push_back({33, 4096, DType::F16, DType::F16, false});
   out.push_back({9, 1000, DType::F16, DType::F16, true});
