@@ -108,6 +108,10 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
     return dev.takeError();
   if (dev->arch() != spec.arch)
     return err("cannot tune " + spec.canonical() + " on " + dev->name + " (" + dev->arch() + ")");
+  if (dev->smCount != spec.targetSMs())
+    return err("cannot tune " + spec.canonical() + ", sized for " +
+               std::to_string(spec.targetSMs()) + " multiprocessors, on " + dev->name + " with " +
+               std::to_string(dev->smCount) + " (KernelSpec::setTargetSMs)");
 
   TuneResult result;
   result.spec = spec;

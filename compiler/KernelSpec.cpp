@@ -54,6 +54,14 @@ bool isKnownArch(std::string_view a) {
 
 bool hasClusters(std::string_view arch) { return arch == "sm_90" || arch == "sm_90a"; }
 
+int assumedSMCount(std::string_view arch) {
+  if (arch == "sm_90" || arch == "sm_90a")
+    return 132;
+  if (arch == "sm_80")
+    return 108;
+  return 84;
+}
+
 std::string KernelSpec::canonical(bool withRuntimeSizes) const {
   std::ostringstream os;
   os << opName(op) << " dtype=" << dtypeName(dtype) << " wdtype=" << dtypeName(wdtype);
@@ -61,6 +69,8 @@ std::string KernelSpec::canonical(bool withRuntimeSizes) const {
     os << " rows=" << rows;
   os << " cols=" << cols << " zcg=" << (zeroCenteredGamma ? 1 : 0) << " align=" << align
      << " arch=" << arch;
+  if (sms != 0)
+    os << " sms=" << sms;
   return os.str();
 }
 
@@ -124,7 +134,7 @@ llvm::Expected<KernelSpec> KernelSpec::parse(std::string_view text) {
       (k == "dtype" ? s.dtype : s.wdtype) = *t;
     } else if (k == "arch") {
       s.arch = std::string(v);
-    } else if (k == "rows" || k == "cols" || k == "zcg" || k == "align") {
+    } else if (k == "rows" || k == "cols" || k == "zcg" || k == "align" || k == "sms") {
       auto n = parseInt(k, v);
       if (!n)
         return n.takeError();
@@ -134,7 +144,11 @@ llvm::Expected<KernelSpec> KernelSpec::parse(std::string_view text) {
         s.cols = *n;
       else if (k == "zcg")
         s.zeroCenteredGamma = *n != 0;
-      else
+      else if (k == "sms") {
+        if (*n < 0 || *n > 1024)
+          return specError("sms (multiprocessors) must be in [0, 1024], got " + llvm::Twine(*n));
+        s.sms = int(*n);
+      } else
         s.align = int(*n);
     } else {
       return specError("unknown spec field '" + llvm::Twine(k) + "'");
@@ -168,6 +182,13 @@ llvm::Error KernelSpec::validate() const {
   if (!isKnownArch(arch))
     return specError("unknown arch '" + llvm::Twine(arch) +
                      "' (known: sm_80, sm_86, sm_89, sm_90, sm_90a)");
+  if (sms < 0 || sms > 1024)
+    return specError("sms (multiprocessors) must be in [1, 1024], or 0 for the usual " +
+                     llvm::Twine(assumedSMCount(arch)) + " of " + llvm::Twine(arch) + ", got " +
+                     llvm::Twine(sms));
+  if (sms == assumedSMCount(arch))
+    return specError("sms = " + llvm::Twine(sms) + " is the usual count of " + llvm::Twine(arch) +
+                     ": write 0 (or leave it out), so the spec has one canonical form");
   return llvm::Error::success();
 }
 
@@ -188,6 +209,7 @@ uint64_t KernelSpec::hash(bool withRuntimeSizes) const {
   mix(uint64_t(cols));
   mix(uint64_t(zeroCenteredGamma));
   mix(uint64_t(align));
+  mix(uint64_t(sms));
   for (char c : arch) {
     h ^= uint8_t(c);
     h *= 1099511628211ull;

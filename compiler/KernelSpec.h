@@ -30,6 +30,9 @@ std::optional<OpKind> parseOpKind(std::string_view name);
 bool isKnownArch(std::string_view arch);
 /// Whether `arch` can launch thread-block clusters (sm_90 and later).
 bool hasClusters(std::string_view arch);
+/// The multiprocessors of the usual part of an arch (H100/H200 SXM: 132,
+/// A100: 108), which sizes persistent grids when a spec names no other.
+int assumedSMCount(std::string_view arch);
 
 struct KernelSpec {
   OpKind op = OpKind::RmsNormFwd;
@@ -40,6 +43,16 @@ struct KernelSpec {
   bool zeroCenteredGamma = false;
   int align = 16; // bytes every operand and row is aligned to
   std::string arch = "sm_90a";
+  /// Multiprocessors of the target GPU when it is not the arch's usual part
+  /// (assumedSMCount); 0 otherwise. Persistent grids are sized by it, so an
+  /// H100 PCIe (114) gets other kernels than an H200 (132).
+  int sms = 0;
+
+  /// The multiprocessors the kernel is sized for.
+  int targetSMs() const { return sms > 0 ? sms : assumedSMCount(arch); }
+  /// Targets a GPU of `n` multiprocessors (0 when that is the arch's usual
+  /// count, so specs for the usual part keep one canonical form).
+  void setTargetSMs(int n) { sms = n == assumedSMCount(arch) ? 0 : n; }
 
   /// Canonical text. With `withRuntimeSizes = false` sizes that are launch-time
   /// values (rows) are left out: that form identifies the compiled kernel.
@@ -53,7 +66,8 @@ struct KernelSpec {
   /// sameKernel: equal but for launch-time sizes (rows), so the same binary.
   bool sameKernel(const KernelSpec &o) const {
     return op == o.op && dtype == o.dtype && wdtype == o.wdtype && cols == o.cols &&
-           zeroCenteredGamma == o.zeroCenteredGamma && align == o.align && arch == o.arch;
+           zeroCenteredGamma == o.zeroCenteredGamma && align == o.align && arch == o.arch &&
+           sms == o.sms;
   }
   bool operator==(const KernelSpec &o) const { return rows == o.rows && sameKernel(o); }
   /// FNV-1a over the fields; without launch-time sizes it matches sameKernel.

@@ -22,7 +22,8 @@ llvm::Error checkRmsNormShape(int64_t rows, int64_t cols) {
 /// length actually allow, so a misaligned tensor gets a narrower kernel.
 static KernelSpec specOf(OpKind op, DType dtype, DType wdtype, int64_t rows, int64_t cols, bool zcg,
                          std::initializer_list<uint64_t> rowOperands,
-                         std::initializer_list<uint64_t> weightOperands, const std::string &arch) {
+                         std::initializer_list<uint64_t> weightOperands, const std::string &arch,
+                         int sms) {
   KernelSpec s;
   s.op = op;
   s.dtype = dtype;
@@ -31,20 +32,22 @@ static KernelSpec specOf(OpKind op, DType dtype, DType wdtype, int64_t rows, int
   s.cols = cols;
   s.zeroCenteredGamma = zcg;
   s.arch = arch;
+  if (sms > 0)
+    s.setTargetSMs(sms);
   int64_t rowBytes = cols * dtypeBytes(dtype);
   s.align =
       std::max(1, std::min(alignmentOf(rowOperands, rowBytes), alignmentOf(weightOperands, 16)));
   return s;
 }
 
-KernelSpec rmsNormSpec(const RmsNormForward &a, const std::string &arch) {
+KernelSpec rmsNormSpec(const RmsNormForward &a, const std::string &arch, int sms) {
   return specOf(OpKind::RmsNormFwd, a.dtype, a.wdtype, a.rows, a.cols, a.zeroCenteredGamma,
-                {a.x, a.y}, {a.w}, arch);
+                {a.x, a.y}, {a.w}, arch, sms);
 }
 
-KernelSpec rmsNormSpec(const RmsNormBackward &a, const std::string &arch) {
+KernelSpec rmsNormSpec(const RmsNormBackward &a, const std::string &arch, int sms) {
   return specOf(OpKind::RmsNormBwd, a.dtype, a.wdtype, a.rows, a.cols, a.zeroCenteredGamma,
-                {a.x, a.dy, a.dx}, {a.w, a.dw}, arch);
+                {a.x, a.dy, a.dx}, {a.w, a.dw}, arch, sms);
 }
 
 llvm::Error launchRmsNormForward(const LoadedKernel &kernel, const RmsNormForward &a,

@@ -26,8 +26,10 @@ struct RmsNormBackward {
   bool zeroCenteredGamma = false;
 };
 
-KernelSpec rmsNormSpec(const RmsNormForward &a, const std::string &arch);
-KernelSpec rmsNormSpec(const RmsNormBackward &a, const std::string &arch);
+/// The spec for a call on a GPU of `arch` with `sms` multiprocessors (0: the
+/// arch's usual part).
+KernelSpec rmsNormSpec(const RmsNormForward &a, const std::string &arch, int sms = 0);
+KernelSpec rmsNormSpec(const RmsNormBackward &a, const std::string &arch, int sms = 0);
 
 /// rows >= 0 and hidden size >= 1, or an error naming the bad one.
 llvm::Error checkRmsNormShape(int64_t rows, int64_t cols);
@@ -38,7 +40,9 @@ llvm::Error launchRmsNormForward(const LoadedKernel &kernel, const RmsNormForwar
 llvm::Error launchRmsNormBackward(const LoadedKernel &kernel, const RmsNormBackward &a,
                                   CUstream stream);
 
-/// Launches the forward pass. `config` empty: the template's default.
+/// Launches the forward pass. `config` empty: the template's default. These
+/// three compile through `cache` for the arch's usual part (persistent grids
+/// of assumedSMCount(arch)); the Engine sizes kernels for its own device.
 llvm::Error rmsNormForward(KernelCache &cache, const RmsNormForward &a, CUstream stream,
                            const std::string &arch, const TileConfig &config = {});
 /// Launches the backward pass (two kernels: dx with dw partials, then dw).

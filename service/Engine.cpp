@@ -57,6 +57,7 @@ llvm::Expected<std::unique_ptr<Engine>> Engine::create(EngineOptions options) {
   if (!dev)
     return dev.takeError();
   e->arch_ = dev->arch();
+  e->smCount_ = dev->smCount;
   e->options_.tune.device = e->options_.device;
   if (!e->options_.dbPath.empty()) {
     auto store = Store::open(e->options_.dbPath, &e->notice_);
@@ -219,6 +220,12 @@ llvm::Expected<const LoadedKernel &> Engine::miss(const KernelSpec &spec) {
   if (spec.arch != arch_)
     return err("spec is for " + spec.arch + " but device " + std::to_string(options_.device) +
                " is " + arch_);
+  // Persistent grids are sized for spec.targetSMs(): a kernel sized for
+  // another part would run in two waves or leave multiprocessors idle.
+  if (spec.targetSMs() != smCount_)
+    return err("spec " + spec.canonical() + " is sized for " + std::to_string(spec.targetSMs()) +
+               " multiprocessors but device " + std::to_string(options_.device) + " has " +
+               std::to_string(smCount_) + " (KernelSpec::setTargetSMs)");
   // Compile, load and tune on the engine's device, whatever the caller's
   // thread had current; the caller's context comes back after.
   auto scope = ScopedDevice::enter(options_.device);

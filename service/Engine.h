@@ -61,6 +61,8 @@ public:
   /// any of them met (they never stop the caller's work).
   llvm::Error waitForBackground();
   const std::string &arch() const { return arch_; }
+  /// The device's multiprocessors: specs for it carry them (setTargetSMs).
+  int smCount() const { return smCount_; }
   Store *store() { return store_.get(); }
   /// One line, set when the store file was found corrupt and moved aside.
   const std::string &storeNotice() const { return notice_; }
@@ -81,6 +83,7 @@ private:
 
   EngineOptions options_;
   std::string arch_;
+  int smCount_ = 0;
   std::string notice_;
   std::unique_ptr<Store> store_;
   mutable std::shared_mutex mu_;

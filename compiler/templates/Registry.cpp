@@ -14,12 +14,4 @@ const KernelTemplate &getTemplate(OpKind op) {
   return rmsNormTemplate(OpKind::RmsNormFwd);
 }
 
-int assumedSMCount(std::string_view arch) {
-  if (arch == "sm_90" || arch == "sm_90a")
-    return 132;
-  if (arch == "sm_80")
-    return 108;
-  return 84;
-}
-
 } // namespace tilejit

@@ -230,7 +230,7 @@ public:
     TileConfig c;
     c.set("vec", vec).set("threads", threads).set("rows", threads / colThreads);
     if (backward())
-      c.set("programs", assumedSMCount(spec.arch)).set("prefetch", 1).set("stream", 0);
+      c.set("programs", spec.targetSMs()).set("prefetch", 1).set("stream", 0);
     else
       c.set("stream", 0).set("programs", 0);
     return c;
@@ -245,7 +245,7 @@ public:
     if (segs > 1)
       c.set("segs", segs);
     if (backward())
-      c.set("programs", assumedSMCount(spec.arch)).set("prefetch", 0).set("stream", 0);
+      c.set("programs", spec.targetSMs()).set("prefetch", 0).set("stream", 0);
     else
       c.set("stream", 1).set("programs", 0);
     return c;
@@ -370,7 +370,7 @@ public:
     if (spec.cols <= kHeldBwdRow)
       return std::nullopt;
     for (int64_t c = 2; c <= 8; ++c)
-      if (auto cfg = clusterConfig(spec, c, clusterPrograms(assumedSMCount(spec.arch), c)))
+      if (auto cfg = clusterConfig(spec, c, clusterPrograms(spec.targetSMs(), c)))
         if (c * shapeOf(spec, *cfg).segCols * 8 <= spec.cols * 9)
           return cfg;
     return std::nullopt;
@@ -382,7 +382,7 @@ public:
   /// every length measured (H200, one cluster per row: 4096x24576 0.175 ms
   /// against 0.105, 2048x65536 0.28 against 0.15).
   void appendClusterConfigs(const KernelSpec &spec, std::vector<TileConfig> &out) const {
-    const int64_t sms = assumedSMCount(spec.arch);
+    const int64_t sms = spec.targetSMs();
     for (int64_t c = 2; c <= 8; ++c)
       for (int64_t programs : {clusterPrograms(sms, c), sms / c, sms / c * 15 / 16})
         if (auto cfg = clusterConfig(spec, c, programs))
@@ -407,7 +407,7 @@ public:
             for (int64_t perSM : {0, 4})
               for (int64_t stream : {1, 0})
                 candidates.push_back(
-                    c.set("stream", stream).set("programs", perSM * assumedSMCount(spec.arch)));
+                    c.set("stream", stream).set("programs", perSM * spec.targetSMs()));
             continue;
           }
           // Long rows: also with the weight read per tile (fewer registers).
@@ -417,7 +417,7 @@ public:
           for (auto [perSM, prefetch] : {std::pair{1, 1}, std::pair{2, 1}, std::pair{1, 0}})
             for (int64_t stream : {0, 1})
               for (int64_t wload : wloads) {
-                c.set("programs", perSM * assumedSMCount(spec.arch))
+                c.set("programs", perSM * spec.targetSMs())
                     .set("prefetch", prefetch)
                     .set("stream", stream);
                 if (wload)

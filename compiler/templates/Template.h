@@ -45,7 +45,4 @@ public:
 /// The template for `op`; never null for a known op.
 const KernelTemplate &getTemplate(OpKind op);
 
-/// Number of multiprocessors assumed for an arch when sizing persistent grids.
-int assumedSMCount(std::string_view arch);
-
 } // namespace tilejit

@@ -28,6 +28,7 @@ protected:
     if (!dev)
       GTEST_SKIP() << "no GPU here: " << llvm::toString(dev.takeError());
     arch = dev->arch();
+    sms = dev->smCount;
   }
   KernelSpec spec(OpKind op, int64_t rows, int64_t cols) {
     KernelSpec s;
@@ -35,10 +36,12 @@ protected:
     s.rows = rows;
     s.cols = cols;
     s.arch = arch;
+    s.setTargetSMs(sms);
     s.align = alignmentOf({}, cols * 2);
     return s;
   }
   std::string arch;
+  int sms = 0;
 };
 
 TEST_F(GpuTuner, TunesVerifiesAndRecordsEveryTiming) {

@@ -37,6 +37,48 @@ TEST(KernelSpec, CanonicalFormRoundTrips) {
   EXPECT_EQ(s.canonical(false).find("rows="), std::string::npos);
 }
 
+// A spec may name the target GPU's multiprocessors when it is not the arch's
+// usual part; persistent grids are sized by them, so they key the kernel.
+TEST(KernelSpec, TargetMultiprocessors) {
+  KernelSpec s;
+  s.op = OpKind::RmsNormBwd;
+  s.cols = 4096;
+  EXPECT_EQ(s.targetSMs(), 132);
+  s.setTargetSMs(132);
+  EXPECT_EQ(s.sms, 0) << "the usual count has one canonical form";
+  EXPECT_EQ(s.canonical().find("sms="), std::string::npos);
+  KernelSpec pcie = s;
+  pcie.setTargetSMs(114);
+  EXPECT_EQ(pcie.targetSMs(), 114);
+  EXPECT_NE(pcie.canonical(false).find(" sms=114"), std::string::npos);
+  auto parsed = KernelSpec::parse(pcie.canonical());
+  ASSERT_TRUE(bool(parsed)) << errorOf(parsed);
+  EXPECT_EQ(*parsed, pcie);
+  EXPECT_FALSE(pcie.sameKernel(s));
+  EXPECT_NE(pcie.hash(false), s.hash(false));
+  EXPECT_NE(kernelKey(pcie, {}), kernelKey(s, {}));
+  // The persistent backward takes one program per multiprocessor of the
+  // target, and clusters of 2 half as many.
+  const KernelTemplate &t = getTemplate(OpKind::RmsNormBwd);
+  EXPECT_EQ(t.defaultConfig(s).get("programs"), 132);
+  EXPECT_EQ(t.defaultConfig(pcie).get("programs"), 114);
+  pcie.cols = s.cols = 16384;
+  EXPECT_EQ(t.defaultConfig(pcie).get("programs"), 57);
+  EXPECT_EQ(t.defaultConfig(pcie).get("cluster"), 2);
+  for (auto &c : t.configSpace(pcie)) {
+    if (c.has("cluster"))
+      EXPECT_LE(c.get("programs") * c.get("cluster"), 114) << c.canonical();
+    else
+      EXPECT_EQ(c.get("programs") % 114, 0) << "programs per multiprocessor: " << c.canonical();
+  }
+
+  EXPECT_NE(errorOf(KernelSpec::parse("rmsnorm_fwd cols=8 sms=132")).find("usual count"),
+            std::string::npos);
+  EXPECT_NE(errorOf(KernelSpec::parse("rmsnorm_fwd cols=8 sms=-4")).find("sms"), std::string::npos);
+  EXPECT_NE(errorOf(KernelSpec::parse("rmsnorm_fwd cols=8 sms=5000")).find("[0, 1024]"),
+            std::string::npos);
+}
+
 TEST(KernelSpec, BadInputNamesTheField) {
   EXPECT_NE(errorOf(KernelSpec::parse("gemm dtype=bf16")).find("unknown op 'gemm'"),
             std::string::npos);

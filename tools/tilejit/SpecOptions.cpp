@@ -36,9 +36,13 @@ void SpecOptions::add(CLI::App *cmd) {
       "--align", align,
       "Bytes every operand is aligned to (default: the most the row length allows, up to 16)");
   cmd->add_option("--arch", arch, "sm_80, sm_86, sm_89, sm_90, sm_90a");
+  cmd->add_option("--sms", sms,
+                  "Multiprocessors of the target GPU, which size persistent grids (default: the "
+                  "GPU here when tuning, else the arch's usual part: 132 for sm_90)");
 }
 
-llvm::Expected<KernelSpec> SpecOptions::build(const std::string &defaultArch) const {
+llvm::Expected<KernelSpec> SpecOptions::build(const std::string &defaultArch,
+                                              int defaultSms) const {
   auto kind = parseOpKind(op);
   if (!kind)
     return err("unknown op '" + op + "' (known: rmsnorm_fwd, rmsnorm_bwd)");
@@ -63,6 +67,10 @@ llvm::Expected<KernelSpec> SpecOptions::build(const std::string &defaultArch) co
   spec.zeroCenteredGamma = zeroCentered;
   spec.align = align ? align : alignmentOf({}, spec.cols * dtypeBytes(spec.dtype));
   spec.arch = arch.empty() ? (defaultArch.empty() ? "sm_90a" : defaultArch) : arch;
+  if (sms < 0 || sms > 1024)
+    return err("bad --sms " + std::to_string(sms) + " (multiprocessors, 1 to 1024)");
+  if (int n = sms ? sms : defaultSms)
+    spec.setTargetSMs(n);
   if (auto e = spec.validate())
     return e;
   return spec;

@@ -10,18 +10,20 @@
 namespace tilejit::cli {
 
 /// The flags that describe a kernel: op, --shape/--rows/--cols, --dtype,
-/// --wdtype, --zero-centered-gamma, --align, --arch.
+/// --wdtype, --zero-centered-gamma, --align, --arch, --sms.
 struct SpecOptions {
   std::string op, dtype = "bf16", wdtype, arch, shape;
   int64_t rows = 0, cols = 0;
-  int align = 0;
+  int align = 0, sms = 0;
   bool zeroCentered = false;
 
-  /// Registers the flags on `cmd`. `defaultArch` is used when --arch is absent
-  /// ("" = sm_90a).
+  /// Registers the flags on `cmd`.
   void add(CLI::App *cmd);
   /// Builds and validates the spec; the error names the bad flag.
-  llvm::Expected<KernelSpec> build(const std::string &defaultArch = "sm_90a") const;
+  /// `defaultArch` is used when --arch is absent ("" = sm_90a), `defaultSms`
+  /// (the GPU here, 0 = the arch's usual part) when --sms is.
+  llvm::Expected<KernelSpec> build(const std::string &defaultArch = "sm_90a",
+                                   int defaultSms = 0) const;
 };
 
 } // namespace tilejit::cli

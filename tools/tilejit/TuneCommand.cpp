@@ -49,10 +49,11 @@ nlohmann::json candidateJson(const CandidateResult &c) {
           {"detail", c.detail}};
 }
 
-/// The spec the flags describe, for `arch`, and the store they name.
-llvm::Error specAndStore(const TuneArgs &a, const std::string &arch, KernelSpec &spec,
+/// The spec the flags describe, for `arch` and `sms` (the GPU here), and the
+/// store they name.
+llvm::Error specAndStore(const TuneArgs &a, const std::string &arch, int sms, KernelSpec &spec,
                          std::unique_ptr<Store> &store) {
-  auto built = a.spec.build(arch);
+  auto built = a.spec.build(arch, sms);
   if (!built)
     return built.takeError();
   auto opened = openStore(a.db);
@@ -86,13 +87,16 @@ int runTune(const TuneArgs &a) {
     worker = std::move(*w);
   }
   std::string arch;
-  if (auto dev = queryDevice(0))
+  int sms = 0;
+  if (auto dev = queryDevice(0)) {
     arch = dev->arch();
-  else
+    sms = dev->smCount;
+  } else {
     return fail("tuning needs a GPU: " + llvm::toString(dev.takeError()));
+  }
   KernelSpec spec;
   std::unique_ptr<Store> store;
-  if (auto e = specAndStore(a, arch, spec, store))
+  if (auto e = specAndStore(a, arch, sms, spec, store))
     return fail(llvm::toString(std::move(e)));
 
   TuneOptions opt;
@@ -160,13 +164,16 @@ int runTune(const TuneArgs &a) {
 
 int runExplain(const TuneArgs &a) {
   std::string arch;
-  if (auto dev = queryDevice(0))
+  int sms = 0;
+  if (auto dev = queryDevice(0)) {
     arch = dev->arch();
-  else
+    sms = dev->smCount;
+  } else {
     llvm::consumeError(dev.takeError());
+  }
   KernelSpec spec;
   std::unique_ptr<Store> store;
-  if (auto e = specAndStore(a, arch, spec, store))
+  if (auto e = specAndStore(a, arch, sms, spec, store))
     return fail(llvm::toString(std::move(e)));
   std::string key = tuneKey(spec);
   auto w = store->winner(key);
