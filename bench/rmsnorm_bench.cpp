@@ -228,11 +228,11 @@ int main(int argc, char **argv) {
     f.cols = cols;
     f.x = xs[0].ptr();
     f.y = ys[0].ptr();
-    TileConfig fconfig = configFor(rmsNormSpec(f, dev.arch()));
+    TileConfig fconfig = configFor(rmsNormSpec(f, dev.arch(), dev.smCount));
     auto fwd = timeIt(d, stream, reps, [&](int i) {
       f.x = xs[i & 1].ptr();
       f.y = ys[i & 1].ptr();
-      must(rmsNormForward(cache, f, stream, dev.arch(), fconfig));
+      must(rmsNormForward(cache, f, stream, dev.arch(), dev.smCount, fconfig));
     });
     RmsNormBackward b;
     b.dtype = b.wdtype = *dtype;
@@ -244,20 +244,21 @@ int main(int argc, char **argv) {
     b.x = xs[0].ptr();
     b.dy = dys[0].ptr();
     b.dx = ys[0].ptr();
-    TileConfig bconfig = configFor(rmsNormSpec(b, dev.arch()));
-    int64_t wsBytes = must(rmsNormBackwardWorkspace(cache, b, dev.arch(), bconfig));
+    TileConfig bconfig = configFor(rmsNormSpec(b, dev.arch(), dev.smCount));
+    int64_t wsBytes = must(rmsNormBackwardWorkspace(cache, b, dev.arch(), dev.smCount, bconfig));
     auto ws = must(DeviceBuffer::allocate(size_t(wsBytes)));
     b.workspace = ws.ptr();
     auto bwd = timeIt(d, stream, reps, [&](int i) {
       b.x = xs[i & 1].ptr();
       b.dy = dys[i & 1].ptr();
       b.dx = ys[i & 1].ptr();
-      must(rmsNormBackward(cache, b, stream, dev.arch(), bconfig));
+      must(rmsNormBackward(cache, b, stream, dev.arch(), dev.smCount, bconfig));
     });
     double fwdMs = median(fwd), bwdMs = median(bwd);
     double fwdTbs = 2.0 * n * eb / (fwdMs * 1e-3) / 1e12;
     double bwdTbs = 3.0 * n * eb / (bwdMs * 1e-3) / 1e12;
-    KernelSpec fs = rmsNormSpec(f, dev.arch()), bs = rmsNormSpec(b, dev.arch());
+    KernelSpec fs = rmsNormSpec(f, dev.arch(), dev.smCount),
+               bs = rmsNormSpec(b, dev.arch(), dev.smCount);
     std::string fcfg = fconfig.canonical();
     std::string bcfg = bconfig.canonical();
     std::printf("rmsnorm %s %s: fwd %.4f ms %.2f TB/s [%s]; bwd %.4f ms %.2f TB/s [%s]\n",
@@ -277,10 +278,10 @@ int main(int argc, char **argv) {
             ms = timeIt(d, stream, 30, [&](int i) {
               f.x = xs[i & 1].ptr();
               f.y = ys[i & 1].ptr();
-              must(rmsNormForward(cache, f, stream, dev.arch(), cfg));
+              must(rmsNormForward(cache, f, stream, dev.arch(), dev.smCount, cfg));
             });
           } else {
-            int64_t need = must(rmsNormBackwardWorkspace(cache, b, dev.arch(), cfg));
+            int64_t need = must(rmsNormBackwardWorkspace(cache, b, dev.arch(), dev.smCount, cfg));
             auto ws2 = must(DeviceBuffer::allocate(size_t(need)));
             RmsNormBackward b2 = b;
             b2.workspace = ws2.ptr();
@@ -288,7 +289,7 @@ int main(int argc, char **argv) {
               b2.x = xs[i & 1].ptr();
               b2.dy = dys[i & 1].ptr();
               b2.dx = ys[i & 1].ptr();
-              must(rmsNormBackward(cache, b2, stream, dev.arch(), cfg));
+              must(rmsNormBackward(cache, b2, stream, dev.arch(), dev.smCount, cfg));
             });
           }
           timed.push_back({median(ms), cfg.canonical()});

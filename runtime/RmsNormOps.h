@@ -40,17 +40,17 @@ llvm::Error launchRmsNormForward(const LoadedKernel &kernel, const RmsNormForwar
 llvm::Error launchRmsNormBackward(const LoadedKernel &kernel, const RmsNormBackward &a,
                                   CUstream stream);
 
-/// Launches the forward pass. `config` empty: the template's default. These
-/// three compile through `cache` for the arch's usual part (persistent grids
-/// of assumedSMCount(arch)); the Engine sizes kernels for its own device.
+/// Launches the forward pass on a GPU of `arch` with `sms` multiprocessors
+/// (DeviceInfo::smCount; 0: the arch's usual part), compiling through `cache`
+/// on a miss. `config` empty: the template's default.
 llvm::Error rmsNormForward(KernelCache &cache, const RmsNormForward &a, CUstream stream,
-                           const std::string &arch, const TileConfig &config = {});
+                           const std::string &arch, int sms, const TileConfig &config = {});
 /// Launches the backward pass (two kernels: dx with dw partials, then dw).
 llvm::Error rmsNormBackward(KernelCache &cache, const RmsNormBackward &a, CUstream stream,
-                            const std::string &arch, const TileConfig &config = {});
+                            const std::string &arch, int sms, const TileConfig &config = {});
 /// Bytes of f32 workspace the backward pass needs.
 llvm::Expected<int64_t> rmsNormBackwardWorkspace(KernelCache &cache, const RmsNormBackward &a,
-                                                 const std::string &arch,
+                                                 const std::string &arch, int sms,
                                                  const TileConfig &config = {});
 
 } // namespace tilejit

@@ -127,9 +127,11 @@ protected:
     if (!info)
       GTEST_SKIP() << "no GPU here: " << llvm::toString(info.takeError());
     arch = info->arch();
+    sms = info->smCount;
     rng.seed(std::random_device{}());
   }
   std::string arch;
+  int sms = 0;
   std::mt19937_64 rng;
   KernelCache cache;
 };
@@ -231,7 +233,7 @@ TEST_F(GpuRmsNorm, ForwardMatchesFloat64) {
     a.cols = c.cols;
     a.eps = eps;
     a.zeroCenteredGamma = c.zcg;
-    ASSERT_OK(rmsNormForward(cache, a, nullptr, arch, must(TileConfig::parse(c.fwdConfig))));
+    ASSERT_OK(rmsNormForward(cache, a, nullptr, arch, sms, must(TileConfig::parse(c.fwdConfig))));
     auto drv = must(CudaDriver::get());
     ASSERT_EQ(drv.cuCtxSynchronize(), CUDA_SUCCESS);
     ASSERT_EQ(drv.cuMemcpyDtoH_v2(y.bytes.data(), dyb.ptr() + c.misalign, y.bytes.size()),
@@ -245,7 +247,8 @@ TEST_F(GpuRmsNorm, ForwardMatchesFloat64) {
     EXPECT_LT(ey, tolerance(c.dtype)) << "y";
     EXPECT_LT(er, 1e-5) << "rstd";
     if (c.misalign) {
-      EXPECT_LT(rmsNormSpec(a, arch).align, 16) << "misaligned operands must get a narrower kernel";
+      EXPECT_LT(rmsNormSpec(a, arch, sms).align, 16)
+          << "misaligned operands must get a narrower kernel";
     }
   }
 }
@@ -292,7 +295,7 @@ TEST_F(GpuRmsNorm, BackwardMatchesFloat64AndIsDeterministic) {
     a.cols = c.cols;
     a.zeroCenteredGamma = c.zcg;
     TileConfig config = must(TileConfig::parse(c.bwdConfig));
-    int64_t wsBytes = must(rmsNormBackwardWorkspace(cache, a, arch, config));
+    int64_t wsBytes = must(rmsNormBackwardWorkspace(cache, a, arch, sms, config));
     auto ws = must(DeviceBuffer::allocate(size_t(wsBytes)));
     a.workspace = ws.ptr();
 
@@ -301,7 +304,7 @@ TEST_F(GpuRmsNorm, BackwardMatchesFloat64AndIsDeterministic) {
       ASSERT_OK(bdx.fill(0xFF));
       ASSERT_OK(bdw.fill(0xFF));
       ASSERT_OK(ws.fill(0xFF));
-      ASSERT_OK(rmsNormBackward(cache, a, nullptr, arch, config));
+      ASSERT_OK(rmsNormBackward(cache, a, nullptr, arch, sms, config));
       ASSERT_EQ(drv.cuCtxSynchronize(), CUDA_SUCCESS);
       ASSERT_EQ(drv.cuMemcpyDtoH_v2(dx.bytes.data(), bdx.ptr() + c.misalign, dx.bytes.size()),
                 CUDA_SUCCESS);
@@ -332,10 +335,10 @@ TEST_F(GpuRmsNorm, EmptyBatchGivesZeroWeightGradient) {
   a.w = bw.ptr();
   a.dw = bdw.ptr();
   a.rows = 0;
-  int64_t wsBytes = must(rmsNormBackwardWorkspace(cache, a, arch));
+  int64_t wsBytes = must(rmsNormBackwardWorkspace(cache, a, arch, sms));
   auto ws = must(DeviceBuffer::allocate(size_t(wsBytes)));
   a.workspace = ws.ptr();
-  ASSERT_OK(rmsNormBackward(cache, a, nullptr, arch));
+  ASSERT_OK(rmsNormBackward(cache, a, nullptr, arch, sms));
   ASSERT_OK(bdw.download(dw.bytes.data(), 2000));
   for (size_t j = 0; j < 1000; ++j)
     ASSERT_EQ(dw.get(j), 0.0f) << j;
@@ -347,7 +350,7 @@ TEST_F(GpuRmsNorm, WrongSizesAreRejectedBeforeLaunch) {
   a.rows = 8;
   auto b = must(DeviceBuffer::allocate(8 * 4096 * 2));
   a.x = a.y = a.w = a.rstd = b.ptr();
-  auto kernelOr = cache.get(rmsNormSpec(a, arch));
+  auto kernelOr = cache.get(rmsNormSpec(a, arch, sms));
   ASSERT_TRUE(bool(kernelOr)) << llvm::toString(kernelOr.takeError());
   const LoadedKernel &kernel = *kernelOr;
   // The weight compiled for 4096 columns, passed as 4095: refused, nothing runs.
