@@ -26,6 +26,7 @@ KernelSpec specFor(OpKind op) {
   s.rows = 16384;
   s.cols = 4096;
   s.arch = engine->arch();
+  s.setTargetSMs(engine->smCount());
   return s;
 }
 
