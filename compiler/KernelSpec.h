@@ -30,6 +30,9 @@ std::optional<OpKind> parseOpKind(std::string_view name);
 bool isKnownArch(std::string_view arch);
 /// Whether `arch` can launch thread-block clusters (sm_90 and later).
 bool hasClusters(std::string_view arch);
+/// The most blocks a cluster may have on every sm_90 part (more needs a
+/// non-portable opt-in); any size from 1 up to it is valid.
+constexpr int kMaxClusterBlocks = 8;
 /// The multiprocessors of the usual part of an arch (H100/H200 SXM: 132,
 /// A100: 108), which sizes persistent grids when a spec names no other.
 int assumedSMCount(std::string_view arch);

@@ -151,8 +151,7 @@ llvm::Expected<std::vector<EntryInfo>> entriesFromJson(const std::string &text) 
     if (info.blockThreads < 1 || info.blockThreads > 1024)
       return bad("entry " + info.name + " has " + std::to_string(info.blockThreads) + " threads");
     info.clusterBlocks = e.value("cluster", 1);
-    if (info.clusterBlocks != 1 && info.clusterBlocks != 2 && info.clusterBlocks != 4 &&
-        info.clusterBlocks != 8)
+    if (info.clusterBlocks < 1 || info.clusterBlocks > kMaxClusterBlocks)
       return bad("entry " + info.name + " has clusters of " + std::to_string(info.clusterBlocks) +
                  " blocks");
     info.staticSmemBytes = e.value("smem", 0);

@@ -369,7 +369,7 @@ public:
   std::optional<TileConfig> clusterDefault(const KernelSpec &spec) const {
     if (spec.cols <= kHeldBwdRow)
       return std::nullopt;
-    for (int64_t c = 2; c <= 8; ++c)
+    for (int64_t c = 2; c <= kMaxClusterBlocks; ++c)
       if (auto cfg = clusterConfig(spec, c, clusterPrograms(spec.targetSMs(), c)))
         if (c * shapeOf(spec, *cfg).segCols * 8 <= spec.cols * 9)
           return cfg;
@@ -383,7 +383,7 @@ public:
   /// against 0.105, 2048x65536 0.28 against 0.15).
   void appendClusterConfigs(const KernelSpec &spec, std::vector<TileConfig> &out) const {
     const int64_t sms = spec.targetSMs();
-    for (int64_t c = 2; c <= 8; ++c)
+    for (int64_t c = 2; c <= kMaxClusterBlocks; ++c)
       for (int64_t programs : {clusterPrograms(sms, c), sms / c, sms / c * 15 / 16})
         if (auto cfg = clusterConfig(spec, c, programs))
           out.push_back(*cfg);
@@ -485,8 +485,9 @@ public:
                          llvm::Twine(s.threads) + " into a power-of-two number of lanes");
     if (s.colThreads > 32 && s.colThreads % 32 != 0)
       return configError("lanes per row above 32 must be whole warps");
-    if (s.cluster < 1 || s.cluster > 8)
-      return configError("cluster must be in [1, 8], got " + llvm::Twine(s.cluster));
+    if (s.cluster < 1 || s.cluster > kMaxClusterBlocks)
+      return configError("cluster must be in [1, " + llvm::Twine(kMaxClusterBlocks) + "], got " +
+                         llvm::Twine(s.cluster));
     if (s.cluster > 1) {
       if (!hasClusters(spec.arch))
         return configError("cluster > 1 needs sm_90 or later, not " + spec.arch);

@@ -147,6 +147,14 @@ TEST(Compiler, ClusterKernelsBuildAndCarryTheirClusterSize) {
   auto back = entriesFromJson(entriesToJson(k->entries));
   ASSERT_TRUE(bool(back)) << llvm::toString(back.takeError());
   EXPECT_EQ((*back)[0].clusterBlocks, 2);
+  // Any size up to 8: 40960 columns go to clusters of 5 by default, and the
+  // launch information survives the store's JSON.
+  auto five = compileKernel(spec(OpKind::RmsNormBwd, 40960), {});
+  ASSERT_TRUE(bool(five)) << llvm::toString(five.takeError());
+  EXPECT_NE(five->cuda.find("__cluster_dims__(5, 1, 1)"), std::string::npos);
+  auto fiveBack = entriesFromJson(entriesToJson(five->entries));
+  ASSERT_TRUE(bool(fiveBack)) << llvm::toString(fiveBack.takeError());
+  EXPECT_EQ((*fiveBack)[0].clusterBlocks, 5);
 }
 
 /// Compiles hand-written CUDA that uses the device library through NVRTC and
