@@ -323,12 +323,12 @@ public:
   /// in powers of two and a slice in whole vectors of every lane, so not
   /// every cluster size gives such a slice that leaves every block columns
   /// (24576 in clusters of 8: 4096-column slices, the last block none). A
-  /// program is a cluster and
-  /// the grid is persistent, so `programs` must not exceed the clusters that
-  /// fit at once, or the last ones run in a second wave (16384x16384 on the
-  /// H200: 66 clusters of 2, 0.48 ms; 28 of 4, 0.52 ms; 33 of 4, 0.81 ms).
-  /// A cluster lives in one GPC, and where a GPC's multiprocessors do not
-  /// divide by C some stay idle: clusters of 2 fill the chip, 4 and 8 do not.
+  /// program is a cluster and the grid is persistent, so `programs` must not
+  /// exceed the clusters that fit at once, or the last ones run in a second
+  /// wave (16384x16384 on the H200: 66 clusters of 2, 0.48 ms; 28 of 4,
+  /// 0.52 ms; 33 of 4, 0.81 ms). A cluster lives in one GPC, and where a
+  /// GPC's multiprocessors do not divide by C some stay idle: clusters of 2
+  /// fill the chip, larger ones need not.
   /// nullopt where the slice is still too long or the config is invalid.
   std::optional<TileConfig> clusterConfig(const KernelSpec &spec, int64_t c,
                                           int64_t programs) const {
@@ -592,11 +592,11 @@ private:
                      : AffineMap::get(0, 1, tiles);
     auto kernel = makeKernel(b, loc, baseName(spec), args, s.threads, grid, {0, 0},
                              configAttr(ctx, cfg), s.cluster);
-    // A row held in up to 32 elements a thread fits in 64 registers, so 1024
-    // threads fit on a multiprocessor. Left alone, ptxas takes a few more
+    // A row held in up to kMaxHeldFwd (32) elements a thread fits in 64
+    // registers, so 1024 threads fit on a multiprocessor. Left alone, ptxas takes a few more
     // where a run is ragged and loses a block: 15000 columns, 512 threads,
     // 70 registers, one block per multiprocessor, 67 % of copy (bench/NOTES.md, v7).
-    if (!segmented && programs == 0 && s.elems <= 32 && s.threads < 1024)
+    if (!segmented && programs == 0 && s.elems <= kMaxHeldFwd && s.threads < 1024)
       kernel.setMinBlocksAttr(b.getI64IntegerAttr(1024 / s.threads));
     Block &body = kernel.getBody().front();
     b.setInsertionPointToStart(&body);
