@@ -106,12 +106,8 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
   auto dev = queryDevice(opt.device);
   if (!dev)
     return dev.takeError();
-  if (dev->arch() != spec.arch)
-    return err("cannot tune " + spec.canonical() + " on " + dev->name + " (" + dev->arch() + ")");
-  if (dev->smCount != spec.targetSMs())
-    return err("cannot tune " + spec.canonical() + ", sized for " +
-               std::to_string(spec.targetSMs()) + " multiprocessors, on " + dev->name + " with " +
-               std::to_string(dev->smCount) + " (KernelSpec::setTargetSMs)");
+  if (auto e = spec.checkTarget(dev->arch(), dev->smCount))
+    return err("cannot tune on " + dev->name + ": " + llvm::toString(std::move(e)));
 
   TuneResult result;
   result.spec = spec;

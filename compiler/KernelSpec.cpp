@@ -192,6 +192,14 @@ llvm::Error KernelSpec::validate() const {
   return llvm::Error::success();
 }
 
+llvm::Error KernelSpec::checkTarget(std::string_view gpuArch, int gpuSms) const {
+  if (arch == gpuArch && targetSMs() == gpuSms)
+    return llvm::Error::success();
+  return specError("spec " + llvm::Twine(canonical()) + " is for " + arch + " with " +
+                   llvm::Twine(targetSMs()) + " multiprocessors, the GPU is " + gpuArch + " with " +
+                   llvm::Twine(gpuSms) + " (KernelSpec::setTargetSMs)");
+}
+
 uint64_t KernelSpec::hash(bool withRuntimeSizes) const {
   // FNV-1a over the fields, then the arch text.
   uint64_t h = 1469598103934665603ull;

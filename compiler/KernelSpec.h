@@ -64,6 +64,10 @@ struct KernelSpec {
   static llvm::Expected<KernelSpec> parse(std::string_view text);
   /// Checks the spec describes a kernel tilejit can build.
   llvm::Error validate() const;
+  /// Checks the spec's kernels are for a GPU of `arch` with `sms`
+  /// multiprocessors (persistent grids sized for another count would run in
+  /// two waves or leave multiprocessors idle).
+  llvm::Error checkTarget(std::string_view arch, int sms) const;
 
   /// Field by field; no allocation (the engine's hot path uses these).
   /// sameKernel: equal but for launch-time sizes (rows), so the same binary.

@@ -217,15 +217,8 @@ llvm::Expected<TileConfig> Engine::chooseConfig(const KernelSpec &spec, bool &tu
 }
 
 llvm::Expected<const LoadedKernel &> Engine::miss(const KernelSpec &spec) {
-  if (spec.arch != arch_)
-    return err("spec is for " + spec.arch + " but device " + std::to_string(options_.device) +
-               " is " + arch_);
-  // Persistent grids are sized for spec.targetSMs(): a kernel sized for
-  // another part would run in two waves or leave multiprocessors idle.
-  if (spec.targetSMs() != smCount_)
-    return err("spec " + spec.canonical() + " is sized for " + std::to_string(spec.targetSMs()) +
-               " multiprocessors but device " + std::to_string(options_.device) + " has " +
-               std::to_string(smCount_) + " (KernelSpec::setTargetSMs)");
+  if (auto e = spec.checkTarget(arch_, smCount_))
+    return err("device " + std::to_string(options_.device) + ": " + llvm::toString(std::move(e)));
   // Compile, load and tune on the engine's device, whatever the caller's
   // thread had current; the caller's context comes back after.
   auto scope = ScopedDevice::enter(options_.device);

@@ -57,6 +57,13 @@ TEST(KernelSpec, TargetMultiprocessors) {
   EXPECT_FALSE(pcie.sameKernel(s));
   EXPECT_NE(pcie.hash(false), s.hash(false));
   EXPECT_NE(kernelKey(pcie, {}), kernelKey(s, {}));
+  EXPECT_EQ(errorOf(s.checkTarget("sm_90a", 132)), "");
+  EXPECT_EQ(errorOf(pcie.checkTarget("sm_90a", 114)), "");
+  EXPECT_NE(errorOf(s.checkTarget("sm_90a", 114))
+                .find("with 132 multiprocessors, the GPU is "
+                      "sm_90a with 114"),
+            std::string::npos);
+  EXPECT_NE(errorOf(s.checkTarget("sm_80", 108)).find("is for sm_90a"), std::string::npos);
   // The persistent backward takes one program per multiprocessor of the
   // target, and clusters of 2 half as many.
   const KernelTemplate &t = getTemplate(OpKind::RmsNormBwd);
