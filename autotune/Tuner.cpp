@@ -211,9 +211,7 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
     }
     CompileOptions co;
     if (compiler)
-      co.nvrtc = [&](std::string_view source, std::string_view name, std::string_view arch) {
-        return compiler->compile(source, name, arch);
-      };
+      compiler->useFor(co);
     return compileKernel(spec, space[i], co);
   };
 

@@ -24,6 +24,7 @@
 #include "autotune/WorkerProtocol.h"
 #include "compiler/LaunchInfo.h"
 #include "compiler/Nvrtc.h"
+#include "compiler/Ptxas.h"
 
 extern char **environ;
 
@@ -203,12 +204,25 @@ llvm::Expected<std::unique_ptr<CompilerProcess>> CompilerProcess::start(const st
 
 CompilerProcess::~CompilerProcess() { reapChild(pid_, fd_, false); }
 
+void CompilerProcess::useFor(CompileOptions &options) {
+  options.nvrtc = [this](std::string_view source, std::string_view name, std::string_view arch) {
+    return compile(source, name, arch, Backend::Cuda);
+  };
+  options.ptxas = [this](std::string_view source, std::string_view name, std::string_view arch) {
+    return compile(source, name, arch, Backend::Ptx);
+  };
+}
+
 llvm::Expected<NvrtcOutput> CompilerProcess::compile(std::string_view source, std::string_view name,
-                                                     std::string_view arch) {
+                                                     std::string_view arch, Backend backend) {
   if (pid_ < 0) // lost to an earlier compile: a fresh one
     if (auto e = spawnChild(path_, {"--compile-fd", "3"}, pid_, fd_))
       return e;
-  json req = {{"op", "compile"}, {"source", source}, {"name", name}, {"arch", arch}};
+  json req = {{"op", "compile"},
+              {"source", source},
+              {"name", name},
+              {"arch", arch},
+              {"backend", backendName(backend)}};
   json reply;
   Received r =
       sendMessage(fd_, req) ? receiveMessage(fd_, timeoutSeconds_, reply) : Received::Closed;
@@ -244,9 +258,18 @@ int runCompiler(int fd) {
     if (r != Received::Message)
       return 2;
     json reply;
-    auto out = compileWithNvrtc(msg.value("source", std::string()),
-                                msg.value("name", std::string("kernel")),
-                                msg.value("arch", std::string()));
+    std::string source = msg.value("source", std::string());
+    std::string name = msg.value("name", std::string("kernel"));
+    std::string arch = msg.value("arch", std::string());
+    auto backend = parseBackend(msg.value("backend", std::string("cuda")));
+    if (!backend) {
+      reply = {{"ok", false}, {"error", "unknown back end in a compile request"}};
+      if (!sendMessage(fd, reply))
+        return 2;
+      continue;
+    }
+    auto out = *backend == Backend::Ptx ? assembleWithPtxas(source, name, arch)
+                                        : compileWithNvrtc(source, name, arch);
     if (out) {
       reply = {
           {"ok", true},

@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autotune/Measure.h"
+#include "compiler/Compiler.h"
 #include "compiler/Nvrtc.h"
 
 namespace tilejit {
@@ -89,20 +90,23 @@ private:
   int lost_ = 0;
 };
 
-/// NVRTC in a process of its own (`tilejit-worker --compile-fd`). NVRTC
-/// serializes the compiles of one process however many threads call it (on
-/// the H200 machine 15 threads compile no faster than one), so the tuner runs
-/// one compiler process per core. A compile that crashes or hangs NVRTC costs
-/// that process, which the next compile replaces.
+/// NVRTC or ptxas in a process of its own (`tilejit-worker --compile-fd`).
+/// NVRTC serializes the compiles of one process however many threads call it
+/// (on the H200 machine 15 threads compile no faster than one), so the tuner
+/// runs one compiler process per core. A compile that crashes or hangs the
+/// toolchain costs that process, which the next compile replaces.
 class CompilerProcess {
 public:
   static llvm::Expected<std::unique_ptr<CompilerProcess>> start(const std::string &path);
   ~CompilerProcess();
   CompilerProcess(const CompilerProcess &) = delete;
   CompilerProcess &operator=(const CompilerProcess &) = delete;
-  /// compileWithNvrtc(), in the process.
+  /// compileWithNvrtc() (`source` is CUDA C++) or assembleWithPtxas()
+  /// (`source` is PTX), in the process.
   llvm::Expected<NvrtcOutput> compile(std::string_view source, std::string_view name,
-                                      std::string_view arch);
+                                      std::string_view arch, Backend backend = Backend::Cuda);
+  /// This process as the compile options' toolchains.
+  void useFor(CompileOptions &options);
   pid_t pid() const { return pid_; }
 
 private:

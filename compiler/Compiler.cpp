@@ -6,7 +6,9 @@
 
 #include "compiler/EmbeddedSources.h"
 #include "compiler/Nvrtc.h"
+#include "compiler/Ptxas.h"
 #include "compiler/Sha256.h"
+#include "compiler/TileToPtx.h"
 #include "compiler/passes/Passes.h"
 #include "compiler/templates/Template.h"
 #include "dialects/Tile/TileDialect.h"
@@ -34,13 +36,26 @@ std::vector<std::string> pipelinePasses() {
   return {"tile-check-target", "canonicalize", "tile-lower-to-emitc"};
 }
 
-std::string kernelKey(const KernelSpec &spec, const TileConfig &config) {
+const char *backendName(Backend b) { return b == Backend::Ptx ? "ptx" : "cuda"; }
+
+std::optional<Backend> parseBackend(std::string_view name) {
+  if (name == "ptx")
+    return Backend::Ptx;
+  if (name == "cuda")
+    return Backend::Cuda;
+  return std::nullopt;
+}
+
+std::string kernelKey(const KernelSpec &spec, const TileConfig &config, Backend backend) {
   const KernelTemplate &tmpl = getTemplate(spec.op);
+  // Both toolchains' versions: the PTX back end falls back to NVRTC for
+  // operations it does not lower.
   std::string text = "spec=" + spec.canonical(/*withRuntimeSizes=*/false) +
                      "\nconfig=" + config.canonical() + "\narch=" + spec.arch +
                      "\ntemplate=" + std::string(tmpl.sourceHash()) +
                      "\ncompiler=" + std::string(embedded::compilerSourceHash()) +
-                     "\ntilejit=" + tilejitVersion() + "\nnvrtc=" + nvrtcVersionString() +
+                     "\ntilejit=" + tilejitVersion() + "\nbackend=" + backendName(backend) +
+                     "\nnvrtc=" + nvrtcVersionString() + "\nptxas=" + ptxasVersionString() +
                      "\ndevice=" + std::string(embedded::deviceLibraryHash());
   return sha256Hex(text);
 }
@@ -210,7 +225,7 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
   CompiledKernel out;
   out.spec = spec;
   out.config = config;
-  out.key = kernelKey(spec, config);
+  out.key = kernelKey(spec, config, options.backend);
   out.workspaceBytes = tmpl.workspace(spec, config).bytes;
 
   DialectRegistry registry;
@@ -244,14 +259,8 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
   TileCheckTargetOptions checkOpts;
   checkOpts.arch = spec.arch;
   std::vector<EntryInfo> entries;
+  bool ptxPath = options.stopAt == Stage::Binary && options.backend == Backend::Ptx;
   for (const std::string &name : passes) {
-    PassManager pm(&ctx);
-    if (name == "tile-check-target")
-      pm.addPass(createTileCheckTarget(checkOpts));
-    else if (name == "canonicalize")
-      pm.addPass(createCanonicalizerPass());
-    else
-      pm.addPass(createTileLowerToEmitC());
     if (name == "tile-lower-to-emitc") {
       // Launch information comes from the tile kernels, before they are lowered.
       for (auto kernel : (*module)->getOps<tile::KernelOp>()) {
@@ -260,7 +269,26 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
           return info.takeError();
         entries.push_back(std::move(*info));
       }
+      if (ptxPath) {
+        auto ptx = translateTileToPtx(**module, spec.arch);
+        if (ptx) {
+          out.ptx = std::move(*ptx);
+          break;
+        }
+        // An operation only the C++ back end lowers: that one makes the binary.
+        if (auto rest = llvm::handleErrors(ptx.takeError(), [](const PtxUnsupported &) {}))
+          return error("PTX emission failed for " + spec.canonical() + ": " +
+                       llvm::toString(std::move(rest)));
+        ptxPath = false;
+      }
     }
+    PassManager pm(&ctx);
+    if (name == "tile-check-target")
+      pm.addPass(createTileCheckTarget(checkOpts));
+    else if (name == "canonicalize")
+      pm.addPass(createCanonicalizerPass());
+    else
+      pm.addPass(createTileLowerToEmitC());
     if (failed(pm.run(**module)))
       return error("pass " + name + " failed on " + spec.canonical() + ": " + diags.text);
     if (options.stopAt == Stage::Mlir && options.afterPass == name) {
@@ -269,18 +297,24 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
     }
   }
   out.entries = std::move(entries);
+  out.backend = ptxPath ? Backend::Ptx : Backend::Cuda;
 
-  llvm::raw_string_ostream cuda(out.cuda);
-  if (failed(emitc::translateToCpp(**module, cuda)))
-    return error("C++ emission failed for " + spec.canonical() + ": " + diags.text);
+  if (!ptxPath) {
+    llvm::raw_string_ostream cuda(out.cuda);
+    if (failed(emitc::translateToCpp(**module, cuda)))
+      return error("C++ emission failed for " + spec.canonical() + ": " + diags.text);
+  }
   out.mlirMs = msSince(t0);
   if (options.stopAt == Stage::Cuda)
     return out;
 
   auto t1 = std::chrono::steady_clock::now();
   std::string name = out.entries.empty() ? "kernel" : out.entries.front().name;
-  auto binary = options.nvrtc ? options.nvrtc(out.cuda, name, spec.arch)
-                              : compileWithNvrtc(out.cuda, name, spec.arch);
+  llvm::Expected<NvrtcOutput> binary =
+      ptxPath ? (options.ptxas ? options.ptxas(out.ptx, name, spec.arch)
+                               : assembleWithPtxas(out.ptx, name, spec.arch))
+              : (options.nvrtc ? options.nvrtc(out.cuda, name, spec.arch)
+                               : compileWithNvrtc(out.cuda, name, spec.arch));
   if (!binary) {
     std::string what = "kernel " + spec.canonical() + " [" + config.canonical() + "] key " +
                        out.key.substr(0, 16) + ": ";
@@ -289,7 +323,7 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
       return llvm::make_error<CompileInterrupted>(what + llvm::toString(std::move(e)));
     return error(what + llvm::toString(std::move(e)));
   }
-  out.nvrtcMs = msSince(t1);
+  out.binaryMs = msSince(t1);
   out.ptx = std::move(binary->ptx);
   out.cubin = std::move(binary->cubin);
   out.log = std::move(binary->log);

@@ -1,12 +1,19 @@
 //===- Compiler.h - spec and config to a loadable kernel ----------*- C++ -*-===//
 //
 // The compile pipeline: template -> tile IR -> tile-check-target ->
-// canonicalize -> tile-lower-to-emitc -> CUDA C++ -> NVRTC (PTX + cubin).
+// canonicalize, then one of two back ends:
+//  - PTX (the default): the tile IR written as PTX (TileToPtx.h), assembled
+//    by ptxas through nvJitLink;
+//  - CUDA C++: tile-lower-to-emitc -> CUDA C++ over the device library ->
+//    NVRTC (PTX + cubin).
+// Both compute the same thing; the PTX one skips the C++ front end and NVVM,
+// most of a compile's time.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,8 +29,22 @@ class PassManager;
 
 namespace tilejit {
 
-/// Where a compile stops. `Mlir` may stop after a named pass.
+/// Where a compile stops. `Mlir` may stop after a named pass; `Cuda` is the
+/// C++ back end's source (whatever the back end asked for).
 enum class Stage { Mlir, Cuda, Binary };
+
+/// Which back end makes the binary. `Ptx` falls back to `Cuda` for a kernel
+/// that uses an operation it does not lower (always the same for the same
+/// IR, so the key stays true).
+enum class Backend { Ptx, Cuda };
+
+/// "ptx" or "cuda"; parseBackend is its inverse.
+const char *backendName(Backend b);
+std::optional<Backend> parseBackend(std::string_view name);
+
+/// Turns source text (CUDA C++ or PTX) into a binary: NVRTC or ptxas.
+using Toolchain = std::function<llvm::Expected<NvrtcOutput>(
+    std::string_view source, std::string_view name, std::string_view arch)>;
 
 /// A compile that did not run to its end for reasons outside the kernel: the
 /// process compiling it died or ran out of time. Trying again may succeed,
@@ -44,26 +65,31 @@ struct CompileOptions {
   Stage stopAt = Stage::Binary;
   /// With Stage::Mlir: print the IR after this pass ("" = the template's IR).
   std::string afterPass;
-  /// Runs NVRTC on the generated source (default: compileWithNvrtc in this
+  Backend backend = Backend::Ptx;
+  /// Runs NVRTC on generated C++ (default: compileWithNvrtc in this
   /// process). The tuner hands it to compiler processes: NVRTC serializes
   /// compiles within one process.
-  std::function<llvm::Expected<NvrtcOutput>(std::string_view source, std::string_view name,
-                                            std::string_view arch)>
-      nvrtc;
+  Toolchain nvrtc;
+  /// Runs ptxas on generated PTX (default: assembleWithPtxas in this
+  /// process).
+  Toolchain ptxas;
 };
 
 struct CompiledKernel {
   KernelSpec spec;
   TileConfig config;
-  std::string key;  // identity of the binary: see kernelKey()
-  std::string mlir; // the IR at the requested stage (Stage::Mlir)
-  std::string cuda; // generated CUDA C++
+  std::string key;                // identity of the binary: see kernelKey()
+  std::string mlir;               // the IR at the requested stage (Stage::Mlir)
+  Backend backend = Backend::Ptx; // the back end that made the binary
+  std::string cuda;               // generated CUDA C++ (C++ back end)
   std::string ptx;
   std::vector<char> cubin;
-  std::string log; // NVRTC's log (ptxas resource report)
+  std::string log; // NVRTC's or ptxas's log (ptxas resource report)
   std::vector<EntryInfo> entries;
   int64_t workspaceBytes = 0;
-  double mlirMs = 0, nvrtcMs = 0;
+  /// Template to source text (MLIR, then C++ or PTX), and source to binary
+  /// (NVRTC or ptxas).
+  double mlirMs = 0, binaryMs = 0;
 };
 
 /// The names of the passes `compileKernel` runs, in order.
@@ -72,10 +98,12 @@ std::vector<std::string> pipelinePasses();
 /// Registers the dialects the pipeline uses.
 void registerTileJitDialects(mlir::DialectRegistry &registry);
 
-/// The key of the kernel binary for (spec, config): SHA-256 over the spec
-/// (without launch-time sizes), the config, the arch, the template's source
-/// hash, the tilejit version, the NVRTC version and the device library hash.
-std::string kernelKey(const KernelSpec &spec, const TileConfig &config);
+/// The key of the kernel binary for (spec, config) from `backend`: SHA-256
+/// over the spec (without launch-time sizes), the config, the arch, the
+/// template's source hash, the compiler's source hash, the tilejit version,
+/// the back end, the NVRTC and ptxas versions and the device library hash.
+std::string kernelKey(const KernelSpec &spec, const TileConfig &config,
+                      Backend backend = Backend::Ptx);
 
 /// Compiles `spec` with `config` (the template's default if empty).
 llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig config,

@@ -8,10 +8,10 @@
 
 namespace tilejit {
 
-llvm::Expected<std::unique_ptr<LoadedKernel>> LoadedKernel::compileAndLoad(const KernelSpec &spec,
-                                                                           const TileConfig &config,
-                                                                           CompiledKernel *out) {
-  auto compiled = compileKernel(spec, config);
+llvm::Expected<std::unique_ptr<LoadedKernel>>
+LoadedKernel::compileAndLoad(const KernelSpec &spec, const TileConfig &config, CompiledKernel *out,
+                             const CompileOptions &options) {
+  auto compiled = compileKernel(spec, config, options);
   if (!compiled)
     return compiled.takeError();
   auto loaded = load(*compiled);

@@ -67,7 +67,9 @@ llvm::Expected<const LoadedKernel &> KernelCache::get(const KernelSpec &spec,
     if (const LoadedKernel *k = findLocked(h, ctx, spec, config))
       return *k;
   }
-  auto loaded = LoadedKernel::compileAndLoad(spec, config);
+  CompileOptions options;
+  options.backend = backend_;
+  auto loaded = LoadedKernel::compileAndLoad(spec, config, nullptr, options);
   if (!loaded)
     return loaded.takeError();
   KernelSpec key = spec;

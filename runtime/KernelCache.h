@@ -3,7 +3,7 @@
 // Maps (context, kernel spec without launch-time sizes, config) to a loaded
 // kernel. A hit hashes the fields and compares them under a shared lock (no
 // allocation); a miss compiles
-// (MLIR + NVRTC) and loads the module. The persistent store and the tuner sit
+// (MLIR, then ptxas or NVRTC) and loads the module. The persistent store and the tuner sit
 // above this (service/Engine).
 //
 //===----------------------------------------------------------------------===//
@@ -21,6 +21,9 @@ namespace tilejit {
 
 class KernelCache {
 public:
+  /// Kernels compiled by `backend` (every entry of one cache by the same).
+  explicit KernelCache(Backend backend = Backend::Ptx) : backend_(backend) {}
+
   /// The kernel for `spec` with `config` (the template default when empty),
   /// loaded in the current context.
   llvm::Expected<const LoadedKernel &> get(const KernelSpec &spec, const TileConfig &config = {});
@@ -37,6 +40,7 @@ private:
   static uint64_t hashOf(CUcontext ctx, const KernelSpec &spec, const TileConfig &config);
   const LoadedKernel *findLocked(uint64_t h, CUcontext ctx, const KernelSpec &spec,
                                  const TileConfig &config) const;
+  Backend backend_;
   mutable std::shared_mutex mu_;
   std::mutex compileMu_;
   std::unordered_multimap<uint64_t, Entry> kernels_;

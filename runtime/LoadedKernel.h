@@ -46,11 +46,11 @@ class LoadedKernel {
 public:
   /// Loads the cubin into the current context and resolves every entry.
   static llvm::Expected<std::unique_ptr<LoadedKernel>> load(const CompiledKernel &compiled);
-  /// Compiles (spec, config) and loads it; `compiled`, when given, receives
-  /// the binary (for the store).
+  /// Compiles (spec, config) with `options` and loads it; `compiled`, when
+  /// given, receives the binary (for the store).
   static llvm::Expected<std::unique_ptr<LoadedKernel>>
   compileAndLoad(const KernelSpec &spec, const TileConfig &config,
-                 CompiledKernel *compiled = nullptr);
+                 CompiledKernel *compiled = nullptr, const CompileOptions &options = {});
   ~LoadedKernel();
   LoadedKernel(const LoadedKernel &) = delete;
   LoadedKernel &operator=(const LoadedKernel &) = delete;

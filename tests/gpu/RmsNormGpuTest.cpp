@@ -117,7 +117,9 @@ std::vector<Case> cases() {
   return out;
 }
 
-class GpuRmsNorm : public ::testing::Test {
+/// Every test runs once per back end: the kernels must agree with float64
+/// whichever made them.
+class GpuRmsNorm : public ::testing::TestWithParam<Backend> {
 protected:
   void SetUp() override {
     auto ctx = useDevice(0);
@@ -133,7 +135,7 @@ protected:
   std::string arch;
   int sms = 0;
   std::mt19937_64 rng;
-  KernelCache cache;
+  KernelCache cache{GetParam()};
 };
 
 struct Reference {
@@ -199,7 +201,7 @@ Reference reference(const Case &c, const HostTensor &x, const HostTensor &w, con
   return r;
 }
 
-TEST_F(GpuRmsNorm, ForwardMatchesFloat64) {
+TEST_P(GpuRmsNorm, ForwardMatchesFloat64) {
   for (const Case &c : cases()) {
     SCOPED_TRACE(name(c));
     size_t n = c.rows * c.cols;
@@ -253,7 +255,7 @@ TEST_F(GpuRmsNorm, ForwardMatchesFloat64) {
   }
 }
 
-TEST_F(GpuRmsNorm, BackwardMatchesFloat64AndIsDeterministic) {
+TEST_P(GpuRmsNorm, BackwardMatchesFloat64AndIsDeterministic) {
   for (const Case &c : cases()) {
     SCOPED_TRACE(name(c));
     size_t n = c.rows * c.cols;
@@ -324,7 +326,7 @@ TEST_F(GpuRmsNorm, BackwardMatchesFloat64AndIsDeterministic) {
   }
 }
 
-TEST_F(GpuRmsNorm, EmptyBatchGivesZeroWeightGradient) {
+TEST_P(GpuRmsNorm, EmptyBatchGivesZeroWeightGradient) {
   RmsNormBackward a;
   a.cols = 1000;
   HostTensor dw(DType::BF16, 1000);
@@ -344,7 +346,7 @@ TEST_F(GpuRmsNorm, EmptyBatchGivesZeroWeightGradient) {
     ASSERT_EQ(dw.get(j), 0.0f) << j;
 }
 
-TEST_F(GpuRmsNorm, WrongSizesAreRejectedBeforeLaunch) {
+TEST_P(GpuRmsNorm, WrongSizesAreRejectedBeforeLaunch) {
   RmsNormForward a;
   a.cols = 4096;
   a.rows = 8;
@@ -361,5 +363,10 @@ TEST_F(GpuRmsNorm, WrongSizesAreRejectedBeforeLaunch) {
   ASSERT_TRUE(bool(err));
   EXPECT_NE(llvm::toString(std::move(err)).find("compiled for 4096"), std::string::npos);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backend, GpuRmsNorm, ::testing::Values(Backend::Ptx, Backend::Cuda),
+                         [](const ::testing::TestParamInfo<Backend> &i) {
+                           return std::string(backendName(i.param));
+                         });
 
 } // namespace

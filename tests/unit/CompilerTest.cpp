@@ -3,7 +3,12 @@
 
 #include "compiler/Compiler.h"
 #include "compiler/Nvrtc.h"
+#include "compiler/Ptxas.h"
+#include "compiler/TileToPtx.h"
 #include "compiler/templates/Template.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 #include "runtime/CudaDriver.h"
 
 using namespace tilejit;
@@ -18,6 +23,18 @@ KernelSpec spec(OpKind op, int64_t cols, DType t = DType::BF16, bool zcg = false
   s.zeroCenteredGamma = zcg;
   s.align = alignmentOf({}, cols * dtypeBytes(t));
   return s;
+}
+
+CompileOptions cudaSource() {
+  CompileOptions o;
+  o.stopAt = Stage::Cuda;
+  return o;
+}
+
+CompileOptions withBackend(Backend b) {
+  CompileOptions o;
+  o.backend = b;
+  return o;
 }
 
 TEST(Compiler, EmitsTileIrAfterEachPass) {
@@ -49,7 +66,7 @@ TEST(Compiler, EmitsTileIrAfterEachPass) {
 // and the weight arrive as f32, y leaves as bf16 from f32, and no fragment
 // is converted on its own.
 TEST(Compiler, ForwardConvertsInItsAccesses) {
-  auto k = compileKernel(spec(OpKind::RmsNormFwd, 4096), {}, {Stage::Cuda, "", nullptr});
+  auto k = compileKernel(spec(OpKind::RmsNormFwd, 4096), {}, cudaSource());
   ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
   EXPECT_EQ(k->cuda.find("tj::convert<"), std::string::npos) << k->cuda;
   // The template arguments of the first call of `callee`: memory type first,
@@ -69,7 +86,7 @@ TEST(Compiler, ForwardConvertsInItsAccesses) {
 }
 
 TEST(Compiler, CudaUsesTheDeviceLibrary) {
-  auto k = compileKernel(spec(OpKind::RmsNormBwd, 1000), {}, {Stage::Cuda, "", nullptr});
+  auto k = compileKernel(spec(OpKind::RmsNormBwd, 1000), {}, cudaSource());
   ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
   EXPECT_NE(k->cuda.find("#include \"memory.cuh\""), std::string::npos);
   EXPECT_NE(k->cuda.find("extern \"C\" __global__ __launch_bounds__("), std::string::npos);
@@ -84,20 +101,28 @@ TEST(Compiler, CudaUsesTheDeviceLibrary) {
 // multiprocessor (64 registers): at 15000 columns ptxas otherwise took 70 and
 // one block of 512 fit instead of two.
 TEST(Compiler, HeldForwardRowsKeepTwoBlocksOf512) {
-  auto k = compileKernel(spec(OpKind::RmsNormFwd, 15000), {});
-  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
-  ASSERT_EQ(k->config.get("threads"), 512);
-  EXPECT_NE(k->cuda.find("__launch_bounds__(512, 2)"), std::string::npos);
-  EXPECT_LE(k->entries[0].registers, 64);
+  for (Backend b : {Backend::Ptx, Backend::Cuda}) {
+    SCOPED_TRACE(backendName(b));
+    auto k = compileKernel(spec(OpKind::RmsNormFwd, 15000), {}, withBackend(b));
+    ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+    ASSERT_EQ(k->config.get("threads"), 512);
+    ASSERT_EQ(k->backend, b);
+    if (b == Backend::Cuda) {
+      EXPECT_NE(k->cuda.find("__launch_bounds__(512, 2)"), std::string::npos);
+    }
+    EXPECT_NE(k->ptx.find(".maxntid 512, 1, 1"), std::string::npos);
+    EXPECT_NE(k->ptx.find(".minnctapersm 2"), std::string::npos);
+    EXPECT_LE(k->entries[0].registers, 64);
+  }
   // Rows in segments of 1024 threads need no such bound.
-  auto seg = compileKernel(spec(OpKind::RmsNormFwd, 100000), {}, {Stage::Cuda, "", nullptr});
+  auto seg = compileKernel(spec(OpKind::RmsNormFwd, 100000), {}, cudaSource());
   ASSERT_TRUE(bool(seg)) << llvm::toString(seg.takeError());
   EXPECT_NE(seg->cuda.find("__launch_bounds__(1024)"), std::string::npos);
 }
 
-// NVRTC compiles for sm_90a without a GPU: every default kernel must build
-// to a cubin, with no spills for the hidden sizes that matter.
-TEST(Compiler, NvrtcBuildsCubinsForManyShapes) {
+// Both back ends build for sm_90a without a GPU: every default kernel must
+// build to a cubin, with no spills for the hidden sizes that matter.
+TEST(Compiler, BothBackendsBuildCubinsForManyShapes) {
   struct S {
     OpKind op;
     int64_t cols;
@@ -116,19 +141,33 @@ TEST(Compiler, NvrtcBuildsCubinsForManyShapes) {
                            {OpKind::RmsNormFwd, 65537, DType::F32, true},
                            {OpKind::RmsNormBwd, 65536, DType::BF16, false},
                            {OpKind::RmsNormBwd, 40001, DType::F16, true}};
-  for (const S &x : shapes) {
-    KernelSpec s = spec(x.op, x.cols, x.t, x.zcg);
-    auto k = compileKernel(s, {});
-    ASSERT_TRUE(bool(k)) << s.canonical() << ": " << llvm::toString(k.takeError());
-    EXPECT_GT(k->cubin.size(), 1000u);
-    EXPECT_NE(k->ptx.find(".entry"), std::string::npos);
-    for (const EntryInfo &e : k->entries) {
-      EXPECT_GT(e.registers, 0) << e.name << ": ptxas report not parsed\n" << k->log;
-      if (x.cols <= 8192 || x.cols > 32768) {
-        EXPECT_EQ(e.spillBytes, 0) << e.name << " spills";
+  for (Backend b : {Backend::Ptx, Backend::Cuda})
+    for (const S &x : shapes) {
+      KernelSpec s = spec(x.op, x.cols, x.t, x.zcg);
+      SCOPED_TRACE(std::string(backendName(b)) + " " + s.canonical());
+      auto k = compileKernel(s, {}, withBackend(b));
+      ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+      EXPECT_EQ(k->backend, b) << "the PTX back end lowers every RMSNorm kernel";
+      EXPECT_GT(k->cubin.size(), 1000u);
+      EXPECT_NE(k->ptx.find(".entry"), std::string::npos);
+      for (const EntryInfo &e : k->entries) {
+        EXPECT_GT(e.registers, 0) << e.name << ": ptxas report not parsed\n" << k->log;
+        if (x.cols <= 8192 || x.cols > 32768) {
+          EXPECT_EQ(e.spillBytes, 0) << e.name << " spills";
+        }
       }
     }
-  }
+}
+
+// The key names the back end: a binary of one is never handed out for the
+// other.
+TEST(Compiler, KeysDifferByBackend) {
+  KernelSpec s = spec(OpKind::RmsNormFwd, 4096);
+  EXPECT_NE(kernelKey(s, {}, Backend::Ptx), kernelKey(s, {}, Backend::Cuda));
+  EXPECT_EQ(kernelKey(s, {}), kernelKey(s, {}, Backend::Ptx));
+  EXPECT_EQ(parseBackend("ptx"), Backend::Ptx);
+  EXPECT_EQ(parseBackend("cuda"), Backend::Cuda);
+  EXPECT_FALSE(parseBackend("llvm"));
 }
 
 // A row split over a cluster compiles to a kernel with cluster dimensions,
@@ -139,8 +178,10 @@ TEST(Compiler, ClusterKernelsBuildAndCarryTheirClusterSize) {
                                     "threads=512 vec=8");
   auto k = compileKernel(s, c);
   ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
-  EXPECT_NE(k->cuda.find("__cluster_dims__(2, 1, 1)"), std::string::npos);
   EXPECT_NE(k->ptx.find(".reqnctapercluster 2"), std::string::npos) << k->ptx.substr(0, 2000);
+  auto src = compileKernel(s, c, cudaSource());
+  ASSERT_TRUE(bool(src)) << llvm::toString(src.takeError());
+  EXPECT_NE(src->cuda.find("__cluster_dims__(2, 1, 1)"), std::string::npos);
   ASSERT_EQ(k->entries.size(), 2u);
   EXPECT_EQ(k->entries[0].clusterBlocks, 2);
   EXPECT_EQ(k->entries[1].clusterBlocks, 1);
@@ -151,7 +192,7 @@ TEST(Compiler, ClusterKernelsBuildAndCarryTheirClusterSize) {
   // launch information survives the store's JSON.
   auto five = compileKernel(spec(OpKind::RmsNormBwd, 40960), {});
   ASSERT_TRUE(bool(five)) << llvm::toString(five.takeError());
-  EXPECT_NE(five->cuda.find("__cluster_dims__(5, 1, 1)"), std::string::npos);
+  EXPECT_NE(five->ptx.find(".reqnctapercluster 5, 1, 1"), std::string::npos);
   auto fiveBack = entriesFromJson(entriesToJson(five->entries));
   ASSERT_TRUE(bool(fiveBack)) << llvm::toString(fiveBack.takeError());
   EXPECT_EQ((*fiveBack)[0].clusterBlocks, 5);
@@ -216,7 +257,7 @@ extern "C" __global__ void k(tj::View<tj::bf16, 2> xb, tj::View<tj::bf16, 1> wb,
 }
 
 TEST(Compiler, NvrtcErrorCarriesTheLog) {
-  auto r = compileKernel(spec(OpKind::RmsNormFwd, 64), {}, {Stage::Cuda, "", nullptr});
+  auto r = compileKernel(spec(OpKind::RmsNormFwd, 64), {}, cudaSource());
   ASSERT_TRUE(bool(r));
   // A bad config is refused before any IR is built, naming the parameter.
   TileConfig bad;
@@ -255,3 +296,44 @@ TEST(CudaDriver, MissingDriverIsACleanError) {
 }
 
 } // namespace
+
+namespace {
+// A kernel of one warp that applies `op` to 32 floats in place.
+std::string elementwiseKernel(const char *op) {
+  const char *tile = "tensor<32xf32, #tile.slice<dim = 0, parent = <vec = 1, rowThreads = 1, "
+                     "colThreads = 32>>>";
+  return std::string("module {\n  tile.kernel @k(%a: memref<32xf32>) attributes {block_threads "
+                     "= 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>, "
+                     "tile.scratch_bytes = 0 : i64} {\n    %c0 = arith.constant 0 : index\n"
+                     "    %0 = tile.load %a[%c0] : memref<32xf32> -> ") +
+         tile + "\n    %1 = " + op + " %0 : " + tile + "\n    tile.store %1, %a[%c0] : " + tile +
+         ", memref<32xf32>\n    tile.return\n  }\n}\n";
+}
+} // namespace
+
+// The PTX back end names what it cannot lower (the compiler then takes the
+// C++ back end), and what it lowers, ptxas accepts.
+TEST(Compiler, PtxBackendNamesWhatItDoesNotLower) {
+  mlir::DialectRegistry registry;
+  registerTileJitDialects(registry);
+  mlir::MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  auto exp = mlir::parseSourceString<mlir::ModuleOp>(elementwiseKernel("math.exp"), &ctx);
+  ASSERT_TRUE(bool(exp));
+  auto bad = translateTileToPtx(*exp, "sm_90a");
+  ASSERT_FALSE(bool(bad));
+  llvm::Error e = bad.takeError();
+  EXPECT_TRUE(e.isA<PtxUnsupported>());
+  std::string msg = llvm::toString(std::move(e));
+  EXPECT_NE(msg.find("does not lower 'math.exp'"), std::string::npos) << msg;
+
+  auto sqrt = mlir::parseSourceString<mlir::ModuleOp>(elementwiseKernel("math.sqrt"), &ctx);
+  ASSERT_TRUE(bool(sqrt));
+  auto ptx = translateTileToPtx(*sqrt, "sm_80");
+  ASSERT_TRUE(bool(ptx)) << llvm::toString(ptx.takeError());
+  EXPECT_NE(ptx->find("sqrt.rn.f32"), std::string::npos) << *ptx;
+  EXPECT_NE(ptx->find(".target sm_80"), std::string::npos);
+  auto bin = assembleWithPtxas(*ptx, "k", "sm_80");
+  ASSERT_TRUE(bool(bin)) << llvm::toString(bin.takeError()) << "\n" << *ptx;
+  EXPECT_FALSE(bin->cubin.empty());
+}

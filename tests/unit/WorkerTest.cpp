@@ -170,17 +170,28 @@ TEST(CompilerProcess, CompilesLikeThisProcessAndSurvivesItsOwnDeath) {
   spec.cols = 1000;
   spec.align = 16;
   CompileOptions viaProcess;
-  viaProcess.nvrtc = [&](std::string_view s, std::string_view n, std::string_view a) {
-    return (*c)->compile(s, n, a);
-  };
-  auto here = compileKernel(spec, {});
-  ASSERT_TRUE(bool(here)) << llvm::toString(here.takeError());
-  auto there = compileKernel(spec, {}, viaProcess);
-  ASSERT_TRUE(bool(there)) << llvm::toString(there.takeError());
-  EXPECT_EQ(there->ptx, here->ptx);
-  EXPECT_EQ(there->cubin, here->cubin);
-  EXPECT_GT(there->entries.front().registers, 0);
-  EXPECT_EQ(there->entries.front().registers, here->entries.front().registers);
+  (*c)->useFor(viaProcess);
+  for (Backend b : {Backend::Ptx, Backend::Cuda}) {
+    SCOPED_TRACE(backendName(b));
+    CompileOptions inProcess;
+    inProcess.backend = viaProcess.backend = b;
+    auto here = compileKernel(spec, {}, inProcess);
+    ASSERT_TRUE(bool(here)) << llvm::toString(here.takeError());
+    auto there = compileKernel(spec, {}, viaProcess);
+    ASSERT_TRUE(bool(there)) << llvm::toString(there.takeError());
+    EXPECT_EQ(there->backend, b);
+    EXPECT_EQ(there->ptx, here->ptx);
+    EXPECT_EQ(there->cubin, here->cubin);
+    EXPECT_GT(there->entries.front().registers, 0);
+    EXPECT_EQ(there->entries.front().registers, here->entries.front().registers);
+  }
+  auto badPtx =
+      (*c)->compile(".version 9.0\n.target sm_90a\nnonsense", "broken_ptx", "sm_90a", Backend::Ptx);
+  ASSERT_FALSE(bool(badPtx));
+  std::string ptxMsg = llvm::toString(badPtx.takeError());
+  EXPECT_NE(ptxMsg.find("ptxas (nvJitLink) assembly failed for 'broken_ptx'"), std::string::npos)
+      << ptxMsg;
+  EXPECT_NE(ptxMsg.find("syntax error"), std::string::npos) << "the log comes along: " << ptxMsg;
 
   auto bad = (*c)->compile("this is not CUDA", "broken", "sm_90a");
   ASSERT_FALSE(bool(bad));

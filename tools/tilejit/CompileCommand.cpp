@@ -13,7 +13,7 @@ namespace tilejit::cli {
 namespace {
 struct CompileArgs {
   SpecOptions spec;
-  std::string emit = "cuda", after, config, out;
+  std::string emit = "cuda", after, config, out, backend = "ptx";
 };
 
 int run(const CompileArgs &a) {
@@ -30,6 +30,10 @@ int run(const CompileArgs &a) {
     config = *c;
   }
   CompileOptions opts;
+  auto backend = parseBackend(a.backend);
+  if (!backend)
+    return fail("unknown --backend '" + a.backend + "' (known: ptx, cuda)");
+  opts.backend = *backend;
   if (a.emit == "mlir")
     opts.stopAt = Stage::Mlir, opts.afterPass = a.after;
   else if (a.emit == "cuda")
@@ -63,9 +67,12 @@ int run(const CompileArgs &a) {
     s += "key        " + compiled->key + "\n";
     s += "cubin      " + std::to_string(compiled->cubin.size()) + " bytes, PTX " +
          std::to_string(compiled->ptx.size()) + " bytes\n";
+    bool ptx = compiled->backend == Backend::Ptx;
+    s += std::string("backend    ") + backendName(compiled->backend) + "\n";
     char buf[160];
-    std::snprintf(buf, sizeof buf, "compile    %.1f ms (MLIR + C++ %.1f, NVRTC %.1f)\n",
-                  compiled->mlirMs + compiled->nvrtcMs, compiled->mlirMs, compiled->nvrtcMs);
+    std::snprintf(buf, sizeof buf, "compile    %.1f ms (MLIR + %s %.1f, %s %.1f)\n",
+                  compiled->mlirMs + compiled->binaryMs, ptx ? "PTX" : "C++", compiled->mlirMs,
+                  ptx ? "ptxas" : "NVRTC", compiled->binaryMs);
     s += buf;
     if (compiled->workspaceBytes)
       s += "workspace  " + std::to_string(compiled->workspaceBytes) + " bytes\n";
@@ -102,6 +109,9 @@ Action addCompile(CLI::App &app) {
   cmd->add_option("--config", a->config, "Tile config, e.g. \"threads=256 rows=1 vec=8\"");
   cmd->add_option("--emit", a->emit, "mlir, cuda (default), ptx, cubin, cubin-info");
   cmd->add_option("--after", a->after, "With --emit mlir: the IR after this pass");
+  cmd->add_option("--backend", a->backend,
+                  "ptx (default: tile IR written as PTX, then ptxas) or cuda (CUDA C++, then "
+                  "NVRTC); --emit cuda is always the C++ back end's source");
   cmd->add_option("-o,--output", a->out, "Output file (default: stdout)");
   return [a] { return run(*a); };
 }

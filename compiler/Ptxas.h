@@ -1,0 +1,22 @@
+//===- Ptxas.h - PTX to cubin through nvJitLink ------------------*- C++ -*-===//
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "compiler/Nvrtc.h"
+#include "llvm/Support/Error.h"
+
+namespace tilejit {
+
+/// Assembles `ptx` into a cubin for `arch` with ptxas at full optimization,
+/// in this process (nvJitLink). `name` labels the program in errors, which
+/// carry the whole log. The result's log holds ptxas's resource report in the
+/// format NVRTC's has; its `ptx` is `ptx`.
+llvm::Expected<NvrtcOutput> assembleWithPtxas(std::string_view ptx, std::string_view name,
+                                              std::string_view arch);
+
+/// "13.0", from nvJitLinkVersion().
+std::string ptxasVersionString();
+
+} // namespace tilejit
