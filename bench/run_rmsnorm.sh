@@ -18,4 +18,4 @@ tmp="$(mktemp -d)"
   --backend "${TILEJIT_BACKEND:-ptx}"
 python3 "$here/rmsnorm_peer.py" --shapes "$shapes" --out "$tmp/peer.json"
 python3 "$here/report.py" "$tmp/tilejit.json" "$tmp/peer.json" --name "$name" --outdir "$out" \
-  --command "${TILEJIT_DB:+TILEJIT_DB=$TILEJIT_DB }bench/run_rmsnorm.sh"
+  --command "${TILEJIT_DB:+TILEJIT_DB=$TILEJIT_DB }RMSNORM_SHAPES=$shapes TILEJIT_BACKEND=${TILEJIT_BACKEND:-ptx} bench/run_rmsnorm.sh"

@@ -32,8 +32,11 @@ std::string ptxasVersionString() {
 llvm::Expected<NvrtcOutput> assembleWithPtxas(std::string_view ptx, std::string_view name,
                                               std::string_view arch) {
   std::string archOpt = "-arch=" + std::string(arch);
-  // -verbose: ptxas's report of registers and spills per entry.
-  const char *opts[] = {archOpt.c_str(), "-O3", "-verbose"};
+  // -verbose: ptxas's report of registers and spills per entry. -no-cache:
+  // where a CUDA driver is present, nvJitLink answers a repeated job from the
+  // driver's compute cache, and that answer has no report (seen on the H200
+  // host, as with NVRTC); tilejit keeps its own binaries.
+  const char *opts[] = {archOpt.c_str(), "-O3", "-verbose", "-no-cache"};
   nvJitLinkHandle h = nullptr;
   nvJitLinkResult r = nvJitLinkCreate(&h, uint32_t(std::size(opts)), opts);
   if (r != NVJITLINK_SUCCESS)

@@ -20,6 +20,7 @@
 
 #include "llvm/ADT/bit.h"
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -283,6 +284,28 @@ private:
       return false;
     return k < (cols - pl.col0) / (pl.colThreads * pl.vec);
   }
+  /// One access of up to 16 bytes: the registers it moves (of `m`, the
+  /// fragment in the memory's representation) and its byte offset from the
+  /// thread's first element.
+  struct VectorAccess {
+    SmallVector<std::string> regs;
+    int64_t offset;
+  };
+  static SmallVector<VectorAccess> vectorAccesses(const Place &pl, int64_t k, int64_t bytes,
+                                                  const Frag &m);
+  /// What an access does with each run (chunk) of the thread's row.
+  struct RunVisitor {
+    /// The run's vector accesses, all under `p`.
+    std::function<void(int64_t k, const Pred &p)> vector;
+    /// The run element by element, element e under `p(e)`.
+    std::function<void(int64_t k, const std::function<Pred(int64_t)> &p)> elements;
+  };
+  /// Walks the runs as the device library does: a run known to be whole, or
+  /// in a row whose length is a multiple of vec (so wholly inside or outside
+  /// it), moves as vector accesses under one predicate; at a ragged edge of
+  /// any other row, a run takes vector accesses when it lies inside, else it
+  /// moves element by element (a branch between the two).
+  void forEachRun(const Place &pl, int64_t cols, int64_t bytes, const RunVisitor &v);
 };
 
 // ---- parameters --------------------------------------------------------------
@@ -727,6 +750,53 @@ std::string braced(ArrayRef<std::string> regs) {
 std::string vecSuffix(size_t n) { return n == 1 ? "" : ".v" + std::to_string(n); }
 } // namespace
 
+SmallVector<KernelWriter::VectorAccess> KernelWriter::vectorAccesses(const Place &pl, int64_t k,
+                                                                     int64_t bytes, const Frag &m) {
+  bool words = m.kind == Frag::Words;
+  int64_t runBytes = pl.vec * bytes;
+  int64_t w = runBytes >= 16 ? 4 : runBytes / 4, perAccess = w * 4 / bytes;
+  SmallVector<VectorAccess> out;
+  for (int64_t g = 0; g < pl.vec / perAccess; ++g) {
+    int64_t first = k * pl.vec + g * perAccess; // element index in the fragment
+    VectorAccess a;
+    for (int64_t i = 0; i < w; ++i)
+      a.regs.push_back(m.ops[words ? first / 2 + i : first + i]);
+    a.offset = (k * pl.colThreads * pl.vec + g * perAccess) * bytes;
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+void KernelWriter::forEachRun(const Place &pl, int64_t cols, int64_t bytes, const RunVisitor &v) {
+  int64_t vec = pl.vec;
+  bool vectors = vec * bytes >= 4, even = cols >= 0 && cols % vec == 0;
+  for (int64_t k = 0; k < pl.chunks; ++k) {
+    bool full = wholeChunk(pl, k, cols);
+    // The run's first column (only where a column is checked).
+    std::string ck = full ? "" : add(pl.col, std::to_string(k * pl.colThreads * vec));
+    auto element = [&](int64_t e) {
+      return full ? pl.ok : both(pl.ok, lessThan(add(ck, std::to_string(e)), pl.ncols));
+    };
+    if (vectors && (full || even)) {
+      v.vector(k, full ? pl.ok : both(pl.ok, lessThan(ck, pl.ncols)));
+      continue;
+    }
+    if (vectors) {
+      Pred whole = both(pl.ok, lessThan(add(ck, std::to_string(vec - 1)), pl.ncols));
+      std::string elementwise = label(), done = label();
+      if (whole.kind == Pred::Reg)
+        os << "\t@!" << whole.reg << " bra " << elementwise << ";\n";
+      if (whole.kind != Pred::False)
+        v.vector(k, Pred::of(true));
+      os << "\tbra " << done << ";\n" << elementwise << ":\n";
+      v.elements(k, element);
+      os << done << ":\n";
+      continue;
+    }
+    v.elements(k, element);
+  }
+}
+
 llvm::Error KernelWriter::emitLoad(LoadOp op) {
   RankedTensorType tile = op.getType();
   auto mem = cast<MemRefType>(op.getSource().getType());
@@ -771,64 +841,36 @@ llvm::Error KernelWriter::emitLoad(LoadOp op) {
     return llvm::Error::success();
   }
 
-  int64_t vec = pl.vec, kBytes = vec * bytes;
-  bool even = cols >= 0 && cols % vec == 0;
+  int64_t vec = pl.vec;
   int64_t nRegs = words ? (n + 1) / 2 : n;
   for (int64_t i = 0; i < nRegs; ++i)
     m.ops.push_back(newReg());
   SmallVector<std::string> elems(n); // element-wise loads of 16-bit values
-  auto vectorRun = [&](int64_t k, const Pred &p) {
-    int64_t w = kBytes >= 16 ? 4 : kBytes / 4, perAccess = w * 4 / bytes;
-    for (int64_t g = 0; g < vec / perAccess; ++g) {
-      int64_t first = k * vec + g * perAccess; // element index in the fragment
-      SmallVector<std::string> dst;
-      for (int64_t i = 0; i < w; ++i)
-        dst.push_back(m.ops[words ? first / 2 + i : first + i]);
-      os << "\t" << guard(p) << ld << vecSuffix(w) << "." << (words ? "b32" : "f32") << " "
-         << braced(dst) << ", [" << pl.ptr << "+"
-         << (k * pl.colThreads * vec + g * perAccess) * bytes << "];\n";
+  RunVisitor visit;
+  visit.vector = [&](int64_t k, const Pred &p) {
+    for (const VectorAccess &a : vectorAccesses(pl, k, bytes, m)) {
+      if (p.kind != Pred::True)
+        for (const std::string &r : a.regs)
+          init(r, padWord);
+      if (p.kind == Pred::False)
+        continue;
+      os << "\t" << guard(p) << ld << vecSuffix(a.regs.size()) << "." << (words ? "b32" : "f32")
+         << " " << braced(a.regs) << ", [" << pl.ptr << "+" << a.offset << "];\n";
     }
   };
-  // (ck: the run's first column, "" when the run is whole.)
-  auto elementRun = [&](int64_t k, const std::string &ck) {
+  visit.elements = [&](int64_t k, const std::function<Pred(int64_t)> &p) {
     for (int64_t e = 0; e < vec; ++e) {
       int64_t i = k * vec + e;
-      Pred p = ck.empty() ? pl.ok : both(pl.ok, lessThan(add(ck, std::to_string(e)), pl.ncols));
       std::string dst = words ? b32() : m.ops[i];
       init(dst, padOp);
-      loadElem(dst, k * pl.colThreads * vec + e, p);
+      loadElem(dst, k * pl.colThreads * vec + e, p(e));
       elems[i] = dst;
     }
     if (words && vec % 2 == 0)
       for (int64_t i = k * vec; i < k * vec + vec; i += 2)
         pair(m.ops[i / 2], elems[i], elems[i + 1]);
   };
-  for (int64_t k = 0; k < pl.chunks; ++k) {
-    bool full = wholeChunk(pl, k, cols);
-    std::string ck = full ? "" : add(pl.col, std::to_string(k * pl.colThreads * vec));
-    if (kBytes >= 4 && (full || even)) {
-      Pred p = full ? pl.ok : both(pl.ok, lessThan(ck, pl.ncols));
-      if (p.kind != Pred::True)
-        for (int64_t i = 0; i < (words ? vec / 2 : vec); ++i)
-          init(m.ops[(words ? k * vec / 2 : k * vec) + i], padWord);
-      vectorRun(k, p);
-      continue;
-    }
-    if (kBytes >= 4) {
-      // Whole run: one vector access; else element by element.
-      Pred whole = both(pl.ok, lessThan(add(ck, std::to_string(vec - 1)), pl.ncols));
-      std::string elementwise = label(), done = label();
-      if (whole.kind == Pred::Reg)
-        os << "\t@!" << whole.reg << " bra " << elementwise << ";\n";
-      if (whole.kind != Pred::False)
-        vectorRun(k, Pred::of(true));
-      os << "\tbra " << done << ";\n" << elementwise << ":\n";
-      elementRun(k, ck);
-      os << done << ":\n";
-      continue;
-    }
-    elementRun(k, ck);
-  }
+  forEachRun(pl, cols, bytes, visit);
   if (words && vec % 2 == 1)
     for (int64_t i = 0; i < n; i += 2)
       pair(m.ops[i / 2], elems[i], i + 1 < n ? elems[i + 1] : elems[i]);
@@ -876,47 +918,19 @@ llvm::Error KernelWriter::emitStore(StoreOp op) {
     storeElem(0, 0, pl.ok);
     return llvm::Error::success();
   }
-  int64_t vec = pl.vec, kBytes = vec * bytes;
-  bool even = cols >= 0 && cols % vec == 0;
-  auto vectorRun = [&](int64_t k, const Pred &p) {
-    int64_t w = kBytes >= 16 ? 4 : kBytes / 4, perAccess = w * 4 / bytes;
-    for (int64_t gi = 0; gi < vec / perAccess; ++gi) {
-      int64_t first = k * vec + gi * perAccess;
-      SmallVector<std::string> src;
-      for (int64_t i = 0; i < w; ++i)
-        src.push_back(m.ops[words ? first / 2 + i : first + i]);
-      os << "\t" << guard(p) << st << vecSuffix(w) << "." << (words ? "b32" : "f32") << " ["
-         << pl.ptr << "+" << (k * pl.colThreads * vec + gi * perAccess) * bytes << "], "
-         << braced(src) << ";\n";
-    }
+  RunVisitor visit;
+  visit.vector = [&](int64_t k, const Pred &p) {
+    if (p.kind == Pred::False)
+      return;
+    for (const VectorAccess &a : vectorAccesses(pl, k, bytes, m))
+      os << "\t" << guard(p) << st << vecSuffix(a.regs.size()) << "." << (words ? "b32" : "f32")
+         << " [" << pl.ptr << "+" << a.offset << "], " << braced(a.regs) << ";\n";
   };
-  auto elementRun = [&](int64_t k, const std::string &ck) {
-    for (int64_t e = 0; e < vec; ++e) {
-      Pred p = ck.empty() ? pl.ok : both(pl.ok, lessThan(add(ck, std::to_string(e)), pl.ncols));
-      storeElem(k * vec + e, k * pl.colThreads * vec + e, p);
-    }
+  visit.elements = [&](int64_t k, const std::function<Pred(int64_t)> &p) {
+    for (int64_t e = 0; e < pl.vec; ++e)
+      storeElem(k * pl.vec + e, k * pl.colThreads * pl.vec + e, p(e));
   };
-  for (int64_t k = 0; k < pl.chunks; ++k) {
-    bool full = wholeChunk(pl, k, cols);
-    std::string ck = full ? "" : add(pl.col, std::to_string(k * pl.colThreads * vec));
-    if (kBytes >= 4 && (full || even)) {
-      vectorRun(k, full ? pl.ok : both(pl.ok, lessThan(ck, pl.ncols)));
-      continue;
-    }
-    if (kBytes >= 4) {
-      Pred whole = both(pl.ok, lessThan(add(ck, std::to_string(vec - 1)), pl.ncols));
-      std::string elementwise = label(), done = label();
-      if (whole.kind == Pred::Reg)
-        os << "\t@!" << whole.reg << " bra " << elementwise << ";\n";
-      if (whole.kind != Pred::False)
-        vectorRun(k, Pred::of(true));
-      os << "\tbra " << done << ";\n" << elementwise << ":\n";
-      elementRun(k, ck);
-      os << done << ":\n";
-      continue;
-    }
-    elementRun(k, ck);
-  }
+  forEachRun(pl, cols, bytes, visit);
   return llvm::Error::success();
 }
 

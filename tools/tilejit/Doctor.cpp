@@ -8,6 +8,7 @@
 #include "compiler/Compiler.h"
 #include "compiler/EmbeddedSources.h"
 #include "compiler/Nvrtc.h"
+#include "compiler/Ptxas.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/Store.h"
 #include "llvm/Config/llvm-config.h"
@@ -22,6 +23,7 @@ Action addDoctor(CLI::App &app) {
     std::printf("tilejit        %s\n", tilejitVersion());
     std::printf("MLIR           %s\n", LLVM_VERSION_STRING);
     std::printf("NVRTC          %s\n", nvrtcVersionString().c_str());
+    std::printf("ptxas          %s (nvJitLink)\n", ptxasVersionString().c_str());
     std::printf("device library %.16s\n", std::string(embedded::deviceLibraryHash()).c_str());
     std::printf("compiler       %.16s\n", std::string(embedded::compilerSourceHash()).c_str());
     auto drv = CudaDriver::get();
