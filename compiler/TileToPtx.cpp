@@ -106,13 +106,12 @@ struct Pred {
 
 class KernelWriter {
 public:
-  KernelWriter(KernelOp kernel, StringRef arch) : kernel(kernel), arch(arch) {}
+  explicit KernelWriter(KernelOp kernel) : kernel(kernel) {}
 
   llvm::Error write(std::string &out);
 
 private:
   KernelOp kernel;
-  StringRef arch;
   std::string body;
   llvm::raw_string_ostream os{body};
   int nPred = 0, nB32 = 0, nB64 = 0, nF32 = 0, nLabel = 0;
@@ -1088,7 +1087,7 @@ llvm::Expected<std::string> translateTileToPtx(ModuleOp module, StringRef arch) 
   std::string out = ".version 9.0\n.target " + arch.str() + "\n.address_size 64\n";
   for (KernelOp kernel : module.getOps<KernelOp>()) {
     out += "\n";
-    KernelWriter writer(kernel, arch);
+    KernelWriter writer(kernel);
     if (auto err = writer.write(out))
       return err;
   }
