@@ -535,26 +535,23 @@ llvm::Error KernelWriter::emitOp(Operation *op) {
     setIndex(op->getResult(0), r);
     return llvm::Error::success();
   }
-  if (isa<arith::AddFOp>(op))
-    return emitElementwise(op, "add.f32");
-  if (isa<arith::SubFOp>(op))
-    return emitElementwise(op, "sub.f32");
-  if (isa<arith::MulFOp>(op))
-    return emitElementwise(op, "mul.f32");
-  if (isa<arith::DivFOp>(op))
-    return emitElementwise(op, "div.rn.f32");
-  if (isa<arith::MaximumFOp>(op))
-    return emitElementwise(op, "max.f32");
-  if (isa<arith::MinimumFOp>(op))
-    return emitElementwise(op, "min.f32");
-  if (isa<arith::NegFOp>(op))
-    return emitElementwise(op, "neg.f32");
-  if (isa<math::RsqrtOp>(op))
-    return emitElementwise(op, "rsqrt.approx.f32");
-  if (isa<math::SqrtOp>(op))
-    return emitElementwise(op, "sqrt.rn.f32");
-  if (isa<math::AbsFOp>(op))
-    return emitElementwise(op, "abs.f32");
+  // f32 arithmetic, element by element: the instructions CUDA C++ compiles
+  // these to without fast-math (rsqrtf is rsqrt.approx; a mul or add with no
+  // rounding mode may be fused by ptxas, as NVRTC's --fmad=true allows).
+  const char *elementwise = llvm::TypeSwitch<Operation *, const char *>(op)
+                                .Case([](arith::AddFOp) { return "add.f32"; })
+                                .Case([](arith::SubFOp) { return "sub.f32"; })
+                                .Case([](arith::MulFOp) { return "mul.f32"; })
+                                .Case([](arith::DivFOp) { return "div.rn.f32"; })
+                                .Case([](arith::MaximumFOp) { return "max.f32"; })
+                                .Case([](arith::MinimumFOp) { return "min.f32"; })
+                                .Case([](arith::NegFOp) { return "neg.f32"; })
+                                .Case([](math::RsqrtOp) { return "rsqrt.approx.f32"; })
+                                .Case([](math::SqrtOp) { return "sqrt.rn.f32"; })
+                                .Case([](math::AbsFOp) { return "abs.f32"; })
+                                .Default([](Operation *) { return nullptr; });
+  if (elementwise)
+    return emitElementwise(op, elementwise);
   if (isa<arith::ExtFOp, arith::TruncFOp>(op)) {
     auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
     if (!type)
