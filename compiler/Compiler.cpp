@@ -324,7 +324,8 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
     return error(what + llvm::toString(std::move(e)));
   }
   out.binaryMs = msSince(t1);
-  out.ptx = std::move(binary->ptx);
+  if (!ptxPath) // NVRTC's PTX; the PTX back end's is already here
+    out.ptx = std::move(binary->ptx);
   out.cubin = std::move(binary->cubin);
   out.log = std::move(binary->log);
   readResources(out.log, out.entries);

@@ -66,7 +66,6 @@ llvm::Expected<NvrtcOutput> assembleWithPtxas(std::string_view ptx, std::string_
   if (r != NVJITLINK_SUCCESS)
     return linkError(name, "assembly", r, error.empty() ? info : error + "\n" + info);
   NvrtcOutput out;
-  out.ptx = std::string(ptx);
   out.log = std::move(info);
   size_t size = 0;
   if ((r = nvJitLinkGetLinkedCubinSize(h, &size)) != NVJITLINK_SUCCESS)

@@ -12,7 +12,7 @@ namespace tilejit {
 /// Assembles `ptx` into a cubin for `arch` with ptxas at full optimization,
 /// in this process (nvJitLink). `name` labels the program in errors, which
 /// carry the whole log. The result's log holds ptxas's resource report in the
-/// format NVRTC's has; its `ptx` is `ptx`.
+/// format NVRTC's has; its `ptx` is left empty (the caller has it).
 llvm::Expected<NvrtcOutput> assembleWithPtxas(std::string_view ptx, std::string_view name,
                                               std::string_view arch);
 

@@ -120,6 +120,7 @@ private:
   std::map<int64_t, Geometry> geometry;
   std::string tid32, tid64, scratchAddr, clusterAddr, round;
   int64_t clusterBlocks = 1, clusterRows = 0, scratchBytes = 0;
+  int64_t clusterBarsOffset = 0; // bytes of slots before the two barriers
   DenseMap<Operation *, CacheOp> loadCache;
 
   std::string pred() { return "%p" + std::to_string(nPred++); }
@@ -407,9 +408,9 @@ llvm::Error KernelWriter::write(std::string &out) {
   }
   if (clusterReduce) {
     // float slots[2][C][rows], then two 8-byte transaction barriers.
-    int64_t slotBytes = llvm::alignTo(2 * clusterBlocks * clusterRows * 4, 8);
-    shared +=
-        "\t.shared .align 8 .b8 " + name + "_cluster[" + std::to_string(slotBytes + 16) + "];\n";
+    clusterBarsOffset = llvm::alignTo(2 * clusterBlocks * clusterRows * 4, 8);
+    shared += "\t.shared .align 8 .b8 " + name + "_cluster[" +
+              std::to_string(clusterBarsOffset + 16) + "];\n";
     clusterAddr = b32();
     round = b32();
     os << "\tmov.u32 " << clusterAddr << ", " << name << "_cluster;\n";
@@ -418,18 +419,14 @@ llvm::Error KernelWriter::write(std::string &out) {
     os << "\tsetp.eq.u32 " << first.reg << ", " << tid32 << ", 0;\n";
     for (int i = 0; i < 2; ++i)
       os << "\t" << guard(first) << "mbarrier.init.shared::cta.b64 [" << clusterAddr << "+"
-         << slotBytes + 8 * i << "], 1;\n";
+         << clusterBarsOffset + 8 * i << "], 1;\n";
     os << "\t" << guard(first) << "fence.mbarrier_init.release.cluster;\n";
     emitClusterSync();
   }
 
   // Loads of an operand the kernel also stores go through the coherent path.
   kernel.walk([&](LoadOp load) {
-    Value src = load.getSource();
-    bool written = llvm::any_of(src.getUsers(), [&](Operation *user) {
-      auto store = dyn_cast<StoreOp>(user);
-      return store && store.getDest() == src;
-    });
+    bool written = isStoredTo(load.getSource());
     loadCache[load] = written               ? CacheOp::Coherent
                       : load.getStreaming() ? CacheOp::Stream
                                             : CacheOp::Cached;
@@ -1023,14 +1020,13 @@ llvm::Error KernelWriter::emitReduce(ReduceOp op) {
   // with stores that complete on the receiver's transaction barrier; each
   // block then combines the C results in rank order.
   int64_t c = clusterBlocks;
-  int64_t slotBytes = llvm::alignTo(2 * c * clusterRows * 4, 8);
   std::string set = b32(), parity = b32(), bar = b32(), t = b32();
   os << "\tand.b32 " << set << ", " << round << ", 1;\n";
   os << "\tbfe.u32 " << parity << ", " << round << ", 1, 1;\n";
   os << "\tadd.u32 " << round << ", " << round << ", 1;\n";
   os << "\tshl.b32 " << t << ", " << set << ", 3;\n";
   os << "\tadd.u32 " << bar << ", " << clusterAddr << ", " << t << ";\n";
-  os << "\tadd.u32 " << bar << ", " << bar << ", " << slotBytes << ";\n";
+  os << "\tadd.u32 " << bar << ", " << bar << ", " << clusterBarsOffset << ";\n";
   if (tc <= 32)
     os << "\tbar.sync 0;\n";
   Pred first{Pred::Reg, pred()};

@@ -184,11 +184,7 @@ void annotateAccesses(ModuleOp module) {
     ValueRange indices;
     if (auto load = dyn_cast<LoadOp>(op)) {
       indices = load.getIndices();
-      Value src = load.getSource();
-      if (llvm::any_of(src.getUsers(), [&](Operation *user) {
-            auto store = dyn_cast<StoreOp>(user);
-            return store && store.getDest() == src;
-          }))
+      if (isStoredTo(load.getSource()))
         op->setAttr(kCoherentAttr, b.getUnitAttr());
     } else if (auto store = dyn_cast<StoreOp>(op)) {
       indices = store.getIndices();

@@ -26,6 +26,9 @@ namespace tilejit::tile {
 bool isTileType(mlir::Type type);
 /// A contiguous row-major memref of bf16, f16 or f32 (dynamic sizes allowed).
 bool isGlobalMemRef(mlir::Type type);
+/// Some tile.store writes `memref` (kernel arguments do not alias, so every
+/// other operand may be read through the read-only cache path).
+bool isStoredTo(mlir::Value memref);
 /// The blocked layout that places the elements of `tile`: its own encoding,
 /// or the parent of its slice encoding.
 BlockedLayoutAttr getBlockedParent(mlir::RankedTensorType tile);

@@ -59,6 +59,13 @@ bool tilejit::tile::isTileType(Type type) {
   return false;
 }
 
+bool tilejit::tile::isStoredTo(Value memref) {
+  return llvm::any_of(memref.getUsers(), [&](Operation *user) {
+    auto store = dyn_cast<StoreOp>(user);
+    return store && store.getDest() == memref;
+  });
+}
+
 bool tilejit::tile::isGlobalMemRef(Type type) {
   auto memref = dyn_cast<MemRefType>(type);
   if (!memref || !memref.getLayout().isIdentity() || memref.getRank() < 1 || memref.getRank() > 4)
