@@ -38,7 +38,7 @@ double median(std::vector<double> v) {
 
 int main(int argc, char **argv) {
   int reps = 11;
-  std::string out, which = "both";
+  std::string out, which = "all";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--reps") && i + 1 < argc)
       reps = std::max(2, std::atoi(argv[++i]));
@@ -52,12 +52,12 @@ int main(int argc, char **argv) {
     }
   }
   std::vector<Backend> backends;
-  if (which == "both")
-    backends = {Backend::Ptx, Backend::Cuda};
+  if (which == "all")
+    backends = {Backend::Nvptx, Backend::Ptx, Backend::Cuda};
   else if (auto b = parseBackend(which))
     backends = {*b};
   else {
-    std::fprintf(stderr, "compile_bench: unknown back end '%s' (ptx, cuda, both)\n", which.c_str());
+    std::fprintf(stderr, "compile_bench: unknown back end '%s' (nvptx, ptx, cuda, all)\n", which.c_str());
     return 2;
   }
   struct Case {
@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
       total.erase(total.begin());
       floor.erase(floor.begin());
       ratio.erase(ratio.begin());
-      const char *tool = backend == Backend::Ptx ? "ptxas" : "NVRTC";
+      const char *tool = backend != Backend::Cuda ? "ptxas" : "NVRTC";
       std::printf("%-4s %-56s first %6.1f ms, median %6.1f ms (MLIR %.1f, %s %.1f); "
                   "floor %.1f ms, ratio %.2f\n",
                   backendName(backend), s.canonical(false).c_str(), first, median(total),

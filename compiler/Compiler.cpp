@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "compiler/EmbeddedSources.h"
+#include "compiler/Nvptx.h"
 #include "compiler/Nvrtc.h"
 #include "compiler/Ptxas.h"
 #include "compiler/Sha256.h"
@@ -12,7 +13,12 @@
 #include "compiler/passes/Passes.h"
 #include "compiler/templates/Template.h"
 #include "dialects/Tile/TileDialect.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -29,20 +35,89 @@ const char *tilejitVersion() { return TILEJIT_VERSION; }
 
 void registerTileJitDialects(DialectRegistry &registry) {
   registry.insert<tile::TileDialect, arith::ArithDialect, math::MathDialect, scf::SCFDialect,
-                  memref::MemRefDialect, emitc::EmitCDialect>();
+                  memref::MemRefDialect, cf::ControlFlowDialect, emitc::EmitCDialect,
+                  LLVM::LLVMDialect, NVVM::NVVMDialect>();
 }
 
-std::vector<std::string> pipelinePasses() {
-  return {"tile-check-target", "canonicalize", "tile-lower-to-emitc"};
+std::vector<std::string> pipelinePasses(Backend backend) {
+  std::vector<std::string> passes = {"tile-check-target", "canonicalize", "tile-allocate-shared"};
+  switch (backend) {
+  case Backend::Nvptx:
+    passes.insert(passes.end(), {"convert-scf-to-cf", "convert-tile-to-llvm",
+                                 "convert-nvvm-to-llvm", "reconcile-unrealized-casts"});
+    break;
+  case Backend::Cuda:
+    passes.push_back("tile-lower-to-emitc");
+    break;
+  case Backend::Ptx: // the PTX writer takes the IR from here
+    break;
+  }
+  return passes;
 }
 
-const char *backendName(Backend b) { return b == Backend::Ptx ? "ptx" : "cuda"; }
+bool addPipelinePass(OpPassManager &pm, const std::string &name, const std::string &arch) {
+  if (name == "tile-check-target") {
+    TileCheckTargetOptions o;
+    o.arch = arch;
+    pm.addPass(createTileCheckTarget(o));
+  } else if (name == "canonicalize") {
+    pm.addPass(createCanonicalizerPass());
+  } else if (name == "tile-allocate-shared") {
+    pm.addPass(createTileAllocateShared());
+  } else if (name == "convert-scf-to-cf") {
+    pm.addPass(createSCFToControlFlowPass());
+  } else if (name == "convert-tile-to-llvm") {
+    ConvertTileToLLVMOptions o;
+    o.arch = arch;
+    pm.addPass(createConvertTileToLLVM(o));
+  } else if (name == "convert-nvvm-to-llvm") {
+    pm.addPass(createConvertNVVMToLLVMPass());
+  } else if (name == "reconcile-unrealized-casts") {
+    pm.addPass(createReconcileUnrealizedCastsPass());
+  } else if (name == "tile-lower-to-emitc") {
+    pm.addPass(createTileLowerToEmitC());
+  } else {
+    return false;
+  }
+  return true;
+}
+
+namespace {
+struct PipelineOptions : PassPipelineOptions<PipelineOptions> {
+  Option<std::string> arch{*this, "arch", llvm::cl::desc("Target architecture"),
+                           llvm::cl::init("sm_90a")};
+};
+} // namespace
+
+void registerTileJitPipelines() {
+  PassPipelineRegistration<PipelineOptions>(
+      "tilejit-lower-to-llvm",
+      "The NVPTX back end's pipeline from tile IR to the LLVM dialect with NVVM, as the "
+      "compiler runs it",
+      [](OpPassManager &pm, const PipelineOptions &o) {
+        for (const std::string &name : pipelinePasses(Backend::Nvptx))
+          addPipelinePass(pm, name, o.arch);
+      });
+}
+
+const char *backendName(Backend b) {
+  switch (b) {
+  case Backend::Nvptx:
+    return "nvptx";
+  case Backend::Ptx:
+    return "ptx";
+  case Backend::Cuda:
+    return "cuda";
+  }
+  return "?";
+}
+
+const char *backendNames() { return "nvptx, ptx, cuda"; }
 
 std::optional<Backend> parseBackend(std::string_view name) {
-  if (name == "ptx")
-    return Backend::Ptx;
-  if (name == "cuda")
-    return Backend::Cuda;
+  for (Backend b : {Backend::Nvptx, Backend::Ptx, Backend::Cuda})
+    if (name == backendName(b))
+      return b;
   return std::nullopt;
 }
 
@@ -55,7 +130,8 @@ std::string kernelKey(const KernelSpec &spec, const TileConfig &config, Backend 
                      "\ntemplate=" + std::string(tmpl.sourceHash()) +
                      "\ncompiler=" + std::string(embedded::compilerSourceHash()) +
                      "\ntilejit=" + tilejitVersion() + "\nbackend=" + backendName(backend) +
-                     "\nnvrtc=" + nvrtcVersionString() + "\nptxas=" + ptxasVersionString() +
+                     "\nllvm=" + llvmVersionString() + "\nnvrtc=" + nvrtcVersionString() +
+                     "\nptxas=" + ptxasVersionString() +
                      "\ndevice=" + std::string(embedded::deviceLibraryHash());
   return sha256Hex(text);
 }
@@ -144,8 +220,8 @@ llvm::Expected<EntryInfo> entryOf(tile::KernelOp kernel) {
   info.name = kernel.getSymName().str();
   info.blockThreads = int(kernel.getBlockThreads());
   info.clusterBlocks = int(kernel.getClusterBlocks());
-  if (auto s = kernel->getAttrOfType<IntegerAttr>("tile.scratch_bytes"))
-    info.staticSmemBytes = int(s.getInt());
+  if (auto s = kernel.getScratchBytes())
+    info.staticSmemBytes = int(*s);
   for (auto [i, t] : llvm::enumerate(kernel.getArgumentTypes())) {
     ParamInfo p = paramOf(t);
     p.name = "arg" + std::to_string(i);
@@ -204,6 +280,8 @@ void readResources(const std::string &log, std::vector<EntryInfo> &entries) {
         current->registers = regs;
       if (int spill = numberBefore(line, " bytes spill stores"); spill >= 0)
         current->spillBytes = spill;
+      if (int smem = numberBefore(line, " bytes smem"); smem >= 0)
+        current->staticSmemBytes = smem;
     }
   }
 }
@@ -249,64 +327,91 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
     print(out.mlir);
     return out;
   }
-  auto passes = pipelinePasses();
+  // --emit cuda is the C++ back end's source, whichever back end was asked for.
+  Backend backend = options.stopAt == Stage::Cuda ? Backend::Cuda : options.backend;
+  auto passes = pipelinePasses(backend);
   if (!options.afterPass.empty() &&
-      std::find(passes.begin(), passes.end(), options.afterPass) == passes.end())
-    return error("unknown pass '" + options.afterPass +
-                 "' (pipeline: tile-check-target, "
-                 "canonicalize, tile-lower-to-emitc)");
+      std::find(passes.begin(), passes.end(), options.afterPass) == passes.end()) {
+    std::string known;
+    for (const std::string &p : passes)
+      known += (known.empty() ? "" : ", ") + p;
+    return error("unknown pass '" + options.afterPass + "' (the " + backendName(backend) +
+                 " pipeline: " + known + ")");
+  }
 
-  TileCheckTargetOptions checkOpts;
-  checkOpts.arch = spec.arch;
   std::vector<EntryInfo> entries;
-  bool ptxPath = options.stopAt == Stage::Binary && options.backend == Backend::Ptx;
-  for (const std::string &name : passes) {
-    if (name == "tile-lower-to-emitc") {
-      // Launch information comes from the tile kernels, before they are lowered.
-      for (auto kernel : (*module)->getOps<tile::KernelOp>()) {
-        auto info = entryOf(kernel);
-        if (!info)
-          return info.takeError();
-        entries.push_back(std::move(*info));
-      }
-      if (ptxPath) {
-        auto ptx = translateTileToPtx(**module, spec.arch);
-        if (ptx) {
-          out.ptx = std::move(*ptx);
-          break;
-        }
-        // An operation only the C++ back end lowers: that one makes the binary.
-        if (auto rest = llvm::handleErrors(ptx.takeError(), [](const PtxUnsupported &) {}))
-          return error("PTX emission failed for " + spec.canonical() + ": " +
-                       llvm::toString(std::move(rest)));
-        ptxPath = false;
-      }
+  // Launch information comes from the tile kernels once their shared memory
+  // is placed, before they are lowered.
+  auto readEntries = [&]() -> llvm::Error {
+    for (auto kernel : (*module)->getOps<tile::KernelOp>()) {
+      auto info = entryOf(kernel);
+      if (!info)
+        return info.takeError();
+      entries.push_back(std::move(*info));
     }
+    return llvm::Error::success();
+  };
+  auto runPass = [&](const std::string &name) -> llvm::Error {
     PassManager pm(&ctx);
-    if (name == "tile-check-target")
-      pm.addPass(createTileCheckTarget(checkOpts));
-    else if (name == "canonicalize")
-      pm.addPass(createCanonicalizerPass());
-    else
-      pm.addPass(createTileLowerToEmitC());
+    // The passes after the tile dialect's own are MLIR's and the conversion,
+    // whose output the translation to LLVM IR checks; verifying the module
+    // after each of them again costs a millisecond a pass.
+    pm.enableVerifier(name == "tile-check-target" || name == "canonicalize" ||
+                      name == "tile-allocate-shared" || name == "reconcile-unrealized-casts");
+    addPipelinePass(pm, name, spec.arch);
     if (failed(pm.run(**module)))
       return error("pass " + name + " failed on " + spec.canonical() + ": " + diags.text);
+    return llvm::Error::success();
+  };
+  for (const std::string &name : passes) {
+    if (auto err = runPass(name))
+      return err;
+    if (name == "tile-allocate-shared")
+      if (auto err = readEntries())
+        return err;
     if (options.stopAt == Stage::Mlir && options.afterPass == name) {
       print(out.mlir);
       return out;
     }
   }
+  if (options.stopAt == Stage::Mlir) { // the whole pipeline's result
+    print(out.mlir);
+    return out;
+  }
   out.entries = std::move(entries);
-  out.backend = ptxPath ? Backend::Ptx : Backend::Cuda;
 
-  if (!ptxPath) {
+  if (backend == Backend::Ptx) {
+    auto ptx = translateTileToPtx(**module, spec.arch);
+    if (ptx) {
+      out.ptx = std::move(*ptx);
+    } else {
+      // An operation only the C++ back end lowers: that one makes the binary.
+      if (auto rest = llvm::handleErrors(ptx.takeError(), [](const PtxUnsupported &) {}))
+        return error("PTX emission failed for " + spec.canonical() + ": " +
+                     llvm::toString(std::move(rest)));
+      backend = Backend::Cuda;
+      if (auto err = runPass("tile-lower-to-emitc"))
+        return err;
+    }
+  }
+  out.backend = backend;
+  if (backend == Backend::Nvptx) {
+    auto ptx = translateToPtx(**module, spec.arch,
+                              options.stopAt == Stage::Llvm ? &out.llvm : nullptr);
+    if (!ptx)
+      return error("PTX generation failed for " + spec.canonical() + ": " +
+                   llvm::toString(ptx.takeError()) + (diags.text.empty() ? "" : "\n" + diags.text));
+    out.ptx = std::move(*ptx);
+  } else if (backend == Backend::Cuda) {
     llvm::raw_string_ostream cuda(out.cuda);
     if (failed(emitc::translateToCpp(**module, cuda)))
       return error("C++ emission failed for " + spec.canonical() + ": " + diags.text);
   }
   out.mlirMs = msSince(t0);
-  if (options.stopAt == Stage::Cuda)
+  if (options.stopAt == Stage::Cuda || options.stopAt == Stage::Llvm ||
+      (options.stopAt == Stage::Ptx && backend != Backend::Cuda))
     return out;
+  bool ptxPath = backend != Backend::Cuda;
 
   auto t1 = std::chrono::steady_clock::now();
   std::string name = out.entries.empty() ? "kernel" : out.entries.front().name;

@@ -1,13 +1,10 @@
 //===- Compiler.h - spec and config to a loadable kernel ----------*- C++ -*-===//
 //
 // The compile pipeline: template -> tile IR -> tile-check-target ->
-// canonicalize, then one of two back ends:
-//  - PTX (the default): the tile IR written as PTX (TileToPtx.h), assembled
-//    by ptxas through nvJitLink;
-//  - CUDA C++: tile-lower-to-emitc -> CUDA C++ over the device library ->
-//    NVRTC (PTX + cubin).
-// Both compute the same thing; the PTX one skips the C++ front end and NVVM,
-// most of a compile's time.
+// canonicalize -> tile-allocate-shared, then a back end (Backend below):
+// by default convert-scf-to-cf -> convert-tile-to-llvm -> convert-nvvm-to-llvm
+// -> reconcile-unrealized-casts, LLVM IR, LLVM's O3 pipeline and NVPTX back
+// end in process, and ptxas through nvJitLink. All of it runs in process.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -24,23 +21,31 @@
 
 namespace mlir {
 class DialectRegistry;
-class PassManager;
+class OpPassManager;
 } // namespace mlir
 
 namespace tilejit {
 
 /// Where a compile stops. `Mlir` may stop after a named pass; `Cuda` is the
-/// C++ back end's source (whatever the back end asked for).
-enum class Stage { Mlir, Cuda, Binary };
+/// C++ back end's source (whatever the back end asked for); `Llvm` the
+/// optimized LLVM IR and `Ptx` the PTX of the NVPTX back end.
+enum class Stage { Mlir, Cuda, Llvm, Ptx, Binary };
 
-/// Which back end makes the binary. `Ptx` falls back to `Cuda` for a kernel
-/// that uses an operation it does not lower (always the same for the same
-/// IR, so the key stays true).
-enum class Backend { Ptx, Cuda };
+/// Which back end makes the binary:
+///  - `Nvptx` (the default): tile IR -> LLVM dialect + NVVM -> LLVM IR ->
+///    LLVM's NVPTX back end -> PTX -> ptxas;
+///  - `Cuda` (the reference): tile IR -> EmitC -> CUDA C++ over the device
+///    library -> NVRTC;
+///  - `Ptx`: the tile IR written straight as PTX, then ptxas (falls back to
+///    `Cuda` for an operation it does not lower, always the same way for the
+///    same IR).
+enum class Backend { Nvptx, Ptx, Cuda };
 
-/// "ptx" or "cuda"; parseBackend is its inverse.
+/// "nvptx", "ptx" or "cuda"; parseBackend is its inverse.
 const char *backendName(Backend b);
 std::optional<Backend> parseBackend(std::string_view name);
+/// The back ends by name, for messages: "nvptx, ptx, cuda".
+const char *backendNames();
 
 /// Turns source text (CUDA C++ or PTX) into a binary: NVRTC or ptxas.
 using Toolchain = std::function<llvm::Expected<NvrtcOutput>(
@@ -65,7 +70,7 @@ struct CompileOptions {
   Stage stopAt = Stage::Binary;
   /// With Stage::Mlir: print the IR after this pass ("" = the template's IR).
   std::string afterPass;
-  Backend backend = Backend::Ptx;
+  Backend backend = Backend::Nvptx;
   /// Runs NVRTC on generated C++ (default: compileWithNvrtc in this
   /// process). The tuner hands it to compiler processes: NVRTC serializes
   /// compiles within one process.
@@ -80,8 +85,9 @@ struct CompiledKernel {
   TileConfig config;
   std::string key;                // identity of the binary: see kernelKey()
   std::string mlir;               // the IR at the requested stage (Stage::Mlir)
-  Backend backend = Backend::Ptx; // the back end that made the binary
+  Backend backend = Backend::Nvptx; // the back end that made the binary
   std::string cuda;               // generated CUDA C++ (C++ back end)
+  std::string llvm;               // optimized LLVM IR (Stage::Llvm, NVPTX back end)
   std::string ptx;
   std::vector<char> cubin;
   std::string log; // NVRTC's or ptxas's log (ptxas resource report)
@@ -92,18 +98,26 @@ struct CompiledKernel {
   double mlirMs = 0, binaryMs = 0;
 };
 
-/// The names of the passes `compileKernel` runs, in order.
-std::vector<std::string> pipelinePasses();
+/// The names of the passes `compileKernel` runs for `backend`, in order.
+std::vector<std::string> pipelinePasses(Backend backend = Backend::Nvptx);
+/// Adds pass `name` of the pipeline to `pm`, for target `arch`; false for a
+/// name that is not in any pipeline.
+bool addPipelinePass(mlir::OpPassManager &pm, const std::string &name, const std::string &arch);
 
 /// Registers the dialects the pipeline uses.
 void registerTileJitDialects(mlir::DialectRegistry &registry);
+/// Registers `tilejit-lower-to-llvm{arch=...}`, the NVPTX back end's whole
+/// pipeline from tile IR to the LLVM dialect, exactly as compileKernel runs
+/// it (for tilejit-opt).
+void registerTileJitPipelines();
 
 /// The key of the kernel binary for (spec, config) from `backend`: SHA-256
 /// over the spec (without launch-time sizes), the config, the arch, the
 /// template's source hash, the compiler's source hash, the tilejit version,
-/// the back end, the NVRTC and ptxas versions and the device library hash.
+/// the back end, the LLVM, NVRTC and ptxas versions and the device library
+/// hash.
 std::string kernelKey(const KernelSpec &spec, const TileConfig &config,
-                      Backend backend = Backend::Ptx);
+                      Backend backend = Backend::Nvptx);
 
 /// Compiles `spec` with `config` (the template's default if empty).
 llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig config,

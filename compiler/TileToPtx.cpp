@@ -358,10 +358,10 @@ llvm::Error KernelWriter::writeParams(std::string &header) {
 
 llvm::Error KernelWriter::write(std::string &out) {
   clusterBlocks = kernel.getClusterBlocks();
-  if (auto s = kernel->getAttrOfType<IntegerAttr>("tile.scratch_bytes"))
-    scratchBytes = s.getInt();
+  if (auto s = kernel.getScratchBytes())
+    scratchBytes = int64_t(*s);
   else
-    return unsupported(kernel, "kernel not checked by tile-check-target");
+    return unsupported(kernel, "kernel without scratch_bytes (run tile-allocate-shared)");
 
   // Everything a kernel computes up front, so that every later use, inside
   // loops or not, finds it defined: the arguments, the thread's geometry for

@@ -3,13 +3,17 @@
 
 #include "dialects/Tile/TileDialect.h"
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Pass/Pass.h"
 
 namespace tilejit {
 
-/// Shared scratch (bytes) the reductions of `kernel` need, or -1 if a
-/// reduction has a layout the device library cannot serve.
+/// Shared scratch (bytes) the reductions of `kernel` need.
 int64_t scratchBytesFor(tile::KernelOp kernel);
+/// Sets `kernel`'s shared-memory attributes (scratch_bytes, cluster_rows):
+/// what tile-allocate-shared does to each kernel.
+void allocateShared(tile::KernelOp kernel);
 
 #define GEN_PASS_DECL
 #include "compiler/passes/Passes.h.inc"

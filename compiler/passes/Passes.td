@@ -15,8 +15,6 @@ def TileCheckTarget : Pass<"tile-check-target", "::mlir::ModuleOp"> {
     - arithmetic on tiles that are not f32 (tile arithmetic is done in f32;
       widen with `arith.extf` first), constant tiles (use `tile.splat`), and
       grid dimensions other than x.
-    On success it records the shared scratch each kernel needs as
-    `tile.scratch_bytes`.
   }];
   let options = [
     Option<"arch", "arch", "std::string", /*default=*/"\"sm_90a\"",
@@ -25,6 +23,45 @@ def TileCheckTarget : Pass<"tile-check-target", "::mlir::ModuleOp"> {
            /*default=*/"64", "Largest per-thread fragment of any tile">
   ];
   let dependentDialects = ["::tilejit::tile::TileDialect"];
+}
+
+def TileAllocateShared : Pass<"tile-allocate-shared", "::mlir::ModuleOp"> {
+  let summary = "Places each kernel's shared memory";
+  let description = [{
+    Sets the declared attributes of every `tile.kernel` that say what shared
+    memory its operations use, so that no later pass has to work it out
+    again: `scratch_bytes`, the scratch of reductions that cross threads (a
+    row reduction over more than one warp: one f32 per warp; a column
+    reduction over several rows of threads: the whole f32 tile), which every
+    reduction of the kernel reuses from offset 0; and `cluster_rows`, the rows
+    of threads whose results a `tile.reduce` marked `cluster` exchanges with
+    the other blocks of the cluster (absent without such a reduction).
+  }];
+  let dependentDialects = ["::tilejit::tile::TileDialect"];
+}
+
+def ConvertTileToLLVM : Pass<"convert-tile-to-llvm", "::mlir::ModuleOp"> {
+  let summary = "Lowers tile kernels to the LLVM dialect with NVVM operations";
+  let description = [{
+    Each `tile.kernel` becomes an `llvm.func` marked `nvvm.kernel` (with
+    `nvvm.maxntid`, `nvvm.minctasm` and `nvvm.cluster_dim` from its launch
+    shape). A memref argument becomes a struct passed by value, a global
+    pointer and one `i64` per size; a tile value becomes the calling thread's
+    elements as an LLVM vector, in the order the layout
+    (`LayoutAttrInterface`) gives them. Tile operations become the per-thread
+    code of their layout: masked vector loads and stores, reductions through
+    warp shuffles, shared memory and, across a cluster, distributed shared
+    memory with transaction barriers. `arith`, `math` and `cf` (`scf` is
+    lowered to `cf` first) go through MLIR's own conversions, on tiles as on
+    scalars. NVVM operations where MLIR has them; one-instruction inline PTX
+    where it does not (loads and stores with cache hints and predicates,
+    `st.async`). Needs `tile-allocate-shared` to have run.
+  }];
+  let options = [
+    Option<"arch", "arch", "std::string", /*default=*/"\"sm_90a\"",
+           "Target architecture (sm_80, sm_86, sm_89, sm_90, sm_90a)">
+  ];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect"];
 }
 
 def TileLowerToEmitC : Pass<"tile-lower-to-emitc", "::mlir::ModuleOp"> {

@@ -12,22 +12,6 @@ namespace tilejit {
 
 static constexpr int64_t kStaticSmemLimit = 48 * 1024;
 
-int64_t scratchBytesFor(KernelOp kernel) {
-  int64_t bytes = 0;
-  kernel.walk([&](ReduceOp op) {
-    auto in = op.getOperand().getType();
-    auto layout = cast<BlockedLayoutAttr>(in.getEncoding());
-    int64_t tr = layout.getRowThreads(), tc = layout.getColThreads();
-    int64_t need = 0;
-    if (op.getDim() == 1 && tc > 32)
-      need = tr * (tc / 32) * 4;
-    else if (op.getDim() == 0 && tr > 1)
-      need = tr * tc * getElemsPerThread(in) * 4;
-    bytes = std::max(bytes, need);
-  });
-  return bytes;
-}
-
 namespace {
 
 bool isElementwiseTileArith(Operation *op) {
@@ -110,8 +94,6 @@ struct TileCheckTargetPass : impl::TileCheckTargetBase<TileCheckTargetPass> {
     });
     if (walk.wasInterrupted())
       return true;
-    kernel->setAttr("tile.scratch_bytes",
-                    IntegerAttr::get(IntegerType::get(kernel.getContext(), 64), scratch));
     return false;
   }
 };

@@ -22,6 +22,10 @@ constexpr const char *kClusterPhaseName = "tj_cluster_phase";
 // Set before the conversion on the ops of a kernel that runs in clusters: the
 // blocks per cluster (ops cannot see their kernel once it is being lowered).
 constexpr const char *kClusterAttr = "tile.cluster_blocks";
+// The kernel's scratch and cluster slots, carried from the tile.kernel to the
+// emitc.func it becomes (and removed there).
+constexpr const char *kScratchBytesAttr = "tile.scratch_bytes";
+constexpr const char *kClusterSlotsAttr = "tile.cluster_slots";
 
 std::string cTypeName(Type elem) {
   if (elem.isBF16())
@@ -99,7 +103,9 @@ struct KernelLowering : OpConversionPattern<KernelOp> {
     rw.inlineRegionBefore(op.getBody(), func.getBody(), func.end());
     if (failed(rw.convertRegionTypes(&func.getBody(), conv, &sig)))
       return failure();
-    for (StringRef name : {"tile.scratch_bytes", "tile.cluster_slots", kClusterAttr})
+    if (auto v = op.getScratchBytesAttr())
+      func->setAttr(kScratchBytesAttr, v);
+    for (StringRef name : {kClusterSlotsAttr, kClusterAttr})
       if (auto v = op->getAttrOfType<IntegerAttr>(name))
         func->setAttr(name, v);
     rw.eraseOp(op);
@@ -207,20 +213,18 @@ void annotateClusters(ModuleOp module) {
     int64_t blocks = kernel.getClusterBlocks();
     if (blocks < 2)
       continue;
-    int64_t slots = 0;
+    int64_t slots = kernel.getClusterRows().value_or(0);
     kernel.walk([&](Operation *op) {
       if (auto reduce = dyn_cast<ReduceOp>(op)) {
         if (!reduce.getCluster())
           return;
-        auto layout = cast<BlockedLayoutAttr>(reduce.getOperand().getType().getEncoding());
-        slots = std::max(slots, layout.getRowThreads());
       } else if (!isa<ProgramIdOp, NumProgramsOp, ReturnOp>(op)) {
         return;
       }
       op->setAttr(kClusterAttr, b.getI64IntegerAttr(blocks));
     });
     if (slots) {
-      kernel->setAttr("tile.cluster_slots", b.getI64IntegerAttr(slots));
+      kernel->setAttr(kClusterSlotsAttr, b.getI64IntegerAttr(slots));
       kernel->setAttr(kClusterAttr, b.getI64IntegerAttr(blocks));
     }
   }
@@ -425,11 +429,11 @@ struct TileLowerToEmitCPass : impl::TileLowerToEmitCBase<TileLowerToEmitCPass> {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
 
-    // Scratch sizes are read before the kernels disappear.
+    // Shared memory as tile-allocate-shared places it (placed here when that
+    // pass has not run), read before the kernels disappear.
     for (KernelOp kernel : module.getOps<KernelOp>())
-      if (!kernel->hasAttr("tile.scratch_bytes"))
-        kernel->setAttr("tile.scratch_bytes",
-                        IntegerAttr::get(IntegerType::get(ctx, 64), scratchBytesFor(kernel)));
+      if (!kernel.getScratchBytes())
+        allocateShared(kernel);
     annotateAccesses(module);
     annotateClusters(module);
     bool usesMemory = false, usesReduce = false;
@@ -476,8 +480,8 @@ struct TileLowerToEmitCPass : impl::TileLowerToEmitCBase<TileLowerToEmitCPass> {
     // Shared scratch for cross-warp reductions, at the top of each kernel.
     OpBuilder b(ctx);
     for (auto func : module.getOps<emitc::FuncOp>()) {
-      auto scratch = func->getAttrOfType<IntegerAttr>("tile.scratch_bytes");
-      func->removeAttr("tile.scratch_bytes");
+      auto scratch = func->getAttrOfType<IntegerAttr>(kScratchBytesAttr);
+      func->removeAttr(kScratchBytesAttr);
       bool reduces = false;
       func.walk([&](emitc::LiteralOp lit) { reduces |= lit.getValue() == kScratchName; });
       if (!reduces)
@@ -491,8 +495,8 @@ struct TileLowerToEmitCPass : impl::TileLowerToEmitCBase<TileLowerToEmitCPass> {
                                                 "[" + std::to_string(floats) + "];"));
       // Cluster reductions: where blocks exchange their row results, set up
       // before anything else runs, and the count of reductions so far.
-      if (auto slots = func->getAttrOfType<IntegerAttr>("tile.cluster_slots")) {
-        func->removeAttr("tile.cluster_slots");
+      if (auto slots = func->getAttrOfType<IntegerAttr>(kClusterSlotsAttr)) {
+        func->removeAttr(kClusterSlotsAttr);
         auto blocks = func->getAttrOfType<IntegerAttr>(kClusterAttr);
         func->removeAttr(kClusterAttr);
         b.setInsertionPointAfter(&func.getBody().front().front());

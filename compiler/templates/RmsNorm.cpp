@@ -170,7 +170,8 @@ tt::KernelOp makeKernel(OpBuilder &b, Location loc, StringRef name, ArrayRef<Typ
   auto kernel = tt::KernelOp::create(b, loc, name, fnType, threads, grid, gridOperands, config,
                                      /*arg_attrs=*/nullptr, /*res_attrs=*/nullptr,
                                      cluster > 1 ? b.getI64IntegerAttr(cluster) : nullptr,
-                                     /*min_blocks=*/nullptr);
+                                     /*min_blocks=*/nullptr, /*scratch_bytes=*/nullptr,
+                                     /*cluster_rows=*/nullptr);
   Block *entry = b.createBlock(&kernel.getBody());
   for (Type t : args)
     entry->addArgument(t, loc);

@@ -9,6 +9,7 @@ using namespace tilejit::tile;
 
 #include "dialects/Tile/TileDialect.cpp.inc"
 #include "dialects/Tile/TileEnums.cpp.inc"
+#include "dialects/Tile/TileAttrInterfaces.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/Tile/TileAttrs.cpp.inc"

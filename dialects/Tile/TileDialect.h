@@ -17,6 +17,8 @@
 
 #include "dialects/Tile/TileDialect.h.inc"
 #include "dialects/Tile/TileEnums.h.inc"
+#include "mlir/IR/AffineMap.h"
+#include "dialects/Tile/TileAttrInterfaces.h.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/Tile/TileAttrs.h.inc"

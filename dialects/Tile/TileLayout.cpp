@@ -11,6 +11,59 @@ int64_t BlockedLayoutAttr::getChunks(int64_t cols) const {
   return (cols + perPass - 1) / perPass;
 }
 
+// ---- the layout interface ----------------------------------------------------
+//
+// #tile.blocked<vec, TR, TC>: thread t holds row t / TC; chunk k of its row is
+// the run of vec elements from column (k * TC + t % TC) * vec. A dim = 0 slice
+// holds the same columns in every row of threads (row 0 stores them); a
+// dim = 1 slice one value, its row's, in every lane (lane 0 stores it).
+
+namespace {
+/// The column of element `i` relative to the thread's first: run i / vec.
+int64_t runOffset(BlockedLayoutAttr l, int64_t i) {
+  return (i / l.getVec()) * l.getColThreads() * l.getVec() + i % l.getVec();
+}
+AffineExpr threadRow(BlockedLayoutAttr l) {
+  return getAffineDimExpr(0, l.getContext()).floorDiv(l.getColThreads());
+}
+AffineExpr threadCol(BlockedLayoutAttr l) {
+  return (getAffineDimExpr(0, l.getContext()) % l.getColThreads()) * l.getVec();
+}
+} // namespace
+
+int64_t BlockedLayoutAttr::getElemsPerThread(ArrayRef<int64_t> shape) const {
+  return getElemsPerThread(shape.back());
+}
+int64_t BlockedLayoutAttr::getNumThreads() const { return getRowThreads() * getColThreads(); }
+int64_t BlockedLayoutAttr::getContiguity() const { return getVec(); }
+AffineMap BlockedLayoutAttr::getThreadBase() const {
+  return AffineMap::get(1, 0, {threadRow(*this), threadCol(*this)}, getContext());
+}
+SmallVector<int64_t> BlockedLayoutAttr::getElemOffset(ArrayRef<int64_t>, int64_t i) const {
+  return {0, runOffset(*this, i)};
+}
+AffineMap BlockedLayoutAttr::getOwnerMap() const { return AffineMap::get(1, 0, getContext()); }
+
+int64_t SliceLayoutAttr::getElemsPerThread(ArrayRef<int64_t> shape) const {
+  return getDim() == 1 ? 1 : getParent().getElemsPerThread(shape.back());
+}
+int64_t SliceLayoutAttr::getNumThreads() const { return getParent().getNumThreads(); }
+int64_t SliceLayoutAttr::getContiguity() const {
+  return getDim() == 1 ? 1 : getParent().getVec();
+}
+AffineMap SliceLayoutAttr::getThreadBase() const {
+  BlockedLayoutAttr p = getParent();
+  return AffineMap::get(1, 0, getDim() == 1 ? threadRow(p) : threadCol(p), getContext());
+}
+SmallVector<int64_t> SliceLayoutAttr::getElemOffset(ArrayRef<int64_t>, int64_t i) const {
+  return {getDim() == 1 ? 0 : runOffset(getParent(), i)};
+}
+AffineMap SliceLayoutAttr::getOwnerMap() const {
+  BlockedLayoutAttr p = getParent();
+  AffineExpr t = getAffineDimExpr(0, getContext());
+  return AffineMap::get(1, 0, getDim() == 1 ? t % p.getColThreads() : threadRow(p), getContext());
+}
+
 LogicalResult BlockedLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t vec,
                                         int64_t rowThreads, int64_t colThreads) {
   if (vec < 1 || vec > 8 || !llvm::isPowerOf2_64(vec))
@@ -86,11 +139,5 @@ BlockedLayoutAttr tilejit::tile::getBlockedParent(RankedTensorType tile) {
 }
 
 int64_t tilejit::tile::getElemsPerThread(RankedTensorType tile) {
-  Attribute enc = tile.getEncoding();
-  if (auto blocked = dyn_cast<BlockedLayoutAttr>(enc))
-    return blocked.getElemsPerThread(tile.getDimSize(1));
-  auto slice = cast<SliceLayoutAttr>(enc);
-  if (slice.getDim() == 1)
-    return 1; // one value for the thread's row
-  return slice.getParent().getElemsPerThread(tile.getDimSize(0));
+  return cast<LayoutAttrInterface>(tile.getEncoding()).getElemsPerThread(tile.getShape());
 }

@@ -65,6 +65,50 @@ def Tile_Dim : I32EnumAttr<"Dim", "grid dimension", [
 
 
 //===----------------------------------------------------------------------===//
+// Layout interface: which thread holds which elements of a tile
+//===----------------------------------------------------------------------===//
+
+def Tile_LayoutAttrInterface : AttrInterface<"LayoutAttrInterface"> {
+  let cppNamespace = "::tilejit::tile";
+  let description = [{
+    The one description of a tile layout that every consumer reads: the
+    verifiers and the target check (elements per thread), the templates, the
+    lowering to LLVM (the index of each element a thread holds, the runs that
+    move as one vector access, the copy that stores a replicated element) and
+    the C++ back end (fragment sizes).
+
+    A thread `t` of the block holds `getElemsPerThread(shape)` elements of a
+    tile. Element `i` of thread `t` sits at coordinates
+    `getThreadBase()(t) + getElemOffset(shape, i)`: a part that depends on the
+    thread only (an affine map of `t`) plus a part that depends on the
+    element only (constants). Elements come in runs of `getContiguity()`
+    consecutive elements along the last dimension, which a thread moves as
+    one vector access. Where several threads hold copies of one element, the
+    copy whose `getOwnerMap()(t)` results are all zero is the one that stores
+    it.
+  }];
+  let methods = [
+    InterfaceMethod<"Elements of a tile of `shape` that one thread holds.",
+      "int64_t", "getElemsPerThread", (ins "::llvm::ArrayRef<int64_t>":$shape)>,
+    InterfaceMethod<"Threads of the block the layout spreads a tile over.",
+      "int64_t", "getNumThreads", (ins)>,
+    InterfaceMethod<"Consecutive elements along the last dimension in one run.",
+      "int64_t", "getContiguity", (ins)>,
+    InterfaceMethod<[{The coordinates of a thread's first element: a map from
+      the thread index (one dimension) to one result per tile dimension.}],
+      "::mlir::AffineMap", "getThreadBase", (ins)>,
+    InterfaceMethod<[{Coordinates of element `i` of a thread relative to its
+      first element, in a tile of `shape`.}],
+      "::llvm::SmallVector<int64_t>", "getElemOffset",
+      (ins "::llvm::ArrayRef<int64_t>":$shape, "int64_t":$i)>,
+    InterfaceMethod<[{A map of the thread index whose results are all zero for
+      exactly one of the threads that hold copies of an element (no results
+      when every element has one holder).}],
+      "::mlir::AffineMap", "getOwnerMap", (ins)>
+  ];
+}
+
+//===----------------------------------------------------------------------===//
 // Layout attributes
 //===----------------------------------------------------------------------===//
 
@@ -73,7 +117,8 @@ class Tile_Attr<string name, string attrMnemonic, list<Trait> traits = []>
   let mnemonic = attrMnemonic;
 }
 
-def Tile_BlockedLayoutAttr : Tile_Attr<"BlockedLayout", "blocked"> {
+def Tile_BlockedLayoutAttr : Tile_Attr<"BlockedLayout", "blocked",
+    [DeclareAttrInterfaceMethods<Tile_LayoutAttrInterface>]> {
   let summary = "Rows of a 2-D tile spread over groups of threads";
   let description = [{
     Layout of a rank-2 tile `tensor<R x C x T>`. The block's threads form a
@@ -94,7 +139,6 @@ def Tile_BlockedLayoutAttr : Tile_Attr<"BlockedLayout", "blocked"> {
   let assemblyFormat = "`<` `vec` `=` $vec `,` `rowThreads` `=` $rowThreads `,` `colThreads` `=` $colThreads `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
-    int64_t getNumThreads() const { return getRowThreads() * getColThreads(); }
     /// Number of `vec`-wide chunks one thread holds for a row of `cols`.
     int64_t getChunks(int64_t cols) const;
     /// Number of elements one thread holds for a row of `cols`.
@@ -104,7 +148,8 @@ def Tile_BlockedLayoutAttr : Tile_Attr<"BlockedLayout", "blocked"> {
   }];
 }
 
-def Tile_SliceLayoutAttr : Tile_Attr<"SliceLayout", "slice"> {
+def Tile_SliceLayoutAttr : Tile_Attr<"SliceLayout", "slice",
+    [DeclareAttrInterfaceMethods<Tile_LayoutAttrInterface>]> {
   let summary = "The layout left when one dimension of a blocked tile is removed";
   let description = [{
     Layout of a rank-1 tile obtained from a `#tile.blocked` rank-2 tile by
@@ -174,6 +219,12 @@ def Tile_KernelOp : Tile_Op<"kernel", [
     tunable parameters the kernel was instantiated with, for printing and
     keys; passes do not read it.
 
+    Shared memory is placed by `tile-allocate-shared`, which sets
+    `scratch_bytes` (the block's scratch for reductions across threads, at
+    offset 0, reused by every reduction) and, in a kernel that reduces across
+    a cluster, `cluster_rows` (the rows of threads whose results a cluster
+    reduction exchanges). Both back ends read them; neither is set by hand.
+
     ```mlir
     tile.kernel @k(%x: memref<?x4096xbf16>) attributes {
         block_threads = 256 : i64,
@@ -191,8 +242,10 @@ def Tile_KernelOp : Tile_Op<"kernel", [
                        OptionalAttr<DictArrayAttr>:$arg_attrs,
                        OptionalAttr<DictArrayAttr>:$res_attrs,
                        OptionalAttr<I64Attr>:$cluster_size,
-                       OptionalAttr<I64Attr>:$min_blocks);
-  let regions = (region SizedRegion<1>:$body);
+                       OptionalAttr<I64Attr>:$min_blocks,
+                       OptionalAttr<I64Attr>:$scratch_bytes,
+                       OptionalAttr<I64Attr>:$cluster_rows);
+  let regions = (region MinSizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
   let extraClassDeclaration = [{

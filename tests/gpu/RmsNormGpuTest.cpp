@@ -364,7 +364,8 @@ TEST_P(GpuRmsNorm, WrongSizesAreRejectedBeforeLaunch) {
   EXPECT_NE(llvm::toString(std::move(err)).find("compiled for 4096"), std::string::npos);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backend, GpuRmsNorm, ::testing::Values(Backend::Ptx, Backend::Cuda),
+INSTANTIATE_TEST_SUITE_P(Backend, GpuRmsNorm,
+                         ::testing::Values(Backend::Nvptx, Backend::Ptx, Backend::Cuda),
                          [](const ::testing::TestParamInfo<Backend> &i) {
                            return std::string(backendName(i.param));
                          });

@@ -13,7 +13,7 @@ namespace tilejit::cli {
 namespace {
 struct CompileArgs {
   SpecOptions spec;
-  std::string emit = "cuda", after, config, out, backend = "ptx";
+  std::string emit = "ptx", after, config, out, backend = "nvptx";
 };
 
 int run(const CompileArgs &a) {
@@ -32,16 +32,23 @@ int run(const CompileArgs &a) {
   CompileOptions opts;
   auto backend = parseBackend(a.backend);
   if (!backend)
-    return fail("unknown --backend '" + a.backend + "' (known: ptx, cuda)");
+    return fail("unknown --backend '" + a.backend + "' (known: " + backendNames() + ")");
   opts.backend = *backend;
   if (a.emit == "mlir")
     opts.stopAt = Stage::Mlir, opts.afterPass = a.after;
   else if (a.emit == "cuda")
     opts.stopAt = Stage::Cuda;
-  else if (a.emit == "ptx" || a.emit == "cubin-info" || a.emit == "cubin")
+  else if (a.emit == "llvm")
+    opts.stopAt = Stage::Llvm;
+  else if (a.emit == "ptx")
+    opts.stopAt = Stage::Ptx;
+  else if (a.emit == "cubin-info" || a.emit == "cubin")
     opts.stopAt = Stage::Binary;
   else
-    return fail("unknown --emit '" + a.emit + "' (known: mlir, cuda, ptx, cubin, cubin-info)");
+    return fail("unknown --emit '" + a.emit +
+                "' (known: mlir, llvm, ptx, cubin, cubin-info, cuda)");
+  if (a.emit == "llvm" && opts.backend != Backend::Nvptx)
+    return fail("--emit llvm is the nvptx back end's LLVM IR; --backend is " + a.backend);
   if (!a.after.empty() && a.emit != "mlir")
     return fail("--after applies to --emit mlir only");
   if (a.emit == "cubin" && a.out.empty())
@@ -56,6 +63,8 @@ int run(const CompileArgs &a) {
     text = compiled->mlir;
   else if (a.emit == "cuda")
     text = compiled->cuda;
+  else if (a.emit == "llvm")
+    text = compiled->llvm;
   else if (a.emit == "ptx")
     text = compiled->ptx;
   else if (a.emit == "cubin")
@@ -67,11 +76,13 @@ int run(const CompileArgs &a) {
     s += "key        " + compiled->key + "\n";
     s += "cubin      " + std::to_string(compiled->cubin.size()) + " bytes, PTX " +
          std::to_string(compiled->ptx.size()) + " bytes\n";
-    bool ptx = compiled->backend == Backend::Ptx;
+    bool ptx = compiled->backend != Backend::Cuda;
     s += std::string("backend    ") + backendName(compiled->backend) + "\n";
     char buf[160];
     std::snprintf(buf, sizeof buf, "compile    %.1f ms (MLIR + %s %.1f, %s %.1f)\n",
-                  compiled->mlirMs + compiled->binaryMs, ptx ? "PTX" : "C++", compiled->mlirMs,
+                  compiled->mlirMs + compiled->binaryMs,
+                  compiled->backend == Backend::Nvptx ? "LLVM" : ptx ? "PTX" : "C++",
+                  compiled->mlirMs,
                   ptx ? "ptxas" : "NVRTC", compiled->binaryMs);
     s += buf;
     if (compiled->workspaceBytes)
@@ -103,15 +114,18 @@ int run(const CompileArgs &a) {
 
 Action addCompile(CLI::App &app) {
   auto a = std::make_shared<CompileArgs>();
-  auto *cmd = app.add_subcommand("compile", "Compile one kernel and print MLIR, CUDA C++, PTX "
-                                            "or a summary of the binary");
+  auto *cmd = app.add_subcommand("compile", "Compile one kernel and print MLIR, LLVM IR, PTX, "
+                                            "CUDA C++ or a summary of the binary");
   a->spec.add(cmd);
   cmd->add_option("--config", a->config, "Tile config, e.g. \"threads=256 rows=1 vec=8\"");
-  cmd->add_option("--emit", a->emit, "mlir, cuda (default), ptx, cubin, cubin-info");
+  cmd->add_option("--emit", a->emit,
+                  "mlir, llvm, ptx (default), cubin, cubin-info, or cuda (the C++ back end's "
+                  "source)");
   cmd->add_option("--after", a->after, "With --emit mlir: the IR after this pass");
   cmd->add_option("--backend", a->backend,
-                  "ptx (default: tile IR written as PTX, then ptxas) or cuda (CUDA C++, then "
-                  "NVRTC); --emit cuda is always the C++ back end's source");
+                  "nvptx (default: tile IR to LLVM + NVVM, LLVM's NVPTX back end, ptxas), "
+                  "cuda (CUDA C++, then NVRTC) or ptx (tile IR written as PTX, then ptxas); "
+                  "--emit cuda is always the C++ back end's source");
   cmd->add_option("-o,--output", a->out, "Output file (default: stdout)");
   return [a] { return run(*a); };
 }

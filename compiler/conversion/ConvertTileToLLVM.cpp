@@ -1,0 +1,121 @@
+//===- ConvertTileToLLVM.cpp - the convert-tile-to-llvm pass -----------------===//
+#include "compiler/conversion/TileToLLVM.h"
+#include "compiler/passes/Passes.h"
+
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Transforms/DialectConversion.h"
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+using namespace tilejit::tile;
+
+namespace tilejit {
+#define GEN_PASS_DEF_CONVERTTILETOLLVM
+#include "compiler/passes/Passes.h.inc"
+
+TargetInfo::TargetInfo(std::string arch) : arch_(std::move(arch)) {
+  // "sm_90a" -> 90
+  std::string digits;
+  for (char ch : arch_)
+    if (ch >= '0' && ch <= '9')
+      digits += ch;
+  cc_ = digits.empty() ? 0 : std::stoi(digits);
+}
+
+TileTypeConverter::TileTypeConverter(MLIRContext *ctx) : LLVMTypeConverter(ctx) {
+  // Later conversions are tried first: these take tiles and memrefs before
+  // the LLVM type converter's own (tensors it does not lower; memref
+  // descriptors tilejit's kernels do not use).
+  addConversion([this](RankedTensorType t) -> std::optional<Type> {
+    auto layout = dyn_cast_or_null<LayoutAttrInterface>(t.getEncoding());
+    if (!layout)
+      return std::nullopt;
+    return VectorType::get({layout.getElemsPerThread(t.getShape())},
+                           convertType(t.getElementType()));
+  });
+  addConversion([ctx](MemRefType m) -> std::optional<Type> {
+    if (!isGlobalMemRef(m))
+      return std::nullopt;
+    SmallVector<Type> fields = {LLVM::LLVMPointerType::get(ctx, 1)};
+    fields.append(m.getRank(), IntegerType::get(ctx, 64));
+    return LLVM::LLVMStructType::getLiteral(ctx, fields);
+  });
+}
+
+namespace {
+
+struct ConvertTileToLLVMPass : impl::ConvertTileToLLVMBase<ConvertTileToLLVMPass> {
+  using ConvertTileToLLVMBase::ConvertTileToLLVMBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = &getContext();
+    TargetInfo target(arch);
+    LoweringState state(target);
+
+    // Per kernel, before it is converted: its shared memory (one global in
+    // address space 3: the scratch, then the cluster slots and barriers) and
+    // which loads read memory it also writes.
+    OpBuilder b(ctx);
+    for (KernelOp kernel : llvm::make_early_inc_range(module.getOps<KernelOp>())) {
+      if (!kernel.getScratchBytes()) {
+        kernel.emitError() << "kernel '" << kernel.getSymName()
+                           << "' has no scratch_bytes: run tile-allocate-shared first";
+        return signalPassFailure();
+      }
+      KernelLowering &k = state.kernels[kernel.getSymName()];
+      k.clusterBlocks = kernel.getClusterBlocks();
+      k.scratchBytes = *kernel.getScratchBytes();
+      k.clusterRows = kernel.getClusterRows().value_or(0);
+      if (k.clusterRows > 0 && (k.clusterBlocks < 2 || !target.hasClusters())) {
+        kernel.emitError() << "kernel '" << kernel.getSymName()
+                           << "' reduces across a cluster but "
+                           << (target.hasClusters() ? "does not run in clusters"
+                                                    : "the target " + arch + " has none");
+        return signalPassFailure();
+      }
+      k.sharedBytes = k.scratchBytes;
+      if (k.clusterRows > 0) {
+        k.clusterOffset = llvm::alignTo(k.scratchBytes, 8);
+        k.barriersOffset = k.clusterOffset + llvm::alignTo(2 * k.clusterBlocks * k.clusterRows * 4, 8);
+        k.sharedBytes = k.barriersOffset + 16;
+      }
+      if (k.sharedBytes > 0) {
+        k.sharedName = (kernel.getSymName() + "_shared").str();
+        b.setInsertionPoint(kernel);
+        LLVM::GlobalOp::create(b, kernel.getLoc(),
+                               LLVM::LLVMArrayType::get(b.getI8Type(), k.sharedBytes),
+                               /*isConstant=*/false, LLVM::Linkage::Internal, k.sharedName,
+                               Attribute(), /*alignment=*/16, /*addrSpace=*/3);
+      }
+      kernel.walk([&](LoadOp load) {
+        if (isStoredTo(load.getSource()))
+          state.coherentLoads.insert(load);
+      });
+    }
+
+    TileTypeConverter converter(ctx);
+    RewritePatternSet patterns(ctx);
+    populateKernelOpToLLVMPatterns(converter, state, patterns);
+    populateLoadStoreOpToLLVMPatterns(converter, state, patterns);
+    populateElementwiseOpToLLVMPatterns(converter, patterns);
+    populateReduceOpToLLVMPatterns(converter, state, patterns);
+    arith::populateArithToLLVMConversionPatterns(converter, patterns);
+    populateMathToLLVMConversionPatterns(converter, patterns);
+    cf::populateControlFlowToLLVMConversionPatterns(converter, patterns);
+
+    ConversionTarget conv(*ctx);
+    conv.addLegalDialect<LLVM::LLVMDialect, NVVM::NVVMDialect>();
+    conv.addIllegalDialect<TileDialect, arith::ArithDialect, math::MathDialect,
+                           cf::ControlFlowDialect, scf::SCFDialect, memref::MemRefDialect>();
+    conv.addLegalOp<ModuleOp>();
+    if (failed(applyPartialConversion(module, conv, std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+} // namespace tilejit

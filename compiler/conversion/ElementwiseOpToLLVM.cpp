@@ -1,0 +1,100 @@
+//===- ElementwiseOpToLLVM.cpp - splats, broadcasts, NVVM math --------------===//
+//
+// Tiles are vectors of the thread's elements, so MLIR's own arith and math
+// conversions lower elementwise tile arithmetic and casts as they do vector
+// arithmetic. What is left here: tile.splat and tile.broadcast (a vector of
+// copies; a dim = 0 slice is held as the tile's columns are), and the math
+// functions whose LLVM intrinsics NVPTX does not serve as CUDA does:
+// math.rsqrt is rsqrt.approx (CUDA's rsqrtf; LLVM's lowering would divide by
+// a square root), math.exp and math.exp2 are ex2.approx (NVPTX has no libcall
+// for llvm.exp).
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/conversion/TileToLLVM.h"
+#include "compiler/conversion/Utility.h"
+
+#include <cmath>
+
+#include "mlir/Conversion/LLVMCommon/Pattern.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+using namespace mlir;
+using namespace tilejit::tile;
+using tilejit::llvmx::Emitter;
+
+namespace tilejit {
+namespace {
+
+struct SplatOpLowering : ConvertOpToLLVMPattern<SplatOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(SplatOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    rw.replaceOp(op, e.splat(getTypeConverter()->convertType(op.getType()), adaptor.getValue()));
+    return success();
+  }
+};
+
+struct BroadcastOpLowering : ConvertOpToLLVMPattern<BroadcastOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(BroadcastOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    auto slice = cast<SliceLayoutAttr>(op.getOperand().getType().getEncoding());
+    Type to = getTypeConverter()->convertType(op.getType());
+    if (slice.getDim() == 0 && adaptor.getOperand().getType() == to) {
+      rw.replaceOp(op, adaptor.getOperand());
+      return success();
+    }
+    Emitter e{rw, op.getLoc()};
+    rw.replaceOp(op, e.splat(to, e.extract(adaptor.getOperand(), 0)));
+    return success();
+  }
+};
+
+/// An f32 math function as an NVVM intrinsic, element by element, with an
+/// optional scale applied first (exp as ex2 of x * log2(e)).
+template <typename OpTy>
+struct NvvmMathLowering : ConvertOpToLLVMPattern<OpTy> {
+  NvvmMathLowering(TileTypeConverter &tc, StringRef intrinsic, float scale)
+      : ConvertOpToLLVMPattern<OpTy>(tc, /*benefit=*/2), intrinsic(intrinsic), scale(scale) {}
+  LogicalResult matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Value in = adaptor.getOperand();
+    Type type = in.getType();
+    auto vec = dyn_cast<VectorType>(type);
+    if (!(vec ? vec.getElementType() : type).isF32())
+      return rw.notifyMatchFailure(op, "f32 only");
+    Emitter e{rw, op.getLoc()};
+    auto one = [&](Value x) -> Value {
+      if (scale != 1.0f)
+        x = LLVM::FMulOp::create(rw, e.loc, x, e.f32(scale));
+      return LLVM::CallIntrinsicOp::create(rw, e.loc, rw.getF32Type(),
+                                           rw.getStringAttr(intrinsic), ValueRange{x})
+          .getResult(0);
+    };
+    if (!vec) {
+      rw.replaceOp(op, one(in));
+      return success();
+    }
+    SmallVector<Value> out;
+    for (int64_t i = 0; i < vec.getNumElements(); ++i)
+      out.push_back(one(e.extract(in, i)));
+    rw.replaceOp(op, e.pack(vec, out));
+    return success();
+  }
+  std::string intrinsic;
+  float scale;
+};
+
+} // namespace
+
+void populateElementwiseOpToLLVMPatterns(TileTypeConverter &converter,
+                                         RewritePatternSet &patterns) {
+  patterns.add<SplatOpLowering, BroadcastOpLowering>(converter);
+  patterns.add<NvvmMathLowering<math::RsqrtOp>>(converter, "llvm.nvvm.rsqrt.approx.f", 1.0f);
+  patterns.add<NvvmMathLowering<math::ExpOp>>(converter, "llvm.nvvm.ex2.approx.f",
+                                              float(M_LOG2E));
+  patterns.add<NvvmMathLowering<math::Exp2Op>>(converter, "llvm.nvvm.ex2.approx.f", 1.0f);
+}
+
+} // namespace tilejit

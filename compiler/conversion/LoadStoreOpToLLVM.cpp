@@ -1,0 +1,402 @@
+//===- LoadStoreOpToLLVM.cpp - masked tile loads and stores -----------------===//
+//
+// A thread moves its elements of a tile as the layout places them
+// (LayoutAttrInterface): element i at the thread's base coordinates plus the
+// element's offset, in runs of `contiguity` consecutive columns. A run that
+// lies wholly inside the operand moves as vector accesses of up to 16 bytes;
+// at a ragged edge the run moves element by element, each masked. Every
+// access is one PTX instruction under a predicate (inline assembly: LLVM has
+// no predicated load or store, nor the cache qualifiers); a masked-off load
+// leaves the padding in its registers (the outputs are tied to it).
+//
+// Cache paths: a memref the kernel never stores to is read through the
+// read-only path (`ld.global.nc`; with `streaming`, not allocated in L1); one
+// it also stores to through `ld.global`. Streaming stores are evict-first
+// (`st.global.cs`).
+//
+// Every access keeps its place in program order (the assembly is marked as
+// having side effects): the templates place loads where they want them, as
+// a prefetch of the next tile issued before the current one is computed. As
+// pure values LLVM scheduled those loads after the computation, and the
+// backward pass ran 7-13 % slower (H200, bench/NOTES.md).
+//
+// The tile's first column is a multiple of the layout's contiguity (so a run
+// lies wholly inside or outside a row whose length is a multiple of it), and
+// every address a vector access names is aligned to the access: the
+// templates guarantee both from the spec's alignment.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/conversion/TileToLLVM.h"
+#include "compiler/conversion/Utility.h"
+
+#include <functional>
+
+#include "mlir/Conversion/LLVMCommon/Pattern.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Transforms/DialectConversion.h"
+#include "llvm/ADT/bit.h"
+
+using namespace mlir;
+using namespace tilejit::tile;
+using tilejit::llvmx::Emitter;
+using tilejit::llvmx::Pred;
+
+namespace tilejit {
+namespace {
+
+/// The memory's bits of `pad` in element type `elem` (rounded to nearest
+/// even).
+uint32_t padBits(Type elem, float pad) {
+  if (elem.isF32())
+    return llvm::bit_cast<uint32_t>(pad);
+  if (elem.isF16())
+    return llvm::bit_cast<uint16_t>(static_cast<_Float16>(pad));
+  uint32_t u = llvm::bit_cast<uint32_t>(pad);
+  return pad != pad ? 0x7fc0u : ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16) & 0xffffu;
+}
+
+/// Where this thread's part of a tile access lies.
+struct Place {
+  Pred ok;                            // the leading indices and the row exist
+  Value ptr;                          // address of the thread's first element
+  Value col;                          // its column
+  Value ncols;                        // the operand's row length
+  std::optional<int64_t> ncolsStatic; // ... when static
+  std::optional<int64_t> col0;        // the tile's first column, when constant
+  int64_t maxBaseCol = 0;             // the largest first column of any thread
+  int64_t contig = 1, bytes = 4;
+  SmallVector<int64_t> runOffsets; // column of each run's first element, from `col`
+};
+
+FailureOr<Place> place(Emitter &e, Operation *op, Value memref, MemRefType type,
+                       ValueRange indices, ValueRange origIndices, RankedTensorType tile,
+                       Pred extra) {
+  auto layout = dyn_cast<LayoutAttrInterface>(tile.getEncoding());
+  if (!layout)
+    return failure();
+  int64_t rank = type.getRank(), tileRank = tile.getRank();
+  SmallVector<Value> sizes;
+  for (int64_t d = 0; d < rank; ++d)
+    sizes.push_back(type.isDynamicDim(d)
+                        ? LLVM::ExtractValueOp::create(e.b, e.loc, memref, ArrayRef<int64_t>{1 + d})
+                              .getResult()
+                        : e.i64(type.getDimSize(d)));
+  SmallVector<Value> base = e.apply(layout.getThreadBase(), e.threadId());
+
+  Place pl;
+  pl.ok = extra;
+  Value off = e.i64(0);
+  for (int64_t d = 0; d < rank - tileRank; ++d) {
+    pl.ok = llvmx::both(e, pl.ok, llvmx::lessThan(e, indices[d], sizes[d]));
+    off = e.add(e.mul(off, sizes[d]), indices[d]);
+  }
+  for (int64_t d = rank - tileRank; d + 1 < rank; ++d) {
+    Value coord = e.add(indices[d], base[d - (rank - tileRank)]);
+    pl.ok = llvmx::both(e, pl.ok, llvmx::lessThan(e, coord, sizes[d]));
+    off = e.add(e.mul(off, sizes[d]), coord);
+  }
+  off = e.mul(off, sizes[rank - 1]);
+  pl.col = e.add(indices[rank - 1], base.back());
+  pl.ncols = sizes[rank - 1];
+  if (!type.isDynamicDim(rank - 1))
+    pl.ncolsStatic = type.getDimSize(rank - 1);
+  APInt c;
+  if (matchPattern(origIndices[rank - 1], m_ConstantInt(&c)))
+    pl.col0 = c.getSExtValue();
+  pl.bytes = type.getElementType().isF32() ? 4 : 2;
+  pl.ptr = e.offset(LLVM::ExtractValueOp::create(e.b, e.loc, memref, ArrayRef<int64_t>{0}),
+                    e.mul(e.add(off, pl.col), e.i64(pl.bytes)));
+
+  // The element offsets: runs of `contig` consecutive columns, nothing along
+  // the other dimensions.
+  pl.contig = layout.getContiguity();
+  int64_t n = layout.getElemsPerThread(tile.getShape());
+  if (pl.contig < 1 || n % pl.contig != 0)
+    return failure();
+  for (int64_t i = 0; i < n; ++i) {
+    SmallVector<int64_t> o = layout.getElemOffset(tile.getShape(), i);
+    if (llvm::any_of(ArrayRef<int64_t>(o).drop_back(), [](int64_t v) { return v != 0; }))
+      return failure();
+    if (i % pl.contig == 0)
+      pl.runOffsets.push_back(o.back());
+    else if (o.back() != pl.runOffsets.back() + i % pl.contig)
+      return failure();
+  }
+  AffineMap baseMap = layout.getThreadBase();
+  for (int64_t t = 0; t < layout.getNumThreads(); ++t)
+    pl.maxBaseCol = std::max(pl.maxBaseCol, baseMap.compose(ArrayRef<int64_t>{t}).back());
+  return pl;
+}
+
+/// What an access does with each run of the thread's elements.
+struct RunVisitor {
+  /// The run's vector accesses, all under `p`.
+  std::function<void(int64_t k, const Pred &p)> vector;
+  /// The run element by element, element e of the run under `p(e)`.
+  std::function<void(int64_t k, const std::function<Pred(int64_t)> &p)> elements;
+};
+
+/// A run known to be whole, or in a row whose length is a multiple of the
+/// run (so wholly inside or outside it), moves as vector accesses under one
+/// predicate; at a ragged edge of any other row the vector accesses run when
+/// the run lies inside, and element accesses otherwise.
+void forEachRun(Emitter &e, const Place &pl, const RunVisitor &v) {
+  bool vectors = pl.contig * pl.bytes >= 4;
+  // (A run of one element is always wholly inside or outside.)
+  bool even = pl.contig == 1 || (pl.ncolsStatic && *pl.ncolsStatic % pl.contig == 0);
+  for (auto [k, runOff] : llvm::enumerate(pl.runOffsets)) {
+    bool full = pl.col0 && pl.ncolsStatic && *pl.col0 >= 0 &&
+                *pl.col0 + pl.maxBaseCol + runOff + pl.contig <= *pl.ncolsStatic;
+    Value ck = full ? Value() : e.add(pl.col, e.i64(runOff));
+    auto element = [&, ck, full](int64_t i) {
+      return full ? pl.ok : llvmx::both(e, pl.ok, llvmx::lessThan(e, e.add(ck, e.i64(i)), pl.ncols));
+    };
+    if (vectors && (full || even)) {
+      v.vector(k, full ? pl.ok : llvmx::both(e, pl.ok, llvmx::lessThan(e, ck, pl.ncols)));
+      continue;
+    }
+    if (vectors) {
+      Pred whole = llvmx::both(e, pl.ok, llvmx::lessThan(e, e.add(ck, e.i64(pl.contig - 1)), pl.ncols));
+      v.vector(k, whole);
+      v.elements(k, [&, whole](int64_t i) { return llvmx::andNot(e, whole, element(i)); });
+      continue;
+    }
+    v.elements(k, element);
+  }
+}
+
+/// One access of up to 16 bytes of run k: its first element (within the
+/// thread's elements), its element count and its byte offset from the
+/// thread's first element.
+struct VectorAccess {
+  int64_t first, elems, byteOffset;
+};
+SmallVector<VectorAccess> vectorAccesses(const Place &pl, int64_t k) {
+  int64_t runBytes = pl.contig * pl.bytes;
+  int64_t words = runBytes >= 16 ? 4 : runBytes / 4, perAccess = words * 4 / pl.bytes;
+  SmallVector<VectorAccess> out;
+  for (int64_t g = 0; g < pl.contig / perAccess; ++g)
+    out.push_back({k * pl.contig + g * perAccess, perAccess,
+                   (pl.runOffsets[k] + g * perAccess) * pl.bytes});
+  return out;
+}
+
+std::string operandList(int64_t first, int64_t count) {
+  std::string s = count > 1 ? "{" : "";
+  for (int64_t i = 0; i < count; ++i)
+    s += (i ? ", $" : "$") + std::to_string(first + i);
+  return s + (count > 1 ? "}" : "");
+}
+
+std::string vecSuffix(int64_t n) { return n == 1 ? "" : ".v" + std::to_string(n); }
+
+/// `prefix` guarded by predicate operand `$index` unless always true.
+std::string guarded(const Pred &p, int64_t index, const std::string &text) {
+  return (p.always() ? "" : "@$" + std::to_string(index) + " ") + text;
+}
+
+struct LoadOpLowering : ConvertOpToLLVMPattern<LoadOp> {
+  LoadOpLowering(TileTypeConverter &tc, LoweringState &state)
+      : ConvertOpToLLVMPattern(tc), state(state) {}
+
+  LogicalResult matchAndRewrite(LoadOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    RankedTensorType tile = op.getType();
+    auto mem = cast<MemRefType>(op.getSource().getType());
+    Type memElem = mem.getElementType();
+    bool words = !memElem.isF32();
+    auto pl = place(e, op, adaptor.getSource(), mem, adaptor.getIndices(), op.getIndices(), tile,
+                    Pred::of(true));
+    if (failed(pl))
+      return rw.notifyMatchFailure(op, "layout without runs along the last dimension");
+    bool coherent = state.coherentLoads.contains(op);
+    std::string ld = coherent            ? "ld.global"
+                     : op.getStreaming() ? "ld.global.nc.L1::no_allocate"
+                                         : "ld.global.nc";
+    float pad = op.getPadding() ? float(op.getPadding()->convertToDouble()) : 0.0f;
+    uint32_t padElem = padBits(memElem, pad);
+    Type f32 = rw.getF32Type(), i16 = e.i16(), i32 = e.i32();
+    Value padScalar =
+        words ? LLVM::BitcastOp::create(
+                    rw, e.loc, memElem,
+                    LLVM::ConstantOp::create(rw, e.loc, i16, rw.getI16IntegerAttr(int16_t(padElem))))
+                    .getResult()
+              : e.f32(pad);
+    int64_t n = getElemsPerThread(tile);
+    SmallVector<Value> el(n, padScalar);
+    auto asWord = [&](int64_t i) { // elements i, i+1 as one b32
+      Value pair = e.pack(VectorType::get({2}, memElem), {el[i], el[i + 1]});
+      return LLVM::BitcastOp::create(rw, e.loc, i32, pair).getResult();
+    };
+
+    RunVisitor visit;
+    visit.vector = [&](int64_t k, const Pred &p) {
+      if (p.never())
+        return;
+      for (const VectorAccess &a : vectorAccesses(*pl, k)) {
+        int64_t regs = words ? a.elems / 2 : a.elems;
+        Type regTy = words ? i32 : f32;
+        std::string letter = words ? "r" : "f";
+        SmallVector<Value> operands = {pl->ptr};
+        std::string constraints;
+        for (int64_t r = 0; r < regs; ++r)
+          constraints += "=" + letter + ",";
+        constraints += "l";
+        if (!p.always()) {
+          operands.push_back(p.reg);
+          constraints += ",b";
+          for (int64_t r = 0; r < regs; ++r) { // masked off: the padding stays
+            operands.push_back(words ? asWord(a.first + 2 * r) : el[a.first + r]);
+            constraints += "," + std::to_string(r);
+          }
+        }
+        std::string text = guarded(p, regs + 1,
+                                   ld + vecSuffix(regs) + (words ? ".b32 " : ".f32 ") +
+                                       operandList(0, regs) + ", [$" + std::to_string(regs) + "+" +
+                                       std::to_string(a.byteOffset) + "];");
+        Operation *asmOp = e.asmOp(SmallVector<Type>(regs, regTy), operands, text, constraints,
+                                   /*sideEffects=*/true);
+        for (int64_t r = 0; r < regs; ++r) {
+          Value reg = regs == 1 ? asmOp->getResult(0)
+                                : LLVM::ExtractValueOp::create(rw, e.loc, asmOp->getResult(0),
+                                                               ArrayRef<int64_t>{r})
+                                      .getResult();
+          if (!words) {
+            el[a.first + r] = reg;
+            continue;
+          }
+          Value pair = LLVM::BitcastOp::create(rw, e.loc, VectorType::get({2}, memElem), reg);
+          el[a.first + 2 * r] = e.extract(pair, 0);
+          el[a.first + 2 * r + 1] = e.extract(pair, 1);
+        }
+      }
+    };
+    visit.elements = [&](int64_t k, const std::function<Pred(int64_t)> &pe) {
+      for (int64_t j = 0; j < pl->contig; ++j) {
+        int64_t i = k * pl->contig + j;
+        Pred p = pe(j);
+        if (p.never())
+          continue;
+        Type regTy = words ? i16 : f32;
+        SmallVector<Value> operands = {pl->ptr};
+        std::string constraints = words ? "=h,l" : "=f,l";
+        if (!p.always()) {
+          operands.push_back(p.reg);
+          operands.push_back(words ? LLVM::BitcastOp::create(rw, e.loc, i16, el[i]).getResult()
+                                   : el[i]);
+          constraints += ",b,0";
+        }
+        int64_t byteOffset = (pl->runOffsets[k] + j) * pl->bytes;
+        std::string text = guarded(p, 2,
+                                   ld + (words ? ".u16 $0, [$1+" : ".f32 $0, [$1+") +
+                                       std::to_string(byteOffset) + "];");
+        Value r = e.asmOp({regTy}, operands, text, constraints, /*sideEffects=*/true)->getResult(0);
+        el[i] = words ? LLVM::BitcastOp::create(rw, e.loc, memElem, r).getResult() : r;
+      }
+    };
+    forEachRun(e, *pl, visit);
+
+    Value frag = e.pack(VectorType::get({n}, memElem), el);
+    if (tile.getElementType() != memElem)
+      frag = LLVM::FPExtOp::create(rw, e.loc, VectorType::get({n}, tile.getElementType()), frag);
+    rw.replaceOp(op, frag);
+    return success();
+  }
+
+  LoweringState &state;
+};
+
+struct StoreOpLowering : ConvertOpToLLVMPattern<StoreOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+
+  LogicalResult matchAndRewrite(StoreOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    RankedTensorType tile = op.getValue().getType();
+    auto mem = cast<MemRefType>(op.getDest().getType());
+    Type memElem = mem.getElementType();
+    bool words = !memElem.isF32();
+    auto layout = cast<LayoutAttrInterface>(tile.getEncoding());
+    // Of the copies of a replicated element, only the owner writes it.
+    Pred owner = Pred::of(true);
+    for (Value r : e.apply(layout.getOwnerMap(), e.threadId()))
+      owner = llvmx::both(e, owner, Pred::of(e.isZero(r)));
+    auto pl = place(e, op, adaptor.getDest(), mem, adaptor.getIndices(), op.getIndices(), tile,
+                    owner);
+    if (failed(pl))
+      return rw.notifyMatchFailure(op, "layout without runs along the last dimension");
+    int64_t n = getElemsPerThread(tile);
+    Value frag = adaptor.getValue();
+    if (tile.getElementType() != memElem)
+      frag = LLVM::FPTruncOp::create(rw, e.loc, VectorType::get({n}, memElem), frag);
+    SmallVector<Value> el;
+    for (int64_t i = 0; i < n; ++i)
+      el.push_back(e.extract(frag, i));
+    std::string st = op.getStreaming() ? "st.global.cs" : "st.global";
+    Type i16 = e.i16(), i32 = e.i32();
+
+    RunVisitor visit;
+    visit.vector = [&](int64_t k, const Pred &p) {
+      if (p.never())
+        return;
+      for (const VectorAccess &a : vectorAccesses(*pl, k)) {
+        int64_t regs = words ? a.elems / 2 : a.elems;
+        SmallVector<Value> operands = {pl->ptr};
+        std::string constraints = "l";
+        for (int64_t r = 0; r < regs; ++r) {
+          if (words) {
+            Value pair = e.pack(VectorType::get({2}, memElem),
+                                {el[a.first + 2 * r], el[a.first + 2 * r + 1]});
+            operands.push_back(LLVM::BitcastOp::create(rw, e.loc, i32, pair));
+          } else {
+            operands.push_back(el[a.first + r]);
+          }
+          constraints += words ? ",r" : ",f";
+        }
+        if (!p.always()) {
+          operands.push_back(p.reg);
+          constraints += ",b";
+        }
+        std::string text = guarded(p, regs + 1,
+                                   st + vecSuffix(regs) + (words ? ".b32 [$0+" : ".f32 [$0+") +
+                                       std::to_string(a.byteOffset) + "], " +
+                                       operandList(1, regs) + ";");
+        e.asmOp({}, operands, text, constraints, /*sideEffects=*/true);
+      }
+    };
+    visit.elements = [&](int64_t k, const std::function<Pred(int64_t)> &pe) {
+      for (int64_t j = 0; j < pl->contig; ++j) {
+        int64_t i = k * pl->contig + j;
+        Pred p = pe(j);
+        if (p.never())
+          continue;
+        SmallVector<Value> operands = {
+            pl->ptr, words ? LLVM::BitcastOp::create(rw, e.loc, i16, el[i]).getResult() : el[i]};
+        std::string constraints = words ? "l,h" : "l,f";
+        if (!p.always()) {
+          operands.push_back(p.reg);
+          constraints += ",b";
+        }
+        int64_t byteOffset = (pl->runOffsets[k] + j) * pl->bytes;
+        std::string text = guarded(p, 2,
+                                   st + (words ? ".u16 [$0+" : ".f32 [$0+") +
+                                       std::to_string(byteOffset) + "], $1;");
+        e.asmOp({}, operands, text, constraints, /*sideEffects=*/true);
+      }
+    };
+    forEachRun(e, *pl, visit);
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
+} // namespace
+
+void populateLoadStoreOpToLLVMPatterns(TileTypeConverter &converter, LoweringState &state,
+                                       RewritePatternSet &patterns) {
+  patterns.add<LoadOpLowering>(converter, state);
+  patterns.add<StoreOpLowering>(converter);
+}
+
+} // namespace tilejit

@@ -1,0 +1,80 @@
+//===- TileToLLVM.h - the tile dialect to LLVM + NVVM -------------*- C++ -*-===//
+//
+// The conversion of tile kernels to MLIR's LLVM dialect with NVVM operations:
+// a type converter, what differs by target, and one populate function per op
+// family (each in the file named after it). The pass that runs them is
+// `convert-tile-to-llvm` (Passes.td).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <string>
+
+#include "dialects/Tile/TileDialect.h"
+#include "mlir/Conversion/LLVMCommon/TypeConverter.h"
+#include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace tilejit {
+
+/// What the lowering needs to know of the target GPU.
+class TargetInfo {
+public:
+  /// `arch` as tilejit names it ("sm_90a", "sm_80", ...).
+  explicit TargetInfo(std::string arch);
+  const std::string &arch() const { return arch_; }
+  /// 80, 86, 89, 90.
+  int computeCapability() const { return cc_; }
+  /// Thread-block clusters, distributed shared memory, st.async (sm_90).
+  bool hasClusters() const { return cc_ >= 90; }
+
+private:
+  std::string arch_;
+  int cc_ = 0;
+};
+
+/// Tiles become the calling thread's elements as an LLVM vector (in the order
+/// of the layout's LayoutAttrInterface); a global memref becomes a struct
+/// passed by value: the global pointer, then one i64 per size.
+class TileTypeConverter : public mlir::LLVMTypeConverter {
+public:
+  explicit TileTypeConverter(mlir::MLIRContext *ctx);
+};
+
+/// What the patterns of one kernel share: its shared memory and cluster shape
+/// (taken from the tile.kernel before it is converted; its operations find it
+/// by the name of the function they end up in).
+struct KernelLowering {
+  int64_t clusterBlocks = 1;
+  int64_t scratchBytes = 0; // reduction scratch, from offset 0
+  int64_t clusterRows = 0;  // rows of threads a cluster reduction exchanges
+  int64_t clusterOffset = 0, barriersOffset = 0, sharedBytes = 0;
+  std::string sharedName; // the kernel's llvm.mlir.global in shared memory
+  /// The count of cluster reductions done so far (an i32 alloca), set by the
+  /// kernel's conversion.
+  mlir::Value clusterRound;
+};
+
+struct LoweringState {
+  explicit LoweringState(const TargetInfo &target) : target(target) {}
+  const TargetInfo &target;
+  llvm::StringMap<KernelLowering> kernels;
+  /// Loads from a memref the same kernel stores to: not through the
+  /// read-only path.
+  llvm::DenseSet<mlir::Operation *> coherentLoads;
+
+  /// The kernel that `op` (being converted) belongs to.
+  KernelLowering &kernelOf(mlir::Operation *op);
+};
+
+void populateKernelOpToLLVMPatterns(TileTypeConverter &converter, LoweringState &state,
+                                    mlir::RewritePatternSet &patterns);
+void populateLoadStoreOpToLLVMPatterns(TileTypeConverter &converter, LoweringState &state,
+                                       mlir::RewritePatternSet &patterns);
+void populateElementwiseOpToLLVMPatterns(TileTypeConverter &converter,
+                                         mlir::RewritePatternSet &patterns);
+void populateReduceOpToLLVMPatterns(TileTypeConverter &converter, LoweringState &state,
+                                    mlir::RewritePatternSet &patterns);
+
+} // namespace tilejit
