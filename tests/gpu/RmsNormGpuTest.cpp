@@ -149,8 +149,8 @@ protected:
 };
 
 tilejit::testing::RmsNormReference reference(const Case &c, const HostTensor &x,
-                                            const HostTensor &w, const HostTensor *dy,
-                                            double eps) {
+                                             const HostTensor &w, const HostTensor *dy,
+                                             double eps) {
   return tilejit::testing::rmsNormReference(c.rows, c.cols, c.zcg, x, w, dy, eps);
 }
 

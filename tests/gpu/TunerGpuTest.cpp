@@ -18,8 +18,10 @@
 #include "tests/support/TempDir.h"
 
 using namespace tilejit;
+using tilejit::testing::allClose;
 using tilejit::testing::HostTensor;
 using tilejit::testing::TempDir;
+using tilejit::testing::tolerance;
 
 namespace {
 
@@ -56,14 +58,10 @@ void expectForwardMatchesFloat64(const LoadedKernel &kernel, const KernelSpec &s
   ASSERT_EQ(CudaDriver::get()->cuCtxSynchronize(), CUDA_SUCCESS);
   ASSERT_FALSE(bool(by->download(y.bytes.data(), y.bytes.size())));
   ASSERT_FALSE(bool(br->download(rstd.bytes.data(), rstd.bytes.size())));
-  auto ref = tilejit::testing::rmsNormReference(s.rows, s.cols, s.zeroCenteredGamma, x, w,
-                                                nullptr, a.eps);
-  EXPECT_TRUE(tilejit::testing::allClose(y, ref.y, tilejit::testing::tolerance(s.dtype),
-                                         size_t(s.cols)))
-      << "y";
-  EXPECT_TRUE(tilejit::testing::allClose(rstd, ref.rstd,
-                                         tilejit::testing::tolerance(DType::F32), 0))
-      << "rstd";
+  auto ref =
+      tilejit::testing::rmsNormReference(s.rows, s.cols, s.zeroCenteredGamma, x, w, nullptr, a.eps);
+  EXPECT_TRUE(allClose(y, ref.y, tolerance(s.dtype), size_t(s.cols))) << "y";
+  EXPECT_TRUE(allClose(rstd, ref.rstd, tolerance(DType::F32), 0)) << "rstd";
 }
 
 /// The winner the choice rule gives on timings as the store recorded them:

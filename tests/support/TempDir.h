@@ -13,8 +13,7 @@ namespace tilejit::testing {
 class TempDir {
 public:
   TempDir() {
-    std::string tmpl =
-        (std::filesystem::temp_directory_path() / "tilejit-test-XXXXXX").string();
+    std::string tmpl = (std::filesystem::temp_directory_path() / "tilejit-test-XXXXXX").string();
     if (::mkdtemp(tmpl.data()))
       path_ = tmpl;
     else

@@ -92,8 +92,8 @@ TEST_P(HostConversion, MidpointsRoundToEvenAndTheirNeighboursToTheNearest) {
     for (uint32_t m = 0; m < inf; ++m) {
       uint16_t lo = uint16_t(sign | m), hi = uint16_t(sign | (m + 1));
       double a = f.value(lo);
-      double b = m + 1 == inf ? std::ldexp(1.0, f.maxExp() - f.bias) * (sign ? -1 : 1)
-                              : f.value(hi);
+      double b =
+          m + 1 == inf ? std::ldexp(1.0, f.maxExp() - f.bias) * (sign ? -1 : 1) : f.value(hi);
       double mid = (a + b) / 2;
       float midF = float(mid);
       ASSERT_EQ(double(midF), mid) << std::hex << m << ": the midpoint is a float";
