@@ -118,6 +118,16 @@ std::vector<Case> cases() {
   out.push_back({300, 20480, DType::F16, DType::F16, true, 0,
                  "programs=0 rows=1 segs=2 stream=1 threads=1024 vec=8",
                  "prefetch=0 programs=132 rows=4 segs=10 stream=1 threads=1024 vec=8"});
+  // The same configs where nothing divides: 301 rows over tiles of 4, and
+  // 20008 columns over segments and vectors; the defaults (segments of
+  // scalar accesses) at an odd width; a cluster over an odd width.
+  out.push_back({301, 20008, DType::F16, DType::F16, true, 0,
+                 "programs=0 rows=1 segs=2 stream=1 threads=1024 vec=8",
+                 "prefetch=0 programs=132 rows=4 segs=10 stream=1 threads=1024 vec=8"});
+  out.push_back({301, 20001, DType::BF16, DType::BF16, false});
+  out.push_back({37, 16385, DType::BF16, DType::BF16, false, 0,
+                 "cluster=2 programs=0 rows=1 stream=1 threads=256 vec=1",
+                 "cluster=2 prefetch=1 programs=66 rows=1 stream=0 threads=512 vec=1"});
   return out;
 }
 
