@@ -3,8 +3,12 @@
 // Speaks the worker protocol (autotune/Worker.h) without a GPU, so the tuner's
 // handling of workers that crash, hang or report a broken context is tested
 // everywhere. The candidate's `vec` value picks the behaviour:
-//   1 ok (median = 1 ms), 2 abort(), 3 hang, 4 report "fault" and exit,
-//   5 "launch" failure, 6 "verify" failure.
+//   1 ok, 2 abort(), 3 hang, 4 report "fault" and exit, 5 "launch" failure,
+//   6 "verify" failure, 7 "launch" failure out of device memory, 8 "spills".
+// An ok candidate's median is its config's `us` value in microseconds (1 ms
+// without one), p20 and p80 0.9 and 1.1 times that, over 30 samples; or, as
+// the real worker's schedule does, one sample when the request's cutoff is
+// set and the median is above it.
 // TILEJIT_FAKE_WORKER_INIT=fail makes it refuse to prepare, =crash die first.
 //
 //===----------------------------------------------------------------------===//
@@ -44,10 +48,13 @@ int main(int argc, char **argv) {
     }
     auto config = tilejit::TileConfig::parse(msg.value("config", ""));
     int64_t behaviour = config ? config->get("vec") : 0;
+    int64_t us = config && config->has("us") ? config->get("us") : 1000;
     if (!config)
       llvm::consumeError(config.takeError());
-    json reply = {{"status", "ok"}, {"detail", ""}, {"median", 1.0},   {"p20", 0.9},
-                  {"p80", 1.1},     {"reps", 30},   {"registers", 32}, {"spill", 0}};
+    double median = double(us) / 1000, cutoff = msg.value("cutoff_ms", 0.0);
+    int reps = cutoff > 0 && median > cutoff ? 1 : 30;
+    json reply = {{"status", "ok"},      {"detail", ""}, {"median", median}, {"p20", 0.9 * median},
+                  {"p80", 1.1 * median}, {"reps", reps}, {"registers", 32},  {"spill", 0}};
     switch (behaviour) {
     case 1:
       break;
@@ -64,6 +71,15 @@ int main(int argc, char **argv) {
     case 5:
       reply["status"] = "launch";
       reply["detail"] = "CUDA_ERROR_INVALID_VALUE (fake)";
+      break;
+    case 7:
+      reply["status"] = "launch";
+      reply["detail"] = "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (fake)";
+      break;
+    case 8:
+      reply["status"] = "spills";
+      reply["detail"] = "uses 4096 bytes of local memory per thread (fake)";
+      reply["spill"] = 4096;
       break;
     default:
       reply["status"] = "verify";
