@@ -9,9 +9,17 @@
 // without one), p20 and p80 0.9 and 1.1 times that, over 30 samples; or, as
 // the real worker's schedule does, one sample when the request's cutoff is
 // set and the median is above it.
-// TILEJIT_FAKE_WORKER_INIT=fail makes it refuse to prepare, =crash die first.
+// TILEJIT_FAKE_WORKER_INIT=fail makes it refuse to prepare, =crash die first,
+// =exit-once:FILE exit right after its first "ok" to a prepare unless FILE
+// exists (which it then creates: the worker started after it behaves).
+//
+// With --compile-fd it is a compiler process; the request's source picks the
+// reply: FAKE_ERROR a compile error, FAKE_NO_CUBIN no binary, FAKE_UNREADABLE
+// a reply without "ok", FAKE_GARBAGE bytes that are no message, FAKE_EXIT no
+// reply at all; anything else a 4-byte cubin "fake".
 //
 //===----------------------------------------------------------------------===//
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -23,7 +31,42 @@
 using nlohmann::json;
 using namespace tilejit::worker;
 
+namespace {
+
+int fakeCompiler(int fd) {
+  for (;;) {
+    json msg;
+    Received r = receiveMessage(fd, -1, msg);
+    if (r != Received::Message)
+      return r == Received::Closed ? 0 : 2;
+    std::string source = msg.value("source", "");
+    auto has = [&](const char *what) { return source.find(what) != std::string::npos; };
+    json reply = {{"ok", true},
+                  {"ptx", ""},
+                  {"log", ""},
+                  {"cubin", json::binary_t(std::vector<uint8_t>{'f', 'a', 'k', 'e'})}};
+    if (has("FAKE_EXIT"))
+      return 0;
+    if (has("FAKE_GARBAGE")) {
+      const char garbage[] = "\xff\xff\xff\x7fnot a message";
+      return ::write(fd, garbage, sizeof garbage) < 0 ? 2 : 0;
+    }
+    if (has("FAKE_ERROR"))
+      reply = {{"ok", false}, {"error", "fake compile error"}};
+    else if (has("FAKE_NO_CUBIN"))
+      reply.erase("cubin");
+    else if (has("FAKE_UNREADABLE"))
+      reply = {{"status", "whatever"}};
+    if (!sendMessage(fd, reply))
+      return 2;
+  }
+}
+
+} // namespace
+
 int main(int argc, char **argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--compile-fd") == 0)
+    return fakeCompiler(std::atoi(argv[2]));
   if (argc != 5 || std::strcmp(argv[1], "--serve-fd") != 0)
     return 2;
   int fd = std::atoi(argv[2]);
@@ -38,6 +81,14 @@ int main(int argc, char **argv) {
     return 2;
   }
   sendMessage(fd, json{{"ok", true}});
+  if (init && std::strncmp(init, "exit-once:", 10) == 0) {
+    const char *marker = init + 10;
+    if (::access(marker, F_OK) != 0) {
+      if (FILE *f = std::fopen(marker, "w"))
+        std::fclose(f);
+      return 0;
+    }
+  }
   for (;;) {
     Received r = receiveMessage(fd, -1, msg);
     if (r != Received::Message)

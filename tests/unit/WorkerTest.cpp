@@ -1,14 +1,23 @@
 // The tuner's measuring worker: finding it, and surviving workers that crash,
 // hang, or report a broken GPU context (with a fake worker; no GPU needed).
 #include <cstdlib>
+#include <fstream>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
 
 #include "autotune/Worker.h"
+#include "autotune/WorkerProtocol.h"
 #include "compiler/Compiler.h"
 #include "runtime/CudaDriver.h"
+#include "tests/support/TempDir.h"
 
 using namespace tilejit;
+using nlohmann::json;
 
 namespace {
 
@@ -52,6 +61,61 @@ struct ScopedEnv {
   std::string name;
   ScopedEnv(const char *n, const char *v) : name(n) { ::setenv(n, v, 1); }
   ~ScopedEnv() { ::unsetenv(name.c_str()); }
+};
+
+/// Waits until process `pid` (a child of this one, not yet reaped) has
+/// exited; false if it is still running after a minute.
+bool waitUntilExited(pid_t pid) {
+  for (int i = 0; i < 60000; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    size_t paren = line.rfind(')');
+    if (paren == std::string::npos || line.substr(paren + 2, 1) == "Z")
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+extern "C" char **environ;
+
+/// A worker binary started as the tuner starts it (`--serve-fd 3` or
+/// `--compile-fd 3`), spoken to directly.
+struct RawChild {
+  pid_t pid = -1;
+  int fd = -1;
+  explicit RawChild(const std::string &path, std::vector<std::string> args) {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+      return;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
+    std::vector<char *> argv = {const_cast<char *>(path.c_str())};
+    for (std::string &a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (::posix_spawn(&pid, path.c_str(), &fa, nullptr, argv.data(), environ) != 0)
+      pid = -1;
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(sv[1]);
+    fd = sv[0];
+  }
+  json ask(const json &request) {
+    json reply;
+    EXPECT_TRUE(worker::sendMessage(fd, request));
+    EXPECT_EQ(worker::receiveMessage(fd, 60, reply), worker::Received::Message);
+    return reply;
+  }
+  /// Closes the connection and returns the exit status.
+  int finish() {
+    ::close(fd);
+    int status = 0;
+    if (::waitpid(pid, &status, 0) != pid)
+      return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
 };
 
 } // namespace
@@ -222,4 +286,86 @@ TEST(CompilerProcess, CompilesLikeThisProcessAndSurvivesItsOwnDeath) {
   ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
   EXPECT_FALSE(again->cubin.empty());
   EXPECT_NE((*c)->pid(), before);
+}
+
+TEST(Worker, MeasuringBeforePreparingIsAnError) {
+  auto w = WorkerProcess::start(fakeOptions());
+  ASSERT_TRUE(bool(w)) << llvm::toString(w.takeError());
+  auto m = (*w)->measure(fakeKernel(1));
+  ASSERT_FALSE(bool(m));
+  EXPECT_NE(llvm::toString(m.takeError()).find("not told what to prepare"), std::string::npos);
+}
+
+// A worker that dies between its prepare and the first candidate cannot have
+// been killed by that candidate: a fresh worker takes it, and nothing is
+// counted as lost.
+TEST(Worker, ADeathBeforeTheFirstCandidateIsRetriedOnAFreshWorker) {
+  tilejit::testing::TempDir dir;
+  std::string init = "exit-once:" + dir.file("exited");
+  ScopedEnv env("TILEJIT_FAKE_WORKER_INIT", init.c_str());
+  auto w = prepared(fakeOptions());
+  ASSERT_TRUE(w);
+  pid_t first = w->pid();
+  ASSERT_TRUE(waitUntilExited(first)) << "the fake worker did not exit after its prepare";
+  auto m = w->measure(fakeKernel(1));
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  EXPECT_EQ(m->status, "ok") << m->detail;
+  EXPECT_EQ(m->medianMs, 1.0);
+  EXPECT_NE(w->pid(), first);
+  EXPECT_EQ(w->lost(), 0);
+}
+
+TEST(Worker, TheRealWorkerRefusesRequestsItCannotServe) {
+  auto path = findWorker();
+  ASSERT_TRUE(bool(path)) << llvm::toString(path.takeError());
+  RawChild child(*path, {"--serve-fd", "3", "--device", "0"});
+  ASSERT_GT(child.pid, 0);
+  json unknown = child.ask({{"op", "frobnicate"}});
+  EXPECT_EQ(unknown.value("status", ""), "launch");
+  EXPECT_EQ(unknown.value("detail", ""), "malformed request: unknown request 'frobnicate'");
+  json early = child.ask({{"op", "measure"}, {"config", "vec=8"}});
+  EXPECT_EQ(early.value("status", ""), "launch");
+  EXPECT_EQ(early.value("detail", ""),
+            "malformed request: a candidate came before a successful prepare");
+  EXPECT_EQ(child.finish(), 0) << "a closed connection ends the worker cleanly";
+}
+
+TEST(CompilerProcess, BadRepliesAreErrorsAndALostProcessIsReplaced) {
+  auto c = CompilerProcess::start(fakeWorker());
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  auto ok = (*c)->compile("fine", "k", "sm_90a");
+  ASSERT_TRUE(bool(ok)) << llvm::toString(ok.takeError());
+  EXPECT_EQ(std::string(ok->cubin.begin(), ok->cubin.end()), "fake");
+  pid_t first = (*c)->pid();
+
+  auto failed = (*c)->compile("FAKE_ERROR", "k", "sm_90a");
+  ASSERT_FALSE(bool(failed));
+  llvm::Error e = failed.takeError();
+  EXPECT_FALSE(e.isA<CompileInterrupted>()) << "the kernel's own error";
+  EXPECT_EQ(llvm::toString(std::move(e)), "fake compile error");
+
+  auto noCubin = (*c)->compile("FAKE_NO_CUBIN", "nocubin", "sm_90a");
+  ASSERT_FALSE(bool(noCubin));
+  EXPECT_EQ(llvm::toString(noCubin.takeError()),
+            "the compiler process sent no cubin for 'nocubin'");
+
+  auto unreadable = (*c)->compile("FAKE_UNREADABLE", "k", "sm_90a");
+  ASSERT_FALSE(bool(unreadable));
+  EXPECT_EQ(llvm::toString(unreadable.takeError()),
+            "the compiler process sent an unreadable reply");
+  EXPECT_EQ((*c)->pid(), first) << "replies it could read keep the process";
+
+  for (const char *how : {"FAKE_GARBAGE", "FAKE_EXIT"}) {
+    SCOPED_TRACE(how);
+    auto lost = (*c)->compile(how, "lostone", "sm_90a");
+    ASSERT_FALSE(bool(lost));
+    llvm::Error le = lost.takeError();
+    EXPECT_TRUE(le.isA<CompileInterrupted>()) << "a lost process is no fault of the kernel's";
+    std::string msg = llvm::toString(std::move(le));
+    EXPECT_NE(msg.find("compiling 'lostone'"), std::string::npos) << msg;
+    auto again = (*c)->compile("fine", "k", "sm_90a");
+    ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
+    EXPECT_NE((*c)->pid(), first) << "a fresh process took over";
+    first = (*c)->pid();
+  }
 }
