@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <sqlite3.h>
 
 #include "autotune/Tuner.h"
 #include "compiler/Nvrtc.h"
@@ -175,6 +176,127 @@ TEST_F(GpuTuner, EngineLoadsFromMemoryStoreOrCompiler) {
   }
 }
 
+// What the store cannot serve is compiled again: a winner whose config the
+// template no longer accepts (the default serves), a kernel whose launch
+// record cannot be read, a kernel whose cubin fails its hash. Each time the
+// kernel is recorded again and computes what float64 does.
+TEST_F(GpuTuner, TheEngineRecompilesWhatTheStoreCannotServe) {
+  TempDir dir;
+  KernelSpec s = spec(OpKind::RmsNormFwd, 64, 1000);
+  std::string key = kernelKey(s, getTemplate(s.op).defaultConfig(s));
+  EngineOptions o;
+  o.dbPath = dir.file("e.db");
+  {
+    auto store = Store::open(o.dbPath);
+    ASSERT_TRUE(bool(store)) << llvm::toString(store.takeError());
+    auto e = (*store)->setWinner(
+        {tuneKey(s), "programs=0 rows=1 stream=0 threads=100 vec=8", "", 0.5, "stale", 0});
+    ASSERT_FALSE(bool(e)) << llvm::toString(std::move(e));
+  }
+  auto round = [&](const char *wantSource) {
+    auto engine = Engine::create(o);
+    ASSERT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
+    auto k = (*engine)->get(s);
+    ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+    EXPECT_EQ((*engine)->lastSource(), wantSource);
+    EXPECT_EQ(k->key(), key) << "the default config, not the stale winner";
+    expectForwardMatchesFloat64(*k, s, tilejit::testing::testSeed());
+    auto stored = (*engine)->store()->getKernel(key);
+    ASSERT_TRUE(bool(stored));
+    EXPECT_TRUE(stored->has_value()) << "recorded";
+  };
+  round("compiled");
+  round("store");
+  {
+    // An unreadable launch record.
+    auto store = Store::open(o.dbPath);
+    ASSERT_TRUE(bool(store));
+    auto k = (*store)->getKernel(key);
+    ASSERT_TRUE(k && *k);
+    StoredKernel bad = **k;
+    bad.launch = "not a launch record";
+    ASSERT_FALSE(bool((*store)->putKernel(bad)));
+  }
+  round("compiled");
+  round("store");
+  {
+    // A cubin that fails its hash.
+    sqlite3 *db = nullptr;
+    ASSERT_EQ(sqlite3_open(o.dbPath.c_str(), &db), SQLITE_OK);
+    std::string sql = "UPDATE kernels SET cubin = X'00' WHERE key = '" + key + "'";
+    EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    EXPECT_EQ(sqlite3_changes(db), 1);
+    sqlite3_close(db);
+  }
+  round("compiled");
+  round("store");
+}
+
+// A store the engine cannot write to (a lock held past its busy timeout)
+// costs the record, not the kernel.
+TEST_F(GpuTuner, AFailedStoreWriteIsNotFatal) {
+  TempDir dir;
+  EngineOptions o;
+  o.dbPath = dir.file("locked.db");
+  auto engine = Engine::create(o);
+  ASSERT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
+  (*engine)->store()->setBusyTimeout(50);
+  sqlite3 *holder = nullptr;
+  ASSERT_EQ(sqlite3_open(o.dbPath.c_str(), &holder), SQLITE_OK);
+  // The write lock: readers go on (in either journal mode), writers wait.
+  ASSERT_EQ(sqlite3_exec(holder, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  KernelSpec s = spec(OpKind::RmsNormFwd, 64, 1024);
+  auto k = (*engine)->get(s);
+  sqlite3_exec(holder, "COMMIT", nullptr, nullptr, nullptr);
+  sqlite3_close(holder);
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  EXPECT_EQ((*engine)->lastSource(), "compiled");
+  expectForwardMatchesFloat64(*k, s, tilejit::testing::testSeed());
+  auto stored = (*engine)->store()->getKernel(k->key());
+  ASSERT_TRUE(bool(stored));
+  EXPECT_FALSE(stored->has_value()) << "the write failed, and nothing pretends it did not";
+}
+
+TEST_F(GpuTuner, DeterministicModeNeverTunes) {
+  TempDir dir;
+  EngineOptions o;
+  o.dbPath = dir.file("det.db");
+  o.policy = TunePolicy::OnMiss;
+  o.deterministic = true;
+  auto engine = Engine::create(o);
+  ASSERT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
+  KernelSpec s = spec(OpKind::RmsNormBwd, 512, 2048);
+  auto k = (*engine)->get(s);
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  EXPECT_EQ((*engine)->lastSource(), "compiled");
+  EXPECT_EQ(k->key(), kernelKey(s, getTemplate(s.op).defaultConfig(s)));
+  auto timings = (*engine)->store()->timings(tuneKey(s));
+  ASSERT_TRUE(bool(timings));
+  EXPECT_TRUE(timings->empty()) << "nothing was timed";
+}
+
+TEST_F(GpuTuner, ABackgroundTuningErrorReachesWaitForBackground) {
+  EngineOptions o;
+  o.policy = TunePolicy::Background;
+  o.tune.maxConfigs = 2;
+  o.tune.compile = [](const KernelSpec &, const TileConfig &) -> llvm::Expected<CompiledKernel> {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "no compiler today (test)");
+  };
+  auto engine = Engine::create(o);
+  ASSERT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
+  KernelSpec s = spec(OpKind::RmsNormFwd, 256, 2048);
+  auto k = (*engine)->get(s);
+  ASSERT_TRUE(bool(k)) << "the default serves whatever the tuning meets: "
+                       << llvm::toString(k.takeError());
+  auto waited = (*engine)->waitForBackground();
+  ASSERT_TRUE(bool(waited)) << "the tuning's error is reported";
+  std::string msg = llvm::toString(std::move(waited));
+  EXPECT_NE(msg.find("background tuning of " + s.canonical()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("no config"), std::string::npos) << msg;
+  EXPECT_FALSE(bool((*engine)->waitForBackground())) << "reported once";
+  EXPECT_EQ((*engine)->lastSource(), "compiled");
+}
+
 TEST_F(GpuTuner, BackgroundTuningSwitchesToTheWinner) {
   TempDir dir;
   EngineOptions o;
@@ -239,30 +361,36 @@ TEST_F(GpuTuner, OnMissTunesOncePerRowBucket) {
   EXPECT_EQ((*engine)->lastSource(), "tuned") << "the next bucket is tuned";
 }
 
+// In both capture modes: PyTorch captures in global mode, where a driver
+// call of another kind on any thread would break the graph.
 TEST_F(GpuTuner, NothingIsCompiledDuringGraphCapture) {
-  EngineOptions o;
-  auto engine = Engine::create(o);
-  ASSERT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
-  auto drv = CudaDriver::get();
-  ASSERT_TRUE(bool(drv));
-  CUstream stream;
-  ASSERT_EQ(drv->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-  KernelSpec warm = spec(OpKind::RmsNormFwd, 64, 512);
-  ASSERT_TRUE(bool((*engine)->get(warm, stream)));
-  ASSERT_EQ(drv->cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-            CUDA_SUCCESS);
-  auto hit = (*engine)->get(warm, stream);
-  EXPECT_TRUE(bool(hit)) << "a loaded kernel is served during capture";
-  if (!hit)
-    llvm::consumeError(hit.takeError());
-  auto miss = (*engine)->get(spec(OpKind::RmsNormFwd, 64, 640), stream);
-  ASSERT_FALSE(bool(miss));
-  EXPECT_NE(llvm::toString(miss.takeError()).find("capturing"), std::string::npos);
-  CUgraph graph = nullptr;
-  EXPECT_EQ(drv->cuStreamEndCapture(stream, &graph), CUDA_SUCCESS);
-  if (graph)
-    drv->cuGraphDestroy(graph);
-  drv->cuStreamDestroy_v2(stream);
+  for (CUstreamCaptureMode mode :
+       {CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_CAPTURE_MODE_GLOBAL}) {
+    SCOPED_TRACE(mode == CU_STREAM_CAPTURE_MODE_GLOBAL ? "global" : "thread-local");
+    EngineOptions o;
+    auto engine = Engine::create(o);
+    ASSERT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
+    auto drv = CudaDriver::get();
+    ASSERT_TRUE(bool(drv));
+    CUstream stream;
+    ASSERT_EQ(drv->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    KernelSpec warm = spec(OpKind::RmsNormFwd, 64, 512);
+    ASSERT_TRUE(bool((*engine)->get(warm, stream)));
+    ASSERT_EQ(drv->cuStreamBeginCapture_v2(stream, mode), CUDA_SUCCESS);
+    auto hit = (*engine)->get(warm, stream);
+    EXPECT_TRUE(bool(hit)) << "a loaded kernel is served during capture";
+    if (!hit)
+      llvm::consumeError(hit.takeError());
+    auto miss = (*engine)->get(spec(OpKind::RmsNormFwd, 64, 640), stream);
+    ASSERT_FALSE(bool(miss));
+    EXPECT_NE(llvm::toString(miss.takeError()).find("capturing"), std::string::npos);
+    CUgraph graph = nullptr;
+    EXPECT_EQ(drv->cuStreamEndCapture(stream, &graph), CUDA_SUCCESS)
+        << "the refusal must not have broken the capture";
+    if (graph)
+      drv->cuGraphDestroy(graph);
+    drv->cuStreamDestroy_v2(stream);
+  }
 }
 
 // Two candidates are replaced by binaries that fault (an illegal address) and
