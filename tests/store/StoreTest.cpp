@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/Store.h"
 #include "tests/store/StorePayload.h"
+#include "tests/support/Seed.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -1087,9 +1088,9 @@ TEST_P(StoreProcessTest, SigkillAtRandomPointsLeavesAConsistentFile) {
   constexpr int kTrials = 40;
   constexpr size_t kBytes = 1 << 20;
   std::string path = file("killed.db");
-  unsigned seed = unsigned(std::chrono::steady_clock::now().time_since_epoch().count());
-  std::mt19937 rng(seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  uint64_t seed = tilejit::testing::testSeed();
+  std::mt19937_64 rng(seed);
+  SCOPED_TRACE(tilejit::testing::replayHint(seed));
   size_t seen = 0;
   for (int trial = 0; trial < kTrials; ++trial) {
     SCOPED_TRACE("trial " + std::to_string(trial));
