@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "tests/support/Compare.h"
 #include "tests/support/RmsNormReference.h"
 #include "tests/support/Seed.h"
@@ -111,6 +113,84 @@ TEST_F(Comparator, OneElementOffOrNonFiniteFails) {
       EXPECT_EQ(n.mismatches, 1u) << v;
       EXPECT_EQ(n.worst, 1234u) << v;
     }
+  }
+}
+
+/// A sum in f32 the way a kernel's threads and their tree make it: runs of
+/// 64 in order, then pairs of partial sums.
+float treeSum(const std::vector<float> &v) {
+  std::vector<float> partial;
+  for (size_t i = 0; i < v.size(); i += 64) {
+    float s = 0;
+    for (size_t j = i; j < std::min(v.size(), i + 64); ++j)
+      s += v[j];
+    partial.push_back(s);
+  }
+  while (partial.size() > 1) {
+    std::vector<float> next;
+    for (size_t i = 0; i < partial.size(); i += 2)
+      next.push_back(partial[i] + (i + 1 < partial.size() ? partial[i + 1] : 0.0f));
+    partial.swap(next);
+  }
+  return partial.empty() ? 0.0f : partial[0];
+}
+
+// The tolerances are not tighter than f32 arithmetic: RMSNorm forward and
+// backward computed in f32 pass at the GPU tests' hardest shapes. The sum of
+// squares is a kernel's tree (a running sum of 10^5 squares is off by 3e-5,
+// more than f32's rtol); the backward's sums are running sums, less accurate
+// than a kernel's.
+TEST_F(Comparator, AnF32ComputationPasses) {
+  struct Shape {
+    int64_t rows, cols;
+    DType t;
+    bool zcg;
+  };
+  for (const Shape &sh : std::vector<Shape>{{1, 1, DType::BF16, false},
+                                            {65537, 7, DType::BF16, true},
+                                            {2, 100000, DType::BF16, false},
+                                            {300, 20480, DType::F16, true},
+                                            {33, 4096, DType::F32, false},
+                                            {7, 4097, DType::F32, true}}) {
+    SCOPED_TRACE(std::to_string(sh.rows) + "x" + std::to_string(sh.cols) + " " +
+                 std::string(dtypeName(sh.t)));
+    const size_t n = size_t(sh.cols);
+    HostTensor x(sh.t, sh.rows * n), w(sh.t, n), dy(sh.t, sh.rows * n);
+    x.randomNormal(rng, 0.0f, 1.0f);
+    dy.randomNormal(rng, 0.0f, 1.0f);
+    w.randomNormal(rng, sh.zcg ? 0.0f : 1.0f, 0.1f);
+    RmsNormReference ref = rmsNormReference(sh.rows, sh.cols, sh.zcg, x, w, &dy, 1e-5);
+    HostTensor y(sh.t, sh.rows * n), rstd(DType::F32, sh.rows), dx(sh.t, sh.rows * n), dw(sh.t, n);
+    std::vector<float> g(n), dwSum(n, 0.0f);
+    for (size_t j = 0; j < n; ++j)
+      g[j] = w.get(j) + (sh.zcg ? 1.0f : 0.0f);
+    for (int64_t i = 0; i < sh.rows; ++i) {
+      std::vector<float> squares(n);
+      for (size_t j = 0; j < n; ++j)
+        squares[j] = x.get(i * n + j) * x.get(i * n + j);
+      float ss = treeSum(squares);
+      float rs = 1.0f / std::sqrt(ss / float(n) + 1e-5f);
+      rstd.set(i, rs);
+      for (size_t j = 0; j < n; ++j)
+        y.set(i * n + j, x.get(i * n + j) * rs * g[j]);
+      // The backward receives the reference's rstd rounded to f32.
+      float rsf = float(ref.rstd[i]);
+      float dot = 0;
+      for (size_t j = 0; j < n; ++j)
+        dot += dy.get(i * n + j) * g[j] * (x.get(i * n + j) * rsf);
+      float mean = dot / float(n);
+      for (size_t j = 0; j < n; ++j) {
+        float xhat = x.get(i * n + j) * rsf;
+        dx.set(i * n + j, rsf * (dy.get(i * n + j) * g[j] - xhat * mean));
+        dwSum[j] += dy.get(i * n + j) * xhat;
+      }
+    }
+    for (size_t j = 0; j < n; ++j)
+      dw.set(j, dwSum[j]);
+    EXPECT_TRUE(allClose(y, ref.y, tolerance(sh.t), n)) << "y";
+    EXPECT_TRUE(allClose(rstd, ref.rstd, tolerance(DType::F32), 0)) << "rstd";
+    EXPECT_TRUE(allClose(dx, ref.dx, tolerance(sh.t), n, ref.dxScale)) << "dx";
+    EXPECT_TRUE(allClose(dw, ref.dw, tolerance(sh.t), 0, ref.dwScale)) << "dw";
   }
 }
 
