@@ -369,3 +369,44 @@ TEST(CompilerProcess, BadRepliesAreErrorsAndALostProcessIsReplaced) {
     first = (*c)->pid();
   }
 }
+
+// On a GPU, after a successful prepare: a candidate the worker cannot read is
+// a launch failure saying what was wrong, and the worker serves on. (Named
+// for the gpu_tuner test; skipped without a GPU.)
+TEST(GpuTunerWorker, TheRealWorkerRefusesMalformedCandidates) {
+  auto info = queryDevice(0);
+  if (!info)
+    GTEST_SKIP() << "no GPU here: " << llvm::toString(info.takeError());
+  auto path = findWorker();
+  ASSERT_TRUE(bool(path)) << llvm::toString(path.takeError());
+  RawChild child(*path, {"--serve-fd", "3", "--device", "0"});
+  ASSERT_GT(child.pid, 0);
+  KernelSpec spec;
+  spec.rows = 64;
+  spec.cols = 4096;
+  spec.arch = info->arch();
+  spec.setTargetSMs(info->smCount);
+  json ready =
+      child.ask({{"op", "prepare"}, {"spec", spec.canonical(true)}, {"seed", 1}, {"reps", 3}});
+  ASSERT_TRUE(ready.value("ok", false)) << ready.dump();
+  json cubin = json::binary_t(std::vector<uint8_t>{'x'});
+  struct Bad {
+    json request;
+    const char *says;
+  };
+  for (const Bad &bad : std::vector<Bad>{
+           {{{"op", "measure"}, {"config", "vec=="}, {"entries", "[]"}, {"cubin", cubin}},
+            "malformed request: "},
+           {{{"op", "measure"}, {"config", "vec=8"}, {"entries", "not json"}, {"cubin", cubin}},
+            "malformed request: "},
+           {{{"op", "measure"}, {"config", "vec=8"}, {"entries", "[]"}},
+            "malformed request: the request carries no cubin"}}) {
+    SCOPED_TRACE(bad.request.dump());
+    json reply = child.ask(bad.request);
+    EXPECT_EQ(reply.value("status", ""), "launch");
+    EXPECT_EQ(reply.value("detail", "").rfind(bad.says, 0), 0u) << reply.dump();
+  }
+  json unknown = child.ask({{"op", "frobnicate"}});
+  EXPECT_EQ(unknown.value("status", ""), "launch") << "still serving";
+  EXPECT_EQ(child.finish(), 0);
+}
