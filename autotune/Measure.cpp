@@ -6,16 +6,34 @@
 
 namespace tilejit {
 
-namespace {
-/// Median, 20th and 80th percentiles of `ms`.
-void summarize(std::vector<double> ms, Measurement &r) {
+void summarizeSamples(std::vector<double> ms, Measurement &r) {
   std::sort(ms.begin(), ms.end());
   r.medianMs = ms[ms.size() / 2];
   r.p20Ms = ms[ms.size() / 5];
   r.p80Ms = ms[std::min(ms.size() - 1, ms.size() * 4 / 5)];
   r.reps = int(ms.size());
 }
-} // namespace
+
+llvm::Expected<std::vector<double>>
+timeSamples(int reps, double cutoffMs, const std::function<llvm::Expected<float>(int)> &sample) {
+  std::vector<double> ms;
+  int inner = 1;
+  for (int s = 0; s < reps + 3; ++s) {
+    auto t = sample(inner);
+    if (!t)
+      return t.takeError();
+    if (s == 0) {
+      inner = std::clamp(int(0.2 / std::max(*t, 1e-4f)), 1, 1000);
+      continue;
+    }
+    if (s < 3)
+      continue; // warm-up
+    ms.push_back(double(*t) / inner);
+    if (s == 3 && cutoffMs > 0 && ms.back() > cutoffMs)
+      break;
+  }
+  return ms;
+}
 
 llvm::Expected<std::unique_ptr<CandidateRunner>> CandidateRunner::create(const KernelSpec &spec,
                                                                          uint64_t seed, int reps) {
@@ -102,35 +120,23 @@ Measurement CandidateRunner::measure(const CompiledKernel &compiled, double cuto
   // Time: launches per sample so a sample lasts at least ~200 us. An error
   // here (the full problem may fail where the checked one ran) is the
   // candidate's.
-  std::vector<double> ms;
-  llvm::Error timed = [&]() -> llvm::Error {
-    int inner = 1;
-    for (int s = 0; s < reps_ + 3; ++s) {
-      if (auto e = flush_.fill(uint8_t(s), stream_))
+  uint8_t fillValue = 0; // a new value per sample: the flush writes every byte
+  auto ms = timeSamples(reps_, cutoffMs, [&](int inner) -> llvm::Expected<float> {
+    if (auto e = flush_.fill(fillValue++, stream_))
+      return e;
+    TJ_CU_CHECK(drv, cuEventRecord(a_, stream_));
+    for (int r = 0; r < inner; ++r)
+      if (auto e = harness_->run(**kernel, stream_, /*check=*/false))
         return e;
-      TJ_CU_CHECK(drv, cuEventRecord(a_, stream_));
-      for (int r = 0; r < inner; ++r)
-        if (auto e = harness_->run(**kernel, stream_, /*check=*/false))
-          return e;
-      TJ_CU_CHECK(drv, cuEventRecord(b_, stream_));
-      TJ_CU_CHECK(drv, cuEventSynchronize(b_));
-      float t = 0;
-      TJ_CU_CHECK(drv, cuEventElapsedTime_v2(&t, a_, b_));
-      if (s == 0) {
-        inner = std::clamp(int(0.2 / std::max(t, 1e-4f)), 1, 1000);
-        continue;
-      }
-      if (s < 3)
-        continue; // warm-up
-      ms.push_back(double(t) / inner);
-      if (s == 3 && cutoffMs > 0 && ms.back() > cutoffMs)
-        break;
-    }
-    return llvm::Error::success();
-  }();
-  if (timed)
-    return launchFailed(std::move(timed));
-  summarize(ms, m);
+    TJ_CU_CHECK(drv, cuEventRecord(b_, stream_));
+    TJ_CU_CHECK(drv, cuEventSynchronize(b_));
+    float t = 0;
+    TJ_CU_CHECK(drv, cuEventElapsedTime_v2(&t, a_, b_));
+    return t;
+  });
+  if (!ms)
+    return launchFailed(ms.takeError());
+  summarizeSamples(std::move(*ms), m);
   m.status = "ok";
   return m;
 }

@@ -10,8 +10,10 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "autotune/Harness.h"
 #include "compiler/Compiler.h"
@@ -37,6 +39,19 @@ struct Measurement {
 /// and arrays ptxas left in memory) is not measured: the ones seen (2.5 KB,
 /// RMSNorm backward at 16384 columns) ran 13-15x slower than the best.
 constexpr int kMaxSpillBytes = 2048;
+
+/// Fills `m`'s median, 20th and 80th percentiles (the samples at ranks n/2,
+/// n/5 and 4n/5 of the sorted samples) and reps from `ms`, which is not empty.
+void summarizeSamples(std::vector<double> ms, Measurement &m);
+
+/// The timing schedule of one candidate, apart from the GPU: `sample(inner)`
+/// runs one sample of `inner` back-to-back launches and returns its elapsed
+/// milliseconds. The first sample sizes `inner` so that a sample lasts about
+/// 0.2 ms (1 to 1000 launches); the next two warm up; then `reps` samples are
+/// kept, each divided by `inner`. With `cutoffMs` > 0 a first kept sample
+/// slower than that is the only one: the candidate cannot win.
+llvm::Expected<std::vector<double>>
+timeSamples(int reps, double cutoffMs, const std::function<llvm::Expected<float>(int)> &sample);
 
 /// Checks and times candidates of one spec on the current context's device.
 class CandidateRunner {

@@ -100,12 +100,18 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
   if (opt.reps < 1)
     return err("tuning needs at least one timed sample per config (reps = " +
                std::to_string(opt.reps) + ")");
-  auto drv = CudaDriver::get();
-  if (!drv)
-    return drv.takeError();
-  auto dev = queryDevice(opt.device);
-  if (!dev)
-    return dev.takeError();
+  std::optional<DeviceInfo> queried;
+  const DeviceInfo *dev = opt.deviceInfo;
+  if (!dev) {
+    auto drv = CudaDriver::get();
+    if (!drv)
+      return drv.takeError();
+    auto q = queryDevice(opt.device);
+    if (!q)
+      return q.takeError();
+    queried = std::move(*q);
+    dev = &*queried;
+  }
   if (auto e = spec.checkTarget(dev->arch(), dev->smCount))
     return err("cannot tune on " + dev->name + ": " + llvm::toString(std::move(e)));
 

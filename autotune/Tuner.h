@@ -21,6 +21,7 @@ namespace tilejit {
 
 class Store;
 class WorkerProcess;
+struct DeviceInfo;
 
 struct TuneOptions {
   double budgetSeconds = 0; // 0: no limit
@@ -40,6 +41,10 @@ struct TuneOptions {
   /// caller does other work, and serves several tunings); null: start one.
   WorkerProcess *worker = nullptr;
   double candidateSeconds = 10; // time limit per candidate in a worker
+  /// The GPU `device` is, where the caller has its description; null: asked
+  /// of the driver. With `worker` and `compile` given too, tuning needs no
+  /// driver in this process (the unit tests tune so with a fake worker).
+  const DeviceInfo *deviceInfo = nullptr;
   /// Replaces compileKernel() (tests inject broken binaries with it).
   std::function<llvm::Expected<CompiledKernel>(const KernelSpec &, const TileConfig &)> compile;
   /// Called after each candidate: (done, total, best ms so far, seconds left estimate).

@@ -193,11 +193,15 @@ llvm::Expected<TileConfig> Engine::chooseConfig(const KernelSpec &spec, bool &tu
     if (!w)
       return w.takeError();
     if (*w) {
+      // A winner the template no longer accepts (its rules changed since it
+      // was stored) is passed over.
       auto cfg = TileConfig::parse((*w)->config);
-      if (cfg && !getTemplate(spec.op).checkConfig(spec, *cfg))
-        return *cfg;
       if (!cfg)
         llvm::consumeError(cfg.takeError());
+      else if (auto invalid = getTemplate(spec.op).checkConfig(spec, *cfg))
+        llvm::consumeError(std::move(invalid));
+      else
+        return *cfg;
     }
   }
   if (options_.policy == TunePolicy::Background && !options_.deterministic) {

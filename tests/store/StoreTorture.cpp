@@ -59,9 +59,14 @@ StoredKernel kernel(const std::string &spec) {
   std::exit(1);
 }
 
+/// Ten processes contend for one file here, on machines that may be busy
+/// with other work: the promise tested is that nothing is lost or mixed, not
+/// how long a lock may take, so they wait longer than the default.
+constexpr int kBusyTimeoutMs = 120000;
+
 std::unique_ptr<Store> openOrDie(const std::string &path) {
   std::string notice;
-  auto store = Store::open(path, &notice);
+  auto store = Store::open(path, &notice, kBusyTimeoutMs);
   if (!store)
     die(toString(store.takeError()));
   if (!notice.empty())

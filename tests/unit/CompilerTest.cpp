@@ -45,15 +45,34 @@ TEST(Compiler, EmitsTileIrAfterEachPass) {
   ASSERT_TRUE(bool(ir)) << llvm::toString(ir.takeError());
   EXPECT_NE(ir->mlir.find("tile.kernel @rmsnorm_fwd_bf16_bf16_n4096"), std::string::npos);
   EXPECT_NE(ir->mlir.find("reduce sum"), std::string::npos);
+  EXPECT_EQ(ir->mlir.find("tile.scratch_bytes"), std::string::npos);
+  auto has = [](const std::string &ir, const char *what) {
+    return ir.find(what) != std::string::npos;
+  };
   for (const std::string &pass : pipelinePasses()) {
+    SCOPED_TRACE(pass);
     o.afterPass = pass;
     auto after = compileKernel(s, {}, o);
     ASSERT_TRUE(bool(after)) << pass << ": " << llvm::toString(after.takeError());
-    if (pass == "tile-lower-to-emitc") {
-      EXPECT_NE(after->mlir.find("emitc.func"), std::string::npos);
-    }
+    const std::string &m = after->mlir;
     if (pass == "tile-check-target") {
-      EXPECT_NE(after->mlir.find("tile.scratch_bytes"), std::string::npos);
+      // Annotated, not yet folded: x widened and y narrowed by arith ops.
+      EXPECT_TRUE(has(m, "tile.scratch_bytes = ")) << m;
+      EXPECT_TRUE(has(m, "arith.extf") && has(m, "arith.truncf")) << m;
+    }
+    if (pass == "canonicalize") {
+      // The conversions folded into the accesses.
+      EXPECT_TRUE(has(m, "memref<?x4096xbf16> -> tensor<")) << m;
+      EXPECT_FALSE(has(m, "arith.extf") || has(m, "arith.truncf")) << m;
+      EXPECT_TRUE(has(m, "reduce sum")) << m;
+    }
+    if (pass == "tile-lower-to-emitc") {
+      // Every tile op is a call into the device library; none is left.
+      EXPECT_TRUE(has(m, "emitc.func")) << m;
+      for (const char *call : {"\"tj::load_tile\"", "\"tj::reduce_row\"", "\"tj::store_tile\"",
+                               "\"tj::broadcast_row\"", "\"tj::rsqrt\""})
+        EXPECT_TRUE(has(m, call)) << call;
+      EXPECT_FALSE(has(m, "tile.kernel") || has(m, "reduce sum")) << m;
     }
   }
   o.afterPass = "no-such-pass";
@@ -257,8 +276,18 @@ extern "C" __global__ void k(tj::View<tj::bf16, 2> xb, tj::View<tj::bf16, 1> wb,
 }
 
 TEST(Compiler, NvrtcErrorCarriesTheLog) {
-  auto r = compileKernel(spec(OpKind::RmsNormFwd, 64), {}, cudaSource());
-  ASSERT_TRUE(bool(r));
+  // CUDA C++ that NVRTC rejects: the error names the program and carries
+  // NVRTC's log, with the line and the undefined name.
+  auto nv = compileWithNvrtc("extern \"C\" __global__ void k(float *p) {\n"
+                             "  p[0] = tj_undefined_name;\n"
+                             "}\n",
+                             "broken_kernel", "sm_90a");
+  ASSERT_FALSE(bool(nv));
+  std::string log = llvm::toString(nv.takeError());
+  EXPECT_NE(log.find("NVRTC compilation failed for 'broken_kernel'"), std::string::npos) << log;
+  EXPECT_NE(log.find("(2): error: identifier \"tj_undefined_name\" is undefined"),
+            std::string::npos)
+      << log;
   // A bad config is refused before any IR is built, naming the parameter.
   TileConfig bad;
   bad.set("vec", 8).set("threads", 100).set("rows", 1).set("stream", 0).set("programs", 0);

@@ -1,4 +1,6 @@
 //===- TunerTest.cpp - the tuner's choice on recorded timings -------------===//
+#include <algorithm>
+#include <cmath>
 #include <gtest/gtest.h>
 
 #include "autotune/Tuner.h"
@@ -27,9 +29,56 @@ TEST(ChooseWinner, TiesWithinNoiseGoToTheEarliestConfig) {
   std::string why;
   EXPECT_EQ(chooseWinner(c, 0.015, &why), 0);
   EXPECT_NE(why.find("3 candidate(s)"), std::string::npos) << why;
-  // The same timings in another order of arrival give the same answer.
-  for (int i = 0; i < 5; ++i)
-    EXPECT_EQ(chooseWinner(c, 0.015), 0);
+  EXPECT_NE(why.find("fastest median 0.9000 ms"), std::string::npos) << why;
+  EXPECT_NE(why.find("(0.9050 ms)"), std::string::npos) << why;
+}
+
+// The three tied candidates and one outside the noise, in every order of the
+// config space: whichever position the fastest holds, the tied candidate
+// that comes first wins, and the slow one never does.
+TEST(ChooseWinner, TheEarliestTiedConfigWinsWhereverTheFastestIs) {
+  const std::vector<CandidateResult> c = {cand("a=1", "ok", 0.905), cand("a=2", "ok", 0.90),
+                                          cand("a=3", "stored", 0.901), cand("a=4", "ok", 0.95)};
+  std::vector<int> order = {0, 1, 2, 3};
+  int orders = 0;
+  do {
+    std::vector<CandidateResult> space;
+    for (int i : order)
+      space.push_back(c[i]);
+    int expected = order[0] == 3 ? 1 : 0; // the first position not held by a=4
+    EXPECT_EQ(chooseWinner(space, 0.015), expected)
+        << "order " << order[0] << order[1] << order[2] << order[3];
+    ++orders;
+  } while (std::next_permutation(order.begin(), order.end()));
+  EXPECT_EQ(orders, 24);
+}
+
+TEST(ChooseWinner, ATieExactlyAtTheWindowsEdgeIsATie) {
+  // 1.0 * (1 + 0.25) is exactly 1.25 in binary: the edge itself ties, the
+  // next double above it does not.
+  std::vector<CandidateResult> c = {cand("a=1", "ok", 1.25), cand("a=2", "ok", 1.0)};
+  EXPECT_EQ(chooseWinner(c, 0.25), 0);
+  c[0].medianMs = std::nextafter(1.25, 2.0);
+  EXPECT_EQ(chooseWinner(c, 0.25), 1);
+}
+
+TEST(ChooseWinner, ZeroNoiseTiesOnlyEqualTimings) {
+  std::vector<CandidateResult> c = {cand("a=1", "ok", 1.0000001), cand("a=2", "ok", 1.0),
+                                    cand("a=3", "ok", 1.0)};
+  std::string why;
+  EXPECT_EQ(chooseWinner(c, 0.0, &why), 1);
+  EXPECT_NE(why.find("2 candidate(s) within 0.0 %"), std::string::npos) << why;
+}
+
+TEST(ChooseWinner, OnlyMeasuredOrStoredCandidatesCount) {
+  EXPECT_EQ(chooseWinner({}, 0.03), -1);
+  std::vector<CandidateResult> c;
+  for (const char *status :
+       {"compile", "spills", "launch", "verify", "fault", "timeout", "known-bad", "budget", ""})
+    c.push_back(cand("a=1", status, 0.5));
+  EXPECT_EQ(chooseWinner(c, 0.03), -1);
+  c.push_back(cand("a=2", "stored", 2.0));
+  EXPECT_EQ(chooseWinner(c, 0.03), int(c.size()) - 1);
 }
 
 TEST(ChooseWinner, FailedCandidatesNeverWin) {

@@ -28,29 +28,4 @@ struct HostTensor {
   }
 };
 
-/// ||a - ref|| / ||ref||, or +inf when `a` has a non-finite element.
-inline double relativeError(const HostTensor &a, const std::vector<double> &ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    double v = a.get(i);
-    if (!std::isfinite(v))
-      return INFINITY;
-    num += (v - ref[i]) * (v - ref[i]);
-    den += ref[i] * ref[i];
-  }
-  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
-}
-
-inline double tolerance(DType t) {
-  switch (t) {
-  case DType::BF16:
-    return 1e-2;
-  case DType::F16:
-    return 2e-3;
-  case DType::F32:
-    return 1e-5;
-  }
-  return 0;
-}
-
 } // namespace tilejit::testing

@@ -1,0 +1,63 @@
+#!/bin/sh
+# The CLI's cache commands on a store with two kernels in it (written by
+# tilejit_store_torture, no GPU needed): ls, show by a unique key prefix and
+# an ambiguous one, export, import into another store, verify, prune. Run in
+# a temporary directory (tests/in-temp-dir.sh). Usage: cli-cache.sh TILEJIT TORTURE
+set -u
+tilejit=$1
+torture=$2
+failed=0
+check() { # check WHAT COMMAND...: the command must succeed
+  what=$1
+  shift
+  if ! "$@" >out.txt 2>&1; then
+    echo "FAIL: $what: $* exited $?:"
+    cat out.txt
+    failed=1
+  fi
+}
+expect() { # expect PATTERN: out.txt must match the extended regex
+  if ! grep -Eq "$1" out.txt; then
+    echo "FAIL: expected /$1/ in:"
+    cat out.txt
+    failed=1
+  fi
+}
+"$torture" open t.db && "$torture" open t.db || { echo "FAIL: cannot fill t.db"; exit 1; }
+
+check "ls" "$tilejit" cache ls --db t.db
+expect "^t\.db: schema 1, 2 entries$"
+key=$(awk '/^kernel /{print $2; exit}' out.txt)
+[ ${#key} -eq 16 ] || { echo "FAIL: no kernel key in ls"; failed=1; }
+
+check "show by prefix" "$tilejit" cache show "$(echo "$key" | cut -c1-10)" --db t.db
+expect "^key        $key[0-9a-f]{48}$"
+expect "^spec       open pid=[0-9]+ n=100$"
+expect "^cubin      100 bytes, sha256 [0-9a-f]{64}$"
+
+if "$tilejit" cache show "" --db t.db >out.txt 2>&1; then
+  echo "FAIL: an ambiguous prefix was accepted"
+  failed=1
+fi
+expect "^tilejit: error: key prefix '' is ambiguous$"
+
+check "export" "$tilejit" cache export copy.db --db t.db
+expect "^exported t\.db to copy\.db$"
+check "import" "$tilejit" cache import copy.db --db other.db
+expect "^imported 2 rows from copy\.db into other\.db$"
+check "ls after import" "$tilejit" cache ls --db other.db
+expect "^other\.db: schema 1, 2 entries$"
+expect "^kernel $key "
+
+check "verify" "$tilejit" cache verify --db other.db
+expect "^other\.db: ok$"
+
+check "prune" "$tilejit" cache prune --older-than 30d --db other.db
+expect "^pruned 0 rows older than 30d$"
+check "ls after prune" "$tilejit" cache ls --db other.db
+expect "2 entries$"
+
+if [ "$failed" -eq 0 ]; then
+  echo "cli-cache: all passed"
+fi
+exit "$failed"

@@ -1,0 +1,130 @@
+//===- EngineTest.cpp - the engine's settings and its start without a GPU ---===//
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <optional>
+
+#include "runtime/CudaDriver.h"
+#include "service/Engine.h"
+#include "tests/support/TempDir.h"
+
+using namespace tilejit;
+
+namespace {
+
+/// Sets (or, for null, unsets) the engine's variables for one scope and
+/// restores what was there.
+class Environment {
+public:
+  explicit Environment(std::map<std::string, const char *> values) {
+    for (const char *name :
+         {"TILEJIT_TUNE", "TILEJIT_DETERMINISTIC", "TILEJIT_TUNE_ISOLATION", "TILEJIT_CACHE_DIR"}) {
+      const char *old = std::getenv(name);
+      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
+      auto it = values.find(name);
+      if (it != values.end() && it->second)
+        ::setenv(name, it->second, 1);
+      else
+        ::unsetenv(name);
+    }
+  }
+  ~Environment() {
+    for (auto &[name, value] : saved_)
+      if (value)
+        ::setenv(name.c_str(), value->c_str(), 1);
+      else
+        ::unsetenv(name.c_str());
+  }
+
+private:
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+EngineOptions options(std::map<std::string, const char *> values) {
+  Environment env(std::move(values));
+  auto o = EngineOptions::fromEnvironment();
+  if (!o) {
+    ADD_FAILURE() << llvm::toString(o.takeError());
+    return {};
+  }
+  return *o;
+}
+
+std::string refusal(std::map<std::string, const char *> values) {
+  Environment env(std::move(values));
+  auto o = EngineOptions::fromEnvironment();
+  if (o) {
+    ADD_FAILURE() << "accepted";
+    return "";
+  }
+  return llvm::toString(o.takeError());
+}
+
+TEST(EngineOptions, NothingSetIsTheDefaults) {
+  EngineOptions o = options({});
+  EXPECT_EQ(o.policy, TunePolicy::Off);
+  EXPECT_FALSE(o.deterministic);
+  EXPECT_EQ(o.tune.isolation, TuneOptions::Isolation::Process);
+  EXPECT_EQ(o.dbPath, "");
+  // Empty values count as unset.
+  EngineOptions empty = options({{"TILEJIT_TUNE", ""},
+                                 {"TILEJIT_DETERMINISTIC", ""},
+                                 {"TILEJIT_TUNE_ISOLATION", ""},
+                                 {"TILEJIT_CACHE_DIR", ""}});
+  EXPECT_EQ(empty.policy, TunePolicy::Off);
+  EXPECT_FALSE(empty.deterministic);
+  EXPECT_EQ(empty.tune.isolation, TuneOptions::Isolation::Process);
+  EXPECT_EQ(empty.dbPath, "");
+}
+
+TEST(EngineOptions, EverySettingIsRead) {
+  EXPECT_EQ(options({{"TILEJIT_TUNE", "off"}}).policy, TunePolicy::Off);
+  EXPECT_EQ(options({{"TILEJIT_TUNE", "on-miss"}}).policy, TunePolicy::OnMiss);
+  EXPECT_EQ(options({{"TILEJIT_TUNE", "background"}}).policy, TunePolicy::Background);
+  EXPECT_TRUE(options({{"TILEJIT_DETERMINISTIC", "1"}}).deterministic);
+  EXPECT_FALSE(options({{"TILEJIT_DETERMINISTIC", "0"}}).deterministic);
+  EXPECT_EQ(options({{"TILEJIT_TUNE_ISOLATION", "in-process"}}).tune.isolation,
+            TuneOptions::Isolation::InProcess);
+  EXPECT_EQ(options({{"TILEJIT_TUNE_ISOLATION", "process"}}).tune.isolation,
+            TuneOptions::Isolation::Process);
+  EXPECT_EQ(options({{"TILEJIT_CACHE_DIR", "/some/dir"}}).dbPath, "/some/dir/tilejit.db");
+  // All at once, each independent of the others.
+  EngineOptions all = options({{"TILEJIT_TUNE", "background"},
+                               {"TILEJIT_DETERMINISTIC", "1"},
+                               {"TILEJIT_TUNE_ISOLATION", "in-process"},
+                               {"TILEJIT_CACHE_DIR", "/c"}});
+  EXPECT_EQ(all.policy, TunePolicy::Background);
+  EXPECT_TRUE(all.deterministic);
+  EXPECT_EQ(all.tune.isolation, TuneOptions::Isolation::InProcess);
+  EXPECT_EQ(all.dbPath, "/c/tilejit.db");
+}
+
+TEST(EngineOptions, ABadValueIsAnErrorNamingTheVariable) {
+  EXPECT_EQ(refusal({{"TILEJIT_TUNE", "always"}}),
+            "TILEJIT_TUNE='always' is not one of off, on-miss, background");
+  EXPECT_EQ(refusal({{"TILEJIT_DETERMINISTIC", "yes"}}),
+            "TILEJIT_DETERMINISTIC='yes' is not 0 or 1");
+  EXPECT_EQ(refusal({{"TILEJIT_TUNE_ISOLATION", "thread"}}),
+            "TILEJIT_TUNE_ISOLATION='thread' is not one of process, in-process");
+  // Case matters: the values are words, not flags.
+  EXPECT_NE(refusal({{"TILEJIT_TUNE", "On-Miss"}}), "");
+}
+
+TEST(Engine, CreateWithoutAGpuIsACleanErrorAndMakesNoStore) {
+  if (auto drv = CudaDriver::get())
+    GTEST_SKIP() << "a CUDA driver is present; the GPU tests create engines";
+  else
+    llvm::consumeError(drv.takeError());
+  tilejit::testing::TempDir dir;
+  EngineOptions o;
+  o.dbPath = dir.file("sub/engine.db");
+  auto e = Engine::create(o);
+  ASSERT_FALSE(bool(e));
+  std::string msg = llvm::toString(e.takeError());
+  EXPECT_NE(msg.find("no CUDA driver"), std::string::npos) << msg;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("sub"))) << "nothing written without a GPU";
+}
+
+} // namespace

@@ -1,0 +1,296 @@
+//===- TunerFakeWorkerTest.cpp - the tuner on fake timings, no GPU ---------===//
+//
+// tune() with a described device, a compile hook and the fake worker
+// (tests/unit/FakeWorker.cpp), which reports for each candidate the median
+// its config names: the choice, the store's records, the budget, the
+// negative cache and the reuse of timings, all without a GPU.
+//
+//===----------------------------------------------------------------------===//
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "autotune/Tuner.h"
+#include "autotune/Worker.h"
+#include "compiler/Sha256.h"
+#include "compiler/templates/Template.h"
+#include "runtime/CudaDriver.h"
+#include "runtime/Store.h"
+#include "tests/support/TempDir.h"
+
+using namespace tilejit;
+using tilejit::testing::TempDir;
+
+namespace {
+
+/// What the fake worker does with a candidate: FakeWorker.cpp's behaviour
+/// number and the median it reports, in microseconds.
+struct Plan {
+  int behaviour = 1;
+  int us = 1000;
+};
+
+class TunerFakeWorker : public ::testing::Test {
+protected:
+  void SetUp() override {
+    const char *env = std::getenv("TILEJIT_FAKE_WORKER");
+    WorkerProcess::Options wo;
+    wo.path = env && *env ? env : TILEJIT_FAKE_WORKER;
+    auto w = WorkerProcess::start(wo);
+    ASSERT_TRUE(bool(w)) << llvm::toString(w.takeError());
+    worker = std::move(*w);
+    device.name = "Fake GPU";
+    device.smCount = 132;
+    device.ccMajor = 9;
+    device.ccMinor = 0;
+    spec.op = OpKind::RmsNormFwd;
+    spec.rows = 4096;
+    spec.cols = 4096;
+    spec.arch = device.arch();
+    spec.setTargetSMs(device.smCount);
+    spec.align = alignmentOf({}, spec.cols * 2);
+    space = getTemplate(spec.op).configSpace(tuningSpec(spec));
+    ASSERT_GE(space.size(), 8u);
+    auto s = Store::open(dir.file("t.db"));
+    ASSERT_TRUE(bool(s)) << llvm::toString(s.takeError());
+    store = std::move(*s);
+  }
+
+  /// Options that tune the first `n` configs of the space through the fake
+  /// worker, compiling by plan: each compile is recorded, and its binary
+  /// carries the plan in its config for the worker.
+  TuneOptions options(int n) {
+    TuneOptions o;
+    o.maxConfigs = n;
+    o.deviceInfo = &device;
+    o.worker = worker.get();
+    o.compileThreads = 1;
+    o.compile = [this](const KernelSpec &s, const TileConfig &c) -> llvm::Expected<CompiledKernel> {
+      Plan p;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        compiled.push_back(c.canonical());
+        if (auto it = plan.find(c.canonical()); it != plan.end())
+          p = it->second;
+      }
+      if (delay)
+        delay(c);
+      CompiledKernel k;
+      k.spec = s;
+      k.config.set("vec", p.behaviour).set("us", p.us);
+      k.key = sha256Hex("fake " + c.canonical());
+      k.cubin = {'f', 'a', 'k', 'e'};
+      return k;
+    };
+    return o;
+  }
+  void setPlan(size_t i, int behaviour, int us) { plan[space[i].canonical()] = {behaviour, us}; }
+  bool wasCompiled(size_t i) {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::find(compiled.begin(), compiled.end(), space[i].canonical()) != compiled.end();
+  }
+
+  TempDir dir;
+  std::unique_ptr<Store> store;
+  std::unique_ptr<WorkerProcess> worker;
+  DeviceInfo device;
+  KernelSpec spec;
+  std::vector<TileConfig> space;
+  std::map<std::string, Plan> plan;
+  std::function<void(const TileConfig &)> delay;
+  std::mutex mu;
+  std::vector<std::string> compiled;
+};
+
+TEST_F(TunerFakeWorker, ChoosesOnTheMeasuredMediansAndRecordsEverything) {
+  // Medians 1.5, 1.0, 1.02 (a tie with 1.0 within 3 %), 5.0 (more than 3x
+  // the best so far: one sample), a verify failure, 1.2.
+  setPlan(0, 1, 1500);
+  setPlan(1, 1, 1000);
+  setPlan(2, 1, 1020);
+  setPlan(3, 1, 5000);
+  setPlan(4, 6, 900);
+  setPlan(5, 1, 1200);
+  auto r = tune(spec, store.get(), options(6));
+  ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+  ASSERT_EQ(r->candidates.size(), 6u);
+  const char *status[] = {"ok", "ok", "ok", "ok", "verify", "ok"};
+  const double median[] = {1.5, 1.0, 1.02, 5.0, 0, 1.2};
+  const int reps[] = {30, 30, 30, 1, 0, 30};
+  for (size_t i = 0; i < 6; ++i) {
+    const CandidateResult &c = r->candidates[i];
+    SCOPED_TRACE(c.config.canonical());
+    EXPECT_EQ(c.config, space[i]) << "candidates in config-space order";
+    EXPECT_EQ(c.status, status[i]) << c.detail;
+    EXPECT_DOUBLE_EQ(c.medianMs, median[i]);
+    EXPECT_EQ(c.reps, reps[i]) << "the first candidate has no cutoff; the fifth is cut at 3x";
+  }
+  EXPECT_EQ(r->winner, space[1]) << "1.02 ties with 1.0 but comes later; 0.9 failed";
+  EXPECT_DOUBLE_EQ(r->winnerMs, 1.0);
+  EXPECT_EQ(r->measured, 5);
+  EXPECT_EQ(r->tuneKey, tuneKey(spec));
+  // The store: five timings, the failure, the winner and its kernel.
+  auto timings = store->timings(r->tuneKey);
+  ASSERT_TRUE(bool(timings));
+  EXPECT_EQ(timings->size(), 5u);
+  for (const Timing &t : *timings) {
+    EXPECT_EQ(t.gpu, "Fake GPU");
+    EXPECT_EQ(t.smCount, 132);
+  }
+  auto bad = store->isKnownBad(r->tuneKey, space[4].canonical());
+  ASSERT_TRUE(bool(bad));
+  EXPECT_TRUE(*bad);
+  auto w = store->winner(r->tuneKey);
+  ASSERT_TRUE(w && *w);
+  EXPECT_EQ((*w)->config, space[1].canonical());
+  EXPECT_EQ((*w)->kernelKey, sha256Hex("fake " + space[1].canonical()));
+  auto k = store->getKernel((*w)->kernelKey);
+  ASSERT_TRUE(k && *k);
+  EXPECT_EQ((*k)->config, space[1].canonical());
+}
+
+TEST_F(TunerFakeWorker, ARetuneSkipsKnownBadConfigsAndReusesTimings) {
+  setPlan(0, 1, 1000);
+  setPlan(1, 5, 1000); // a launch failure: remembered
+  setPlan(2, 7, 1000); // out of device memory: the machine's state, not remembered
+  setPlan(3, 8, 1000); // spills: remembered
+  setPlan(4, 1, 2000);
+  auto first = tune(spec, store.get(), options(5));
+  ASSERT_TRUE(bool(first)) << llvm::toString(first.takeError());
+  EXPECT_EQ(first->candidates[1].status, "launch");
+  EXPECT_EQ(first->candidates[2].status, "launch");
+  EXPECT_EQ(first->candidates[3].status, "spills");
+  EXPECT_EQ(first->candidates[3].spillBytes, 4096);
+  for (size_t i : {1, 2, 3}) {
+    auto bad = store->isKnownBad(first->tuneKey, space[i].canonical());
+    ASSERT_TRUE(bool(bad));
+    EXPECT_EQ(*bad, i != 2) << space[i].canonical();
+  }
+
+  compiled.clear();
+  setPlan(2, 1, 500); // the memory is there now
+  auto again = tune(spec, store.get(), options(5));
+  ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
+  const char *status[] = {"stored", "known-bad", "ok", "known-bad", "stored"};
+  for (size_t i = 0; i < 5; ++i)
+    EXPECT_EQ(again->candidates[i].status, status[i]) << space[i].canonical();
+  EXPECT_TRUE(wasCompiled(2));
+  for (size_t i : {0, 1, 3, 4})
+    EXPECT_FALSE(wasCompiled(i)) << space[i].canonical() << " compiled again";
+  EXPECT_EQ(again->measured, 1);
+  EXPECT_EQ(again->reused, 2);
+  EXPECT_DOUBLE_EQ(again->candidates[4].medianMs, 2.0);
+  EXPECT_EQ(again->winner, space[2]);
+}
+
+TEST_F(TunerFakeWorker, TimingsFromAnotherGpuModelAreMeasuredAgain) {
+  std::string tk = tuneKey(spec);
+  auto timing = [&](size_t i, const char *gpu, int sms, double ms) {
+    Timing t;
+    t.tuneKey = tk;
+    t.config = space[i].canonical();
+    t.medianMs = t.p20Ms = t.p80Ms = ms;
+    t.reps = 30;
+    t.gpu = gpu;
+    t.smCount = sms;
+    return t;
+  };
+  ASSERT_FALSE(bool(store->addTiming(timing(0, "Other GPU", 132, 0.1))));
+  ASSERT_FALSE(bool(store->addTiming(timing(1, "Fake GPU", 114, 0.1))));
+  ASSERT_FALSE(bool(store->addTiming(timing(2, "Fake GPU", 132, 0.7))));
+  auto r = tune(spec, store.get(), options(3));
+  ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+  EXPECT_EQ(r->candidates[0].status, "ok");
+  EXPECT_EQ(r->candidates[1].status, "ok");
+  EXPECT_EQ(r->candidates[2].status, "stored");
+  EXPECT_DOUBLE_EQ(r->candidates[0].medianMs, 1.0) << "measured here, not 0.1 from elsewhere";
+  EXPECT_TRUE(wasCompiled(0));
+  EXPECT_TRUE(wasCompiled(1));
+  EXPECT_EQ(r->reused, 1);
+  EXPECT_EQ(r->winner, space[2]) << "0.7 ms stored on this GPU model";
+}
+
+TEST_F(TunerFakeWorker, NothingIsMeasuredPastTheBudget) {
+  // The second compile takes longer than the whole budget: it and every
+  // config after it are over budget.
+  delay = [this](const TileConfig &c) {
+    if (c == space[1])
+      std::this_thread::sleep_for(std::chrono::milliseconds(2200));
+  };
+  TuneOptions o = options(6);
+  o.budgetSeconds = 2;
+  auto r = tune(spec, store.get(), o);
+  ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+  EXPECT_EQ(r->candidates[0].status, "ok");
+  for (size_t i = 1; i < 6; ++i)
+    EXPECT_EQ(r->candidates[i].status, "budget") << space[i].canonical();
+  EXPECT_EQ(r->measured, 1);
+  EXPECT_EQ(r->winner, space[0]);
+  auto timings = store->timings(r->tuneKey);
+  ASSERT_TRUE(bool(timings));
+  EXPECT_EQ(timings->size(), 1u);
+  for (size_t i = 1; i < 6; ++i) {
+    auto bad = store->isKnownBad(r->tuneKey, space[i].canonical());
+    ASSERT_TRUE(bool(bad));
+    EXPECT_FALSE(*bad) << "over budget is not a failure of " << space[i].canonical();
+  }
+}
+
+TEST_F(TunerFakeWorker, TheSameWinnerWhateverOrderCompilesFinishIn) {
+  // Three tie within 3 % of the fastest (1.0): the earliest, space[2], wins
+  // however the compiles are scheduled.
+  const int us[] = {1400, 1300, 1025, 1000, 1010, 2000, 1029, 1100};
+  for (size_t i = 0; i < 8; ++i)
+    setPlan(i, 1, us[i]);
+  std::mt19937 rng(20261201);
+  for (int round = 0; round < 4; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    std::map<std::string, int> waitMs;
+    for (size_t i = 0; i < 8; ++i)
+      waitMs[space[i].canonical()] = int(rng() % 40);
+    delay = [waitMs](const TileConfig &c) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(waitMs.at(c.canonical())));
+    };
+    TuneOptions o = options(8);
+    o.compileThreads = 4;
+    auto r = tune(spec, nullptr, o);
+    ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+    EXPECT_EQ(r->winner, space[2]);
+    EXPECT_DOUBLE_EQ(r->winnerMs, 1.025);
+    for (size_t i = 0; i < 8; ++i) {
+      EXPECT_EQ(r->candidates[i].config, space[i]);
+      EXPECT_DOUBLE_EQ(r->candidates[i].medianMs, us[i] / 1000.0);
+    }
+  }
+}
+
+TEST_F(TunerFakeWorker, NoWorkingConfigIsAnError) {
+  for (size_t i = 0; i < 3; ++i)
+    setPlan(i, 6, 1000);
+  auto r = tune(spec, store.get(), options(3));
+  ASSERT_FALSE(bool(r));
+  std::string msg = llvm::toString(r.takeError());
+  EXPECT_NE(msg.find("no config of rmsnorm_fwd"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("3 tried"), std::string::npos) << msg;
+}
+
+TEST_F(TunerFakeWorker, ASpecTheDeviceCannotRunIsRefused) {
+  DeviceInfo small = device;
+  small.name = "Fake A100";
+  small.ccMajor = 8;
+  TuneOptions o = options(2);
+  o.deviceInfo = &small;
+  auto r = tune(spec, nullptr, o);
+  ASSERT_FALSE(bool(r));
+  std::string msg = llvm::toString(r.takeError());
+  EXPECT_NE(msg.find("cannot tune on Fake A100"), std::string::npos) << msg;
+}
+
+} // namespace
