@@ -123,7 +123,7 @@ std::optional<Backend> parseBackend(std::string_view name) {
 
 std::string kernelKey(const KernelSpec &spec, const TileConfig &config, Backend backend) {
   const KernelTemplate &tmpl = getTemplate(spec.op);
-  // Both toolchains' versions: the PTX back end falls back to NVRTC for
+  // Every toolchain's version: the PTX back end falls back to NVRTC for
   // operations it does not lower.
   std::string text = "spec=" + spec.canonical(/*withRuntimeSizes=*/false) +
                      "\nconfig=" + config.canonical() + "\narch=" + spec.arch +

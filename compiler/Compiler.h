@@ -1,10 +1,10 @@
 //===- Compiler.h - spec and config to a loadable kernel ----------*- C++ -*-===//
 //
 // The compile pipeline: template -> tile IR -> tile-check-target ->
-// canonicalize -> tile-allocate-shared, then a back end (Backend below):
-// by default convert-scf-to-cf -> convert-tile-to-llvm -> convert-nvvm-to-llvm
-// -> reconcile-unrealized-casts, LLVM IR, LLVM's O3 pipeline and NVPTX back
-// end in process, and ptxas through nvJitLink. All of it runs in process.
+// canonicalize -> tile-allocate-shared, then a back end (Backend below); the
+// NVPTX one: convert-scf-to-cf -> convert-tile-to-llvm -> convert-nvvm-to-llvm
+// -> reconcile-unrealized-casts, LLVM IR, a light LLVM pipeline and the NVPTX
+// code generator, and ptxas through nvJitLink. All of it runs in process.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -32,13 +32,16 @@ namespace tilejit {
 enum class Stage { Mlir, Cuda, Llvm, Ptx, Binary };
 
 /// Which back end makes the binary:
-///  - `Nvptx` (the default): tile IR -> LLVM dialect + NVVM -> LLVM IR ->
-///    LLVM's NVPTX back end -> PTX -> ptxas;
+///  - `Nvptx`: tile IR -> LLVM dialect + NVVM -> LLVM IR -> LLVM's NVPTX
+///    back end -> PTX -> ptxas. The back end every new op is built on; it
+///    becomes the default, and `Ptx` goes, once its RMSNorm backward is as
+///    fast (on the H200 it is 4-8 % slower on rows held in registers,
+///    bench/NOTES.md, v8);
+///  - `Ptx` (the default for now): the tile IR written straight as PTX, then
+///    ptxas (falls back to `Cuda` for an operation it does not lower, always
+///    the same way for the same IR);
 ///  - `Cuda` (the reference): tile IR -> EmitC -> CUDA C++ over the device
-///    library -> NVRTC;
-///  - `Ptx`: the tile IR written straight as PTX, then ptxas (falls back to
-///    `Cuda` for an operation it does not lower, always the same way for the
-///    same IR).
+///    library -> NVRTC.
 enum class Backend { Nvptx, Ptx, Cuda };
 
 /// "nvptx", "ptx" or "cuda"; parseBackend is its inverse.
@@ -70,7 +73,7 @@ struct CompileOptions {
   Stage stopAt = Stage::Binary;
   /// With Stage::Mlir: print the IR after this pass ("" = the template's IR).
   std::string afterPass;
-  Backend backend = Backend::Nvptx;
+  Backend backend = Backend::Ptx;
   /// Runs NVRTC on generated C++ (default: compileWithNvrtc in this
   /// process). The tuner hands it to compiler processes: NVRTC serializes
   /// compiles within one process.
@@ -85,7 +88,7 @@ struct CompiledKernel {
   TileConfig config;
   std::string key;                // identity of the binary: see kernelKey()
   std::string mlir;               // the IR at the requested stage (Stage::Mlir)
-  Backend backend = Backend::Nvptx; // the back end that made the binary
+  Backend backend = Backend::Ptx; // the back end that made the binary
   std::string cuda;               // generated CUDA C++ (C++ back end)
   std::string llvm;               // optimized LLVM IR (Stage::Llvm, NVPTX back end)
   std::string ptx;
@@ -99,8 +102,8 @@ struct CompiledKernel {
 };
 
 /// The names of the passes `compileKernel` runs for `backend`, in order.
-std::vector<std::string> pipelinePasses(Backend backend = Backend::Nvptx);
-/// Adds pass `name` of the pipeline to `pm`, for target `arch`; false for a
+std::vector<std::string> pipelinePasses(Backend backend = Backend::Ptx);
+/// Adds pass `name` of a pipeline to `pm`, for target `arch`; false for a
 /// name that is not in any pipeline.
 bool addPipelinePass(mlir::OpPassManager &pm, const std::string &name, const std::string &arch);
 
@@ -117,7 +120,7 @@ void registerTileJitPipelines();
 /// the back end, the LLVM, NVRTC and ptxas versions and the device library
 /// hash.
 std::string kernelKey(const KernelSpec &spec, const TileConfig &config,
-                      Backend backend = Backend::Nvptx);
+                      Backend backend = Backend::Ptx);
 
 /// Compiles `spec` with `config` (the template's default if empty).
 llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig config,

@@ -97,6 +97,21 @@ struct ConvertTileToLLVMPass : impl::ConvertTileToLLVMBase<ConvertTileToLLVMPass
       });
     }
 
+    // The math functions LLVM's NVPTX back end has instructions for (or this
+    // lowering maps to NVVM): any other would reach NVPTX as a libcall it
+    // cannot make, which aborts code generation.
+    WalkResult unsupported = module.walk([&](Operation *op) {
+      if (!isa<math::MathDialect>(op->getDialect()) ||
+          isa<math::AbsFOp, math::SqrtOp, math::RsqrtOp, math::ExpOp, math::Exp2Op, math::FmaOp,
+              math::FloorOp, math::CeilOp>(op))
+        return WalkResult::advance();
+      op->emitError() << "'" << op->getName() << "' has no lowering for NVPTX (supported math: "
+                      << "absf, sqrt, rsqrt, exp, exp2, fma, floor, ceil)";
+      return WalkResult::interrupt();
+    });
+    if (unsupported.wasInterrupted())
+      return signalPassFailure();
+
     TileTypeConverter converter(ctx);
     RewritePatternSet patterns(ctx);
     populateKernelOpToLLVMPatterns(converter, state, patterns);

@@ -51,6 +51,22 @@ struct BroadcastOpLowering : ConvertOpToLLVMPattern<BroadcastOp> {
   }
 };
 
+/// arith.extf from bf16 to f32 as a shift (Emitter::widenToF32), ahead of
+/// MLIR's own lowering to fpext.
+struct ExtFOpLowering : ConvertOpToLLVMPattern<arith::ExtFOp> {
+  ExtFOpLowering(TileTypeConverter &tc) : ConvertOpToLLVMPattern(tc, /*benefit=*/2) {}
+  LogicalResult matchAndRewrite(arith::ExtFOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Type in = getElementTypeOrSelf(op.getIn().getType()),
+         out = getElementTypeOrSelf(op.getType());
+    if (!in.isBF16() || !out.isF32())
+      return rw.notifyMatchFailure(op, "bf16 to f32 only");
+    Emitter e{rw, op.getLoc()};
+    rw.replaceOp(op, e.widenToF32(adaptor.getIn()));
+    return success();
+  }
+};
+
 /// An f32 math function as an NVVM intrinsic, element by element, with an
 /// optional scale applied first (exp as ex2 of x * log2(e)).
 template <typename OpTy>
@@ -90,11 +106,11 @@ struct NvvmMathLowering : ConvertOpToLLVMPattern<OpTy> {
 
 void populateElementwiseOpToLLVMPatterns(TileTypeConverter &converter,
                                          RewritePatternSet &patterns) {
-  patterns.add<SplatOpLowering, BroadcastOpLowering>(converter);
+  patterns.add<SplatOpLowering, BroadcastOpLowering, ExtFOpLowering>(converter);
   patterns.add<NvvmMathLowering<math::RsqrtOp>>(converter, "llvm.nvvm.rsqrt.approx.f", 1.0f);
-  patterns.add<NvvmMathLowering<math::ExpOp>>(converter, "llvm.nvvm.ex2.approx.f",
+  patterns.add<NvvmMathLowering<math::ExpOp>>(converter, "llvm.nvvm.ex2.approx.f32",
                                               float(M_LOG2E));
-  patterns.add<NvvmMathLowering<math::Exp2Op>>(converter, "llvm.nvvm.ex2.approx.f", 1.0f);
+  patterns.add<NvvmMathLowering<math::Exp2Op>>(converter, "llvm.nvvm.ex2.approx.f32", 1.0f);
 }
 
 } // namespace tilejit

@@ -299,7 +299,7 @@ struct LoadOpLowering : ConvertOpToLLVMPattern<LoadOp> {
 
     Value frag = e.pack(VectorType::get({n}, memElem), el);
     if (tile.getElementType() != memElem)
-      frag = LLVM::FPExtOp::create(rw, e.loc, VectorType::get({n}, tile.getElementType()), frag);
+      frag = e.widenToF32(frag);
     rw.replaceOp(op, frag);
     return success();
   }

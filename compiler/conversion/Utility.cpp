@@ -93,6 +93,34 @@ Value Emitter::pack(Type vecType, ArrayRef<Value> elems) {
   return v;
 }
 
+Value Emitter::widenToF32(Value v) {
+  auto vec = dyn_cast<VectorType>(v.getType());
+  auto like = [&](Type elem) -> Type { return vec ? VectorType::get(vec.getShape(), elem) : elem; };
+  Type elem = vec ? vec.getElementType() : v.getType();
+  Type f32 = b.getF32Type();
+  if (!elem.isBF16())
+    return LLVM::FPExtOp::create(b, loc, like(f32), v);
+  if (vec && vec.getNumElements() % 2 == 0) {
+    // By 32-bit words, as memory holds them: element 2j is the low half of
+    // word j (a shift up), element 2j + 1 the high half (the low half
+    // cleared).
+    int64_t n = vec.getNumElements();
+    auto words = VectorType::get({n / 2}, i32());
+    Value w = LLVM::BitcastOp::create(b, loc, words, v);
+    Value lo = LLVM::ShlOp::create(b, loc, w, splat(words, i32(16)));
+    Value hi = LLVM::AndOp::create(b, loc, w, splat(words, i32(int32_t(0xffff0000u))));
+    SmallVector<int32_t> mask;
+    for (int64_t j = 0; j < n / 2; ++j)
+      mask.append({int32_t(j), int32_t(n / 2 + j)});
+    Value both = LLVM::ShuffleVectorOp::create(b, loc, lo, hi, mask);
+    return LLVM::BitcastOp::create(b, loc, like(f32), both);
+  }
+  Value bits = LLVM::BitcastOp::create(b, loc, like(i16()), v);
+  Value wide = LLVM::ZExtOp::create(b, loc, like(i32()), bits);
+  Value sixteen = vec ? splat(like(i32()), i32(16)) : i32(16);
+  return LLVM::BitcastOp::create(b, loc, like(f32), LLVM::ShlOp::create(b, loc, wide, sixteen));
+}
+
 Value Emitter::splat(Type vecType, Value v) {
   int64_t n = cast<VectorType>(vecType).getNumElements();
   Value one = LLVM::InsertElementOp::create(b, loc, LLVM::PoisonOp::create(b, loc, vecType), v,

@@ -4,7 +4,10 @@
 #include "compiler/Compiler.h"
 #include "compiler/Nvrtc.h"
 #include "compiler/Ptxas.h"
+#include "compiler/Nvptx.h"
 #include "compiler/TileToPtx.h"
+#include "compiler/passes/Passes.h"
+#include "mlir/Pass/PassManager.h"
 #include "compiler/templates/Template.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -45,40 +48,87 @@ TEST(Compiler, EmitsTileIrAfterEachPass) {
   ASSERT_TRUE(bool(ir)) << llvm::toString(ir.takeError());
   EXPECT_NE(ir->mlir.find("tile.kernel @rmsnorm_fwd_bf16_bf16_n4096"), std::string::npos);
   EXPECT_NE(ir->mlir.find("reduce sum"), std::string::npos);
-  EXPECT_EQ(ir->mlir.find("tile.scratch_bytes"), std::string::npos);
+  EXPECT_EQ(ir->mlir.find("scratch_bytes"), std::string::npos);
   auto has = [](const std::string &ir, const char *what) {
     return ir.find(what) != std::string::npos;
   };
-  for (const std::string &pass : pipelinePasses()) {
-    SCOPED_TRACE(pass);
-    o.afterPass = pass;
-    auto after = compileKernel(s, {}, o);
-    ASSERT_TRUE(bool(after)) << pass << ": " << llvm::toString(after.takeError());
-    const std::string &m = after->mlir;
-    if (pass == "tile-check-target") {
-      // Annotated, not yet folded: x widened and y narrowed by arith ops.
-      EXPECT_TRUE(has(m, "tile.scratch_bytes = ")) << m;
-      EXPECT_TRUE(has(m, "arith.extf") && has(m, "arith.truncf")) << m;
-    }
-    if (pass == "canonicalize") {
-      // The conversions folded into the accesses.
-      EXPECT_TRUE(has(m, "memref<?x4096xbf16> -> tensor<")) << m;
-      EXPECT_FALSE(has(m, "arith.extf") || has(m, "arith.truncf")) << m;
-      EXPECT_TRUE(has(m, "reduce sum")) << m;
-    }
-    if (pass == "tile-lower-to-emitc") {
-      // Every tile op is a call into the device library; none is left.
-      EXPECT_TRUE(has(m, "emitc.func")) << m;
-      for (const char *call : {"\"tj::load_tile\"", "\"tj::reduce_row\"", "\"tj::store_tile\"",
-                               "\"tj::broadcast_row\"", "\"tj::rsqrt\""})
-        EXPECT_TRUE(has(m, call)) << call;
-      EXPECT_FALSE(has(m, "tile.kernel") || has(m, "reduce sum")) << m;
+  for (Backend b : {Backend::Ptx, Backend::Nvptx, Backend::Cuda}) {
+    o.backend = b;
+    for (const std::string &pass : pipelinePasses(b)) {
+      SCOPED_TRACE(std::string(backendName(b)) + " " + pass);
+      o.afterPass = pass;
+      auto after = compileKernel(s, {}, o);
+      ASSERT_TRUE(bool(after)) << pass << ": " << llvm::toString(after.takeError());
+      const std::string &m = after->mlir;
+      if (pass == "tile-check-target") {
+        // Checked, not yet folded: x widened and y narrowed by arith ops.
+        EXPECT_TRUE(has(m, "arith.extf") && has(m, "arith.truncf")) << m;
+        EXPECT_FALSE(has(m, "scratch_bytes")) << m;
+      }
+      if (pass == "canonicalize") {
+        // The conversions folded into the accesses.
+        EXPECT_TRUE(has(m, "memref<?x4096xbf16> -> tensor<")) << m;
+        EXPECT_FALSE(has(m, "arith.extf") || has(m, "arith.truncf")) << m;
+        EXPECT_TRUE(has(m, "reduce sum")) << m;
+      }
+      if (pass == "tile-allocate-shared") { // a row of 256 lanes: 8 warps' results
+        EXPECT_TRUE(has(m, "scratch_bytes = 32 : i64")) << m;
+      }
+      if (pass == "convert-scf-to-cf") {
+        EXPECT_FALSE(has(m, "scf.")) << m;
+      }
+      if (pass == "convert-tile-to-llvm") {
+        // No tile op is left; the kernel is an NVVM kernel of LLVM ops.
+        EXPECT_TRUE(has(m, "llvm.func @rmsnorm_fwd_bf16_bf16_n4096") && has(m, "nvvm.kernel"))
+            << m;
+        EXPECT_TRUE(has(m, "nvvm.shfl.sync  bfly") && has(m, "ld.global.nc.v4.b32")) << m;
+        EXPECT_TRUE(has(m, "llvm.nvvm.rsqrt.approx.f")) << m;
+        EXPECT_FALSE(has(m, "tile.") || has(m, "arith.")) << m;
+      }
+      if (pass == "reconcile-unrealized-casts") {
+        EXPECT_FALSE(has(m, "unrealized_conversion_cast")) << m;
+      }
+      if (pass == "tile-lower-to-emitc") {
+        // Every tile op is a call into the device library; none is left.
+        EXPECT_TRUE(has(m, "emitc.func")) << m;
+        for (const char *call : {"\"tj::load_tile\"", "\"tj::reduce_row\"", "\"tj::store_tile\"",
+                                 "\"tj::broadcast_row\"", "\"tj::rsqrt\""})
+          EXPECT_TRUE(has(m, call)) << call;
+        EXPECT_FALSE(has(m, "tile.kernel") || has(m, "reduce sum")) << m;
+      }
     }
   }
+  o.backend = Backend::Nvptx;
+  o.afterPass = "tile-lower-to-emitc"; // the C++ back end's pass, not this one's
+  auto other = compileKernel(s, {}, o);
+  ASSERT_FALSE(bool(other));
+  EXPECT_NE(llvm::toString(other.takeError()).find("the nvptx pipeline"), std::string::npos);
   o.afterPass = "no-such-pass";
   auto bad = compileKernel(s, {}, o);
   ASSERT_FALSE(bool(bad));
   EXPECT_NE(llvm::toString(bad.takeError()).find("unknown pass 'no-such-pass'"), std::string::npos);
+}
+
+// --emit llvm and --emit ptx stop after LLVM IR and after PTX: no ptxas.
+TEST(Compiler, StopsAtLlvmIrAndPtx) {
+  KernelSpec s = spec(OpKind::RmsNormBwd, 4096);
+  CompileOptions o;
+  o.backend = Backend::Nvptx;
+  o.stopAt = Stage::Llvm;
+  auto ll = compileKernel(s, {}, o);
+  ASSERT_TRUE(bool(ll)) << llvm::toString(ll.takeError());
+  EXPECT_NE(ll->llvm.find("define ptx_kernel void @rmsnorm_bwd_bf16_bf16_n4096("),
+            std::string::npos);
+  EXPECT_NE(ll->llvm.find("define ptx_kernel void @rmsnorm_bwd_bf16_bf16_n4096_dw("),
+            std::string::npos);
+  EXPECT_TRUE(ll->cubin.empty());
+  o.stopAt = Stage::Ptx;
+  auto ptx = compileKernel(s, {}, o);
+  ASSERT_TRUE(bool(ptx)) << llvm::toString(ptx.takeError());
+  EXPECT_NE(ptx->ptx.find(".entry rmsnorm_bwd_bf16_bf16_n4096_dw"), std::string::npos);
+  EXPECT_NE(ptx->ptx.find(".target sm_90a"), std::string::npos);
+  EXPECT_TRUE(ptx->cubin.empty());
+  EXPECT_TRUE(ptx->llvm.empty());
 }
 
 // Canonicalization folds the conversions of the forward into its accesses: x
@@ -120,7 +170,7 @@ TEST(Compiler, CudaUsesTheDeviceLibrary) {
 // multiprocessor (64 registers): at 15000 columns ptxas otherwise took 70 and
 // one block of 512 fit instead of two.
 TEST(Compiler, HeldForwardRowsKeepTwoBlocksOf512) {
-  for (Backend b : {Backend::Ptx, Backend::Cuda}) {
+  for (Backend b : {Backend::Ptx, Backend::Nvptx, Backend::Cuda}) {
     SCOPED_TRACE(backendName(b));
     auto k = compileKernel(spec(OpKind::RmsNormFwd, 15000), {}, withBackend(b));
     ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
@@ -160,13 +210,13 @@ TEST(Compiler, BothBackendsBuildCubinsForManyShapes) {
                            {OpKind::RmsNormFwd, 65537, DType::F32, true},
                            {OpKind::RmsNormBwd, 65536, DType::BF16, false},
                            {OpKind::RmsNormBwd, 40001, DType::F16, true}};
-  for (Backend b : {Backend::Ptx, Backend::Cuda})
+  for (Backend b : {Backend::Ptx, Backend::Nvptx, Backend::Cuda})
     for (const S &x : shapes) {
       KernelSpec s = spec(x.op, x.cols, x.t, x.zcg);
       SCOPED_TRACE(std::string(backendName(b)) + " " + s.canonical());
       auto k = compileKernel(s, {}, withBackend(b));
       ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
-      EXPECT_EQ(k->backend, b) << "the PTX back end lowers every RMSNorm kernel";
+      EXPECT_EQ(k->backend, b);
       EXPECT_GT(k->cubin.size(), 1000u);
       EXPECT_NE(k->ptx.find(".entry"), std::string::npos);
       for (const EntryInfo &e : k->entries) {
@@ -182,8 +232,11 @@ TEST(Compiler, BothBackendsBuildCubinsForManyShapes) {
 // other.
 TEST(Compiler, KeysDifferByBackend) {
   KernelSpec s = spec(OpKind::RmsNormFwd, 4096);
+  EXPECT_NE(kernelKey(s, {}, Backend::Nvptx), kernelKey(s, {}, Backend::Cuda));
+  EXPECT_NE(kernelKey(s, {}, Backend::Nvptx), kernelKey(s, {}, Backend::Ptx));
   EXPECT_NE(kernelKey(s, {}, Backend::Ptx), kernelKey(s, {}, Backend::Cuda));
   EXPECT_EQ(kernelKey(s, {}), kernelKey(s, {}, Backend::Ptx));
+  EXPECT_EQ(parseBackend("nvptx"), Backend::Nvptx);
   EXPECT_EQ(parseBackend("ptx"), Backend::Ptx);
   EXPECT_EQ(parseBackend("cuda"), Backend::Cuda);
   EXPECT_FALSE(parseBackend("llvm"));
@@ -198,6 +251,12 @@ TEST(Compiler, ClusterKernelsBuildAndCarryTheirClusterSize) {
   auto k = compileKernel(s, c);
   ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
   EXPECT_NE(k->ptx.find(".reqnctapercluster 2"), std::string::npos) << k->ptx.substr(0, 2000);
+  auto viaLlvm = compileKernel(s, c, withBackend(Backend::Nvptx));
+  ASSERT_TRUE(bool(viaLlvm)) << llvm::toString(viaLlvm.takeError());
+  EXPECT_NE(viaLlvm->ptx.find(".reqnctapercluster 2, 1, 1"), std::string::npos)
+      << viaLlvm->ptx.substr(0, 2000);
+  EXPECT_NE(viaLlvm->ptx.find("st.async.shared::cluster"), std::string::npos);
+  EXPECT_NE(viaLlvm->ptx.find("mapa.shared::cluster"), std::string::npos);
   auto src = compileKernel(s, c, cudaSource());
   ASSERT_TRUE(bool(src)) << llvm::toString(src.takeError());
   EXPECT_NE(src->cuda.find("__cluster_dims__(2, 1, 1)"), std::string::npos);
@@ -333,12 +392,62 @@ std::string elementwiseKernel(const char *op) {
                      "colThreads = 32>>>";
   return std::string("module {\n  tile.kernel @k(%a: memref<32xf32>) attributes {block_threads "
                      "= 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>, "
-                     "tile.scratch_bytes = 0 : i64} {\n    %c0 = arith.constant 0 : index\n"
+                     "scratch_bytes = 0 : i64} {\n    %c0 = arith.constant 0 : index\n"
                      "    %0 = tile.load %a[%c0] : memref<32xf32> -> ") +
          tile + "\n    %1 = " + op + " %0 : " + tile + "\n    tile.store %1, %a[%c0] : " + tile +
          ", memref<32xf32>\n    tile.return\n  }\n}\n";
 }
 } // namespace
+
+// The NVPTX back end lowers what the PTX writer could not (math.exp, as
+// ex2.approx of x * log2(e)) and what it lowers ptxas accepts for sm_80 too.
+TEST(Compiler, NvptxBackendLowersMathForEveryArch) {
+  mlir::DialectRegistry registry;
+  registerTileJitDialects(registry);
+  mlir::MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  struct Case {
+    const char *op, *arch, *ptx;
+  };
+  for (Case c : {Case{"math.exp", "sm_90a", "ex2.approx.f32"}, Case{"math.sqrt", "sm_80", "sqrt.rn.f32"},
+                 Case{"math.rsqrt", "sm_80", "rsqrt.approx.f32"}}) {
+    SCOPED_TRACE(std::string(c.op) + " " + c.arch);
+    auto m = mlir::parseSourceString<mlir::ModuleOp>(elementwiseKernel(c.op), &ctx);
+    ASSERT_TRUE(bool(m));
+    mlir::PassManager pm(&ctx);
+    for (const std::string &name : pipelinePasses(Backend::Nvptx))
+      ASSERT_TRUE(addPipelinePass(pm, name, c.arch)) << name;
+    ASSERT_TRUE(mlir::succeeded(pm.run(*m)));
+    auto ptx = translateToPtx(*m, c.arch);
+    ASSERT_TRUE(bool(ptx)) << llvm::toString(ptx.takeError());
+    EXPECT_NE(ptx->find(c.ptx), std::string::npos) << *ptx;
+    EXPECT_NE(ptx->find(std::string(".target ") + c.arch), std::string::npos);
+    auto bin = assembleWithPtxas(*ptx, "k", c.arch);
+    ASSERT_TRUE(bool(bin)) << llvm::toString(bin.takeError()) << "\n" << *ptx;
+    EXPECT_FALSE(bin->cubin.empty());
+  }
+}
+
+// An operation no pattern lowers fails the conversion, and the error names
+// it: the compiler never switches back ends behind the caller's back.
+TEST(Compiler, NvptxBackendNamesWhatItDoesNotLower) {
+  mlir::DialectRegistry registry;
+  registerTileJitDialects(registry);
+  mlir::MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  std::string diag;
+  mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &d) {
+    diag += d.str() + "\n";
+    return mlir::success();
+  });
+  auto m = mlir::parseSourceString<mlir::ModuleOp>(elementwiseKernel("math.tanh"), &ctx);
+  ASSERT_TRUE(bool(m));
+  mlir::PassManager pm(&ctx);
+  for (const std::string &name : pipelinePasses(Backend::Nvptx))
+    ASSERT_TRUE(addPipelinePass(pm, name, "sm_90a"));
+  EXPECT_TRUE(mlir::failed(pm.run(*m)));
+  EXPECT_NE(diag.find("math.tanh"), std::string::npos) << diag;
+}
 
 // The PTX back end names what it cannot lower (the compiler then takes the
 // C++ back end), and what it lowers, ptxas accepts.

@@ -1,15 +1,15 @@
-// RUN: tilejit-opt %s --split-input-file --verify-diagnostics --tile-check-target | FileCheck %s
-// RUN: tilejit-opt %s --split-input-file --verify-diagnostics --tile-check-target=arch=sm_80 | FileCheck %s
-// RUN: tilejit-opt %s --split-input-file --verify-diagnostics --tile-check-target=arch=sm_86 | FileCheck %s
-// RUN: tilejit-opt %s --split-input-file --verify-diagnostics --tile-check-target=arch=sm_89 | FileCheck %s
-// RUN: tilejit-opt %s --split-input-file --verify-diagnostics --tile-check-target=arch=sm_90 | FileCheck %s
-// RUN: tilejit-opt %s --split-input-file --verify-diagnostics '--tile-check-target=arch=sm_90a max-elems-per-thread=64' | FileCheck %s
+// RUN: tilejit-opt %s --split-input-file --verify-diagnostics --tile-check-target --tile-allocate-shared | FileCheck %s
+// RUN: tilejit-opt %s --split-input-file --verify-diagnostics --tile-check-target=arch=sm_80 --tile-allocate-shared | FileCheck %s
+// RUN: tilejit-opt %s --split-input-file --verify-diagnostics --tile-check-target=arch=sm_86 --tile-allocate-shared | FileCheck %s
+// RUN: tilejit-opt %s --split-input-file --verify-diagnostics --tile-check-target=arch=sm_89 --tile-allocate-shared | FileCheck %s
+// RUN: tilejit-opt %s --split-input-file --verify-diagnostics --tile-check-target=arch=sm_90 --tile-allocate-shared | FileCheck %s
+// RUN: tilejit-opt %s --split-input-file --verify-diagnostics '--tile-check-target=arch=sm_90a max-elems-per-thread=64' --tile-allocate-shared | FileCheck %s
 // RUN: not tilejit-opt %s --split-input-file --tile-check-target=max-elems-per-thread=8 2>&1 | FileCheck %s --check-prefix=LIMIT8
 // RUN: not tilejit-opt %s --split-input-file --tile-check-target=arch=sm_99 2>&1 | FileCheck %s --check-prefix=ARCH
 
 // The arch is checked before any kernel: every split fails the same way.
 // ARCH: error: unknown target arch 'sm_99' (known: sm_80, sm_86, sm_89, sm_90, sm_90a)
-// ARCH-NOT: tile.scratch_bytes
+// ARCH-NOT: scratch_bytes
 
 // With a limit of 8 elements per thread, the first kernel's bf16 load
 // (1x4096 over 256 threads, 16 per thread) is already too large (LIMIT8
@@ -17,14 +17,14 @@
 // (which the sm_90a run passes explicitly) in the expected errors below.
 
 //===----------------------------------------------------------------------===//
-// Kernels the target accepts: each gains tile.scratch_bytes.
+// Kernels the target accepts; tile-allocate-shared then sets scratch_bytes.
 //===----------------------------------------------------------------------===//
 
 // A row reduction over 256 lanes (8 warps) needs one float per warp and row:
 // 1 * (256 / 32) * 4 = 32 bytes. bf16 tiles may be loaded, widened, narrowed
 // and stored; the per-row slice is accessed one element at a time.
 // CHECK-LABEL: tile.kernel @rmsnorm
-// CHECK-SAME: tile.scratch_bytes = 32 : i64
+// CHECK-SAME: scratch_bytes = 32 : i64
 #L = #tile.blocked<vec = 8, rowThreads = 1, colThreads = 256>
 #S1 = #tile.slice<dim = 1, parent = #L>
 tile.kernel @rmsnorm(%x: memref<?x4096xbf16>, %y: memref<?x4096xbf16>, %r: memref<?xf32>) attributes {block_threads = 256 : i64, grid = affine_map<()[s0] -> (s0)>, grid_operands = array<i64: 0, 0>} {
@@ -51,7 +51,7 @@ tile.kernel @rmsnorm(%x: memref<?x4096xbf16>, %y: memref<?x4096xbf16>, %r: memre
 // No reduction across warps: no scratch. 64 elements per thread is the
 // default limit exactly (1x16384 bf16 over 256 threads).
 // CHECK-LABEL: tile.kernel @at_elem_limit
-// CHECK-SAME: tile.scratch_bytes = 0 : i64
+// CHECK-SAME: scratch_bytes = 0 : i64
 #L = #tile.blocked<vec = 8, rowThreads = 1, colThreads = 256>
 tile.kernel @at_elem_limit(%x: memref<?x16384xbf16>) attributes {block_threads = 256 : i64, grid = affine_map<()[s0] -> (s0)>, grid_operands = array<i64: 0, 0>} {
   %c0 = arith.constant 0 : index
@@ -64,7 +64,7 @@ tile.kernel @at_elem_limit(%x: memref<?x16384xbf16>) attributes {block_threads =
 
 // A row reduction within one warp (32 lanes) needs no scratch either.
 // CHECK-LABEL: tile.kernel @warp_rows
-// CHECK-SAME: tile.scratch_bytes = 0 : i64
+// CHECK-SAME: scratch_bytes = 0 : i64
 #L = #tile.blocked<vec = 4, rowThreads = 4, colThreads = 32>
 #S1 = #tile.slice<dim = 1, parent = #L>
 tile.kernel @warp_rows(%x: memref<?x512xf32>, %r: memref<?xf32>) attributes {block_threads = 128 : i64, grid = affine_map<()[s0] -> (s0 ceildiv 4)>, grid_operands = array<i64: 0, 0>} {
@@ -83,7 +83,7 @@ tile.kernel @warp_rows(%x: memref<?x512xf32>, %r: memref<?xf32>) attributes {blo
 // scratch of the kernel's reductions is kept (a row reduction over 32 lanes
 // needs none).
 // CHECK-LABEL: tile.kernel @at_scratch_limit
-// CHECK-SAME: tile.scratch_bytes = 49152 : i64
+// CHECK-SAME: scratch_bytes = 49152 : i64
 #L = #tile.blocked<vec = 4, rowThreads = 32, colThreads = 32>
 #S0 = #tile.slice<dim = 0, parent = #L>
 #S1 = #tile.slice<dim = 1, parent = #L>
