@@ -225,10 +225,6 @@ struct LoadOpLowering : ConvertOpToLLVMPattern<LoadOp> {
               : e.f32(pad);
     int64_t n = getElemsPerThread(tile);
     SmallVector<Value> el(n, padScalar);
-    auto asWord = [&](int64_t i) { // elements i, i+1 as one b32
-      Value pair = e.pack(VectorType::get({2}, memElem), {el[i], el[i + 1]});
-      return LLVM::BitcastOp::create(rw, e.loc, i32, pair).getResult();
-    };
 
     RunVisitor visit;
     visit.vector = [&](int64_t k, const Pred &p) {
@@ -247,7 +243,8 @@ struct LoadOpLowering : ConvertOpToLLVMPattern<LoadOp> {
           operands.push_back(p.reg);
           constraints += ",b";
           for (int64_t r = 0; r < regs; ++r) { // masked off: the padding stays
-            operands.push_back(words ? asWord(a.first + 2 * r) : el[a.first + r]);
+            operands.push_back(words ? e.word(el[a.first + 2 * r], el[a.first + 2 * r + 1])
+                                     : el[a.first + r]);
             constraints += "," + std::to_string(r);
           }
         }
@@ -334,7 +331,7 @@ struct StoreOpLowering : ConvertOpToLLVMPattern<StoreOp> {
     for (int64_t i = 0; i < n; ++i)
       el.push_back(e.extract(frag, i));
     std::string st = op.getStreaming() ? "st.global.cs" : "st.global";
-    Type i16 = e.i16(), i32 = e.i32();
+    Type i16 = e.i16();
 
     RunVisitor visit;
     visit.vector = [&](int64_t k, const Pred &p) {
@@ -345,13 +342,8 @@ struct StoreOpLowering : ConvertOpToLLVMPattern<StoreOp> {
         SmallVector<Value> operands = {pl->ptr};
         std::string constraints = "l";
         for (int64_t r = 0; r < regs; ++r) {
-          if (words) {
-            Value pair = e.pack(VectorType::get({2}, memElem),
-                                {el[a.first + 2 * r], el[a.first + 2 * r + 1]});
-            operands.push_back(LLVM::BitcastOp::create(rw, e.loc, i32, pair));
-          } else {
-            operands.push_back(el[a.first + r]);
-          }
+          operands.push_back(words ? e.word(el[a.first + 2 * r], el[a.first + 2 * r + 1])
+                                   : el[a.first + r]);
           constraints += words ? ",r" : ",f";
         }
         if (!p.always()) {

@@ -121,6 +121,11 @@ Value Emitter::widenToF32(Value v) {
   return LLVM::BitcastOp::create(b, loc, like(f32), LLVM::ShlOp::create(b, loc, wide, sixteen));
 }
 
+Value Emitter::word(Value lo, Value hi) {
+  Value pair = pack(VectorType::get({2}, lo.getType()), {lo, hi});
+  return LLVM::BitcastOp::create(b, loc, i32(), pair);
+}
+
 Value Emitter::splat(Type vecType, Value v) {
   int64_t n = cast<VectorType>(vecType).getNumElements();
   Value one = LLVM::InsertElementOp::create(b, loc, LLVM::PoisonOp::create(b, loc, vecType), v,

@@ -48,6 +48,9 @@ struct Emitter {
   /// instruction per element (cvt.f32.bf16; the backward pass ran 8-14 %
   /// slower with them on the H200).
   mlir::Value widenToF32(mlir::Value v);
+  /// Two 16-bit elements as one 32-bit word, `lo` in the low half (as
+  /// memory holds them).
+  mlir::Value word(mlir::Value lo, mlir::Value hi);
   /// A vector of `vecType` with every element `v`.
   mlir::Value splat(mlir::Type vecType, mlir::Value v);
   /// Address `bytes` past `ptr` (any address space).
