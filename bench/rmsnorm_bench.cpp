@@ -112,7 +112,7 @@ int main(int argc, char **argv) {
   int reps = 100;
   int sweep = 0;  // time up to this many configs of each template's space
   std::string db; // take each shape's config from this store's tuned winners
-  std::string backendName_ = "ptx";
+  std::string backendName_ = "nvptx";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {

@@ -22,7 +22,7 @@ namespace tilejit {
 class KernelCache {
 public:
   /// Kernels compiled by `backend` (every entry of one cache by the same).
-  explicit KernelCache(Backend backend = Backend::Ptx) : backend_(backend) {}
+  explicit KernelCache(Backend backend = Backend::Nvptx) : backend_(backend) {}
 
   /// The kernel for `spec` with `config` (the template default when empty),
   /// loaded in the current context.

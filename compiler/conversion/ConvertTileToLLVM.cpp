@@ -57,8 +57,7 @@ struct ConvertTileToLLVMPass : impl::ConvertTileToLLVMBase<ConvertTileToLLVMPass
     LoweringState state(target);
 
     // Per kernel, before it is converted: its shared memory (one global in
-    // address space 3: the scratch, then the cluster slots and barriers) and
-    // which loads read memory it also writes.
+    // address space 3: the scratch, then the cluster slots and barriers).
     OpBuilder b(ctx);
     for (KernelOp kernel : llvm::make_early_inc_range(module.getOps<KernelOp>())) {
       if (!kernel.getScratchBytes()) {
@@ -91,10 +90,6 @@ struct ConvertTileToLLVMPass : impl::ConvertTileToLLVMBase<ConvertTileToLLVMPass
                                /*isConstant=*/false, LLVM::Linkage::Internal, k.sharedName,
                                Attribute(), /*alignment=*/16, /*addrSpace=*/3);
       }
-      kernel.walk([&](LoadOp load) {
-        if (isStoredTo(load.getSource()))
-          state.coherentLoads.insert(load);
-      });
     }
 
     // The math functions LLVM's NVPTX back end has instructions for (or this
@@ -115,7 +110,7 @@ struct ConvertTileToLLVMPass : impl::ConvertTileToLLVMBase<ConvertTileToLLVMPass
     TileTypeConverter converter(ctx);
     RewritePatternSet patterns(ctx);
     populateKernelOpToLLVMPatterns(converter, state, patterns);
-    populateLoadStoreOpToLLVMPatterns(converter, state, patterns);
+    populateLoadStoreOpToLLVMPatterns(converter, patterns);
     populateElementwiseOpToLLVMPatterns(converter, patterns);
     populateReduceOpToLLVMPatterns(converter, state, patterns);
     arith::populateArithToLLVMConversionPatterns(converter, patterns);

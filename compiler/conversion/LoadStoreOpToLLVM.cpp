@@ -9,16 +9,16 @@
 // no predicated load or store, nor the cache qualifiers); a masked-off load
 // leaves the padding in its registers (the outputs are tied to it).
 //
-// Cache paths: a memref the kernel never stores to is read through the
-// read-only path (`ld.global.nc`; with `streaming`, not allocated in L1); one
-// it also stores to through `ld.global`. Streaming stores are evict-first
-// (`st.global.cs`).
+// Cache paths: every load is `ld.global` (with `streaming`, not allocated in
+// L1), stores `st.global` (streaming: evict-first, `st.global.cs`). Not the
+// read-only path (`ld.global.nc`): ptxas moves such loads past the block's
+// barriers, and a loop's prefetch of its next rows then waited for the
+// reduction of the current ones (cuobjdump of the backward pass: the loads
+// after both barriers of the row reduction; with `ld.global` before them).
 //
 // Every access keeps its place in program order (the assembly is marked as
 // having side effects): the templates place loads where they want them, as
-// a prefetch of the next tile issued before the current one is computed. As
-// pure values LLVM scheduled those loads after the computation, and the
-// backward pass ran 7-13 % slower (H200, bench/NOTES.md).
+// a prefetch of the next tile issued before the current one is computed.
 //
 // The tile's first column is a multiple of the layout's contiguity (so a run
 // lies wholly inside or outside a row whose length is a multiple of it), and
@@ -196,8 +196,7 @@ std::string guarded(const Pred &p, int64_t index, const std::string &text) {
 }
 
 struct LoadOpLowering : ConvertOpToLLVMPattern<LoadOp> {
-  LoadOpLowering(TileTypeConverter &tc, LoweringState &state)
-      : ConvertOpToLLVMPattern(tc), state(state) {}
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
 
   LogicalResult matchAndRewrite(LoadOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rw) const override {
@@ -210,10 +209,7 @@ struct LoadOpLowering : ConvertOpToLLVMPattern<LoadOp> {
                     Pred::of(true));
     if (failed(pl))
       return rw.notifyMatchFailure(op, "layout without runs along the last dimension");
-    bool coherent = state.coherentLoads.contains(op);
-    std::string ld = coherent            ? "ld.global"
-                     : op.getStreaming() ? "ld.global.nc.L1::no_allocate"
-                                         : "ld.global.nc";
+    std::string ld = op.getStreaming() ? "ld.global.L1::no_allocate" : "ld.global";
     float pad = op.getPadding() ? float(op.getPadding()->convertToDouble()) : 0.0f;
     uint32_t padElem = padBits(memElem, pad);
     Type f32 = rw.getF32Type(), i16 = e.i16(), i32 = e.i32();
@@ -300,8 +296,6 @@ struct LoadOpLowering : ConvertOpToLLVMPattern<LoadOp> {
     rw.replaceOp(op, frag);
     return success();
   }
-
-  LoweringState &state;
 };
 
 struct StoreOpLowering : ConvertOpToLLVMPattern<StoreOp> {
@@ -385,10 +379,9 @@ struct StoreOpLowering : ConvertOpToLLVMPattern<StoreOp> {
 
 } // namespace
 
-void populateLoadStoreOpToLLVMPatterns(TileTypeConverter &converter, LoweringState &state,
+void populateLoadStoreOpToLLVMPatterns(TileTypeConverter &converter,
                                        RewritePatternSet &patterns) {
-  patterns.add<LoadOpLowering>(converter, state);
-  patterns.add<StoreOpLowering>(converter);
+  patterns.add<LoadOpLowering, StoreOpLowering>(converter);
 }
 
 } // namespace tilejit

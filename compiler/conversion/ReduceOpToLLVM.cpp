@@ -33,6 +33,16 @@ using tilejit::llvmx::Emitter;
 namespace tilejit {
 namespace {
 
+/// A barrier of the whole block, not marked aligned. nvvm.barrier0 is the
+/// aligned form (bar.sync), above which ptxas hoisted the loads of the next
+/// rows that a loop had issued before the reduction, so they waited for the
+/// slowest warp (the backward pass 5-8 % slower on the H200); with
+/// barrier.sync the loads stay where the program put them.
+void blockBarrier(Emitter &e) {
+  LLVM::CallIntrinsicOp::create(e.b, e.loc, e.b.getStringAttr("llvm.nvvm.barrier.cta.sync.all"),
+                                ValueRange{e.i32(0)});
+}
+
 struct ReduceOpLowering : ConvertOpToLLVMPattern<ReduceOp> {
   ReduceOpLowering(TileTypeConverter &tc, LoweringState &state)
       : ConvertOpToLLVMPattern(tc), state(state) {}
@@ -74,12 +84,12 @@ struct ReduceOpLowering : ConvertOpToLLVMPattern<ReduceOp> {
         return rw.notifyMatchFailure(op, "the kernel's scratch_bytes is too small");
       // scratch[(row * K + j) * TC + lane] = element j; then each lane sums
       // scratch[(q * K + j) * TC + lane] over the rows q in order.
-      NVVM::Barrier0Op::create(rw, e.loc);
+      blockBarrier(e);
       for (int64_t j = 0; j < k; ++j)
         LLVM::StoreOp::create(
             rw, e.loc, e.extract(in, j),
             scratchAt(e.add(e.mul(e.add(e.mul(row, e.i64(k)), e.i64(j)), e.i64(tc)), lane)));
-      NVVM::Barrier0Op::create(rw, e.loc);
+      blockBarrier(e);
       SmallVector<Value> out;
       for (int64_t j = 0; j < k; ++j) {
         Value acc;
@@ -110,12 +120,12 @@ struct ReduceOpLowering : ConvertOpToLLVMPattern<ReduceOp> {
         return rw.notifyMatchFailure(op, "the kernel's scratch_bytes is too small");
       // Lane 0 of each warp writes the warp's result at tid / 32 (= row *
       // warps + the warp's place in its row); each thread reads its row's.
-      NVVM::Barrier0Op::create(rw, e.loc);
+      blockBarrier(e);
       Value leader = e.isZero(e.urem(tid, 32));
       Value slot = e.addr64(scratchAt(e.udiv(tid, 32)));
       e.asmOp({}, ValueRange{slot, acc, leader}, "@$2 st.shared.f32 [$0], $1;", "l,f,b",
               /*sideEffects=*/true);
-      NVVM::Barrier0Op::create(rw, e.loc);
+      blockBarrier(e);
       Value first = e.mul(row, e.i64(warps));
       for (int64_t w = 0; w < warps; ++w) {
         Value v = load(scratchAt(e.add(first, e.i64(w))));
@@ -147,7 +157,7 @@ struct ReduceOpLowering : ConvertOpToLLVMPattern<ReduceOp> {
         LLVM::AndOp::create(b, loc, LLVM::LShrOp::create(b, loc, round, e.i32(1)), e.i32(1));
     Value bar = e.offset(e.shared(kernel.sharedName, kernel.barriersOffset), e.mul(set, e.i64(8)));
     if (tc <= 32) // the row's result came without a barrier: none may still read the set
-      NVVM::Barrier0Op::create(b, loc);
+      blockBarrier(e);
     NVVM::MBarrierArriveExpectTxOp::create(b, loc, Type(), bar, e.i32(int32_t(c * tr * 4)),
                                            NVVM::MemScopeKind::CTA, /*relaxed=*/false,
                                            e.isZero(tid));

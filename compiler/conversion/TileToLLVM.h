@@ -60,9 +60,6 @@ struct LoweringState {
   explicit LoweringState(const TargetInfo &target) : target(target) {}
   const TargetInfo &target;
   llvm::StringMap<KernelLowering> kernels;
-  /// Loads from a memref the same kernel stores to: not through the
-  /// read-only path.
-  llvm::DenseSet<mlir::Operation *> coherentLoads;
 
   /// The kernel that `op` (being converted) belongs to.
   KernelLowering &kernelOf(mlir::Operation *op);
@@ -70,7 +67,7 @@ struct LoweringState {
 
 void populateKernelOpToLLVMPatterns(TileTypeConverter &converter, LoweringState &state,
                                     mlir::RewritePatternSet &patterns);
-void populateLoadStoreOpToLLVMPatterns(TileTypeConverter &converter, LoweringState &state,
+void populateLoadStoreOpToLLVMPatterns(TileTypeConverter &converter,
                                        mlir::RewritePatternSet &patterns);
 void populateElementwiseOpToLLVMPatterns(TileTypeConverter &converter,
                                          mlir::RewritePatternSet &patterns);

@@ -13,7 +13,7 @@ namespace tilejit::cli {
 namespace {
 struct CompileArgs {
   SpecOptions spec;
-  std::string emit = "ptx", after, config, out, backend = "ptx";
+  std::string emit = "ptx", after, config, out, backend = "nvptx";
 };
 
 int run(const CompileArgs &a) {
@@ -123,8 +123,8 @@ Action addCompile(CLI::App &app) {
                   "source)");
   cmd->add_option("--after", a->after, "With --emit mlir: the IR after this pass");
   cmd->add_option("--backend", a->backend,
-                  "ptx (default: tile IR written as PTX, then ptxas), nvptx (tile IR to "
-                  "LLVM + NVVM, LLVM's NVPTX back end, ptxas) or cuda (CUDA C++, then NVRTC); "
+                  "nvptx (default: tile IR to LLVM + NVVM, LLVM's NVPTX back end, ptxas), "
+                  "ptx (tile IR written as PTX, then ptxas) or cuda (CUDA C++, then NVRTC); "
                   "--emit cuda is always the C++ back end's source");
   cmd->add_option("-o,--output", a->out, "Output file (default: stdout)");
   return [a] { return run(*a); };

@@ -8,8 +8,8 @@
 // CHECK-LABEL: llvm.func @whole_runs(
 // CHECK: nvvm.read.ptx.sreg.tid.x
 // CHECK: llvm.urem %{{.*}}, %{{.*}} : i64
-// CHECK: "@$5 ld.global.nc.v4.b32 {$0, $1, $2, $3}, [$4+0];", "=r,=r,=r,=r,l,b,0,1,2,3"
-// CHECK: "@$5 ld.global.nc.v4.b32 {$0, $1, $2, $3}, [$4+1024];", "=r,=r,=r,=r,l,b,0,1,2,3"
+// CHECK: "@$5 ld.global.v4.b32 {$0, $1, $2, $3}, [$4+0];", "=r,=r,=r,=r,l,b,0,1,2,3"
+// CHECK: "@$5 ld.global.v4.b32 {$0, $1, $2, $3}, [$4+1024];", "=r,=r,=r,=r,l,b,0,1,2,3"
 // CHECK-NOT: u16
 // bf16 widens to f32 by words: the low half shifted up, the high half masked.
 // CHECK: llvm.bitcast %{{.*}} : vector<16xbf16> to vector<8xi32>
@@ -37,7 +37,7 @@ tile.kernel @whole_runs(%x: memref<1x1024xbf16>, %y: memref<1x1024xbf16>) attrib
 // CHECK-LABEL: llvm.func @ragged_rows(
 // CHECK: llvm.icmp "slt"
 // CHECK: llvm.mlir.constant(-128 : i16)
-// CHECK: "@$5 ld.global.nc.L1::no_allocate.v4.b32 {$0, $1, $2, $3}, [$4+0];", "=r,=r,=r,=r,l,b,0,1,2,3"
+// CHECK: "@$5 ld.global.L1::no_allocate.v4.b32 {$0, $1, $2, $3}, [$4+0];", "=r,=r,=r,=r,l,b,0,1,2,3"
 // CHECK: "@$5 st.global.v4.b32 [$0+0], {$1, $2, $3, $4};", "l,r,r,r,r,b"
 #L = #tile.blocked<vec = 8, rowThreads = 2, colThreads = 32>
 tile.kernel @ragged_rows(%x: memref<?x256xbf16>, %y: memref<?x256xbf16>) attributes {block_threads = 64 : i64, grid = affine_map<()[s0] -> (s0)>, grid_operands = array<i64: 0, 0>} {
@@ -56,13 +56,13 @@ tile.kernel @ragged_rows(%x: memref<?x256xbf16>, %y: memref<?x256xbf16>) attribu
 // Runs 0 to 2 are whole for every lane: vector accesses only.
 
 // CHECK-LABEL: llvm.func @ragged_columns(
-// CHECK: "@$5 ld.global.nc.v4.f32 {$0, $1, $2, $3}, [$4+0];", "=f,=f,=f,=f,l,b,0,1,2,3"
-// CHECK-NOT: ld.global.nc.f32
-// CHECK: "@$5 ld.global.nc.v4.f32 {$0, $1, $2, $3}, [$4+2064];", "=f,=f,=f,=f,l,b,0,1,2,3"
-// CHECK-NOT: ld.global.nc.f32
-// CHECK: "@$5 ld.global.nc.v4.f32 {$0, $1, $2, $3}, [$4+3072];", "=f,=f,=f,=f,l,b,0,1,2,3"
-// CHECK: "@$2 ld.global.nc.f32 $0, [$1+3072];", "=f,l,b,0"
-// CHECK: "@$2 ld.global.nc.f32 $0, [$1+3100];", "=f,l,b,0"
+// CHECK: "@$5 ld.global.v4.f32 {$0, $1, $2, $3}, [$4+0];", "=f,=f,=f,=f,l,b,0,1,2,3"
+// CHECK-NOT: ld.global.f32
+// CHECK: "@$5 ld.global.v4.f32 {$0, $1, $2, $3}, [$4+2064];", "=f,=f,=f,=f,l,b,0,1,2,3"
+// CHECK-NOT: ld.global.f32
+// CHECK: "@$5 ld.global.v4.f32 {$0, $1, $2, $3}, [$4+3072];", "=f,=f,=f,=f,l,b,0,1,2,3"
+// CHECK: "@$2 ld.global.f32 $0, [$1+3072];", "=f,l,b,0"
+// CHECK: "@$2 ld.global.f32 $0, [$1+3100];", "=f,l,b,0"
 // CHECK-NOT: ld.global
 // CHECK: "@$5 st.global.v4.f32 [$0+2064], {$1, $2, $3, $4};", "l,f,f,f,f,b"
 // CHECK: "@$5 st.global.v4.f32 [$0+3072], {$1, $2, $3, $4};", "l,f,f,f,f,b"
@@ -77,8 +77,7 @@ tile.kernel @ragged_columns(%x: memref<1x1001xf32>, %y: memref<1x1001xf32>) attr
 
 // -----
 
-// A memref the kernel also stores to is read through the coherent path. Of
-// the copies of a dim = 0 slice, row 0 of threads stores; of a dim = 1
+// Of the copies of a dim = 0 slice, row 0 of threads stores; of a dim = 1
 // slice, lane 0 of each row.
 
 // CHECK-LABEL: llvm.func @slices(

@@ -11,7 +11,7 @@
 // CHECK: nvvm.shfl.sync bfly
 // CHECK: nvvm.shfl.sync bfly
 // CHECK-NOT: nvvm.shfl.sync
-// CHECK-NOT: nvvm.barrier0
+// CHECK-NOT: barrier.cta.sync
 #L = #tile.blocked<vec = 2, rowThreads = 1, colThreads = 32>
 #S = #tile.slice<dim = 1, parent = #L>
 tile.kernel @row_in_a_warp(%x: memref<1x64xf32>, %o: memref<1xf32>) attributes {block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
@@ -32,9 +32,9 @@ tile.kernel @row_in_a_warp(%x: memref<1x64xf32>, %o: memref<1xf32>) attributes {
 // CHECK-LABEL: llvm.func @row_over_warps(
 // CHECK: llvm.intr.maxnum
 // CHECK: nvvm.shfl.sync bfly
-// CHECK: nvvm.barrier0
+// CHECK: llvm.call_intrinsic "llvm.nvvm.barrier.cta.sync.all"
 // CHECK: "@$2 st.shared.f32 [$0], $1;", "l,f,b"
-// CHECK: nvvm.barrier0
+// CHECK: llvm.call_intrinsic "llvm.nvvm.barrier.cta.sync.all"
 // CHECK-COUNT-4: llvm.load %{{.*}} : !llvm.ptr<3> -> f32
 #L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 128>
 #S = #tile.slice<dim = 1, parent = #L>
@@ -54,9 +54,9 @@ tile.kernel @row_over_warps(%x: memref<1x512xf32>, %o: memref<1xf32>) attributes
 
 // CHECK: llvm.mlir.global internal @columns_shared() {{.*}} : !llvm.array<256 x i8>
 // CHECK-LABEL: llvm.func @columns(
-// CHECK: nvvm.barrier0
+// CHECK: llvm.call_intrinsic "llvm.nvvm.barrier.cta.sync.all"
 // CHECK-COUNT-2: llvm.store %{{.*}}, %{{.*}} : f32, !llvm.ptr<3>
-// CHECK: nvvm.barrier0
+// CHECK: llvm.call_intrinsic "llvm.nvvm.barrier.cta.sync.all"
 // CHECK-COUNT-8: llvm.load %{{.*}} : !llvm.ptr<3> -> f32
 #L = #tile.blocked<vec = 1, rowThreads = 4, colThreads = 8>
 #C = #tile.slice<dim = 0, parent = #L>
