@@ -18,11 +18,11 @@
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
-#include "mlir/Pass/PassRegistry.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/Cpp/CppEmitter.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/raw_ostream.h"
@@ -125,14 +125,13 @@ std::string kernelKey(const KernelSpec &spec, const TileConfig &config, Backend 
   const KernelTemplate &tmpl = getTemplate(spec.op);
   // Every toolchain's version: the PTX back end falls back to NVRTC for
   // operations it does not lower.
-  std::string text = "spec=" + spec.canonical(/*withRuntimeSizes=*/false) +
-                     "\nconfig=" + config.canonical() + "\narch=" + spec.arch +
-                     "\ntemplate=" + std::string(tmpl.sourceHash()) +
-                     "\ncompiler=" + std::string(embedded::compilerSourceHash()) +
-                     "\ntilejit=" + tilejitVersion() + "\nbackend=" + backendName(backend) +
-                     "\nllvm=" + llvmVersionString() + "\nnvrtc=" + nvrtcVersionString() +
-                     "\nptxas=" + ptxasVersionString() +
-                     "\ndevice=" + std::string(embedded::deviceLibraryHash());
+  std::string text =
+      "spec=" + spec.canonical(/*withRuntimeSizes=*/false) + "\nconfig=" + config.canonical() +
+      "\narch=" + spec.arch + "\ntemplate=" + std::string(tmpl.sourceHash()) +
+      "\ncompiler=" + std::string(embedded::compilerSourceHash()) +
+      "\ntilejit=" + tilejitVersion() + "\nbackend=" + backendName(backend) +
+      "\nllvm=" + llvmVersionString() + "\nnvrtc=" + nvrtcVersionString() +
+      "\nptxas=" + ptxasVersionString() + "\ndevice=" + std::string(embedded::deviceLibraryHash());
   return sha256Hex(text);
 }
 
@@ -396,8 +395,8 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
   }
   out.backend = backend;
   if (backend == Backend::Nvptx) {
-    auto ptx = translateToPtx(**module, spec.arch,
-                              options.stopAt == Stage::Llvm ? &out.llvm : nullptr);
+    auto ptx =
+        translateToPtx(**module, spec.arch, options.stopAt == Stage::Llvm ? &out.llvm : nullptr);
     if (!ptx)
       return error("PTX generation failed for " + spec.canonical() + ": " +
                    llvm::toString(ptx.takeError()) + (diags.text.empty() ? "" : "\n" + diags.text));

@@ -85,11 +85,11 @@ struct CompileOptions {
 struct CompiledKernel {
   KernelSpec spec;
   TileConfig config;
-  std::string key;                // identity of the binary: see kernelKey()
-  std::string mlir;               // the IR at the requested stage (Stage::Mlir)
+  std::string key;                  // identity of the binary: see kernelKey()
+  std::string mlir;                 // the IR at the requested stage (Stage::Mlir)
   Backend backend = Backend::Nvptx; // the back end that made the binary
-  std::string cuda;               // generated CUDA C++ (C++ back end)
-  std::string llvm;               // optimized LLVM IR (Stage::Llvm, NVPTX back end)
+  std::string cuda;                 // generated CUDA C++ (C++ back end)
+  std::string llvm;                 // optimized LLVM IR (Stage::Llvm, NVPTX back end)
   std::string ptx;
   std::vector<char> cubin;
   std::string log; // NVRTC's or ptxas's log (ptxas resource report)

@@ -18,8 +18,8 @@ namespace tilejit {
 constexpr const char *kPtxFeatures = "+ptx86";
 
 /// Translates an LLVM-dialect module to LLVM IR, runs a light IR pipeline
-/// (SROA, early CSE, simplification) for `arch` ("sm_90a", "sm_80", ...) and returns the NVPTX back end's PTX.
-/// `llvmIR`, when given, receives the LLVM IR given to code generation.
+/// (SROA, early CSE, simplification) for `arch` ("sm_90a", "sm_80", ...) and returns the NVPTX back
+/// end's PTX. `llvmIR`, when given, receives the LLVM IR given to code generation.
 llvm::Expected<std::string> translateToPtx(mlir::ModuleOp module, const std::string &arch,
                                            std::string *llvmIR = nullptr);
 

@@ -70,8 +70,7 @@ struct ConvertTileToLLVMPass : impl::ConvertTileToLLVMBase<ConvertTileToLLVMPass
       k.scratchBytes = *kernel.getScratchBytes();
       k.clusterRows = kernel.getClusterRows().value_or(0);
       if (k.clusterRows > 0 && (k.clusterBlocks < 2 || !target.hasClusters())) {
-        kernel.emitError() << "kernel '" << kernel.getSymName()
-                           << "' reduces across a cluster but "
+        kernel.emitError() << "kernel '" << kernel.getSymName() << "' reduces across a cluster but "
                            << (target.hasClusters() ? "does not run in clusters"
                                                     : "the target " + arch + " has none");
         return signalPassFailure();
@@ -79,7 +78,8 @@ struct ConvertTileToLLVMPass : impl::ConvertTileToLLVMBase<ConvertTileToLLVMPass
       k.sharedBytes = k.scratchBytes;
       if (k.clusterRows > 0) {
         k.clusterOffset = llvm::alignTo(k.scratchBytes, 8);
-        k.barriersOffset = k.clusterOffset + llvm::alignTo(2 * k.clusterBlocks * k.clusterRows * 4, 8);
+        k.barriersOffset =
+            k.clusterOffset + llvm::alignTo(2 * k.clusterBlocks * k.clusterRows * 4, 8);
         k.sharedBytes = k.barriersOffset + 16;
       }
       if (k.sharedBytes > 0) {

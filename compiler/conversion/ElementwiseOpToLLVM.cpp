@@ -57,8 +57,7 @@ struct ExtFOpLowering : ConvertOpToLLVMPattern<arith::ExtFOp> {
   ExtFOpLowering(TileTypeConverter &tc) : ConvertOpToLLVMPattern(tc, /*benefit=*/2) {}
   LogicalResult matchAndRewrite(arith::ExtFOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rw) const override {
-    Type in = getElementTypeOrSelf(op.getIn().getType()),
-         out = getElementTypeOrSelf(op.getType());
+    Type in = getElementTypeOrSelf(op.getIn().getType()), out = getElementTypeOrSelf(op.getType());
     if (!in.isBF16() || !out.isF32())
       return rw.notifyMatchFailure(op, "bf16 to f32 only");
     Emitter e{rw, op.getLoc()};
@@ -69,8 +68,7 @@ struct ExtFOpLowering : ConvertOpToLLVMPattern<arith::ExtFOp> {
 
 /// An f32 math function as an NVVM intrinsic, element by element, with an
 /// optional scale applied first (exp as ex2 of x * log2(e)).
-template <typename OpTy>
-struct NvvmMathLowering : ConvertOpToLLVMPattern<OpTy> {
+template <typename OpTy> struct NvvmMathLowering : ConvertOpToLLVMPattern<OpTy> {
   NvvmMathLowering(TileTypeConverter &tc, StringRef intrinsic, float scale)
       : ConvertOpToLLVMPattern<OpTy>(tc, /*benefit=*/2), intrinsic(intrinsic), scale(scale) {}
   LogicalResult matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
@@ -84,8 +82,8 @@ struct NvvmMathLowering : ConvertOpToLLVMPattern<OpTy> {
     auto one = [&](Value x) -> Value {
       if (scale != 1.0f)
         x = LLVM::FMulOp::create(rw, e.loc, x, e.f32(scale));
-      return LLVM::CallIntrinsicOp::create(rw, e.loc, rw.getF32Type(),
-                                           rw.getStringAttr(intrinsic), ValueRange{x})
+      return LLVM::CallIntrinsicOp::create(rw, e.loc, rw.getF32Type(), rw.getStringAttr(intrinsic),
+                                           ValueRange{x})
           .getResult(0);
     };
     if (!vec) {

@@ -69,8 +69,8 @@ struct KernelOpLowering : ConvertOpToLLVMPattern<KernelOp> {
       LLVM::StoreOp::create(rw, op.getLoc(), e.i32(0), k.clusterRound);
       Value first = e.isZero(e.threadId());
       for (int i = 0; i < 2; ++i)
-        NVVM::MBarrierInitOp::create(rw, op.getLoc(), e.shared(k.sharedName, k.barriersOffset + 8 * i),
-                                     e.i32(1), first);
+        NVVM::MBarrierInitOp::create(
+            rw, op.getLoc(), e.shared(k.sharedName, k.barriersOffset + 8 * i), e.i32(1), first);
       NVVM::FenceMbarrierInitOp::create(rw, op.getLoc());
       clusterSync(rw, op.getLoc());
     }
@@ -154,7 +154,7 @@ void populateKernelOpToLLVMPatterns(TileTypeConverter &converter, LoweringState 
   patterns.add<KernelOpLowering, ReturnOpLowering,
                GridQueryLowering<ProgramIdOp, NVVM::BlockIdXOp, NVVM::ClusterIdXOp>,
                GridQueryLowering<NumProgramsOp, NVVM::GridDimXOp, NVVM::ClusterDimXOp>>(converter,
-                                                                                       state);
+                                                                                        state);
   patterns.add<ClusterRankOpLowering, DimOpLowering>(converter);
 }
 

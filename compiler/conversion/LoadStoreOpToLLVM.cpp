@@ -68,19 +68,18 @@ struct Place {
   SmallVector<int64_t> runOffsets; // column of each run's first element, from `col`
 };
 
-FailureOr<Place> place(Emitter &e, Operation *op, Value memref, MemRefType type,
-                       ValueRange indices, ValueRange origIndices, RankedTensorType tile,
-                       Pred extra) {
+FailureOr<Place> place(Emitter &e, Operation *op, Value memref, MemRefType type, ValueRange indices,
+                       ValueRange origIndices, RankedTensorType tile, Pred extra) {
   auto layout = dyn_cast<LayoutAttrInterface>(tile.getEncoding());
   if (!layout)
     return failure();
   int64_t rank = type.getRank(), tileRank = tile.getRank();
   SmallVector<Value> sizes;
   for (int64_t d = 0; d < rank; ++d)
-    sizes.push_back(type.isDynamicDim(d)
-                        ? LLVM::ExtractValueOp::create(e.b, e.loc, memref, ArrayRef<int64_t>{1 + d})
-                              .getResult()
-                        : e.i64(type.getDimSize(d)));
+    sizes.push_back(
+        type.isDynamicDim(d)
+            ? LLVM::ExtractValueOp::create(e.b, e.loc, memref, ArrayRef<int64_t>{1 + d}).getResult()
+            : e.i64(type.getDimSize(d)));
   SmallVector<Value> base = e.apply(layout.getThreadBase(), e.threadId());
 
   Place pl;
@@ -149,14 +148,16 @@ void forEachRun(Emitter &e, const Place &pl, const RunVisitor &v) {
                 *pl.col0 + pl.maxBaseCol + runOff + pl.contig <= *pl.ncolsStatic;
     Value ck = full ? Value() : e.add(pl.col, e.i64(runOff));
     auto element = [&, ck, full](int64_t i) {
-      return full ? pl.ok : llvmx::both(e, pl.ok, llvmx::lessThan(e, e.add(ck, e.i64(i)), pl.ncols));
+      return full ? pl.ok
+                  : llvmx::both(e, pl.ok, llvmx::lessThan(e, e.add(ck, e.i64(i)), pl.ncols));
     };
     if (vectors && (full || even)) {
       v.vector(k, full ? pl.ok : llvmx::both(e, pl.ok, llvmx::lessThan(e, ck, pl.ncols)));
       continue;
     }
     if (vectors) {
-      Pred whole = llvmx::both(e, pl.ok, llvmx::lessThan(e, e.add(ck, e.i64(pl.contig - 1)), pl.ncols));
+      Pred whole =
+          llvmx::both(e, pl.ok, llvmx::lessThan(e, e.add(ck, e.i64(pl.contig - 1)), pl.ncols));
       v.vector(k, whole);
       v.elements(k, [&, whole](int64_t i) { return llvmx::andNot(e, whole, element(i)); });
       continue;
@@ -176,8 +177,8 @@ SmallVector<VectorAccess> vectorAccesses(const Place &pl, int64_t k) {
   int64_t words = runBytes >= 16 ? 4 : runBytes / 4, perAccess = words * 4 / pl.bytes;
   SmallVector<VectorAccess> out;
   for (int64_t g = 0; g < pl.contig / perAccess; ++g)
-    out.push_back({k * pl.contig + g * perAccess, perAccess,
-                   (pl.runOffsets[k] + g * perAccess) * pl.bytes});
+    out.push_back(
+        {k * pl.contig + g * perAccess, perAccess, (pl.runOffsets[k] + g * perAccess) * pl.bytes});
   return out;
 }
 
@@ -214,9 +215,9 @@ struct LoadOpLowering : ConvertOpToLLVMPattern<LoadOp> {
     uint32_t padElem = padBits(memElem, pad);
     Type f32 = rw.getF32Type(), i16 = e.i16(), i32 = e.i32();
     Value padScalar =
-        words ? LLVM::BitcastOp::create(
-                    rw, e.loc, memElem,
-                    LLVM::ConstantOp::create(rw, e.loc, i16, rw.getI16IntegerAttr(int16_t(padElem))))
+        words ? LLVM::BitcastOp::create(rw, e.loc, memElem,
+                                        LLVM::ConstantOp::create(
+                                            rw, e.loc, i16, rw.getI16IntegerAttr(int16_t(padElem))))
                     .getResult()
               : e.f32(pad);
     int64_t n = getElemsPerThread(tile);
@@ -244,10 +245,10 @@ struct LoadOpLowering : ConvertOpToLLVMPattern<LoadOp> {
             constraints += "," + std::to_string(r);
           }
         }
-        std::string text = guarded(p, regs + 1,
-                                   ld + vecSuffix(regs) + (words ? ".b32 " : ".f32 ") +
-                                       operandList(0, regs) + ", [$" + std::to_string(regs) + "+" +
-                                       std::to_string(a.byteOffset) + "];");
+        std::string text =
+            guarded(p, regs + 1,
+                    ld + vecSuffix(regs) + (words ? ".b32 " : ".f32 ") + operandList(0, regs) +
+                        ", [$" + std::to_string(regs) + "+" + std::to_string(a.byteOffset) + "];");
         Operation *asmOp = e.asmOp(SmallVector<Type>(regs, regTy), operands, text, constraints,
                                    /*sideEffects=*/true);
         for (int64_t r = 0; r < regs; ++r) {
@@ -313,8 +314,8 @@ struct StoreOpLowering : ConvertOpToLLVMPattern<StoreOp> {
     Pred owner = Pred::of(true);
     for (Value r : e.apply(layout.getOwnerMap(), e.threadId()))
       owner = llvmx::both(e, owner, Pred::of(e.isZero(r)));
-    auto pl = place(e, op, adaptor.getDest(), mem, adaptor.getIndices(), op.getIndices(), tile,
-                    owner);
+    auto pl =
+        place(e, op, adaptor.getDest(), mem, adaptor.getIndices(), op.getIndices(), tile, owner);
     if (failed(pl))
       return rw.notifyMatchFailure(op, "layout without runs along the last dimension");
     int64_t n = getElemsPerThread(tile);
@@ -344,10 +345,10 @@ struct StoreOpLowering : ConvertOpToLLVMPattern<StoreOp> {
           operands.push_back(p.reg);
           constraints += ",b";
         }
-        std::string text = guarded(p, regs + 1,
-                                   st + vecSuffix(regs) + (words ? ".b32 [$0+" : ".f32 [$0+") +
-                                       std::to_string(a.byteOffset) + "], " +
-                                       operandList(1, regs) + ";");
+        std::string text =
+            guarded(p, regs + 1,
+                    st + vecSuffix(regs) + (words ? ".b32 [$0+" : ".f32 [$0+") +
+                        std::to_string(a.byteOffset) + "], " + operandList(1, regs) + ";");
         e.asmOp({}, operands, text, constraints, /*sideEffects=*/true);
       }
     };
@@ -365,9 +366,8 @@ struct StoreOpLowering : ConvertOpToLLVMPattern<StoreOp> {
           constraints += ",b";
         }
         int64_t byteOffset = (pl->runOffsets[k] + j) * pl->bytes;
-        std::string text = guarded(p, 2,
-                                   st + (words ? ".u16 [$0+" : ".f32 [$0+") +
-                                       std::to_string(byteOffset) + "], $1;");
+        std::string text = guarded(
+            p, 2, st + (words ? ".u16 [$0+" : ".f32 [$0+") + std::to_string(byteOffset) + "], $1;");
         e.asmOp({}, operands, text, constraints, /*sideEffects=*/true);
       }
     };
@@ -379,8 +379,7 @@ struct StoreOpLowering : ConvertOpToLLVMPattern<StoreOp> {
 
 } // namespace
 
-void populateLoadStoreOpToLLVMPatterns(TileTypeConverter &converter,
-                                       RewritePatternSet &patterns) {
+void populateLoadStoreOpToLLVMPatterns(TileTypeConverter &converter, RewritePatternSet &patterns) {
   patterns.add<LoadOpLowering, StoreOpLowering>(converter);
 }
 

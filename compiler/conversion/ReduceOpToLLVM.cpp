@@ -107,10 +107,9 @@ struct ReduceOpLowering : ConvertOpToLLVMPattern<ReduceOp> {
     for (int64_t i = 1; i < k; ++i)
       acc = combine(acc, e.extract(in, i));
     for (int64_t off = std::min<int64_t>(tc, 32) / 2; off > 0; off /= 2) {
-      Value other = NVVM::ShflOp::create(rw, e.loc, f32, e.i32(-1), acc, e.i32(int32_t(off)),
-                                         e.i32(31),
-                                         NVVM::ShflKindAttr::get(rw.getContext(), NVVM::ShflKind::bfly),
-                                         UnitAttr())
+      Value other = NVVM::ShflOp::create(
+                        rw, e.loc, f32, e.i32(-1), acc, e.i32(int32_t(off)), e.i32(31),
+                        NVVM::ShflKindAttr::get(rw.getContext(), NVVM::ShflKind::bfly), UnitAttr())
                         .getResult();
       acc = combine(acc, other);
     }
@@ -164,8 +163,8 @@ struct ReduceOpLowering : ConvertOpToLLVMPattern<ReduceOp> {
     // This row's slot in set `set` from this block: slots[set][rank][row].
     Value rank = e.zext64(NVVM::ClusterId::create(b, loc, i32));
     Value slotIndex = e.add(e.mul(e.add(e.mul(set, e.i64(c)), rank), e.i64(rows)), row);
-    Value slot = e.offset(e.shared(kernel.sharedName, kernel.clusterOffset),
-                          e.mul(slotIndex, e.i64(4)));
+    Value slot =
+        e.offset(e.shared(kernel.sharedName, kernel.clusterOffset), e.mul(slotIndex, e.i64(4)));
     Value laneZero = e.isZero(lane);
     auto clusterPtr = LLVM::LLVMPointerType::get(b.getContext(), 7);
     for (int64_t q = 0; q < c; ++q) {

@@ -16,9 +16,7 @@ Value Emitter::i64(int64_t v) {
 Value Emitter::f32(float v) {
   return LLVM::ConstantOp::create(b, loc, b.getF32Type(), b.getF32FloatAttr(v));
 }
-Value Emitter::boolean(bool v) {
-  return LLVM::ConstantOp::create(b, loc, i1(), b.getBoolAttr(v));
-}
+Value Emitter::boolean(bool v) { return LLVM::ConstantOp::create(b, loc, i1(), b.getBoolAttr(v)); }
 Value Emitter::add(Value a, Value c) {
   if (auto k = constantOf(c); k && *k == 0)
     return a;
@@ -49,9 +47,7 @@ Value Emitter::negate(Value p) { return LLVM::XOrOp::create(b, loc, p, boolean(t
 Value Emitter::zext64(Value v) { return LLVM::ZExtOp::create(b, loc, i64(), v); }
 Value Emitter::trunc32(Value v) { return LLVM::TruncOp::create(b, loc, i32(), v); }
 
-Value Emitter::threadId() {
-  return zext64(NVVM::ThreadIdXOp::create(b, loc, i32()));
-}
+Value Emitter::threadId() { return zext64(NVVM::ThreadIdXOp::create(b, loc, i32())); }
 
 Value Emitter::apply(AffineExpr expr, Value dim) {
   if (auto c = dyn_cast<AffineConstantExpr>(expr))
@@ -128,8 +124,8 @@ Value Emitter::word(Value lo, Value hi) {
 
 Value Emitter::splat(Type vecType, Value v) {
   int64_t n = cast<VectorType>(vecType).getNumElements();
-  Value one = LLVM::InsertElementOp::create(b, loc, LLVM::PoisonOp::create(b, loc, vecType), v,
-                                            i32(0));
+  Value one =
+      LLVM::InsertElementOp::create(b, loc, LLVM::PoisonOp::create(b, loc, vecType), v, i32(0));
   if (n == 1)
     return one;
   return LLVM::ShuffleVectorOp::create(b, loc, one, one, SmallVector<int32_t>(n, 0));

@@ -30,8 +30,8 @@ void allocateShared(KernelOp kernel) {
   int64_t rows = 0;
   kernel.walk([&](ReduceOp op) {
     if (op.getCluster())
-      rows = std::max(rows, cast<BlockedLayoutAttr>(op.getOperand().getType().getEncoding())
-                                .getRowThreads());
+      rows = std::max(
+          rows, cast<BlockedLayoutAttr>(op.getOperand().getType().getEncoding()).getRowThreads());
   });
   if (rows > 0)
     kernel.setClusterRowsAttr(b.getI64IntegerAttr(rows));

@@ -48,9 +48,7 @@ int64_t SliceLayoutAttr::getElemsPerThread(ArrayRef<int64_t> shape) const {
   return getDim() == 1 ? 1 : getParent().getElemsPerThread(shape.back());
 }
 int64_t SliceLayoutAttr::getNumThreads() const { return getParent().getNumThreads(); }
-int64_t SliceLayoutAttr::getContiguity() const {
-  return getDim() == 1 ? 1 : getParent().getVec();
-}
+int64_t SliceLayoutAttr::getContiguity() const { return getDim() == 1 ? 1 : getParent().getVec(); }
 AffineMap SliceLayoutAttr::getThreadBase() const {
   BlockedLayoutAttr p = getParent();
   return AffineMap::get(1, 0, getDim() == 1 ? threadRow(p) : threadCol(p), getContext());

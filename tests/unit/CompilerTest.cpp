@@ -2,16 +2,16 @@
 #include <gtest/gtest.h>
 
 #include "compiler/Compiler.h"
+#include "compiler/Nvptx.h"
 #include "compiler/Nvrtc.h"
 #include "compiler/Ptxas.h"
-#include "compiler/Nvptx.h"
 #include "compiler/TileToPtx.h"
 #include "compiler/passes/Passes.h"
-#include "mlir/Pass/PassManager.h"
 #include "compiler/templates/Template.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
 #include "runtime/CudaDriver.h"
 
 using namespace tilejit;
@@ -79,8 +79,7 @@ TEST(Compiler, EmitsTileIrAfterEachPass) {
       }
       if (pass == "convert-tile-to-llvm") {
         // No tile op is left; the kernel is an NVVM kernel of LLVM ops.
-        EXPECT_TRUE(has(m, "llvm.func @rmsnorm_fwd_bf16_bf16_n4096") && has(m, "nvvm.kernel"))
-            << m;
+        EXPECT_TRUE(has(m, "llvm.func @rmsnorm_fwd_bf16_bf16_n4096") && has(m, "nvvm.kernel")) << m;
         EXPECT_TRUE(has(m, "nvvm.shfl.sync  bfly") && has(m, "ld.global.v4.b32")) << m;
         EXPECT_TRUE(has(m, "llvm.nvvm.rsqrt.approx.f")) << m;
         EXPECT_FALSE(has(m, "tile.") || has(m, "arith.")) << m;
@@ -409,8 +408,9 @@ TEST(Compiler, NvptxBackendLowersMathForEveryArch) {
   struct Case {
     const char *op, *arch, *ptx;
   };
-  for (Case c : {Case{"math.exp", "sm_90a", "ex2.approx.f32"}, Case{"math.sqrt", "sm_80", "sqrt.rn.f32"},
-                 Case{"math.rsqrt", "sm_80", "rsqrt.approx.f32"}}) {
+  for (Case c :
+       {Case{"math.exp", "sm_90a", "ex2.approx.f32"}, Case{"math.sqrt", "sm_80", "sqrt.rn.f32"},
+        Case{"math.rsqrt", "sm_80", "rsqrt.approx.f32"}}) {
     SCOPED_TRACE(std::string(c.op) + " " + c.arch);
     auto m = mlir::parseSourceString<mlir::ModuleOp>(elementwiseKernel(c.op), &ctx);
     ASSERT_TRUE(bool(m));

@@ -81,9 +81,10 @@ int run(const CompileArgs &a) {
     char buf[160];
     std::snprintf(buf, sizeof buf, "compile    %.1f ms (MLIR + %s %.1f, %s %.1f)\n",
                   compiled->mlirMs + compiled->binaryMs,
-                  compiled->backend == Backend::Nvptx ? "LLVM" : ptx ? "PTX" : "C++",
-                  compiled->mlirMs,
-                  ptx ? "ptxas" : "NVRTC", compiled->binaryMs);
+                  compiled->backend == Backend::Nvptx ? "LLVM"
+                  : ptx                               ? "PTX"
+                                                      : "C++",
+                  compiled->mlirMs, ptx ? "ptxas" : "NVRTC", compiled->binaryMs);
     s += buf;
     if (compiled->workspaceBytes)
       s += "workspace  " + std::to_string(compiled->workspaceBytes) + " bytes\n";
