@@ -27,8 +27,9 @@ class OpPassManager;
 namespace tilejit {
 
 /// Where a compile stops. `Mlir` may stop after a named pass; `Cuda` is the
-/// C++ back end's source (whatever the back end asked for); `Llvm` the
-/// optimized LLVM IR and `Ptx` the PTX of the NVPTX back end.
+/// C++ back end's source (whatever the back end asked for); `Llvm` the LLVM
+/// IR the NVPTX back end hands to code generation; `Ptx` the PTX, without
+/// ptxas.
 enum class Stage { Mlir, Cuda, Llvm, Ptx, Binary };
 
 /// Which back end makes the binary:

@@ -15,8 +15,13 @@ Action addTune(CLI::App &app);
 Action addExplain(CLI::App &app);
 Action addCache(CLI::App &app);
 
-/// Prints "tilejit: error: <msg>" on stderr and returns 1.
+/// Prints "tilejit: error: <msg>" on stderr and returns 1: the command was
+/// understood and could not be done.
 int fail(const std::string &msg);
+/// The same for a command line that asks for nothing that can be done (an
+/// unknown op, dtype, back end or stage, a bad shape or config, flags that
+/// do not combine): returns 2, as a parse error does.
+int usageError(const std::string &msg);
 
 /// The tuning cache location: --db, else $TILEJIT_CACHE_DIR/tilejit.db, else
 /// $XDG_CACHE_HOME/tilejit/tilejit.db, else ~/.cache/tilejit/tilejit.db.

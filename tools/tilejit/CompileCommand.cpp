@@ -19,20 +19,20 @@ struct CompileArgs {
 int run(const CompileArgs &a) {
   auto built = a.spec.build();
   if (!built)
-    return fail(llvm::toString(built.takeError()));
+    return usageError(llvm::toString(built.takeError()));
   KernelSpec spec = *built;
 
   TileConfig config;
   if (!a.config.empty()) {
     auto c = TileConfig::parse(a.config);
     if (!c)
-      return fail(llvm::toString(c.takeError()));
+      return usageError(llvm::toString(c.takeError()));
     config = *c;
   }
   CompileOptions opts;
   auto backend = parseBackend(a.backend);
   if (!backend)
-    return fail("unknown --backend '" + a.backend + "' (known: " + backendNames() + ")");
+    return usageError("unknown --backend '" + a.backend + "' (known: " + backendNames() + ")");
   opts.backend = *backend;
   if (a.emit == "mlir")
     opts.stopAt = Stage::Mlir, opts.afterPass = a.after;
@@ -45,14 +45,14 @@ int run(const CompileArgs &a) {
   else if (a.emit == "cubin-info" || a.emit == "cubin")
     opts.stopAt = Stage::Binary;
   else
-    return fail("unknown --emit '" + a.emit +
+    return usageError("unknown --emit '" + a.emit +
                 "' (known: mlir, llvm, ptx, cubin, cubin-info, cuda)");
   if (a.emit == "llvm" && opts.backend != Backend::Nvptx)
-    return fail("--emit llvm is the nvptx back end's LLVM IR; --backend is " + a.backend);
+    return usageError("--emit llvm is the nvptx back end's LLVM IR; --backend is " + a.backend);
   if (!a.after.empty() && a.emit != "mlir")
-    return fail("--after applies to --emit mlir only");
+    return usageError("--after applies to --emit mlir only");
   if (a.emit == "cubin" && a.out.empty())
-    return fail("--emit cubin writes binary: give -o FILE");
+    return usageError("--emit cubin writes binary: give -o FILE");
 
   auto compiled = compileKernel(spec, config, opts);
   if (!compiled)

@@ -67,9 +67,10 @@ llvm::Error specAndStore(const TuneArgs &a, const std::string &arch, int sms, Ke
 int runTune(const TuneArgs &a) {
   // Bad flags are reported before anything else, GPU or not.
   if (auto checked = a.spec.build(); !checked)
-    return fail(llvm::toString(checked.takeError()));
+    return usageError(llvm::toString(checked.takeError()));
   if (a.budget < 0 || a.maxConfigs < 0 || a.reps < 3 || !(a.candidateSeconds > 0))
-    return fail("--budget and --max-configs must be >= 0, --reps >= 3 and --candidate-timeout > 0");
+    return usageError(
+        "--budget and --max-configs must be >= 0, --reps >= 3 and --candidate-timeout > 0");
   // The measuring worker makes its GPU context while this process queries
   // the GPU, opens the store and compiles.
   std::unique_ptr<WorkerProcess> worker;

@@ -13,6 +13,11 @@ int fail(const std::string &msg) {
   return 1;
 }
 
+int usageError(const std::string &msg) {
+  std::fprintf(stderr, "tilejit: error: %s\n", msg.c_str());
+  return 2;
+}
+
 std::string defaultCachePath() {
   if (const char *dir = std::getenv("TILEJIT_CACHE_DIR"); dir && *dir)
     return std::string(dir) + "/tilejit.db";
