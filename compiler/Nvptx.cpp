@@ -85,8 +85,10 @@ llvm::Expected<std::string> translateToPtx(mlir::ModuleOp module, const std::str
   }
   llmod->setTargetTriple(triple);
   llmod->setDataLayout(tm->createDataLayout());
-  if (llvm::verifyModule(*llmod, &llvm::errs()))
-    return error("the LLVM IR of the kernel does not verify");
+  std::string broken;
+  llvm::raw_string_ostream brokenOs(broken);
+  if (llvm::verifyModule(*llmod, &brokenOs))
+    return error("the LLVM IR of the kernel does not verify: " + broken);
 
   {
     llvm::LoopAnalysisManager lam;
@@ -101,8 +103,9 @@ llvm::Expected<std::string> translateToPtx(mlir::ModuleOp module, const std::str
     pb.crossRegisterProxies(lam, fam, cgam, mam);
     // A light pipeline: ptxas optimizes the PTX at -O3 in any case, and
     // LLVM's O3 pipeline (InstCombine over the fragments' element moves above
-    // all) doubled the compile without making the kernels faster. SROA takes
-    // the one alloca (the cluster reductions' counter) into registers.
+    // all) doubled the compile for PTX no better to the eye (not timed on a
+    // GPU). SROA takes the one alloca (the cluster reductions' counter) into
+    // registers.
     llvm::ModulePassManager mpm;
     if (auto err = pb.parsePassPipeline(mpm, kIrPipeline))
       return error("LLVM pipeline '" + std::string(kIrPipeline) +

@@ -34,10 +34,11 @@ namespace tilejit {
 namespace {
 
 /// A barrier of the whole block, not marked aligned. nvvm.barrier0 is the
-/// aligned form (bar.sync), above which ptxas hoisted the loads of the next
-/// rows that a loop had issued before the reduction, so they waited for the
-/// slowest warp (the backward pass 5-8 % slower on the H200); with
-/// barrier.sync the loads stay where the program put them.
+/// aligned form (bar.sync), past which ptxas moved the loads of the next rows
+/// that the backward loop issues before its reduction (16384 x 4096, in the
+/// SASS), so they waited for the slowest warp; it kept them before this one.
+/// With this barrier and the loads' path (LoadStoreOpToLLVM.cpp) together
+/// the backward pass matched the PTX writer on the H200 (bench/NOTES.md, v9).
 void blockBarrier(Emitter &e) {
   LLVM::CallIntrinsicOp::create(e.b, e.loc, e.b.getStringAttr("llvm.nvvm.barrier.cta.sync.all"),
                                 ValueRange{e.i32(0)});
