@@ -8,6 +8,7 @@
 #include "compiler/TileToPtx.h"
 #include "compiler/passes/Passes.h"
 #include "compiler/templates/Template.h"
+#include "dialects/Tile/TileDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -474,4 +475,47 @@ TEST(Compiler, PtxBackendNamesWhatItDoesNotLower) {
   auto bin = assembleWithPtxas(*ptx, "k", "sm_80");
   ASSERT_TRUE(bool(bin)) << llvm::toString(bin.takeError()) << "\n" << *ptx;
   EXPECT_FALSE(bin->cubin.empty());
+}
+
+// The layout interface is the one description of which thread holds which
+// element: thread t of #tile.blocked<vec = 4, rowThreads = 2, colThreads =
+// 8> holds row t / 8 and, in run k, columns (k * 8 + t % 8) * 4 + [0, 4); a
+// dim = 0 slice is stored by row 0 of threads, a dim = 1 slice by lane 0.
+TEST(Compiler, LayoutInterfacePlacesEveryElement) {
+  mlir::DialectRegistry registry;
+  registerTileJitDialects(registry);
+  mlir::MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  auto blocked = tile::BlockedLayoutAttr::get(&ctx, 4, 2, 8);
+  auto layout = mlir::cast<tile::LayoutAttrInterface>(blocked);
+  std::vector<int64_t> shape = {2, 100}; // 100 columns: 4 runs of 4 per lane
+  EXPECT_EQ(layout.getElemsPerThread(shape), 16);
+  EXPECT_EQ(layout.getNumThreads(), 16);
+  EXPECT_EQ(layout.getContiguity(), 4);
+  for (int64_t t = 0; t < 16; ++t) {
+    auto base = layout.getThreadBase().compose(llvm::ArrayRef<int64_t>{t});
+    ASSERT_EQ(base.size(), 2u);
+    EXPECT_EQ(base[0], t / 8);
+    EXPECT_EQ(base[1], (t % 8) * 4);
+  }
+  for (int64_t i = 0; i < 16; ++i) {
+    auto off = layout.getElemOffset(shape, i);
+    ASSERT_EQ(off.size(), 2u);
+    EXPECT_EQ(off[0], 0);
+    EXPECT_EQ(off[1], (i / 4) * 32 + i % 4) << i;
+  }
+  EXPECT_EQ(layout.getOwnerMap().getNumResults(), 0u); // every element has one holder
+
+  auto cols = mlir::cast<tile::LayoutAttrInterface>(tile::SliceLayoutAttr::get(&ctx, 0, blocked));
+  auto rows = mlir::cast<tile::LayoutAttrInterface>(tile::SliceLayoutAttr::get(&ctx, 1, blocked));
+  EXPECT_EQ(cols.getElemsPerThread({100}), 16);
+  EXPECT_EQ(rows.getElemsPerThread({2}), 1);
+  EXPECT_EQ(rows.getContiguity(), 1);
+  for (int64_t t = 0; t < 16; ++t) {
+    EXPECT_EQ(cols.getThreadBase().compose(llvm::ArrayRef<int64_t>{t})[0], (t % 8) * 4);
+    EXPECT_EQ(rows.getThreadBase().compose(llvm::ArrayRef<int64_t>{t})[0], t / 8);
+    // Row 0 of threads owns the columns; lane 0 of each row owns its value.
+    EXPECT_EQ(cols.getOwnerMap().compose(llvm::ArrayRef<int64_t>{t})[0] == 0, t < 8) << t;
+    EXPECT_EQ(rows.getOwnerMap().compose(llvm::ArrayRef<int64_t>{t})[0] == 0, t % 8 == 0) << t;
+  }
 }
