@@ -22,12 +22,16 @@ int run(const CompileArgs &a) {
     return usageError(llvm::toString(built.takeError()));
   KernelSpec spec = *built;
 
+  // --config names the parameters to change: the rest are the template's
+  // default for this spec (the template then checks the whole).
   TileConfig config;
   if (!a.config.empty()) {
     auto c = TileConfig::parse(a.config);
     if (!c)
       return usageError(llvm::toString(c.takeError()));
-    config = *c;
+    config = getTemplate(spec.op).defaultConfig(spec);
+    for (const auto &[k, v] : c->values)
+      config.set(k, v);
   }
   CompileOptions opts;
   auto backend = parseBackend(a.backend);
@@ -118,7 +122,8 @@ Action addCompile(CLI::App &app) {
   auto *cmd = app.add_subcommand("compile", "Compile one kernel and print MLIR, LLVM IR, PTX, "
                                             "CUDA C++ or a summary of the binary");
   a->spec.add(cmd);
-  cmd->add_option("--config", a->config, "Tile config, e.g. \"threads=256 rows=1 vec=8\"");
+  cmd->add_option("--config", a->config,
+                  "Tile config parameters to change from the default, e.g. \"threads=512\"");
   cmd->add_option("--emit", a->emit,
                   "mlir, llvm, ptx (default), cubin, cubin-info, or cuda (the C++ back end's "
                   "source)");
