@@ -195,9 +195,9 @@ def Tile_KernelOp : Tile_Op<"kernel", [
   let description = [{
     The entry of a kernel. Arguments are global memrefs (contiguous, row-major;
     each dynamic size is a launch-time value), `f32` scalars and `index`
-    scalars. Memref arguments do not overlap one another: a memref the kernel
-    never stores to is read through the read-only cache. The body runs once
-    per block.
+    scalars. Memref arguments do not overlap one another: a back end may read
+    a memref the kernel never stores to through the read-only cache. The body
+    runs once per block.
 
     `cluster_size` C (1 to 8; sm_90 and later) groups the blocks into
     clusters of C that run at once on neighbouring multiprocessors: a program
