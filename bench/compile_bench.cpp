@@ -57,7 +57,8 @@ int main(int argc, char **argv) {
   else if (auto b = parseBackend(which))
     backends = {*b};
   else {
-    std::fprintf(stderr, "compile_bench: unknown back end '%s' (nvptx, ptx, cuda, all)\n", which.c_str());
+    std::fprintf(stderr, "compile_bench: unknown back end '%s' (nvptx, ptx, cuda, all)\n",
+                 which.c_str());
     return 2;
   }
   struct Case {

@@ -7,9 +7,9 @@
 using namespace mlir;
 using namespace tilejit::tile;
 
+#include "dialects/Tile/TileAttrInterfaces.cpp.inc"
 #include "dialects/Tile/TileDialect.cpp.inc"
 #include "dialects/Tile/TileEnums.cpp.inc"
-#include "dialects/Tile/TileAttrInterfaces.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/Tile/TileAttrs.cpp.inc"

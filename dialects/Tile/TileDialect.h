@@ -15,10 +15,10 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "dialects/Tile/TileAttrInterfaces.h.inc"
 #include "dialects/Tile/TileDialect.h.inc"
 #include "dialects/Tile/TileEnums.h.inc"
 #include "mlir/IR/AffineMap.h"
-#include "dialects/Tile/TileAttrInterfaces.h.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/Tile/TileAttrs.h.inc"

@@ -50,7 +50,7 @@ int run(const CompileArgs &a) {
     opts.stopAt = Stage::Binary;
   else
     return usageError("unknown --emit '" + a.emit +
-                "' (known: mlir, llvm, ptx, cubin, cubin-info, cuda)");
+                      "' (known: mlir, llvm, ptx, cubin, cubin-info, cuda)");
   if (a.emit == "llvm" && opts.backend != Backend::Nvptx)
     return usageError("--emit llvm is the nvptx back end's LLVM IR; --backend is " + a.backend);
   if (!a.after.empty() && a.emit != "mlir")
