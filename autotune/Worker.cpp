@@ -209,7 +209,7 @@ void CompilerProcess::useFor(CompileOptions &options) {
     return compile(source, name, arch, Backend::Cuda);
   };
   options.ptxas = [this](std::string_view source, std::string_view name, std::string_view arch) {
-    return compile(source, name, arch, Backend::Ptx);
+    return compile(source, name, arch, Backend::Nvptx);
   };
 }
 
@@ -268,8 +268,9 @@ int runCompiler(int fd) {
         return 2;
       continue;
     }
-    auto out = *backend == Backend::Ptx ? assembleWithPtxas(source, name, arch)
-                                        : compileWithNvrtc(source, name, arch);
+    // PTX (from either PTX back end) goes to ptxas, C++ to NVRTC.
+    auto out = *backend != Backend::Cuda ? assembleWithPtxas(source, name, arch)
+                                         : compileWithNvrtc(source, name, arch);
     if (out) {
       reply = {
           {"ok", true},

@@ -101,8 +101,8 @@ public:
   ~CompilerProcess();
   CompilerProcess(const CompilerProcess &) = delete;
   CompilerProcess &operator=(const CompilerProcess &) = delete;
-  /// compileWithNvrtc() (`source` is CUDA C++) or assembleWithPtxas()
-  /// (`source` is PTX), in the process.
+  /// In the process: compileWithNvrtc() for Backend::Cuda (`source` is CUDA
+  /// C++), else assembleWithPtxas() (`source` is PTX).
   llvm::Expected<NvrtcOutput> compile(std::string_view source, std::string_view name,
                                       std::string_view arch, Backend backend = Backend::Cuda);
   /// This process as the compile options' toolchains.

@@ -373,10 +373,6 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
       return out;
     }
   }
-  if (options.stopAt == Stage::Mlir) { // the whole pipeline's result
-    print(out.mlir);
-    return out;
-  }
   out.entries = std::move(entries);
 
   if (backend == Backend::Ptx) {

@@ -16,10 +16,10 @@ namespace tilejit {
 #define GEN_PASS_DEF_CONVERTTILETOLLVM
 #include "compiler/passes/Passes.h.inc"
 
-TargetInfo::TargetInfo(std::string arch) : arch_(std::move(arch)) {
+TargetInfo::TargetInfo(const std::string &arch) {
   // "sm_90a" -> 90
   std::string digits;
-  for (char ch : arch_)
+  for (char ch : arch)
     if (ch >= '0' && ch <= '9')
       digits += ch;
   cc_ = digits.empty() ? 0 : std::stoi(digits);
@@ -54,7 +54,7 @@ struct ConvertTileToLLVMPass : impl::ConvertTileToLLVMBase<ConvertTileToLLVMPass
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
     TargetInfo target(arch);
-    LoweringState state(target);
+    LoweringState state;
 
     // Per kernel, before it is converted: its shared memory (one global in
     // address space 3: the scratch, then the cluster slots and barriers).

@@ -34,7 +34,6 @@
 #include "mlir/Conversion/LLVMCommon/Pattern.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/Transforms/DialectConversion.h"
-#include "llvm/ADT/bit.h"
 
 using namespace mlir;
 using namespace tilejit::tile;
@@ -43,17 +42,6 @@ using tilejit::llvmx::Pred;
 
 namespace tilejit {
 namespace {
-
-/// The memory's bits of `pad` in element type `elem` (rounded to nearest
-/// even).
-uint32_t padBits(Type elem, float pad) {
-  if (elem.isF32())
-    return llvm::bit_cast<uint32_t>(pad);
-  if (elem.isF16())
-    return llvm::bit_cast<uint16_t>(static_cast<_Float16>(pad));
-  uint32_t u = llvm::bit_cast<uint32_t>(pad);
-  return pad != pad ? 0x7fc0u : ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16) & 0xffffu;
-}
 
 /// Where this thread's part of a tile access lies.
 struct Place {
@@ -212,14 +200,9 @@ struct LoadOpLowering : ConvertOpToLLVMPattern<LoadOp> {
       return rw.notifyMatchFailure(op, "layout without runs along the last dimension");
     std::string ld = op.getStreaming() ? "ld.global.L1::no_allocate" : "ld.global";
     float pad = op.getPadding() ? float(op.getPadding()->convertToDouble()) : 0.0f;
-    uint32_t padElem = padBits(memElem, pad);
     Type f32 = rw.getF32Type(), i16 = e.i16(), i32 = e.i32();
-    Value padScalar =
-        words ? LLVM::BitcastOp::create(rw, e.loc, memElem,
-                                        LLVM::ConstantOp::create(
-                                            rw, e.loc, i16, rw.getI16IntegerAttr(int16_t(padElem))))
-                    .getResult()
-              : e.f32(pad);
+    // In the memory's type, rounded to nearest even (APFloat's conversion).
+    Value padScalar = LLVM::ConstantOp::create(rw, e.loc, memElem, rw.getFloatAttr(memElem, pad));
     int64_t n = getElemsPerThread(tile);
     SmallVector<Value> el(n, padScalar);
 

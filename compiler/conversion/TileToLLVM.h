@@ -21,16 +21,12 @@ namespace tilejit {
 class TargetInfo {
 public:
   /// `arch` as tilejit names it ("sm_90a", "sm_80", ...).
-  explicit TargetInfo(std::string arch);
-  const std::string &arch() const { return arch_; }
-  /// 80, 86, 89, 90.
-  int computeCapability() const { return cc_; }
+  explicit TargetInfo(const std::string &arch);
   /// Thread-block clusters, distributed shared memory, st.async (sm_90).
   bool hasClusters() const { return cc_ >= 90; }
 
 private:
-  std::string arch_;
-  int cc_ = 0;
+  int cc_ = 0; // 80, 86, 89, 90
 };
 
 /// Tiles become the calling thread's elements as an LLVM vector (in the order
@@ -56,8 +52,6 @@ struct KernelLowering {
 };
 
 struct LoweringState {
-  explicit LoweringState(const TargetInfo &target) : target(target) {}
-  const TargetInfo &target;
   llvm::StringMap<KernelLowering> kernels;
 
   /// The kernel that `op` (being converted) belongs to.

@@ -45,7 +45,6 @@ Value Emitter::isZero(Value a) {
 Value Emitter::both(Value a, Value c) { return LLVM::AndOp::create(b, loc, a, c); }
 Value Emitter::negate(Value p) { return LLVM::XOrOp::create(b, loc, p, boolean(true)); }
 Value Emitter::zext64(Value v) { return LLVM::ZExtOp::create(b, loc, i64(), v); }
-Value Emitter::trunc32(Value v) { return LLVM::TruncOp::create(b, loc, i32(), v); }
 
 Value Emitter::threadId() { return zext64(NVVM::ThreadIdXOp::create(b, loc, i32())); }
 
@@ -183,8 +182,6 @@ Pred andNot(Emitter &e, const Pred &p, const Pred &q) {
     return q;
   return both(e, Pred::of(e.negate(p.reg)), q);
 }
-
-Value value(Emitter &e, const Pred &p) { return p.known ? e.boolean(*p.known) : p.reg; }
 
 std::optional<int64_t> constantOf(Value v) {
   APInt c;

@@ -33,7 +33,6 @@ struct Emitter {
   mlir::Value both(mlir::Value a, mlir::Value c);
   mlir::Value negate(mlir::Value p);
   mlir::Value zext64(mlir::Value v);
-  mlir::Value trunc32(mlir::Value v);
   /// This thread's index in the block, as i64.
   mlir::Value threadId();
   /// The results of `map` (one dimension) applied to `dim`, as i64; dims
@@ -79,8 +78,6 @@ Pred both(Emitter &e, const Pred &a, const Pred &c);
 Pred lessThan(Emitter &e, mlir::Value a, mlir::Value c);
 /// `!p && q`.
 Pred andNot(Emitter &e, const Pred &p, const Pred &q);
-/// An i1 for `p` (a constant where known).
-mlir::Value value(Emitter &e, const Pred &p);
 
 /// Constant value of an i64 (or index-converted) LLVM value, if it is one.
 std::optional<int64_t> constantOf(mlir::Value v);

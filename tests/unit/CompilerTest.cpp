@@ -386,6 +386,24 @@ TEST(CudaDriver, MissingDriverIsACleanError) {
 } // namespace
 
 namespace {
+/// A context with every dialect the pipeline uses, loaded.
+struct TileContext {
+  mlir::DialectRegistry registry;
+  mlir::MLIRContext ctx;
+  TileContext() : ctx((registerTileJitDialects(registry), registry)) {
+    ctx.loadAllAvailableDialects();
+  }
+};
+
+/// Runs the NVPTX back end's pipeline (tile IR to the LLVM dialect).
+mlir::LogicalResult lowerToLlvm(mlir::ModuleOp m, const std::string &arch) {
+  mlir::PassManager pm(m.getContext());
+  for (const std::string &name : pipelinePasses(Backend::Nvptx))
+    if (!addPipelinePass(pm, name, arch))
+      return mlir::failure();
+  return pm.run(m);
+}
+
 // A kernel of one warp that applies `op` to 32 floats in place.
 std::string elementwiseKernel(const char *op) {
   const char *tile = "tensor<32xf32, #tile.slice<dim = 0, parent = <vec = 1, rowThreads = 1, "
@@ -402,10 +420,8 @@ std::string elementwiseKernel(const char *op) {
 // The NVPTX back end lowers what the PTX writer could not (math.exp, as
 // ex2.approx of x * log2(e)) and what it lowers ptxas accepts for sm_80 too.
 TEST(Compiler, NvptxBackendLowersMathForEveryArch) {
-  mlir::DialectRegistry registry;
-  registerTileJitDialects(registry);
-  mlir::MLIRContext ctx(registry);
-  ctx.loadAllAvailableDialects();
+  TileContext tc;
+  mlir::MLIRContext &ctx = tc.ctx;
   struct Case {
     const char *op, *arch, *ptx;
   };
@@ -415,10 +431,7 @@ TEST(Compiler, NvptxBackendLowersMathForEveryArch) {
     SCOPED_TRACE(std::string(c.op) + " " + c.arch);
     auto m = mlir::parseSourceString<mlir::ModuleOp>(elementwiseKernel(c.op), &ctx);
     ASSERT_TRUE(bool(m));
-    mlir::PassManager pm(&ctx);
-    for (const std::string &name : pipelinePasses(Backend::Nvptx))
-      ASSERT_TRUE(addPipelinePass(pm, name, c.arch)) << name;
-    ASSERT_TRUE(mlir::succeeded(pm.run(*m)));
+    ASSERT_TRUE(mlir::succeeded(lowerToLlvm(*m, c.arch)));
     auto ptx = translateToPtx(*m, c.arch);
     ASSERT_TRUE(bool(ptx)) << llvm::toString(ptx.takeError());
     EXPECT_NE(ptx->find(c.ptx), std::string::npos) << *ptx;
@@ -432,10 +445,8 @@ TEST(Compiler, NvptxBackendLowersMathForEveryArch) {
 // An operation no pattern lowers fails the conversion, and the error names
 // it: the compiler never switches back ends behind the caller's back.
 TEST(Compiler, NvptxBackendNamesWhatItDoesNotLower) {
-  mlir::DialectRegistry registry;
-  registerTileJitDialects(registry);
-  mlir::MLIRContext ctx(registry);
-  ctx.loadAllAvailableDialects();
+  TileContext tc;
+  mlir::MLIRContext &ctx = tc.ctx;
   std::string diag;
   mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &d) {
     diag += d.str() + "\n";
@@ -443,20 +454,15 @@ TEST(Compiler, NvptxBackendNamesWhatItDoesNotLower) {
   });
   auto m = mlir::parseSourceString<mlir::ModuleOp>(elementwiseKernel("math.tanh"), &ctx);
   ASSERT_TRUE(bool(m));
-  mlir::PassManager pm(&ctx);
-  for (const std::string &name : pipelinePasses(Backend::Nvptx))
-    ASSERT_TRUE(addPipelinePass(pm, name, "sm_90a"));
-  EXPECT_TRUE(mlir::failed(pm.run(*m)));
+  EXPECT_TRUE(mlir::failed(lowerToLlvm(*m, "sm_90a")));
   EXPECT_NE(diag.find("math.tanh"), std::string::npos) << diag;
 }
 
 // The PTX back end names what it cannot lower (the compiler then takes the
 // C++ back end), and what it lowers, ptxas accepts.
 TEST(Compiler, PtxBackendNamesWhatItDoesNotLower) {
-  mlir::DialectRegistry registry;
-  registerTileJitDialects(registry);
-  mlir::MLIRContext ctx(registry);
-  ctx.loadAllAvailableDialects();
+  TileContext tc;
+  mlir::MLIRContext &ctx = tc.ctx;
   auto exp = mlir::parseSourceString<mlir::ModuleOp>(elementwiseKernel("math.exp"), &ctx);
   ASSERT_TRUE(bool(exp));
   auto bad = translateTileToPtx(*exp, "sm_90a");
@@ -482,10 +488,8 @@ TEST(Compiler, PtxBackendNamesWhatItDoesNotLower) {
 // 8> holds row t / 8 and, in run k, columns (k * 8 + t % 8) * 4 + [0, 4); a
 // dim = 0 slice is stored by row 0 of threads, a dim = 1 slice by lane 0.
 TEST(Compiler, LayoutInterfacePlacesEveryElement) {
-  mlir::DialectRegistry registry;
-  registerTileJitDialects(registry);
-  mlir::MLIRContext ctx(registry);
-  ctx.loadAllAvailableDialects();
+  TileContext tc;
+  mlir::MLIRContext &ctx = tc.ctx;
   auto blocked = tile::BlockedLayoutAttr::get(&ctx, 4, 2, 8);
   auto layout = mlir::cast<tile::LayoutAttrInterface>(blocked);
   std::vector<int64_t> shape = {2, 100}; // 100 columns: 4 runs of 4 per lane

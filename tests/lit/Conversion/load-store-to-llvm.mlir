@@ -36,7 +36,7 @@ tile.kernel @whole_runs(%x: memref<1x1024xbf16>, %y: memref<1x1024xbf16>) attrib
 
 // CHECK-LABEL: llvm.func @ragged_rows(
 // CHECK: llvm.icmp "slt"
-// CHECK: llvm.mlir.constant(-128 : i16)
+// CHECK: llvm.mlir.constant(0xFF80 : bf16)
 // CHECK: "@$5 ld.global.L1::no_allocate.v4.b32 {$0, $1, $2, $3}, [$4+0];", "=r,=r,=r,=r,l,b,0,1,2,3"
 // CHECK: "@$5 st.global.v4.b32 [$0+0], {$1, $2, $3, $4};", "l,r,r,r,r,b"
 #L = #tile.blocked<vec = 8, rowThreads = 2, colThreads = 32>
