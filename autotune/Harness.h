@@ -33,6 +33,7 @@ public:
   virtual llvm::Error verify() = 0;
 };
 
-std::unique_ptr<OpHarness> makeHarness(OpKind op);
+/// The harness for `spec`'s op, or null for an op without one.
+std::unique_ptr<OpHarness> makeHarness(const KernelSpec &spec);
 
 } // namespace tilejit

@@ -43,7 +43,11 @@ llvm::Expected<std::unique_ptr<CandidateRunner>> CandidateRunner::create(const K
   std::unique_ptr<CandidateRunner> r(new CandidateRunner());
   r->drv_ = &*drv;
   r->reps_ = reps;
-  r->harness_ = makeHarness(spec.op);
+  r->harness_ = makeHarness(spec);
+  if (!r->harness_)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "no tuning harness measures op '" + std::string(spec.opName()) +
+                                       "'");
   if (auto e = r->harness_->prepare(spec, seed))
     return e;
   TJ_CU_CHECK(*drv, cuStreamCreate(&r->stream_, CU_STREAM_NON_BLOCKING));

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "autotune/Harness.h"
+#include "ops/rmsnorm/RmsNormDecl.h"
 
 #include <atomic>
 #include <cmath>
@@ -40,7 +41,10 @@ class RmsNormHarness : public OpHarness {
 public:
   explicit RmsNormHarness(bool backward) : backward_(backward) {}
 
-  llvm::Error prepare(const KernelSpec &spec, uint64_t seed) override {
+  llvm::Error prepare(const KernelSpec &ks, uint64_t seed) override {
+    if (!rmsnorm::isRmsNorm(ks))
+      return fail("the RMSNorm harness cannot measure " + std::string(ks.opName()));
+    const rmsnorm::Params spec = rmsnorm::Params::of(ks);
     spec_ = spec;
     fullRows_ = spec.rows;
     rows_ = std::min<int64_t>(spec.rows, 2053);
@@ -336,7 +340,7 @@ private:
   }
 
   bool backward_;
-  KernelSpec spec_;
+  rmsnorm::Params spec_;
   int64_t rows_ = 0, fullRows_ = 0, cols_ = 0;
   const double eps_ = 1e-5;
   std::vector<unsigned char> x_, dy_, w_;
@@ -349,13 +353,11 @@ private:
 
 } // namespace
 
-std::unique_ptr<OpHarness> makeHarness(OpKind op) {
-  switch (op) {
-  case OpKind::RmsNormFwd:
+std::unique_ptr<OpHarness> makeHarness(const KernelSpec &spec) {
+  if (spec.is(rmsnorm::forwardOp()))
     return std::make_unique<RmsNormHarness>(false);
-  case OpKind::RmsNormBwd:
+  if (spec.is(rmsnorm::backwardOp()))
     return std::make_unique<RmsNormHarness>(true);
-  }
   return nullptr;
 }
 

@@ -22,28 +22,16 @@
 
 namespace tilejit {
 
-std::string toolchainId(const KernelSpec &spec) {
-  return std::string("tilejit=") + tilejitVersion() + " nvrtc=" + nvrtcVersionString() +
-         " device=" + std::string(embedded::deviceLibraryHash()).substr(0, 16) +
-         " template=" + std::string(getTemplate(spec.op).sourceHash()).substr(0, 16) +
-         " compiler=" + std::string(embedded::compilerSourceHash()).substr(0, 16);
+std::string toolchainId(const KernelSpec &spec, Backend backend) {
+  BuildIdentity id = buildIdentity(spec, backend);
+  std::string line = "backend=" + id.backend;
+  for (char c : id.toolchain)
+    line += c == '\n' ? ' ' : c;
+  return line;
 }
 
-int64_t tuningRows(int64_t rows) {
-  int64_t r = 1;
-  while (r < rows && r < kMaxTuningRows)
-    r *= 2;
-  return r;
-}
-
-KernelSpec tuningSpec(const KernelSpec &spec) {
-  KernelSpec s = spec;
-  s.rows = tuningRows(spec.rows);
-  return s;
-}
-
-std::string tuneKey(const KernelSpec &spec) {
-  return tuningSpec(spec).canonical(/*withRuntimeSizes=*/true) + " | " + toolchainId(spec);
+std::string tuneKey(const KernelSpec &spec, Backend backend) {
+  return tuneKey(spec, buildIdentity(spec, backend));
 }
 
 int chooseWinner(const std::vector<CandidateResult> &c, double noise, std::string *reason) {
@@ -94,7 +82,7 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
   auto t0 = std::chrono::steady_clock::now();
   if (auto e = requested.validate())
     return e;
-  const KernelSpec spec = tuningSpec(requested);
+  const KernelSpec spec = requested.tuningSpec();
   if (auto e = spec.validate())
     return e;
   if (opt.reps < 1)
@@ -112,13 +100,45 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
     queried = std::move(*q);
     dev = &*queried;
   }
-  if (auto e = spec.checkTarget(dev->arch(), dev->smCount))
+  auto gpu = dev->target();
+  if (!gpu)
+    return gpu.takeError();
+  if (auto e = spec.checkTarget(*gpu))
     return err("cannot tune on " + dev->name + ": " + llvm::toString(std::move(e)));
 
   TuneResult result;
   result.spec = spec;
-  result.tuneKey = tuneKey(spec);
-  std::vector<TileConfig> space = getTemplate(spec.op).configSpace(spec);
+  result.tuneKey = tuneKey(spec, opt.backend);
+  const KernelTemplate &tmpl = getTemplate(spec);
+  std::vector<TileConfig> space = tmpl.configSpace(spec);
+  if (store) {
+    // Winners of this spec under an older build identity (a toolchain or
+    // source change) are likely winners again: measured first, never used
+    // unmeasured.
+    auto older = store->winnersWithPrefix(tuneKeyPrefix(spec));
+    if (!older)
+      return older.takeError();
+    std::vector<TileConfig> first;
+    for (const Winner &w : *older) {
+      if (w.tuneKey == result.tuneKey)
+        continue;
+      auto c = TileConfig::parse(w.config);
+      if (!c) {
+        llvm::consumeError(c.takeError());
+        continue;
+      }
+      if (auto bad = tmpl.checkConfig(spec, *c)) {
+        llvm::consumeError(std::move(bad));
+        continue;
+      }
+      if (std::find(first.begin(), first.end(), *c) == first.end())
+        first.push_back(*c);
+    }
+    for (auto it = first.rbegin(); it != first.rend(); ++it) {
+      space.erase(std::remove(space.begin(), space.end(), *it), space.end());
+      space.insert(space.begin(), *it);
+    }
+  }
   if (opt.maxConfigs > 0 && int(space.size()) > opt.maxConfigs)
     space.resize(size_t(opt.maxConfigs));
   result.candidates.resize(space.size());
@@ -216,6 +236,7 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
         llvm::consumeError(c.takeError());
     }
     CompileOptions co;
+    co.backend = opt.backend;
     if (compiler)
       compiler->useFor(co);
     return compileKernel(spec, space[i], co);
@@ -410,8 +431,8 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
     sk.key = k.key;
     sk.spec = spec.canonical(false);
     sk.config = result.winner.canonical();
-    sk.arch = spec.arch;
-    sk.toolchain = toolchainId(spec);
+    sk.arch = std::string(spec.target.archName());
+    sk.toolchain = toolchainId(spec, opt.backend);
     sk.cubin = k.cubin;
     sk.ptx = k.ptx;
     sk.launch = entriesToJson(k.entries);

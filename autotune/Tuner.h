@@ -40,7 +40,8 @@ struct TuneOptions {
   /// A worker already started on `device` (it makes its context while the
   /// caller does other work, and serves several tunings); null: start one.
   WorkerProcess *worker = nullptr;
-  double candidateSeconds = 10; // time limit per candidate in a worker
+  double candidateSeconds = 10;     // time limit per candidate in a worker
+  Backend backend = Backend::Nvptx; // the back end candidates are compiled with
   /// The GPU `device` is, where the caller has its description; null: asked
   /// of the driver. With `worker` and `compile` given too, tuning needs no
   /// driver in this process (the unit tests tune so with a fake worker).
@@ -64,7 +65,7 @@ struct CandidateResult {
 };
 
 struct TuneResult {
-  KernelSpec spec; // as measured: tuningSpec() of the requested one
+  KernelSpec spec; // as measured: the requested one's tuningSpec()
   std::string tuneKey;
   TileConfig winner;
   double winnerMs = 0;
@@ -78,22 +79,22 @@ struct TuneResult {
   int workersLost = 0; // workers replaced after a fault, crash or timeout
 };
 
-/// Kernels take their row count at launch, so one tuning serves a bucket of
-/// row counts: those in (R/2, R] for R a power of two up to kMaxTuningRows,
-/// and every count above that (by then the grid runs many full waves and the
-/// ranking of configs no longer moves). The tuner measures at R, the bucket's
-/// largest row count. `tuningSpec` is `spec` with rows = R.
-constexpr int64_t kMaxTuningRows = 65536;
-int64_t tuningRows(int64_t rows);
-KernelSpec tuningSpec(const KernelSpec &spec);
+/// Kernels take their launch-time sizes (RMSNorm's rows) at launch, so one
+/// tuning serves a bucket of them: those in (R/2, R] for R a power of two up
+/// to the op's declared cap (ParamDecl::tuneBucketCap), and every size above
+/// that (by then the grid runs many full waves and the ranking of configs no
+/// longer moves). The tuner measures at R, the bucket's largest size:
+/// KernelSpec::tuningSpec().
 
-/// What was tuned: the spec with the bucket's row count, and the toolchain.
-std::string tuneKey(const KernelSpec &spec);
-/// "tilejit=... nvrtc=... device=... template=..."
-std::string toolchainId(const KernelSpec &spec);
+/// What was tuned, for `backend`: core/Key.h's tuneKey over the tuning spec
+/// and the build identity.
+std::string tuneKey(const KernelSpec &spec, Backend backend = Backend::Nvptx);
+/// The build identity as one line, for the store's records.
+std::string toolchainId(const KernelSpec &spec, Backend backend = Backend::Nvptx);
 
-/// Tunes the row bucket of `spec` (tuningSpec) on `options.device`. With a store, timings already
-/// stored for this tune key are reused rather than measured again, and the timings, failures,
+/// Tunes the bucket of `spec` (KernelSpec::tuningSpec) on `options.device`. With a store, timings
+/// already stored for this tune key are reused rather than measured again, winners recorded for
+/// the same spec under an older build identity are measured first, and the timings, failures,
 /// winner and the winning kernel are recorded.
 llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const TuneOptions &options);
 

@@ -22,9 +22,9 @@
 #include <nlohmann/json.hpp>
 
 #include "autotune/WorkerProtocol.h"
-#include "compiler/LaunchInfo.h"
 #include "compiler/Nvrtc.h"
 #include "compiler/Ptxas.h"
+#include "core/LaunchInfo.h"
 
 extern char **environ;
 

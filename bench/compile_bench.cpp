@@ -22,6 +22,7 @@
 #include "compiler/Compiler.h"
 #include "compiler/Nvrtc.h"
 #include "compiler/Ptxas.h"
+#include "ops/rmsnorm/RmsNormDecl.h"
 
 using namespace tilejit;
 
@@ -62,14 +63,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   struct Case {
-    OpKind op;
+    bool backward;
     int64_t cols;
   };
-  const Case cases[] = {{OpKind::RmsNormFwd, 4096},
-                        {OpKind::RmsNormFwd, 8192},
-                        {OpKind::RmsNormFwd, 4097},
-                        {OpKind::RmsNormBwd, 4096},
-                        {OpKind::RmsNormBwd, 8192}};
+  const Case cases[] = {{false, 4096}, {false, 8192}, {false, 4097}, {true, 4096}, {true, 8192}};
   std::string json = "{\n  \"nvrtc\": \"" + nvrtcVersionString() + "\",\n  \"ptxas\": \"" +
                      ptxasVersionString() +
                      "\",\n  \"cores\": " + std::to_string(std::thread::hardware_concurrency()) +
@@ -79,14 +76,14 @@ int main(int argc, char **argv) {
     for (const Case &c : cases) {
       CompileOptions options;
       options.backend = backend;
-      KernelSpec s;
-      s.op = c.op;
+      rmsnorm::Params s;
+      s.backward = c.backward;
       s.cols = c.cols;
       s.align = c.cols % 8 == 0 ? 16 : 2;
       std::vector<double> total, mlir, nvrtc, floor, ratio;
       for (int i = 0; i < reps; ++i) {
         auto t0 = std::chrono::steady_clock::now();
-        auto f = compileWithNvrtc(kFloorSource, "floor", s.arch);
+        auto f = compileWithNvrtc(kFloorSource, "floor", std::string(s.target.archName()));
         if (!f) {
           std::fprintf(stderr, "compile_bench: %s\n", llvm::toString(f.takeError()).c_str());
           return 1;
@@ -112,15 +109,16 @@ int main(int argc, char **argv) {
       const char *tool = backend != Backend::Cuda ? "ptxas" : "NVRTC";
       std::printf("%-4s %-56s first %6.1f ms, median %6.1f ms (MLIR %.1f, %s %.1f); "
                   "floor %.1f ms, ratio %.2f\n",
-                  backendName(backend), s.canonical(false).c_str(), first, median(total),
-                  median(mlir), tool, median(nvrtc), median(floor), median(ratio));
+                  backendName(backend), KernelSpec(s).canonical(false).c_str(), first,
+                  median(total), median(mlir), tool, median(nvrtc), median(floor), median(ratio));
       char row[512];
       std::snprintf(row, sizeof row,
                     "%s    {\"backend\": \"%s\", \"spec\": \"%s\", \"first_ms\": %.2f, "
                     "\"median_ms\": %.2f, \"mlir_ms\": %.2f, \"binary_ms\": %.2f, "
                     "\"floor_ms\": %.2f, \"ratio_to_floor\": %.3f}",
-                    firstCase ? "" : ",\n", backendName(backend), s.canonical(false).c_str(), first,
-                    median(total), median(mlir), median(nvrtc), median(floor), median(ratio));
+                    firstCase ? "" : ",\n", backendName(backend),
+                    KernelSpec(s).canonical(false).c_str(), first, median(total), median(mlir),
+                    median(nvrtc), median(floor), median(ratio));
       json += row;
       firstCase = false;
     }

@@ -12,6 +12,7 @@
 
 #include <cstdio>
 
+#include "ops/rmsnorm/RmsNormDecl.h"
 #include "service/Engine.h"
 
 using namespace tilejit;
@@ -20,18 +21,17 @@ namespace {
 
 std::unique_ptr<Engine> engine;
 
-KernelSpec specFor(OpKind op) {
-  KernelSpec s;
-  s.op = op;
+KernelSpec specFor(bool backward) {
+  rmsnorm::Params s;
+  s.backward = backward;
   s.rows = 16384;
   s.cols = 4096;
-  s.arch = engine->arch();
-  s.setTargetSMs(engine->smCount());
+  s.target = engine->target();
   return s;
 }
 
 void BM_EngineGetHit(benchmark::State &state) {
-  KernelSpec spec = specFor(state.range(0) ? OpKind::RmsNormBwd : OpKind::RmsNormFwd);
+  KernelSpec spec = specFor(state.range(0) ? true : false);
   if (auto k = engine->get(spec); !k) {
     state.SkipWithError(llvm::toString(k.takeError()).c_str());
     return;

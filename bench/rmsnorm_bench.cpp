@@ -23,9 +23,10 @@
 
 #include "autotune/Tuner.h"
 #include "compiler/templates/Template.h"
+#include "ops/rmsnorm/RmsNormDecl.h"
 #include "runtime/DeviceBuffer.h"
-#include "runtime/RmsNormOps.h"
 #include "runtime/Store.h"
+#include "service/RmsNormCachedOps.h"
 
 using namespace tilejit;
 
@@ -179,7 +180,7 @@ int main(int argc, char **argv) {
   // further compiles of the same spec (spec to cubin: MLIR, then ptxas or
   // NVRTC).
   {
-    KernelSpec s;
+    rmsnorm::Params s;
     s.cols = 4096;
     std::vector<double> total, mlir, nvrtc;
     for (int i = 0; i < 11; ++i) {
@@ -202,6 +203,7 @@ int main(int argc, char **argv) {
     json += "  \"compile_binary_ms\": " + std::to_string(median(nvrtc)) + ",\n";
   }
 
+  const Target target = must(dev.target());
   KernelCache cache(*backend);
   std::unique_ptr<Store> store;
   if (!db.empty())
@@ -209,13 +211,13 @@ int main(int argc, char **argv) {
   // The config a shape runs with: the store's winner, else the default.
   auto configFor = [&](const KernelSpec &spec) {
     if (store) {
-      auto w = must(store->winner(tuneKey(spec)));
+      auto w = must(store->winner(tuneKey(spec, *backend)));
       if (w)
         return must(TileConfig::parse(w->config));
       std::fprintf(stderr, "rmsnorm_bench: %s not tuned in %s; using the default\n",
                    spec.canonical().c_str(), db.c_str());
     }
-    return getTemplate(spec.op).defaultConfig(spec);
+    return getTemplate(spec).defaultConfig(spec);
   };
   json += "  \"shapes\": [\n";
   bool firstShape = true;
@@ -254,11 +256,11 @@ int main(int argc, char **argv) {
     f.cols = cols;
     f.x = xs[0].ptr();
     f.y = ys[0].ptr();
-    TileConfig fconfig = configFor(rmsNormSpec(f, dev.arch(), dev.smCount));
+    TileConfig fconfig = configFor(rmsNormSpec(f, target));
     auto fwd = timeIt(d, stream, reps, [&](int i) {
       f.x = xs[i & 1].ptr();
       f.y = ys[i & 1].ptr();
-      must(rmsNormForward(cache, f, stream, dev.arch(), dev.smCount, fconfig));
+      must(rmsNormForward(cache, f, stream, target, fconfig));
     });
     RmsNormBackward b;
     b.dtype = b.wdtype = *dtype;
@@ -270,21 +272,20 @@ int main(int argc, char **argv) {
     b.x = xs[0].ptr();
     b.dy = dys[0].ptr();
     b.dx = ys[0].ptr();
-    TileConfig bconfig = configFor(rmsNormSpec(b, dev.arch(), dev.smCount));
-    int64_t wsBytes = must(rmsNormBackwardWorkspace(cache, b, dev.arch(), dev.smCount, bconfig));
+    TileConfig bconfig = configFor(rmsNormSpec(b, target));
+    int64_t wsBytes = must(rmsNormBackwardWorkspace(cache, b, target, bconfig));
     auto ws = must(DeviceBuffer::allocate(size_t(wsBytes)));
     b.workspace = ws.ptr();
     auto bwd = timeIt(d, stream, reps, [&](int i) {
       b.x = xs[i & 1].ptr();
       b.dy = dys[i & 1].ptr();
       b.dx = ys[i & 1].ptr();
-      must(rmsNormBackward(cache, b, stream, dev.arch(), dev.smCount, bconfig));
+      must(rmsNormBackward(cache, b, stream, target, bconfig));
     });
     double fwdMs = median(fwd), bwdMs = median(bwd);
     double fwdTbs = 2.0 * n * eb / (fwdMs * 1e-3) / 1e12;
     double bwdTbs = 3.0 * n * eb / (bwdMs * 1e-3) / 1e12;
-    KernelSpec fs = rmsNormSpec(f, dev.arch(), dev.smCount),
-               bs = rmsNormSpec(b, dev.arch(), dev.smCount);
+    KernelSpec fs = rmsNormSpec(f, target), bs = rmsNormSpec(b, target);
     std::string fcfg = fconfig.canonical();
     std::string bcfg = bconfig.canonical();
     std::printf("rmsnorm %s %s: fwd %.4f ms %.2f TB/s [%s]; bwd %.4f ms %.2f TB/s [%s]\n",
@@ -295,7 +296,7 @@ int main(int argc, char **argv) {
     if (sweep > 0) {
       for (bool backward : {false, true}) {
         KernelSpec spec = backward ? bs : fs;
-        auto space = getTemplate(spec.op).configSpace(spec);
+        auto space = getTemplate(spec).configSpace(spec);
         std::vector<std::pair<double, std::string>> timed;
         for (size_t c = 0; c < space.size() && int(c) < sweep; ++c) {
           const TileConfig &cfg = space[c];
@@ -304,10 +305,10 @@ int main(int argc, char **argv) {
             ms = timeIt(d, stream, 30, [&](int i) {
               f.x = xs[i & 1].ptr();
               f.y = ys[i & 1].ptr();
-              must(rmsNormForward(cache, f, stream, dev.arch(), dev.smCount, cfg));
+              must(rmsNormForward(cache, f, stream, target, cfg));
             });
           } else {
-            int64_t need = must(rmsNormBackwardWorkspace(cache, b, dev.arch(), dev.smCount, cfg));
+            int64_t need = must(rmsNormBackwardWorkspace(cache, b, target, cfg));
             auto ws2 = must(DeviceBuffer::allocate(size_t(need)));
             RmsNormBackward b2 = b;
             b2.workspace = ws2.ptr();
@@ -315,7 +316,7 @@ int main(int argc, char **argv) {
               b2.x = xs[i & 1].ptr();
               b2.dy = dys[i & 1].ptr();
               b2.dx = ys[i & 1].ptr();
-              must(rmsNormBackward(cache, b2, stream, dev.arch(), dev.smCount, cfg));
+              must(rmsNormBackward(cache, b2, stream, target, cfg));
             });
           }
           timed.push_back({median(ms), cfg.canonical()});

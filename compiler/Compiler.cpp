@@ -8,10 +8,10 @@
 #include "compiler/Nvptx.h"
 #include "compiler/Nvrtc.h"
 #include "compiler/Ptxas.h"
-#include "compiler/Sha256.h"
 #include "compiler/TileToPtx.h"
 #include "compiler/passes/Passes.h"
 #include "compiler/templates/Template.h"
+#include "core/Sha256.h"
 #include "dialects/Tile/TileDialect.h"
 #include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
@@ -121,18 +121,22 @@ std::optional<Backend> parseBackend(std::string_view name) {
   return std::nullopt;
 }
 
-std::string kernelKey(const KernelSpec &spec, const TileConfig &config, Backend backend) {
-  const KernelTemplate &tmpl = getTemplate(spec.op);
+BuildIdentity buildIdentity(const KernelSpec &spec, Backend backend) {
+  BuildIdentity id;
+  id.backend = backendName(backend);
+  const KernelTemplate *tmpl = findTemplate(spec.op());
   // Every toolchain's version: the PTX back end falls back to NVRTC for
   // operations it does not lower.
-  std::string text =
-      "spec=" + spec.canonical(/*withRuntimeSizes=*/false) + "\nconfig=" + config.canonical() +
-      "\narch=" + spec.arch + "\ntemplate=" + std::string(tmpl.sourceHash()) +
-      "\ncompiler=" + std::string(embedded::compilerSourceHash()) +
-      "\ntilejit=" + tilejitVersion() + "\nbackend=" + backendName(backend) +
-      "\nllvm=" + llvmVersionString() + "\nnvrtc=" + nvrtcVersionString() +
-      "\nptxas=" + ptxasVersionString() + "\ndevice=" + std::string(embedded::deviceLibraryHash());
-  return sha256Hex(text);
+  id.toolchain = "template=" + std::string(tmpl ? tmpl->sourceHash() : "none") +
+                 "\ncompiler=" + std::string(embedded::compilerSourceHash()) +
+                 "\ntilejit=" + tilejitVersion() + "\nllvm=" + llvmVersionString() +
+                 "\nnvrtc=" + nvrtcVersionString() + "\nptxas=" + ptxasVersionString() +
+                 "\ndevice=" + std::string(embedded::deviceLibraryHash());
+  return id;
+}
+
+std::string kernelKey(const KernelSpec &spec, const TileConfig &config, Backend backend) {
+  return kernelKey(spec, config, buildIdentity(spec, backend));
 }
 
 char CompileInterrupted::ID = 0;
@@ -218,7 +222,7 @@ llvm::Expected<EntryInfo> entryOf(tile::KernelOp kernel) {
   EntryInfo info;
   info.name = kernel.getSymName().str();
   info.blockThreads = int(kernel.getBlockThreads());
-  info.clusterBlocks = int(kernel.getClusterBlocks());
+  info.cluster = {int(kernel.getClusterBlocks()), 1, 1};
   if (auto s = kernel.getScratchBytes())
     info.staticSmemBytes = int(*s);
   for (auto [i, t] : llvm::enumerate(kernel.getArgumentTypes())) {
@@ -230,11 +234,11 @@ llvm::Expected<EntryInfo> entryOf(tile::KernelOp kernel) {
     std::vector<GridRule::Term> prog;
     if (failed(toPostfix(e, prog)))
       return error("kernel '" + info.name + "' has a grid expression tilejit cannot evaluate");
-    info.grid.results.push_back(std::move(prog));
+    info.grid[0].results.push_back(std::move(prog));
   }
   ArrayRef<int64_t> ops = kernel.getGridOperands();
   for (size_t i = 0; i + 1 < ops.size(); i += 2)
-    info.grid.symbols.push_back({int(ops[i]), int(ops[i + 1])});
+    info.grid[0].symbols.push_back({int(ops[i]), int(ops[i + 1])});
   return info;
 }
 
@@ -292,13 +296,18 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
   auto t0 = std::chrono::steady_clock::now();
   if (auto err = spec.validate())
     return err;
-  const KernelTemplate &tmpl = getTemplate(spec.op);
-  if (config.values.empty())
-    config = tmpl.defaultConfig(spec);
+  const KernelTemplate *found = findTemplate(spec.op());
+  if (!found)
+    return error("no template builds op '" + std::string(spec.opName()) + "'");
+  const KernelTemplate &tmpl = *found;
+  // A partial config is laid over the default, then checked whole against the
+  // keys the template declares and its own rules.
+  config = tmpl.defaultConfig(spec).mergedWith(config);
   if (auto err = tmpl.checkConfig(spec, config))
     return error("config '" + config.canonical() + "' for '" + spec.canonical() +
                  "': " + llvm::toString(std::move(err)));
 
+  const std::string arch(spec.target.archName());
   CompiledKernel out;
   out.spec = spec;
   out.config = config;
@@ -315,8 +324,7 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
   if (!module)
     return module.takeError();
   if (failed(verify(**module)))
-    return error("template for " + std::string(opName(spec.op)) +
-                 " built invalid IR: " + diags.text);
+    return error("template for " + std::string(spec.opName()) + " built invalid IR: " + diags.text);
 
   auto print = [&](std::string &to) {
     llvm::raw_string_ostream os(to);
@@ -357,7 +365,7 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
     // after each of them again costs a millisecond a pass.
     pm.enableVerifier(name == "tile-check-target" || name == "canonicalize" ||
                       name == "tile-allocate-shared" || name == "reconcile-unrealized-casts");
-    addPipelinePass(pm, name, spec.arch);
+    addPipelinePass(pm, name, arch);
     if (failed(pm.run(**module)))
       return error("pass " + name + " failed on " + spec.canonical() + ": " + diags.text);
     return llvm::Error::success();
@@ -376,7 +384,7 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
   out.entries = std::move(entries);
 
   if (backend == Backend::Ptx) {
-    auto ptx = translateTileToPtx(**module, spec.arch);
+    auto ptx = translateTileToPtx(**module, arch);
     if (ptx) {
       out.ptx = std::move(*ptx);
     } else {
@@ -389,10 +397,9 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
         return err;
     }
   }
-  out.backend = backend;
+  out.backend = backendName(backend);
   if (backend == Backend::Nvptx) {
-    auto ptx =
-        translateToPtx(**module, spec.arch, options.stopAt == Stage::Llvm ? &out.llvm : nullptr);
+    auto ptx = translateToPtx(**module, arch, options.stopAt == Stage::Llvm ? &out.llvm : nullptr);
     if (!ptx)
       return error("PTX generation failed for " + spec.canonical() + ": " +
                    llvm::toString(ptx.takeError()) + (diags.text.empty() ? "" : "\n" + diags.text));
@@ -411,10 +418,10 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
   auto t1 = std::chrono::steady_clock::now();
   std::string name = out.entries.empty() ? "kernel" : out.entries.front().name;
   llvm::Expected<NvrtcOutput> binary =
-      ptxPath ? (options.ptxas ? options.ptxas(out.ptx, name, spec.arch)
-                               : assembleWithPtxas(out.ptx, name, spec.arch))
-              : (options.nvrtc ? options.nvrtc(out.cuda, name, spec.arch)
-                               : compileWithNvrtc(out.cuda, name, spec.arch));
+      ptxPath ? (options.ptxas ? options.ptxas(out.ptx, name, arch)
+                               : assembleWithPtxas(out.ptx, name, arch))
+              : (options.nvrtc ? options.nvrtc(out.cuda, name, arch)
+                               : compileWithNvrtc(out.cuda, name, arch));
   if (!binary) {
     std::string what = "kernel " + spec.canonical() + " [" + config.canonical() + "] key " +
                        out.key.substr(0, 16) + ": ";

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "compiler/KernelSpec.h"
-#include "compiler/LaunchInfo.h"
 #include "compiler/Nvrtc.h"
+#include "core/KernelBinary.h"
+#include "core/Key.h"
 #include "llvm/Support/Error.h"
 
 namespace mlir {
@@ -83,19 +83,12 @@ struct CompileOptions {
   Toolchain ptxas;
 };
 
-struct CompiledKernel {
-  KernelSpec spec;
-  TileConfig config;
-  std::string key;                  // identity of the binary: see kernelKey()
-  std::string mlir;                 // the IR at the requested stage (Stage::Mlir)
-  Backend backend = Backend::Nvptx; // the back end that made the binary
-  std::string cuda;                 // generated CUDA C++ (C++ back end)
-  std::string llvm;                 // optimized LLVM IR (Stage::Llvm, NVPTX back end)
+/// A binary with what the compile made on the way, for `tilejit compile`.
+struct CompiledKernel : KernelBinary {
+  std::string mlir; // the IR at the requested stage (Stage::Mlir)
+  std::string cuda; // generated CUDA C++ (C++ back end)
+  std::string llvm; // optimized LLVM IR (Stage::Llvm, NVPTX back end)
   std::string ptx;
-  std::vector<char> cubin;
-  std::string log; // NVRTC's or ptxas's log (ptxas resource report)
-  std::vector<EntryInfo> entries;
-  int64_t workspaceBytes = 0;
   /// Template to source text (MLIR, then C++ or PTX), and source to binary
   /// (NVRTC or ptxas).
   double mlirMs = 0, binaryMs = 0;
@@ -114,11 +107,13 @@ void registerTileJitDialects(mlir::DialectRegistry &registry);
 /// it (for tilejit-opt).
 void registerTileJitPipelines();
 
-/// The key of the kernel binary for (spec, config) from `backend`: SHA-256
-/// over the spec (without launch-time sizes), the config, the arch, the
-/// template's source hash, the compiler's source hash, the tilejit version,
-/// the back end, the LLVM, NVRTC and ptxas versions and the device library
-/// hash.
+/// Everything besides (spec, config) that decides what `backend` makes of
+/// them: the back end, tilejit's version, the template's and the compiler's
+/// source hashes, the LLVM, NVRTC and ptxas versions and the device library
+/// hash. The one input of every kernel and tuning key (core/Key.h).
+BuildIdentity buildIdentity(const KernelSpec &spec, Backend backend = Backend::Nvptx);
+
+/// kernelKey(spec, config, buildIdentity(spec, backend)).
 std::string kernelKey(const KernelSpec &spec, const TileConfig &config,
                       Backend backend = Backend::Nvptx);
 

@@ -30,8 +30,8 @@ Loaded load() {
 #define TJ_CU_FN(name)                                                                             \
   l.driver.name = reinterpret_cast<decltype(&::name)>(dlsym(lib, #name));                          \
   if (!l.driver.name) {                                                                            \
-    l.error =                                                                                      \
-        std::string("CUDA driver ") + path + " lacks " #name " (driver too old for CUDA 12+?)";    \
+    l.error = std::string("CUDA driver ") + path +                                                 \
+              " lacks " #name " (a driver for CUDA 12.4 or later is needed)";                      \
     return l;                                                                                      \
   }
 #include "runtime/CudaDriverFunctions.def"
@@ -123,6 +123,16 @@ std::string DeviceInfo::arch() const {
   if (ccMajor == 9 && ccMinor == 0)
     a += "a";
   return a;
+}
+
+llvm::Expected<Target> DeviceInfo::target() const {
+  auto t = Target::forDevice(ccMajor, ccMinor, smCount);
+  if (!t)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "GPU " + name + " is " + arch() +
+            ", which tilejit does not build for (known: " + Target::knownArchs() + ")");
+  return *t;
 }
 
 llvm::Expected<DeviceInfo> queryDevice(int ordinal) {

@@ -10,6 +10,7 @@
 #include <cuda.h>
 #include <string>
 
+#include "core/Target.h"
 #include "llvm/Support/Error.h"
 
 namespace tilejit {
@@ -65,6 +66,9 @@ struct DeviceInfo {
   size_t totalMemory = 0;
   /// "sm_90a" for compute capability 9.0 (wgmma needs the "a" target), else "sm_XY".
   std::string arch() const;
+  /// The target kernels for this GPU are built for (an error for a GPU of an
+  /// arch tilejit does not build for).
+  llvm::Expected<Target> target() const;
 };
 llvm::Expected<DeviceInfo> queryDevice(int ordinal = 0);
 

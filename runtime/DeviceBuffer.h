@@ -9,7 +9,7 @@
 #include <cuda.h>
 #include <vector>
 
-#include "compiler/KernelSpec.h"
+#include "core/KernelSpec.h"
 #include "runtime/CudaDriver.h"
 
 namespace tilejit {

@@ -4,27 +4,51 @@
 #include <cstring>
 
 #include "runtime/CudaDriver.h"
+#include "llvm/ADT/SmallVector.h"
 
 namespace tilejit {
 
 namespace {
+llvm::Error error(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
 llvm::Error argError(const EntryInfo &e, size_t i, const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 "kernel " + e.name + ", argument " + llvm::Twine(i) + ": " + msg);
+  std::string name = i < e.params.size() && !e.params[i].name.empty()
+                         ? " (" + e.params[i].name + ")"
+                         : std::string();
+  return error("kernel " + e.name + ", argument " + llvm::Twine(i) + name + ": " + msg);
+}
+
+KernelArg::Kind argKindOf(ParamInfo::Kind k) {
+  switch (k) {
+  case ParamInfo::View:
+    return KernelArg::View;
+  case ParamInfo::F32:
+    return KernelArg::F32;
+  case ParamInfo::Index:
+    return KernelArg::Index;
+  case ParamInfo::I32:
+    return KernelArg::I32;
+  case ParamInfo::Ptr:
+    return KernelArg::Ptr;
+  case ParamInfo::TensorMap:
+    return KernelArg::TensorMap;
+  }
+  return KernelArg::View;
 }
 
 llvm::Error checkArgs(const EntryInfo &e, const KernelArg *args, size_t count) {
   if (count != e.params.size())
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "kernel " + e.name + " takes " + llvm::Twine(e.params.size()) +
-                                       " arguments, got " + llvm::Twine(count));
+    return error("kernel " + e.name + " takes " + llvm::Twine(e.params.size()) +
+                 " arguments, got " + llvm::Twine(count));
   for (size_t i = 0; i < count; ++i) {
     const ParamInfo &p = e.params[i];
     const KernelArg &a = args[i];
+    if (a.kind != argKindOf(p.kind))
+      return argError(e, i, llvm::Twine("expected ") + ParamInfo::kindName(p.kind));
     switch (p.kind) {
     case ParamInfo::View:
-      if (a.kind != KernelArg::View)
-        return argError(e, i, "expected a tensor view");
       if (a.rank != p.staticSizes.size())
         return argError(e, i,
                         "expected rank " + llvm::Twine(p.staticSizes.size()) + ", got " +
@@ -40,48 +64,101 @@ llvm::Error checkArgs(const EntryInfo &e, const KernelArg *args, size_t count) {
       if (a.ptr == 0)
         return argError(e, i, "null device pointer");
       break;
-    case ParamInfo::F32:
-      if (a.kind != KernelArg::F32)
-        return argError(e, i, "expected an f32 scalar");
-      break;
     case ParamInfo::Index:
-      if (a.kind != KernelArg::Index || a.i < 0)
+      if (a.i < 0)
         return argError(e, i, "expected a non-negative index");
+      break;
+    case ParamInfo::I32:
+      if (a.i < INT32_MIN || a.i > INT32_MAX)
+        return argError(e, i, "does not fit in 32 bits");
+      break;
+    case ParamInfo::TensorMap:
+      if (!a.map)
+        return argError(e, i, "no tensor map");
+      break;
+    case ParamInfo::F32:
+    case ParamInfo::Ptr:
       break;
     }
   }
   return llvm::Error::success();
 }
 
-int64_t evalGrid(const EntryInfo &e, const KernelArg *args) {
-  int64_t sym[8];
-  size_t n = e.grid.symbols.size();
-  if (n > 8)
-    return -1;
-  for (size_t s = 0; s < n; ++s) {
-    auto [arg, dim] = e.grid.symbols[s];
-    sym[s] = dim < 0 ? args[arg].i : args[arg].sizes[dim];
+/// Each grid dimension in blocks: the rule's programs times the cluster.
+llvm::Error gridOf(const EntryInfo &e, const KernelArg *args, int64_t (&grid)[3]) {
+  static const char *const kDim[] = {"x", "y", "z"};
+  const int64_t limit[] = {0x7fffffff, 65535, 65535};
+  for (int d = 0; d < 3; ++d) {
+    const GridRule &g = e.grid[size_t(d)];
+    int64_t sym[8];
+    size_t n = g.symbols.size();
+    int64_t programs = -1;
+    if (n <= 8) {
+      for (size_t s = 0; s < n; ++s) {
+        auto [arg, dim] = g.symbols[s];
+        sym[s] = dim < 0 ? args[arg].i : args[arg].sizes[dim];
+      }
+      programs = g.evaluate(sym, n);
+    }
+    int c = e.cluster[size_t(d)];
+    if (programs < 0 || programs > limit[d] / c)
+      return error("kernel " + e.name + ": grid rule " + kDim[d] + " " + g.str() + " gives " +
+                   llvm::Twine(programs) + " programs of " + llvm::Twine(c) + " blocks");
+    grid[d] = programs * c;
   }
-  return e.grid.evaluate(sym, n);
+  return llvm::Error::success();
+}
+
+/// The layout the compiler derived must be the one in the binary: the driver
+/// reads each parameter's offset and size from the cubin.
+llvm::Error checkParamLayout(const CudaDriver &drv, const EntryInfo &e, CUfunction f) {
+  size_t offset = 0;
+  for (size_t i = 0; i < e.params.size(); ++i) {
+    const ParamInfo &p = e.params[i];
+    offset = (offset + p.alignment() - 1) / p.alignment() * p.alignment();
+    size_t got = 0, gotSize = 0;
+    CUresult r = drv.cuFuncGetParamInfo(f, i, &got, &gotSize);
+    if (r != CUDA_SUCCESS)
+      return drv.error(r, "cuFuncGetParamInfo(" + e.name + ", " + llvm::Twine(i) +
+                              "): the binary has fewer parameters than its launch information");
+    if (got != offset || gotSize != p.bytes())
+      return argError(e, i,
+                      "the binary has it at offset " + llvm::Twine(got) + ", " +
+                          llvm::Twine(gotSize) + " bytes; its launch information says " +
+                          llvm::Twine(offset) + ", " + llvm::Twine(p.bytes()) +
+                          " bytes (the binary and its record disagree)");
+    offset += p.bytes();
+  }
+  size_t extraOffset = 0, extraSize = 0;
+  if (drv.cuFuncGetParamInfo(f, e.params.size(), &extraOffset, &extraSize) == CUDA_SUCCESS)
+    return error("kernel " + e.name + " has more parameters than the " +
+                 llvm::Twine(e.params.size()) + " of its launch information");
+  return llvm::Error::success();
 }
 } // namespace
 
-llvm::Expected<std::unique_ptr<LoadedKernel>> LoadedKernel::load(const CompiledKernel &c) {
+llvm::Expected<std::unique_ptr<LoadedKernel>> LoadedKernel::load(const KernelBinary &c) {
   auto drv = CudaDriver::get();
   if (!drv)
     return drv.takeError();
   if (c.cubin.empty())
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "kernel " + c.key.substr(0, 16) + " has no cubin to load");
+    return error("kernel " + c.key.substr(0, 16) + " has no cubin to load");
+  for (const EntryInfo &e : c.entries)
+    if (auto err = e.validate())
+      return err;
   std::unique_ptr<LoadedKernel> k(new LoadedKernel());
   TJ_CU_CHECK(*drv, cuCtxGetCurrent(&k->context_));
   if (!k->context_)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "no current CUDA context to load kernel into");
+    return error("no current CUDA context to load kernel into");
   TJ_CU_CHECK(*drv, cuModuleLoadData(&k->module_, c.cubin.data()));
   for (const EntryInfo &e : c.entries) {
     CUfunction f;
     TJ_CU_CHECK(*drv, cuModuleGetFunction(&f, k->module_, e.name.c_str()));
+    if (auto err = checkParamLayout(*drv, e, f))
+      return err;
+    if (e.staticSmemBytes + e.dynamicSmemBytes > Target::kStaticSharedBytes)
+      TJ_CU_CHECK(*drv, cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                           e.dynamicSmemBytes));
     k->functions_.push_back(f);
   }
   k->entries_ = c.entries;
@@ -110,34 +187,42 @@ LoadedKernel::~LoadedKernel() {
     llvm::consumeError(drv.takeError());
 }
 
-llvm::Error LoadedKernel::launch(size_t entry, const KernelArg *args, size_t count,
-                                 CUstream stream) const {
+llvm::Expected<std::array<int64_t, 3>> LoadedKernel::gridFor(size_t entry, const KernelArg *args,
+                                                             size_t count) const {
   if (entry >= entries_.size())
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), "no entry %zu", entry);
+    return error("no entry " + llvm::Twine(entry));
   const EntryInfo &e = entries_[entry];
   if (auto err = checkArgs(e, args, count))
     return err;
-  // The grid rule counts program instances; each is a cluster of blocks when
-  // the kernel was compiled with cluster dimensions (which the launch then
-  // takes from the binary).
-  int64_t grid = evalGrid(e, args);
-  if (grid < 0 || grid > 0x7fffffff / e.clusterBlocks)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "kernel " + e.name + ": grid rule " + e.grid.str() + " gives " +
-                                       llvm::Twine(grid) + " programs of " +
-                                       llvm::Twine(e.clusterBlocks) + " blocks");
-  if (grid == 0)
+  int64_t grid[3];
+  if (auto err = gridOf(e, args, grid))
+    return err;
+  return std::array<int64_t, 3>{grid[0], grid[1], grid[2]};
+}
+
+llvm::Error LoadedKernel::launch(size_t entry, const KernelArg *args, size_t count,
+                                 CUstream stream) const {
+  if (entry >= entries_.size())
+    return error("no entry " + llvm::Twine(entry));
+  const EntryInfo &e = entries_[entry];
+  if (auto err = checkArgs(e, args, count))
+    return err;
+  int64_t grid[3];
+  if (auto err = gridOf(e, args, grid))
+    return err;
+  if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0)
     return llvm::Error::success(); // nothing to do (zero rows)
 
-  // Parameters are packed by value: a view as {pointer, sizes[rank]}.
-  constexpr size_t kMaxArgs = 16;
-  if (count > kMaxArgs)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), "too many arguments");
-  alignas(8) unsigned char storage[kMaxArgs][8 * 5];
-  void *params[kMaxArgs];
+  // Each argument by value, in the layout of ParamInfo::bytes(): the driver
+  // copies each from its pointer.
+  struct alignas(8) Slot {
+    unsigned char bytes[8 * 5];
+  };
+  llvm::SmallVector<Slot, 16> storage(count);
+  llvm::SmallVector<void *, 16> params(count);
   for (size_t i = 0; i < count; ++i) {
     const KernelArg &a = args[i];
-    unsigned char *p = storage[i];
+    unsigned char *p = storage[i].bytes;
     switch (a.kind) {
     case KernelArg::View:
       std::memcpy(p, &a.ptr, 8);
@@ -151,6 +236,17 @@ llvm::Error LoadedKernel::launch(size_t entry, const KernelArg *args, size_t cou
       std::memcpy(p, &v, 8);
       break;
     }
+    case KernelArg::I32: {
+      int32_t v = int32_t(a.i);
+      std::memcpy(p, &v, 4);
+      break;
+    }
+    case KernelArg::Ptr:
+      std::memcpy(p, &a.ptr, 8);
+      break;
+    case KernelArg::TensorMap:
+      params[i] = const_cast<void *>(a.map);
+      continue;
     }
     params[i] = p;
   }
@@ -158,13 +254,14 @@ llvm::Error LoadedKernel::launch(size_t entry, const KernelArg *args, size_t cou
   if (!drv)
     return drv.takeError();
   CUlaunchConfig cfg = {};
-  cfg.gridDimX = unsigned(grid * e.clusterBlocks);
-  cfg.gridDimY = cfg.gridDimZ = 1;
+  cfg.gridDimX = unsigned(grid[0]);
+  cfg.gridDimY = unsigned(grid[1]);
+  cfg.gridDimZ = unsigned(grid[2]);
   cfg.blockDimX = unsigned(e.blockThreads);
   cfg.blockDimY = cfg.blockDimZ = 1;
-  cfg.sharedMemBytes = 0; // kernels use static shared memory only
+  cfg.sharedMemBytes = unsigned(e.dynamicSmemBytes);
   cfg.hStream = stream;
-  TJ_CU_CHECK(*drv, cuLaunchKernelEx(&cfg, functions_[entry], params, nullptr));
+  TJ_CU_CHECK(*drv, cuLaunchKernelEx(&cfg, functions_[entry], params.data(), nullptr));
   return llvm::Error::success();
 }
 

@@ -1,30 +1,40 @@
 //===- LoadedKernel.h - a compiled kernel loaded on a GPU ----------*- C++ -*-===//
+//
+// Loads a KernelBinary (core/KernelBinary.h: a plain record, no compiler
+// type) into the current context and launches its entries: 3-D grids from
+// each entry's grid rules, cluster shapes compiled into the binary, dynamic
+// shared memory (opted in above 48 KB when loaded), and any number of
+// by-value parameters, 128-byte tensor maps included.
+//
+//===----------------------------------------------------------------------===//
 #pragma once
 
 #include <cuda.h>
 #include <memory>
 #include <vector>
 
-#include "compiler/Compiler.h"
+#include "core/KernelBinary.h"
 #include "llvm/Support/Error.h"
 
 namespace tilejit {
 
 /// One launch argument. A view is a device address and its sizes.
 struct KernelArg {
-  enum Kind : uint8_t { View, F32, Index } kind = View;
+  enum Kind : uint8_t { View, F32, Index, I32, Ptr, TensorMap } kind = View;
   uint8_t rank = 0;
   uint64_t ptr = 0;
   int64_t sizes[4] = {0, 0, 0, 0};
   float f = 0;
   int64_t i = 0;
+  const void *map = nullptr; // TensorMap: 128 bytes the caller keeps alive until the launch returns
 
   static KernelArg view(uint64_t ptr, std::initializer_list<int64_t> sizes) {
     KernelArg a;
     a.kind = View;
     a.ptr = ptr;
     for (int64_t s : sizes)
-      a.sizes[a.rank++] = s;
+      if (a.rank < 4)
+        a.sizes[a.rank++] = s;
     return a;
   }
   static KernelArg f32(float v) {
@@ -39,26 +49,45 @@ struct KernelArg {
     a.i = v;
     return a;
   }
+  static KernelArg i32(int32_t v) {
+    KernelArg a;
+    a.kind = I32;
+    a.i = v;
+    return a;
+  }
+  static KernelArg pointer(uint64_t p) {
+    KernelArg a;
+    a.kind = Ptr;
+    a.ptr = p;
+    return a;
+  }
+  static KernelArg tensorMap(const CUtensorMap &m) {
+    KernelArg a;
+    a.kind = TensorMap;
+    a.map = &m;
+    return a;
+  }
 };
 
-/// The module of a CompiledKernel, loaded into the current context.
+/// The module of a KernelBinary, loaded into the current context.
 class LoadedKernel {
 public:
-  /// Loads the cubin into the current context and resolves every entry.
-  static llvm::Expected<std::unique_ptr<LoadedKernel>> load(const CompiledKernel &compiled);
-  /// Compiles (spec, config) with `options` and loads it; `compiled`, when
-  /// given, receives the binary (for the store).
-  static llvm::Expected<std::unique_ptr<LoadedKernel>>
-  compileAndLoad(const KernelSpec &spec, const TileConfig &config,
-                 CompiledKernel *compiled = nullptr, const CompileOptions &options = {});
+  /// Loads the cubin into the current context, resolves every entry and
+  /// checks each entry's parameter layout against the one the driver reads
+  /// from the binary (a mismatch is an error naming the parameter).
+  static llvm::Expected<std::unique_ptr<LoadedKernel>> load(const KernelBinary &binary);
   ~LoadedKernel();
   LoadedKernel(const LoadedKernel &) = delete;
   LoadedKernel &operator=(const LoadedKernel &) = delete;
 
   /// Launches entry `entry` on `stream`. The arguments are checked against
   /// the entry's parameters (kind, rank, static sizes) first: a mismatch is an
-  /// error and nothing is launched. No allocation, no compile.
+  /// error and nothing is launched. No compile; no allocation for up to 16
+  /// arguments.
   llvm::Error launch(size_t entry, const KernelArg *args, size_t count, CUstream stream) const;
+  /// The grid (x, y, z in blocks) a launch with `args` would have.
+  llvm::Expected<std::array<int64_t, 3>> gridFor(size_t entry, const KernelArg *args,
+                                                 size_t count) const;
 
   size_t numEntries() const { return entries_.size(); }
   const EntryInfo &entry(size_t i) const { return entries_[i]; }

@@ -1,6 +1,8 @@
 //===- RmsNormOps.cpp -------------------------------------------------------===//
 #include "runtime/RmsNormOps.h"
 
+#include "ops/rmsnorm/RmsNormDecl.h"
+
 namespace tilejit {
 
 namespace {
@@ -20,34 +22,31 @@ llvm::Error checkRmsNormShape(int64_t rows, int64_t cols) {
 
 /// The spec of either pass: the alignment is what the addresses and the row
 /// length actually allow, so a misaligned tensor gets a narrower kernel.
-static KernelSpec specOf(OpKind op, DType dtype, DType wdtype, int64_t rows, int64_t cols, bool zcg,
-                         std::initializer_list<uint64_t> rowOperands,
-                         std::initializer_list<uint64_t> weightOperands, const std::string &arch,
-                         int sms) {
-  KernelSpec s;
-  s.op = op;
-  s.dtype = dtype;
-  s.wdtype = wdtype;
-  s.rows = std::max<int64_t>(rows, 1);
-  s.cols = cols;
-  s.zeroCenteredGamma = zcg;
-  s.arch = arch;
-  if (sms > 0)
-    s.setTargetSMs(sms);
+static KernelSpec specOf(bool backward, DType dtype, DType wdtype, int64_t rows, int64_t cols,
+                         bool zcg, std::initializer_list<uint64_t> rowOperands,
+                         std::initializer_list<uint64_t> weightOperands, const Target &target) {
+  rmsnorm::Params p;
+  p.backward = backward;
+  p.dtype = dtype;
+  p.wdtype = wdtype;
+  p.rows = std::max<int64_t>(rows, 1);
+  p.cols = cols;
+  p.zeroCenteredGamma = zcg;
   int64_t rowBytes = cols * dtypeBytes(dtype);
-  s.align =
+  p.align =
       std::max(1, std::min(alignmentOf(rowOperands, rowBytes), alignmentOf(weightOperands, 16)));
-  return s;
+  p.target = target;
+  return p.spec();
 }
 
-KernelSpec rmsNormSpec(const RmsNormForward &a, const std::string &arch, int sms) {
-  return specOf(OpKind::RmsNormFwd, a.dtype, a.wdtype, a.rows, a.cols, a.zeroCenteredGamma,
-                {a.x, a.y}, {a.w}, arch, sms);
+KernelSpec rmsNormSpec(const RmsNormForward &a, const Target &target) {
+  return specOf(false, a.dtype, a.wdtype, a.rows, a.cols, a.zeroCenteredGamma, {a.x, a.y}, {a.w},
+                target);
 }
 
-KernelSpec rmsNormSpec(const RmsNormBackward &a, const std::string &arch, int sms) {
-  return specOf(OpKind::RmsNormBwd, a.dtype, a.wdtype, a.rows, a.cols, a.zeroCenteredGamma,
-                {a.x, a.dy, a.dx}, {a.w, a.dw}, arch, sms);
+KernelSpec rmsNormSpec(const RmsNormBackward &a, const Target &target) {
+  return specOf(true, a.dtype, a.wdtype, a.rows, a.cols, a.zeroCenteredGamma, {a.x, a.dy, a.dx},
+                {a.w, a.dw}, target);
 }
 
 llvm::Error launchRmsNormForward(const LoadedKernel &kernel, const RmsNormForward &a,

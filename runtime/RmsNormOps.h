@@ -6,7 +6,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
-#include "runtime/KernelCache.h"
+#include "core/KernelSpec.h"
+#include "runtime/LoadedKernel.h"
 
 namespace tilejit {
 
@@ -26,10 +27,9 @@ struct RmsNormBackward {
   bool zeroCenteredGamma = false;
 };
 
-/// The spec for a call on a GPU of `arch` with `sms` multiprocessors (0: the
-/// arch's usual part).
-KernelSpec rmsNormSpec(const RmsNormForward &a, const std::string &arch, int sms = 0);
-KernelSpec rmsNormSpec(const RmsNormBackward &a, const std::string &arch, int sms = 0);
+/// The spec for a call on `target` (the GPU's arch and multiprocessors).
+KernelSpec rmsNormSpec(const RmsNormForward &a, const Target &target);
+KernelSpec rmsNormSpec(const RmsNormBackward &a, const Target &target);
 
 /// rows >= 0 and hidden size >= 1, or an error naming the bad one.
 llvm::Error checkRmsNormShape(int64_t rows, int64_t cols);
@@ -39,18 +39,5 @@ llvm::Error launchRmsNormForward(const LoadedKernel &kernel, const RmsNormForwar
                                  CUstream stream);
 llvm::Error launchRmsNormBackward(const LoadedKernel &kernel, const RmsNormBackward &a,
                                   CUstream stream);
-
-/// Launches the forward pass on a GPU of `arch` with `sms` multiprocessors
-/// (DeviceInfo::smCount; 0: the arch's usual part), compiling through `cache`
-/// on a miss. `config` empty: the template's default.
-llvm::Error rmsNormForward(KernelCache &cache, const RmsNormForward &a, CUstream stream,
-                           const std::string &arch, int sms, const TileConfig &config = {});
-/// Launches the backward pass (two kernels: dx with dw partials, then dw).
-llvm::Error rmsNormBackward(KernelCache &cache, const RmsNormBackward &a, CUstream stream,
-                            const std::string &arch, int sms, const TileConfig &config = {});
-/// Bytes of f32 workspace the backward pass needs.
-llvm::Expected<int64_t> rmsNormBackwardWorkspace(KernelCache &cache, const RmsNormBackward &a,
-                                                 const std::string &arch, int sms,
-                                                 const TileConfig &config = {});
 
 } // namespace tilejit

@@ -1,7 +1,7 @@
 //===- Store.cpp - the SQLite tuning store ----------------------------------===//
 #include "runtime/Store.h"
 
-#include "compiler/Sha256.h"
+#include "core/Sha256.h"
 
 #include <sqlite3.h>
 
@@ -941,6 +941,33 @@ llvm::Error Store::setWinner(const Winner &w) {
       return withContext(std::move(e), path_, "setting the winner for " + w.tuneKey);
     return llvm::Error::success();
   });
+}
+
+llvm::Expected<std::vector<Winner>> Store::winnersWithPrefix(const std::string &prefix) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto st = statement("SELECT tune_key, config, kernel_key, median_ms, reason, chosen_at "
+                      "FROM winners WHERE substr(tune_key, 1, length(?1)) = ?1 "
+                      "ORDER BY chosen_at DESC, tune_key");
+  if (!st)
+    return st.takeError();
+  st->bind(1, prefix);
+  std::vector<Winner> out;
+  while (true) {
+    auto row = st->step();
+    if (!row)
+      return row.takeError();
+    if (!*row)
+      break;
+    Winner w;
+    w.tuneKey = st->text(0);
+    w.config = st->text(1);
+    w.kernelKey = st->text(2);
+    w.medianMs = st->real(3);
+    w.reason = st->text(4);
+    w.chosenAt = st->int64(5);
+    out.push_back(std::move(w));
+  }
+  return out;
 }
 
 llvm::Expected<std::optional<Winner>> Store::winner(const std::string &tuneKey) {

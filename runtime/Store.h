@@ -161,6 +161,9 @@ public:
   /// One winner per tuning key; replaces the previous one.
   llvm::Error setWinner(const Winner &w);
   llvm::Expected<std::optional<Winner>> winner(const std::string &tuneKey);
+  /// Every winner whose tuning key starts with `prefix` (one spec's winners
+  /// under every build identity), the latest chosen first.
+  llvm::Expected<std::vector<Winner>> winnersWithPrefix(const std::string &prefix);
 
   /// The negative cache: one entry per (tuneKey, config), replaced by the latest.
   llvm::Error addFailure(const Failure &f);

@@ -5,6 +5,7 @@
 
 #include "compiler/templates/Template.h"
 #include "runtime/CudaDriver.h"
+#include "service/KernelCache.h"
 
 namespace tilejit {
 
@@ -56,8 +57,10 @@ llvm::Expected<std::unique_ptr<Engine>> Engine::create(EngineOptions options) {
   auto dev = queryDevice(e->options_.device);
   if (!dev)
     return dev.takeError();
-  e->arch_ = dev->arch();
-  e->smCount_ = dev->smCount;
+  auto target = dev->target();
+  if (!target)
+    return target.takeError();
+  e->target_ = *target;
   e->options_.tune.device = e->options_.device;
   if (!e->options_.dbPath.empty()) {
     auto store = Store::open(e->options_.dbPath, &e->notice_);
@@ -198,7 +201,7 @@ llvm::Expected<TileConfig> Engine::chooseConfig(const KernelSpec &spec, bool &tu
       auto cfg = TileConfig::parse((*w)->config);
       if (!cfg)
         llvm::consumeError(cfg.takeError());
-      else if (auto invalid = getTemplate(spec.op).checkConfig(spec, *cfg))
+      else if (auto invalid = getTemplate(spec).checkConfig(spec, *cfg))
         llvm::consumeError(std::move(invalid));
       else
         return *cfg;
@@ -217,11 +220,11 @@ llvm::Expected<TileConfig> Engine::chooseConfig(const KernelSpec &spec, bool &tu
     winners_[key] = r->winner;
     return r->winner;
   }
-  return getTemplate(spec.op).defaultConfig(spec);
+  return getTemplate(spec).defaultConfig(spec);
 }
 
 llvm::Expected<const LoadedKernel &> Engine::miss(const KernelSpec &spec) {
-  if (auto e = spec.checkTarget(arch_, smCount_))
+  if (auto e = spec.checkTarget(target_))
     return err("device " + std::to_string(options_.device) + ": " + llvm::toString(std::move(e)));
   // Compile, load and tune on the engine's device, whatever the caller's
   // thread had current; the caller's context comes back after.
@@ -267,7 +270,7 @@ Engine::obtain(const KernelSpec &spec, const TileConfig &config, std::string &so
     if (*stored) {
       auto entries = entriesFromJson((*stored)->launch);
       if (entries) {
-        CompiledKernel c;
+        KernelBinary c;
         c.spec = spec;
         c.config = config;
         c.key = key;
@@ -288,7 +291,7 @@ Engine::obtain(const KernelSpec &spec, const TileConfig &config, std::string &so
   }
   if (!kernel) {
     CompiledKernel compiled;
-    auto loaded = LoadedKernel::compileAndLoad(spec, config, &compiled);
+    auto loaded = compileAndLoad(spec, config, &compiled);
     if (!loaded)
       return loaded.takeError();
     kernel = std::move(*loaded);
@@ -297,7 +300,7 @@ Engine::obtain(const KernelSpec &spec, const TileConfig &config, std::string &so
       sk.key = key;
       sk.spec = spec.canonical(false);
       sk.config = config.canonical();
-      sk.arch = spec.arch;
+      sk.arch = std::string(spec.target.archName());
       sk.toolchain = toolchainId(spec);
       sk.cubin = std::move(compiled.cubin);
       sk.ptx = std::move(compiled.ptx);

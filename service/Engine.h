@@ -60,9 +60,8 @@ public:
   /// Waits for background tunings started so far; returns the first error
   /// any of them met (they never stop the caller's work).
   llvm::Error waitForBackground();
-  const std::string &arch() const { return arch_; }
-  /// The device's multiprocessors: specs for it carry them (setTargetSMs).
-  int smCount() const { return smCount_; }
+  /// The device's target: specs for it carry it (arch and multiprocessors).
+  const Target &target() const { return target_; }
   Store *store() { return store_.get(); }
   /// One line, set when the store file was found corrupt and moved aside.
   const std::string &storeNotice() const { return notice_; }
@@ -82,8 +81,7 @@ private:
   llvm::Expected<TileConfig> chooseConfig(const KernelSpec &spec, bool &tuned);
 
   EngineOptions options_;
-  std::string arch_;
-  int smCount_ = 0;
+  Target target_;
   std::string notice_;
   std::unique_ptr<Store> store_;
   mutable std::shared_mutex mu_;

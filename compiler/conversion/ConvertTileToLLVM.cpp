@@ -16,15 +16,6 @@ namespace tilejit {
 #define GEN_PASS_DEF_CONVERTTILETOLLVM
 #include "compiler/passes/Passes.h.inc"
 
-TargetInfo::TargetInfo(const std::string &arch) {
-  // "sm_90a" -> 90
-  std::string digits;
-  for (char ch : arch)
-    if (ch >= '0' && ch <= '9')
-      digits += ch;
-  cc_ = digits.empty() ? 0 : std::stoi(digits);
-}
-
 TileTypeConverter::TileTypeConverter(MLIRContext *ctx) : LLVMTypeConverter(ctx) {
   // Later conversions are tried first: these take tiles and memrefs before
   // the LLVM type converter's own (tensors it does not lower; memref
@@ -53,7 +44,13 @@ struct ConvertTileToLLVMPass : impl::ConvertTileToLLVMBase<ConvertTileToLLVMPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
-    TargetInfo target(arch);
+    auto parsed = Target::parse(arch);
+    if (!parsed) {
+      module.emitError() << "unknown target arch '" << arch << "' (known: " << Target::knownArchs()
+                         << ")";
+      return signalPassFailure();
+    }
+    TargetInfo target(*parsed);
     LoweringState state;
 
     // Per kernel, before it is converted: its shared memory (one global in

@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "core/Target.h"
 #include "dialects/Tile/TileDialect.h"
 #include "mlir/Conversion/LLVMCommon/TypeConverter.h"
 #include "mlir/IR/PatternMatch.h"
@@ -20,13 +21,13 @@ namespace tilejit {
 /// What the lowering needs to know of the target GPU.
 class TargetInfo {
 public:
-  /// `arch` as tilejit names it ("sm_90a", "sm_80", ...).
-  explicit TargetInfo(const std::string &arch);
+  explicit TargetInfo(const Target &target) : target_(target) {}
   /// Thread-block clusters, distributed shared memory, st.async (sm_90).
-  bool hasClusters() const { return cc_ >= 90; }
+  bool hasClusters() const { return target_.hasClusters(); }
+  const Target &target() const { return target_; }
 
 private:
-  int cc_ = 0; // 80, 86, 89, 90
+  Target target_;
 };
 
 /// Tiles become the calling thread's elements as an LLVM vector (in the order

@@ -1,7 +1,7 @@
 //===- TileCheckTarget.cpp - check kernels against the target --------------===//
 #include "compiler/passes/Passes.h"
 
-#include "compiler/KernelSpec.h"
+#include "core/KernelSpec.h"
 
 using namespace mlir;
 using namespace tilejit::tile;
@@ -24,13 +24,16 @@ bool isElementwiseTileArith(Operation *op) {
 
 struct TileCheckTargetPass : impl::TileCheckTargetBase<TileCheckTargetPass> {
   using TileCheckTargetBase::TileCheckTargetBase;
+  Target target;
 
   void runOnOperation() override {
-    if (!isKnownArch(arch)) {
+    auto parsed = Target::parse(arch);
+    if (!parsed) {
       getOperation().emitError() << "unknown target arch '" << arch
-                                 << "' (known: sm_80, sm_86, sm_89, sm_90, sm_90a)";
+                                 << "' (known: " << Target::knownArchs() << ")";
       return signalPassFailure();
     }
+    target = *parsed;
     bool failed = false;
     getOperation().walk([&](KernelOp kernel) {
       if (checkKernel(kernel))
@@ -42,7 +45,7 @@ struct TileCheckTargetPass : impl::TileCheckTargetBase<TileCheckTargetPass> {
 
   /// Returns true after reporting an error.
   bool checkKernel(KernelOp kernel) {
-    if (kernel.getClusterBlocks() > 1 && !hasClusters(arch)) {
+    if (kernel.getClusterBlocks() > 1 && !target.hasClusters()) {
       kernel.emitError() << "kernel '" << kernel.getSymName() << "' runs in clusters of "
                          << kernel.getClusterBlocks() << " blocks, which need sm_90 or later; the "
                          << "target is " << arch;

@@ -37,6 +37,7 @@
 #include "compiler/EmbeddedSources.h"
 #include "dialects/Tile/TileDialect.h"
 #include "mlir/IR/Builders.h"
+#include "ops/rmsnorm/RmsNormDecl.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <optional>
@@ -46,6 +47,9 @@ namespace tt = tilejit::tile;
 
 namespace tilejit {
 namespace {
+
+/// A spec of rmsnorm_fwd or rmsnorm_bwd, field by field, with its target.
+using RmsSpec = rmsnorm::Params;
 
 constexpr int64_t kMaxElemsPerThreadFwd = 64;
 constexpr int64_t kMaxElemsPerThreadBwd = 32;
@@ -59,7 +63,7 @@ constexpr int64_t kScratchLimitBytes = 48 * 1024;
 // of 8 lanes: more PTX again, from the 31-step column reduction.)
 constexpr int64_t kDwRowThreads = 16, kDwColThreads = 16;
 
-int64_t dwVec(const KernelSpec &spec) {
+int64_t dwVec(const RmsSpec &spec) {
   int64_t v = 4;
   while (v > 1 && (spec.cols % v != 0 || v * dtypeBytes(spec.wdtype) > spec.align))
     v /= 2;
@@ -190,7 +194,7 @@ struct Shape {
 
 int64_t ceilDiv(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
 
-Shape shapeOf(const KernelSpec &spec, const TileConfig &cfg) {
+Shape shapeOf(const RmsSpec &spec, const TileConfig &cfg) {
   Shape s;
   s.vec = cfg.get("vec");
   s.threads = cfg.get("threads");
@@ -210,11 +214,39 @@ Shape shapeOf(const KernelSpec &spec, const TileConfig &cfg) {
 
 class RmsNormTemplate : public KernelTemplate {
 public:
-  explicit RmsNormTemplate(OpKind op) : op_(op) {}
-  OpKind op() const override { return op_; }
-  bool backward() const { return op_ == OpKind::RmsNormBwd; }
+  explicit RmsNormTemplate(bool backward) : backward_(backward) {}
+  const OpDecl &op() const override {
+    return backward_ ? rmsnorm::backwardOp() : rmsnorm::forwardOp();
+  }
+  bool backward() const { return backward_; }
 
-  int64_t maxVec(const KernelSpec &spec) const {
+  llvm::ArrayRef<ConfigKeyDecl> configKeys() const override {
+    static const ConfigKeyDecl fwd[] = {
+        {"vec", 1, 8, false, "elements per vector access"},
+        {"threads", 32, 1024, false, "threads per block"},
+        {"rows", 1, 1024, false, "rows per block"},
+        {"stream", 0, 1, false, "streaming (L1-bypassing) loads and stores"},
+        {"programs", 0, 65535, false, "persistent programs (0: one per tile of rows)"},
+        {"segs", 1, 1 << 20, true, "column segments a row is processed in"},
+        {"cluster", 1, 8, true, "blocks of a cluster that share a row (sm_90)"},
+    };
+    static const ConfigKeyDecl bwd[] = {
+        {"vec", 1, 8, false, "elements per vector access"},
+        {"threads", 32, 1024, false, "threads per block"},
+        {"rows", 1, 1024, false, "rows per block"},
+        {"stream", 0, 1, false, "streaming (L1-bypassing) loads and stores"},
+        {"programs", 1, 1 << 20, false, "persistent programs, each writing one dw partial"},
+        {"prefetch", 0, 1, false, "loads of the next row issued before this row's reduction"},
+        {"wload", 0, 1, true, "the weight loaded once per program"},
+        {"segs", 1, 1 << 20, true, "column segments a row is processed in"},
+        {"cluster", 1, 8, true, "blocks of a cluster that share a row (sm_90)"},
+    };
+    if (backward_)
+      return bwd;
+    return fwd;
+  }
+
+  int64_t maxVec(const RmsSpec &spec) const {
     int bytes = dtypeBytes(spec.dtype);
     int64_t v = std::min<int64_t>(16 / bytes, std::max(spec.align / bytes, 1));
     // The weight is read with the same vector width: its accesses must be
@@ -225,20 +257,20 @@ public:
     return v;
   }
 
-  TileConfig makeConfig(const KernelSpec &spec, int64_t vec, int64_t colThreads,
+  TileConfig makeConfig(const RmsSpec &spec, int64_t vec, int64_t colThreads,
                         int64_t minThreads) const {
     int64_t threads = std::max(colThreads, minThreads);
     TileConfig c;
     c.set("vec", vec).set("threads", threads).set("rows", threads / colThreads);
     if (backward())
-      c.set("programs", spec.targetSMs()).set("prefetch", 1).set("stream", 0);
+      c.set("programs", spec.target.smCount()).set("prefetch", 1).set("stream", 0);
     else
       c.set("stream", 0).set("programs", 0);
     return c;
   }
 
   /// Rows in segments of `chunks` vector runs per lane, `rows` rows per tile.
-  TileConfig segmentedConfig(const KernelSpec &spec, int64_t vec, int64_t threads, int64_t chunks,
+  TileConfig segmentedConfig(const RmsSpec &spec, int64_t vec, int64_t threads, int64_t chunks,
                              int64_t rows = 1) const {
     TileConfig c;
     c.set("vec", vec).set("threads", threads).set("rows", rows);
@@ -246,14 +278,14 @@ public:
     if (segs > 1)
       c.set("segs", segs);
     if (backward())
-      c.set("programs", spec.targetSMs()).set("prefetch", 0).set("stream", 0);
+      c.set("programs", spec.target.smCount()).set("prefetch", 0).set("stream", 0);
     else
       c.set("stream", 1).set("programs", 0);
     return c;
   }
 
   /// Lanes per row so that each thread holds about `vectorsPerThread` vectors.
-  static int64_t lanesFor(const KernelSpec &spec, int64_t vec, int64_t vectorsPerThread,
+  static int64_t lanesFor(const RmsSpec &spec, int64_t vec, int64_t vectorsPerThread,
                           int64_t limit) {
     int64_t vectors = ceilDiv(spec.cols, vec);
     int64_t lanes = int64_t(llvm::PowerOf2Ceil(uint64_t(ceilDiv(vectors, vectorsPerThread))));
@@ -294,7 +326,8 @@ public:
   static constexpr int64_t kMaxHeldFwd = 32;
   static constexpr int64_t kLongBwdRow = 8192;
   static constexpr int64_t kHeldBwdRow = 12288;
-  TileConfig defaultConfig(const KernelSpec &spec) const override {
+  TileConfig defaultConfig(const KernelSpec &ks) const override {
+    const RmsSpec spec(ks);
     int64_t vec = maxVec(spec);
     int64_t limit = backward() ? kMaxElemsPerThreadBwd : kMaxElemsPerThreadFwd;
     if (backward() && spec.cols > kLongBwdRow) {
@@ -331,11 +364,11 @@ public:
   /// GPC's multiprocessors do not divide by C some stay idle: clusters of 2
   /// fill the chip, larger ones need not.
   /// nullopt where the slice is still too long or the config is invalid.
-  std::optional<TileConfig> clusterConfig(const KernelSpec &spec, int64_t c,
-                                          int64_t programs) const {
-    KernelSpec slice = spec;
-    slice.cols = ceilDiv(spec.cols, c);
-    if (!backward() || !hasClusters(spec.arch) || slice.cols > kLongBwdRow)
+  std::optional<TileConfig> clusterConfig(const RmsSpec &spec, int64_t c, int64_t programs) const {
+    KernelSpec sliceSpec = spec;
+    sliceSpec.set(rmsnorm::Cols, ceilDiv(spec.cols, c));
+    const RmsSpec slice(sliceSpec);
+    if (!backward() || !spec.target.hasClusters() || slice.cols > kLongBwdRow)
       return std::nullopt;
     int64_t vec = maxVec(spec);
     TileConfig cfg = makeConfig(slice, vec, lanesFor(slice, vec, 2, kMaxElemsPerThreadBwd), 512);
@@ -367,11 +400,11 @@ public:
   /// Up to kHeldBwdRow the row stays held by 512 threads, which the exchange
   /// between blocks would not beat (16384x12288 held: 87 % of copy; rows in
   /// clusters: 80 % at best, 16384x16384).
-  std::optional<TileConfig> clusterDefault(const KernelSpec &spec) const {
+  std::optional<TileConfig> clusterDefault(const RmsSpec &spec) const {
     if (spec.cols <= kHeldBwdRow)
       return std::nullopt;
-    for (int64_t c = 2; c <= kMaxClusterBlocks; ++c)
-      if (auto cfg = clusterConfig(spec, c, clusterPrograms(spec.targetSMs(), c)))
+    for (int64_t c = 2; c <= spec.target.maxClusterBlocks(); ++c)
+      if (auto cfg = clusterConfig(spec, c, clusterPrograms(spec.target.smCount(), c)))
         if (c * shapeOf(spec, *cfg).segCols * 8 <= spec.cols * 9)
           return cfg;
     return std::nullopt;
@@ -382,9 +415,9 @@ public:
   /// do). Forward rows are not split over clusters: segments were faster at
   /// every length measured (H200, one cluster per row: 4096x24576 0.175 ms
   /// against 0.105, 2048x65536 0.28 against 0.15).
-  void appendClusterConfigs(const KernelSpec &spec, std::vector<TileConfig> &out) const {
-    const int64_t sms = spec.targetSMs();
-    for (int64_t c = 2; c <= kMaxClusterBlocks; ++c)
+  void appendClusterConfigs(const RmsSpec &spec, std::vector<TileConfig> &out) const {
+    const int64_t sms = spec.target.smCount();
+    for (int64_t c = 2; c <= spec.target.maxClusterBlocks(); ++c)
       for (int64_t programs : {clusterPrograms(sms, c), sms / c, sms / c * 15 / 16})
         if (auto cfg = clusterConfig(spec, c, programs))
           out.push_back(*cfg);
@@ -394,7 +427,8 @@ public:
   /// lanes), the two widest vector widths, three block sizes, and for the
   /// backward pass one or two programs per multiprocessor, with and without
   /// prefetch, with and without streaming hints.
-  std::vector<TileConfig> configSpace(const KernelSpec &spec) const override {
+  std::vector<TileConfig> configSpace(const KernelSpec &ks) const override {
+    const RmsSpec spec(ks);
     std::vector<TileConfig> candidates = {defaultConfig(spec)};
     int64_t limit = backward() ? kMaxElemsPerThreadBwd : kMaxElemsPerThreadFwd;
     for (int64_t vec = maxVec(spec); vec >= std::max<int64_t>(1, maxVec(spec) / 2); vec /= 2) {
@@ -408,7 +442,7 @@ public:
             for (int64_t perSM : {0, 4})
               for (int64_t stream : {1, 0})
                 candidates.push_back(
-                    c.set("stream", stream).set("programs", perSM * spec.targetSMs()));
+                    c.set("stream", stream).set("programs", perSM * spec.target.smCount()));
             continue;
           }
           // Long rows: also with the weight read per tile (fewer registers).
@@ -418,7 +452,7 @@ public:
           for (auto [perSM, prefetch] : {std::pair{1, 1}, std::pair{2, 1}, std::pair{1, 0}})
             for (int64_t stream : {0, 1})
               for (int64_t wload : wloads) {
-                c.set("programs", perSM * spec.targetSMs())
+                c.set("programs", perSM * spec.target.smCount())
                     .set("prefetch", prefetch)
                     .set("stream", stream);
                 if (wload)
@@ -458,17 +492,10 @@ public:
     return out;
   }
 
-  llvm::Error checkConfig(const KernelSpec &spec, const TileConfig &cfg) const override {
-    for (const char *name : {"vec", "threads", "rows", "stream"})
-      if (!cfg.has(name))
-        return configError(llvm::Twine("config lacks '") + name + "'");
-    if (!cfg.has("programs") || (backward() && !cfg.has("prefetch")))
-      return configError(backward() ? "config lacks 'programs' or 'prefetch'"
-                                    : "config lacks 'programs'");
-    for (auto &[k, v] : cfg.values)
-      if (k != "vec" && k != "threads" && k != "rows" && k != "stream" && k != "programs" &&
-          k != "segs" && k != "cluster" && !(backward() && (k == "prefetch" || k == "wload")))
-        return configError("unknown config parameter '" + k + "' for " + std::string(opName(op_)));
+  llvm::Error checkConfig(const KernelSpec &ks, const TileConfig &cfg) const override {
+    const RmsSpec spec(ks);
+    if (auto err = cfg.checkKeys(configKeys()))
+      return err;
     Shape s = shapeOf(spec, cfg);
     int bytes = dtypeBytes(spec.dtype);
     if (cfg.get("stream") != 0 && cfg.get("stream") != 1)
@@ -486,12 +513,13 @@ public:
                          llvm::Twine(s.threads) + " into a power-of-two number of lanes");
     if (s.colThreads > 32 && s.colThreads % 32 != 0)
       return configError("lanes per row above 32 must be whole warps");
-    if (s.cluster < 1 || s.cluster > kMaxClusterBlocks)
-      return configError("cluster must be in [1, " + llvm::Twine(kMaxClusterBlocks) + "], got " +
-                         llvm::Twine(s.cluster));
+    if (s.cluster > 1 && !spec.target.hasClusters())
+      return configError("cluster > 1 needs sm_90 or later, not " +
+                         llvm::Twine(spec.target.archName()));
+    if (s.cluster < 1 || s.cluster > spec.target.maxClusterBlocks())
+      return configError("cluster must be in [1, " + llvm::Twine(spec.target.maxClusterBlocks()) +
+                         "], got " + llvm::Twine(s.cluster));
     if (s.cluster > 1) {
-      if (!hasClusters(spec.arch))
-        return configError("cluster > 1 needs sm_90 or later, not " + spec.arch);
       if (s.segs > 1)
         return configError("cluster > 1 and segs > 1 do not combine");
       if ((s.cluster - 1) * s.segCols >= spec.cols)
@@ -539,7 +567,8 @@ public:
     return llvm::Error::success();
   }
 
-  WorkspaceInfo workspace(const KernelSpec &spec, const TileConfig &cfg) const override {
+  WorkspaceInfo workspace(const KernelSpec &ks, const TileConfig &cfg) const override {
+    const RmsSpec spec(ks);
     if (!backward())
       return {};
     return {cfg.get("programs") * spec.cols * 4};
@@ -549,8 +578,9 @@ public:
     return embedded::templateSourceHash("RmsNorm.cpp");
   }
 
-  llvm::Expected<OwningOpRef<ModuleOp>> build(MLIRContext &ctx, const KernelSpec &spec,
+  llvm::Expected<OwningOpRef<ModuleOp>> build(MLIRContext &ctx, const KernelSpec &ks,
                                               const TileConfig &cfg) const override {
+    const RmsSpec spec(ks);
     if (auto err = spec.validate())
       return err;
     if (auto err = checkConfig(spec, cfg))
@@ -569,13 +599,13 @@ public:
   }
 
 private:
-  std::string baseName(const KernelSpec &spec) const {
-    return std::string(opName(op_)) + "_" + std::string(dtypeName(spec.dtype)) + "_" +
+  std::string baseName(const RmsSpec &spec) const {
+    return std::string(op().name) + "_" + std::string(dtypeName(spec.dtype)) + "_" +
            std::string(dtypeName(spec.wdtype)) + "_n" + std::to_string(spec.cols) +
            (spec.zeroCenteredGamma ? "_zcg" : "");
   }
 
-  void buildForward(OpBuilder &b, Location loc, const KernelSpec &spec, const TileConfig &cfg,
+  void buildForward(OpBuilder &b, Location loc, const RmsSpec &spec, const TileConfig &cfg,
                     bool segmented) const {
     MLIRContext &ctx = *b.getContext();
     Shape s = shapeOf(spec, cfg);
@@ -682,7 +712,7 @@ private:
 
   /// The tile of rows of program `pid`, each row read twice, a segment at a
   /// time: first for the sum of squares, then to write y.
-  void forwardRowsInSegments(OpBuilder &b, Location loc, TileBuilder &tb, const KernelSpec &spec,
+  void forwardRowsInSegments(OpBuilder &b, Location loc, TileBuilder &tb, const RmsSpec &spec,
                              const Shape &s, bool stream, ValueRange args, Value pid) const {
     MLIRContext &ctx = *b.getContext();
     Type xT = elemType(ctx, spec.dtype), wT = elemType(ctx, spec.wdtype), f32 = b.getF32Type();
@@ -717,7 +747,7 @@ private:
   /// Each thread holds its part of a tile of rows (and, unless wload, the
   /// weight) in registers; the program's dw sums stay in registers until the
   /// end.
-  void backwardRowsHeld(OpBuilder &b, Location loc, TileBuilder &tb, const KernelSpec &spec,
+  void backwardRowsHeld(OpBuilder &b, Location loc, TileBuilder &tb, const RmsSpec &spec,
                         const TileConfig &cfg, const Shape &s, ValueRange args, Value pid,
                         Value nprog, Value ntiles) const {
     MLIRContext &ctx = *b.getContext();
@@ -779,7 +809,7 @@ private:
   /// A tile of rows at a time, in segments: the rows' dot products over all
   /// segments first, then dx per segment, each segment's dw contribution added
   /// to the program's partial row (zeroed first; see the file comment).
-  void backwardRowsInSegments(OpBuilder &b, Location loc, TileBuilder &tb, const KernelSpec &spec,
+  void backwardRowsInSegments(OpBuilder &b, Location loc, TileBuilder &tb, const RmsSpec &spec,
                               const TileConfig &cfg, const Shape &s, ValueRange args, Value pid,
                               Value nprog, Value ntiles) const {
     MLIRContext &ctx = *b.getContext();
@@ -823,7 +853,7 @@ private:
     });
   }
 
-  void buildBackward(OpBuilder &b, Location loc, const KernelSpec &spec, const TileConfig &cfg,
+  void buildBackward(OpBuilder &b, Location loc, const RmsSpec &spec, const TileConfig &cfg,
                      bool segmented) const {
     MLIRContext &ctx = *b.getContext();
     Shape s = shapeOf(spec, cfg);
@@ -888,14 +918,19 @@ private:
     }
   }
 
-  OpKind op_;
+  bool backward_;
 };
 
 } // namespace
 
-const KernelTemplate &rmsNormTemplate(OpKind op) {
-  static const RmsNormTemplate fwd(OpKind::RmsNormFwd), bwd(OpKind::RmsNormBwd);
-  return op == OpKind::RmsNormBwd ? static_cast<const KernelTemplate &>(bwd) : fwd;
+const KernelTemplate &rmsNormForwardTemplate() {
+  static const RmsNormTemplate t(/*backward=*/false);
+  return t;
+}
+
+const KernelTemplate &rmsNormBackwardTemplate() {
+  static const RmsNormTemplate t(/*backward=*/true);
+  return t;
 }
 
 } // namespace tilejit

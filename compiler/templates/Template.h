@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "compiler/KernelSpec.h"
+#include "core/KernelSpec.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -24,7 +24,9 @@ struct WorkspaceInfo {
 class KernelTemplate {
 public:
   virtual ~KernelTemplate() = default;
-  virtual OpKind op() const = 0;
+  virtual const OpDecl &op() const = 0;
+  /// The config keys the template reads, with their ranges.
+  virtual llvm::ArrayRef<ConfigKeyDecl> configKeys() const = 0;
   /// The configs the tuner searches for `spec`, likeliest winners first.
   virtual std::vector<TileConfig> configSpace(const KernelSpec &spec) const = 0;
   /// A config chosen without measuring.
@@ -42,7 +44,11 @@ public:
   virtual std::string_view sourceHash() const = 0;
 };
 
-/// The template for `op`; never null for a known op.
-const KernelTemplate &getTemplate(OpKind op);
+/// The template that builds `op`, or null.
+const KernelTemplate *findTemplate(const OpDecl *op);
+/// The template of `spec`'s op; callers check findTemplate (compileKernel
+/// does) for a spec that may name an op without one.
+const KernelTemplate &getTemplate(const KernelSpec &spec);
+const KernelTemplate &getTemplate(const OpDecl &op);
 
 } // namespace tilejit

@@ -10,7 +10,8 @@
 
 #include <cmath>
 
-#include "runtime/RmsNormOps.h"
+#include "ops/rmsnorm/RmsNormDecl.h"
+#include "service/RmsNormCachedOps.h"
 #include "tests/support/Compare.h"
 #include "tests/support/RmsNormReference.h"
 #include "tests/support/Seed.h"
@@ -142,8 +143,10 @@ protected:
     auto info = queryDevice(0);
     if (!info)
       GTEST_SKIP() << "no GPU here: " << llvm::toString(info.takeError());
-    arch = info->arch();
-    sms = info->smCount;
+    auto t = info->target();
+    if (!t)
+      GTEST_FAIL() << llvm::toString(t.takeError());
+    target = *t;
     seed = tilejit::testing::testSeed();
     rng.seed(seed);
   }
@@ -151,8 +154,7 @@ protected:
     if (HasFailure())
       std::printf("%s\n", tilejit::testing::replayHint(seed).c_str());
   }
-  std::string arch;
-  int sms = 0;
+  Target target;
   uint64_t seed = 0;
   std::mt19937_64 rng;
   KernelCache cache{GetParam()};
@@ -198,7 +200,7 @@ TEST_P(GpuRmsNorm, ForwardMatchesFloat64) {
     a.cols = c.cols;
     a.eps = eps;
     a.zeroCenteredGamma = c.zcg;
-    ASSERT_OK(rmsNormForward(cache, a, nullptr, arch, sms, must(TileConfig::parse(c.fwdConfig))));
+    ASSERT_OK(rmsNormForward(cache, a, nullptr, target, must(TileConfig::parse(c.fwdConfig))));
     auto drv = must(CudaDriver::get());
     ASSERT_EQ(drv.cuCtxSynchronize(), CUDA_SUCCESS);
     ASSERT_EQ(drv.cuMemcpyDtoH_v2(y.bytes.data(), dyb.ptr() + c.misalign, y.bytes.size()),
@@ -211,7 +213,7 @@ TEST_P(GpuRmsNorm, ForwardMatchesFloat64) {
     EXPECT_TRUE(allClose(y, ref.y, tolerance(c.dtype), c.cols)) << "y";
     EXPECT_TRUE(allClose(rstd, ref.rstd, tolerance(DType::F32), 0)) << "rstd";
     if (c.misalign) {
-      EXPECT_LT(rmsNormSpec(a, arch, sms).align, 16)
+      EXPECT_LT(rmsnorm::Params(rmsNormSpec(a, target)).align, 16)
           << "misaligned operands must get a narrower kernel";
     }
   }
@@ -259,7 +261,7 @@ TEST_P(GpuRmsNorm, BackwardMatchesFloat64AndIsDeterministic) {
     a.cols = c.cols;
     a.zeroCenteredGamma = c.zcg;
     TileConfig config = must(TileConfig::parse(c.bwdConfig));
-    int64_t wsBytes = must(rmsNormBackwardWorkspace(cache, a, arch, sms, config));
+    int64_t wsBytes = must(rmsNormBackwardWorkspace(cache, a, target, config));
     auto ws = must(DeviceBuffer::allocate(size_t(wsBytes)));
     a.workspace = ws.ptr();
 
@@ -268,7 +270,7 @@ TEST_P(GpuRmsNorm, BackwardMatchesFloat64AndIsDeterministic) {
       ASSERT_OK(bdx.fill(0xFF));
       ASSERT_OK(bdw.fill(0xFF));
       ASSERT_OK(ws.fill(0xFF));
-      ASSERT_OK(rmsNormBackward(cache, a, nullptr, arch, sms, config));
+      ASSERT_OK(rmsNormBackward(cache, a, nullptr, target, config));
       ASSERT_EQ(drv.cuCtxSynchronize(), CUDA_SUCCESS);
       ASSERT_EQ(drv.cuMemcpyDtoH_v2(dx.bytes.data(), bdx.ptr() + c.misalign, dx.bytes.size()),
                 CUDA_SUCCESS);
@@ -299,10 +301,10 @@ TEST_P(GpuRmsNorm, EmptyBatchGivesZeroWeightGradient) {
   a.w = bw.ptr();
   a.dw = bdw.ptr();
   a.rows = 0;
-  int64_t wsBytes = must(rmsNormBackwardWorkspace(cache, a, arch, sms));
+  int64_t wsBytes = must(rmsNormBackwardWorkspace(cache, a, target));
   auto ws = must(DeviceBuffer::allocate(size_t(wsBytes)));
   a.workspace = ws.ptr();
-  ASSERT_OK(rmsNormBackward(cache, a, nullptr, arch, sms));
+  ASSERT_OK(rmsNormBackward(cache, a, nullptr, target));
   ASSERT_OK(bdw.download(dw.bytes.data(), 2000));
   for (size_t j = 0; j < 1000; ++j)
     ASSERT_EQ(dw.get(j), 0.0f) << j;
@@ -314,7 +316,7 @@ TEST_P(GpuRmsNorm, WrongSizesAreRejectedBeforeLaunch) {
   a.rows = 8;
   auto b = must(DeviceBuffer::allocate(8 * 4096 * 2));
   a.x = a.y = a.w = a.rstd = b.ptr();
-  auto kernelOr = cache.get(rmsNormSpec(a, arch, sms));
+  auto kernelOr = cache.get(rmsNormSpec(a, target));
   ASSERT_TRUE(bool(kernelOr)) << llvm::toString(kernelOr.takeError());
   const LoadedKernel &kernel = *kernelOr;
   // The weight compiled for 4096 columns, passed as 4095: refused, nothing runs.

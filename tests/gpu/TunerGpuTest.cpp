@@ -8,11 +8,13 @@
 #include "autotune/Tuner.h"
 #include "compiler/Nvrtc.h"
 #include "compiler/templates/Template.h"
+#include "ops/rmsnorm/RmsNormDecl.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/RmsNormOps.h"
 #include "runtime/Store.h"
 #include "service/Engine.h"
+#include "service/KernelCache.h"
 #include "tests/support/Compare.h"
 #include "tests/support/RmsNormReference.h"
 #include "tests/support/Seed.h"
@@ -29,7 +31,9 @@ namespace {
 /// Runs the forward `kernel` (compiled for `s`) on fresh random inputs drawn
 /// from `seed` and compares y and rstd with the float64 reference of
 /// tests/support, not with the tuner's own check.
-void expectForwardMatchesFloat64(const LoadedKernel &kernel, const KernelSpec &s, uint64_t seed) {
+void expectForwardMatchesFloat64(const LoadedKernel &kernel, const KernelSpec &spec,
+                                 uint64_t seed) {
+  const rmsnorm::Params s(spec);
   SCOPED_TRACE(tilejit::testing::replayHint(seed));
   std::mt19937_64 rng(seed);
   size_t n = size_t(s.rows * s.cols);
@@ -90,28 +94,28 @@ protected:
     auto dev = queryDevice(0);
     if (!dev)
       GTEST_SKIP() << "no GPU here: " << llvm::toString(dev.takeError());
-    arch = dev->arch();
-    sms = dev->smCount;
+    auto t = dev->target();
+    if (!t)
+      GTEST_FAIL() << llvm::toString(t.takeError());
+    target = *t;
   }
-  KernelSpec spec(OpKind op, int64_t rows, int64_t cols) {
-    KernelSpec s;
-    s.op = op;
+  KernelSpec spec(bool backward, int64_t rows, int64_t cols) {
+    rmsnorm::Params s;
+    s.backward = backward;
     s.rows = rows;
     s.cols = cols;
-    s.arch = arch;
-    s.setTargetSMs(sms);
+    s.target = target;
     s.align = alignmentOf({}, cols * 2);
     return s;
   }
-  std::string arch;
-  int sms = 0;
+  Target target;
 };
 
 TEST_F(GpuTuner, TunesVerifiesAndRecordsEveryTiming) {
   TempDir dir;
   auto store = Store::open(dir.file("t.db"));
   ASSERT_TRUE(bool(store)) << llvm::toString(store.takeError());
-  for (auto s : {spec(OpKind::RmsNormFwd, 8192, 4096), spec(OpKind::RmsNormBwd, 4099, 1000)}) {
+  for (auto s : {spec(false, 8192, 4096), spec(true, 4099, 1000)}) {
     SCOPED_TRACE(s.canonical());
     TuneOptions opt; // the whole space: every config is checked on the GPU
     auto r = tune(s, store->get(), opt);
@@ -140,13 +144,13 @@ TEST_F(GpuTuner, TunesVerifiesAndRecordsEveryTiming) {
         }
       EXPECT_EQ(found, c.status == "ok" ? 1 : 0) << c.config.canonical() << ": " << c.status;
     }
-    std::vector<TileConfig> space = getTemplate(s.op).configSpace(tuningSpec(s));
+    std::vector<TileConfig> space = getTemplate(s).configSpace(s.tuningSpec());
     EXPECT_EQ(winnerOfRecordedTimings(space, *timings, opt.noise), r->winner.canonical());
     EXPECT_EQ((*w)->medianMs, r->winnerMs);
     // The winner computes what float64 does.
-    auto k = LoadedKernel::compileAndLoad(tuningSpec(s), r->winner);
+    auto k = compileAndLoad(s.tuningSpec(), r->winner);
     ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
-    if (s.op == OpKind::RmsNormFwd)
+    if (!rmsnorm::Params(s).backward)
       expectForwardMatchesFloat64(**k, s, tilejit::testing::testSeed());
 
     // Tuning again with the same store measures nothing and picks the same.
@@ -160,7 +164,7 @@ TEST_F(GpuTuner, TunesVerifiesAndRecordsEveryTiming) {
 
 TEST_F(GpuTuner, EngineLoadsFromMemoryStoreOrCompiler) {
   TempDir dir;
-  KernelSpec s = spec(OpKind::RmsNormFwd, 1000, 4097);
+  KernelSpec s = spec(false, 1000, 4097);
   for (int round = 0; round < 2; ++round) {
     EngineOptions o;
     o.dbPath = dir.file("engine.db");
@@ -182,8 +186,8 @@ TEST_F(GpuTuner, EngineLoadsFromMemoryStoreOrCompiler) {
 // kernel is recorded again and computes what float64 does.
 TEST_F(GpuTuner, TheEngineRecompilesWhatTheStoreCannotServe) {
   TempDir dir;
-  KernelSpec s = spec(OpKind::RmsNormFwd, 64, 1000);
-  std::string key = kernelKey(s, getTemplate(s.op).defaultConfig(s));
+  KernelSpec s = spec(false, 64, 1000);
+  std::string key = kernelKey(s, getTemplate(s).defaultConfig(s));
   EngineOptions o;
   o.dbPath = dir.file("e.db");
   {
@@ -245,7 +249,7 @@ TEST_F(GpuTuner, AFailedStoreWriteIsNotFatal) {
   ASSERT_EQ(sqlite3_open(o.dbPath.c_str(), &holder), SQLITE_OK);
   // The write lock: readers go on (in either journal mode), writers wait.
   ASSERT_EQ(sqlite3_exec(holder, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
-  KernelSpec s = spec(OpKind::RmsNormFwd, 64, 1024);
+  KernelSpec s = spec(false, 64, 1024);
   auto k = (*engine)->get(s);
   sqlite3_exec(holder, "COMMIT", nullptr, nullptr, nullptr);
   sqlite3_close(holder);
@@ -265,11 +269,11 @@ TEST_F(GpuTuner, DeterministicModeNeverTunes) {
   o.deterministic = true;
   auto engine = Engine::create(o);
   ASSERT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
-  KernelSpec s = spec(OpKind::RmsNormBwd, 512, 2048);
+  KernelSpec s = spec(true, 512, 2048);
   auto k = (*engine)->get(s);
   ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
   EXPECT_EQ((*engine)->lastSource(), "compiled");
-  EXPECT_EQ(k->key(), kernelKey(s, getTemplate(s.op).defaultConfig(s)));
+  EXPECT_EQ(k->key(), kernelKey(s, getTemplate(s).defaultConfig(s)));
   auto timings = (*engine)->store()->timings(tuneKey(s));
   ASSERT_TRUE(bool(timings));
   EXPECT_TRUE(timings->empty()) << "nothing was timed";
@@ -284,7 +288,7 @@ TEST_F(GpuTuner, ABackgroundTuningErrorReachesWaitForBackground) {
   };
   auto engine = Engine::create(o);
   ASSERT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
-  KernelSpec s = spec(OpKind::RmsNormFwd, 256, 2048);
+  KernelSpec s = spec(false, 256, 2048);
   auto k = (*engine)->get(s);
   ASSERT_TRUE(bool(k)) << "the default serves whatever the tuning meets: "
                        << llvm::toString(k.takeError());
@@ -303,14 +307,14 @@ TEST_F(GpuTuner, BackgroundTuningSwitchesToTheWinner) {
   o.dbPath = dir.file("bg.db");
   o.policy = TunePolicy::Background;
   o.tune.maxConfigs = 12;
-  KernelSpec s = spec(OpKind::RmsNormFwd, 4096, 2048);
-  KernelSpec sameBucket = spec(OpKind::RmsNormFwd, 3000, 2048);
+  KernelSpec s = spec(false, 4096, 2048);
+  KernelSpec sameBucket = spec(false, 3000, 2048);
   // The default is the first config measured and wins every near tie, so a
   // good default may well win and leave nothing to switch. The tuner here
   // times a far slower (but correct) kernel in the default's place: scalar
   // 2-byte accesses. Another config must win, and the engine, which serves
   // the real default first, must switch to it.
-  TileConfig def = getTemplate(s.op).defaultConfig(s);
+  TileConfig def = getTemplate(s).defaultConfig(s);
   o.tune.compile = [def](const KernelSpec &k, const TileConfig &c) {
     return compileKernel(k, c == def ? *TileConfig::parse("programs=0 rows=1 stream=0 "
                                                           "threads=1024 vec=1")
@@ -349,14 +353,14 @@ TEST_F(GpuTuner, OnMissTunesOncePerRowBucket) {
   o.tune.maxConfigs = 6;
   auto engine = Engine::create(o);
   ASSERT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
-  auto a = (*engine)->get(spec(OpKind::RmsNormBwd, 1500, 1024));
+  auto a = (*engine)->get(spec(true, 1500, 1024));
   ASSERT_TRUE(bool(a)) << llvm::toString(a.takeError());
   EXPECT_EQ((*engine)->lastSource(), "tuned");
-  auto b = (*engine)->get(spec(OpKind::RmsNormBwd, 2048, 1024));
+  auto b = (*engine)->get(spec(true, 2048, 1024));
   ASSERT_TRUE(bool(b)) << llvm::toString(b.takeError());
   EXPECT_EQ((*engine)->lastSource(), "memory") << "same bucket: the winner's module, no tuning";
   EXPECT_EQ(a->key(), b->key());
-  auto c = (*engine)->get(spec(OpKind::RmsNormBwd, 2049, 1024));
+  auto c = (*engine)->get(spec(true, 2049, 1024));
   ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
   EXPECT_EQ((*engine)->lastSource(), "tuned") << "the next bucket is tuned";
 }
@@ -374,14 +378,14 @@ TEST_F(GpuTuner, NothingIsCompiledDuringGraphCapture) {
     ASSERT_TRUE(bool(drv));
     CUstream stream;
     ASSERT_EQ(drv->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-    KernelSpec warm = spec(OpKind::RmsNormFwd, 64, 512);
+    KernelSpec warm = spec(false, 64, 512);
     ASSERT_TRUE(bool((*engine)->get(warm, stream)));
     ASSERT_EQ(drv->cuStreamBeginCapture_v2(stream, mode), CUDA_SUCCESS);
     auto hit = (*engine)->get(warm, stream);
     EXPECT_TRUE(bool(hit)) << "a loaded kernel is served during capture";
     if (!hit)
       llvm::consumeError(hit.takeError());
-    auto miss = (*engine)->get(spec(OpKind::RmsNormFwd, 64, 640), stream);
+    auto miss = (*engine)->get(spec(false, 64, 640), stream);
     ASSERT_FALSE(bool(miss));
     EXPECT_NE(llvm::toString(miss.takeError()).find("capturing"), std::string::npos);
     CUgraph graph = nullptr;
@@ -402,8 +406,8 @@ TEST_F(GpuTuner, FaultingOrHangingCandidatesCostOnlyTheWorker) {
   TempDir dir;
   auto store = Store::open(dir.file("faults.db"));
   ASSERT_TRUE(bool(store)) << llvm::toString(store.takeError());
-  KernelSpec s = spec(OpKind::RmsNormFwd, 4096, 4096);
-  std::vector<TileConfig> space = getTemplate(s.op).configSpace(s);
+  KernelSpec s = spec(false, 4096, 4096);
+  std::vector<TileConfig> space = getTemplate(s).configSpace(s);
   ASSERT_GE(space.size(), 6u);
   const TileConfig faulting = space[1], hanging = space[3], interrupted = space[4],
                    broken = space[5];
@@ -424,7 +428,7 @@ TEST_F(GpuTuner, FaultingOrHangingCandidatesCostOnlyTheWorker) {
     std::string src = "__device__ volatile int tj_never = 0;\n";
     for (const EntryInfo &e : k->entries)
       src += "extern \"C\" __global__ void " + e.name + "() { " + body + " }\n";
-    auto broken = compileWithNvrtc(src, "broken", sp.arch);
+    auto broken = compileWithNvrtc(src, "broken", std::string(sp.target.archName()));
     if (!broken)
       return broken.takeError();
     k->cubin = broken->cubin;
@@ -448,7 +452,7 @@ TEST_F(GpuTuner, FaultingOrHangingCandidatesCostOnlyTheWorker) {
     EXPECT_EQ(*known, !(bad == interrupted)) << bad.canonical() << " in the negative cache";
   }
   // This process never ran them: its context still works.
-  auto k = LoadedKernel::compileAndLoad(s, r->winner);
+  auto k = compileAndLoad(s, r->winner);
   ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
   expectForwardMatchesFloat64(**k, s, tilejit::testing::testSeed());
 }
@@ -457,8 +461,8 @@ TEST_F(GpuTuner, FaultingOrHangingCandidatesCostOnlyTheWorker) {
 // outcome for each, from the same binaries (registers and spills), and each
 // tuning's winner is the rule's choice on its own timings.
 TEST_F(GpuTuner, InProcessTuningMeasuresTheSame) {
-  KernelSpec s = spec(OpKind::RmsNormBwd, 2048, 4096);
-  std::vector<TileConfig> space = getTemplate(s.op).configSpace(tuningSpec(s));
+  KernelSpec s = spec(true, 2048, 4096);
+  std::vector<TileConfig> space = getTemplate(s).configSpace(s.tuningSpec());
   std::map<TuneOptions::Isolation, TuneResult> results;
   for (auto isolation : {TuneOptions::Isolation::InProcess, TuneOptions::Isolation::Process}) {
     TempDir dir;

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/Sha256.h"
+#include "core/Sha256.h"
 
 namespace tilejit::testing {
 

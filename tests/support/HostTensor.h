@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "compiler/KernelSpec.h"
+#include "core/KernelSpec.h"
 #include "runtime/DeviceBuffer.h"
 
 namespace tilejit::testing {

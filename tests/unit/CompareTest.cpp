@@ -10,6 +10,7 @@
 
 #include <algorithm>
 
+#include "ops/rmsnorm/RmsNormDecl.h"
 #include "tests/support/Compare.h"
 #include "tests/support/RmsNormReference.h"
 #include "tests/support/Seed.h"

@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "autotune/WorkerProtocol.h"
-#include "compiler/KernelSpec.h"
+#include "core/KernelSpec.h"
 
 using nlohmann::json;
 using namespace tilejit::worker;

@@ -19,8 +19,9 @@
 
 #include "autotune/Tuner.h"
 #include "autotune/Worker.h"
-#include "compiler/Sha256.h"
 #include "compiler/templates/Template.h"
+#include "core/Sha256.h"
+#include "ops/rmsnorm/RmsNormDecl.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/Store.h"
 #include "tests/support/TempDir.h"
@@ -50,13 +51,12 @@ protected:
     device.smCount = 132;
     device.ccMajor = 9;
     device.ccMinor = 0;
-    spec.op = OpKind::RmsNormFwd;
+    spec.backward = false;
     spec.rows = 4096;
     spec.cols = 4096;
-    spec.arch = device.arch();
-    spec.setTargetSMs(device.smCount);
+    spec.target = *device.target();
     spec.align = alignmentOf({}, spec.cols * 2);
-    space = getTemplate(spec.op).configSpace(tuningSpec(spec));
+    space = getTemplate(spec).configSpace(KernelSpec(spec).tuningSpec());
     ASSERT_GE(space.size(), 8u);
     auto s = Store::open(dir.file("t.db"));
     ASSERT_TRUE(bool(s)) << llvm::toString(s.takeError());
@@ -101,7 +101,7 @@ protected:
   std::unique_ptr<Store> store;
   std::unique_ptr<WorkerProcess> worker;
   DeviceInfo device;
-  KernelSpec spec;
+  rmsnorm::Params spec;
   std::vector<TileConfig> space;
   std::map<std::string, Plan> plan;
   std::function<void(const TileConfig &)> delay;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "autotune/Tuner.h"
+#include "ops/rmsnorm/RmsNormDecl.h"
 
 using namespace tilejit;
 
@@ -90,41 +91,54 @@ TEST(ChooseWinner, FailedCandidatesNeverWin) {
 }
 
 TEST(TuneKey, IncludesRowsAndToolchain) {
-  KernelSpec s;
+  rmsnorm::Params s;
   s.cols = 4096;
   s.rows = 8192;
   std::string k = tuneKey(s);
   EXPECT_NE(k.find("rows=8192"), std::string::npos);
-  EXPECT_NE(k.find("nvrtc="), std::string::npos);
-  EXPECT_NE(k.find("template="), std::string::npos);
-  EXPECT_NE(k.find("compiler="), std::string::npos);
-  KernelSpec t = s;
+  EXPECT_EQ(k.rfind(tuneKeyPrefix(s), 0), 0u) << "the spec part comes first";
+  EXPECT_NE(k.find("| nvptx-"), std::string::npos) << "the back end is part of it";
+  EXPECT_NE(tuneKey(s, Backend::Cuda), k);
+  std::string id = toolchainId(s);
+  EXPECT_NE(id.find("nvrtc="), std::string::npos);
+  EXPECT_NE(id.find("template="), std::string::npos);
+  EXPECT_NE(id.find("compiler="), std::string::npos);
+  EXPECT_NE(id.find("llvm="), std::string::npos);
+  rmsnorm::Params t = s;
   t.rows = 16384;
   EXPECT_NE(tuneKey(t), k);
 }
 
 TEST(TuneKey, RowCountsShareAPowerOfTwoBucket) {
+  auto tuningRows = [](int64_t rows) {
+    rmsnorm::Params p;
+    p.cols = 64;
+    p.rows = rows;
+    return rmsnorm::Params(KernelSpec(p).tuningSpec()).rows;
+  };
+  const int64_t cap = rmsnorm::forwardOp().params[rmsnorm::Rows].tuneBucketCap;
+  EXPECT_EQ(cap, 65536);
   EXPECT_EQ(tuningRows(1), 1);
   EXPECT_EQ(tuningRows(2), 2);
   EXPECT_EQ(tuningRows(3), 4);
   EXPECT_EQ(tuningRows(4099), 8192);
   EXPECT_EQ(tuningRows(8192), 8192);
   EXPECT_EQ(tuningRows(8193), 16384);
-  EXPECT_EQ(tuningRows(kMaxTuningRows), kMaxTuningRows);
-  EXPECT_EQ(tuningRows(kMaxTuningRows + 1), kMaxTuningRows);
-  EXPECT_EQ(tuningRows(int64_t(1) << 40), kMaxTuningRows);
-  KernelSpec a;
+  EXPECT_EQ(tuningRows(cap), cap);
+  EXPECT_EQ(tuningRows(cap + 1), cap);
+  EXPECT_EQ(tuningRows(int64_t(1) << 40), cap);
+  rmsnorm::Params a;
   a.cols = 4096;
   a.rows = 5000;
-  KernelSpec b = a;
+  rmsnorm::Params b = a;
   b.rows = 8192;
-  KernelSpec c = a;
+  rmsnorm::Params c = a;
   c.rows = 8193;
   EXPECT_EQ(tuneKey(a), tuneKey(b));
   EXPECT_NE(tuneKey(a), tuneKey(c));
   EXPECT_NE(tuneKey(a).find("rows=8192"), std::string::npos);
-  EXPECT_EQ(tuningSpec(a).rows, 8192);
-  EXPECT_EQ(tuningSpec(a).cols, 4096);
+  EXPECT_EQ(rmsnorm::Params(KernelSpec(a).tuningSpec()).rows, 8192);
+  EXPECT_EQ(rmsnorm::Params(KernelSpec(a).tuningSpec()).cols, 4096);
 }
 
 } // namespace

@@ -13,6 +13,7 @@
 #include "autotune/Worker.h"
 #include "autotune/WorkerProtocol.h"
 #include "compiler/Compiler.h"
+#include "ops/rmsnorm/RmsNormDecl.h"
 #include "runtime/CudaDriver.h"
 #include "tests/support/TempDir.h"
 
@@ -48,7 +49,7 @@ std::unique_ptr<WorkerProcess> prepared(const WorkerProcess::Options &o) {
     ADD_FAILURE() << llvm::toString(w.takeError());
     return nullptr;
   }
-  KernelSpec spec;
+  rmsnorm::Params spec;
   spec.cols = 4096;
   if (auto e = (*w)->prepare(spec, 1, 30)) {
     ADD_FAILURE() << llvm::toString(std::move(e));
@@ -176,7 +177,7 @@ TEST(Worker, FailuresCostTheWorkerNotTheTuner) {
   expectOk();
   EXPECT_EQ(worker.lost(), 3);
   // A new tuning on the same worker starts counting again.
-  KernelSpec other;
+  rmsnorm::Params other;
   other.cols = 512;
   ASSERT_FALSE(bool(worker.prepare(other, 2, 30)));
   EXPECT_EQ(worker.lost(), 0);
@@ -239,7 +240,7 @@ TEST(CompilerProcess, CompilesLikeThisProcessAndSurvivesItsOwnDeath) {
   ASSERT_TRUE(bool(path)) << llvm::toString(path.takeError());
   auto c = CompilerProcess::start(*path);
   ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
-  KernelSpec spec;
+  rmsnorm::Params spec;
   spec.cols = 1000;
   spec.align = 16;
   CompileOptions viaProcess;
@@ -252,7 +253,7 @@ TEST(CompilerProcess, CompilesLikeThisProcessAndSurvivesItsOwnDeath) {
     ASSERT_TRUE(bool(here)) << llvm::toString(here.takeError());
     auto there = compileKernel(spec, {}, viaProcess);
     ASSERT_TRUE(bool(there)) << llvm::toString(there.takeError());
-    EXPECT_EQ(there->backend, b);
+    EXPECT_EQ(there->backend, backendName(b));
     EXPECT_EQ(there->ptx, here->ptx);
     EXPECT_EQ(there->cubin, here->cubin);
     EXPECT_GT(there->entries.front().registers, 0);
@@ -381,13 +382,14 @@ TEST(GpuTunerWorker, TheRealWorkerRefusesMalformedCandidates) {
   ASSERT_TRUE(bool(path)) << llvm::toString(path.takeError());
   RawChild child(*path, {"--serve-fd", "3", "--device", "0"});
   ASSERT_GT(child.pid, 0);
-  KernelSpec spec;
+  rmsnorm::Params spec;
   spec.rows = 64;
   spec.cols = 4096;
-  spec.arch = info->arch();
-  spec.setTargetSMs(info->smCount);
-  json ready =
-      child.ask({{"op", "prepare"}, {"spec", spec.canonical(true)}, {"seed", 1}, {"reps", 3}});
+  auto target = info->target();
+  ASSERT_TRUE(bool(target)) << llvm::toString(target.takeError());
+  spec.target = *target;
+  json ready = child.ask(
+      {{"op", "prepare"}, {"spec", KernelSpec(spec).canonical(true)}, {"seed", 1}, {"reps", 3}});
   ASSERT_TRUE(ready.value("ok", false)) << ready.dump();
   json cubin = json::binary_t(std::vector<uint8_t>{'x'});
   struct Bad {

@@ -5,7 +5,6 @@
 #include <fstream>
 
 #include "compiler/Compiler.h"
-#include "compiler/templates/Template.h"
 #include "tools/tilejit/SpecOptions.h"
 
 namespace tilejit::cli {
@@ -22,16 +21,15 @@ int run(const CompileArgs &a) {
     return usageError(llvm::toString(built.takeError()));
   KernelSpec spec = *built;
 
-  // --config names the parameters to change: the rest are the template's
-  // default for this spec (the template then checks the whole).
+  // --config names the parameters to change: compileKernel lays them over
+  // the template's default for this spec and checks the whole against the
+  // keys the template declares.
   TileConfig config;
   if (!a.config.empty()) {
     auto c = TileConfig::parse(a.config);
     if (!c)
       return usageError(llvm::toString(c.takeError()));
-    config = getTemplate(spec.op).defaultConfig(spec);
-    for (const auto &[k, v] : c->values)
-      config.set(k, v);
+    config = std::move(*c);
   }
   CompileOptions opts;
   auto backend = parseBackend(a.backend);
@@ -80,24 +78,27 @@ int run(const CompileArgs &a) {
     s += "key        " + compiled->key + "\n";
     s += "cubin      " + std::to_string(compiled->cubin.size()) + " bytes, PTX " +
          std::to_string(compiled->ptx.size()) + " bytes\n";
-    bool ptx = compiled->backend != Backend::Cuda;
-    s += std::string("backend    ") + backendName(compiled->backend) + "\n";
+    bool ptx = compiled->backend != "cuda";
+    s += "backend    " + compiled->backend + "\n";
     char buf[160];
     std::snprintf(buf, sizeof buf, "compile    %.1f ms (MLIR + %s %.1f, %s %.1f)\n",
                   compiled->mlirMs + compiled->binaryMs,
-                  compiled->backend == Backend::Nvptx ? "LLVM"
-                  : ptx                               ? "PTX"
-                                                      : "C++",
+                  compiled->backend == "nvptx" ? "LLVM"
+                  : ptx                        ? "PTX"
+                                               : "C++",
                   compiled->mlirMs, ptx ? "ptxas" : "NVRTC", compiled->binaryMs);
     s += buf;
     if (compiled->workspaceBytes)
       s += "workspace  " + std::to_string(compiled->workspaceBytes) + " bytes\n";
     for (const EntryInfo &e : compiled->entries) {
-      s += "entry      " + e.name + ": " + std::to_string(e.blockThreads) + " threads, " +
-           std::to_string(e.registers) + " registers, " + std::to_string(e.spillBytes) +
-           " bytes spilled, " + std::to_string(e.staticSmemBytes) + " bytes shared, grid " +
-           e.grid.str() +
-           (e.clusterBlocks > 1 ? " clusters of " + std::to_string(e.clusterBlocks) : "") + "\n";
+      s +=
+          "entry      " + e.name + ": " + std::to_string(e.blockThreads) + " threads, " +
+          std::to_string(e.registers) + " registers, " + std::to_string(e.spillBytes) +
+          " bytes spilled, " + std::to_string(e.staticSmemBytes) + " bytes shared" +
+          (e.dynamicSmemBytes ? " + " + std::to_string(e.dynamicSmemBytes) + " dynamic" : "") +
+          ", grid " + e.grid[0].str() + (e.grid[1].results.empty() ? "" : " x " + e.grid[1].str()) +
+          (e.grid[2].results.empty() ? "" : " x " + e.grid[2].str()) +
+          (e.clusterBlocks() > 1 ? " clusters of " + std::to_string(e.clusterBlocks()) : "") + "\n";
     }
     text = s;
   }

@@ -4,15 +4,18 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
+#include <vector>
 
-#include "compiler/KernelSpec.h"
+#include "core/KernelSpec.h"
 
 namespace tilejit::cli {
 
-/// The flags that describe a kernel: op, --shape/--rows/--cols, --dtype,
-/// --wdtype, --zero-centered-gamma, --align, --arch, --sms.
+/// The flags that describe a kernel: op, --set NAME=VALUE for any parameter
+/// the op declares, RMSNorm's --shape/--rows/--cols, --dtype, --wdtype,
+/// --zero-centered-gamma, --align, and --arch, --sms.
 struct SpecOptions {
-  std::string op, dtype = "bf16", wdtype, arch, shape;
+  std::string op, dtype, wdtype, arch, shape;
+  std::vector<std::string> sets;
   int64_t rows = 0, cols = 0;
   int align = 0, sms = 0;
   bool zeroCentered = false;

@@ -143,10 +143,9 @@ int runTune(const TuneArgs &a) {
   for (auto &c : r->candidates)
     failed += c.status != "ok" && c.status != "stored";
   std::printf("spec     %s\n", r->spec.canonical().c_str());
-  if (spec.rows != r->spec.rows)
-    std::printf(
-        "         (measured at rows=%lld: the winner serves every row count of its bucket)\n",
-        (long long)r->spec.rows);
+  if (spec != r->spec)
+    std::printf("         (measured at %s: the winner serves every size of its bucket)\n",
+                r->spec.canonical().c_str());
   std::printf("winner   %s  %.4f ms\nwhy      %s\n", r->winner.canonical().c_str(), r->winnerMs,
               r->reason.c_str());
   std::printf("measured %d, reused %d stored timings, %d skipped or failed; %.2f s\n", r->measured,
@@ -187,14 +186,21 @@ int runExplain(const TuneArgs &a) {
   if (!failures)
     return fail(llvm::toString(failures.takeError()));
   std::printf("spec     %s\ntoolchain %s\n", spec.canonical().c_str(), toolchainId(spec).c_str());
-  if (KernelSpec tuned = tuningSpec(spec); tuned.rows != spec.rows)
-    std::printf(
-        "bucket   tuned at rows=%lld, for every row count %s%lld%s\n", (long long)tuned.rows,
-        tuned.rows == kMaxTuningRows ? "above " : "in (", (long long)tuned.rows / 2,
-        tuned.rows == kMaxTuningRows ? "" : (", " + std::to_string(tuned.rows) + "]").c_str());
+  KernelSpec tuned = spec.tuningSpec();
+  for (size_t i = 0; i < spec.op()->params.size(); ++i) {
+    const ParamDecl &p = spec.op()->params[i];
+    int64_t at = tuned[int(i)];
+    if (at == spec[int(i)])
+      continue;
+    bool top = at == p.tuneBucketCap;
+    std::printf("bucket   tuned at %.*s=%lld, for every %.*s %s%lld%s\n", int(p.name.size()),
+                p.name.data(), (long long)at, int(p.name.size()), p.name.data(),
+                top ? "above " : "in (", (long long)at / 2,
+                top ? "" : (", " + std::to_string(at) + "]").c_str());
+  }
   if (!*w) {
     std::printf("not tuned: the heuristic default [%s] is used\n",
-                getTemplate(spec.op).defaultConfig(spec).canonical().c_str());
+                getTemplate(spec).defaultConfig(spec).canonical().c_str());
   } else {
     std::printf("chosen   [%s] %.4f ms, kernel %s\nwhy      %s\n", (*w)->config.c_str(),
                 (*w)->medianMs, (*w)->kernelKey.substr(0, 16).c_str(), (*w)->reason.c_str());

@@ -1,9 +1,22 @@
 //===- KernelCache.cpp ------------------------------------------------------===//
-#include "runtime/KernelCache.h"
+#include "service/KernelCache.h"
 
 #include "runtime/CudaDriver.h"
 
 namespace tilejit {
+
+llvm::Expected<std::unique_ptr<LoadedKernel>> compileAndLoad(const KernelSpec &spec,
+                                                             const TileConfig &config,
+                                                             CompiledKernel *out,
+                                                             const CompileOptions &options) {
+  auto compiled = compileKernel(spec, config, options);
+  if (!compiled)
+    return compiled.takeError();
+  auto loaded = LoadedKernel::load(*compiled);
+  if (loaded && out)
+    *out = std::move(*compiled);
+  return loaded;
+}
 
 uint64_t KernelCache::hashOf(CUcontext ctx, const KernelSpec &spec, const TileConfig &config) {
   uint64_t h = spec.hash(/*withRuntimeSizes=*/false);
@@ -69,13 +82,11 @@ llvm::Expected<const LoadedKernel &> KernelCache::get(const KernelSpec &spec,
   }
   CompileOptions options;
   options.backend = backend_;
-  auto loaded = LoadedKernel::compileAndLoad(spec, config, nullptr, options);
+  auto loaded = compileAndLoad(spec, config, nullptr, options);
   if (!loaded)
     return loaded.takeError();
-  KernelSpec key = spec;
-  key.rows = 1;
   std::unique_lock lock(mu_);
-  auto it = kernels_.emplace(h, Entry{ctx, std::move(key), config, std::move(*loaded)});
+  auto it = kernels_.emplace(h, Entry{ctx, spec, config, std::move(*loaded)});
   return *it->second.kernel;
 }
 

@@ -1,5 +1,5 @@
 //===- Sha256.cpp ---------------------------------------------------------===//
-#include "compiler/Sha256.h"
+#include "core/Sha256.h"
 
 #include <openssl/evp.h>
 

@@ -15,9 +15,17 @@
 #include <string>
 #include <unordered_map>
 
+#include "compiler/Compiler.h"
 #include "runtime/LoadedKernel.h"
 
 namespace tilejit {
+
+/// Compiles (spec, config) with `options` and loads it in the current
+/// context; `compiled`, when given, receives the binary (for the store).
+llvm::Expected<std::unique_ptr<LoadedKernel>> compileAndLoad(const KernelSpec &spec,
+                                                             const TileConfig &config,
+                                                             CompiledKernel *compiled = nullptr,
+                                                             const CompileOptions &options = {});
 
 class KernelCache {
 public:
@@ -33,7 +41,7 @@ public:
 private:
   struct Entry {
     CUcontext ctx;
-    KernelSpec spec; // rows = 1: launch-time sizes are not part of the kernel
+    KernelSpec spec; // launch-time sizes are not part of the kernel (sameKernel)
     TileConfig config;
     std::unique_ptr<LoadedKernel> kernel;
   };
