@@ -21,6 +21,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/Cpp/CppEmitter.h"
@@ -436,6 +437,150 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
   out.cubin = std::move(binary->cubin);
   out.log = std::move(binary->log);
   readResources(out.log, out.entries);
+  return out;
+}
+
+namespace {
+/// The parameter an LLVM-dialect kernel argument is, or an error naming it.
+llvm::Expected<ParamInfo> paramOfLlvmArg(LLVM::LLVMFuncOp f, unsigned i) {
+  Type t = f.getArgumentTypes()[i];
+  ParamInfo p;
+  p.name = "arg" + std::to_string(i);
+  auto bad = [&](const llvm::Twine &why) {
+    return error("kernel '" + f.getSymName() + "', argument " + llvm::Twine(i) + ": " + why);
+  };
+  if (auto ptr = dyn_cast<LLVM::LLVMPointerType>(t)) {
+    if (auto byval = f.getArgAttrOfType<TypeAttr>(i, "llvm.byval")) {
+      auto array = dyn_cast<LLVM::LLVMArrayType>(byval.getValue());
+      if (!array || array.getNumElements() != 128 || !array.getElementType().isInteger(8) ||
+          !f.getArgAttr(i, "nvvm.grid_constant"))
+        return bad("a by-value argument must be a 128-byte tensor map (llvm.byval = "
+                   "!llvm.array<128 x i8>, nvvm.grid_constant)");
+      p.kind = ParamInfo::TensorMap;
+      return p;
+    }
+    if (ptr.getAddressSpace() != 0 && ptr.getAddressSpace() != 1)
+      return bad("a pointer argument must be global (address space 1) or generic");
+    p.kind = ParamInfo::Ptr;
+    return p;
+  }
+  if (t.isInteger(32)) {
+    p.kind = ParamInfo::I32;
+    return p;
+  }
+  if (t.isInteger(64)) {
+    p.kind = ParamInfo::Index;
+    return p;
+  }
+  if (t.isF32()) {
+    p.kind = ParamInfo::F32;
+    return p;
+  }
+  if (auto st = dyn_cast<LLVM::LLVMStructType>(t)) {
+    ArrayRef<Type> body = st.getBody();
+    bool view = body.size() >= 2 && body.size() <= 5 && isa<LLVM::LLVMPointerType>(body[0]) &&
+                llvm::all_of(body.drop_front(), [](Type e) { return e.isInteger(64); });
+    if (view) {
+      p.kind = ParamInfo::View;
+      p.staticSizes.assign(body.size() - 1, -1);
+      return p;
+    }
+  }
+  std::string printed;
+  llvm::raw_string_ostream os(printed);
+  t.print(os);
+  return bad("type " + printed + " is not a kernel parameter tilejit launches");
+}
+
+/// A 1-D block size from `nvvm.maxntid` / `nvvm.reqntid`.
+llvm::Expected<int> blockThreadsOf(LLVM::LLVMFuncOp f) {
+  for (const char *name : {"nvvm.reqntid", "nvvm.maxntid"})
+    if (auto a = f->getAttrOfType<DenseI32ArrayAttr>(name)) {
+      ArrayRef<int32_t> v = a.asArrayRef();
+      if (v.empty() || v[0] < 1 || v[0] > 1024 ||
+          llvm::any_of(v.drop_front(), [](int32_t d) { return d != 1; }))
+        return error("kernel '" + f.getSymName() + "': " + name +
+                     " must be [threads, 1, 1] with 1 to 1024 threads");
+      return int(v[0]);
+    }
+  return error("kernel '" + f.getSymName() + "' has no nvvm.maxntid or nvvm.reqntid: tilejit " +
+               "launches it with that many threads");
+}
+} // namespace
+
+llvm::Expected<KernelBinary> compileLlvmDialectModule(std::string_view mlirText,
+                                                      const Target &target,
+                                                      const std::vector<LaunchShape> &launch) {
+  DialectRegistry registry;
+  registerTileJitDialects(registry);
+  MLIRContext ctx(registry, MLIRContext::Threading::DISABLED);
+  ctx.loadAllAvailableDialects();
+  DiagnosticCollector diags(ctx);
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(mlirText, &ctx);
+  if (!module)
+    return error("the LLVM-dialect module does not parse: " + diags.text);
+  KernelBinary out;
+  out.backend = backendName(Backend::Nvptx);
+  const std::string arch(target.archName());
+  for (auto f : module->getOps<LLVM::LLVMFuncOp>()) {
+    if (!f->hasAttr("nvvm.kernel"))
+      continue;
+    EntryInfo e;
+    e.name = f.getSymName().str();
+    auto threads = blockThreadsOf(f);
+    if (!threads)
+      return threads.takeError();
+    e.blockThreads = *threads;
+    if (auto c = f->getAttrOfType<DenseI32ArrayAttr>("nvvm.cluster_dim"))
+      for (size_t d = 0; d < 3 && d < c.asArrayRef().size(); ++d)
+        e.cluster[d] = int(c.asArrayRef()[d]);
+    for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+      auto p = paramOfLlvmArg(f, i);
+      if (!p)
+        return p.takeError();
+      e.params.push_back(std::move(*p));
+    }
+    auto shape = std::find_if(launch.begin(), launch.end(),
+                              [&](const LaunchShape &l) { return l.name == e.name; });
+    if (shape == launch.end())
+      return error("no launch shape (grid, dynamic shared memory) given for kernel '" + e.name +
+                   "'");
+    e.grid = shape->grid;
+    e.dynamicSmemBytes = shape->dynamicSmemBytes;
+    if (e.clusterBlocks() > 1 && !target.hasClusters())
+      return error("kernel '" + e.name + "' runs in clusters, which " + arch + " does not have");
+    if (e.dynamicSmemBytes > target.maxSharedBytesPerBlock())
+      return error("kernel '" + e.name + "' asks for " + llvm::Twine(e.dynamicSmemBytes) +
+                   " bytes of dynamic shared memory; " + arch + " allows " +
+                   llvm::Twine(target.maxSharedBytesPerBlock()));
+    if (auto err = e.validate())
+      return err;
+    out.entries.push_back(std::move(e));
+  }
+  if (out.entries.empty())
+    return error("the module has no kernel (llvm.func with nvvm.kernel)");
+  for (const LaunchShape &l : launch)
+    if (std::none_of(out.entries.begin(), out.entries.end(),
+                     [&](const EntryInfo &e) { return e.name == l.name; }))
+      return error("a launch shape names '" + l.name + "', which is no kernel of the module");
+
+  PassManager pm(&ctx);
+  pm.addPass(createConvertNVVMToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  if (failed(pm.run(*module)))
+    return error("lowering NVVM ops failed: " + diags.text);
+  auto ptx = translateToPtx(*module, arch);
+  if (!ptx)
+    return error("PTX generation failed: " + llvm::toString(ptx.takeError()) +
+                 (diags.text.empty() ? "" : "\n" + diags.text));
+  auto binary = assembleWithPtxas(*ptx, out.entries.front().name, arch);
+  if (!binary)
+    return binary.takeError();
+  out.cubin = std::move(binary->cubin);
+  out.log = std::move(binary->log);
+  readResources(out.log, out.entries);
+  out.key = sha256Hex("llvm-dialect\n" + std::string(mlirText) + "\narch=" + arch + "\n" +
+                      buildIdentity(KernelSpec(), Backend::Nvptx).toolchain);
   return out;
 }
 

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <array>
 #include <functional>
 #include <optional>
 #include <string>
@@ -120,6 +121,27 @@ std::string kernelKey(const KernelSpec &spec, const TileConfig &config,
 /// Compiles `spec` with `config` (the template's default if empty).
 llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig config,
                                              const CompileOptions &options = {});
+
+/// What a kernel's signature cannot say about its launch: the grid rule of
+/// each dimension and the dynamic shared memory of each block.
+struct LaunchShape {
+  std::string name; // the kernel's symbol
+  std::array<GridRule, 3> grid;
+  int dynamicSmemBytes = 0;
+};
+
+/// Compiles a module of kernels written in MLIR's LLVM dialect with NVVM ops
+/// (`llvm.func` with `nvvm.kernel`) through the NVPTX back end and ptxas.
+/// Each entry's launch information is derived from its signature once:
+/// parameters (a `!llvm.ptr` passed `llvm.byval` as 128 bytes with
+/// `nvvm.grid_constant` is a tensor map; `!llvm.ptr<1>` a pointer; i32, i64,
+/// f32 scalars; a struct of a global pointer and i64 sizes a view), block
+/// threads from `nvvm.maxntid` or `nvvm.reqntid`, cluster shape from
+/// `nvvm.cluster_dim`; grid and dynamic shared memory come from `launch`,
+/// one per kernel.
+llvm::Expected<KernelBinary> compileLlvmDialectModule(std::string_view mlirText,
+                                                      const Target &target,
+                                                      const std::vector<LaunchShape> &launch);
 
 /// tilejit's version string.
 const char *tilejitVersion();

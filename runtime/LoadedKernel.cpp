@@ -138,14 +138,16 @@ llvm::Error checkParamLayout(const CudaDriver &drv, const EntryInfo &e, CUfuncti
 } // namespace
 
 llvm::Expected<std::unique_ptr<LoadedKernel>> LoadedKernel::load(const KernelBinary &c) {
-  auto drv = CudaDriver::get();
-  if (!drv)
-    return drv.takeError();
   if (c.cubin.empty())
     return error("kernel " + c.key.substr(0, 16) + " has no cubin to load");
+  if (c.entries.empty())
+    return error("kernel " + c.key.substr(0, 16) + " has no entry points");
   for (const EntryInfo &e : c.entries)
     if (auto err = e.validate())
       return err;
+  auto drv = CudaDriver::get();
+  if (!drv)
+    return drv.takeError();
   std::unique_ptr<LoadedKernel> k(new LoadedKernel());
   TJ_CU_CHECK(*drv, cuCtxGetCurrent(&k->context_));
   if (!k->context_)

@@ -15,6 +15,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "ops/rmsnorm/RmsNormDecl.h"
 #include "runtime/CudaDriver.h"
+#include "tests/support/TmaCopyKernel.h"
 
 using namespace tilejit;
 
@@ -524,3 +525,54 @@ TEST(Compiler, LayoutInterfacePlacesEveryElement) {
     EXPECT_EQ(rows.getOwnerMap().compose(llvm::ArrayRef<int64_t>{t})[0] == 0, t % 8 == 0) << t;
   }
 }
+
+namespace {
+
+// A kernel written in the LLVM dialect: its launch information comes from
+// its signature (a 128-byte by-value tensor map, a global pointer, i32
+// scalars), its nvvm.maxntid, and the launch shape given for it.
+TEST(Compiler, LlvmDialectKernelsGetTheirLaunchFromTheSignature) {
+  auto target = *Target::parse("sm_90a");
+  auto k = compileLlvmDialectModule(tilejit::testing::tmaCopyKernel(), target,
+                                    {tilejit::testing::tmaCopyLaunch()});
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  EXPECT_GT(k->cubin.size(), 1000u);
+  ASSERT_EQ(k->entries.size(), 1u);
+  const EntryInfo &e = k->entries[0];
+  EXPECT_EQ(e.name, "tma_box_copy");
+  EXPECT_EQ(e.blockThreads, 128);
+  EXPECT_EQ(e.dynamicSmemBytes, 65536);
+  ASSERT_EQ(e.params.size(), 5u);
+  EXPECT_EQ(e.params[0].kind, ParamInfo::TensorMap);
+  EXPECT_EQ(e.params[1].kind, ParamInfo::Ptr);
+  EXPECT_EQ(e.params[2].kind, ParamInfo::I32);
+  EXPECT_EQ(e.spillBytes, 0);
+  EXPECT_GT(e.registers, 0) << "ptxas's report was read";
+  EXPECT_EQ(k->key.size(), 64u);
+  // The launch evaluates to a 3-D grid: 300 columns, 600 rows, depth 3.
+  int64_t cols = 300, rows = 600, depth = 3;
+  EXPECT_EQ(e.grid[0].evaluate(&cols, 1), 5);
+  EXPECT_EQ(e.grid[1].evaluate(&rows, 1), 3);
+  EXPECT_EQ(e.grid[2].evaluate(&depth, 1), 3);
+
+  // What cannot be launched is named before anything is compiled.
+  auto noShape = compileLlvmDialectModule(tilejit::testing::tmaCopyKernel(), target, {});
+  EXPECT_NE(llvm::toString(noShape.takeError()).find("no launch shape"), std::string::npos);
+  LaunchShape big = tilejit::testing::tmaCopyLaunch();
+  big.dynamicSmemBytes = 300 * 1024;
+  auto tooBig = compileLlvmDialectModule(tilejit::testing::tmaCopyKernel(), target, {big});
+  EXPECT_NE(llvm::toString(tooBig.takeError()).find("sm_90a allows 232448"), std::string::npos);
+  const char *badArg = R"(llvm.func @k(%a: vector<4xf32>) attributes {nvvm.kernel,
+      nvvm.maxntid = array<i32: 32, 1, 1>} { llvm.return })";
+  LaunchShape one{"k", {GridRule::constant(1), {}, {}}, 0};
+  auto bad = compileLlvmDialectModule(badArg, target, {one});
+  EXPECT_NE(llvm::toString(bad.takeError()).find("kernel 'k', argument 0: type vector<4xf32>"),
+            std::string::npos);
+  const char *noThreads = R"(llvm.func @k() attributes {nvvm.kernel} { llvm.return })";
+  auto threads = compileLlvmDialectModule(noThreads, target, {one});
+  EXPECT_NE(llvm::toString(threads.takeError()).find("no nvvm.maxntid"), std::string::npos);
+  auto parse = compileLlvmDialectModule("llvm.func @", target, {one});
+  EXPECT_NE(llvm::toString(parse.takeError()).find("does not parse"), std::string::npos);
+}
+
+} // namespace
