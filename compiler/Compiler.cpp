@@ -301,9 +301,11 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
   if (!found)
     return error("no template builds op '" + std::string(spec.opName()) + "'");
   const KernelTemplate &tmpl = *found;
-  // A partial config is laid over the default, then checked whole against the
-  // keys the template declares and its own rules.
-  config = tmpl.defaultConfig(spec).mergedWith(config);
+  // The config as given, whole: a key left out means its absence (no
+  // segments, no cluster), never the default's value. The CLI lays a partial
+  // config over the default itself.
+  if (config.values.empty())
+    config = tmpl.defaultConfig(spec);
   if (auto err = tmpl.checkConfig(spec, config))
     return error("config '" + config.canonical() + "' for '" + spec.canonical() +
                  "': " + llvm::toString(std::move(err)));

@@ -109,25 +109,26 @@ llvm::Error gridOf(const EntryInfo &e, const KernelArg *args, int64_t (&grid)[3]
   return llvm::Error::success();
 }
 
-/// The layout the compiler derived must be the one in the binary: the driver
-/// reads each parameter's offset and size from the cubin.
-llvm::Error checkParamLayout(const CudaDriver &drv, const EntryInfo &e, CUfunction f) {
-  size_t offset = 0;
+/// The parameters the compiler derived must be the binary's: as many, in
+/// order, each of the size the driver reads from the cubin. (Offsets are
+/// ptxas's choice: an over-aligned parameter such as a tensor map is aligned
+/// in the constant bank, not from the start of the parameters; the driver
+/// copies each argument to its offset.)
+llvm::Error checkParams(const CudaDriver &drv, const EntryInfo &e, CUfunction f) {
+  size_t last = 0;
   for (size_t i = 0; i < e.params.size(); ++i) {
-    const ParamInfo &p = e.params[i];
-    offset = (offset + p.alignment() - 1) / p.alignment() * p.alignment();
-    size_t got = 0, gotSize = 0;
-    CUresult r = drv.cuFuncGetParamInfo(f, i, &got, &gotSize);
+    size_t offset = 0, size = 0;
+    CUresult r = drv.cuFuncGetParamInfo(f, i, &offset, &size);
     if (r != CUDA_SUCCESS)
       return drv.error(r, "cuFuncGetParamInfo(" + e.name + ", " + llvm::Twine(i) +
                               "): the binary has fewer parameters than its launch information");
-    if (got != offset || gotSize != p.bytes())
+    if (size != e.params[i].bytes() || (i > 0 && offset <= last))
       return argError(e, i,
-                      "the binary has it at offset " + llvm::Twine(got) + ", " +
-                          llvm::Twine(gotSize) + " bytes; its launch information says " +
-                          llvm::Twine(offset) + ", " + llvm::Twine(p.bytes()) +
+                      "the binary has it as " + llvm::Twine(size) + " bytes at offset " +
+                          llvm::Twine(offset) + "; its launch information says " +
+                          llvm::Twine(e.params[i].bytes()) +
                           " bytes (the binary and its record disagree)");
-    offset += p.bytes();
+    last = offset;
   }
   size_t extraOffset = 0, extraSize = 0;
   if (drv.cuFuncGetParamInfo(f, e.params.size(), &extraOffset, &extraSize) == CUDA_SUCCESS)
@@ -156,7 +157,7 @@ llvm::Expected<std::unique_ptr<LoadedKernel>> LoadedKernel::load(const KernelBin
   for (const EntryInfo &e : c.entries) {
     CUfunction f;
     TJ_CU_CHECK(*drv, cuModuleGetFunction(&f, k->module_, e.name.c_str()));
-    if (auto err = checkParamLayout(*drv, e, f))
+    if (auto err = checkParams(*drv, e, f))
       return err;
     if (e.staticSmemBytes + e.dynamicSmemBytes > Target::kStaticSharedBytes)
       TJ_CU_CHECK(*drv, cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

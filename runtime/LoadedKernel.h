@@ -73,8 +73,9 @@ struct KernelArg {
 class LoadedKernel {
 public:
   /// Loads the cubin into the current context, resolves every entry and
-  /// checks each entry's parameter layout against the one the driver reads
-  /// from the binary (a mismatch is an error naming the parameter).
+  /// checks each entry's parameters (count and sizes) against those the
+  /// driver reads from the binary (a mismatch is an error naming the
+  /// parameter).
   static llvm::Expected<std::unique_ptr<LoadedKernel>> load(const KernelBinary &binary);
   ~LoadedKernel();
   LoadedKernel(const LoadedKernel &) = delete;

@@ -425,9 +425,18 @@ TEST_F(GpuTuner, FaultingOrHangingCandidatesCostOnlyTheWorker) {
     // The hang spins on a global nothing ever writes: volatile accesses are
     // side effects, so the loop stays.
     std::string body = c == faulting ? "*(volatile int *)8 = 1;" : "while (tj_never == 0) {}";
-    std::string src = "__device__ volatile int tj_never = 0;\n";
-    for (const EntryInfo &e : k->entries)
-      src += "extern \"C\" __global__ void " + e.name + "() { " + body + " }\n";
+    std::string src =
+        "__device__ volatile int tj_never = 0;\n"
+        "template <int N, int A> struct alignas(A) tj_bytes { unsigned char b[N]; };\n";
+    // Each with the real entry's parameters (as many, of the same sizes), so
+    // that the binary matches its launch information.
+    for (const EntryInfo &e : k->entries) {
+      std::string params;
+      for (size_t i = 0; i < e.params.size(); ++i)
+        params += std::string(i ? ", " : "") + "tj_bytes<" + std::to_string(e.params[i].bytes()) +
+                  ", " + std::to_string(e.params[i].alignment()) + "> p" + std::to_string(i);
+      src += "extern \"C\" __global__ void " + e.name + "(" + params + ") { " + body + " }\n";
+    }
     auto broken = compileWithNvrtc(src, "broken", std::string(sp.target.archName()));
     if (!broken)
       return broken.takeError();

@@ -6,6 +6,13 @@
 // mbarrier for the bytes, and writes the box's in-bounds elements to `out`
 // (same shape). It takes a CUtensorMap by value.
 //
+// The box's destination must be 128-byte aligned, and the declared alignment
+// of a dynamic shared array is not what a kernel gets: linked by nvJitLink,
+// dynamic shared memory began 16 bytes after an 8-byte static barrier (the
+// TMA copy then failed with CUDA_ERROR_MISALIGNED_ADDRESS on the H200). So
+// the kernel has no static shared memory and aligns its dynamic base itself,
+// with 128 bytes of slack; the mbarrier follows the box.
+//
 //===----------------------------------------------------------------------===//
 #pragma once
 
@@ -15,12 +22,13 @@ namespace tilejit::testing {
 
 constexpr int kTmaBoxCols = 64, kTmaBoxRows = 256;
 constexpr int kTmaBoxBytes = kTmaBoxCols * kTmaBoxRows * 4;
+/// The box, 128 bytes of slack to align it, and the mbarrier.
+constexpr int kTmaDynamicSmemBytes = kTmaBoxBytes + 128 + 8;
 
 inline const char *tmaCopyKernel() {
   return R"mlir(
 module {
-  llvm.mlir.global external @tj_dsmem() {addr_space = 3 : i32, alignment = 128 : i64} : !llvm.array<0 x i8>
-  llvm.mlir.global internal @tj_bar() {addr_space = 3 : i32, alignment = 8 : i64} : i64
+  llvm.mlir.global external @tj_dsmem() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<0 x i8>
   llvm.func @tma_box_copy(%tmap: !llvm.ptr {llvm.byval = !llvm.array<128 x i8>, llvm.align = 64 : i64, nvvm.grid_constant},
                           %out: !llvm.ptr<1>, %rows: i32, %cols: i32, %depth: i32)
       attributes {nvvm.kernel, nvvm.maxntid = array<i32: 128, 1, 1>} {
@@ -32,8 +40,14 @@ module {
     %box = llvm.mlir.constant(16384 : i32) : i32
     %bytes = llvm.mlir.constant(65536 : i32) : i32
     %ticks = llvm.mlir.constant(1000000 : i32) : i32
-    %buf = llvm.mlir.addressof @tj_dsmem : !llvm.ptr<3>
-    %bar = llvm.mlir.addressof @tj_bar : !llvm.ptr<3>
+    %c127 = llvm.mlir.constant(127 : i32) : i32
+    %cm128 = llvm.mlir.constant(-128 : i32) : i32
+    %base = llvm.mlir.addressof @tj_dsmem : !llvm.ptr<3>
+    %bi = llvm.ptrtoint %base : !llvm.ptr<3> to i32
+    %bu = llvm.add %bi, %c127 : i32
+    %ai = llvm.and %bu, %cm128 : i32
+    %buf = llvm.inttoptr %ai : i32 to !llvm.ptr<3>
+    %bar = llvm.getelementptr %buf[65536] : (!llvm.ptr<3>) -> !llvm.ptr<3>, i8
     %tid = nvvm.read.ptx.sreg.tid.x : i32
     %bx = nvvm.read.ptx.sreg.ctaid.x : i32
     %by = nvvm.read.ptx.sreg.ctaid.y : i32
@@ -102,7 +116,7 @@ inline LaunchShape tmaCopyLaunch() {
   l.grid[0] = boxes(3, kTmaBoxCols);
   l.grid[1] = boxes(2, kTmaBoxRows);
   l.grid[2] = GridRule{{{{GridRule::Sym, 0}}}, {{4, -1}}};
-  l.dynamicSmemBytes = kTmaBoxBytes;
+  l.dynamicSmemBytes = kTmaDynamicSmemBytes;
   return l;
 }
 

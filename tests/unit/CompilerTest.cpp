@@ -541,7 +541,7 @@ TEST(Compiler, LlvmDialectKernelsGetTheirLaunchFromTheSignature) {
   const EntryInfo &e = k->entries[0];
   EXPECT_EQ(e.name, "tma_box_copy");
   EXPECT_EQ(e.blockThreads, 128);
-  EXPECT_EQ(e.dynamicSmemBytes, 65536);
+  EXPECT_EQ(e.dynamicSmemBytes, tilejit::testing::kTmaDynamicSmemBytes);
   ASSERT_EQ(e.params.size(), 5u);
   EXPECT_EQ(e.params[0].kind, ParamInfo::TensorMap);
   EXPECT_EQ(e.params[1].kind, ParamInfo::Ptr);

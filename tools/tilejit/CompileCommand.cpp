@@ -1,4 +1,5 @@
 //===- CompileCommand.cpp - `tilejit compile`: emit MLIR, CUDA, PTX ----------===//
+#include "compiler/templates/Template.h"
 #include "tools/tilejit/Commands.h"
 
 #include <cstdio>
@@ -21,15 +22,15 @@ int run(const CompileArgs &a) {
     return usageError(llvm::toString(built.takeError()));
   KernelSpec spec = *built;
 
-  // --config names the parameters to change: compileKernel lays them over
-  // the template's default for this spec and checks the whole against the
-  // keys the template declares.
+  // --config names the parameters to change: the rest are the template's
+  // default for this spec; the template checks the whole against the keys it
+  // declares.
   TileConfig config;
   if (!a.config.empty()) {
     auto c = TileConfig::parse(a.config);
     if (!c)
       return usageError(llvm::toString(c.takeError()));
-    config = std::move(*c);
+    config = getTemplate(spec).defaultConfig(spec).mergedWith(*c);
   }
   CompileOptions opts;
   auto backend = parseBackend(a.backend);
