@@ -205,15 +205,11 @@ llvm::Expected<std::array<int64_t, 3>> LoadedKernel::gridFor(size_t entry, const
 
 llvm::Error LoadedKernel::launch(size_t entry, const KernelArg *args, size_t count,
                                  CUstream stream) const {
-  if (entry >= entries_.size())
-    return error("no entry " + llvm::Twine(entry));
+  auto grid = gridFor(entry, args, count); // checks the entry and the arguments
+  if (!grid)
+    return grid.takeError();
   const EntryInfo &e = entries_[entry];
-  if (auto err = checkArgs(e, args, count))
-    return err;
-  int64_t grid[3];
-  if (auto err = gridOf(e, args, grid))
-    return err;
-  if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0)
+  if ((*grid)[0] == 0 || (*grid)[1] == 0 || (*grid)[2] == 0)
     return llvm::Error::success(); // nothing to do (zero rows)
 
   // Each argument by value, in the layout of ParamInfo::bytes(): the driver
@@ -257,9 +253,9 @@ llvm::Error LoadedKernel::launch(size_t entry, const KernelArg *args, size_t cou
   if (!drv)
     return drv.takeError();
   CUlaunchConfig cfg = {};
-  cfg.gridDimX = unsigned(grid[0]);
-  cfg.gridDimY = unsigned(grid[1]);
-  cfg.gridDimZ = unsigned(grid[2]);
+  cfg.gridDimX = unsigned((*grid)[0]);
+  cfg.gridDimY = unsigned((*grid)[1]);
+  cfg.gridDimZ = unsigned((*grid)[2]);
   cfg.blockDimX = unsigned(e.blockThreads);
   cfg.blockDimY = cfg.blockDimZ = 1;
   cfg.sharedMemBytes = unsigned(e.dynamicSmemBytes);

@@ -943,6 +943,17 @@ llvm::Error Store::setWinner(const Winner &w) {
   });
 }
 
+Winner Store::winnerOf(Statement &st) {
+  Winner w;
+  w.tuneKey = st.text(0);
+  w.config = st.text(1);
+  w.kernelKey = st.text(2);
+  w.medianMs = st.real(3);
+  w.reason = st.text(4);
+  w.chosenAt = st.int64(5);
+  return w;
+}
+
 llvm::Expected<std::vector<Winner>> Store::winnersWithPrefix(const std::string &prefix) {
   std::lock_guard<std::mutex> lock(mu_);
   auto st = statement("SELECT tune_key, config, kernel_key, median_ms, reason, chosen_at "
@@ -958,14 +969,7 @@ llvm::Expected<std::vector<Winner>> Store::winnersWithPrefix(const std::string &
       return row.takeError();
     if (!*row)
       break;
-    Winner w;
-    w.tuneKey = st->text(0);
-    w.config = st->text(1);
-    w.kernelKey = st->text(2);
-    w.medianMs = st->real(3);
-    w.reason = st->text(4);
-    w.chosenAt = st->int64(5);
-    out.push_back(std::move(w));
+    out.push_back(winnerOf(*st));
   }
   return out;
 }
@@ -982,14 +986,7 @@ llvm::Expected<std::optional<Winner>> Store::winner(const std::string &tuneKey) 
     return row.takeError();
   if (!*row)
     return std::nullopt;
-  Winner w;
-  w.tuneKey = st->text(0);
-  w.config = st->text(1);
-  w.kernelKey = st->text(2);
-  w.medianMs = st->real(3);
-  w.reason = st->text(4);
-  w.chosenAt = st->int64(5);
-  return w;
+  return winnerOf(*st);
 }
 
 llvm::Error Store::addFailure(const Failure &f) {

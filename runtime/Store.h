@@ -208,6 +208,9 @@ private:
   /// The cached prepared statement for `sql` (prepared on first use; reset and
   /// cleared when the returned object goes away). Callers hold mu_.
   llvm::Expected<Statement> statement(const char *sql);
+  /// A winners row of `SELECT tune_key, config, kernel_key, median_ms,
+  /// reason, chosen_at`.
+  static Winner winnerOf(Statement &st);
   /// Whether the cached query `sql` (SELECT EXISTS with ?1, ?2) holds.
   llvm::Expected<bool> exists(const char *sql, const std::string &tuneKey,
                               const std::string &config);
