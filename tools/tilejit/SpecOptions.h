@@ -12,11 +12,13 @@ namespace tilejit::cli {
 
 /// The flags that describe a kernel: op, --set NAME=VALUE for any parameter
 /// the op declares, RMSNorm's --shape/--rows/--cols, --dtype, --wdtype,
-/// --zero-centered-gamma, --align, and --arch, --sms.
+/// --zero-centered-gamma, --align, GEMM's --m/--n/--k/--layout/--out-dtype/
+/// --with-c, and --arch, --sms.
 struct SpecOptions {
-  std::string op, dtype, wdtype, arch, shape;
+  std::string op, dtype, wdtype, arch, shape, layout, outDtype;
   std::vector<std::string> sets;
-  int64_t rows = 0, cols = 0;
+  int64_t rows = 0, cols = 0, m = 0, n = 0, k = 0;
+  bool withC = false;
   int align = 0, sms = 0;
   bool zeroCentered = false;
 
