@@ -14,6 +14,7 @@ Action addCompile(CLI::App &app);
 Action addTune(CLI::App &app);
 Action addExplain(CLI::App &app);
 Action addCache(CLI::App &app);
+Action addServe(CLI::App &app);
 
 /// Prints "tilejit: error: <msg>" on stderr and returns 1: the command was
 /// understood and could not be done.

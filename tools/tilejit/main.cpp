@@ -45,6 +45,7 @@ int main(int argc, char **argv) {
   add(tilejit::cli::addTune);
   add(tilejit::cli::addExplain);
   add(tilejit::cli::addCache);
+  add(tilejit::cli::addServe);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {

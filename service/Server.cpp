@@ -1,0 +1,556 @@
+//===- Server.cpp -----------------------------------------------------------===//
+#include "service/Server.h"
+
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <thread>
+#include <unordered_map>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "autotune/Tuner.h"
+#include "compiler/templates/Template.h"
+#include "service/Leases.h"
+#include "service/Wire.h"
+#include "tilejit.grpc.pb.h"
+
+namespace tilejit {
+
+namespace {
+
+using grpc::ServerContext;
+using grpc::Status;
+using grpc::StatusCode;
+
+constexpr const char *kServiceName = "tilejit.v1.TileJit";
+constexpr int64_t kMinLeaseMs = 100;
+constexpr int kMaxTimings = 100000;
+constexpr size_t kMaxLeaseIdBytes = 64;
+
+bool sameSecret(const std::string &a, const std::string &b) {
+  // Constant time in the length of the secret: a wrong guess learns nothing
+  // from how long the comparison took.
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < b.size(); ++i)
+    diff |= static_cast<unsigned char>((i < a.size() ? a[i] : 0) ^ b[i]);
+  return diff == 0;
+}
+
+std::string shortKey(const std::string &key) { return key.substr(0, 16); }
+
+} // namespace
+
+/// The RPCs. Each checks its request first, then acts; service errors become
+/// grpc::Status here and nowhere else.
+class TileJitService final : public v1::TileJit::Service {
+public:
+  TileJitService(ServerOptions options, std::unique_ptr<Store> store, std::string notice)
+      : options_(std::move(options)), store_(std::move(store)), notice_(std::move(notice)),
+        started_(std::chrono::steady_clock::now()) {
+    if (!options_.log)
+      options_.log = [](const std::string &line) {
+        std::fprintf(stderr, "tilejit serve: %s\n", line.c_str());
+      };
+  }
+
+  const std::string &notice() const { return notice_; }
+
+  Status Lookup(ServerContext *, const v1::KernelRequest *req, v1::LookupResponse *resp) override {
+    ++lookups_;
+    Resolved r;
+    if (auto s = resolve(*req, r); !s.ok())
+      return counted(s);
+    std::optional<StoredKernel> k;
+    if (auto s = readKernel(r.key, k); !s.ok())
+      return s;
+    resp->set_tuned(r.tuned);
+    if (k) {
+      ++lookupHits_;
+      resp->set_found(true);
+      wire::kernelTo(*k, r.backend, *resp->mutable_kernel());
+    }
+    return Status::OK;
+  }
+
+  Status GetKernel(ServerContext *ctx, const v1::KernelRequest *req,
+                   v1::GetKernelResponse *resp) override {
+    ++getKernels_;
+    Resolved r;
+    if (auto s = resolve(*req, r); !s.ok())
+      return counted(s);
+    resp->set_tuned(r.tuned);
+    std::optional<StoredKernel> k;
+    if (auto s = readKernel(r.key, k); !s.ok())
+      return s;
+    if (k) {
+      ++storeHits_;
+      resp->set_source(v1::GetKernelResponse::SOURCE_STORE);
+      wire::kernelTo(*k, r.backend, *resp->mutable_kernel());
+      return Status::OK;
+    }
+    // Single flight: the first request for a missing key compiles it, the
+    // others wait for that result.
+    std::shared_ptr<Flight> flight;
+    bool leader = false;
+    {
+      std::lock_guard<std::mutex> lock(flightsMu_);
+      auto &slot = flights_[r.key];
+      if (!slot) {
+        slot = std::make_shared<Flight>();
+        leader = true;
+      }
+      flight = slot;
+    }
+    if (leader) {
+      compileFlight(r, *flight);
+      std::lock_guard<std::mutex> lock(flightsMu_);
+      flights_.erase(r.key);
+    } else {
+      ++sharedWaits_;
+      std::unique_lock<std::mutex> lock(flight->mu);
+      while (!flight->done)
+        if (ctx->IsCancelled())
+          return Status(StatusCode::CANCELLED, "the caller cancelled while waiting for a compile");
+        else
+          flight->cv.wait_for(lock, std::chrono::milliseconds(100));
+    }
+    if (!flight->status.ok())
+      return flight->status;
+    resp->set_source(leader ? flight->source : v1::GetKernelResponse::SOURCE_SHARED);
+    wire::kernelTo(flight->kernel, r.backend, *resp->mutable_kernel());
+    return Status::OK;
+  }
+
+  Status AcquireTuningLease(ServerContext *, const v1::AcquireTuningLeaseRequest *req,
+                            v1::AcquireTuningLeaseResponse *resp) override {
+    KernelSpec spec;
+    Backend backend;
+    if (auto s = wire::specFrom(req->spec(), "spec", spec); !s.ok())
+      return counted(s);
+    if (auto s = wire::backendFrom(req->backend(), "backend", backend); !s.ok())
+      return counted(s);
+    if (auto s = checkName(req->holder(), "holder"); !s.ok())
+      return counted(s);
+    if (req->lease_id().size() > kMaxLeaseIdBytes)
+      return counted(
+          wire::invalid("lease_id", "longer than " + std::to_string(kMaxLeaseIdBytes) + " bytes"));
+    if (auto s = wire::printable(req->lease_id(), "lease_id"); !s.ok())
+      return counted(s);
+    int64_t maxMs = options_.maxLeaseTtl.count();
+    if (req->ttl_ms() < kMinLeaseMs || req->ttl_ms() > maxMs)
+      return counted(wire::invalid("ttl_ms", std::to_string(req->ttl_ms()) + " is not in [" +
+                                                 std::to_string(kMinLeaseMs) + ", " +
+                                                 std::to_string(maxMs) + "]"));
+    if (!findTemplate(spec.op()))
+      return counted(
+          wire::invalid("spec", "op '" + std::string(spec.opName()) + "' has no template"));
+    Resolved r;
+    r.spec = spec;
+    r.backend = backend;
+    if (auto s = bestConfig(r); !s.ok())
+      return s;
+    std::string key = tuneKey(spec, backend);
+    auto grant = leases_.acquire(key, req->holder(), std::chrono::milliseconds(req->ttl_ms()),
+                                 req->lease_id());
+    resp->set_granted(grant.granted);
+    resp->set_lease_id(grant.leaseId);
+    resp->set_expires_in_ms(grant.expiresIn.count());
+    resp->set_tune_key(key);
+    resp->set_holder(grant.holder);
+    resp->set_best_config(r.config.canonical());
+    resp->set_best_is_tuned(r.tuned);
+    if (grant.granted) {
+      ++leasesGranted_;
+      options_.log("lease " + key + " to " + grant.holder + " for " +
+                   std::to_string(req->ttl_ms()) + " ms");
+    } else {
+      ++leasesDenied_;
+    }
+    return Status::OK;
+  }
+
+  Status PublishResult(ServerContext *ctx, const v1::PublishResultRequest *req,
+                       v1::PublishResultResponse *resp) override {
+    if (auto s = authorize(*ctx); !s.ok())
+      return s;
+    KernelSpec spec;
+    Backend backend;
+    TileConfig winner;
+    if (auto s = wire::specFrom(req->spec(), "spec", spec); !s.ok())
+      return counted(s);
+    if (auto s = wire::backendFrom(req->backend(), "backend", backend); !s.ok())
+      return counted(s);
+    if (!findTemplate(spec.op()))
+      return counted(
+          wire::invalid("spec", "op '" + std::string(spec.opName()) + "' has no template"));
+    if (req->lease_id().empty() || req->lease_id().size() > kMaxLeaseIdBytes)
+      return counted(wire::invalid("lease_id", "required (from AcquireTuningLease)"));
+    if (req->winner_config().empty())
+      return counted(wire::invalid("winner_config", "empty"));
+    if (auto s = wire::configFrom(req->winner_config(), "winner_config", winner); !s.ok())
+      return counted(s);
+    if (auto s = checkConfig(spec, winner, "winner_config"); !s.ok())
+      return counted(s);
+    if (!std::isfinite(req->winner_ms()) || req->winner_ms() < 0)
+      return counted(wire::invalid("winner_ms", "not a finite time >= 0"));
+    if (req->reason().size() > wire::kMaxTextBytes)
+      return counted(
+          wire::invalid("reason", "longer than " + std::to_string(wire::kMaxTextBytes) + " bytes"));
+    if (auto s = wire::printable(req->reason(), "reason"); !s.ok())
+      return counted(s);
+    if (auto s = wire::printable(req->lease_id(), "lease_id"); !s.ok())
+      return counted(s);
+    if (req->timings_size() > kMaxTimings)
+      return counted(wire::invalid("timings", std::to_string(req->timings_size()) +
+                                                  " entries, more than the " +
+                                                  std::to_string(kMaxTimings) + " accepted"));
+    std::string key = tuneKey(spec, backend);
+    std::vector<Timing> timings(size_t(req->timings_size()));
+    for (int i = 0; i < req->timings_size(); ++i) {
+      if (auto s = wire::timingFrom(req->timings(i), "timings[" + std::to_string(i) + "]",
+                                    timings[size_t(i)]);
+          !s.ok())
+        return counted(s);
+      timings[size_t(i)].tuneKey = key;
+    }
+    std::string kernelKeyOfWinner = kernelKey(spec, winner, backend);
+    std::optional<StoredKernel> kernel;
+    if (req->has_kernel()) {
+      kernel.emplace();
+      if (auto s = wire::kernelFrom(req->kernel(), "kernel", *kernel); !s.ok())
+        return counted(s);
+      if (kernel->key != kernelKeyOfWinner)
+        return counted(wire::invalid(
+            "kernel.key", "is not the key of winner_config for spec under this server's build "
+                          "identity (" +
+                              kernelKeyOfWinner + ")"));
+      kernel->spec = spec.canonical(false);
+      kernel->config = winner.canonical();
+      kernel->arch = std::string(spec.target.archName());
+      kernel->toolchain = toolchainId(spec, backend);
+    }
+    if (!leases_.release(key, req->lease_id()))
+      return Status(StatusCode::FAILED_PRECONDITION,
+                    "lease_id: not the tuning lease of " + key +
+                        " (it lapsed, was taken over, or was never granted)");
+    for (Timing &t : timings)
+      if (auto e = store_->addTiming(t))
+        return storeError(std::move(e));
+    std::string storedKey;
+    if (kernel) {
+      if (auto e = store_->putKernel(std::move(*kernel)))
+        return storeError(std::move(e));
+      storedKey = kernelKeyOfWinner;
+    } else {
+      std::optional<StoredKernel> existing;
+      if (auto s = readKernel(kernelKeyOfWinner, existing); !s.ok())
+        return s;
+      if (existing)
+        storedKey = kernelKeyOfWinner;
+    }
+    Winner w;
+    w.tuneKey = key;
+    w.config = winner.canonical();
+    w.kernelKey = storedKey;
+    w.medianMs = req->winner_ms();
+    w.reason = req->reason();
+    if (auto e = store_->setWinner(w))
+      return storeError(std::move(e));
+    ++publishes_;
+    options_.log("winner " + key + ": " + w.config + " (" + std::to_string(w.medianMs) + " ms, " +
+                 std::to_string(timings.size()) + " timings)");
+    resp->set_tune_key(key);
+    resp->set_kernel_key(storedKey);
+    resp->set_timings_written(int(timings.size()));
+    return Status::OK;
+  }
+
+  Status List(ServerContext *, const v1::ListRequest *req, v1::ListResponse *resp) override {
+    if (req->limit() < 0 || req->limit() > options_.listCap)
+      return counted(wire::invalid("limit", std::to_string(req->limit()) + " is not in [0, " +
+                                                std::to_string(options_.listCap) + "]"));
+    size_t limit = size_t(req->limit() == 0 ? options_.listCap : req->limit());
+    auto all = store_->list();
+    if (!all)
+      return storeError(all.takeError());
+    for (const Store::Summary &s : *all) {
+      if (size_t(resp->entries_size()) == limit) {
+        resp->set_truncated(true);
+        break;
+      }
+      v1::ListEntry *e = resp->add_entries();
+      e->set_kind(s.kind);
+      e->set_key(s.key);
+      e->set_spec(s.spec);
+      e->set_config(s.config);
+      e->set_arch(s.arch);
+      e->set_bytes(s.bytes);
+      e->set_created_at(s.createdAt);
+    }
+    for (const LeaseTable::Held &h : leases_.held()) {
+      v1::LeaseInfo *l = resp->add_leases();
+      l->set_tune_key(h.tuneKey);
+      l->set_holder(h.holder);
+      l->set_expires_in_ms(h.expiresIn.count());
+    }
+    return Status::OK;
+  }
+
+  Status Stats(ServerContext *, const v1::StatsRequest *, v1::StatsResponse *resp) override {
+    resp->set_lookups(lookups_);
+    resp->set_lookup_hits(lookupHits_);
+    resp->set_get_kernels(getKernels_);
+    resp->set_store_hits(storeHits_);
+    resp->set_compiles(compiles_);
+    resp->set_compile_failures(compileFailures_);
+    resp->set_shared_waits(sharedWaits_);
+    resp->set_leases_granted(leasesGranted_);
+    resp->set_leases_denied(leasesDenied_);
+    resp->set_publishes(publishes_);
+    resp->set_invalid_requests(invalid_);
+    resp->set_unauthenticated(unauthenticated_);
+    resp->set_active_leases(int64_t(leases_.held().size()));
+    resp->set_leases_expired(leases_.expired());
+    resp->set_compiles_in_flight(compilesInFlight_);
+    resp->set_uptime_seconds(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+    return Status::OK;
+  }
+
+private:
+  /// A request's kernel: the spec, the config it gets, and its key.
+  struct Resolved {
+    KernelSpec spec;
+    TileConfig config;
+    Backend backend = Backend::Nvptx;
+    bool tuned = false; ///< the config is a published winner
+    std::string key;
+  };
+  /// One compile of a missing key, which every concurrent request of the key
+  /// waits for.
+  struct Flight {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    Status status;
+    StoredKernel kernel;
+    v1::GetKernelResponse::Source source = v1::GetKernelResponse::SOURCE_COMPILED;
+  };
+
+  Status counted(Status s) {
+    if (s.error_code() == StatusCode::INVALID_ARGUMENT)
+      ++invalid_;
+    return s;
+  }
+
+  static Status checkName(const std::string &name, const std::string &field) {
+    if (name.empty())
+      return wire::invalid(field, "empty");
+    if (name.size() > wire::kMaxNameBytes)
+      return wire::invalid(field, "longer than " + std::to_string(wire::kMaxNameBytes) + " bytes");
+    return wire::printable(name, field);
+  }
+
+  Status storeError(llvm::Error e) {
+    std::string msg = "store " + store_->path() + ": " + llvm::toString(std::move(e));
+    options_.log("error: " + msg);
+    return Status(StatusCode::INTERNAL, msg);
+  }
+
+  Status authorize(const ServerContext &ctx) {
+    if (options_.token.empty())
+      return Status::OK;
+    const auto &md = ctx.client_metadata();
+    auto it = md.find("authorization");
+    if (it == md.end()) {
+      ++unauthenticated_;
+      return Status(StatusCode::UNAUTHENTICATED,
+                    "writes need a bearer token: metadata 'authorization: Bearer <token>'");
+    }
+    std::string value(it->second.data(), it->second.size());
+    const std::string prefix = "Bearer ";
+    if (value.compare(0, prefix.size(), prefix) != 0 ||
+        !sameSecret(value.substr(prefix.size()), options_.token)) {
+      ++unauthenticated_;
+      return Status(StatusCode::UNAUTHENTICATED, "the bearer token is not this server's");
+    }
+    return Status::OK;
+  }
+
+  Status checkConfig(const KernelSpec &spec, const TileConfig &config, const std::string &field) {
+    const KernelTemplate &tmpl = getTemplate(spec);
+    if (auto e = config.checkKeys(tmpl.configKeys()))
+      return wire::invalid(field, llvm::toString(std::move(e)));
+    if (auto e = tmpl.checkConfig(spec, config))
+      return wire::invalid(field, llvm::toString(std::move(e)));
+    return Status::OK;
+  }
+
+  /// The published winner of r.spec's tuning key when the template still
+  /// accepts it, else the template's default.
+  Status bestConfig(Resolved &r) {
+    const KernelTemplate &tmpl = getTemplate(r.spec);
+    auto w = store_->winner(tuneKey(r.spec, r.backend));
+    if (!w)
+      return storeError(w.takeError());
+    if (*w) {
+      auto cfg = TileConfig::parse((*w)->config);
+      if (!cfg) {
+        llvm::consumeError(cfg.takeError());
+      } else if (auto bad = tmpl.checkConfig(r.spec, *cfg)) {
+        llvm::consumeError(std::move(bad));
+      } else {
+        r.config = *cfg;
+        r.tuned = true;
+        return Status::OK;
+      }
+    }
+    r.config = tmpl.defaultConfig(r.spec);
+    r.tuned = false;
+    return Status::OK;
+  }
+
+  Status resolve(const v1::KernelRequest &req, Resolved &r) {
+    if (auto s = wire::specFrom(req.spec(), "spec", r.spec); !s.ok())
+      return s;
+    if (auto s = wire::backendFrom(req.backend(), "backend", r.backend); !s.ok())
+      return s;
+    if (!findTemplate(r.spec.op()))
+      return wire::invalid("spec", "op '" + std::string(r.spec.opName()) + "' has no template");
+    if (!req.config().empty()) {
+      if (auto s = wire::configFrom(req.config(), "config", r.config); !s.ok())
+        return s;
+      if (auto s = checkConfig(r.spec, r.config, "config"); !s.ok())
+        return s;
+    } else if (auto s = bestConfig(r); !s.ok()) {
+      return s;
+    }
+    r.key = kernelKey(r.spec, r.config, r.backend);
+    return Status::OK;
+  }
+
+  Status readKernel(const std::string &key, std::optional<StoredKernel> &out) {
+    std::string problem;
+    auto k = store_->getKernel(key, &problem);
+    if (!k)
+      return storeError(k.takeError());
+    if (!problem.empty())
+      options_.log("warning: " + problem);
+    out = std::move(*k);
+    return Status::OK;
+  }
+
+  void compileFlight(const Resolved &r, Flight &flight) {
+    Status status;
+    StoredKernel kernel;
+    auto source = v1::GetKernelResponse::SOURCE_COMPILED;
+    // A flight that ended just before this one began has left its kernel in
+    // the store.
+    std::optional<StoredKernel> stored;
+    status = readKernel(r.key, stored);
+    if (status.ok() && stored) {
+      kernel = std::move(*stored);
+      source = v1::GetKernelResponse::SOURCE_STORE;
+      ++storeHits_;
+    } else if (status.ok()) {
+      ++compilesInFlight_;
+      ++compiles_;
+      auto t0 = std::chrono::steady_clock::now();
+      CompileOptions co;
+      co.backend = r.backend;
+      auto compiled = compileKernel(r.spec, r.config, co);
+      --compilesInFlight_;
+      double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (!compiled) {
+        ++compileFailures_;
+        std::string msg = llvm::toString(compiled.takeError());
+        options_.log("compile failed " + r.spec.canonical(false) + " [" + r.config.canonical() +
+                     "]: " + msg);
+        status = Status(StatusCode::FAILED_PRECONDITION, "compiling " + r.spec.canonical(false) +
+                                                             " with [" + r.config.canonical() +
+                                                             "]: " + msg);
+      } else {
+        compiled->key = r.key;
+        kernel = wire::storedFrom(*compiled, compiled->ptx, toolchainId(r.spec, r.backend));
+        char line[64];
+        std::snprintf(line, sizeof line, " in %.0f ms", ms);
+        options_.log("compiled " + shortKey(r.key) + " " + r.spec.canonical(false) + " [" +
+                     r.config.canonical() + "]" + line);
+        StoredKernel copy = kernel;
+        if (auto e = store_->putKernel(std::move(copy))) {
+          // The kernel is good whether or not it could be recorded.
+          options_.log("error: could not record kernel " + shortKey(r.key) + ": " +
+                       llvm::toString(std::move(e)));
+        }
+      }
+    }
+    std::lock_guard<std::mutex> lock(flight.mu);
+    flight.status = status;
+    flight.kernel = std::move(kernel);
+    flight.source = source;
+    flight.done = true;
+    flight.cv.notify_all();
+  }
+
+  ServerOptions options_;
+  std::unique_ptr<Store> store_;
+  std::string notice_;
+  std::chrono::steady_clock::time_point started_;
+  LeaseTable leases_;
+  std::mutex flightsMu_;
+  std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;
+  std::atomic<uint64_t> lookups_{0}, lookupHits_{0}, getKernels_{0}, storeHits_{0}, compiles_{0},
+      compileFailures_{0}, sharedWaits_{0}, leasesGranted_{0}, leasesDenied_{0}, publishes_{0},
+      invalid_{0}, unauthenticated_{0};
+  std::atomic<int64_t> compilesInFlight_{0};
+};
+
+Server::Server() = default;
+
+llvm::Expected<std::unique_ptr<Server>> Server::start(ServerOptions options,
+                                                      const std::string &address) {
+  std::string notice;
+  auto store = Store::open(options.dbPath, &notice);
+  if (!store)
+    return store.takeError();
+  std::unique_ptr<Server> s(new Server());
+  int maxMessage = options.maxMessageBytes;
+  s->service_ = std::make_unique<TileJitService>(std::move(options), std::move(*store), notice);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &s->port_);
+  builder.RegisterService(s->service_.get());
+  builder.SetMaxReceiveMessageSize(maxMessage);
+  s->server_ = builder.BuildAndStart();
+  if (!s->server_ || s->port_ == 0)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "cannot listen on '" + address + "' (in use, or not host:port)");
+  s->server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);
+  return s;
+}
+
+Server::~Server() {
+  if (server_)
+    drain(std::chrono::milliseconds(0), std::chrono::milliseconds(0));
+}
+
+const std::string &Server::storeNotice() const { return service_->notice(); }
+
+void Server::drain(std::chrono::milliseconds grace, std::chrono::milliseconds deadline) {
+  std::call_once(drained_, [&] {
+    server_->GetHealthCheckService()->SetServingStatus(false);
+    std::this_thread::sleep_for(grace);
+    server_->Shutdown(std::chrono::system_clock::now() + deadline);
+  });
+  server_->Wait();
+}
+
+void Server::wait() { server_->Wait(); }
+
+} // namespace tilejit

@@ -1,0 +1,77 @@
+//===- Server.h - the shared tuning-cache server -----------------*- C++ -*-===//
+//
+// `tilejit serve`: one store for a cluster, served over gRPC
+// (proto/tilejit.proto). Lookup reads the store only; GetKernel compiles a
+// missing kernel once however many ask for it at the same time, with the
+// best config known (the published winner, else the template's default);
+// tuning leases let one tuner per tuning key work while the others use the
+// best config meanwhile. The standard grpc.health.v1 service and server
+// reflection come with it. Every request is checked before it is acted on and
+// a bad one is answered INVALID_ARGUMENT naming the field; writes need the
+// bearer token when the server has one. No request names a file: the server
+// touches its own store only.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "llvm/Support/Error.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace tilejit {
+
+class TileJitService;
+
+struct ServerOptions {
+  std::string dbPath; ///< the store file (":memory:" for tests)
+  /// Writes (PublishResult) need `authorization: Bearer <token>`; "" : no
+  /// token needed.
+  std::string token;
+  /// The longest lease a tuner may ask for.
+  std::chrono::milliseconds maxLeaseTtl = std::chrono::minutes(30);
+  /// Requests larger than this are refused (RESOURCE_EXHAUSTED) unread.
+  int maxMessageBytes = 64 << 20;
+  /// The most entries List returns.
+  int listCap = 10000;
+  /// One line per compile, lease and publish; null: stderr.
+  std::function<void(const std::string &)> log;
+};
+
+class Server {
+public:
+  /// Opens the store and listens on `address` ("host:port"; port 0 picks a
+  /// free one, see port()).
+  static llvm::Expected<std::unique_ptr<Server>> start(ServerOptions options,
+                                                       const std::string &address);
+  /// Drains with no grace if drain() was not called.
+  ~Server();
+
+  int port() const { return port_; }
+  /// One line, set when the store file was found corrupt and moved aside.
+  const std::string &storeNotice() const;
+
+  /// Health turns NOT_SERVING, new calls are still answered for `grace` (so
+  /// that balancers see the status and stop sending), then the server stops
+  /// taking calls and waits up to `deadline` for those in flight to finish
+  /// (later it cancels them). Returns when the server has stopped.
+  void drain(std::chrono::milliseconds grace, std::chrono::milliseconds deadline);
+  /// Blocks until the server has stopped (after drain() on another thread).
+  void wait();
+
+private:
+  Server();
+  std::unique_ptr<TileJitService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::once_flag drained_;
+};
+
+} // namespace tilejit

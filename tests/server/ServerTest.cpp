@@ -1,0 +1,662 @@
+//===- ServerTest.cpp - the tuning-cache server over real gRPC -------------===//
+//
+// Every test starts a server on 127.0.0.1 (a free port) over a store file in
+// a fresh directory and talks to it through the generated stubs; GetKernel
+// compiles for real (no GPU is needed to compile).
+//
+//===----------------------------------------------------------------------===//
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <random>
+#include <set>
+#include <thread>
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include "autotune/Tuner.h"
+#include "compiler/templates/Template.h"
+#include "core/Sha256.h"
+#include "health.grpc.pb.h"
+#include "service/Server.h"
+#include "service/Wire.h"
+#include "tests/support/TempDir.h"
+#include "tilejit.grpc.pb.h"
+
+using namespace tilejit;
+using grpc::StatusCode;
+
+namespace {
+
+/// A server on a free loopback port over `dir`/t.db, and a client of it.
+struct Fixture {
+  explicit Fixture(ServerOptions options = {}) {
+    options.dbPath = dir.file("t.db");
+    options.log = [this](const std::string &line) {
+      std::lock_guard<std::mutex> lock(logMu);
+      log.push_back(line);
+    };
+    auto s = Server::start(std::move(options), "127.0.0.1:0");
+    if (!s) {
+      ADD_FAILURE() << llvm::toString(s.takeError());
+      return;
+    }
+    server = std::move(*s);
+    channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server->port()),
+                                  grpc::InsecureChannelCredentials());
+    stub = v1::TileJit::NewStub(channel);
+    health = grpc::health::v1::Health::NewStub(channel);
+  }
+
+  std::unique_ptr<grpc::ClientContext> context(const std::string &token = "") {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    if (!token.empty())
+      ctx->AddMetadata("authorization", "Bearer " + token);
+    return ctx;
+  }
+
+  grpc::Status lookup(const v1::KernelRequest &req, v1::LookupResponse &resp) {
+    return stub->Lookup(context().get(), req, &resp);
+  }
+  grpc::Status getKernel(const v1::KernelRequest &req, v1::GetKernelResponse &resp) {
+    return stub->GetKernel(context().get(), req, &resp);
+  }
+  grpc::Status acquire(const v1::AcquireTuningLeaseRequest &req,
+                       v1::AcquireTuningLeaseResponse &resp) {
+    return stub->AcquireTuningLease(context().get(), req, &resp);
+  }
+  grpc::Status publish(const v1::PublishResultRequest &req, v1::PublishResultResponse &resp,
+                       const std::string &token = "") {
+    return stub->PublishResult(context(token).get(), req, &resp);
+  }
+  v1::StatsResponse stats() {
+    v1::StatsResponse resp;
+    EXPECT_TRUE(stub->Stats(context().get(), v1::StatsRequest(), &resp).ok());
+    return resp;
+  }
+  grpc::health::v1::HealthCheckResponse::ServingStatus healthOf(const std::string &service) {
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service(service);
+    grpc::health::v1::HealthCheckResponse resp;
+    auto s = health->Check(context().get(), req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp.status();
+  }
+
+  tilejit::testing::TempDir dir;
+  std::mutex logMu;
+  std::vector<std::string> log;
+  std::unique_ptr<Server> server;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::TileJit::Stub> stub;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health;
+};
+
+v1::KernelRequest request(const std::string &spec, const std::string &config = "") {
+  v1::KernelRequest r;
+  r.set_spec(spec);
+  r.set_config(config);
+  return r;
+}
+
+v1::AcquireTuningLeaseRequest leaseRequest(const std::string &spec, const std::string &holder,
+                                           int64_t ttlMs, const std::string &leaseId = "") {
+  v1::AcquireTuningLeaseRequest r;
+  r.set_spec(spec);
+  r.set_holder(holder);
+  r.set_ttl_ms(ttlMs);
+  r.set_lease_id(leaseId);
+  return r;
+}
+
+KernelSpec specOf(const std::string &text) {
+  auto s = KernelSpec::parse(text);
+  EXPECT_TRUE(bool(s)) << (s ? "" : llvm::toString(s.takeError()));
+  return s ? *s : KernelSpec();
+}
+
+/// A config of `spec` other than its default: the default with another
+/// thread count.
+std::string otherConfig(const KernelSpec &spec) {
+  TileConfig c = getTemplate(spec).defaultConfig(spec);
+  c.set("threads", c.get("threads") == 256 ? 512 : 256);
+  EXPECT_FALSE(bool(getTemplate(spec).checkConfig(spec, c)));
+  return c.canonical();
+}
+
+constexpr const char *kSpec = "rmsnorm_fwd rows=4096 cols=4096";
+
+} // namespace
+
+TEST(Server, EveryCallRoundTrips) {
+  Fixture f;
+  ASSERT_TRUE(f.server);
+  KernelSpec spec = specOf(kSpec);
+  std::string key = kernelKey(spec, getTemplate(spec).defaultConfig(spec));
+
+  // Lookup never compiles: a miss stays a miss.
+  v1::LookupResponse miss;
+  ASSERT_TRUE(f.lookup(request(kSpec), miss).ok());
+  EXPECT_FALSE(miss.found());
+  EXPECT_EQ(f.stats().compiles(), 0u);
+
+  v1::GetKernelResponse got;
+  auto s = f.getKernel(request(kSpec), got);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(got.source(), v1::GetKernelResponse::SOURCE_COMPILED);
+  EXPECT_FALSE(got.tuned());
+  EXPECT_EQ(got.kernel().key(), key);
+  EXPECT_EQ(got.kernel().sha256(), sha256Hex(got.kernel().cubin()));
+  EXPECT_EQ(got.kernel().backend(), v1::BACKEND_NVPTX);
+  auto binary = wire::binaryFrom(got.kernel());
+  ASSERT_TRUE(bool(binary)) << llvm::toString(binary.takeError());
+  EXPECT_TRUE(binary->spec.sameKernel(spec));
+  ASSERT_FALSE(binary->entries.empty());
+  EXPECT_EQ(binary->entries[0].name.rfind("rmsnorm_fwd", 0), 0u);
+
+  v1::LookupResponse hit;
+  ASSERT_TRUE(f.lookup(request(kSpec), hit).ok());
+  ASSERT_TRUE(hit.found());
+  EXPECT_EQ(hit.kernel().cubin(), got.kernel().cubin());
+  v1::GetKernelResponse again;
+  ASSERT_TRUE(f.getKernel(request(kSpec), again).ok());
+  EXPECT_EQ(again.source(), v1::GetKernelResponse::SOURCE_STORE);
+  EXPECT_EQ(again.kernel().cubin(), got.kernel().cubin());
+
+  // A tuner takes the lease, publishes a winner other than the default;
+  // from then on requests without a config get the winner.
+  std::string winner = otherConfig(spec);
+  v1::AcquireTuningLeaseResponse lease;
+  ASSERT_TRUE(f.acquire(leaseRequest(kSpec, "tuner-a", 60000), lease).ok());
+  ASSERT_TRUE(lease.granted());
+  EXPECT_EQ(lease.tune_key(), tuneKey(spec));
+  EXPECT_FALSE(lease.best_is_tuned());
+  EXPECT_EQ(lease.best_config(), getTemplate(spec).defaultConfig(spec).canonical());
+  v1::PublishResultRequest pub;
+  pub.set_lease_id(lease.lease_id());
+  pub.set_spec(kSpec);
+  pub.set_winner_config(winner);
+  pub.set_winner_ms(0.25);
+  pub.set_reason("fastest median");
+  for (const std::string &c : {winner, lease.best_config()}) {
+    v1::Timing *t = pub.add_timings();
+    t->set_config(c);
+    t->set_median_ms(c == winner ? 0.25 : 0.3);
+    t->set_reps(50);
+    t->set_gpu("NVIDIA H200");
+  }
+  v1::PublishResultResponse published;
+  s = f.publish(pub, published);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(published.tune_key(), tuneKey(spec));
+  EXPECT_EQ(published.timings_written(), 2);
+  EXPECT_EQ(published.kernel_key(), ""); // the winner was never compiled
+
+  v1::LookupResponse tunedMiss;
+  ASSERT_TRUE(f.lookup(request(kSpec), tunedMiss).ok());
+  EXPECT_TRUE(tunedMiss.tuned());
+  EXPECT_FALSE(tunedMiss.found());
+  v1::GetKernelResponse tuned;
+  ASSERT_TRUE(f.getKernel(request(kSpec), tuned).ok());
+  EXPECT_TRUE(tuned.tuned());
+  EXPECT_EQ(tuned.kernel().config(), winner);
+  EXPECT_EQ(tuned.kernel().key(), kernelKey(spec, *TileConfig::parse(winner)));
+  // An explicit config is served as asked.
+  v1::GetKernelResponse asked;
+  ASSERT_TRUE(f.getKernel(request(kSpec, lease.best_config()), asked).ok());
+  EXPECT_EQ(asked.kernel().key(), key);
+  EXPECT_EQ(asked.source(), v1::GetKernelResponse::SOURCE_STORE);
+
+  v1::ListResponse list;
+  ASSERT_TRUE(f.stub->List(f.context().get(), v1::ListRequest(), &list).ok());
+  std::set<std::string> kernels, winners;
+  for (const auto &e : list.entries())
+    (e.kind() == "kernel" ? kernels : winners).insert(e.key());
+  EXPECT_EQ(kernels, (std::set<std::string>{key, tuned.kernel().key()}));
+  EXPECT_EQ(winners, std::set<std::string>{tuneKey(spec)});
+  EXPECT_FALSE(list.truncated());
+  EXPECT_EQ(list.leases_size(), 0); // publishing ended the lease
+  v1::ListRequest one;
+  one.set_limit(1);
+  v1::ListResponse first;
+  ASSERT_TRUE(f.stub->List(f.context().get(), one, &first).ok());
+  EXPECT_EQ(first.entries_size(), 1);
+  EXPECT_TRUE(first.truncated());
+
+  v1::StatsResponse st = f.stats();
+  EXPECT_EQ(st.compiles(), 2u);
+  EXPECT_EQ(st.lookups(), 3u);
+  EXPECT_EQ(st.lookup_hits(), 1u);
+  EXPECT_EQ(st.get_kernels(), 4u);
+  EXPECT_EQ(st.store_hits(), 2u);
+  EXPECT_EQ(st.leases_granted(), 1u);
+  EXPECT_EQ(st.publishes(), 1u);
+  EXPECT_EQ(st.invalid_requests(), 0u);
+
+  EXPECT_EQ(f.healthOf(""), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(f.healthOf("tilejit.v1.TileJit"), grpc::health::v1::HealthCheckResponse::SERVING);
+
+  // What the server wrote is in the SQLite file, for any other reader.
+  auto store = Store::open(f.dir.file("t.db"));
+  ASSERT_TRUE(bool(store)) << llvm::toString(store.takeError());
+  auto w = (*store)->winner(tuneKey(spec));
+  ASSERT_TRUE(w && *w);
+  EXPECT_EQ((**w).config, winner);
+  auto timings = (*store)->timings(tuneKey(spec));
+  ASSERT_TRUE(bool(timings));
+  EXPECT_EQ(timings->size(), 2u);
+  auto k = (*store)->getKernel(key);
+  ASSERT_TRUE(k && *k);
+  EXPECT_EQ(std::string((**k).cubin.begin(), (**k).cubin.end()), got.kernel().cubin());
+}
+
+TEST(Server, ConcurrentRequestsForOneMissingKeyCompileOnce) {
+  Fixture f;
+  ASSERT_TRUE(f.server);
+  constexpr int kClients = 64;
+  const std::string spec = "rmsnorm_fwd rows=64 cols=2048 dtype=f16";
+  std::vector<v1::GetKernelResponse> responses(kClients);
+  std::vector<grpc::Status> statuses(kClients);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClients; ++i)
+    threads.emplace_back([&, i] {
+      ++ready;
+      while (ready.load() < kClients)
+        std::this_thread::yield();
+      statuses[size_t(i)] = f.getKernel(request(spec), responses[size_t(i)]);
+    });
+  for (auto &t : threads)
+    t.join();
+  int compiled = 0;
+  for (int i = 0; i < kClients; ++i) {
+    ASSERT_TRUE(statuses[size_t(i)].ok()) << statuses[size_t(i)].error_message();
+    EXPECT_FALSE(responses[size_t(i)].kernel().cubin().empty());
+    EXPECT_EQ(responses[size_t(i)].kernel().cubin(), responses[0].kernel().cubin());
+    EXPECT_EQ(responses[size_t(i)].kernel().key(), responses[0].kernel().key());
+    compiled += responses[size_t(i)].source() == v1::GetKernelResponse::SOURCE_COMPILED;
+  }
+  EXPECT_EQ(compiled, 1);
+  v1::StatsResponse st = f.stats();
+  EXPECT_EQ(st.compiles(), 1u);
+  EXPECT_EQ(st.get_kernels(), uint64_t(kClients));
+  EXPECT_EQ(st.shared_waits() + st.store_hits(), uint64_t(kClients - 1));
+  EXPECT_GT(st.shared_waits(), 0u) << "no request waited on another's compile";
+}
+
+TEST(Server, LeasesLapseAndPassToTheNextTuner) {
+  Fixture f;
+  ASSERT_TRUE(f.server);
+  KernelSpec spec = specOf(kSpec);
+  v1::AcquireTuningLeaseResponse a, b;
+  ASSERT_TRUE(f.acquire(leaseRequest(kSpec, "tuner-a", 400), a).ok());
+  ASSERT_TRUE(a.granted());
+  // Another tuner is told who tunes and what to use meanwhile.
+  ASSERT_TRUE(f.acquire(leaseRequest(kSpec, "tuner-b", 400), b).ok());
+  EXPECT_FALSE(b.granted());
+  EXPECT_EQ(b.holder(), "tuner-a");
+  EXPECT_EQ(b.lease_id(), "");
+  EXPECT_EQ(b.best_config(), getTemplate(spec).defaultConfig(spec).canonical());
+  EXPECT_GT(b.expires_in_ms(), 0);
+  // Renewals keep it: past the first time to live, still tuner-a's.
+  for (int i = 0; i < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    v1::AcquireTuningLeaseResponse renewed;
+    ASSERT_TRUE(f.acquire(leaseRequest(kSpec, "tuner-a", 400, a.lease_id()), renewed).ok());
+    ASSERT_TRUE(renewed.granted());
+    EXPECT_EQ(renewed.lease_id(), a.lease_id());
+  }
+  ASSERT_TRUE(f.acquire(leaseRequest(kSpec, "tuner-b", 400), b).ok());
+  EXPECT_FALSE(b.granted());
+  v1::ListResponse list;
+  ASSERT_TRUE(f.stub->List(f.context().get(), v1::ListRequest(), &list).ok());
+  ASSERT_EQ(list.leases_size(), 1);
+  EXPECT_EQ(list.leases(0).holder(), "tuner-a");
+
+  // tuner-a stops renewing (it died): the key passes to tuner-b.
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  ASSERT_TRUE(f.acquire(leaseRequest(kSpec, "tuner-b", 5000), b).ok());
+  ASSERT_TRUE(b.granted());
+  EXPECT_NE(b.lease_id(), a.lease_id());
+  EXPECT_GE(f.stats().leases_expired(), 1u);
+
+  // The old holder's result is refused; the new holder's is taken.
+  v1::PublishResultRequest pub;
+  pub.set_spec(kSpec);
+  pub.set_winner_config(otherConfig(spec));
+  pub.set_winner_ms(0.5);
+  pub.set_lease_id(a.lease_id());
+  v1::PublishResultResponse resp;
+  auto s = f.publish(pub, resp);
+  EXPECT_EQ(s.error_code(), StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_NE(s.error_message().find("lease_id"), std::string::npos) << s.error_message();
+  pub.set_lease_id(b.lease_id());
+  s = f.publish(pub, resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  // The lease ended with the result: the next asker gets it, and the winner.
+  v1::AcquireTuningLeaseResponse c;
+  ASSERT_TRUE(f.acquire(leaseRequest(kSpec, "tuner-c", 1000), c).ok());
+  EXPECT_TRUE(c.granted());
+  EXPECT_TRUE(c.best_is_tuned());
+  EXPECT_EQ(c.best_config(), otherConfig(spec));
+  // A publish a second time under the ended lease is refused.
+  s = f.publish(pub, resp);
+  EXPECT_EQ(s.error_code(), StatusCode::FAILED_PRECONDITION);
+}
+
+TEST(Server, WritesNeedTheToken) {
+  ServerOptions o;
+  o.token = "s3cret-token";
+  Fixture f(o);
+  ASSERT_TRUE(f.server);
+  KernelSpec spec = specOf(kSpec);
+  v1::AcquireTuningLeaseResponse lease;
+  ASSERT_TRUE(f.acquire(leaseRequest(kSpec, "tuner", 60000), lease).ok());
+  ASSERT_TRUE(lease.granted());
+  v1::PublishResultRequest pub;
+  pub.set_spec(kSpec);
+  pub.set_winner_config(otherConfig(spec));
+  pub.set_lease_id(lease.lease_id());
+  v1::PublishResultResponse resp;
+  auto none = f.publish(pub, resp);
+  EXPECT_EQ(none.error_code(), StatusCode::UNAUTHENTICATED);
+  EXPECT_NE(none.error_message().find("bearer token"), std::string::npos);
+  auto wrong = f.publish(pub, resp, "s3cret-tokem");
+  EXPECT_EQ(wrong.error_code(), StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(f.publish(pub, resp, "s3cret").error_code(), StatusCode::UNAUTHENTICATED);
+  // Nothing was written, and the lease still holds.
+  v1::LookupResponse l;
+  ASSERT_TRUE(f.lookup(request(kSpec), l).ok()); // reads need no token
+  EXPECT_FALSE(l.tuned());
+  EXPECT_EQ(f.stats().unauthenticated(), 3u);
+  auto right = f.publish(pub, resp, "s3cret-token");
+  ASSERT_TRUE(right.ok()) << right.error_message();
+  ASSERT_TRUE(f.lookup(request(kSpec), l).ok());
+  EXPECT_TRUE(l.tuned());
+}
+
+TEST(Server, PublishedKernelIsServedWithoutCompiling) {
+  Fixture f;
+  ASSERT_TRUE(f.server);
+  KernelSpec spec = specOf(kSpec);
+  TileConfig winner = *TileConfig::parse(otherConfig(spec));
+  auto compiled = compileKernel(spec, winner);
+  ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
+  v1::AcquireTuningLeaseResponse lease;
+  ASSERT_TRUE(f.acquire(leaseRequest(kSpec, "tuner", 60000), lease).ok());
+  v1::PublishResultRequest pub;
+  pub.set_spec(kSpec);
+  pub.set_winner_config(winner.canonical());
+  pub.set_lease_id(lease.lease_id());
+  StoredKernel sk = wire::storedFrom(*compiled, "", "");
+  wire::kernelTo(sk, Backend::Nvptx, *pub.mutable_kernel());
+  // A kernel whose bytes do not match its hash, or whose key is another's,
+  // is refused and nothing is written.
+  v1::PublishResultResponse resp;
+  pub.mutable_kernel()->set_sha256(std::string(64, '0'));
+  auto s = f.publish(pub, resp);
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message().rfind("kernel.sha256: ", 0), 0u) << s.error_message();
+  wire::kernelTo(sk, Backend::Nvptx, *pub.mutable_kernel());
+  pub.mutable_kernel()->set_key(kernelKey(spec, getTemplate(spec).defaultConfig(spec)));
+  s = f.publish(pub, resp);
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message().rfind("kernel.key: ", 0), 0u) << s.error_message();
+  wire::kernelTo(sk, Backend::Nvptx, *pub.mutable_kernel());
+  s = f.publish(pub, resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.kernel_key(), compiled->key);
+  v1::GetKernelResponse got;
+  ASSERT_TRUE(f.getKernel(request(kSpec), got).ok());
+  EXPECT_EQ(got.source(), v1::GetKernelResponse::SOURCE_STORE);
+  EXPECT_TRUE(got.tuned());
+  EXPECT_EQ(got.kernel().cubin(), std::string(compiled->cubin.begin(), compiled->cubin.end()));
+  EXPECT_EQ(f.stats().compiles(), 0u);
+}
+
+namespace {
+
+struct Malformed {
+  std::string name;
+  std::function<grpc::Status(Fixture &)> call;
+  StatusCode code;
+  std::string prefix; // the message starts with it: the field
+};
+
+grpc::Status lookupOf(Fixture &f, v1::KernelRequest req) {
+  v1::LookupResponse resp;
+  return f.lookup(req, resp);
+}
+
+v1::PublishResultRequest goodPublish() {
+  v1::PublishResultRequest p;
+  p.set_spec(kSpec);
+  p.set_lease_id("0123456789abcdef0123456789abcdef");
+  p.set_winner_config(otherConfig(specOf(kSpec)));
+  p.set_winner_ms(1);
+  return p;
+}
+
+} // namespace
+
+TEST(Server, MalformedRequestsAreAnsweredAndNameTheField) {
+  ServerOptions o;
+  o.maxMessageBytes = 1 << 20;
+  o.maxLeaseTtl = std::chrono::minutes(5);
+  Fixture f(o);
+  ASSERT_TRUE(f.server);
+  using C = StatusCode;
+  auto publishOf = [](std::function<void(v1::PublishResultRequest &)> edit) {
+    return [edit](Fixture &f) {
+      v1::PublishResultRequest p = goodPublish();
+      edit(p);
+      v1::PublishResultResponse r;
+      return f.publish(p, r);
+    };
+  };
+  auto leaseOf = [](v1::AcquireTuningLeaseRequest r) {
+    return [r](Fixture &f) {
+      v1::AcquireTuningLeaseResponse resp;
+      return f.acquire(r, resp);
+    };
+  };
+  auto lookupSpec = [](std::string spec, std::string config = "") {
+    return [spec, config](Fixture &f) { return lookupOf(f, request(spec, config)); };
+  };
+  std::vector<Malformed> cases = {
+      {"empty spec", lookupSpec(""), C::INVALID_ARGUMENT, "spec: empty"},
+      {"unknown op", lookupSpec("softmax cols=8"), C::INVALID_ARGUMENT, "spec: unknown op"},
+      {"unknown field", lookupSpec("rmsnorm_fwd cols=8 depth=3"), C::INVALID_ARGUMENT,
+       "spec: unknown spec field 'depth'"},
+      {"zero size", lookupSpec("rmsnorm_fwd cols=0"), C::INVALID_ARGUMENT, "spec: cols must be"},
+      {"negative size", lookupSpec("rmsnorm_fwd rows=-4 cols=8"), C::INVALID_ARGUMENT,
+       "spec: rows must be"},
+      {"huge size", lookupSpec("rmsnorm_fwd cols=99999999999"), C::INVALID_ARGUMENT,
+       "spec: cols = 99999999999 is above"},
+      {"not a number", lookupSpec("rmsnorm_fwd cols=1e9"), C::INVALID_ARGUMENT, "spec: 'cols=1e9'"},
+      {"beyond int64", lookupSpec("rmsnorm_fwd cols=99999999999999999999999"), C::INVALID_ARGUMENT,
+       "spec: 'cols="},
+      {"product overflows", lookupSpec("rmsnorm_fwd rows=4611686018427387904 cols=4096"),
+       C::INVALID_ARGUMENT, "spec: rows * cols elements of 4 bytes overflow"},
+      {"bad dtype", lookupSpec("rmsnorm_fwd cols=8 dtype=int4"), C::INVALID_ARGUMENT,
+       "spec: unknown dtype 'int4'"},
+      {"bad arch", lookupSpec("rmsnorm_fwd cols=8 arch=sm_99"), C::INVALID_ARGUMENT,
+       "spec: unknown arch 'sm_99'"},
+      {"control character", lookupSpec(std::string("rmsnorm_fwd cols=8\0x", 20)),
+       C::INVALID_ARGUMENT, "spec: byte 0x00 at offset 18 is not printable ASCII"},
+      {"not ASCII", lookupSpec("rmsnorm_fwd cols=8\xff"), C::INVALID_ARGUMENT,
+       "spec: byte 0xff at offset 18"},
+      {"holder not ASCII", leaseOf(leaseRequest(kSpec, "t\xc3\xa9", 1000)), C::INVALID_ARGUMENT,
+       "holder: byte 0xc3 at offset 1"},
+      {"long spec", lookupSpec("rmsnorm_fwd cols=8 " + std::string(5000, ' ')), C::INVALID_ARGUMENT,
+       "spec: 5019 bytes, more than the 4096 accepted"},
+      {"unknown config key", lookupSpec(kSpec, "warps=4"), C::INVALID_ARGUMENT,
+       "config: unknown config key 'warps'"},
+      {"config out of range", lookupSpec(kSpec, "programs=0 rows=1 stream=0 threads=100 vec=8"),
+       C::INVALID_ARGUMENT, "config: "},
+      {"config not text", lookupSpec(kSpec, "threads"), C::INVALID_ARGUMENT, "config: "},
+      {"bad back end",
+       [](Fixture &f) {
+         v1::KernelRequest r = request(kSpec);
+         r.set_backend(static_cast<v1::Backend>(7));
+         return lookupOf(f, r);
+       },
+       C::INVALID_ARGUMENT, "backend: unknown back end 7"},
+      {"lease without holder", leaseOf(leaseRequest(kSpec, "", 1000)), C::INVALID_ARGUMENT,
+       "holder: empty"},
+      {"lease ttl zero", leaseOf(leaseRequest(kSpec, "t", 0)), C::INVALID_ARGUMENT,
+       "ttl_ms: 0 is not in [100, 300000]"},
+      {"lease ttl huge", leaseOf(leaseRequest(kSpec, "t", INT64_MAX)), C::INVALID_ARGUMENT,
+       "ttl_ms: "},
+      {"lease holder long", leaseOf(leaseRequest(kSpec, std::string(300, 'h'), 1000)),
+       C::INVALID_ARGUMENT, "holder: longer than 256"},
+      {"lease bad spec", leaseOf(leaseRequest("gemm m=0", "t", 1000)), C::INVALID_ARGUMENT,
+       "spec: m must be"},
+      {"publish without lease", publishOf([](auto &p) { p.clear_lease_id(); }), C::INVALID_ARGUMENT,
+       "lease_id: required"},
+      {"publish without winner", publishOf([](auto &p) { p.clear_winner_config(); }),
+       C::INVALID_ARGUMENT, "winner_config: empty"},
+      {"publish bad winner", publishOf([](auto &p) { p.set_winner_config("vec=3"); }),
+       C::INVALID_ARGUMENT, "winner_config: "},
+      {"publish NaN time", publishOf([](auto &p) { p.set_winner_ms(std::nan("")); }),
+       C::INVALID_ARGUMENT, "winner_ms: "},
+      {"publish bad timing", publishOf([](auto &p) {
+         auto *t = p.add_timings();
+         t->set_config("threads=256");
+         t->set_median_ms(-1);
+       }),
+       C::INVALID_ARGUMENT, "timings[0].median_ms: "},
+      {"publish timing without config", publishOf([](auto &p) { p.add_timings(); }),
+       C::INVALID_ARGUMENT, "timings[0].config: empty"},
+      {"publish bad kernel", publishOf([](auto &p) { p.mutable_kernel()->set_key("xyz"); }),
+       C::INVALID_ARGUMENT, "kernel.key: "},
+      {"publish unknown lease", publishOf([](auto &) {}), C::FAILED_PRECONDITION, "lease_id: "},
+      {"list limit",
+       [](Fixture &f) {
+         v1::ListRequest r;
+         r.set_limit(-1);
+         v1::ListResponse resp;
+         return f.stub->List(f.context().get(), r, &resp);
+       },
+       C::INVALID_ARGUMENT, "limit: -1 is not in"},
+      {"oversized", lookupSpec(std::string(2 << 20, 'x')), C::RESOURCE_EXHAUSTED, ""},
+  };
+  for (const Malformed &m : cases) {
+    grpc::Status s = m.call(f);
+    EXPECT_EQ(s.error_code(), m.code) << m.name << ": " << s.error_message();
+    EXPECT_EQ(s.error_message().rfind(m.prefix, 0), 0u) << m.name << ": " << s.error_message();
+  }
+
+  // Bytes that are not a request at all: truncated, or garbage.
+  grpc::GenericStub generic(f.channel);
+  for (std::string bytes : {std::string("\x0a\xff\xff\xff\xff\x0f", 6),
+                            std::string("\x0a\x05"
+                                        "ab",
+                                        4),
+                            std::string("\xff\xff\xff", 3), std::string(1000, '\x80')}) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    grpc::Slice slice(bytes.data(), bytes.size());
+    grpc::ByteBuffer req(&slice, 1), resp;
+    grpc::CompletionQueue cq;
+    auto call = generic.PrepareUnaryCall(&ctx, "/tilejit.v1.TileJit/Lookup", req, &cq);
+    call->StartCall();
+    grpc::Status s;
+    call->Finish(&resp, &s, reinterpret_cast<void *>(1));
+    void *tag;
+    bool ok;
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_FALSE(s.ok()) << "garbage of " << bytes.size() << " bytes accepted";
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
+  }
+
+  // Random edits of a good spec: each is answered, OK or INVALID_ARGUMENT.
+  std::mt19937 rng(1234);
+  const std::string good = kSpec;
+  const std::string alphabet = "=- 0123456789abcdefghijklmnopqrstuvwxyz_\xff\x01";
+  int answered = 0;
+  for (int i = 0; i < 1000; ++i) {
+    std::string text = good;
+    int edits = 1 + int(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      size_t at = rng() % (text.size() + 1);
+      switch (rng() % 3) {
+      case 0:
+        text.insert(at, 1, alphabet[rng() % alphabet.size()]);
+        break;
+      case 1:
+        if (at < text.size())
+          text.erase(at, 1);
+        break;
+      default:
+        if (at < text.size())
+          text[at] = alphabet[rng() % alphabet.size()];
+      }
+    }
+    v1::KernelRequest r = request(text);
+    if (rng() % 4 == 0)
+      r.set_config(std::string(1, alphabet[rng() % alphabet.size()]) + "=" +
+                   std::to_string(int(rng() % 2048) - 1024));
+    grpc::Status s = lookupOf(f, r);
+    EXPECT_TRUE(s.ok() || s.error_code() == StatusCode::INVALID_ARGUMENT)
+        << "'" << text << "': " << s.error_code() << " " << s.error_message();
+    answered += s.ok() || s.error_code() == StatusCode::INVALID_ARGUMENT;
+  }
+  EXPECT_EQ(answered, 1000);
+
+  // Still serving, and nothing was compiled or written.
+  v1::LookupResponse l;
+  EXPECT_TRUE(f.lookup(request(kSpec), l).ok());
+  EXPECT_EQ(f.healthOf(""), grpc::health::v1::HealthCheckResponse::SERVING);
+  v1::StatsResponse st = f.stats();
+  EXPECT_EQ(st.compiles(), 0u);
+  EXPECT_GE(st.invalid_requests(), uint64_t(cases.size() - 2));
+  v1::ListResponse list;
+  ASSERT_TRUE(f.stub->List(f.context().get(), v1::ListRequest(), &list).ok());
+  EXPECT_EQ(list.entries_size(), 0);
+}
+
+TEST(Server, DrainingFinishesCallsInFlight) {
+  Fixture f;
+  ASSERT_TRUE(f.server);
+  // A compile in flight when the drain begins: a GEMM takes long enough to
+  // be seen running.
+  const std::string gemm = "gemm m=4096 n=4096 k=4096";
+  v1::GetKernelResponse got;
+  grpc::Status gotStatus;
+  std::atomic<bool> returned{false};
+  std::thread caller([&] {
+    gotStatus = f.getKernel(request(gemm), got);
+    returned = true;
+  });
+  while (f.stats().compiles_in_flight() == 0 && !returned)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_FALSE(returned) << "the compile ended before it was seen in flight";
+  f.server->drain(std::chrono::milliseconds(0), std::chrono::seconds(60));
+  caller.join();
+  ASSERT_TRUE(gotStatus.ok()) << gotStatus.error_message();
+  EXPECT_FALSE(got.kernel().cubin().empty());
+  // Stopped: new calls are refused.
+  v1::LookupResponse l;
+  EXPECT_EQ(f.lookup(request(kSpec), l).error_code(), StatusCode::UNAVAILABLE);
+}
+
+TEST(Server, DrainingTurnsHealthOffFirst) {
+  Fixture f;
+  ASSERT_TRUE(f.server);
+  std::thread drainer(
+      [&] { f.server->drain(std::chrono::milliseconds(500), std::chrono::seconds(10)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // During the grace period health says NOT_SERVING and calls still work.
+  EXPECT_EQ(f.healthOf(""), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  EXPECT_EQ(f.healthOf("tilejit.v1.TileJit"), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  v1::LookupResponse l;
+  EXPECT_TRUE(f.lookup(request(kSpec), l).ok());
+  drainer.join();
+  EXPECT_EQ(f.lookup(request(kSpec), l).error_code(), StatusCode::UNAVAILABLE);
+}
