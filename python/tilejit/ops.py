@@ -364,3 +364,47 @@ def set_sm_margin(sm_margin, device=None):
     """Multiprocessors persistent kernels leave free from now on (0: none)."""
     dev = torch.device(device) if device is not None else torch.device("cuda")
     _lib.check(_lib.lib().tj_engine_set_sm_margin(_engine(dev), int(sm_margin)))
+
+
+_NAMES = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
+
+
+def explain(op, *tensors, device=None):
+    """What a call would use, as text: the kernel loaded for it (its config and
+    whether it came from the store, a tuning or the default), or what the first
+    call would do. Never compiles or tunes.
+
+        tilejit.explain("linear", x, weight)   # F.linear(x, weight)
+        tilejit.explain("mm", a, b)
+        tilejit.explain("rms_norm", x, weight)
+    """
+    if op in ("linear", "mm"):
+        if op == "linear":
+            x, w = tensors
+            a, b = x.reshape(-1, x.shape[-1]), w.t()
+        else:
+            a, b = tensors
+        la, lb = _operand(a) or (False, 0), _operand(b) or (False, 0)
+        spec = (f"gemm ab={_NAMES[a.dtype]} out={_NAMES[a.dtype]} ta={int(la[0])} "
+                f"tb={int(lb[0])} c=0 m={a.shape[0]} n={b.shape[1]} k={a.shape[1]}")
+        dev = a.device
+    elif op in ("rms_norm", "rms_norm_bwd"):
+        x, w = tensors
+        h = x.shape[-1]
+        rows = x.numel() // h if h else 0
+        name = "rmsnorm_bwd" if op == "rms_norm_bwd" else "rmsnorm_fwd"
+        align = 16
+        while align > 1 and (h * x.element_size()) % align:
+            align //= 2
+        spec = (f"{name} dtype={_NAMES[x.dtype]} wdtype={_NAMES[w.dtype]} rows={max(rows, 1)} "
+                f"cols={h} zcg=0 align={max(align, x.element_size())}")
+        dev = x.device
+    else:
+        raise ValueError(f"tilejit.explain: unknown op {op!r} (linear, mm, rms_norm, rms_norm_bwd)")
+    if device is not None:
+        dev = torch.device(device)
+    eng = _engine(dev)
+    need = ctypes.c_int64()
+    buf = ctypes.create_string_buffer(4096)
+    _lib.check(_lib.lib().tj_explain(eng, spec.encode(), buf, 4096, ctypes.byref(need)))
+    return buf.value.decode()
