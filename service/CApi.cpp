@@ -8,18 +8,22 @@
 //===----------------------------------------------------------------------===//
 #include "include/tilejit/tilejit.h"
 
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <cstdlib>
 #include <string>
 
 #include "compiler/Compiler.h"
 #include "ops/gemm/GemmLaunch.h"
 #include "runtime/CudaDriver.h"
-#include "runtime/RmsNormOps.h"
+#include "ops/rmsnorm/RmsNormLaunch.h"
 #include "service/Engine.h"
 
 struct tj_engine {
   std::unique_ptr<tilejit::Engine> engine;
   int device = 0;
-  int maxPrograms = 0;
+  std::atomic<int> smMargin{0};
 };
 
 namespace {
@@ -63,6 +67,18 @@ bool dtypeOf(tj_dtype t, tilejit::DType &out) {
   if (!(e) || !(e)->engine)                                                                        \
     return invalid("engine is null");
 
+/// The shape of an RMSNorm call (forward or backward), no buffers yet.
+template <class A>
+A rmsArgs(tilejit::DType dt, tilejit::DType wdt, int64_t rows, int64_t cols, int zcg) {
+  A a;
+  a.dtype = dt;
+  a.wdtype = wdt;
+  a.rows = rows;
+  a.cols = cols;
+  a.zeroCenteredGamma = zcg != 0;
+  return a;
+}
+
 /// Launches `launch(kernel)` with the kernel for `spec`.
 template <class F> tj_status withKernel(tj_engine *e, const tilejit::KernelSpec &spec, void *stream,
                                         F launch) {
@@ -95,9 +111,19 @@ tj_status tj_engine_create(int device, tj_engine **out) {
   auto engine = tilejit::Engine::create(std::move(*options));
   if (!engine)
     return failed(engine.takeError());
+  int margin = 0;
+  if (const char *m = std::getenv("TILEJIT_SM_MARGIN"); m && *m) {
+    char *end = nullptr;
+    long v = std::strtol(m, &end, 10);
+    if (*end || v < 0 || v >= (*engine)->target().smCount())
+      return invalid("TILEJIT_SM_MARGIN='" + std::string(m) + "' is not a number in [0, " +
+                     std::to_string((*engine)->target().smCount() - 1) + "]");
+    margin = int(v);
+  }
   auto *e = new tj_engine;
   e->engine = std::move(*engine);
   e->device = device;
+  e->smMargin = margin;
   *out = e;
   return ok();
 }
@@ -113,12 +139,85 @@ tj_status tj_engine_device(tj_engine *e, int *sms, int *cc) {
   return ok();
 }
 
-tj_status tj_engine_set_max_programs(tj_engine *e, int programs) {
+tj_status tj_engine_set_sm_margin(tj_engine *e, int margin) {
   TJ_ENGINE(e);
-  if (programs < 0)
-    return invalid("programs must be >= 0 (0: every multiprocessor), got " +
-                   std::to_string(programs));
-  e->maxPrograms = programs;
+  int sms = e->engine->target().smCount();
+  if (margin < 0 || margin >= sms)
+    return invalid("sm_margin must be in [0, " + std::to_string(sms - 1) + "], got " +
+                   std::to_string(margin));
+  e->smMargin = margin;
+  return ok();
+}
+
+tj_status tj_engine_set_deterministic(tj_engine *e, int on) {
+  TJ_ENGINE(e);
+  e->engine->setDeterministic(on != 0);
+  return ok();
+}
+
+tj_status tj_explain(tj_engine *e, const char *specText, char *out, int64_t capacity,
+                     int64_t *needed) {
+  TJ_ENGINE(e);
+  if (!specText)
+    return invalid("spec is null");
+  if (capacity < 0 || (capacity > 0 && !out))
+    return invalid("out is null or capacity negative");
+  auto spec = tilejit::KernelSpec::parse(specText);
+  if (!spec)
+    return invalid(llvm::toString(spec.takeError()));
+  spec->target = e->engine->target();
+  auto text = e->engine->explain(*spec);
+  if (!text)
+    return failed(text.takeError());
+  if (needed)
+    *needed = int64_t(text->size()) + 1;
+  if (capacity > 0) {
+    size_t n = std::min<size_t>(text->size(), size_t(capacity - 1));
+    std::memcpy(out, text->data(), n);
+    out[n] = '\0';
+  }
+  return ok();
+}
+
+tj_status tj_rms_norm_prepare(tj_engine *e, int backward, tj_dtype dtype, tj_dtype wdtype,
+                              int64_t rows, int64_t cols, int zcg) {
+  TJ_ENGINE(e);
+  TJ_DTYPE(dt, dtype);
+  TJ_DTYPE(wdt, wdtype);
+  if (auto err = tilejit::checkRmsNormShape(rows, cols))
+    return invalid(llvm::toString(std::move(err)));
+  const tilejit::Target &t = e->engine->target();
+  tilejit::KernelSpec spec =
+      backward ? tilejit::rmsNormSpec(
+                     rmsArgs<tilejit::RmsNormBackward>(dt, wdt, rows, cols, zcg), t)
+               : tilejit::rmsNormSpec(rmsArgs<tilejit::RmsNormForward>(dt, wdt, rows, cols, zcg),
+                                      t);
+  auto kernel = e->engine->get(spec);
+  if (!kernel)
+    return failed(kernel.takeError());
+  return ok();
+}
+
+tj_status tj_gemm_prepare(tj_engine *e, tj_dtype ab, tj_dtype out, int trans_a, int trans_b,
+                          int64_t m, int64_t n, int64_t k, int with_c) {
+  TJ_ENGINE(e);
+  TJ_DTYPE(abt, ab);
+  TJ_DTYPE(outt, out);
+  tilejit::gemm::Params p;
+  p.ab = abt;
+  p.out = outt;
+  p.transA = trans_a != 0;
+  p.transB = trans_b != 0;
+  p.hasC = with_c != 0;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  auto spec = tilejit::gemm::specOf(tilejit::gemm::callOf(p), e->engine->target());
+  if (!spec)
+    return invalid(llvm::toString(spec.takeError()));
+  auto kernel = e->engine->get(*spec);
+  if (!kernel)
+    return failed(kernel.takeError());
   return ok();
 }
 
@@ -134,17 +233,12 @@ tj_status tj_rms_norm_fwd(tj_engine *e, tj_dtype dtype, tj_dtype wdtype, const v
     return ok();
   if (!x || !w || !y || !rstd)
     return invalid("x, w, y and rstd must be device pointers, not null");
-  tilejit::RmsNormForward a;
-  a.dtype = dt;
-  a.wdtype = wdt;
+  auto a = rmsArgs<tilejit::RmsNormForward>(dt, wdt, rows, cols, zcg);
   a.x = uint64_t(x);
   a.w = uint64_t(w);
   a.y = uint64_t(y);
   a.rstd = uint64_t(rstd);
-  a.rows = rows;
-  a.cols = cols;
   a.eps = eps;
-  a.zeroCenteredGamma = zcg != 0;
   return withKernel(e, tilejit::rmsNormSpec(a, e->engine->target()), stream,
                     [&](const tilejit::LoadedKernel &k) {
                       return tilejit::launchRmsNormForward(k, a, static_cast<CUstream>(stream));
@@ -160,13 +254,8 @@ tj_status tj_rms_norm_bwd_workspace(tj_engine *e, tj_dtype dtype, tj_dtype wdtyp
     return invalid("bytes is null");
   if (auto err = tilejit::checkRmsNormShape(rows, cols))
     return invalid(llvm::toString(std::move(err)));
-  tilejit::RmsNormBackward a;
-  a.dtype = dt;
-  a.wdtype = wdt;
-  a.rows = rows;
-  a.cols = cols;
-  a.zeroCenteredGamma = zcg != 0;
-  auto kernel = e->engine->get(tilejit::rmsNormSpec(a, e->engine->target()));
+  auto kernel = e->engine->get(tilejit::rmsNormSpec(
+      rmsArgs<tilejit::RmsNormBackward>(dt, wdt, rows, cols, zcg), e->engine->target()));
   if (!kernel)
     return failed(kernel.takeError());
   *bytes = kernel->workspaceBytes();
@@ -183,9 +272,7 @@ tj_status tj_rms_norm_bwd(tj_engine *e, tj_dtype dtype, tj_dtype wdtype, const v
     return invalid(llvm::toString(std::move(err)));
   if (!dw || (rows > 0 && (!dy || !x || !rstd || !w || !dx || !workspace)))
     return invalid("dy, x, rstd, w, dx, dw and workspace must be device pointers, not null");
-  tilejit::RmsNormBackward a;
-  a.dtype = dt;
-  a.wdtype = wdt;
+  auto a = rmsArgs<tilejit::RmsNormBackward>(dt, wdt, rows, cols, zcg);
   a.dy = uint64_t(dy);
   a.x = uint64_t(x);
   a.rstd = uint64_t(rstd);
@@ -193,9 +280,6 @@ tj_status tj_rms_norm_bwd(tj_engine *e, tj_dtype dtype, tj_dtype wdtype, const v
   a.dx = uint64_t(dx);
   a.dw = uint64_t(dw);
   a.workspace = uint64_t(workspace);
-  a.rows = rows;
-  a.cols = cols;
-  a.zeroCenteredGamma = zcg != 0;
   return withKernel(e, tilejit::rmsNormSpec(a, e->engine->target()), stream,
                     [&](const tilejit::LoadedKernel &k) {
                       return tilejit::launchRmsNormBackward(k, a, static_cast<CUstream>(stream));
@@ -204,8 +288,12 @@ tj_status tj_rms_norm_bwd(tj_engine *e, tj_dtype dtype, tj_dtype wdtype, const v
 
 tj_status tj_gemm(tj_engine *e, tj_dtype ab, tj_dtype out, int trans_a, int trans_b, int64_t m,
                   int64_t n, int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb,
-                  const void *c, void *d, float alpha, float beta, void *stream) {
+                  const void *c, void *d, float alpha, float beta, int sm_margin, void *stream) {
   TJ_ENGINE(e);
+  int sms = e->engine->target().smCount();
+  if (sm_margin < -1 || sm_margin >= sms)
+    return invalid("sm_margin must be -1 (the engine's) or in [0, " + std::to_string(sms - 1) +
+                   "], got " + std::to_string(sm_margin));
   TJ_DTYPE(abt, ab);
   TJ_DTYPE(outt, out);
   tilejit::gemm::Call call;
@@ -225,7 +313,7 @@ tj_status tj_gemm(tj_engine *e, tj_dtype ab, tj_dtype out, int trans_a, int tran
   call.alpha = alpha;
   call.beta = beta;
   call.hasC = c != nullptr;
-  call.maxPrograms = e->maxPrograms;
+  call.maxPrograms = sms - (sm_margin >= 0 ? sm_margin : e->smMargin.load());
   if (lda < 0 || ldb < 0)
     return invalid("lda and ldb must be >= 0 (0: packed rows)");
   if (lda && lda < (call.transA ? m : k))

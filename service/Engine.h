@@ -54,12 +54,23 @@ public:
   /// from disk: a kernel not already loaded is an error then.
   llvm::Expected<const LoadedKernel &> get(const KernelSpec &spec, void *stream = nullptr);
 
+  /// What a call of `spec` uses, in a few lines: the kernel loaded for it
+  /// (its config and where it came from), or what a miss would do now (the
+  /// stored winner, a tuning, or the default config). Reads the store; never
+  /// compiles or tunes.
+  llvm::Expected<std::string> explain(const KernelSpec &spec);
   /// Where the kernel came from on the last miss: "store", "tuned",
   /// "compiled", or "background-tuned" when a background tuning replaced it.
   std::string lastSource() const;
   /// Waits for background tunings started so far; returns the first error
   /// any of them met (they never stop the caller's work).
   llvm::Error waitForBackground();
+  /// Deterministic mode from now on: no tuning at run time, stored winners or
+  /// defaults only (a kernel already loaded stays).
+  void setDeterministic(bool on) {
+    std::lock_guard<std::mutex> lock(missMu_);
+    options_.deterministic = on;
+  }
   /// The device's target: specs for it carry it (arch and multiprocessors).
   const Target &target() const { return target_; }
   Store *store() { return store_.get(); }
@@ -89,6 +100,8 @@ private:
   struct Loaded {
     KernelSpec spec;
     std::shared_ptr<LoadedKernel> kernel;
+    TileConfig config;
+    std::string source;
   };
   /// By KernelSpec::hash(); a hit compares the spec field by field. Specs
   /// that differ only in launch-time sizes (rows) share one module through
