@@ -20,6 +20,7 @@
 #include "compiler/templates/Template.h"
 #include "core/Sha256.h"
 #include "health.grpc.pb.h"
+#include "service/Client.h"
 #include "service/Server.h"
 #include "service/Wire.h"
 #include "tests/support/TempDir.h"
@@ -659,4 +660,170 @@ TEST(Server, DrainingTurnsHealthOffFirst) {
   EXPECT_TRUE(f.lookup(request(kSpec), l).ok());
   drainer.join();
   EXPECT_EQ(f.lookup(request(kSpec), l).error_code(), StatusCode::UNAVAILABLE);
+}
+
+// The client: deadlines, retries, and the local store and compile around the
+// server.
+
+namespace {
+
+ClientOptions clientOf(int port, std::chrono::milliseconds deadline) {
+  ClientOptions o;
+  o.address = "127.0.0.1:" + std::to_string(port);
+  o.deadline = deadline;
+  return o;
+}
+
+double msSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// A loopback port nobody listens on: a server's, after it stopped.
+int closedPort() {
+  ServerOptions o;
+  o.dbPath = ":memory:";
+  o.log = [](const std::string &) {};
+  auto s = Server::start(std::move(o), "127.0.0.1:0");
+  EXPECT_TRUE(bool(s));
+  if (!s) {
+    llvm::consumeError(s.takeError());
+    return 1;
+  }
+  int port = (*s)->port();
+  (*s)->drain(std::chrono::milliseconds(0), std::chrono::milliseconds(0));
+  return port;
+}
+
+} // namespace
+
+TEST(Client, KernelsComeFromTheServerAndStayInTheLocalStore) {
+  Fixture f;
+  ASSERT_TRUE(f.server);
+  auto local = Store::open(f.dir.file("local.db"));
+  ASSERT_TRUE(bool(local)) << llvm::toString(local.takeError());
+  Client client(clientOf(f.server->port(), std::chrono::seconds(60)));
+  KernelSpec spec = specOf("rmsnorm_bwd rows=512 cols=1024");
+  TileConfig config = getTemplate(spec).defaultConfig(spec);
+
+  KernelSource source;
+  std::string why;
+  auto k = fetchOrCompile(spec, config, Backend::Nvptx, local->get(), &client, &source, &why);
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  EXPECT_EQ(source, KernelSource::Server) << why;
+  EXPECT_EQ(k->key, kernelKey(spec, config));
+  EXPECT_EQ(f.stats().compiles(), 1u);
+  auto stored = (*local)->getKernel(k->key);
+  ASSERT_TRUE(stored && *stored);
+  EXPECT_EQ((**stored).cubin, k->cubin);
+
+  auto again = fetchOrCompile(spec, config, Backend::Nvptx, local->get(), &client, &source);
+  ASSERT_TRUE(bool(again));
+  EXPECT_EQ(source, KernelSource::Store);
+  EXPECT_EQ(again->cubin, k->cubin);
+  EXPECT_EQ(f.stats().get_kernels(), 1u);
+
+  auto looked = client.lookup(spec, config);
+  ASSERT_TRUE(looked && *looked);
+  EXPECT_EQ((**looked).binary.cubin, k->cubin);
+  auto missing = client.lookup(specOf("rmsnorm_bwd rows=512 cols=1032"));
+  ASSERT_TRUE(bool(missing));
+  EXPECT_FALSE(*missing);
+}
+
+TEST(Client, PublishedWinnerReachesEveryClientAfter) {
+  Fixture f;
+  ASSERT_TRUE(f.server);
+  KernelSpec spec = specOf(kSpec);
+  std::string winner = otherConfig(spec);
+  v1::AcquireTuningLeaseResponse lease;
+  ASSERT_TRUE(f.acquire(leaseRequest(kSpec, "tuner", 60000), lease).ok());
+  v1::PublishResultRequest pub;
+  pub.set_spec(kSpec);
+  pub.set_winner_config(winner);
+  pub.set_lease_id(lease.lease_id());
+  v1::PublishResultResponse resp;
+  ASSERT_TRUE(f.publish(pub, resp).ok());
+  Client client(clientOf(f.server->port(), std::chrono::seconds(60)));
+  auto k = client.getKernel(spec);
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  EXPECT_TRUE(k->tuned);
+  EXPECT_EQ(k->binary.config.canonical(), winner);
+  EXPECT_EQ(k->source, "compiled");
+}
+
+TEST(Client, ServerDownFallsBackToACompileWithinTheDeadline) {
+  tilejit::testing::TempDir dir;
+  auto local = Store::open(dir.file("local.db"));
+  ASSERT_TRUE(bool(local));
+  int port = closedPort();
+  Client client(clientOf(port, std::chrono::milliseconds(300)));
+  KernelSpec spec = specOf(kSpec);
+  auto t0 = std::chrono::steady_clock::now();
+  auto k = client.getKernel(spec);
+  double ms = msSince(t0);
+  ASSERT_FALSE(bool(k));
+  std::string msg = llvm::toString(k.takeError());
+  EXPECT_NE(msg.find("server 127.0.0.1:" + std::to_string(port) + ": 14 "), std::string::npos)
+      << msg;
+  EXPECT_LT(ms, 300 + 100) << "the client waited past its deadline";
+
+  KernelSource source;
+  std::string why;
+  TileConfig config = getTemplate(spec).defaultConfig(spec);
+  auto compiled =
+      fetchOrCompile(spec, config, Backend::Nvptx, local->get(), &client, &source, &why);
+  ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
+  EXPECT_EQ(source, KernelSource::Compiled);
+  EXPECT_NE(why.find("server 127.0.0.1:"), std::string::npos) << why;
+  auto stored = (*local)->getKernel(compiled->key);
+  ASSERT_TRUE(stored && *stored);
+}
+
+TEST(Client, SlowServerIsLeftAtTheDeadline) {
+  Fixture f;
+  ASSERT_TRUE(f.server);
+  // A GEMM compiles for far longer than 20 ms.
+  Client client(clientOf(f.server->port(), std::chrono::milliseconds(20)));
+  auto t0 = std::chrono::steady_clock::now();
+  auto k = client.getKernel(specOf("gemm m=2048 n=2048 k=2048"));
+  double ms = msSince(t0);
+  ASSERT_FALSE(bool(k));
+  std::string msg = llvm::toString(k.takeError());
+  EXPECT_NE(msg.find(": 4 "), std::string::npos) << msg; // DEADLINE_EXCEEDED
+  EXPECT_LT(ms, 20 + 100);
+}
+
+TEST(Client, SettingsFromTheEnvironment) {
+  auto with = [](std::vector<std::pair<const char *, const char *>> vars) {
+    for (const char *name :
+         {"TILEJIT_SERVER", "TILEJIT_TOKEN", "TILEJIT_TOKEN_FILE", "TILEJIT_SERVER_DEADLINE_MS"})
+      ::unsetenv(name);
+    for (auto [name, value] : vars)
+      ::setenv(name, value, 1);
+    auto o = ClientOptions::fromEnvironment();
+    for (auto [name, value] : vars)
+      ::unsetenv(name);
+    return o;
+  };
+  auto none = with({});
+  ASSERT_TRUE(bool(none));
+  EXPECT_FALSE(*none);
+  auto some = with({{"TILEJIT_SERVER", "cache.internal:7070"},
+                    {"TILEJIT_TOKEN", "t0k"},
+                    {"TILEJIT_SERVER_DEADLINE_MS", "250"}});
+  ASSERT_TRUE(some && *some);
+  EXPECT_EQ((**some).address, "cache.internal:7070");
+  EXPECT_EQ((**some).token, "t0k");
+  EXPECT_EQ((**some).deadline, std::chrono::milliseconds(250));
+  auto bad = with({{"TILEJIT_SERVER", "cache.internal"}});
+  ASSERT_FALSE(bool(bad));
+  EXPECT_NE(llvm::toString(bad.takeError()).find("TILEJIT_SERVER='cache.internal'"),
+            std::string::npos);
+  auto badDeadline = with({{"TILEJIT_SERVER", "h:1"}, {"TILEJIT_SERVER_DEADLINE_MS", "soon"}});
+  ASSERT_FALSE(bool(badDeadline));
+  EXPECT_NE(llvm::toString(badDeadline.takeError()).find("TILEJIT_SERVER_DEADLINE_MS='soon'"),
+            std::string::npos);
+  auto noFile = with({{"TILEJIT_SERVER", "h:1"}, {"TILEJIT_TOKEN_FILE", "/nonexistent/t"}});
+  ASSERT_FALSE(bool(noFile));
+  EXPECT_NE(llvm::toString(noFile.takeError()).find("TILEJIT_TOKEN_FILE"), std::string::npos);
 }

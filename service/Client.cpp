@@ -1,0 +1,236 @@
+//===- Client.cpp -----------------------------------------------------------===//
+#include "service/Client.h"
+
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "autotune/Tuner.h"
+#include "service/Wire.h"
+#include "tilejit.grpc.pb.h"
+
+namespace tilejit {
+
+namespace {
+
+llvm::Error err(const std::string &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+const char *sourceName(v1::GetKernelResponse::Source s) {
+  switch (s) {
+  case v1::GetKernelResponse::SOURCE_STORE:
+    return "store";
+  case v1::GetKernelResponse::SOURCE_COMPILED:
+    return "compiled";
+  case v1::GetKernelResponse::SOURCE_SHARED:
+    return "shared";
+  default:
+    return "?";
+  }
+}
+
+} // namespace
+
+class ClientChannel {
+public:
+  explicit ClientChannel(const std::string &address)
+      : channel(grpc::CreateChannel(address, grpc::InsecureChannelCredentials())),
+        stub(v1::TileJit::NewStub(channel)) {}
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::TileJit::Stub> stub;
+};
+
+llvm::Expected<std::optional<ClientOptions>> ClientOptions::fromEnvironment() {
+  const char *server = std::getenv("TILEJIT_SERVER");
+  if (!server || !*server)
+    return std::nullopt;
+  ClientOptions o;
+  o.address = server;
+  auto colon = o.address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == o.address.size() ||
+      o.address.find_first_not_of("0123456789", colon + 1) != std::string::npos)
+    return err("TILEJIT_SERVER='" + o.address + "' is not host:port");
+  if (const char *t = std::getenv("TILEJIT_TOKEN"); t && *t) {
+    o.token = t;
+  } else if (const char *f = std::getenv("TILEJIT_TOKEN_FILE"); f && *f) {
+    std::ifstream in(f);
+    if (!in)
+      return err(std::string("TILEJIT_TOKEN_FILE='") + f + "' cannot be read");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    o.token = ss.str();
+    while (!o.token.empty() && std::isspace(static_cast<unsigned char>(o.token.back())))
+      o.token.pop_back();
+    if (o.token.empty())
+      return err(std::string("TILEJIT_TOKEN_FILE='") + f + "' is empty");
+  }
+  if (const char *d = std::getenv("TILEJIT_SERVER_DEADLINE_MS"); d && *d) {
+    char *end = nullptr;
+    long long ms = std::strtoll(d, &end, 10);
+    if (*end || ms <= 0 || ms > 3600000)
+      return err(std::string("TILEJIT_SERVER_DEADLINE_MS='") + d +
+                 "' is not a number of milliseconds in [1, 3600000]");
+    o.deadline = std::chrono::milliseconds(ms);
+  }
+  return o;
+}
+
+Client::Client(ClientOptions options)
+    : options_(std::move(options)), channel_(std::make_unique<ClientChannel>(options_.address)) {}
+
+Client::~Client() = default;
+
+namespace {
+
+/// Runs `call` (one attempt, given its context) until it succeeds, fails
+/// with anything but UNAVAILABLE, runs out of attempts or passes the
+/// deadline, which bounds every attempt and every wait between them.
+template <typename Call> grpc::Status withRetries(const ClientOptions &o, Call &&call) {
+  auto deadline = std::chrono::system_clock::now() + o.deadline;
+  auto wait = o.backoff;
+  grpc::Status s;
+  for (int attempt = 0; attempt < std::max(1, o.attempts); ++attempt) {
+    if (attempt > 0) {
+      if (std::chrono::system_clock::now() + wait >= deadline)
+        break;
+      std::this_thread::sleep_for(wait);
+      wait *= 2;
+    }
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline);
+    s = call(ctx);
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE)
+      return s;
+  }
+  return s;
+}
+
+llvm::Error statusError(const std::string &address, const grpc::Status &s) {
+  return err("server " + address + ": " + std::to_string(int(s.error_code())) + " " +
+             s.error_message());
+}
+
+llvm::Expected<RemoteKernel> remoteOf(const v1::Kernel &k, bool tuned, std::string source) {
+  auto binary = wire::binaryFrom(k);
+  if (!binary)
+    return binary.takeError();
+  RemoteKernel r;
+  r.binary = std::move(*binary);
+  r.sha256 = k.sha256();
+  r.tuned = tuned;
+  r.source = std::move(source);
+  return r;
+}
+
+v1::KernelRequest requestOf(const KernelSpec &spec, const TileConfig &config, Backend backend) {
+  v1::KernelRequest req;
+  req.set_spec(spec.canonical());
+  if (!config.values.empty())
+    req.set_config(config.canonical());
+  req.set_backend(wire::backendTo(backend));
+  return req;
+}
+
+} // namespace
+
+llvm::Expected<RemoteKernel> Client::getKernel(const KernelSpec &spec, const TileConfig &config,
+                                               Backend backend) {
+  v1::KernelRequest req = requestOf(spec, config, backend);
+  v1::GetKernelResponse resp;
+  grpc::Status s = withRetries(options_, [&](grpc::ClientContext &ctx) {
+    resp.Clear();
+    return channel_->stub->GetKernel(&ctx, req, &resp);
+  });
+  if (!s.ok())
+    return statusError(options_.address, s);
+  return remoteOf(resp.kernel(), resp.tuned(), sourceName(resp.source()));
+}
+
+llvm::Expected<std::optional<RemoteKernel>>
+Client::lookup(const KernelSpec &spec, const TileConfig &config, Backend backend) {
+  v1::KernelRequest req = requestOf(spec, config, backend);
+  v1::LookupResponse resp;
+  grpc::Status s = withRetries(options_, [&](grpc::ClientContext &ctx) {
+    resp.Clear();
+    return channel_->stub->Lookup(&ctx, req, &resp);
+  });
+  if (!s.ok())
+    return statusError(options_.address, s);
+  if (!resp.found())
+    return std::nullopt;
+  auto r = remoteOf(resp.kernel(), resp.tuned(), "store");
+  if (!r)
+    return r.takeError();
+  return std::optional<RemoteKernel>(std::move(*r));
+}
+
+llvm::Expected<KernelBinary> fetchOrCompile(const KernelSpec &spec, const TileConfig &config,
+                                            Backend backend, Store *local, Client *remote,
+                                            KernelSource *source, std::string *remoteError) {
+  std::string key = kernelKey(spec, config, backend);
+  auto record = [&](const KernelBinary &b, const std::string &ptx) {
+    if (!local)
+      return;
+    // The kernel is good whether or not it could be recorded.
+    if (auto e = local->putKernel(wire::storedFrom(b, ptx, toolchainId(spec, backend))))
+      llvm::consumeError(std::move(e));
+  };
+  if (local) {
+    auto stored = local->getKernel(key);
+    if (!stored)
+      return stored.takeError();
+    if (*stored) {
+      auto entries = entriesFromJson((*stored)->launch);
+      if (entries) {
+        KernelBinary b;
+        b.spec = spec;
+        b.config = config;
+        b.key = key;
+        b.backend = backendName(backend);
+        b.cubin = std::move((*stored)->cubin);
+        b.entries = std::move(*entries);
+        b.workspaceBytes = (*stored)->workspaceBytes;
+        if (source)
+          *source = KernelSource::Store;
+        return b;
+      }
+      llvm::consumeError(entries.takeError());
+    }
+  }
+  if (remote) {
+    auto r = remote->getKernel(spec, config, backend);
+    if (r && r->binary.key != key) {
+      // A server of another build identity (another compiler or toolchain)
+      // made it: this process's key would not find it again.
+      std::string msg = "server " + remote->options().address + " sent kernel " + r->binary.key +
+                        " for key " + key + " (another build identity)";
+      r = err(msg);
+    }
+    if (r) {
+      r->binary.spec = spec;
+      record(r->binary, "");
+      if (source)
+        *source = KernelSource::Server;
+      return std::move(r->binary);
+    }
+    std::string why = llvm::toString(r.takeError());
+    if (remoteError)
+      *remoteError = why;
+  }
+  CompileOptions co;
+  co.backend = backend;
+  auto compiled = compileKernel(spec, config, co);
+  if (!compiled)
+    return compiled.takeError();
+  record(*compiled, compiled->ptx);
+  if (source)
+    *source = KernelSource::Compiled;
+  return static_cast<KernelBinary &&>(std::move(*compiled));
+}
+
+} // namespace tilejit
