@@ -15,6 +15,7 @@
 #include "autotune/Tuner.h"
 #include "compiler/templates/Template.h"
 #include "service/Leases.h"
+#include "service/Metrics.h"
 #include "service/Wire.h"
 #include "tilejit.grpc.pb.h"
 
@@ -520,6 +521,7 @@ llvm::Expected<std::unique_ptr<Server>> Server::start(ServerOptions options,
     return store.takeError();
   std::unique_ptr<Server> s(new Server());
   int maxMessage = options.maxMessageBytes;
+  std::string metricsAddress = options.metricsAddress;
   s->service_ = std::make_unique<TileJitService>(std::move(options), std::move(*store), notice);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -532,6 +534,17 @@ llvm::Expected<std::unique_ptr<Server>> Server::start(ServerOptions options,
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "cannot listen on '" + address + "' (in use, or not host:port)");
   s->server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);
+  if (!metricsAddress.empty()) {
+    TileJitService *service = s->service_.get();
+    auto m = MetricsEndpoint::start(metricsAddress, [service] {
+      v1::StatsResponse stats;
+      service->Stats(nullptr, nullptr, &stats);
+      return prometheusText(stats);
+    });
+    if (!m)
+      return m.takeError();
+    s->metrics_ = std::move(*m);
+  }
   return s;
 }
 
@@ -542,11 +555,14 @@ Server::~Server() {
 
 const std::string &Server::storeNotice() const { return service_->notice(); }
 
+int Server::metricsPort() const { return metrics_ ? metrics_->port() : 0; }
+
 void Server::drain(std::chrono::milliseconds grace, std::chrono::milliseconds deadline) {
   std::call_once(drained_, [&] {
     server_->GetHealthCheckService()->SetServingStatus(false);
     std::this_thread::sleep_for(grace);
     server_->Shutdown(std::chrono::system_clock::now() + deadline);
+    metrics_.reset();
   });
   server_->Wait();
 }

@@ -29,6 +29,7 @@ class Server;
 namespace tilejit {
 
 class TileJitService;
+class MetricsEndpoint;
 
 struct ServerOptions {
   std::string dbPath; ///< the store file (":memory:" for tests)
@@ -41,6 +42,8 @@ struct ServerOptions {
   int maxMessageBytes = 64 << 20;
   /// The most entries List returns.
   int listCap = 10000;
+  /// Where to serve Prometheus's `/metrics` (host:port); "" : nowhere.
+  std::string metricsAddress;
   /// One line per compile, lease and publish; null: stderr.
   std::function<void(const std::string &)> log;
 };
@@ -55,6 +58,8 @@ public:
   ~Server();
 
   int port() const { return port_; }
+  /// The port of `/metrics`, or 0 without it.
+  int metricsPort() const;
   /// One line, set when the store file was found corrupt and moved aside.
   const std::string &storeNotice() const;
 
@@ -70,6 +75,7 @@ private:
   Server();
   std::unique_ptr<TileJitService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsEndpoint> metrics_;
   int port_ = 0;
   std::once_flag drained_;
 };

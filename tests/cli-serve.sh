@@ -1,19 +1,25 @@
 #!/bin/sh
 # tilejit serve: listens on a free port, answers SIGTERM by draining and
-# exits 0. Usage: cli-serve.sh TILEJIT (run in a fresh directory).
+# exits 0; /metrics answers on its own port.
+# Usage: cli-serve.sh TILEJIT (run in a fresh directory).
 set -u
 tj="$1"
 echo "tok-1" > token
-"$tj" serve --listen 127.0.0.1:0 --db t.db --token-file token --drain-grace 0.2 2> log &
+"$tj" serve --listen 127.0.0.1:0 --db t.db --token-file token --metrics-addr 127.0.0.1:0 \
+  --drain-grace 0.2 2> log &
 pid=$!
 i=0
-while ! grep -q "listening on" log; do
+while ! grep -q "metrics on" log; do
   i=$((i + 1))
   if [ $i -gt 600 ] || ! kill -0 $pid 2>/dev/null; then
-    echo "cli-serve: no 'listening on' line"; cat log; kill $pid 2>/dev/null; exit 1
+    echo "cli-serve: no 'metrics on' line"; cat log; kill $pid 2>/dev/null; exit 1
   fi
   sleep 0.1
 done
+metrics=$(sed -n 's|.*metrics on \(http://[^ ]*\)$|\1|p' log)
+python3 -c "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())" \
+  "$metrics" > metrics.txt || { echo "cli-serve: cannot read $metrics"; kill $pid; exit 1; }
+grep -q "^tilejit_uptime_seconds " metrics.txt || { echo "cli-serve: no uptime in"; cat metrics.txt; kill $pid; exit 1; }
 kill -TERM $pid
 wait $pid
 rc=$?

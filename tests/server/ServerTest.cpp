@@ -15,6 +15,7 @@
 
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+#include <httplib.h>
 
 #include "autotune/Tuner.h"
 #include "compiler/templates/Template.h"
@@ -826,4 +827,32 @@ TEST(Client, SettingsFromTheEnvironment) {
   auto noFile = with({{"TILEJIT_SERVER", "h:1"}, {"TILEJIT_TOKEN_FILE", "/nonexistent/t"}});
   ASSERT_FALSE(bool(noFile));
   EXPECT_NE(llvm::toString(noFile.takeError()).find("TILEJIT_TOKEN_FILE"), std::string::npos);
+}
+
+TEST(Server, MetricsInPrometheusText) {
+  ServerOptions o;
+  o.metricsAddress = "127.0.0.1:0";
+  Fixture f(o);
+  ASSERT_TRUE(f.server);
+  ASSERT_GT(f.server->metricsPort(), 0);
+  v1::GetKernelResponse got;
+  ASSERT_TRUE(f.getKernel(request(kSpec), got).ok());
+  v1::LookupResponse l;
+  ASSERT_TRUE(f.lookup(request(""), l).error_code() == StatusCode::INVALID_ARGUMENT);
+  httplib::Client http("127.0.0.1", f.server->metricsPort());
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res) << "no answer from /metrics";
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("Content-Type").rfind("text/plain; version=0.0.4", 0), 0u);
+  const std::string &body = res->body;
+  for (const char *line : {"# TYPE tilejit_compiles_total counter\ntilejit_compiles_total 1\n",
+                           "\ntilejit_get_kernel_total 1\n", "\ntilejit_lookups_total 1\n",
+                           "\ntilejit_invalid_requests_total 1\n",
+                           "# TYPE tilejit_active_leases gauge\ntilejit_active_leases 0\n",
+                           "\ntilejit_uptime_seconds "})
+    EXPECT_NE(body.find(line), std::string::npos) << line << "\nnot in:\n" << body;
+  EXPECT_EQ(http.Get("/other")->status, 404);
+  // Stopped with the server.
+  f.server->drain(std::chrono::milliseconds(0), std::chrono::seconds(1));
+  EXPECT_FALSE(http.Get("/metrics"));
 }

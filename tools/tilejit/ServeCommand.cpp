@@ -15,7 +15,7 @@ namespace {
 
 struct ServeArgs {
   std::string listen = "127.0.0.1:7070";
-  std::string db, tokenFile;
+  std::string db, tokenFile, metricsAddr;
   double graceSeconds = 2, drainSeconds = 30;
 };
 
@@ -57,6 +57,7 @@ int serve(const ServeArgs &a) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  o.metricsAddress = a.metricsAddr;
   std::string db = o.dbPath;
   bool token = !o.token.empty();
   auto server = Server::start(std::move(o), a.listen);
@@ -67,6 +68,10 @@ int serve(const ServeArgs &a) {
   std::string host = a.listen.substr(0, a.listen.rfind(':'));
   std::fprintf(stderr, "tilejit serve: listening on %s:%d, store %s, writes %s\n", host.c_str(),
                (*server)->port(), db.c_str(), token ? "need the token" : "open to every client");
+  if ((*server)->metricsPort())
+    std::fprintf(stderr, "tilejit serve: metrics on http://%s:%d/metrics\n",
+                 a.metricsAddr.substr(0, a.metricsAddr.rfind(':')).c_str(),
+                 (*server)->metricsPort());
   std::fflush(stderr);
   int sig = 0;
   sigwait(&signals, &sig);
@@ -91,6 +96,8 @@ Action addServe(CLI::App &app) {
   cmd->add_option("--db", a->db, "the store file (default: the tuning cache, see doctor)");
   cmd->add_option("--token-file", a->tokenFile,
                   "a file holding the bearer token that writes (PublishResult) must carry");
+  cmd->add_option("--metrics-addr", a->metricsAddr,
+                  "host:port to serve Prometheus's /metrics on (default: none)");
   cmd->add_option("--drain-grace", a->graceSeconds,
                   "seconds health reports NOT_SERVING before the server stops taking calls")
       ->capture_default_str();
