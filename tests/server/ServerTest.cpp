@@ -294,24 +294,24 @@ TEST(Server, LeasesLapseAndPassToTheNextTuner) {
   ASSERT_TRUE(f.server);
   KernelSpec spec = specOf(kSpec);
   v1::AcquireTuningLeaseResponse a, b;
-  ASSERT_TRUE(f.acquire(leaseRequest(kSpec, "tuner-a", 400), a).ok());
+  ASSERT_TRUE(f.acquire(leaseRequest(kSpec, "tuner-a", 1000), a).ok());
   ASSERT_TRUE(a.granted());
   // Another tuner is told who tunes and what to use meanwhile.
-  ASSERT_TRUE(f.acquire(leaseRequest(kSpec, "tuner-b", 400), b).ok());
+  ASSERT_TRUE(f.acquire(leaseRequest(kSpec, "tuner-b", 1000), b).ok());
   EXPECT_FALSE(b.granted());
   EXPECT_EQ(b.holder(), "tuner-a");
   EXPECT_EQ(b.lease_id(), "");
   EXPECT_EQ(b.best_config(), getTemplate(spec).defaultConfig(spec).canonical());
   EXPECT_GT(b.expires_in_ms(), 0);
   // Renewals keep it: past the first time to live, still tuner-a's.
-  for (int i = 0; i < 3; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (int i = 0; i < 6; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
     v1::AcquireTuningLeaseResponse renewed;
-    ASSERT_TRUE(f.acquire(leaseRequest(kSpec, "tuner-a", 400, a.lease_id()), renewed).ok());
+    ASSERT_TRUE(f.acquire(leaseRequest(kSpec, "tuner-a", 1000, a.lease_id()), renewed).ok());
     ASSERT_TRUE(renewed.granted());
     EXPECT_EQ(renewed.lease_id(), a.lease_id());
   }
-  ASSERT_TRUE(f.acquire(leaseRequest(kSpec, "tuner-b", 400), b).ok());
+  ASSERT_TRUE(f.acquire(leaseRequest(kSpec, "tuner-b", 1000), b).ok());
   EXPECT_FALSE(b.granted());
   v1::ListResponse list;
   ASSERT_TRUE(f.stub->List(f.context().get(), v1::ListRequest(), &list).ok());
@@ -319,7 +319,7 @@ TEST(Server, LeasesLapseAndPassToTheNextTuner) {
   EXPECT_EQ(list.leases(0).holder(), "tuner-a");
 
   // tuner-a stops renewing (it died): the key passes to tuner-b.
-  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));
   ASSERT_TRUE(f.acquire(leaseRequest(kSpec, "tuner-b", 5000), b).ok());
   ASSERT_TRUE(b.granted());
   EXPECT_NE(b.lease_id(), a.lease_id());
@@ -855,4 +855,33 @@ TEST(Server, MetricsInPrometheusText) {
   // Stopped with the server.
   f.server->drain(std::chrono::milliseconds(0), std::chrono::seconds(1));
   EXPECT_FALSE(http.Get("/metrics"));
+}
+
+TEST(Client, ServerAndLocalProcessShareOneStoreFile) {
+  Fixture f;
+  ASSERT_TRUE(f.server);
+  // A process on the server's host opens the server's own file.
+  auto local = Store::open(f.dir.file("t.db"));
+  ASSERT_TRUE(bool(local)) << llvm::toString(local.takeError());
+  KernelSpec spec = specOf("rmsnorm_fwd rows=8 cols=3000");
+  TileConfig config = getTemplate(spec).defaultConfig(spec);
+  // Compiled here (no server asked), then found by the server.
+  KernelSource source;
+  auto here = fetchOrCompile(spec, config, Backend::Nvptx, local->get(), nullptr, &source);
+  ASSERT_TRUE(bool(here)) << llvm::toString(here.takeError());
+  EXPECT_EQ(source, KernelSource::Compiled);
+  v1::LookupResponse l;
+  ASSERT_TRUE(f.lookup(request(spec.canonical()), l).ok());
+  ASSERT_TRUE(l.found());
+  EXPECT_EQ(l.kernel().cubin(), std::string(here->cubin.begin(), here->cubin.end()));
+  // Compiled by the server, then found here without asking it.
+  KernelSpec other = specOf("rmsnorm_fwd rows=8 cols=3008");
+  v1::GetKernelResponse got;
+  ASSERT_TRUE(f.getKernel(request(other.canonical()), got).ok());
+  auto there = fetchOrCompile(other, getTemplate(other).defaultConfig(other), Backend::Nvptx,
+                              local->get(), nullptr, &source);
+  ASSERT_TRUE(bool(there)) << llvm::toString(there.takeError());
+  EXPECT_EQ(source, KernelSource::Store);
+  EXPECT_EQ(std::string(there->cubin.begin(), there->cubin.end()), got.kernel().cubin());
+  EXPECT_EQ(f.stats().compiles(), 1u);
 }
