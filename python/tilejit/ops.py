@@ -55,10 +55,10 @@ _CODES = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
 
 def _rms_check(op, x, weight):
     # The common case in one test; the names of what is wrong after.
-    if x.is_cuda and weight.is_cuda and x.get_device() == weight.get_device() and \
-            weight.dim() == 1 and x.dim() >= 1 and weight.shape[0] == x.shape[-1] and \
-            x.dtype in _CODES and weight.dtype in _CODES:
-        return
+    dev = x.get_device()  # -1 on the CPU
+    if dev >= 0 and weight.get_device() == dev and x.dim() >= 1 and \
+            weight.shape == x.shape[-1:] and x.dtype in _CODES and weight.dtype in _CODES:
+        return dev
     _on_gpu(op, x=x, weight=weight)
     if x.dim() < 1 or weight.dim() != 1 or weight.shape[0] != x.shape[-1]:
         raise ValueError(f"tilejit.{op}: weight of shape {tuple(weight.shape)} does not match "
@@ -66,6 +66,7 @@ def _rms_check(op, x, weight):
     for name, t in (("x", x), ("weight", weight)):
         if t.dtype not in _CODE:
             raise ValueError(f"tilejit.{op}: {name} is {t.dtype}; bf16, f16 or f32 only")
+    return x.get_device()
 
 
 _lib._deterministic[0] = torch.are_deterministic_algorithms_enabled
@@ -74,14 +75,14 @@ _lib._deterministic[0] = torch.are_deterministic_algorithms_enabled
 # ---- RMSNorm ---------------------------------------------------------------
 
 def _rms_fwd_impl(x, weight, eps, zero_centered_gamma):
-    _rms_check("rms_norm_fwd", x, weight)
-    h = x.shape[-1]
+    dev = _rms_check("rms_norm_fwd", x, weight)
+    shape = x.shape
+    h = shape[-1]
     xc = x.contiguous()
     wc = weight.contiguous()
     y = torch.empty_like(xc)
-    rstd = xc.new_empty(xc.shape[:-1], dtype=torch.float32)
+    rstd = xc.new_empty(shape[:-1], dtype=torch.float32)
     rows = xc.numel() // h if h else 0
-    dev = x.get_device()
     status = _lib.lib().tj_rms_norm_fwd(
         _lib.engine(dev), _CODES[x.dtype], _CODES[weight.dtype], xc.data_ptr(), wc.data_ptr(),
         y.data_ptr(), rstd.data_ptr(), rows, h, eps, zero_centered_gamma,
