@@ -39,8 +39,15 @@ const char *sourceName(v1::GetKernelResponse::Source s) {
 class ClientChannel {
 public:
   explicit ClientChannel(const std::string &address)
-      : channel(grpc::CreateChannel(address, grpc::InsecureChannelCredentials())),
+      : channel(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args())),
         stub(v1::TileJit::NewStub(channel)) {}
+  static grpc::ChannelArguments args() {
+    // gRPC's default of 4 MB would refuse a large cubin; the server takes
+    // requests up to 64 MB (ServerOptions::maxMessageBytes).
+    grpc::ChannelArguments a;
+    a.SetMaxReceiveMessageSize(64 << 20);
+    return a;
+  }
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::TileJit::Stub> stub;
 };

@@ -234,6 +234,9 @@ public:
       kernel->arch = std::string(spec.target.archName());
       kernel->toolchain = toolchainId(spec, backend);
     }
+    // The lease ends before the writes: a second publish under it is
+    // refused even while the first is writing. A write that fails after
+    // this leaves the key free for the next tuner.
     if (!leases_.release(key, req->lease_id()))
       return Status(StatusCode::FAILED_PRECONDITION,
                     "lease_id: not the tuning lease of " + key +
