@@ -54,10 +54,13 @@ LogicalResult KernelOp::verify() {
                             "[32, 1024], got "
                          << threads;
 
-  if (auto m = getMinBlocks()) {
-    if (*m < 1 || *m * threads > 2048)
+  if (auto raw = getMinBlocks()) {
+    // The attribute is read as unsigned: compare as the signed value it was
+    // written as, and divide rather than multiply (no wrap-around).
+    int64_t m = int64_t(*raw);
+    if (m < 1 || m > 2048 / threads)
       return emitOpError() << "min_blocks must be in [1, " << 2048 / threads
-                           << "] (2048 threads per multiprocessor at most), got " << *m;
+                           << "] (2048 threads per multiprocessor at most), got " << m;
   }
 
   AffineMap grid = getGrid();
