@@ -3,9 +3,10 @@
 #include "tools/tilejit/Commands.h"
 
 #include <cstdio>
-#include <fstream>
+#include <unistd.h>
 
 #include "compiler/Compiler.h"
+#include "tools/tilejit/Output.h"
 #include "tools/tilejit/SpecOptions.h"
 
 namespace tilejit::cli {
@@ -56,6 +57,9 @@ int run(const CompileArgs &a) {
     return usageError("--after applies to --emit mlir only");
   if (a.emit == "cubin" && a.out.empty())
     return usageError("--emit cubin writes binary: give -o FILE");
+  if (a.emit == "cubin" && a.out == "-" && isatty(fileno(stdout)))
+    return usageError("--emit cubin -o - would write binary to a terminal: give -o FILE or "
+                      "redirect the output");
 
   auto compiled = compileKernel(spec, config, opts);
   if (!compiled)
@@ -109,12 +113,8 @@ int run(const CompileArgs &a) {
       std::fputc('\n', stdout);
     return 0;
   }
-  std::ofstream f(a.out, std::ios::binary);
-  if (!f)
-    return fail("cannot write '" + a.out + "'");
-  f.write(text.data(), std::streamsize(text.size()));
-  if (!f)
-    return fail("writing '" + a.out + "' failed");
+  if (auto e = writeFileAtomically(a.out, text))
+    return fail(llvm::toString(std::move(e)));
   return 0;
 }
 } // namespace
