@@ -62,6 +62,13 @@ LogicalResult KernelOp::verify() {
       return emitOpError() << "min_blocks must be in [1, " << 2048 / threads
                            << "] (2048 threads per multiprocessor at most), got " << m;
   }
+  // The lowering sizes shared memory from these: bound them before it
+  // multiplies (228 KB is the most shared memory any block has).
+  if (auto raw = getScratchBytes(); raw && (int64_t(*raw) < 0 || int64_t(*raw) > 228 * 1024))
+    return emitOpError() << "scratch_bytes must be in [0, " << 228 * 1024 << "], got "
+                         << int64_t(*raw);
+  if (auto raw = getClusterRows(); raw && (int64_t(*raw) < 0 || int64_t(*raw) > 1024))
+    return emitOpError() << "cluster_rows must be in [0, 1024], got " << int64_t(*raw);
 
   AffineMap grid = getGrid();
   ArrayRef<int64_t> ops = getGridOperands();

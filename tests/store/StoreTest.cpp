@@ -1496,4 +1496,35 @@ TEST_P(StoreProcessTest, SigkillAtRandomPointsLeavesAConsistentFile) {
   EXPECT_GT(seen, 0u) << "the writer never committed a kernel: the test tested nothing";
 }
 
+
+TEST_F(StoreTest, WritersSetForDifferentJournalsShareOneFile) {
+  // Four processes set for WAL and four for a rollback journal on one store:
+  // those set otherwise than the file used to wait out the others' locks to
+  // switch it, then fail with "database is locked".
+  if (fileSystemOf(dir).network)
+    GTEST_SKIP() << "WAL is not kept on a network file system";
+  constexpr int kWriters = 8, kCount = 50;
+  std::string path = file("mixed.db");
+  {
+    auto store = Store::open(path, nullptr, Store::kDefaultBusyTimeoutMs, JournalMode::Wal);
+    ASSERT_TRUE(bool(store)) << toString(store.takeError());
+  }
+  auto start = std::chrono::steady_clock::now();
+  std::vector<pid_t> writers;
+  for (int w = 0; w < kWriters; ++w) {
+    ::setenv("TILEJIT_STORE_JOURNAL", w % 2 ? "delete" : "wal", 1);
+    writers.push_back(spawn({kTorture, "write", path, std::to_string(w), std::to_string(kCount)}));
+  }
+  ::unsetenv("TILEJIT_STORE_JOURNAL");
+  for (pid_t p : writers)
+    EXPECT_EQ(waitExit(p), 0) << "a writer failed (its error is above)";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(9))
+      << "no writer waited out a busy timeout";
+  auto store = openStore(path);
+  ASSERT_TRUE(store);
+  EXPECT_EQ(store->journalMode(), "wal");
+  EXPECT_TRUE(ok(store->verify()).empty());
+  EXPECT_EQ(ok(store->list()).size(), size_t(kWriters * kCount + kWriters));
+}
+
 } // namespace

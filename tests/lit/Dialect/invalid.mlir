@@ -543,6 +543,20 @@ tile.kernel @wrapping_min_blocks() attributes {block_threads = 256 : i64, min_bl
 
 // -----
 
+// expected-error @+1 {{'tile.kernel' op scratch_bytes must be in [0, 233472], got -1}}
+tile.kernel @negative_scratch() attributes {block_threads = 32 : i64, scratch_bytes = -1 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{'tile.kernel' op cluster_rows must be in [0, 1024], got 4611686018427387904}}
+tile.kernel @huge_cluster_rows() attributes {block_threads = 32 : i64, cluster_size = 2 : i64, cluster_rows = 4611686018427387904 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
 // expected-error @+1 {{'tile.kernel' op cluster_size must be in [1, 8], got 9}}
 tile.kernel @cluster_of_nine() attributes {block_threads = 32 : i64, cluster_size = 9 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   tile.return
