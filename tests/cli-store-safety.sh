@@ -123,6 +123,40 @@ forged_binary)
   [ "$(sql_value trusting.db "SELECT count(*) FROM kernels")" = 2 ] || fail "--trust-binaries"
   run 2 "$tilejit" cache import t.db --db x.db --trust-binaries --no-binaries
   ;;
+rederived_binary)
+  # A real kernel, compiled here and put in a store as the engine would:
+  # import takes it because compiling its spec and config gives its bytes;
+  # the same kernel with one byte changed (and its hash made to match) is
+  # left out, and verify --recompile names it.
+  "$tilejit" compile rmsnorm_fwd --cols 256 --emit cubin -o k.cubin >out.txt 2>&1 || fail "compile"
+  "$tilejit" compile rmsnorm_fwd --cols 256 --emit cubin-info >info.txt 2>&1 || fail "cubin-info"
+  run 0 "$tilejit" cache prune --older-than 1d --db t.db
+  put() { # put DB FLIP: stores k.cubin under the key cubin-info printed, one byte flipped if FLIP
+    python3 -c 'import hashlib, sqlite3, sys
+info = dict(l.split(None, 1) for l in open("info.txt").read().splitlines() if " " in l)
+cubin = bytearray(open("k.cubin", "rb").read())
+if sys.argv[2] == "1":
+    cubin[len(cubin) // 2] ^= 1
+db = sqlite3.connect(sys.argv[1])
+db.execute("INSERT INTO kernels VALUES (?, ?, ?, ?, ?, ?, 0, ?, 1000, ?, ?)",
+           (info["key"].strip(), info["spec"].strip(), info["config"].strip(), "sm_90a",
+            "test", "{}", hashlib.sha256(cubin).hexdigest(), "", bytes(cubin)))
+db.commit()' "$1" "$2"
+  }
+  put t.db 0
+  run 0 "$tilejit" cache verify --recompile --db t.db
+  expect "^t\.db: ok$"
+  run 0 "$tilejit" cache import t.db --db other.db
+  refute "^left"
+  [ "$(sql_value other.db "SELECT count(*) FROM kernels")" = 1 ] || fail "the kernel was not imported"
+  run 0 "$tilejit" cache prune --older-than 1d --db changed.db
+  put changed.db 1
+  run 1 "$tilejit" cache verify --recompile --db changed.db
+  expect "^problem: kernel [0-9a-f]{64}: compiling its spec and config here gives other bytes$"
+  run 0 "$tilejit" cache import changed.db --db third.db
+  expect "^left 1 kernel\(s\) out, compiled here at first use instead \(kernel [0-9a-f]{64}: compiling its spec and config here gives other bytes\)"
+  [ "$(sql_value third.db "SELECT count(*) FROM kernels")" = 0 ] || fail "the changed kernel was imported"
+  ;;
 escape_codes_in_the_store)
   fill t.db
   key=$(sql_value t.db "SELECT key FROM kernels ORDER BY key LIMIT 1")
