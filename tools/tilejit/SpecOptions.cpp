@@ -44,18 +44,20 @@ void SpecOptions::add(CLI::App *cmd) {
                   "NAME=VALUE: any parameter the op declares (tilejit ops lists them); "
                   "repeatable; a parameter that a flag below gives is not --set as well");
   cmd->add_option("--shape", shape, "ROWSxCOLS, e.g. 16384x4096 (rmsnorm)");
-  cmd->add_option("--rows", rows, "Rows (rmsnorm; kernels take rows at launch)");
-  cmd->add_option("--cols,--hidden", cols, "Hidden size (rmsnorm; compiled in)");
+  cmd->add_option("--rows", rows, "Rows (rmsnorm; kernels take rows at launch)")->type_name("INT");
+  cmd->add_option("--cols,--hidden", cols, "Hidden size (rmsnorm; compiled in)")->type_name("INT");
   cmd->add_option("--dtype", dtype, "Activation dtype: bf16, f16, f32");
   cmd->add_option("--wdtype", wdtype, "Weight dtype (default: --dtype)");
   cmd->add_flag("--zero-centered-gamma", zeroCentered, "y = x * rstd * (1 + w)");
   cmd->add_option(
-      "--align", align,
-      "Bytes every operand is aligned to (default: the most the row length allows, up to 16)");
+         "--align", align,
+         "Bytes every operand is aligned to (default: the most the row length allows, up to 16)")
+      ->type_name("INT");
   cmd->add_option("--arch", arch, Target::knownArchs());
   cmd->add_option("--sms", sms,
                   "Multiprocessors of the target GPU, which size persistent grids (default: the "
-                  "GPU here when tuning, else the arch's usual part: 132 for sm_90)");
+                  "GPU here when tuning, else the arch's usual part: 132 for sm_90)")
+      ->type_name("INT");
 }
 
 llvm::Expected<KernelSpec> SpecOptions::build(const std::string &defaultArch,
