@@ -210,6 +210,9 @@ cubin_to_terminal)
   script -qec "\"$tilejit\" compile rmsnorm_fwd --cols 8 --emit cubin -o -; echo \"exit \$?\"" /dev/null >out.txt 2>&1
   expect "tilejit: error: --emit cubin -o - would write binary to a terminal"
   expect "exit 2"
+  script -qec "\"$tilejit\" compile rmsnorm_fwd --cols 8 --emit cubin -o /dev/tty; echo \"exit \$?\"" /dev/null >out.txt 2>&1
+  expect "tilejit: error: --emit cubin -o /dev/tty would write binary to a terminal"
+  expect "exit 2"
   "$tilejit" compile rmsnorm_fwd --cols 8 --emit cubin -o - >k.cubin 2>out.txt || fail "cubin to a file"
   [ "$(head -c 4 k.cubin | od -An -c | tr -d ' ')" = '177ELF' ] || fail "no ELF cubin on a pipe"
   ;;
