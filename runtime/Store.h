@@ -101,7 +101,8 @@ struct Failure {
 /// relies on the file system's byte-range locks alone, which network file
 /// systems (NFS, Lustre, GPFS, CephFS, ...) provide across hosts.
 /// Auto: $TILEJIT_STORE_JOURNAL (wal | delete) if set, else rollback on a
-/// network file system and WAL elsewhere.
+/// network file system and WAL elsewhere. The mode chosen is that of a new
+/// store; an existing one keeps its own (Store::open).
 enum class JournalMode { Auto, Wal, Rollback };
 
 /// What `importFrom` takes from another store. Timings, winners and failures
