@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "autotune/Harness.h"
+#include "ops/gemm/GemmDecl.h"
 #include "ops/rmsnorm/RmsNormDecl.h"
 
 #include <atomic>
@@ -353,7 +354,11 @@ private:
 
 } // namespace
 
+std::unique_ptr<OpHarness> makeGemmHarness();
+
 std::unique_ptr<OpHarness> makeHarness(const KernelSpec &spec) {
+  if (gemm::isGemm(spec))
+    return makeGemmHarness();
   if (spec.is(rmsnorm::forwardOp()))
     return std::make_unique<RmsNormHarness>(false);
   if (spec.is(rmsnorm::backwardOp()))

@@ -1,13 +1,13 @@
 //===- compile_bench.cpp - cold compile latency, spec to cubin, no GPU -------===//
 //
 // Compiles each kernel several times in one process, as a first use does,
-// with each back end (MLIR + PTX + ptxas, and MLIR + C++ + NVRTC), and prints
+// with each back end (MLIR + LLVM + ptxas, and MLIR + C++ + NVRTC), and prints
 // the first compile and the median of the others, with the split between
 // MLIR and the toolchain. Runs on any machine with the CUDA toolkit.
 // Each compile is paired with one of NVRTC's floor, a kernel of one store and
 // no includes: on a machine whose speed drifts, the median ratio of the pairs
 // says more than either time alone.
-//   compile_bench [--reps N] [--backend ptx|cuda|both] [--out FILE.json]
+//   compile_bench [--reps N] [--backend nvptx|cuda|all] [--out FILE.json]
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
@@ -54,11 +54,11 @@ int main(int argc, char **argv) {
   }
   std::vector<Backend> backends;
   if (which == "all")
-    backends = {Backend::Nvptx, Backend::Ptx, Backend::Cuda};
+    backends = {Backend::Nvptx, Backend::Cuda};
   else if (auto b = parseBackend(which))
     backends = {*b};
   else {
-    std::fprintf(stderr, "compile_bench: unknown back end '%s' (nvptx, ptx, cuda, all)\n",
+    std::fprintf(stderr, "compile_bench: unknown back end '%s' (nvptx, cuda, all)\n",
                  which.c_str());
     return 2;
   }

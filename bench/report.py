@@ -44,13 +44,13 @@ def main():
     os.makedirs(a.outdir, exist_ok=True)
     with open(os.path.join(a.outdir, a.name + ".json"), "w") as f:
         json.dump(merged, f, indent=2)
-    ptx = tj.get("backend", "cuda") == "ptx"
+    ptx = tj.get("backend", "cuda") != "cuda"
     md = [f"# {a.name}: {tj['gpu']}, {tj['date']}", "",
-          f"Back end: {'PTX (ptxas)' if ptx else 'CUDA C++ (NVRTC)'}.",
+          f"Back end: {'NVPTX (LLVM, ptxas)' if ptx else 'CUDA C++ (NVRTC)'}.",
           f"Command: `{a.command}`. Peer: torch {peer.get('torch')} `F.rms_norm`, same run. "
           f"Copy bandwidth (D2D, read + write): {tj['copy_tbs']:.2f} TB/s.",
           f"Compile (spec to cubin, rmsnorm_fwd 4096): first {tj['compile_first_ms']:.1f} ms, "
-          f"then median {tj['compile_median_ms']:.1f} ms (MLIR + {'PTX' if ptx else 'C++'} "
+          f"then median {tj['compile_median_ms']:.1f} ms (MLIR + {'LLVM' if ptx else 'C++'} "
           f"{tj['compile_mlir_ms']:.1f}, {'ptxas' if ptx else 'NVRTC'} "
           f"{tj['compile_binary_ms']:.1f}).", "",
           "| shape | dtype | fwd TB/s | torch fwd | fwd / copy | fwd / torch | bwd TB/s | torch bwd | bwd / copy | bwd / torch | lookup us |",

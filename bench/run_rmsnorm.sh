@@ -4,7 +4,7 @@
 # configs `tilejit tune` recorded there; otherwise its defaults.
 #   bench/run_rmsnorm.sh [BUILD_DIR] [OUT_DIR] [NAME]
 # RMSNORM_SHAPES (default 16384x4096,16384x8192) picks the shapes;
-# TILEJIT_BACKEND (nvptx, the default, ptx or cuda) the back end.
+# TILEJIT_BACKEND (nvptx, the default, or cuda) the back end.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 build="${1:-$here/../build}"

@@ -8,7 +8,6 @@
 #include "compiler/Nvptx.h"
 #include "compiler/Nvrtc.h"
 #include "compiler/Ptxas.h"
-#include "compiler/TileToPtx.h"
 #include "compiler/passes/Passes.h"
 #include "compiler/templates/Template.h"
 #include "core/Sha256.h"
@@ -49,8 +48,6 @@ std::vector<std::string> pipelinePasses(Backend backend) {
     break;
   case Backend::Cuda:
     passes.push_back("tile-lower-to-emitc");
-    break;
-  case Backend::Ptx: // the PTX writer takes the IR from here
     break;
   }
   return passes;
@@ -105,18 +102,16 @@ const char *backendName(Backend b) {
   switch (b) {
   case Backend::Nvptx:
     return "nvptx";
-  case Backend::Ptx:
-    return "ptx";
   case Backend::Cuda:
     return "cuda";
   }
   return "?";
 }
 
-const char *backendNames() { return "nvptx, ptx, cuda"; }
+const char *backendNames() { return "nvptx, cuda"; }
 
 std::optional<Backend> parseBackend(std::string_view name) {
-  for (Backend b : {Backend::Nvptx, Backend::Ptx, Backend::Cuda})
+  for (Backend b : {Backend::Nvptx, Backend::Cuda})
     if (name == backendName(b))
       return b;
   return std::nullopt;
@@ -126,8 +121,8 @@ BuildIdentity buildIdentity(const KernelSpec &spec, Backend backend) {
   BuildIdentity id;
   id.backend = backendName(backend);
   const KernelTemplate *tmpl = findTemplate(spec.op());
-  // Every toolchain's version: the PTX back end falls back to NVRTC for
-  // operations it does not lower.
+  // Every toolchain's version: either back end's binary depends on all of
+  // them only through what it runs, but one recipe keeps the keys simple.
   id.toolchain = "template=" + std::string(tmpl ? tmpl->sourceHash() : "none") +
                  "\ncompiler=" + std::string(embedded::compilerSourceHash()) +
                  "\ntilejit=" + tilejitVersion() + "\nllvm=" + llvmVersionString() +
@@ -176,6 +171,11 @@ ParamInfo paramOf(Type t) {
       p.staticSizes.push_back(ShapedType::isDynamic(s) ? -1 : s);
   } else if (t.isF32()) {
     p.kind = ParamInfo::F32;
+  } else if (auto map = dyn_cast<tile::TensorMapType>(t)) {
+    // The box one copy moves: what the launch encodes into the map.
+    p.kind = ParamInfo::TensorMap;
+    p.elem = map.getElementType().isBF16() ? DType::BF16 : DType::F16;
+    p.staticSizes = {map.getRows(), map.getCols()};
   } else {
     p.kind = ParamInfo::Index;
   }
@@ -226,6 +226,8 @@ llvm::Expected<EntryInfo> entryOf(tile::KernelOp kernel) {
   info.cluster = {int(kernel.getClusterBlocks()), 1, 1};
   if (auto s = kernel.getScratchBytes())
     info.staticSmemBytes = int(*s);
+  if (auto d = kernel.getDynamicSmemBytes())
+    info.dynamicSmemBytes = int(*d);
   for (auto [i, t] : llvm::enumerate(kernel.getArgumentTypes())) {
     ParamInfo p = paramOf(t);
     p.name = "arg" + std::to_string(i);
@@ -386,20 +388,6 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
   }
   out.entries = std::move(entries);
 
-  if (backend == Backend::Ptx) {
-    auto ptx = translateTileToPtx(**module, arch);
-    if (ptx) {
-      out.ptx = std::move(*ptx);
-    } else {
-      // An operation only the C++ back end lowers: that one makes the binary.
-      if (auto rest = llvm::handleErrors(ptx.takeError(), [](const PtxUnsupported &) {}))
-        return error("PTX emission failed for " + spec.canonical() + ": " +
-                     llvm::toString(std::move(rest)));
-      backend = Backend::Cuda;
-      if (auto err = runPass("tile-lower-to-emitc"))
-        return err;
-    }
-  }
   out.backend = backendName(backend);
   if (backend == Backend::Nvptx) {
     auto ptx = translateToPtx(**module, arch, options.stopAt == Stage::Llvm ? &out.llvm : nullptr);
@@ -434,7 +422,7 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
     return error(what + llvm::toString(std::move(e)));
   }
   out.binaryMs = msSince(t1);
-  if (!ptxPath) // NVRTC's PTX; the PTX back end's is already here
+  if (!ptxPath) // NVRTC's PTX; the NVPTX back end's is already here
     out.ptx = std::move(binary->ptx);
   out.cubin = std::move(binary->cubin);
   out.log = std::move(binary->log);

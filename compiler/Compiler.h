@@ -37,18 +37,14 @@ enum class Stage { Mlir, Cuda, Llvm, Ptx, Binary };
 ///  - `Nvptx` (the default, and the one every new op is built on): tile IR
 ///    -> LLVM dialect + NVVM -> LLVM IR -> LLVM's NVPTX back end -> PTX ->
 ///    ptxas;
-///  - `Ptx`: the tile IR written straight as PTX, then ptxas (falls back to
-///    `Cuda` for an operation it does not lower, always the same way for the
-///    same IR). Kept until the NVPTX back end has been measured against it on
-///    every shape of bench/run_rmsnorm.sh (bench/NOTES.md, v9), then removed;
 ///  - `Cuda` (the reference): tile IR -> EmitC -> CUDA C++ over the device
 ///    library -> NVRTC.
-enum class Backend { Nvptx, Ptx, Cuda };
+enum class Backend { Nvptx, Cuda };
 
-/// "nvptx", "ptx" or "cuda"; parseBackend is its inverse.
+/// "nvptx" or "cuda"; parseBackend is its inverse.
 const char *backendName(Backend b);
 std::optional<Backend> parseBackend(std::string_view name);
-/// The back ends by name, for messages: "nvptx, ptx, cuda".
+/// The back ends by name, for messages: "nvptx, cuda".
 const char *backendNames();
 
 /// Turns source text (CUDA C++ or PTX) into a binary: NVRTC or ptxas.

@@ -10,9 +10,13 @@
 namespace tilejit {
 
 /// Assembles `ptx` into a cubin for `arch` with ptxas at full optimization,
-/// in this process (nvJitLink). `name` labels the program in errors, which
-/// carry the whole log. The result's log holds ptxas's resource report in the
-/// format NVRTC's has; its `ptx` is left empty (the caller has it).
+/// in this process (nvJitLink). PTX that sets per-warpgroup register limits
+/// (setmaxnreg) goes to the ptxas program of the same release where one is
+/// found ($TILEJIT_PTXAS, $CUDA_HOME/bin, /usr/local/cuda/bin, PATH):
+/// nvJitLink compiles PTX as one unit of a link and ignores those limits.
+/// `name` labels the program in errors, which carry the whole log. The
+/// result's log holds ptxas's resource report in the format NVRTC's has; its
+/// `ptx` is left empty (the caller has it).
 llvm::Expected<NvrtcOutput> assembleWithPtxas(std::string_view ptx, std::string_view name,
                                               std::string_view arch);
 

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "core/KernelSpec.h"
+#include "ops/gemm/GemmDecl.h"
 #include "ops/rmsnorm/RmsNormDecl.h"
 
 namespace tilejit {
@@ -13,6 +14,7 @@ llvm::ArrayRef<const OpDecl *> allOps() {
   static const OpDecl *const ops[] = {
       &rmsnorm::forwardOp(),
       &rmsnorm::backwardOp(),
+      &gemm::op(),
   };
   return ops;
 }

@@ -34,6 +34,14 @@ TileTypeConverter::TileTypeConverter(MLIRContext *ctx) : LLVMTypeConverter(ctx) 
     fields.append(m.getRank(), IntegerType::get(ctx, 64));
     return LLVM::LLVMStructType::getLiteral(ctx, fields);
   });
+  // Rings and barriers: their base address in shared memory; a tensor map:
+  // the address of the by-value parameter.
+  addConversion(
+      [ctx](RingType) -> std::optional<Type> { return LLVM::LLVMPointerType::get(ctx, 3); });
+  addConversion(
+      [ctx](BarriersType) -> std::optional<Type> { return LLVM::LLVMPointerType::get(ctx, 3); });
+  addConversion(
+      [ctx](TensorMapType) -> std::optional<Type> { return LLVM::LLVMPointerType::get(ctx); });
 }
 
 namespace {
@@ -87,6 +95,13 @@ struct ConvertTileToLLVMPass : impl::ConvertTileToLLVMBase<ConvertTileToLLVMPass
                                /*isConstant=*/false, LLVM::Linkage::Internal, k.sharedName,
                                Attribute(), /*alignment=*/16, /*addrSpace=*/3);
       }
+      if (kernel.getDynamicSmemBytes()) {
+        k.dynamicName = (kernel.getSymName() + "_dynamic").str();
+        b.setInsertionPoint(kernel);
+        LLVM::GlobalOp::create(b, kernel.getLoc(), LLVM::LLVMArrayType::get(b.getI8Type(), 0),
+                               /*isConstant=*/false, LLVM::Linkage::External, k.dynamicName,
+                               Attribute(), /*alignment=*/1024, /*addrSpace=*/3);
+      }
     }
 
     // The math functions LLVM's NVPTX back end has instructions for (or this
@@ -110,6 +125,8 @@ struct ConvertTileToLLVMPass : impl::ConvertTileToLLVMBase<ConvertTileToLLVMPass
     populateLoadStoreOpToLLVMPatterns(converter, patterns);
     populateElementwiseOpToLLVMPatterns(converter, patterns);
     populateReduceOpToLLVMPatterns(converter, state, patterns);
+    populateAsyncOpToLLVMPatterns(converter, state, patterns);
+    populateDotOpToLLVMPatterns(converter, patterns);
     arith::populateArithToLLVMConversionPatterns(converter, patterns);
     populateMathToLLVMConversionPatterns(converter, patterns);
     cf::populateControlFlowToLLVMConversionPatterns(converter, patterns);

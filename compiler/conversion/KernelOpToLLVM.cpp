@@ -55,11 +55,31 @@ struct KernelOpLowering : ConvertOpToLLVMPattern<KernelOp> {
     if (op.getClusterBlocks() > 1)
       func->setAttr(NVVM::NVVMDialect::getClusterDimAttrName(),
                     rw.getDenseI32ArrayAttr({int32_t(op.getClusterBlocks()), 1, 1}));
+    // A tensor map is a 128-byte parameter passed by value, which the copy
+    // engine reads in place (__grid_constant__).
+    for (auto [i, t] : llvm::enumerate(op.getArgumentTypes()))
+      if (isa<TensorMapType>(t)) {
+        func.setArgAttr(i, LLVM::LLVMDialect::getByValAttrName(),
+                        TypeAttr::get(LLVM::LLVMArrayType::get(rw.getI8Type(), 128)));
+        func.setArgAttr(i, LLVM::LLVMDialect::getAlignAttrName(), rw.getI64IntegerAttr(64));
+        func.setArgAttr(i, "nvvm.grid_constant", rw.getUnitAttr());
+      }
     rw.inlineRegionBefore(op.getBody(), func.getBody(), func.end());
     if (failed(rw.convertRegionTypes(&func.getBody(), conv, &sig)))
       return failure();
 
     KernelLowering &k = state.kernels[op.getSymName()];
+    if (!k.dynamicName.empty()) {
+      // The dynamic shared memory's base, rounded up to 1024 bytes (the
+      // launch gives 1024 more than the rings and barriers take).
+      OpBuilder::InsertionGuard guard(rw);
+      rw.setInsertionPointToStart(&func.getBody().front());
+      llvmx::Emitter e{rw, op.getLoc()};
+      Value base = e.shared(k.dynamicName);
+      Value addr = LLVM::PtrToIntOp::create(rw, op.getLoc(), e.i64(), base);
+      Value aligned = LLVM::AndOp::create(rw, op.getLoc(), e.add(addr, e.i64(1023)), e.i64(~1023));
+      k.dynamicBase = e.offset(base, LLVM::SubOp::create(rw, op.getLoc(), aligned, addr));
+    }
     if (k.clusterRows > 0) {
       OpBuilder::InsertionGuard guard(rw);
       rw.setInsertionPointToStart(&func.getBody().front());

@@ -54,6 +54,23 @@ struct Place {
   int64_t maxBaseCol = 0;             // the largest first column of any thread
   int64_t contig = 1, bytes = 4;
   SmallVector<int64_t> runOffsets; // column of each run's first element, from `col`
+  /// Rows of each run from the thread's first row (a layout that places a
+  /// thread's elements on several rows, as #tile.wgmma does); all zero for
+  /// one row per thread. Non-zero needs a static row length.
+  SmallVector<int64_t> runRows;
+  Value row, nrows; // the thread's first row and the operand's row count (rank-2 tiles)
+
+  /// Bytes from the thread's first element to element `j` of run `k`.
+  int64_t byteOffset(int64_t k, int64_t j) const {
+    int64_t rowElems = runRows[k] ? runRows[k] * *ncolsStatic : 0;
+    return (rowElems + runOffsets[k] + j) * bytes;
+  }
+  /// Whether run `k` lies in an existing row.
+  Pred runOk(Emitter &e, int64_t k) const {
+    if (!runRows[k])
+      return ok;
+    return llvmx::both(e, ok, llvmx::lessThan(e, e.add(row, e.i64(runRows[k])), nrows));
+  }
 };
 
 FailureOr<Place> place(Emitter &e, Operation *op, Value memref, MemRefType type, ValueRange indices,
@@ -81,6 +98,8 @@ FailureOr<Place> place(Emitter &e, Operation *op, Value memref, MemRefType type,
     Value coord = e.add(indices[d], base[d - (rank - tileRank)]);
     pl.ok = llvmx::both(e, pl.ok, llvmx::lessThan(e, coord, sizes[d]));
     off = e.add(e.mul(off, sizes[d]), coord);
+    pl.row = coord;
+    pl.nrows = sizes[d];
   }
   off = e.mul(off, sizes[rank - 1]);
   pl.col = e.add(indices[rank - 1], base.back());
@@ -102,12 +121,18 @@ FailureOr<Place> place(Emitter &e, Operation *op, Value memref, MemRefType type,
     return failure();
   for (int64_t i = 0; i < n; ++i) {
     SmallVector<int64_t> o = layout.getElemOffset(tile.getShape(), i);
-    if (llvm::any_of(ArrayRef<int64_t>(o).drop_back(), [](int64_t v) { return v != 0; }))
+    int64_t rowOff = o.size() >= 2 ? o[o.size() - 2] : 0;
+    if (llvm::any_of(ArrayRef<int64_t>(o).drop_back(o.size() >= 2 ? 2 : 1),
+                     [](int64_t v) { return v != 0; }))
       return failure();
-    if (i % pl.contig == 0)
+    if (rowOff != 0 && (!pl.ncolsStatic || !pl.row))
+      return failure();
+    if (i % pl.contig == 0) {
       pl.runOffsets.push_back(o.back());
-    else if (o.back() != pl.runOffsets.back() + i % pl.contig)
+      pl.runRows.push_back(rowOff);
+    } else if (o.back() != pl.runOffsets.back() + i % pl.contig || rowOff != pl.runRows.back()) {
       return failure();
+    }
   }
   AffineMap baseMap = layout.getThreadBase();
   for (int64_t t = 0; t < layout.getNumThreads(); ++t)
@@ -128,24 +153,28 @@ struct RunVisitor {
 /// predicate; at a ragged edge of any other row the vector accesses run when
 /// the run lies inside, and element accesses otherwise.
 void forEachRun(Emitter &e, const Place &pl, const RunVisitor &v) {
-  bool vectors = pl.contig * pl.bytes >= 4;
+  // Vector accesses need every run aligned to its size: a row whose length
+  // is not a multiple of the run would shift the runs of the rows after it.
+  bool vectors = pl.contig * pl.bytes >= 4 &&
+                 (!pl.ncolsStatic || *pl.ncolsStatic % pl.contig == 0 ||
+                  llvm::all_of(pl.runRows, [](int64_t r) { return r == 0; }));
   // (A run of one element is always wholly inside or outside.)
   bool even = pl.contig == 1 || (pl.ncolsStatic && *pl.ncolsStatic % pl.contig == 0);
   for (auto [k, runOff] : llvm::enumerate(pl.runOffsets)) {
     bool full = pl.col0 && pl.ncolsStatic && *pl.col0 >= 0 &&
                 *pl.col0 + pl.maxBaseCol + runOff + pl.contig <= *pl.ncolsStatic;
     Value ck = full ? Value() : e.add(pl.col, e.i64(runOff));
-    auto element = [&, ck, full](int64_t i) {
-      return full ? pl.ok
-                  : llvmx::both(e, pl.ok, llvmx::lessThan(e, e.add(ck, e.i64(i)), pl.ncols));
+    Pred ok = pl.runOk(e, k);
+    auto element = [&, ck, full, ok](int64_t i) {
+      return full ? ok : llvmx::both(e, ok, llvmx::lessThan(e, e.add(ck, e.i64(i)), pl.ncols));
     };
     if (vectors && (full || even)) {
-      v.vector(k, full ? pl.ok : llvmx::both(e, pl.ok, llvmx::lessThan(e, ck, pl.ncols)));
+      v.vector(k, full ? ok : llvmx::both(e, ok, llvmx::lessThan(e, ck, pl.ncols)));
       continue;
     }
     if (vectors) {
       Pred whole =
-          llvmx::both(e, pl.ok, llvmx::lessThan(e, e.add(ck, e.i64(pl.contig - 1)), pl.ncols));
+          llvmx::both(e, ok, llvmx::lessThan(e, e.add(ck, e.i64(pl.contig - 1)), pl.ncols));
       v.vector(k, whole);
       v.elements(k, [&, whole](int64_t i) { return llvmx::andNot(e, whole, element(i)); });
       continue;
@@ -165,8 +194,7 @@ SmallVector<VectorAccess> vectorAccesses(const Place &pl, int64_t k) {
   int64_t words = runBytes >= 16 ? 4 : runBytes / 4, perAccess = words * 4 / pl.bytes;
   SmallVector<VectorAccess> out;
   for (int64_t g = 0; g < pl.contig / perAccess; ++g)
-    out.push_back(
-        {k * pl.contig + g * perAccess, perAccess, (pl.runOffsets[k] + g * perAccess) * pl.bytes});
+    out.push_back({k * pl.contig + g * perAccess, perAccess, pl.byteOffset(k, g * perAccess)});
   return out;
 }
 
@@ -264,7 +292,7 @@ struct LoadOpLowering : ConvertOpToLLVMPattern<LoadOp> {
                                    : el[i]);
           constraints += ",b,0";
         }
-        int64_t byteOffset = (pl->runOffsets[k] + j) * pl->bytes;
+        int64_t byteOffset = pl->byteOffset(k, j);
         std::string text = guarded(p, 2,
                                    ld + (words ? ".u16 $0, [$1+" : ".f32 $0, [$1+") +
                                        std::to_string(byteOffset) + "];");
@@ -348,7 +376,7 @@ struct StoreOpLowering : ConvertOpToLLVMPattern<StoreOp> {
           operands.push_back(p.reg);
           constraints += ",b";
         }
-        int64_t byteOffset = (pl->runOffsets[k] + j) * pl->bytes;
+        int64_t byteOffset = pl->byteOffset(k, j);
         std::string text = guarded(
             p, 2, st + (words ? ".u16 [$0+" : ".f32 [$0+") + std::to_string(byteOffset) + "], $1;");
         e.asmOp({}, operands, text, constraints, /*sideEffects=*/true);

@@ -176,12 +176,7 @@ struct ReduceOpLowering : ConvertOpToLLVMPattern<ReduceOp> {
               "@$3 st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [$0], $1, [$2];",
               "l,f,l,b", /*sideEffects=*/true);
     }
-    // The wait without a suspend-time hint (nvvm.mbarrier.try_wait.parity
-    // always passes one, which ptxas turns into a sleep in the retry loop).
-    e.asmOp({}, ValueRange{e.addr64(bar), parity},
-            "{\n\t.reg .pred ready;\n\twait:\n\tmbarrier.try_wait.parity.shared::cta.b64 ready, "
-            "[$0], $1;\n\t@!ready bra wait;\n\t}",
-            "l,r", /*sideEffects=*/true);
+    e.waitParity(bar, parity);
     Value base = e.add(e.mul(set, e.i64(c * rows)), row);
     Value sum;
     for (int64_t q = 0; q < c; ++q) {

@@ -47,6 +47,10 @@ struct KernelLowering {
   int64_t clusterRows = 0;  // rows of threads a cluster reduction exchanges
   int64_t clusterOffset = 0, barriersOffset = 0, sharedBytes = 0;
   std::string sharedName; // the kernel's llvm.mlir.global in shared memory
+  /// Rings and barriers: the kernel's dynamic shared memory (an external
+  /// global), and its base aligned to 1024 bytes, computed on entry.
+  std::string dynamicName;
+  mlir::Value dynamicBase;
   /// The count of cluster reductions done so far (an i32 alloca), set by the
   /// kernel's conversion.
   mlir::Value clusterRound;
@@ -65,6 +69,9 @@ void populateLoadStoreOpToLLVMPatterns(TileTypeConverter &converter,
                                        mlir::RewritePatternSet &patterns);
 void populateElementwiseOpToLLVMPatterns(TileTypeConverter &converter,
                                          mlir::RewritePatternSet &patterns);
+void populateAsyncOpToLLVMPatterns(TileTypeConverter &converter, LoweringState &state,
+                                   mlir::RewritePatternSet &patterns);
+void populateDotOpToLLVMPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
 void populateReduceOpToLLVMPatterns(TileTypeConverter &converter, LoweringState &state,
                                     mlir::RewritePatternSet &patterns);
 

@@ -144,6 +144,13 @@ Value Emitter::shared(StringRef name, int64_t bytes) {
   return bytes ? offset(base, i64(bytes)) : base;
 }
 
+void Emitter::waitParity(Value bar, Value parity) {
+  asmOp({}, ValueRange{addr64(bar), parity},
+        "{\n\t.reg .pred ready;\n\twait:\n\tmbarrier.try_wait.parity.shared::cta.b64 ready, "
+        "[$0], $1;\n\t@!ready bra wait;\n\t}",
+        "l,r", /*sideEffects=*/true);
+}
+
 Operation *Emitter::asmOp(ArrayRef<Type> results, ValueRange operands, StringRef text,
                           StringRef constraints, bool sideEffects) {
   Type res;

@@ -59,6 +59,11 @@ struct Emitter {
   mlir::Value addr64(mlir::Value ptr);
   /// The address of the kernel's shared-memory global `name`, plus `bytes`.
   mlir::Value shared(llvm::StringRef name, int64_t bytes = 0);
+  /// Waits for the phase of the mbarrier at `bar` (shared) whose parity is
+  /// the low bit of `parity` (i32), retrying without a suspend-time hint
+  /// (nvvm.mbarrier.try_wait.parity always passes one, which ptxas turns
+  /// into a sleep in the retry loop).
+  void waitParity(mlir::Value bar, mlir::Value parity);
   /// One PTX instruction (or one instruction in a retry loop) as inline
   /// assembly. `results` empty: no result; one: that type; more: a struct.
   mlir::Operation *asmOp(llvm::ArrayRef<mlir::Type> results, mlir::ValueRange operands,

@@ -1,6 +1,8 @@
 //===- TileAllocateShared.cpp - place each kernel's shared memory -----------===//
 #include "compiler/passes/Passes.h"
 
+#include "llvm/Support/MathExtras.h"
+
 using namespace mlir;
 using namespace tilejit::tile;
 
@@ -37,6 +39,30 @@ void allocateShared(KernelOp kernel) {
     kernel.setClusterRowsAttr(b.getI64IntegerAttr(rows));
   else
     kernel.removeClusterRowsAttr();
+
+  // Rings and barriers live in dynamic shared memory, rings first (each on a
+  // 1024-byte boundary, as the 128-byte swizzle needs), then the barriers.
+  // The kernel aligns the base itself: the launch gives it 1024 bytes more
+  // (the loader places dynamic shared memory after any static, 16-byte
+  // aligned at best).
+  int64_t offset = 0;
+  bool any = false;
+  for (AllocRingOp ring : kernel.getBody().getOps<AllocRingOp>()) {
+    offset = llvm::alignTo(offset, 1024);
+    ring.setOffsetAttr(b.getI64IntegerAttr(offset));
+    offset += ring.getType().getBytes();
+    any = true;
+  }
+  for (AllocBarriersOp bars : kernel.getBody().getOps<AllocBarriersOp>()) {
+    offset = llvm::alignTo(offset, 8);
+    bars.setOffsetAttr(b.getI64IntegerAttr(offset));
+    offset += 8 * bars.getType().getCount();
+    any = true;
+  }
+  if (any)
+    kernel.setDynamicSmemBytesAttr(b.getI64IntegerAttr(offset + 1024));
+  else
+    kernel.removeDynamicSmemBytesAttr();
 }
 
 namespace {

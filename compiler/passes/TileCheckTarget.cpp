@@ -1,6 +1,8 @@
 //===- TileCheckTarget.cpp - check kernels against the target --------------===//
 #include "compiler/passes/Passes.h"
 
+#include "llvm/Support/MathExtras.h"
+
 #include "core/KernelSpec.h"
 
 using namespace mlir;
@@ -59,7 +61,30 @@ struct TileCheckTargetPass : impl::TileCheckTargetBase<TileCheckTargetPass> {
                          << kStaticSmemLimit;
       return true;
     }
+    // Rings, barriers and the tensor cores' warpgroup instructions.
+    int64_t dynamic = 0;
+    for (auto ring : kernel.getBody().getOps<AllocRingOp>())
+      dynamic = llvm::alignTo(dynamic, 1024) + ring.getType().getBytes();
+    for (auto bars : kernel.getBody().getOps<AllocBarriersOp>())
+      dynamic += 8 * bars.getType().getCount();
+    if (dynamic > 0 && dynamic + 1024 > target.maxSharedBytesPerBlock()) {
+      kernel.emitError() << "kernel '" << kernel.getSymName() << "' needs " << dynamic + 1024
+                         << " bytes of shared memory for its rings and barriers (with 1024 for "
+                            "alignment); "
+                         << arch << " gives a block at most " << target.maxSharedBytesPerBlock();
+      return true;
+    }
     WalkResult walk = kernel.walk([&](Operation *op) {
+      if (isa<TmaLoadOp, AllocBarriersOp>(op) && !target.hasTma()) {
+        op->emitError() << "'" << op->getName() << "' needs the copy engine of sm_90; the target is "
+                        << arch;
+        return WalkResult::interrupt();
+      }
+      if (isa<DotOp, WarpSpecializeOp>(op) && !target.hasWgmma()) {
+        op->emitError() << "'" << op->getName()
+                        << "' needs sm_90a (wgmma, setmaxnreg); the target is " << arch;
+        return WalkResult::interrupt();
+      }
       if (auto pid = dyn_cast<ProgramIdOp>(op); pid && pid.getDim() != Dim::x) {
         op->emitError() << "only grid dimension x is supported";
         return WalkResult::interrupt();
@@ -86,9 +111,13 @@ struct TileCheckTargetPass : impl::TileCheckTargetBase<TileCheckTargetPass> {
         if (!tensor || !isTileType(tensor))
           continue;
         int64_t elems = getElemsPerThread(tensor);
-        if (elems > int64_t(maxElemsPerThread)) {
+        // A warpgroup's accumulator may take up to 128 registers a thread
+        // (m64n256), as the consumers of a warp-specialized kernel raise
+        // their register limit for it.
+        int64_t limit = isWarpgroupTile(tensor) ? 128 : int64_t(maxElemsPerThread);
+        if (elems > limit) {
           op->emitError() << "each thread would hold " << elems << " elements of " << t
-                          << " (limit " << int64_t(maxElemsPerThread)
+                          << " (limit " << limit
                           << "): use more threads or a narrower tile";
           return WalkResult::interrupt();
         }

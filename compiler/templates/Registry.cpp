@@ -7,9 +7,11 @@ namespace tilejit {
 
 const KernelTemplate &rmsNormForwardTemplate();
 const KernelTemplate &rmsNormBackwardTemplate();
+const KernelTemplate &gemmTemplate();
 
 const KernelTemplate *findTemplate(const OpDecl *op) {
-  for (const KernelTemplate *t : {&rmsNormForwardTemplate(), &rmsNormBackwardTemplate()})
+  for (const KernelTemplate *t :
+       {&rmsNormForwardTemplate(), &rmsNormBackwardTemplate(), &gemmTemplate()})
     if (&t->op() == op)
       return t;
   return nullptr;

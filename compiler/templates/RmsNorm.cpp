@@ -175,7 +175,7 @@ tt::KernelOp makeKernel(OpBuilder &b, Location loc, StringRef name, ArrayRef<Typ
                                      /*arg_attrs=*/nullptr, /*res_attrs=*/nullptr,
                                      cluster > 1 ? b.getI64IntegerAttr(cluster) : nullptr,
                                      /*min_blocks=*/nullptr, /*scratch_bytes=*/nullptr,
-                                     /*cluster_rows=*/nullptr);
+                                     /*cluster_rows=*/nullptr, /*dynamic_smem_bytes=*/nullptr);
   Block *entry = b.createBlock(&kernel.getBody());
   for (Type t : args)
     entry->addArgument(t, loc);

@@ -13,11 +13,17 @@ using namespace tilejit::tile;
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/Tile/TileAttrs.cpp.inc"
+#define GET_TYPEDEF_CLASSES
+#include "dialects/Tile/TileTypes.cpp.inc"
 
 void TileDialect::initialize() {
   addAttributes<
 #define GET_ATTRDEF_LIST
 #include "dialects/Tile/TileAttrs.cpp.inc"
+      >();
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "dialects/Tile/TileTypes.cpp.inc"
       >();
   addOperations<
 #define GET_OP_LIST

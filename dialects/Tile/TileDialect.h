@@ -22,6 +22,8 @@
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/Tile/TileAttrs.h.inc"
+#define GET_TYPEDEF_CLASSES
+#include "dialects/Tile/TileTypes.h.inc"
 
 namespace tilejit::tile {
 /// A ranked tensor whose encoding is a tile layout that fits its shape.
@@ -34,6 +36,9 @@ bool isStoredTo(mlir::Value memref);
 /// The blocked layout that places the elements of `tile`: its own encoding,
 /// or the parent of its slice encoding.
 BlockedLayoutAttr getBlockedParent(mlir::RankedTensorType tile);
+/// A tile held by one warpgroup (#tile.wgmma): its layout spans 128 threads
+/// whatever the block's size.
+bool isWarpgroupTile(mlir::RankedTensorType tile);
 /// Number of elements of `tile` one thread holds.
 int64_t getElemsPerThread(mlir::RankedTensorType tile);
 /// Number of columns of the tile's row (the last dimension of the blocked

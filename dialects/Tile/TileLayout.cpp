@@ -62,6 +62,25 @@ AffineMap SliceLayoutAttr::getOwnerMap() const {
   return AffineMap::get(1, 0, getDim() == 1 ? t % p.getColThreads() : threadRow(p), getContext());
 }
 
+// #tile.wgmma: element i of a thread lies in 64-row block i / (N / 2), 8-column
+// block (i % (N / 2)) / 4, at row +8 for (i / 2) % 2 and column +1 for i % 2.
+int64_t WgmmaLayoutAttr::getElemsPerThread(ArrayRef<int64_t> shape) const {
+  return shape[0] / 64 * shape[1] / 2;
+}
+int64_t WgmmaLayoutAttr::getNumThreads() const { return 128; }
+int64_t WgmmaLayoutAttr::getContiguity() const { return 2; }
+AffineMap WgmmaLayoutAttr::getThreadBase() const {
+  AffineExpr t = getAffineDimExpr(0, getContext()) % 128;
+  AffineExpr lane = t % 32;
+  return AffineMap::get(1, 0, {t.floorDiv(32) * 16 + lane.floorDiv(4), (lane % 4) * 2},
+                        getContext());
+}
+SmallVector<int64_t> WgmmaLayoutAttr::getElemOffset(ArrayRef<int64_t> shape, int64_t i) const {
+  int64_t perBlock = shape[1] / 2, block = i / perBlock, j = i % perBlock;
+  return {64 * block + 8 * ((j / 2) % 2), 8 * (j / 4) + j % 2};
+}
+AffineMap WgmmaLayoutAttr::getOwnerMap() const { return AffineMap::get(1, 0, getContext()); }
+
 LogicalResult BlockedLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t vec,
                                         int64_t rowThreads, int64_t colThreads) {
   if (vec < 1 || vec > 8 || !llvm::isPowerOf2_64(vec))
@@ -104,6 +123,10 @@ bool tilejit::tile::isTileType(Type type) {
   Attribute enc = tensor.getEncoding();
   if (auto blocked = dyn_cast_or_null<BlockedLayoutAttr>(enc))
     return tensor.getRank() == 2 && tensor.getDimSize(0) == blocked.getRowThreads();
+  if (isa_and_nonnull<WgmmaLayoutAttr>(enc))
+    return tensor.getRank() == 2 && tensor.getDimSize(0) % 64 == 0 && tensor.getDimSize(0) > 0 &&
+           tensor.getDimSize(1) % 8 == 0 && tensor.getDimSize(1) >= 8 &&
+           tensor.getDimSize(1) <= 256;
   if (auto slice = dyn_cast_or_null<SliceLayoutAttr>(enc)) {
     if (tensor.getRank() != 1)
       return false;
@@ -113,6 +136,10 @@ bool tilejit::tile::isTileType(Type type) {
     return true;
   }
   return false;
+}
+
+bool tilejit::tile::isWarpgroupTile(RankedTensorType tile) {
+  return isa_and_nonnull<WgmmaLayoutAttr>(tile.getEncoding());
 }
 
 bool tilejit::tile::isStoredTo(Value memref) {

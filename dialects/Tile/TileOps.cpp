@@ -27,7 +27,7 @@ void KernelOp::print(OpAsmPrinter &p) {
 }
 
 static bool isKernelArgType(Type type) {
-  return isGlobalMemRef(type) || type.isF32() || type.isIndex();
+  return isGlobalMemRef(type) || type.isF32() || type.isIndex() || isa<TensorMapType>(type);
 }
 
 LogicalResult KernelOp::verify() {
@@ -38,7 +38,7 @@ LogicalResult KernelOp::verify() {
     if (!isKernelArgType(argType))
       return emitOpError() << "argument " << i << " has type " << argType
                            << "; kernel arguments are contiguous bf16/f16/f32 "
-                              "memrefs, f32 or index";
+                              "memrefs, f32, index or !tile.tensormap";
   Block &entry = getBody().front();
   if (entry.getNumArguments() != type.getNumInputs())
     return emitOpError() << "body has " << entry.getNumArguments() << " arguments, signature "
@@ -105,6 +105,20 @@ LogicalResult KernelOp::verify() {
       auto tensor = dyn_cast<RankedTensorType>(t);
       if (!tensor)
         continue;
+      if (isWarpgroupTile(tensor)) {
+        if (!isTileType(tensor)) {
+          op->emitOpError() << "produces " << t
+                            << ", whose shape does not fit #tile.wgmma (rows a multiple of 64, "
+                               "columns a multiple of 8 up to 256)";
+          return WalkResult::interrupt();
+        }
+        if (threads % 128 != 0) {
+          op->emitOpError() << "produces a warpgroup tile in a kernel of " << threads
+                            << " threads, not whole warpgroups";
+          return WalkResult::interrupt();
+        }
+        continue;
+      }
       BlockedLayoutAttr layout = getBlockedParent(tensor);
       if (layout && !isTileType(tensor)) {
         op->emitOpError() << "produces " << t
@@ -295,6 +309,152 @@ LogicalResult SplatOp::verify() {
   if (getValue().getType() != getResult().getType().getElementType())
     return emitOpError() << "scalar of type " << getValue().getType() << " cannot fill a tile of "
                          << getResult().getType().getElementType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Shared memory, barriers and asynchronous copies
+//===----------------------------------------------------------------------===//
+
+LogicalResult RingType::verify(function_ref<InFlightDiagnostic()> emitError, int64_t stages,
+                               int64_t rows, int64_t cols, Type elementType) {
+  if (!elementType.isBF16() && !elementType.isF16())
+    return emitError() << "!tile.ring holds bf16 or f16 tiles, got " << elementType;
+  if (stages < 1 || stages > 16)
+    return emitError() << "!tile.ring stages must be in [1, 16], got " << stages;
+  if (rows < 8 || rows > 256 || rows % 8 != 0)
+    return emitError() << "!tile.ring rows must be a multiple of 8 in [8, 256], got " << rows;
+  if (cols < 64 || cols > 256 || cols % 64 != 0)
+    return emitError() << "!tile.ring cols must be whole 128-byte panels (a multiple of 64 "
+                          "16-bit elements) up to 256, got "
+                       << cols;
+  return success();
+}
+
+LogicalResult BarriersType::verify(function_ref<InFlightDiagnostic()> emitError, int64_t count) {
+  if (count < 1 || count > 32)
+    return emitError() << "!tile.barriers count must be in [1, 32], got " << count;
+  return success();
+}
+
+LogicalResult TensorMapType::verify(function_ref<InFlightDiagnostic()> emitError, int64_t rows,
+                                    int64_t cols, Type elementType) {
+  if (!elementType.isBF16() && !elementType.isF16())
+    return emitError() << "!tile.tensormap describes bf16 or f16 tensors, got " << elementType;
+  if (rows < 1 || rows > 256)
+    return emitError() << "!tile.tensormap box rows must be in [1, 256], got " << rows;
+  if (cols != 64)
+    return emitError() << "!tile.tensormap box cols must be 128 bytes (64 16-bit elements) for "
+                          "the 128-byte swizzle, got "
+                       << cols;
+  return success();
+}
+
+/// Allocations sit at the top level of a kernel, where every thread passes.
+static LogicalResult verifyTopLevel(Operation *op) {
+  if (!isa_and_nonnull<KernelOp>(op->getParentOp()))
+    return op->emitOpError() << "must be at the top level of a tile.kernel";
+  return success();
+}
+
+LogicalResult AllocRingOp::verify() { return verifyTopLevel(*this); }
+
+LogicalResult AllocBarriersOp::verify() {
+  if (failed(verifyTopLevel(*this)))
+    return failure();
+  if (getArrivals() < 1 || getArrivals() > 1024)
+    return emitOpError() << "arrivals must be in [1, 1024], got " << getArrivals();
+  return success();
+}
+
+/// The warp-specialized region an op runs in, or an error.
+static FailureOr<Region *> specializedRegion(Operation *op) {
+  auto ws = op->getParentOfType<WarpSpecializeOp>();
+  if (!ws)
+    return op->emitOpError() << "must be inside a region of tile.warp_specialize";
+  Region *r = op->getParentRegion();
+  while (r->getParentOp() != ws.getOperation())
+    r = r->getParentOp()->getParentRegion();
+  return r;
+}
+
+LogicalResult BarrierWaitOp::verify() { return verifyInKernel(*this); }
+
+LogicalResult BarrierArriveOp::verify() { return specializedRegion(*this); }
+
+LogicalResult TmaLoadOp::verify() {
+  auto region = specializedRegion(*this);
+  if (failed(region))
+    return failure();
+  auto ws = cast<WarpSpecializeOp>((*region)->getParentOp());
+  if (*region != &ws.getProducer())
+    return emitOpError() << "must be in the producer region of tile.warp_specialize";
+  TensorMapType map = getMap().getType();
+  RingType ring = getRing().getType();
+  if (map.getElementType() != ring.getElementType())
+    return emitOpError() << "copies " << map.getElementType() << " into a ring of "
+                         << ring.getElementType();
+  if (map.getRows() != ring.getRows() || map.getCols() != ring.getPanelCols())
+    return emitOpError() << "box of " << map.getRows() << " x " << map.getCols()
+                         << " does not fill a panel of the ring's " << ring.getRows() << " x "
+                         << ring.getPanelCols();
+  return success();
+}
+
+LogicalResult DotOp::verify() {
+  if (failed(verifyInKernel(*this)))
+    return failure();
+  RankedTensorType acc = getAcc().getType();
+  if (acc != getResult().getType())
+    return emitOpError() << "result type " << getResult().getType() << " differs from acc "
+                         << acc;
+  if (!isWarpgroupTile(acc))
+    return emitOpError() << "accumulates in a #tile.wgmma tile, got " << acc;
+  RingType a = getA().getType(), b = getB().getType();
+  if (a.getElementType() != b.getElementType())
+    return emitOpError() << "A is " << a.getElementType() << " and B " << b.getElementType();
+  bool aMn = getAMnMajor(), bMn = getBMnMajor();
+  int64_t m = acc.getDimSize(0), n = acc.getDimSize(1);
+  int64_t ka = aMn ? a.getRows() : a.getCols(), kb = bMn ? b.getRows() : b.getCols();
+  if (ka != kb)
+    return emitOpError() << "A's stages hold K = " << ka << " and B's K = " << kb;
+  if (ka % 16 != 0)
+    return emitOpError() << "K = " << ka << " is not a multiple of 16";
+  int64_t aRows = aMn ? a.getCols() : a.getRows(), bCols = bMn ? b.getCols() : b.getRows();
+  if (m > aRows)
+    return emitOpError() << "M = " << m << " exceeds the " << aRows << " rows of A's stages";
+  if (n > bCols)
+    return emitOpError() << "N = " << n << " exceeds the " << bCols << " columns of B's stages";
+  if (bMn && n % 64 != 0)
+    return emitOpError() << "N = " << n << " must be whole panels (a multiple of 64) when B is "
+                            "stored K x N";
+  if (n % 16 != 0)
+    return emitOpError() << "N = " << n << " must be a multiple of 16";
+  return success();
+}
+
+LogicalResult WarpSpecializeOp::verify() {
+  if (failed(verifyTopLevel(*this)))
+    return failure();
+  int64_t c = int64_t(getConsumers());
+  int64_t pregs = int64_t(getProducerRegs()), cregs = int64_t(getConsumerRegs());
+  if (c < 1 || c > 3)
+    return emitOpError() << "consumers must be 1, 2 or 3, got " << c;
+  auto kernel = cast<KernelOp>((*this)->getParentOp());
+  if (int64_t(kernel.getBlockThreads()) != 128 * (c + 1))
+    return emitOpError() << "needs " << 128 * (c + 1) << " threads for a producer and " << c
+                         << " consumer warpgroups; the kernel has " << kernel.getBlockThreads();
+  for (int64_t regs : {pregs, cregs})
+    if (regs < 24 || regs > 256 || regs % 8 != 0)
+      return emitOpError() << "register limits must be multiples of 8 in [24, 256], got " << regs;
+  if (pregs * 128 + cregs * 128 * c > 65536)
+    return emitOpError() << "register limits ask for " << pregs * 128 + cregs * 128 * c
+                         << " registers; a multiprocessor has 65536";
+  if (getProducer().empty() || getProducer().front().getNumArguments() != 0)
+    return emitOpError() << "producer region must have one entry block without arguments";
+  if (getConsumer().empty() || getConsumer().front().getNumArguments() != 1 ||
+      !getConsumer().front().getArgument(0).getType().isIndex())
+    return emitOpError() << "consumer region's entry block takes one index, the consumer's";
   return success();
 }
 

@@ -36,6 +36,7 @@ def Tile_Dialect : Dialect {
     `tile.kernel` carrying its launch shape and tunable configuration.
   }];
   let useDefaultAttributePrinterParser = 1;
+  let useDefaultTypePrinterParser = 1;
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
     "::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect"
@@ -163,8 +164,84 @@ def Tile_SliceLayoutAttr : Tile_Attr<"SliceLayout", "slice",
   let genVerifyDecl = 1;
 }
 
+
+def Tile_WgmmaLayoutAttr : Tile_Attr<"WgmmaLayout", "wgmma",
+    [DeclareAttrInterfaceMethods<Tile_LayoutAttrInterface>]> {
+  let summary = "The accumulator of Hopper's warpgroup matrix multiply";
+  let description = [{
+    Layout of a rank-2 f32 tile `tensor<M x N x f32>` (M a multiple of 64, N
+    a multiple of 8 up to 256) held by one warpgroup: 128 consecutive threads
+    whose first is a multiple of 128, as `wgmma.mma_async` leaves its
+    accumulator. Thread `t` (taken modulo 128) of warp `w = t / 32`, lane
+    `l = t % 32`, holds, in each 64-row block `b` and each 8-column block
+    `j`, the elements at rows `64 b + 16 w + l / 4 + {0, 8}` and columns
+    `8 j + 2 (l % 4) + {0, 1}`: runs of two columns, four elements per 8x8
+    block. Every warpgroup of a block computes its own tile in this layout
+    (the consumers of a warp-specialized kernel), so a thread's position
+    depends only on its index within its warpgroup.
+  }];
+  let parameters = (ins);
+}
+
 //===----------------------------------------------------------------------===//
 // Types
+//===----------------------------------------------------------------------===//
+
+class Tile_Type<string name, string typeMnemonic> : TypeDef<Tile_Dialect, name> {
+  let mnemonic = typeMnemonic;
+}
+
+def Tile_RingType : Tile_Type<"Ring", "ring"> {
+  let summary = "A ring of tiles in shared memory, one per pipeline stage";
+  let description = [{
+    `stages` tiles of `rows x cols` elements in shared memory, as the
+    asynchronous copy unit writes them and the tensor cores read them: rows
+    of 128 bytes with the 128-byte swizzle, in panels of 128 bytes' worth of
+    columns (64 16-bit elements) stored one after the other (panel `p` holds
+    columns `[64 p, 64 p + 64)` of every row). Each stage starts on a
+    1024-byte boundary. `tile-allocate-shared` places it.
+  }];
+  let parameters = (ins "int64_t":$stages, "int64_t":$rows, "int64_t":$cols,
+                        "::mlir::Type":$elementType);
+  let assemblyFormat = "`<` `stages` `=` $stages `,` `rows` `=` $rows `,` `cols` `=` $cols `,` $elementType `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    int64_t getElementBytes() const { return getElementType().getIntOrFloatBitWidth() / 8; }
+    /// Elements of one 128-byte swizzled row of a panel.
+    int64_t getPanelCols() const { return 128 / getElementBytes(); }
+    int64_t getPanelBytes() const { return getRows() * 128; }
+    int64_t getStageBytes() const { return getRows() * getCols() * getElementBytes(); }
+    int64_t getBytes() const { return getStages() * getStageBytes(); }
+  }];
+}
+
+def Tile_BarriersType : Tile_Type<"Barriers", "barriers"> {
+  let summary = "A ring of shared-memory transaction barriers (mbarriers)";
+  let description = [{
+    `count` mbarriers of 8 bytes each, one per pipeline stage; each expects
+    the number of arrivals its `tile.alloc_barriers` declares per phase.
+  }];
+  let parameters = (ins "int64_t":$count);
+  let assemblyFormat = "`<` $count `>`";
+  let genVerifyDecl = 1;
+}
+
+def Tile_TensorMapType : Tile_Type<"TensorMap", "tensormap"> {
+  let summary = "A TMA descriptor of a 2-D global tensor: a kernel argument";
+  let description = [{
+    A 128-byte `CUtensorMap` made at launch (`cuTensorMapEncodeTiled`) and
+    passed by value as a `__grid_constant__` parameter. It describes a
+    row-major 2-D tensor (sizes and row stride given at launch; elements out
+    of bounds read as zero) and the box one copy moves: `rows x cols`
+    elements with the 128-byte swizzle, so `cols` is 128 bytes of elements.
+  }];
+  let parameters = (ins "int64_t":$rows, "int64_t":$cols, "::mlir::Type":$elementType);
+  let assemblyFormat = "`<` `rows` `=` $rows `,` `cols` `=` $cols `,` $elementType `>`";
+  let genVerifyDecl = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Type constraints
 //===----------------------------------------------------------------------===//
 
 def Tile_ElementType : AnyTypeOf<[BF16, F16, F32]>;
@@ -223,7 +300,13 @@ def Tile_KernelOp : Tile_Op<"kernel", [
     `scratch_bytes` (the block's scratch for reductions across threads, at
     offset 0, reused by every reduction) and, in a kernel that reduces across
     a cluster, `cluster_rows` (the rows of threads whose results a cluster
-    reduction exchanges). Both back ends read them; neither is set by hand.
+    reduction exchanges); in a kernel with rings or barriers,
+    `dynamic_smem_bytes` (the dynamic shared memory each block is launched
+    with: the rings and barriers, 1024-byte aligned by the kernel itself).
+    The back ends read them; none is set by hand.
+
+    Arguments may also be `!tile.tensormap` (a TMA descriptor passed by
+    value).
 
     ```mlir
     tile.kernel @k(%x: memref<?x4096xbf16>) attributes {
@@ -244,7 +327,8 @@ def Tile_KernelOp : Tile_Op<"kernel", [
                        OptionalAttr<I64Attr>:$cluster_size,
                        OptionalAttr<I64Attr>:$min_blocks,
                        OptionalAttr<I64Attr>:$scratch_bytes,
-                       OptionalAttr<I64Attr>:$cluster_rows);
+                       OptionalAttr<I64Attr>:$cluster_rows,
+                       OptionalAttr<I64Attr>:$dynamic_smem_bytes);
   let regions = (region MinSizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
@@ -431,6 +515,156 @@ def Tile_SplatOp : Tile_Op<"splat", [Pure]> {
   let results = (outs Tile_Tile:$result);
   let assemblyFormat = "$value attr-dict `:` type($value) `->` type($result)";
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Shared memory, barriers and asynchronous copies (sm_90)
+//===----------------------------------------------------------------------===//
+
+def Tile_AllocRingOp : Tile_Op<"alloc_ring"> {
+  let summary = "Allocates a ring of shared-memory tiles";
+  let description = [{
+    ```mlir
+    %a = tile.alloc_ring : !tile.ring<stages = 4, rows = 128, cols = 64, bf16>
+    ```
+    At the top level of a kernel. `offset` (bytes from the kernel's aligned
+    dynamic shared memory) is set by `tile-allocate-shared`.
+  }];
+  let arguments = (ins OptionalAttr<I64Attr>:$offset);
+  let results = (outs Tile_RingType:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tile_AllocBarriersOp : Tile_Op<"alloc_barriers"> {
+  let summary = "Allocates and initializes a ring of mbarriers";
+  let description = [{
+    ```mlir
+    %full = tile.alloc_barriers {arrivals = 2} : !tile.barriers<4>
+    ```
+    At the top level of a kernel, before any warp-specialized region: every
+    thread of the block passes it, and it returns once the barriers are
+    initialized (one thread initializes them, then the block synchronizes).
+    Each barrier completes a phase after `arrivals` arrivals and all the
+    bytes the arrivals announced. `offset` is set by `tile-allocate-shared`.
+  }];
+  let arguments = (ins I64Attr:$arrivals, OptionalAttr<I64Attr>:$offset);
+  let results = (outs Tile_BarriersType:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tile_BarrierWaitOp : Tile_Op<"barrier_wait"> {
+  let summary = "Waits for a phase of one barrier of a ring to complete";
+  let description = [{
+    Waits until the phase of barrier `index` whose parity is the low bit of
+    `parity` has completed. A barrier starts in phase 0, so a wait for
+    parity 1 on a fresh barrier returns at once (a producer's first pass
+    through an empty ring).
+  }];
+  let arguments = (ins Tile_BarriersType:$barriers, Index:$index, Index:$parity);
+  let assemblyFormat = "$barriers `[` $index `]` `,` $parity attr-dict `:` type($barriers)";
+  let hasVerifier = 1;
+}
+
+def Tile_BarrierArriveOp : Tile_Op<"barrier_arrive"> {
+  let summary = "Arrives once on one barrier of a ring";
+  let description = [{
+    In a warp-specialized region: the group that runs the region (a consumer
+    warpgroup, or the producer's one thread) arrives once on barrier `index`,
+    after every thread of the group has reached this point in program order
+    (a consumer's `tile.dot` has completed its reads of shared memory by
+    then).
+  }];
+  let arguments = (ins Tile_BarriersType:$barriers, Index:$index);
+  let assemblyFormat = "$barriers `[` $index `]` attr-dict `:` type($barriers)";
+  let hasVerifier = 1;
+}
+
+def Tile_TmaLoadOp : Tile_Op<"tma_load"> {
+  let summary = "Copies a tile from global memory into a ring stage with TMA";
+  let description = [{
+    In a producer region. Announces the stage's bytes on barrier `barrier` of
+    `barriers` (one arrival) and starts the copies of the `rows x cols` tile
+    whose first element is at (`row`, `col`) of the tensor `map` describes
+    into stage `stage` of `ring`, one copy per 128-byte panel. The barrier's
+    phase completes when the bytes have landed. Elements outside the tensor
+    read as zero.
+  }];
+  let arguments = (ins Tile_TensorMapType:$map, Index:$row, Index:$col,
+                       Tile_RingType:$ring, Index:$stage,
+                       Tile_BarriersType:$barriers, Index:$barrier);
+  let assemblyFormat = [{
+    $map `[` $row `,` $col `]` `,` $ring `[` $stage `]` `,` $barriers `[` $barrier `]` attr-dict
+    `:` type($map) `,` type($ring) `,` type($barriers)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tile_DotOp : Tile_Op<"dot"> {
+  let summary = "acc + A B on the tensor cores, A and B in shared memory";
+  let description = [{
+    `acc` (`M x N` f32, `#tile.wgmma`) plus the product of `A` (`M x K`) and
+    `B` (`K x N`), both read from a stage of a ring, run by the warpgroup that
+    executes it (on sm_90a: `wgmma.mma_async`, waited for before the result
+    is available). `K` is the stages' depth along the reduction.
+
+    Storage of A, stage `a_stage` of `a`: with `a_mn_major` false the ring
+    rows are A's rows (`K` = the ring's cols) and the product reads rows
+    `[a_offset, a_offset + M)`; with it true the ring holds A transposed
+    (`K` rows, A's rows as columns) and the product reads columns
+    `[a_offset, a_offset + M)`. Likewise B: with `b_mn_major` false the ring
+    holds B transposed (`N x K`: each of B's columns a row, as a weight of
+    `F.linear`), else `K x N` as is; `b_offset` selects B's columns.
+    Offsets are multiples of 64 along a panelled dimension and of 8 along
+    rows.
+  }];
+  let arguments = (ins Tile_RingType:$a, Index:$a_stage, Index:$a_offset,
+                       Tile_RingType:$b, Index:$b_stage, Index:$b_offset,
+                       Tile_F32Tile:$acc,
+                       DefaultValuedAttr<BoolAttr, "false">:$a_mn_major,
+                       DefaultValuedAttr<BoolAttr, "false">:$b_mn_major);
+  let results = (outs Tile_F32Tile:$result);
+  let assemblyFormat = [{
+    $a `[` $a_stage `,` $a_offset `]` `,` $b `[` $b_stage `,` $b_offset `]` `,` $acc attr-dict
+    `:` type($a) `,` type($b) `,` type($acc) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tile_WarpSpecializeOp : Tile_Op<"warp_specialize", [
+    RecursiveMemoryEffects]> {
+  let summary = "A producer and consumer warpgroups, each with its own code";
+  let description = [{
+    Splits the block into warpgroups of 128 threads: warpgroup 0 is the
+    producer, warpgroups 1 to `consumers` the consumers (the kernel has
+    `128 * (consumers + 1)` threads). The producer lowers its register limit
+    to `producer_regs` and runs the `producer` region on one thread (its
+    first); each consumer raises its limit to `consumer_regs` and runs the
+    `consumer` region, whose argument is its index in `[0, consumers)`. The
+    producer's other threads do nothing. Regions end with `tile.yield`.
+    Top level of a kernel only; nothing after it may wait for the whole block.
+
+    ```mlir
+    tile.warp_specialize {consumers = 2, producer_regs = 40, consumer_regs = 232} {
+      ...                          // TMA copies into the rings
+      tile.yield
+    }, {
+    ^bb0(%c: index):
+      ...                          // tile.dot, epilogue
+      tile.yield
+    }
+    ```
+  }];
+  let arguments = (ins I64Attr:$consumers, I64Attr:$producer_regs, I64Attr:$consumer_regs);
+  let regions = (region AnyRegion:$producer, AnyRegion:$consumer);
+  let assemblyFormat = "attr-dict-with-keyword $producer `,` $consumer";
+  let hasVerifier = 1;
+}
+
+def Tile_YieldOp : Tile_Op<"yield", [Pure, Terminator, ParentOneOf<["WarpSpecializeOp"]>]> {
+  let summary = "Ends a region of tile.warp_specialize";
+  let assemblyFormat = "attr-dict";
 }
 
 #endif // TILEJIT_TILE_OPS

@@ -329,7 +329,7 @@ TEST_P(GpuRmsNorm, WrongSizesAreRejectedBeforeLaunch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backend, GpuRmsNorm,
-                         ::testing::Values(Backend::Nvptx, Backend::Ptx, Backend::Cuda),
+                         ::testing::Values(Backend::Nvptx, Backend::Cuda),
                          [](const ::testing::TestParamInfo<Backend> &i) {
                            return std::string(backendName(i.param));
                          });

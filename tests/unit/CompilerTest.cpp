@@ -5,7 +5,6 @@
 #include "compiler/Nvptx.h"
 #include "compiler/Nvrtc.h"
 #include "compiler/Ptxas.h"
-#include "compiler/TileToPtx.h"
 #include "compiler/passes/Passes.h"
 #include "compiler/templates/Template.h"
 #include "dialects/Tile/TileDialect.h"
@@ -55,7 +54,7 @@ TEST(Compiler, EmitsTileIrAfterEachPass) {
   auto has = [](const std::string &ir, const char *what) {
     return ir.find(what) != std::string::npos;
   };
-  for (Backend b : {Backend::Ptx, Backend::Nvptx, Backend::Cuda}) {
+  for (Backend b : {Backend::Nvptx, Backend::Cuda}) {
     o.backend = b;
     for (const std::string &pass : pipelinePasses(b)) {
       SCOPED_TRACE(std::string(backendName(b)) + " " + pass);
@@ -172,7 +171,7 @@ TEST(Compiler, CudaUsesTheDeviceLibrary) {
 // multiprocessor (64 registers): at 15000 columns ptxas otherwise took 70 and
 // one block of 512 fit instead of two.
 TEST(Compiler, HeldForwardRowsKeepTwoBlocksOf512) {
-  for (Backend b : {Backend::Ptx, Backend::Nvptx, Backend::Cuda}) {
+  for (Backend b : {Backend::Nvptx, Backend::Cuda}) {
     SCOPED_TRACE(backendName(b));
     auto k = compileKernel(spec(false, 15000), {}, withBackend(b));
     ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
@@ -212,7 +211,7 @@ TEST(Compiler, BothBackendsBuildCubinsForManyShapes) {
                            {false, 65537, DType::F32, true},
                            {true, 65536, DType::BF16, false},
                            {true, 40001, DType::F16, true}};
-  for (Backend b : {Backend::Ptx, Backend::Nvptx, Backend::Cuda})
+  for (Backend b : {Backend::Nvptx, Backend::Cuda})
     for (const S &x : shapes) {
       KernelSpec s = spec(x.backward, x.cols, x.t, x.zcg);
       SCOPED_TRACE(std::string(backendName(b)) + " " + s.canonical());
@@ -235,11 +234,9 @@ TEST(Compiler, BothBackendsBuildCubinsForManyShapes) {
 TEST(Compiler, KeysDifferByBackend) {
   KernelSpec s = spec(false, 4096);
   EXPECT_NE(kernelKey(s, {}, Backend::Nvptx), kernelKey(s, {}, Backend::Cuda));
-  EXPECT_NE(kernelKey(s, {}, Backend::Nvptx), kernelKey(s, {}, Backend::Ptx));
-  EXPECT_NE(kernelKey(s, {}, Backend::Ptx), kernelKey(s, {}, Backend::Cuda));
   EXPECT_EQ(kernelKey(s, {}), kernelKey(s, {}, Backend::Nvptx));
   EXPECT_EQ(parseBackend("nvptx"), Backend::Nvptx);
-  EXPECT_EQ(parseBackend("ptx"), Backend::Ptx);
+  EXPECT_FALSE(parseBackend("ptx"));
   EXPECT_EQ(parseBackend("cuda"), Backend::Cuda);
   EXPECT_FALSE(parseBackend("llvm"));
 }
@@ -458,31 +455,6 @@ TEST(Compiler, NvptxBackendNamesWhatItDoesNotLower) {
   ASSERT_TRUE(bool(m));
   EXPECT_TRUE(mlir::failed(lowerToLlvm(*m, "sm_90a")));
   EXPECT_NE(diag.find("math.tanh"), std::string::npos) << diag;
-}
-
-// The PTX back end names what it cannot lower (the compiler then takes the
-// C++ back end), and what it lowers, ptxas accepts.
-TEST(Compiler, PtxBackendNamesWhatItDoesNotLower) {
-  TileContext tc;
-  mlir::MLIRContext &ctx = tc.ctx;
-  auto exp = mlir::parseSourceString<mlir::ModuleOp>(elementwiseKernel("math.exp"), &ctx);
-  ASSERT_TRUE(bool(exp));
-  auto bad = translateTileToPtx(*exp, "sm_90a");
-  ASSERT_FALSE(bool(bad));
-  llvm::Error e = bad.takeError();
-  EXPECT_TRUE(e.isA<PtxUnsupported>());
-  std::string msg = llvm::toString(std::move(e));
-  EXPECT_NE(msg.find("does not lower 'math.exp'"), std::string::npos) << msg;
-
-  auto sqrt = mlir::parseSourceString<mlir::ModuleOp>(elementwiseKernel("math.sqrt"), &ctx);
-  ASSERT_TRUE(bool(sqrt));
-  auto ptx = translateTileToPtx(*sqrt, "sm_80");
-  ASSERT_TRUE(bool(ptx)) << llvm::toString(ptx.takeError());
-  EXPECT_NE(ptx->find("sqrt.rn.f32"), std::string::npos) << *ptx;
-  EXPECT_NE(ptx->find(".target sm_80"), std::string::npos);
-  auto bin = assembleWithPtxas(*ptx, "k", "sm_80");
-  ASSERT_TRUE(bool(bin)) << llvm::toString(bin.takeError()) << "\n" << *ptx;
-  EXPECT_FALSE(bin->cubin.empty());
 }
 
 // The layout interface is the one description of which thread holds which

@@ -245,7 +245,7 @@ TEST(CompilerProcess, CompilesLikeThisProcessAndSurvivesItsOwnDeath) {
   spec.align = 16;
   CompileOptions viaProcess;
   (*c)->useFor(viaProcess);
-  for (Backend b : {Backend::Ptx, Backend::Cuda}) {
+  for (Backend b : {Backend::Nvptx, Backend::Cuda}) {
     SCOPED_TRACE(backendName(b));
     CompileOptions inProcess;
     inProcess.backend = viaProcess.backend = b;
@@ -260,7 +260,7 @@ TEST(CompilerProcess, CompilesLikeThisProcessAndSurvivesItsOwnDeath) {
     EXPECT_EQ(there->entries.front().registers, here->entries.front().registers);
   }
   auto badPtx =
-      (*c)->compile(".version 9.0\n.target sm_90a\nnonsense", "broken_ptx", "sm_90a", Backend::Ptx);
+      (*c)->compile(".version 9.0\n.target sm_90a\nnonsense", "broken_ptx", "sm_90a", Backend::Nvptx);
   ASSERT_FALSE(bool(badPtx));
   std::string ptxMsg = llvm::toString(badPtx.takeError());
   EXPECT_NE(ptxMsg.find("ptxas (nvJitLink) assembly failed for 'broken_ptx'"), std::string::npos)

@@ -98,15 +98,13 @@ int run(const CompileArgs &a) {
     s += "key        " + compiled->key + "\n";
     s += "cubin      " + std::to_string(compiled->cubin.size()) + " bytes, PTX " +
          std::to_string(compiled->ptx.size()) + " bytes\n";
-    bool ptx = compiled->backend != "cuda";
+    bool nvptx = compiled->backend == "nvptx";
     s += "backend    " + compiled->backend + "\n";
     char buf[160];
     std::snprintf(buf, sizeof buf, "compile    %.1f ms (MLIR + %s %.1f, %s %.1f)\n",
                   compiled->mlirMs + compiled->binaryMs,
-                  compiled->backend == "nvptx" ? "LLVM"
-                  : ptx                        ? "PTX"
-                                               : "C++",
-                  compiled->mlirMs, ptx ? "ptxas" : "NVRTC", compiled->binaryMs);
+                  nvptx ? "LLVM" : "C++", compiled->mlirMs, nvptx ? "ptxas" : "NVRTC",
+                  compiled->binaryMs);
     s += buf;
     if (compiled->workspaceBytes)
       s += "workspace  " + std::to_string(compiled->workspaceBytes) + " bytes\n";
@@ -146,8 +144,8 @@ Action addCompile(CLI::App &app) {
                   "source)");
   cmd->add_option("--after", a->after, "With --emit mlir: the IR after this pass");
   cmd->add_option("--backend", a->backend,
-                  "nvptx (default: tile IR to LLVM + NVVM, LLVM's NVPTX back end, ptxas), "
-                  "ptx (tile IR written as PTX, then ptxas) or cuda (CUDA C++, then NVRTC); "
+                  "nvptx (default: tile IR to LLVM + NVVM, LLVM's NVPTX back end, ptxas) "
+                  "or cuda (CUDA C++, then NVRTC); "
                   "--emit cuda is always the C++ back end's source");
   cmd->add_option("-o,--output", a->out, "Output file (default: stdout)");
   return [a] { return run(*a); };

@@ -2,6 +2,7 @@
 #include "tools/tilejit/SpecOptions.h"
 
 #include <algorithm>
+#include <tuple>
 
 namespace tilejit::cli {
 
@@ -53,6 +54,14 @@ void SpecOptions::add(CLI::App *cmd) {
          "--align", align,
          "Bytes every operand is aligned to (default: the most the row length allows, up to 16)")
       ->type_name("INT");
+  cmd->add_option("--m", m, "Rows of D (gemm; given at launch)")->type_name("INT");
+  cmd->add_option("--n", n, "Columns of D (gemm; compiled in)")->type_name("INT");
+  cmd->add_option("--k", k, "The reduction (gemm; compiled in)")->type_name("INT");
+  cmd->add_option("--layout", layout,
+                  "gemm: nt (forward of a linear layer: B stored N x K), nn (its input "
+                  "gradient), tn (its weight gradient: A stored K x M) or tt");
+  cmd->add_option("--out-dtype", outDtype, "gemm: C and D's dtype (bf16, f16, f32)");
+  cmd->add_flag("--with-c", withC, "gemm: D = alpha A B + beta C");
   cmd->add_option("--arch", arch, Target::knownArchs());
   cmd->add_option("--sms", sms,
                   "Multiprocessors of the target GPU, which size persistent grids (default: the "
@@ -88,7 +97,53 @@ llvm::Expected<KernelSpec> SpecOptions::build(const std::string &defaultArch,
     return llvm::Error::success();
   };
   bool rmsShape = decl->index("cols") >= 0;
-  if (rmsShape || !dtype.empty()) {
+  // Parameters given by a flag; a --set of one of them conflicts.
+  std::vector<std::string> byFlag;
+  if (decl->index("ab") >= 0) {
+    // GEMM: --dtype is A's and B's, --out-dtype C's and D's.
+    for (auto [flag, name, text] :
+         {std::tuple{"--dtype", "ab", dtype}, std::tuple{"--out-dtype", "out", outDtype}}) {
+      if (text.empty())
+        continue;
+      auto dt = parseDType(text);
+      if (!dt)
+        return err(std::string(flag) + ": unknown dtype '" + text + "' (known: bf16, f16, f32)");
+      if (auto e = param(flag, name, int64_t(*dt)))
+        return e;
+      byFlag.push_back(name);
+    }
+    if (!layout.empty()) {
+      if (layout.size() != 2 || (layout[0] != 'n' && layout[0] != 't') ||
+          (layout[1] != 'n' && layout[1] != 't'))
+        return err("--layout: '" + layout + "' is not nt, nn, tn or tt");
+      if (auto e = param("--layout", "ta", layout[0] == 't'))
+        return e;
+      if (auto e = param("--layout", "tb", layout[1] == 't'))
+        return e;
+      byFlag.insert(byFlag.end(), {"ta", "tb"});
+    }
+    for (auto [flag, name, text] :
+         {std::tuple{"--m", "m", m}, std::tuple{"--n", "n", n}, std::tuple{"--k", "k", k}}) {
+      if (text.empty())
+        continue;
+      auto v = parseSize(flag, text);
+      if (!v)
+        return v.takeError();
+      if (auto e = param(flag, name, *v))
+        return e;
+      byFlag.push_back(name);
+    }
+    if (withC) {
+      if (auto e = param("--with-c", "c", 1))
+        return e;
+      byFlag.push_back("c");
+    }
+  } else if (!m.empty() || !n.empty() || !k.empty() || !layout.empty() || !outDtype.empty() ||
+             withC) {
+    return err("--m, --n, --k, --layout, --out-dtype and --with-c are gemm's; " + op +
+               " takes --set NAME=VALUE");
+  }
+  if (rmsShape || (!dtype.empty() && decl->index("ab") < 0)) {
     auto dt = parseDType(dtype.empty() ? "bf16" : dtype);
     if (!dt)
       return err("unknown dtype '" + dtype + "' (known: bf16, f16, f32)");
@@ -135,8 +190,6 @@ llvm::Expected<KernelSpec> SpecOptions::build(const std::string &defaultArch,
       return n.takeError();
     c = *n;
   }
-  // Parameters given by a flag above; a --set of one of them conflicts.
-  std::vector<std::string> byFlag;
   if (rmsShape) {
     if (shape.empty() && cols.empty() && sets.empty())
       return err("missing the hidden size: give --cols N or --shape ROWSxCOLS");
@@ -153,7 +206,7 @@ llvm::Expected<KernelSpec> SpecOptions::build(const std::string &defaultArch,
   } else if (!shape.empty() || !rows.empty() || !cols.empty()) {
     return err("--shape, --rows and --cols are RMSNorm's; " + op + " takes --set NAME=VALUE");
   }
-  if (!dtype.empty())
+  if (!dtype.empty() && decl->index("ab") < 0)
     byFlag.push_back("dtype");
   if (!wdtype.empty())
     byFlag.push_back("wdtype");

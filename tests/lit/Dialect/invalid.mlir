@@ -15,7 +15,7 @@ tile.kernel @results() -> f32 attributes {block_threads = 32 : i64, grid = affin
 
 // -----
 
-// expected-error @+1 {{'tile.kernel' op argument 1 has type 'i32'; kernel arguments are contiguous bf16/f16/f32 memrefs, f32 or index}}
+// expected-error @+1 {{'tile.kernel' op argument 1 has type 'i32'; kernel arguments are contiguous bf16/f16/f32 memrefs, f32, index or !tile.tensormap}}
 tile.kernel @int_arg(%a: f32, %b: i32) attributes {block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   tile.return
 }
@@ -23,7 +23,7 @@ tile.kernel @int_arg(%a: f32, %b: i32) attributes {block_threads = 32 : i64, gri
 // -----
 
 // A memref of another element type is not a global memref.
-// expected-error @+1 {{'tile.kernel' op argument 0 has type 'memref<?xi8>'; kernel arguments are contiguous bf16/f16/f32 memrefs, f32 or index}}
+// expected-error @+1 {{'tile.kernel' op argument 0 has type 'memref<?xi8>'; kernel arguments are contiguous bf16/f16/f32 memrefs, f32, index or !tile.tensormap}}
 tile.kernel @i8_memref(%a: memref<?xi8>) attributes {block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   tile.return
 }
@@ -591,5 +591,133 @@ tile.kernel @cluster_reduce_of_columns(%x: memref<?x32xf32>) attributes {block_t
   %t = tile.load %x[%c0, %c0] : memref<?x32xf32> -> tensor<1x32xf32, #L>
   // expected-error @+1 {{'tile.reduce' op reduces across a cluster along rows only (dim = 1)}}
   %r = tile.reduce sum %t {dim = 0 : i64, cluster} : tensor<1x32xf32, #L> -> tensor<32xf32, #S>
+  tile.return
+}
+
+//===----------------------------------------------------------------------===//
+// Rings, barriers, TMA, tile.dot, tile.warp_specialize
+//===----------------------------------------------------------------------===//
+
+// -----
+
+tile.kernel @ring_cols() attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  // expected-error @+1 {{!tile.ring cols must be whole 128-byte panels (a multiple of 64 16-bit elements) up to 256, got 32}}
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 32, bf16>
+  tile.return
+}
+
+// -----
+
+tile.kernel @ring_f32() attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  // expected-error @+1 {{!tile.ring holds bf16 or f16 tiles, got 'f32'}}
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, f32>
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{!tile.tensormap box cols must be 128 bytes (64 16-bit elements) for the 128-byte swizzle, got 32}}
+tile.kernel @map_cols(%a: !tile.tensormap<rows = 64, cols = 32, bf16>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
+tile.kernel @ring_not_top(%n: index) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {
+    // expected-error @+1 {{'tile.alloc_ring' op must be at the top level of a tile.kernel}}
+    %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  }
+  tile.return
+}
+
+// -----
+
+tile.kernel @tma_outside(%a: !tile.tensormap<rows = 64, cols = 64, bf16>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  %f = tile.alloc_barriers {arrivals = 1} : !tile.barriers<2>
+  // expected-error @+1 {{'tile.tma_load' op must be inside a region of tile.warp_specialize}}
+  tile.tma_load %a[%c0, %c0], %r[%c0], %f[%c0] : !tile.tensormap<rows = 64, cols = 64, bf16>, !tile.ring<stages = 2, rows = 64, cols = 64, bf16>, !tile.barriers<2>
+  tile.return
+}
+
+// -----
+
+tile.kernel @tma_box(%a: !tile.tensormap<rows = 32, cols = 64, bf16>) attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  %f = tile.alloc_barriers {arrivals = 1} : !tile.barriers<2>
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    // expected-error @+1 {{'tile.tma_load' op box of 32 x 64 does not fill a panel of the ring's 64 x 64}}
+    tile.tma_load %a[%c0, %c0], %r[%c0], %f[%c0] : !tile.tensormap<rows = 32, cols = 64, bf16>, !tile.ring<stages = 2, rows = 64, cols = 64, bf16>, !tile.barriers<2>
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    tile.yield
+  }
+  tile.return
+}
+
+// -----
+
+tile.kernel @ws_threads() attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  // expected-error @+1 {{'tile.warp_specialize' op needs 384 threads for a producer and 2 consumer warpgroups; the kernel has 256}}
+  tile.warp_specialize attributes {consumers = 2, producer_regs = 40, consumer_regs = 232} {
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    tile.yield
+  }
+  tile.return
+}
+
+// -----
+
+tile.kernel @ws_regs() attributes {block_threads = 384 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  // expected-error @+1 {{'tile.warp_specialize' op register limits ask for 70656 registers; a multiprocessor has 65536}}
+  tile.warp_specialize attributes {consumers = 2, producer_regs = 40, consumer_regs = 256} {
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    tile.yield
+  }
+  tile.return
+}
+
+// -----
+
+tile.kernel @dot_k(%d: memref<?x128xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %ra = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  %rb = tile.alloc_ring : !tile.ring<stages = 2, rows = 128, cols = 128, bf16>
+  %z = arith.constant 0.0 : f32
+  %acc = tile.splat %z : f32 -> tensor<64x128xf32, #tile.wgmma>
+  // expected-error @+1 {{'tile.dot' op A's stages hold K = 64 and B's K = 128}}
+  %r = tile.dot %ra[%c0, %c0], %rb[%c0, %c0], %acc : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>, !tile.ring<stages = 2, rows = 128, cols = 128, bf16>, tensor<64x128xf32, #tile.wgmma> -> tensor<64x128xf32, #tile.wgmma>
+  tile.return
+}
+
+// -----
+
+tile.kernel @dot_n(%d: memref<?x128xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %ra = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  %rb = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  %z = arith.constant 0.0 : f32
+  %acc = tile.splat %z : f32 -> tensor<64x128xf32, #tile.wgmma>
+  // expected-error @+1 {{'tile.dot' op N = 128 exceeds the 64 columns of B's stages}}
+  %r = tile.dot %ra[%c0, %c0], %rb[%c0, %c0], %acc : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>, !tile.ring<stages = 2, rows = 64, cols = 64, bf16>, tensor<64x128xf32, #tile.wgmma> -> tensor<64x128xf32, #tile.wgmma>
+  tile.return
+}
+
+// -----
+
+tile.kernel @wgmma_shape() attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %z = arith.constant 0.0 : f32
+  // expected-error @+1 {{'tile.splat' op produces 'tensor<32x128xf32, #tile.wgmma>', whose shape does not fit #tile.wgmma (rows a multiple of 64, columns a multiple of 8 up to 256)}}
+  %acc = tile.splat %z : f32 -> tensor<32x128xf32, #tile.wgmma>
   tile.return
 }

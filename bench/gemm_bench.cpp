@@ -1,0 +1,262 @@
+//===- gemm_bench.cpp - GEMM speed on the GPU, shape by shape ---------------===//
+//
+// For each shape of bench/gemm_shapes.json (Llama linear layers as forward,
+// dgrad and wgrad, and two cubes): compiles the default config, fills A and
+// B with random bf16 (a 64M-element random pool repeated: never zeros),
+// checks 64 sampled elements of D against a float64 dot product, then times
+// the kernel with events (median of 20 samples of 5 back-to-back launches)
+// and writes one JSON record per shape.
+//   gemm_bench [--shapes FILE] [--only SUBSTRING] [--config "k=v ..."] --out FILE.json
+//
+//===----------------------------------------------------------------------===//
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "compiler/Compiler.h"
+#include "ops/gemm/GemmLaunch.h"
+#include "runtime/CudaDriver.h"
+#include "runtime/DeviceBuffer.h"
+
+using namespace tilejit;
+
+namespace {
+
+[[noreturn]] void die(const std::string &msg) {
+  std::fprintf(stderr, "gemm_bench: %s\n", msg.c_str());
+  std::exit(1);
+}
+template <class T> T must(llvm::Expected<T> v) {
+  if (!v)
+    die(llvm::toString(v.takeError()));
+  return std::move(*v);
+}
+void must(llvm::Error e) {
+  if (e)
+    die(llvm::toString(std::move(e)));
+}
+void cu(CUresult r, const char *what) {
+  if (r != CUDA_SUCCESS)
+    die(std::string(what) + " failed: " + std::to_string(int(r)));
+}
+
+struct ShapeCase {
+  std::string name, layout;
+  int64_t m, n, k;
+};
+
+std::vector<ShapeCase> readShapes(const std::string &path) {
+  std::ifstream in(path);
+  if (!in)
+    die("cannot read " + path);
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded())
+    die(path + " is not JSON");
+  std::vector<ShapeCase> out;
+  int64_t t = j.value("tokens", 8192);
+  for (auto &l : j["linears"]) {
+    std::string nm = l["model"].get<std::string>() + " " + l["name"].get<std::string>();
+    int64_t in_ = l["in"], out_ = l["out"];
+    out.push_back({nm + " fwd", "nt", t, out_, in_});
+    out.push_back({nm + " dgrad", "nn", t, in_, out_});
+    out.push_back({nm + " wgrad", "tn", out_, in_, t});
+  }
+  for (auto &c : j["cubes"]) {
+    int64_t s = c;
+    out.push_back({std::to_string(s) + "^3", "nt", s, s, s});
+  }
+  return out;
+}
+
+uint16_t toBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7FFF + ((u >> 16) & 1);
+  return uint16_t(u >> 16);
+}
+float fromBf16(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string shapesPath = "bench/gemm_shapes.json", outPath, only, configText;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc)
+        die("missing value after " + a);
+      return argv[++i];
+    };
+    if (a == "--shapes")
+      shapesPath = next();
+    else if (a == "--out")
+      outPath = next();
+    else if (a == "--only")
+      only = next();
+    else if (a == "--config")
+      configText = next();
+    else
+      die("unknown argument '" + a + "' (--shapes FILE --out FILE --only SUBSTRING --config TEXT)");
+  }
+  if (outPath.empty())
+    die("--out FILE is required");
+  auto ctx = must(useDevice(0));
+  (void)ctx;
+  auto info = must(queryDevice(0));
+  Target target = must(info.target());
+  const CudaDriver &d = must(CudaDriver::get());
+  CUstream s;
+  cu(d.cuStreamCreate(&s, 0), "cuStreamCreate");
+
+  // The random pool, bf16, on the host and the device.
+  const size_t poolN = size_t(1) << 26;
+  std::vector<uint16_t> pool(poolN);
+  std::mt19937_64 rng(20261202);
+  {
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<uint16_t> table(1 << 16);
+    for (auto &x : table)
+      x = toBf16(normal(rng));
+    uint64_t st = rng();
+    for (size_t i = 0; i < poolN; ++i) {
+      st += 0x9e3779b97f4a7c15ull;
+      uint64_t z = (st ^ (st >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      pool[i] = table[(z ^ (z >> 31)) & 0xFFFF];
+    }
+  }
+  DeviceBuffer dpool = must(DeviceBuffer::allocate(poolN * 2));
+  must(dpool.upload(pool));
+  auto fillFromPool = [&](DeviceBuffer &b, size_t elems, size_t start) {
+    size_t done = 0;
+    while (done < elems) {
+      size_t from = (start + done) % poolN;
+      size_t n = std::min(elems - done, poolN - from);
+      cu(d.cuMemcpyDtoDAsync_v2(b.ptr() + done * 2, dpool.ptr() + from * 2, n * 2, s), "copy");
+      done += n;
+    }
+  };
+
+  std::vector<ShapeCase> shapes = readShapes(shapesPath);
+  nlohmann::json results = nlohmann::json::array();
+  std::printf("%-26s %-3s %6s %6s %6s  %8s %8s  %s\n", "shape", "lay", "M", "N", "K", "ms",
+              "TFLOP/s", "config");
+  for (const ShapeCase &c : shapes) {
+    if (!only.empty() && c.name.find(only) == std::string::npos)
+      continue;
+    gemm::Call call;
+    call.transA = c.layout[0] == 't';
+    call.transB = c.layout[1] == 't';
+    call.m = c.m;
+    call.n = c.n;
+    call.k = c.k;
+    KernelSpec spec = must(gemm::specOf(call, target));
+    TileConfig config;
+    if (!configText.empty())
+      config = must(TileConfig::parse(configText));
+    auto t0 = std::chrono::steady_clock::now();
+    auto compiled = compileKernel(spec, config);
+    double compileMs =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!compiled)
+      die(c.name + ": " + llvm::toString(compiled.takeError()));
+    auto kernel = must(LoadedKernel::load(*compiled));
+    size_t aN = size_t(c.m * c.k), bN = size_t(c.k * c.n), dN = size_t(c.m * c.n);
+    DeviceBuffer a = must(DeviceBuffer::allocate(aN * 2)), b = must(DeviceBuffer::allocate(bN * 2)),
+                 dd = must(DeviceBuffer::allocate(dN * 2));
+    size_t bStart = 12345;
+    fillFromPool(a, aN, 0);
+    fillFromPool(b, bN, bStart);
+    must(dd.fill(0xFF, s));
+    call.a = a.ptr();
+    call.b = b.ptr();
+    call.d = dd.ptr();
+    must(gemm::launch(*kernel, call, info.smCount, s));
+    cu(d.cuStreamSynchronize(s), "sync");
+
+    // 64 sampled elements against float64 dot products of the pool's values.
+    std::vector<uint16_t> dHost(dN);
+    must(dd.download(dHost));
+    std::uniform_int_distribution<int64_t> pm(0, c.m - 1), pn(0, c.n - 1);
+    int bad = 0;
+    double worst = 0;
+    for (int t = 0; t < 64; ++t) {
+      int64_t i = t == 0 ? c.m - 1 : pm(rng), j = t == 0 ? c.n - 1 : pn(rng);
+      double sum = 0, mag = 0;
+      for (int64_t k = 0; k < c.k; ++k) {
+        size_t ai = call.transA ? size_t(k * c.m + i) : size_t(i * c.k + k);
+        size_t bi = call.transB ? size_t(j * c.k + k) : size_t(k * c.n + j);
+        double x = fromBf16(pool[ai % poolN]), y = fromBf16(pool[(bStart + bi) % poolN]);
+        sum += x * y;
+        mag += std::fabs(x * y);
+      }
+      double got = fromBf16(dHost[size_t(i * c.n + j)]);
+      double err = std::fabs(got - sum) / (1e-2 * std::fabs(sum) + 1e-4 * mag + 1e-6);
+      worst = std::max(worst, std::isfinite(got) ? err : 1e30);
+      if (!(err <= 1.0))
+        ++bad;
+    }
+
+    std::vector<double> ms;
+    CUevent e0, e1;
+    cu(d.cuEventCreate(&e0, 0), "event");
+    cu(d.cuEventCreate(&e1, 0), "event");
+    for (int w = 0; w < 5; ++w)
+      must(gemm::launch(*kernel, call, info.smCount, s));
+    for (int r = 0; r < 20; ++r) {
+      cu(d.cuEventRecord(e0, s), "record");
+      for (int j = 0; j < 5; ++j)
+        must(gemm::launch(*kernel, call, info.smCount, s));
+      cu(d.cuEventRecord(e1, s), "record");
+      cu(d.cuEventSynchronize(e1), "sync");
+      float t = 0;
+      cu(d.cuEventElapsedTime_v2(&t, e0, e1), "elapsed");
+      ms.push_back(double(t) / 5);
+    }
+    d.cuEventDestroy_v2(e0);
+    d.cuEventDestroy_v2(e1);
+    double med = median(ms);
+    double tflops = 2.0 * double(c.m) * double(c.n) * double(c.k) / (med * 1e-3) / 1e12;
+    std::printf("%-26s %-3s %6lld %6lld %6lld  %8.4f %8.1f  %s%s\n", c.name.c_str(),
+                c.layout.c_str(), (long long)c.m, (long long)c.n, (long long)c.k, med, tflops,
+                compiled->config.canonical().c_str(), bad ? "  CHECK FAILED" : "");
+    std::fflush(stdout);
+    results.push_back({{"name", c.name},
+                       {"layout", c.layout},
+                       {"m", c.m},
+                       {"n", c.n},
+                       {"k", c.k},
+                       {"ms", med},
+                       {"tflops", tflops},
+                       {"config", compiled->config.canonical()},
+                       {"registers", compiled->entries.front().registers},
+                       {"spill_bytes", compiled->entries.front().spillBytes},
+                       {"compile_ms", compileMs},
+                       {"check_bad", bad},
+                       {"check_worst", worst}});
+  }
+  nlohmann::json doc = {{"gpu", info.name}, {"sms", info.smCount}, {"results", results}};
+  std::ofstream o(outPath);
+  o << doc.dump(1) << "\n";
+  if (!o)
+    die("cannot write " + outPath);
+  return 0;
+}

@@ -1,0 +1,206 @@
+//===- AsyncOpToLLVM.cpp - rings, barriers, TMA and warp specialization ----===//
+//
+// tile.alloc_ring / alloc_barriers -> addresses in the kernel's aligned
+// dynamic shared memory (the barriers initialized by one thread, then a block
+// barrier); tile.barrier_wait -> a parity wait loop; tile.barrier_arrive ->
+// mbarrier.arrive by the first thread of the group; tile.tma_load ->
+// mbarrier.arrive.expect_tx and one cp.async.bulk.tensor per 128-byte panel;
+// tile.warp_specialize -> a branch on the warpgroup index, setmaxnreg in each
+// branch, the producer's region on one thread, the consumers' with their
+// index.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/conversion/TileToLLVM.h"
+#include "compiler/conversion/Utility.h"
+
+#include "mlir/Conversion/LLVMCommon/Pattern.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+using namespace mlir;
+using namespace tilejit::tile;
+using tilejit::llvmx::Emitter;
+
+namespace tilejit {
+namespace {
+
+/// The address `offset` bytes into the kernel's aligned dynamic shared memory.
+FailureOr<Value> dynamicShared(Emitter &e, LoweringState &state, Operation *op,
+                               std::optional<int64_t> offset) {
+  KernelLowering &k = state.kernelOf(op);
+  if (!offset || !k.dynamicBase)
+    return failure();
+  return e.offset(k.dynamicBase, e.i64(*offset));
+}
+
+struct AllocRingOpLowering : ConvertOpToLLVMPattern<AllocRingOp> {
+  AllocRingOpLowering(TileTypeConverter &tc, LoweringState &state)
+      : ConvertOpToLLVMPattern(tc), state(state) {}
+  LogicalResult matchAndRewrite(AllocRingOp op, OpAdaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    auto ptr = dynamicShared(e, state, op, op.getOffset());
+    if (failed(ptr))
+      return rw.notifyMatchFailure(op, "no offset: run tile-allocate-shared first");
+    rw.replaceOp(op, *ptr);
+    return success();
+  }
+  LoweringState &state;
+};
+
+struct AllocBarriersOpLowering : ConvertOpToLLVMPattern<AllocBarriersOp> {
+  AllocBarriersOpLowering(TileTypeConverter &tc, LoweringState &state)
+      : ConvertOpToLLVMPattern(tc), state(state) {}
+  LogicalResult matchAndRewrite(AllocBarriersOp op, OpAdaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    auto ptr = dynamicShared(e, state, op, op.getOffset());
+    if (failed(ptr))
+      return rw.notifyMatchFailure(op, "no offset: run tile-allocate-shared first");
+    Value first = e.isZero(e.threadId());
+    for (int64_t i = 0; i < op.getType().getCount(); ++i)
+      NVVM::MBarrierInitOp::create(rw, e.loc, e.offset(*ptr, e.i64(8 * i)),
+                                   e.i32(op.getArrivals()), first);
+    NVVM::FenceMbarrierInitOp::create(rw, e.loc);
+    NVVM::Barrier0Op::create(rw, e.loc);
+    rw.replaceOp(op, *ptr);
+    return success();
+  }
+  LoweringState &state;
+};
+
+Value barrierAt(Emitter &e, Value barriers, Value index) {
+  return e.offset(barriers, e.mul(index, e.i64(8)));
+}
+
+struct BarrierWaitOpLowering : ConvertOpToLLVMPattern<BarrierWaitOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(BarrierWaitOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    Value parity = LLVM::TruncOp::create(
+        rw, e.loc, e.i32(), LLVM::AndOp::create(rw, e.loc, adaptor.getParity(), e.i64(1)));
+    e.waitParity(barrierAt(e, adaptor.getBarriers(), adaptor.getIndex()), parity);
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
+/// One arrival per group: the producer's region runs on one thread, the
+/// first of its warpgroup, and a consumer's on a whole warpgroup, so the
+/// first thread of each warpgroup arrives.
+struct BarrierArriveOpLowering : ConvertOpToLLVMPattern<BarrierArriveOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(BarrierArriveOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    Value bar = barrierAt(e, adaptor.getBarriers(), adaptor.getIndex());
+    Value leader = e.isZero(e.urem(e.threadId(), 128));
+    e.asmOp({}, ValueRange{e.addr64(bar), leader},
+            "{\n\t.reg .b64 state;\n\t@$1 mbarrier.arrive.shared::cta.b64 state, [$0];\n\t}", "l,b",
+            /*sideEffects=*/true);
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
+struct TmaLoadOpLowering : ConvertOpToLLVMPattern<TmaLoadOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(TmaLoadOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    RingType ring = op.getRing().getType();
+    Value bar = barrierAt(e, adaptor.getBarriers(), adaptor.getBarrier());
+    Value slot = e.offset(adaptor.getRing(), e.mul(adaptor.getStage(), e.i64(ring.getStageBytes())));
+    NVVM::MBarrierArriveExpectTxOp::create(rw, e.loc, Type(), bar,
+                                           e.i32(int32_t(ring.getStageBytes())), {}, {}, Value());
+    Value row = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getRow());
+    Value col = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getCol());
+    int64_t panels = ring.getCols() / ring.getPanelCols();
+    for (int64_t p = 0; p < panels; ++p) {
+      Value dst = e.offset(slot, e.i64(p * ring.getPanelBytes()));
+      Value c = p ? LLVM::AddOp::create(rw, e.loc, col, e.i32(int32_t(p * ring.getPanelCols())))
+                        .getResult()
+                  : col;
+      // Coordinates innermost first: the column, then the row.
+      NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
+          rw, e.loc, dst, adaptor.getMap(), ValueRange{c, row}, bar, ValueRange{},
+          /*multicastMask=*/Value(), /*l2CacheHint=*/Value(), NVVM::TMALoadModeAttr(),
+          rw.getBoolAttr(true), NVVM::CTAGroupKindAttr(), Value());
+    }
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
+/// Splits the block at the op: the warpgroup index picks the producer's
+/// branch (warpgroup 0, its first thread) or a consumer's (index - 1); both
+/// regions end by branching past the op.
+struct WarpSpecializeOpLowering : ConvertOpToLLVMPattern<WarpSpecializeOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(WarpSpecializeOp op, OpAdaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    Emitter e{rw, loc};
+    Block *before = rw.getInsertionBlock();
+    Block *after = rw.splitBlock(before, std::next(Block::iterator(op)));
+    Region &parent = *before->getParent();
+
+    for (Region *r : {&op.getProducer(), &op.getConsumer()}) {
+      SmallVector<YieldOp> yields(r->getOps<YieldOp>());
+      r->walk([&](YieldOp y) {
+        if (!llvm::is_contained(yields, y))
+          yields.push_back(y);
+      });
+      for (YieldOp y : yields) {
+        rw.setInsertionPoint(y);
+        LLVM::BrOp::create(rw, y.getLoc(), ValueRange{}, after);
+        rw.eraseOp(y);
+      }
+    }
+    // Every block's arguments (loops lowered to blocks carry tiles and
+    // indices) in LLVM types, as the kernel's own body has them.
+    for (Region *r : {&op.getProducer(), &op.getConsumer()})
+      if (failed(rw.convertRegionTypes(r, *getTypeConverter())))
+        return failure();
+    Block *producerEntry = &op.getProducer().front();
+    Block *consumerEntry = &op.getConsumer().front();
+    rw.inlineRegionBefore(op.getProducer(), parent, after->getIterator());
+    rw.inlineRegionBefore(op.getConsumer(), parent, after->getIterator());
+
+    Block *producerPre = rw.createBlock(producerEntry);
+    Block *consumerPre = rw.createBlock(consumerEntry);
+
+    rw.setInsertionPointToEnd(before);
+    Value tid = e.threadId();
+    Value group = e.udiv(tid, 128);
+    LLVM::CondBrOp::create(rw, loc, e.isZero(group), producerPre, ValueRange{}, consumerPre,
+                           ValueRange{});
+
+    rw.setInsertionPointToEnd(producerPre);
+    NVVM::SetMaxRegisterOp::create(
+        rw, loc, rw.getI32IntegerAttr(int32_t(op.getProducerRegs())),
+        NVVM::SetMaxRegisterActionAttr::get(rw.getContext(), NVVM::SetMaxRegisterAction::decrease));
+    LLVM::CondBrOp::create(rw, loc, e.isZero(e.threadId()), producerEntry, ValueRange{}, after,
+                           ValueRange{});
+
+    rw.setInsertionPointToEnd(consumerPre);
+    NVVM::SetMaxRegisterOp::create(
+        rw, loc, rw.getI32IntegerAttr(int32_t(op.getConsumerRegs())),
+        NVVM::SetMaxRegisterActionAttr::get(rw.getContext(), NVVM::SetMaxRegisterAction::increase));
+    Value index = LLVM::SubOp::create(rw, loc, e.udiv(e.threadId(), 128), e.i64(1));
+    LLVM::BrOp::create(rw, loc, ValueRange{index}, consumerEntry);
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
+} // namespace
+
+void populateAsyncOpToLLVMPatterns(TileTypeConverter &converter, LoweringState &state,
+                                   RewritePatternSet &patterns) {
+  patterns.add<AllocRingOpLowering, AllocBarriersOpLowering>(converter, state);
+  patterns.add<BarrierWaitOpLowering, BarrierArriveOpLowering, TmaLoadOpLowering,
+               WarpSpecializeOpLowering>(converter);
+}
+
+} // namespace tilejit

@@ -1,0 +1,190 @@
+//===- GemmHarness.cpp - tuning harness for GEMM ----------------------------===//
+//
+// M is given at launch, so a candidate is checked on at most 1024 rows (every
+// tile column, a ragged last tile row when M is not a multiple of 1024) and
+// timed on the full problem, each with its own random inputs. Verification:
+// every element of the checked D must be written (D is poisoned first) and
+// finite, and 1024 elements (the four corners among them) must match a float64
+// dot product of the inputs, within bf16/f16 rounding of the result plus f32
+// accumulation of K products.
+//
+//===----------------------------------------------------------------------===//
+#include "autotune/Harness.h"
+
+#include <cmath>
+#include <random>
+
+#include "ops/gemm/GemmLaunch.h"
+#include "runtime/CudaDriver.h"
+#include "runtime/DeviceBuffer.h"
+
+namespace tilejit {
+namespace {
+
+llvm::Error fail(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+llvm::Error alloc(DeviceBuffer &b, size_t bytes) {
+  auto buf = DeviceBuffer::allocate(bytes);
+  if (!buf)
+    return buf.takeError();
+  b = std::move(*buf);
+  return llvm::Error::success();
+}
+
+/// Random normal values of `t`, drawn from a table at random places (a draw
+/// per element would dominate the preparation of large operands).
+std::vector<unsigned char> randomValues(DType t, size_t count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> table(1 << 12);
+  for (float &x : table)
+    x = normal(rng);
+  std::vector<unsigned char> out(count * size_t(dtypeBytes(t)));
+  uint64_t state = rng();
+  for (size_t i = 0; i < count; ++i) {
+    state += 0x9e3779b97f4a7c15ull;
+    uint64_t z = (state ^ (state >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    storeElement(out.data(), t, i, table[(z ^ (z >> 31)) & 0xFFF]);
+  }
+  return out;
+}
+
+class GemmHarness : public OpHarness {
+public:
+  llvm::Error prepare(const KernelSpec &ks, uint64_t seed) override {
+    if (!gemm::isGemm(ks))
+      return fail("the GEMM harness cannot measure " + std::string(ks.opName()));
+    gemm::Params p(ks);
+    auto info = queryDevice(0);
+    if (!info)
+      return info.takeError();
+    sms_ = info->smCount;
+    call_ = {};
+    call_.ab = p.ab;
+    call_.out = p.out;
+    call_.transA = p.transA;
+    call_.transB = p.transB;
+    call_.hasC = p.hasC;
+    call_.n = p.n;
+    call_.k = p.k;
+    call_.alpha = 1.0f;
+    call_.beta = p.hasC ? 1.0f : 0.0f;
+    full_ = call_;
+    full_.m = p.m;
+    call_.m = std::min<int64_t>(p.m, 1024);
+    int ab = dtypeBytes(p.ab), ob = dtypeBytes(p.out);
+
+    // The checked problem and its reference.
+    a_ = randomValues(p.ab, size_t(call_.m * p.k), seed * 4 + 1);
+    b_ = randomValues(p.ab, size_t(p.k * p.n), seed * 4 + 2);
+    c_ = p.hasC ? randomValues(p.out, size_t(call_.m * p.n), seed * 4 + 3)
+                : std::vector<unsigned char>();
+    if (auto e = alloc(da_, a_.size()))
+      return e;
+    if (auto e = alloc(db_, b_.size()))
+      return e;
+    if (auto e = alloc(dd_, size_t(call_.m * p.n) * ob))
+      return e;
+    if (auto e = da_.upload(a_))
+      return e;
+    if (auto e = db_.upload(b_))
+      return e;
+    if (p.hasC) {
+      if (auto e = alloc(dc_, c_.size()))
+        return e;
+      if (auto e = dc_.upload(c_))
+        return e;
+    }
+    call_.a = da_.ptr();
+    call_.b = db_.ptr();
+    call_.d = dd_.ptr();
+    call_.c = p.hasC ? dc_.ptr() : 0;
+
+    std::mt19937_64 rng(seed * 4 + 4);
+    std::uniform_int_distribution<int64_t> pm(0, call_.m - 1), pn(0, p.n - 1);
+    samples_.clear();
+    for (auto [i, j] : {std::pair<int64_t, int64_t>{0, 0},
+                        {0, p.n - 1},
+                        {call_.m - 1, 0},
+                        {call_.m - 1, p.n - 1}})
+      samples_.push_back({i, j, 0, 0});
+    while (samples_.size() < 1024)
+      samples_.push_back({pm(rng), pn(rng), 0, 0});
+    for (Sample &s : samples_) {
+      double sum = 0, mag = 0;
+      for (int64_t k = 0; k < p.k; ++k) {
+        size_t ai = p.transA ? size_t(k * call_.m + s.i) : size_t(s.i * p.k + k);
+        size_t bi = p.transB ? size_t(s.j * p.k + k) : size_t(k * p.n + s.j);
+        double x = loadElement(a_.data(), p.ab, ai), y = loadElement(b_.data(), p.ab, bi);
+        sum += x * y;
+        mag += std::fabs(x * y);
+      }
+      if (p.hasC)
+        sum += loadElement(c_.data(), p.out, size_t(s.i * p.n + s.j));
+      s.ref = sum;
+      s.mag = mag;
+    }
+
+    // The timed problem: full size, its own random inputs, no reference.
+    if (auto e = alloc(ta_, size_t(full_.m * p.k) * ab))
+      return e;
+    if (auto e = alloc(td_, size_t(full_.m * p.n) * ob))
+      return e;
+    if (auto e = ta_.upload(randomValues(p.ab, size_t(full_.m * p.k), seed * 4 + 5)))
+      return e;
+    full_.a = ta_.ptr();
+    full_.b = db_.ptr();
+    full_.d = td_.ptr();
+    full_.c = p.hasC ? td_.ptr() : 0; // accumulates into D, as main_grad does
+    return llvm::Error::success();
+  }
+
+  llvm::Error bind(const LoadedKernel &) override { return llvm::Error::success(); }
+
+  llvm::Error run(const LoadedKernel &kernel, CUstream stream, bool check) override {
+    return gemm::launch(kernel, check ? call_ : full_, sms_, stream);
+  }
+
+  llvm::Error poison(CUstream stream) override { return dd_.fill(0xFF, stream); }
+
+  llvm::Error verify() override {
+    size_t n = size_t(call_.m * call_.n);
+    std::vector<unsigned char> d(n * size_t(dtypeBytes(call_.out)));
+    if (auto e = dd_.download(d))
+      return e;
+    for (size_t i = 0; i < n; ++i)
+      if (!std::isfinite(loadElement(d.data(), call_.out, i)))
+        return fail("D[" + llvm::Twine(int64_t(i) / call_.n) + ", " +
+                    llvm::Twine(int64_t(i) % call_.n) + "] is not finite (not written?)");
+    double rounding = call_.out == DType::BF16 ? 1e-2 : call_.out == DType::F16 ? 2e-3 : 1e-6;
+    for (const Sample &s : samples_) {
+      double got = loadElement(d.data(), call_.out, size_t(s.i * call_.n + s.j));
+      double allowed = rounding * std::fabs(s.ref) + 1e-4 * s.mag + 1e-6;
+      if (!(std::fabs(got - s.ref) <= allowed))
+        return fail("D[" + llvm::Twine(s.i) + ", " + llvm::Twine(s.j) + "] = " +
+                    std::to_string(got) + ", expected " + std::to_string(s.ref) +
+                    " (allowed error " + std::to_string(allowed) + ")");
+    }
+    return llvm::Error::success();
+  }
+
+private:
+  struct Sample {
+    int64_t i, j;
+    double ref, mag;
+  };
+  gemm::Call call_, full_;
+  int sms_ = 0;
+  std::vector<unsigned char> a_, b_, c_;
+  std::vector<Sample> samples_;
+  DeviceBuffer da_, db_, dc_, dd_, ta_, td_;
+};
+
+} // namespace
+
+std::unique_ptr<OpHarness> makeGemmHarness() { return std::make_unique<GemmHarness>(); }
+
+} // namespace tilejit

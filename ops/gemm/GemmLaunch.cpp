@@ -1,0 +1,107 @@
+//===- GemmLaunch.cpp -----------------------------------------------------===//
+#include "ops/gemm/GemmLaunch.h"
+
+#include "runtime/TensorMap.h"
+
+#include "llvm/ADT/Twine.h"
+
+namespace tilejit::gemm {
+
+namespace {
+llvm::Error error(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), "gemm: " + msg);
+}
+
+/// A row-major `rows x cols` operand at `addr` with rows `ld` apart, as a
+/// tensor map whose copies move `box` (rows, cols) with the 128-byte swizzle.
+llvm::Expected<CUtensorMap> mapOf(const char *name, DType t, uint64_t addr, int64_t rows,
+                                  int64_t cols, int64_t ld, const std::vector<int64_t> &box) {
+  int bytes = dtypeBytes(t);
+  if (addr % 16 != 0)
+    return error(llvm::Twine(name) + " is at an address that is not 16-byte aligned");
+  if ((ld * bytes) % 16 != 0)
+    return error(llvm::Twine(name) + "'s rows are " + llvm::Twine(ld * bytes) +
+                 " bytes apart; the copy engine needs a multiple of 16 (a leading dimension "
+                 "that is a multiple of " +
+                 llvm::Twine(16 / bytes) + ")");
+  if (box.size() != 2)
+    return error("the kernel's tensor map parameter has no box");
+  TensorMapDesc d;
+  d.dtype = t;
+  d.rank = 2;
+  d.address = addr;
+  d.dims[0] = cols;
+  d.dims[1] = rows;
+  d.strideBytes[0] = ld * bytes;
+  d.box[0] = uint32_t(box[1]);
+  d.box[1] = uint32_t(box[0]);
+  d.swizzle = TensorMapDesc::B128;
+  auto map = encodeTensorMap(d);
+  if (!map)
+    return error(llvm::Twine(name) + ": " + llvm::toString(map.takeError()));
+  return *map;
+}
+} // namespace
+
+llvm::Expected<KernelSpec> specOf(const Call &c, const Target &target) {
+  if (c.m < 1 || c.n < 1 || c.k < 1)
+    return error("sizes must be positive, got m=" + llvm::Twine(c.m) + " n=" + llvm::Twine(c.n) +
+                 " k=" + llvm::Twine(c.k));
+  if (c.ab == DType::F32)
+    return error("A and B must be bf16 or f16");
+  Params p;
+  p.ab = c.ab;
+  p.out = c.out;
+  p.transA = c.transA;
+  p.transB = c.transB;
+  p.hasC = c.hasC;
+  p.m = c.m;
+  p.n = c.n;
+  p.k = c.k;
+  p.target = target;
+  KernelSpec s = p.spec();
+  if (auto err = s.validate())
+    return err;
+  return s;
+}
+
+llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstream stream) {
+  if (kernel.numEntries() != 1)
+    return error("the kernel has " + llvm::Twine(kernel.numEntries()) + " entries, not 1");
+  const EntryInfo &e = kernel.entry(0);
+  size_t expected = c.hasC ? 7 : 5;
+  if (e.params.size() != expected)
+    return error("the kernel takes " + llvm::Twine(e.params.size()) + " parameters; a call " +
+                 (c.hasC ? "with" : "without") + " C passes " + llvm::Twine(expected));
+  if (c.d == 0 || c.a == 0 || c.b == 0 || (c.hasC && c.c == 0))
+    return error("a null device pointer");
+  int64_t outBytes = dtypeBytes(c.out);
+  // D and C are written and read in runs of two elements.
+  if (c.d % (2 * outBytes) != 0 || (c.hasC && c.c % (2 * outBytes) != 0))
+    return error("C and D must be aligned to two elements");
+  int64_t lda = c.lda ? c.lda : (c.transA ? c.m : c.k);
+  int64_t ldb = c.ldb ? c.ldb : (c.transB ? c.k : c.n);
+  auto mapA = c.transA ? mapOf("A", c.ab, c.a, c.k, c.m, lda, e.params[0].staticSizes)
+                       : mapOf("A", c.ab, c.a, c.m, c.k, lda, e.params[0].staticSizes);
+  if (!mapA)
+    return mapA.takeError();
+  auto mapB = c.transB ? mapOf("B", c.ab, c.b, c.n, c.k, ldb, e.params[1].staticSizes)
+                       : mapOf("B", c.ab, c.b, c.k, c.n, ldb, e.params[1].staticSizes);
+  if (!mapB)
+    return mapB.takeError();
+  int64_t programs = c.maxPrograms > 0 ? c.maxPrograms : smCount;
+  KernelArg args[7];
+  size_t n = 0;
+  args[n++] = KernelArg::tensorMap(*mapA);
+  args[n++] = KernelArg::tensorMap(*mapB);
+  args[n++] = KernelArg::view(c.d, {c.m, c.n});
+  if (c.hasC)
+    args[n++] = KernelArg::view(c.c, {c.m, c.n});
+  args[n++] = KernelArg::f32(c.alpha);
+  if (c.hasC)
+    args[n++] = KernelArg::f32(c.beta);
+  args[n++] = KernelArg::index(programs);
+  return kernel.launch(0, args, n, stream);
+}
+
+} // namespace tilejit::gemm

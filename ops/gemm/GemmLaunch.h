@@ -1,0 +1,37 @@
+//===- GemmLaunch.h - GEMM launches on device buffers -------------*- C++ -*-===//
+//
+// The spec of a call, and its launch with a kernel in hand: the tensor maps
+// of A and B (boxes from the kernel's parameters), D and C, alpha, beta and
+// the cap on the persistent grid.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ops/gemm/GemmDecl.h"
+#include "runtime/LoadedKernel.h"
+
+namespace tilejit::gemm {
+
+/// One call. Row-major storage with leading dimensions in elements (0: the
+/// row length): A is M x K (K x M with transA), B is K x N (N x K with
+/// transB), C and D are M x N (C may be D).
+struct Call {
+  DType ab = DType::BF16, out = DType::BF16;
+  bool transA = false, transB = true;
+  int64_t m = 0, n = 0, k = 0;
+  uint64_t a = 0, b = 0, c = 0, d = 0;
+  int64_t lda = 0, ldb = 0;
+  float alpha = 1.0f, beta = 0.0f;
+  bool hasC = false;
+  /// Most programs the persistent grid may have (0: one per multiprocessor
+  /// of the kernel's target); fewer leave multiprocessors to other work.
+  int64_t maxPrograms = 0;
+};
+
+/// The spec for `call` on `target`, or an error naming the bad field.
+llvm::Expected<KernelSpec> specOf(const Call &call, const Target &target);
+
+/// Launches `call` with `kernel` (built for specOf(call)) on `stream`.
+llvm::Error launch(const LoadedKernel &kernel, const Call &call, int smCount, CUstream stream);
+
+} // namespace tilejit::gemm

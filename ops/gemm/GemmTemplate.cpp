@@ -1,0 +1,352 @@
+//===- GemmTemplate.cpp - GEMM on Hopper: TMA, wgmma, warp specialization ---===//
+//
+// D = alpha * op(A) @ op(B) (+ beta * C), f32 accumulation, on sm_90a:
+//
+// - a persistent grid of programs (at most `programs`, given at launch, so a
+//   caller can leave multiprocessors to other kernels) walks the output
+//   tiles of bm x bn in a grouped order (`group` tile rows at a time, so
+//   neighbouring programs share A and B tiles in L2);
+// - warpgroup 0 is the producer: one thread loads each K step's A and B
+//   tiles with TMA into a ring of `stages` stages, waiting for a stage to be
+//   empty before it refills it;
+// - `consumers` warpgroups each own bm / consumers rows of the tile: they
+//   wait for a stage to be full, multiply it on the tensor cores
+//   (tile.dot), release it, and after the last K step scale the
+//   accumulator, add beta * C and store D, masked at the edges.
+//
+// Every shape works: TMA reads zeros outside A and B (so K need not be a
+// multiple of bk), the stores are masked. The tensor maps need 16-byte
+// aligned rows (the launch checks; GemmLaunch.cpp).
+//
+// Tunables: bm (64 per consumer warpgroup, times 1 or 2), bn, bk (64),
+// stages, consumers, group.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/EmbeddedSources.h"
+#include "compiler/templates/Template.h"
+#include "dialects/Tile/TileDialect.h"
+#include "ops/gemm/GemmDecl.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+namespace tt = tilejit::tile;
+
+namespace tilejit {
+namespace {
+
+llvm::Error configError(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+Type elemType(MLIRContext &ctx, DType t) {
+  Builder b(&ctx);
+  switch (t) {
+  case DType::BF16:
+    return b.getBF16Type();
+  case DType::F16:
+    return b.getF16Type();
+  case DType::F32:
+    return b.getF32Type();
+  }
+  return b.getF32Type();
+}
+
+struct Shape {
+  int64_t bm, bn, bk, stages, consumers, group;
+  explicit Shape(const TileConfig &c)
+      : bm(c.get("bm")), bn(c.get("bn")), bk(c.get("bk")), stages(c.get("stages")),
+        consumers(c.get("consumers")), group(c.get("group")) {}
+  int64_t rowsPerConsumer() const { return bm / consumers; }
+  /// Shared memory of the rings and barriers, with the alignment slack.
+  int64_t smemBytes(int elemBytes) const {
+    return stages * (bm + bn) * bk * elemBytes + 16 * stages + 1024;
+  }
+};
+
+class GemmTemplate : public KernelTemplate {
+public:
+  const OpDecl &op() const override { return gemm::op(); }
+
+  llvm::ArrayRef<ConfigKeyDecl> configKeys() const override {
+    static const ConfigKeyDecl keys[] = {
+        {"bm", 64, 256, false, "rows of D per program tile (64 or 128 per consumer)"},
+        {"bn", 16, 256, false, "columns of D per program tile"},
+        {"bk", 64, 64, false, "K per pipeline stage"},
+        {"stages", 2, 8, false, "stages of the TMA ring"},
+        {"consumers", 1, 2, false, "consumer warpgroups"},
+        {"group", 1, 64, false, "tile rows walked together (grouped raster order)"},
+    };
+    return keys;
+  }
+
+  TileConfig make(int64_t bm, int64_t bn, int64_t stages, int64_t consumers,
+                  int64_t group) const {
+    TileConfig c;
+    c.set("bm", bm).set("bn", bn).set("bk", 64).set("stages", stages).set("consumers", consumers)
+        .set("group", group);
+    return c;
+  }
+
+  std::vector<TileConfig> configSpace(const KernelSpec &ks) const override {
+    std::vector<TileConfig> out;
+    for (int64_t bn : {256, 128, 192, 64})
+      for (int64_t bm : {128, 256, 64})
+        for (int64_t consumers : {2, 1})
+          for (int64_t stages : {4, 3, 5, 6, 2})
+            for (int64_t group : {8, 16}) {
+              TileConfig c = make(bm, bn, stages, consumers, group);
+              if (llvm::Error err = checkConfig(ks, c))
+                llvm::consumeError(std::move(err));
+              else
+                out.push_back(std::move(c));
+            }
+    return out;
+  }
+
+  TileConfig defaultConfig(const KernelSpec &ks) const override {
+    gemm::Params p(ks);
+    // 128 x 256 tiles over two consumers keep the tensor cores busiest; a
+    // narrow D takes narrower tiles so that the grid still fills the chip.
+    int64_t bn = p.n <= 64 ? 64 : p.n <= 128 ? 128 : 256;
+    int64_t stages = bn == 256 ? 4 : 5;
+    TileConfig c = make(128, bn, stages, 2, 8);
+    if (llvm::Error err = checkConfig(ks, c)) {
+      llvm::consumeError(std::move(err));
+      return make(128, 128, 4, 2, 8);
+    }
+    return c;
+  }
+
+  llvm::Error checkConfig(const KernelSpec &ks, const TileConfig &cfg) const override {
+    gemm::Params p(ks);
+    if (auto err = cfg.checkKeys(configKeys()))
+      return err;
+    if (!p.target.hasWgmma())
+      return configError("gemm runs on sm_90a (wgmma, TMA, setmaxnreg); the target is " +
+                         llvm::Twine(p.target.archName()));
+    Shape s(cfg);
+    if (s.bm % (64 * s.consumers) != 0 || s.rowsPerConsumer() > 128)
+      return configError("bm = " + llvm::Twine(s.bm) + " must give each of " +
+                         llvm::Twine(s.consumers) + " consumers 64 or 128 rows");
+    if (s.bn % 16 != 0 || (!p.transB && s.bn % 64 != 0))
+      return configError("bn = " + llvm::Twine(s.bn) + " must be a multiple of 16 (of 64 when B is "
+                                                       "stored K x N)");
+    if (p.transA && s.bm % 64 != 0)
+      return configError("bm must be a multiple of 64");
+    // Registers: the accumulator (bm / consumers x bn / 128 threads f32)
+    // under the consumers' limit with room for addresses and the epilogue.
+    int64_t accRegs = s.rowsPerConsumer() * s.bn / 128;
+    if (accRegs > 128)
+      return configError("each consumer thread would hold " + llvm::Twine(accRegs) +
+                         " accumulator registers (at most 128)");
+    // The epilogue holds C's tile beside the accumulator (f32 C: as many
+    // registers again; 16-bit C: half as many).
+    int64_t cRegs = p.hasC ? accRegs * dtypeBytes(p.out) / 4 : 0;
+    if (accRegs + cRegs > 160)
+      return configError("each consumer thread would hold " + llvm::Twine(accRegs + cRegs) +
+                         " registers of accumulator and C (at most 160)");
+    int64_t smem = s.smemBytes(dtypeBytes(p.ab));
+    if (smem > p.target.maxSharedBytesPerBlock())
+      return configError("bm, bn and stages need " + llvm::Twine(smem) +
+                         " bytes of shared memory; " + llvm::Twine(p.target.archName()) +
+                         " allows " + llvm::Twine(p.target.maxSharedBytesPerBlock()));
+    return llvm::Error::success();
+  }
+
+  std::string_view sourceHash() const override {
+    return embedded::templateSourceHash("GemmTemplate.cpp");
+  }
+
+  llvm::Expected<OwningOpRef<ModuleOp>> build(MLIRContext &ctx, const KernelSpec &ks,
+                                              const TileConfig &cfg) const override {
+    gemm::Params p(ks);
+    if (auto err = ks.validate())
+      return err;
+    if (auto err = checkConfig(ks, cfg))
+      return err;
+    ctx.getOrLoadDialect<tt::TileDialect>();
+    OpBuilder b(&ctx);
+    Location loc = b.getUnknownLoc();
+    OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+    b.setInsertionPointToEnd(module->getBody());
+    buildKernel(b, loc, p, Shape(cfg), cfg);
+    return module;
+  }
+
+private:
+  static std::string kernelName(const gemm::Params &p) {
+    return "gemm_" + std::string(dtypeName(p.ab)) + "_" + std::string(dtypeName(p.out)) + "_" +
+           p.layoutName() + (p.hasC ? "_c" : "") + "_n" + std::to_string(p.n) + "_k" +
+           std::to_string(p.k);
+  }
+
+  void buildKernel(OpBuilder &b, Location loc, const gemm::Params &p, const Shape &s,
+                   const TileConfig &cfg) const {
+    MLIRContext &ctx = *b.getContext();
+    Type ab = elemType(ctx, p.ab), out = elemType(ctx, p.out), f32 = b.getF32Type();
+    Type idx = b.getIndexType();
+    // Ring stages as TMA writes them: A's rows of K (or K rows of A's
+    // columns, transposed), B's columns of K (or K rows of B's columns).
+    auto ringA = p.transA ? tt::RingType::get(&ctx, s.stages, s.bk, s.bm, ab)
+                          : tt::RingType::get(&ctx, s.stages, s.bm, s.bk, ab);
+    auto ringB = p.transB ? tt::RingType::get(&ctx, s.stages, s.bn, s.bk, ab)
+                          : tt::RingType::get(&ctx, s.stages, s.bk, s.bn, ab);
+    auto mapA = tt::TensorMapType::get(&ctx, ringA.getRows(), 64, ab);
+    auto mapB = tt::TensorMapType::get(&ctx, ringB.getRows(), 64, ab);
+    auto dType = MemRefType::get({ShapedType::kDynamic, p.n}, out);
+    // Arguments: A's and B's tensor maps, D, [C,] alpha, [beta,] the
+    // programs cap.
+    SmallVector<Type> args = {mapA, mapB, dType};
+    if (p.hasC)
+      args.push_back(dType);
+    args.push_back(f32);
+    if (p.hasC)
+      args.push_back(f32);
+    args.push_back(idx);
+    int64_t nTiles = (p.n + s.bn - 1) / s.bn, kSteps = (p.k + s.bk - 1) / s.bk;
+    int64_t progsArg = int64_t(args.size()) - 1;
+    // Programs: min(ceil(M / bm) * tiles along N, the cap).
+    AffineExpr m = getAffineSymbolExpr(0, &ctx), cap = getAffineSymbolExpr(1, &ctx);
+    AffineMap grid = AffineMap::get(0, 2, {m.ceilDiv(s.bm) * nTiles, cap}, &ctx);
+    SmallVector<NamedAttribute> cfgAttrs;
+    for (auto &[k, v] : cfg.values)
+      cfgAttrs.push_back(b.getNamedAttr(k, b.getI64IntegerAttr(v)));
+    int64_t threads = 128 * (s.consumers + 1);
+    auto kernel = tt::KernelOp::create(
+        b, loc, kernelName(p), b.getFunctionType(args, {}), threads, grid,
+        ArrayRef<int64_t>{2, 0, progsArg, -1}, b.getDictionaryAttr(cfgAttrs), nullptr, nullptr,
+        nullptr, /*min_blocks=*/b.getI64IntegerAttr(1), nullptr, nullptr, nullptr);
+    Block *entry = b.createBlock(&kernel.getBody());
+    for (Type t : args)
+      entry->addArgument(t, loc);
+    Value a = entry->getArgument(0), bm = entry->getArgument(1), d = entry->getArgument(2);
+    Value c = p.hasC ? entry->getArgument(3) : Value();
+    Value alpha = entry->getArgument(p.hasC ? 4 : 3);
+    Value beta = p.hasC ? entry->getArgument(5) : Value();
+
+    auto cst = [&](int64_t v) -> Value { return arith::ConstantIndexOp::create(b, loc, v); };
+    Value ra = tt::AllocRingOp::create(b, loc, ringA, nullptr);
+    Value rb = tt::AllocRingOp::create(b, loc, ringB, nullptr);
+    auto barsType = tt::BarriersType::get(&ctx, s.stages);
+    Value full = tt::AllocBarriersOp::create(b, loc, barsType, 2, nullptr);
+    Value empty = tt::AllocBarriersOp::create(b, loc, barsType, s.consumers, nullptr);
+    Value mSize = memref::DimOp::create(b, loc, d, 0);
+    Value mTiles = arith::DivUIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, mSize, cst(s.bm - 1)), cst(s.bm));
+    Value tiles = arith::MulIOp::create(b, loc, mTiles, cst(nTiles));
+    Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
+    Value nprog = tt::NumProgramsOp::create(b, loc, tt::Dim::x);
+
+    // The tile's (row, column) block in the grouped order: `group` tile
+    // rows are walked column by column before the next group starts.
+    auto tileAt = [&](Value t) -> std::pair<Value, Value> {
+      Value perGroup = cst(s.group * nTiles);
+      Value g = arith::DivUIOp::create(b, loc, t, perGroup);
+      Value firstM = arith::MulIOp::create(b, loc, g, cst(s.group));
+      Value left = arith::SubIOp::create(b, loc, mTiles, firstM);
+      Value size = arith::MinUIOp::create(b, loc, left, cst(s.group));
+      Value in = arith::RemUIOp::create(b, loc, t, perGroup);
+      Value tm = arith::AddIOp::create(b, loc, firstM, arith::RemUIOp::create(b, loc, in, size));
+      Value tn = arith::DivUIOp::create(b, loc, in, size);
+      return {tm, tn};
+    };
+    auto stageOf = [&](Value it) {
+      return std::make_pair(arith::RemUIOp::create(b, loc, it, cst(s.stages)).getResult(),
+                            arith::DivUIOp::create(b, loc, it, cst(s.stages)).getResult());
+    };
+
+    auto ws = tt::WarpSpecializeOp::create(b, loc, s.consumers, 40, s.consumers == 1 ? 240 : 232);
+    {
+      // The producer: the stages of every tile this program computes, in
+      // order; a K step's stage is refilled once its consumers released it.
+      OpBuilder::InsertionGuard guard(b);
+      b.createBlock(&ws.getProducer());
+      auto tileLoop = scf::ForOp::create(b, loc, pid, tiles, nprog, ValueRange{cst(0)});
+      b.setInsertionPointToStart(tileLoop.getBody());
+      auto [tm, tn] = tileAt(tileLoop.getInductionVar());
+      Value row0 = arith::MulIOp::create(b, loc, tm, cst(s.bm));
+      Value col0 = arith::MulIOp::create(b, loc, tn, cst(s.bn));
+      auto kLoop =
+          scf::ForOp::create(b, loc, cst(0), cst(kSteps), cst(1), tileLoop.getRegionIterArgs());
+      b.setInsertionPointToStart(kLoop.getBody());
+      Value it = kLoop.getRegionIterArgs()[0];
+      auto [stage, round] = stageOf(it);
+      // A fresh barrier's phase of parity 1 counts as complete: the first
+      // pass through the ring does not wait.
+      tt::BarrierWaitOp::create(b, loc, empty, stage, arith::AddIOp::create(b, loc, round, cst(1)));
+      Value k0 = arith::MulIOp::create(b, loc, kLoop.getInductionVar(), cst(s.bk));
+      if (p.transA)
+        tt::TmaLoadOp::create(b, loc, a, k0, row0, ra, stage, full, stage);
+      else
+        tt::TmaLoadOp::create(b, loc, a, row0, k0, ra, stage, full, stage);
+      if (p.transB)
+        tt::TmaLoadOp::create(b, loc, bm, col0, k0, rb, stage, full, stage);
+      else
+        tt::TmaLoadOp::create(b, loc, bm, k0, col0, rb, stage, full, stage);
+      scf::YieldOp::create(b, loc, ValueRange{arith::AddIOp::create(b, loc, it, cst(1))});
+      b.setInsertionPointAfter(kLoop);
+      scf::YieldOp::create(b, loc, kLoop.getResults());
+      b.setInsertionPointAfter(tileLoop);
+      tt::YieldOp::create(b, loc);
+    }
+    {
+      // A consumer: its rows of every tile, then the epilogue.
+      OpBuilder::InsertionGuard guard(b);
+      Block *body = b.createBlock(&ws.getConsumer());
+      Value consumer = body->addArgument(idx, loc);
+      int64_t rows = s.rowsPerConsumer();
+      auto accType =
+          RankedTensorType::get({rows, s.bn}, f32, tt::WgmmaLayoutAttr::get(&ctx));
+      Value myRows = arith::MulIOp::create(b, loc, consumer, cst(rows));
+      auto tileLoop = scf::ForOp::create(b, loc, pid, tiles, nprog, ValueRange{cst(0)});
+      b.setInsertionPointToStart(tileLoop.getBody());
+      auto [tm, tn] = tileAt(tileLoop.getInductionVar());
+      Value zero = tt::SplatOp::create(
+          b, loc, accType, arith::ConstantFloatOp::create(b, loc, b.getF32Type(), APFloat(0.0f)));
+      auto kLoop = scf::ForOp::create(b, loc, cst(0), cst(kSteps), cst(1),
+                                      ValueRange{zero, tileLoop.getRegionIterArgs()[0]});
+      b.setInsertionPointToStart(kLoop.getBody());
+      Value acc = kLoop.getRegionIterArgs()[0], it = kLoop.getRegionIterArgs()[1];
+      auto [stage, round] = stageOf(it);
+      tt::BarrierWaitOp::create(b, loc, full, stage, round);
+      auto dot = tt::DotOp::create(b, loc, accType, ra, stage, myRows, rb, stage, cst(0), acc,
+                                   p.transA, !p.transB);
+      tt::BarrierArriveOp::create(b, loc, empty, stage);
+      scf::YieldOp::create(b, loc,
+                           ValueRange{dot.getResult(), arith::AddIOp::create(b, loc, it, cst(1))});
+      b.setInsertionPointAfter(kLoop);
+
+      // Epilogue: alpha * acc (+ beta * C), rounded to D's type as stored.
+      Value result = arith::MulFOp::create(b, loc, kLoop.getResult(0),
+                                           tt::SplatOp::create(b, loc, accType, alpha));
+      Value row0 = arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, tm, cst(s.bm)),
+                                         myRows);
+      Value col0 = arith::MulIOp::create(b, loc, tn, cst(s.bn));
+      if (p.hasC) {
+        Value cTile = tt::LoadOp::create(b, loc, accType, c, ValueRange{row0, col0}, nullptr);
+        result = arith::AddFOp::create(
+            b, loc, result,
+            arith::MulFOp::create(b, loc, cTile, tt::SplatOp::create(b, loc, accType, beta)));
+      }
+      tt::StoreOp::create(b, loc, result, d, ValueRange{row0, col0});
+      scf::YieldOp::create(b, loc, ValueRange{kLoop.getResult(1)});
+      b.setInsertionPointAfter(tileLoop);
+      tt::YieldOp::create(b, loc);
+    }
+    b.setInsertionPointToEnd(entry);
+    tt::ReturnOp::create(b, loc);
+    b.setInsertionPointAfter(kernel);
+  }
+};
+
+} // namespace
+
+const KernelTemplate &gemmTemplate() {
+  static const GemmTemplate t;
+  return t;
+}
+
+} // namespace tilejit

@@ -1,0 +1,241 @@
+//===- GemmGpuTest.cpp - GEMM kernels on the GPU vs float64 ----------------===//
+//
+// Every layout (NT, NN, TN), both input types, every output type, ragged
+// shapes, beta * C and accumulation into an f32 D in place, configs other
+// than the default, and a capped persistent grid: fresh random inputs each
+// run (the seed is printed on failure; TILEJIT_TEST_SEED replays it), D
+// poisoned with NaN first, a float64 reference on the host, compared element
+// by element (every element up to 1024^3; sampled rows above). Skips (and
+// says why) where there is no GPU or it has no wgmma.
+//
+//===----------------------------------------------------------------------===//
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "compiler/Compiler.h"
+#include "ops/gemm/GemmLaunch.h"
+#include "runtime/CudaDriver.h"
+#include "runtime/DeviceBuffer.h"
+#include "tests/support/Compare.h"
+#include "tests/support/Seed.h"
+
+using namespace tilejit;
+using tilejit::testing::allClose;
+using tilejit::testing::HostTensor;
+
+namespace {
+
+struct Case {
+  const char *layout; // "nt", "nn", "tn"
+  int64_t m, n, k;
+  DType ab = DType::BF16, out = DType::BF16;
+  bool hasC = false, cIsD = false;
+  float alpha = 1.0f, beta = 0.0f;
+  const char *config = ""; // empty: the default
+  int64_t maxPrograms = 0;
+};
+
+std::string name(const Case &c) {
+  return std::string(c.layout) + " " + std::to_string(c.m) + "x" + std::to_string(c.n) + "x" +
+         std::to_string(c.k) + " " + std::string(dtypeName(c.ab)) + "->" +
+         std::string(dtypeName(c.out)) + (c.hasC ? (c.cIsD ? " D+=" : " +C") : "") +
+         (*c.config ? std::string(" [") + c.config + "]" : "") +
+         (c.maxPrograms ? " programs<=" + std::to_string(c.maxPrograms) : "");
+}
+
+class GpuGemm : public ::testing::Test {
+protected:
+  void SetUp() override {
+    auto ctx = useDevice(0);
+    if (!ctx)
+      GTEST_SKIP() << "no GPU here: " << llvm::toString(ctx.takeError());
+    auto info = queryDevice(0);
+    ASSERT_TRUE(bool(info)) << llvm::toString(info.takeError());
+    auto t = info->target();
+    ASSERT_TRUE(bool(t)) << llvm::toString(t.takeError());
+    if (!t->hasWgmma())
+      GTEST_SKIP() << info->name << " (" << info->arch() << ") has no wgmma";
+    target = *t;
+    sms = info->smCount;
+  }
+
+  void run(const Case &c) {
+    SCOPED_TRACE(name(c));
+    uint64_t seed = tilejit::testing::testSeed();
+    SCOPED_TRACE(tilejit::testing::replayHint(seed));
+    std::mt19937_64 rng(seed);
+    gemm::Call call;
+    call.ab = c.ab;
+    call.out = c.out;
+    call.transA = c.layout[0] == 't';
+    call.transB = c.layout[1] == 't';
+    call.m = c.m;
+    call.n = c.n;
+    call.k = c.k;
+    call.hasC = c.hasC;
+    call.alpha = c.alpha;
+    call.beta = c.beta;
+    call.maxPrograms = c.maxPrograms;
+
+    HostTensor a(c.ab, size_t(c.m * c.k)), b(c.ab, size_t(c.k * c.n));
+    HostTensor cin(c.out, size_t(c.m * c.n));
+    a.randomNormal(rng, 0.0f, 1.0f);
+    b.randomNormal(rng, 0.0f, 1.0f);
+    cin.randomNormal(rng, 0.0f, 1.0f);
+
+    auto spec = gemm::specOf(call, target);
+    ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
+    TileConfig config;
+    if (*c.config) {
+      auto parsed = TileConfig::parse(c.config);
+      ASSERT_TRUE(bool(parsed)) << llvm::toString(parsed.takeError());
+      config = *parsed;
+    }
+    auto compiled = compileKernel(*spec, config);
+    ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
+    EXPECT_EQ(compiled->entries.front().spillBytes, 0) << compiled->log;
+    auto kernel = LoadedKernel::load(*compiled);
+    ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
+
+    auto da = DeviceBuffer::allocate(a.bytes.size()), db = DeviceBuffer::allocate(b.bytes.size());
+    auto dd = DeviceBuffer::allocate(cin.bytes.size()), dc = DeviceBuffer::allocate(cin.bytes.size());
+    ASSERT_TRUE(da && db && dd && dc);
+    ASSERT_FALSE(bool(da->upload(a.bytes)));
+    ASSERT_FALSE(bool(db->upload(b.bytes)));
+    if (c.cIsD) {
+      ASSERT_FALSE(bool(dd->upload(cin.bytes)));
+    } else {
+      ASSERT_FALSE(bool(dc->upload(cin.bytes)));
+      ASSERT_FALSE(bool(dd->fill(0xFF))); // NaN wherever the kernel does not write
+    }
+    call.a = da->ptr();
+    call.b = db->ptr();
+    call.d = dd->ptr();
+    call.c = c.cIsD ? dd->ptr() : dc->ptr();
+    if (auto err = gemm::launch(**kernel, call, sms, nullptr))
+      FAIL() << llvm::toString(std::move(err));
+    auto drv = CudaDriver::get();
+    ASSERT_TRUE(bool(drv));
+    ASSERT_EQ(drv->cuCtxSynchronize(), CUDA_SUCCESS);
+    HostTensor d(c.out, size_t(c.m * c.n));
+    ASSERT_FALSE(bool(dd->download(d.bytes)));
+
+    // The reference on every row up to 1024^3 multiply-adds, else on 48
+    // random rows and the last one.
+    std::vector<int64_t> rows;
+    if (c.m * c.n * c.k <= (int64_t(1) << 30)) {
+      for (int64_t i = 0; i < c.m; ++i)
+        rows.push_back(i);
+    } else {
+      std::uniform_int_distribution<int64_t> pick(0, c.m - 1);
+      for (int i = 0; i < 48; ++i)
+        rows.push_back(pick(rng));
+      rows.push_back(c.m - 1);
+    }
+    std::vector<double> ad(a.count), bd(b.count);
+    for (size_t i = 0; i < a.count; ++i)
+      ad[i] = a.get(i);
+    for (size_t i = 0; i < b.count; ++i)
+      bd[i] = b.get(i);
+    std::vector<double> ref, scale;
+    HostTensor got(c.out, rows.size() * size_t(c.n));
+    for (size_t r = 0; r < rows.size(); ++r) {
+      int64_t i = rows[r];
+      for (int64_t j = 0; j < c.n; ++j) {
+        double sum = 0, mag = 0;
+        for (int64_t k = 0; k < c.k; ++k) {
+          double x = call.transA ? ad[size_t(k * c.m + i)] : ad[size_t(i * c.k + k)];
+          double y = call.transB ? bd[size_t(j * c.k + k)] : bd[size_t(k * c.n + j)];
+          sum += x * y;
+          mag += std::fabs(x * y);
+        }
+        double v = double(c.alpha) * sum;
+        if (c.hasC)
+          v += double(c.beta) * cin.get(size_t(i * c.n + j));
+        ref.push_back(v);
+        scale.push_back(std::fabs(c.alpha) * mag);
+        got.set(r * size_t(c.n) + size_t(j), d.get(size_t(i * c.n + j)));
+      }
+    }
+    auto tol = tilejit::testing::tolerance(c.out);
+    tol.accum = 1e-4; // f32 accumulation of K products on the tensor cores
+    EXPECT_TRUE(allClose(got, ref, tol, size_t(c.n), scale));
+  }
+
+  Target target;
+  int sms = 0;
+};
+
+TEST_F(GpuGemm, EveryLayoutAgainstFloat64) {
+  for (const char *layout : {"nt", "nn", "tn"}) {
+    run({layout, 128, 256, 64});
+    run({layout, 256, 512, 192});
+    run({layout, 200, 264, 72});   // no size a multiple of a tile
+    run({layout, 1024, 1024, 1024});
+  }
+}
+
+TEST_F(GpuGemm, RaggedShapes) {
+  run({"nt", 1, 256, 64});        // one row
+  run({"nt", 127, 255, 72});      // odd N: element stores
+  run({"nt", 8191, 4097, 1000});  // sampled rows
+  run({"nn", 1, 136, 40});        // K below one stage
+  run({"tn", 64, 8, 8});
+}
+
+TEST_F(GpuGemm, InputAndOutputTypes) {
+  for (DType out : {DType::BF16, DType::F16, DType::F32}) {
+    run({"nt", 300, 200, 136, DType::BF16, out});
+    run({"nt", 300, 200, 136, DType::F16, out});
+  }
+}
+
+TEST_F(GpuGemm, AlphaBetaAndMainGradAccumulation) {
+  run({"nt", 256, 384, 128, DType::BF16, DType::BF16, true, false, 0.5f, -2.0f});
+  // wgrad into an f32 main_grad in place: D = A^T B + D.
+  run({"tn", 512, 256, 640, DType::BF16, DType::F32, true, true, 1.0f, 1.0f});
+}
+
+TEST_F(GpuGemm, ConfigsOtherThanTheDefault) {
+  const char *configs[] = {
+      "bk=64 bm=128 bn=128 consumers=2 group=8 stages=4",
+      "bk=64 bm=64 bn=128 consumers=1 group=4 stages=3",
+      "bk=64 bm=256 bn=128 consumers=2 group=8 stages=3", // two 64-row blocks per consumer
+      "bk=64 bm=128 bn=64 consumers=2 group=16 stages=6",
+      "bk=64 bm=128 bn=192 consumers=2 group=8 stages=4",
+  };
+  for (const char *cfg : configs)
+    for (const char *layout : {"nt", "nn", "tn"}) {
+      Case c{layout, 520, 448, 200};
+      c.config = cfg;
+      run(c);
+    }
+}
+
+TEST_F(GpuGemm, CappedPersistentGrid) {
+  Case c{"nt", 1000, 1000, 256};
+  c.maxPrograms = 3; // each program walks about a third of the tiles
+  run(c);
+}
+
+TEST_F(GpuGemm, UnalignedRowsAreRefusedByName) {
+  gemm::Call call;
+  call.m = 64;
+  call.n = 64;
+  call.k = 63; // A's rows 126 bytes apart: no tensor map
+  call.a = call.b = call.d = 1 << 20;
+  auto spec = gemm::specOf(call, target);
+  ASSERT_TRUE(bool(spec));
+  auto compiled = compileKernel(*spec, {});
+  ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
+  auto kernel = LoadedKernel::load(*compiled);
+  ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
+  auto err = gemm::launch(**kernel, call, sms, nullptr);
+  ASSERT_TRUE(bool(err));
+  std::string msg = llvm::toString(std::move(err));
+  EXPECT_NE(msg.find("A's rows are 126 bytes apart"), std::string::npos) << msg;
+}
+
+} // namespace

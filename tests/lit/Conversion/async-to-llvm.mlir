@@ -1,0 +1,31 @@
+// RUN: tilejit-opt %S/../Dialect/async.mlir --tilejit-lower-to-llvm=arch=sm_90a | FileCheck %s
+// RUN: not tilejit-opt %S/../Dialect/async.mlir --tilejit-lower-to-llvm=arch=sm_80 2>&1 | FileCheck %s --check-prefix=SM80
+
+// Rings and barriers live in the kernel's dynamic shared memory, its base
+// aligned to 1024 bytes by the kernel; tensor maps are 128-byte by-value
+// parameters the copy engine reads in place.
+// CHECK: llvm.mlir.global external @mm_dynamic() {addr_space = 3 : i32, alignment = 1024 : i64} : !llvm.array<0 x i8>
+// CHECK: llvm.func @mm(%{{.*}}: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant}
+// CHECK: llvm.and %{{.*}}, %{{.*}} : i64
+// The barriers: one thread initializes each, then the block meets.
+// CHECK-COUNT-4: mbarrier.init.shared.b64
+// CHECK: nvvm.fence.mbarrier.init
+// CHECK: nvvm.barrier
+// The producer: its warpgroup gives up registers, one thread loads.
+// CHECK: nvvm.setmaxregister  decrease 40
+// CHECK: mbarrier.try_wait.parity.shared::cta.b64
+// CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %{{.*}} : !llvm.ptr<3>, i32
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg0, %{{.*}}, box[%{{.*}}, %{{.*}}] {isCTAOnly = true}
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg1, %{{.*}}, box[%{{.*}}, %{{.*}}] {isCTAOnly = true}
+// The consumers: more registers, the tensor cores over K = 64 in four steps.
+// CHECK: nvvm.setmaxregister  increase 232
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK: @$1 mbarrier.arrive.shared::cta.b64
+// The accumulator's rows 8 apart are 4096 bytes apart in a 128-column f32 D.
+// CHECK: st.global.v2.f32 [$0+0]
+// CHECK: st.global.v2.f32 [$0+4096]
+
+// SM80: 'tile.alloc_barriers' needs the copy engine of sm_90; the target is sm_80
