@@ -160,7 +160,7 @@ int runTune(const TuneArgs &a) {
     std::printf("         (measured at %s: the winner serves every size of its bucket)\n",
                 r->spec.canonical().c_str());
   std::printf("winner   %s  %.4f ms\nwhy      %s\n", r->winner.canonical().c_str(), r->winnerMs,
-              r->reason.c_str());
+              shown(r->reason).c_str());
   std::printf("measured %d, reused %d stored timings, %d skipped or failed; %.2f s\n", r->measured,
               r->reused, failed, r->wallSeconds);
   std::printf("time     measuring side ready after %.2f s; then %.2f s measuring, %.2f s waiting "
@@ -169,7 +169,7 @@ int runTune(const TuneArgs &a) {
   for (auto &c : r->candidates)
     if (c.status == "fault" || c.status == "timeout")
       std::printf("  [%s] %s: %s\n", c.config.canonical().c_str(), c.status.c_str(),
-                  c.detail.substr(0, 200).c_str());
+                  shown(c.detail.substr(0, 200)).c_str());
   if (r->workersLost)
     std::printf("the measuring worker was replaced %d time(s)\n", r->workersLost);
   return 0;
