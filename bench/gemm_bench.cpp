@@ -6,7 +6,9 @@
 // checks 64 sampled elements of D against a float64 dot product, then times
 // the kernel with events (median of 20 samples of 5 back-to-back launches)
 // and writes one JSON record per shape.
-//   gemm_bench [--shapes FILE] [--only SUBSTRING] [--config "k=v ..."] --out FILE.json
+// With --db, each shape runs the winner `tilejit tune` recorded there (the
+// default where none is).
+//   gemm_bench [--shapes FILE] [--only SUBSTRING] [--config "k=v ..."] [--db FILE] --out FILE.json
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
@@ -21,7 +23,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "autotune/Tuner.h"
 #include "compiler/Compiler.h"
+#include "runtime/Store.h"
 #include "ops/gemm/GemmLaunch.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/DeviceBuffer.h"
@@ -97,7 +101,7 @@ double median(std::vector<double> v) {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string shapesPath = "bench/gemm_shapes.json", outPath, only, configText;
+  std::string shapesPath = "bench/gemm_shapes.json", outPath, only, configText, db;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -113,8 +117,11 @@ int main(int argc, char **argv) {
       only = next();
     else if (a == "--config")
       configText = next();
+    else if (a == "--db")
+      db = next();
     else
-      die("unknown argument '" + a + "' (--shapes FILE --out FILE --only SUBSTRING --config TEXT)");
+      die("unknown argument '" + a +
+          "' (--shapes FILE --out FILE --only SUBSTRING --config TEXT --db FILE)");
   }
   if (outPath.empty())
     die("--out FILE is required");
@@ -155,6 +162,9 @@ int main(int argc, char **argv) {
     }
   };
 
+  std::unique_ptr<Store> store;
+  if (!db.empty())
+    store = must(Store::open(db));
   std::vector<ShapeCase> shapes = readShapes(shapesPath);
   nlohmann::json results = nlohmann::json::array();
   std::printf("%-26s %-3s %6s %6s %6s  %8s %8s  %s\n", "shape", "lay", "M", "N", "K", "ms",
@@ -170,8 +180,15 @@ int main(int argc, char **argv) {
     call.k = c.k;
     KernelSpec spec = must(gemm::specOf(call, target));
     TileConfig config;
-    if (!configText.empty())
+    bool tuned = false;
+    if (!configText.empty()) {
       config = must(TileConfig::parse(configText));
+    } else if (store) {
+      if (auto w = must(store->winner(tuneKey(spec)))) {
+        config = must(TileConfig::parse(w->config));
+        tuned = true;
+      }
+    }
     auto t0 = std::chrono::steady_clock::now();
     auto compiled = compileKernel(spec, config);
     double compileMs =
@@ -247,6 +264,7 @@ int main(int argc, char **argv) {
                        {"ms", med},
                        {"tflops", tflops},
                        {"config", compiled->config.canonical()},
+                       {"tuned", tuned},
                        {"registers", compiled->entries.front().registers},
                        {"spill_bytes", compiled->entries.front().spillBytes},
                        {"compile_ms", compileMs},

@@ -91,18 +91,21 @@ public:
   }
 
   std::vector<TileConfig> configSpace(const KernelSpec &ks) const override {
+    // Tile shapes likeliest first (two consumers of 64 rows, as wide as the
+    // accumulator allows), then ring depth and raster group.
+    static const int64_t tiles[][3] = {{128, 256, 2}, {256, 128, 2}, {128, 128, 2},
+                                       {128, 192, 2}, {128, 64, 2},  {64, 256, 1},
+                                       {64, 128, 1}};
     std::vector<TileConfig> out;
-    for (int64_t bn : {256, 128, 192, 64})
-      for (int64_t bm : {128, 256, 64})
-        for (int64_t consumers : {2, 1})
-          for (int64_t stages : {4, 3, 5, 6, 2})
-            for (int64_t group : {8, 16}) {
-              TileConfig c = make(bm, bn, stages, consumers, group);
-              if (llvm::Error err = checkConfig(ks, c))
-                llvm::consumeError(std::move(err));
-              else
-                out.push_back(std::move(c));
-            }
+    for (int64_t group : {8, 16, 4})
+      for (int64_t stages : {4, 3, 5, 6, 2})
+        for (const auto &t : tiles) {
+          TileConfig c = make(t[0], t[1], stages, t[2], group);
+          if (llvm::Error err = checkConfig(ks, c))
+            llvm::consumeError(std::move(err));
+          else
+            out.push_back(std::move(c));
+        }
     return out;
   }
 

@@ -1,0 +1,88 @@
+/* tilejit.h - the C interface of libtilejit.so
+ *
+ * Kernels for a process: each call builds the kernel spec from its arguments,
+ * takes the kernel from the engine's memory, its store, or compiles it (and
+ * tunes it first where TILEJIT_TUNE says so), and launches it on the caller's
+ * CUDA stream. Pointers are device addresses in the current CUDA context of
+ * the engine's device (PyTorch's primary context); nothing synchronizes the
+ * stream. While the stream captures a CUDA graph, only kernels already loaded
+ * launch (a miss is an error): run each shape once before capturing.
+ *
+ * Settings come from the environment when the engine is created: TILEJIT_TUNE
+ * (off | on-miss | background), TILEJIT_DETERMINISTIC, TILEJIT_CACHE_DIR (the
+ * store), TILEJIT_TUNE_ISOLATION, TILEJIT_WORKER.
+ *
+ * Every function returns TJ_OK or an error status; tj_last_error() then
+ * holds the message, per thread, until the next call on that thread.
+ */
+#ifndef TILEJIT_H
+#define TILEJIT_H
+
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define TJ_API __attribute__((visibility("default")))
+#else
+#define TJ_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tj_engine tj_engine;
+
+typedef enum tj_status {
+  TJ_OK = 0,
+  TJ_INVALID_ARGUMENT = 1, /* a bad argument: named in tj_last_error() */
+  TJ_ERROR = 2             /* no GPU, a compile, a launch or the store failed */
+} tj_status;
+
+typedef enum tj_dtype { TJ_BF16 = 0, TJ_F16 = 1, TJ_F32 = 2 } tj_dtype;
+
+/* "0.1.0" */
+TJ_API const char *tj_version(void);
+/* The message of this thread's last failed call ("" after a success). */
+TJ_API const char *tj_last_error(void);
+
+/* An engine on CUDA device `device`, settings from the environment. */
+TJ_API tj_status tj_engine_create(int device, tj_engine **out);
+TJ_API void tj_engine_destroy(tj_engine *engine);
+/* The device's multiprocessors and compute capability (e.g. 132, 90). */
+TJ_API tj_status tj_engine_device(tj_engine *engine, int *sms, int *compute_capability);
+/* Multiprocessors a persistent GEMM may occupy (0: all): the rest stay free
+ * for kernels that run beside it (communication). */
+TJ_API tj_status tj_engine_set_max_programs(tj_engine *engine, int programs);
+
+/* RMSNorm forward: rstd = 1/sqrt(mean(x^2) + eps), y = x * rstd * g with
+ * g = w, or 1 + w when zero_centered_gamma. x, y: rows x cols of `dtype`,
+ * contiguous; w: cols of `wdtype`; rstd: rows f32. */
+TJ_API tj_status tj_rms_norm_fwd(tj_engine *engine, tj_dtype dtype, tj_dtype wdtype, const void *x,
+                                 const void *w, void *y, float *rstd, int64_t rows, int64_t cols,
+                                 float eps, int zero_centered_gamma, void *stream);
+/* Bytes of workspace tj_rms_norm_bwd needs for this shape. */
+TJ_API tj_status tj_rms_norm_bwd_workspace(tj_engine *engine, tj_dtype dtype, tj_dtype wdtype,
+                                           int64_t rows, int64_t cols, int zero_centered_gamma,
+                                           int64_t *bytes);
+/* RMSNorm backward: dx = rstd * (dy*g - xhat * mean(dy*g*xhat)), dw = the sum
+ * over rows of dy * xhat, in f32 and in a fixed order (dw has `wdtype`). */
+TJ_API tj_status tj_rms_norm_bwd(tj_engine *engine, tj_dtype dtype, tj_dtype wdtype, const void *dy,
+                                 const void *x, const float *rstd, const void *w, void *dx,
+                                 void *dw, void *workspace, int64_t rows, int64_t cols,
+                                 int zero_centered_gamma, void *stream);
+
+/* D = alpha * op(A) @ op(B) + beta * C, f32 accumulation. Row-major storage:
+ * A is m x k (k x m with trans_a), B is k x n (n x k with trans_b: the weight
+ * of a linear layer), C and D are m x n, contiguous (C may be D: accumulation
+ * into D; C null: beta ignored). lda, ldb: elements between rows (0: packed);
+ * rows must be 16-byte aligned. ab: bf16 or f16; out: bf16, f16 or f32. */
+TJ_API tj_status tj_gemm(tj_engine *engine, tj_dtype ab, tj_dtype out, int trans_a, int trans_b,
+                         int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
+                         const void *b, int64_t ldb, const void *c, void *d, float alpha,
+                         float beta, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TILEJIT_H */

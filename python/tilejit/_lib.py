@@ -1,0 +1,87 @@
+"""libtilejit.so through ctypes: one build serves every Python version.
+
+The library is $TILEJIT_LIB, else libtilejit.so beside this package (where
+`pip install` puts a copy), else the build tree's (build/service/).
+"""
+import ctypes
+import os
+import threading
+
+_DTYPES = {"bf16": 0, "f16": 1, "f32": 2}
+
+
+class TilejitError(RuntimeError):
+    """A tilejit call failed; the message names what was wrong."""
+
+
+def _find():
+    env = os.environ.get("TILEJIT_LIB")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    for cand in (os.path.join(here, "libtilejit.so"),
+                 os.path.join(here, "..", "..", "build", "service", "libtilejit.so")):
+        if os.path.exists(cand):
+            return cand
+    raise TilejitError("libtilejit.so not found: set TILEJIT_LIB, or install the package with the "
+                       "library beside it")
+
+
+_lib = None
+_lock = threading.Lock()
+
+
+def lib():
+    global _lib
+    with _lock:
+        if _lib is None:
+            path = _find()
+            l = ctypes.CDLL(path)
+            c = ctypes
+            vp, i64, i32, f32 = c.c_void_p, c.c_int64, c.c_int, c.c_float
+            l.tj_version.restype = c.c_char_p
+            l.tj_last_error.restype = c.c_char_p
+            l.tj_engine_create.argtypes = [i32, c.POINTER(vp)]
+            l.tj_engine_destroy.argtypes = [vp]
+            l.tj_engine_device.argtypes = [vp, c.POINTER(i32), c.POINTER(i32)]
+            l.tj_engine_set_max_programs.argtypes = [vp, i32]
+            l.tj_rms_norm_fwd.argtypes = [vp, i32, i32, vp, vp, vp, vp, i64, i64, f32, i32, vp]
+            l.tj_rms_norm_bwd_workspace.argtypes = [vp, i32, i32, i64, i64, i32, c.POINTER(i64)]
+            l.tj_rms_norm_bwd.argtypes = [vp, i32, i32, vp, vp, vp, vp, vp, vp, vp, i64, i64, i32,
+                                          vp]
+            l.tj_gemm.argtypes = [vp, i32, i32, i32, i32, i64, i64, i64, vp, i64, vp, i64, vp, vp,
+                                  f32, f32, vp]
+            for fn in ("tj_engine_create", "tj_engine_device", "tj_engine_set_max_programs",
+                       "tj_rms_norm_fwd", "tj_rms_norm_bwd_workspace", "tj_rms_norm_bwd",
+                       "tj_gemm"):
+                getattr(l, fn).restype = i32
+            _lib = l
+        return _lib
+
+
+def check(status):
+    if status != 0:
+        raise TilejitError(lib().tj_last_error().decode(errors="replace"))
+
+
+def version():
+    return lib().tj_version().decode()
+
+
+_engines = {}
+
+
+def engine(device):
+    """The engine of CUDA device `device` (one per device, made at first use)."""
+    with _lock:
+        e = _engines.get(device)
+    if e is not None:
+        return e
+    handle = ctypes.c_void_p()
+    check(lib().tj_engine_create(device, ctypes.byref(handle)))
+    with _lock:
+        return _engines.setdefault(device, handle)
+
+
+def dtype_code(name):
+    return _DTYPES[name]

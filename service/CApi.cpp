@@ -1,0 +1,246 @@
+//===- CApi.cpp - the C interface of libtilejit.so --------------------------===//
+//
+// Each entry point checks its arguments (a bad one is TJ_INVALID_ARGUMENT
+// naming it), builds the spec, takes the kernel from the engine and launches
+// it. No C++ exception or LLVM error crosses the boundary: every failure is a
+// status and a message kept per thread.
+//
+//===----------------------------------------------------------------------===//
+#include "include/tilejit/tilejit.h"
+
+#include <string>
+
+#include "compiler/Compiler.h"
+#include "ops/gemm/GemmLaunch.h"
+#include "runtime/CudaDriver.h"
+#include "runtime/RmsNormOps.h"
+#include "service/Engine.h"
+
+struct tj_engine {
+  std::unique_ptr<tilejit::Engine> engine;
+  int device = 0;
+  int maxPrograms = 0;
+};
+
+namespace {
+
+thread_local std::string lastError;
+
+tj_status ok() {
+  lastError.clear();
+  return TJ_OK;
+}
+tj_status invalid(const std::string &msg) {
+  lastError = msg;
+  return TJ_INVALID_ARGUMENT;
+}
+tj_status failed(llvm::Error e) {
+  lastError = llvm::toString(std::move(e));
+  return TJ_ERROR;
+}
+
+bool dtypeOf(tj_dtype t, tilejit::DType &out) {
+  switch (t) {
+  case TJ_BF16:
+    out = tilejit::DType::BF16;
+    return true;
+  case TJ_F16:
+    out = tilejit::DType::F16;
+    return true;
+  case TJ_F32:
+    out = tilejit::DType::F32;
+    return true;
+  }
+  return false;
+}
+
+#define TJ_DTYPE(var, arg)                                                                         \
+  tilejit::DType var;                                                                              \
+  if (!dtypeOf(arg, var))                                                                          \
+    return invalid(#arg " is not a tj_dtype (" + std::to_string(int(arg)) + ")");
+
+#define TJ_ENGINE(e)                                                                               \
+  if (!(e) || !(e)->engine)                                                                        \
+    return invalid("engine is null");
+
+/// Launches `launch(kernel)` with the kernel for `spec`.
+template <class F> tj_status withKernel(tj_engine *e, const tilejit::KernelSpec &spec, void *stream,
+                                        F launch) {
+  auto kernel = e->engine->get(spec, stream);
+  if (!kernel)
+    return failed(kernel.takeError());
+  if (llvm::Error err = launch(*kernel))
+    return failed(std::move(err));
+  return ok();
+}
+
+} // namespace
+
+extern "C" {
+
+const char *tj_version(void) { return tilejit::tilejitVersion(); }
+
+const char *tj_last_error(void) { return lastError.c_str(); }
+
+tj_status tj_engine_create(int device, tj_engine **out) {
+  if (!out)
+    return invalid("out is null");
+  *out = nullptr;
+  if (device < 0)
+    return invalid("device must be >= 0, got " + std::to_string(device));
+  auto options = tilejit::EngineOptions::fromEnvironment();
+  if (!options)
+    return failed(options.takeError());
+  options->device = device;
+  auto engine = tilejit::Engine::create(std::move(*options));
+  if (!engine)
+    return failed(engine.takeError());
+  auto *e = new tj_engine;
+  e->engine = std::move(*engine);
+  e->device = device;
+  *out = e;
+  return ok();
+}
+
+void tj_engine_destroy(tj_engine *engine) { delete engine; }
+
+tj_status tj_engine_device(tj_engine *e, int *sms, int *cc) {
+  TJ_ENGINE(e);
+  if (sms)
+    *sms = e->engine->target().smCount();
+  if (cc)
+    *cc = e->engine->target().computeCapability();
+  return ok();
+}
+
+tj_status tj_engine_set_max_programs(tj_engine *e, int programs) {
+  TJ_ENGINE(e);
+  if (programs < 0)
+    return invalid("programs must be >= 0 (0: every multiprocessor), got " +
+                   std::to_string(programs));
+  e->maxPrograms = programs;
+  return ok();
+}
+
+tj_status tj_rms_norm_fwd(tj_engine *e, tj_dtype dtype, tj_dtype wdtype, const void *x,
+                          const void *w, void *y, float *rstd, int64_t rows, int64_t cols,
+                          float eps, int zcg, void *stream) {
+  TJ_ENGINE(e);
+  TJ_DTYPE(dt, dtype);
+  TJ_DTYPE(wdt, wdtype);
+  if (auto err = tilejit::checkRmsNormShape(rows, cols))
+    return invalid(llvm::toString(std::move(err)));
+  if (rows == 0)
+    return ok();
+  if (!x || !w || !y || !rstd)
+    return invalid("x, w, y and rstd must be device pointers, not null");
+  tilejit::RmsNormForward a;
+  a.dtype = dt;
+  a.wdtype = wdt;
+  a.x = uint64_t(x);
+  a.w = uint64_t(w);
+  a.y = uint64_t(y);
+  a.rstd = uint64_t(rstd);
+  a.rows = rows;
+  a.cols = cols;
+  a.eps = eps;
+  a.zeroCenteredGamma = zcg != 0;
+  return withKernel(e, tilejit::rmsNormSpec(a, e->engine->target()), stream,
+                    [&](const tilejit::LoadedKernel &k) {
+                      return tilejit::launchRmsNormForward(k, a, static_cast<CUstream>(stream));
+                    });
+}
+
+tj_status tj_rms_norm_bwd_workspace(tj_engine *e, tj_dtype dtype, tj_dtype wdtype, int64_t rows,
+                                    int64_t cols, int zcg, int64_t *bytes) {
+  TJ_ENGINE(e);
+  TJ_DTYPE(dt, dtype);
+  TJ_DTYPE(wdt, wdtype);
+  if (!bytes)
+    return invalid("bytes is null");
+  if (auto err = tilejit::checkRmsNormShape(rows, cols))
+    return invalid(llvm::toString(std::move(err)));
+  tilejit::RmsNormBackward a;
+  a.dtype = dt;
+  a.wdtype = wdt;
+  a.rows = rows;
+  a.cols = cols;
+  a.zeroCenteredGamma = zcg != 0;
+  auto kernel = e->engine->get(tilejit::rmsNormSpec(a, e->engine->target()));
+  if (!kernel)
+    return failed(kernel.takeError());
+  *bytes = kernel->workspaceBytes();
+  return ok();
+}
+
+tj_status tj_rms_norm_bwd(tj_engine *e, tj_dtype dtype, tj_dtype wdtype, const void *dy,
+                          const void *x, const float *rstd, const void *w, void *dx, void *dw,
+                          void *workspace, int64_t rows, int64_t cols, int zcg, void *stream) {
+  TJ_ENGINE(e);
+  TJ_DTYPE(dt, dtype);
+  TJ_DTYPE(wdt, wdtype);
+  if (auto err = tilejit::checkRmsNormShape(rows, cols))
+    return invalid(llvm::toString(std::move(err)));
+  if (!dw || (rows > 0 && (!dy || !x || !rstd || !w || !dx || !workspace)))
+    return invalid("dy, x, rstd, w, dx, dw and workspace must be device pointers, not null");
+  tilejit::RmsNormBackward a;
+  a.dtype = dt;
+  a.wdtype = wdt;
+  a.dy = uint64_t(dy);
+  a.x = uint64_t(x);
+  a.rstd = uint64_t(rstd);
+  a.w = uint64_t(w);
+  a.dx = uint64_t(dx);
+  a.dw = uint64_t(dw);
+  a.workspace = uint64_t(workspace);
+  a.rows = rows;
+  a.cols = cols;
+  a.zeroCenteredGamma = zcg != 0;
+  return withKernel(e, tilejit::rmsNormSpec(a, e->engine->target()), stream,
+                    [&](const tilejit::LoadedKernel &k) {
+                      return tilejit::launchRmsNormBackward(k, a, static_cast<CUstream>(stream));
+                    });
+}
+
+tj_status tj_gemm(tj_engine *e, tj_dtype ab, tj_dtype out, int trans_a, int trans_b, int64_t m,
+                  int64_t n, int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb,
+                  const void *c, void *d, float alpha, float beta, void *stream) {
+  TJ_ENGINE(e);
+  TJ_DTYPE(abt, ab);
+  TJ_DTYPE(outt, out);
+  tilejit::gemm::Call call;
+  call.ab = abt;
+  call.out = outt;
+  call.transA = trans_a != 0;
+  call.transB = trans_b != 0;
+  call.m = m;
+  call.n = n;
+  call.k = k;
+  call.a = uint64_t(a);
+  call.b = uint64_t(b);
+  call.c = uint64_t(c);
+  call.d = uint64_t(d);
+  call.lda = lda;
+  call.ldb = ldb;
+  call.alpha = alpha;
+  call.beta = beta;
+  call.hasC = c != nullptr;
+  call.maxPrograms = e->maxPrograms;
+  if (lda < 0 || ldb < 0)
+    return invalid("lda and ldb must be >= 0 (0: packed rows)");
+  if (lda && lda < (call.transA ? m : k))
+    return invalid("lda = " + std::to_string(lda) + " is shorter than a row of A");
+  if (ldb && ldb < (call.transB ? k : n))
+    return invalid("ldb = " + std::to_string(ldb) + " is shorter than a row of B");
+  if (!a || !b || !d)
+    return invalid("a, b and d must be device pointers, not null");
+  auto spec = tilejit::gemm::specOf(call, e->engine->target());
+  if (!spec)
+    return invalid(llvm::toString(spec.takeError()));
+  return withKernel(e, *spec, stream, [&](const tilejit::LoadedKernel &kernel) {
+    return tilejit::gemm::launch(kernel, call, e->engine->target().smCount(),
+                                 static_cast<CUstream>(stream));
+  });
+}
+
+} // extern "C"
