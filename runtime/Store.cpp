@@ -404,10 +404,8 @@ bool isCubinFor(const std::vector<char> &cubin, const std::string &arch, std::st
       v |= uint64_t(uint8_t(cubin[at + i])) << (8 * i);
     return v;
   };
-  if (cubin.size() < 64 || std::memcmp(cubin.data(),
-                                       "\x7f"
-                                       "ELF",
-                                       4) != 0) {
+  static const char kElfMagic[4] = {0x7f, 'E', 'L', 'F'};
+  if (cubin.size() < 64 || std::memcmp(cubin.data(), kElfMagic, 4) != 0) {
     problem = "is not an ELF file";
     return false;
   }
@@ -670,10 +668,12 @@ llvm::Error makeDirectories(const fs::path &dir, const std::string &path,
       break;
   }
   for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
-    if (!fs::create_directory(*it, ec) && ec)
+    bool created = fs::create_directory(*it, ec);
+    if (ec)
       return fail("tilejit store " + path + ": cannot create its directory " + it->string() + ": " +
                   ec.message());
-    made.push_back(*it);
+    if (created) // not when another process made it meanwhile
+      made.push_back(*it);
   }
   if (!fs::is_directory(dir, ec))
     return fail("tilejit store " + path + ": " + dir.string() + " is not a directory" +
