@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "include/tilejit/tilejit.h"
 
+#include <atomic>
+#include <cstdlib>
 #include <string>
 
 #include "compiler/Compiler.h"
@@ -19,7 +21,7 @@
 struct tj_engine {
   std::unique_ptr<tilejit::Engine> engine;
   int device = 0;
-  int maxPrograms = 0;
+  std::atomic<int> smMargin{0};
 };
 
 namespace {
@@ -95,9 +97,19 @@ tj_status tj_engine_create(int device, tj_engine **out) {
   auto engine = tilejit::Engine::create(std::move(*options));
   if (!engine)
     return failed(engine.takeError());
+  int margin = 0;
+  if (const char *m = std::getenv("TILEJIT_SM_MARGIN"); m && *m) {
+    char *end = nullptr;
+    long v = std::strtol(m, &end, 10);
+    if (*end || v < 0 || v >= (*engine)->target().smCount())
+      return invalid("TILEJIT_SM_MARGIN='" + std::string(m) + "' is not a number in [0, " +
+                     std::to_string((*engine)->target().smCount() - 1) + "]");
+    margin = int(v);
+  }
   auto *e = new tj_engine;
   e->engine = std::move(*engine);
   e->device = device;
+  e->smMargin = margin;
   *out = e;
   return ok();
 }
@@ -113,12 +125,73 @@ tj_status tj_engine_device(tj_engine *e, int *sms, int *cc) {
   return ok();
 }
 
-tj_status tj_engine_set_max_programs(tj_engine *e, int programs) {
+tj_status tj_engine_set_sm_margin(tj_engine *e, int margin) {
   TJ_ENGINE(e);
-  if (programs < 0)
-    return invalid("programs must be >= 0 (0: every multiprocessor), got " +
-                   std::to_string(programs));
-  e->maxPrograms = programs;
+  int sms = e->engine->target().smCount();
+  if (margin < 0 || margin >= sms)
+    return invalid("sm_margin must be in [0, " + std::to_string(sms - 1) + "], got " +
+                   std::to_string(margin));
+  e->smMargin = margin;
+  return ok();
+}
+
+tj_status tj_engine_set_deterministic(tj_engine *e, int on) {
+  TJ_ENGINE(e);
+  e->engine->setDeterministic(on != 0);
+  return ok();
+}
+
+tj_status tj_rms_norm_prepare(tj_engine *e, int backward, tj_dtype dtype, tj_dtype wdtype,
+                              int64_t rows, int64_t cols, int zcg) {
+  TJ_ENGINE(e);
+  TJ_DTYPE(dt, dtype);
+  TJ_DTYPE(wdt, wdtype);
+  if (auto err = tilejit::checkRmsNormShape(rows, cols))
+    return invalid(llvm::toString(std::move(err)));
+  tilejit::KernelSpec spec;
+  if (backward) {
+    tilejit::RmsNormBackward a;
+    a.dtype = dt;
+    a.wdtype = wdt;
+    a.rows = rows;
+    a.cols = cols;
+    a.zeroCenteredGamma = zcg != 0;
+    spec = tilejit::rmsNormSpec(a, e->engine->target());
+  } else {
+    tilejit::RmsNormForward a;
+    a.dtype = dt;
+    a.wdtype = wdt;
+    a.rows = rows;
+    a.cols = cols;
+    a.zeroCenteredGamma = zcg != 0;
+    spec = tilejit::rmsNormSpec(a, e->engine->target());
+  }
+  auto kernel = e->engine->get(spec);
+  if (!kernel)
+    return failed(kernel.takeError());
+  return ok();
+}
+
+tj_status tj_gemm_prepare(tj_engine *e, tj_dtype ab, tj_dtype out, int trans_a, int trans_b,
+                          int64_t m, int64_t n, int64_t k, int with_c) {
+  TJ_ENGINE(e);
+  TJ_DTYPE(abt, ab);
+  TJ_DTYPE(outt, out);
+  tilejit::gemm::Call call;
+  call.ab = abt;
+  call.out = outt;
+  call.transA = trans_a != 0;
+  call.transB = trans_b != 0;
+  call.m = m;
+  call.n = n;
+  call.k = k;
+  call.hasC = with_c != 0;
+  auto spec = tilejit::gemm::specOf(call, e->engine->target());
+  if (!spec)
+    return invalid(llvm::toString(spec.takeError()));
+  auto kernel = e->engine->get(*spec);
+  if (!kernel)
+    return failed(kernel.takeError());
   return ok();
 }
 
@@ -204,8 +277,12 @@ tj_status tj_rms_norm_bwd(tj_engine *e, tj_dtype dtype, tj_dtype wdtype, const v
 
 tj_status tj_gemm(tj_engine *e, tj_dtype ab, tj_dtype out, int trans_a, int trans_b, int64_t m,
                   int64_t n, int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb,
-                  const void *c, void *d, float alpha, float beta, void *stream) {
+                  const void *c, void *d, float alpha, float beta, int sm_margin, void *stream) {
   TJ_ENGINE(e);
+  int sms = e->engine->target().smCount();
+  if (sm_margin < -1 || sm_margin >= sms)
+    return invalid("sm_margin must be -1 (the engine's) or in [0, " + std::to_string(sms - 1) +
+                   "], got " + std::to_string(sm_margin));
   TJ_DTYPE(abt, ab);
   TJ_DTYPE(outt, out);
   tilejit::gemm::Call call;
@@ -225,7 +302,7 @@ tj_status tj_gemm(tj_engine *e, tj_dtype ab, tj_dtype out, int trans_a, int tran
   call.alpha = alpha;
   call.beta = beta;
   call.hasC = c != nullptr;
-  call.maxPrograms = e->maxPrograms;
+  call.maxPrograms = sms - (sm_margin >= 0 ? sm_margin : e->smMargin.load());
   if (lda < 0 || ldb < 0)
     return invalid("lda and ldb must be >= 0 (0: packed rows)");
   if (lda && lda < (call.transA ? m : k))

@@ -60,6 +60,12 @@ public:
   /// Waits for background tunings started so far; returns the first error
   /// any of them met (they never stop the caller's work).
   llvm::Error waitForBackground();
+  /// Deterministic mode from now on: no tuning at run time, stored winners or
+  /// defaults only (a kernel already loaded stays).
+  void setDeterministic(bool on) {
+    std::lock_guard<std::mutex> lock(missMu_);
+    options_.deterministic = on;
+  }
   /// The device's target: specs for it carry it (arch and multiprocessors).
   const Target &target() const { return target_; }
   Store *store() { return store_.get(); }

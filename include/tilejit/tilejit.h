@@ -10,7 +10,9 @@
  *
  * Settings come from the environment when the engine is created: TILEJIT_TUNE
  * (off | on-miss | background), TILEJIT_DETERMINISTIC, TILEJIT_CACHE_DIR (the
- * store), TILEJIT_TUNE_ISOLATION, TILEJIT_WORKER.
+ * store), TILEJIT_TUNE_ISOLATION, TILEJIT_WORKER, TILEJIT_SM_MARGIN
+ * (multiprocessors persistent kernels leave free, as TransformerEngine's
+ * NVTE_*_SM_MARGIN do).
  *
  * Every function returns TJ_OK or an error status; tj_last_error() then
  * holds the message, per thread, until the next call on that thread.
@@ -50,9 +52,21 @@ TJ_API tj_status tj_engine_create(int device, tj_engine **out);
 TJ_API void tj_engine_destroy(tj_engine *engine);
 /* The device's multiprocessors and compute capability (e.g. 132, 90). */
 TJ_API tj_status tj_engine_device(tj_engine *engine, int *sms, int *compute_capability);
-/* Multiprocessors a persistent GEMM may occupy (0: all): the rest stay free
- * for kernels that run beside it (communication). */
-TJ_API tj_status tj_engine_set_max_programs(tj_engine *engine, int programs);
+/* Multiprocessors persistent kernels leave free for kernels that run beside
+ * them (communication); 0: none. Takes effect at the next launch, without
+ * recompiling. */
+TJ_API tj_status tj_engine_set_sm_margin(tj_engine *engine, int sm_margin);
+/* Deterministic mode (1): no tuning at run time; stored winners or defaults. */
+TJ_API tj_status tj_engine_set_deterministic(tj_engine *engine, int on);
+
+/* Warm-up: loads (compiles, tunes as the settings say) the kernel a call of
+ * these arguments would use, without launching, so that later calls (and CUDA
+ * graph captures) find it loaded. */
+TJ_API tj_status tj_rms_norm_prepare(tj_engine *engine, int backward, tj_dtype dtype,
+                                     tj_dtype wdtype, int64_t rows, int64_t cols,
+                                     int zero_centered_gamma);
+TJ_API tj_status tj_gemm_prepare(tj_engine *engine, tj_dtype ab, tj_dtype out, int trans_a,
+                                 int trans_b, int64_t m, int64_t n, int64_t k, int with_c);
 
 /* RMSNorm forward: rstd = 1/sqrt(mean(x^2) + eps), y = x * rstd * g with
  * g = w, or 1 + w when zero_centered_gamma. x, y: rows x cols of `dtype`,
@@ -75,11 +89,12 @@ TJ_API tj_status tj_rms_norm_bwd(tj_engine *engine, tj_dtype dtype, tj_dtype wdt
  * A is m x k (k x m with trans_a), B is k x n (n x k with trans_b: the weight
  * of a linear layer), C and D are m x n, contiguous (C may be D: accumulation
  * into D; C null: beta ignored). lda, ldb: elements between rows (0: packed);
- * rows must be 16-byte aligned. ab: bf16 or f16; out: bf16, f16 or f32. */
+ * rows must be 16-byte aligned. ab: bf16 or f16; out: bf16, f16 or f32.
+ * sm_margin: multiprocessors to leave free for this call (-1: the engine's). */
 TJ_API tj_status tj_gemm(tj_engine *engine, tj_dtype ab, tj_dtype out, int trans_a, int trans_b,
                          int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
                          const void *b, int64_t ldb, const void *c, void *d, float alpha,
-                         float beta, void *stream);
+                         float beta, int sm_margin, void *stream);
 
 #ifdef __cplusplus
 }

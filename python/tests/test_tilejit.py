@@ -30,7 +30,7 @@ class CInterface(unittest.TestCase):
         self.assertEqual(lib.tj_engine_create(0, None), 1)
         self.assertIn("out is null", lib.tj_last_error().decode())
         self.assertEqual(lib.tj_gemm(None, 0, 0, 0, 0, 1, 1, 1, None, 0, None, 0, None, None,
-                                     1.0, 0.0, None), 1)
+                                     1.0, 0.0, -1, None), 1)
         self.assertIn("engine is null", lib.tj_last_error().decode())
         h = ctypes.c_void_p()
         self.assertEqual(lib.tj_engine_create(-1, ctypes.byref(h)), 1)
@@ -153,6 +153,70 @@ class Ops(unittest.TestCase):
         eager = f(x, w, v)
         compiled = torch.compile(f, backend="aot_eager", fullgraph=True)(x, w, v)
         self.assertTrue(torch.equal(eager, compiled))
+
+    def test_opcheck_every_op(self):
+        x = torch.randn(33, 264, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        w = torch.randn(264, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        torch.library.opcheck(torch.ops.tilejit.rms_norm_fwd.default, (x, w, 1e-5, False))
+        y, rstd = torch.ops.tilejit.rms_norm_fwd(x, w, 1e-5, False)
+        torch.library.opcheck(torch.ops.tilejit.rms_norm_bwd.default,
+                              (torch.randn_like(y).detach(), x.detach(), rstd.detach(), w.detach(), False))
+        a = torch.randn(40, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        b = torch.randn(64, 72, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        torch.library.opcheck(torch.ops.tilejit.mm.default, (a, b))
+        c = torch.zeros(40, 72, device="cuda", dtype=torch.float32)
+        torch.library.opcheck(torch.ops.tilejit.mm_accumulate_.default,
+                              (a.detach(), b.detach(), c))
+
+    def test_bad_inputs_raise_clear_errors(self):
+        w = torch.ones(64, device="cuda", dtype=torch.bfloat16)
+        with self.assertRaisesRegex(Exception, "x is on cpu; tilejit runs on CUDA tensors"):
+            tilejit.ops.rms_norm(torch.ones(4, 64, dtype=torch.bfloat16), w)
+        with self.assertRaisesRegex(Exception, "does not match the last dimension"):
+            tilejit.ops.rms_norm(torch.ones(4, 63, device="cuda", dtype=torch.bfloat16), w)
+        a = torch.ones(8, 64, device="cuda", dtype=torch.bfloat16)
+        with self.assertRaisesRegex(Exception, "do not multiply"):
+            tilejit.ops.mm(a, torch.ones(32, 8, device="cuda", dtype=torch.bfloat16))
+        with self.assertRaisesRegex(Exception, "both bf16 or both f16"):
+            tilejit.ops.mm(a.float(), torch.ones(64, 8, device="cuda"))
+        with self.assertRaisesRegex(Exception, "16-byte aligned|multiple of 16"):
+            tilejit.ops.mm(torch.ones(8, 60, device="cuda", dtype=torch.bfloat16)[:, :57],
+                           torch.ones(57, 8, device="cuda", dtype=torch.bfloat16))
+
+    def test_sm_margin_and_determinism_keep_results(self):
+        a = torch.randn(1000, 512, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(512, 1000, device="cuda", dtype=torch.bfloat16)
+        full = tilejit.ops.mm(a, b)
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        narrow = tilejit.ops.mm(a, b, None, sms - 2)  # two programs walk every tile
+        self.assertTrue(torch.equal(full, narrow))
+        with self.assertRaisesRegex(Exception, "sm_margin must be"):
+            tilejit.ops.mm(a, b, None, sms)
+        torch.use_deterministic_algorithms(True)
+        try:
+            self.assertTrue(torch.equal(tilejit.ops.mm(a, b), full))
+        finally:
+            torch.use_deterministic_algorithms(False)
+
+    def test_warmup_then_capture_a_new_shape(self):
+        tilejit.warmup(linear=[(96, 320, 160)], rms_norm=[(96, 320)])
+        x = torch.randn(96, 320, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(160, 320, device="cuda", dtype=torch.bfloat16)
+        v = torch.ones(320, device="cuda", dtype=torch.bfloat16)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):  # nothing compiled during capture: warmed up
+            out = tilejit.ops.linear(tilejit.ops.rms_norm(x, v), w)
+        g.replay()
+        torch.cuda.synchronize()
+        ref = _ref_rms(x, v, 1e-6, False)[0] @ w.double().t()
+        _close(self, out, ref, 2e-2, "captured")
+
+    def test_loads_beside_triton(self):
+        import triton  # noqa: F401  (brings its own LLVM into the process)
+        x = torch.randn(64, 128, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(64, 128, device="cuda", dtype=torch.bfloat16)
+        _close(self, tilejit.ops.linear(x, w), x.double() @ w.double().t(), 1e-2, "beside triton")
 
     def test_cuda_graph_replays(self):
         x = torch.randn(128, 256, device="cuda", dtype=torch.bfloat16)

@@ -4,6 +4,13 @@
     y = tilejit.ops.linear(x, w)              # or tilejit.nn.Linear / RMSNorm
     tilejit.enable()                           # F.linear, F.rms_norm, nn.RMSNorm
     with tilejit.use(False): ...               # back to torch in a scope
+    tilejit.warmup(linear=[(8192, 4096, 4096)])  # load kernels before a graph capture
+    tilejit.set_sm_margin(8)                   # or TILEJIT_SM_MARGIN=8
+
+Settings: TILEJIT_TUNE, TILEJIT_CACHE_DIR, TILEJIT_DETERMINISTIC (also on while
+torch.are_deterministic_algorithms_enabled()), TILEJIT_SM_MARGIN,
+TILEJIT_LOG_LEVEL (the "tilejit" logger; lines carry the rank once
+torch.distributed is up).
 
 Registration happens once at import; enable() and use() only flip a flag.
 A case tilejit does not take (device, dtype, layout, alignment) falls back to
@@ -11,11 +18,34 @@ torch's own, and says why at debug level (logger "tilejit").
 """
 import contextlib
 import logging
+import os
 import threading
 
 from ._lib import TilejitError, version  # noqa: F401
 
 _log = logging.getLogger("tilejit")
+
+
+class _RankFilter(logging.Filter):
+    """Puts the torch.distributed rank in front of each line once it is up."""
+
+    def filter(self, record):
+        try:
+            import torch.distributed as dist
+            if dist.is_available() and dist.is_initialized():
+                record.msg = f"[rank {dist.get_rank()}] {record.msg}"
+        except Exception:  # noqa: BLE001 - logging must never fail a call
+            pass
+        return True
+
+
+_log.addFilter(_RankFilter())
+if os.environ.get("TILEJIT_LOG_LEVEL"):
+    _log.setLevel(os.environ["TILEJIT_LOG_LEVEL"].upper())
+    if not _log.handlers:
+        _h = logging.StreamHandler()
+        _h.setFormatter(logging.Formatter("tilejit %(levelname)s: %(message)s"))
+        _log.addHandler(_h)
 _state = threading.local()
 _enabled = {"linear": False, "rms_norm": False}
 _originals = {}
@@ -23,6 +53,7 @@ _originals = {}
 try:
     import torch
     from . import nn, ops  # noqa: F401
+    from .ops import set_sm_margin, warmup  # noqa: F401
 except ImportError:  # the C interface alone (ctypes) without torch
     torch = None
 

@@ -33,6 +33,8 @@ _lock = threading.Lock()
 
 def lib():
     global _lib
+    if _lib is not None:
+        return _lib
     with _lock:
         if _lib is None:
             path = _find()
@@ -44,14 +46,18 @@ def lib():
             l.tj_engine_create.argtypes = [i32, c.POINTER(vp)]
             l.tj_engine_destroy.argtypes = [vp]
             l.tj_engine_device.argtypes = [vp, c.POINTER(i32), c.POINTER(i32)]
-            l.tj_engine_set_max_programs.argtypes = [vp, i32]
+            l.tj_engine_set_sm_margin.argtypes = [vp, i32]
+            l.tj_engine_set_deterministic.argtypes = [vp, i32]
+            l.tj_rms_norm_prepare.argtypes = [vp, i32, i32, i32, i64, i64, i32]
+            l.tj_gemm_prepare.argtypes = [vp, i32, i32, i32, i32, i64, i64, i64, i32]
             l.tj_rms_norm_fwd.argtypes = [vp, i32, i32, vp, vp, vp, vp, i64, i64, f32, i32, vp]
             l.tj_rms_norm_bwd_workspace.argtypes = [vp, i32, i32, i64, i64, i32, c.POINTER(i64)]
             l.tj_rms_norm_bwd.argtypes = [vp, i32, i32, vp, vp, vp, vp, vp, vp, vp, i64, i64, i32,
                                           vp]
             l.tj_gemm.argtypes = [vp, i32, i32, i32, i32, i64, i64, i64, vp, i64, vp, i64, vp, vp,
-                                  f32, f32, vp]
-            for fn in ("tj_engine_create", "tj_engine_device", "tj_engine_set_max_programs",
+                                  f32, f32, i32, vp]
+            for fn in ("tj_engine_create", "tj_engine_device", "tj_engine_set_sm_margin",
+                       "tj_engine_set_deterministic", "tj_rms_norm_prepare", "tj_gemm_prepare",
                        "tj_rms_norm_fwd", "tj_rms_norm_bwd_workspace", "tj_rms_norm_bwd",
                        "tj_gemm"):
                 getattr(l, fn).restype = i32
@@ -71,16 +77,27 @@ def version():
 _engines = {}
 
 
+_deterministic = [None]  # a callable telling whether the caller asks for determinism
+
+
 def engine(device):
-    """The engine of CUDA device `device` (one per device, made at first use)."""
-    with _lock:
-        e = _engines.get(device)
-    if e is not None:
-        return e
-    handle = ctypes.c_void_p()
-    check(lib().tj_engine_create(device, ctypes.byref(handle)))
-    with _lock:
-        return _engines.setdefault(device, handle)
+    """The engine of CUDA device `device` (one per device, made at first use;
+    settings from TILEJIT_* at that moment)."""
+    e = _engines.get(device)
+    if e is None:
+        handle = ctypes.c_void_p()
+        check(lib().tj_engine_create(device, ctypes.byref(handle)))
+        with _lock:
+            e = _engines.setdefault(device, handle)
+    if _deterministic[0] is not None:
+        on = bool(_deterministic[0]())
+        if _det_state.get(device) != on:
+            check(lib().tj_engine_set_deterministic(e, int(on)))
+            _det_state[device] = on
+    return e
+
+
+_det_state = {}
 
 
 def dtype_code(name):

@@ -78,15 +78,15 @@ class _LinearMainGrad(torch.autograd.Function):
     def forward(ctx, x, w):
         ctx.save_for_backward(x, w)
         x2 = x.reshape(-1, x.shape[-1])
-        return ops.mm(x2, w.t()).reshape(*x.shape[:-1], w.shape[0])
+        return ops._mm_impl(x2, w.t()).reshape(*x.shape[:-1], w.shape[0])
 
     @staticmethod
     def backward(ctx, grad):
         x, w = ctx.saved_tensors
         g2 = grad.reshape(-1, grad.shape[-1]).to(x.dtype).contiguous()
-        dx = ops.mm(g2, w).reshape(x.shape) if ctx.needs_input_grad[0] else None
+        dx = ops._mm_impl(g2, w).reshape(x.shape) if ctx.needs_input_grad[0] else None
         if getattr(w, "main_grad", None) is None:
             w.main_grad = torch.zeros(w.shape, dtype=torch.float32, device=w.device)
         # main_grad (out x in, f32) += dY^T X, in one GEMM (TN).
-        ops.mm_accumulate_(g2.t(), x.reshape(-1, x.shape[-1]), w.main_grad)
+        ops._mm_accumulate_impl(g2.t(), x.reshape(-1, x.shape[-1]), w.main_grad)
         return dx, None

@@ -20,20 +20,53 @@ def _dt(t):
         raise _lib.TilejitError(f"tilejit: dtype {t} is not bf16, f16 or f32") from None
 
 
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _index(device):
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
 def _stream(device):
+    if _raw_stream is not None:
+        return _raw_stream(_index(device))
     return torch.cuda.current_stream(device).cuda_stream
 
 
 def _engine(device):
-    return _lib.engine(device.index if device.index is not None else torch.cuda.current_device())
+    return _lib.engine(_index(device))
+
+
+def _on_gpu(op, **tensors):
+    """Every tensor on one CUDA device: a CPU tensor's address must never
+    reach a kernel."""
+    dev = None
+    for name, t in tensors.items():
+        if not t.is_cuda:
+            raise ValueError(f"tilejit.{op}: {name} is on {t.device}; tilejit runs on CUDA tensors")
+        if dev is None:
+            dev = t.device
+        elif t.device != dev:
+            raise ValueError(f"tilejit.{op}: {name} is on {t.device}, the others on {dev}")
+
+
+def _rms_check(op, x, weight):
+    _on_gpu(op, x=x, weight=weight)
+    if x.dim() < 1 or weight.dim() != 1 or weight.shape[0] != x.shape[-1]:
+        raise ValueError(f"tilejit.{op}: weight of shape {tuple(weight.shape)} does not match "
+                         f"the last dimension of x {tuple(x.shape)}")
+    for name, t in (("x", x), ("weight", weight)):
+        if t.dtype not in _CODE:
+            raise ValueError(f"tilejit.{op}: {name} is {t.dtype}; bf16, f16 or f32 only")
+
+
+_lib._deterministic[0] = torch.are_deterministic_algorithms_enabled
 
 
 # ---- RMSNorm ---------------------------------------------------------------
 
-@torch.library.custom_op("tilejit::rms_norm_fwd", mutates_args=())
-def rms_norm_fwd(x: torch.Tensor, weight: torch.Tensor, eps: float,
-                 zero_centered_gamma: bool) -> Tuple[torch.Tensor, torch.Tensor]:
-    """y = x * rstd * g (g = w, or 1 + w) and rstd = 1/sqrt(mean(x^2) + eps), f32 per row."""
+def _rms_fwd_impl(x, weight, eps, zero_centered_gamma):
+    _rms_check("rms_norm_fwd", x, weight)
     h = x.shape[-1]
     xc = x.contiguous()
     wc = weight.contiguous()
@@ -47,15 +80,26 @@ def rms_norm_fwd(x: torch.Tensor, weight: torch.Tensor, eps: float,
     return y, rstd
 
 
+@torch.library.custom_op("tilejit::rms_norm_fwd", mutates_args=())
+def rms_norm_fwd(x: torch.Tensor, weight: torch.Tensor, eps: float,
+                 zero_centered_gamma: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    """y = x * rstd * g (g = w, or 1 + w) and rstd = 1/sqrt(mean(x^2) + eps), f32 per row."""
+    return _rms_fwd_impl(x, weight, eps, zero_centered_gamma)
+
+
 @rms_norm_fwd.register_fake
 def _(x, weight, eps, zero_centered_gamma):
     return torch.empty_like(x), x.new_empty(x.shape[:-1], dtype=torch.float32)
 
 
-@torch.library.custom_op("tilejit::rms_norm_bwd", mutates_args=())
-def rms_norm_bwd(dy: torch.Tensor, x: torch.Tensor, rstd: torch.Tensor, weight: torch.Tensor,
-                 zero_centered_gamma: bool) -> Tuple[torch.Tensor, torch.Tensor]:
-    """dx and dw (reduced over rows in f32, in a fixed order)."""
+def _rms_bwd_impl(dy, x, rstd, weight, zero_centered_gamma):
+    _rms_check("rms_norm_bwd", x, weight)
+    _on_gpu("rms_norm_bwd", dy=dy, x=x, rstd=rstd)
+    if dy.shape != x.shape or rstd.shape != x.shape[:-1] or rstd.dtype != torch.float32:
+        raise ValueError(f"tilejit.rms_norm_bwd: dy {tuple(dy.shape)}, x {tuple(x.shape)} and "
+                         f"rstd {tuple(rstd.shape)} {rstd.dtype} do not fit (rstd: f32, one per row)")
+    if dy.dtype != x.dtype:
+        raise ValueError(f"tilejit.rms_norm_bwd: dy is {dy.dtype}, x {x.dtype}")
     h = x.shape[-1]
     xc, dyc, wc, rc = x.contiguous(), dy.contiguous(), weight.contiguous(), rstd.contiguous()
     rows = xc.numel() // h if h else 0
@@ -71,6 +115,13 @@ def rms_norm_bwd(dy: torch.Tensor, x: torch.Tensor, rstd: torch.Tensor, weight: 
         wc.data_ptr(), dx.data_ptr(), dw.data_ptr(), ws.data_ptr(), rows, h,
         int(zero_centered_gamma), _stream(x.device)))
     return dx, dw
+
+
+@torch.library.custom_op("tilejit::rms_norm_bwd", mutates_args=())
+def rms_norm_bwd(dy: torch.Tensor, x: torch.Tensor, rstd: torch.Tensor, weight: torch.Tensor,
+                 zero_centered_gamma: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    """dx and dw (reduced over rows in f32, in a fixed order)."""
+    return _rms_bwd_impl(dy, x, rstd, weight, zero_centered_gamma)
 
 
 @rms_norm_bwd.register_fake
@@ -94,9 +145,37 @@ def _rms_backward(ctx, dy, drstd):
 rms_norm_fwd.register_autograd(_rms_backward, setup_context=_rms_setup)
 
 
+class _RmsNorm(torch.autograd.Function):
+    """The eager path of rms_norm: the same kernels as the custom ops without
+    the dispatcher's per-call cost (the custom ops serve torch.compile,
+    export and torch.ops callers)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, eps, zcg):
+        y, rstd = _rms_fwd_impl(x, weight, eps, zcg)
+        ctx.save_for_backward(x, weight, rstd)
+        ctx.zcg = zcg
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        dx, dw = _rms_bwd_impl(dy, x, rstd, weight, ctx.zcg)
+        return dx, dw, None, None
+
+
+def _eager():
+    return not torch.compiler.is_compiling()
+
+
 def rms_norm(x, weight, eps=1e-6, zero_centered_gamma=False):
     """y = x * rstd * g along the last dimension; differentiable."""
-    return rms_norm_fwd(x, weight, float(eps), bool(zero_centered_gamma))[0]
+    eps, zcg = float(eps), bool(zero_centered_gamma)
+    if not _eager():
+        return rms_norm_fwd(x, weight, eps, zcg)[0]
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
+        return _RmsNorm.apply(x, weight, eps, zcg)
+    return _rms_fwd_impl(x, weight, eps, zcg)[0]
 
 
 # ---- GEMM ------------------------------------------------------------------
@@ -113,7 +192,20 @@ def _operand(t):
     return None
 
 
-def _mm_into(a, b, c, d, alpha, beta):
+def _mm_check(op, a, b, c=None):
+    tensors = {"a": a, "b": b} if c is None else {"a": a, "b": b, "c": c}
+    _on_gpu(op, **tensors)
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"tilejit.{op}: a {tuple(a.shape)} and b {tuple(b.shape)} do not "
+                         "multiply (2-D, a's columns = b's rows)")
+    if a.dtype not in (torch.bfloat16, torch.float16) or b.dtype != a.dtype:
+        raise ValueError(f"tilejit.{op}: a is {a.dtype} and b {b.dtype}; both bf16 or both f16")
+    if c is not None and tuple(c.shape) != (a.shape[0], b.shape[1]):
+        raise ValueError(f"tilejit.{op}: c is {tuple(c.shape)}, the product "
+                         f"{(a.shape[0], b.shape[1])}")
+
+
+def _mm_into(a, b, c, d, alpha, beta, sm_margin=-1):
     la, lb = _operand(a), _operand(b)
     if la is None:
         a = a.contiguous()
@@ -126,34 +218,48 @@ def _mm_into(a, b, c, d, alpha, beta):
     _lib.check(_lib.lib().tj_gemm(
         _engine(a.device), _dt(a.dtype), _dt(d.dtype), int(la[0]), int(lb[0]), m, n, k,
         a.data_ptr(), la[1], b.data_ptr(), lb[1], None if c is None else c.data_ptr(),
-        d.data_ptr(), float(alpha), float(beta), _stream(a.device)))
+        d.data_ptr(), float(alpha), float(beta), int(sm_margin), _stream(a.device)))
 
 
 @torch.library.custom_op("tilejit::mm", mutates_args=())
-def mm(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+def mm(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[torch.dtype] = None,
+       sm_margin: int = -1) -> torch.Tensor:
     """a @ b for 2-D bf16/f16 tensors (row-major or transposed views), f32
-    accumulation, result in out_dtype (default: a's)."""
+    accumulation, result in out_dtype (default: a's). sm_margin: multiprocessors
+    to leave free for this call (-1: TILEJIT_SM_MARGIN or the engine's)."""
+    return _mm_impl(a, b, out_dtype, sm_margin)
+
+
+def _mm_impl(a, b, out_dtype=None, sm_margin=-1):
+    _mm_check("mm", a, b)
     d = torch.empty((a.shape[0], b.shape[1]), dtype=out_dtype or a.dtype, device=a.device)
-    _mm_into(a, b, None, d, 1.0, 0.0)
+    if d.numel() == 0:
+        return d
+    if a.shape[1] == 0:
+        return d.zero_()
+    _mm_into(a, b, None, d, 1.0, 0.0, sm_margin)
     return d
 
 
 @mm.register_fake
-def _(a, b, out_dtype=None):
+def _(a, b, out_dtype=None, sm_margin=-1):
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"tilejit.mm: a {tuple(a.shape)} and b {tuple(b.shape)} do not multiply")
     return a.new_empty((a.shape[0], b.shape[1]), dtype=out_dtype or a.dtype)
 
 
 def _mm_setup(ctx, inputs, output):
-    a, b, _ = inputs
+    a, b, _, sm_margin = inputs
     ctx.save_for_backward(a, b)
+    ctx.sm_margin = sm_margin
 
 
 def _mm_backward(ctx, grad):
     a, b = ctx.saved_tensors
     g = grad.to(a.dtype)
-    da = mm(g, b.t()) if ctx.needs_input_grad[0] else None
-    db = mm(a.t(), g) if ctx.needs_input_grad[1] else None
-    return da, db, None
+    da = mm(g, b.t(), None, ctx.sm_margin) if ctx.needs_input_grad[0] else None
+    db = mm(a.t(), g, None, ctx.sm_margin) if ctx.needs_input_grad[1] else None
+    return da, db, None, None
 
 
 mm.register_autograd(_mm_backward, setup_context=_mm_setup)
@@ -164,6 +270,13 @@ def mm_accumulate_(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, alpha: flo
                    beta: float = 1.0) -> None:
     """c = alpha * a @ b + beta * c in place (c f32 for gradient accumulation
     into a main_grad, bf16 or f16 otherwise)."""
+    _mm_accumulate_impl(a, b, c, alpha, beta)
+
+
+def _mm_accumulate_impl(a, b, c, alpha=1.0, beta=1.0):
+    _mm_check("mm_accumulate_", a, b, c)
+    if c.dtype not in _CODE:
+        raise ValueError(f"tilejit.mm_accumulate_: c is {c.dtype}; bf16, f16 or f32 only")
     if not c.is_contiguous():
         raise _lib.TilejitError("tilejit: mm_accumulate_ needs a contiguous c")
     _mm_into(a, b, c, c, alpha, beta)
@@ -174,10 +287,61 @@ def _(a, b, c, alpha=1.0, beta=1.0):
     return None
 
 
+class _Mm(torch.autograd.Function):
+    """The eager path of matmul (see _RmsNorm)."""
+
+    @staticmethod
+    def forward(ctx, a, b, sm_margin):
+        ctx.save_for_backward(a, b)
+        ctx.sm_margin = sm_margin
+        return _mm_impl(a, b, None, sm_margin)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        g = grad.to(a.dtype)
+        da = _mm_impl(g, b.t(), None, ctx.sm_margin) if ctx.needs_input_grad[0] else None
+        db = _mm_impl(a.t(), g, None, ctx.sm_margin) if ctx.needs_input_grad[1] else None
+        return da, db, None
+
+
+def matmul(a, b, sm_margin=-1):
+    """a @ b through tilejit (2-D, bf16/f16, row-major or transposed views);
+    differentiable."""
+    if not _eager():
+        return mm(a, b, None, sm_margin)
+    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+        return _Mm.apply(a, b, sm_margin)
+    return _mm_impl(a, b, None, sm_margin)
+
+
 def linear(x, weight, bias=None):
     """F.linear through tilejit: x @ weight^T (+ bias)."""
     shape = x.shape
-    y = mm(x.reshape(-1, shape[-1]), weight.t())
+    y = matmul(x.reshape(-1, shape[-1]), weight.t())
     if bias is not None:
         y = y + bias
     return y.reshape(*shape[:-1], weight.shape[0])
+
+
+def warmup(linear=(), rms_norm=(), dtype=torch.bfloat16, device=None):
+    """Loads the kernels of the given calls ahead of time (compiling, or tuning
+    where TILEJIT_TUNE says so), so that the first step and CUDA graph captures
+    find them loaded. linear: (tokens, in_features, out_features) of F.linear
+    calls (their forward and both gradients); rms_norm: (rows, hidden)."""
+    dev = torch.device(device) if device is not None else torch.device("cuda")
+    eng = _engine(dev)
+    code = _dt(dtype)
+    lib = _lib.lib()
+    for m, k, n in linear:
+        for ta, tb, mm_, nn_, kk in ((0, 1, m, n, k), (0, 0, m, k, n), (1, 0, n, k, m)):
+            _lib.check(lib.tj_gemm_prepare(eng, code, code, ta, tb, mm_, nn_, kk, 0))
+    for rows, hidden in rms_norm:
+        for backward in (0, 1):
+            _lib.check(lib.tj_rms_norm_prepare(eng, backward, code, code, rows, hidden, 0))
+
+
+def set_sm_margin(sm_margin, device=None):
+    """Multiprocessors persistent kernels leave free from now on (0: none)."""
+    dev = torch.device(device) if device is not None else torch.device("cuda")
+    _lib.check(_lib.lib().tj_engine_set_sm_margin(_engine(dev), int(sm_margin)))
