@@ -26,7 +26,7 @@
 #include "ops/rmsnorm/RmsNormDecl.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Store.h"
-#include "service/RmsNormCachedOps.h"
+#include "ops/rmsnorm/RmsNormCached.h"
 
 using namespace tilejit;
 

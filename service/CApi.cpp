@@ -15,7 +15,7 @@
 #include "compiler/Compiler.h"
 #include "ops/gemm/GemmLaunch.h"
 #include "runtime/CudaDriver.h"
-#include "runtime/RmsNormOps.h"
+#include "ops/rmsnorm/RmsNormLaunch.h"
 #include "service/Engine.h"
 
 struct tj_engine {

@@ -11,7 +11,7 @@
 #include <cmath>
 
 #include "ops/rmsnorm/RmsNormDecl.h"
-#include "service/RmsNormCachedOps.h"
+#include "ops/rmsnorm/RmsNormCached.h"
 #include "tests/support/Compare.h"
 #include "tests/support/RmsNormReference.h"
 #include "tests/support/Seed.h"

@@ -11,7 +11,7 @@
 #include "ops/rmsnorm/RmsNormDecl.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/DeviceBuffer.h"
-#include "runtime/RmsNormOps.h"
+#include "ops/rmsnorm/RmsNormLaunch.h"
 #include "runtime/Store.h"
 #include "service/Engine.h"
 #include "service/KernelCache.h"

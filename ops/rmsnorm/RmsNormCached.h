@@ -1,12 +1,12 @@
-//===- RmsNormCachedOps.h - RMSNorm through a KernelCache ----------*- C++ -*-===//
+//===- RmsNormCached.h - RMSNorm through a KernelCache -------------*- C++ -*-===//
 //
-// The launches of runtime/RmsNormOps.h with the kernel fetched (compiled on a
+// The launches of ops/rmsnorm/RmsNormLaunch.h with the kernel fetched (compiled on a
 // miss) from a KernelCache.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
-#include "runtime/RmsNormOps.h"
+#include "ops/rmsnorm/RmsNormLaunch.h"
 #include "service/KernelCache.h"
 
 namespace tilejit {

@@ -1,4 +1,4 @@
-//===- RmsNorm.cpp - RMSNorm forward and backward templates ---------------===//
+//===- RmsNormTemplate.cpp - RMSNorm forward and backward templates -------===//
 //
 // Forward:  rstd = 1 / sqrt(mean(x^2) + eps);  y = x * rstd * g
 // Backward: xhat = x * rstd;  dx = rstd * (dy*g - xhat * mean(dy*g*xhat));
@@ -575,7 +575,7 @@ public:
   }
 
   std::string_view sourceHash() const override {
-    return embedded::templateSourceHash("RmsNorm.cpp");
+    return embedded::templateSourceHash("RmsNormTemplate.cpp");
   }
 
   llvm::Expected<OwningOpRef<ModuleOp>> build(MLIRContext &ctx, const KernelSpec &ks,

@@ -1,5 +1,5 @@
-//===- RmsNormOps.cpp -------------------------------------------------------===//
-#include "runtime/RmsNormOps.h"
+//===- RmsNormLaunch.cpp ----------------------------------------------------===//
+#include "ops/rmsnorm/RmsNormLaunch.h"
 
 #include "ops/rmsnorm/RmsNormDecl.h"
 

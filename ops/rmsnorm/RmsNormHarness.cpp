@@ -9,7 +9,6 @@
 //
 //===----------------------------------------------------------------------===//
 #include "autotune/Harness.h"
-#include "ops/gemm/GemmDecl.h"
 #include "ops/rmsnorm/RmsNormDecl.h"
 
 #include <atomic>
@@ -19,7 +18,7 @@
 #include <thread>
 
 #include "runtime/DeviceBuffer.h"
-#include "runtime/RmsNormOps.h"
+#include "ops/rmsnorm/RmsNormLaunch.h"
 
 namespace tilejit {
 namespace {
@@ -354,16 +353,8 @@ private:
 
 } // namespace
 
-std::unique_ptr<OpHarness> makeGemmHarness();
-
-std::unique_ptr<OpHarness> makeHarness(const KernelSpec &spec) {
-  if (gemm::isGemm(spec))
-    return makeGemmHarness();
-  if (spec.is(rmsnorm::forwardOp()))
-    return std::make_unique<RmsNormHarness>(false);
-  if (spec.is(rmsnorm::backwardOp()))
-    return std::make_unique<RmsNormHarness>(true);
-  return nullptr;
+std::unique_ptr<OpHarness> makeRmsNormHarness(bool backward) {
+  return std::make_unique<RmsNormHarness>(backward);
 }
 
 } // namespace tilejit

@@ -1,4 +1,4 @@
-//===- RmsNormOps.h - RMSNorm launches on device buffers -----------*- C++ -*-===//
+//===- RmsNormLaunch.h - RMSNorm launches on device buffers --------*- C++ -*-===//
 //
 // Builds the kernel spec from the buffers (dtypes, sizes, the alignment the
 // addresses actually have), fetches the kernel and launches it on `stream`.

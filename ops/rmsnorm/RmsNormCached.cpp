@@ -1,10 +1,10 @@
-//===- RmsNormCachedOps.cpp - RMSNorm through a KernelCache -----------------===//
+//===- RmsNormCached.cpp - RMSNorm through a KernelCache --------------------===//
 //
-// Apart from runtime/RmsNormOps.cpp: these compile on a miss, and the runtime
+// Apart from RmsNormLaunch.cpp: these compile on a miss, and the runtime
 // (which the tuner's measuring worker and a C ABI link) has no compiler.
 //
 //===----------------------------------------------------------------------===//
-#include "service/RmsNormCachedOps.h"
+#include "ops/rmsnorm/RmsNormCached.h"
 
 namespace tilejit {
 
