@@ -15,6 +15,11 @@
 //   belongs to another application is moved aside (never deleted) and a fresh
 //   store made; a store written by a newer tilejit is an error and left alone.
 // - The schema is versioned with `PRAGMA user_version` and migrated in steps.
+// - A store opened for reading (openForReading) is never created, moved,
+//   migrated, switched or written; a new store or an export appears whole or
+//   not at all.
+// - An import takes only the kernels its caller accepts, and checks every
+//   column of the other file before writing anything.
 //
 // One Store object may be shared by threads (one connection under a mutex).
 // The launch path never touches it: the engine keeps loaded kernels in memory.
