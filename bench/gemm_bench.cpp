@@ -28,29 +28,16 @@
 #include "runtime/Store.h"
 #include "ops/gemm/GemmLaunch.h"
 #include "runtime/CudaDriver.h"
+#include "bench/BenchUtil.h"
 #include "runtime/DeviceBuffer.h"
 
 using namespace tilejit;
+using namespace tilejit::bench;
+
+const char *const tilejit::bench::kProgram = "gemm_bench";
 
 namespace {
 
-[[noreturn]] void die(const std::string &msg) {
-  std::fprintf(stderr, "gemm_bench: %s\n", msg.c_str());
-  std::exit(1);
-}
-template <class T> T must(llvm::Expected<T> v) {
-  if (!v)
-    die(llvm::toString(v.takeError()));
-  return std::move(*v);
-}
-void must(llvm::Error e) {
-  if (e)
-    die(llvm::toString(std::move(e)));
-}
-void cu(CUresult r, const char *what) {
-  if (r != CUDA_SUCCESS)
-    die(std::string(what) + " failed: " + std::to_string(int(r)));
-}
 
 struct ShapeCase {
   std::string name, layout;

@@ -24,31 +24,18 @@
 #include "autotune/Tuner.h"
 #include "compiler/templates/Template.h"
 #include "ops/rmsnorm/RmsNormDecl.h"
+#include "bench/BenchUtil.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Store.h"
 #include "ops/rmsnorm/RmsNormCached.h"
 
 using namespace tilejit;
+using namespace tilejit::bench;
+
+const char *const tilejit::bench::kProgram = "rmsnorm_bench";
 
 namespace {
 
-[[noreturn]] void die(const std::string &msg) {
-  std::fprintf(stderr, "rmsnorm_bench: %s\n", msg.c_str());
-  std::exit(1);
-}
-template <class T> T must(llvm::Expected<T> v) {
-  if (!v)
-    die(llvm::toString(v.takeError()));
-  return std::move(*v);
-}
-void must(llvm::Error e) {
-  if (e)
-    die(llvm::toString(std::move(e)));
-}
-void cu(CUresult r, const char *what) {
-  if (r != CUDA_SUCCESS)
-    die(std::string(what) + " failed: " + std::to_string(int(r)));
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

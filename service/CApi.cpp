@@ -65,6 +65,18 @@ bool dtypeOf(tj_dtype t, tilejit::DType &out) {
   if (!(e) || !(e)->engine)                                                                        \
     return invalid("engine is null");
 
+/// The shape of an RMSNorm call (forward or backward), no buffers yet.
+template <class A>
+A rmsArgs(tilejit::DType dt, tilejit::DType wdt, int64_t rows, int64_t cols, int zcg) {
+  A a;
+  a.dtype = dt;
+  a.wdtype = wdt;
+  a.rows = rows;
+  a.cols = cols;
+  a.zeroCenteredGamma = zcg != 0;
+  return a;
+}
+
 /// Launches `launch(kernel)` with the kernel for `spec`.
 template <class F> tj_status withKernel(tj_engine *e, const tilejit::KernelSpec &spec, void *stream,
                                         F launch) {
@@ -148,24 +160,12 @@ tj_status tj_rms_norm_prepare(tj_engine *e, int backward, tj_dtype dtype, tj_dty
   TJ_DTYPE(wdt, wdtype);
   if (auto err = tilejit::checkRmsNormShape(rows, cols))
     return invalid(llvm::toString(std::move(err)));
-  tilejit::KernelSpec spec;
-  if (backward) {
-    tilejit::RmsNormBackward a;
-    a.dtype = dt;
-    a.wdtype = wdt;
-    a.rows = rows;
-    a.cols = cols;
-    a.zeroCenteredGamma = zcg != 0;
-    spec = tilejit::rmsNormSpec(a, e->engine->target());
-  } else {
-    tilejit::RmsNormForward a;
-    a.dtype = dt;
-    a.wdtype = wdt;
-    a.rows = rows;
-    a.cols = cols;
-    a.zeroCenteredGamma = zcg != 0;
-    spec = tilejit::rmsNormSpec(a, e->engine->target());
-  }
+  const tilejit::Target &t = e->engine->target();
+  tilejit::KernelSpec spec =
+      backward ? tilejit::rmsNormSpec(
+                     rmsArgs<tilejit::RmsNormBackward>(dt, wdt, rows, cols, zcg), t)
+               : tilejit::rmsNormSpec(rmsArgs<tilejit::RmsNormForward>(dt, wdt, rows, cols, zcg),
+                                      t);
   auto kernel = e->engine->get(spec);
   if (!kernel)
     return failed(kernel.takeError());
@@ -177,16 +177,16 @@ tj_status tj_gemm_prepare(tj_engine *e, tj_dtype ab, tj_dtype out, int trans_a, 
   TJ_ENGINE(e);
   TJ_DTYPE(abt, ab);
   TJ_DTYPE(outt, out);
-  tilejit::gemm::Call call;
-  call.ab = abt;
-  call.out = outt;
-  call.transA = trans_a != 0;
-  call.transB = trans_b != 0;
-  call.m = m;
-  call.n = n;
-  call.k = k;
-  call.hasC = with_c != 0;
-  auto spec = tilejit::gemm::specOf(call, e->engine->target());
+  tilejit::gemm::Params p;
+  p.ab = abt;
+  p.out = outt;
+  p.transA = trans_a != 0;
+  p.transB = trans_b != 0;
+  p.hasC = with_c != 0;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  auto spec = tilejit::gemm::specOf(tilejit::gemm::callOf(p), e->engine->target());
   if (!spec)
     return invalid(llvm::toString(spec.takeError()));
   auto kernel = e->engine->get(*spec);
@@ -207,17 +207,12 @@ tj_status tj_rms_norm_fwd(tj_engine *e, tj_dtype dtype, tj_dtype wdtype, const v
     return ok();
   if (!x || !w || !y || !rstd)
     return invalid("x, w, y and rstd must be device pointers, not null");
-  tilejit::RmsNormForward a;
-  a.dtype = dt;
-  a.wdtype = wdt;
+  auto a = rmsArgs<tilejit::RmsNormForward>(dt, wdt, rows, cols, zcg);
   a.x = uint64_t(x);
   a.w = uint64_t(w);
   a.y = uint64_t(y);
   a.rstd = uint64_t(rstd);
-  a.rows = rows;
-  a.cols = cols;
   a.eps = eps;
-  a.zeroCenteredGamma = zcg != 0;
   return withKernel(e, tilejit::rmsNormSpec(a, e->engine->target()), stream,
                     [&](const tilejit::LoadedKernel &k) {
                       return tilejit::launchRmsNormForward(k, a, static_cast<CUstream>(stream));
@@ -233,13 +228,8 @@ tj_status tj_rms_norm_bwd_workspace(tj_engine *e, tj_dtype dtype, tj_dtype wdtyp
     return invalid("bytes is null");
   if (auto err = tilejit::checkRmsNormShape(rows, cols))
     return invalid(llvm::toString(std::move(err)));
-  tilejit::RmsNormBackward a;
-  a.dtype = dt;
-  a.wdtype = wdt;
-  a.rows = rows;
-  a.cols = cols;
-  a.zeroCenteredGamma = zcg != 0;
-  auto kernel = e->engine->get(tilejit::rmsNormSpec(a, e->engine->target()));
+  auto kernel = e->engine->get(tilejit::rmsNormSpec(
+      rmsArgs<tilejit::RmsNormBackward>(dt, wdt, rows, cols, zcg), e->engine->target()));
   if (!kernel)
     return failed(kernel.takeError());
   *bytes = kernel->workspaceBytes();
@@ -256,9 +246,7 @@ tj_status tj_rms_norm_bwd(tj_engine *e, tj_dtype dtype, tj_dtype wdtype, const v
     return invalid(llvm::toString(std::move(err)));
   if (!dw || (rows > 0 && (!dy || !x || !rstd || !w || !dx || !workspace)))
     return invalid("dy, x, rstd, w, dx, dw and workspace must be device pointers, not null");
-  tilejit::RmsNormBackward a;
-  a.dtype = dt;
-  a.wdtype = wdt;
+  auto a = rmsArgs<tilejit::RmsNormBackward>(dt, wdt, rows, cols, zcg);
   a.dy = uint64_t(dy);
   a.x = uint64_t(x);
   a.rstd = uint64_t(rstd);
@@ -266,9 +254,6 @@ tj_status tj_rms_norm_bwd(tj_engine *e, tj_dtype dtype, tj_dtype wdtype, const v
   a.dx = uint64_t(dx);
   a.dw = uint64_t(dw);
   a.workspace = uint64_t(workspace);
-  a.rows = rows;
-  a.cols = cols;
-  a.zeroCenteredGamma = zcg != 0;
   return withKernel(e, tilejit::rmsNormSpec(a, e->engine->target()), stream,
                     [&](const tilejit::LoadedKernel &k) {
                       return tilejit::launchRmsNormBackward(k, a, static_cast<CUstream>(stream));

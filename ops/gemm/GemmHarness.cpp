@@ -62,18 +62,7 @@ public:
     if (!info)
       return info.takeError();
     sms_ = info->smCount;
-    call_ = {};
-    call_.ab = p.ab;
-    call_.out = p.out;
-    call_.transA = p.transA;
-    call_.transB = p.transB;
-    call_.hasC = p.hasC;
-    call_.n = p.n;
-    call_.k = p.k;
-    call_.alpha = 1.0f;
-    call_.beta = p.hasC ? 1.0f : 0.0f;
-    full_ = call_;
-    full_.m = p.m;
+    full_ = call_ = gemm::callOf(p);
     call_.m = std::min<int64_t>(p.m, 1024);
     int ab = dtypeBytes(p.ab), ob = dtypeBytes(p.out);
 

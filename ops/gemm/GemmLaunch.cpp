@@ -81,6 +81,20 @@ llvm::Expected<CUtensorMap> mapOf(const char *name, DType t, uint64_t addr, int6
 }
 } // namespace
 
+Call callOf(const Params &p) {
+  Call c;
+  c.ab = p.ab;
+  c.out = p.out;
+  c.transA = p.transA;
+  c.transB = p.transB;
+  c.hasC = p.hasC;
+  c.m = p.m;
+  c.n = p.n;
+  c.k = p.k;
+  c.beta = p.hasC ? 1.0f : 0.0f;
+  return c;
+}
+
 llvm::Expected<KernelSpec> specOf(const Call &c, const Target &target) {
   if (c.m < 1 || c.n < 1 || c.k < 1)
     return error("sizes must be positive, got m=" + llvm::Twine(c.m) + " n=" + llvm::Twine(c.n) +

@@ -28,6 +28,9 @@ struct Call {
   int64_t maxPrograms = 0;
 };
 
+/// The call a spec describes (no buffers yet; alpha 1, beta 1 with C).
+Call callOf(const Params &p);
+
 /// The spec for `call` on `target`, or an error naming the bad field.
 llvm::Expected<KernelSpec> specOf(const Call &call, const Target &target);
 

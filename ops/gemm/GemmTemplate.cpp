@@ -23,6 +23,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/EmbeddedSources.h"
+#include "compiler/templates/Kernel.h"
 #include "compiler/templates/Template.h"
 #include "dialects/Tile/TileDialect.h"
 #include "ops/gemm/GemmDecl.h"
@@ -41,18 +42,6 @@ llvm::Error configError(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
-Type elemType(MLIRContext &ctx, DType t) {
-  Builder b(&ctx);
-  switch (t) {
-  case DType::BF16:
-    return b.getBF16Type();
-  case DType::F16:
-    return b.getF16Type();
-  case DType::F32:
-    return b.getF32Type();
-  }
-  return b.getF32Type();
-}
 
 struct Shape {
   int64_t bm, bn, bk, stages, consumers, group;
@@ -214,17 +203,11 @@ private:
     // Programs: min(ceil(M / bm) * tiles along N, the cap).
     AffineExpr m = getAffineSymbolExpr(0, &ctx), cap = getAffineSymbolExpr(1, &ctx);
     AffineMap grid = AffineMap::get(0, 2, {m.ceilDiv(s.bm) * nTiles, cap}, &ctx);
-    SmallVector<NamedAttribute> cfgAttrs;
-    for (auto &[k, v] : cfg.values)
-      cfgAttrs.push_back(b.getNamedAttr(k, b.getI64IntegerAttr(v)));
-    int64_t threads = 128 * (s.consumers + 1);
-    auto kernel = tt::KernelOp::create(
-        b, loc, kernelName(p), b.getFunctionType(args, {}), threads, grid,
-        ArrayRef<int64_t>{2, 0, progsArg, -1}, b.getDictionaryAttr(cfgAttrs), nullptr, nullptr,
-        nullptr, /*min_blocks=*/b.getI64IntegerAttr(1), nullptr, nullptr, nullptr);
-    Block *entry = b.createBlock(&kernel.getBody());
-    for (Type t : args)
-      entry->addArgument(t, loc);
+    // One block per multiprocessor: the register limit at entry that
+    // setmaxnreg redistributes.
+    auto kernel = makeKernel(b, loc, kernelName(p), args, 128 * (s.consumers + 1), grid,
+                             {2, 0, progsArg, -1}, cfg, /*cluster=*/1, /*minBlocks=*/1);
+    Block *entry = &kernel.getBody().front();
     Value a = entry->getArgument(0), bm = entry->getArgument(1), d = entry->getArgument(2);
     Value c = p.hasC ? entry->getArgument(3) : Value();
     Value alpha = entry->getArgument(p.hasC ? 4 : 3);

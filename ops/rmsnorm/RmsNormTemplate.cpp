@@ -32,6 +32,7 @@
 // A program is then a cluster; `programs` counts clusters.
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/templates/Kernel.h"
 #include "compiler/templates/Template.h"
 
 #include "compiler/EmbeddedSources.h"
@@ -74,17 +75,6 @@ llvm::Error configError(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
-Type elemType(MLIRContext &ctx, DType t) {
-  switch (t) {
-  case DType::BF16:
-    return BFloat16Type::get(&ctx);
-  case DType::F16:
-    return Float16Type::get(&ctx);
-  case DType::F32:
-    return Float32Type::get(&ctx);
-  }
-  return {};
-}
 
 /// Builds tiles, constants and arithmetic for one layout.
 struct TileBuilder {
@@ -158,29 +148,6 @@ struct TileBuilder {
     return g;
   }
 };
-
-DictionaryAttr configAttr(MLIRContext &ctx, const TileConfig &cfg) {
-  Builder b(&ctx);
-  SmallVector<NamedAttribute> attrs;
-  for (auto &[k, v] : cfg.values)
-    attrs.push_back(b.getNamedAttr(k, b.getI64IntegerAttr(v)));
-  return b.getDictionaryAttr(attrs);
-}
-
-tt::KernelOp makeKernel(OpBuilder &b, Location loc, StringRef name, ArrayRef<Type> args,
-                        int64_t threads, AffineMap grid, ArrayRef<int64_t> gridOperands,
-                        DictionaryAttr config, int64_t cluster = 1) {
-  auto fnType = b.getFunctionType(args, {});
-  auto kernel = tt::KernelOp::create(b, loc, name, fnType, threads, grid, gridOperands, config,
-                                     /*arg_attrs=*/nullptr, /*res_attrs=*/nullptr,
-                                     cluster > 1 ? b.getI64IntegerAttr(cluster) : nullptr,
-                                     /*min_blocks=*/nullptr, /*scratch_bytes=*/nullptr,
-                                     /*cluster_rows=*/nullptr, /*dynamic_smem_bytes=*/nullptr);
-  Block *entry = b.createBlock(&kernel.getBody());
-  for (Type t : args)
-    entry->addArgument(t, loc);
-  return kernel;
-}
 
 struct Shape {
   int64_t vec, threads, rowThreads, colThreads;
@@ -621,8 +588,8 @@ private:
     AffineMap grid =
         programs > 0 ? AffineMap::get(0, 1, {tiles, getAffineConstantExpr(programs, &ctx)}, &ctx)
                      : AffineMap::get(0, 1, tiles);
-    auto kernel = makeKernel(b, loc, baseName(spec), args, s.threads, grid, {0, 0},
-                             configAttr(ctx, cfg), s.cluster);
+    auto kernel = makeKernel(b, loc, baseName(spec), args, s.threads, grid, {0, 0}, cfg,
+                             s.cluster);
     // A row held in up to kMaxHeldFwd (32) elements a thread fits in 64
     // registers, so 1024 threads fit on a multiprocessor. Left alone, ptxas takes a few more
     // where a run is ragged and loses a block: 15000 columns, 512 threads,
@@ -866,8 +833,7 @@ private:
                                 MemRefType::get({dyn}, f32),   MemRefType::get({n}, wT),
                                 MemRefType::get({dyn, n}, xT), MemRefType::get({programs, n}, f32)};
       AffineMap grid = AffineMap::get(0, 0, getAffineConstantExpr(programs, &ctx));
-      auto kernel = makeKernel(b, loc, baseName(spec), args, s.threads, grid, {},
-                               configAttr(ctx, cfg), s.cluster);
+      auto kernel = makeKernel(b, loc, baseName(spec), args, s.threads, grid, {}, cfg, s.cluster);
       Block &body = kernel.getBody().front();
       b.setInsertionPointToStart(&body);
       Value x = body.getArgument(1);
@@ -894,7 +860,7 @@ private:
       int64_t strips = ceilDiv(n, kDwStrip);
       AffineMap grid = AffineMap::get(0, 0, getAffineConstantExpr(strips, &ctx));
       auto kernel = makeKernel(b, loc, baseName(spec) + "_dw", args, kDwRowThreads * kDwColThreads,
-                               grid, {}, configAttr(ctx, cfg));
+                               grid, {}, cfg);
       Block &body = kernel.getBody().front();
       b.setInsertionPointToStart(&body);
       Value dwp = body.getArgument(0), dw = body.getArgument(1);

@@ -50,7 +50,15 @@ def _on_gpu(op, **tensors):
             raise ValueError(f"tilejit.{op}: {name} is on {t.device}, the others on {dev}")
 
 
+_CODES = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
+
+
 def _rms_check(op, x, weight):
+    # The common case in one test; the names of what is wrong after.
+    if x.is_cuda and weight.is_cuda and x.get_device() == weight.get_device() and \
+            weight.dim() == 1 and x.dim() >= 1 and weight.shape[0] == x.shape[-1] and \
+            x.dtype in _CODES and weight.dtype in _CODES:
+        return
     _on_gpu(op, x=x, weight=weight)
     if x.dim() < 1 or weight.dim() != 1 or weight.shape[0] != x.shape[-1]:
         raise ValueError(f"tilejit.{op}: weight of shape {tuple(weight.shape)} does not match "
@@ -71,12 +79,15 @@ def _rms_fwd_impl(x, weight, eps, zero_centered_gamma):
     xc = x.contiguous()
     wc = weight.contiguous()
     y = torch.empty_like(xc)
-    rstd = torch.empty(xc.shape[:-1], dtype=torch.float32, device=x.device)
+    rstd = xc.new_empty(xc.shape[:-1], dtype=torch.float32)
     rows = xc.numel() // h if h else 0
-    _lib.check(_lib.lib().tj_rms_norm_fwd(
-        _engine(x.device), _dt(x.dtype), _dt(weight.dtype), xc.data_ptr(), wc.data_ptr(),
-        y.data_ptr(), rstd.data_ptr(), rows, h, float(eps), int(zero_centered_gamma),
-        _stream(x.device)))
+    dev = x.get_device()
+    status = _lib.lib().tj_rms_norm_fwd(
+        _lib.engine(dev), _CODES[x.dtype], _CODES[weight.dtype], xc.data_ptr(), wc.data_ptr(),
+        y.data_ptr(), rstd.data_ptr(), rows, h, eps, zero_centered_gamma,
+        _raw_stream(dev) if _raw_stream is not None else _stream(x.device))
+    if status:
+        _lib.check(status)
     return y, rstd
 
 
@@ -193,6 +204,10 @@ def _operand(t):
 
 
 def _mm_check(op, a, b, c=None):
+    if c is None and a.is_cuda and b.is_cuda and a.get_device() == b.get_device() and \
+            a.dim() == 2 and b.dim() == 2 and a.shape[1] == b.shape[0] and \
+            (a.dtype is torch.bfloat16 or a.dtype is torch.float16) and b.dtype is a.dtype:
+        return
     tensors = {"a": a, "b": b} if c is None else {"a": a, "b": b, "c": c}
     _on_gpu(op, **tensors)
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
@@ -215,10 +230,14 @@ def _mm_into(a, b, c, d, alpha, beta, sm_margin=-1):
         lb = (False, b.shape[1])
     m, k = a.shape
     n = b.shape[1]
-    _lib.check(_lib.lib().tj_gemm(
-        _engine(a.device), _dt(a.dtype), _dt(d.dtype), int(la[0]), int(lb[0]), m, n, k,
+    dev = a.get_device()
+    status = _lib.lib().tj_gemm(
+        _lib.engine(dev), _CODES[a.dtype], _CODES[d.dtype], la[0], lb[0], m, n, k,
         a.data_ptr(), la[1], b.data_ptr(), lb[1], None if c is None else c.data_ptr(),
-        d.data_ptr(), float(alpha), float(beta), int(sm_margin), _stream(a.device)))
+        d.data_ptr(), alpha, beta, sm_margin,
+        _raw_stream(dev) if _raw_stream is not None else _stream(a.device))
+    if status:
+        _lib.check(status)
 
 
 @torch.library.custom_op("tilejit::mm", mutates_args=())
