@@ -8,7 +8,9 @@
 //===----------------------------------------------------------------------===//
 #include "include/tilejit/tilejit.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <cstdlib>
 #include <string>
 
@@ -150,6 +152,30 @@ tj_status tj_engine_set_sm_margin(tj_engine *e, int margin) {
 tj_status tj_engine_set_deterministic(tj_engine *e, int on) {
   TJ_ENGINE(e);
   e->engine->setDeterministic(on != 0);
+  return ok();
+}
+
+tj_status tj_explain(tj_engine *e, const char *specText, char *out, int64_t capacity,
+                     int64_t *needed) {
+  TJ_ENGINE(e);
+  if (!specText)
+    return invalid("spec is null");
+  if (capacity < 0 || (capacity > 0 && !out))
+    return invalid("out is null or capacity negative");
+  auto spec = tilejit::KernelSpec::parse(specText);
+  if (!spec)
+    return invalid(llvm::toString(spec.takeError()));
+  spec->target = e->engine->target();
+  auto text = e->engine->explain(*spec);
+  if (!text)
+    return failed(text.takeError());
+  if (needed)
+    *needed = int64_t(text->size()) + 1;
+  if (capacity > 0) {
+    size_t n = std::min<size_t>(text->size(), size_t(capacity - 1));
+    std::memcpy(out, text->data(), n);
+    out[n] = '\0';
+  }
   return ok();
 }
 

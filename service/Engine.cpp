@@ -140,6 +140,8 @@ void Engine::tuneInBackground(const KernelSpec &spec) {
         if (it->second.spec == s && it->second.kernel != *kernel) {
           retired_.push_back(std::move(it->second.kernel));
           it->second.kernel = *kernel;
+          it->second.config = r->winner;
+          it->second.source = "background-tuned";
           lastSource_ = "background-tuned";
         }
     }
@@ -242,8 +244,42 @@ llvm::Expected<const LoadedKernel &> Engine::miss(const KernelSpec &spec) {
   std::unique_lock lock(mu_);
   lastSource_ = source;
   const LoadedKernel &result = **kernel;
-  loaded_.emplace(spec.hash(), Loaded{spec, *kernel});
+  loaded_.emplace(spec.hash(), Loaded{spec, *kernel, *config, source});
   return result;
+}
+
+llvm::Expected<std::string> Engine::explain(const KernelSpec &spec) {
+  if (auto e = spec.validate())
+    return e;
+  std::string out = "spec     " + spec.canonical() + "\n";
+  {
+    std::shared_lock lock(mu_);
+    auto [begin, end] = loaded_.equal_range(spec.hash());
+    for (auto it = begin; it != end; ++it)
+      if (it->second.spec == spec)
+        return out + "loaded   " + it->second.config.canonical() + " (from " +
+               it->second.source + ")\nkey      " + it->second.kernel->key() + "\n";
+  }
+  std::string key = tuneKey(spec);
+  std::lock_guard<std::mutex> missLock(missMu_);
+  if (auto it = winners_.find(key); it != winners_.end())
+    return out + "next     " + it->second.canonical() + " (tuned in this process)\n";
+  if (store_) {
+    auto w = store_->winner(key);
+    if (!w)
+      return w.takeError();
+    if (*w)
+      return out + "next     " + (*w)->config + " (the store's winner, " + store_->path() +
+             ")\n";
+  }
+  std::string def = getTemplate(spec).defaultConfig(spec).canonical();
+  if (options_.deterministic || options_.policy == TunePolicy::Off)
+    return out + "next     " + def + " (the default: not tuned" +
+           (options_.deterministic ? ", deterministic mode" : ", TILEJIT_TUNE=off") + ")\n";
+  return out + "next     tuned at first use (" +
+         (options_.policy == TunePolicy::OnMiss ? "on-miss" : "background, the default " + def +
+                                                                   " until then") +
+         ")\n";
 }
 
 llvm::Expected<std::shared_ptr<LoadedKernel>>

@@ -54,6 +54,11 @@ public:
   /// from disk: a kernel not already loaded is an error then.
   llvm::Expected<const LoadedKernel &> get(const KernelSpec &spec, void *stream = nullptr);
 
+  /// What a call of `spec` uses, in a few lines: the kernel loaded for it
+  /// (its config and where it came from), or what a miss would do now (the
+  /// stored winner, a tuning, or the default config). Reads the store; never
+  /// compiles or tunes.
+  llvm::Expected<std::string> explain(const KernelSpec &spec);
   /// Where the kernel came from on the last miss: "store", "tuned",
   /// "compiled", or "background-tuned" when a background tuning replaced it.
   std::string lastSource() const;
@@ -95,6 +100,8 @@ private:
   struct Loaded {
     KernelSpec spec;
     std::shared_ptr<LoadedKernel> kernel;
+    TileConfig config;
+    std::string source;
   };
   /// By KernelSpec::hash(); a hit compares the spec field by field. Specs
   /// that differ only in launch-time sizes (rows) share one module through

@@ -68,6 +68,15 @@ TJ_API tj_status tj_rms_norm_prepare(tj_engine *engine, int backward, tj_dtype d
 TJ_API tj_status tj_gemm_prepare(tj_engine *engine, tj_dtype ab, tj_dtype out, int trans_a,
                                  int trans_b, int64_t m, int64_t n, int64_t k, int with_c);
 
+/* What a call of `spec` (canonical text, e.g. "gemm ab=bf16 out=bf16 ta=0
+ * tb=1 c=0 m=8192 n=4096 k=4096"; the engine's device is the target) uses:
+ * the kernel loaded for it and its config and source, or what a miss would
+ * do (the store's winner, a tuning, the default). Writes up to `capacity`
+ * bytes of text, NUL-terminated, into `out`; `*needed` (if not null) gets the
+ * size the whole text needs. Never compiles or tunes. */
+TJ_API tj_status tj_explain(tj_engine *engine, const char *spec, char *out, int64_t capacity,
+                            int64_t *needed);
+
 /* RMSNorm forward: rstd = 1/sqrt(mean(x^2) + eps), y = x * rstd * g with
  * g = w, or 1 + w when zero_centered_gamma. x, y: rows x cols of `dtype`,
  * contiguous; w: cols of `wdtype`; rstd: rows f32. */

@@ -212,6 +212,22 @@ class Ops(unittest.TestCase):
         ref = _ref_rms(x, v, 1e-6, False)[0] @ w.double().t()
         _close(self, out, ref, 2e-2, "captured")
 
+    def test_explain_says_what_a_call_uses(self):
+        x = torch.randn(48, 136, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(72, 136, device="cuda", dtype=torch.bfloat16)
+        before = tilejit.explain("linear", x, w)
+        self.assertIn("gemm ab=bf16 out=bf16 ta=0 tb=1 c=0 m=48 n=72 k=136", before)
+        self.assertIn("next", before)
+        tilejit.ops.linear(x, w)
+        after = tilejit.explain("linear", x, w)
+        self.assertIn("loaded", after)
+        self.assertIn("bm=", after)
+        v = torch.ones(136, device="cuda", dtype=torch.bfloat16)
+        tilejit.ops.rms_norm(x, v)
+        self.assertIn("loaded", tilejit.explain("rms_norm", x, v))
+        with self.assertRaisesRegex(ValueError, "unknown op"):
+            tilejit.explain("conv", x, w)
+
     def test_loads_beside_triton(self):
         import triton  # noqa: F401  (brings its own LLVM into the process)
         x = torch.randn(64, 128, device="cuda", dtype=torch.bfloat16)

@@ -53,7 +53,7 @@ _originals = {}
 try:
     import torch
     from . import nn, ops  # noqa: F401
-    from .ops import set_sm_margin, warmup  # noqa: F401
+    from .ops import explain, set_sm_margin, warmup  # noqa: F401
 except ImportError:  # the C interface alone (ctypes) without torch
     torch = None
 

@@ -48,6 +48,7 @@ def lib():
             l.tj_engine_device.argtypes = [vp, c.POINTER(i32), c.POINTER(i32)]
             l.tj_engine_set_sm_margin.argtypes = [vp, i32]
             l.tj_engine_set_deterministic.argtypes = [vp, i32]
+            l.tj_explain.argtypes = [vp, c.c_char_p, c.c_char_p, i64, c.POINTER(i64)]
             l.tj_rms_norm_prepare.argtypes = [vp, i32, i32, i32, i64, i64, i32]
             l.tj_gemm_prepare.argtypes = [vp, i32, i32, i32, i32, i64, i64, i64, i32]
             l.tj_rms_norm_fwd.argtypes = [vp, i32, i32, vp, vp, vp, vp, i64, i64, f32, i32, vp]
@@ -58,6 +59,7 @@ def lib():
                                   f32, f32, i32, vp]
             for fn in ("tj_engine_create", "tj_engine_device", "tj_engine_set_sm_margin",
                        "tj_engine_set_deterministic", "tj_rms_norm_prepare", "tj_gemm_prepare",
+                       "tj_explain",
                        "tj_rms_norm_fwd", "tj_rms_norm_bwd_workspace", "tj_rms_norm_bwd",
                        "tj_gemm"):
                 getattr(l, fn).restype = i32

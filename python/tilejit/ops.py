@@ -55,10 +55,10 @@ _CODES = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
 
 def _rms_check(op, x, weight):
     # The common case in one test; the names of what is wrong after.
-    if x.is_cuda and weight.is_cuda and x.get_device() == weight.get_device() and \
-            weight.dim() == 1 and x.dim() >= 1 and weight.shape[0] == x.shape[-1] and \
-            x.dtype in _CODES and weight.dtype in _CODES:
-        return
+    dev = x.get_device()  # -1 on the CPU
+    if dev >= 0 and weight.get_device() == dev and x.dim() >= 1 and \
+            weight.shape == x.shape[-1:] and x.dtype in _CODES and weight.dtype in _CODES:
+        return dev
     _on_gpu(op, x=x, weight=weight)
     if x.dim() < 1 or weight.dim() != 1 or weight.shape[0] != x.shape[-1]:
         raise ValueError(f"tilejit.{op}: weight of shape {tuple(weight.shape)} does not match "
@@ -66,6 +66,7 @@ def _rms_check(op, x, weight):
     for name, t in (("x", x), ("weight", weight)):
         if t.dtype not in _CODE:
             raise ValueError(f"tilejit.{op}: {name} is {t.dtype}; bf16, f16 or f32 only")
+    return x.get_device()
 
 
 _lib._deterministic[0] = torch.are_deterministic_algorithms_enabled
@@ -74,14 +75,14 @@ _lib._deterministic[0] = torch.are_deterministic_algorithms_enabled
 # ---- RMSNorm ---------------------------------------------------------------
 
 def _rms_fwd_impl(x, weight, eps, zero_centered_gamma):
-    _rms_check("rms_norm_fwd", x, weight)
-    h = x.shape[-1]
+    dev = _rms_check("rms_norm_fwd", x, weight)
+    shape = x.shape
+    h = shape[-1]
     xc = x.contiguous()
     wc = weight.contiguous()
     y = torch.empty_like(xc)
-    rstd = xc.new_empty(xc.shape[:-1], dtype=torch.float32)
+    rstd = xc.new_empty(shape[:-1], dtype=torch.float32)
     rows = xc.numel() // h if h else 0
-    dev = x.get_device()
     status = _lib.lib().tj_rms_norm_fwd(
         _lib.engine(dev), _CODES[x.dtype], _CODES[weight.dtype], xc.data_ptr(), wc.data_ptr(),
         y.data_ptr(), rstd.data_ptr(), rows, h, eps, zero_centered_gamma,
@@ -364,3 +365,47 @@ def set_sm_margin(sm_margin, device=None):
     """Multiprocessors persistent kernels leave free from now on (0: none)."""
     dev = torch.device(device) if device is not None else torch.device("cuda")
     _lib.check(_lib.lib().tj_engine_set_sm_margin(_engine(dev), int(sm_margin)))
+
+
+_NAMES = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
+
+
+def explain(op, *tensors, device=None):
+    """What a call would use, as text: the kernel loaded for it (its config and
+    whether it came from the store, a tuning or the default), or what the first
+    call would do. Never compiles or tunes.
+
+        tilejit.explain("linear", x, weight)   # F.linear(x, weight)
+        tilejit.explain("mm", a, b)
+        tilejit.explain("rms_norm", x, weight)
+    """
+    if op in ("linear", "mm"):
+        if op == "linear":
+            x, w = tensors
+            a, b = x.reshape(-1, x.shape[-1]), w.t()
+        else:
+            a, b = tensors
+        la, lb = _operand(a) or (False, 0), _operand(b) or (False, 0)
+        spec = (f"gemm ab={_NAMES[a.dtype]} out={_NAMES[a.dtype]} ta={int(la[0])} "
+                f"tb={int(lb[0])} c=0 m={a.shape[0]} n={b.shape[1]} k={a.shape[1]}")
+        dev = a.device
+    elif op in ("rms_norm", "rms_norm_bwd"):
+        x, w = tensors
+        h = x.shape[-1]
+        rows = x.numel() // h if h else 0
+        name = "rmsnorm_bwd" if op == "rms_norm_bwd" else "rmsnorm_fwd"
+        align = 16
+        while align > 1 and (h * x.element_size()) % align:
+            align //= 2
+        spec = (f"{name} dtype={_NAMES[x.dtype]} wdtype={_NAMES[w.dtype]} rows={max(rows, 1)} "
+                f"cols={h} zcg=0 align={max(align, x.element_size())}")
+        dev = x.device
+    else:
+        raise ValueError(f"tilejit.explain: unknown op {op!r} (linear, mm, rms_norm, rms_norm_bwd)")
+    if device is not None:
+        dev = torch.device(device)
+    eng = _engine(dev)
+    need = ctypes.c_int64()
+    buf = ctypes.create_string_buffer(4096)
+    _lib.check(_lib.lib().tj_explain(eng, spec.encode(), buf, 4096, ctypes.byref(need)))
+    return buf.value.decode()
