@@ -24,7 +24,7 @@ namespace tilejit {
 
 std::string toolchainId(const KernelSpec &spec, Backend backend) {
   BuildIdentity id = buildIdentity(spec, backend);
-  std::string line = "backend=" + id.backend;
+  std::string line = "backend=" + id.backend + " ";
   for (char c : id.toolchain)
     line += c == '\n' ? ' ' : c;
   return line;
