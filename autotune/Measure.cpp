@@ -24,6 +24,9 @@ timeSamples(int reps, double cutoffMs, const std::function<llvm::Expected<float>
       return t.takeError();
     if (s == 0) {
       inner = std::clamp(int(0.2 / std::max(*t, 1e-4f)), 1, 1000);
+      // Samples of a slow kernel (milliseconds each) vary little: about
+      // 60 ms of them, and at least 10, say as much as 30 short ones.
+      reps = std::clamp(int(60.0 / std::max(double(*t) * inner, 1e-3)), std::min(reps, 10), reps);
       continue;
     }
     if (s < 3)

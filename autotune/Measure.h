@@ -48,8 +48,9 @@ void summarizeSamples(std::vector<double> ms, Measurement &m);
 /// runs one sample of `inner` back-to-back launches and returns its elapsed
 /// milliseconds. The first sample sizes `inner` so that a sample lasts about
 /// 0.2 ms (1 to 1000 launches); the next two warm up; then `reps` samples are
-/// kept, each divided by `inner`. With `cutoffMs` > 0 a first kept sample
-/// slower than that is the only one: the candidate cannot win.
+/// kept, each divided by `inner`, or fewer for a slow kernel: about 60 ms of
+/// samples, at least 10. With `cutoffMs` > 0 a first kept sample slower than
+/// that is the only one: the candidate cannot win.
 llvm::Expected<std::vector<double>>
 timeSamples(int reps, double cutoffMs, const std::function<llvm::Expected<float>(int)> &sample);
 

@@ -1,11 +1,13 @@
 //===- GemmHarness.cpp - tuning harness for GEMM ----------------------------===//
 //
-// M is given at launch, so a candidate is checked on at most 1024 rows (every
-// tile column, a ragged last tile row when M is not a multiple of 1024) and
-// timed on the full problem, each with its own random inputs. Verification:
-// every element of the checked D must be written (D is poisoned first) and
-// finite, and 1024 elements (the four corners among them) must match a float64
-// dot product of the inputs, within bf16/f16 rounding of the result plus f32
+// M is given at launch, so a candidate is checked on at most 256 rows (every
+// tile column, a ragged last tile row when M is not a multiple of the tile)
+// with a grid of at most 16 programs, so that each program walks several
+// tiles through the ring, and timed on the full problem with every
+// multiprocessor, each with its own random inputs. Verification: every
+// element of the checked D must be written (D is poisoned first) and finite,
+// and 512 elements (the four corners among them) must match a float64 dot
+// product of the inputs, within bf16/f16 rounding of the result plus f32
 // accumulation of K products.
 //
 //===----------------------------------------------------------------------===//
@@ -63,7 +65,8 @@ public:
       return info.takeError();
     sms_ = info->smCount;
     full_ = call_ = gemm::callOf(p);
-    call_.m = std::min<int64_t>(p.m, 1024);
+    call_.m = std::min<int64_t>(p.m, 256);
+    call_.maxPrograms = std::min(sms_, 16);
     int ab = dtypeBytes(p.ab), ob = dtypeBytes(p.out);
 
     // The checked problem and its reference.
@@ -100,7 +103,7 @@ public:
                         {call_.m - 1, 0},
                         {call_.m - 1, p.n - 1}})
       samples_.push_back({i, j, 0, 0});
-    while (samples_.size() < 1024)
+    while (samples_.size() < 512)
       samples_.push_back({pm(rng), pn(rng), 0, 0});
     for (Sample &s : samples_) {
       double sum = 0, mag = 0;

@@ -109,6 +109,18 @@ TEST(Measure, ASampleAboveTheCutoffIsTheOnlyOne) {
   EXPECT_EQ(kept[1], 50.0);
 }
 
+TEST(Measure, SlowKernelsTakeAboutSixtyMillisecondsOfSamples) {
+  FakeClock fast{{0.01f, 0.2f}}; // 20 launches a sample
+  EXPECT_EQ(samples(30, 0, fast).size(), 30u);
+  EXPECT_EQ(fast.inners.back(), 20);
+  FakeClock slow{{5.0f}}; // 5 ms a launch: 12 samples make 60 ms
+  EXPECT_EQ(samples(30, 0, slow).size(), 12u);
+  FakeClock slower{{40.0f}};
+  EXPECT_EQ(samples(30, 0, slower).size(), 10u) << "never fewer than 10";
+  FakeClock few{{40.0f}};
+  EXPECT_EQ(samples(3, 0, few).size(), 3u) << "never more than asked";
+}
+
 TEST(Measure, AFailedSampleIsTheCandidatesError) {
   int calls = 0;
   auto ms = timeSamples(30, 0, [&](int) -> llvm::Expected<float> {
