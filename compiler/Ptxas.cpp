@@ -30,11 +30,21 @@ std::string trimmed(std::string s) {
 }
 } // namespace
 
-std::string ptxasVersionString() {
+namespace {
+/// "13.0", from nvJitLinkVersion().
+std::string nvJitLinkRelease() {
   unsigned major = 0, minor = 0;
   if (nvJitLinkVersion(&major, &minor) != NVJITLINK_SUCCESS)
     return "unknown";
   return std::to_string(major) + "." + std::to_string(minor);
+}
+const std::string &ptxasProgram();
+} // namespace
+
+std::string ptxasVersionString() {
+  // Whether a ptxas program is at hand decides what kernels that set register
+  // limits become, so it is part of every key that carries this string.
+  return nvJitLinkRelease() + (ptxasProgram().empty() ? " (nvJitLink only)" : "");
 }
 
 namespace {
@@ -57,7 +67,7 @@ const std::string &ptxasProgram() {
       candidates.push_back(*p);
     if (auto p = llvm::sys::findProgramByName("ptxas"))
       candidates.push_back(*p);
-    std::string want = "release " + ptxasVersionString() + ",";
+    std::string want = "release " + nvJitLinkRelease() + ",";
     for (const std::string &c : candidates) {
       llvm::SmallString<128> out;
       if (llvm::sys::fs::createTemporaryFile("tilejit-ptxas-version", "txt", out))

@@ -20,7 +20,9 @@ namespace tilejit {
 llvm::Expected<NvrtcOutput> assembleWithPtxas(std::string_view ptx, std::string_view name,
                                               std::string_view arch);
 
-/// "13.0", from nvJitLinkVersion().
+/// "13.0" (nvJitLink's release), with " (nvJitLink only)" where no ptxas
+/// program of that release is found (kernels that set register limits then
+/// lose them): part of every key.
 std::string ptxasVersionString();
 
 } // namespace tilejit

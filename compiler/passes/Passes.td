@@ -33,9 +33,13 @@ def TileAllocateShared : Pass<"tile-allocate-shared", "::mlir::ModuleOp"> {
     again: `scratch_bytes`, the scratch of reductions that cross threads (a
     row reduction over more than one warp: one f32 per warp; a column
     reduction over several rows of threads: the whole f32 tile), which every
-    reduction of the kernel reuses from offset 0; and `cluster_rows`, the rows
+    reduction of the kernel reuses from offset 0; `cluster_rows`, the rows
     of threads whose results a `tile.reduce` marked `cluster` exchanges with
-    the other blocks of the cluster (absent without such a reduction).
+    the other blocks of the cluster (absent without such a reduction); and,
+    for `tile.alloc_ring` / `tile.alloc_barriers`, each one's `offset` in the
+    kernel's dynamic shared memory (rings first, each on a 1024-byte
+    boundary, then the barriers) and the kernel's `dynamic_smem_bytes` (their
+    total plus 1024, as the kernel aligns its base itself).
   }];
   let dependentDialects = ["::tilejit::tile::TileDialect"];
 }
