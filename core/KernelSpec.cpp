@@ -114,19 +114,28 @@ std::string KernelSpec::canonical(bool withRuntimeSizes) const {
 static llvm::Expected<int64_t> parseInt(std::string_view field, std::string_view v) {
   if (v.empty())
     return specError("'" + llvm::Twine(field) + "' has no value");
-  int64_t r = 0;
+  // Accumulated as a magnitude, so that every int64 value reads back,
+  // INT64_MIN and INT64_MAX included.
+  uint64_t r = 0;
   size_t i = 0;
   bool neg = v[0] == '-';
   if (neg)
     i = 1;
   if (i == v.size())
     return specError("'" + llvm::Twine(field) + "=" + llvm::Twine(v) + "' is not an integer");
+  const uint64_t limit = neg ? uint64_t(INT64_MAX) + 1 : uint64_t(INT64_MAX);
   for (; i < v.size(); ++i) {
-    if (v[i] < '0' || v[i] > '9' || r > (INT64_MAX - 9) / 10)
+    if (v[i] < '0' || v[i] > '9')
       return specError("'" + llvm::Twine(field) + "=" + llvm::Twine(v) + "' is not an integer");
-    r = r * 10 + (v[i] - '0');
+    unsigned d = unsigned(v[i] - '0');
+    if (r > (limit - d) / 10)
+      return specError("'" + llvm::Twine(field) + "=" + llvm::Twine(v) +
+                       "' is out of the range of a 64-bit integer");
+    r = r * 10 + d;
   }
-  return neg ? -r : r;
+  if (!neg)
+    return int64_t(r);
+  return r == uint64_t(INT64_MAX) + 1 ? INT64_MIN : -int64_t(r);
 }
 
 static std::vector<std::string_view> splitWords(std::string_view text) {

@@ -6,6 +6,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -163,23 +164,44 @@ uint32_t bigEndian32(const unsigned char *p) {
   return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | uint32_t(p[3]);
 }
 
+/// Why a file of mode `mode` cannot be a store, or "" for a regular file.
+std::string notRegular(mode_t mode) {
+  if (S_ISREG(mode))
+    return "";
+  if (S_ISDIR(mode))
+    return "is a directory, not a store file";
+  if (S_ISFIFO(mode))
+    return "is a FIFO, not a regular file";
+  if (S_ISSOCK(mode))
+    return "is a socket, not a regular file";
+  return "is a device, not a regular file";
+}
+
 llvm::Expected<FileHeader> readHeader(const std::string &path) {
   FileHeader h;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // The type first: open() of a FIFO waits for a writer forever.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT)
+      return h;
+    return fail("tilejit store " + path + ": cannot read it: " + std::strerror(errno));
+  }
+  if (std::string why = notRegular(st.st_mode); !why.empty())
+    return fail("tilejit store " + path + " " + why);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT)
       return h;
     return fail("tilejit store " + path + ": cannot read it: " + std::strerror(errno));
   }
-  struct stat st;
   if (::fstat(fd, &st) != 0) {
     int err = errno;
     ::close(fd);
     return fail("tilejit store " + path + ": cannot stat it: " + std::strerror(err));
   }
-  if (!S_ISREG(st.st_mode)) {
+  if (std::string why = notRegular(st.st_mode); !why.empty()) {
     ::close(fd);
-    return fail("tilejit store " + path + ": not a regular file");
+    return fail("tilejit store " + path + " " + why);
   }
   h.exists = true;
   h.size = uint64_t(st.st_size);
@@ -368,12 +390,58 @@ llvm::Error moveAside(const std::string &path, const FileHeader &seen, const std
   }
   moved = true;
   if (notice)
-    *notice = "tilejit: store " + path + " " + why + "; moved it aside to " + aside +
-              " and created a fresh store";
+    *notice =
+        "store " + path + " " + why + "; moved it aside to " + aside + " and created a fresh store";
   return llvm::Error::success();
 }
 
 } // namespace
+
+bool isCubinFor(const std::vector<char> &cubin, const std::string &arch, std::string &problem) {
+  auto le = [&](size_t at, size_t n) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; ++i)
+      v |= uint64_t(uint8_t(cubin[at + i])) << (8 * i);
+    return v;
+  };
+  static const char kElfMagic[4] = {0x7f, 'E', 'L', 'F'};
+  if (cubin.size() < 64 || std::memcmp(cubin.data(), kElfMagic, 4) != 0) {
+    problem = "is not an ELF file";
+    return false;
+  }
+  if (cubin[4] != 2 || cubin[5] != 1) {
+    problem = "is not a 64-bit little-endian ELF file";
+    return false;
+  }
+  constexpr uint64_t kEmCuda = 190;
+  if (uint64_t machine = le(18, 2); machine != kEmCuda) {
+    problem = "is an ELF file for machine " + std::to_string(machine) +
+              ", not a CUDA binary (EM_CUDA, 190)";
+    return false;
+  }
+  int want = -1;
+  if (arch.rfind("sm_", 0) == 0) {
+    size_t i = 3;
+    want = 0;
+    for (; i < arch.size() && arch[i] >= '0' && arch[i] <= '9' && want < 10000; ++i)
+      want = want * 10 + (arch[i] - '0');
+    if (i == 3)
+      want = -1;
+  }
+  if (want < 0) {
+    problem = "belongs to arch '" + arch + "', which is not sm_<number>";
+    return false;
+  }
+  // e_flags holds the SM: bits 8-15 from ELF ABI version 8 (CUDA 12.8) on,
+  // bits 0-7 before.
+  uint64_t flags = le(48, 4);
+  int sm = uint8_t(cubin[8]) >= 8 ? int((flags >> 8) & 0xff) : int(flags & 0xff);
+  if (sm != want) {
+    problem = "is a cubin for sm_" + std::to_string(sm) + ", not for " + arch;
+    return false;
+  }
+  return true;
+}
 
 //===----------------------------------------------------------------------===//
 // Statements and transactions
@@ -540,8 +608,11 @@ void Store::setBusyTimeout(int milliseconds) {
 }
 
 FileSystemInfo fileSystemOf(const std::string &path) {
-  fs::path p = fs::absolute(fs::path(path));
+  // No exceptions: the working directory may be gone, the path too long.
   std::error_code ec;
+  fs::path p = fs::absolute(fs::path(path), ec);
+  if (ec)
+    p = fs::path(path);
   while (!p.empty() && !fs::exists(p, ec) && p != p.root_path())
     p = p.parent_path();
   struct statfs st;
@@ -572,45 +643,207 @@ FileSystemInfo fileSystemOf(const std::string &path) {
   return {std::string("local (type ") + hex + ")", false};
 }
 
+namespace {
+
+/// A name that ends in '/' names a directory, never a store file.
+llvm::Error checkStorePath(const std::string &path) {
+  if (path.empty())
+    return fail("tilejit store: empty path");
+  if (path.back() == '/')
+    return fail("tilejit store " + path + ": names a directory; give a file name");
+  return llvm::Error::success();
+}
+
+/// The directories between `dir` and its nearest existing ancestor, made;
+/// `made` lists them, deepest last, so that a failure can remove them again.
+llvm::Error makeDirectories(const fs::path &dir, const std::string &path,
+                            std::vector<fs::path> &made) {
+  std::error_code ec;
+  std::vector<fs::path> missing;
+  for (fs::path p = dir; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+    if (ec)
+      break;
+    missing.push_back(p);
+    if (p == p.parent_path())
+      break;
+  }
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    bool created = fs::create_directory(*it, ec);
+    if (ec)
+      return fail("tilejit store " + path + ": cannot create its directory " + it->string() + ": " +
+                  ec.message());
+    if (created) // not when another process made it meanwhile
+      made.push_back(*it);
+  }
+  if (!fs::is_directory(dir, ec))
+    return fail("tilejit store " + path + ": " + dir.string() + " is not a directory" +
+                (ec ? ": " + ec.message() : std::string()));
+  return llvm::Error::success();
+}
+
+void removeDirectories(const std::vector<fs::path> &made) {
+  std::error_code ec;
+  for (auto it = made.rbegin(); it != made.rend(); ++it)
+    fs::remove(*it, ec); // only while empty
+}
+
+/// A name beside `path` for a file that becomes `path` when complete.
+std::string temporaryBeside(const std::string &path, const char *what) {
+  static std::atomic<unsigned> counter{0};
+  return path + "." + what + "-" + std::to_string(::getpid()) + "-" +
+         std::to_string(counter.fetch_add(1)) + "-" + std::to_string(now());
+}
+
+void removeWithSideFiles(const std::string &path) {
+  if (path.empty())
+    return;
+  for (const char *suffix : {"", "-wal", "-shm", "-journal"})
+    ::unlink((path + suffix).c_str());
+}
+
+/// Gives `temp` the name `path` unless a file of that name exists (another
+/// process made it first: EEXIST). `temp` is removed in every case.
+int linkIntoPlace(const std::string &temp, const std::string &path) {
+  int rc = ::link(temp.c_str(), path.c_str());
+  int err = rc == 0 ? 0 : errno;
+  if (rc != 0 && err != EEXIST) {
+    // File systems without hard links: a rename that will not replace.
+    rc = ::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE);
+    err = rc == 0 ? 0 : errno;
+  }
+  removeWithSideFiles(temp);
+  return err;
+}
+
+} // namespace
+
+llvm::Error Store::createAtomically(const std::string &path, int busyTimeoutMs,
+                                    JournalMode journal) {
+  std::string temp = temporaryBeside(path, "new");
+  llvm::Error e = [&]() -> llvm::Error {
+    sqlite3 *raw = nullptr;
+    int rc =
+        sqlite3_open_v2(temp.c_str(), &raw,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+    detail::SqlitePtr db(raw);
+    if (rc != SQLITE_OK)
+      return fail("tilejit store " + path + ": cannot create it: " + sqliteMessage(raw, rc));
+    sqlite3_extended_result_codes(raw, 1);
+    std::unique_ptr<Store> fresh(new Store(temp, std::move(db)));
+    fresh->busyTimeoutMs_ = busyTimeoutMs;
+    fresh->journal_ = journal;
+    if (auto e = fresh->configure()) {
+      std::string msg = toString(std::move(e));
+      std::string prefix = "tilejit store " + temp + ": ";
+      if (msg.compare(0, prefix.size(), prefix) == 0)
+        msg.erase(0, prefix.size());
+      return fail("tilejit store " + path + ": cannot create it: " + msg);
+    }
+    return llvm::Error::success();
+  }();
+  if (e) {
+    removeWithSideFiles(temp);
+    return e;
+  }
+  // Closed above: a WAL store has been checkpointed into the one file.
+  int err = linkIntoPlace(temp, path);
+  if (err != 0 && err != EEXIST)
+    return fail("tilejit store " + path + ": cannot create it: " + std::strerror(err));
+  return llvm::Error::success();
+}
+
 llvm::Expected<std::unique_ptr<Store>> Store::open(const std::string &path, std::string *notice,
                                                    int busyTimeoutMs, JournalMode journal) {
   if (notice)
     notice->clear();
-  if (path.empty())
-    return fail("tilejit store: empty path");
+  if (auto e = checkStorePath(path))
+    return e;
   bool memory = path == ":memory:";
+  std::vector<fs::path> madeDirs;
   if (!memory) {
     fs::path parent = fs::path(path).parent_path();
-    std::error_code ec;
-    if (!parent.empty() && !fs::is_directory(parent, ec)) {
-      fs::create_directories(parent, ec);
-      if (ec && !fs::is_directory(parent))
-        return fail("tilejit store " + path + ": cannot create its directory " + parent.string() +
-                    ": " + ec.message());
-    }
-  }
-  // Another process may set the same bad file aside at the same time; a few
-  // rounds let this one find the fresh store that the other made.
-  for (int round = 0;; ++round) {
-    auto in = inspect(path, /*readOnly=*/false, busyTimeoutMs);
-    if (!in)
-      return in.takeError();
-    if (in->setAside.empty()) {
-      sqlite3_db_config(in->db.get(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, nullptr);
-      std::unique_ptr<Store> store(new Store(path, std::move(in->db)));
-      store->busyTimeoutMs_ = busyTimeoutMs;
-      store->journal_ = journal;
-      if (auto e = store->configure())
+    if (!parent.empty())
+      if (auto e = makeDirectories(parent, path, madeDirs))
         return e;
-      return store;
-    }
-    if (round == 3)
-      return fail("tilejit store " + path + " " + in->setAside + " even after moving it aside");
-    in->db.reset();
-    bool moved = false;
-    if (auto e = moveAside(path, in->header, in->setAside, notice, moved))
-      return e;
   }
+  auto opened = [&]() -> llvm::Expected<std::unique_ptr<Store>> {
+    // Another process may set the same bad file aside at the same time; a few
+    // rounds let this one find the fresh store that the other made.
+    for (int round = 0;; ++round) {
+      if (!memory) {
+        auto header = readHeader(path);
+        if (!header)
+          return header.takeError();
+        if (!header->exists)
+          if (auto e = createAtomically(path, busyTimeoutMs, journal))
+            return e;
+      }
+      auto in = inspect(path, /*readOnly=*/false, busyTimeoutMs);
+      if (!in)
+        return in.takeError();
+      if (in->setAside.empty()) {
+        sqlite3_db_config(in->db.get(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, nullptr);
+        std::unique_ptr<Store> store(new Store(path, std::move(in->db)));
+        store->busyTimeoutMs_ = busyTimeoutMs;
+        store->journal_ = journal;
+        if (auto e = store->configure())
+          return e;
+        if (notice && !store->notice_.empty())
+          *notice = notice->empty() ? store->notice_ : *notice + "; " + store->notice_;
+        return store;
+      }
+      if (round == 3)
+        return fail("tilejit store " + path + " " + in->setAside + " even after moving it aside");
+      in->db.reset();
+      bool moved = false;
+      if (auto e = moveAside(path, in->header, in->setAside, notice, moved))
+        return e;
+    }
+  }();
+  if (!opened)
+    removeDirectories(madeDirs);
+  return opened;
+}
+
+llvm::Expected<std::unique_ptr<Store>> Store::openForReading(const std::string &path) {
+  if (auto e = checkStorePath(path))
+    return e;
+  if (path == ":memory:")
+    return open(path);
+  auto header = readHeader(path);
+  if (!header)
+    return header.takeError();
+  if (!header->exists)
+    return std::unique_ptr<Store>();
+  auto in = inspect(path, /*readOnly=*/true, kDefaultBusyTimeoutMs);
+  if (!in)
+    return in.takeError();
+  const char *repair = "; nothing was changed (a command that writes, such as tilejit tune or "
+                       "tilejit cache import, moves it aside and starts a fresh store)";
+  if (!in->setAside.empty())
+    return fail("tilejit store " + path + " " + in->setAside + repair);
+  int rc = SQLITE_OK;
+  auto version = queryColumn(in->db.get(), "PRAGMA user_version", rc);
+  if (rc != SQLITE_OK || version.size() != 1)
+    return fail("tilejit store " + path +
+                ": cannot read its schema version: " + sqliteMessage(in->db.get(), rc));
+  int v = std::atoi(version[0].c_str());
+  if (v == 0) // an empty SQLite file: a store with nothing in it yet
+    return std::unique_ptr<Store>();
+  if (v != kSchemaVersion)
+    return fail("tilejit store " + path + ": schema version " + llvm::Twine(v) +
+                " is older than this tilejit's (" + llvm::Twine(kSchemaVersion) +
+                "); nothing was changed (a command that writes, such as tilejit tune, migrates "
+                "it)");
+  std::unique_ptr<Store> store(new Store(path, std::move(in->db)));
+  store->readOnly_ = true;
+  store->schemaVersion_ = v;
+  auto mode = queryColumn(store->db_.get(), "PRAGMA journal_mode", rc);
+  store->journalMode_ = rc == SQLITE_OK && mode.size() == 1 ? mode[0] : "";
+  rc = sqlite3_exec(store->db_.get(), "PRAGMA foreign_keys = ON", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK)
+    return fail("tilejit store " + path + ": " + sqliteMessage(store->db_.get(), rc));
+  return store;
 }
 
 llvm::Error Store::configure() {
@@ -628,9 +861,40 @@ llvm::Error Store::configure() {
         return fail("TILEJIT_STORE_JOURNAL='" + v + "' is not one of wal, delete, auto");
     }
   }
-  if (journal == JournalMode::Rollback ||
-      (journal == JournalMode::Auto && path_ != ":memory:" && fileSystemOf(path_).network))
+  bool network = path_ != ":memory:" && fileSystemOf(path_).network;
+  if (journal == JournalMode::Rollback || (journal == JournalMode::Auto && network))
     target = "delete";
+  // A store that exists keeps the mode it is in: processes whose settings
+  // differ would otherwise take turns switching it, each waiting out the
+  // others' locks. Only WAL on a network file system is not kept: its shared
+  // memory does not reach the other hosts.
+  {
+    auto version = statement("PRAGMA user_version");
+    if (!version)
+      return version.takeError();
+    auto row = version->step();
+    if (!row)
+      return row.takeError();
+    bool existing = *row && version->int64(0) != 0;
+    if (existing) {
+      auto st = statement("PRAGMA journal_mode");
+      if (!st)
+        return st.takeError();
+      auto cur = st->step();
+      if (!cur)
+        return cur.takeError();
+      std::string current = *cur ? st->text(0) : "";
+      if ((current == "wal" || current == "delete") && current != target &&
+          !(current == "wal" && network)) {
+        journalMode_ = current;
+        notice_ = "store " + path_ + " is kept in " +
+                  (current == "wal" ? std::string("WAL mode") : "rollback-journal mode") +
+                  ", the mode it was made in (this process was set for " +
+                  (target == "wal" ? "WAL" : "a rollback journal") + ")";
+        target = current;
+      }
+    }
+  }
   // Changing the journal mode upgrades a read lock to an exclusive one, and
   // SQLite does not call the busy handler for an upgrade (two upgraders would
   // deadlock): another process reading the file fails the switch at once with
@@ -648,8 +912,15 @@ llvm::Error Store::configure() {
       break;
     }
     int rc = sqlite3_extended_errcode(db_.get());
-    if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() >= deadline)
+    if ((rc & 0xff) != SQLITE_BUSY)
       return row.takeError();
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::string msg = toString(row.takeError());
+      return fail("tilejit store " + path_ + ": cannot switch it to " +
+                  (target == "wal" ? std::string("WAL mode") : "a rollback journal") +
+                  ": other processes kept it open for " + llvm::Twine(busyTimeoutMs_) + " ms (" +
+                  sqliteMessage(db_.get(), rc) + ")");
+    }
     llvm::consumeError(row.takeError());
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -660,8 +931,8 @@ llvm::Error Store::configure() {
                   "'); is the file on a file system without shared memory? Set "
                   "TILEJIT_STORE_JOURNAL=delete");
     return fail("tilejit store " + path_ + ": cannot leave '" + mode +
-                "' journal mode (another process on this host may have it open in WAL "
-                "mode); a store on a network file system must not use WAL");
+                "' journal mode (another process on this host has it open in WAL mode); a "
+                "store on a network file system must not use WAL: close the others first");
   }
   journalMode_ = mode;
   // WAL: NORMAL loses no commit when a process crashes; only a power loss can
@@ -816,8 +1087,17 @@ llvm::Expected<std::optional<StoredKernel>> Store::getKernel(const std::string &
     k.ptx = st->text(9);
     k.cubin = st->blob(10);
   }
-  if (sha256Hex(k.cubin.data(), k.cubin.size()) == k.sha256)
+  std::string actual = sha256Hex(k.cubin.data(), k.cubin.size());
+  if (actual == k.sha256)
     return k;
+  if (readOnly_) {
+    if (problem)
+      *problem = "tilejit store " + path_ + ": kernel " + key +
+                 " failed its SHA-256 check (stored " + k.sha256 + ", computed " + actual +
+                 "); left as it is (read only): the next use that writes (tilejit tune, the "
+                 "engine) deletes it";
+    return std::nullopt;
+  }
   bool deleted = false;
   std::string detail;
   if (auto e = deleteIfCorrupt(key, deleted, detail))
@@ -1115,13 +1395,17 @@ llvm::Expected<std::vector<std::string>> Store::verify() {
                                  st.text(2));
             }))
           return e;
-        return scan("SELECT key, sha256, cubin FROM kernels ORDER BY key", [&](Statement &st) {
-          std::vector<char> cubin = st.blob(2);
-          std::string actual = sha256Hex(cubin.data(), cubin.size());
-          if (actual != st.text(1))
-            problems.push_back("kernel " + st.text(0) + ": cubin SHA-256 mismatch (stored " +
-                               st.text(1) + ", computed " + actual + ")");
-        });
+        return scan(
+            "SELECT key, sha256, arch, cubin FROM kernels ORDER BY key", [&](Statement &st) {
+              std::vector<char> cubin = st.blob(3);
+              std::string actual = sha256Hex(cubin.data(), cubin.size());
+              std::string what;
+              if (actual != st.text(1))
+                problems.push_back("kernel " + st.text(0) + ": cubin SHA-256 mismatch (stored " +
+                                   st.text(1) + ", computed " + actual + ")");
+              else if (!isCubinFor(cubin, st.text(2), what))
+                problems.push_back("kernel " + st.text(0) + ": its binary " + what);
+            });
       }))
     return e;
   return problems;
@@ -1154,47 +1438,234 @@ llvm::Expected<int64_t> Store::pruneOlderThan(int64_t unixTime) {
 }
 
 llvm::Error Store::exportTo(const std::string &path) {
-  std::error_code ec;
+  if (auto e = checkStorePath(path))
+    return withContext(std::move(e), path_, "exporting to " + path);
+  std::vector<fs::path> madeDirs;
   fs::path parent = fs::path(path).parent_path();
-  if (!parent.empty() && !fs::is_directory(parent, ec))
-    fs::create_directories(parent, ec);
-  // O_EXCL: refuse an existing file even if it appears between a check and the
-  // copy. VACUUM INTO accepts the empty file this leaves.
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    if (errno == EEXIST)
-      return fail("tilejit store export: " + path + " already exists; refusing to overwrite it");
-    return fail("tilejit store export: cannot create " + path + ": " + std::strerror(errno));
-  }
-  ::close(fd);
-  auto cleanup = [&](llvm::Error e) {
-    std::error_code ignored;
-    fs::remove(path, ignored);
+  if (!parent.empty())
+    if (auto e = makeDirectories(parent, path, madeDirs))
+      return e;
+  auto cleanup = [&](const std::string &temp, llvm::Error e) {
+    removeWithSideFiles(temp);
+    removeDirectories(madeDirs);
     return e;
   };
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(path, ec)) ||
+      (ec && ec != std::errc::no_such_file_or_directory))
+    return cleanup(
+        "", fail("tilejit store export: " + path + " already exists; refusing to overwrite it"));
+  // The copy is made under a temporary name and linked into place when
+  // complete: a full disk or a kill mid-way leaves no file at `path` that
+  // would later open as an empty store.
+  std::string temp = temporaryBeside(path, "export");
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto st = statement("VACUUM INTO ?1");
     if (!st)
-      return cleanup(st.takeError());
-    st->bind(1, path);
+      return cleanup(temp, st.takeError());
+    st->bind(1, temp);
     if (auto e = st->run())
-      return cleanup(withContext(std::move(e), path_, "exporting to " + path));
+      return cleanup(temp, withContext(std::move(e), path_, "exporting to " + path));
   }
   // A file that travels should be one file: make sure it uses a rollback
   // journal (SQLite 3.40 writes VACUUM INTO copies so; not every version did).
-  sqlite3 *raw = nullptr;
-  int rc =
-      sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
-  detail::SqlitePtr out(raw);
-  if (rc == SQLITE_OK)
-    rc = sqlite3_exec(raw, "PRAGMA journal_mode = DELETE", nullptr, nullptr, nullptr);
-  if (rc != SQLITE_OK)
-    return cleanup(fail("tilejit store export: finishing " + path + ": " + sqliteMessage(raw, rc)));
+  {
+    sqlite3 *raw = nullptr;
+    int rc =
+        sqlite3_open_v2(temp.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+    detail::SqlitePtr out(raw);
+    if (rc == SQLITE_OK)
+      rc = sqlite3_exec(raw, "PRAGMA journal_mode = DELETE", nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK)
+      return cleanup(
+          temp, fail("tilejit store export: finishing " + path + ": " + sqliteMessage(raw, rc)));
+  }
+  // The copy's data reaches the disk before its name does.
+  int fd = ::open(temp.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    int err = errno;
+    if (fd >= 0)
+      ::close(fd);
+    return cleanup(temp, fail("tilejit store export: writing " + path + ": " + std::strerror(err)));
+  }
+  ::close(fd);
+  int err = linkIntoPlace(temp, path);
+  if (err == EEXIST)
+    return cleanup(
+        temp, fail("tilejit store export: " + path + " already exists; refusing to overwrite it"));
+  if (err != 0)
+    return cleanup(temp,
+                   fail("tilejit store export: cannot create " + path + ": " + std::strerror(err)));
   return llvm::Error::success();
 }
 
-llvm::Expected<int64_t> Store::importFrom(const std::string &path) {
+ImportOptions ImportOptions::trustAll() {
+  ImportOptions o;
+  o.acceptKernel = [](const StoredKernel &, std::string &) { return true; };
+  return o;
+}
+
+namespace {
+
+/// What a column of an imported table must hold.
+struct ColumnRule {
+  const char *name;
+  enum Kind { Text, Key, NullOrKey, Int, Real, Blob } kind;
+  int64_t min = 0, max = 0;                 ///< Int and Real
+  int64_t maxBytes = kMaxImportedTextBytes; ///< Text, Blob
+};
+
+constexpr int64_t kMaxTime = int64_t(1) << 40; // unix seconds, far beyond any real date
+constexpr int64_t kMaxMs = 1'000'000'000;
+
+struct TableRules {
+  const char *table;
+  std::vector<ColumnRule> columns;
+};
+
+const std::vector<TableRules> &importRules() {
+  using C = ColumnRule;
+  static const std::vector<TableRules> rules = {
+      {"kernels",
+       {{"key", C::Key},
+        {"spec", C::Text},
+        {"config", C::Text},
+        {"arch", C::Text},
+        {"toolchain", C::Text},
+        {"launch", C::Text},
+        {"workspace_bytes", C::Int, 0, int64_t(1) << 48},
+        {"sha256", C::Key},
+        {"created_at", C::Int, 0, kMaxTime},
+        {"ptx", C::Text, 0, 0, kMaxImportedCodeBytes},
+        {"cubin", C::Blob, 0, 0, kMaxImportedCodeBytes}}},
+      {"timings",
+       {{"tune_key", C::Text},
+        {"config", C::Text},
+        {"median_ms", C::Real, 0, kMaxMs},
+        {"p20_ms", C::Real, 0, kMaxMs},
+        {"p80_ms", C::Real, 0, kMaxMs},
+        {"reps", C::Int, 1, 1'000'000'000},
+        {"gpu", C::Text},
+        {"sm_count", C::Int, 0, 1'000'000},
+        {"driver_version", C::Int, 0, 1'000'000'000},
+        {"sm_clock_mhz", C::Int, 0, 1'000'000},
+        {"mem_clock_mhz", C::Int, 0, 1'000'000},
+        {"created_at", C::Int, 0, kMaxTime}}},
+      {"winners",
+       {{"tune_key", C::Text},
+        {"config", C::Text},
+        {"kernel_key", C::NullOrKey},
+        {"median_ms", C::Real, 0, kMaxMs},
+        {"reason", C::Text},
+        {"chosen_at", C::Int, 0, kMaxTime}}},
+      {"failures",
+       {{"tune_key", C::Text},
+        {"config", C::Text},
+        {"stage", C::Text},
+        {"reason", C::Text},
+        {"created_at", C::Int, 0, kMaxTime}}},
+  };
+  return rules;
+}
+
+/// Checks every row of every table of an import's source against
+/// importRules() without reading a large value: types, lengths, ranges.
+llvm::Error validateImport(sqlite3 *src, const std::string &srcPath) {
+  std::string hex64;
+  for (int i = 0; i < 64; ++i)
+    hex64 += "[0-9a-f]";
+  for (const TableRules &t : importRules()) {
+    // Per column: typeof, length, the value when numeric, whether it is a key.
+    std::string sql = "SELECT rowid";
+    for (const ColumnRule &c : t.columns) {
+      std::string n = c.name;
+      sql += ", typeof(" + n + "), length(" + n + "), CASE WHEN typeof(" + n +
+             ") IN ('integer', 'real') THEN " + n + " END, " + n + " GLOB '" + hex64 + "'";
+    }
+    sql += std::string(" FROM ") + t.table + " ORDER BY rowid";
+    sqlite3_stmt *raw = nullptr;
+    int rc = sqlite3_prepare_v2(src, sql.c_str(), -1, &raw, nullptr);
+    detail::SqliteStmtPtr st(raw);
+    if (rc != SQLITE_OK)
+      return fail(srcPath + ": reading " + t.table + ": " + sqliteMessage(src, rc));
+    while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
+      int64_t rowid = sqlite3_column_int64(st.get(), 0);
+      for (size_t i = 0; i < t.columns.size(); ++i) {
+        const ColumnRule &c = t.columns[i];
+        int at = 1 + 4 * int(i);
+        std::string type = reinterpret_cast<const char *>(sqlite3_column_text(st.get(), at));
+        int64_t length = sqlite3_column_int64(st.get(), at + 1);
+        auto bad = [&](const std::string &what) {
+          return fail(srcPath + ": " + t.table + " row " + llvm::Twine(rowid) + ": " + c.name +
+                      " " + what);
+        };
+        switch (c.kind) {
+        case ColumnRule::NullOrKey:
+          if (type == "null")
+            break;
+          [[fallthrough]];
+        case ColumnRule::Key:
+          if (type != "text")
+            return bad("is " + type + ", not text");
+          if (length != 64 || sqlite3_column_int64(st.get(), at + 3) != 1)
+            return bad("is not 64 lower-case hex digits");
+          break;
+        case ColumnRule::Text:
+          if (type != "text")
+            return bad("is " + type + ", not text");
+          if (length > c.maxBytes)
+            return bad("is " + std::to_string(length) + " characters long; at most " +
+                       std::to_string(c.maxBytes) + " are imported");
+          break;
+        case ColumnRule::Blob:
+          if (type != "blob")
+            return bad("is " + type + ", not a blob");
+          if (length > c.maxBytes)
+            return bad("is " + std::to_string(length) + " bytes; at most " +
+                       std::to_string(c.maxBytes) + " are imported");
+          break;
+        case ColumnRule::Int: {
+          if (type != "integer")
+            return bad("is " + type + ", not an integer");
+          int64_t v = sqlite3_column_int64(st.get(), at + 2);
+          if (v < c.min || v > c.max)
+            return bad("= " + std::to_string(v) + " is outside [" + std::to_string(c.min) + ", " +
+                       std::to_string(c.max) + "]");
+          break;
+        }
+        case ColumnRule::Real: {
+          if (type != "real" && type != "integer")
+            return bad("is " + type + ", not a number");
+          double v = sqlite3_column_double(st.get(), at + 2);
+          if (!std::isfinite(v) || v < double(c.min) || v > double(c.max))
+            return bad("= " + std::to_string(v) + " is outside [" + std::to_string(c.min) + ", " +
+                       std::to_string(c.max) + "]");
+          break;
+        }
+        }
+      }
+    }
+    if (rc != SQLITE_DONE)
+      return fail(srcPath + ": reading " + t.table + ": " + sqliteMessage(src, rc));
+  }
+  return llvm::Error::success();
+}
+
+/// Text of a column, NULs included.
+std::string columnText(sqlite3_stmt *s, int i) {
+  const unsigned char *t = sqlite3_column_text(s, i);
+  return t ? std::string(reinterpret_cast<const char *>(t), sqlite3_column_bytes(s, i))
+           : std::string();
+}
+
+} // namespace
+
+llvm::Expected<int64_t> Store::importFrom(const std::string &path, const ImportOptions &options,
+                                          ImportReport *report) {
+  ImportReport local;
+  ImportReport &rep = report ? *report : local;
+  rep = ImportReport();
   // Validate the other file completely before this store is touched.
   auto in = inspect(path, /*readOnly=*/true, kDefaultBusyTimeoutMs);
   if (!in) {
@@ -1217,26 +1688,77 @@ llvm::Expected<int64_t> Store::importFrom(const std::string &path) {
     return fail("tilejit store import: " + path +
                 " has winners that name missing kernels; nothing imported");
 
-  std::lock_guard<std::mutex> lock(mu_);
-  // One snapshot of the source for the whole copy.
+  // One snapshot of the source for the checks and the whole copy.
   rc = sqlite3_exec(src, "BEGIN", nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK)
     return fail("tilejit store import: " + path + ": " + sqliteMessage(src, rc));
+  auto finish = [&](llvm::Error e) {
+    sqlite3_exec(src, "COMMIT", nullptr, nullptr, nullptr);
+    return e;
+  };
+  if (auto e = validateImport(src, path))
+    return finish(fail("tilejit store import: " + toString(std::move(e)) + "; nothing imported"));
+
+  // Which kernels to take is decided before this store is locked: deciding
+  // may mean compiling each one.
+  std::vector<int64_t> accepted;
+  {
+    sqlite3_stmt *raw = nullptr;
+    rc = sqlite3_prepare_v2(src,
+                            "SELECT key, spec, config, arch, toolchain, launch, workspace_bytes, "
+                            "sha256, created_at, ptx, cubin, rowid FROM kernels ORDER BY rowid",
+                            -1, &raw, nullptr);
+    detail::SqliteStmtPtr st(raw);
+    if (rc != SQLITE_OK)
+      return finish(fail("tilejit store import: reading " + path + ": " + sqliteMessage(src, rc)));
+    while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
+      StoredKernel k;
+      k.key = columnText(st.get(), 0);
+      k.spec = columnText(st.get(), 1);
+      k.config = columnText(st.get(), 2);
+      k.arch = columnText(st.get(), 3);
+      k.toolchain = columnText(st.get(), 4);
+      k.launch = columnText(st.get(), 5);
+      k.workspaceBytes = sqlite3_column_int64(st.get(), 6);
+      k.sha256 = columnText(st.get(), 7);
+      k.createdAt = sqlite3_column_int64(st.get(), 8);
+      k.ptx = columnText(st.get(), 9);
+      const char *b = static_cast<const char *>(sqlite3_column_blob(st.get(), 10));
+      if (b)
+        k.cubin.assign(b, b + sqlite3_column_bytes(st.get(), 10));
+      if (sha256Hex(k.cubin.data(), k.cubin.size()) != k.sha256)
+        return finish(fail("tilejit store import: " + path + ": kernel " + k.key +
+                           " fails its SHA-256 check; nothing imported"));
+      std::string why;
+      if (options.acceptKernel && options.acceptKernel(k, why)) {
+        accepted.push_back(sqlite3_column_int64(st.get(), 11));
+        continue;
+      }
+      if (rep.kernelsLeft++ == 0)
+        rep.firstLeft = "kernel " + k.key + (why.empty() ? "" : ": " + why);
+    }
+    if (rc != SQLITE_DONE)
+      return finish(fail("tilejit store import: reading " + path + ": " + sqliteMessage(src, rc)));
+  }
+
+  std::lock_guard<std::mutex> lock(mu_);
   int64_t written = 0;
   llvm::Error e = write([&]() -> llvm::Error {
-    auto n = importRows(src, path);
+    auto n = importRows(src, path, accepted);
     if (!n)
       return n.takeError();
     written = *n;
     return llvm::Error::success();
   });
-  sqlite3_exec(src, "COMMIT", nullptr, nullptr, nullptr);
   if (e)
-    return withContext(std::move(e), path_, "importing " + path + " (nothing imported)");
+    return finish(withContext(std::move(e), path_, "importing " + path + " (nothing imported)"));
+  rep.rows = written;
+  (void)finish(llvm::Error::success());
   return written;
 }
 
-llvm::Expected<int64_t> Store::importRows(sqlite3 *src, const std::string &srcPath) {
+llvm::Expected<int64_t> Store::importRows(sqlite3 *src, const std::string &srcPath,
+                                          const std::vector<int64_t> &kernelRows) {
   int64_t written = 0;
   // Reads every row of `sql` from the source; `onRow` writes it here.
   auto copy = [&](const char *sql, auto onRow) -> llvm::Error {
@@ -1254,42 +1776,47 @@ llvm::Expected<int64_t> Store::importRows(sqlite3 *src, const std::string &srcPa
       return fail("reading " + srcPath + ": " + sqliteMessage(src, rc));
     return llvm::Error::success();
   };
-  auto text = [](sqlite3_stmt *s, int i) {
-    const unsigned char *t = sqlite3_column_text(s, i);
-    return t ? std::string(reinterpret_cast<const char *>(t), sqlite3_column_bytes(s, i))
-             : std::string();
-  };
+  auto text = columnText;
 
-  if (auto e =
-          copy("SELECT key, spec, config, arch, toolchain, launch, workspace_bytes, sha256, "
-               "created_at, ptx, cubin FROM kernels",
-               [&](sqlite3_stmt *s) -> llvm::Error {
-                 StoredKernel k;
-                 k.key = text(s, 0);
-                 k.sha256 = text(s, 7);
-                 const char *b = static_cast<const char *>(sqlite3_column_blob(s, 10));
-                 if (b)
-                   k.cubin.assign(b, b + sqlite3_column_bytes(s, 10));
-                 if (!isKernelKey(k.key))
-                   return fail("kernel key '" + k.key + "' is not 64 lower-case hex digits");
-                 if (sha256Hex(k.cubin.data(), k.cubin.size()) != k.sha256)
-                   return fail("kernel " + k.key + " fails its SHA-256 check");
-                 auto st =
-                     statement("INSERT INTO kernels (key, spec, config, arch, toolchain, launch, "
-                               "workspace_bytes, sha256, created_at, ptx, cubin) "
-                               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
-                               "ON CONFLICT (key) DO NOTHING");
-                 if (!st)
-                   return st.takeError();
-                 st->bind(1, k.key).bind(2, text(s, 1)).bind(3, text(s, 2)).bind(4, text(s, 3));
-                 st->bind(5, text(s, 4))
-                     .bind(6, text(s, 5))
-                     .bind(7, int64_t(sqlite3_column_int64(s, 6)));
-                 st->bind(8, k.sha256).bind(9, int64_t(sqlite3_column_int64(s, 8)));
-                 st->bind(10, text(s, 9)).bindBlob(11, k.cubin);
-                 return st->run();
-               }))
-    return e;
+  for (int64_t rowid : kernelRows) {
+    sqlite3_stmt *raw = nullptr;
+    int rc = sqlite3_prepare_v2(src,
+                                "SELECT key, spec, config, arch, toolchain, launch, "
+                                "workspace_bytes, sha256, created_at, ptx, cubin FROM kernels "
+                                "WHERE rowid = ?1",
+                                -1, &raw, nullptr);
+    detail::SqliteStmtPtr sel(raw);
+    if (rc != SQLITE_OK)
+      return fail("reading " + srcPath + ": " + sqliteMessage(src, rc));
+    sqlite3_bind_int64(raw, 1, rowid);
+    rc = sqlite3_step(raw);
+    if (rc != SQLITE_ROW)
+      return fail("reading " + srcPath + ": " + sqliteMessage(src, rc));
+    sqlite3_stmt *s = raw;
+    StoredKernel k;
+    k.key = text(s, 0);
+    k.sha256 = text(s, 7);
+    const char *b = static_cast<const char *>(sqlite3_column_blob(s, 10));
+    if (b)
+      k.cubin.assign(b, b + sqlite3_column_bytes(s, 10));
+    if (!isKernelKey(k.key))
+      return fail("kernel key '" + k.key + "' is not 64 lower-case hex digits");
+    if (sha256Hex(k.cubin.data(), k.cubin.size()) != k.sha256)
+      return fail("kernel " + k.key + " fails its SHA-256 check");
+    auto st = statement("INSERT INTO kernels (key, spec, config, arch, toolchain, launch, "
+                        "workspace_bytes, sha256, created_at, ptx, cubin) "
+                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
+                        "ON CONFLICT (key) DO NOTHING");
+    if (!st)
+      return st.takeError();
+    st->bind(1, k.key).bind(2, text(s, 1)).bind(3, text(s, 2)).bind(4, text(s, 3));
+    st->bind(5, text(s, 4)).bind(6, text(s, 5)).bind(7, int64_t(sqlite3_column_int64(s, 6)));
+    st->bind(8, k.sha256).bind(9, int64_t(sqlite3_column_int64(s, 8)));
+    st->bind(10, text(s, 9)).bindBlob(11, k.cubin);
+    if (auto e = st->run())
+      return e;
+    written += sqlite3_changes64(db_.get());
+  }
 
   if (auto e = copy("SELECT tune_key, config, median_ms, p20_ms, p80_ms, reps, gpu, sm_count, "
                     "driver_version, sm_clock_mhz, mem_clock_mhz, created_at FROM timings "
@@ -1338,23 +1865,26 @@ llvm::Expected<int64_t> Store::importRows(sqlite3 *src, const std::string &srcPa
                     }))
     return e;
 
-  if (auto e = copy("SELECT tune_key, config, kernel_key, median_ms, reason, chosen_at "
-                    "FROM winners",
-                    [&](sqlite3_stmt *s) -> llvm::Error {
-                      auto st = statement(
-                          "INSERT INTO winners (tune_key, config, kernel_key, median_ms, reason, "
-                          "chosen_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (tune_key) "
-                          "DO UPDATE SET config = excluded.config, "
-                          "kernel_key = excluded.kernel_key, median_ms = excluded.median_ms, "
-                          "reason = excluded.reason, chosen_at = excluded.chosen_at "
-                          "WHERE excluded.chosen_at > winners.chosen_at");
-                      if (!st)
-                        return st.takeError();
-                      st->bind(1, text(s, 0)).bind(2, text(s, 1)).bindOrNull(3, text(s, 2));
-                      st->bind(4, sqlite3_column_double(s, 3)).bind(5, text(s, 4));
-                      st->bind(6, int64_t(sqlite3_column_int64(s, 5)));
-                      return st->run();
-                    }))
+  if (auto e =
+          copy("SELECT tune_key, config, kernel_key, median_ms, reason, chosen_at "
+               "FROM winners",
+               [&](sqlite3_stmt *s) -> llvm::Error {
+                 // A kernel not taken (or not there) leaves the winner
+                 // without one: it is compiled here at first use.
+                 auto st = statement(
+                     "INSERT INTO winners (tune_key, config, kernel_key, median_ms, reason, "
+                     "chosen_at) VALUES (?1, ?2, (SELECT key FROM kernels WHERE key = ?3), "
+                     "?4, ?5, ?6) ON CONFLICT (tune_key) DO UPDATE SET config = excluded.config, "
+                     "kernel_key = excluded.kernel_key, median_ms = excluded.median_ms, "
+                     "reason = excluded.reason, chosen_at = excluded.chosen_at "
+                     "WHERE excluded.chosen_at > winners.chosen_at");
+                 if (!st)
+                   return st.takeError();
+                 st->bind(1, text(s, 0)).bind(2, text(s, 1)).bindOrNull(3, text(s, 2));
+                 st->bind(4, sqlite3_column_double(s, 3)).bind(5, text(s, 4));
+                 st->bind(6, int64_t(sqlite3_column_int64(s, 5)));
+                 return st->run();
+               }))
     return e;
   return written;
 }

@@ -15,6 +15,11 @@
 //   belongs to another application is moved aside (never deleted) and a fresh
 //   store made; a store written by a newer tilejit is an error and left alone.
 // - The schema is versioned with `PRAGMA user_version` and migrated in steps.
+// - A store opened for reading (openForReading) is never created, moved,
+//   migrated, switched or written; a new store or an export appears whole or
+//   not at all.
+// - An import takes only the kernels its caller accepts, and checks every
+//   column of the other file before writing anything.
 //
 // One Store object may be shared by threads (one connection under a mutex).
 // The launch path never touches it: the engine keeps loaded kernels in memory.
@@ -23,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -100,8 +106,40 @@ struct Failure {
 /// relies on the file system's byte-range locks alone, which network file
 /// systems (NFS, Lustre, GPFS, CephFS, ...) provide across hosts.
 /// Auto: $TILEJIT_STORE_JOURNAL (wal | delete) if set, else rollback on a
-/// network file system and WAL elsewhere.
+/// network file system and WAL elsewhere. The mode chosen is that of a new
+/// store; an existing one keeps its own (Store::open).
 enum class JournalMode { Auto, Wal, Rollback };
+
+/// What `importFrom` takes from another store. Timings, winners and failures
+/// are data; a kernel is GPU code that whoever wrote the file chose, and its
+/// SHA-256 only shows that it was not damaged on the way. So a kernel is taken
+/// only when `acceptKernel` says so (it may compile the kernel's spec and
+/// config here and compare the bytes); with no `acceptKernel`, none is, and a
+/// winner that names a kernel not taken keeps its config but no kernel (it is
+/// compiled here at first use).
+struct ImportOptions {
+  /// True to take the kernel; false (with `why` set) to leave it.
+  std::function<bool(const StoredKernel &k, std::string &why)> acceptKernel;
+  /// Every kernel the other file holds, hash checked: for files whose origin
+  /// is trusted.
+  static ImportOptions trustAll();
+};
+
+/// What an import did.
+struct ImportReport {
+  int64_t rows = 0;        ///< rows written here
+  int64_t kernelsLeft = 0; ///< kernels of the other file not taken
+  std::string firstLeft;   ///< why the first of them was not taken
+};
+
+/// Limits on what an import reads, so that a hostile file cannot make the
+/// process use gigabytes: the longest text field, PTX text and cubin.
+constexpr int64_t kMaxImportedTextBytes = 64 * 1024;
+constexpr int64_t kMaxImportedCodeBytes = 64 * 1024 * 1024;
+
+/// Whether `cubin` is an ELF CUDA binary (EM_CUDA, 64-bit) for `arch`
+/// ("sm_90a": SM 90); `problem` says what is wrong when it is not.
+bool isCubinFor(const std::vector<char> &cubin, const std::string &arch, std::string &problem);
 
 /// The file system holding `path` (or its nearest existing parent): a name
 /// such as "nfs", "lustre" or "ext4/xfs/local", and whether it is shared
@@ -128,10 +166,22 @@ public:
   /// a lock held past the busy timeout, I/O) are returned and nothing is moved.
   /// `busyTimeoutMs`: how long any statement waits for another process's lock.
   /// `journal`: see JournalMode.
+  /// A new store is made in a temporary file beside `path` and linked into
+  /// place only when complete: a failure (a full disk) leaves no file.
+  /// `journal` applies to a new store; an existing one keeps the journal mode
+  /// it is in (processes with different settings share it instead of
+  /// fighting over it; `notice` says so), except that a store in WAL mode on a
+  /// network file system is switched to a rollback journal.
   static llvm::Expected<std::unique_ptr<Store>> open(const std::string &path,
                                                      std::string *notice = nullptr,
                                                      int busyTimeoutMs = kDefaultBusyTimeoutMs,
                                                      JournalMode journal = JournalMode::Auto);
+  /// Opens an existing store for reading only: nothing on disk is created,
+  /// moved, migrated or switched, and a read-only file or mount serves. A
+  /// null store when there is no file at `path`; an error naming the problem
+  /// (and the command that would repair it) for a file that is not a store
+  /// of this schema version.
+  static llvm::Expected<std::unique_ptr<Store>> openForReading(const std::string &path);
   ~Store();
   Store(const Store &) = delete;
   Store &operator=(const Store &) = delete;
@@ -146,8 +196,9 @@ public:
   /// Inserts or replaces the kernel with `k.key`; computes `k.sha256`.
   llvm::Error putKernel(StoredKernel k);
   /// nullopt if absent. If the stored cubin's SHA-256 does not match, the row is
-  /// deleted, `problem` (if non-null) gets a message naming the key, and nullopt
-  /// is returned: a corrupt binary is never handed out.
+  /// deleted (kept in a store opened for reading), `problem` (if non-null) gets
+  /// a message naming the key, and nullopt is returned: a corrupt binary is
+  /// never handed out.
   llvm::Expected<std::optional<StoredKernel>> getKernel(const std::string &key,
                                                         std::string *problem = nullptr);
 
@@ -181,23 +232,30 @@ public:
   /// Kernels (oldest first), then winners (by tuning key). A winner's spec and
   /// arch come from its kernel when it names one.
   llvm::Expected<std::vector<Summary>> list();
-  /// Checks every kernel's SHA-256, `PRAGMA integrity_check` and
-  /// `PRAGMA foreign_key_check`; returns the problems (empty = ok). Deletes nothing.
+  /// Checks every kernel's SHA-256, that its binary is an ELF cubin for the
+  /// arch its row names, `PRAGMA integrity_check` and `PRAGMA
+  /// foreign_key_check`; returns the problems (empty = ok). Deletes nothing.
   llvm::Expected<std::vector<std::string>> verify();
   /// Deletes kernels, timings and failures created, and winners chosen, before
   /// `unixTime`; returns the number of rows deleted.
   llvm::Expected<int64_t> pruneOlderThan(int64_t unixTime);
   /// Writes a consistent copy of the whole store to a new single-file SQLite
   /// database at `path` (rollback journal, so it travels as one file). Refuses
-  /// to overwrite an existing file.
+  /// to overwrite an existing file. The copy is written beside `path` and
+  /// linked into place when complete: a failed or killed export leaves no
+  /// file at `path`.
   llvm::Error exportTo(const std::string &path);
-  /// Merges another store file into this one in one transaction: kernels added
-  /// by key (an existing key is kept: the key is the identity), timings appended
-  /// unless an identical row exists, winners and failures replaced only by newer
-  /// ones. The other file is opened read-only and validated first; a corrupt,
-  /// foreign or newer file, or one holding a kernel whose hash does not match,
-  /// is an error and leaves this store untouched. Returns the rows written.
-  llvm::Expected<int64_t> importFrom(const std::string &path);
+  /// Merges another store file into this one in one transaction: kernels that
+  /// `options` accepts added by key (an existing key is kept: the key is the
+  /// identity), timings appended unless an identical row exists, winners and
+  /// failures replaced only by newer ones. The other file is opened read-only
+  /// and validated first: every column's type and range, text and binaries no
+  /// longer than the limits above, every kernel's hash. A corrupt, foreign or
+  /// newer file, or one that fails a check, is an error naming the row and
+  /// column, and leaves this store untouched. Returns the rows written.
+  llvm::Expected<int64_t> importFrom(const std::string &path,
+                                     const ImportOptions &options = ImportOptions(),
+                                     ImportReport *report = nullptr);
 
 private:
   class Statement;
@@ -222,13 +280,20 @@ private:
   template <typename Body> llvm::Error read(Body &&body);
   llvm::Error error(const llvm::Twine &what, int rc) const;
   llvm::Error deleteIfCorrupt(const std::string &key, bool &deleted, std::string &detail);
-  llvm::Expected<int64_t> importRows(sqlite3 *src, const std::string &srcPath);
+  /// Copies the kernels at `kernelRows` (rowids) and every other row.
+  llvm::Expected<int64_t> importRows(sqlite3 *src, const std::string &srcPath,
+                                     const std::vector<int64_t> &kernelRows);
+  /// Creates a fresh store at `path` through a temporary file beside it.
+  static llvm::Error createAtomically(const std::string &path, int busyTimeoutMs,
+                                      JournalMode journal);
 
   std::string path_;
   int schemaVersion_ = 0;
   int busyTimeoutMs_ = kDefaultBusyTimeoutMs;
   JournalMode journal_ = JournalMode::Auto;
   std::string journalMode_;
+  bool readOnly_ = false;
+  std::string notice_; // what configure() has to say (the journal mode it followed)
   mutable std::mutex mu_;
   detail::SqlitePtr db_; // declared before stmts_, so statements are finalized first
   std::unordered_map<std::string, detail::SqliteStmtPtr> stmts_;

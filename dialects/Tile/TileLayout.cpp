@@ -88,17 +88,22 @@ LogicalResult BlockedLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitE
   if (rowThreads < 1 || colThreads < 1)
     return emitError() << "#tile.blocked needs rowThreads and colThreads >= 1, got " << rowThreads
                        << " and " << colThreads;
+  // The product as written, not wrapped around: 2^57 + 2 rows of 128 would
+  // otherwise pass as 256 threads.
+  int64_t threads = 0;
+  if (llvm::MulOverflow(rowThreads, colThreads, threads))
+    return emitError() << "#tile.blocked has " << rowThreads << " * " << colThreads
+                       << " threads; a block holds at most 1024";
   if (!llvm::isPowerOf2_64(colThreads))
     return emitError() << "#tile.blocked colThreads must be a power of two, got " << colThreads;
-  if (colThreads < 32 && rowThreads * colThreads % 32 != 0)
+  if (colThreads < 32 && threads % 32 != 0)
     return emitError() << "#tile.blocked needs whole warps: rowThreads * "
                           "colThreads = "
-                       << rowThreads * colThreads << " is not a multiple of 32";
+                       << threads << " is not a multiple of 32";
   if (colThreads > 32 && colThreads % 32 != 0)
     return emitError() << "#tile.blocked colThreads above 32 must be whole warps";
-  if (rowThreads * colThreads > 1024)
-    return emitError() << "#tile.blocked has " << rowThreads * colThreads
-                       << " threads; a block holds at most 1024";
+  if (threads > 1024)
+    return emitError() << "#tile.blocked has " << threads << " threads; a block holds at most 1024";
   return success();
 }
 

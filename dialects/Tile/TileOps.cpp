@@ -54,11 +54,21 @@ LogicalResult KernelOp::verify() {
                             "[32, 1024], got "
                          << threads;
 
-  if (auto m = getMinBlocks()) {
-    if (*m < 1 || *m * threads > 2048)
+  if (auto raw = getMinBlocks()) {
+    // The attribute is read as unsigned: compare as the signed value it was
+    // written as, and divide rather than multiply (no wrap-around).
+    int64_t m = int64_t(*raw);
+    if (m < 1 || m > 2048 / threads)
       return emitOpError() << "min_blocks must be in [1, " << 2048 / threads
-                           << "] (2048 threads per multiprocessor at most), got " << *m;
+                           << "] (2048 threads per multiprocessor at most), got " << m;
   }
+  // The lowering sizes shared memory from these: bound them before it
+  // multiplies (228 KB is the most shared memory any block has).
+  if (auto raw = getScratchBytes(); raw && (int64_t(*raw) < 0 || int64_t(*raw) > 228 * 1024))
+    return emitOpError() << "scratch_bytes must be in [0, " << 228 * 1024 << "], got "
+                         << int64_t(*raw);
+  if (auto raw = getClusterRows(); raw && (int64_t(*raw) < 0 || int64_t(*raw) > 1024))
+    return emitOpError() << "cluster_rows must be in [0, 1024], got " << int64_t(*raw);
 
   AffineMap grid = getGrid();
   ArrayRef<int64_t> ops = getGridOperands();

@@ -48,3 +48,7 @@ add_tool("tilejit-opt", tilejit_tools_dir)
 add_tool("mlir-translate", llvm_tools_dir)
 add_tool("FileCheck", llvm_tools_dir)
 add_tool("not", llvm_tools_dir)
+
+# %python: the interpreter running lit, for RUN lines that generate input.
+import sys
+config.substitutions.append(("%python", sys.executable))

@@ -12,6 +12,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +24,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -168,6 +171,9 @@ std::string dump(Store &s, const std::vector<std::string> &tuneKeys) {
   }
   return out.str();
 }
+
+/// A store with one of each record (below).
+void fill(Store &s, const std::string &tag, int64_t base);
 
 class StoreTest : public ::testing::Test {
 protected:
@@ -612,17 +618,18 @@ TEST_F(StoreTest, ALockIsNotCorruption) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     sqlite3_exec(holder, "COMMIT", nullptr, nullptr, nullptr);
   });
-  auto waited = Store::open(path, &notice, /*busyTimeoutMs=*/120000);
+  // (Opened as made, in rollback mode: no notice about the journal either.)
+  auto waited = Store::open(path, &notice, /*busyTimeoutMs=*/120000, JournalMode::Rollback);
   release.join();
   ASSERT_TRUE(bool(waited)) << toString(waited.takeError());
   EXPECT_EQ(notice, "");
   EXPECT_TRUE(ok((*waited)->getKernel(sha256Hex("k"))).has_value());
   waited->reset();
   sqlite3_close(holder);
-  auto again = openStore(path, &notice);
-  ASSERT_TRUE(again);
+  auto again = Store::open(path, &notice, Store::kDefaultBusyTimeoutMs, JournalMode::Rollback);
+  ASSERT_TRUE(bool(again)) << toString(again.takeError());
   EXPECT_EQ(notice, "");
-  EXPECT_TRUE(ok(again->getKernel(sha256Hex("k"))).has_value());
+  EXPECT_TRUE(ok((*again)->getKernel(sha256Hex("k"))).has_value());
 }
 
 //===----------------------------------------------------------------------===//
@@ -759,24 +766,33 @@ TEST_F(StoreTest, JournalModeFollowsTheFileSystemAndTheEnvironment) {
     ASSERT_TRUE(store);
     EXPECT_EQ(store->journalMode(), here.network ? "delete" : "wal") << here.name;
   }
+  if (!here.network) {
+    // An existing store keeps its mode whatever this process is set for, and
+    // says so.
+    std::string notice;
+    auto store = Store::open(path, &notice, 2000, JournalMode::Rollback);
+    ASSERT_TRUE(bool(store)) << llvm::toString(store.takeError());
+    EXPECT_EQ((*store)->journalMode(), "wal");
+    EXPECT_NE(notice.find("kept in WAL mode"), std::string::npos) << notice;
+  }
   {
-    // A file in WAL mode switches to a rollback journal when asked (as on a
-    // network file system), and keeps working.
-    auto store = Store::open(path, nullptr, 2000, JournalMode::Rollback);
+    // A new store takes the mode asked for.
+    std::string rollback = file("rollback.db");
+    auto store = Store::open(rollback, nullptr, 2000, JournalMode::Rollback);
     ASSERT_TRUE(bool(store)) << llvm::toString(store.takeError());
     EXPECT_EQ((*store)->journalMode(), "delete");
     ASSERT_OK((*store)->putKernel(makeKernel("rollback")));
-    EXPECT_FALSE(fs::exists(path + "-wal"));
-    EXPECT_FALSE(fs::exists(path + "-shm"));
-    EXPECT_EQ(readFile(path)[18], 1) << "rollback mode is recorded in the file";
-  }
-  {
+    EXPECT_FALSE(fs::exists(rollback + "-wal"));
+    EXPECT_FALSE(fs::exists(rollback + "-shm"));
+    EXPECT_EQ(readFile(rollback)[18], 1) << "rollback mode is recorded in the file";
     ::setenv("TILEJIT_STORE_JOURNAL", "wal", 1);
-    auto store = openStore(path);
+    std::string notice;
+    auto again = Store::open(rollback, &notice);
     ::unsetenv("TILEJIT_STORE_JOURNAL");
-    ASSERT_TRUE(store);
-    EXPECT_EQ(store->journalMode(), "wal");
-    EXPECT_TRUE(ok(store->getKernel(sha256Hex("rollback"))).has_value());
+    ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
+    EXPECT_EQ((*again)->journalMode(), "delete");
+    EXPECT_NE(notice.find("kept in rollback-journal mode"), std::string::npos) << notice;
+    EXPECT_TRUE(ok((*again)->getKernel(sha256Hex("rollback"))).has_value());
   }
   ::setenv("TILEJIT_STORE_JOURNAL", "sometimes", 1);
   auto bad = Store::open(path);
@@ -784,6 +800,188 @@ TEST_F(StoreTest, JournalModeFollowsTheFileSystemAndTheEnvironment) {
   ASSERT_FALSE(bool(bad));
   EXPECT_NE(llvm::toString(bad.takeError()).find("TILEJIT_STORE_JOURNAL='sometimes'"),
             std::string::npos);
+}
+
+TEST_F(StoreTest, ProcessesSetForDifferentJournalsShareOneFile) {
+  // One process has the store open in WAL mode; another, set for a rollback
+  // journal, used to wait out its busy timeout trying to switch the file and
+  // fail with "database is locked". It follows the file's mode instead.
+  if (fileSystemOf(dir).network)
+    GTEST_SKIP() << "WAL is not kept on a network file system";
+  std::string path = file("shared.db");
+  auto wal = Store::open(path, nullptr, 300, JournalMode::Wal);
+  ASSERT_TRUE(bool(wal)) << llvm::toString(wal.takeError());
+  ASSERT_OK((*wal)->putKernel(makeKernel("from-wal")));
+  auto start = std::chrono::steady_clock::now();
+  std::string notice;
+  auto rollback = Store::open(path, &notice, 300, JournalMode::Rollback);
+  ASSERT_TRUE(bool(rollback)) << llvm::toString(rollback.takeError());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(250));
+  EXPECT_EQ((*rollback)->journalMode(), "wal");
+  EXPECT_NE(notice.find("kept in WAL mode"), std::string::npos) << notice;
+  ASSERT_OK((*rollback)->putKernel(makeKernel("from-rollback")));
+  EXPECT_TRUE(ok((*wal)->getKernel(sha256Hex("from-rollback"))).has_value());
+  EXPECT_TRUE(ok((*rollback)->getKernel(sha256Hex("from-wal"))).has_value());
+}
+
+/// Runs `body` in a child process; returns its exit status, 128 + signal if
+/// it was killed.
+int inChild(const std::function<int()> &body) {
+  pid_t pid = fork();
+  if (pid == 0)
+    _exit(body());
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/// From here on this process writes at most `maxBytes` to any file, as on a
+/// full disk: writes past it fail with EFBIG, or with `killedByLimit` the
+/// process is killed by SIGXFSZ, as by a kill in mid-write.
+void limitFileSize(rlim_t maxBytes, bool killedByLimit) {
+  signal(SIGXFSZ, killedByLimit ? SIG_DFL : SIG_IGN);
+  struct rlimit lim = {maxBytes, maxBytes};
+  setrlimit(RLIMIT_FSIZE, &lim);
+}
+
+TEST_F(StoreTest, ANewStoreThatCannotBeWrittenLeavesNoFile) {
+  std::string path = file("sub/dir/new.db");
+  int rc = inChild([&] {
+    limitFileSize(0, false);
+    auto store = Store::open(path);
+    if (store)
+      return 0;
+    std::string msg = toString(store.takeError());
+    return msg.find("cannot create it") != std::string::npos ? 3 : 4;
+  });
+  EXPECT_EQ(rc, 3) << "the open fails with a message naming the cause";
+  EXPECT_FALSE(fs::exists(path)) << "no empty store is left to be mistaken for a cache";
+  EXPECT_FALSE(fs::exists(file("sub"))) << "nor the directories made for it";
+  EXPECT_EQ(filesStartingWith(dir, "").size(), 0u);
+}
+
+TEST_F(StoreTest, AKilledExportLeavesNoFile) {
+  {
+    auto store = openStore(file("a.db"));
+    ASSERT_TRUE(store);
+    fill(*store, "a", 1000);
+  }
+  // Each child opens the store itself: a connection does not cross a fork.
+  auto exportIn = [&](const std::string &path, bool killedByLimit) {
+    auto store = Store::open(file("a.db"));
+    if (!store) {
+      llvm::consumeError(store.takeError());
+      return 2;
+    }
+    limitFileSize(8192, killedByLimit);
+    llvm::Error e = (*store)->exportTo(path);
+    bool failed = bool(e);
+    llvm::consumeError(std::move(e));
+    return failed ? 3 : 0;
+  };
+  std::string path = file("export.db");
+  int rc = inChild([&] { return exportIn(path, true); });
+  EXPECT_EQ(rc, 128 + SIGXFSZ);
+  EXPECT_FALSE(fs::exists(path)) << "a partial copy would open as an empty store";
+  for (const std::string &left : filesStartingWith(dir, "export.db")) // the killed copy's
+    fs::remove(left);
+  rc = inChild([&] { return exportIn(path, false); });
+  EXPECT_EQ(rc, 3);
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_TRUE(filesStartingWith(dir, "export.db").empty()) << "a failed export cleans up";
+}
+
+TEST_F(StoreTest, PathsThatCannotBeAStoreFailAtOnce) {
+  std::string fifo = file("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto expectError = [&](llvm::Error e, const std::string &needle) {
+    ASSERT_TRUE(bool(e));
+    std::string msg = toString(std::move(e));
+    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+  };
+  // Each would wait forever for a writer if the FIFO were opened.
+  expectError(Store::open(fifo).takeError(), "is a FIFO");
+  expectError(Store::openForReading(fifo).takeError(), "is a FIFO");
+  auto store = openStore(":memory:");
+  ASSERT_TRUE(store);
+  expectError(store->importFrom(fifo).takeError(), "is a FIFO");
+  expectError(Store::open(dir).takeError(), "is a directory");
+  expectError(Store::open(file("x/")).takeError(), "names a directory");
+  EXPECT_FALSE(fs::exists(file("x")));
+  std::string longName = file(std::string(300, 'a') + "/x.db");
+  expectError(Store::open(longName).takeError(), "File name too long");
+  expectError(Store::openForReading(longName).takeError(), "File name too long");
+}
+
+TEST_F(StoreTest, ReadingChangesNothingOnDisk) {
+  // No file: no store, and nothing made.
+  auto none = Store::openForReading(file("missing/x.db"));
+  ASSERT_TRUE(bool(none)) << llvm::toString(none.takeError());
+  EXPECT_EQ(none->get(), nullptr);
+  EXPECT_FALSE(fs::exists(file("missing")));
+
+  // Another application's database: reported, not moved aside.
+  std::string foreign = file("foreign.db");
+  rawSql(foreign, "CREATE TABLE accounts (id INTEGER PRIMARY KEY)");
+  std::string before = readFile(foreign);
+  auto refused = Store::openForReading(foreign);
+  ASSERT_FALSE(bool(refused));
+  std::string msg = toString(refused.takeError());
+  EXPECT_NE(msg.find("nothing was changed"), std::string::npos) << msg;
+  EXPECT_EQ(readFile(foreign), before);
+  EXPECT_TRUE(filesStartingWith(dir, "foreign.db.").empty());
+
+  // An export (rollback journal) stays one file in its mode, and a kernel
+  // with a bad hash is reported, not deleted.
+  std::string exported = file("export.db");
+  {
+    auto s = openStore(file("a.db"));
+    ASSERT_TRUE(s);
+    fill(*s, "a", 1000);
+    ASSERT_OK(s->exportTo(exported));
+  }
+  rawSql(exported, "UPDATE kernels SET cubin = zeroblob(10) WHERE key = '" + sha256Hex("a1") + "'");
+  before = readFile(exported);
+  {
+    auto s = Store::openForReading(exported);
+    ASSERT_TRUE(bool(s)) << llvm::toString(s.takeError());
+    ASSERT_NE(s->get(), nullptr);
+    EXPECT_EQ((*s)->journalMode(), "delete");
+    EXPECT_EQ(ok((*s)->list()).size(), 3u + 2u);
+    std::string problem;
+    EXPECT_FALSE(ok((*s)->getKernel(sha256Hex("a1"), &problem)).has_value());
+    EXPECT_NE(problem.find("SHA-256"), std::string::npos) << problem;
+    EXPECT_TRUE(ok((*s)->getKernel(sha256Hex("a0"))).has_value());
+    EXPECT_EQ(ok((*s)->verify()).size(), 1u);
+    llvm::Error w = (*s)->putKernel(makeKernel("no"));
+    EXPECT_TRUE(bool(w)) << "a store opened for reading takes no writes";
+    llvm::consumeError(std::move(w));
+  }
+  EXPECT_EQ(readFile(exported), before);
+  EXPECT_FALSE(fs::exists(exported + "-wal"));
+  EXPECT_FALSE(fs::exists(exported + "-journal"));
+  EXPECT_EQ(rawInt(exported, "SELECT count(*) FROM kernels"), 3);
+}
+
+TEST_F(StoreTest, VerifyChecksThatABinaryIsACubinForItsArch) {
+  auto store = openStore(":memory:");
+  ASSERT_TRUE(store);
+  StoredKernel forged = makeKernel("forged");
+  forged.cubin = {char(0xde), char(0xad), char(0xbe), char(0xef)};
+  ASSERT_OK(store->putKernel(forged)); // its hash is right: it is the hash of what was stored
+  StoredKernel otherArch = makeKernel("sm80");
+  otherArch.arch = "sm_80";
+  ASSERT_OK(store->putKernel(otherArch));
+  ASSERT_OK(store->putKernel(makeKernel("good")));
+  auto problems = ok(store->verify());
+  ASSERT_EQ(problems.size(), 2u);
+  std::string all = problems[0] + "\n" + problems[1];
+  EXPECT_NE(all.find("kernel " + forged.key + ": its binary is not an ELF file"), std::string::npos)
+      << all;
+  EXPECT_NE(
+      all.find("kernel " + otherArch.key + ": its binary is a cubin for sm_90, not for sm_80"),
+      std::string::npos)
+      << all;
 }
 
 TEST_F(StoreTest, CreatesTheParentDirectory) {
@@ -843,6 +1041,7 @@ void fill(Store &s, const std::string &tag, int64_t base) {
 }
 
 TEST_F(StoreTest, ExportImportRoundTrip) {
+  const ImportOptions trusted = ImportOptions::trustAll();
   std::string exported = file("out/export.db");
   const std::vector<std::string> keys = {"tk1", "tk2"};
   auto a = openStore(file("a.db"));
@@ -864,19 +1063,19 @@ TEST_F(StoreTest, ExportImportRoundTrip) {
 
   auto b = openStore(file("b.db"));
   ASSERT_TRUE(b);
-  EXPECT_EQ(ok(b->importFrom(exported)), 3 + 4 + 2 + 2);
+  EXPECT_EQ(ok(b->importFrom(exported, trusted)), 3 + 4 + 2 + 2);
   EXPECT_EQ(dump(*b, keys), dump(*a, keys));
   EXPECT_TRUE(ok(b->verify()).empty());
   // Again: nothing new, no duplicated timings.
-  EXPECT_EQ(ok(b->importFrom(exported)), 0);
+  EXPECT_EQ(ok(b->importFrom(exported, trusted)), 0);
   EXPECT_EQ(dump(*b, keys), dump(*a, keys));
   EXPECT_EQ(readFile(exported), bytes) << "import opens its source read-only";
 
   // A live store (WAL mode, open in this process) imports as well.
-  EXPECT_EQ(ok(b->importFrom(file("a.db"))), 0);
+  EXPECT_EQ(ok(b->importFrom(file("a.db"), trusted)), 0);
   auto e2 = openStore(":memory:");
   ASSERT_TRUE(e2);
-  EXPECT_EQ(ok(e2->importFrom(file("a.db"))), 3 + 4 + 2 + 2);
+  EXPECT_EQ(ok(e2->importFrom(file("a.db"), trusted)), 3 + 4 + 2 + 2);
   EXPECT_EQ(dump(*e2, keys), dump(*a, keys));
 
   // Winners and failures are replaced only by newer ones.
@@ -887,7 +1086,7 @@ TEST_F(StoreTest, ExportImportRoundTrip) {
   ASSERT_OK(c->addFailure({"tk1", "c3", "launch", "c newer", 9000}));
   ASSERT_OK(c->addFailure({"tk2", "c3", "launch", "c older", 10}));
   ASSERT_OK(c->addTiming(makeTiming("tk1", "c1", 1.0, 2000))); // identical to one of a's
-  EXPECT_EQ(ok(c->importFrom(exported)), 3 + 3 + 1 + 1);
+  EXPECT_EQ(ok(c->importFrom(exported, trusted)), 3 + 3 + 1 + 1);
   EXPECT_EQ(ok(c->winner("tk1"))->config, "mine");
   EXPECT_EQ(ok(c->winner("tk2"))->reason, "a won");
   EXPECT_EQ(ok(c->failures("tk1"))[0].reason, "c newer");
@@ -955,6 +1154,200 @@ TEST_F(StoreTest, ImportOfABadFileLeavesTheStoreUnchanged) {
   }
   rawSql(newer, "PRAGMA user_version = 7");
   expectFails(newer, "newer");
+}
+
+TEST_F(StoreTest, ImportTakesOnlyTheKernelsItIsToldTo) {
+  std::string src = file("src.db");
+  {
+    auto s = openStore(src);
+    ASSERT_TRUE(s);
+    fill(*s, "s", 1000);
+  }
+  // By default no binary: the winners keep their configs, not their kernels.
+  auto b = openStore(":memory:");
+  ASSERT_TRUE(b);
+  ImportReport report;
+  EXPECT_EQ(ok(b->importFrom(src, ImportOptions(), &report)), 4 + 2 + 2);
+  EXPECT_EQ(report.kernelsLeft, 3);
+  EXPECT_EQ(report.rows, 4 + 2 + 2);
+  auto w = ok(b->winner("tk1"));
+  ASSERT_TRUE(w.has_value());
+  EXPECT_EQ(w->config, "c1");
+  EXPECT_EQ(w->kernelKey, "") << "compiled here at first use";
+  EXPECT_FALSE(ok(b->getKernel(sha256Hex("s0"))).has_value());
+  EXPECT_TRUE(ok(b->verify()).empty());
+
+  // A filter sees every kernel, whole, and its reason is reported.
+  auto c = openStore(":memory:");
+  ASSERT_TRUE(c);
+  ImportOptions some;
+  std::vector<std::string> seen;
+  some.acceptKernel = [&](const StoredKernel &k, std::string &why) {
+    seen.push_back(k.spec);
+    EXPECT_EQ(k.cubin, payload(k.key == sha256Hex("s0")   ? "s0"
+                               : k.key == sha256Hex("s1") ? "s1"
+                                                          : "s2",
+                               k.cubin.size()));
+    if (k.key == sha256Hex("s0"))
+      return true;
+    why = "not s0";
+    return false;
+  };
+  EXPECT_EQ(ok(c->importFrom(src, some, &report)), 1 + 4 + 2 + 2);
+  EXPECT_EQ(seen.size(), 3u);
+  EXPECT_EQ(report.kernelsLeft, 2);
+  EXPECT_NE(report.firstLeft.find("not s0"), std::string::npos) << report.firstLeft;
+  EXPECT_EQ(ok(c->winner("tk1"))->kernelKey, sha256Hex("s0"));
+}
+
+TEST_F(StoreTest, ImportChecksEveryColumn) {
+  std::string good = file("good.db");
+  {
+    auto s = openStore(good);
+    ASSERT_TRUE(s);
+    fill(*s, "s", 1000);
+  }
+  rawSql(good, "PRAGMA journal_mode = DELETE");
+  const std::vector<std::string> keys = {"tk1", "tk2"};
+  auto b = openStore(file("b.db"));
+  ASSERT_TRUE(b);
+  fill(*b, "b", 5000);
+  std::string before = dump(*b, keys);
+  int n = 0;
+  auto expectRefused = [&](const std::string &sql, const std::string &needle) {
+    std::string bad = file("bad" + std::to_string(n++) + ".db");
+    fs::copy_file(good, bad);
+    rawSql(bad, sql);
+    auto r = b->importFrom(bad, ImportOptions::trustAll());
+    ASSERT_FALSE(bool(r)) << sql;
+    std::string msg = toString(r.takeError());
+    EXPECT_NE(msg.find(needle), std::string::npos) << sql << "\n" << msg;
+    EXPECT_NE(msg.find("nothing imported"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    EXPECT_EQ(dump(*b, keys), before) << sql;
+  };
+  expectRefused("UPDATE timings SET median_ms = 'fast' WHERE rowid = 1",
+                "timings row 1: median_ms is text, not a number");
+  expectRefused("UPDATE timings SET reps = 1e30 WHERE rowid = 2",
+                "timings row 2: reps is real, not an integer");
+  expectRefused("UPDATE timings SET reps = 0", "reps = 0 is outside [1, ");
+  expectRefused("UPDATE timings SET p80_ms = -1", "p80_ms = -1.000000 is outside");
+  expectRefused("UPDATE timings SET p20_ms = 9e999", "p20_ms = inf is outside");
+  expectRefused("UPDATE kernels SET created_at = 'yesterday'",
+                "kernels row 1: created_at is text, not an integer");
+  expectRefused("UPDATE kernels SET spec = x'00ff'", "spec is blob, not text");
+  expectRefused("UPDATE kernels SET spec = printf('%.100000c', 'x')",
+                "spec is 100000 characters long; at most 65536 are imported");
+  expectRefused("UPDATE kernels SET cubin = 'text'", "cubin is text, not a blob");
+  expectRefused(
+      "UPDATE winners SET kernel_key = NULL; UPDATE kernels SET key = 'KEY' WHERE rowid = 2",
+      "key is not 64 lower-case hex digits");
+  expectRefused("UPDATE winners SET chosen_at = 1.5", "chosen_at is real, not an integer");
+  expectRefused("UPDATE failures SET created_at = -5", "created_at = -5 is outside");
+  // A binary beyond the limit is refused before it is read into memory.
+  expectRefused("UPDATE kernels SET cubin = zeroblob(" + std::to_string(kMaxImportedCodeBytes + 1) +
+                    ") WHERE rowid = 1",
+                "cubin is " + std::to_string(kMaxImportedCodeBytes + 1) + " bytes; at most");
+  EXPECT_EQ(ok(b->importFrom(good, ImportOptions::trustAll())), 3 + 4)
+      << "the file they were made from imports (its winners and failures are older than b's)";
+}
+
+/// Stores whose rows were changed at random, in type and value: an import
+/// takes each whole or refuses it whole, never crashes, and what it takes
+/// passes verify.
+TEST_F(StoreTest, ImportFuzz) {
+  uint64_t seed = tilejit::testing::testSeed();
+  SCOPED_TRACE(tilejit::testing::replayHint(seed));
+  std::mt19937_64 rng(seed);
+  std::string good = file("good.db");
+  {
+    auto s = openStore(good);
+    ASSERT_TRUE(s);
+    fill(*s, "s", 1000);
+  }
+  rawSql(good, "PRAGMA journal_mode = DELETE");
+  const std::vector<std::pair<std::string, std::vector<std::string>>> tables = {
+      {"kernels",
+       {"key", "spec", "config", "arch", "toolchain", "launch", "workspace_bytes", "sha256",
+        "created_at", "ptx", "cubin"}},
+      {"timings",
+       {"tune_key", "config", "median_ms", "p20_ms", "p80_ms", "reps", "gpu", "sm_count",
+        "driver_version", "sm_clock_mhz", "mem_clock_mhz", "created_at"}},
+      {"winners", {"tune_key", "config", "kernel_key", "median_ms", "reason", "chosen_at"}},
+      {"failures", {"tune_key", "config", "stage", "reason", "created_at"}}};
+  const std::string values[] = {"NULL",
+                                "0",
+                                "-1",
+                                "1",
+                                "1.5",
+                                "1e30",
+                                "-9e999",
+                                "9e999",
+                                "'fast'",
+                                "''",
+                                "x'00ff'",
+                                "zeroblob(70)",
+                                "9223372036854775807",
+                                "-9223372036854775808",
+                                "'compile'",
+                                "printf('%.70000c', 'y')",
+                                "'" + std::string(64, 'a') + "'",
+                                "char(27) || '[2J'"};
+  auto start = std::chrono::steady_clock::now();
+  int taken = 0, refused = 0;
+  for (int i = 0; i < 200 && std::chrono::steady_clock::now() - start < std::chrono::seconds(20);
+       ++i) {
+    std::string bad = file("fuzz" + std::to_string(i) + ".db");
+    fs::copy_file(good, bad);
+    std::string sql = "PRAGMA foreign_keys = OFF;";
+    for (int changes = 1 + int(rng() % 3); changes > 0; --changes) {
+      const auto &[table, columns] = tables[rng() % tables.size()];
+      sql += " UPDATE OR IGNORE " + table + " SET " + columns[rng() % columns.size()] + " = " +
+             values[rng() % std::size(values)] + " WHERE rowid = " + std::to_string(1 + rng() % 4) +
+             ";";
+    }
+    sqlite3 *db = nullptr;
+    ASSERT_EQ(sqlite3_open(bad.c_str(), &db), SQLITE_OK);
+    sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr); // a NOT NULL may refuse one
+    sqlite3_close(db);
+    auto b = openStore(":memory:");
+    ASSERT_TRUE(b);
+    auto r = b->importFrom(bad, ImportOptions::trustAll());
+    if (!r) {
+      ++refused;
+      std::string msg = toString(r.takeError());
+      EXPECT_NE(msg.find("nothing imported"), std::string::npos) << sql << "\n" << msg;
+      EXPECT_TRUE(ok(b->list()).empty()) << sql;
+      continue;
+    }
+    ++taken;
+    auto problems = ok(b->verify());
+    for (auto &p : problems)
+      EXPECT_NE(p.find("its binary"), std::string::npos) << sql << "\n" << p;
+    fs::remove(bad);
+  }
+  EXPECT_GT(refused, 0);
+  RecordProperty("taken", taken);
+
+  // Bytes changed at random anywhere past the header: refused whole or taken
+  // whole, never a crash.
+  std::string bytes = readFile(good);
+  for (int i = 0; i < 100 && std::chrono::steady_clock::now() - start < std::chrono::seconds(30);
+       ++i) {
+    std::string bad = file("bytes" + std::to_string(i) + ".db");
+    std::string changed = bytes;
+    for (int n = 1 + int(rng() % 8); n > 0; --n)
+      changed[100 + rng() % (changed.size() - 100)] = char(rng());
+    writeFile(bad, changed);
+    auto b = openStore(":memory:");
+    ASSERT_TRUE(b);
+    auto r = b->importFrom(bad, ImportOptions::trustAll());
+    if (!r) {
+      llvm::consumeError(r.takeError());
+      EXPECT_TRUE(ok(b->list()).empty());
+    }
+    fs::remove(bad);
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -1121,6 +1514,37 @@ TEST_P(StoreProcessTest, SigkillAtRandomPointsLeavesAConsistentFile) {
     }
   }
   EXPECT_GT(seen, 0u) << "the writer never committed a kernel: the test tested nothing";
+}
+
+
+TEST_F(StoreTest, WritersSetForDifferentJournalsShareOneFile) {
+  // Four processes set for WAL and four for a rollback journal on one store:
+  // those set otherwise than the file used to wait out the others' locks to
+  // switch it, then fail with "database is locked".
+  if (fileSystemOf(dir).network)
+    GTEST_SKIP() << "WAL is not kept on a network file system";
+  constexpr int kWriters = 8, kCount = 50;
+  std::string path = file("mixed.db");
+  {
+    auto store = Store::open(path, nullptr, Store::kDefaultBusyTimeoutMs, JournalMode::Wal);
+    ASSERT_TRUE(bool(store)) << toString(store.takeError());
+  }
+  auto start = std::chrono::steady_clock::now();
+  std::vector<pid_t> writers;
+  for (int w = 0; w < kWriters; ++w) {
+    ::setenv("TILEJIT_STORE_JOURNAL", w % 2 ? "delete" : "wal", 1);
+    writers.push_back(spawn({kTorture, "write", path, std::to_string(w), std::to_string(kCount)}));
+  }
+  ::unsetenv("TILEJIT_STORE_JOURNAL");
+  for (pid_t p : writers)
+    EXPECT_EQ(waitExit(p), 0) << "a writer failed (its error is above)";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(9))
+      << "no writer waited out a busy timeout";
+  auto store = openStore(path);
+  ASSERT_TRUE(store);
+  EXPECT_EQ(store->journalMode(), "wal");
+  EXPECT_TRUE(ok(store->verify()).empty());
+  EXPECT_EQ(ok(store->list()).size(), size_t(kWriters * kCount + kWriters));
 }
 
 } // namespace

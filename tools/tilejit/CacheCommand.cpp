@@ -4,14 +4,26 @@
 #include <cstdio>
 #include <ctime>
 
+#include "compiler/Rederive.h"
 #include "runtime/Store.h"
+#include "tools/tilejit/Output.h"
 
 namespace tilejit::cli {
 
 namespace {
 
+/// True when compiling the kernel's spec and config here gives its bytes.
+bool rederives(const StoredKernel &k, std::string &why) {
+  if (auto e = checkRederives(k.spec, k.config, k.arch, k.key, k.cubin)) {
+    why = llvm::toString(std::move(e));
+    return false;
+  }
+  return true;
+}
+
 struct CacheArgs {
   std::string db, key, file, olderThan;
+  bool trustBinaries = false, noBinaries = false, recompile = false;
 };
 
 std::string when(int64_t t) {
@@ -47,34 +59,53 @@ int64_t parseAge(const std::string &s) {
   }
 }
 
-llvm::Expected<std::unique_ptr<Store>> open(const CacheArgs &a, std::string &notice) {
-  auto store = Store::open(a.db.empty() ? defaultCachePath() : a.db, &notice);
-  if (store && !notice.empty())
-    std::fprintf(stderr, "tilejit: %s\n", notice.c_str());
-  return store;
+/// The verbs that only read: they change nothing on disk, and serve a
+/// read-only store.
+bool readsOnly(const std::string &verb) {
+  return verb == "ls" || verb == "show" || verb == "verify" || verb == "export";
 }
 
 int run(const std::string &verb, const CacheArgs &a) {
   if (verb == "prune" && parseAge(a.olderThan) < 0)
-    return fail("--older-than '" + a.olderThan + "' is not an age like 30d, 12h, 45m or 90s");
-  std::string notice;
-  auto store = open(a, notice);
-  if (!store)
-    return fail(llvm::toString(store.takeError()));
-  Store &s = **store;
-  // The file was corrupt and has been replaced by an empty store: verifying
-  // or exporting that would report success on a cache that was lost.
-  if (!notice.empty() && (verb == "verify" || verb == "export"))
-    return fail("the cache was corrupt and has been moved aside; nothing to " + verb);
+    return usageError("--older-than '" + a.olderThan + "' is not an age like 30d, 12h, 45m or 90s");
+  if (a.trustBinaries && a.noBinaries)
+    return usageError("--trust-binaries and --no-binaries do not combine");
+  std::string path = a.db.empty() ? defaultCachePath() : a.db;
+  std::unique_ptr<Store> opened;
+  if (readsOnly(verb)) {
+    auto store = Store::openForReading(path);
+    if (!store)
+      return fail(llvm::toString(store.takeError()));
+    opened = std::move(*store);
+    if (!opened) {
+      if (verb == "ls") {
+        std::printf("%s: no store yet, 0 entries\n", shown(path).c_str());
+        return 0;
+      }
+      if (verb == "show")
+        return fail("no kernel with key '" + shown(a.key) + "' in " + path + ": no store there");
+      return fail("no store at " + path);
+    }
+  } else {
+    std::string notice;
+    auto store = Store::open(path, &notice);
+    if (!store)
+      return fail(llvm::toString(store.takeError()));
+    if (!notice.empty())
+      std::fprintf(stderr, "tilejit: %s\n", notice.c_str());
+    opened = std::move(*store);
+  }
+  Store &s = *opened;
   if (verb == "ls") {
     auto rows = s.list();
     if (!rows)
       return fail(llvm::toString(rows.takeError()));
-    std::printf("%s: schema %d, %zu entries\n", s.path().c_str(), s.schemaVersion(), rows->size());
+    std::printf("%s: schema %d, %zu entries\n", shown(s.path()).c_str(), s.schemaVersion(),
+                rows->size());
     for (auto &r : *rows)
-      std::printf("%-6s %-16.16s %s  [%s] %s %lld bytes %s\n", r.kind.c_str(), r.key.c_str(),
-                  r.spec.c_str(), r.config.c_str(), r.arch.c_str(), (long long)r.bytes,
-                  when(r.createdAt).c_str());
+      std::printf("%-6s %-16.16s %s  [%s] %s %lld bytes %s\n", r.kind.c_str(), shown(r.key).c_str(),
+                  shown(r.spec).c_str(), shown(r.config).c_str(), shown(r.arch).c_str(),
+                  (long long)r.bytes, when(r.createdAt).c_str());
     return 0;
   }
   if (verb == "show") {
@@ -85,49 +116,76 @@ int run(const std::string &verb, const CacheArgs &a) {
     for (auto &r : *rows)
       if (r.kind == "kernel" && r.key.rfind(a.key, 0) == 0) {
         if (!full.empty())
-          return fail("key prefix '" + a.key + "' is ambiguous");
+          return fail("key prefix '" + shown(a.key) + "' is ambiguous");
         full = r.key;
       }
     if (full.empty())
-      return fail("no kernel with key '" + a.key + "' in " + s.path());
+      return fail("no kernel with key '" + shown(a.key) + "' in " + s.path());
     std::string problem;
     auto k = s.getKernel(full, &problem);
     if (!k)
       return fail(llvm::toString(k.takeError()));
     if (!*k)
-      return fail(problem.empty() ? "kernel vanished" : problem);
+      return fail(problem.empty() ? "kernel vanished" : shown(problem));
     std::printf("key        %s\nspec       %s\nconfig     %s\narch       %s\ntoolchain  %s\n"
                 "cubin      %zu bytes, sha256 %s\nptx        %zu bytes\nworkspace  %lld bytes\n"
                 "created    %s\nlaunch     %s\n",
-                (*k)->key.c_str(), (*k)->spec.c_str(), (*k)->config.c_str(), (*k)->arch.c_str(),
-                (*k)->toolchain.c_str(), (*k)->cubin.size(), (*k)->sha256.c_str(), (*k)->ptx.size(),
-                (long long)(*k)->workspaceBytes, when((*k)->createdAt).c_str(),
-                (*k)->launch.c_str());
+                shown((*k)->key).c_str(), shown((*k)->spec).c_str(), shown((*k)->config).c_str(),
+                shown((*k)->arch).c_str(), shown((*k)->toolchain).c_str(), (*k)->cubin.size(),
+                shown((*k)->sha256).c_str(), (*k)->ptx.size(), (long long)(*k)->workspaceBytes,
+                when((*k)->createdAt).c_str(), shown((*k)->launch).c_str());
     return 0;
   }
   if (verb == "export") {
     if (auto e = s.exportTo(a.file))
       return fail(llvm::toString(std::move(e)));
-    std::printf("exported %s to %s\n", s.path().c_str(), a.file.c_str());
+    std::printf("exported %s to %s\n", shown(s.path()).c_str(), shown(a.file).c_str());
     return 0;
   }
   if (verb == "import") {
-    auto n = s.importFrom(a.file);
+    ImportOptions options;
+    if (a.trustBinaries)
+      options = ImportOptions::trustAll();
+    else if (!a.noBinaries)
+      options.acceptKernel = rederives;
+    ImportReport report;
+    auto n = s.importFrom(a.file, options, &report);
     if (!n)
       return fail(llvm::toString(n.takeError()));
-    std::printf("imported %lld rows from %s into %s\n", (long long)*n, a.file.c_str(),
-                s.path().c_str());
+    std::printf("imported %lld rows from %s into %s\n", (long long)*n, shown(a.file).c_str(),
+                shown(s.path()).c_str());
+    if (report.kernelsLeft)
+      std::printf("left %lld kernel(s) out, compiled here at first use instead (%s); "
+                  "--trust-binaries takes them as they are\n",
+                  (long long)report.kernelsLeft, shown(report.firstLeft).c_str());
     return 0;
   }
   if (verb == "verify") {
     auto problems = s.verify();
     if (!problems)
       return fail(llvm::toString(problems.takeError()));
+    if (a.recompile) {
+      auto rows = s.list();
+      if (!rows)
+        return fail(llvm::toString(rows.takeError()));
+      for (auto &r : *rows) {
+        if (r.kind != "kernel")
+          continue;
+        std::string problem;
+        auto k = s.getKernel(r.key, &problem);
+        if (!k)
+          return fail(llvm::toString(k.takeError()));
+        std::string why;
+        if (*k && !rederives(**k, why))
+          problems->push_back("kernel " + r.key + ": " + why);
+      }
+    }
     for (auto &p : *problems)
-      std::printf("problem: %s\n", p.c_str());
+      std::printf("problem: %s\n", shown(p).c_str());
     if (!problems->empty())
-      return fail(std::to_string(problems->size()) + " problem(s) in " + s.path());
-    std::printf("%s: ok\n", s.path().c_str());
+      return fail(std::to_string(problems->size()) + " problem(s) in " + s.path() +
+                  " (tilejit cache prune, or delete the store: it is a cache)");
+    std::printf("%s: ok\n", shown(s.path()).c_str());
     return 0;
   }
   // prune
@@ -160,8 +218,18 @@ Action addCache(CLI::App &app) {
   sub("export", "Copy the cache to a new file")
       ->add_option("file", a->file, "Destination")
       ->required();
-  sub("import", "Merge another cache file in")->add_option("file", a->file, "Source")->required();
-  sub("verify", "Check every kernel's hash and the database's integrity");
+  auto *import = sub("import", "Merge another cache file in: its winners, timings and failures, "
+                               "and the binaries that compiling their spec here reproduces");
+  import->add_option("file", a->file, "Source")->required();
+  import->add_flag("--trust-binaries", a->trustBinaries,
+                   "Take every binary as it is (hash checked): only for files from a source "
+                   "you trust, as they hold GPU code");
+  import->add_flag("--no-binaries", a->noBinaries,
+                   "Take no binary, not even those that compiling here reproduces");
+  sub("verify", "Check every kernel's hash, that it is a cubin for its arch, and the "
+                "database's integrity")
+      ->add_flag("--recompile", a->recompile,
+                 "Also compile each kernel's spec and config here and compare the bytes");
   sub("prune", "Delete entries older than an age")
       ->add_option("--older-than", a->olderThan, "Age: 30d, 12h, 45m, 90s")
       ->required();

@@ -3,9 +3,12 @@
 #include "tools/tilejit/Commands.h"
 
 #include <cstdio>
-#include <fstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "compiler/Compiler.h"
+#include "tools/tilejit/Output.h"
 #include "tools/tilejit/SpecOptions.h"
 
 namespace tilejit::cli {
@@ -15,6 +18,19 @@ struct CompileArgs {
   SpecOptions spec;
   std::string emit = "ptx", after, config, out, backend = "nvptx";
 };
+
+/// Whether `path` names a terminal, as /dev/tty or /dev/stdout may.
+bool isTerminal(const std::string &path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISCHR(st.st_mode))
+    return false;
+  int fd = ::open(path.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  bool tty = isatty(fd);
+  ::close(fd);
+  return tty;
+}
 
 int run(const CompileArgs &a) {
   auto built = a.spec.build();
@@ -56,6 +72,9 @@ int run(const CompileArgs &a) {
     return usageError("--after applies to --emit mlir only");
   if (a.emit == "cubin" && a.out.empty())
     return usageError("--emit cubin writes binary: give -o FILE");
+  if (a.emit == "cubin" && (a.out == "-" ? isatty(fileno(stdout)) : isTerminal(a.out)))
+    return usageError("--emit cubin -o " + a.out +
+                      " would write binary to a terminal: give -o FILE or redirect the output");
 
   auto compiled = compileKernel(spec, config, opts);
   if (!compiled)
@@ -107,12 +126,8 @@ int run(const CompileArgs &a) {
       std::fputc('\n', stdout);
     return 0;
   }
-  std::ofstream f(a.out, std::ios::binary);
-  if (!f)
-    return fail("cannot write '" + a.out + "'");
-  f.write(text.data(), std::streamsize(text.size()));
-  if (!f)
-    return fail("writing '" + a.out + "' failed");
+  if (auto e = writeFileAtomically(a.out, text))
+    return fail(llvm::toString(std::move(e)));
   return 0;
 }
 } // namespace

@@ -11,6 +11,7 @@
 #include "compiler/Ptxas.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/Store.h"
+#include "tools/tilejit/Output.h"
 #include "llvm/Config/llvm-config.h"
 
 namespace tilejit::cli {
@@ -56,6 +57,13 @@ Action addDoctor(CLI::App &app) {
                                        : "WAL journal: shared by the processes of this host";
     std::printf("cache          %s\n               on %s, %s\n", cache.c_str(), fsInfo.name.c_str(),
                 how.c_str());
+    // An existing store keeps the mode it was made in (read, never changed here).
+    if (auto store = Store::openForReading(cache); !store)
+      std::printf("               %s\n", shown(llvm::toString(store.takeError())).c_str());
+    else if (*store)
+      std::printf("               the store: schema %d, %s\n", (*store)->schemaVersion(),
+                  (*store)->journalMode() == "wal" ? "kept in WAL mode"
+                                                   : "kept in rollback-journal mode");
     auto worker = findWorker();
     std::printf("tune worker    %s\n",
                 worker ? worker->c_str() : llvm::toString(worker.takeError()).c_str());

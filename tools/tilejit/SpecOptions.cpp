@@ -1,6 +1,7 @@
 //===- SpecOptions.cpp ------------------------------------------------------===//
 #include "tools/tilejit/SpecOptions.h"
 
+#include <algorithm>
 #include <tuple>
 
 namespace tilejit::cli {
@@ -9,40 +10,53 @@ namespace {
 llvm::Error err(const std::string &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
-
-/// "16384x4096" -> rows, cols.
-bool parseShape(const std::string &s, int64_t &rows, int64_t &cols) {
-  auto x = s.find('x');
-  if (x == std::string::npos)
-    return false;
-  try {
-    size_t a = 0, b = 0;
-    rows = std::stoll(s.substr(0, x), &a);
-    cols = std::stoll(s.substr(x + 1), &b);
-    return a == x && b == s.size() - x - 1;
-  } catch (...) {
-    return false;
-  }
-}
 } // namespace
+
+llvm::Expected<int64_t> parseInteger(const std::string &flag, const std::string &text) {
+  size_t i = !text.empty() && text[0] == '-' ? 1 : 0;
+  if (i == text.size())
+    return err(flag + " '" + text + "' is not an integer");
+  uint64_t v = 0;
+  uint64_t limit = i ? uint64_t(INT64_MAX) + 1 : uint64_t(INT64_MAX);
+  for (; i < text.size(); ++i) {
+    char c = text[i];
+    if (c < '0' || c > '9')
+      return err(flag + " '" + text + "' is not " +
+                 (text[0] == '-' ? "an integer" : "a whole number of decimal digits"));
+    unsigned d = unsigned(c - '0');
+    if (v > (limit - d) / 10)
+      return err(flag + " '" + text + "' is too large (at most " + std::to_string(INT64_MAX) + ")");
+    v = v * 10 + d;
+  }
+  if (text[0] == '-')
+    return v == uint64_t(INT64_MAX) + 1 ? INT64_MIN : -int64_t(v);
+  return int64_t(v);
+}
+
+llvm::Expected<int64_t> parseSize(const std::string &flag, const std::string &text) {
+  if (text.empty() || text[0] == '-')
+    return err(flag + " '" + text + "' is not a whole number of decimal digits");
+  return parseInteger(flag, text);
+}
 
 void SpecOptions::add(CLI::App *cmd) {
   cmd->add_option("op", op, "The op (" + knownOpNames() + ")")->required();
   cmd->add_option("--set", sets,
                   "NAME=VALUE: any parameter the op declares (tilejit ops lists them); "
-                  "repeatable, applied after the flags below");
+                  "repeatable; a parameter that a flag below gives is not --set as well");
   cmd->add_option("--shape", shape, "ROWSxCOLS, e.g. 16384x4096 (rmsnorm)");
-  cmd->add_option("--rows", rows, "Rows (rmsnorm; kernels take rows at launch)");
-  cmd->add_option("--cols,--hidden", cols, "Hidden size (rmsnorm; compiled in)");
+  cmd->add_option("--rows", rows, "Rows (rmsnorm; kernels take rows at launch)")->type_name("INT");
+  cmd->add_option("--cols,--hidden", cols, "Hidden size (rmsnorm; compiled in)")->type_name("INT");
   cmd->add_option("--dtype", dtype, "Activation dtype: bf16, f16, f32");
   cmd->add_option("--wdtype", wdtype, "Weight dtype (default: --dtype)");
   cmd->add_flag("--zero-centered-gamma", zeroCentered, "y = x * rstd * (1 + w)");
   cmd->add_option(
-      "--align", align,
-      "Bytes every operand is aligned to (default: the most the row length allows, up to 16)");
-  cmd->add_option("--m", m, "Rows of D (gemm; given at launch)");
-  cmd->add_option("--n", n, "Columns of D (gemm; compiled in)");
-  cmd->add_option("--k", k, "The reduction (gemm; compiled in)");
+         "--align", align,
+         "Bytes every operand is aligned to (default: the most the row length allows, up to 16)")
+      ->type_name("INT");
+  cmd->add_option("--m", m, "Rows of D (gemm; given at launch)")->type_name("INT");
+  cmd->add_option("--n", n, "Columns of D (gemm; compiled in)")->type_name("INT");
+  cmd->add_option("--k", k, "The reduction (gemm; compiled in)")->type_name("INT");
   cmd->add_option("--layout", layout,
                   "gemm: nt (forward of a linear layer: B stored N x K), nn (its input "
                   "gradient), tn (its weight gradient: A stored K x M) or tt");
@@ -51,7 +65,8 @@ void SpecOptions::add(CLI::App *cmd) {
   cmd->add_option("--arch", arch, Target::knownArchs());
   cmd->add_option("--sms", sms,
                   "Multiprocessors of the target GPU, which size persistent grids (default: the "
-                  "GPU here when tuning, else the arch's usual part: 132 for sm_90)");
+                  "GPU here when tuning, else the arch's usual part: 132 for sm_90)")
+      ->type_name("INT");
 }
 
 llvm::Expected<KernelSpec> SpecOptions::build(const std::string &defaultArch,
@@ -63,9 +78,16 @@ llvm::Expected<KernelSpec> SpecOptions::build(const std::string &defaultArch,
   auto target = Target::parse(archName);
   if (!target)
     return err("unknown arch '" + archName + "' (known: " + Target::knownArchs() + ")");
-  if (sms < 0 || sms > 1024)
-    return err("bad --sms " + std::to_string(sms) + " (multiprocessors, 1 to 1024)");
-  if (int n = sms ? sms : defaultSms)
+  int64_t smCount = 0;
+  if (!sms.empty()) {
+    auto n = parseSize("--sms", sms);
+    if (!n)
+      return n.takeError();
+    if (*n < 1 || *n > 1024)
+      return err("bad --sms " + sms + " (multiprocessors, 1 to 1024)");
+    smCount = *n;
+  }
+  if (int n = smCount ? int(smCount) : defaultSms)
     target->setSMs(n);
   KernelSpec spec(*decl, *target);
   // A flag names a parameter; an op that does not declare it rejects it.
@@ -75,10 +97,12 @@ llvm::Expected<KernelSpec> SpecOptions::build(const std::string &defaultArch,
     return llvm::Error::success();
   };
   bool rmsShape = decl->index("cols") >= 0;
+  // Parameters given by a flag; a --set of one of them conflicts.
+  std::vector<std::string> byFlag;
   if (decl->index("ab") >= 0) {
     // GEMM: --dtype is A's and B's, --out-dtype C's and D's.
-    for (auto [flag, name, text] : {std::tuple{"--dtype", "ab", dtype},
-                                    std::tuple{"--out-dtype", "out", outDtype}}) {
+    for (auto [flag, name, text] :
+         {std::tuple{"--dtype", "ab", dtype}, std::tuple{"--out-dtype", "out", outDtype}}) {
       if (text.empty())
         continue;
       auto dt = parseDType(text);
@@ -86,6 +110,7 @@ llvm::Expected<KernelSpec> SpecOptions::build(const std::string &defaultArch,
         return err(std::string(flag) + ": unknown dtype '" + text + "' (known: bf16, f16, f32)");
       if (auto e = param(flag, name, int64_t(*dt)))
         return e;
+      byFlag.push_back(name);
     }
     if (!layout.empty()) {
       if (layout.size() != 2 || (layout[0] != 'n' && layout[0] != 't') ||
@@ -95,16 +120,26 @@ llvm::Expected<KernelSpec> SpecOptions::build(const std::string &defaultArch,
         return e;
       if (auto e = param("--layout", "tb", layout[1] == 't'))
         return e;
+      byFlag.insert(byFlag.end(), {"ta", "tb"});
     }
-    for (auto [flag, name, v] : {std::tuple{"--m", "m", m}, std::tuple{"--n", "n", n},
-                                 std::tuple{"--k", "k", k}})
-      if (v != 0)
-        if (auto e = param(flag, name, v))
-          return e;
-    if (withC)
+    for (auto [flag, name, text] :
+         {std::tuple{"--m", "m", m}, std::tuple{"--n", "n", n}, std::tuple{"--k", "k", k}}) {
+      if (text.empty())
+        continue;
+      auto v = parseSize(flag, text);
+      if (!v)
+        return v.takeError();
+      if (auto e = param(flag, name, *v))
+        return e;
+      byFlag.push_back(name);
+    }
+    if (withC) {
       if (auto e = param("--with-c", "c", 1))
         return e;
-  } else if (m || n || k || !layout.empty() || !outDtype.empty() || withC) {
+      byFlag.push_back("c");
+    }
+  } else if (!m.empty() || !n.empty() || !k.empty() || !layout.empty() || !outDtype.empty() ||
+             withC) {
     return err("--m, --n, --k, --layout, --out-dtype and --with-c are gemm's; " + op +
                " takes --set NAME=VALUE");
   }
@@ -122,36 +157,85 @@ llvm::Expected<KernelSpec> SpecOptions::build(const std::string &defaultArch,
       if (auto e = param("--wdtype", "wdtype", int64_t(*wdt)))
         return e;
   }
-  int64_t r = rows, c = cols;
-  if (!shape.empty() && !parseShape(shape, r, c))
-    return err("bad --shape '" + shape + "' (expected ROWSxCOLS, e.g. 16384x4096)");
+  // One source for each size: --shape, or --rows and --cols.
+  if (!shape.empty() && (!rows.empty() || !cols.empty()))
+    return err("--shape " + shape + " and --" + (rows.empty() ? "cols" : "rows") +
+               " both give sizes: give --shape ROWSxCOLS or --rows and --cols");
+  int64_t r = 1, c = 0;
+  if (!shape.empty()) {
+    auto x = shape.find('x');
+    auto rr = x == std::string::npos ? llvm::Expected<int64_t>(err(""))
+                                     : parseSize("--shape", shape.substr(0, x));
+    auto cc = x == std::string::npos ? llvm::Expected<int64_t>(err(""))
+                                     : parseSize("--shape", shape.substr(x + 1));
+    if (!rr || !cc) {
+      llvm::consumeError(rr.takeError());
+      llvm::consumeError(cc.takeError());
+      return err("bad --shape '" + shape +
+                 "' (expected ROWSxCOLS in decimal digits, e.g. "
+                 "16384x4096)");
+    }
+    r = *rr;
+    c = *cc;
+  }
+  if (!rows.empty()) {
+    auto n = parseSize("--rows", rows);
+    if (!n)
+      return n.takeError();
+    r = *n;
+  }
+  if (!cols.empty()) {
+    auto n = parseSize("--cols", cols);
+    if (!n)
+      return n.takeError();
+    c = *n;
+  }
   if (rmsShape) {
-    if (shape.empty() && cols == 0 && sets.empty())
+    if (shape.empty() && cols.empty() && sets.empty())
       return err("missing the hidden size: give --cols N or --shape ROWSxCOLS");
-    if (r == 0 && shape.empty())
-      r = 1;
-    if (auto e = param("--rows", "rows", r))
+    if (auto e = param(shape.empty() ? "--rows" : "--shape", "rows", r))
       return e;
-    if (shape.empty() && cols == 0)
+    if (!shape.empty() || !rows.empty())
+      byFlag.push_back("rows");
+    if (shape.empty() && cols.empty())
       c = spec[decl->index("cols")];
-    if (auto e = param("--cols", "cols", c))
+    else
+      byFlag.push_back("cols");
+    if (auto e = param(shape.empty() ? "--cols" : "--shape", "cols", c))
       return e;
-  } else if (!shape.empty() || rows || cols) {
+  } else if (!shape.empty() || !rows.empty() || !cols.empty()) {
     return err("--shape, --rows and --cols are RMSNorm's; " + op + " takes --set NAME=VALUE");
   }
-  if (zeroCentered)
+  if (!dtype.empty() && decl->index("ab") < 0)
+    byFlag.push_back("dtype");
+  if (!wdtype.empty())
+    byFlag.push_back("wdtype");
+  if (zeroCentered) {
     if (auto e = param("--zero-centered-gamma", "zcg", 1))
       return e;
+    byFlag.push_back("zcg");
+  }
+  int64_t alignBytes = 0;
+  if (!align.empty()) {
+    auto n = parseSize("--align", align);
+    if (!n)
+      return n.takeError();
+    if (*n == 0)
+      return err("--align 0: give the bytes every operand is aligned to (1 to 16)");
+    alignBytes = *n;
+    byFlag.push_back("align");
+  }
   if (decl->index("align") >= 0) {
-    int64_t a = align;
+    int64_t a = alignBytes;
     if (!a && decl->index("dtype") >= 0)
       a = alignmentOf({}, c * dtypeBytes(DType(spec[decl->index("dtype")])));
     if (a)
       if (auto e = param("--align", "align", a))
         return e;
-  } else if (align) {
+  } else if (alignBytes) {
     return err("--align: " + op + " has no parameter 'align'");
   }
+  std::vector<std::string> bySet;
   for (const std::string &kv : sets) {
     auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0)
@@ -160,6 +244,11 @@ llvm::Expected<KernelSpec> SpecOptions::build(const std::string &defaultArch,
     int i = decl->index(name);
     if (i < 0)
       return err("--set: " + op + " has no parameter '" + name + "'");
+    if (std::find(byFlag.begin(), byFlag.end(), name) != byFlag.end())
+      return err("--set " + kv + ": " + name + " is given by another flag as well");
+    if (std::find(bySet.begin(), bySet.end(), name) != bySet.end())
+      return err("--set " + kv + ": " + name + " is given twice");
+    bySet.push_back(name);
     int64_t v = 0;
     if (decl->params[size_t(i)].kind == ParamDecl::Type) {
       auto t = parseDType(value);
@@ -167,15 +256,10 @@ llvm::Expected<KernelSpec> SpecOptions::build(const std::string &defaultArch,
         return err("--set " + name + ": unknown dtype '" + value + "' (known: bf16, f16, f32)");
       v = int64_t(*t);
     } else {
-      size_t used = 0;
-      bool ok = !value.empty();
-      try {
-        v = std::stoll(value, &used);
-      } catch (...) {
-        ok = false;
-      }
-      if (!ok || used != value.size())
-        return err("--set " + name + ": '" + value + "' is not an integer");
+      auto n = parseInteger("--set " + name, value);
+      if (!n)
+        return n.takeError();
+      v = *n;
     }
     spec.set(i, v);
   }

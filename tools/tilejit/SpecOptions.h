@@ -17,9 +17,9 @@ namespace tilejit::cli {
 struct SpecOptions {
   std::string op, dtype, wdtype, arch, shape, layout, outDtype;
   std::vector<std::string> sets;
-  int64_t rows = 0, cols = 0, m = 0, n = 0, k = 0;
+  /// Sizes as given (empty: not given), read by parseSize.
+  std::string rows, cols, m, n, k, align, sms;
   bool withC = false;
-  int align = 0, sms = 0;
   bool zeroCentered = false;
 
   /// Registers the flags on `cmd`.
@@ -30,5 +30,11 @@ struct SpecOptions {
   llvm::Expected<KernelSpec> build(const std::string &defaultArch = "sm_90a",
                                    int defaultSms = 0) const;
 };
+
+/// The one reading of a size on the command line: decimal digits only (no
+/// sign, space or suffix), at most INT64_MAX; the error names `flag`.
+llvm::Expected<int64_t> parseSize(const std::string &flag, const std::string &text);
+/// The same with an optional leading '-': a --set value.
+llvm::Expected<int64_t> parseInteger(const std::string &flag, const std::string &text);
 
 } // namespace tilejit::cli

@@ -2,6 +2,7 @@
 #include "tools/tilejit/Commands.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include "compiler/templates/Template.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/Store.h"
+#include "tools/tilejit/Output.h"
 #include "tools/tilejit/SpecOptions.h"
 
 namespace tilejit::cli {
@@ -29,9 +31,14 @@ struct TuneArgs {
   double candidateSeconds = 10;
 };
 
-llvm::Expected<std::unique_ptr<Store>> openStore(const std::string &path) {
+/// The store `tune` writes to (made when missing), or the one `explain`
+/// reads (opened read-only: null when there is none).
+llvm::Expected<std::unique_ptr<Store>> openStore(const std::string &path, bool forReading) {
+  std::string file = path.empty() ? defaultCachePath() : path;
+  if (forReading)
+    return Store::openForReading(file);
   std::string notice;
-  auto store = Store::open(path.empty() ? defaultCachePath() : path, &notice);
+  auto store = Store::open(file, &notice);
   if (store && !notice.empty())
     std::fprintf(stderr, "tilejit: %s\n", notice.c_str());
   return store;
@@ -52,11 +59,11 @@ nlohmann::json candidateJson(const CandidateResult &c) {
 /// The spec the flags describe, for `arch` and `sms` (the GPU here), and the
 /// store they name.
 llvm::Error specAndStore(const TuneArgs &a, const std::string &arch, int sms, KernelSpec &spec,
-                         std::unique_ptr<Store> &store) {
+                         std::unique_ptr<Store> &store, bool forReading = false) {
   auto built = a.spec.build(arch, sms);
   if (!built)
     return built.takeError();
-  auto opened = openStore(a.db);
+  auto opened = openStore(a.db, forReading);
   if (!opened)
     return opened.takeError();
   spec = std::move(*built);
@@ -68,9 +75,15 @@ int runTune(const TuneArgs &a) {
   // Bad flags are reported before anything else, GPU or not.
   if (auto checked = a.spec.build(); !checked)
     return usageError(llvm::toString(checked.takeError()));
-  if (a.budget < 0 || a.maxConfigs < 0 || a.reps < 3 || !(a.candidateSeconds > 0))
-    return usageError(
-        "--budget and --max-configs must be >= 0, --reps >= 3 and --candidate-timeout > 0");
+  // Finite, so that nan and inf (and 1e400, read as inf) are refused too.
+  if (!std::isfinite(a.budget) || a.budget < 0)
+    return usageError("--budget " + std::to_string(a.budget) +
+                      ": seconds must be a finite number >= 0");
+  if (!std::isfinite(a.candidateSeconds) || !(a.candidateSeconds > 0) || a.candidateSeconds > 86400)
+    return usageError("--candidate-timeout " + std::to_string(a.candidateSeconds) +
+                      ": seconds must be a finite number in (0, 86400]");
+  if (a.maxConfigs < 0 || a.reps < 3)
+    return usageError("--max-configs must be >= 0 and --reps >= 3");
   // The measuring worker makes its GPU context while this process queries
   // the GPU, opens the store and compiles.
   std::unique_ptr<WorkerProcess> worker;
@@ -147,7 +160,7 @@ int runTune(const TuneArgs &a) {
     std::printf("         (measured at %s: the winner serves every size of its bucket)\n",
                 r->spec.canonical().c_str());
   std::printf("winner   %s  %.4f ms\nwhy      %s\n", r->winner.canonical().c_str(), r->winnerMs,
-              r->reason.c_str());
+              shown(r->reason).c_str());
   std::printf("measured %d, reused %d stored timings, %d skipped or failed; %.2f s\n", r->measured,
               r->reused, failed, r->wallSeconds);
   std::printf("time     measuring side ready after %.2f s; then %.2f s measuring, %.2f s waiting "
@@ -156,7 +169,7 @@ int runTune(const TuneArgs &a) {
   for (auto &c : r->candidates)
     if (c.status == "fault" || c.status == "timeout")
       std::printf("  [%s] %s: %s\n", c.config.canonical().c_str(), c.status.c_str(),
-                  c.detail.substr(0, 200).c_str());
+                  shown(c.detail.substr(0, 200)).c_str());
   if (r->workersLost)
     std::printf("the measuring worker was replaced %d time(s)\n", r->workersLost);
   return 0;
@@ -171,18 +184,24 @@ int runExplain(const TuneArgs &a) {
   } else {
     llvm::consumeError(dev.takeError());
   }
+  if (auto checked = a.spec.build(arch, sms); !checked)
+    return usageError(llvm::toString(checked.takeError()));
   KernelSpec spec;
   std::unique_ptr<Store> store;
-  if (auto e = specAndStore(a, arch, sms, spec, store))
+  if (auto e = specAndStore(a, arch, sms, spec, store, /*forReading=*/true))
     return fail(llvm::toString(std::move(e)));
   std::string key = tuneKey(spec);
-  auto w = store->winner(key);
+  // No store yet: nothing tuned, nothing measured.
+  llvm::Expected<std::optional<Winner>> w =
+      store ? store->winner(key) : llvm::Expected<std::optional<Winner>>(std::nullopt);
   if (!w)
     return fail(llvm::toString(w.takeError()));
-  auto timings = store->timings(key);
+  auto timings =
+      store ? store->timings(key) : llvm::Expected<std::vector<Timing>>(std::vector<Timing>());
   if (!timings)
     return fail(llvm::toString(timings.takeError()));
-  auto failures = store->failures(key);
+  auto failures =
+      store ? store->failures(key) : llvm::Expected<std::vector<Failure>>(std::vector<Failure>());
   if (!failures)
     return fail(llvm::toString(failures.takeError()));
   std::printf("spec     %s\ntoolchain %s\n", spec.canonical().c_str(), toolchainId(spec).c_str());
@@ -202,8 +221,9 @@ int runExplain(const TuneArgs &a) {
     std::printf("not tuned: the heuristic default [%s] is used\n",
                 getTemplate(spec).defaultConfig(spec).canonical().c_str());
   } else {
-    std::printf("chosen   [%s] %.4f ms, kernel %s\nwhy      %s\n", (*w)->config.c_str(),
-                (*w)->medianMs, (*w)->kernelKey.substr(0, 16).c_str(), (*w)->reason.c_str());
+    std::printf("chosen   [%s] %.4f ms, kernel %s\nwhy      %s\n", shown((*w)->config).c_str(),
+                (*w)->medianMs, shown((*w)->kernelKey.substr(0, 16)).c_str(),
+                shown((*w)->reason).c_str());
   }
   std::vector<Timing> t = *timings;
   std::sort(t.begin(), t.end(),
@@ -211,11 +231,11 @@ int runExplain(const TuneArgs &a) {
   if (!t.empty())
     std::printf("timings  (%zu; median [p20, p80] ms, GPU)\n", t.size());
   for (const Timing &x : t)
-    std::printf("  %-44s %.4f [%.4f, %.4f] %s\n", x.config.c_str(), x.medianMs, x.p20Ms, x.p80Ms,
-                x.gpu.c_str());
+    std::printf("  %-44s %.4f [%.4f, %.4f] %s\n", shown(x.config).c_str(), x.medianMs, x.p20Ms,
+                x.p80Ms, shown(x.gpu).c_str());
   for (const Failure &f : *failures)
-    std::printf("  %-44s failed at %s: %s\n", f.config.c_str(), f.stage.c_str(),
-                f.reason.substr(0, 160).c_str());
+    std::printf("  %-44s failed at %s: %s\n", shown(f.config).c_str(), shown(f.stage).c_str(),
+                shown(f.reason.substr(0, 160)).c_str());
   return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "compiler/Compiler.h"
+#include "tools/tilejit/Output.h"
 
 namespace tilejit::cli {
 
@@ -49,15 +50,23 @@ int main(int argc, char **argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
-    return app.exit(e);
+    return tilejit::cli::finishOutput(app.exit(e));
   } catch (const CLI::CallForVersion &e) {
-    return app.exit(e);
+    return tilejit::cli::finishOutput(app.exit(e));
   } catch (const CLI::ParseError &e) {
     std::fprintf(stderr, "tilejit: error: %s\n", e.what());
     return 2;
   }
   for (auto &[sub, action] : commands)
-    if (sub->parsed())
-      return action();
+    if (sub->parsed()) {
+      // An exception is a defect, but still one line and a status, not an abort.
+      try {
+        return tilejit::cli::finishOutput(action());
+      } catch (const std::exception &e) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "tilejit: error: %s\n", e.what());
+        return 1;
+      }
+    }
   return tilejit::cli::fail("no command given");
 }

@@ -460,6 +460,12 @@ tile.kernel @splat_type(%e: f32) attributes {block_threads = 64 : i64, grid = af
 
 // -----
 
+// (2^57 + 2) * 128 wraps around to 256.
+// expected-error @+1 {{#tile.blocked has 144115188075855874 * 128 threads; a block holds at most 1024}}
+#L = #tile.blocked<vec = 4, rowThreads = 144115188075855874, colThreads = 128>
+
+// -----
+
 // The check also applies where a layout is written inline in a type.
 tile.kernel @inline_layout(%e: f32) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   // expected-error @+1 {{#tile.blocked has 2048 threads; a block holds at most 1024}}
@@ -517,6 +523,35 @@ tile.kernel @too_many_blocks() attributes {block_threads = 512 : i64, min_blocks
 
 // expected-error @+1 {{'tile.kernel' op min_blocks must be in [1, 64] (2048 threads per multiprocessor at most), got 0}}
 tile.kernel @no_blocks() attributes {block_threads = 32 : i64, min_blocks = 0 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
+// Read as a signed value, not wrapped around by a multiplication.
+// expected-error @+1 {{'tile.kernel' op min_blocks must be in [1, 64] (2048 threads per multiprocessor at most), got -9223372036854775808}}
+tile.kernel @int64_min_blocks() attributes {block_threads = 32 : i64, min_blocks = -9223372036854775808 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{'tile.kernel' op min_blocks must be in [1, 8] (2048 threads per multiprocessor at most), got 2305843009213693952}}
+tile.kernel @wrapping_min_blocks() attributes {block_threads = 256 : i64, min_blocks = 2305843009213693952 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{'tile.kernel' op scratch_bytes must be in [0, 233472], got -1}}
+tile.kernel @negative_scratch() attributes {block_threads = 32 : i64, scratch_bytes = -1 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{'tile.kernel' op cluster_rows must be in [0, 1024], got 4611686018427387904}}
+tile.kernel @huge_cluster_rows() attributes {block_threads = 32 : i64, cluster_size = 2 : i64, cluster_rows = 4611686018427387904 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   tile.return
 }
 
