@@ -24,12 +24,12 @@
 #include <nlohmann/json.hpp>
 
 #include "autotune/Tuner.h"
+#include "bench/BenchUtil.h"
 #include "compiler/Compiler.h"
-#include "runtime/Store.h"
 #include "ops/gemm/GemmLaunch.h"
 #include "runtime/CudaDriver.h"
-#include "bench/BenchUtil.h"
 #include "runtime/DeviceBuffer.h"
+#include "runtime/Store.h"
 
 using namespace tilejit;
 using namespace tilejit::bench;
@@ -37,7 +37,6 @@ using namespace tilejit::bench;
 const char *const tilejit::bench::kProgram = "gemm_bench";
 
 namespace {
-
 
 struct ShapeCase {
   std::string name, layout;

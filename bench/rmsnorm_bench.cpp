@@ -22,12 +22,12 @@
 #include <vector>
 
 #include "autotune/Tuner.h"
-#include "compiler/templates/Template.h"
-#include "ops/rmsnorm/RmsNormDecl.h"
 #include "bench/BenchUtil.h"
+#include "compiler/templates/Template.h"
+#include "ops/rmsnorm/RmsNormCached.h"
+#include "ops/rmsnorm/RmsNormDecl.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Store.h"
-#include "ops/rmsnorm/RmsNormCached.h"
 
 using namespace tilejit;
 using namespace tilejit::bench;
@@ -35,7 +35,6 @@ using namespace tilejit::bench;
 const char *const tilejit::bench::kProgram = "rmsnorm_bench";
 
 namespace {
-
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

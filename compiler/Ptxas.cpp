@@ -58,8 +58,8 @@ const std::string &ptxasProgram() {
     if (const char *p = std::getenv("TILEJIT_PTXAS"))
       candidates.push_back(p);
     std::vector<llvm::StringRef> dirs;
-    std::string home = std::getenv("CUDA_HOME") ? std::string(std::getenv("CUDA_HOME")) + "/bin"
-                                                : std::string();
+    std::string home =
+        std::getenv("CUDA_HOME") ? std::string(std::getenv("CUDA_HOME")) + "/bin" : std::string();
     if (!home.empty())
       dirs.push_back(home);
     dirs.push_back("/usr/local/cuda/bin");
@@ -129,8 +129,7 @@ llvm::Expected<NvrtcOutput> assembleWithProgram(const std::string &program, std:
   auto text = llvm::MemoryBuffer::getFile(log);
   std::string logText = text ? trimmed((*text)->getBuffer().str()) : std::string();
   if (rc != 0)
-    return fail("exit " + llvm::Twine(rc) + (err.empty() ? "" : " (" + err + ")") + "\n" +
-                logText);
+    return fail("exit " + llvm::Twine(rc) + (err.empty() ? "" : " (" + err + ")") + "\n" + logText);
   auto cubin = llvm::MemoryBuffer::getFile(out, /*IsText=*/false, /*RequiresNullTerminator=*/false);
   if (!cubin)
     return fail("no cubin: " + cubin.getError().message());

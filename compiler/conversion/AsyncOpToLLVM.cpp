@@ -58,8 +58,8 @@ struct AllocBarriersOpLowering : ConvertOpToLLVMPattern<AllocBarriersOp> {
       return rw.notifyMatchFailure(op, "no offset: run tile-allocate-shared first");
     Value first = e.isZero(e.threadId());
     for (int64_t i = 0; i < op.getType().getCount(); ++i)
-      NVVM::MBarrierInitOp::create(rw, e.loc, e.offset(*ptr, e.i64(8 * i)),
-                                   e.i32(op.getArrivals()), first);
+      NVVM::MBarrierInitOp::create(rw, e.loc, e.offset(*ptr, e.i64(8 * i)), e.i32(op.getArrivals()),
+                                   first);
     NVVM::FenceMbarrierInitOp::create(rw, e.loc);
     NVVM::Barrier0Op::create(rw, e.loc);
     rw.replaceOp(op, *ptr);
@@ -110,7 +110,8 @@ struct TmaLoadOpLowering : ConvertOpToLLVMPattern<TmaLoadOp> {
     Emitter e{rw, op.getLoc()};
     RingType ring = op.getRing().getType();
     Value bar = barrierAt(e, adaptor.getBarriers(), adaptor.getBarrier());
-    Value slot = e.offset(adaptor.getRing(), e.mul(adaptor.getStage(), e.i64(ring.getStageBytes())));
+    Value slot =
+        e.offset(adaptor.getRing(), e.mul(adaptor.getStage(), e.i64(ring.getStageBytes())));
     NVVM::MBarrierArriveExpectTxOp::create(rw, e.loc, Type(), bar,
                                            e.i32(int32_t(ring.getStageBytes())), {}, {}, Value());
     Value row = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getRow());

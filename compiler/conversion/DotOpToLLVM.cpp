@@ -39,8 +39,8 @@ uint64_t descriptorHigh(int64_t leadingBytes, int64_t strideBytes) {
 
 /// One operand of the product as the tensor cores read it.
 struct Operand {
-  Value stage;        // byte address (shared window) of the stage's first panel
-  Value offset;       // along M (A) or N (B), in elements
+  Value stage;  // byte address (shared window) of the stage's first panel
+  Value offset; // along M (A) or N (B), in elements
   RingType ring;
   bool mnMajor;
 
@@ -62,9 +62,8 @@ struct Operand {
 
   Value descriptor(Emitter &e, int64_t mn, int64_t k) const {
     int64_t leading = mnMajor ? ring.getPanelBytes() : 16;
-    Value start = LLVM::AndOp::create(e.b, e.loc, LLVM::LShrOp::create(e.b, e.loc,
-                                                                       address(e, mn, k), e.i64(4)),
-                                      e.i64(0x3FFF));
+    Value start = LLVM::AndOp::create(
+        e.b, e.loc, LLVM::LShrOp::create(e.b, e.loc, address(e, mn, k), e.i64(4)), e.i64(0x3FFF));
     return LLVM::OrOp::create(e.b, e.loc, start, e.i64(int64_t(descriptorHigh(leading, 1024))));
   }
 };
@@ -97,10 +96,10 @@ struct DotOpLowering : ConvertOpToLLVMPattern<DotOp> {
     auto scaleOut = NVVM::WGMMAScaleOutAttr::get(ctx, NVVM::WGMMAScaleOut::one);
     auto scaleIn = NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one);
     // Row-major A and column-major B are K-major.
-    auto layoutA = NVVM::MMALayoutAttr::get(ctx, a.mnMajor ? NVVM::MMALayout::col
-                                                           : NVVM::MMALayout::row);
-    auto layoutB = NVVM::MMALayoutAttr::get(ctx, b.mnMajor ? NVVM::MMALayout::row
-                                                           : NVVM::MMALayout::col);
+    auto layoutA =
+        NVVM::MMALayoutAttr::get(ctx, a.mnMajor ? NVVM::MMALayout::col : NVVM::MMALayout::row);
+    auto layoutB =
+        NVVM::MMALayoutAttr::get(ctx, b.mnMajor ? NVVM::MMALayout::row : NVVM::MMALayout::col);
 
     int64_t perBlock = n / 2, blocks = m / 64;
     Type f32 = rw.getF32Type();
@@ -109,8 +108,8 @@ struct DotOpLowering : ConvertOpToLLVMPattern<DotOp> {
     for (int64_t blk = 0; blk < blocks; ++blk) {
       Value s = LLVM::UndefOp::create(rw, e.loc, structTy);
       for (int64_t i = 0; i < perBlock; ++i)
-        s = LLVM::InsertValueOp::create(rw, e.loc, s, e.extract(adaptor.getAcc(), blk * perBlock + i),
-                                        ArrayRef<int64_t>{i});
+        s = LLVM::InsertValueOp::create(
+            rw, e.loc, s, e.extract(adaptor.getAcc(), blk * perBlock + i), ArrayRef<int64_t>{i});
       fragments.push_back(s);
     }
 
