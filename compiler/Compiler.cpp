@@ -175,7 +175,9 @@ ParamInfo paramOf(Type t) {
     // The box one copy moves: what the launch encodes into the map.
     p.kind = ParamInfo::TensorMap;
     p.elem = map.getElementType().isBF16() ? DType::BF16 : DType::F16;
+    // The outer dimensions of a tensor of rank 3 to 5 move one element deep.
     p.staticSizes = {map.getRows(), map.getCols()};
+    p.staticSizes.resize(size_t(map.getRank()), 1);
   } else {
     p.kind = ParamInfo::Index;
   }

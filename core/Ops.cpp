@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "core/KernelSpec.h"
+#include "ops/attention/AttentionDecl.h"
 #include "ops/gemm/GemmDecl.h"
 #include "ops/rmsnorm/RmsNormDecl.h"
 
@@ -15,6 +16,7 @@ llvm::ArrayRef<const OpDecl *> allOps() {
       &rmsnorm::forwardOp(),
       &rmsnorm::backwardOp(),
       &gemm::op(),
+      &attention::forwardOp(),
   };
   return ops;
 }

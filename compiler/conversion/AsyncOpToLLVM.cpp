@@ -122,9 +122,13 @@ struct TmaLoadOpLowering : ConvertOpToLLVMPattern<TmaLoadOp> {
       Value c = p ? LLVM::AddOp::create(rw, e.loc, col, e.i32(int32_t(p * ring.getPanelCols())))
                         .getResult()
                   : col;
-      // Coordinates innermost first: the column, then the row.
+      // Coordinates innermost first: the column, the row, then the outer
+      // dimensions'.
+      SmallVector<Value> coords = {c, row};
+      for (Value o : adaptor.getOuter())
+        coords.push_back(LLVM::TruncOp::create(rw, e.loc, e.i32(), o));
       NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
-          rw, e.loc, dst, adaptor.getMap(), ValueRange{c, row}, bar, ValueRange{},
+          rw, e.loc, dst, adaptor.getMap(), coords, bar, ValueRange{},
           /*multicastMask=*/Value(), /*l2CacheHint=*/Value(), NVVM::TMALoadModeAttr(),
           rw.getBoolAttr(true), NVVM::CTAGroupKindAttr(), Value());
     }

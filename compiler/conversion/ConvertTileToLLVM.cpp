@@ -109,11 +109,11 @@ struct ConvertTileToLLVMPass : impl::ConvertTileToLLVMBase<ConvertTileToLLVMPass
     // cannot make, which aborts code generation.
     WalkResult unsupported = module.walk([&](Operation *op) {
       if (!isa<math::MathDialect>(op->getDialect()) ||
-          isa<math::AbsFOp, math::SqrtOp, math::RsqrtOp, math::ExpOp, math::Exp2Op, math::FmaOp,
-              math::FloorOp, math::CeilOp>(op))
+          isa<math::AbsFOp, math::SqrtOp, math::RsqrtOp, math::ExpOp, math::Exp2Op, math::Log2Op,
+              math::FmaOp, math::FloorOp, math::CeilOp>(op))
         return WalkResult::advance();
       op->emitError() << "'" << op->getName() << "' has no lowering for NVPTX (supported math: "
-                      << "absf, sqrt, rsqrt, exp, exp2, fma, floor, ceil)";
+                      << "absf, sqrt, rsqrt, exp, exp2, log2, fma, floor, ceil)";
       return WalkResult::interrupt();
     });
     if (unsupported.wasInterrupted())

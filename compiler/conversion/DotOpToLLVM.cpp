@@ -1,7 +1,8 @@
 //===- DotOpToLLVM.cpp - tile.dot on Hopper's warpgroup tensor cores -------===//
 //
 // tile.dot -> wgmma.fence, one nvvm.wgmma.mma_async (m64nNk16) per 64-row
-// block of the accumulator and 16 columns of K, commit, wait. A and B are
+// block of the accumulator and 16 columns of K, commit, wait (with the
+// accumulators tied through it: waitFor). A and B are
 // read from ring stages through shared-memory matrix descriptors, built here
 // (MLIR's nvgpu.warpgroup.mma takes one operand layout only):
 //
@@ -68,6 +69,29 @@ struct Operand {
   }
 };
 
+/// Waits for the warpgroup's products to complete and returns `acc` as the
+/// wait leaves it: the accumulators pass through the wait as operands tied to
+/// its results, so no use of them can be scheduled before it (as an
+/// intrinsic with side effects alone would allow).
+SmallVector<Value> waitFor(Emitter &e, ArrayRef<Value> acc) {
+  NVVM::WgmmaGroupSyncAlignedOp::create(e.b, e.loc);
+  std::string constraints;
+  for (size_t i = 0; i < acc.size(); ++i)
+    constraints += (i ? ",=f" : "=f");
+  for (size_t i = 0; i < acc.size(); ++i)
+    constraints += "," + std::to_string(i);
+  SmallVector<Type> types(acc.size(), e.b.getF32Type());
+  Operation *wait =
+      e.asmOp(types, acc, "wgmma.wait_group.sync.aligned 0;", constraints, /*sideEffects=*/true);
+  if (acc.size() == 1)
+    return {wait->getResult(0)};
+  SmallVector<Value> out;
+  for (size_t i = 0; i < acc.size(); ++i)
+    out.push_back(
+        LLVM::ExtractValueOp::create(e.b, e.loc, wait->getResult(0), ArrayRef<int64_t>{int64_t(i)}));
+  return out;
+}
+
 struct DotOpLowering : ConvertOpToLLVMPattern<DotOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
 
@@ -122,15 +146,79 @@ struct DotOpLowering : ConvertOpToLLVMPattern<DotOp> {
             typeAB, typeAB, typeD, scaleOut, scaleIn, scaleIn, layoutA, layoutB,
             NVVM::MMAIntOverflowAttr());
     }
-    NVVM::WgmmaGroupSyncAlignedOp::create(rw, e.loc);
-    NVVM::WgmmaWaitGroupSyncOp::create(rw, e.loc, rw.getI64IntegerAttr(0));
-
     SmallVector<Value> elems;
     for (int64_t blk = 0; blk < blocks; ++blk)
       for (int64_t i = 0; i < perBlock; ++i)
         elems.push_back(
             LLVM::ExtractValueOp::create(rw, e.loc, fragments[blk], ArrayRef<int64_t>{i}));
-    rw.replaceOp(op, e.pack(VectorType::get({blocks * perBlock}, f32), elems));
+    rw.replaceOp(op, e.pack(VectorType::get({blocks * perBlock}, f32), waitFor(e, elems)));
+    return success();
+  }
+};
+
+/// tile.dot_reg: wgmma with A from registers, which MLIR's NVVM dialect does
+/// not offer (nvvm.wgmma.mma_async reads A from shared memory only), as
+/// inline assembly whose accumulator operands are tied to its results.
+///
+/// A's fragment for 16 of K is four 32-bit registers of two 16-bit elements:
+/// (row r, k 2c, 2c+1), (r + 8, same), (r, k + 8), (r + 8, k + 8) for thread
+/// row r and quad lane c, which is exactly what the thread holds of columns
+/// [16 t, 16 t + 16) of a #tile.wgmma tile: its elements 8 t to 8 t + 7 of the
+/// 64-row block, in order.
+struct DotRegOpLowering : ConvertOpToLLVMPattern<DotRegOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+
+  LogicalResult matchAndRewrite(DotRegOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    RankedTensorType acc = op.getAcc().getType(), aType = op.getA().getType();
+    int64_t m = acc.getDimSize(0), n = acc.getDimSize(1), k = aType.getDimSize(1);
+    RingType rb = op.getB().getType();
+    Value base = LLVM::PtrToIntOp::create(rw, e.loc, e.i64(), adaptor.getB());
+    Operand b{e.add(base, e.mul(adaptor.getBStage(), e.i64(rb.getStageBytes()))),
+              adaptor.getBOffset(), rb, op.getBMnMajor()};
+    StringRef ty = aType.getElementType().isBF16() ? "bf16" : "f16";
+    int64_t perBlock = n / 2, aPerBlock = k / 2;
+
+    // "{ .reg .pred p; setp.ne.b32 p, 1, 0; wgmma... {$0..}, {a}, desc, p,
+    //   1, 1, transB; }": outputs $0.. $(perBlock - 1), then A's four words,
+    // the descriptor, and the accumulator tied to the outputs.
+    std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\nwgmma.mma_async.sync.aligned.m64n" +
+                       std::to_string(n) + "k16.f32." + ty.str() + "." + ty.str() + " {";
+    std::string constraints;
+    for (int64_t i = 0; i < perBlock; ++i) {
+      text += (i ? ", $" : "$") + std::to_string(i);
+      constraints += (i ? ",=f" : "=f");
+    }
+    text += "}, {$" + std::to_string(perBlock) + ", $" + std::to_string(perBlock + 1) + ", $" +
+            std::to_string(perBlock + 2) + ", $" + std::to_string(perBlock + 3) + "}, $" +
+            std::to_string(perBlock + 4) + ", p, 1, 1, " + (b.mnMajor ? "1" : "0") + ";\n}";
+    constraints += ",r,r,r,r,l";
+    for (int64_t i = 0; i < perBlock; ++i)
+      constraints += "," + std::to_string(i);
+    SmallVector<Type> results(perBlock, rw.getF32Type());
+
+    SmallVector<Value> out;
+    NVVM::WgmmaFenceAlignedOp::create(rw, e.loc);
+    for (int64_t blk = 0; blk < m / 64; ++blk) {
+      SmallVector<Value> d;
+      for (int64_t i = 0; i < perBlock; ++i)
+        d.push_back(e.extract(adaptor.getAcc(), blk * perBlock + i));
+      for (int64_t kk = 0; kk < k; kk += 16) {
+        SmallVector<Value> operands;
+        int64_t first = blk * aPerBlock + kk / 2;
+        for (int64_t w = 0; w < 4; ++w)
+          operands.push_back(e.word(e.extract(adaptor.getA(), first + 2 * w),
+                                    e.extract(adaptor.getA(), first + 2 * w + 1)));
+        operands.push_back(b.descriptor(e, 0, kk));
+        operands.append(d.begin(), d.end());
+        Operation *mma = e.asmOp(results, operands, text, constraints, /*sideEffects=*/true);
+        for (int64_t i = 0; i < perBlock; ++i)
+          d[i] = LLVM::ExtractValueOp::create(rw, e.loc, mma->getResult(0), ArrayRef<int64_t>{i});
+      }
+      out.append(d.begin(), d.end());
+    }
+    rw.replaceOp(op, e.pack(getTypeConverter()->convertType(acc), waitFor(e, out)));
     return success();
   }
 };
@@ -138,7 +226,7 @@ struct DotOpLowering : ConvertOpToLLVMPattern<DotOp> {
 } // namespace
 
 void populateDotOpToLLVMPatterns(TileTypeConverter &converter, RewritePatternSet &patterns) {
-  patterns.add<DotOpLowering>(converter);
+  patterns.add<DotOpLowering, DotRegOpLowering>(converter);
 }
 
 } // namespace tilejit

@@ -7,7 +7,7 @@
 // functions whose LLVM intrinsics NVPTX does not serve as CUDA does:
 // math.rsqrt is rsqrt.approx (CUDA's rsqrtf; LLVM's lowering would divide by
 // a square root), math.exp and math.exp2 are ex2.approx (NVPTX has no libcall
-// for llvm.exp).
+// for llvm.exp), math.log2 is lg2.approx.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/conversion/TileToLLVM.h"
@@ -41,12 +41,48 @@ struct BroadcastOpLowering : ConvertOpToLLVMPattern<BroadcastOp> {
                                 ConversionPatternRewriter &rw) const override {
     auto slice = cast<SliceLayoutAttr>(op.getOperand().getType().getEncoding());
     Type to = getTypeConverter()->convertType(op.getType());
+    Emitter e{rw, op.getLoc()};
+    if (!slice.getBlockedParent()) {
+      // Rows of a #tile.wgmma tile: element j of 64-row block `blk` lies on
+      // the block's first row of the thread or 8 below ((j / 2) % 2), the
+      // slice's element 2 blk or 2 blk + 1.
+      RankedTensorType out = op.getType();
+      int64_t perBlock = out.getDimSize(1) / 2;
+      SmallVector<Value> rows, elems;
+      for (int64_t i = 0; i < out.getDimSize(0) / 64 * 2; ++i)
+        rows.push_back(e.extract(adaptor.getOperand(), i));
+      for (int64_t i = 0; i < getElemsPerThread(out); ++i)
+        elems.push_back(rows[2 * (i / perBlock) + ((i % perBlock) / 2) % 2]);
+      rw.replaceOp(op, e.pack(to, elems));
+      return success();
+    }
     if (slice.getDim() == 0 && adaptor.getOperand().getType() == to) {
       rw.replaceOp(op, adaptor.getOperand());
       return success();
     }
-    Emitter e{rw, op.getLoc()};
     rw.replaceOp(op, e.splat(to, e.extract(adaptor.getOperand(), 0)));
+    return success();
+  }
+};
+
+/// Each element's coordinate along `dim`, from the layout: the thread's
+/// base coordinate plus the element's offset.
+struct IotaOpLowering : ConvertOpToLLVMPattern<IotaOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(IotaOp op, OpAdaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    RankedTensorType t = op.getType();
+    auto layout = cast<LayoutAttrInterface>(t.getEncoding());
+    int64_t dim = op.getDim();
+    Value base = LLVM::TruncOp::create(
+        rw, e.loc, e.i32(), e.apply(layout.getThreadBase(), e.threadId())[dim]);
+    SmallVector<Value> elems;
+    for (int64_t i = 0; i < layout.getElemsPerThread(t.getShape()); ++i) {
+      int64_t off = layout.getElemOffset(t.getShape(), i)[dim];
+      elems.push_back(off ? LLVM::AddOp::create(rw, e.loc, base, e.i32(off)).getResult() : base);
+    }
+    rw.replaceOp(op, e.pack(getTypeConverter()->convertType(t), elems));
     return success();
   }
 };
@@ -104,11 +140,12 @@ template <typename OpTy> struct NvvmMathLowering : ConvertOpToLLVMPattern<OpTy> 
 
 void populateElementwiseOpToLLVMPatterns(TileTypeConverter &converter,
                                          RewritePatternSet &patterns) {
-  patterns.add<SplatOpLowering, BroadcastOpLowering, ExtFOpLowering>(converter);
+  patterns.add<SplatOpLowering, BroadcastOpLowering, IotaOpLowering, ExtFOpLowering>(converter);
   patterns.add<NvvmMathLowering<math::RsqrtOp>>(converter, "llvm.nvvm.rsqrt.approx.f", 1.0f);
   patterns.add<NvvmMathLowering<math::ExpOp>>(converter, "llvm.nvvm.ex2.approx.f32",
                                               float(M_LOG2E));
   patterns.add<NvvmMathLowering<math::Exp2Op>>(converter, "llvm.nvvm.ex2.approx.f32", 1.0f);
+  patterns.add<NvvmMathLowering<math::Log2Op>>(converter, "llvm.nvvm.lg2.approx.f", 1.0f);
 }
 
 } // namespace tilejit

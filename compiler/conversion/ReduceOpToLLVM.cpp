@@ -1,6 +1,7 @@
 //===- ReduceOpToLLVM.cpp - reductions within a block and across a cluster --===//
 //
-// tile.reduce on a #tile.blocked<vec, TR, TC> tile, in a fixed order so that
+// tile.reduce on a #tile.blocked<vec, TR, TC> tile (or the rows of a
+// #tile.wgmma accumulator: reduceWarpgroupRows), in a fixed order so that
 // the same inputs give the same bits in every thread that receives a result:
 //  - along a row (dim = 1): the thread's elements in order, then butterfly
 //    shuffles within the warp, then (TC > 32) across the row's warps through
@@ -51,6 +52,8 @@ struct ReduceOpLowering : ConvertOpToLLVMPattern<ReduceOp> {
   LogicalResult matchAndRewrite(ReduceOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rw) const override {
     Emitter e{rw, op.getLoc()};
+    if (isWarpgroupTile(op.getOperand().getType()))
+      return reduceWarpgroupRows(op, adaptor, rw, e);
     auto layout = cast<BlockedLayoutAttr>(op.getOperand().getType().getEncoding());
     int64_t tr = layout.getRowThreads(), tc = layout.getColThreads();
     Value in = adaptor.getOperand();
@@ -58,15 +61,7 @@ struct ReduceOpLowering : ConvertOpToLLVMPattern<ReduceOp> {
     Type outTy = getTypeConverter()->convertType(op.getType());
     KernelLowering &kernel = state.kernelOf(op);
     auto combine = [&](Value a, Value b) -> Value {
-      switch (op.getKind()) {
-      case ReduceKind::sum:
-        return LLVM::FAddOp::create(rw, e.loc, a, b);
-      case ReduceKind::max:
-        return LLVM::MaxNumOp::create(rw, e.loc, a, b);
-      case ReduceKind::min:
-        return LLVM::MinNumOp::create(rw, e.loc, a, b);
-      }
-      return a;
+      return combineOf(op.getKind(), rw, e.loc, a, b);
     };
     Value tid = e.threadId();
     Value row = e.udiv(tid, tc), lane = e.urem(tid, tc);
@@ -139,6 +134,54 @@ struct ReduceOpLowering : ConvertOpToLLVMPattern<ReduceOp> {
     }
     rw.replaceOp(op, e.splat(outTy, acc));
     return success();
+  }
+
+  /// The rows of a #tile.wgmma tile: a thread holds N / 4 elements of each
+  /// of its rows (two per 64-row block); the four lanes of a quad hold the
+  /// rest of the row. Each row's elements in order, then butterflies over
+  /// the quad (xor 1, xor 2): every lane of the quad computes the same sums
+  /// in the same pairing, so all four receive the same bits.
+  LogicalResult reduceWarpgroupRows(ReduceOp op, OpAdaptor adaptor, ConversionPatternRewriter &rw,
+                                    Emitter &e) const {
+    RankedTensorType in = op.getOperand().getType();
+    int64_t m = in.getDimSize(0), n = in.getDimSize(1), perBlock = n / 2;
+    Value v = adaptor.getOperand();
+    Type f32 = rw.getF32Type();
+    SmallVector<Value> rows;
+    for (int64_t blk = 0; blk < m / 64; ++blk)
+      for (int64_t half = 0; half < 2; ++half) {
+        Value acc;
+        // Element j of the block: 8-column group j / 4, row half (j / 2) % 2.
+        for (int64_t j = 0; j < perBlock; ++j) {
+          if ((j / 2) % 2 != half)
+            continue;
+          Value x = e.extract(v, blk * perBlock + j);
+          acc = acc ? combineOf(op.getKind(), rw, e.loc, acc, x) : x;
+        }
+        for (int32_t off : {1, 2}) {
+          Value other = NVVM::ShflOp::create(
+                            rw, e.loc, f32, e.i32(-1), acc, e.i32(off), e.i32(31),
+                            NVVM::ShflKindAttr::get(rw.getContext(), NVVM::ShflKind::bfly),
+                            UnitAttr())
+                            .getResult();
+          acc = combineOf(op.getKind(), rw, e.loc, acc, other);
+        }
+        rows.push_back(acc);
+      }
+    rw.replaceOp(op, e.pack(getTypeConverter()->convertType(op.getType()), rows));
+    return success();
+  }
+
+  static Value combineOf(ReduceKind kind, OpBuilder &b, Location loc, Value a, Value c) {
+    switch (kind) {
+    case ReduceKind::sum:
+      return LLVM::FAddOp::create(b, loc, a, c);
+    case ReduceKind::max:
+      return LLVM::MaxNumOp::create(b, loc, a, c);
+    case ReduceKind::min:
+      return LLVM::MinNumOp::create(b, loc, a, c);
+    }
+    return a;
   }
 
   template <typename Combine>

@@ -14,7 +14,10 @@ int64_t scratchBytesFor(KernelOp kernel) {
   int64_t bytes = 0;
   kernel.walk([&](ReduceOp op) {
     auto in = op.getOperand().getType();
-    auto layout = cast<BlockedLayoutAttr>(in.getEncoding());
+    // A warpgroup tile's rows reduce within quads of lanes: no scratch.
+    auto layout = dyn_cast<BlockedLayoutAttr>(in.getEncoding());
+    if (!layout)
+      return;
     int64_t tr = layout.getRowThreads(), tc = layout.getColThreads();
     int64_t need = 0;
     if (op.getDim() == 1 && tc > 32)

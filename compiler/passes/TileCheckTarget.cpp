@@ -80,7 +80,7 @@ struct TileCheckTargetPass : impl::TileCheckTargetBase<TileCheckTargetPass> {
                         << arch;
         return WalkResult::interrupt();
       }
-      if (isa<DotOp, WarpSpecializeOp>(op) && !target.hasWgmma()) {
+      if (isa<DotOp, DotRegOp, WarpSpecializeOp>(op) && !target.hasWgmma()) {
         op->emitError() << "'" << op->getName()
                         << "' needs sm_90a (wgmma, setmaxnreg); the target is " << arch;
         return WalkResult::interrupt();
@@ -98,9 +98,12 @@ struct TileCheckTargetPass : impl::TileCheckTargetBase<TileCheckTargetPass> {
         return WalkResult::interrupt();
       }
       if (isElementwiseTileArith(op) || isa<SplatOp, ReduceOp>(op)) {
+        // Floating-point tile arithmetic is f32; i32 and i1 tiles (indices
+        // and masks from tile.iota) are integer arithmetic and comparisons.
         for (Type t : op->getResultTypes())
           if (auto tensor = dyn_cast<RankedTensorType>(t);
-              tensor && !tensor.getElementType().isF32()) {
+              tensor && !tensor.getElementType().isF32() &&
+              !tensor.getElementType().isInteger(32) && !tensor.getElementType().isInteger(1)) {
             op->emitError() << "tile arithmetic is f32, but this produces " << t
                             << "; widen the operands with arith.extf first";
             return WalkResult::interrupt();

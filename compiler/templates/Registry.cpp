@@ -8,10 +8,12 @@ namespace tilejit {
 const KernelTemplate &rmsNormForwardTemplate();
 const KernelTemplate &rmsNormBackwardTemplate();
 const KernelTemplate &gemmTemplate();
+const KernelTemplate &attentionForwardTemplate();
 
 const KernelTemplate *findTemplate(const OpDecl *op) {
   for (const KernelTemplate *t :
-       {&rmsNormForwardTemplate(), &rmsNormBackwardTemplate(), &gemmTemplate()})
+       {&rmsNormForwardTemplate(), &rmsNormBackwardTemplate(), &gemmTemplate(),
+        &attentionForwardTemplate()})
     if (&t->op() == op)
       return t;
   return nullptr;

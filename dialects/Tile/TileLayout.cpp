@@ -44,21 +44,36 @@ SmallVector<int64_t> BlockedLayoutAttr::getElemOffset(ArrayRef<int64_t>, int64_t
 }
 AffineMap BlockedLayoutAttr::getOwnerMap() const { return AffineMap::get(1, 0, getContext()); }
 
+// A dim = 1 slice of #tile.wgmma: thread t holds, in each 64-row block, its
+// rows 16 w + l / 4 and 8 below; the four threads of a quad hold copies
+// (lane % 4 == 0 stores).
 int64_t SliceLayoutAttr::getElemsPerThread(ArrayRef<int64_t> shape) const {
-  return getDim() == 1 ? 1 : getParent().getElemsPerThread(shape.back());
+  if (!getBlockedParent())
+    return shape[0] / 64 * 2;
+  return getDim() == 1 ? 1 : getBlockedParent().getElemsPerThread(shape.back());
 }
-int64_t SliceLayoutAttr::getNumThreads() const { return getParent().getNumThreads(); }
-int64_t SliceLayoutAttr::getContiguity() const { return getDim() == 1 ? 1 : getParent().getVec(); }
+int64_t SliceLayoutAttr::getNumThreads() const {
+  return cast<LayoutAttrInterface>(getParent()).getNumThreads();
+}
+int64_t SliceLayoutAttr::getContiguity() const {
+  return getDim() == 1 ? 1 : getBlockedParent().getVec();
+}
 AffineMap SliceLayoutAttr::getThreadBase() const {
-  BlockedLayoutAttr p = getParent();
+  BlockedLayoutAttr p = getBlockedParent();
+  if (!p)
+    return cast<LayoutAttrInterface>(getParent()).getThreadBase().getSubMap({0});
   return AffineMap::get(1, 0, getDim() == 1 ? threadRow(p) : threadCol(p), getContext());
 }
 SmallVector<int64_t> SliceLayoutAttr::getElemOffset(ArrayRef<int64_t>, int64_t i) const {
-  return {getDim() == 1 ? 0 : runOffset(getParent(), i)};
+  if (!getBlockedParent())
+    return {64 * (i / 2) + 8 * (i % 2)};
+  return {getDim() == 1 ? 0 : runOffset(getBlockedParent(), i)};
 }
 AffineMap SliceLayoutAttr::getOwnerMap() const {
-  BlockedLayoutAttr p = getParent();
+  BlockedLayoutAttr p = getBlockedParent();
   AffineExpr t = getAffineDimExpr(0, getContext());
+  if (!p)
+    return AffineMap::get(1, 0, t % 4, getContext());
   return AffineMap::get(1, 0, getDim() == 1 ? t % p.getColThreads() : threadRow(p), getContext());
 }
 
@@ -108,11 +123,17 @@ LogicalResult BlockedLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitE
 }
 
 LogicalResult SliceLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t dim,
-                                      BlockedLayoutAttr parent) {
+                                      Attribute parent) {
   if (dim != 0 && dim != 1)
     return emitError() << "#tile.slice dim must be 0 or 1, got " << dim;
-  if (!parent)
-    return emitError() << "#tile.slice needs a #tile.blocked parent";
+  if (isa_and_nonnull<WgmmaLayoutAttr>(parent)) {
+    if (dim != 1)
+      return emitError() << "#tile.slice of #tile.wgmma keeps the rows (dim = 1), got dim = "
+                         << dim;
+    return success();
+  }
+  if (!isa_and_nonnull<BlockedLayoutAttr>(parent))
+    return emitError() << "#tile.slice needs a #tile.blocked or #tile.wgmma parent";
   return success();
 }
 
@@ -130,9 +151,11 @@ bool tilejit::tile::isTileType(Type type) {
   if (auto slice = dyn_cast_or_null<SliceLayoutAttr>(enc)) {
     if (tensor.getRank() != 1)
       return false;
+    if (!slice.getBlockedParent())
+      return tensor.getDimSize(0) % 64 == 0 && tensor.getDimSize(0) > 0;
     // A per-row slice has one element per row of threads.
     if (slice.getDim() == 1)
-      return tensor.getDimSize(0) == slice.getParent().getRowThreads();
+      return tensor.getDimSize(0) == slice.getBlockedParent().getRowThreads();
     return true;
   }
   return false;
@@ -164,7 +187,7 @@ BlockedLayoutAttr tilejit::tile::getBlockedParent(RankedTensorType tile) {
   if (auto blocked = dyn_cast_or_null<BlockedLayoutAttr>(enc))
     return blocked;
   if (auto slice = dyn_cast_or_null<SliceLayoutAttr>(enc))
-    return slice.getParent();
+    return slice.getBlockedParent();
   return {};
 }
 

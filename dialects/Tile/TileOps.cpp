@@ -105,11 +105,12 @@ LogicalResult KernelOp::verify() {
       auto tensor = dyn_cast<RankedTensorType>(t);
       if (!tensor)
         continue;
-      if (isWarpgroupTile(tensor)) {
+      auto slice = dyn_cast_or_null<SliceLayoutAttr>(tensor.getEncoding());
+      if (isWarpgroupTile(tensor) || (slice && isa<WgmmaLayoutAttr>(slice.getParent()))) {
         if (!isTileType(tensor)) {
           op->emitOpError() << "produces " << t
                             << ", whose shape does not fit #tile.wgmma (rows a multiple of 64, "
-                               "columns a multiple of 8 up to 256)";
+                               "columns a multiple of 8 up to 256; its row slice rank 1)";
           return WalkResult::interrupt();
         }
         if (threads % 128 != 0) {
@@ -259,12 +260,16 @@ LogicalResult ReduceOp::verify() {
     return failure();
   auto in = getOperand().getType();
   auto out = getResult().getType();
-  auto layout = dyn_cast<BlockedLayoutAttr>(in.getEncoding());
-  if (!layout)
-    return emitOpError() << "operand must be a rank-2 #tile.blocked tile, got " << in;
+  Attribute layout = in.getEncoding();
+  if (!isa_and_nonnull<BlockedLayoutAttr, WgmmaLayoutAttr>(layout))
+    return emitOpError() << "operand must be a rank-2 #tile.blocked or #tile.wgmma tile, got "
+                         << in;
   int64_t dim = getDim();
   if (dim != 0 && dim != 1)
     return emitOpError() << "dim must be 0 or 1, got " << dim;
+  if (isa<WgmmaLayoutAttr>(layout) && (dim != 1 || getCluster()))
+    return emitOpError() << "reduces a #tile.wgmma tile along its rows only (dim = 1, no "
+                            "cluster)";
   auto slice = dyn_cast<SliceLayoutAttr>(out.getEncoding());
   if (!slice || slice.getDim() != dim || slice.getParent() != layout)
     return emitOpError() << "result layout must be #tile.slice<dim = " << dim
@@ -285,9 +290,9 @@ LogicalResult BroadcastOp::verify() {
   auto in = getOperand().getType();
   auto out = getResult().getType();
   auto slice = dyn_cast<SliceLayoutAttr>(in.getEncoding());
-  auto layout = dyn_cast<BlockedLayoutAttr>(out.getEncoding());
-  if (!slice || !layout)
-    return emitOpError() << "expands a #tile.slice tile into a #tile.blocked "
+  Attribute layout = out.getEncoding();
+  if (!slice || !isa_and_nonnull<BlockedLayoutAttr, WgmmaLayoutAttr>(layout))
+    return emitOpError() << "expands a #tile.slice tile into a #tile.blocked or #tile.wgmma "
                             "tile, got "
                          << in << " -> " << out;
   if (slice.getParent() != layout)
@@ -309,6 +314,17 @@ LogicalResult SplatOp::verify() {
   if (getValue().getType() != getResult().getType().getElementType())
     return emitOpError() << "scalar of type " << getValue().getType() << " cannot fill a tile of "
                          << getResult().getType().getElementType();
+  return success();
+}
+
+LogicalResult IotaOp::verify() {
+  if (failed(verifyInKernel(*this)))
+    return failure();
+  RankedTensorType t = getResult().getType();
+  if (!t.getElementType().isInteger(32))
+    return emitOpError() << "makes an i32 tile, got " << t;
+  if (int64_t(getDim()) >= t.getRank())
+    return emitOpError() << "dim = " << getDim() << " is not a dimension of " << t;
   return success();
 }
 
@@ -338,7 +354,9 @@ LogicalResult BarriersType::verify(function_ref<InFlightDiagnostic()> emitError,
 }
 
 LogicalResult TensorMapType::verify(function_ref<InFlightDiagnostic()> emitError, int64_t rows,
-                                    int64_t cols, Type elementType) {
+                                    int64_t cols, Type elementType, int64_t rank) {
+  if (rank < 2 || rank > 5)
+    return emitError() << "!tile.tensormap rank must be in [2, 5], got " << rank;
   if (!elementType.isBF16() && !elementType.isF16())
     return emitError() << "!tile.tensormap describes bf16 or f16 tensors, got " << elementType;
   if (rows < 1 || rows > 256)
@@ -398,6 +416,9 @@ LogicalResult TmaLoadOp::verify() {
     return emitOpError() << "box of " << map.getRows() << " x " << map.getCols()
                          << " does not fill a panel of the ring's " << ring.getRows() << " x "
                          << ring.getPanelCols();
+  if (int64_t(getOuter().size()) != map.getRank() - 2)
+    return emitOpError() << "a tensor map of rank " << map.getRank() << " takes "
+                         << map.getRank() - 2 << " outer coordinates, got " << getOuter().size();
   return success();
 }
 
@@ -423,6 +444,39 @@ LogicalResult DotOp::verify() {
   int64_t aRows = aMn ? a.getCols() : a.getRows(), bCols = bMn ? b.getCols() : b.getRows();
   if (m > aRows)
     return emitOpError() << "M = " << m << " exceeds the " << aRows << " rows of A's stages";
+  if (n > bCols)
+    return emitOpError() << "N = " << n << " exceeds the " << bCols << " columns of B's stages";
+  if (bMn && n % 64 != 0)
+    return emitOpError() << "N = " << n << " must be whole panels (a multiple of 64) when B is "
+                            "stored K x N";
+  if (n % 16 != 0)
+    return emitOpError() << "N = " << n << " must be a multiple of 16";
+  return success();
+}
+
+LogicalResult DotRegOp::verify() {
+  if (failed(verifyInKernel(*this)))
+    return failure();
+  RankedTensorType acc = getAcc().getType(), a = getA().getType();
+  if (acc != getResult().getType())
+    return emitOpError() << "result type " << getResult().getType() << " differs from acc "
+                         << acc;
+  if (!isWarpgroupTile(acc) || !isWarpgroupTile(a))
+    return emitOpError() << "takes A and accumulates in #tile.wgmma tiles, got " << a << " and "
+                         << acc;
+  RingType b = getB().getType();
+  if (a.getElementType() != b.getElementType())
+    return emitOpError() << "A is " << a.getElementType() << " and B " << b.getElementType();
+  bool bMn = getBMnMajor();
+  int64_t m = acc.getDimSize(0), n = acc.getDimSize(1), k = a.getDimSize(1);
+  if (a.getDimSize(0) != m)
+    return emitOpError() << "A has " << a.getDimSize(0) << " rows and acc " << m;
+  int64_t kb = bMn ? b.getRows() : b.getCols();
+  if (k != kb)
+    return emitOpError() << "A holds K = " << k << " and B's stages K = " << kb;
+  if (k % 16 != 0)
+    return emitOpError() << "K = " << k << " is not a multiple of 16";
+  int64_t bCols = bMn ? b.getCols() : b.getRows();
   if (n > bCols)
     return emitOpError() << "N = " << n << " exceeds the " << bCols << " columns of B's stages";
   if (bMn && n % 64 != 0)

@@ -151,17 +151,28 @@ def Tile_BlockedLayoutAttr : Tile_Attr<"BlockedLayout", "blocked",
 
 def Tile_SliceLayoutAttr : Tile_Attr<"SliceLayout", "slice",
     [DeclareAttrInterfaceMethods<Tile_LayoutAttrInterface>]> {
-  let summary = "The layout left when one dimension of a blocked tile is removed";
+  let summary = "The layout left when one dimension of a rank-2 tile is removed";
   let description = [{
-    Layout of a rank-1 tile obtained from a `#tile.blocked` rank-2 tile by
-    removing dimension `dim`: every thread that held an element of the removed
-    dimension holds a copy of the result. `dim = 1` is one value per tile row
-    (a row sum, a per-row scale); `dim = 0` is one row of columns, held by each
-    row of threads (a weight vector, a column sum).
+    Layout of a rank-1 tile obtained from a rank-2 tile by removing dimension
+    `dim`: every thread that held an element of the removed dimension holds a
+    copy of the result. `dim = 1` is one value per tile row (a row sum, a
+    per-row scale); `dim = 0` is one row of columns, held by each row of
+    threads (a weight vector, a column sum).
+
+    The parent is a `#tile.blocked` layout, or `#tile.wgmma` with `dim = 1`:
+    the rows of a warpgroup's accumulator (a row max of attention scores), of
+    which each thread holds two per 64-row block, with copies in the four
+    threads of a quad (the first stores).
   }];
-  let parameters = (ins "int64_t":$dim, "BlockedLayoutAttr":$parent);
+  let parameters = (ins "int64_t":$dim, "::mlir::Attribute":$parent);
   let assemblyFormat = "`<` `dim` `=` $dim `,` `parent` `=` $parent `>`";
   let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The parent when it is #tile.blocked, else null.
+    BlockedLayoutAttr getBlockedParent() const {
+      return ::llvm::dyn_cast<BlockedLayoutAttr>(getParent());
+    }
+  }];
 }
 
 
@@ -227,16 +238,19 @@ def Tile_BarriersType : Tile_Type<"Barriers", "barriers"> {
 }
 
 def Tile_TensorMapType : Tile_Type<"TensorMap", "tensormap"> {
-  let summary = "A TMA descriptor of a 2-D global tensor: a kernel argument";
+  let summary = "A TMA descriptor of a global tensor: a kernel argument";
   let description = [{
     A 128-byte `CUtensorMap` made at launch (`cuTensorMapEncodeTiled`) and
     passed by value as a `__grid_constant__` parameter. It describes a
-    row-major 2-D tensor (sizes and row stride given at launch; elements out
-    of bounds read as zero) and the box one copy moves: `rows x cols`
-    elements with the 128-byte swizzle, so `cols` is 128 bytes of elements.
+    tensor of `rank` dimensions (2 unless given; sizes and strides given at
+    launch; elements out of bounds read as zero) whose innermost dimension is
+    contiguous, and the box one copy moves: `rows x cols` elements of the two
+    innermost dimensions (one along the others) with the 128-byte swizzle, so
+    `cols` is 128 bytes of elements.
   }];
-  let parameters = (ins "int64_t":$rows, "int64_t":$cols, "::mlir::Type":$elementType);
-  let assemblyFormat = "`<` `rows` `=` $rows `,` `cols` `=` $cols `,` $elementType `>`";
+  let parameters = (ins "int64_t":$rows, "int64_t":$cols, "::mlir::Type":$elementType,
+                        DefaultValuedParameter<"int64_t", "2">:$rank);
+  let assemblyFormat = "`<` `rows` `=` $rows `,` `cols` `=` $cols `,` $elementType (`,` `rank` `=` $rank^)? `>`";
   let genVerifyDecl = 1;
 }
 
@@ -511,9 +525,27 @@ def Tile_SplatOp : Tile_Op<"splat", [Pure]> {
     %e = tile.splat %eps : f32 -> tensor<1xf32, #S>
     ```
   }];
-  let arguments = (ins AnyTypeOf<[BF16, F16, F32]>:$value);
+  let arguments = (ins AnyTypeOf<[BF16, F16, F32, I32]>:$value);
   let results = (outs Tile_Tile:$result);
   let assemblyFormat = "$value attr-dict `:` type($value) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tile_IotaOp : Tile_Op<"iota", [Pure]> {
+  let summary = "A tile of i32 whose elements are their own coordinate along `dim`";
+  let description = [{
+    Each element of the result is its index along dimension `dim` of the tile
+    (a row or column number within the tile). With `arith` on i32 tiles and
+    `arith.select` it forms masks: a causal mask compares the rows plus the
+    tile's first row with the columns plus its first column.
+
+    ```mlir
+    %cols = tile.iota {dim = 1 : i64} : tensor<64x128xi32, #tile.wgmma>
+    ```
+  }];
+  let arguments = (ins I64Attr:$dim);
+  let results = (outs Tile_Tile:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 
@@ -590,14 +622,33 @@ def Tile_TmaLoadOp : Tile_Op<"tma_load"> {
     into stage `stage` of `ring`, one copy per 128-byte panel. The barrier's
     phase completes when the bytes have landed. Elements outside the tensor
     read as zero.
+
+    A tensor of rank 3 to 5 (a head and a batch index beside the rows and
+    columns, as attention's `[batch, seq, heads, dim]` tensors) takes its
+    outer coordinates after `at`, innermost first; the box is one element
+    deep along them.
+
+    ```mlir
+    tile.tma_load %k[%row, %c0] at [%head, %batch], %ring[%s], %full[%s]
+        : !tile.tensormap<rows = 128, cols = 64, bf16>, !tile.ring<...>, !tile.barriers<2>
+    ```
   }];
   let arguments = (ins Tile_TensorMapType:$map, Index:$row, Index:$col,
+                       Variadic<Index>:$outer,
                        Tile_RingType:$ring, Index:$stage,
                        Tile_BarriersType:$barriers, Index:$barrier);
   let assemblyFormat = [{
-    $map `[` $row `,` $col `]` `,` $ring `[` $stage `]` `,` $barriers `[` $barrier `]` attr-dict
-    `:` type($map) `,` type($ring) `,` type($barriers)
+    $map `[` $row `,` $col `]` (`at` ` ` `[` $outer^ `]`)? `,` $ring `[` $stage `]` `,`
+    $barriers `[` $barrier `]` attr-dict `:` type($map) `,` type($ring) `,` type($barriers)
   }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$map, "::mlir::Value":$row, "::mlir::Value":$col,
+                   "::mlir::Value":$ring, "::mlir::Value":$stage, "::mlir::Value":$barriers,
+                   "::mlir::Value":$barrier), [{
+      build($_builder, $_state, map, row, col, ::mlir::ValueRange{}, ring, stage, barriers,
+            barrier);
+    }]>
+  ];
   let hasVerifier = 1;
 }
 
@@ -627,6 +678,33 @@ def Tile_DotOp : Tile_Op<"dot"> {
   let results = (outs Tile_F32Tile:$result);
   let assemblyFormat = [{
     $a `[` $a_stage `,` $a_offset `]` `,` $b `[` $b_stage `,` $b_offset `]` `,` $acc attr-dict
+    `:` type($a) `,` type($b) `,` type($acc) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tile_DotRegOp : Tile_Op<"dot_reg"> {
+  let summary = "acc + A B on the tensor cores, A in registers, B in shared memory";
+  let description = [{
+    As `tile.dot`, with A (`M x K`, bf16 or f16) a tile in the warpgroup's
+    registers in the `#tile.wgmma` layout: each thread holds the elements of
+    A that it held of the f32 accumulator A was computed in, so the
+    probabilities of attention (`P = exp(S - m)`, rounded to 16 bits) enter
+    the second product `P V` without passing through shared memory. On
+    sm_90a, `wgmma.mma_async` with A from registers. `K` is a multiple of 16.
+
+    ```mlir
+    %o = tile.dot_reg %p, %v[%s, %c0], %acc {b_mn_major = true}
+        : tensor<64x128xbf16, #tile.wgmma>, !tile.ring<stages = 2, rows = 128, cols = 128, bf16>,
+          tensor<64x128xf32, #tile.wgmma> -> tensor<64x128xf32, #tile.wgmma>
+    ```
+  }];
+  let arguments = (ins Tile_Tile:$a, Tile_RingType:$b, Index:$b_stage, Index:$b_offset,
+                       Tile_F32Tile:$acc,
+                       DefaultValuedAttr<BoolAttr, "false">:$b_mn_major);
+  let results = (outs Tile_F32Tile:$result);
+  let assemblyFormat = [{
+    $a `,` $b `[` $b_stage `,` $b_offset `]` `,` $acc attr-dict
     `:` type($a) `,` type($b) `,` type($acc) `->` type($result)
   }];
   let hasVerifier = 1;

@@ -186,8 +186,8 @@ private:
                           : tt::RingType::get(&ctx, s.stages, s.bm, s.bk, ab);
     auto ringB = p.transB ? tt::RingType::get(&ctx, s.stages, s.bn, s.bk, ab)
                           : tt::RingType::get(&ctx, s.stages, s.bk, s.bn, ab);
-    auto mapA = tt::TensorMapType::get(&ctx, ringA.getRows(), 64, ab);
-    auto mapB = tt::TensorMapType::get(&ctx, ringB.getRows(), 64, ab);
+    auto mapA = tt::TensorMapType::get(&ctx, ringA.getRows(), 64, ab, 2);
+    auto mapB = tt::TensorMapType::get(&ctx, ringB.getRows(), 64, ab, 2);
     auto dType = MemRefType::get({ShapedType::kDynamic, p.n}, out);
     // Arguments: A's and B's tensor maps, D, [C,] alpha, [beta,] the
     // programs cap.

@@ -22,7 +22,7 @@
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 // CHECK: nvvm.wgmma.commit.group.sync.aligned
-// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK: "wgmma.wait_group.sync.aligned 0;"
 // CHECK: @$1 mbarrier.arrive.shared::cta.b64
 // The accumulator's rows 8 apart are 4096 bytes apart in a 128-column f32 D.
 // CHECK: st.global.v2.f32 [$0+0]

@@ -282,7 +282,7 @@ tile.kernel @store_elem(%x: memref<256xbf16>, %y: memref<?x256xf16>) attributes 
 #S = #tile.slice<dim = 0, parent = #L>
 tile.kernel @reduce_slice_operand(%e: f32) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   %t = tile.splat %e : f32 -> tensor<256xf32, #S>
-  // expected-error @+1 {{'tile.reduce' op operand must be a rank-2 #tile.blocked tile, got 'tensor<256xf32, #tile.slice<dim = 0, parent = <vec = 4, rowThreads = 1, colThreads = 64>>>'}}
+  // expected-error @+1 {{'tile.reduce' op operand must be a rank-2 #tile.blocked or #tile.wgmma tile, got 'tensor<256xf32, #tile.slice<dim = 0, parent = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>>>'}}
   %r = tile.reduce sum %t {dim = 0 : i64} : tensor<256xf32, #S> -> tensor<256xf32, #S>
   tile.return
 }
@@ -304,7 +304,7 @@ tile.kernel @reduce_dim(%e: f32) attributes {block_threads = 64 : i64, grid = af
 #S = #tile.slice<dim = 0, parent = #L>
 tile.kernel @reduce_wrong_slice_dim(%e: f32) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   %t = tile.splat %e : f32 -> tensor<1x256xf32, #L>
-  // expected-error @+1 {{'tile.reduce' op result layout must be #tile.slice<dim = 1, parent = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>>, got #tile.slice<dim = 0, parent = <vec = 4, rowThreads = 1, colThreads = 64>>}}
+  // expected-error @+1 {{'tile.reduce' op result layout must be #tile.slice<dim = 1, parent = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>>, got #tile.slice<dim = 0, parent = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>>}}
   %r = tile.reduce sum %t {dim = 1 : i64} : tensor<1x256xf32, #L> -> tensor<256xf32, #S>
   tile.return
 }
@@ -316,7 +316,7 @@ tile.kernel @reduce_wrong_slice_dim(%e: f32) attributes {block_threads = 64 : i6
 #S = #tile.slice<dim = 0, parent = #M>
 tile.kernel @reduce_wrong_parent(%e: f32) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   %t = tile.splat %e : f32 -> tensor<1x256xf32, #L>
-  // expected-error @+1 {{'tile.reduce' op result layout must be #tile.slice<dim = 0, parent = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>>, got #tile.slice<dim = 0, parent = <vec = 2, rowThreads = 1, colThreads = 64>>}}
+  // expected-error @+1 {{'tile.reduce' op result layout must be #tile.slice<dim = 0, parent = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>>, got #tile.slice<dim = 0, parent = #tile.blocked<vec = 2, rowThreads = 1, colThreads = 64>>}}
   %r = tile.reduce min %t {dim = 0 : i64} : tensor<1x256xf32, #L> -> tensor<256xf32, #S>
   tile.return
 }
@@ -337,7 +337,7 @@ tile.kernel @reduce_blocked_result(%e: f32) attributes {block_threads = 64 : i64
 #S = #tile.slice<dim = 0, parent = #L>
 tile.kernel @reduce_shape(%e: f32) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   %t = tile.splat %e : f32 -> tensor<1x256xf32, #L>
-  // expected-error @+1 {{'tile.reduce' op result shape must be [256], got 'tensor<128xf32, #tile.slice<dim = 0, parent = <vec = 4, rowThreads = 1, colThreads = 64>>>'}}
+  // expected-error @+1 {{'tile.reduce' op result shape must be [256], got 'tensor<128xf32, #tile.slice<dim = 0, parent = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>>>'}}
   %r = tile.reduce sum %t {dim = 0 : i64} : tensor<1x256xf32, #L> -> tensor<128xf32, #S>
   tile.return
 }
@@ -351,7 +351,7 @@ tile.kernel @reduce_shape(%e: f32) attributes {block_threads = 64 : i64, grid = 
 #L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>
 tile.kernel @broadcast_blocked(%e: f32) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   %t = tile.splat %e : f32 -> tensor<1x256xf32, #L>
-  // expected-error @+1 {{'tile.broadcast' op expands a #tile.slice tile into a #tile.blocked tile, got 'tensor<1x256xf32, #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>>' -> 'tensor<1x256xf32, #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>>'}}
+  // expected-error @+1 {{'tile.broadcast' op expands a #tile.slice tile into a #tile.blocked or #tile.wgmma tile, got 'tensor<1x256xf32, #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>>' -> 'tensor<1x256xf32, #tile.blocked<vec = 4, rowThreads = 1, colThreads = 64>>'}}
   %b = tile.broadcast %t : tensor<1x256xf32, #L> -> tensor<1x256xf32, #L>
   tile.return
 }
@@ -362,7 +362,7 @@ tile.kernel @broadcast_blocked(%e: f32) attributes {block_threads = 64 : i64, gr
 #S = #tile.slice<dim = 1, parent = #L>
 tile.kernel @broadcast_to_slice(%e: f32) attributes {block_threads = 64 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   %t = tile.splat %e : f32 -> tensor<1xf32, #S>
-  // expected-error @+1 {{'tile.broadcast' op expands a #tile.slice tile into a #tile.blocked tile, got}}
+  // expected-error @+1 {{'tile.broadcast' op expands a #tile.slice tile into a #tile.blocked or #tile.wgmma tile, got}}
   %b = tile.broadcast %t : tensor<1xf32, #S> -> tensor<1xf32, #S>
   tile.return
 }
@@ -717,7 +717,82 @@ tile.kernel @dot_n(%d: memref<?x128xf32>) attributes {block_threads = 128 : i64,
 
 tile.kernel @wgmma_shape() attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   %z = arith.constant 0.0 : f32
-  // expected-error @+1 {{'tile.splat' op produces 'tensor<32x128xf32, #tile.wgmma>', whose shape does not fit #tile.wgmma (rows a multiple of 64, columns a multiple of 8 up to 256)}}
+  // expected-error @+1 {{'tile.splat' op produces 'tensor<32x128xf32, #tile.wgmma>', whose shape does not fit #tile.wgmma (rows a multiple of 64, columns a multiple of 8 up to 256}}
   %acc = tile.splat %z : f32 -> tensor<32x128xf32, #tile.wgmma>
+  tile.return
+}
+
+// -----
+// Attention: A from registers, coordinate tiles, warpgroup row reductions,
+// tensor maps of higher rank
+
+tile.kernel @dot_reg_k(%d: memref<?x128xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %rb = tile.alloc_ring : !tile.ring<stages = 2, rows = 128, cols = 128, bf16>
+  %z = arith.constant 0.0 : f32
+  %zb = arith.constant 0.0 : bf16
+  %acc = tile.splat %z : f32 -> tensor<64x128xf32, #tile.wgmma>
+  %p = tile.splat %zb : bf16 -> tensor<64x64xbf16, #tile.wgmma>
+  // expected-error @+1 {{'tile.dot_reg' op A holds K = 64 and B's stages K = 128}}
+  %r = tile.dot_reg %p, %rb[%c0, %c0], %acc {b_mn_major = true} : tensor<64x64xbf16, #tile.wgmma>, !tile.ring<stages = 2, rows = 128, cols = 128, bf16>, tensor<64x128xf32, #tile.wgmma> -> tensor<64x128xf32, #tile.wgmma>
+  tile.return
+}
+
+// -----
+
+tile.kernel @dot_reg_type(%d: memref<?x128xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %rb = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 128, bf16>
+  %z = arith.constant 0.0 : f32
+  %zh = arith.constant 0.0 : f16
+  %acc = tile.splat %z : f32 -> tensor<64x128xf32, #tile.wgmma>
+  %p = tile.splat %zh : f16 -> tensor<64x64xf16, #tile.wgmma>
+  // expected-error @+1 {{'tile.dot_reg' op A is 'f16' and B 'bf16'}}
+  %r = tile.dot_reg %p, %rb[%c0, %c0], %acc {b_mn_major = true} : tensor<64x64xf16, #tile.wgmma>, !tile.ring<stages = 2, rows = 64, cols = 128, bf16>, tensor<64x128xf32, #tile.wgmma> -> tensor<64x128xf32, #tile.wgmma>
+  tile.return
+}
+
+// -----
+
+tile.kernel @iota_type() attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  // expected-error @+1 {{'tile.iota' op makes an i32 tile, got 'tensor<64x64xf32, #tile.wgmma>'}}
+  %i = tile.iota {dim = 1} : tensor<64x64xf32, #tile.wgmma>
+  tile.return
+}
+
+// -----
+
+tile.kernel @iota_dim() attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  // expected-error @+1 {{'tile.iota' op dim = 2 is not a dimension of 'tensor<64x64xi32, #tile.wgmma>'}}
+  %i = tile.iota {dim = 2} : tensor<64x64xi32, #tile.wgmma>
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{#tile.slice of #tile.wgmma keeps the rows (dim = 1), got dim = 0}}
+#cols = #tile.slice<dim = 0, parent = #tile.wgmma>
+
+// -----
+
+tile.kernel @tma_outer(%a: !tile.tensormap<rows = 64, cols = 64, bf16, rank = 4>) attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  %f = tile.alloc_barriers {arrivals = 1} : !tile.barriers<2>
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    // expected-error @+1 {{'tile.tma_load' op a tensor map of rank 4 takes 2 outer coordinates, got 1}}
+    tile.tma_load %a[%c0, %c0] at [%c0], %r[%c0], %f[%c0] : !tile.tensormap<rows = 64, cols = 64, bf16, rank = 4>, !tile.ring<stages = 2, rows = 64, cols = 64, bf16>, !tile.barriers<2>
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    tile.yield
+  }
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{!tile.tensormap rank must be in [2, 5], got 6}}
+tile.kernel @map_rank(%a: !tile.tensormap<rows = 64, cols = 64, bf16, rank = 6>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   tile.return
 }

@@ -29,10 +29,10 @@
 // CHECK: %[[T:.+]] = load %[[X]][%[[PID]], %[[C0]]] : memref<?x4096xbf16> -> tensor<1x4096xbf16, #tile.blocked<vec = 8, rowThreads = 1, colThreads = 256>>
 // CHECK: %[[F:.+]] = arith.extf %[[T]] : tensor<1x4096xbf16, #tile.blocked<vec = 8, rowThreads = 1, colThreads = 256>> to tensor<1x4096xf32, #tile.blocked<vec = 8, rowThreads = 1, colThreads = 256>>
 // CHECK: %[[SQ:.+]] = arith.mulf %[[F]], %[[F]] : tensor<1x4096xf32, #tile.blocked<vec = 8, rowThreads = 1, colThreads = 256>>
-// CHECK: %[[S:.+]] = reduce sum %[[SQ]] {dim = 1 : i64} : tensor<1x4096xf32, #tile.blocked<vec = 8, rowThreads = 1, colThreads = 256>> -> tensor<1xf32, #tile.slice<dim = 1, parent = <vec = 8, rowThreads = 1, colThreads = 256>>>
-// CHECK: %[[INV:.+]] = math.rsqrt %[[S]] : tensor<1xf32, #tile.slice<dim = 1, parent = <vec = 8, rowThreads = 1, colThreads = 256>>>
-// CHECK: store %[[INV]], %[[RS]][%[[PID]]] : tensor<1xf32, #tile.slice<dim = 1, parent = <vec = 8, rowThreads = 1, colThreads = 256>>>, memref<?xf32>
-// CHECK: %[[BC:.+]] = broadcast %[[INV]] : tensor<1xf32, #tile.slice<dim = 1, parent = <vec = 8, rowThreads = 1, colThreads = 256>>> -> tensor<1x4096xf32, #tile.blocked<vec = 8, rowThreads = 1, colThreads = 256>>
+// CHECK: %[[S:.+]] = reduce sum %[[SQ]] {dim = 1 : i64} : tensor<1x4096xf32, #tile.blocked<vec = 8, rowThreads = 1, colThreads = 256>> -> tensor<1xf32, #tile.slice<dim = 1, parent = #tile.blocked<vec = 8, rowThreads = 1, colThreads = 256>>>
+// CHECK: %[[INV:.+]] = math.rsqrt %[[S]] : tensor<1xf32, #tile.slice<dim = 1, parent = #tile.blocked<vec = 8, rowThreads = 1, colThreads = 256>>>
+// CHECK: store %[[INV]], %[[RS]][%[[PID]]] : tensor<1xf32, #tile.slice<dim = 1, parent = #tile.blocked<vec = 8, rowThreads = 1, colThreads = 256>>>, memref<?xf32>
+// CHECK: %[[BC:.+]] = broadcast %[[INV]] : tensor<1xf32, #tile.slice<dim = 1, parent = #tile.blocked<vec = 8, rowThreads = 1, colThreads = 256>>> -> tensor<1x4096xf32, #tile.blocked<vec = 8, rowThreads = 1, colThreads = 256>>
 // CHECK: %[[M:.+]] = arith.mulf %[[F]], %[[BC]] : tensor<1x4096xf32, #tile.blocked<vec = 8, rowThreads = 1, colThreads = 256>>
 // CHECK: %[[O:.+]] = arith.truncf %[[M]] : tensor<1x4096xf32, #tile.blocked<vec = 8, rowThreads = 1, colThreads = 256>> to tensor<1x4096xbf16, #tile.blocked<vec = 8, rowThreads = 1, colThreads = 256>>
 // CHECK: store %[[O]], %[[Y]][%[[PID]], %[[C0]]] : tensor<1x4096xbf16, #tile.blocked<vec = 8, rowThreads = 1, colThreads = 256>>, memref<?x4096xbf16>
@@ -66,24 +66,24 @@ tile.kernel @rmsnorm_row(%x: memref<?x4096xbf16>, %y: memref<?x4096xbf16>, %r: m
 // CHECK: %[[NP:.+]] = num_programs x
 // CHECK: %[[C0:.+]] = arith.constant 0 : index
 // CHECK: %[[T:.+]] = load %[[X]][%[[PID]], %[[C0]]] {padding = 0xFFF0000000000000 : f64} : memref<?x?xf32> -> tensor<4x512xf32, #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>>
-// CHECK: %[[WT:.+]] = load %[[W]][%[[C0]]] : memref<512xf32> -> tensor<512xf32, #tile.slice<dim = 0, parent = <vec = 4, rowThreads = 4, colThreads = 64>>>
-// CHECK: %[[P:.+]] = load %[[X]][%[[PID]], %[[C0]]] {padding = 1.000000e+00 : f64} : memref<?x?xf32> -> tensor<512xf32, #tile.slice<dim = 0, parent = <vec = 4, rowThreads = 4, colThreads = 64>>>
-// CHECK: %[[SUM:.+]] = reduce sum %[[T]] {dim = 1 : i64} : tensor<4x512xf32, #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>> -> tensor<4xf32, #tile.slice<dim = 1, parent = <vec = 4, rowThreads = 4, colThreads = 64>>>
-// CHECK: %[[MAX:.+]] = reduce max %[[T]] {dim = 0 : i64} : tensor<4x512xf32, #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>> -> tensor<512xf32, #tile.slice<dim = 0, parent = <vec = 4, rowThreads = 4, colThreads = 64>>>
-// CHECK: %[[MIN:.+]] = reduce min %[[T]] {dim = 1 : i64} : tensor<4x512xf32, #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>> -> tensor<4xf32, #tile.slice<dim = 1, parent = <vec = 4, rowThreads = 4, colThreads = 64>>>
-// CHECK: %[[E:.+]] = splat %[[EPS]] : f32 -> tensor<4xf32, #tile.slice<dim = 1, parent = <vec = 4, rowThreads = 4, colThreads = 64>>>
-// CHECK: %[[SE:.+]] = arith.addf %[[SUM]], %[[E]] : tensor<4xf32, #tile.slice<dim = 1, parent = <vec = 4, rowThreads = 4, colThreads = 64>>>
-// CHECK: %[[B1:.+]] = broadcast %[[SE]] : tensor<4xf32, #tile.slice<dim = 1, parent = <vec = 4, rowThreads = 4, colThreads = 64>>> -> tensor<4x512xf32, #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>>
-// CHECK: %[[B0:.+]] = broadcast %[[MAX]] : tensor<512xf32, #tile.slice<dim = 0, parent = <vec = 4, rowThreads = 4, colThreads = 64>>> -> tensor<4x512xf32, #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>>
+// CHECK: %[[WT:.+]] = load %[[W]][%[[C0]]] : memref<512xf32> -> tensor<512xf32, #tile.slice<dim = 0, parent = #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>>>
+// CHECK: %[[P:.+]] = load %[[X]][%[[PID]], %[[C0]]] {padding = 1.000000e+00 : f64} : memref<?x?xf32> -> tensor<512xf32, #tile.slice<dim = 0, parent = #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>>>
+// CHECK: %[[SUM:.+]] = reduce sum %[[T]] {dim = 1 : i64} : tensor<4x512xf32, #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>> -> tensor<4xf32, #tile.slice<dim = 1, parent = #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>>>
+// CHECK: %[[MAX:.+]] = reduce max %[[T]] {dim = 0 : i64} : tensor<4x512xf32, #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>> -> tensor<512xf32, #tile.slice<dim = 0, parent = #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>>>
+// CHECK: %[[MIN:.+]] = reduce min %[[T]] {dim = 1 : i64} : tensor<4x512xf32, #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>> -> tensor<4xf32, #tile.slice<dim = 1, parent = #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>>>
+// CHECK: %[[E:.+]] = splat %[[EPS]] : f32 -> tensor<4xf32, #tile.slice<dim = 1, parent = #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>>>
+// CHECK: %[[SE:.+]] = arith.addf %[[SUM]], %[[E]] : tensor<4xf32, #tile.slice<dim = 1, parent = #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>>>
+// CHECK: %[[B1:.+]] = broadcast %[[SE]] : tensor<4xf32, #tile.slice<dim = 1, parent = #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>>> -> tensor<4x512xf32, #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>>
+// CHECK: %[[B0:.+]] = broadcast %[[MAX]] : tensor<512xf32, #tile.slice<dim = 0, parent = #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>>> -> tensor<4x512xf32, #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>>
 // CHECK: %[[SUB:.+]] = arith.subf %[[B1]], %[[B0]] : tensor<4x512xf32, #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>>
 // CHECK: %[[LOOP:.+]] = scf.for %[[I:.+]] = %[[PID]] to %[[N]] step %[[NP]] iter_args(%[[ACC:.+]] = %[[SUB]]) -> (tensor<4x512xf32, #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>>) {
 // CHECK:   %[[NEXT:.+]] = arith.addf %[[ACC]], %[[T]] : tensor<4x512xf32, #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>>
 // CHECK:   scf.yield %[[NEXT]] : tensor<4x512xf32, #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>>
 // CHECK: }
 // CHECK: store %[[LOOP]], %[[OUT]][%[[PID]], %[[C0]]] : tensor<4x512xf32, #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>>, memref<?x512xf32>
-// CHECK: store %[[WT]], %[[OUT]][%[[PID]], %[[C0]]] : tensor<512xf32, #tile.slice<dim = 0, parent = <vec = 4, rowThreads = 4, colThreads = 64>>>, memref<?x512xf32>
-// CHECK: store %[[MIN]], %[[OUT]][%[[PID]], %[[C0]]] : tensor<4xf32, #tile.slice<dim = 1, parent = <vec = 4, rowThreads = 4, colThreads = 64>>>, memref<?x512xf32>
-// CHECK: store %[[P]], %[[OUT]][%[[PID]], %[[C0]]] : tensor<512xf32, #tile.slice<dim = 0, parent = <vec = 4, rowThreads = 4, colThreads = 64>>>, memref<?x512xf32>
+// CHECK: store %[[WT]], %[[OUT]][%[[PID]], %[[C0]]] : tensor<512xf32, #tile.slice<dim = 0, parent = #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>>>, memref<?x512xf32>
+// CHECK: store %[[MIN]], %[[OUT]][%[[PID]], %[[C0]]] : tensor<4xf32, #tile.slice<dim = 1, parent = #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>>>, memref<?x512xf32>
+// CHECK: store %[[P]], %[[OUT]][%[[PID]], %[[C0]]] : tensor<512xf32, #tile.slice<dim = 0, parent = #tile.blocked<vec = 4, rowThreads = 4, colThreads = 64>>>, memref<?x512xf32>
 // CHECK: return
 tile.kernel @blocked_2d(%x: memref<?x?xf32>, %w: memref<512xf32>, %out: memref<?x512xf32>, %n: index, %eps: f32) attributes {
     block_threads = 256 : i64,

@@ -124,7 +124,7 @@ tile.kernel @f16_math(%x: memref<?x4096xf16>, %r: memref<?xf16>) attributes {blo
   %f = arith.extf %t : tensor<1x4096xf16, #L> to tensor<1x4096xf32, #L>
   %s = tile.reduce sum %f {dim = 1 : i64} : tensor<1x4096xf32, #L> -> tensor<1xf32, #S1>
   %h = arith.truncf %s : tensor<1xf32, #S1> to tensor<1xf16, #S1>
-  // expected-error @+1 {{tile arithmetic is f32, but this produces 'tensor<1xf16, #tile.slice<dim = 1, parent = <vec = 8, rowThreads = 1, colThreads = 256>>>'; widen the operands with arith.extf first}}
+  // expected-error @+1 {{tile arithmetic is f32, but this produces 'tensor<1xf16, #tile.slice<dim = 1, parent = #tile.blocked<vec = 8, rowThreads = 1, colThreads = 256>>>'; widen the operands with arith.extf first}}
   %e = math.exp %h : tensor<1xf16, #S1>
   tile.store %e, %r[%c0] : tensor<1xf16, #S1>, memref<?xf16>
   tile.return

@@ -1,0 +1,240 @@
+//===- attn_bench.cpp - attention forward speed on the GPU, case by case ----===//
+//
+// For each case of bench/attn_shapes.json: compiles the default config (or
+// --config), fills Q, K and V ([b, s, h, d], bf16) with random values,
+// checks 8 sampled rows of O and LSE against float64, then times the kernel
+// with events (median of 15 samples of 3 back-to-back launches) and writes
+// one JSON record per case (TFLOP/s as FlashAttention counts them: a causal
+// mask halves the work).
+//   attn_bench [--shapes FILE] [--only SUBSTRING] [--config "k=v ..."] --out FILE.json
+//
+//===----------------------------------------------------------------------===//
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/BenchUtil.h"
+#include "compiler/Compiler.h"
+#include "ops/attention/AttentionLaunch.h"
+#include "runtime/CudaDriver.h"
+#include "runtime/DeviceBuffer.h"
+
+using namespace tilejit;
+using namespace tilejit::bench;
+
+const char *const tilejit::bench::kProgram = "attn_bench";
+
+namespace {
+
+struct Case {
+  std::string name;
+  int64_t b, hq, hkv, s, d;
+  bool causal;
+};
+
+std::vector<Case> readCases(const std::string &path) {
+  std::ifstream in(path);
+  if (!in)
+    die("cannot read " + path);
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded())
+    die(path + " is not JSON");
+  std::vector<Case> out;
+  for (auto &c : j["cases"])
+    out.push_back({c["name"], c["b"], c["hq"], c["hkv"], c["s"], c["d"], c["causal"]});
+  return out;
+}
+
+float fromBf16(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+uint16_t toBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7FFF + ((u >> 16) & 1);
+  return uint16_t(u >> 16);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string shapesPath = "bench/attn_shapes.json", outPath, only, configText;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc)
+        die("missing value after " + a);
+      return argv[++i];
+    };
+    if (a == "--shapes")
+      shapesPath = next();
+    else if (a == "--out")
+      outPath = next();
+    else if (a == "--only")
+      only = next();
+    else if (a == "--config")
+      configText = next();
+    else
+      die("unknown argument '" + a + "' (--shapes FILE --out FILE --only SUBSTRING --config TEXT)");
+  }
+  if (outPath.empty())
+    die("--out FILE is required");
+  auto ctx = must(useDevice(0));
+  (void)ctx;
+  auto info = must(queryDevice(0));
+  Target target = must(info.target());
+  const CudaDriver &d = must(CudaDriver::get());
+  CUstream s;
+  cu(d.cuStreamCreate(&s, 0), "cuStreamCreate");
+  std::mt19937_64 rng(20261202);
+  nlohmann::json results = nlohmann::json::array();
+  std::printf("%-32s %8s %8s  %s\n", "case", "ms", "TFLOP/s", "config");
+  for (const Case &c : readCases(shapesPath)) {
+    if (!only.empty() && c.name.find(only) == std::string::npos)
+      continue;
+    attention::Call call;
+    call.d = c.d;
+    call.hq = c.hq;
+    call.hkv = c.hkv;
+    call.causal = c.causal;
+    call.b = c.b;
+    call.sq = call.sk = c.s;
+    KernelSpec spec = must(attention::specOf(call, target));
+    TileConfig config;
+    if (!configText.empty())
+      config = must(TileConfig::parse(configText));
+    auto t0 = std::chrono::steady_clock::now();
+    auto compiled = compileKernel(spec, config);
+    double compileMs =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!compiled)
+      die(c.name + ": " + llvm::toString(compiled.takeError()));
+    auto kernel = must(LoadedKernel::load(*compiled));
+
+    size_t nq = size_t(c.b * c.s * c.hq * c.d), nk = size_t(c.b * c.s * c.hkv * c.d);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<uint16_t> hq(nq), hk(nk), hv(nk);
+    for (auto *v : {&hq, &hk, &hv})
+      for (auto &x : *v)
+        x = toBf16(normal(rng));
+    DeviceBuffer q = must(DeviceBuffer::allocate(nq * 2)), k = must(DeviceBuffer::allocate(nk * 2)),
+                 v = must(DeviceBuffer::allocate(nk * 2)), o = must(DeviceBuffer::allocate(nq * 2)),
+                 lse = must(DeviceBuffer::allocate(size_t(c.b * c.hq * c.s) * 4));
+    must(q.upload(hq));
+    must(k.upload(hk));
+    must(v.upload(hv));
+    must(o.fill(0xFF, s));
+    must(lse.fill(0xFF, s));
+    call.q = q.ptr();
+    call.k = k.ptr();
+    call.v = v.ptr();
+    call.o = o.ptr();
+    call.lse = lse.ptr();
+    must(attention::launch(*kernel, call, s));
+    cu(d.cuStreamSynchronize(s), "sync");
+
+    // 8 sampled rows (the last among them) against float64.
+    std::vector<uint16_t> ho(nq);
+    std::vector<float> hl(size_t(c.b * c.hq * c.s));
+    must(o.download(ho));
+    must(lse.download(hl));
+    std::uniform_int_distribution<int64_t> pb(0, c.b - 1), ph(0, c.hq - 1), pr(0, c.s - 1);
+    int bad = 0;
+    double worst = 0, scale = 1.0 / std::sqrt(double(c.d));
+    std::vector<double> p(size_t(c.s));
+    for (int t = 0; t < 8; ++t) {
+      int64_t bi = t ? pb(rng) : c.b - 1, h = t ? ph(rng) : c.hq - 1, i = t ? pr(rng) : c.s - 1;
+      int64_t kvh = h / (c.hq / c.hkv), keys = c.causal ? i + 1 : c.s;
+      auto qa = [&](int64_t row) { return size_t(((bi * c.s + row) * c.hq + h) * c.d); };
+      auto ka = [&](int64_t row) { return size_t(((bi * c.s + row) * c.hkv + kvh) * c.d); };
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < keys; ++j) {
+        double dot = 0;
+        for (int64_t x = 0; x < c.d; ++x)
+          dot += double(fromBf16(hq[qa(i) + size_t(x)])) * fromBf16(hk[ka(j) + size_t(x)]);
+        p[size_t(j)] = scale * dot;
+        mx = std::max(mx, p[size_t(j)]);
+      }
+      for (int64_t j = 0; j < keys; ++j)
+        sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
+      for (int64_t x = 0; x < c.d; ++x) {
+        double ref = 0, mag = 0;
+        for (int64_t j = 0; j < keys; ++j) {
+          double term = p[size_t(j)] / sum * fromBf16(hv[ka(j) + size_t(x)]);
+          ref += term;
+          mag += std::fabs(term);
+        }
+        double got = fromBf16(ho[qa(i) + size_t(x)]);
+        double err = std::fabs(got - ref) / (1.6e-2 * std::fabs(ref) + 8e-3 * mag + 1e-4);
+        worst = std::max(worst, std::isfinite(got) ? err : 1e30);
+        bad += !(err <= 1.0);
+      }
+      double gotL = hl[size_t((bi * c.hq + h) * c.s + i)], refL = mx + std::log(sum);
+      double errL = std::fabs(gotL - refL) / (2e-5 * std::fabs(refL) + 2e-5);
+      worst = std::max(worst, std::isfinite(gotL) ? errL : 1e30);
+      bad += !(errL <= 1.0);
+    }
+
+    std::vector<double> ms;
+    CUevent e0, e1;
+    cu(d.cuEventCreate(&e0, 0), "event");
+    cu(d.cuEventCreate(&e1, 0), "event");
+    for (int w = 0; w < 3; ++w)
+      must(attention::launch(*kernel, call, s));
+    for (int r = 0; r < 15; ++r) {
+      cu(d.cuEventRecord(e0, s), "record");
+      for (int j = 0; j < 3; ++j)
+        must(attention::launch(*kernel, call, s));
+      cu(d.cuEventRecord(e1, s), "record");
+      cu(d.cuEventSynchronize(e1), "sync");
+      float t = 0;
+      cu(d.cuEventElapsedTime_v2(&t, e0, e1), "elapsed");
+      ms.push_back(double(t) / 3);
+    }
+    d.cuEventDestroy_v2(e0);
+    d.cuEventDestroy_v2(e1);
+    double med = median(ms);
+    attention::Params pp(spec);
+    double tflops = pp.flops() / (med * 1e-3) / 1e12;
+    std::printf("%-32s %8.3f %8.1f  %s%s\n", c.name.c_str(), med, tflops,
+                compiled->config.canonical().c_str(), bad ? "  CHECK FAILED" : "");
+    std::fflush(stdout);
+    results.push_back({{"name", c.name},
+                       {"b", c.b},
+                       {"hq", c.hq},
+                       {"hkv", c.hkv},
+                       {"s", c.s},
+                       {"d", c.d},
+                       {"causal", c.causal},
+                       {"ms", med},
+                       {"tflops", tflops},
+                       {"config", compiled->config.canonical()},
+                       {"registers", compiled->entries.front().registers},
+                       {"spill_bytes", compiled->entries.front().spillBytes},
+                       {"compile_ms", compileMs},
+                       {"check_bad", bad},
+                       {"check_worst", worst}});
+  }
+  nlohmann::json doc = {{"gpu", info.name}, {"sms", info.smCount}, {"results", results}};
+  std::ofstream out(outPath);
+  out << doc.dump(1) << "\n";
+  if (!out)
+    die("cannot write " + outPath);
+  return 0;
+}

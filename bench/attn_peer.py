@@ -1,0 +1,79 @@
+"""torch's scaled_dot_product_attention on bench/attn_shapes.json, forward,
+with its cuDNN and flash back ends, timed as attn_bench times tilejit:
+random bf16 inputs ([b, h, s, d], torch's layout), CUDA events, the median
+of 15 samples of 3 back-to-back calls. GQA cases repeat K and V across the
+query heads first (outside the timing) where a back end refuses enable_gqa.
+
+    python3 bench/attn_peer.py --shapes bench/attn_shapes.json --out peer.json
+"""
+import argparse
+import json
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+
+def time_ms(fn):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    ms = []
+    for _ in range(15):
+        e0.record()
+        for _ in range(3):
+            fn()
+        e1.record()
+        e1.synchronize()
+        ms.append(e0.elapsed_time(e1) / 3)
+    ms.sort()
+    return ms[len(ms) // 2]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default="bench/attn_shapes.json")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--only", default="")
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    res = []
+    for c in json.load(open(a.shapes))["cases"]:
+        if a.only and a.only not in c["name"]:
+            continue
+        b, hq, hkv, s, d, causal = c["b"], c["hq"], c["hkv"], c["s"], c["d"], c["causal"]
+        dt = torch.bfloat16
+        q = torch.randn(b, hq, s, d, device="cuda", dtype=dt)
+        k = torch.randn(b, hkv, s, d, device="cuda", dtype=dt)
+        v = torch.randn(b, hkv, s, d, device="cuda", dtype=dt)
+        flops = 4.0 * b * hq * s * s * d / (2 if causal else 1)
+        row = {"name": c["name"]}
+        for label, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
+                               ("flash", SDPBackend.FLASH_ATTENTION)):
+            kk, vv, gqa = k, v, hq != hkv
+            try:
+                with sdpa_kernel(backend):
+                    try:
+                        F.scaled_dot_product_attention(q, kk, vv, is_causal=causal,
+                                                       enable_gqa=gqa)
+                    except RuntimeError:
+                        kk = k.repeat_interleave(hq // hkv, dim=1)
+                        vv = v.repeat_interleave(hq // hkv, dim=1)
+                        gqa = False
+                    ms = time_ms(lambda: F.scaled_dot_product_attention(
+                        q, kk, vv, is_causal=causal, enable_gqa=gqa))
+                row[label + "_ms"] = ms
+                row[label + "_tflops"] = flops / (ms * 1e-3) / 1e12
+            except RuntimeError as e:
+                row[label + "_error"] = str(e).splitlines()[0][:200]
+        print(json.dumps(row), flush=True)
+        res.append(row)
+        del q, k, v
+        torch.cuda.empty_cache()
+    json.dump({"torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
+               "results": res}, open(a.out, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""Merges attn_bench's and attn_peer.py's results into a markdown table and a
+chart of TFLOP/s per case: tilejit, torch SDPA with cuDNN, with flash.
+
+    python3 bench/attn_report.py tilejit.json peer.json --name attn_h200 --outdir bench/results
+"""
+import argparse
+import json
+import math
+import os
+
+
+def geomean(xs):
+    xs = [x for x in xs if x]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("tilejit")
+    ap.add_argument("peer")
+    ap.add_argument("--name", default="attn")
+    ap.add_argument("--outdir", default="bench/results")
+    ap.add_argument("--command", default="bench/run_attn.sh")
+    a = ap.parse_args()
+    tj = json.load(open(a.tilejit))
+    peer = json.load(open(a.peer))
+    by = {r["name"]: r for r in peer["results"]}
+    rows = []
+    for r in tj["results"]:
+        p = by.get(r["name"], {})
+        cu, fl = p.get("cudnn_tflops"), p.get("flash_tflops")
+        rows.append(dict(r, cudnn_tflops=cu, flash_tflops=fl,
+                         vs_cudnn=r["tflops"] / cu if cu else None,
+                         vs_flash=r["tflops"] / fl if fl else None))
+    gc, gf = geomean([r["vs_cudnn"] for r in rows]), geomean([r["vs_flash"] for r in rows])
+    os.makedirs(a.outdir, exist_ok=True)
+    json.dump({"gpu": tj["gpu"], "torch": peer.get("torch"), "geomean_vs_cudnn": gc,
+               "geomean_vs_flash": gf, "rows": rows},
+              open(os.path.join(a.outdir, a.name + ".json"), "w"), indent=1)
+    f = lambda x, fmt="{:.0f}": "n/a" if x is None else fmt.format(x)
+    md = [f"# {a.name}: {tj['gpu']}", "",
+          f"Command: `{a.command}`. Forward only, bf16, random inputs. Peers in the same run: "
+          f"torch {peer.get('torch')} `F.scaled_dot_product_attention` with the cuDNN and the "
+          "flash back ends ([b, h, s, d] inputs); tilejit takes [b, s, h, d] and runs its "
+          "default config. TFLOP/s count a causal mask as half the work.", "",
+          "| case | tilejit TFLOP/s | cuDNN | flash | vs cuDNN | vs flash | config | check |",
+          "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        chk = "ok" if r["check_bad"] == 0 else f"{r['check_bad']} wrong"
+        md.append(f"| {r['name']} | {r['tflops']:.0f} | {f(r['cudnn_tflops'])} | "
+                  f"{f(r['flash_tflops'])} | {f(r['vs_cudnn'], '{:.2f}')} | "
+                  f"{f(r['vs_flash'], '{:.2f}')} | `{r['config']}` | {chk} |")
+    md += ["", f"Geometric mean: {f(gc, '{:.3f}')} x cuDNN, {f(gf, '{:.3f}')} x flash."]
+    open(os.path.join(a.outdir, a.name + ".md"), "w").write("\n".join(md) + "\n")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        names = [r["name"] for r in rows]
+        x = range(len(names))
+        fig, ax = plt.subplots(figsize=(11, 5))
+        w = 0.27
+        for i, (key, label) in enumerate((("tflops", "tilejit"), ("cudnn_tflops", "cuDNN"),
+                                          ("flash_tflops", "flash (FA2)"))):
+            ax.bar([xi + (i - 1) * w for xi in x], [r[key] or 0 for r in rows], w, label=label)
+        ax.set_xticks(list(x))
+        ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel("TFLOP/s")
+        ax.set_title(f"Attention forward, bf16, {tj['gpu']}")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(os.path.join(a.outdir, a.name + ".png"), dpi=110)
+    except ImportError:
+        print("attn_report: no matplotlib; no chart drawn")
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+//===- AttentionDecl.cpp --------------------------------------------------===//
+#include "ops/attention/AttentionDecl.h"
+
+#include "llvm/ADT/Twine.h"
+
+namespace tilejit::attention {
+
+namespace {
+llvm::Error error(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+llvm::Error check(const KernelSpec &spec) {
+  Params p(spec);
+  if (p.dt == DType::F32)
+    return error("attn_fwd takes bf16 or f16 Q, K and V, got dt=f32");
+  if (p.d != 64 && p.d != 128 && p.d != 256)
+    return error("attn_fwd head dim d must be 64, 128 or 256, got d=" + llvm::Twine(p.d));
+  if (p.hq % p.hkv != 0)
+    return error("attn_fwd kv heads must divide query heads, got hq=" + llvm::Twine(p.hq) +
+                 " hkv=" + llvm::Twine(p.hkv));
+  return llvm::Error::success();
+}
+
+/// Tuning measures at most this many rows (the next power of two).
+constexpr int64_t kTuningSeqCap = 16384;
+constexpr int64_t kMaxSeq = int64_t(1) << 22;
+
+std::vector<ParamDecl> params() {
+  return {
+      {"dt", ParamDecl::Type, 0, 0, int64_t(DType::BF16), false, 0, "Q, K, V and O"},
+      {"d", ParamDecl::Int, 64, 256, 128, false, 0, "head dim: 64, 128 or 256"},
+      {"hq", ParamDecl::Int, 1, 1024, 1, false, 0, "query heads"},
+      {"hkv", ParamDecl::Int, 1, 1024, 1, false, 0, "key and value heads (divide hq)"},
+      {"causal", ParamDecl::Bool, 0, 1, 0, false, 0, "row i sees keys 0..i"},
+      {"layout", ParamDecl::Int, 0, 1, 0, false, 0, "0: [b, s, h, d]; 1: [b, h, s, d]"},
+      {"b", ParamDecl::Int, 1, 1 << 20, 1, true, 64, "batch: given at launch"},
+      {"sq", ParamDecl::Int, 1, kMaxSeq, 1, true, kTuningSeqCap,
+       "query rows per sequence: given at launch"},
+      {"sk", ParamDecl::Int, 1, kMaxSeq, 1, true, kTuningSeqCap,
+       "key rows per sequence: given at launch"},
+  };
+}
+} // namespace
+
+const OpDecl &forwardOp() {
+  static const OpDecl decl{"attn_fwd", params(),
+                           "O = softmax(scale * Q K^T + mask) V, and the log-sum-exp of each row",
+                           check};
+  return decl;
+}
+
+bool isForward(const KernelSpec &spec) { return spec.is(forwardOp()); }
+
+Params::Params(const KernelSpec &s) : target(s.target) {
+  if (!isForward(s))
+    return;
+  dt = DType(s[DT]);
+  d = s[HeadDim];
+  hq = s[QHeads];
+  hkv = s[KvHeads];
+  causal = s[Causal] != 0;
+  layout = Layout(s[Storage]);
+  b = s[Batch];
+  sq = s[SeqQ];
+  sk = s[SeqK];
+}
+
+KernelSpec Params::spec() const {
+  KernelSpec s(forwardOp(), target);
+  s.set(DT, int64_t(dt))
+      .set(HeadDim, d)
+      .set(QHeads, hq)
+      .set(KvHeads, hkv)
+      .set(Causal, causal)
+      .set(Storage, int64_t(layout))
+      .set(Batch, b)
+      .set(SeqQ, sq)
+      .set(SeqK, sk);
+  return s;
+}
+
+double Params::flops() const {
+  // The convention of FlashAttention's and torch's benchmarks: a causal
+  // mask halves the work.
+  double full = 4.0 * double(b) * double(hq) * double(sq) * double(sk) * double(d);
+  return causal ? full / 2 : full;
+}
+
+} // namespace tilejit::attention

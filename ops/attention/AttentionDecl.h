@@ -1,0 +1,51 @@
+//===- AttentionDecl.h - the attention forward op's declaration ---*- C++ -*-===//
+//
+// attn_fwd: O = softmax(scale * Q K^T + mask) V with fp32 accumulation and
+// the fp32 log-sum-exp of each query row (natural log), as spec parameters,
+// and a typed view of an attn_fwd spec for the code that builds and launches
+// it.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "core/KernelSpec.h"
+
+namespace tilejit::attention {
+
+/// The parameters' positions in a spec, in canonical order.
+enum Param : int { DT, HeadDim, QHeads, KvHeads, Causal, Storage, Batch, SeqQ, SeqK };
+
+/// How Q, K, V and O are stored (row-major, head dim innermost).
+enum class Layout : int64_t {
+  BSHD = 0, ///< [batch, seq, heads, dim]: Megatron's and FlashAttention's
+  BHSD = 1, ///< [batch, heads, seq, dim]: torch's scaled_dot_product_attention
+};
+
+const OpDecl &forwardOp();
+bool isForward(const KernelSpec &spec);
+
+/// A spec of attn_fwd, field by field. Q is [b, sq, hq, d] (BSHD) or
+/// [b, hq, sq, d] (BHSD); K and V the same with hkv heads and sk rows; O as
+/// Q; LSE is [b, hq, sq] f32. Query head h reads kv head h / (hq / hkv).
+/// Causal: query row i sees keys 0..i (the upper-left diagonal, as torch's
+/// is_causal).
+struct Params {
+  Params() = default;
+  explicit Params(const KernelSpec &spec);
+
+  DType dt = DType::BF16; // Q, K, V and O: bf16 or f16
+  int64_t d = 128;        // head dim: 64, 128 or 256
+  int64_t hq = 1, hkv = 1;
+  bool causal = false;
+  Layout layout = Layout::BSHD;
+  int64_t b = 1, sq = 1, sk = 1; // launch-time sizes; tuning hints
+  Target target;
+
+  KernelSpec spec() const;
+  operator KernelSpec() const { return spec(); }
+  /// Floating-point operations of the forward pass (4 b hq sq sk d, halved
+  /// when causal with sq == sk): what TFLOP/s figures divide.
+  double flops() const;
+};
+
+} // namespace tilejit::attention

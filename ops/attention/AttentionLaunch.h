@@ -1,0 +1,38 @@
+//===- AttentionLaunch.h - attention launches on device buffers --*- C++ -*-===//
+//
+// The spec of a call, and its launch with a kernel in hand: 4-D tensor maps
+// of Q, K and V ([dim, seq, heads, batch], strides from the layout), O, LSE,
+// the scale and the sequence lengths.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ops/attention/AttentionDecl.h"
+#include "runtime/LoadedKernel.h"
+
+namespace tilejit::attention {
+
+/// One forward call on contiguous tensors: Q and O are [b, sq, hq, d]
+/// (BSHD) or [b, hq, sq, d] (BHSD), K and V the same with hkv heads and sk
+/// rows; LSE is [b, hq, sq] f32.
+struct Call {
+  DType dt = DType::BF16;
+  int64_t d = 128, hq = 1, hkv = 1;
+  bool causal = false;
+  Layout layout = Layout::BSHD;
+  int64_t b = 0, sq = 0, sk = 0;
+  uint64_t q = 0, k = 0, v = 0, o = 0, lse = 0;
+  /// Multiplies Q K^T; 0 means 1 / sqrt(d).
+  float scale = 0.0f;
+};
+
+/// The call a spec describes (no buffers yet).
+Call callOf(const Params &p);
+
+/// The spec for `call` on `target`, or an error naming the bad field.
+llvm::Expected<KernelSpec> specOf(const Call &call, const Target &target);
+
+/// Launches `call` with `kernel` (built for specOf(call)) on `stream`.
+llvm::Error launch(const LoadedKernel &kernel, const Call &call, CUstream stream);
+
+} // namespace tilejit::attention

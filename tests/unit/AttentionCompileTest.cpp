@@ -1,0 +1,129 @@
+//===- AttentionCompileTest.cpp - attention kernels build without a GPU ----===//
+//
+// Every head dim, type, mask and layout, and each config of the GPU tests,
+// compiled to a cubin for sm_90a: ptxas reports no spills and no serialized
+// wgmma, the PTX holds the tensor-core and copy-engine instructions (wgmma
+// with A from registers among them). Config, call and target errors name
+// what was wrong.
+//
+//===----------------------------------------------------------------------===//
+#include <gtest/gtest.h>
+
+#include "compiler/Compiler.h"
+#include "compiler/templates/Template.h"
+#include "ops/attention/AttentionLaunch.h"
+
+using namespace tilejit;
+using attention::Layout;
+
+namespace {
+
+attention::Params params(int64_t d, bool causal, Layout layout = Layout::BSHD,
+                         DType dt = DType::BF16) {
+  attention::Params p;
+  p.dt = dt;
+  p.d = d;
+  p.hq = 8;
+  p.hkv = 2;
+  p.causal = causal;
+  p.layout = layout;
+  p.b = 2;
+  p.sq = p.sk = 4096;
+  p.target = *Target::parse("sm_90a");
+  return p;
+}
+
+void expectClean(const KernelSpec &spec, const TileConfig &config) {
+  SCOPED_TRACE(spec.canonical() + " [" + config.canonical() + "]");
+  auto k = compileKernel(spec, config);
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  ASSERT_EQ(k->entries.size(), 1u);
+  const EntryInfo &e = k->entries.front();
+  EXPECT_EQ(e.spillBytes, 0) << k->log;
+  EXPECT_EQ(k->log.find("serialized"), std::string::npos) << k->log;
+  EXPECT_EQ(k->log.find("setmaxnreg' ignored"), std::string::npos) << k->log;
+  // Q K^T from shared memory, P V with P in registers.
+  EXPECT_NE(k->ptx.find("wgmma.mma_async.sync.aligned.m64n"), std::string::npos);
+  EXPECT_NE(k->ptx.find("}, {%r"), std::string::npos) << "no wgmma with A from registers";
+  EXPECT_NE(k->ptx.find("cp.async.bulk.tensor.4d"), std::string::npos);
+  EXPECT_NE(k->ptx.find("ex2.approx"), std::string::npos);
+  ASSERT_EQ(e.params.size(), 8u);
+  EXPECT_EQ(e.params[0].kind, ParamInfo::TensorMap);
+  EXPECT_EQ(e.params[0].staticSizes.size(), 4u);
+}
+
+TEST(AttentionCompile, EveryHeadDimMaskLayoutAndTypeBuildsWithoutSpills) {
+  for (int64_t d : {64, 128, 256})
+    for (bool causal : {false, true})
+      expectClean(params(d, causal), {});
+  expectClean(params(128, true, Layout::BHSD), {});
+  expectClean(params(128, false, Layout::BSHD, DType::F16), {});
+}
+
+TEST(AttentionCompile, EveryConfigOfTheGpuTestsBuilds) {
+  for (const char *cfg : {"bm=64 bn=64 consumers=1 stages=3", "bm=128 bn=176 consumers=2 stages=1",
+                          "bm=128 bn=192 consumers=2 stages=2"})
+    expectClean(params(64, true), *TileConfig::parse(cfg));
+  expectClean(params(128, true), *TileConfig::parse("bm=128 bn=176 consumers=2 stages=1"));
+}
+
+TEST(AttentionCompile, DefaultConfigsAreValidAndTheSpaceIsNotEmpty) {
+  const KernelTemplate &t = getTemplate(attention::forwardOp());
+  for (int64_t d : {64, 128, 256}) {
+    attention::Params p = params(d, true);
+    TileConfig c = t.defaultConfig(p);
+    EXPECT_FALSE(bool(t.checkConfig(p, c))) << p.spec().canonical() << " " << c.canonical();
+    EXPECT_FALSE(t.configSpace(p).empty());
+  }
+}
+
+TEST(AttentionCompile, BadSpecsConfigsCallsAndTargetsAreNamed) {
+  const KernelTemplate &t = getTemplate(attention::forwardOp());
+  attention::Params p = params(256, true);
+  auto err = t.checkConfig(p, *TileConfig::parse("bm=128 bn=128 consumers=2 stages=2"));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("registers of O, S and P"), std::string::npos);
+  err = t.checkConfig(params(128, true), *TileConfig::parse("bm=128 bn=64 consumers=1 stages=2"));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("must be 64 rows for each of 1 consumers"),
+            std::string::npos);
+  err = t.checkConfig(params(128, true), *TileConfig::parse("bm=128 bn=100 consumers=2 stages=2"));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("bn = 100 must be a multiple of 16"),
+            std::string::npos);
+  err = t.checkConfig(params(256, true), *TileConfig::parse("bm=128 bn=64 consumers=2 stages=4"));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("bytes of shared memory"), std::string::npos);
+
+  attention::Params old = params(128, false);
+  old.target = *Target::parse("sm_80");
+  auto k = compileKernel(old, {});
+  ASSERT_FALSE(bool(k));
+  EXPECT_NE(llvm::toString(k.takeError()).find("attn_fwd runs on sm_90a"), std::string::npos);
+
+  attention::Params odd = params(96, false);
+  EXPECT_NE(llvm::toString(odd.spec().validate()).find("head dim d must be 64, 128 or 256, got d=96"),
+            std::string::npos);
+
+  attention::Call call;
+  call.b = 1;
+  call.sq = 0;
+  call.sk = 5;
+  auto s = attention::specOf(call, *Target::parse("sm_90a"));
+  ASSERT_FALSE(bool(s));
+  EXPECT_NE(llvm::toString(s.takeError()).find("sizes must be positive"), std::string::npos);
+  call.sq = 5;
+  call.hq = 3;
+  call.hkv = 2;
+  s = attention::specOf(call, *Target::parse("sm_90a"));
+  ASSERT_FALSE(bool(s));
+  EXPECT_NE(llvm::toString(s.takeError()).find("kv heads must divide query heads, got hq=3 hkv=2"),
+            std::string::npos);
+  call.hq = 2;
+  call.scale = -1.0f;
+  s = attention::specOf(call, *Target::parse("sm_90a"));
+  ASSERT_FALSE(bool(s));
+  EXPECT_NE(llvm::toString(s.takeError()).find("scale must be positive"), std::string::npos);
+}
+
+} // namespace
