@@ -1,8 +1,9 @@
 //===- DotOpToLLVM.cpp - tile.dot on Hopper's warpgroup tensor cores -------===//
 //
 // tile.dot -> wgmma.fence, one nvvm.wgmma.mma_async (m64nNk16) per 64-row
-// block of the accumulator and 16 columns of K, commit, wait (with the
-// accumulators tied through it: waitFor). A and B are
+// block of the accumulator and 16 columns of K, commit, wait (the
+// accumulators pinned before the fence and tied through the wait: fence,
+// waitFor). A and B are
 // read from ring stages through shared-memory matrix descriptors, built here
 // (MLIR's nvgpu.warpgroup.mma takes one operand layout only):
 //
@@ -69,27 +70,46 @@ struct Operand {
   }
 };
 
-/// Waits for the warpgroup's products to complete and returns `acc` as the
-/// wait leaves it: the accumulators pass through the wait as operands tied to
-/// its results, so no use of them can be scheduled before it (as an
-/// intrinsic with side effects alone would allow).
-SmallVector<Value> waitFor(Emitter &e, ArrayRef<Value> acc) {
-  NVVM::WgmmaGroupSyncAlignedOp::create(e.b, e.loc);
+/// `text` as inline assembly (with side effects) through which `vals` (f32
+/// accumulators, i32 words of 16-bit A fragments) pass as operands tied to
+/// its results: every definition of them comes before it, every use after.
+SmallVector<Value> tied(Emitter &e, ArrayRef<Value> vals, const std::string &text) {
   std::string constraints;
-  for (size_t i = 0; i < acc.size(); ++i)
-    constraints += (i ? ",=f" : "=f");
-  for (size_t i = 0; i < acc.size(); ++i)
+  SmallVector<Type> types;
+  for (Value v : vals) {
+    types.push_back(v.getType());
+    constraints += std::string(types.size() > 1 ? "," : "") +
+                   (v.getType().isF32() ? "=f" : "=r");
+  }
+  for (size_t i = 0; i < vals.size(); ++i)
     constraints += "," + std::to_string(i);
-  SmallVector<Type> types(acc.size(), e.b.getF32Type());
-  Operation *wait =
-      e.asmOp(types, acc, "wgmma.wait_group.sync.aligned 0;", constraints, /*sideEffects=*/true);
-  if (acc.size() == 1)
+  Operation *wait = e.asmOp(types, vals, text, constraints, /*sideEffects=*/true);
+  if (vals.size() == 1)
     return {wait->getResult(0)};
   SmallVector<Value> out;
-  for (size_t i = 0; i < acc.size(); ++i)
-    out.push_back(
-        LLVM::ExtractValueOp::create(e.b, e.loc, wait->getResult(0), ArrayRef<int64_t>{int64_t(i)}));
+  for (size_t i = 0; i < vals.size(); ++i)
+    out.push_back(LLVM::ExtractValueOp::create(e.b, e.loc, wait->getResult(0),
+                                               ArrayRef<int64_t>{int64_t(i)}));
   return out;
+}
+
+/// Waits until at most `pending` of the warpgroup's product groups run, and
+/// returns `vals` as the wait leaves them: no use of them can be scheduled
+/// before it (as an intrinsic with side effects alone would allow) and no
+/// register of them reused while a product still reads it.
+SmallVector<Value> waitFor(Emitter &e, ArrayRef<Value> vals, int64_t pending = 0) {
+  return tied(e, vals, "wgmma.wait_group.sync.aligned " + std::to_string(pending) + ";");
+}
+
+/// The wgmma fence, after which the operands in registers (`vals`) must not
+/// be written until the products complete: they are pinned before it (an
+/// empty assembly statement they pass through), so that no definition of
+/// them is scheduled among the products, where ptxas would serialize them
+/// (C7513).
+SmallVector<Value> fence(Emitter &e, ArrayRef<Value> vals) {
+  SmallVector<Value> pinned = tied(e, vals, "");
+  NVVM::WgmmaFenceAlignedOp::create(e.b, e.loc);
+  return pinned;
 }
 
 struct DotOpLowering : ConvertOpToLLVMPattern<DotOp> {
@@ -128,16 +148,19 @@ struct DotOpLowering : ConvertOpToLLVMPattern<DotOp> {
     int64_t perBlock = n / 2, blocks = m / 64;
     Type f32 = rw.getF32Type();
     auto structTy = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(perBlock, f32));
+    SmallVector<Value> accIn;
+    for (int64_t i = 0; i < blocks * perBlock; ++i)
+      accIn.push_back(e.extract(adaptor.getAcc(), i));
+    accIn = fence(e, accIn);
     SmallVector<Value> fragments;
     for (int64_t blk = 0; blk < blocks; ++blk) {
       Value s = LLVM::UndefOp::create(rw, e.loc, structTy);
       for (int64_t i = 0; i < perBlock; ++i)
-        s = LLVM::InsertValueOp::create(
-            rw, e.loc, s, e.extract(adaptor.getAcc(), blk * perBlock + i), ArrayRef<int64_t>{i});
+        s = LLVM::InsertValueOp::create(rw, e.loc, s, accIn[size_t(blk * perBlock + i)],
+                                        ArrayRef<int64_t>{i});
       fragments.push_back(s);
     }
 
-    NVVM::WgmmaFenceAlignedOp::create(rw, e.loc);
     for (int64_t kk = 0; kk < k; kk += 16) {
       Value descB = b.descriptor(e, 0, kk);
       for (int64_t blk = 0; blk < blocks; ++blk)
@@ -151,7 +174,9 @@ struct DotOpLowering : ConvertOpToLLVMPattern<DotOp> {
       for (int64_t i = 0; i < perBlock; ++i)
         elems.push_back(
             LLVM::ExtractValueOp::create(rw, e.loc, fragments[blk], ArrayRef<int64_t>{i}));
-    rw.replaceOp(op, e.pack(VectorType::get({blocks * perBlock}, f32), waitFor(e, elems)));
+    NVVM::WgmmaGroupSyncAlignedOp::create(rw, e.loc);
+    rw.replaceOp(op, e.pack(VectorType::get({blocks * perBlock}, f32),
+                            op.getAsync() ? SmallVector<Value>(elems) : waitFor(e, elems)));
     return success();
   }
 };
@@ -198,18 +223,25 @@ struct DotRegOpLowering : ConvertOpToLLVMPattern<DotRegOp> {
       constraints += "," + std::to_string(i);
     SmallVector<Type> results(perBlock, rw.getF32Type());
 
+    // The accumulator is pinned before the fence. A's words are not: a
+    // tile.dot_wait that keeps them alive ties the same words (as its own
+    // lowering makes them), which a pinned copy would not be.
+    int64_t blocks = m / 64, aWords = blocks * aPerBlock / 2;
+    SmallVector<Value> words, accIn;
+    for (int64_t w = 0; w < aWords; ++w)
+      words.push_back(
+          e.word(e.extract(adaptor.getA(), 2 * w), e.extract(adaptor.getA(), 2 * w + 1)));
+    for (int64_t i = 0; i < blocks * perBlock; ++i)
+      accIn.push_back(e.extract(adaptor.getAcc(), i));
+    accIn = fence(e, accIn);
     SmallVector<Value> out;
-    NVVM::WgmmaFenceAlignedOp::create(rw, e.loc);
-    for (int64_t blk = 0; blk < m / 64; ++blk) {
-      SmallVector<Value> d;
-      for (int64_t i = 0; i < perBlock; ++i)
-        d.push_back(e.extract(adaptor.getAcc(), blk * perBlock + i));
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      SmallVector<Value> d(accIn.begin() + blk * perBlock, accIn.begin() + (blk + 1) * perBlock);
       for (int64_t kk = 0; kk < k; kk += 16) {
         SmallVector<Value> operands;
-        int64_t first = blk * aPerBlock + kk / 2;
+        int64_t first = (blk * aPerBlock + kk / 2) / 2;
         for (int64_t w = 0; w < 4; ++w)
-          operands.push_back(e.word(e.extract(adaptor.getA(), first + 2 * w),
-                                    e.extract(adaptor.getA(), first + 2 * w + 1)));
+          operands.push_back(words[size_t(first + w)]);
         operands.push_back(b.descriptor(e, 0, kk));
         operands.append(d.begin(), d.end());
         Operation *mma = e.asmOp(results, operands, text, constraints, /*sideEffects=*/true);
@@ -218,7 +250,48 @@ struct DotRegOpLowering : ConvertOpToLLVMPattern<DotRegOp> {
       }
       out.append(d.begin(), d.end());
     }
-    rw.replaceOp(op, e.pack(getTypeConverter()->convertType(acc), waitFor(e, out)));
+    NVVM::WgmmaGroupSyncAlignedOp::create(rw, e.loc);
+    rw.replaceOp(op, e.pack(getTypeConverter()->convertType(acc),
+                            op.getAsync() ? SmallVector<Value>(out) : waitFor(e, out)));
+    return success();
+  }
+};
+
+/// tile.dot_wait: one wait whose tied operands are every element of every
+/// f32 value and every pair of elements (as one 32-bit word, as tile.dot_reg
+/// reads them) of every 16-bit value.
+struct DotWaitOpLowering : ConvertOpToLLVMPattern<DotWaitOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+
+  LogicalResult matchAndRewrite(DotWaitOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    SmallVector<Value> all;
+    for (Value v : adaptor.getValues()) {
+      auto vec = cast<VectorType>(v.getType());
+      bool wide = vec.getElementType().isF32();
+      for (int64_t i = 0; i < vec.getNumElements(); i += wide ? 1 : 2)
+        all.push_back(wide ? e.extract(v, i) : e.word(e.extract(v, i), e.extract(v, i + 1)));
+    }
+    SmallVector<Value> done = waitFor(e, all, op.getPending()), results;
+    size_t at = 0;
+    for (Value v : adaptor.getValues()) {
+      auto vec = cast<VectorType>(v.getType());
+      SmallVector<Value> elems;
+      if (vec.getElementType().isF32()) {
+        elems.append(done.begin() + at, done.begin() + at + size_t(vec.getNumElements()));
+        at += size_t(vec.getNumElements());
+      } else {
+        auto pair = VectorType::get({2}, vec.getElementType());
+        for (int64_t i = 0; i < vec.getNumElements(); i += 2) {
+          Value two = LLVM::BitcastOp::create(rw, e.loc, pair, done[at++]);
+          elems.push_back(e.extract(two, 0));
+          elems.push_back(e.extract(two, 1));
+        }
+      }
+      results.push_back(e.pack(v.getType(), elems));
+    }
+    rw.replaceOp(op, results);
     return success();
   }
 };
@@ -226,7 +299,7 @@ struct DotRegOpLowering : ConvertOpToLLVMPattern<DotRegOp> {
 } // namespace
 
 void populateDotOpToLLVMPatterns(TileTypeConverter &converter, RewritePatternSet &patterns) {
-  patterns.add<DotOpLowering, DotRegOpLowering>(converter);
+  patterns.add<DotOpLowering, DotRegOpLowering, DotWaitOpLowering>(converter);
 }
 
 } // namespace tilejit

@@ -80,7 +80,7 @@ struct TileCheckTargetPass : impl::TileCheckTargetBase<TileCheckTargetPass> {
                         << arch;
         return WalkResult::interrupt();
       }
-      if (isa<DotOp, DotRegOp, WarpSpecializeOp>(op) && !target.hasWgmma()) {
+      if (isa<DotOp, DotRegOp, DotWaitOp, WarpSpecializeOp>(op) && !target.hasWgmma()) {
         op->emitError() << "'" << op->getName()
                         << "' needs sm_90a (wgmma, setmaxnreg); the target is " << arch;
         return WalkResult::interrupt();

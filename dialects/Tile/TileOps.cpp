@@ -487,6 +487,22 @@ LogicalResult DotRegOp::verify() {
   return success();
 }
 
+LogicalResult DotWaitOp::verify() {
+  if (failed(verifyInKernel(*this)))
+    return failure();
+  if (int64_t(getPending()) > 7)
+    return emitOpError() << "pending must be in [0, 7], got " << getPending();
+  if (getValues().getTypes() != getResults().getTypes())
+    return emitOpError() << "returns types other than the values it waits for";
+  for (Type t : getValues().getTypes()) {
+    auto tile = cast<RankedTensorType>(t);
+    if (!isWarpgroupTile(tile) || tile.getElementType().isInteger(32) ||
+        tile.getElementType().isInteger(1))
+      return emitOpError() << "waits for f32, bf16 or f16 #tile.wgmma tiles, got " << t;
+  }
+  return success();
+}
+
 LogicalResult WarpSpecializeOp::verify() {
   if (failed(verifyTopLevel(*this)))
     return failure();

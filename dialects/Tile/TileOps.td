@@ -669,12 +669,18 @@ def Tile_DotOp : Tile_Op<"dot"> {
     `F.linear`), else `K x N` as is; `b_offset` selects B's columns.
     Offsets are multiples of 64 along a panelled dimension and of 8 along
     rows.
+
+    With `async` the product is started and not waited for: its result is
+    pending, and may only pass (through loop-carried values) to a
+    `tile.dot_wait`, which returns it complete. The warpgroup meanwhile runs
+    other code (the softmax of the previous tile of attention).
   }];
   let arguments = (ins Tile_RingType:$a, Index:$a_stage, Index:$a_offset,
                        Tile_RingType:$b, Index:$b_stage, Index:$b_offset,
                        Tile_F32Tile:$acc,
                        DefaultValuedAttr<BoolAttr, "false">:$a_mn_major,
-                       DefaultValuedAttr<BoolAttr, "false">:$b_mn_major);
+                       DefaultValuedAttr<BoolAttr, "false">:$b_mn_major,
+                       UnitAttr:$async);
   let results = (outs Tile_F32Tile:$result);
   let assemblyFormat = [{
     $a `[` $a_stage `,` $a_offset `]` `,` $b `[` $b_stage `,` $b_offset `]` `,` $acc attr-dict
@@ -692,6 +698,7 @@ def Tile_DotRegOp : Tile_Op<"dot_reg"> {
     probabilities of attention (`P = exp(S - m)`, rounded to 16 bits) enter
     the second product `P V` without passing through shared memory. On
     sm_90a, `wgmma.mma_async` with A from registers. `K` is a multiple of 16.
+    `async` as for `tile.dot`.
 
     ```mlir
     %o = tile.dot_reg %p, %v[%s, %c0], %acc {b_mn_major = true}
@@ -701,13 +708,44 @@ def Tile_DotRegOp : Tile_Op<"dot_reg"> {
   }];
   let arguments = (ins Tile_Tile:$a, Tile_RingType:$b, Index:$b_stage, Index:$b_offset,
                        Tile_F32Tile:$acc,
-                       DefaultValuedAttr<BoolAttr, "false">:$b_mn_major);
+                       DefaultValuedAttr<BoolAttr, "false">:$b_mn_major,
+                       UnitAttr:$async);
   let results = (outs Tile_F32Tile:$result);
   let assemblyFormat = [{
     $a `,` $b `[` $b_stage `,` $b_offset `]` `,` $acc attr-dict
     `:` type($a) `,` type($b) `,` type($acc) `->` type($result)
   }];
   let hasVerifier = 1;
+}
+
+def Tile_DotWaitOp : Tile_Op<"dot_wait"> {
+  let summary = "Waits for the warpgroup's products started with `async`";
+  let description = [{
+    Waits until at most `pending` of the warpgroup's products (`tile.dot`,
+    `tile.dot_reg`) started with `async` are still running, and returns
+    `values`, the pending results of products that were started before
+    those, complete. Products complete in the order they were started.
+    The A operand of a `tile.dot_reg` still running must be among the values
+    too (16-bit tiles pass as pairs): its registers are read until the
+    product completes, and must not be reused before.
+
+    ```mlir
+    %s1 = tile.dot %q[%c0, %c0], %k[%s, %c0], %zero {async} : ...
+    ...                                   // the softmax of the previous tile
+    %s1r = tile.dot_wait %s1 {pending = 1 : i64}
+        : tensor<64x128xf32, #tile.wgmma> -> tensor<64x128xf32, #tile.wgmma>
+    ```
+  }];
+  let arguments = (ins Variadic<Tile_Tile>:$values, I64Attr:$pending);
+  let results = (outs Variadic<Tile_Tile>:$results);
+  let assemblyFormat = "$values attr-dict `:` type($values) `->` type($results)";
+  let hasVerifier = 1;
+  let builders = [
+    OpBuilder<(ins "::mlir::ValueRange":$values, "int64_t":$pending), [{
+      build($_builder, $_state, values.getTypes(), values,
+            $_builder.getI64IntegerAttr(pending));
+    }]>
+  ];
 }
 
 def Tile_WarpSpecializeOp : Tile_Op<"warp_specialize", [

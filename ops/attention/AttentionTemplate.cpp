@@ -27,7 +27,9 @@
 // columns take -inf, stores are masked. Query head h reads kv head
 // h / (hq / hkv) (GQA, MQA).
 //
-// Tunables: bm (64 per consumer warpgroup), bn, stages, consumers.
+// Tunables: bm (64 per consumer warpgroup), bn, stages, consumers, overlap
+// (FlashAttention-3's overlap of the softmax with the products within a
+// warpgroup), raster (the programs' order).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/EmbeddedSources.h"
@@ -55,13 +57,15 @@ llvm::Error configError(const llvm::Twine &msg) {
 
 struct Shape {
   int64_t bm, bn, stages, consumers;
+  bool overlap, byHead;
   explicit Shape(const TileConfig &c)
       : bm(c.get("bm")), bn(c.get("bn")), stages(c.get("stages")),
-        consumers(c.get("consumers")) {}
+        consumers(c.get("consumers")), overlap(c.has("overlap") && c.get("overlap") != 0),
+        byHead(c.has("raster") && c.get("raster") != 0) {}
   /// Shared memory of the Q tile, the K and V rings and the barriers, with
   /// the alignment slack.
   int64_t smemBytes(int64_t d, int elemBytes) const {
-    return (bm + 2 * stages * bn) * d * elemBytes + 8 * (3 * stages + 1) + 3 * 1024;
+    return (bm + 2 * stages * bn) * d * elemBytes + 8 * (4 * stages + 1) + 3 * 1024;
   }
 };
 
@@ -75,40 +79,48 @@ public:
         {"bn", 16, 256, false, "keys per step of the loop"},
         {"stages", 1, 4, false, "stages of the K and V rings"},
         {"consumers", 1, 2, false, "consumer warpgroups"},
+        {"overlap", 0, 1, true,
+         "start Q K^T of the next tile before the softmax of this one (0 when left out)"},
+        {"raster", 0, 1, true,
+         "program order: 0 a row tile of every head at a time, 1 every row tile of a head "
+         "(0 when left out)"},
     };
     return keys;
   }
 
-  static TileConfig make(int64_t consumers, int64_t bn, int64_t stages) {
+  static TileConfig make(int64_t consumers, int64_t bn, int64_t stages, int64_t overlap) {
     TileConfig c;
     c.set("bm", 64 * consumers).set("bn", bn).set("stages", stages).set("consumers", consumers);
+    c.set("overlap", overlap);
     return c;
   }
 
   std::vector<TileConfig> configSpace(const KernelSpec &ks) const override {
     std::vector<TileConfig> out;
-    for (int64_t consumers : {2, 1})
-      for (int64_t bn : {128, 64, 176, 192, 96, 256})
-        for (int64_t stages : {2, 3, 1}) {
-          TileConfig c = make(consumers, bn, stages);
-          if (llvm::Error err = checkConfig(ks, c))
-            llvm::consumeError(std::move(err));
-          else
-            out.push_back(std::move(c));
-        }
+    for (int64_t overlap : {1, 0})
+      for (int64_t consumers : {2, 1})
+        for (int64_t bn : {128, 176, 64, 192, 96, 256})
+          for (int64_t stages : {2, 3, 1}) {
+            TileConfig c = make(consumers, bn, stages, overlap);
+            if (llvm::Error err = checkConfig(ks, c))
+              llvm::consumeError(std::move(err));
+            else
+              out.push_back(std::move(c));
+          }
     return out;
   }
 
   TileConfig defaultConfig(const KernelSpec &ks) const override {
     attention::Params p(ks);
     // Two consumers of 64 rows; as many keys per step as the registers
-    // hold beside the accumulator of O.
-    TileConfig c = make(2, p.d == 256 ? 64 : 128, 2);
-    if (llvm::Error err = checkConfig(ks, c)) {
-      llvm::consumeError(std::move(err));
-      return make(2, 64, 2);
+    // hold beside the accumulator of O (and, overlapping, the next S).
+    for (TileConfig c : {make(2, 128, 2, 1), make(2, 64, 2, 0)}) {
+      if (llvm::Error err = checkConfig(ks, c))
+        llvm::consumeError(std::move(err));
+      else
+        return c;
     }
-    return c;
+    return make(1, 64, 2, 0);
   }
 
   llvm::Error checkConfig(const KernelSpec &ks, const TileConfig &cfg) const override {
@@ -125,12 +137,21 @@ public:
     if (s.bn % 16 != 0)
       return configError("bn = " + llvm::Twine(s.bn) + " must be a multiple of 16");
     // Registers of a consumer thread: O's accumulator (d / 2), S (bn / 2)
-    // and P (bn / 4), with room for addresses, m and l under the consumers'
-    // limit.
-    int64_t regs = p.d / 2 + 3 * s.bn / 4;
-    if (regs > 200)
+    // and P (bn / 4), and with overlap the last tile's P beside the next
+    // tile's softmax (bn / 4), with room for addresses, m and l under the
+    // consumers' limit. Overlap with d = 256 spilled (its accumulator alone
+    // takes 128 registers).
+    if (s.overlap && p.d > 128)
+      return configError("overlap needs d <= 128 (d = " + llvm::Twine(p.d) +
+                         " leaves too few registers: it would spill)");
+    // The limits are where ptxas began to spill (d = 128: bn = 144 with
+    // overlap spilled 12 bytes, bn = 128 none).
+    int64_t regs = p.d / 2 + 3 * s.bn / 4 + (s.overlap ? s.bn / 4 : 0);
+    int64_t limit = s.overlap ? 192 : 224;
+    if (regs > limit)
       return configError("each consumer thread would hold " + llvm::Twine(regs) +
-                         " registers of O, S and P (at most 200): use a smaller bn");
+                         " registers of O, S and P" + (s.overlap ? " and the last P" : "") +
+                         " (at most " + llvm::Twine(limit) + " of its 240): use a smaller bn");
     int64_t smem = s.smemBytes(p.d, dtypeBytes(p.dt));
     if (smem > p.target.maxSharedBytesPerBlock())
       return configError("bm, bn and stages need " + llvm::Twine(smem) +
@@ -217,17 +238,26 @@ private:
     Value qFull = tt::AllocBarriersOp::create(b, loc, tt::BarriersType::get(&ctx, 1), 1, nullptr);
     Value kFull = tt::AllocBarriersOp::create(b, loc, barsType, 1, nullptr);
     Value vFull = tt::AllocBarriersOp::create(b, loc, barsType, 1, nullptr);
-    Value empty = tt::AllocBarriersOp::create(b, loc, barsType, s.consumers, nullptr);
+    // A stage's K and V are released apart: K once S is computed, V once
+    // P V is (with overlap, a tile later).
+    Value kEmpty = tt::AllocBarriersOp::create(b, loc, barsType, s.consumers, nullptr);
+    Value vEmpty = tt::AllocBarriersOp::create(b, loc, barsType, s.consumers, nullptr);
 
-    // This program's tile: the tiles of the last query rows first.
+    // This program's tile, the tiles of the last query rows (the most keys
+    // under a causal mask) first: with raster 0 that row tile of every head
+    // before the next; with raster 1 every row tile of one head before the
+    // next head (programs that run together then read the same K and V,
+    // which L2 keeps).
     Value batchV = memref::DimOp::create(b, loc, lse, 0);
     Value heads = mul(batchV, cst(p.hq));
     Value mTiles = ceilDiv(sqV, s.bm);
     Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
-    Value mTile = arith::SubIOp::create(
-        b, loc, arith::SubIOp::create(b, loc, mTiles, cst(1)),
-        arith::DivUIOp::create(b, loc, pid, heads));
-    Value bh = arith::RemUIOp::create(b, loc, pid, heads);
+    Value fromLast = s.byHead ? arith::RemUIOp::create(b, loc, pid, mTiles).getResult()
+                              : arith::DivUIOp::create(b, loc, pid, heads).getResult();
+    Value mTile =
+        arith::SubIOp::create(b, loc, arith::SubIOp::create(b, loc, mTiles, cst(1)), fromLast);
+    Value bh = s.byHead ? arith::DivUIOp::create(b, loc, pid, mTiles).getResult()
+                        : arith::RemUIOp::create(b, loc, pid, heads).getResult();
     Value seq = divu(bh, p.hq), head = remu(bh, p.hq);
     Value kvHead = divu(head, p.hq / p.hkv);
     Value q0 = mul(mTile, cst(s.bm));
@@ -238,7 +268,7 @@ private:
     Value whole = divu(p.causal ? minu(skV, add(q0, cst(1))) : skV, s.bn);
     auto stageOf = [&](Value it) { return std::make_pair(remu(it, s.stages), divu(it, s.stages)); };
 
-    auto ws = tt::WarpSpecializeOp::create(b, loc, s.consumers, 40, s.consumers == 1 ? 240 : 232);
+    auto ws = tt::WarpSpecializeOp::create(b, loc, s.consumers, 24, 240);
     {
       // The producer: Q once, then K and V tile by tile.
       OpBuilder::InsertionGuard guard(b);
@@ -249,10 +279,11 @@ private:
       b.setInsertionPointToStart(loop.getBody());
       Value j = loop.getInductionVar();
       auto [stage, round] = stageOf(j);
-      tt::BarrierWaitOp::create(b, loc, empty, stage, add(round, cst(1)));
       Value k0 = mul(j, cst(s.bn));
+      tt::BarrierWaitOp::create(b, loc, kEmpty, stage, add(round, cst(1)));
       tt::TmaLoadOp::create(b, loc, kMap, k0, cst(0), ValueRange{kvHead, seq}, rk, stage, kFull,
                             stage);
+      tt::BarrierWaitOp::create(b, loc, vEmpty, stage, add(round, cst(1)));
       tt::TmaLoadOp::create(b, loc, vMap, k0, cst(0), ValueRange{kvHead, seq}, rv, stage, vFull,
                             stage);
       b.setInsertionPointAfter(loop);
@@ -279,13 +310,21 @@ private:
       Value negInf = f32c(-INFINITY);
 
       tt::BarrierWaitOp::create(b, loc, qFull, cst(0), cst(0));
-      // One step: keys [j bn, j bn + bn).
-      auto step = [&](Value j, ValueRange carried, bool masked) -> SmallVector<Value> {
-        Value m = carried[0], l = carried[1], acc = carried[2], it = carried[3];
-        auto [stage, round] = stageOf(it);
+      Value zeroS = splat(sType, f32c(0.0));
+      // S = Q K^T of the tile in stage `stage`; K's stage is released once
+      // S is complete.
+      auto scores = [&](Value stage, Value round, bool async) -> Value {
         tt::BarrierWaitOp::create(b, loc, kFull, stage, round);
-        Value sc = tt::DotOp::create(b, loc, sType, rq, cst(0), myRows, rk, stage, cst(0),
-                                     splat(sType, f32c(0.0)), false, false);
+        Value sc = tt::DotOp::create(b, loc, sType, rq, cst(0), myRows, rk, stage, cst(0), zeroS,
+                                     false, false, async);
+        if (!async)
+          tt::BarrierArriveOp::create(b, loc, kEmpty, stage);
+        return sc;
+      };
+      // The online softmax of S, the scores of keys [j bn, j bn + bn), after
+      // m and l: the new m and l, P rounded to 16 bits, and alpha, the factor
+      // that rescales O.
+      auto softmax = [&](Value sc, Value j, Value m, Value l, bool masked) {
         if (masked) {
           Value cols = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 1),
                                              splat(iType, toI32(mul(j, cst(s.bn)))));
@@ -311,30 +350,87 @@ private:
         Value lNew = arith::AddFOp::create(
             b, loc, arith::MulFOp::create(b, loc, l, alpha),
             tt::ReduceOp::create(b, loc, rowType, tt::ReduceKind::sum, pr, 1));
-        Value scaled = arith::MulFOp::create(b, loc, acc,
-                                             tt::BroadcastOp::create(b, loc, accType, alpha));
-        Value p16 = arith::TruncFOp::create(b, loc, pType, pr);
-        tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
-        Value accNew =
-            tt::DotRegOp::create(b, loc, accType, p16, rv, stage, cst(0), scaled, true);
-        tt::BarrierArriveOp::create(b, loc, empty, stage);
-        return {mNew, lNew, accNew, add(it, cst(1))};
+        return SmallVector<Value>{mNew, lNew, pr, alpha};
       };
-      SmallVector<Value> init = {splat(rowType, negInf), splat(rowType, f32c(0.0)),
-                                 splat(accType, f32c(0.0)), cst(0)};
-      auto wholeLoop = scf::ForOp::create(b, loc, cst(0), whole, cst(1), init);
-      b.setInsertionPointToStart(wholeLoop.getBody());
-      scf::YieldOp::create(b, loc,
-                           step(wholeLoop.getInductionVar(), wholeLoop.getRegionIterArgs(), false));
-      b.setInsertionPointAfter(wholeLoop);
-      auto edgeLoop = scf::ForOp::create(b, loc, whole, kvTiles, cst(1), wholeLoop.getResults());
-      b.setInsertionPointToStart(edgeLoop.getBody());
-      scf::YieldOp::create(b, loc,
-                           step(edgeLoop.getInductionVar(), edgeLoop.getRegionIterArgs(), true));
-      b.setInsertionPointAfter(edgeLoop);
+      auto to16 = [&](Value pr) -> Value { return arith::TruncFOp::create(b, loc, pType, pr); };
+      auto rescale = [&](Value acc, Value alpha) -> Value {
+        return arith::MulFOp::create(b, loc, acc,
+                                     tt::BroadcastOp::create(b, loc, accType, alpha));
+      };
+      auto loop = [&](Value from, Value to, ValueRange init, auto &&body) {
+        auto l = scf::ForOp::create(b, loc, from, to, cst(1), init);
+        b.setInsertionPointToStart(l.getBody());
+        scf::YieldOp::create(b, loc, body(l.getInductionVar(), l.getRegionIterArgs()));
+        b.setInsertionPointAfter(l);
+        return SmallVector<Value>(l.getResults());
+      };
+      Value mInit = splat(rowType, negInf), lInit = splat(rowType, f32c(0.0)),
+            accInit = splat(accType, f32c(0.0));
+      SmallVector<Value> last;
+      if (!s.overlap) {
+        // Each step: S, its softmax, then P V, each waited for. Carried:
+        // m, l, O and the step counter.
+        auto step = [&](Value j, ValueRange c, bool masked) -> SmallVector<Value> {
+          auto [stage, round] = stageOf(c[3]);
+          auto sm = softmax(scores(stage, round, /*async=*/false), j, c[0], c[1], masked);
+          tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
+          Value acc = tt::DotRegOp::create(b, loc, accType, to16(sm[2]), rv, stage, cst(0),
+                                           rescale(c[2], sm[3]), true, false);
+          tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
+          return {sm[0], sm[1], acc, add(c[3], cst(1))};
+        };
+        SmallVector<Value> init = {mInit, lInit, accInit, cst(0)};
+        SmallVector<Value> c = loop(cst(0), whole, init, [&](Value j, ValueRange c) {
+          return step(j, c, false);
+        });
+        last = loop(whole, kvTiles, c, [&](Value j, ValueRange c) { return step(j, c, true); });
+      } else {
+        // FlashAttention-3's overlap within a warpgroup. Step j holds P of
+        // tile j and O rescaled for it: it starts Q K^T of tile j + 1 and
+        // P V of tile j, waits for the scores only, runs the softmax of tile
+        // j + 1 while P V runs, then waits for P V and rescales O. Nothing
+        // pending crosses the loop's back edge, and no register a running
+        // product reads is written before it completes (ptxas would
+        // serialize the products otherwise). Carried: m, l, O, P, the step.
+        auto step = [&](Value j, ValueRange c, bool masked) -> SmallVector<Value> {
+          Value it = c[4], itNext = add(it, cst(1));
+          auto [stage, round] = stageOf(it);
+          auto [stageNext, roundNext] = stageOf(itNext);
+          Value sNext = scores(stageNext, roundNext, /*async=*/true);
+          tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
+          Value pv = tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, cst(0), c[2], true,
+                                          /*async=*/true);
+          sNext = tt::DotWaitOp::create(b, loc, ValueRange{sNext}, 1).getResult(0);
+          tt::BarrierArriveOp::create(b, loc, kEmpty, stageNext);
+          auto sm = softmax(sNext, add(j, cst(1)), c[0], c[1], masked);
+          // P V is complete, and with it the reads of P's registers.
+          Value acc = tt::DotWaitOp::create(b, loc, ValueRange{pv, c[3]}, 0).getResult(0);
+          tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
+          return {sm[0], sm[1], rescale(acc, sm[3]), to16(sm[2]), itNext};
+        };
+        // The first tile's softmax (masked: a mask on a whole tile changes
+        // nothing), the steps whose next tile every row sees whole, the
+        // steps whose next tile is masked, then the last tile's P V.
+        auto first = softmax(scores(cst(0), cst(0), /*async=*/false), cst(0), mInit, lInit, true);
+        SmallVector<Value> init = {first[0], first[1], accInit, to16(first[2]), cst(0)};
+        Value lastTile = arith::SubIOp::create(b, loc, kvTiles, cst(1));
+        Value wholeNext =
+            minu(arith::SubIOp::create(b, loc, arith::MaxUIOp::create(b, loc, whole, cst(1)),
+                                       cst(1)),
+                 lastTile);
+        SmallVector<Value> c = loop(cst(0), wholeNext, init, [&](Value j, ValueRange c) {
+          return step(j, c, false);
+        });
+        c = loop(wholeNext, lastTile, c, [&](Value j, ValueRange c) { return step(j, c, true); });
+        auto [stage, round] = stageOf(c[4]);
+        tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
+        Value acc = tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, cst(0), c[2], true,
+                                         false);
+        last = {c[0], c[1], acc};
+      }
 
       // Epilogue: O / l, and LSE = (m + log2 l) ln 2.
-      Value m = edgeLoop.getResult(0), l = edgeLoop.getResult(1), acc = edgeLoop.getResult(2);
+      Value m = last[0], l = last[1], acc = last[2];
       Value inv = arith::DivFOp::create(b, loc, splat(rowType, f32c(1.0)), l);
       Value out = arith::MulFOp::create(b, loc, acc, tt::BroadcastOp::create(b, loc, accType, inv));
       Value row0 = add(q0, myRows);

@@ -236,6 +236,13 @@ TEST_F(GpuAttention, TypesScalesAndConfigs) {
        "bm=128 bn=176 consumers=2 stages=1"});
   run({1, 700, 700, 2, 2, 64, true, Layout::BSHD, DType::BF16, 0.0f,
        "bm=128 bn=192 consumers=2 stages=2"});
+  // The next tile's Q K^T started before the softmax of this one.
+  run({2, 333, 333, 2, 1, 64, true, Layout::BSHD, DType::BF16, 0.0f,
+       "bm=64 bn=64 consumers=1 overlap=1 stages=2"});
+  run({1, 700, 700, 2, 2, 64, false, Layout::BHSD, DType::BF16, 0.0f,
+       "bm=128 bn=96 consumers=2 overlap=1 stages=3"});
+  run({1, 129, 129, 2, 2, 128, true, Layout::BSHD, DType::F16, 0.0f,
+       "bm=128 bn=64 consumers=2 overlap=1 stages=1"});
 }
 
 } // namespace

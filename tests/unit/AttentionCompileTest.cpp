@@ -62,9 +62,17 @@ TEST(AttentionCompile, EveryHeadDimMaskLayoutAndTypeBuildsWithoutSpills) {
 
 TEST(AttentionCompile, EveryConfigOfTheGpuTestsBuilds) {
   for (const char *cfg : {"bm=64 bn=64 consumers=1 stages=3", "bm=128 bn=176 consumers=2 stages=1",
-                          "bm=128 bn=192 consumers=2 stages=2"})
+                          "bm=128 bn=192 consumers=2 stages=2",
+                          "bm=64 bn=64 consumers=1 overlap=1 stages=2",
+                          "bm=128 bn=96 consumers=2 overlap=1 stages=3",
+                          "bm=128 bn=128 consumers=2 overlap=0 stages=2"})
     expectClean(params(64, true), *TileConfig::parse(cfg));
   expectClean(params(128, true), *TileConfig::parse("bm=128 bn=176 consumers=2 stages=1"));
+  expectClean(params(128, true, Layout::BSHD, DType::F16),
+              *TileConfig::parse("bm=128 bn=64 consumers=2 overlap=1 stages=1"));
+  // The largest the register rule allows.
+  expectClean(params(256, false), *TileConfig::parse("bm=128 bn=128 consumers=2 stages=1"));
+  expectClean(params(64, true), *TileConfig::parse("bm=128 bn=192 consumers=2 stages=2"));
 }
 
 TEST(AttentionCompile, DefaultConfigsAreValidAndTheSpaceIsNotEmpty) {
@@ -80,9 +88,18 @@ TEST(AttentionCompile, DefaultConfigsAreValidAndTheSpaceIsNotEmpty) {
 TEST(AttentionCompile, BadSpecsConfigsCallsAndTargetsAreNamed) {
   const KernelTemplate &t = getTemplate(attention::forwardOp());
   attention::Params p = params(256, true);
-  auto err = t.checkConfig(p, *TileConfig::parse("bm=128 bn=128 consumers=2 stages=2"));
+  auto err = t.checkConfig(p, *TileConfig::parse("bm=128 bn=176 consumers=2 stages=2"));
   ASSERT_TRUE(bool(err));
   EXPECT_NE(llvm::toString(std::move(err)).find("registers of O, S and P"), std::string::npos);
+  err = t.checkConfig(params(128, true),
+                      *TileConfig::parse("bm=128 bn=144 consumers=2 overlap=1 stages=2"));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("and the last P (at most 192 of its 240)"),
+            std::string::npos);
+  err = t.checkConfig(params(256, true),
+                      *TileConfig::parse("bm=128 bn=64 consumers=2 overlap=1 stages=2"));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("overlap needs d <= 128"), std::string::npos);
   err = t.checkConfig(params(128, true), *TileConfig::parse("bm=128 bn=64 consumers=1 stages=2"));
   ASSERT_TRUE(bool(err));
   EXPECT_NE(llvm::toString(std::move(err)).find("must be 64 rows for each of 1 consumers"),

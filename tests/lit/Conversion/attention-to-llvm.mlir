@@ -15,3 +15,14 @@
 // CHECK: "wgmma.wait_group.sync.aligned 0;"
 // LSE's rows: one of the four lanes of a quad stores each.
 // CHECK: llvm.nvvm.lg2.approx.f
+
+// Started products are committed and not waited for; each wait ties the
+// accumulators it returns (one 64x64 tile: 32 registers a thread; two: 64).
+// CHECK-LABEL: llvm.func @overlap
+// CHECK: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NOT: wgmma.wait_group
+// CHECK: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {$0
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: "wgmma.wait_group.sync.aligned 1;", "=f,{{.*}},=f,0,{{.*}},31"
+// CHECK: "wgmma.wait_group.sync.aligned 0;", "=f,{{.*}},=f,0,{{.*}},63"

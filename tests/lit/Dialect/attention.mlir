@@ -47,3 +47,30 @@ tile.kernel @attn(%q: !tile.tensormap<rows = 64, cols = 64, bf16, rank = 4>, %o:
   }
   tile.return
 }
+
+// Products started with `async` and waited for later, several at a time.
+// CHECK-LABEL: tile.kernel @overlap
+tile.kernel @overlap(%o: memref<?x64xf32>) attributes {block_threads = 256 : i64, min_blocks = 1 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 24, consumer_regs = 240} {
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    %zero = arith.constant 0.0 : f32
+    %z = tile.splat %zero : f32 -> tensor<64x64xf32, #acc>
+    // CHECK: dot {{.*}} {async} :
+    %s = tile.dot %r[%c0, %c0], %r[%c0, %c0], %z {async} : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>, !tile.ring<stages = 2, rows = 64, cols = 64, bf16>, tensor<64x64xf32, #acc> -> tensor<64x64xf32, #acc>
+    %p16 = arith.truncf %z : tensor<64x64xf32, #acc> to tensor<64x64xbf16, #acc>
+    // CHECK: dot_reg {{.*}} {async, b_mn_major = true} :
+    %pv = tile.dot_reg %p16, %r[%c0, %c0], %z {b_mn_major = true, async} : tensor<64x64xbf16, #acc>, !tile.ring<stages = 2, rows = 64, cols = 64, bf16>, tensor<64x64xf32, #acc> -> tensor<64x64xf32, #acc>
+    // CHECK: dot_wait %{{.*}} {pending = 1 : i64} : tensor<64x64xf32, #tile.wgmma> -> tensor<64x64xf32, #tile.wgmma>
+    %sr = tile.dot_wait %s {pending = 1 : i64} : tensor<64x64xf32, #acc> -> tensor<64x64xf32, #acc>
+    // CHECK: dot_wait %{{.*}}, %{{.*}} {pending = 0 : i64}
+    %a:2 = tile.dot_wait %sr, %pv {pending = 0 : i64} : tensor<64x64xf32, #acc>, tensor<64x64xf32, #acc> -> tensor<64x64xf32, #acc>, tensor<64x64xf32, #acc>
+    %sum = arith.addf %a#0, %a#1 : tensor<64x64xf32, #acc>
+    tile.store %sum, %o[%c0, %c0] : tensor<64x64xf32, #acc>, memref<?x64xf32>
+    tile.yield
+  }
+  tile.return
+}

@@ -796,3 +796,13 @@ tile.kernel @tma_outer(%a: !tile.tensormap<rows = 64, cols = 64, bf16, rank = 4>
 tile.kernel @map_rank(%a: !tile.tensormap<rows = 64, cols = 64, bf16, rank = 6>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   tile.return
 }
+
+// -----
+
+tile.kernel @dot_wait_pending() attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %z = arith.constant 0.0 : f32
+  %acc = tile.splat %z : f32 -> tensor<64x64xf32, #tile.wgmma>
+  // expected-error @+1 {{'tile.dot_wait' op pending must be in [0, 7], got 9}}
+  %r = tile.dot_wait %acc {pending = 9 : i64} : tensor<64x64xf32, #tile.wgmma> -> tensor<64x64xf32, #tile.wgmma>
+  tile.return
+}
