@@ -1,7 +1,9 @@
 """The tilejit package against PyTorch and float64.
 
-Without torch or a GPU only the C interface's error paths run (the rest is
-skipped, saying why). Run: TILEJIT_LIB=build/service/libtilejit.so
+Without torch or a GPU only the C interface's error paths run; with torch but
+no GPU also the attention op's fake kernel, its missing backward and the
+routing of F.scaled_dot_product_attention (on fake CUDA tensors); the rest is
+skipped, saying why. Run: TILEJIT_LIB=build/service/libtilejit.so
 python3 -m unittest discover -s python/tests -v
 """
 import os
@@ -89,6 +91,7 @@ class CInterfaceAttentionArguments(unittest.TestCase):
         self.assertRefused("kv heads must divide query heads, got hq=6 hkv=4", hq=6, hkv=4)
         self.assertRefused("sizes must be positive", sq=0)
         self.assertRefused("sizes must be positive", b=-1)
+        self.assertRefused("hq = 2048 is above the largest supported (1024)", hq=2048)
         self.assertRefused("scale must be positive and finite", scale=-0.5)
         self.assertRefused("scale must be positive and finite", scale=float("nan"))
         self.assertRefused("scale must be positive and finite", scale=float("inf"))
@@ -101,7 +104,7 @@ class CInterfaceAttentionArguments(unittest.TestCase):
         self.assertEqual(lib.tj_attn_fwd_prepare(self.engine, 0, 3, 1, 64, 64, 1, 1, 64, 0), 1)
         self.assertIn("layout must be", lib.tj_last_error().decode())
         self.assertEqual(lib.tj_attn_fwd_prepare(self.engine, 0, 0, 1, 64, 64, 1, 1, 32, 0), 1)
-        self.assertIn("head dim d must be 64, 128 or 256, got d=32", lib.tj_last_error().decode())
+        self.assertIn("d must be >= 64, got 32", lib.tj_last_error().decode())
         self.assertEqual(lib.tj_attn_fwd_prepare(self.engine, 0, 0, 1, 64, 64, 3, 2, 64, 0), 1)
         self.assertIn("kv heads must divide", lib.tj_last_error().decode())
 
@@ -147,6 +150,15 @@ class AttentionWithoutGpu(unittest.TestCase):
         self.assertTrue(o.requires_grad)
         with self.assertRaisesRegex(NotImplementedError, "no attention backward kernel"):
             o.sum().backward()
+
+    def test_compile_traces_attention_through_the_fake_kernel(self):
+        def f(q, k, v):
+            return tilejit.ops.attention(q, k, v, causal=True, layout="bshd") * 2
+        q = torch.empty(2, 64, 4, 128, device="meta", dtype=torch.bfloat16)
+        k = torch.empty(2, 80, 2, 128, device="meta", dtype=torch.bfloat16)
+        torch._dynamo.reset()
+        out = torch.compile(f, backend="aot_eager", fullgraph=True)(q, k, k)
+        self.assertEqual((out.shape, out.dtype), (q.shape, q.dtype))
 
     def test_bad_attention_calls_name_the_argument(self):
         cpu = torch.zeros(1, 2, 8, 64, dtype=torch.bfloat16)
@@ -269,8 +281,11 @@ class AttentionWithoutGpu(unittest.TestCase):
                 tilejit._capability[0] = (9, 0)
 
                 n = len(fell_back)
-                with tilejit.use(False), self.assertNoLogs("tilejit", "DEBUG"):
-                    F.scaled_dot_product_attention(q, k, v)  # off in this scope: torch's
+                with self.assertLogs("tilejit", "DEBUG") as logs:
+                    with tilejit.use(False):  # off in this scope: torch's, nothing said
+                        F.scaled_dot_product_attention(q, k, v)
+                    tilejit._log.debug("end of scope")
+                self.assertEqual(len(logs.output), 1, logs.output)
                 tilejit.enable(exclude=("sdpa",))
                 F.scaled_dot_product_attention(q, k, v)
                 self.assertEqual((len(routed), len(fell_back)), (7, n + 2))
