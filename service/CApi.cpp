@@ -10,11 +10,15 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <utility>
 
 #include "compiler/Compiler.h"
+#include "ops/attention/AttentionLaunch.h"
 #include "ops/gemm/GemmLaunch.h"
 #include "runtime/CudaDriver.h"
 #include "ops/rmsnorm/RmsNormLaunch.h"
@@ -77,6 +81,29 @@ A rmsArgs(tilejit::DType dt, tilejit::DType wdt, int64_t rows, int64_t cols, int
   a.cols = cols;
   a.zeroCenteredGamma = zcg != 0;
   return a;
+}
+
+/// The shape of an attention forward call, no buffers yet; false if `layout`
+/// is not a tj_attn_layout.
+bool attnCall(tilejit::DType dt, tj_attn_layout layout, int64_t b, int64_t sq, int64_t sk,
+              int64_t hq, int64_t hkv, int64_t d, int causal, tilejit::attention::Call &c) {
+  if (layout != TJ_BSHD && layout != TJ_BHSD)
+    return false;
+  c.dt = dt;
+  c.layout =
+      layout == TJ_BSHD ? tilejit::attention::Layout::BSHD : tilejit::attention::Layout::BHSD;
+  c.b = b;
+  c.sq = sq;
+  c.sk = sk;
+  c.hq = hq;
+  c.hkv = hkv;
+  c.d = d;
+  c.causal = causal != 0;
+  return true;
+}
+
+tj_status badLayout(tj_attn_layout layout) {
+  return invalid("layout must be TJ_BSHD (0) or TJ_BHSD (1), got " + std::to_string(int(layout)));
 }
 
 /// Launches `launch(kernel)` with the kernel for `spec`.
@@ -221,6 +248,23 @@ tj_status tj_gemm_prepare(tj_engine *e, tj_dtype ab, tj_dtype out, int trans_a, 
   return ok();
 }
 
+tj_status tj_attn_fwd_prepare(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64_t b,
+                              int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d,
+                              int causal) {
+  TJ_ENGINE(e);
+  TJ_DTYPE(dt, dtype);
+  tilejit::attention::Call call;
+  if (!attnCall(dt, layout, b, sq, sk, hq, hkv, d, causal, call))
+    return badLayout(layout);
+  auto spec = tilejit::attention::specOf(call, e->engine->target());
+  if (!spec)
+    return invalid(llvm::toString(spec.takeError()));
+  auto kernel = e->engine->get(*spec);
+  if (!kernel)
+    return failed(kernel.takeError());
+  return ok();
+}
+
 tj_status tj_rms_norm_fwd(tj_engine *e, tj_dtype dtype, tj_dtype wdtype, const void *x,
                           const void *w, void *y, float *rstd, int64_t rows, int64_t cols,
                           float eps, int zcg, void *stream) {
@@ -328,6 +372,41 @@ tj_status tj_gemm(tj_engine *e, tj_dtype ab, tj_dtype out, int trans_a, int tran
   return withKernel(e, *spec, stream, [&](const tilejit::LoadedKernel &kernel) {
     return tilejit::gemm::launch(kernel, call, e->engine->target().smCount(),
                                  static_cast<CUstream>(stream));
+  });
+}
+
+tj_status tj_attn_fwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64_t b, int64_t sq,
+                      int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal, float scale,
+                      const void *q, const void *k, const void *v, void *o, float *lse,
+                      void *stream) {
+  TJ_ENGINE(e);
+  TJ_DTYPE(dt, dtype);
+  tilejit::attention::Call call;
+  if (!attnCall(dt, layout, b, sq, sk, hq, hkv, d, causal, call))
+    return badLayout(layout);
+  call.scale = scale;
+  const std::pair<const char *, const void *> tensors[] = {
+      {"q", q}, {"k", k}, {"v", v}, {"o", o}, {"lse", lse}};
+  for (const auto &[name, ptr] : tensors) {
+    if (!ptr)
+      return invalid(std::string(name) + " is null; q, k, v, o and lse must be device pointers");
+    if (uintptr_t(ptr) % 16 != 0) {
+      char addr[32];
+      std::snprintf(addr, sizeof addr, "%p", ptr);
+      return invalid(std::string(name) + " is at " + addr +
+                     ", not 16-byte aligned; q, k, v, o and lse must be");
+    }
+  }
+  call.q = uint64_t(q);
+  call.k = uint64_t(k);
+  call.v = uint64_t(v);
+  call.o = uint64_t(o);
+  call.lse = uint64_t(lse);
+  auto spec = tilejit::attention::specOf(call, e->engine->target());
+  if (!spec)
+    return invalid(llvm::toString(spec.takeError()));
+  return withKernel(e, *spec, stream, [&](const tilejit::LoadedKernel &kernel) {
+    return tilejit::attention::launch(kernel, call, static_cast<CUstream>(stream));
   });
 }
 

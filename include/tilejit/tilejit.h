@@ -42,6 +42,12 @@ typedef enum tj_status {
 
 typedef enum tj_dtype { TJ_BF16 = 0, TJ_F16 = 1, TJ_F32 = 2 } tj_dtype;
 
+/* How attention's Q, K, V and O are stored (row-major, head dim innermost). */
+typedef enum tj_attn_layout {
+  TJ_BSHD = 0, /* [batch, seq, heads, dim]: Megatron's and FlashAttention's */
+  TJ_BHSD = 1  /* [batch, heads, seq, dim]: torch's scaled_dot_product_attention */
+} tj_attn_layout;
+
 /* "0.1.0" */
 TJ_API const char *tj_version(void);
 /* The message of this thread's last failed call ("" after a success). */
@@ -67,6 +73,9 @@ TJ_API tj_status tj_rms_norm_prepare(tj_engine *engine, int backward, tj_dtype d
                                      int zero_centered_gamma);
 TJ_API tj_status tj_gemm_prepare(tj_engine *engine, tj_dtype ab, tj_dtype out, int trans_a,
                                  int trans_b, int64_t m, int64_t n, int64_t k, int with_c);
+TJ_API tj_status tj_attn_fwd_prepare(tj_engine *engine, tj_dtype dtype, tj_attn_layout layout,
+                                     int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hkv,
+                                     int64_t d, int causal);
 
 /* What a call of `spec` (canonical text, e.g. "gemm ab=bf16 out=bf16 ta=0
  * tb=1 c=0 m=8192 n=4096 k=4096"; the engine's device is the target) uses:
@@ -104,6 +113,20 @@ TJ_API tj_status tj_gemm(tj_engine *engine, tj_dtype ab, tj_dtype out, int trans
                          int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
                          const void *b, int64_t ldb, const void *c, void *d, float alpha,
                          float beta, int sm_margin, void *stream);
+
+/* Attention forward (sm_90a): O = softmax(scale * Q K^T + mask) V with f32
+ * accumulation, and lse = the natural log-sum-exp of each row of scale * Q K^T
+ * (masked), f32. Q and O are b x sq x hq x d (TJ_BSHD) or b x hq x sq x d
+ * (TJ_BHSD), K and V the same with hkv heads and sk rows, all contiguous;
+ * lse is b x hq x sq. Query head h reads kv head h / (hq / hkv) (GQA; hkv
+ * divides hq). causal: query row i sees keys 0..i (the upper-left diagonal,
+ * as torch's is_causal). scale: 0 means 1/sqrt(d). dtype: bf16 or f16; d:
+ * 64, 128 or 256; every size >= 1, hq at most 1024, sq and sk at most 2^22.
+ * Each tensor's address 16-byte aligned. */
+TJ_API tj_status tj_attn_fwd(tj_engine *engine, tj_dtype dtype, tj_attn_layout layout, int64_t b,
+                             int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal,
+                             float scale, const void *q, const void *k, const void *v, void *o,
+                             float *lse, void *stream);
 
 #ifdef __cplusplus
 }

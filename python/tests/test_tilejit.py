@@ -1,7 +1,9 @@
 """The tilejit package against PyTorch and float64.
 
-Without torch or a GPU only the C interface's error paths run (the rest is
-skipped, saying why). Run: TILEJIT_LIB=build/service/libtilejit.so
+Without torch or a GPU only the C interface's error paths run; with torch but
+no GPU also the attention op's fake kernel, its missing backward and the
+routing of F.scaled_dot_product_attention (on fake CUDA tensors); the rest is
+skipped, saying why. Run: TILEJIT_LIB=build/service/libtilejit.so
 python3 -m unittest discover -s python/tests -v
 """
 import os
@@ -16,10 +18,13 @@ try:
     import torch
     HAVE_GPU = torch.cuda.is_available()
     WHY = "" if HAVE_GPU else "no CUDA device for torch"
+    from torch._subclasses.fake_tensor import FakeTensorMode
 except ImportError:
     torch = None
     HAVE_GPU = False
     WHY = "torch is not installed"
+HOPPER = HAVE_GPU and torch.cuda.get_device_capability(0) == (9, 0)
+WHY_HOPPER = WHY or ("" if HOPPER else "the attention kernel runs on sm_90 (Hopper)")
 
 
 class CInterface(unittest.TestCase):
@@ -35,12 +40,265 @@ class CInterface(unittest.TestCase):
         h = ctypes.c_void_p()
         self.assertEqual(lib.tj_engine_create(-1, ctypes.byref(h)), 1)
         self.assertIn("device must be >= 0", lib.tj_last_error().decode())
+        self.assertEqual(lib.tj_attn_fwd(None, 0, 1, 1, 64, 64, 1, 1, 64, 0, 0.0, 16, 16, 16, 16,
+                                         16, None), 1)
+        self.assertIn("engine is null", lib.tj_last_error().decode())
+        self.assertEqual(lib.tj_attn_fwd_prepare(None, 0, 1, 1, 64, 64, 1, 1, 64, 0), 1)
+        self.assertIn("engine is null", lib.tj_last_error().decode())
 
     @unittest.skipIf(HAVE_GPU, "a GPU is present")
     def test_no_gpu_is_a_clean_error(self):
         with self.assertRaises(tilejit.TilejitError) as cm:
             _lib.engine(0)
         self.assertTrue(str(cm.exception))
+
+
+def _engine_or_why():
+    """An engine on device 0 (the C interface alone: no torch needed), or why
+    there is none."""
+    try:
+        return _lib.engine(0), ""
+    except _lib.TilejitError as e:
+        return None, f"no engine on device 0: {e}"
+
+
+class CInterfaceAttentionArguments(unittest.TestCase):
+    """tj_attn_fwd refuses each bad argument by name before anything reaches
+    the GPU (the addresses here are never dereferenced)."""
+
+    def setUp(self):
+        self.engine, why = _engine_or_why()
+        if self.engine is None:
+            self.skipTest(why)
+        self.lib = _lib.lib()
+
+    def call(self, dtype=0, layout=1, b=2, sq=100, sk=77, hq=4, hkv=2, d=64, causal=1, scale=0.0,
+             q=0x10000, k=0x20000, v=0x30000, o=0x40000, lse=0x50000):
+        status = self.lib.tj_attn_fwd(self.engine, dtype, layout, b, sq, sk, hq, hkv, d, causal,
+                                      scale, q, k, v, o, lse, None)
+        return status, self.lib.tj_last_error().decode()
+
+    def assertRefused(self, message, **args):
+        status, error = self.call(**args)
+        self.assertEqual(status, 1, f"{args}: status {status}, {error!r}")
+        self.assertIn(message, error, f"{args}")
+
+    def test_each_bad_argument_is_named(self):
+        self.assertRefused("layout must be TJ_BSHD (0) or TJ_BHSD (1), got 2", layout=2)
+        self.assertRefused("dtype is not a tj_dtype (7)", dtype=7)
+        self.assertRefused("bf16 or f16", dtype=2)
+        self.assertRefused("head dim d must be 64, 128 or 256, got d=96", d=96)
+        self.assertRefused("kv heads must divide query heads, got hq=6 hkv=4", hq=6, hkv=4)
+        self.assertRefused("sizes must be positive", sq=0)
+        self.assertRefused("sizes must be positive", b=-1)
+        self.assertRefused("hq = 2048 is above the largest supported (1024)", hq=2048)
+        self.assertRefused("scale must be positive and finite", scale=-0.5)
+        self.assertRefused("scale must be positive and finite", scale=float("nan"))
+        self.assertRefused("scale must be positive and finite", scale=float("inf"))
+        for name in ("q", "k", "v", "o", "lse"):
+            self.assertRefused(f"{name} is null", **{name: None})
+            self.assertRefused(f"{name} is at 0x60008, not 16-byte aligned", **{name: 0x60008})
+
+    def test_prepare_checks_the_same_shape(self):
+        lib = self.lib
+        self.assertEqual(lib.tj_attn_fwd_prepare(self.engine, 0, 3, 1, 64, 64, 1, 1, 64, 0), 1)
+        self.assertIn("layout must be", lib.tj_last_error().decode())
+        self.assertEqual(lib.tj_attn_fwd_prepare(self.engine, 0, 0, 1, 64, 64, 1, 1, 32, 0), 1)
+        self.assertIn("d must be >= 64, got 32", lib.tj_last_error().decode())
+        self.assertEqual(lib.tj_attn_fwd_prepare(self.engine, 0, 0, 1, 64, 64, 3, 2, 64, 0), 1)
+        self.assertIn("kv heads must divide", lib.tj_last_error().decode())
+
+
+@unittest.skipIf(torch is None, "torch is not installed")
+class AttentionWithoutGpu(unittest.TestCase):
+    """The attention op's fake kernel, its missing backward and the routing
+    of F.scaled_dot_product_attention, on fake CUDA tensors: no GPU needed."""
+
+    def test_fake_kernel_shapes_in_both_layouts(self):
+        for mode in ("fake", "meta"):
+            for layout in (0, 1):
+                with self.subTest(mode=mode, layout=layout):
+                    # b=2, sq=100, sk=77, hq=8, hkv=2, d=128
+                    qs = (2, 100, 8, 128) if layout == 0 else (2, 8, 100, 128)
+                    ks = (2, 77, 2, 128) if layout == 0 else (2, 2, 77, 128)
+                    ctx = FakeTensorMode() if mode == "fake" else _nullcontext()
+                    dev = "cuda:0" if mode == "fake" else "meta"
+                    with ctx:
+                        q = torch.empty(qs, device=dev, dtype=torch.float16)
+                        k = torch.empty(ks, device=dev, dtype=torch.float16)
+                        o, lse = torch.ops.tilejit.attn_fwd(q, k, k.clone(), True, 0.0, layout)
+                    self.assertEqual(tuple(o.shape), qs)
+                    self.assertEqual(o.dtype, torch.float16)
+                    self.assertTrue(o.is_contiguous())
+                    self.assertEqual(tuple(lse.shape), (2, 8, 100))
+                    self.assertEqual(lse.dtype, torch.float32)
+                    self.assertEqual(o.device, q.device)
+
+    def test_fake_kernel_refuses_what_the_op_refuses(self):
+        q = torch.empty(1, 4, 16, 64, device="meta", dtype=torch.bfloat16)
+        with self.assertRaisesRegex(ValueError, "layout must be 0 .* or 1 .*, got 2"):
+            torch.ops.tilejit.attn_fwd(q, q, q, False, 0.0, 2)
+        with self.assertRaisesRegex(ValueError, "do not fit q"):
+            torch.ops.tilejit.attn_fwd(q, q, q[..., :32], False, 0.0, 1)
+        with self.assertRaisesRegex(ValueError, "must be 4-D"):
+            torch.ops.tilejit.attn_fwd(q[0], q[0], q[0], False, 0.0, 1)
+
+    def test_backward_raises_naming_the_missing_kernel(self):
+        q = torch.empty(1, 4, 16, 64, device="meta", dtype=torch.bfloat16, requires_grad=True)
+        k = torch.empty(1, 4, 16, 64, device="meta", dtype=torch.bfloat16)
+        o, _ = torch.ops.tilejit.attn_fwd(q, k, k, False, 0.0, 1)
+        self.assertTrue(o.requires_grad)
+        with self.assertRaisesRegex(NotImplementedError, "no attention backward kernel"):
+            o.sum().backward()
+
+    def test_compile_traces_attention_through_the_fake_kernel(self):
+        def f(q, k, v):
+            return tilejit.ops.attention(q, k, v, causal=True, layout="bshd") * 2
+        q = torch.empty(2, 64, 4, 128, device="meta", dtype=torch.bfloat16)
+        k = torch.empty(2, 80, 2, 128, device="meta", dtype=torch.bfloat16)
+        torch._dynamo.reset()
+        out = torch.compile(f, backend="aot_eager", fullgraph=True)(q, k, k)
+        self.assertEqual((out.shape, out.dtype), (q.shape, q.dtype))
+
+    def test_bad_attention_calls_name_the_argument(self):
+        cpu = torch.zeros(1, 2, 8, 64, dtype=torch.bfloat16)
+        with self.assertRaisesRegex(ValueError, "q is on cpu; tilejit runs on CUDA tensors"):
+            tilejit.ops.attention(cpu, cpu, cpu)
+        with self.assertRaisesRegex(ValueError, "scale must be positive and finite"):
+            tilejit.ops.attention(cpu, cpu, cpu, scale=0.0)
+        with self.assertRaisesRegex(ValueError, "layout 'sbhd' is not"):
+            tilejit.ops.attention(cpu, cpu, cpu, layout="sbhd")
+        with self.assertRaisesRegex(ValueError, "attention call .* is not"):
+            tilejit.warmup(attention=[(1, 64, 64, 2, 2, 64)])
+        with self.assertRaisesRegex(ValueError, "layout 'x' is not"):
+            tilejit.warmup(attention=[(1, 64, 64, 2, 2, 64, True, "x")])
+
+    def test_enable_names_attention_as_sdpa(self):
+        try:
+            tilejit.enable(include=("attention",))
+            self.assertEqual(tilejit._enabled, {"linear": False, "rms_norm": False, "sdpa": True})
+            tilejit.enable(exclude=("scaled_dot_product_attention",))
+            self.assertEqual(tilejit._enabled, {"linear": True, "rms_norm": True, "sdpa": False})
+            tilejit.enable()
+            self.assertTrue(all(tilejit._enabled.values()))
+            with self.assertRaisesRegex(ValueError, "unknown op 'flash'"):
+                tilejit.enable(include=("linear", "flash"))
+            self.assertTrue(all(tilejit._enabled.values()))  # unchanged by the refused call
+        finally:
+            tilejit.disable()
+
+    def test_sdpa_routing_decisions(self):
+        F = torch.nn.functional
+        routed, fell_back = [], []
+
+        def fake_attention(q, k, v, causal, scale, layout):
+            routed.append((q, k, v, causal, scale, layout))
+            return torch.empty_like(q)
+
+        def fake_torch(*args, **kwargs):
+            fell_back.append((args, kwargs))
+            return torch.empty_like(args[0])
+
+        tilejit.enable()
+        saved = (tilejit.ops.attention, tilejit._originals["sdpa"], dict(tilejit._capability))
+        tilejit.ops.attention = fake_attention
+        tilejit._originals["sdpa"] = fake_torch
+        tilejit._capability[0] = (9, 0)
+        try:
+            with FakeTensorMode():
+                bf = dict(device="cuda:0", dtype=torch.bfloat16)
+
+                def bhsd(b, h, s, d, **kw):
+                    return torch.randn(b, h, s, d, **{**bf, **kw})
+
+                def bshd(b, h, s, d, **kw):  # [b, s, h, d] storage seen as [b, h, s, d]
+                    return torch.randn(b, s, h, d, **{**bf, **kw}).transpose(1, 2)
+
+                def takes(*args, **kwargs):
+                    n = len(routed), len(fell_back)
+                    out = F.scaled_dot_product_attention(*args, **kwargs)
+                    self.assertEqual((len(routed), len(fell_back)), (n[0] + 1, n[1]),
+                                     "not routed")
+                    self.assertEqual(out.shape, args[0].shape)
+                    return routed[-1]
+
+                def refuses(why, *args, **kwargs):
+                    n = len(routed), len(fell_back)
+                    with self.assertLogs("tilejit", "DEBUG") as logs:
+                        F.scaled_dot_product_attention(*args, **kwargs)
+                    self.assertEqual((len(routed), len(fell_back)), (n[0], n[1] + 1),
+                                     f"not left to torch ({why})")
+                    self.assertEqual(fell_back[-1], (args, kwargs))  # torch gets the call as made
+                    self.assertIn(why, logs.output[-1])
+
+                q, k, v = bhsd(2, 8, 100, 128), bhsd(2, 8, 77, 128), bhsd(2, 8, 77, 128)
+                got = takes(q, k, v)
+                self.assertTrue(got[0] is q and got[1] is k and got[2] is v)
+                self.assertEqual(got[3:], (False, None, tilejit.ops.BHSD))
+                got = takes(q, k, v, None, 0.0, True, scale=0.125)
+                self.assertEqual(got[3:], (True, 0.125, tilejit.ops.BHSD))
+
+                qt, kt, vt = bshd(2, 8, 100, 64), bshd(2, 8, 77, 64), bshd(2, 8, 77, 64)
+                got = takes(qt, kt, vt, is_causal=True)
+                self.assertEqual(got[5], tilejit.ops.BSHD)
+                self.assertEqual(tuple(got[0].shape), (2, 100, 8, 64))  # as stored, no copy
+                self.assertTrue(all(t.is_contiguous() for t in got[:3]))
+                self.assertIs(got[0]._base, qt._base)
+
+                kg, vg = bhsd(2, 2, 77, 128), bhsd(2, 2, 77, 128)
+                takes(q, kg, vg, enable_gqa=True)
+                f16 = torch.float16
+                takes(bhsd(1, 4, 1, 256, dtype=f16), bhsd(1, 4, 9, 256, dtype=f16),
+                      bhsd(1, 4, 9, 256, dtype=f16))
+                # One query row (decoding): q is both layouts at once, k and v decide.
+                got = takes(bshd(2, 8, 1, 64), bshd(2, 8, 77, 64), bshd(2, 8, 77, 64))
+                self.assertEqual(got[5], tilejit.ops.BSHD)
+
+                refuses("query heads and 2 kv heads", q, kg, vg)  # GQA without enable_gqa
+                refuses("query heads and 3 kv heads", q, bhsd(2, 3, 77, 128), bhsd(2, 3, 77, 128),
+                        enable_gqa=True)
+                refuses("attn_mask", q, k, v,
+                        torch.zeros(100, 77, device="cuda:0", dtype=torch.bool))
+                refuses("dropout_p=0.1", q, k, v, dropout_p=0.1)
+                refuses("dtypes", q.float(), k.float(), v.float())
+                refuses("dtypes", q, k.half(), v)
+                refuses("head dim 80", bhsd(2, 8, 100, 80), bhsd(2, 8, 77, 80), bhsd(2, 8, 77, 80))
+                refuses("do not match q", q, k, bhsd(2, 8, 76, 128))
+                refuses("4-D only", q[0], k[0], v[0])
+                refuses("scale=0.0", q, k, v, scale=0.0)
+                refuses("scale=-1.0", q, k, v, scale=-1.0)
+                refuses("strides", q, bhsd(2, 8, 154, 128)[:, :, ::2], v)
+                refuses("strides", q, bshd(2, 8, 77, 128), bshd(2, 8, 77, 128))  # mixed layouts
+                refuses("16-byte aligned", torch.randn(2 * 8 * 100 * 128 + 4, **bf)[4:]
+                        .view(2, 8, 100, 128), k, v)
+                refuses("an empty size", bhsd(2, 8, 0, 128), k, v)
+                refuses("requires grad", bhsd(2, 8, 100, 128, requires_grad=True), k, v)
+                with torch.no_grad():  # no gradient wanted: tilejit's
+                    takes(bhsd(2, 8, 100, 128, requires_grad=True), k, v)
+                refuses("one CUDA device", q.cpu(), k.cpu(), v.cpu())
+                tilejit._capability[0] = (8, 0)
+                refuses("sm_80", q, k, v)
+                tilejit._capability[0] = (9, 0)
+
+                n = len(fell_back)
+                with self.assertLogs("tilejit", "DEBUG") as logs:
+                    with tilejit.use(False):  # off in this scope: torch's, nothing said
+                        F.scaled_dot_product_attention(q, k, v)
+                    tilejit._log.debug("end of scope")
+                self.assertEqual(len(logs.output), 1, logs.output)
+                tilejit.enable(exclude=("sdpa",))
+                F.scaled_dot_product_attention(q, k, v)
+                self.assertEqual((len(routed), len(fell_back)), (7, n + 2))
+        finally:
+            tilejit.ops.attention, tilejit._originals["sdpa"] = saved[:2]
+            tilejit._capability.clear()
+            tilejit._capability.update(saved[2])
+            tilejit.disable()
+
+
+def _nullcontext():
+    import contextlib
+    return contextlib.nullcontext()
 
 
 def _ref_rms(x, w, eps, zcg):
@@ -246,6 +504,150 @@ class Ops(unittest.TestCase):
         torch.cuda.synchronize()
         _close(self, out, x.double() @ w.double().t(), 1e-2, "replayed")
         self.assertFalse(torch.equal(out, y))
+
+
+def _ref_attention(q, k, v, causal, scale, layout):
+    """float64 o (stored as q) and lse [b, hq, sq] of q, k, v stored in
+    `layout` (0: [b, s, h, d], 1: [b, h, s, d]); query head h reads kv head
+    h // (hq // hkv); causal keeps keys 0..i for row i."""
+    if layout == 0:
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    qd, kd, vd = q.double(), k.double(), v.double()
+    group = qd.shape[1] // kd.shape[1]
+    kd, vd = kd.repeat_interleave(group, dim=1), vd.repeat_interleave(group, dim=1)
+    s = (qd @ kd.transpose(-1, -2)) * scale
+    if causal:
+        keep = torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).tril()
+        s = s.masked_fill(~keep, float("-inf"))
+    lse = torch.logsumexp(s, -1)
+    o = torch.softmax(s, -1) @ vd
+    return (o.transpose(1, 2) if layout == 0 else o), lse
+
+
+def _qkv(layout, b, sq, sk, hq, hkv, d, dtype):
+    def make(s, h):
+        shape = (b, s, h, d) if layout == 0 else (b, h, s, d)
+        return torch.randn(shape, device="cuda", dtype=dtype)
+    return make(sq, hq), make(sk, hkv), make(sk, hkv)
+
+
+@unittest.skipUnless(HOPPER, WHY_HOPPER)
+class Attention(unittest.TestCase):
+    def setUp(self):
+        torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
+
+    def test_forward_against_float64(self):
+        bf, f16 = torch.bfloat16, torch.float16
+        # layout, causal, b, sq, sk, hq, hkv, d, dtype, scale: both layouts, causal and
+        # not, GQA and MQA, lengths that are no multiple of a tile, sq < sk and sq > sk.
+        cases = [(1, False, 2, 128, 128, 4, 4, 128, bf, None),
+                 (0, True, 2, 100, 100, 8, 2, 64, bf, None),
+                 (1, True, 1, 77, 200, 4, 1, 256, f16, None),
+                 (0, False, 3, 300, 45, 6, 3, 128, f16, 0.3),
+                 (1, True, 2, 257, 130, 2, 2, 64, bf, None),
+                 (0, True, 1, 1, 333, 16, 2, 128, bf, None),
+                 (1, False, 2, 1000, 513, 2, 1, 64, f16, 0.05)]
+        for layout, causal, b, sq, sk, hq, hkv, d, dt, scale in cases:
+            with self.subTest(layout=layout, causal=causal, b=b, sq=sq, sk=sk, hq=hq, hkv=hkv,
+                              d=d, dtype=dt, scale=scale):
+                q, k, v = _qkv(layout, b, sq, sk, hq, hkv, d, dt)
+                o, lse = torch.ops.tilejit.attn_fwd(q, k, v, causal, scale or 0.0, layout)
+                ref_o, ref_lse = _ref_attention(q, k, v, causal, scale or d ** -0.5, layout)
+                self.assertEqual((o.shape, o.dtype), (q.shape, dt))
+                self.assertEqual((lse.shape, lse.dtype), ((b, hq, sq), torch.float32))
+                _close(self, o, ref_o, 2e-2, "o")
+                _close(self, lse, ref_lse, 1e-3, "lse")
+                self.assertTrue(torch.equal(
+                    tilejit.ops.attention(q, k, v, causal, scale, "bshd" if layout == 0 else
+                                          "bhsd"), o))  # the eager path: the same kernel
+
+    def test_inputs_at_any_offset_are_copied_not_refused(self):
+        q, k, v = _qkv(1, 2, 64, 64, 2, 2, 64, torch.bfloat16)
+        odd = torch.empty(q.numel() + 3, device="cuda", dtype=q.dtype)[3:].view(q.shape)
+        odd.copy_(q)
+        self.assertNotEqual(odd.data_ptr() % 16, 0)
+        _close(self, tilejit.ops.attention(odd, k, v), _ref_attention(q, k, v, False, 0.125, 1)[0],
+               2e-2, "o")
+        _close(self, tilejit.ops.attention(q.transpose(2, 3).contiguous().transpose(2, 3), k, v),
+               _ref_attention(q, k, v, False, 0.125, 1)[0], 2e-2, "o of a strided q")
+
+    def test_backward_raises_not_implemented(self):
+        q, k, v = _qkv(1, 1, 64, 64, 2, 2, 64, torch.bfloat16)
+        q.requires_grad_()
+        o = tilejit.ops.attention(q, k, v, causal=True)
+        _close(self, o, _ref_attention(q.detach(), k, v, True, 0.125, 1)[0], 2e-2, "o")
+        with self.assertRaisesRegex(NotImplementedError, "no attention backward kernel"):
+            o.sum().backward()
+
+    def test_sdpa_routes_where_supported_and_matches_torch(self):
+        F = torch.nn.functional
+        calls = []
+        orig = tilejit.ops.attention
+
+        def counting(*args, **kw):
+            calls.append(args[5])
+            return orig(*args, **kw)
+        tilejit.ops.attention = counting
+        try:
+            tilejit.enable()
+            for layout, causal, gqa in ((1, False, False), (0, True, True), (1, True, True)):
+                with self.subTest(layout=layout, causal=causal, gqa=gqa):
+                    q, k, v = _qkv(layout, 2, 150, 150, 8, 2 if gqa else 8, 128, torch.bfloat16)
+                    if layout == 0:  # as torch gets BSHD storage: [b, h, s, d] views
+                        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+                    n = len(calls)
+                    with torch.no_grad():
+                        o = F.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                                           enable_gqa=gqa)
+                    self.assertEqual(calls[n:], [layout])
+                    self.assertEqual(o.shape, q.shape)
+                    _close(self, o, _ref_attention(q, k, v, causal, 128 ** -0.5, 1)[0], 2e-2,
+                           "sdpa routed")
+            # A gradient is wanted: torch's, and its gradient flows.
+            q, k, v = (t.requires_grad_() for t in _qkv(1, 1, 64, 64, 2, 2, 64, torch.bfloat16))
+            n = len(calls)
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            o.sum().backward()
+            self.assertEqual(len(calls), n)
+            self.assertIsNotNone(q.grad)
+            with torch.no_grad():  # a mask: torch's
+                F.scaled_dot_product_attention(q, k, v, torch.ones(64, 64, device="cuda",
+                                                                   dtype=torch.bool))
+            self.assertEqual(len(calls), n)
+        finally:
+            tilejit.ops.attention = orig
+            tilejit.disable()
+
+    def test_opcheck(self):
+        q, k, v = _qkv(1, 2, 96, 80, 4, 2, 64, torch.bfloat16)
+        torch.library.opcheck(torch.ops.tilejit.attn_fwd.default, (q, k, v, True, 0.0, 1))
+        q, k, v = _qkv(0, 2, 96, 80, 4, 2, 64, torch.float16)
+        torch.library.opcheck(torch.ops.tilejit.attn_fwd.default, (q, k, v, False, 0.2, 0))
+
+    def test_compile_traces_the_fake_kernel(self):
+        def f(q, k, v):
+            return tilejit.ops.attention(q, k, v, causal=True) * 2
+        q, k, v = _qkv(1, 2, 64, 64, 2, 2, 64, torch.bfloat16)
+        eager = f(q, k, v)
+        compiled = torch.compile(f, backend="aot_eager", fullgraph=True)(q, k, v)
+        self.assertTrue(torch.equal(eager, compiled))
+
+    def test_warmup_then_capture_and_explain(self):
+        shape = (2, 96, 96, 4, 2, 64, True, "bshd")
+        q, k, v = _qkv(0, 2, 96, 96, 4, 2, 64, torch.bfloat16)
+        views = [t.transpose(1, 2) for t in (q, k, v)]  # as F.scaled_dot_product_attention sees
+        before = tilejit.explain("sdpa", *views, causal=True)
+        self.assertIn("attn_fwd dt=bf16 d=64 hq=4 hkv=2 causal=1 layout=0 b=2 sq=96 sk=96",
+                      before)
+        tilejit.warmup(attention=[shape])
+        self.assertIn("loaded", tilejit.explain("attention", *views, causal=True))
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):  # nothing compiled during capture: warmed up
+            out = tilejit.ops.attention(q, k, v, causal=True, layout="bshd")
+        g.replay()
+        torch.cuda.synchronize()
+        _close(self, out, _ref_attention(q, k, v, True, 0.125, 0)[0], 2e-2, "captured")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
-"""tilejit: JIT-compiled, autotuned GEMM and RMSNorm kernels for PyTorch.
+"""tilejit: JIT-compiled, autotuned GEMM, RMSNorm and attention kernels for PyTorch.
 
     import tilejit
     y = tilejit.ops.linear(x, w)              # or tilejit.nn.Linear / RMSNorm
-    tilejit.enable()                           # F.linear, F.rms_norm, nn.RMSNorm
+    o = tilejit.ops.attention(q, k, v, causal=True)  # forward only
+    tilejit.enable()                           # F.linear, F.rms_norm, nn.RMSNorm,
+                                               # F.scaled_dot_product_attention
     with tilejit.use(False): ...               # back to torch in a scope
     tilejit.warmup(linear=[(8192, 4096, 4096)])  # load kernels before a graph capture
     tilejit.set_sm_margin(8)                   # or TILEJIT_SM_MARGIN=8
@@ -47,7 +49,8 @@ if os.environ.get("TILEJIT_LOG_LEVEL"):
         _h.setFormatter(logging.Formatter("tilejit %(levelname)s: %(message)s"))
         _log.addHandler(_h)
 _state = threading.local()
-_enabled = {"linear": False, "rms_norm": False}
+_enabled = {"linear": False, "rms_norm": False, "sdpa": False}
+_ALIASES = {"attention": "sdpa", "scaled_dot_product_attention": "sdpa"}
 _originals = {}
 
 try:
@@ -88,28 +91,121 @@ def _rms_norm(input, normalized_shape, weight=None, eps=None):
     return _originals["rms_norm"](input, normalized_shape, weight, eps)
 
 
-def enable(include=("linear", "rms_norm"), exclude=()):
-    """Routes F.linear and F.rms_norm (so torch.nn.Linear and torch.nn.RMSNorm)
-    to tilejit where supported, in this process."""
+_SDPA_ARGS = ("attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+_SDPA_HEAD_DIMS = (64, 128, 256)
+_capability = {}
+
+
+def _sm90(device):
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    cc = _capability.get(index)
+    if cc is None:
+        cc = _capability[index] = torch.cuda.get_device_capability(index)
+    return cc == (9, 0), cc
+
+
+def _sdpa_route(q, k, v, a):
+    """(layout, (q, k, v) as stored) where tilejit takes this
+    F.scaled_dot_product_attention call (arguments `a` by name), else
+    (None, why not)."""
+    why = _sdpa_unsupported(q, k, v, a)
+    if why is not None:
+        return None, why
+    stored = ops.sdpa_layout(q, k, v)
+    if stored is None:
+        return None, (f"strides {q.stride()}, {k.stride()}, {v.stride()} (contiguous "
+                      "[b, h, s, d], or [b, s, h, d] through .transpose(1, 2), the same for q, k "
+                      "and v)")
+    # PyTorch's allocator aligns every block, so the offset decides (and is
+    # known while torch.compile traces, unlike the address); memory from
+    # elsewhere at an odd address is copied by the op.
+    if any(t.storage_offset() * t.element_size() % 16 for t in (q, k, v)):
+        return None, "an input not 16-byte aligned (its storage offset)"
+    hopper, cc = _sm90(q.device)
+    if not hopper:
+        return None, f"the device is sm_{cc[0]}{cc[1]} (the attention kernel runs on sm_90)"
+    return stored
+
+
+def _sdpa_unsupported(q, k, v, a):
+    """What in the call's tensors or arguments tilejit does not take, or None."""
+    unknown = set(a) - set(_SDPA_ARGS)
+    if unknown:
+        return f"arguments {sorted(unknown)}"
+    if not all(isinstance(t, torch.Tensor) for t in (q, k, v)):
+        return "q, k and v are not all tensors"
+    if q.is_nested or k.is_nested or v.is_nested:
+        return "nested tensors"
+    if not (q.is_cuda and k.is_cuda and v.is_cuda) or not (q.device == k.device == v.device):
+        return f"q, k, v on {q.device}, {k.device}, {v.device} (one CUDA device only)"
+    if q.dtype not in (torch.bfloat16, torch.float16) or k.dtype != q.dtype or \
+            v.dtype != q.dtype:
+        return f"dtypes {q.dtype}, {k.dtype}, {v.dtype} (all bf16 or all f16 only)"
+    if a["attn_mask"] is not None:
+        return "an attn_mask"
+    if a["dropout_p"] != 0.0:
+        return f"dropout_p={a['dropout_p']}"
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return "an input requires grad and tilejit has no attention backward yet"
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        return f"shapes {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)} (4-D only)"
+    b, hq, sq, d = q.shape
+    hkv, sk = k.shape[1], k.shape[2]
+    if k.shape != v.shape or k.shape[0] != b or k.shape[3] != d:
+        return f"k {tuple(k.shape)} and v {tuple(v.shape)} do not match q {tuple(q.shape)}"
+    if d not in _SDPA_HEAD_DIMS:
+        return f"head dim {d} (64, 128 or 256 only)"
+    if b * hq * hkv * sq * sk == 0:
+        return f"an empty size (b={b}, hq={hq}, hkv={hkv}, sq={sq}, sk={sk})"
+    if hkv != hq and not (a["enable_gqa"] and hq % hkv == 0):
+        return f"{hq} query heads and {hkv} kv heads (enable_gqa and kv heads dividing query heads)"
+    if hq > 1024 or b > (1 << 20) or max(sq, sk) > (1 << 22):
+        return f"sizes past the kernel's (b={b}, hq={hq}, sq={sq}, sk={sk})"
+    scale = a["scale"]
+    if scale is not None and not 0.0 < scale < float("inf"):
+        return f"scale={scale} (positive and finite, or None)"
+    return None
+
+
+def _sdpa(query, key, value, *args, **kwargs):
+    if _active("sdpa"):
+        a = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None,
+             "enable_gqa": False}
+        a.update(zip(_SDPA_ARGS, args))
+        a.update(kwargs)
+        layout, how = (None, "more positional arguments than torch takes") \
+            if len(args) > len(_SDPA_ARGS) else _sdpa_route(query, key, value, a)
+        if layout is not None:
+            q, k, v = how
+            o = ops.attention(q, k, v, bool(a["is_causal"]), a["scale"], layout)
+            return o if layout == ops.BHSD else o.transpose(1, 2)
+        _log.debug("F.scaled_dot_product_attention falls back to torch: %s", how)
+    return _originals["sdpa"](query, key, value, *args, **kwargs)
+
+
+def enable(include=("linear", "rms_norm", "sdpa"), exclude=()):
+    """Routes F.linear, F.rms_norm (so torch.nn.Linear and torch.nn.RMSNorm)
+    and F.scaled_dot_product_attention ("sdpa", also "attention"; forward
+    only: a call that needs a gradient stays torch's) to tilejit where
+    supported, in this process."""
     if torch is None:
         raise TilejitError("tilejit.enable() needs torch")
+    include = tuple(_ALIASES.get(n, n) for n in include)
+    exclude = tuple(_ALIASES.get(n, n) for n in exclude)
+    for name in exclude + include:
+        if name not in _enabled:
+            raise ValueError(f"tilejit.enable: unknown op {name!r} (known: {sorted(_enabled)}, "
+                             f"and {sorted(_ALIASES)} for sdpa)")
     F = torch.nn.functional
     if not _originals:
         _originals["linear"] = F.linear
         _originals["rms_norm"] = F.rms_norm
+        _originals["sdpa"] = F.scaled_dot_product_attention
         F.linear = _linear
         F.rms_norm = _rms_norm
+        F.scaled_dot_product_attention = _sdpa
     for name in _enabled:
-        if name in include and name not in exclude:
-            _enabled[name] = True
-        elif name not in include:
-            _enabled[name] = False
-    for name in exclude:
-        if name not in _enabled:
-            raise ValueError(f"tilejit.enable: unknown op {name!r} (known: {sorted(_enabled)})")
-    for name in include:
-        if name not in _enabled:
-            raise ValueError(f"tilejit.enable: unknown op {name!r} (known: {sorted(_enabled)})")
+        _enabled[name] = name in include and name not in exclude
 
 
 def disable():

@@ -344,11 +344,157 @@ def linear(x, weight, bias=None):
     return y.reshape(*shape[:-1], weight.shape[0])
 
 
-def warmup(linear=(), rms_norm=(), dtype=torch.bfloat16, device=None):
+# ---- Attention ---------------------------------------------------------------
+
+BSHD, BHSD = 0, 1  # how Q, K, V and O are stored: [b, s, h, d] or [b, h, s, d]
+_ATTN_HEAD_DIMS = (64, 128, 256)
+_LAYOUTS = {"bshd": BSHD, "bhsd": BHSD, BSHD: BSHD, BHSD: BHSD}
+
+
+def _layout_code(layout):
+    code = _LAYOUTS.get(layout.lower() if isinstance(layout, str) else layout)
+    if code is None:
+        raise ValueError(f"tilejit: layout {layout!r} is not 'bshd' (0) or 'bhsd' (1)")
+    return code
+
+
+def sdpa_layout(q, k, v):
+    """How the [b, h, s, d] tensors F.scaled_dot_product_attention gets are
+    stored, without copying: (BHSD, (q, k, v)) when all three are contiguous,
+    (BSHD, their .transpose(1, 2)) when all three are [b, s, h, d] storage seen
+    through .transpose(1, 2), else None."""
+    if q.is_contiguous() and k.is_contiguous() and v.is_contiguous():
+        return BHSD, (q, k, v)
+    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    if qt.is_contiguous() and kt.is_contiguous() and vt.is_contiguous():
+        return BSHD, (qt, kt, vt)
+    return None
+
+
+def _attn_dims(q, k, layout):
+    """(b, sq, sk, hq, hkv, d) of q and k stored in `layout`."""
+    if layout == BSHD:
+        return q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2], q.shape[3]
+    return q.shape[0], q.shape[2], k.shape[2], q.shape[1], k.shape[1], q.shape[3]
+
+
+def _attn_shapes(op, q, k, v, layout):
+    if layout not in (BSHD, BHSD):
+        raise ValueError(f"tilejit.{op}: layout must be 0 (BSHD: [b, s, h, d]) or 1 (BHSD: "
+                         f"[b, h, s, d]), got {layout!r}")
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ValueError(f"tilejit.{op}: q {tuple(q.shape)}, k {tuple(k.shape)} and v "
+                         f"{tuple(v.shape)} must be 4-D")
+    b, sq, sk, hq, hkv, d = _attn_dims(q, k, layout)
+    if k.shape != v.shape or k.shape[0] != b or k.shape[3] != d:
+        raise ValueError(f"tilejit.{op}: k {tuple(k.shape)} and v {tuple(v.shape)} do not fit q "
+                         f"{tuple(q.shape)} (same shape, q's batch and head dim)")
+    return b, sq, sk, hq, hkv, d
+
+
+def _attn_check(op, q, k, v, layout):
+    _on_gpu(op, q=q, k=k, v=v)
+    b, sq, sk, hq, hkv, d = _attn_shapes(op, q, k, v, layout)
+    if q.dtype not in (torch.bfloat16, torch.float16) or k.dtype != q.dtype or \
+            v.dtype != q.dtype:
+        raise ValueError(f"tilejit.{op}: q, k and v are {q.dtype}, {k.dtype} and {v.dtype}; all "
+                         "bf16 or all f16")
+    if d not in _ATTN_HEAD_DIMS:
+        raise ValueError(f"tilejit.{op}: head dim {d}; 64, 128 or 256 only")
+    if hkv < 1 or hq % hkv:
+        raise ValueError(f"tilejit.{op}: {hkv} kv heads do not divide {hq} query heads")
+    if sk == 0 and b * sq * hq:
+        raise ValueError(f"tilejit.{op}: no keys (sk = 0): softmax over an empty row")
+    return b, sq, sk, hq, hkv, d
+
+
+def _packed(t):
+    """t contiguous at a 16-byte aligned address (the copy engine's rule),
+    copied only where it is not."""
+    t = t.contiguous()
+    return t if t.data_ptr() % 16 == 0 else t.clone()
+
+
+def _attn_fwd_impl(q, k, v, causal, scale, layout):
+    b, sq, sk, hq, hkv, d = _attn_check("attn_fwd", q, k, v, layout)
+    qc, kc, vc = _packed(q), _packed(k), _packed(v)
+    o = torch.empty(qc.shape, dtype=q.dtype, device=q.device)
+    lse = torch.empty((b, hq, sq), dtype=torch.float32, device=q.device)
+    if o.numel() == 0:
+        return o, lse
+    dev = q.get_device()
+    status = _lib.lib().tj_attn_fwd(
+        _lib.engine(dev), _CODES[q.dtype], layout, b, sq, sk, hq, hkv, d, int(causal), scale,
+        qc.data_ptr(), kc.data_ptr(), vc.data_ptr(), o.data_ptr(), lse.data_ptr(),
+        _raw_stream(dev) if _raw_stream is not None else _stream(q.device))
+    if status:
+        _lib.check(status)
+    return o, lse
+
+
+@torch.library.custom_op("tilejit::attn_fwd", mutates_args=())
+def attn_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float,
+             layout: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """o = softmax(scale * q k^T + mask) v and lse, the f32 log-sum-exp of each
+    row (natural log), for bf16/f16 q, k, v stored in `layout`: BSHD (0),
+    q [b, sq, hq, d], or BHSD (1), q [b, hq, sq, d]; k and v the same with hkv
+    heads (dividing hq) and sk rows; o as q; lse [b, hq, sq]. causal: row i
+    sees keys 0..i (torch's is_causal); scale 0: 1/sqrt(d). Forward only: the
+    backward raises NotImplementedError."""
+    return _attn_fwd_impl(q, k, v, causal, scale, layout)
+
+
+@attn_fwd.register_fake
+def _(q, k, v, causal, scale, layout):
+    b, sq, _, hq, _, _ = _attn_shapes("attn_fwd", q, k, v, layout)
+    return q.new_empty(q.shape), q.new_empty((b, hq, sq), dtype=torch.float32)
+
+
+def _attn_setup(ctx, inputs, output):
+    """Nothing to save: there is no backward kernel to use it."""
+
+
+def _attn_backward(ctx, do, dlse):
+    raise NotImplementedError(
+        "tilejit::attn_fwd has no backward: tilejit has no attention backward kernel yet. "
+        "Run attention that needs a gradient through torch (tilejit.enable() leaves "
+        "F.scaled_dot_product_attention to torch whenever an input requires grad)")
+
+
+attn_fwd.register_autograd(_attn_backward, setup_context=_attn_setup)
+
+
+def attention(q, k, v, causal=False, scale=None, layout=BHSD):
+    """Attention forward through tilejit; returns o (as q). q, k, v: bf16/f16,
+    [b, h, s, d] (layout BHSD, torch's) or [b, s, h, d] (BSHD), d 64, 128 or
+    256, kv heads dividing q heads. scale: None for 1/sqrt(d). Forward only: a
+    gradient through it raises NotImplementedError."""
+    layout = _layout_code(layout)
+    if scale is None:
+        scale = 0.0  # the op's 1/sqrt(d)
+    elif not 0.0 < float(scale) < float("inf"):
+        raise ValueError(f"tilejit.attention: scale must be positive and finite (None: "
+                         f"1/sqrt(d)), got {scale}")
+    if _eager() and not (torch.is_grad_enabled() and
+                         (q.requires_grad or k.requires_grad or v.requires_grad)):
+        return _attn_fwd_impl(q, k, v, bool(causal), float(scale), layout)[0]
+    return attn_fwd(q, k, v, bool(causal), float(scale), layout)[0]
+
+
+def warmup(linear=(), rms_norm=(), attention=(), dtype=torch.bfloat16, device=None):
     """Loads the kernels of the given calls ahead of time (compiling, or tuning
     where TILEJIT_TUNE says so), so that the first step and CUDA graph captures
     find them loaded. linear: (tokens, in_features, out_features) of F.linear
-    calls (their forward and both gradients); rms_norm: (rows, hidden)."""
+    calls (their forward and both gradients); rms_norm: (rows, hidden);
+    attention: (batch, seq_q, seq_k, heads_q, heads_kv, head_dim, causal,
+    layout) of attention forwards, layout "bhsd" (contiguous [b, h, s, d], as
+    F.scaled_dot_product_attention usually gets them) or "bshd" ([b, s, h, d]
+    storage seen through .transpose(1, 2))."""
+    for call in attention:
+        if len(call) != 8:
+            raise ValueError(f"tilejit.warmup: attention call {call!r} is not (batch, seq_q, "
+                             "seq_k, heads_q, heads_kv, head_dim, causal, 'bhsd' or 'bshd')")
+        _layout_code(call[7])
     dev = torch.device(device) if device is not None else torch.device("cuda")
     eng = _engine(dev)
     code = _dt(dtype)
@@ -359,6 +505,9 @@ def warmup(linear=(), rms_norm=(), dtype=torch.bfloat16, device=None):
     for rows, hidden in rms_norm:
         for backward in (0, 1):
             _lib.check(lib.tj_rms_norm_prepare(eng, backward, code, code, rows, hidden, 0))
+    for b, sq, sk, hq, hkv, d, causal, layout in attention:
+        _lib.check(lib.tj_attn_fwd_prepare(eng, code, _layout_code(layout), b, sq, sk, hq, hkv, d,
+                                           int(bool(causal))))
 
 
 def set_sm_margin(sm_margin, device=None):
@@ -370,7 +519,7 @@ def set_sm_margin(sm_margin, device=None):
 _NAMES = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
 
 
-def explain(op, *tensors, device=None):
+def explain(op, *tensors, device=None, causal=False):
     """What a call would use, as text: the kernel loaded for it (its config and
     whether it came from the store, a tuning or the default), or what the first
     call would do. Never compiles or tunes.
@@ -378,6 +527,7 @@ def explain(op, *tensors, device=None):
         tilejit.explain("linear", x, weight)   # F.linear(x, weight)
         tilejit.explain("mm", a, b)
         tilejit.explain("rms_norm", x, weight)
+        tilejit.explain("sdpa", q, k, v, causal=True)  # F.scaled_dot_product_attention
     """
     if op in ("linear", "mm"):
         if op == "linear":
@@ -400,8 +550,17 @@ def explain(op, *tensors, device=None):
         spec = (f"{name} dtype={_NAMES[x.dtype]} wdtype={_NAMES[w.dtype]} rows={max(rows, 1)} "
                 f"cols={h} zcg=0 align={max(align, x.element_size())}")
         dev = x.device
+    elif op in ("sdpa", "attention"):
+        q, k, v = tensors  # [b, h, s, d], as F.scaled_dot_product_attention gets them
+        stored = sdpa_layout(q, k, v)
+        layout = stored[0] if stored is not None else BHSD
+        b, hq, sq, d = q.shape
+        spec = (f"attn_fwd dt={_NAMES[q.dtype]} d={d} hq={hq} hkv={k.shape[1]} "
+                f"causal={int(bool(causal))} layout={layout} b={b} sq={sq} sk={k.shape[2]}")
+        dev = q.device
     else:
-        raise ValueError(f"tilejit.explain: unknown op {op!r} (linear, mm, rms_norm, rms_norm_bwd)")
+        raise ValueError(f"tilejit.explain: unknown op {op!r} (linear, mm, rms_norm, rms_norm_bwd, "
+                         "sdpa)")
     if device is not None:
         dev = torch.device(device)
     eng = _engine(dev)
