@@ -20,8 +20,8 @@
 #include "compiler/Compiler.h"
 #include "ops/attention/AttentionLaunch.h"
 #include "ops/gemm/GemmLaunch.h"
-#include "runtime/CudaDriver.h"
 #include "ops/rmsnorm/RmsNormLaunch.h"
+#include "runtime/CudaDriver.h"
 #include "service/Engine.h"
 
 struct tj_engine {
@@ -107,8 +107,8 @@ tj_status badLayout(tj_attn_layout layout) {
 }
 
 /// Launches `launch(kernel)` with the kernel for `spec`.
-template <class F> tj_status withKernel(tj_engine *e, const tilejit::KernelSpec &spec, void *stream,
-                                        F launch) {
+template <class F>
+tj_status withKernel(tj_engine *e, const tilejit::KernelSpec &spec, void *stream, F launch) {
   auto kernel = e->engine->get(spec, stream);
   if (!kernel)
     return failed(kernel.takeError());
@@ -215,10 +215,9 @@ tj_status tj_rms_norm_prepare(tj_engine *e, int backward, tj_dtype dtype, tj_dty
     return invalid(llvm::toString(std::move(err)));
   const tilejit::Target &t = e->engine->target();
   tilejit::KernelSpec spec =
-      backward ? tilejit::rmsNormSpec(
-                     rmsArgs<tilejit::RmsNormBackward>(dt, wdt, rows, cols, zcg), t)
-               : tilejit::rmsNormSpec(rmsArgs<tilejit::RmsNormForward>(dt, wdt, rows, cols, zcg),
-                                      t);
+      backward
+          ? tilejit::rmsNormSpec(rmsArgs<tilejit::RmsNormBackward>(dt, wdt, rows, cols, zcg), t)
+          : tilejit::rmsNormSpec(rmsArgs<tilejit::RmsNormForward>(dt, wdt, rows, cols, zcg), t);
   auto kernel = e->engine->get(spec);
   if (!kernel)
     return failed(kernel.takeError());

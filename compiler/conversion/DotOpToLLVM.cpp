@@ -78,8 +78,7 @@ SmallVector<Value> tied(Emitter &e, ArrayRef<Value> vals, const std::string &tex
   SmallVector<Type> types;
   for (Value v : vals) {
     types.push_back(v.getType());
-    constraints += std::string(types.size() > 1 ? "," : "") +
-                   (v.getType().isF32() ? "=f" : "=r");
+    constraints += std::string(types.size() > 1 ? "," : "") + (v.getType().isF32() ? "=f" : "=r");
   }
   for (size_t i = 0; i < vals.size(); ++i)
     constraints += "," + std::to_string(i);

@@ -75,8 +75,8 @@ struct IotaOpLowering : ConvertOpToLLVMPattern<IotaOp> {
     RankedTensorType t = op.getType();
     auto layout = cast<LayoutAttrInterface>(t.getEncoding());
     int64_t dim = op.getDim();
-    Value base = LLVM::TruncOp::create(
-        rw, e.loc, e.i32(), e.apply(layout.getThreadBase(), e.threadId())[dim]);
+    Value base = LLVM::TruncOp::create(rw, e.loc, e.i32(),
+                                       e.apply(layout.getThreadBase(), e.threadId())[dim]);
     SmallVector<Value> elems;
     for (int64_t i = 0; i < layout.getElemsPerThread(t.getShape()); ++i) {
       int64_t off = layout.getElemOffset(t.getShape(), i)[dim];

@@ -159,11 +159,11 @@ struct ReduceOpLowering : ConvertOpToLLVMPattern<ReduceOp> {
           acc = acc ? combineOf(op.getKind(), rw, e.loc, acc, x) : x;
         }
         for (int32_t off : {1, 2}) {
-          Value other = NVVM::ShflOp::create(
-                            rw, e.loc, f32, e.i32(-1), acc, e.i32(off), e.i32(31),
-                            NVVM::ShflKindAttr::get(rw.getContext(), NVVM::ShflKind::bfly),
-                            UnitAttr())
-                            .getResult();
+          Value other =
+              NVVM::ShflOp::create(rw, e.loc, f32, e.i32(-1), acc, e.i32(off), e.i32(31),
+                                   NVVM::ShflKindAttr::get(rw.getContext(), NVVM::ShflKind::bfly),
+                                   UnitAttr())
+                  .getResult();
           acc = combineOf(op.getKind(), rw, e.loc, acc, other);
         }
         rows.push_back(acc);

@@ -76,8 +76,8 @@ struct TileCheckTargetPass : impl::TileCheckTargetBase<TileCheckTargetPass> {
     }
     WalkResult walk = kernel.walk([&](Operation *op) {
       if (isa<TmaLoadOp, AllocBarriersOp>(op) && !target.hasTma()) {
-        op->emitError() << "'" << op->getName() << "' needs the copy engine of sm_90; the target is "
-                        << arch;
+        op->emitError() << "'" << op->getName()
+                        << "' needs the copy engine of sm_90; the target is " << arch;
         return WalkResult::interrupt();
       }
       if (isa<DotOp, DotRegOp, DotWaitOp, WarpSpecializeOp>(op) && !target.hasWgmma()) {
@@ -120,8 +120,7 @@ struct TileCheckTargetPass : impl::TileCheckTargetBase<TileCheckTargetPass> {
         int64_t limit = isWarpgroupTile(tensor) ? 128 : int64_t(maxElemsPerThread);
         if (elems > limit) {
           op->emitError() << "each thread would hold " << elems << " elements of " << t
-                          << " (limit " << limit
-                          << "): use more threads or a narrower tile";
+                          << " (limit " << limit << "): use more threads or a narrower tile";
           return WalkResult::interrupt();
         }
       }

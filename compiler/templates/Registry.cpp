@@ -11,9 +11,8 @@ const KernelTemplate &gemmTemplate();
 const KernelTemplate &attentionForwardTemplate();
 
 const KernelTemplate *findTemplate(const OpDecl *op) {
-  for (const KernelTemplate *t :
-       {&rmsNormForwardTemplate(), &rmsNormBackwardTemplate(), &gemmTemplate(),
-        &attentionForwardTemplate()})
+  for (const KernelTemplate *t : {&rmsNormForwardTemplate(), &rmsNormBackwardTemplate(),
+                                  &gemmTemplate(), &attentionForwardTemplate()})
     if (&t->op() == op)
       return t;
   return nullptr;

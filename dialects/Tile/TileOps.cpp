@@ -427,8 +427,7 @@ LogicalResult DotOp::verify() {
     return failure();
   RankedTensorType acc = getAcc().getType();
   if (acc != getResult().getType())
-    return emitOpError() << "result type " << getResult().getType() << " differs from acc "
-                         << acc;
+    return emitOpError() << "result type " << getResult().getType() << " differs from acc " << acc;
   if (!isWarpgroupTile(acc))
     return emitOpError() << "accumulates in a #tile.wgmma tile, got " << acc;
   RingType a = getA().getType(), b = getB().getType();
@@ -447,7 +446,8 @@ LogicalResult DotOp::verify() {
   if (n > bCols)
     return emitOpError() << "N = " << n << " exceeds the " << bCols << " columns of B's stages";
   if (bMn && n % 64 != 0)
-    return emitOpError() << "N = " << n << " must be whole panels (a multiple of 64) when B is "
+    return emitOpError() << "N = " << n
+                         << " must be whole panels (a multiple of 64) when B is "
                             "stored K x N";
   if (n % 16 != 0)
     return emitOpError() << "N = " << n << " must be a multiple of 16";
@@ -459,8 +459,7 @@ LogicalResult DotRegOp::verify() {
     return failure();
   RankedTensorType acc = getAcc().getType(), a = getA().getType();
   if (acc != getResult().getType())
-    return emitOpError() << "result type " << getResult().getType() << " differs from acc "
-                         << acc;
+    return emitOpError() << "result type " << getResult().getType() << " differs from acc " << acc;
   if (!isWarpgroupTile(acc) || !isWarpgroupTile(a))
     return emitOpError() << "takes A and accumulates in #tile.wgmma tiles, got " << a << " and "
                          << acc;
@@ -480,7 +479,8 @@ LogicalResult DotRegOp::verify() {
   if (n > bCols)
     return emitOpError() << "N = " << n << " exceeds the " << bCols << " columns of B's stages";
   if (bMn && n % 64 != 0)
-    return emitOpError() << "N = " << n << " must be whole panels (a multiple of 64) when B is "
+    return emitOpError() << "N = " << n
+                         << " must be whole panels (a multiple of 64) when B is "
                             "stored K x N";
   if (n % 16 != 0)
     return emitOpError() << "N = " << n << " must be a multiple of 16";

@@ -110,9 +110,9 @@ TJ_API tj_status tj_rms_norm_bwd(tj_engine *engine, tj_dtype dtype, tj_dtype wdt
  * rows must be 16-byte aligned. ab: bf16 or f16; out: bf16, f16 or f32.
  * sm_margin: multiprocessors to leave free for this call (-1: the engine's). */
 TJ_API tj_status tj_gemm(tj_engine *engine, tj_dtype ab, tj_dtype out, int trans_a, int trans_b,
-                         int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
-                         const void *b, int64_t ldb, const void *c, void *d, float alpha,
-                         float beta, int sm_margin, void *stream);
+                         int64_t m, int64_t n, int64_t k, const void *a, int64_t lda, const void *b,
+                         int64_t ldb, const void *c, void *d, float alpha, float beta,
+                         int sm_margin, void *stream);
 
 /* Attention forward (sm_90a): O = softmax(scale * Q K^T + mask) V with f32
  * accumulation, and lse = the natural log-sum-exp of each row of scale * Q K^T

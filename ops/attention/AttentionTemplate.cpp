@@ -8,7 +8,8 @@
 // - warpgroup 0 is the producer: one thread loads the program's Q tile once,
 //   then each tile of bn keys of K and of V into rings of `stages` stages
 //   with TMA (K and V on their own barriers, so that Q K^T starts before V
-//   has landed), refilling a stage once every consumer released it;
+//   has landed), refilling a stage's K (or V) once every consumer released
+//   it;
 // - `consumers` warpgroups own 64 query rows each: S = Q K^T on the tensor
 //   cores from shared memory (tile.dot), the online softmax in registers
 //   (running row max m and sum l, in the log2 domain with the scale folded
@@ -59,8 +60,8 @@ struct Shape {
   int64_t bm, bn, stages, consumers;
   bool overlap, byHead;
   explicit Shape(const TileConfig &c)
-      : bm(c.get("bm")), bn(c.get("bn")), stages(c.get("stages")),
-        consumers(c.get("consumers")), overlap(c.has("overlap") && c.get("overlap") != 0),
+      : bm(c.get("bm")), bn(c.get("bn")), stages(c.get("stages")), consumers(c.get("consumers")),
+        overlap(c.has("overlap") && c.get("overlap") != 0),
         byHead(c.has("raster") && c.get("raster") != 0) {}
   /// Shared memory of the Q tile, the K and V rings and the barriers, with
   /// the alignment slack.
@@ -88,39 +89,46 @@ public:
     return keys;
   }
 
-  static TileConfig make(int64_t consumers, int64_t bn, int64_t stages, int64_t overlap) {
+  static TileConfig make(int64_t consumers, int64_t bn, int64_t stages, int64_t overlap,
+                         int64_t raster) {
     TileConfig c;
     c.set("bm", 64 * consumers).set("bn", bn).set("stages", stages).set("consumers", consumers);
-    c.set("overlap", overlap);
+    c.set("overlap", overlap).set("raster", raster);
     return c;
   }
 
   std::vector<TileConfig> configSpace(const KernelSpec &ks) const override {
     std::vector<TileConfig> out;
-    for (int64_t overlap : {1, 0})
-      for (int64_t consumers : {2, 1})
-        for (int64_t bn : {128, 176, 64, 192, 96, 256})
-          for (int64_t stages : {2, 3, 1}) {
-            TileConfig c = make(consumers, bn, stages, overlap);
-            if (llvm::Error err = checkConfig(ks, c))
-              llvm::consumeError(std::move(err));
-            else
-              out.push_back(std::move(c));
-          }
+    for (int64_t raster : {1, 0})
+      for (int64_t overlap : {1, 0})
+        for (int64_t consumers : {2, 1})
+          for (int64_t bn : {128, 176, 64, 192, 96})
+            for (int64_t stages : {2, 3}) {
+              TileConfig c = make(consumers, bn, stages, overlap, raster);
+              if (llvm::Error err = checkConfig(ks, c))
+                llvm::consumeError(std::move(err));
+              else
+                out.push_back(std::move(c));
+            }
     return out;
   }
 
   TileConfig defaultConfig(const KernelSpec &ks) const override {
     attention::Params p(ks);
-    // Two consumers of 64 rows; as many keys per step as the registers
-    // hold beside the accumulator of O (and, overlapping, the next S).
-    for (TileConfig c : {make(2, 128, 2, 1), make(2, 64, 2, 0)}) {
-      if (llvm::Error err = checkConfig(ks, c))
-        llvm::consumeError(std::move(err));
-      else
-        return c;
+    // Two consumers of 64 rows and the fastest of runs 2 and 3 on the H200
+    // (bench/NOTES.md, attention a2): head dim 128, overlap, and programs
+    // by head where there are many KV heads (their K and V then stay in L2;
+    // with one KV head, by head lost 16 %); 64, neither (overlap lost 5 %,
+    // by head 13 %); 256, 64 keys a step, neither (overlap would spill, by
+    // head lost 18 %).
+    TileConfig c = p.d == 64    ? make(2, 128, 2, 0, 0)
+                   : p.d == 256 ? make(2, 64, 2, 0, 0)
+                                : make(2, 128, 2, 1, p.hkv >= 8 ? 1 : 0);
+    if (llvm::Error err = checkConfig(ks, c)) {
+      llvm::consumeError(std::move(err));
+      return make(2, 64, 2, 0, 0);
     }
-    return make(1, 64, 2, 0);
+    return c;
   }
 
   llvm::Error checkConfig(const KernelSpec &ks, const TileConfig &cfg) const override {
@@ -203,8 +211,9 @@ private:
     auto mapQ = tt::TensorMapType::get(&ctx, s.bm, 64, dt, 4);
     auto mapKV = tt::TensorMapType::get(&ctx, s.bn, 64, dt, 4);
     // O: [b, sq, hq * d] or [b * hq, sq, d]; LSE: [b, hq, sq].
-    auto oType = bshd ? MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, p.hq * p.d}, dt)
-                      : MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, p.d}, dt);
+    auto oType = bshd
+                     ? MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, p.hq * p.d}, dt)
+                     : MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, p.d}, dt);
     auto lseType = MemRefType::get({ShapedType::kDynamic, p.hq, ShapedType::kDynamic}, f32);
     // Arguments: Q, K, V maps, O, LSE, scale * log2(e), sq, sk.
     SmallVector<Type> args = {mapQ, mapKV, mapKV, oType, lseType, f32, idx, idx};
@@ -342,8 +351,8 @@ private:
         Value rowMax = tt::ReduceOp::create(b, loc, rowType, tt::ReduceKind::max, sc, 1);
         Value mNew = arith::MaxNumFOp::create(
             b, loc, m, arith::MulFOp::create(b, loc, rowMax, splat(rowType, scaleLog2)));
-        Value negM = tt::BroadcastOp::create(
-            b, loc, sType, arith::NegFOp::create(b, loc, mNew).getResult());
+        Value negM =
+            tt::BroadcastOp::create(b, loc, sType, arith::NegFOp::create(b, loc, mNew).getResult());
         Value pr = math::Exp2Op::create(
             b, loc, math::FmaOp::create(b, loc, sc, splat(sType, scaleLog2), negM));
         Value alpha = math::Exp2Op::create(b, loc, arith::SubFOp::create(b, loc, m, mNew));
@@ -354,8 +363,7 @@ private:
       };
       auto to16 = [&](Value pr) -> Value { return arith::TruncFOp::create(b, loc, pType, pr); };
       auto rescale = [&](Value acc, Value alpha) -> Value {
-        return arith::MulFOp::create(b, loc, acc,
-                                     tt::BroadcastOp::create(b, loc, accType, alpha));
+        return arith::MulFOp::create(b, loc, acc, tt::BroadcastOp::create(b, loc, accType, alpha));
       };
       auto loop = [&](Value from, Value to, ValueRange init, auto &&body) {
         auto l = scf::ForOp::create(b, loc, from, to, cst(1), init);
@@ -380,9 +388,8 @@ private:
           return {sm[0], sm[1], acc, add(c[3], cst(1))};
         };
         SmallVector<Value> init = {mInit, lInit, accInit, cst(0)};
-        SmallVector<Value> c = loop(cst(0), whole, init, [&](Value j, ValueRange c) {
-          return step(j, c, false);
-        });
+        SmallVector<Value> c =
+            loop(cst(0), whole, init, [&](Value j, ValueRange c) { return step(j, c, false); });
         last = loop(whole, kvTiles, c, [&](Value j, ValueRange c) { return step(j, c, true); });
       } else {
         // FlashAttention-3's overlap within a warpgroup. Step j holds P of
@@ -414,18 +421,16 @@ private:
         auto first = softmax(scores(cst(0), cst(0), /*async=*/false), cst(0), mInit, lInit, true);
         SmallVector<Value> init = {first[0], first[1], accInit, to16(first[2]), cst(0)};
         Value lastTile = arith::SubIOp::create(b, loc, kvTiles, cst(1));
-        Value wholeNext =
-            minu(arith::SubIOp::create(b, loc, arith::MaxUIOp::create(b, loc, whole, cst(1)),
-                                       cst(1)),
-                 lastTile);
-        SmallVector<Value> c = loop(cst(0), wholeNext, init, [&](Value j, ValueRange c) {
-          return step(j, c, false);
-        });
+        Value wholeNext = minu(
+            arith::SubIOp::create(b, loc, arith::MaxUIOp::create(b, loc, whole, cst(1)), cst(1)),
+            lastTile);
+        SmallVector<Value> c =
+            loop(cst(0), wholeNext, init, [&](Value j, ValueRange c) { return step(j, c, false); });
         c = loop(wholeNext, lastTile, c, [&](Value j, ValueRange c) { return step(j, c, true); });
         auto [stage, round] = stageOf(c[4]);
         tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
-        Value acc = tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, cst(0), c[2], true,
-                                         false);
+        Value acc =
+            tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, cst(0), c[2], true, false);
         last = {c[0], c[1], acc};
       }
 

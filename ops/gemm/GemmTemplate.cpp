@@ -42,7 +42,6 @@ llvm::Error configError(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
-
 struct Shape {
   int64_t bm, bn, bk, stages, consumers, group;
   explicit Shape(const TileConfig &c)
@@ -71,10 +70,13 @@ public:
     return keys;
   }
 
-  TileConfig make(int64_t bm, int64_t bn, int64_t stages, int64_t consumers,
-                  int64_t group) const {
+  TileConfig make(int64_t bm, int64_t bn, int64_t stages, int64_t consumers, int64_t group) const {
     TileConfig c;
-    c.set("bm", bm).set("bn", bn).set("bk", 64).set("stages", stages).set("consumers", consumers)
+    c.set("bm", bm)
+        .set("bn", bn)
+        .set("bk", 64)
+        .set("stages", stages)
+        .set("consumers", consumers)
         .set("group", group);
     return c;
   }
@@ -82,9 +84,8 @@ public:
   std::vector<TileConfig> configSpace(const KernelSpec &ks) const override {
     // Tile shapes likeliest first (two consumers of 64 rows, as wide as the
     // accumulator allows), then ring depth and raster group.
-    static const int64_t tiles[][3] = {{128, 256, 2}, {256, 128, 2}, {128, 128, 2},
-                                       {128, 192, 2}, {128, 64, 2},  {64, 256, 1},
-                                       {64, 128, 1}};
+    static const int64_t tiles[][3] = {{128, 256, 2}, {256, 128, 2}, {128, 128, 2}, {128, 192, 2},
+                                       {128, 64, 2},  {64, 256, 1},  {64, 128, 1}};
     std::vector<TileConfig> out;
     for (int64_t group : {8, 16, 4})
       for (int64_t stages : {4, 3, 5, 6, 2})
@@ -124,8 +125,9 @@ public:
       return configError("bm = " + llvm::Twine(s.bm) + " must give each of " +
                          llvm::Twine(s.consumers) + " consumers 64 or 128 rows");
     if (s.bn % 16 != 0 || (!p.transB && s.bn % 64 != 0))
-      return configError("bn = " + llvm::Twine(s.bn) + " must be a multiple of 16 (of 64 when B is "
-                                                       "stored K x N)");
+      return configError("bn = " + llvm::Twine(s.bn) +
+                         " must be a multiple of 16 (of 64 when B is "
+                         "stored K x N)");
     if (p.transA && s.bm % 64 != 0)
       return configError("bm must be a multiple of 64");
     // Registers: the accumulator (bm / consumers x bn / 128 threads f32)
@@ -284,8 +286,7 @@ private:
       Block *body = b.createBlock(&ws.getConsumer());
       Value consumer = body->addArgument(idx, loc);
       int64_t rows = s.rowsPerConsumer();
-      auto accType =
-          RankedTensorType::get({rows, s.bn}, f32, tt::WgmmaLayoutAttr::get(&ctx));
+      auto accType = RankedTensorType::get({rows, s.bn}, f32, tt::WgmmaLayoutAttr::get(&ctx));
       Value myRows = arith::MulIOp::create(b, loc, consumer, cst(rows));
       auto tileLoop = scf::ForOp::create(b, loc, pid, tiles, nprog, ValueRange{cst(0)});
       b.setInsertionPointToStart(tileLoop.getBody());
@@ -308,8 +309,8 @@ private:
       // Epilogue: alpha * acc (+ beta * C), rounded to D's type as stored.
       Value result = arith::MulFOp::create(b, loc, kLoop.getResult(0),
                                            tt::SplatOp::create(b, loc, accType, alpha));
-      Value row0 = arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, tm, cst(s.bm)),
-                                         myRows);
+      Value row0 =
+          arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, tm, cst(s.bm)), myRows);
       Value col0 = arith::MulIOp::create(b, loc, tn, cst(s.bn));
       if (p.hasC) {
         Value cTile = tt::LoadOp::create(b, loc, accType, c, ValueRange{row0, col0}, nullptr);

@@ -63,8 +63,7 @@ protected:
 
   /// Offset of element (batch, row, head, 0) of a [b, s, h, d] or
   /// [b, h, s, d] tensor.
-  static size_t at(const Case &c, int64_t s, int64_t h, int64_t batch, int64_t row,
-                   int64_t head) {
+  static size_t at(const Case &c, int64_t s, int64_t h, int64_t batch, int64_t row, int64_t head) {
     if (c.layout == Layout::BSHD)
       return size_t(((batch * s + row) * h + head) * c.d);
     return size_t(((batch * h + head) * s + row) * c.d);
@@ -172,8 +171,8 @@ protected:
       for (int64_t x = 0; x < c.d; ++x) {
         double acc = 0, mag = 0;
         for (int64_t j = 0; j < keys; ++j) {
-          double t = s[size_t(j)] / sum * double(v.get(at(c, c.sk, c.hkv, w.batch, j, kvh) +
-                                                       size_t(x)));
+          double t =
+              s[size_t(j)] / sum * double(v.get(at(c, c.sk, c.hkv, w.batch, j, kvh) + size_t(x)));
           acc += t;
           mag += std::fabs(t);
         }
@@ -211,9 +210,9 @@ TEST_F(GpuAttention, CausalAndRaggedLengths) {
 }
 
 TEST_F(GpuAttention, CrossAttention) {
-  run({2, 64, 300, 2, 2, 128});  // fewer queries than keys
-  run({1, 300, 17, 2, 1, 64});   // keys below one tile
-  run({1, 130, 1, 1, 1, 128});   // one key
+  run({2, 64, 300, 2, 2, 128});        // fewer queries than keys
+  run({1, 300, 17, 2, 1, 64});         // keys below one tile
+  run({1, 130, 1, 1, 1, 128});         // one key
   run({1, 250, 100, 2, 2, 128, true}); // causal with sq > sk: rows past sk see every key
 }
 

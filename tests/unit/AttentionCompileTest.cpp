@@ -61,11 +61,11 @@ TEST(AttentionCompile, EveryHeadDimMaskLayoutAndTypeBuildsWithoutSpills) {
 }
 
 TEST(AttentionCompile, EveryConfigOfTheGpuTestsBuilds) {
-  for (const char *cfg : {"bm=64 bn=64 consumers=1 stages=3", "bm=128 bn=176 consumers=2 stages=1",
-                          "bm=128 bn=192 consumers=2 stages=2",
-                          "bm=64 bn=64 consumers=1 overlap=1 stages=2",
-                          "bm=128 bn=96 consumers=2 overlap=1 stages=3",
-                          "bm=128 bn=128 consumers=2 overlap=0 stages=2"})
+  for (const char *cfg :
+       {"bm=64 bn=64 consumers=1 stages=3", "bm=128 bn=176 consumers=2 stages=1",
+        "bm=128 bn=192 consumers=2 stages=2", "bm=64 bn=64 consumers=1 overlap=1 stages=2",
+        "bm=128 bn=96 consumers=2 overlap=1 stages=3",
+        "bm=128 bn=128 consumers=2 overlap=0 stages=2"})
     expectClean(params(64, true), *TileConfig::parse(cfg));
   expectClean(params(128, true), *TileConfig::parse("bm=128 bn=176 consumers=2 stages=1"));
   expectClean(params(128, true, Layout::BSHD, DType::F16),
@@ -119,8 +119,9 @@ TEST(AttentionCompile, BadSpecsConfigsCallsAndTargetsAreNamed) {
   EXPECT_NE(llvm::toString(k.takeError()).find("attn_fwd runs on sm_90a"), std::string::npos);
 
   attention::Params odd = params(96, false);
-  EXPECT_NE(llvm::toString(odd.spec().validate()).find("head dim d must be 64, 128 or 256, got d=96"),
-            std::string::npos);
+  EXPECT_NE(
+      llvm::toString(odd.spec().validate()).find("head dim d must be 64, 128 or 256, got d=96"),
+      std::string::npos);
 
   attention::Call call;
   call.b = 1;

@@ -405,8 +405,9 @@ mlir::LogicalResult lowerToLlvm(mlir::ModuleOp m, const std::string &arch) {
 
 // A kernel of one warp that applies `op` to 32 floats in place.
 std::string elementwiseKernel(const char *op) {
-  const char *tile = "tensor<32xf32, #tile.slice<dim = 0, parent = #tile.blocked<vec = 1, rowThreads = 1, "
-                     "colThreads = 32>>>";
+  const char *tile =
+      "tensor<32xf32, #tile.slice<dim = 0, parent = #tile.blocked<vec = 1, rowThreads = 1, "
+      "colThreads = 32>>>";
   return std::string("module {\n  tile.kernel @k(%a: memref<32xf32>) attributes {block_threads "
                      "= 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>, "
                      "scratch_bytes = 0 : i64} {\n    %c0 = arith.constant 0 : index\n"
