@@ -1,17 +1,41 @@
 //===- Harness.cpp - which harness measures which op ------------------------===//
 //
-// One line per op; each op's harness lives in its folder (ops/<op>/).
+// One line per op; each op's harness lives in its folder (ops/<op>/). And the
+// random inputs the harnesses share.
 //
 //===----------------------------------------------------------------------===//
 #include "autotune/Harness.h"
 
+#include <random>
+
+#include "runtime/DeviceBuffer.h"
+
+#include "ops/attention/AttentionDecl.h"
 #include "ops/gemm/GemmDecl.h"
 #include "ops/rmsnorm/RmsNormDecl.h"
 
 namespace tilejit {
 
+std::vector<unsigned char> randomValues(DType t, size_t count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> table(1 << 12);
+  for (float &x : table)
+    x = normal(rng);
+  std::vector<unsigned char> out(count * size_t(dtypeBytes(t)));
+  uint64_t state = rng();
+  for (size_t i = 0; i < count; ++i) {
+    state += 0x9e3779b97f4a7c15ull;
+    uint64_t z = (state ^ (state >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    storeElement(out.data(), t, i, table[(z ^ (z >> 31)) & 0xFFF]);
+  }
+  return out;
+}
+
 std::unique_ptr<OpHarness> makeRmsNormHarness(bool backward);
 std::unique_ptr<OpHarness> makeGemmHarness();
+std::unique_ptr<OpHarness> makeAttentionHarness();
 
 std::unique_ptr<OpHarness> makeHarness(const KernelSpec &spec) {
   static const struct {
@@ -21,6 +45,7 @@ std::unique_ptr<OpHarness> makeHarness(const KernelSpec &spec) {
       {&rmsnorm::forwardOp(), [] { return makeRmsNormHarness(false); }},
       {&rmsnorm::backwardOp(), [] { return makeRmsNormHarness(true); }},
       {&gemm::op(), [] { return makeGemmHarness(); }},
+      {&attention::forwardOp(), [] { return makeAttentionHarness(); }},
   };
   for (const auto &h : harnesses)
     if (spec.is(*h.op))

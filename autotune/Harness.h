@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "runtime/LoadedKernel.h"
 
@@ -32,6 +33,11 @@ public:
   /// success, or an error naming the output and its error.
   virtual llvm::Error verify() = 0;
 };
+
+/// `count` random normal values of `t` (mean 0, deviation 1), drawn from a
+/// table at random places: a draw per element would dominate the
+/// preparation of large operands.
+std::vector<unsigned char> randomValues(DType t, size_t count, uint64_t seed);
 
 /// The harness for `spec`'s op, or null for an op without one.
 std::unique_ptr<OpHarness> makeHarness(const KernelSpec &spec);

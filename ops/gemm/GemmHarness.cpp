@@ -35,25 +35,6 @@ llvm::Error alloc(DeviceBuffer &b, size_t bytes) {
   return llvm::Error::success();
 }
 
-/// Random normal values of `t`, drawn from a table at random places (a draw
-/// per element would dominate the preparation of large operands).
-std::vector<unsigned char> randomValues(DType t, size_t count, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> table(1 << 12);
-  for (float &x : table)
-    x = normal(rng);
-  std::vector<unsigned char> out(count * size_t(dtypeBytes(t)));
-  uint64_t state = rng();
-  for (size_t i = 0; i < count; ++i) {
-    state += 0x9e3779b97f4a7c15ull;
-    uint64_t z = (state ^ (state >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    storeElement(out.data(), t, i, table[(z ^ (z >> 31)) & 0xFFF]);
-  }
-  return out;
-}
-
 class GemmHarness : public OpHarness {
 public:
   llvm::Error prepare(const KernelSpec &ks, uint64_t seed) override {
@@ -170,8 +151,8 @@ public:
       double got = loadElement(d.data(), call_.out, size_t(s.i * call_.n + s.j));
       double allowed = rounding * std::fabs(s.ref) + 1e-4 * s.mag + 1e-6;
       if (!(std::fabs(got - s.ref) <= allowed))
-        return fail("D[" + llvm::Twine(s.i) + ", " + llvm::Twine(s.j) + "] = " +
-                    std::to_string(got) + ", expected " + std::to_string(s.ref) +
+        return fail("D[" + llvm::Twine(s.i) + ", " + llvm::Twine(s.j) +
+                    "] = " + std::to_string(got) + ", expected " + std::to_string(s.ref) +
                     " (allowed error " + std::to_string(allowed) + ")");
     }
     return llvm::Error::success();
