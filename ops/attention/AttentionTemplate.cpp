@@ -98,7 +98,9 @@ public:
   }
 
   std::vector<TileConfig> configSpace(const KernelSpec &ks) const override {
-    std::vector<TileConfig> out;
+    // The default first, so that a tuning capped at a few configs never
+    // does worse than no tuning.
+    std::vector<TileConfig> out = {defaultConfig(ks)};
     for (int64_t raster : {1, 0})
       for (int64_t overlap : {1, 0})
         for (int64_t consumers : {2, 1})
@@ -107,7 +109,7 @@ public:
               TileConfig c = make(consumers, bn, stages, overlap, raster);
               if (llvm::Error err = checkConfig(ks, c))
                 llvm::consumeError(std::move(err));
-              else
+              else if (c != out.front())
                 out.push_back(std::move(c));
             }
     return out;

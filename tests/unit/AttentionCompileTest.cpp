@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "compiler/Compiler.h"
 #include "compiler/templates/Template.h"
 #include "ops/attention/AttentionLaunch.h"
@@ -81,7 +83,10 @@ TEST(AttentionCompile, DefaultConfigsAreValidAndTheSpaceIsNotEmpty) {
     attention::Params p = params(d, true);
     TileConfig c = t.defaultConfig(p);
     EXPECT_FALSE(bool(t.checkConfig(p, c))) << p.spec().canonical() << " " << c.canonical();
-    EXPECT_FALSE(t.configSpace(p).empty());
+    auto space = t.configSpace(p);
+    ASSERT_FALSE(space.empty());
+    EXPECT_EQ(space.front(), c) << "a capped tuning must measure the default first";
+    EXPECT_EQ(std::count(space.begin(), space.end(), c), 1);
   }
 }
 
