@@ -33,6 +33,14 @@ std::vector<unsigned char> randomValues(DType t, size_t count, uint64_t seed) {
   return out;
 }
 
+llvm::Error allocate(DeviceBuffer &b, size_t bytes) {
+  auto buf = DeviceBuffer::allocate(bytes);
+  if (!buf)
+    return buf.takeError();
+  b = std::move(*buf);
+  return llvm::Error::success();
+}
+
 std::unique_ptr<OpHarness> makeRmsNormHarness(bool backward);
 std::unique_ptr<OpHarness> makeGemmHarness();
 std::unique_ptr<OpHarness> makeAttentionHarness();

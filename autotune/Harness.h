@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "runtime/DeviceBuffer.h"
 #include "runtime/LoadedKernel.h"
 
 namespace tilejit {
@@ -38,6 +39,9 @@ public:
 /// table at random places: a draw per element would dominate the
 /// preparation of large operands.
 std::vector<unsigned char> randomValues(DType t, size_t count, uint64_t seed);
+
+/// `b` = a fresh device buffer of `bytes`.
+llvm::Error allocate(DeviceBuffer &b, size_t bytes);
 
 /// The harness for `spec`'s op, or null for an op without one.
 std::unique_ptr<OpHarness> makeHarness(const KernelSpec &spec);

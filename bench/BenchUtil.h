@@ -6,9 +6,11 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include <cuda.h>
 
@@ -31,6 +33,12 @@ inline void must(llvm::Error e) {
   if (e)
     die(llvm::toString(std::move(e)));
 }
+/// The median of `v` (the upper one of an even count; 0 for none).
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
 inline void cu(CUresult r, const char *what) {
   if (r != CUDA_SUCCESS)
     die(std::string(what) + " failed: " + std::to_string(int(r)));

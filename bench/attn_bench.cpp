@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "autotune/Harness.h"
 #include "bench/BenchUtil.h"
 #include "compiler/Compiler.h"
 #include "ops/attention/AttentionLaunch.h"
@@ -51,24 +52,6 @@ std::vector<Case> readCases(const std::string &path) {
   for (auto &c : j["cases"])
     out.push_back({c["name"], c["b"], c["hq"], c["hkv"], c["s"], c["d"], c["causal"]});
   return out;
-}
-
-float fromBf16(uint16_t h) {
-  uint32_t u = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-uint16_t toBf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7FFF + ((u >> 16) & 1);
-  return uint16_t(u >> 16);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 } // namespace
@@ -128,11 +111,11 @@ int main(int argc, char **argv) {
     auto kernel = must(LoadedKernel::load(*compiled));
 
     size_t nq = size_t(c.b * c.s * c.hq * c.d), nk = size_t(c.b * c.s * c.hkv * c.d);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    std::vector<uint16_t> hq(nq), hk(nk), hv(nk);
-    for (auto *v : {&hq, &hk, &hv})
-      for (auto &x : *v)
-        x = toBf16(normal(rng));
+    auto hq = randomValues(DType::BF16, nq, rng()), hk = randomValues(DType::BF16, nk, rng()),
+         hv = randomValues(DType::BF16, nk, rng());
+    auto bf16 = [](const std::vector<unsigned char> &v, size_t i) {
+      return double(loadElement(v.data(), DType::BF16, i));
+    };
     DeviceBuffer q = must(DeviceBuffer::allocate(nq * 2)), k = must(DeviceBuffer::allocate(nk * 2)),
                  v = must(DeviceBuffer::allocate(nk * 2)), o = must(DeviceBuffer::allocate(nq * 2)),
                  lse = must(DeviceBuffer::allocate(size_t(c.b * c.hq * c.s) * 4));
@@ -150,7 +133,7 @@ int main(int argc, char **argv) {
     cu(d.cuStreamSynchronize(s), "sync");
 
     // 8 sampled rows (the last among them) against float64.
-    std::vector<uint16_t> ho(nq);
+    std::vector<unsigned char> ho(nq * 2);
     std::vector<float> hl(size_t(c.b * c.hq * c.s));
     must(o.download(ho));
     must(lse.download(hl));
@@ -167,7 +150,7 @@ int main(int argc, char **argv) {
       for (int64_t j = 0; j < keys; ++j) {
         double dot = 0;
         for (int64_t x = 0; x < c.d; ++x)
-          dot += double(fromBf16(hq[qa(i) + size_t(x)])) * fromBf16(hk[ka(j) + size_t(x)]);
+          dot += bf16(hq, qa(i) + size_t(x)) * bf16(hk, ka(j) + size_t(x));
         p[size_t(j)] = scale * dot;
         mx = std::max(mx, p[size_t(j)]);
       }
@@ -176,11 +159,11 @@ int main(int argc, char **argv) {
       for (int64_t x = 0; x < c.d; ++x) {
         double ref = 0, mag = 0;
         for (int64_t j = 0; j < keys; ++j) {
-          double term = p[size_t(j)] / sum * fromBf16(hv[ka(j) + size_t(x)]);
+          double term = p[size_t(j)] / sum * bf16(hv, ka(j) + size_t(x));
           ref += term;
           mag += std::fabs(term);
         }
-        double got = fromBf16(ho[qa(i) + size_t(x)]);
+        double got = bf16(ho, qa(i) + size_t(x));
         double err = std::fabs(got - ref) / (1.6e-2 * std::fabs(ref) + 8e-3 * mag + 1e-4);
         worst = std::max(worst, std::isfinite(got) ? err : 1e30);
         bad += !(err <= 1.0);

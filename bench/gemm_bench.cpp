@@ -79,11 +79,6 @@ float fromBf16(uint16_t h) {
   return f;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 } // namespace
 
 int main(int argc, char **argv) {

@@ -36,11 +36,6 @@ const char *const tilejit::bench::kProgram = "rmsnorm_bench";
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 /// Times `launch(i)` with events; returns ms per launch. Each sample is
 /// `inner` launches enqueued back to back (i alternates the input sets), so
 /// the GPU never waits for the host between them and launch latency is not

@@ -257,8 +257,8 @@ llvm::Expected<std::string> Engine::explain(const KernelSpec &spec) {
     auto [begin, end] = loaded_.equal_range(spec.hash());
     for (auto it = begin; it != end; ++it)
       if (it->second.spec == spec)
-        return out + "loaded   " + it->second.config.canonical() + " (from " +
-               it->second.source + ")\nkey      " + it->second.kernel->key() + "\n";
+        return out + "loaded   " + it->second.config.canonical() + " (from " + it->second.source +
+               ")\nkey      " + it->second.kernel->key() + "\n";
   }
   std::string key = tuneKey(spec);
   std::lock_guard<std::mutex> missLock(missMu_);
@@ -269,16 +269,16 @@ llvm::Expected<std::string> Engine::explain(const KernelSpec &spec) {
     if (!w)
       return w.takeError();
     if (*w)
-      return out + "next     " + (*w)->config + " (the store's winner, " + store_->path() +
-             ")\n";
+      return out + "next     " + (*w)->config + " (the store's winner, " + store_->path() + ")\n";
   }
   std::string def = getTemplate(spec).defaultConfig(spec).canonical();
   if (options_.deterministic || options_.policy == TunePolicy::Off)
     return out + "next     " + def + " (the default: not tuned" +
            (options_.deterministic ? ", deterministic mode" : ", TILEJIT_TUNE=off") + ")\n";
   return out + "next     tuned at first use (" +
-         (options_.policy == TunePolicy::OnMiss ? "on-miss" : "background, the default " + def +
-                                                                   " until then") +
+         (options_.policy == TunePolicy::OnMiss
+              ? "on-miss"
+              : "background, the default " + def + " until then") +
          ")\n";
 }
 

@@ -26,14 +26,6 @@ llvm::Error fail(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
-llvm::Error alloc(DeviceBuffer &b, size_t bytes) {
-  auto buf = DeviceBuffer::allocate(bytes);
-  if (!buf)
-    return buf.takeError();
-  b = std::move(*buf);
-  return llvm::Error::success();
-}
-
 /// Device buffers for Q, K, V, O and LSE of one call, filled from `seed`.
 struct Buffers {
   DeviceBuffer q, k, v, o, lse;
@@ -49,7 +41,7 @@ struct Buffers {
                               {&v, nk * e},
                               {&o, nq * e},
                               {&lse, size_t(c.b * c.hq * c.sq) * 4}})
-      if (auto err = alloc(*buf, bytes))
+      if (auto err = allocate(*buf, bytes))
         return err;
     if (auto err = q.upload(q_))
       return err;

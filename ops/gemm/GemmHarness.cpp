@@ -27,14 +27,6 @@ llvm::Error fail(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
-llvm::Error alloc(DeviceBuffer &b, size_t bytes) {
-  auto buf = DeviceBuffer::allocate(bytes);
-  if (!buf)
-    return buf.takeError();
-  b = std::move(*buf);
-  return llvm::Error::success();
-}
-
 class GemmHarness : public OpHarness {
 public:
   llvm::Error prepare(const KernelSpec &ks, uint64_t seed) override {
@@ -55,18 +47,18 @@ public:
     b_ = randomValues(p.ab, size_t(p.k * p.n), seed * 4 + 2);
     c_ = p.hasC ? randomValues(p.out, size_t(call_.m * p.n), seed * 4 + 3)
                 : std::vector<unsigned char>();
-    if (auto e = alloc(da_, a_.size()))
+    if (auto e = allocate(da_, a_.size()))
       return e;
-    if (auto e = alloc(db_, b_.size()))
+    if (auto e = allocate(db_, b_.size()))
       return e;
-    if (auto e = alloc(dd_, size_t(call_.m * p.n) * ob))
+    if (auto e = allocate(dd_, size_t(call_.m * p.n) * ob))
       return e;
     if (auto e = da_.upload(a_))
       return e;
     if (auto e = db_.upload(b_))
       return e;
     if (p.hasC) {
-      if (auto e = alloc(dc_, c_.size()))
+      if (auto e = allocate(dc_, c_.size()))
         return e;
       if (auto e = dc_.upload(c_))
         return e;
@@ -102,9 +94,9 @@ public:
     }
 
     // The timed problem: full size, its own random inputs, no reference.
-    if (auto e = alloc(ta_, size_t(full_.m * p.k) * ab))
+    if (auto e = allocate(ta_, size_t(full_.m * p.k) * ab))
       return e;
-    if (auto e = alloc(td_, size_t(full_.m * p.n) * ob))
+    if (auto e = allocate(td_, size_t(full_.m * p.n) * ob))
       return e;
     if (auto e = ta_.upload(randomValues(p.ab, size_t(full_.m * p.k), seed * 4 + 5)))
       return e;
