@@ -1,12 +1,15 @@
-//===- attn_bench.cpp - attention forward speed on the GPU, case by case ----===//
+//===- attn_bench.cpp - attention speed on the GPU, case by case ------------===//
 //
 // For each case of bench/attn_shapes.json: compiles the default config (or
 // --config), fills Q, K and V ([b, s, h, d], bf16) with random values,
 // checks 8 sampled rows of O and LSE against float64, then times the kernel
 // with events (median of 15 samples of 3 back-to-back launches) and writes
 // one JSON record per case (TFLOP/s as FlashAttention counts them: a causal
-// mask halves the work).
-//   attn_bench [--shapes FILE] [--only SUBSTRING] [--config "k=v ..."] --out FILE.json
+// mask halves the work; the backward pass is 2.5 times the forward's).
+// With --backward it times the backward pass instead (--config then applies
+// to it), after checking sampled rows of dQ, dK and dV against float64
+// gradients that take P from the forward's LSE (checked first).
+//   attn_bench [--shapes FILE] [--only SUBSTRING] [--config "k=v ..."] [--backward] --out FILE.json
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
@@ -15,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -54,10 +58,108 @@ std::vector<Case> readCases(const std::string &path) {
   return out;
 }
 
+/// Sampled rows of dQ (2 query rows) and of dK and dV (2 key rows)
+/// against float64 gradients with P = exp(scale q k - LSE) from the
+/// forward's LSE and D = rowsum(dO * O) from its O. Returns the count of
+/// elements out of bounds and the worst error relative to its bound.
+std::pair<int, double> checkBackward(const Case &c, const std::vector<unsigned char> &hq,
+                                     const std::vector<unsigned char> &hk,
+                                     const std::vector<unsigned char> &hv,
+                                     const std::vector<unsigned char> &hdo,
+                                     const std::vector<unsigned char> &ho,
+                                     const std::vector<float> &hl,
+                                     const std::vector<unsigned char> &gq,
+                                     const std::vector<unsigned char> &gk,
+                                     const std::vector<unsigned char> &gv, std::mt19937_64 &rng) {
+  auto el = [](const std::vector<unsigned char> &v, size_t i) {
+    return double(loadElement(v.data(), DType::BF16, i));
+  };
+  double scale = 1.0 / std::sqrt(double(c.d));
+  int64_t group = c.hq / c.hkv;
+  auto qa = [&](int64_t bi, int64_t row, int64_t h) {
+    return size_t(((bi * c.s + row) * c.hq + h) * c.d);
+  };
+  auto ka = [&](int64_t bi, int64_t row, int64_t h) {
+    return size_t(((bi * c.s + row) * c.hkv + h) * c.d);
+  };
+  auto dot = [&](const std::vector<unsigned char> &a, size_t ia,
+                 const std::vector<unsigned char> &b, size_t ib) {
+    double r = 0;
+    for (int64_t x = 0; x < c.d; ++x)
+      r += el(a, ia + size_t(x)) * el(b, ib + size_t(x));
+    return r;
+  };
+  // P, dP and D of (query i of head h, key j).
+  auto terms = [&](int64_t bi, int64_t h, int64_t i, int64_t j, double &p, double &dp,
+                   double &dd) {
+    int64_t kvh = h / group;
+    if (c.causal && j > i) {
+      p = dp = dd = 0;
+      return;
+    }
+    p = std::exp(scale * dot(hq, qa(bi, i, h), hk, ka(bi, j, kvh)) -
+                 double(hl[size_t((bi * c.hq + h) * c.s + i)]));
+    dp = dot(hdo, qa(bi, i, h), hv, ka(bi, j, kvh));
+    dd = dot(hdo, qa(bi, i, h), ho, qa(bi, i, h));
+  };
+  std::uniform_int_distribution<int64_t> pb(0, c.b - 1), ph(0, c.hq - 1), pr(0, c.s - 1);
+  int bad = 0;
+  double worst = 0;
+  auto judge = [&](double got, double ref, double mag) {
+    double err = std::fabs(got - ref) / (1.6e-2 * std::fabs(ref) + 8e-3 * mag + 1e-4);
+    worst = std::max(worst, std::isfinite(got) ? err : 1e30);
+    bad += !(err <= 1.0);
+  };
+  std::vector<double> acc(size_t(c.d)), mag(size_t(c.d));
+  for (int t = 0; t < 2; ++t) {
+    // dQ of query row i of head h.
+    int64_t bi = pb(rng), h = ph(rng), i = t ? pr(rng) : c.s - 1;
+    std::fill(acc.begin(), acc.end(), 0.0);
+    std::fill(mag.begin(), mag.end(), 0.0);
+    for (int64_t j = 0; j < c.s; ++j) {
+      double p, dp, dd;
+      terms(bi, h, i, j, p, dp, dd);
+      if (p == 0)
+        continue;
+      for (int64_t x = 0; x < c.d; ++x) {
+        double kx = el(hk, ka(bi, j, h / group) + size_t(x));
+        acc[size_t(x)] += scale * p * (dp - dd) * kx;
+        mag[size_t(x)] += scale * p * (std::fabs(dp) + std::fabs(dd)) * std::fabs(kx);
+      }
+    }
+    for (int64_t x = 0; x < c.d; ++x)
+      judge(el(gq, qa(bi, i, h) + size_t(x)), acc[size_t(x)], mag[size_t(x)]);
+    // dK and dV of key row j of a KV head, over its group's query heads.
+    int64_t kvh = h / group, j = t ? pr(rng) : 0;
+    std::vector<double> dk(size_t(c.d), 0.0), mk(size_t(c.d), 0.0), dv(size_t(c.d), 0.0),
+        mv(size_t(c.d), 0.0);
+    for (int64_t hh = kvh * group; hh < (kvh + 1) * group; ++hh)
+      for (int64_t i2 = 0; i2 < c.s; ++i2) {
+        double p, dp, dd;
+        terms(bi, hh, i2, j, p, dp, dd);
+        if (p == 0)
+          continue;
+        for (int64_t x = 0; x < c.d; ++x) {
+          double qx = el(hq, qa(bi, i2, hh) + size_t(x)), ox = el(hdo, qa(bi, i2, hh) + size_t(x));
+          dk[size_t(x)] += scale * p * (dp - dd) * qx;
+          mk[size_t(x)] += scale * p * (std::fabs(dp) + std::fabs(dd)) * std::fabs(qx);
+          dv[size_t(x)] += p * ox;
+          mv[size_t(x)] += p * std::fabs(ox);
+        }
+      }
+    for (int64_t x = 0; x < c.d; ++x) {
+      judge(el(gk, ka(bi, j, kvh) + size_t(x)), dk[size_t(x)], mk[size_t(x)]);
+      judge(el(gv, ka(bi, j, kvh) + size_t(x)), dv[size_t(x)], mv[size_t(x)]);
+    }
+  }
+  return {bad, worst};
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   std::string shapesPath = "bench/attn_shapes.json", outPath, only, configText;
+  bool backward = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -73,8 +175,11 @@ int main(int argc, char **argv) {
       only = next();
     else if (a == "--config")
       configText = next();
+    else if (a == "--backward")
+      backward = true;
     else
-      die("unknown argument '" + a + "' (--shapes FILE --out FILE --only SUBSTRING --config TEXT)");
+      die("unknown argument '" + a +
+          "' (--shapes FILE --out FILE --only SUBSTRING --config TEXT --backward)");
   }
   if (outPath.empty())
     die("--out FILE is required");
@@ -100,7 +205,7 @@ int main(int argc, char **argv) {
     call.sq = call.sk = c.s;
     KernelSpec spec = must(attention::specOf(call, target));
     TileConfig config;
-    if (!configText.empty())
+    if (!configText.empty() && !backward)
       config = must(TileConfig::parse(configText));
     auto t0 = std::chrono::steady_clock::now();
     auto compiled = compileKernel(spec, config);
@@ -174,16 +279,60 @@ int main(int argc, char **argv) {
       bad += !(errL <= 1.0);
     }
 
+    std::unique_ptr<LoadedKernel> bwdKernel;
+    attention::BackwardCall bcall;
+    std::vector<DeviceBuffer> grads;
+    if (backward) {
+      KernelSpec bspec = must(attention::backwardSpecOf(call, target));
+      if (!configText.empty())
+        config = must(TileConfig::parse(configText));
+      t0 = std::chrono::steady_clock::now();
+      compiled = compileKernel(bspec, config);
+      compileMs =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (!compiled)
+        die(c.name + ": " + llvm::toString(compiled.takeError()));
+      bwdKernel = must(LoadedKernel::load(*compiled));
+      static_cast<attention::Call &>(bcall) = call;
+      auto hdo = randomValues(DType::BF16, nq, rng());
+      for (size_t bytes : {nq * 2, nq * 2, nk * 2, nk * 2,
+                           size_t(attention::backwardWorkspaceBytes(call))})
+        grads.push_back(must(DeviceBuffer::allocate(bytes)));
+      must(grads[0].upload(hdo));
+      for (size_t i = 1; i < grads.size(); ++i)
+        must(grads[i].fill(0xFF, s));
+      bcall.dO = grads[0].ptr();
+      bcall.dQ = grads[1].ptr();
+      bcall.dK = grads[2].ptr();
+      bcall.dV = grads[3].ptr();
+      bcall.workspace = grads[4].ptr();
+      must(attention::launchBackward(*bwdKernel, bcall, s));
+      cu(d.cuStreamSynchronize(s), "sync");
+      std::vector<unsigned char> gq(nq * 2), gk(nk * 2), gv(nk * 2);
+      must(grads[1].download(gq));
+      must(grads[2].download(gk));
+      must(grads[3].download(gv));
+      auto [b2, w2] = checkBackward(c, hq, hk, hv, hdo, ho, hl, gq, gk, gv, rng);
+      bad += b2;
+      worst = std::max(worst, w2);
+    }
+    auto once = [&] {
+      if (backward)
+        must(attention::launchBackward(*bwdKernel, bcall, s));
+      else
+        must(attention::launch(*kernel, call, s));
+    };
+
     std::vector<double> ms;
     CUevent e0, e1;
     cu(d.cuEventCreate(&e0, 0), "event");
     cu(d.cuEventCreate(&e1, 0), "event");
     for (int w = 0; w < 3; ++w)
-      must(attention::launch(*kernel, call, s));
+      once();
     for (int r = 0; r < 15; ++r) {
       cu(d.cuEventRecord(e0, s), "record");
       for (int j = 0; j < 3; ++j)
-        must(attention::launch(*kernel, call, s));
+        once();
       cu(d.cuEventRecord(e1, s), "record");
       cu(d.cuEventSynchronize(e1), "sync");
       float t = 0;
@@ -194,11 +343,13 @@ int main(int argc, char **argv) {
     d.cuEventDestroy_v2(e1);
     double med = median(ms);
     attention::Params pp(spec);
+    pp.backward = backward;
     double tflops = pp.flops() / (med * 1e-3) / 1e12;
     std::printf("%-32s %8.3f %8.1f  %s%s\n", c.name.c_str(), med, tflops,
                 compiled->config.canonical().c_str(), bad ? "  CHECK FAILED" : "");
     std::fflush(stdout);
     results.push_back({{"name", c.name},
+                       {"pass", backward ? "backward" : "forward"},
                        {"b", c.b},
                        {"hq", c.hq},
                        {"hkv", c.hkv},

@@ -1,10 +1,12 @@
-"""torch's scaled_dot_product_attention on bench/attn_shapes.json, forward,
-with its cuDNN and flash back ends, timed as attn_bench times tilejit:
-random bf16 inputs ([b, h, s, d], torch's layout), CUDA events, the median
-of 15 samples of 3 back-to-back calls. GQA cases repeat K and V across the
-query heads first (outside the timing) where a back end refuses enable_gqa.
+"""torch's scaled_dot_product_attention on bench/attn_shapes.json, forward
+(or with --backward the backward pass alone: the gradients of Q, K and V
+from one saved forward), with its cuDNN and flash back ends, timed as
+attn_bench times tilejit: random bf16 inputs ([b, h, s, d], torch's layout),
+CUDA events, the median of 15 samples of 3 back-to-back calls. GQA cases
+repeat K and V across the query heads first (outside the timing) where a
+back end refuses enable_gqa.
 
-    python3 bench/attn_peer.py --shapes bench/attn_shapes.json --out peer.json
+    python3 bench/attn_peer.py --shapes bench/attn_shapes.json --out peer.json [--backward]
 """
 import argparse
 import json
@@ -36,6 +38,7 @@ def main():
     ap.add_argument("--shapes", default="bench/attn_shapes.json")
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", default="")
+    ap.add_argument("--backward", action="store_true")
     a = ap.parse_args()
     torch.manual_seed(0)
     res = []
@@ -44,10 +47,12 @@ def main():
             continue
         b, hq, hkv, s, d, causal = c["b"], c["hq"], c["hkv"], c["s"], c["d"], c["causal"]
         dt = torch.bfloat16
-        q = torch.randn(b, hq, s, d, device="cuda", dtype=dt)
-        k = torch.randn(b, hkv, s, d, device="cuda", dtype=dt)
-        v = torch.randn(b, hkv, s, d, device="cuda", dtype=dt)
-        flops = 4.0 * b * hq * s * s * d / (2 if causal else 1)
+        grad = a.backward
+        q = torch.randn(b, hq, s, d, device="cuda", dtype=dt, requires_grad=grad)
+        k = torch.randn(b, hkv, s, d, device="cuda", dtype=dt, requires_grad=grad)
+        v = torch.randn(b, hkv, s, d, device="cuda", dtype=dt, requires_grad=grad)
+        do = torch.randn(b, hq, s, d, device="cuda", dtype=dt)
+        flops = 4.0 * b * hq * s * s * d / (2 if causal else 1) * (2.5 if grad else 1)
         row = {"name": c["name"]}
         for label, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
                                ("flash", SDPBackend.FLASH_ATTENTION)):
@@ -58,20 +63,28 @@ def main():
                         F.scaled_dot_product_attention(q, kk, vv, is_causal=causal,
                                                        enable_gqa=gqa)
                     except RuntimeError:
-                        kk = k.repeat_interleave(hq // hkv, dim=1)
-                        vv = v.repeat_interleave(hq // hkv, dim=1)
+                        kk = k.detach().repeat_interleave(hq // hkv, dim=1).requires_grad_(grad)
+                        vv = v.detach().repeat_interleave(hq // hkv, dim=1).requires_grad_(grad)
                         gqa = False
-                    ms = time_ms(lambda: F.scaled_dot_product_attention(
-                        q, kk, vv, is_causal=causal, enable_gqa=gqa))
+                    if grad:
+                        out = F.scaled_dot_product_attention(q, kk, vv, is_causal=causal,
+                                                             enable_gqa=gqa)
+                        ms = time_ms(lambda: torch.autograd.grad(out, (q, kk, vv), do,
+                                                                 retain_graph=True))
+                        del out
+                    else:
+                        ms = time_ms(lambda: F.scaled_dot_product_attention(
+                            q, kk, vv, is_causal=causal, enable_gqa=gqa))
                 row[label + "_ms"] = ms
                 row[label + "_tflops"] = flops / (ms * 1e-3) / 1e12
             except RuntimeError as e:
                 row[label + "_error"] = str(e).splitlines()[0][:200]
         print(json.dumps(row), flush=True)
         res.append(row)
-        del q, k, v
+        del q, k, v, do
         torch.cuda.empty_cache()
     json.dump({"torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
+               "pass": "backward" if a.backward else "forward",
                "results": res}, open(a.out, "w"), indent=1)
 
 

@@ -33,16 +33,19 @@ def main():
                          vs_cudnn=r["tflops"] / cu if cu else None,
                          vs_flash=r["tflops"] / fl if fl else None))
     gc, gf = geomean([r["vs_cudnn"] for r in rows]), geomean([r["vs_flash"] for r in rows])
+    bwd = peer.get("pass") == "backward"
+    what = "Backward only (dQ, dK, dV from a saved forward)" if bwd else "Forward only"
     os.makedirs(a.outdir, exist_ok=True)
     json.dump({"gpu": tj["gpu"], "torch": peer.get("torch"), "geomean_vs_cudnn": gc,
                "geomean_vs_flash": gf, "rows": rows},
               open(os.path.join(a.outdir, a.name + ".json"), "w"), indent=1)
     f = lambda x, fmt="{:.0f}": "n/a" if x is None else fmt.format(x)
     md = [f"# {a.name}: {tj['gpu']}", "",
-          f"Command: `{a.command}`. Forward only, bf16, random inputs. Peers in the same run: "
+          f"Command: `{a.command}`. {what}, bf16, random inputs. Peers in the same run: "
           f"torch {peer.get('torch')} `F.scaled_dot_product_attention` with the cuDNN and the "
           "flash back ends ([b, h, s, d] inputs); tilejit takes [b, s, h, d] and runs its "
-          "default config. TFLOP/s count a causal mask as half the work.", "",
+          "default config. TFLOP/s count a causal mask as half the work"
+          + (", and the backward pass as 2.5 times the forward." if bwd else "."), "",
           "| case | tilejit TFLOP/s | cuDNN | flash | vs cuDNN | vs flash | config | check |",
           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
@@ -66,7 +69,7 @@ def main():
         ax.set_xticks(list(x))
         ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
         ax.set_ylabel("TFLOP/s")
-        ax.set_title(f"Attention forward, bf16, {tj['gpu']}")
+        ax.set_title(f"Attention {'backward' if bwd else 'forward'}, bf16, {tj['gpu']}")
         ax.legend()
         fig.tight_layout()
         fig.savefig(os.path.join(a.outdir, a.name + ".png"), dpi=110)

@@ -2,7 +2,8 @@
 # Runs the attention benchmark and its peers (torch SDPA with cuDNN and flash)
 # in one go on a GPU machine and writes bench/results/NAME.{json,md,png}.
 #   bench/run_attn.sh [BUILD_DIR] [OUT_DIR] [NAME]
-# ATTN_ONLY (a substring of the case names) limits the cases.
+# ATTN_ONLY (a substring of the case names) limits the cases; ATTN_BACKWARD=1
+# times the backward pass instead of the forward.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 build="${1:-$here/../build}"
@@ -11,8 +12,11 @@ name="${3:-attn}"
 bench="$build/bench/attn_bench"
 [ -x "$bench" ] || bench="$(command -v attn_bench)"
 tmp="$(mktemp -d)"
-"$bench" --shapes "$here/attn_shapes.json" --out "$tmp/tilejit.json" ${ATTN_ONLY:+--only "$ATTN_ONLY"}
+bwd=()
+[ "${ATTN_BACKWARD:-0}" = 1 ] && bwd=(--backward)
+"$bench" --shapes "$here/attn_shapes.json" --out "$tmp/tilejit.json" ${ATTN_ONLY:+--only "$ATTN_ONLY"} \
+  "${bwd[@]}"
 python3 "$here/attn_peer.py" --shapes "$here/attn_shapes.json" --out "$tmp/peer.json" \
-  ${ATTN_ONLY:+--only "$ATTN_ONLY"}
+  ${ATTN_ONLY:+--only "$ATTN_ONLY"} "${bwd[@]}"
 python3 "$here/attn_report.py" "$tmp/tilejit.json" "$tmp/peer.json" --name "$name" --outdir "$out" \
-  --command "${ATTN_ONLY:+ATTN_ONLY=$ATTN_ONLY }bench/run_attn.sh"
+  --command "${ATTN_ONLY:+ATTN_ONLY=$ATTN_ONLY }${bwd:+ATTN_BACKWARD=1 }bench/run_attn.sh"

@@ -17,6 +17,7 @@ llvm::ArrayRef<const OpDecl *> allOps() {
       &rmsnorm::backwardOp(),
       &gemm::op(),
       &attention::forwardOp(),
+      &attention::backwardOp(),
   };
   return ops;
 }

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -117,6 +118,41 @@ tj_status withKernel(tj_engine *e, const tilejit::KernelSpec &spec, void *stream
   return ok();
 }
 
+tj_status attnPrepare(tj_engine *e, bool backward, tj_dtype dtype, tj_attn_layout layout,
+                      int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d,
+                      int causal) {
+  TJ_ENGINE(e);
+  TJ_DTYPE(dt, dtype);
+  tilejit::attention::Call call;
+  if (!attnCall(dt, layout, b, sq, sk, hq, hkv, d, causal, call))
+    return badLayout(layout);
+  auto spec = backward ? tilejit::attention::backwardSpecOf(call, e->engine->target())
+                       : tilejit::attention::specOf(call, e->engine->target());
+  if (!spec)
+    return invalid(llvm::toString(spec.takeError()));
+  auto kernel = e->engine->get(*spec);
+  if (!kernel)
+    return failed(kernel.takeError());
+  return ok();
+}
+
+/// Every named tensor is a device pointer, 16-byte aligned; else an error
+/// naming the first that is not.
+std::optional<tj_status>
+checkAttnTensors(std::initializer_list<std::pair<const char *, const void *>> tensors,
+                 const char *all) {
+  for (const auto &[name, ptr] : tensors) {
+    if (!ptr)
+      return invalid(std::string(name) + " is null; " + all + " must be device pointers");
+    if (uintptr_t(ptr) % 16 != 0) {
+      char addr[32];
+      std::snprintf(addr, sizeof addr, "%p", ptr);
+      return invalid(std::string(name) + " is at " + addr + ", not 16-byte aligned; " + all +
+                     " must be");
+    }
+  }
+  return std::nullopt;
+}
 } // namespace
 
 extern "C" {
@@ -250,18 +286,13 @@ tj_status tj_gemm_prepare(tj_engine *e, tj_dtype ab, tj_dtype out, int trans_a, 
 tj_status tj_attn_fwd_prepare(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64_t b,
                               int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d,
                               int causal) {
-  TJ_ENGINE(e);
-  TJ_DTYPE(dt, dtype);
-  tilejit::attention::Call call;
-  if (!attnCall(dt, layout, b, sq, sk, hq, hkv, d, causal, call))
-    return badLayout(layout);
-  auto spec = tilejit::attention::specOf(call, e->engine->target());
-  if (!spec)
-    return invalid(llvm::toString(spec.takeError()));
-  auto kernel = e->engine->get(*spec);
-  if (!kernel)
-    return failed(kernel.takeError());
-  return ok();
+  return attnPrepare(e, false, dtype, layout, b, sq, sk, hq, hkv, d, causal);
+}
+
+tj_status tj_attn_bwd_prepare(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64_t b,
+                              int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d,
+                              int causal) {
+  return attnPrepare(e, true, dtype, layout, b, sq, sk, hq, hkv, d, causal);
 }
 
 tj_status tj_rms_norm_fwd(tj_engine *e, tj_dtype dtype, tj_dtype wdtype, const void *x,
@@ -384,18 +415,9 @@ tj_status tj_attn_fwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64
   if (!attnCall(dt, layout, b, sq, sk, hq, hkv, d, causal, call))
     return badLayout(layout);
   call.scale = scale;
-  const std::pair<const char *, const void *> tensors[] = {
-      {"q", q}, {"k", k}, {"v", v}, {"o", o}, {"lse", lse}};
-  for (const auto &[name, ptr] : tensors) {
-    if (!ptr)
-      return invalid(std::string(name) + " is null; q, k, v, o and lse must be device pointers");
-    if (uintptr_t(ptr) % 16 != 0) {
-      char addr[32];
-      std::snprintf(addr, sizeof addr, "%p", ptr);
-      return invalid(std::string(name) + " is at " + addr +
-                     ", not 16-byte aligned; q, k, v, o and lse must be");
-    }
-  }
+  if (auto bad = checkAttnTensors({{"q", q}, {"k", k}, {"v", v}, {"o", o}, {"lse", lse}},
+                                  "q, k, v, o and lse"))
+    return *bad;
   call.q = uint64_t(q);
   call.k = uint64_t(k);
   call.v = uint64_t(v);
@@ -406,6 +428,62 @@ tj_status tj_attn_fwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64
     return invalid(llvm::toString(spec.takeError()));
   return withKernel(e, *spec, stream, [&](const tilejit::LoadedKernel &kernel) {
     return tilejit::attention::launch(kernel, call, static_cast<CUstream>(stream));
+  });
+}
+
+tj_status tj_attn_bwd_workspace(tj_engine *e, int64_t b, int64_t sq, int64_t hq, int64_t *bytes) {
+  TJ_ENGINE(e);
+  if (!bytes)
+    return invalid("bytes is null");
+  if (b < 1 || sq < 1 || hq < 1)
+    return invalid("b, sq and hq must be positive, got b=" + std::to_string(b) +
+                   " sq=" + std::to_string(sq) + " hq=" + std::to_string(hq));
+  tilejit::attention::Call call;
+  call.b = b;
+  call.sq = sq;
+  call.hq = hq;
+  *bytes = tilejit::attention::backwardWorkspaceBytes(call);
+  return ok();
+}
+
+tj_status tj_attn_bwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64_t b, int64_t sq,
+                      int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal, float scale,
+                      const void *q, const void *k, const void *v, const void *o, const float *lse,
+                      const void *dout, void *dq, void *dk, void *dv, void *workspace,
+                      void *stream) {
+  TJ_ENGINE(e);
+  TJ_DTYPE(dt, dtype);
+  tilejit::attention::BackwardCall call;
+  if (!attnCall(dt, layout, b, sq, sk, hq, hkv, d, causal, call))
+    return badLayout(layout);
+  call.scale = scale;
+  if (auto bad = checkAttnTensors({{"q", q},
+                                   {"k", k},
+                                   {"v", v},
+                                   {"o", o},
+                                   {"lse", lse},
+                                   {"dout", dout},
+                                   {"dq", dq},
+                                   {"dk", dk},
+                                   {"dv", dv},
+                                   {"workspace", workspace}},
+                                  "q, k, v, o, lse, dout, dq, dk, dv and workspace"))
+    return *bad;
+  call.q = uint64_t(q);
+  call.k = uint64_t(k);
+  call.v = uint64_t(v);
+  call.o = uint64_t(o);
+  call.lse = uint64_t(lse);
+  call.dO = uint64_t(dout);
+  call.dQ = uint64_t(dq);
+  call.dK = uint64_t(dk);
+  call.dV = uint64_t(dv);
+  call.workspace = uint64_t(workspace);
+  auto spec = tilejit::attention::backwardSpecOf(call, e->engine->target());
+  if (!spec)
+    return invalid(llvm::toString(spec.takeError()));
+  return withKernel(e, *spec, stream, [&](const tilejit::LoadedKernel &kernel) {
+    return tilejit::attention::launchBackward(kernel, call, static_cast<CUstream>(stream));
   });
 }
 

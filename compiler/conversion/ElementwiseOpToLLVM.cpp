@@ -43,16 +43,22 @@ struct BroadcastOpLowering : ConvertOpToLLVMPattern<BroadcastOp> {
     Type to = getTypeConverter()->convertType(op.getType());
     Emitter e{rw, op.getLoc()};
     if (!slice.getBlockedParent()) {
-      // Rows of a #tile.wgmma tile: element j of 64-row block `blk` lies on
-      // the block's first row of the thread or 8 below ((j / 2) % 2), the
-      // slice's element 2 blk or 2 blk + 1.
+      // A #tile.wgmma tile: element j of 64-row block `blk` lies on the
+      // block's first row of the thread or 8 below ((j / 2) % 2), in
+      // 8-column block j / 4, column + j % 2. A row slice holds the rows
+      // (element 2 blk or 2 blk + 1), a column slice the columns (element
+      // 2 (j / 4) + j % 2).
       RankedTensorType out = op.getType();
       int64_t perBlock = out.getDimSize(1) / 2;
-      SmallVector<Value> rows, elems;
-      for (int64_t i = 0; i < out.getDimSize(0) / 64 * 2; ++i)
-        rows.push_back(e.extract(adaptor.getOperand(), i));
-      for (int64_t i = 0; i < getElemsPerThread(out); ++i)
-        elems.push_back(rows[2 * (i / perBlock) + ((i % perBlock) / 2) % 2]);
+      RankedTensorType in = op.getOperand().getType();
+      SmallVector<Value> from, elems;
+      for (int64_t i = 0; i < getElemsPerThread(in); ++i)
+        from.push_back(e.extract(adaptor.getOperand(), i));
+      for (int64_t i = 0; i < getElemsPerThread(out); ++i) {
+        int64_t j = i % perBlock;
+        elems.push_back(slice.getDim() == 1 ? from[2 * (i / perBlock) + (j / 2) % 2]
+                                            : from[2 * (j / 4) + j % 2]);
+      }
       rw.replaceOp(op, e.pack(to, elems));
       return success();
     }

@@ -9,10 +9,12 @@ const KernelTemplate &rmsNormForwardTemplate();
 const KernelTemplate &rmsNormBackwardTemplate();
 const KernelTemplate &gemmTemplate();
 const KernelTemplate &attentionForwardTemplate();
+const KernelTemplate &attentionBackwardTemplate();
 
 const KernelTemplate *findTemplate(const OpDecl *op) {
   for (const KernelTemplate *t : {&rmsNormForwardTemplate(), &rmsNormBackwardTemplate(),
-                                  &gemmTemplate(), &attentionForwardTemplate()})
+                                  &gemmTemplate(), &attentionForwardTemplate(),
+                                  &attentionBackwardTemplate()})
     if (&t->op() == op)
       return t;
   return nullptr;

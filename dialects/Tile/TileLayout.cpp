@@ -44,34 +44,45 @@ SmallVector<int64_t> BlockedLayoutAttr::getElemOffset(ArrayRef<int64_t>, int64_t
 }
 AffineMap BlockedLayoutAttr::getOwnerMap() const { return AffineMap::get(1, 0, getContext()); }
 
-// A dim = 1 slice of #tile.wgmma: thread t holds, in each 64-row block, its
-// rows 16 w + l / 4 and 8 below; the four threads of a quad hold copies
-// (lane % 4 == 0 stores).
+// A slice of #tile.wgmma. dim = 1, the rows: thread t holds, in each 64-row
+// block, its rows 16 w + l / 4 and 8 below; the four threads of a quad hold
+// copies (lane % 4 == 0 stores). dim = 0, the columns: thread t holds columns
+// 8 j + 2 (l % 4) + {0, 1} of every 8-column block j, as every row of the
+// accumulator does; the 32 threads of a warpgroup with one l % 4 hold copies
+// (the first warp's first quad stores).
+namespace {
+bool isWgmmaColumns(SliceLayoutAttr s) { return !s.getBlockedParent() && s.getDim() == 0; }
+} // namespace
+
 int64_t SliceLayoutAttr::getElemsPerThread(ArrayRef<int64_t> shape) const {
   if (!getBlockedParent())
-    return shape[0] / 64 * 2;
+    return getDim() == 1 ? shape[0] / 64 * 2 : shape[0] / 4;
   return getDim() == 1 ? 1 : getBlockedParent().getElemsPerThread(shape.back());
 }
 int64_t SliceLayoutAttr::getNumThreads() const {
   return cast<LayoutAttrInterface>(getParent()).getNumThreads();
 }
 int64_t SliceLayoutAttr::getContiguity() const {
+  if (!getBlockedParent())
+    return getDim() == 1 ? 1 : 2;
   return getDim() == 1 ? 1 : getBlockedParent().getVec();
 }
 AffineMap SliceLayoutAttr::getThreadBase() const {
   BlockedLayoutAttr p = getBlockedParent();
   if (!p)
-    return cast<LayoutAttrInterface>(getParent()).getThreadBase().getSubMap({0});
+    return cast<LayoutAttrInterface>(getParent()).getThreadBase().getSubMap({unsigned(1 - getDim())});
   return AffineMap::get(1, 0, getDim() == 1 ? threadRow(p) : threadCol(p), getContext());
 }
 SmallVector<int64_t> SliceLayoutAttr::getElemOffset(ArrayRef<int64_t>, int64_t i) const {
   if (!getBlockedParent())
-    return {64 * (i / 2) + 8 * (i % 2)};
+    return {getDim() == 1 ? 64 * (i / 2) + 8 * (i % 2) : 8 * (i / 2) + i % 2};
   return {getDim() == 1 ? 0 : runOffset(getBlockedParent(), i)};
 }
 AffineMap SliceLayoutAttr::getOwnerMap() const {
   BlockedLayoutAttr p = getBlockedParent();
   AffineExpr t = getAffineDimExpr(0, getContext());
+  if (isWgmmaColumns(*this))
+    return AffineMap::get(1, 0, (t % 128).floorDiv(4), getContext());
   if (!p)
     return AffineMap::get(1, 0, t % 4, getContext());
   return AffineMap::get(1, 0, getDim() == 1 ? t % p.getColThreads() : threadRow(p), getContext());
@@ -126,12 +137,8 @@ LogicalResult SliceLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitErr
                                       Attribute parent) {
   if (dim != 0 && dim != 1)
     return emitError() << "#tile.slice dim must be 0 or 1, got " << dim;
-  if (isa_and_nonnull<WgmmaLayoutAttr>(parent)) {
-    if (dim != 1)
-      return emitError() << "#tile.slice of #tile.wgmma keeps the rows (dim = 1), got dim = "
-                         << dim;
+  if (isa_and_nonnull<WgmmaLayoutAttr>(parent))
     return success();
-  }
   if (!isa_and_nonnull<BlockedLayoutAttr>(parent))
     return emitError() << "#tile.slice needs a #tile.blocked or #tile.wgmma parent";
   return success();
@@ -152,7 +159,9 @@ bool tilejit::tile::isTileType(Type type) {
     if (tensor.getRank() != 1)
       return false;
     if (!slice.getBlockedParent())
-      return tensor.getDimSize(0) % 64 == 0 && tensor.getDimSize(0) > 0;
+      return slice.getDim() == 1 ? tensor.getDimSize(0) % 64 == 0 && tensor.getDimSize(0) > 0
+                                 : tensor.getDimSize(0) % 8 == 0 && tensor.getDimSize(0) >= 8 &&
+                                       tensor.getDimSize(0) <= 256;
     // A per-row slice has one element per row of threads.
     if (slice.getDim() == 1)
       return tensor.getDimSize(0) == slice.getBlockedParent().getRowThreads();

@@ -110,7 +110,8 @@ LogicalResult KernelOp::verify() {
         if (!isTileType(tensor)) {
           op->emitOpError() << "produces " << t
                             << ", whose shape does not fit #tile.wgmma (rows a multiple of 64, "
-                               "columns a multiple of 8 up to 256; its row slice rank 1)";
+                               "columns a multiple of 8 up to 256; its slices rank 1, a column slice 8 to 256 "
+                               "long)";
           return WalkResult::interrupt();
         }
         if (threads % 128 != 0) {

@@ -159,10 +159,14 @@ def Tile_SliceLayoutAttr : Tile_Attr<"SliceLayout", "slice",
     per-row scale); `dim = 0` is one row of columns, held by each row of
     threads (a weight vector, a column sum).
 
-    The parent is a `#tile.blocked` layout, or `#tile.wgmma` with `dim = 1`:
-    the rows of a warpgroup's accumulator (a row max of attention scores), of
-    which each thread holds two per 64-row block, with copies in the four
-    threads of a quad (the first stores).
+    The parent is a `#tile.blocked` layout or `#tile.wgmma`. Of `#tile.wgmma`,
+    `dim = 1` is the rows of a warpgroup's accumulator (a row max of attention
+    scores), of which each thread holds two per 64-row block, with copies in
+    the four threads of a quad (the first stores); `dim = 0` is its columns
+    (a per-column log-sum-exp, `N` of them, 8 to 256), of which each thread
+    holds `N / 4`, the columns it holds of every accumulator row, with copies
+    in the 32 threads of the warpgroup that share them (the first warp's
+    first quad stores).
   }];
   let parameters = (ins "int64_t":$dim, "::mlir::Attribute":$parent);
   let assemblyFormat = "`<` `dim` `=` $dim `,` `parent` `=` $parent `>`";

@@ -76,6 +76,9 @@ TJ_API tj_status tj_gemm_prepare(tj_engine *engine, tj_dtype ab, tj_dtype out, i
 TJ_API tj_status tj_attn_fwd_prepare(tj_engine *engine, tj_dtype dtype, tj_attn_layout layout,
                                      int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hkv,
                                      int64_t d, int causal);
+TJ_API tj_status tj_attn_bwd_prepare(tj_engine *engine, tj_dtype dtype, tj_attn_layout layout,
+                                     int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hkv,
+                                     int64_t d, int causal);
 
 /* What a call of `spec` (canonical text, e.g. "gemm ab=bf16 out=bf16 ta=0
  * tb=1 c=0 m=8192 n=4096 k=4096"; the engine's device is the target) uses:
@@ -127,6 +130,21 @@ TJ_API tj_status tj_attn_fwd(tj_engine *engine, tj_dtype dtype, tj_attn_layout l
                              int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal,
                              float scale, const void *q, const void *k, const void *v, void *o,
                              float *lse, void *stream);
+
+/* Bytes of workspace tj_attn_bwd needs for these sizes (f32 LSE and
+ * rowsum(dO * O) of every query row, rows padded to 128). */
+TJ_API tj_status tj_attn_bwd_workspace(tj_engine *engine, int64_t b, int64_t sq, int64_t hq,
+                                       int64_t *bytes);
+/* Attention backward (sm_90a): dQ, dK and dV of tj_attn_fwd from dO and the
+ * forward's O and lse, for the same arguments (head dim 64 or 128). dO, dQ
+ * are stored as O and Q, dK and dV as K and V; all contiguous, 16-byte
+ * aligned. workspace: tj_attn_bwd_workspace bytes, 16-byte aligned, contents
+ * irrelevant. Deterministic: no atomics; the same inputs give the same bits. */
+TJ_API tj_status tj_attn_bwd(tj_engine *engine, tj_dtype dtype, tj_attn_layout layout, int64_t b,
+                             int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal,
+                             float scale, const void *q, const void *k, const void *v,
+                             const void *o, const float *lse, const void *dout, void *dq, void *dk,
+                             void *dv, void *workspace, void *stream);
 
 #ifdef __cplusplus
 }

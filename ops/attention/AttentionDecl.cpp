@@ -12,13 +12,15 @@ llvm::Error error(const llvm::Twine &msg) {
 
 llvm::Error check(const KernelSpec &spec) {
   Params p(spec);
+  const char *op = p.backward ? "attn_bwd" : "attn_fwd";
   if (p.dt == DType::F32)
-    return error("attn_fwd takes bf16 or f16 Q, K and V, got dt=f32");
+    return error(llvm::Twine(op) + " takes bf16 or f16 Q, K and V, got dt=f32");
   if (p.d != 64 && p.d != 128 && p.d != 256)
-    return error("attn_fwd head dim d must be 64, 128 or 256, got d=" + llvm::Twine(p.d));
+    return error(llvm::Twine(op) + " head dim d must be 64, 128 or 256, got d=" +
+                 llvm::Twine(p.d));
   if (p.hq % p.hkv != 0)
-    return error("attn_fwd kv heads must divide query heads, got hq=" + llvm::Twine(p.hq) +
-                 " hkv=" + llvm::Twine(p.hkv));
+    return error(llvm::Twine(op) + " kv heads must divide query heads, got hq=" +
+                 llvm::Twine(p.hq) + " hkv=" + llvm::Twine(p.hkv));
   return llvm::Error::success();
 }
 
@@ -50,11 +52,19 @@ const OpDecl &forwardOp() {
   return decl;
 }
 
+const OpDecl &backwardOp() {
+  static const OpDecl decl{"attn_bwd", params(),
+                           "dQ, dK and dV of attn_fwd from dO, O and its log-sum-exp", check};
+  return decl;
+}
+
 bool isForward(const KernelSpec &spec) { return spec.is(forwardOp()); }
+bool isBackward(const KernelSpec &spec) { return spec.is(backwardOp()); }
 
 Params::Params(const KernelSpec &s) : target(s.target) {
-  if (!isForward(s))
+  if (!isForward(s) && !isBackward(s))
     return;
+  backward = isBackward(s);
   dt = DType(s[DT]);
   d = s[HeadDim];
   hq = s[QHeads];
@@ -67,7 +77,7 @@ Params::Params(const KernelSpec &s) : target(s.target) {
 }
 
 KernelSpec Params::spec() const {
-  KernelSpec s(forwardOp(), target);
+  KernelSpec s(backward ? backwardOp() : forwardOp(), target);
   s.set(DT, int64_t(dt))
       .set(HeadDim, d)
       .set(QHeads, hq)
@@ -84,7 +94,8 @@ double Params::flops() const {
   // The convention of FlashAttention's and torch's benchmarks: a causal
   // mask halves the work.
   double full = 4.0 * double(b) * double(hq) * double(sq) * double(sk) * double(d);
-  return causal ? full / 2 : full;
+  double fwd = causal ? full / 2 : full;
+  return backward ? 2.5 * fwd : fwd;
 }
 
 } // namespace tilejit::attention

@@ -1,9 +1,9 @@
-//===- AttentionDecl.h - the attention forward op's declaration ---*- C++ -*-===//
+//===- AttentionDecl.h - the attention ops' declarations ----------*- C++ -*-===//
 //
 // attn_fwd: O = softmax(scale * Q K^T + mask) V with fp32 accumulation and
-// the fp32 log-sum-exp of each query row (natural log), as spec parameters,
-// and a typed view of an attn_fwd spec for the code that builds and launches
-// it.
+// the fp32 log-sum-exp of each query row (natural log); attn_bwd: dQ, dK and
+// dV from dO, O and that LSE. Both take the same spec parameters; Params is
+// a typed view of either spec for the code that builds and launches it.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -22,9 +22,11 @@ enum class Layout : int64_t {
 };
 
 const OpDecl &forwardOp();
+const OpDecl &backwardOp();
 bool isForward(const KernelSpec &spec);
+bool isBackward(const KernelSpec &spec);
 
-/// A spec of attn_fwd, field by field. Q is [b, sq, hq, d] (BSHD) or
+/// A spec of attn_fwd or attn_bwd, field by field. Q is [b, sq, hq, d] (BSHD) or
 /// [b, hq, sq, d] (BHSD); K and V the same with hkv heads and sk rows; O as
 /// Q; LSE is [b, hq, sq] f32. Query head h reads kv head h / (hq / hkv).
 /// Causal: query row i sees keys 0..i (the upper-left diagonal, as torch's
@@ -33,6 +35,7 @@ struct Params {
   Params() = default;
   explicit Params(const KernelSpec &spec);
 
+  bool backward = false;  // attn_bwd: dQ, dK, dV (as Q, K, V) from dO (as O)
   DType dt = DType::BF16; // Q, K, V and O: bf16 or f16
   int64_t d = 128;        // head dim: 64, 128 or 256
   int64_t hq = 1, hkv = 1;
@@ -43,8 +46,9 @@ struct Params {
 
   KernelSpec spec() const;
   operator KernelSpec() const { return spec(); }
-  /// Floating-point operations of the forward pass (4 b hq sq sk d, halved
-  /// when causal with sq == sk): what TFLOP/s figures divide.
+  /// Floating-point operations of the pass (forward: 4 b hq sq sk d, halved
+  /// when causal; backward 2.5 times that, five products to the forward's
+  /// two): what TFLOP/s figures divide.
   double flops() const;
 };
 

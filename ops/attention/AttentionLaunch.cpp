@@ -3,25 +3,27 @@
 
 #include "runtime/TensorMap.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "llvm/ADT/Twine.h"
 
 namespace tilejit::attention {
 
 namespace {
-llvm::Error error(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), "attn_fwd: " + msg);
+llvm::Error error(const llvm::Twine &msg, const char *op = "attn_fwd") {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), op + llvm::Twine(": ") + msg);
 }
 
 /// `name` ([b, s, h, d] or [b, h, s, d] at `addr`) as a [d, s, h, b] tensor
 /// map whose copies move `box` = (rows, 64, 1, 1) with the 128-byte swizzle.
-llvm::Expected<CUtensorMap> mapOf(const char *name, const Call &c, uint64_t addr, int64_t seq,
-                                  int64_t heads, const std::vector<int64_t> &box) {
+llvm::Expected<CUtensorMap> mapOf(const char *op, const char *name, const Call &c, uint64_t addr,
+                                  int64_t seq, int64_t heads, const std::vector<int64_t> &box) {
   if (box.size() != 4)
-    return error(llvm::Twine("the kernel's tensor map for ") + name + " is not 4-D");
+    return error(llvm::Twine("the kernel's tensor map for ") + name + " is not 4-D", op);
   if (addr % 16 != 0)
-    return error(llvm::Twine(name) + " is at an address that is not 16-byte aligned");
+    return error(llvm::Twine(name) + " is at an address that is not 16-byte aligned", op);
   int64_t e = dtypeBytes(c.dt);
   TensorMapDesc t;
   t.dtype = c.dt;
@@ -44,9 +46,53 @@ llvm::Expected<CUtensorMap> mapOf(const char *name, const Call &c, uint64_t addr
   t.swizzle = TensorMapDesc::B128;
   auto map = encodeTensorMap(t);
   if (!map)
-    return error(llvm::Twine(name) + ": " + llvm::toString(map.takeError()));
+    return error(llvm::Twine(name) + ": " + llvm::toString(map.takeError()), op);
   return *map;
 }
+
+llvm::Expected<KernelSpec> makeSpec(const Call &c, const Target &target, bool backward) {
+  const char *op = backward ? "attn_bwd" : "attn_fwd";
+  if (c.b < 1 || c.sq < 1 || c.sk < 1 || c.hq < 1 || c.hkv < 1)
+    return error("sizes must be positive, got b=" + llvm::Twine(c.b) + " sq=" + llvm::Twine(c.sq) +
+                     " sk=" + llvm::Twine(c.sk) + " hq=" + llvm::Twine(c.hq) +
+                     " hkv=" + llvm::Twine(c.hkv),
+                 op);
+  if (!(c.scale >= 0.0f) || std::isinf(c.scale))
+    return error("scale must be positive and finite (0: 1/sqrt(d)), got " +
+                     std::to_string(c.scale),
+                 op);
+  Params p;
+  p.backward = backward;
+  p.dt = c.dt;
+  p.d = c.d;
+  p.hq = c.hq;
+  p.hkv = c.hkv;
+  p.causal = c.causal;
+  p.layout = c.layout;
+  p.b = c.b;
+  p.sq = c.sq;
+  p.sk = c.sk;
+  p.target = target;
+  KernelSpec s = p.spec();
+  if (auto err = s.validate())
+    return err;
+  return s;
+}
+
+float scaleOf(const Call &c) {
+  return c.scale > 0.0f ? c.scale : float(1.0 / std::sqrt(double(c.d)));
+}
+
+/// Q, O and their gradients as the kernels view them: [b, s, h * d] or
+/// [b * h, s, d].
+KernelArg rowsView(const Call &c, uint64_t addr, int64_t seq, int64_t heads) {
+  if (c.layout == Layout::BSHD)
+    return KernelArg::view(addr, {c.b, seq, heads * c.d});
+  return KernelArg::view(addr, {c.b * heads, seq, c.d});
+}
+
+/// Workspace rows per sequence (the backward template's padding).
+int64_t workspaceRows(const Call &c) { return (c.sq + 127) / 128 * 128; }
 } // namespace
 
 Call callOf(const Params &p) {
@@ -64,28 +110,15 @@ Call callOf(const Params &p) {
 }
 
 llvm::Expected<KernelSpec> specOf(const Call &c, const Target &target) {
-  if (c.b < 1 || c.sq < 1 || c.sk < 1 || c.hq < 1 || c.hkv < 1)
-    return error("sizes must be positive, got b=" + llvm::Twine(c.b) + " sq=" + llvm::Twine(c.sq) +
-                 " sk=" + llvm::Twine(c.sk) + " hq=" + llvm::Twine(c.hq) +
-                 " hkv=" + llvm::Twine(c.hkv));
-  if (!(c.scale >= 0.0f) || std::isinf(c.scale))
-    return error("scale must be positive and finite (0: 1/sqrt(d)), got " +
-                 std::to_string(c.scale));
-  Params p;
-  p.dt = c.dt;
-  p.d = c.d;
-  p.hq = c.hq;
-  p.hkv = c.hkv;
-  p.causal = c.causal;
-  p.layout = c.layout;
-  p.b = c.b;
-  p.sq = c.sq;
-  p.sk = c.sk;
-  p.target = target;
-  KernelSpec s = p.spec();
-  if (auto err = s.validate())
-    return err;
-  return s;
+  return makeSpec(c, target, /*backward=*/false);
+}
+
+llvm::Expected<KernelSpec> backwardSpecOf(const Call &c, const Target &target) {
+  return makeSpec(c, target, /*backward=*/true);
+}
+
+int64_t backwardWorkspaceBytes(const Call &c) {
+  return 2 * std::max<int64_t>(c.b * c.hq, 0) * workspaceRows(c) * 4;
 }
 
 llvm::Error launch(const LoadedKernel &kernel, const Call &c, CUstream stream) {
@@ -98,29 +131,88 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, CUstream stream) {
     return error("a null device pointer");
   if (c.o % 4 != 0 || c.lse % 4 != 0)
     return error("O and LSE must be 4-byte aligned");
-  auto mq = mapOf("Q", c, c.q, c.sq, c.hq, e.params[0].staticSizes);
+  auto mq = mapOf("attn_fwd", "Q", c, c.q, c.sq, c.hq, e.params[0].staticSizes);
   if (!mq)
     return mq.takeError();
-  auto mk = mapOf("K", c, c.k, c.sk, c.hkv, e.params[1].staticSizes);
+  auto mk = mapOf("attn_fwd", "K", c, c.k, c.sk, c.hkv, e.params[1].staticSizes);
   if (!mk)
     return mk.takeError();
-  auto mv = mapOf("V", c, c.v, c.sk, c.hkv, e.params[2].staticSizes);
+  auto mv = mapOf("attn_fwd", "V", c, c.v, c.sk, c.hkv, e.params[2].staticSizes);
   if (!mv)
     return mv.takeError();
-  float scale = c.scale > 0.0f ? c.scale : float(1.0 / std::sqrt(double(c.d)));
+  float scale = scaleOf(c);
   KernelArg args[8];
   args[0] = KernelArg::tensorMap(*mq);
   args[1] = KernelArg::tensorMap(*mk);
   args[2] = KernelArg::tensorMap(*mv);
-  if (c.layout == Layout::BSHD)
-    args[3] = KernelArg::view(c.o, {c.b, c.sq, c.hq * c.d});
-  else
-    args[3] = KernelArg::view(c.o, {c.b * c.hq, c.sq, c.d});
+  args[3] = rowsView(c, c.o, c.sq, c.hq);
   args[4] = KernelArg::view(c.lse, {c.b, c.hq, c.sq});
   args[5] = KernelArg::f32(float(double(scale) * M_LOG2E));
   args[6] = KernelArg::index(c.sq);
   args[7] = KernelArg::index(c.sk);
   return kernel.launch(0, args, 8, stream);
+}
+
+llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CUstream stream) {
+  const char *op = "attn_bwd";
+  if (kernel.numEntries() != 2)
+    return error("the kernel has " + llvm::Twine(kernel.numEntries()) + " entries, not 2", op);
+  const EntryInfo &dq = kernel.entry(0), &dkv = kernel.entry(1);
+  if (dq.params.size() != 13 || dkv.params.size() != 11)
+    return error("the kernels take " + llvm::Twine(dq.params.size()) + " and " +
+                     llvm::Twine(dkv.params.size()) + " parameters, not 13 and 11",
+                 op);
+  if (!c.q || !c.k || !c.v || !c.o || !c.lse || !c.dO || !c.dQ || !c.dK || !c.dV)
+    return error("a null device pointer", op);
+  if (!c.workspace || c.workspace % 16 != 0)
+    return error("the workspace (" + llvm::Twine(backwardWorkspaceBytes(c)) +
+                     " bytes) must be given, 16-byte aligned",
+                 op);
+  for (auto [name, addr] : {std::pair{"O", c.o}, std::pair{"dO", c.dO}, std::pair{"dQ", c.dQ},
+                            std::pair{"dK", c.dK}, std::pair{"dV", c.dV}, std::pair{"LSE", c.lse}})
+    if (addr % 4 != 0)
+      return error(llvm::Twine(name) + " must be 4-byte aligned", op);
+  auto mq = mapOf(op, "Q", c, c.q, c.sq, c.hq, dq.params[0].staticSizes);
+  auto mk = mapOf(op, "K", c, c.k, c.sk, c.hkv, dq.params[1].staticSizes);
+  auto mv = mapOf(op, "V", c, c.v, c.sk, c.hkv, dq.params[2].staticSizes);
+  auto mdo = mapOf(op, "dO", c, c.dO, c.sq, c.hq, dq.params[3].staticSizes);
+  auto mk2 = mapOf(op, "K", c, c.k, c.sk, c.hkv, dkv.params[0].staticSizes);
+  auto mv2 = mapOf(op, "V", c, c.v, c.sk, c.hkv, dkv.params[1].staticSizes);
+  auto mq2 = mapOf(op, "Q", c, c.q, c.sq, c.hq, dkv.params[2].staticSizes);
+  auto mdo2 = mapOf(op, "dO", c, c.dO, c.sq, c.hq, dkv.params[3].staticSizes);
+  for (auto *m : {&mq, &mk, &mv, &mdo, &mk2, &mv2, &mq2, &mdo2})
+    if (!*m)
+      return m->takeError();
+  float scale = scaleOf(c);
+  KernelArg ws = KernelArg::view(c.workspace, {2, c.b * c.hq, workspaceRows(c)});
+  KernelArg scaleLog2 = KernelArg::f32(float(double(scale) * M_LOG2E));
+  KernelArg first[] = {KernelArg::tensorMap(*mq),
+                       KernelArg::tensorMap(*mk),
+                       KernelArg::tensorMap(*mv),
+                       KernelArg::tensorMap(*mdo),
+                       rowsView(c, c.o, c.sq, c.hq),
+                       rowsView(c, c.dO, c.sq, c.hq),
+                       KernelArg::view(c.lse, {c.b, c.hq, c.sq}),
+                       rowsView(c, c.dQ, c.sq, c.hq),
+                       ws,
+                       scaleLog2,
+                       KernelArg::f32(scale),
+                       KernelArg::index(c.sq),
+                       KernelArg::index(c.sk)};
+  if (auto err = kernel.launch(0, first, std::size(first), stream))
+    return err;
+  KernelArg second[] = {KernelArg::tensorMap(*mk2),
+                        KernelArg::tensorMap(*mv2),
+                        KernelArg::tensorMap(*mq2),
+                        KernelArg::tensorMap(*mdo2),
+                        ws,
+                        rowsView(c, c.dK, c.sk, c.hkv),
+                        rowsView(c, c.dV, c.sk, c.hkv),
+                        scaleLog2,
+                        KernelArg::f32(scale),
+                        KernelArg::index(c.sq),
+                        KernelArg::index(c.sk)};
+  return kernel.launch(1, second, std::size(second), stream);
 }
 
 } // namespace tilejit::attention

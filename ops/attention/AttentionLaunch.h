@@ -35,4 +35,24 @@ llvm::Expected<KernelSpec> specOf(const Call &call, const Target &target);
 /// Launches `call` with `kernel` (built for specOf(call)) on `stream`.
 llvm::Error launch(const LoadedKernel &kernel, const Call &call, CUstream stream);
 
+/// One backward call: the forward's tensors (Q, K, V, O, LSE; `o` and `lse`
+/// as the forward wrote them) and dO (as O), into dQ, dK and dV (as Q, K
+/// and V). `workspace` holds backwardWorkspaceBytes(call) bytes, 16-byte
+/// aligned; its contents on entry do not matter.
+struct BackwardCall : Call {
+  uint64_t dO = 0, dQ = 0, dK = 0, dV = 0, workspace = 0;
+};
+
+/// The attn_bwd spec of `call` on `target`, or an error naming the bad field.
+llvm::Expected<KernelSpec> backwardSpecOf(const Call &call, const Target &target);
+
+/// Bytes of the workspace a backward call needs: LSE in the log2 domain and
+/// D = rowsum(dO * O) of every query row, f32, rows padded to 128.
+int64_t backwardWorkspaceBytes(const Call &call);
+
+/// Launches the backward `call` with `kernel` (built for backwardSpecOf) on
+/// `stream`: the dQ kernel (which also fills the workspace), then the dK/dV
+/// kernel.
+llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &call, CUstream stream);
+
 } // namespace tilejit::attention

@@ -1,7 +1,7 @@
 """The tilejit package against PyTorch and float64.
 
 Without torch or a GPU only the C interface's error paths run; with torch but
-no GPU also the attention op's fake kernel, its missing backward and the
+no GPU also the attention ops' fake kernels, the backward's refusals and the
 routing of F.scaled_dot_product_attention (on fake CUDA tensors); the rest is
 skipped, saying why. Run: TILEJIT_LIB=build/service/libtilejit.so
 python3 -m unittest discover -s python/tests -v
@@ -111,8 +111,9 @@ class CInterfaceAttentionArguments(unittest.TestCase):
 
 @unittest.skipIf(torch is None, "torch is not installed")
 class AttentionWithoutGpu(unittest.TestCase):
-    """The attention op's fake kernel, its missing backward and the routing
-    of F.scaled_dot_product_attention, on fake CUDA tensors: no GPU needed."""
+    """The attention ops' fake kernels, the backward's refusals and the
+    routing of F.scaled_dot_product_attention, on fake CUDA tensors: no GPU
+    needed."""
 
     def test_fake_kernel_shapes_in_both_layouts(self):
         for mode in ("fake", "meta"):
@@ -143,13 +144,28 @@ class AttentionWithoutGpu(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "must be 4-D"):
             torch.ops.tilejit.attn_fwd(q[0], q[0], q[0], False, 0.0, 1)
 
-    def test_backward_raises_naming_the_missing_kernel(self):
+    def test_backward_traces_through_the_fake_kernels(self):
+        for layout, qs, ks in ((1, (1, 4, 16, 64), (1, 2, 24, 64)),
+                               (0, (2, 16, 4, 128), (2, 24, 1, 128))):
+            with self.subTest(layout=layout):
+                q = torch.empty(qs, device="meta", dtype=torch.bfloat16, requires_grad=True)
+                k = torch.empty(ks, device="meta", dtype=torch.bfloat16, requires_grad=True)
+                v = torch.empty(ks, device="meta", dtype=torch.bfloat16, requires_grad=True)
+                o, _ = torch.ops.tilejit.attn_fwd(q, k, v, True, 0.0, layout)
+                self.assertTrue(o.requires_grad)
+                dq, dk, dv = torch.autograd.grad(o.sum(), (q, k, v))
+                self.assertEqual((dq.shape, dk.shape, dv.shape), (q.shape, k.shape, v.shape))
+                self.assertEqual(dk.dtype, torch.bfloat16)
+
+    def test_backward_refuses_what_it_cannot_compute(self):
         q = torch.empty(1, 4, 16, 64, device="meta", dtype=torch.bfloat16, requires_grad=True)
         k = torch.empty(1, 4, 16, 64, device="meta", dtype=torch.bfloat16)
-        o, _ = torch.ops.tilejit.attn_fwd(q, k, k, False, 0.0, 1)
-        self.assertTrue(o.requires_grad)
-        with self.assertRaisesRegex(NotImplementedError, "no attention backward kernel"):
-            o.sum().backward()
+        o, lse = torch.ops.tilejit.attn_fwd(q, k, k, False, 0.0, 1)
+        with self.assertRaisesRegex(NotImplementedError, "a gradient through lse"):
+            (o.sum() + lse.sum()).backward()
+        q = torch.empty(1, 4, 16, 256, device="meta", dtype=torch.bfloat16)
+        with self.assertRaisesRegex(NotImplementedError, "head dim 256; the backward kernel"):
+            tilejit.ops._attn_bwd_impl(q, q, q, q, q, q[..., 0].float(), False, 0.0, 1)
 
     def test_compile_traces_attention_through_the_fake_kernel(self):
         def f(q, k, v):
@@ -272,9 +288,12 @@ class AttentionWithoutGpu(unittest.TestCase):
                 refuses("16-byte aligned", torch.randn(2 * 8 * 100 * 128 + 4, **bf)[4:]
                         .view(2, 8, 100, 128), k, v)
                 refuses("an empty size", bhsd(2, 8, 0, 128), k, v)
-                refuses("requires grad", bhsd(2, 8, 100, 128, requires_grad=True), k, v)
+                takes(bhsd(2, 8, 100, 128, requires_grad=True), k, v)  # tilejit's backward
+                k256, v256 = bhsd(2, 8, 77, 256), bhsd(2, 8, 77, 256)
+                refuses("requires grad and head dim 256",
+                        bhsd(2, 8, 100, 256, requires_grad=True), k256, v256)
                 with torch.no_grad():  # no gradient wanted: tilejit's
-                    takes(bhsd(2, 8, 100, 128, requires_grad=True), k, v)
+                    takes(bhsd(2, 8, 100, 256, requires_grad=True), k256, v256)
                 refuses("one CUDA device", q.cpu(), k.cpu(), v.cpu())
                 tilejit._capability[0] = (8, 0)
                 refuses("sm_80", q, k, v)
@@ -571,13 +590,35 @@ class Attention(unittest.TestCase):
         _close(self, tilejit.ops.attention(q.transpose(2, 3).contiguous().transpose(2, 3), k, v),
                _ref_attention(q, k, v, False, 0.125, 1)[0], 2e-2, "o of a strided q")
 
-    def test_backward_raises_not_implemented(self):
-        q, k, v = _qkv(1, 1, 64, 64, 2, 2, 64, torch.bfloat16)
-        q.requires_grad_()
-        o = tilejit.ops.attention(q, k, v, causal=True)
-        _close(self, o, _ref_attention(q.detach(), k, v, True, 0.125, 1)[0], 2e-2, "o")
-        with self.assertRaisesRegex(NotImplementedError, "no attention backward kernel"):
-            o.sum().backward()
+    def test_backward_against_float64(self):
+        bf, f16 = torch.bfloat16, torch.float16
+        # layout, causal, b, sq, sk, hq, hkv, d, dtype, scale
+        cases = [(1, True, 2, 200, 200, 4, 2, 128, bf, None),
+                 (0, False, 1, 130, 77, 4, 1, 64, f16, 0.3),
+                 (0, True, 2, 65, 300, 2, 2, 128, bf, None)]
+        for layout, causal, b, sq, sk, hq, hkv, d, dt, scale in cases:
+            with self.subTest(layout=layout, causal=causal, b=b, sq=sq, sk=sk, hq=hq, hkv=hkv,
+                              d=d, dtype=dt, scale=scale):
+                q, k, v = (t.requires_grad_() for t in _qkv(layout, b, sq, sk, hq, hkv, d, dt))
+                do = torch.randn_like(q)
+                o = tilejit.ops.attention(q, k, v, causal, scale, "bshd" if layout == 0 else
+                                          "bhsd")
+                dq, dk, dv = torch.autograd.grad(o, (q, k, v), do)
+                qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+                ref = _ref_attention(qd, kd, vd, causal, scale or d ** -0.5, layout)[0]
+                rq, rk, rv = torch.autograd.grad(ref, (qd, kd, vd), do.double())
+                for got, want, what in ((dq, rq, "dq"), (dk, rk, "dk"), (dv, rv, "dv")):
+                    self.assertEqual((got.shape, got.dtype), (want.shape, dt))
+                    _close(self, got, want, 3e-2, what)
+
+    def test_backward_is_bitwise_repeatable(self):
+        q, k, v = _qkv(1, 2, 300, 300, 4, 2, 128, torch.bfloat16)
+        do = torch.randn_like(q)
+        o, lse = torch.ops.tilejit.attn_fwd(q, k, v, True, 0.0, 1)
+        first = torch.ops.tilejit.attn_bwd(do, q, k, v, o, lse, True, 0.0, 1)
+        second = torch.ops.tilejit.attn_bwd(do, q, k, v, o, lse, True, 0.0, 1)
+        for a, b in zip(first, second):
+            self.assertTrue(torch.equal(a, b))
 
     def test_sdpa_routes_where_supported_and_matches_torch(self):
         F = torch.nn.functional
@@ -603,11 +644,20 @@ class Attention(unittest.TestCase):
                     self.assertEqual(o.shape, q.shape)
                     _close(self, o, _ref_attention(q, k, v, causal, 128 ** -0.5, 1)[0], 2e-2,
                            "sdpa routed")
-            # A gradient is wanted: torch's, and its gradient flows.
+            # A gradient is wanted: tilejit's forward and backward.
             q, k, v = (t.requires_grad_() for t in _qkv(1, 1, 64, 64, 2, 2, 64, torch.bfloat16))
             n = len(calls)
             o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             o.sum().backward()
+            self.assertEqual(len(calls), n + 1)
+            qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+            _ref_attention(qd, kd, vd, True, 0.125, 1)[0].sum().backward()
+            _close(self, q.grad, qd.grad, 3e-2, "dq through sdpa")
+            _close(self, v.grad, vd.grad, 3e-2, "dv through sdpa")
+            # Head dim 256 with a gradient: torch's.
+            q, k, v = (t.requires_grad_() for t in _qkv(1, 1, 64, 64, 2, 2, 256, torch.bfloat16))
+            n = len(calls)
+            F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
             self.assertEqual(len(calls), n)
             self.assertIsNotNone(q.grad)
             with torch.no_grad():  # a mask: torch's
@@ -623,6 +673,12 @@ class Attention(unittest.TestCase):
         torch.library.opcheck(torch.ops.tilejit.attn_fwd.default, (q, k, v, True, 0.0, 1))
         q, k, v = _qkv(0, 2, 96, 80, 4, 2, 64, torch.float16)
         torch.library.opcheck(torch.ops.tilejit.attn_fwd.default, (q, k, v, False, 0.2, 0))
+        q, k, v = (t.requires_grad_() for t in _qkv(1, 2, 96, 80, 4, 2, 128, torch.bfloat16))
+        torch.library.opcheck(torch.ops.tilejit.attn_fwd.default, (q, k, v, True, 0.0, 1))
+        o, lse = torch.ops.tilejit.attn_fwd(q, k, v, True, 0.0, 1)
+        torch.library.opcheck(torch.ops.tilejit.attn_bwd.default,
+                              (torch.randn_like(o), q.detach(), k.detach(), v.detach(), o.detach(),
+                               lse.detach(), True, 0.0, 1))
 
     def test_compile_traces_the_fake_kernel(self):
         def f(q, k, v):

@@ -52,6 +52,7 @@ def lib():
             l.tj_rms_norm_prepare.argtypes = [vp, i32, i32, i32, i64, i64, i32]
             l.tj_gemm_prepare.argtypes = [vp, i32, i32, i32, i32, i64, i64, i64, i32]
             l.tj_attn_fwd_prepare.argtypes = [vp, i32, i32, i64, i64, i64, i64, i64, i64, i32]
+            l.tj_attn_bwd_prepare.argtypes = [vp, i32, i32, i64, i64, i64, i64, i64, i64, i32]
             l.tj_rms_norm_fwd.argtypes = [vp, i32, i32, vp, vp, vp, vp, i64, i64, f32, i32, vp]
             l.tj_rms_norm_bwd_workspace.argtypes = [vp, i32, i32, i64, i64, i32, c.POINTER(i64)]
             l.tj_rms_norm_bwd.argtypes = [vp, i32, i32, vp, vp, vp, vp, vp, vp, vp, i64, i64, i32,
@@ -60,11 +61,15 @@ def lib():
                                   f32, f32, i32, vp]
             l.tj_attn_fwd.argtypes = [vp, i32, i32, i64, i64, i64, i64, i64, i64, i32, f32, vp, vp,
                                       vp, vp, vp, vp]
+            l.tj_attn_bwd_workspace.argtypes = [vp, i64, i64, i64, c.POINTER(i64)]
+            l.tj_attn_bwd.argtypes = [vp, i32, i32, i64, i64, i64, i64, i64, i64, i32, f32,
+                                      vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp]
             for fn in ("tj_engine_create", "tj_engine_device", "tj_engine_set_sm_margin",
                        "tj_engine_set_deterministic", "tj_rms_norm_prepare", "tj_gemm_prepare",
                        "tj_explain",
                        "tj_rms_norm_fwd", "tj_rms_norm_bwd_workspace", "tj_rms_norm_bwd",
-                       "tj_gemm", "tj_attn_fwd_prepare", "tj_attn_fwd"):
+                       "tj_gemm", "tj_attn_fwd_prepare", "tj_attn_fwd", "tj_attn_bwd_prepare",
+                       "tj_attn_bwd_workspace", "tj_attn_bwd"):
                 getattr(l, fn).restype = i32
             _lib = l
         return _lib

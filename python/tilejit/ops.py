@@ -348,6 +348,8 @@ def linear(x, weight, bias=None):
 
 BSHD, BHSD = 0, 1  # how Q, K, V and O are stored: [b, s, h, d] or [b, h, s, d]
 _ATTN_HEAD_DIMS = (64, 128, 256)
+# Head dims the backward kernel takes.
+ATTN_BWD_HEAD_DIMS = (64, 128)
 _LAYOUTS = {"bshd": BSHD, "bhsd": BHSD, BSHD: BSHD, BHSD: BHSD}
 
 
@@ -439,8 +441,8 @@ def attn_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sc
     row (natural log), for bf16/f16 q, k, v stored in `layout`: BSHD (0),
     q [b, sq, hq, d], or BHSD (1), q [b, hq, sq, d]; k and v the same with hkv
     heads (dividing hq) and sk rows; o as q; lse [b, hq, sq]. causal: row i
-    sees keys 0..i (torch's is_causal); scale 0: 1/sqrt(d). Forward only: the
-    backward raises NotImplementedError."""
+    sees keys 0..i (torch's is_causal); scale 0: 1/sqrt(d). Its gradient is
+    tilejit::attn_bwd's (head dims 64 and 128; none through lse)."""
     return _attn_fwd_impl(q, k, v, causal, scale, layout)
 
 
@@ -450,25 +452,87 @@ def _(q, k, v, causal, scale, layout):
     return q.new_empty(q.shape), q.new_empty((b, hq, sq), dtype=torch.float32)
 
 
+def _attn_bwd_impl(do, q, k, v, o, lse, causal, scale, layout):
+    d = _attn_shapes("attn_bwd", q, k, v, layout)[5]
+    if d not in ATTN_BWD_HEAD_DIMS:
+        raise NotImplementedError(f"tilejit.attn_bwd: head dim {d}; the backward kernel takes "
+                                  f"{ATTN_BWD_HEAD_DIMS} only")
+    b, sq, sk, hq, hkv, d = _attn_check("attn_bwd", q, k, v, layout)
+    _on_gpu("attn_bwd", q=q, do=do, o=o, lse=lse)
+    if do.shape != q.shape or o.shape != q.shape or do.dtype != q.dtype or o.dtype != q.dtype:
+        raise ValueError(f"tilejit.attn_bwd: do {tuple(do.shape)} {do.dtype} and o "
+                         f"{tuple(o.shape)} {o.dtype} must match q {tuple(q.shape)} {q.dtype}")
+    if lse.shape != (b, hq, sq) or lse.dtype != torch.float32:
+        raise ValueError(f"tilejit.attn_bwd: lse {tuple(lse.shape)} {lse.dtype} must be "
+                         f"({b}, {hq}, {sq}) float32")
+    qc, kc, vc, oc, doc, lsec = (_packed(t) for t in (q, k, v, o, do, lse))
+    dq = torch.empty(qc.shape, dtype=q.dtype, device=q.device)
+    dk = torch.empty(kc.shape, dtype=q.dtype, device=q.device)
+    dv = torch.empty(vc.shape, dtype=q.dtype, device=q.device)
+    if dq.numel() == 0 or dk.numel() == 0:
+        return dq, dk.zero_(), dv.zero_()
+    dev = q.get_device()
+    lib, eng = _lib.lib(), _lib.engine(dev)
+    need = ctypes.c_int64()
+    _lib.check(lib.tj_attn_bwd_workspace(eng, b, sq, hq, ctypes.byref(need)))
+    ws = torch.empty(need.value, dtype=torch.uint8, device=q.device)
+    status = lib.tj_attn_bwd(
+        eng, _CODES[q.dtype], layout, b, sq, sk, hq, hkv, d, int(causal), scale,
+        qc.data_ptr(), kc.data_ptr(), vc.data_ptr(), oc.data_ptr(), lsec.data_ptr(),
+        doc.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), ws.data_ptr(),
+        _raw_stream(dev) if _raw_stream is not None else _stream(q.device))
+    if status:
+        _lib.check(status)
+    return dq, dk, dv
+
+
+@torch.library.custom_op("tilejit::attn_bwd", mutates_args=())
+def attn_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+             lse: torch.Tensor, causal: bool, scale: float,
+             layout: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dq, dk, dv of tilejit::attn_fwd(q, k, v, causal, scale, layout) = (o,
+    lse) for the gradient do of o (stored as o). Head dims 64 and 128.
+    Deterministic: no atomics, the same inputs give the same bits."""
+    return _attn_bwd_impl(do, q, k, v, o, lse, causal, scale, layout)
+
+
+@attn_bwd.register_fake
+def _(do, q, k, v, o, lse, causal, scale, layout):
+    _attn_shapes("attn_bwd", q, k, v, layout)
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
 def _attn_setup(ctx, inputs, output):
-    """Nothing to save: there is no backward kernel to use it."""
+    q, k, v, causal, scale, layout = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse)
+    ctx.causal, ctx.scale, ctx.layout = causal, scale, layout
+    # An unused lse arrives as None, not as zeros: a gradient through it is
+    # refused below rather than dropped.
+    ctx.set_materialize_grads(False)
 
 
 def _attn_backward(ctx, do, dlse):
-    raise NotImplementedError(
-        "tilejit::attn_fwd has no backward: tilejit has no attention backward kernel yet. "
-        "Run attention that needs a gradient through torch (tilejit.enable() leaves "
-        "F.scaled_dot_product_attention to torch whenever an input requires grad)")
+    if dlse is not None:
+        raise NotImplementedError(
+            "tilejit::attn_fwd: a gradient through lse; the backward kernel takes the gradient "
+            "of o only")
+    q, k, v, o, lse = ctx.saved_tensors
+    if do is None:
+        return None, None, None, None, None, None
+    dq, dk, dv = attn_bwd(do, q, k, v, o, lse, ctx.causal, ctx.scale, ctx.layout)
+    return dq, dk, dv, None, None, None
 
 
 attn_fwd.register_autograd(_attn_backward, setup_context=_attn_setup)
 
 
 def attention(q, k, v, causal=False, scale=None, layout=BHSD):
-    """Attention forward through tilejit; returns o (as q). q, k, v: bf16/f16,
+    """Attention through tilejit; returns o (as q). q, k, v: bf16/f16,
     [b, h, s, d] (layout BHSD, torch's) or [b, s, h, d] (BSHD), d 64, 128 or
-    256, kv heads dividing q heads. scale: None for 1/sqrt(d). Forward only: a
-    gradient through it raises NotImplementedError."""
+    256, kv heads dividing q heads. scale: None for 1/sqrt(d). Differentiable
+    for head dims 64 and 128 (tilejit::attn_bwd); a gradient with 256 raises
+    NotImplementedError."""
     layout = _layout_code(layout)
     if scale is None:
         scale = 0.0  # the op's 1/sqrt(d)
@@ -487,7 +551,8 @@ def warmup(linear=(), rms_norm=(), attention=(), dtype=torch.bfloat16, device=No
     find them loaded. linear: (tokens, in_features, out_features) of F.linear
     calls (their forward and both gradients); rms_norm: (rows, hidden);
     attention: (batch, seq_q, seq_k, heads_q, heads_kv, head_dim, causal,
-    layout) of attention forwards, layout "bhsd" (contiguous [b, h, s, d], as
+    layout) of attention calls (forward, and backward for head dims 64 and
+    128), layout "bhsd" (contiguous [b, h, s, d], as
     F.scaled_dot_product_attention usually gets them) or "bshd" ([b, s, h, d]
     storage seen through .transpose(1, 2))."""
     for call in attention:
@@ -508,6 +573,9 @@ def warmup(linear=(), rms_norm=(), attention=(), dtype=torch.bfloat16, device=No
     for b, sq, sk, hq, hkv, d, causal, layout in attention:
         _lib.check(lib.tj_attn_fwd_prepare(eng, code, _layout_code(layout), b, sq, sk, hq, hkv, d,
                                            int(bool(causal))))
+        if d in ATTN_BWD_HEAD_DIMS:
+            _lib.check(lib.tj_attn_bwd_prepare(eng, code, _layout_code(layout), b, sq, sk, hq,
+                                               hkv, d, int(bool(causal))))
 
 
 def set_sm_margin(sm_margin, device=None):

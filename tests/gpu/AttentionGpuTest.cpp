@@ -1,18 +1,24 @@
-//===- AttentionGpuTest.cpp - attention forward on the GPU vs float64 ------===//
+//===- AttentionGpuTest.cpp - attention on the GPU vs float64 ---------------===//
 //
-// Head dims 64, 128 and 256, bf16 and f16, causal or not, GQA and MQA, both
-// layouts, ragged sequence lengths (1, and none a multiple of a tile),
-// cross attention (sq != sk), a large scale (rows whose maximum moves from
-// tile to tile) and configs other than the default: fresh random inputs each
-// run (the seed is printed on failure; TILEJIT_TEST_SEED replays it), O and
-// LSE poisoned with NaN first, compared element by element with a float64
-// reference on the host (every row of small cases, sampled rows of large
-// ones). Skips (and says why) where there is no GPU or it has no wgmma.
+// Forward: head dims 64, 128 and 256, bf16 and f16, causal or not, GQA and
+// MQA, both layouts, ragged sequence lengths (1, and none a multiple of a
+// tile), cross attention (sq != sk), a large scale (rows whose maximum moves
+// from tile to tile) and configs other than the default: fresh random inputs
+// each run (the seed is printed on failure; TILEJIT_TEST_SEED replays it), O
+// and LSE poisoned with NaN first, compared element by element with a
+// float64 reference on the host (every row of small cases, sampled rows of
+// large ones).
+//
+// Backward: dQ, dK and dV from the forward's O and LSE and a random dO, the
+// gradients and the workspace poisoned first, every element compared with
+// float64 gradients computed from Q, K, V and dO alone; run twice, bitwise
+// equal. Skips (and says why) where there is no GPU or it has no wgmma.
 //
 //===----------------------------------------------------------------------===//
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "compiler/Compiler.h"
@@ -192,6 +198,190 @@ protected:
     EXPECT_TRUE(allClose(gotL, refL, {2e-5, 2e-5}, 0)) << "LSE";
   }
 
+  /// The float64 gradients of one (sequence, query head): P, dP and dS
+  /// from Q, K, V and dO, accumulated into dQ, dK and dV (dK and dV summed
+  /// over the query heads of a KV head), with the magnitudes of their terms.
+  struct Grads {
+    std::vector<double> dq, dk, dv, mq, mk, mv;
+  };
+  void reference(const Case &c, const HostTensor &q, const HostTensor &k, const HostTensor &v,
+                 const HostTensor &dout, int64_t batch, int64_t head, Grads &g) {
+    int64_t kvh = head / (c.hq / c.hkv), d = c.d;
+    double scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(d));
+    // Row r of head h of a tensor of `s` rows and `heads` heads.
+    auto row = [&](const HostTensor &t, int64_t s, int64_t heads, int64_t h, int64_t r) {
+      std::vector<double> out(static_cast<size_t>(d));
+      size_t o = at(c, s, heads, batch, r, h);
+      for (int64_t x = 0; x < d; ++x)
+        out[size_t(x)] = t.get(o + size_t(x));
+      return out;
+    };
+    std::vector<std::vector<double>> ks, vs;
+    for (int64_t j = 0; j < c.sk; ++j) {
+      ks.push_back(row(k, c.sk, c.hkv, kvh, j));
+      vs.push_back(row(v, c.sk, c.hkv, kvh, j));
+    }
+    auto dot = [&](const std::vector<double> &a, const std::vector<double> &b) {
+      double r = 0;
+      for (int64_t x = 0; x < d; ++x)
+        r += a[size_t(x)] * b[size_t(x)];
+      return r;
+    };
+    std::vector<double> p(size_t(c.sk)), dp(size_t(c.sk));
+    for (int64_t i = 0; i < c.sq; ++i) {
+      std::vector<double> qi = row(q, c.sq, c.hq, head, i),
+                          doi = row(dout, c.sq, c.hq, head, i);
+      int64_t keys = c.causal ? std::min(c.sk, i + 1) : c.sk;
+      double mx = -INFINITY, sum = 0, dsum = 0, e = 0;
+      for (int64_t j = 0; j < keys; ++j)
+        mx = std::max(mx, p[size_t(j)] = scale * dot(qi, ks[size_t(j)]));
+      for (int64_t j = 0; j < keys; ++j)
+        sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
+      std::vector<double> oi(size_t(d), 0.0);
+      for (int64_t j = 0; j < keys; ++j) {
+        p[size_t(j)] /= sum;
+        dp[size_t(j)] = dot(doi, vs[size_t(j)]);
+        dsum += p[size_t(j)] * dp[size_t(j)];
+        for (int64_t x = 0; x < d; ++x)
+          oi[size_t(x)] += p[size_t(j)] * vs[size_t(j)][size_t(x)];
+      }
+      for (int64_t x = 0; x < d; ++x)
+        e += std::fabs(doi[size_t(x)] * oi[size_t(x)]);
+      size_t qo = size_t(((batch * c.hq + head) * c.sq + i) * d);
+      for (int64_t j = 0; j < keys; ++j) {
+        double pj = p[size_t(j)], ds = pj * (dp[size_t(j)] - dsum);
+        // dS's terms: its rounding to 16 bits, and D's (from O in 16 bits).
+        double as = pj * (std::fabs(dp[size_t(j)]) + e);
+        size_t ko = size_t(((batch * c.hkv + kvh) * c.sk + j) * d);
+        for (int64_t x = 0; x < d; ++x) {
+          double kx = ks[size_t(j)][size_t(x)];
+          g.dq[qo + size_t(x)] += scale * ds * kx;
+          g.mq[qo + size_t(x)] += scale * as * std::fabs(kx);
+          g.dk[ko + size_t(x)] += scale * ds * qi[size_t(x)];
+          g.mk[ko + size_t(x)] += scale * as * std::fabs(qi[size_t(x)]);
+          g.dv[ko + size_t(x)] += pj * doi[size_t(x)];
+          g.mv[ko + size_t(x)] += pj * std::fabs(doi[size_t(x)]);
+        }
+      }
+    }
+  }
+
+  void runBackward(const Case &c) {
+    SCOPED_TRACE("backward " + name(c));
+    uint64_t seed = tilejit::testing::testSeed();
+    SCOPED_TRACE(tilejit::testing::replayHint(seed));
+    std::mt19937_64 rng(seed);
+    attention::BackwardCall call;
+    call.dt = c.dt;
+    call.d = c.d;
+    call.hq = c.hq;
+    call.hkv = c.hkv;
+    call.causal = c.causal;
+    call.layout = c.layout;
+    call.b = c.b;
+    call.sq = c.sq;
+    call.sk = c.sk;
+    call.scale = c.scale;
+    size_t nq = size_t(c.b * c.sq * c.hq * c.d), nk = size_t(c.b * c.sk * c.hkv * c.d);
+    HostTensor q(c.dt, nq), k(c.dt, nk), v(c.dt, nk), dout(c.dt, nq);
+    q.randomNormal(rng, 0.0f, 1.0f);
+    k.randomNormal(rng, 0.0f, 1.0f);
+    v.randomNormal(rng, 0.0f, 1.0f);
+    dout.randomNormal(rng, 0.0f, 1.0f);
+
+    auto fspec = attention::specOf(call, target);
+    ASSERT_TRUE(bool(fspec)) << llvm::toString(fspec.takeError());
+    auto bspec = attention::backwardSpecOf(call, target);
+    ASSERT_TRUE(bool(bspec)) << llvm::toString(bspec.takeError());
+    TileConfig config;
+    if (*c.config) {
+      auto parsed = TileConfig::parse(c.config);
+      ASSERT_TRUE(bool(parsed)) << llvm::toString(parsed.takeError());
+      config = *parsed;
+    }
+    auto fwd = compileKernel(*fspec, {});
+    ASSERT_TRUE(bool(fwd)) << llvm::toString(fwd.takeError());
+    auto bwd = compileKernel(*bspec, config);
+    ASSERT_TRUE(bool(bwd)) << llvm::toString(bwd.takeError());
+    for (const EntryInfo &e : bwd->entries)
+      EXPECT_EQ(e.spillBytes, 0) << e.name << "\n" << bwd->log;
+    auto fk = LoadedKernel::load(*fwd);
+    ASSERT_TRUE(bool(fk)) << llvm::toString(fk.takeError());
+    auto bk = LoadedKernel::load(*bwd);
+    ASSERT_TRUE(bool(bk)) << llvm::toString(bk.takeError());
+
+    size_t nlse = size_t(c.b * c.hq * c.sq);
+    size_t wsBytes = size_t(attention::backwardWorkspaceBytes(call));
+    std::vector<DeviceBuffer> bufs;
+    for (size_t bytes : {q.bytes.size(), k.bytes.size(), v.bytes.size(), q.bytes.size(),
+                         nlse * 4, q.bytes.size(), q.bytes.size(), k.bytes.size(),
+                         k.bytes.size(), wsBytes}) {
+      auto buf = DeviceBuffer::allocate(bytes);
+      ASSERT_TRUE(bool(buf)) << llvm::toString(buf.takeError());
+      bufs.push_back(std::move(*buf));
+    }
+    ASSERT_FALSE(bool(bufs[0].upload(q.bytes)));
+    ASSERT_FALSE(bool(bufs[1].upload(k.bytes)));
+    ASSERT_FALSE(bool(bufs[2].upload(v.bytes)));
+    ASSERT_FALSE(bool(bufs[5].upload(dout.bytes)));
+    call.q = bufs[0].ptr();
+    call.k = bufs[1].ptr();
+    call.v = bufs[2].ptr();
+    call.o = bufs[3].ptr();
+    call.lse = bufs[4].ptr();
+    call.dO = bufs[5].ptr();
+    call.dQ = bufs[6].ptr();
+    call.dK = bufs[7].ptr();
+    call.dV = bufs[8].ptr();
+    call.workspace = bufs[9].ptr();
+    if (auto err = attention::launch(**fk, call, nullptr))
+      FAIL() << llvm::toString(std::move(err));
+    auto drv = CudaDriver::get();
+    ASSERT_TRUE(bool(drv));
+    // Twice, each time into poisoned gradients and workspace: bitwise equal.
+    HostTensor gq[2] = {HostTensor(c.dt, nq), HostTensor(c.dt, nq)};
+    HostTensor gk[2] = {HostTensor(c.dt, nk), HostTensor(c.dt, nk)};
+    HostTensor gv[2] = {HostTensor(c.dt, nk), HostTensor(c.dt, nk)};
+    for (int run = 0; run < 2; ++run) {
+      for (int i : {6, 7, 8, 9})
+        ASSERT_FALSE(bool(bufs[size_t(i)].fill(0xFF)));
+      if (auto err = attention::launchBackward(**bk, call, nullptr))
+        FAIL() << llvm::toString(std::move(err));
+      ASSERT_EQ(drv->cuCtxSynchronize(), CUDA_SUCCESS);
+      ASSERT_FALSE(bool(bufs[6].download(gq[run].bytes)));
+      ASSERT_FALSE(bool(bufs[7].download(gk[run].bytes)));
+      ASSERT_FALSE(bool(bufs[8].download(gv[run].bytes)));
+    }
+    EXPECT_EQ(gq[0].bytes, gq[1].bytes) << "dQ differs between two runs";
+    EXPECT_EQ(gk[0].bytes, gk[1].bytes) << "dK differs between two runs";
+    EXPECT_EQ(gv[0].bytes, gv[1].bytes) << "dV differs between two runs";
+
+    // The reference, in [b, h, s, d] order.
+    Grads g;
+    for (auto *vec : {&g.dq, &g.mq})
+      vec->assign(nq, 0.0);
+    for (auto *vec : {&g.dk, &g.dv, &g.mk, &g.mv})
+      vec->assign(nk, 0.0);
+    for (int64_t bi = 0; bi < c.b; ++bi)
+      for (int64_t h = 0; h < c.hq; ++h)
+        reference(c, q, k, v, dout, bi, h, g);
+    auto reorder = [&](const HostTensor &t, int64_t s, int64_t h) {
+      HostTensor out(c.dt, t.count);
+      for (int64_t bi = 0; bi < c.b; ++bi)
+        for (int64_t hh = 0; hh < h; ++hh)
+          for (int64_t r = 0; r < s; ++r)
+            for (int64_t x = 0; x < c.d; ++x)
+              out.set(size_t(((bi * h + hh) * s + r) * c.d + x),
+                      t.get(at(c, s, h, bi, r, hh) + size_t(x)));
+      return out;
+    };
+    auto tol = tilejit::testing::tolerance(c.dt);
+    tol.accum = c.dt == DType::BF16 ? 8e-3 : 1e-3;
+    EXPECT_TRUE(allClose(reorder(gq[0], c.sq, c.hq), g.dq, tol, size_t(c.d), g.mq)) << "dQ";
+    EXPECT_TRUE(allClose(reorder(gk[0], c.sk, c.hkv), g.dk, tol, size_t(c.d), g.mk)) << "dK";
+    EXPECT_TRUE(allClose(reorder(gv[0], c.sk, c.hkv), g.dv, tol, size_t(c.d), g.mv)) << "dV";
+  }
+
   Target target;
 };
 
@@ -242,6 +432,42 @@ TEST_F(GpuAttention, TypesScalesAndConfigs) {
        "bm=128 bn=96 consumers=2 overlap=1 stages=3"});
   run({1, 129, 129, 2, 2, 128, true, Layout::BSHD, DType::F16, 0.0f,
        "bm=128 bn=64 consumers=2 overlap=1 stages=1"});
+}
+
+} // namespace
+
+namespace {
+
+TEST_F(GpuAttention, BackwardHeadDimsMasksAndGroups) {
+  for (int64_t d : {64, 128}) {
+    runBackward({1, 256, 256, 2, 2, d});
+    runBackward({2, 200, 200, 4, 1, d, true}); // ragged, causal, MQA
+    runBackward({1, 300, 300, 4, 2, d, false, Layout::BHSD}); // GQA
+  }
+}
+
+TEST_F(GpuAttention, BackwardRaggedAndCrossLengths) {
+  for (int64_t s : {1, 63, 65, 129, 383})
+    runBackward({1, s, s, 2, 2, 128, true});
+  runBackward({2, 64, 300, 2, 2, 128});        // fewer queries than keys
+  runBackward({1, 300, 17, 2, 1, 64});         // keys below one tile
+  runBackward({1, 250, 100, 2, 2, 128, true}); // causal, sq > sk
+  runBackward({1, 100, 250, 2, 2, 64, true});  // causal, keys no query sees: zero dK, dV
+  runBackward({1, 1024, 1024, 4, 2, 128, true});
+}
+
+TEST_F(GpuAttention, BackwardTypesScalesAndConfigs) {
+  runBackward({1, 300, 300, 2, 2, 128, true, Layout::BSHD, DType::F16});
+  runBackward({1, 300, 300, 2, 2, 64, false, Layout::BHSD, DType::F16});
+  runBackward({1, 500, 500, 2, 2, 64, true, Layout::BSHD, DType::BF16, 1.0f});
+  runBackward({1, 333, 333, 2, 1, 64, true, Layout::BSHD, DType::BF16, 0.0f,
+               "bn=32 consumers=1 kv_bm=16 stages=3"});
+  runBackward({1, 333, 333, 2, 2, 64, false, Layout::BSHD, DType::BF16, 0.0f,
+               "bn=64 consumers=2 kv_bm=32 stages=1"});
+  runBackward({1, 500, 500, 2, 2, 64, true, Layout::BHSD, DType::BF16, 0.0f,
+               "bn=128 consumers=2 kv_bm=64 stages=2"});
+  runBackward({1, 333, 333, 2, 2, 128, false, Layout::BSHD, DType::BF16, 0.0f,
+               "bn=64 consumers=1 kv_bm=32 stages=3"});
 }
 
 } // namespace

@@ -1,10 +1,10 @@
 //===- AttentionCompileTest.cpp - attention kernels build without a GPU ----===//
 //
 // Every head dim, type, mask and layout, and each config of the GPU tests,
-// compiled to a cubin for sm_90a: ptxas reports no spills and no serialized
-// wgmma, the PTX holds the tensor-core and copy-engine instructions (wgmma
-// with A from registers among them). Config, call and target errors name
-// what was wrong.
+// compiled to a cubin for sm_90a, forward and backward: ptxas reports no
+// spills and no serialized wgmma, the PTX holds the tensor-core and
+// copy-engine instructions (wgmma with A from registers among them). Config,
+// call and target errors name what was wrong.
 //
 //===----------------------------------------------------------------------===//
 #include <gtest/gtest.h>
@@ -21,8 +21,9 @@ using attention::Layout;
 namespace {
 
 attention::Params params(int64_t d, bool causal, Layout layout = Layout::BSHD,
-                         DType dt = DType::BF16) {
+                         DType dt = DType::BF16, bool backward = false) {
   attention::Params p;
+  p.backward = backward;
   p.dt = dt;
   p.d = d;
   p.hq = 8;
@@ -35,13 +36,19 @@ attention::Params params(int64_t d, bool causal, Layout layout = Layout::BSHD,
   return p;
 }
 
+attention::Params backward(int64_t d, bool causal, Layout layout = Layout::BSHD,
+                           DType dt = DType::BF16) {
+  return params(d, causal, layout, dt, /*backward=*/true);
+}
+
 void expectClean(const KernelSpec &spec, const TileConfig &config) {
   SCOPED_TRACE(spec.canonical() + " [" + config.canonical() + "]");
   auto k = compileKernel(spec, config);
   ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
-  ASSERT_EQ(k->entries.size(), 1u);
-  const EntryInfo &e = k->entries.front();
-  EXPECT_EQ(e.spillBytes, 0) << k->log;
+  bool bwd = attention::isBackward(spec);
+  ASSERT_EQ(k->entries.size(), bwd ? 2u : 1u);
+  for (const EntryInfo &e : k->entries)
+    EXPECT_EQ(e.spillBytes, 0) << e.name << "\n" << k->log;
   EXPECT_EQ(k->log.find("serialized"), std::string::npos) << k->log;
   EXPECT_EQ(k->log.find("setmaxnreg' ignored"), std::string::npos) << k->log;
   // Q K^T from shared memory, P V with P in registers.
@@ -49,9 +56,14 @@ void expectClean(const KernelSpec &spec, const TileConfig &config) {
   EXPECT_NE(k->ptx.find("}, {%r"), std::string::npos) << "no wgmma with A from registers";
   EXPECT_NE(k->ptx.find("cp.async.bulk.tensor.4d"), std::string::npos);
   EXPECT_NE(k->ptx.find("ex2.approx"), std::string::npos);
-  ASSERT_EQ(e.params.size(), 8u);
+  const EntryInfo &e = k->entries.front();
+  ASSERT_EQ(e.params.size(), bwd ? 13u : 8u);
   EXPECT_EQ(e.params[0].kind, ParamInfo::TensorMap);
   EXPECT_EQ(e.params[0].staticSizes.size(), 4u);
+  if (bwd) {
+    ASSERT_EQ(k->entries[1].params.size(), 11u);
+    EXPECT_EQ(k->entries[1].params[2].kind, ParamInfo::TensorMap);
+  }
 }
 
 TEST(AttentionCompile, EveryHeadDimMaskLayoutAndTypeBuildsWithoutSpills) {
@@ -77,10 +89,61 @@ TEST(AttentionCompile, EveryConfigOfTheGpuTestsBuilds) {
   expectClean(params(64, true), *TileConfig::parse("bm=128 bn=192 consumers=2 stages=2"));
 }
 
+TEST(AttentionCompile, BackwardBuildsWithoutSpillsForEveryHeadDimMaskLayoutAndType) {
+  for (int64_t d : {64, 128})
+    for (bool causal : {false, true})
+      expectClean(backward(d, causal), {});
+  expectClean(backward(128, true, Layout::BHSD), {});
+  expectClean(backward(64, false, Layout::BHSD, DType::F16), {});
+  // The configs of the GPU tests, and the largest the register rule allows.
+  for (const char *cfg : {"bn=32 consumers=1 kv_bm=16 stages=3", "bn=64 consumers=2 kv_bm=32 stages=1",
+                          "bn=128 consumers=2 kv_bm=64 stages=2"})
+    expectClean(backward(64, true), *TileConfig::parse(cfg));
+  expectClean(backward(128, false), *TileConfig::parse("bn=64 consumers=1 kv_bm=32 stages=3"));
+}
+
+TEST(AttentionCompile, BackwardErrorsNameWhatWasWrong) {
+  const KernelTemplate &t = getTemplate(attention::backwardOp());
+  auto err = t.checkConfig(backward(256, true), t.defaultConfig(backward(128, true)));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("attn_bwd takes head dim 64 or 128 (d = 256"),
+            std::string::npos);
+  err = t.checkConfig(backward(128, true),
+                      *TileConfig::parse("bn=64 consumers=2 kv_bm=64 stages=2"));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("use a smaller kv_bm"), std::string::npos);
+  err = t.checkConfig(backward(128, true),
+                      *TileConfig::parse("bn=128 consumers=2 kv_bm=32 stages=2"));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("use a smaller bn"), std::string::npos);
+  err = t.checkConfig(backward(64, true), *TileConfig::parse("bn=64 consumers=2 kv_bm=48 stages=2"));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("kv_bm must divide 128"), std::string::npos);
+
+  attention::Params old = backward(128, false);
+  old.target = *Target::parse("sm_80");
+  auto k = compileKernel(old, {});
+  ASSERT_FALSE(bool(k));
+  EXPECT_NE(llvm::toString(k.takeError()).find("attn_bwd runs on sm_90a"), std::string::npos);
+
+  attention::Call call;
+  call.b = 0;
+  call.sq = call.sk = 5;
+  auto s = attention::backwardSpecOf(call, *Target::parse("sm_90a"));
+  ASSERT_FALSE(bool(s));
+  EXPECT_NE(llvm::toString(s.takeError()).find("attn_bwd: sizes must be positive"),
+            std::string::npos);
+  call.b = 3;
+  call.hq = 4;
+  call.sq = 130;
+  // LSE * log2(e) and D, f32, rows padded to 128.
+  EXPECT_EQ(attention::backwardWorkspaceBytes(call), 2 * 3 * 4 * 256 * 4);
+}
+
 TEST(AttentionCompile, DefaultConfigsAreValidAndTheSpaceIsNotEmpty) {
-  const KernelTemplate &t = getTemplate(attention::forwardOp());
-  for (int64_t d : {64, 128, 256}) {
-    attention::Params p = params(d, true);
+  for (attention::Params p : {params(64, true), params(128, true), params(256, true),
+                              backward(64, true), backward(128, false)}) {
+    const KernelTemplate &t = getTemplate(p.spec());
     TileConfig c = t.defaultConfig(p);
     EXPECT_FALSE(bool(t.checkConfig(p, c))) << p.spec().canonical() << " " << c.canonical();
     auto space = t.configSpace(p);

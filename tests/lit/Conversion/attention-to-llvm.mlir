@@ -26,3 +26,11 @@
 // CHECK: nvvm.wgmma.commit.group.sync.aligned
 // CHECK: "wgmma.wait_group.sync.aligned 1;", "=f,{{.*}},=f,0,{{.*}},31"
 // CHECK: "wgmma.wait_group.sync.aligned 0;", "=f,{{.*}},=f,0,{{.*}},63"
+
+// A column slice: each thread reads its two columns of every 8-column block
+// (8 bytes at 32-byte steps) and broadcasts them down its rows, and stores
+// its columns back.
+// CHECK-LABEL: llvm.func @columns
+// CHECK: ld.global.v2.f32 {$0, $1}, [$2+0];
+// CHECK: ld.global.v2.f32 {$0, $1}, [$2+32];
+// CHECK: st.global.v2.f32 [$0+224], {$1, $2};

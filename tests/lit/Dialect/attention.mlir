@@ -74,3 +74,19 @@ tile.kernel @overlap(%o: memref<?x64xf32>) attributes {block_threads = 256 : i64
   }
   tile.return
 }
+
+// The columns of a warpgroup tile (the backward pass's per-query LSE and D,
+// the queries along the columns): loaded, broadcast down the rows, stored.
+#cols = #tile.slice<dim = 0, parent = #tile.wgmma>
+// CHECK-LABEL: tile.kernel @columns
+tile.kernel @columns(%w: memref<?x?xf32>, %o: memref<?x64xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  // CHECK: load %{{.*}} : memref<?x?xf32> -> tensor<64xf32, #tile.slice<dim = 0, parent = #tile.wgmma>>
+  %v = tile.load %w[%c0, %c0] : memref<?x?xf32> -> tensor<64xf32, #cols>
+  // CHECK: broadcast %{{.*}} : tensor<64xf32, #tile.slice<dim = 0, parent = #tile.wgmma>> -> tensor<64x64xf32, #tile.wgmma>
+  %b = tile.broadcast %v : tensor<64xf32, #cols> -> tensor<64x64xf32, #acc>
+  tile.store %b, %o[%c0, %c0] : tensor<64x64xf32, #acc>, memref<?x64xf32>
+  %two = arith.addf %v, %v : tensor<64xf32, #cols>
+  tile.store %two, %w[%c0, %c0] : tensor<64xf32, #cols>, memref<?x?xf32>
+  tile.return
+}

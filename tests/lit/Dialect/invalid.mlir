@@ -770,8 +770,12 @@ tile.kernel @iota_dim() attributes {block_threads = 128 : i64, grid = affine_map
 
 // -----
 
-// expected-error @+1 {{#tile.slice of #tile.wgmma keeps the rows (dim = 1), got dim = 0}}
-#cols = #tile.slice<dim = 0, parent = #tile.wgmma>
+tile.kernel @wgmma_columns(%w: memref<?x?xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'tile.load' op produces 'tensor<12xf32, #tile.slice<dim = 0, parent = #tile.wgmma>>', whose shape does not fit #tile.wgmma (rows a multiple of 64, columns a multiple of 8 up to 256; its slices rank 1, a column slice 8 to 256 long)}}
+  %c = tile.load %w[%c0, %c0] : memref<?x?xf32> -> tensor<12xf32, #tile.slice<dim = 0, parent = #tile.wgmma>>
+  tile.return
+}
 
 // -----
 

@@ -1,0 +1,590 @@
+//===- AttentionBackwardTemplate.cpp - attention backward on Hopper ---------===//
+//
+// dQ, dK and dV of O = softmax(scale * Q K^T + mask) V from dO, O and the
+// forward's LSE, on sm_90a, in two kernels that each own what they write
+// (no atomics, nothing reduced across programs: the results are bitwise
+// repeatable). With P = exp(scale * Q K^T - LSE) (the probabilities, masked
+// entries 0), D = rowsum(dO * O) and dS = P * (dO V^T - D):
+//   dQ = scale * dS K,   dK = scale * dS^T Q,   dV = P^T dO.
+//
+// Kernel 1, dQ (one program per tile of bm query rows of one head, as the
+// forward): each consumer warpgroup of 64 rows first computes D of its rows
+// from dO and O, and writes D and LSE * log2(e) to the workspace (+inf past
+// the sequence, so that padded rows get P = 0); then, tile by tile of bn
+// keys, S = Q K^T and dP = dO V^T on the tensor cores (K and V from TMA
+// rings, Q and dO loaded once), P and dS in registers, dQ += dS K with dS
+// from registers (tile.dot_reg).
+//
+// Kernel 2, dK and dV (one program per tile of 64 * consumers keys of one KV
+// head): K and V are loaded once; every query head of the KV head's group
+// and every tile of kv_bm query rows that can see the program's keys stream
+// through TMA rings of Q and dO. Each consumer warpgroup owns 64 keys and
+// works on the transposed products, so that what it accumulates has its keys
+// as rows: S^T = K Q^T and dP^T = V dO^T (shared memory), P^T from S^T and
+// the workspace's LSE of each column (a #tile.slice of the columns), then
+// dV += P^T dO and dK += dS^T Q with P^T and dS^T from registers.
+//
+// Masks: the dQ kernel masks as the forward does (keys past the sequence,
+// the causal diagonal); the dK/dV kernel masks the causal diagonal only:
+// queries past the sequence have LSE = +inf in the workspace (P = 0), and
+// keys past it are never stored.
+//
+// Tunables: consumers (bm = the dK/dV kernel's keys = 64 per consumer), bn
+// (keys per step of the dQ kernel), kv_bm (queries per step of the dK/dV
+// kernel), stages (of every ring).
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/EmbeddedSources.h"
+#include "compiler/templates/Kernel.h"
+#include "compiler/templates/Template.h"
+#include "dialects/Tile/TileDialect.h"
+#include "ops/attention/AttentionDecl.h"
+
+#include <cmath>
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+namespace tt = tilejit::tile;
+
+namespace tilejit {
+namespace {
+
+llvm::Error configError(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+struct Shape {
+  int64_t consumers, bn, kvBm, stages;
+  explicit Shape(const TileConfig &c)
+      : consumers(c.get("consumers")), bn(c.get("bn")), kvBm(c.get("kv_bm")),
+        stages(c.get("stages")) {}
+  int64_t bm() const { return 64 * consumers; }
+  /// Shared memory of the dQ kernel: Q and dO tiles, the K and V rings.
+  int64_t dqSmem(int64_t d, int64_t e) const {
+    return (2 * bm() + 2 * stages * bn) * d * e + 8 * (4 * stages + 2) + 3 * 1024;
+  }
+  /// Of the dK/dV kernel: K and V tiles, the Q and dO rings.
+  int64_t dkvSmem(int64_t d, int64_t e) const {
+    return (2 * bm() + 2 * stages * kvBm) * d * e + 8 * (3 * stages + 2) + 3 * 1024;
+  }
+};
+
+/// Query rows per sequence in the workspace: a multiple of 128, so that
+/// every tile of either kernel lies inside it.
+constexpr int64_t kWorkspaceRows = 128;
+
+class AttentionBackwardTemplate : public KernelTemplate {
+public:
+  const OpDecl &op() const override { return attention::backwardOp(); }
+
+  llvm::ArrayRef<ConfigKeyDecl> configKeys() const override {
+    static const ConfigKeyDecl keys[] = {
+        {"consumers", 1, 2, false,
+         "consumer warpgroups, 64 query rows (dQ) or keys (dK, dV) each"},
+        {"bn", 16, 128, false, "keys per step of the dQ kernel"},
+        {"kv_bm", 16, 128, false, "query rows per step of the dK/dV kernel"},
+        {"stages", 1, 4, false, "stages of the rings"},
+    };
+    return keys;
+  }
+
+  static TileConfig make(int64_t consumers, int64_t bn, int64_t kvBm, int64_t stages) {
+    TileConfig c;
+    c.set("consumers", consumers).set("bn", bn).set("kv_bm", kvBm).set("stages", stages);
+    return c;
+  }
+
+  std::vector<TileConfig> configSpace(const KernelSpec &ks) const override {
+    std::vector<TileConfig> out = {defaultConfig(ks)};
+    for (int64_t consumers : {2, 1})
+      for (int64_t bn : {64, 128, 32})
+        for (int64_t kvBm : {64, 32, 128})
+          for (int64_t stages : {2, 3}) {
+            TileConfig c = make(consumers, bn, kvBm, stages);
+            if (llvm::Error err = checkConfig(ks, c))
+              llvm::consumeError(std::move(err));
+            else if (c != out.front())
+              out.push_back(std::move(c));
+          }
+    return out;
+  }
+
+  TileConfig defaultConfig(const KernelSpec &ks) const override {
+    attention::Params p(ks);
+    TileConfig c = p.d == 64 ? make(2, 128, 64, 2) : make(2, 64, 32, 2);
+    if (llvm::Error err = checkConfig(ks, c)) {
+      llvm::consumeError(std::move(err));
+      return make(2, 32, 16, 2);
+    }
+    return c;
+  }
+
+  llvm::Error checkConfig(const KernelSpec &ks, const TileConfig &cfg) const override {
+    attention::Params p(ks);
+    if (auto err = cfg.checkKeys(configKeys()))
+      return err;
+    if (!p.target.hasWgmma())
+      return configError("attn_bwd runs on sm_90a (wgmma, TMA, setmaxnreg); the target is " +
+                         llvm::Twine(p.target.archName()));
+    if (p.d > 128)
+      return configError("attn_bwd takes head dim 64 or 128 (d = " + llvm::Twine(p.d) +
+                         ": a warpgroup's dK and dV would need " + llvm::Twine(p.d) +
+                         " registers a thread, more than it has beside the scores)");
+    Shape s(cfg);
+    if (s.bn % 16 != 0 || s.kvBm % 16 != 0)
+      return configError("bn = " + llvm::Twine(s.bn) + " and kv_bm = " + llvm::Twine(s.kvBm) +
+                         " must be multiples of 16");
+    if (kWorkspaceRows % s.bm() != 0 || kWorkspaceRows % s.kvBm != 0)
+      return configError("consumers * 64 and kv_bm must divide " + llvm::Twine(kWorkspaceRows));
+    // Registers of a consumer thread. dQ kernel: dQ (d / 2), S and dP
+    // (bn / 2 each), P or dS in 16 bits (bn / 4). dK/dV kernel: dK and dV
+    // (d / 2 each), S^T and dP^T (kv_bm / 2 each), P^T in 16 bits and the
+    // columns' LSE and D (kv_bm / 4 each).
+    int64_t dqRegs = p.d / 2 + s.bn + s.bn / 4;
+    int64_t dkvRegs = p.d + s.kvBm + 3 * s.kvBm / 4;
+    if (dqRegs > 192)
+      return configError("a dQ consumer thread would hold " + llvm::Twine(dqRegs) +
+                         " registers of dQ, S, dP and dS (at most 192 of its 240): use a "
+                         "smaller bn");
+    if (dkvRegs > 192)
+      return configError("a dK/dV consumer thread would hold " + llvm::Twine(dkvRegs) +
+                         " registers of dK, dV, S^T, dP^T and P^T (at most 192 of its 240): "
+                         "use a smaller kv_bm");
+    int64_t e = dtypeBytes(p.dt), limit = p.target.maxSharedBytesPerBlock();
+    for (int64_t smem : {s.dqSmem(p.d, e), s.dkvSmem(p.d, e)})
+      if (smem > limit)
+        return configError("consumers, bn, kv_bm and stages need " + llvm::Twine(smem) +
+                           " bytes of shared memory; " + llvm::Twine(p.target.archName()) +
+                           " allows " + llvm::Twine(limit));
+    return llvm::Error::success();
+  }
+
+  std::string_view sourceHash() const override {
+    return embedded::templateSourceHash("AttentionBackwardTemplate.cpp");
+  }
+
+  llvm::Expected<OwningOpRef<ModuleOp>> build(MLIRContext &ctx, const KernelSpec &ks,
+                                              const TileConfig &cfg) const override {
+    attention::Params p(ks);
+    if (auto err = ks.validate())
+      return err;
+    if (auto err = checkConfig(ks, cfg))
+      return err;
+    ctx.getOrLoadDialect<tt::TileDialect>();
+    ctx.getOrLoadDialect<math::MathDialect>();
+    OpBuilder b(&ctx);
+    Location loc = b.getUnknownLoc();
+    OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+    b.setInsertionPointToEnd(module->getBody());
+    Builder kb{b, loc, p, Shape(cfg), cfg};
+    kb.dq();
+    kb.dkv();
+    return module;
+  }
+
+private:
+  /// What both kernels build with.
+  struct Builder {
+    OpBuilder &b;
+    Location loc;
+    const attention::Params &p;
+    Shape s;
+    const TileConfig &cfg;
+
+    MLIRContext &ctx() const { return *b.getContext(); }
+    bool bshd() const { return p.layout == attention::Layout::BSHD; }
+    std::string suffix() const {
+      return std::string(dtypeName(p.dt)) + "_d" + std::to_string(p.d) + "_h" +
+             std::to_string(p.hq) + "_" + std::to_string(p.hkv) + (p.causal ? "_causal" : "") +
+             (bshd() ? "_bshd" : "_bhsd");
+    }
+    /// Q, O and their gradients ([b, s, h * d] or [b * h, s, d]) with
+    /// `heads` heads.
+    MemRefType rowsType(int64_t heads, Type elem) const {
+      return bshd() ? MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, heads * p.d},
+                                      elem)
+                    : MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, p.d}, elem);
+    }
+    /// The workspace: [2, b * hq, rows]: LSE * log2(e), then D.
+    MemRefType workspaceType() const {
+      return MemRefType::get({2, ShapedType::kDynamic, ShapedType::kDynamic}, b.getF32Type());
+    }
+
+    Value cst(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+    Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+    Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
+    Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
+    Value divu(Value x, int64_t c) { return arith::DivUIOp::create(b, loc, x, cst(c)); }
+    Value remu(Value x, int64_t c) { return arith::RemUIOp::create(b, loc, x, cst(c)); }
+    Value minu(Value x, Value y) { return arith::MinUIOp::create(b, loc, x, y); }
+    Value ceilDiv(Value x, int64_t c) { return divu(add(x, cst(c - 1)), c); }
+    Value f32c(double v) {
+      return arith::ConstantFloatOp::create(b, loc, b.getF32Type(), APFloat(float(v)));
+    }
+    Value splat(Type t, Value v) { return tt::SplatOp::create(b, loc, t, v); }
+    Value toI32(Value v) { return arith::IndexCastOp::create(b, loc, b.getI32Type(), v); }
+    std::pair<Value, Value> stageOf(Value it) {
+      return {remu(it, s.stages), divu(it, s.stages)};
+    }
+    /// The coordinates of row `row` of sequence `seq`, head `head` in a
+    /// rowsType tensor of `heads` heads.
+    SmallVector<Value> rowAt(Value seq, Value head, int64_t heads, Value row) {
+      if (bshd())
+        return {seq, row, mul(head, cst(p.d))};
+      return {add(mul(seq, cst(heads)), head), row, cst(0)};
+    }
+    /// for (i = from; i < to; ++i) with `init` carried; the builder is left
+    /// after the loop. (A loop that carries nothing comes with its yield.)
+    template <typename Body>
+    SmallVector<Value> loop(Value from, Value to, ValueRange init, Body body) {
+      auto l = scf::ForOp::create(b, loc, from, to, cst(1), init);
+      b.setInsertionPointToStart(l.getBody());
+      SmallVector<Value> next = body(l.getInductionVar(), l.getRegionIterArgs());
+      if (!init.empty())
+        scf::YieldOp::create(b, loc, next);
+      b.setInsertionPointAfter(l);
+      return SmallVector<Value>(l.getResults());
+    }
+
+    /// dQ, and the workspace: LSE * log2(e) and D of every query row.
+    void dq() {
+      MLIRContext &c = ctx();
+      Type dt = elemType(c, p.dt), f32 = b.getF32Type(), i32 = b.getI32Type();
+      Type idx = b.getIndexType();
+      int64_t bm = s.bm();
+      auto ringQ = tt::RingType::get(&c, 1, bm, p.d, dt);
+      auto ringKV = tt::RingType::get(&c, s.stages, s.bn, p.d, dt);
+      auto mapQ = tt::TensorMapType::get(&c, bm, 64, dt, 4);
+      auto mapKV = tt::TensorMapType::get(&c, s.bn, 64, dt, 4);
+      auto oType = rowsType(p.hq, dt);
+      auto lseType = MemRefType::get({ShapedType::kDynamic, p.hq, ShapedType::kDynamic}, f32);
+      // Q, K, V, dO maps; O, dO, LSE, dQ, workspace; scale * log2(e),
+      // scale, sq, sk.
+      SmallVector<Type> args = {mapQ,  mapKV, mapKV, mapQ, oType, oType, lseType,
+                                oType, workspaceType(), f32, f32, idx, idx};
+      // Programs: every tile of the workspace's rows, of every head.
+      AffineExpr sq = getAffineSymbolExpr(0, &c), batch = getAffineSymbolExpr(1, &c);
+      AffineMap grid = AffineMap::get(
+          0, 2, {sq.ceilDiv(kWorkspaceRows) * (kWorkspaceRows / bm) * batch * p.hq}, &c);
+      auto kernel = makeKernel(b, loc, "attn_bwd_dq_" + suffix(), args, 128 * (s.consumers + 1),
+                               grid, {11, -1, 6, 0}, cfg, /*cluster=*/1, /*minBlocks=*/1);
+      Block *entry = &kernel.getBody().front();
+      Value qMap = entry->getArgument(0), kMap = entry->getArgument(1),
+            vMap = entry->getArgument(2), doMap = entry->getArgument(3);
+      Value o = entry->getArgument(4), dO = entry->getArgument(5), lse = entry->getArgument(6);
+      Value dQ = entry->getArgument(7), ws = entry->getArgument(8);
+      Value scaleLog2 = entry->getArgument(9), scale = entry->getArgument(10);
+      Value sqV = entry->getArgument(11), skV = entry->getArgument(12);
+
+      Value rq = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
+      Value rdo = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
+      Value rk = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
+      Value rv = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
+      auto one = tt::BarriersType::get(&c, 1), bars = tt::BarriersType::get(&c, s.stages);
+      Value qFull = tt::AllocBarriersOp::create(b, loc, one, 1, nullptr);
+      Value doFull = tt::AllocBarriersOp::create(b, loc, one, 1, nullptr);
+      Value kFull = tt::AllocBarriersOp::create(b, loc, bars, 1, nullptr);
+      Value vFull = tt::AllocBarriersOp::create(b, loc, bars, 1, nullptr);
+      Value kEmpty = tt::AllocBarriersOp::create(b, loc, bars, s.consumers, nullptr);
+      Value vEmpty = tt::AllocBarriersOp::create(b, loc, bars, s.consumers, nullptr);
+
+      // The tiles with the most keys (the last rows under a causal mask)
+      // first, a row tile of every head at a time.
+      Value batchV = memref::DimOp::create(b, loc, lse, 0);
+      Value heads = mul(batchV, cst(p.hq));
+      Value mTiles = mul(ceilDiv(sqV, kWorkspaceRows), cst(kWorkspaceRows / bm));
+      Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
+      Value mTile = sub(sub(mTiles, cst(1)), arith::DivUIOp::create(b, loc, pid, heads));
+      Value bh = arith::RemUIOp::create(b, loc, pid, heads);
+      Value seq = divu(bh, p.hq), head = remu(bh, p.hq);
+      Value kvHead = divu(head, p.hq / p.hkv);
+      Value q0 = mul(mTile, cst(bm));
+      // Key tiles any row sees (none for a tile wholly past the sequence,
+      // which only pads the workspace); the first `whole` every row sees
+      // whole.
+      Value kvEnd = p.causal ? minu(skV, add(q0, cst(bm))) : skV;
+      Value inside =
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, q0, sqV).getResult();
+      Value kvTiles = arith::SelectOp::create(b, loc, inside, ceilDiv(kvEnd, s.bn), cst(0));
+      Value whole = minu(divu(p.causal ? minu(skV, add(q0, cst(1))) : skV, s.bn), kvTiles);
+
+      auto ws_ = tt::WarpSpecializeOp::create(b, loc, s.consumers, 24, 240);
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.createBlock(&ws_.getProducer());
+        tt::TmaLoadOp::create(b, loc, qMap, q0, cst(0), ValueRange{head, seq}, rq, cst(0), qFull,
+                              cst(0));
+        tt::TmaLoadOp::create(b, loc, doMap, q0, cst(0), ValueRange{head, seq}, rdo, cst(0),
+                              doFull, cst(0));
+        loop(cst(0), kvTiles, {}, [&](Value j, ValueRange) {
+          auto [stage, round] = stageOf(j);
+          Value k0 = mul(j, cst(s.bn));
+          tt::BarrierWaitOp::create(b, loc, kEmpty, stage, add(round, cst(1)));
+          tt::TmaLoadOp::create(b, loc, kMap, k0, cst(0), ValueRange{kvHead, seq}, rk, stage,
+                                kFull, stage);
+          tt::BarrierWaitOp::create(b, loc, vEmpty, stage, add(round, cst(1)));
+          tt::TmaLoadOp::create(b, loc, vMap, k0, cst(0), ValueRange{kvHead, seq}, rv, stage,
+                                vFull, stage);
+          return SmallVector<Value>{};
+        });
+        tt::YieldOp::create(b, loc);
+      }
+      {
+        OpBuilder::InsertionGuard guard(b);
+        Block *body = b.createBlock(&ws_.getConsumer());
+        Value consumer = body->addArgument(idx, loc);
+        Value myRows = mul(consumer, cst(64));
+        Value row0 = add(q0, myRows);
+        auto wg = tt::WgmmaLayoutAttr::get(&c);
+        auto rowType = RankedTensorType::get({64}, f32, tt::SliceLayoutAttr::get(&c, 1, wg));
+        auto sType = RankedTensorType::get({64, s.bn}, f32, wg);
+        auto iType = RankedTensorType::get({64, s.bn}, i32, wg);
+        auto accType = RankedTensorType::get({64, p.d}, f32, wg);
+        auto chunkType = RankedTensorType::get({64, 64}, f32, wg);
+
+        // D = rowsum(dO * O) of this warpgroup's rows, 64 columns at a time,
+        // and LSE in the log2 domain; both to the workspace.
+        SmallVector<Value> at = rowAt(seq, head, p.hq, row0);
+        Value dRow = splat(rowType, f32c(0.0));
+        for (int64_t c0 = 0; c0 < p.d; c0 += 64) {
+          SmallVector<Value> chunk = at;
+          chunk[2] = add(at[2], cst(c0));
+          Value x = tt::LoadOp::create(b, loc, chunkType, dO, chunk, nullptr, nullptr);
+          Value y = tt::LoadOp::create(b, loc, chunkType, o, chunk, nullptr, nullptr);
+          dRow = arith::AddFOp::create(
+              b, loc, dRow,
+              tt::ReduceOp::create(b, loc, rowType, tt::ReduceKind::sum,
+                                   arith::MulFOp::create(b, loc, x, y), 1));
+        }
+        Value lseRow = tt::LoadOp::create(b, loc, rowType, lse, ValueRange{seq, head, row0},
+                                          b.getF64FloatAttr(INFINITY), nullptr);
+        lseRow = arith::MulFOp::create(b, loc, lseRow, splat(rowType, f32c(M_LOG2E)));
+        tt::StoreOp::create(b, loc, lseRow, ws, ValueRange{cst(0), bh, row0});
+        tt::StoreOp::create(b, loc, dRow, ws, ValueRange{cst(1), bh, row0});
+
+        tt::BarrierWaitOp::create(b, loc, qFull, cst(0), cst(0));
+        tt::BarrierWaitOp::create(b, loc, doFull, cst(0), cst(0));
+        Value zeroS = splat(sType, f32c(0.0));
+        Value negLse = tt::BroadcastOp::create(
+            b, loc, sType, arith::NegFOp::create(b, loc, lseRow).getResult());
+        Value dBcast = tt::BroadcastOp::create(b, loc, sType, dRow);
+        auto step = [&](Value j, ValueRange carried, bool masked) -> SmallVector<Value> {
+          auto [stage, round] = stageOf(j);
+          tt::BarrierWaitOp::create(b, loc, kFull, stage, round);
+          Value sc = tt::DotOp::create(b, loc, sType, rq, cst(0), myRows, rk, stage, cst(0), zeroS,
+                                       false, false, false);
+          if (masked) {
+            Value cols = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 1),
+                                               splat(iType, toI32(mul(j, cst(s.bn)))));
+            Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, cols,
+                                             splat(iType, toI32(skV)));
+            if (p.causal) {
+              Value rows = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
+                                                 splat(iType, toI32(row0)));
+              ok = arith::AndIOp::create(
+                  b, loc, ok,
+                  arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, cols, rows));
+            }
+            sc = arith::SelectOp::create(b, loc, ok, sc, splat(sType, f32c(-INFINITY)));
+          }
+          Value pr = math::Exp2Op::create(
+              b, loc, math::FmaOp::create(b, loc, sc, splat(sType, scaleLog2), negLse));
+          tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
+          Value dp = tt::DotOp::create(b, loc, sType, rdo, cst(0), myRows, rv, stage, cst(0),
+                                       zeroS, false, false, false);
+          tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
+          Value ds =
+              arith::MulFOp::create(b, loc, pr, arith::SubFOp::create(b, loc, dp, dBcast));
+          Value ds16 =
+              arith::TruncFOp::create(b, loc, RankedTensorType::get({64, s.bn}, dt, wg), ds);
+          Value acc = tt::DotRegOp::create(b, loc, accType, ds16, rk, stage, cst(0), carried[0],
+                                           true, false);
+          tt::BarrierArriveOp::create(b, loc, kEmpty, stage);
+          return {acc};
+        };
+        SmallVector<Value> acc = {splat(accType, f32c(0.0))};
+        acc = loop(cst(0), whole, acc, [&](Value j, ValueRange c) { return step(j, c, false); });
+        acc = loop(whole, kvTiles, acc, [&](Value j, ValueRange c) { return step(j, c, true); });
+        Value out = arith::MulFOp::create(b, loc, acc[0], splat(accType, scale));
+        tt::StoreOp::create(b, loc, out, dQ, at);
+        tt::YieldOp::create(b, loc);
+      }
+      b.setInsertionPointToEnd(entry);
+      tt::ReturnOp::create(b, loc);
+      b.setInsertionPointAfter(kernel);
+    }
+
+    /// dK and dV.
+    void dkv() {
+      MLIRContext &c = ctx();
+      Type dt = elemType(c, p.dt), f32 = b.getF32Type(), i32 = b.getI32Type();
+      Type idx = b.getIndexType();
+      int64_t bn = s.bm(), group = p.hq / p.hkv;
+      auto ringKV = tt::RingType::get(&c, 1, bn, p.d, dt);
+      auto ringQ = tt::RingType::get(&c, s.stages, s.kvBm, p.d, dt);
+      auto mapKV = tt::TensorMapType::get(&c, bn, 64, dt, 4);
+      auto mapQ = tt::TensorMapType::get(&c, s.kvBm, 64, dt, 4);
+      auto kType = rowsType(p.hkv, dt);
+      // K, V, Q, dO maps; workspace, dK, dV; scale * log2(e), scale, sq, sk.
+      SmallVector<Type> args = {mapKV, mapKV, mapQ, mapQ, workspaceType(), kType, kType,
+                                f32,   f32,   idx,  idx};
+      // Programs: ceil(sk / bn) * batch * hkv; dK's first size is the batch
+      // (BSHD) or batch * hkv (BHSD).
+      AffineExpr sk = getAffineSymbolExpr(0, &c), first = getAffineSymbolExpr(1, &c);
+      AffineMap grid =
+          AffineMap::get(0, 2, {sk.ceilDiv(bn) * first * (bshd() ? p.hkv : 1)}, &c);
+      auto kernel = makeKernel(b, loc, "attn_bwd_dkdv_" + suffix(), args,
+                               128 * (s.consumers + 1), grid, {10, -1, 5, 0}, cfg,
+                               /*cluster=*/1, /*minBlocks=*/1);
+      Block *entry = &kernel.getBody().front();
+      Value kMap = entry->getArgument(0), vMap = entry->getArgument(1),
+            qMap = entry->getArgument(2), doMap = entry->getArgument(3);
+      Value ws = entry->getArgument(4), dK = entry->getArgument(5), dV = entry->getArgument(6);
+      Value scaleLog2 = entry->getArgument(7), scale = entry->getArgument(8);
+      Value sqV = entry->getArgument(9), skV = entry->getArgument(10);
+
+      Value rk = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
+      Value rv = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
+      Value rq = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
+      Value rdo = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
+      auto one = tt::BarriersType::get(&c, 1), bars = tt::BarriersType::get(&c, s.stages);
+      Value kFull = tt::AllocBarriersOp::create(b, loc, one, 1, nullptr);
+      Value vFull = tt::AllocBarriersOp::create(b, loc, one, 1, nullptr);
+      Value qFull = tt::AllocBarriersOp::create(b, loc, bars, 1, nullptr);
+      Value doFull = tt::AllocBarriersOp::create(b, loc, bars, 1, nullptr);
+      Value empty = tt::AllocBarriersOp::create(b, loc, bars, s.consumers, nullptr);
+
+      // Every key tile of one KV head before the next (the programs running
+      // together read the same Q and dO, which L2 keeps), the first tiles
+      // (under a causal mask the most queries) first.
+      Value nTiles = ceilDiv(skV, bn);
+      Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
+      Value nTile = arith::RemUIOp::create(b, loc, pid, nTiles);
+      Value bkv = arith::DivUIOp::create(b, loc, pid, nTiles);
+      Value seq = divu(bkv, p.hkv), kvHead = remu(bkv, p.hkv);
+      Value n0 = mul(nTile, cst(bn));
+      // Query tiles that see a key of the program: under a causal mask from
+      // the one holding row n0; the first ones up to row n0 + bn see the
+      // diagonal (masked).
+      Value mEnd = ceilDiv(sqV, s.kvBm);
+      Value mStart = p.causal ? minu(divu(n0, s.kvBm), mEnd) : cst(0);
+      Value mMasked = p.causal ? minu(ceilDiv(add(n0, cst(bn)), s.kvBm), mEnd) : cst(0);
+      mMasked = arith::MaxUIOp::create(b, loc, mMasked, mStart);
+      Value count = sub(mEnd, mStart);
+
+      auto ws_ = tt::WarpSpecializeOp::create(b, loc, s.consumers, 24, 240);
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.createBlock(&ws_.getProducer());
+        tt::TmaLoadOp::create(b, loc, kMap, n0, cst(0), ValueRange{kvHead, seq}, rk, cst(0), kFull,
+                              cst(0));
+        tt::TmaLoadOp::create(b, loc, vMap, n0, cst(0), ValueRange{kvHead, seq}, rv, cst(0), vFull,
+                              cst(0));
+        loop(cst(0), mul(count, cst(group)), {}, [&](Value it, ValueRange) {
+          auto [stage, round] = stageOf(it);
+          Value head = add(mul(kvHead, cst(group)), arith::DivUIOp::create(b, loc, it, count));
+          Value m0 = mul(add(mStart, arith::RemUIOp::create(b, loc, it, count)), cst(s.kvBm));
+          tt::BarrierWaitOp::create(b, loc, empty, stage, add(round, cst(1)));
+          tt::TmaLoadOp::create(b, loc, qMap, m0, cst(0), ValueRange{head, seq}, rq, stage, qFull,
+                                stage);
+          tt::TmaLoadOp::create(b, loc, doMap, m0, cst(0), ValueRange{head, seq}, rdo, stage,
+                                doFull, stage);
+          return SmallVector<Value>{};
+        });
+        tt::YieldOp::create(b, loc);
+      }
+      {
+        OpBuilder::InsertionGuard guard(b);
+        Block *body = b.createBlock(&ws_.getConsumer());
+        Value consumer = body->addArgument(idx, loc);
+        Value myRows = mul(consumer, cst(64));
+        Value key0 = add(n0, myRows);
+        auto wg = tt::WgmmaLayoutAttr::get(&c);
+        auto colType =
+            RankedTensorType::get({s.kvBm}, f32, tt::SliceLayoutAttr::get(&c, 0, wg));
+        auto sType = RankedTensorType::get({64, s.kvBm}, f32, wg);
+        auto pType = RankedTensorType::get({64, s.kvBm}, dt, wg);
+        auto iType = RankedTensorType::get({64, s.kvBm}, i32, wg);
+        auto accType = RankedTensorType::get({64, p.d}, f32, wg);
+        Value zeroS = splat(sType, f32c(0.0));
+
+        tt::BarrierWaitOp::create(b, loc, kFull, cst(0), cst(0));
+        tt::BarrierWaitOp::create(b, loc, vFull, cst(0), cst(0));
+        // One step: query tile mi of query head `head`; carried dK, dV and
+        // the step counter.
+        auto step = [&](Value head, Value mi, ValueRange carried,
+                        bool masked) -> SmallVector<Value> {
+          auto [stage, round] = stageOf(carried[2]);
+          Value m0 = mul(mi, cst(s.kvBm));
+          Value bhq = add(mul(seq, cst(p.hq)), head);
+          // The columns' LSE and D, read before the wait for Q.
+          Value lseCol = tt::LoadOp::create(b, loc, colType, ws, ValueRange{cst(0), bhq, m0},
+                                            nullptr, nullptr);
+          Value dCol = tt::LoadOp::create(b, loc, colType, ws, ValueRange{cst(1), bhq, m0},
+                                          nullptr, nullptr);
+          tt::BarrierWaitOp::create(b, loc, qFull, stage, round);
+          Value st = tt::DotOp::create(b, loc, sType, rk, cst(0), myRows, rq, stage, cst(0), zeroS,
+                                       false, false, false);
+          if (masked) {
+            // Key (row) j is seen by query (column) i when j <= i.
+            Value keys = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
+                                               splat(iType, toI32(key0)));
+            Value queries = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 1),
+                                                  splat(iType, toI32(m0)));
+            Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, keys, queries);
+            st = arith::SelectOp::create(b, loc, ok, st, splat(sType, f32c(-INFINITY)));
+          }
+          Value negLse = tt::BroadcastOp::create(
+              b, loc, sType, arith::NegFOp::create(b, loc, lseCol).getResult());
+          Value pt = math::Exp2Op::create(
+              b, loc, math::FmaOp::create(b, loc, st, splat(sType, scaleLog2), negLse));
+          tt::BarrierWaitOp::create(b, loc, doFull, stage, round);
+          Value dpt = tt::DotOp::create(b, loc, sType, rv, cst(0), myRows, rdo, stage, cst(0),
+                                        zeroS, false, false, false);
+          Value dv = tt::DotRegOp::create(b, loc, accType,
+                                          arith::TruncFOp::create(b, loc, pType, pt).getResult(),
+                                          rdo, stage, cst(0), carried[1], true, false);
+          Value dst = arith::MulFOp::create(
+              b, loc, pt,
+              arith::SubFOp::create(b, loc, dpt, tt::BroadcastOp::create(b, loc, sType, dCol)));
+          Value dk = tt::DotRegOp::create(b, loc, accType,
+                                          arith::TruncFOp::create(b, loc, pType, dst).getResult(),
+                                          rq, stage, cst(0), carried[0], true, false);
+          tt::BarrierArriveOp::create(b, loc, empty, stage);
+          return {dk, dv, add(carried[2], cst(1))};
+        };
+        Value zeroAcc = splat(accType, f32c(0.0));
+        SmallVector<Value> init = {zeroAcc, zeroAcc, cst(0)};
+        SmallVector<Value> acc = loop(cst(0), cst(group), init, [&](Value h, ValueRange c0) {
+          Value head = add(mul(kvHead, cst(group)), h);
+          SmallVector<Value> c1 = loop(mStart, mMasked, c0, [&](Value mi, ValueRange c) {
+            return step(head, mi, c, true);
+          });
+          return loop(mMasked, mEnd, c1,
+                      [&](Value mi, ValueRange c) { return step(head, mi, c, false); });
+        });
+        SmallVector<Value> at = rowAt(seq, kvHead, p.hkv, key0);
+        tt::StoreOp::create(b, loc, arith::MulFOp::create(b, loc, acc[0], splat(accType, scale)),
+                            dK, at);
+        tt::StoreOp::create(b, loc, acc[1], dV, at);
+        tt::YieldOp::create(b, loc);
+      }
+      b.setInsertionPointToEnd(entry);
+      tt::ReturnOp::create(b, loc);
+      b.setInsertionPointAfter(kernel);
+    }
+  };
+};
+
+} // namespace
+
+const KernelTemplate &attentionBackwardTemplate() {
+  static const AttentionBackwardTemplate t;
+  return t;
+}
+
+} // namespace tilejit
