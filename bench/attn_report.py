@@ -26,7 +26,10 @@ def main():
     peer = json.load(open(a.peer))
     by = {r["name"]: r for r in peer["results"]}
     rows = []
+    skipped = [r for r in tj["results"] if "skipped" in r]
     for r in tj["results"]:
+        if "skipped" in r:
+            continue
         p = by.get(r["name"], {})
         cu, fl = p.get("cudnn_tflops"), p.get("flash_tflops")
         rows.append(dict(r, cudnn_tflops=cu, flash_tflops=fl,
@@ -37,7 +40,7 @@ def main():
     what = "Backward only (dQ, dK, dV from a saved forward)" if bwd else "Forward only"
     os.makedirs(a.outdir, exist_ok=True)
     json.dump({"gpu": tj["gpu"], "torch": peer.get("torch"), "geomean_vs_cudnn": gc,
-               "geomean_vs_flash": gf, "rows": rows},
+               "geomean_vs_flash": gf, "rows": rows, "skipped": skipped},
               open(os.path.join(a.outdir, a.name + ".json"), "w"), indent=1)
     f = lambda x, fmt="{:.0f}": "n/a" if x is None else fmt.format(x)
     md = [f"# {a.name}: {tj['gpu']}", "",
@@ -53,7 +56,9 @@ def main():
         md.append(f"| {r['name']} | {r['tflops']:.0f} | {f(r['cudnn_tflops'])} | "
                   f"{f(r['flash_tflops'])} | {f(r['vs_cudnn'], '{:.2f}')} | "
                   f"{f(r['vs_flash'], '{:.2f}')} | `{r['config']}` | {chk} |")
-    md += ["", f"Geometric mean: {f(gc, '{:.3f}')} x cuDNN, {f(gf, '{:.3f}')} x flash."]
+    md += [f"| {r['name']} | skipped: {r['skipped']} | | | | | | |" for r in skipped]
+    md += ["", f"Geometric mean: {f(gc, '{:.3f}')} x cuDNN, {f(gf, '{:.3f}')} x flash"
+           + (" (over the cases tilejit ran)." if skipped else ".")]
     open(os.path.join(a.outdir, a.name + ".md"), "w").write("\n".join(md) + "\n")
     try:
         import matplotlib

@@ -199,8 +199,11 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
                        KernelArg::f32(scale),
                        KernelArg::index(c.sq),
                        KernelArg::index(c.sk)};
-  if (auto err = kernel.launch(0, first, std::size(first), stream))
-    return err;
+  if (c.only != 1)
+    if (auto err = kernel.launch(0, first, std::size(first), stream))
+      return err;
+  if (c.only == 0)
+    return llvm::Error::success();
   KernelArg second[] = {KernelArg::tensorMap(*mk2),
                         KernelArg::tensorMap(*mv2),
                         KernelArg::tensorMap(*mq2),

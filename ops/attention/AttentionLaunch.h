@@ -41,6 +41,9 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &call, CUstream stream
 /// aligned; its contents on entry do not matter.
 struct BackwardCall : Call {
   uint64_t dO = 0, dQ = 0, dK = 0, dV = 0, workspace = 0;
+  /// Launch only kernel 0 (dQ, which fills the workspace) or 1 (dK and dV,
+  /// which reads it); -1, both. For timing each alone.
+  int only = -1;
 };
 
 /// The attn_bwd spec of `call` on `target`, or an error naming the bad field.

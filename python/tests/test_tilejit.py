@@ -161,8 +161,8 @@ class AttentionWithoutGpu(unittest.TestCase):
         q = torch.empty(1, 4, 16, 64, device="meta", dtype=torch.bfloat16, requires_grad=True)
         k = torch.empty(1, 4, 16, 64, device="meta", dtype=torch.bfloat16)
         o, lse = torch.ops.tilejit.attn_fwd(q, k, k, False, 0.0, 1)
-        with self.assertRaisesRegex(NotImplementedError, "a gradient through lse"):
-            (o.sum() + lse.sum()).backward()
+        self.assertTrue(o.requires_grad)
+        self.assertFalse(lse.requires_grad)  # as torch's attention kernels' log-sum-exp
         q = torch.empty(1, 4, 16, 256, device="meta", dtype=torch.bfloat16)
         with self.assertRaisesRegex(NotImplementedError, "head dim 256; the backward kernel"):
             tilejit.ops._attn_bwd_impl(q, q, q, q, q, q[..., 0].float(), False, 0.0, 1)
@@ -307,7 +307,7 @@ class AttentionWithoutGpu(unittest.TestCase):
                 self.assertEqual(len(logs.output), 1, logs.output)
                 tilejit.enable(exclude=("sdpa",))
                 F.scaled_dot_product_attention(q, k, v)
-                self.assertEqual((len(routed), len(fell_back)), (7, n + 2))
+                self.assertEqual((len(routed), len(fell_back)), (8, n + 2))
         finally:
             tilejit.ops.attention, tilejit._originals["sdpa"] = saved[:2]
             tilejit._capability.clear()

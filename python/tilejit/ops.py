@@ -442,7 +442,7 @@ def attn_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sc
     q [b, sq, hq, d], or BHSD (1), q [b, hq, sq, d]; k and v the same with hkv
     heads (dividing hq) and sk rows; o as q; lse [b, hq, sq]. causal: row i
     sees keys 0..i (torch's is_causal); scale 0: 1/sqrt(d). Its gradient is
-    tilejit::attn_bwd's (head dims 64 and 128; none through lse)."""
+    tilejit::attn_bwd's (head dims 64 and 128); lse is not differentiable."""
     return _attn_fwd_impl(q, k, v, causal, scale, layout)
 
 
@@ -507,16 +507,13 @@ def _attn_setup(ctx, inputs, output):
     o, lse = output
     ctx.save_for_backward(q, k, v, o, lse)
     ctx.causal, ctx.scale, ctx.layout = causal, scale, layout
-    # An unused lse arrives as None, not as zeros: a gradient through it is
-    # refused below rather than dropped.
+    # lse is not differentiable (as torch's own attention kernels' log-sum-exp
+    # is not): the backward kernel takes the gradient of o only.
+    ctx.mark_non_differentiable(lse)
     ctx.set_materialize_grads(False)
 
 
 def _attn_backward(ctx, do, dlse):
-    if dlse is not None:
-        raise NotImplementedError(
-            "tilejit::attn_fwd: a gradient through lse; the backward kernel takes the gradient "
-            "of o only")
     q, k, v, o, lse = ctx.saved_tensors
     if do is None:
         return None, None, None, None, None, None
