@@ -2,6 +2,7 @@
 #include "service/Client.h"
 
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -176,21 +177,106 @@ Client::lookup(const KernelSpec &spec, const TileConfig &config, Backend backend
   return std::optional<RemoteKernel>(std::move(*r));
 }
 
+llvm::Expected<TuningLease> Client::acquireLease(const KernelSpec &spec, Backend backend,
+                                                 const std::string &holder,
+                                                 std::chrono::milliseconds ttl,
+                                                 const std::string &leaseId) {
+  v1::AcquireTuningLeaseRequest req;
+  req.set_spec(spec.canonical());
+  req.set_backend(wire::backendTo(backend));
+  req.set_holder(holder);
+  req.set_ttl_ms(ttl.count());
+  req.set_lease_id(leaseId);
+  v1::AcquireTuningLeaseResponse resp;
+  grpc::Status s = withRetries(options_, [&](grpc::ClientContext &ctx) {
+    resp.Clear();
+    return channel_->stub->AcquireTuningLease(&ctx, req, &resp);
+  });
+  if (!s.ok())
+    return statusError(options_.address, s);
+  return wire::leaseFrom(resp);
+}
+
+llvm::Expected<std::string> Client::publish(const Publication &p) {
+  v1::PublishResultRequest req;
+  wire::publicationTo(p, req);
+  v1::PublishResultResponse resp;
+  grpc::Status s = withRetries(options_, [&](grpc::ClientContext &ctx) {
+    if (!options_.token.empty())
+      ctx.AddMetadata("authorization", "Bearer " + options_.token);
+    resp.Clear();
+    return channel_->stub->PublishResult(&ctx, req, &resp);
+  });
+  if (!s.ok())
+    return statusError(options_.address, s);
+  return resp.kernel_key();
+}
+
+namespace {
+
+/// Records `b` in `local`, saying why on stderr when it cannot: the kernel
+/// is good whether or not it could be recorded (a read-only or full disk, a
+/// lock held too long).
+void record(Store *local, const KernelSpec &spec, Backend backend, const KernelBinary &b,
+            const std::string &ptx) {
+  if (!local)
+    return;
+  if (auto e = local->putKernel(wire::storedFrom(b, ptx, toolchainId(spec, backend))))
+    std::fprintf(stderr, "tilejit: could not record kernel %s in %s: %s\n",
+                 b.key.substr(0, 16).c_str(), local->path().c_str(),
+                 llvm::toString(std::move(e)).c_str());
+}
+
+/// `r`, unless the server made it under another build identity (another
+/// compiler or toolchain): this process's key would not find it again.
+llvm::Error checkIdentity(const RemoteKernel &r, const std::string &key, const Client &remote) {
+  if (r.binary.key == key)
+    return llvm::Error::success();
+  return err("server " + remote.options().address + " sent kernel " + r.binary.key + " for key " +
+             key + " (another build identity)");
+}
+
+} // namespace
+
+llvm::Expected<RemoteKernel> fetchBest(const KernelSpec &spec, Backend backend, Store *local,
+                                       Client &remote) {
+  auto r = remote.getKernel(spec, {}, backend);
+  if (!r)
+    return r.takeError();
+  if (auto e = checkIdentity(*r, kernelKey(spec, r->binary.config, backend), remote))
+    return e;
+  r->binary.spec = spec;
+  record(local, spec, backend, r->binary, "");
+  if (local && r->tuned) {
+    // Kept here as well, so that this host uses the winner while the server
+    // cannot be reached.
+    Winner w;
+    w.tuneKey = tuneKey(spec, backend);
+    w.config = r->binary.config.canonical();
+    auto stored = local->getKernel(r->binary.key);
+    if (stored && *stored)
+      w.kernelKey = r->binary.key;
+    else if (!stored)
+      llvm::consumeError(stored.takeError());
+    w.reason = "published on server " + remote.options().address;
+    if (auto e = local->setWinner(w))
+      std::fprintf(stderr, "tilejit: could not record the server's winner in %s: %s\n",
+                   local->path().c_str(), llvm::toString(std::move(e)).c_str());
+  }
+  return r;
+}
+
 llvm::Expected<KernelBinary> fetchOrCompile(const KernelSpec &spec, const TileConfig &config,
                                             Backend backend, Store *local, Client *remote,
                                             KernelSource *source, std::string *remoteError) {
   std::string key = kernelKey(spec, config, backend);
-  auto record = [&](const KernelBinary &b, const std::string &ptx) {
-    if (!local)
-      return;
-    // The kernel is good whether or not it could be recorded.
-    if (auto e = local->putKernel(wire::storedFrom(b, ptx, toolchainId(spec, backend))))
-      llvm::consumeError(std::move(e));
-  };
   if (local) {
-    auto stored = local->getKernel(key);
+    std::string problem;
+    auto stored = local->getKernel(key, &problem);
     if (!stored)
       return stored.takeError();
+    if (!problem.empty())
+      std::fprintf(stderr, "tilejit: %s; fetching it again\n", problem.c_str());
     if (*stored) {
       auto entries = entriesFromJson((*stored)->launch);
       if (entries) {
@@ -206,21 +292,18 @@ llvm::Expected<KernelBinary> fetchOrCompile(const KernelSpec &spec, const TileCo
           *source = KernelSource::Store;
         return b;
       }
-      llvm::consumeError(entries.takeError());
+      std::fprintf(stderr, "tilejit: stored kernel %s: %s; fetching it again\n",
+                   key.substr(0, 16).c_str(), llvm::toString(entries.takeError()).c_str());
     }
   }
   if (remote) {
     auto r = remote->getKernel(spec, config, backend);
-    if (r && r->binary.key != key) {
-      // A server of another build identity (another compiler or toolchain)
-      // made it: this process's key would not find it again.
-      std::string msg = "server " + remote->options().address + " sent kernel " + r->binary.key +
-                        " for key " + key + " (another build identity)";
-      r = err(msg);
-    }
+    if (r)
+      if (auto e = checkIdentity(*r, key, *remote))
+        r = std::move(e);
     if (r) {
       r->binary.spec = spec;
-      record(r->binary, "");
+      record(local, spec, backend, r->binary, "");
       if (source)
         *source = KernelSource::Server;
       return std::move(r->binary);
@@ -234,7 +317,7 @@ llvm::Expected<KernelBinary> fetchOrCompile(const KernelSpec &spec, const TileCo
   auto compiled = compileKernel(spec, config, co);
   if (!compiled)
     return compiled.takeError();
-  record(*compiled, compiled->ptx);
+  record(local, spec, backend, *compiled, compiled->ptx);
   if (source)
     *source = KernelSource::Compiled;
   return static_cast<KernelBinary &&>(std::move(*compiled));
