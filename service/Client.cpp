@@ -39,9 +39,18 @@ const char *sourceName(v1::GetKernelResponse::Source s) {
 
 class ClientChannel {
 public:
-  explicit ClientChannel(const std::string &address)
-      : channel(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args())),
+  explicit ClientChannel(const ClientOptions &o)
+      : channel(grpc::CreateCustomChannel(o.address, credentials(o), args())),
         stub(v1::TileJit::NewStub(channel)) {}
+  static std::shared_ptr<grpc::ChannelCredentials> credentials(const ClientOptions &o) {
+    if (o.caPem.empty())
+      return grpc::InsecureChannelCredentials();
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = o.caPem;
+    ssl.pem_cert_chain = o.certPem;
+    ssl.pem_private_key = o.keyPem;
+    return grpc::SslCredentials(ssl);
+  }
   static grpc::ChannelArguments args() {
     // gRPC's default of 4 MB would refuse a large cubin; the server takes
     // requests up to 64 MB (ServerOptions::maxMessageBytes).
@@ -77,6 +86,30 @@ llvm::Expected<std::optional<ClientOptions>> ClientOptions::fromEnvironment() {
     if (o.token.empty())
       return err(std::string("TILEJIT_TOKEN_FILE='") + f + "' is empty");
   }
+  // A PEM file's content, named by `var`.
+  auto pemOf = [](const char *var, std::string &out) -> llvm::Error {
+    const char *path = std::getenv(var);
+    if (!path || !*path)
+      return llvm::Error::success();
+    std::ifstream in(path);
+    if (!in)
+      return err(std::string(var) + "='" + path + "' cannot be read");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    out = ss.str();
+    if (out.find("-----BEGIN ") == std::string::npos)
+      return err(std::string(var) + "='" + path + "' is not PEM (no -----BEGIN line)");
+    return llvm::Error::success();
+  };
+  for (auto [var, out] :
+       {std::pair{"TILEJIT_CA", &o.caPem}, std::pair{"TILEJIT_CLIENT_CERT", &o.certPem},
+        std::pair{"TILEJIT_CLIENT_KEY", &o.keyPem}})
+    if (auto e = pemOf(var, *out))
+      return e;
+  if (o.certPem.empty() != o.keyPem.empty())
+    return err("TILEJIT_CLIENT_CERT and TILEJIT_CLIENT_KEY go together");
+  if (!o.certPem.empty() && o.caPem.empty())
+    return err("TILEJIT_CLIENT_CERT needs TLS: set TILEJIT_CA to the server's CA");
   if (const char *d = std::getenv("TILEJIT_SERVER_DEADLINE_MS"); d && *d) {
     char *end = nullptr;
     long long ms = std::strtoll(d, &end, 10);
@@ -89,7 +122,7 @@ llvm::Expected<std::optional<ClientOptions>> ClientOptions::fromEnvironment() {
 }
 
 Client::Client(ClientOptions options)
-    : options_(std::move(options)), channel_(std::make_unique<ClientChannel>(options_.address)) {}
+    : options_(std::move(options)), channel_(std::make_unique<ClientChannel>(options_)) {}
 
 Client::~Client() = default;
 

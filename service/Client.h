@@ -25,6 +25,12 @@ class ClientChannel;
 struct ClientOptions {
   std::string address; ///< host:port
   std::string token;   ///< sent as `authorization: Bearer <token>` on writes
+  /// TLS: the CA that signed the server's certificate (PEM text); empty:
+  /// plaintext.
+  std::string caPem;
+  /// A certificate (PEM) and its key for servers that require one (`tilejit
+  /// serve --tls-client-ca`); TLS only.
+  std::string certPem, keyPem;
   /// The most one request may take, retries included.
   std::chrono::milliseconds deadline = std::chrono::seconds(5);
   /// Attempts while the server is UNAVAILABLE; the wait between them
@@ -35,9 +41,11 @@ struct ClientOptions {
   /// of that while it tunes, so a tuner that dies frees its key this soon.
   std::chrono::milliseconds leaseTtl = std::chrono::seconds(60);
 
-  /// From TILEJIT_SERVER (host:port), TILEJIT_TOKEN or TILEJIT_TOKEN_FILE
-  /// and TILEJIT_SERVER_DEADLINE_MS; nullopt when TILEJIT_SERVER is unset.
-  /// A bad value is an error naming the variable.
+  /// From TILEJIT_SERVER (host:port), TILEJIT_TOKEN or TILEJIT_TOKEN_FILE,
+  /// TILEJIT_CA (a PEM file: TLS), TILEJIT_CLIENT_CERT and
+  /// TILEJIT_CLIENT_KEY (PEM files, together) and TILEJIT_SERVER_DEADLINE_MS;
+  /// nullopt when TILEJIT_SERVER is unset. A bad value is an error naming
+  /// the variable.
   static llvm::Expected<std::optional<ClientOptions>> fromEnvironment();
 };
 

@@ -351,7 +351,7 @@ protected:
 
 TEST_F(SharedTuningTest, TheLeaseHolderTunesAndItsWinnerReachesTheNextClient) {
   ServerOptions so;
-  so.token = "rw-token";
+  so.tokens = {{"rw-token", false}};
   InProcessServer srv(so);
   ASSERT_TRUE(srv.server);
   TempDir here;
@@ -448,7 +448,7 @@ TEST_F(SharedTuningTest, WhileAnotherHoldsTheLeaseNothingIsTuned) {
 
 TEST_F(SharedTuningTest, AResultTheServerRefusesStaysHere) {
   ServerOptions so;
-  so.token = "rw-token";
+  so.tokens = {{"rw-token", false}};
   InProcessServer srv(so);
   ASSERT_TRUE(srv.server);
   TempDir here;
