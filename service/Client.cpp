@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -60,6 +61,37 @@ public:
   }
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::TileJit::Stub> stub;
+
+  /// UNAVAILABLE without asking while the server is held unreachable.
+  grpc::Status refuseWhileDown(const ClientOptions &o) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto now = std::chrono::steady_clock::now();
+    if (now >= downUntil)
+      return grpc::Status::OK;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(downUntil - now);
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "not asked: unreachable " + std::to_string((o.downFor - left).count()) +
+                            " ms ago (" + downWhy + "); asked again in " +
+                            std::to_string(left.count()) + " ms");
+  }
+  /// A call that found no server (refused, or its deadline passed before
+  /// the channel ever connected) holds it unreachable for `downFor`: a
+  /// process with many kernels to get waits one deadline, not one each.
+  /// A deadline passed on a connected channel is a slow answer (a long
+  /// compile), not a missing server.
+  void noteOutcome(const ClientOptions &o, const grpc::Status &s) {
+    bool unreachable = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                       (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+                        channel->GetState(false) != GRPC_CHANNEL_READY);
+    if (!unreachable || o.downFor.count() <= 0)
+      return;
+    std::lock_guard<std::mutex> lock(mu);
+    downUntil = std::chrono::steady_clock::now() + o.downFor;
+    downWhy = std::to_string(int(s.error_code())) + " " + s.error_message();
+  }
+  std::mutex mu;
+  std::chrono::steady_clock::time_point downUntil;
+  std::string downWhy;
 };
 
 llvm::Expected<std::optional<ClientOptions>> ClientOptions::fromEnvironment() {
@@ -151,6 +183,16 @@ template <typename Call> grpc::Status withRetries(const ClientOptions &o, Call &
   return s;
 }
 
+/// withRetries, unless `channel`'s server was found unreachable lately.
+template <typename Call>
+grpc::Status withRetries(const ClientOptions &o, ClientChannel &channel, Call &&call) {
+  if (grpc::Status down = channel.refuseWhileDown(o); !down.ok())
+    return down;
+  grpc::Status s = withRetries(o, std::forward<Call>(call));
+  channel.noteOutcome(o, s);
+  return s;
+}
+
 llvm::Error statusError(const std::string &address, const grpc::Status &s) {
   return err("server " + address + ": " + std::to_string(int(s.error_code())) + " " +
              s.error_message());
@@ -183,7 +225,7 @@ llvm::Expected<RemoteKernel> Client::getKernel(const KernelSpec &spec, const Til
                                                Backend backend) {
   v1::KernelRequest req = requestOf(spec, config, backend);
   v1::GetKernelResponse resp;
-  grpc::Status s = withRetries(options_, [&](grpc::ClientContext &ctx) {
+  grpc::Status s = withRetries(options_, *channel_, [&](grpc::ClientContext &ctx) {
     resp.Clear();
     return channel_->stub->GetKernel(&ctx, req, &resp);
   });
@@ -196,7 +238,7 @@ llvm::Expected<std::optional<RemoteKernel>>
 Client::lookup(const KernelSpec &spec, const TileConfig &config, Backend backend) {
   v1::KernelRequest req = requestOf(spec, config, backend);
   v1::LookupResponse resp;
-  grpc::Status s = withRetries(options_, [&](grpc::ClientContext &ctx) {
+  grpc::Status s = withRetries(options_, *channel_, [&](grpc::ClientContext &ctx) {
     resp.Clear();
     return channel_->stub->Lookup(&ctx, req, &resp);
   });
@@ -221,7 +263,7 @@ llvm::Expected<TuningLease> Client::acquireLease(const KernelSpec &spec, Backend
   req.set_ttl_ms(ttl.count());
   req.set_lease_id(leaseId);
   v1::AcquireTuningLeaseResponse resp;
-  grpc::Status s = withRetries(options_, [&](grpc::ClientContext &ctx) {
+  grpc::Status s = withRetries(options_, *channel_, [&](grpc::ClientContext &ctx) {
     resp.Clear();
     return channel_->stub->AcquireTuningLease(&ctx, req, &resp);
   });
@@ -234,7 +276,7 @@ llvm::Expected<std::string> Client::publish(const Publication &p) {
   v1::PublishResultRequest req;
   wire::publicationTo(p, req);
   v1::PublishResultResponse resp;
-  grpc::Status s = withRetries(options_, [&](grpc::ClientContext &ctx) {
+  grpc::Status s = withRetries(options_, *channel_, [&](grpc::ClientContext &ctx) {
     if (!options_.token.empty())
       ctx.AddMetadata("authorization", "Bearer " + options_.token);
     resp.Clear();

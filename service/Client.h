@@ -37,6 +37,9 @@ struct ClientOptions {
   /// starts at `backoff` and doubles.
   int attempts = 3;
   std::chrono::milliseconds backoff = std::chrono::milliseconds(50);
+  /// After a call finds no server, calls fail at once for this long rather
+  /// than wait on it again (0: every call tries).
+  std::chrono::milliseconds downFor = std::chrono::seconds(30);
   /// How long a tuning lease lasts unrenewed; a tuner renews it every third
   /// of that while it tunes, so a tuner that dies frees its key this soon.
   std::chrono::milliseconds leaseTtl = std::chrono::seconds(60);

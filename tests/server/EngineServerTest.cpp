@@ -10,13 +10,16 @@
 //===----------------------------------------------------------------------===//
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
 #include <atomic>
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
 #include <mutex>
+#include <netinet/in.h>
 #include <sstream>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -170,6 +173,80 @@ TEST(EngineThroughServer, NoServerIsAnErrorWithinTheDeadline) {
   auto list = local->list();
   ASSERT_TRUE(bool(list));
   EXPECT_TRUE(list->empty()) << "nothing recorded from a server that did not answer";
+}
+
+TEST(EngineThroughServer, AServerFoundUnreachableIsNotWaitedOnAgainForAWhile) {
+  int port;
+  {
+    InProcessServer srv;
+    ASSERT_TRUE(srv.server);
+    port = srv.server->port();
+  }
+  ClientOptions o;
+  o.address = "127.0.0.1:" + std::to_string(port);
+  o.deadline = std::chrono::milliseconds(300);
+  o.downFor = std::chrono::milliseconds(1500);
+  Client client(o);
+  KernelSpec spec = specOf("rmsnorm_fwd rows=64 cols=1000");
+  auto first = client.lookup(spec);
+  ASSERT_FALSE(bool(first));
+  llvm::consumeError(first.takeError());
+  // Asked again at once: answered without waiting on the server.
+  auto t0 = std::chrono::steady_clock::now();
+  auto second = client.lookup(spec);
+  double ms = msSince(t0);
+  ASSERT_FALSE(bool(second));
+  std::string msg = llvm::toString(second.takeError());
+  EXPECT_EQ(msg.rfind("server " + o.address + ": 14 not asked: unreachable ", 0), 0u) << msg;
+  EXPECT_LT(ms, 50);
+  // A server back on the port is asked once the time is up.
+  ServerOptions so;
+  so.dbPath = ":memory:";
+  so.log = [](const std::string &) {};
+  auto back = Server::start(std::move(so), o.address);
+  ASSERT_TRUE(bool(back)) << llvm::toString(back.takeError());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1600));
+  auto third = client.lookup(spec);
+  EXPECT_TRUE(bool(third)) << llvm::toString(third.takeError());
+}
+
+TEST(EngineThroughServer, AServerThatNeverAnswersIsLeftAtTheDeadline) {
+  // A port that takes connections but never speaks (a hung server): the
+  // call passes its deadline on a channel that never connected.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(fd, 16), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len), 0);
+  ClientOptions o;
+  o.address = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  o.deadline = std::chrono::milliseconds(300);
+  Client client(o);
+  TempDir here;
+  auto local = openStore(here.file("local.db"));
+  ASSERT_TRUE(local);
+  KernelSpec spec = specOf("rmsnorm_fwd rows=64 cols=1000");
+  auto t0 = std::chrono::steady_clock::now();
+  auto best = fetchBest(spec, Backend::Nvptx, local.get(), client);
+  double first = msSince(t0);
+  ASSERT_FALSE(bool(best));
+  std::string msg = llvm::toString(best.takeError());
+  EXPECT_NE(msg.find(": 4 "), std::string::npos) << msg; // DEADLINE_EXCEEDED
+  EXPECT_LT(first, 300 + 100);
+  // The next kernel's request does not wait again.
+  t0 = std::chrono::steady_clock::now();
+  KernelSource source = KernelSource::Server;
+  std::string why;
+  auto k = fetchOrCompile(spec, getTemplate(spec).defaultConfig(spec), Backend::Nvptx, local.get(),
+                          &client, &source, &why);
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  EXPECT_EQ(source, KernelSource::Compiled);
+  EXPECT_NE(why.find("not asked: unreachable"), std::string::npos) << why;
+  ::close(fd);
 }
 
 namespace {
