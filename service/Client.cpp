@@ -2,8 +2,10 @@
 #include "service/Client.h"
 
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -38,9 +40,18 @@ const char *sourceName(v1::GetKernelResponse::Source s) {
 
 class ClientChannel {
 public:
-  explicit ClientChannel(const std::string &address)
-      : channel(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args())),
+  explicit ClientChannel(const ClientOptions &o)
+      : channel(grpc::CreateCustomChannel(o.address, credentials(o), args())),
         stub(v1::TileJit::NewStub(channel)) {}
+  static std::shared_ptr<grpc::ChannelCredentials> credentials(const ClientOptions &o) {
+    if (o.caPem.empty())
+      return grpc::InsecureChannelCredentials();
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = o.caPem;
+    ssl.pem_cert_chain = o.certPem;
+    ssl.pem_private_key = o.keyPem;
+    return grpc::SslCredentials(ssl);
+  }
   static grpc::ChannelArguments args() {
     // gRPC's default of 4 MB would refuse a large cubin; the server takes
     // requests up to 64 MB (ServerOptions::maxMessageBytes).
@@ -50,6 +61,37 @@ public:
   }
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::TileJit::Stub> stub;
+
+  /// UNAVAILABLE without asking while the server is held unreachable.
+  grpc::Status refuseWhileDown(const ClientOptions &o) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto now = std::chrono::steady_clock::now();
+    if (now >= downUntil)
+      return grpc::Status::OK;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(downUntil - now);
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "not asked: unreachable " + std::to_string((o.downFor - left).count()) +
+                            " ms ago (" + downWhy + "); asked again in " +
+                            std::to_string(left.count()) + " ms");
+  }
+  /// A call that found no server (refused, or its deadline passed before
+  /// the channel ever connected) holds it unreachable for `downFor`: a
+  /// process with many kernels to get waits one deadline, not one each.
+  /// A deadline passed on a connected channel is a slow answer (a long
+  /// compile), not a missing server.
+  void noteOutcome(const ClientOptions &o, const grpc::Status &s) {
+    bool unreachable = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                       (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+                        channel->GetState(false) != GRPC_CHANNEL_READY);
+    if (!unreachable || o.downFor.count() <= 0)
+      return;
+    std::lock_guard<std::mutex> lock(mu);
+    downUntil = std::chrono::steady_clock::now() + o.downFor;
+    downWhy = std::to_string(int(s.error_code())) + " " + s.error_message();
+  }
+  std::mutex mu;
+  std::chrono::steady_clock::time_point downUntil;
+  std::string downWhy;
 };
 
 llvm::Expected<std::optional<ClientOptions>> ClientOptions::fromEnvironment() {
@@ -76,6 +118,30 @@ llvm::Expected<std::optional<ClientOptions>> ClientOptions::fromEnvironment() {
     if (o.token.empty())
       return err(std::string("TILEJIT_TOKEN_FILE='") + f + "' is empty");
   }
+  // A PEM file's content, named by `var`.
+  auto pemOf = [](const char *var, std::string &out) -> llvm::Error {
+    const char *path = std::getenv(var);
+    if (!path || !*path)
+      return llvm::Error::success();
+    std::ifstream in(path);
+    if (!in)
+      return err(std::string(var) + "='" + path + "' cannot be read");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    out = ss.str();
+    if (out.find("-----BEGIN ") == std::string::npos)
+      return err(std::string(var) + "='" + path + "' is not PEM (no -----BEGIN line)");
+    return llvm::Error::success();
+  };
+  for (auto [var, out] :
+       {std::pair{"TILEJIT_CA", &o.caPem}, std::pair{"TILEJIT_CLIENT_CERT", &o.certPem},
+        std::pair{"TILEJIT_CLIENT_KEY", &o.keyPem}})
+    if (auto e = pemOf(var, *out))
+      return e;
+  if (o.certPem.empty() != o.keyPem.empty())
+    return err("TILEJIT_CLIENT_CERT and TILEJIT_CLIENT_KEY go together");
+  if (!o.certPem.empty() && o.caPem.empty())
+    return err("TILEJIT_CLIENT_CERT needs TLS: set TILEJIT_CA to the server's CA");
   if (const char *d = std::getenv("TILEJIT_SERVER_DEADLINE_MS"); d && *d) {
     char *end = nullptr;
     long long ms = std::strtoll(d, &end, 10);
@@ -88,7 +154,7 @@ llvm::Expected<std::optional<ClientOptions>> ClientOptions::fromEnvironment() {
 }
 
 Client::Client(ClientOptions options)
-    : options_(std::move(options)), channel_(std::make_unique<ClientChannel>(options_.address)) {}
+    : options_(std::move(options)), channel_(std::make_unique<ClientChannel>(options_)) {}
 
 Client::~Client() = default;
 
@@ -114,6 +180,16 @@ template <typename Call> grpc::Status withRetries(const ClientOptions &o, Call &
     if (s.error_code() != grpc::StatusCode::UNAVAILABLE)
       return s;
   }
+  return s;
+}
+
+/// withRetries, unless `channel`'s server was found unreachable lately.
+template <typename Call>
+grpc::Status withRetries(const ClientOptions &o, ClientChannel &channel, Call &&call) {
+  if (grpc::Status down = channel.refuseWhileDown(o); !down.ok())
+    return down;
+  grpc::Status s = withRetries(o, std::forward<Call>(call));
+  channel.noteOutcome(o, s);
   return s;
 }
 
@@ -149,7 +225,7 @@ llvm::Expected<RemoteKernel> Client::getKernel(const KernelSpec &spec, const Til
                                                Backend backend) {
   v1::KernelRequest req = requestOf(spec, config, backend);
   v1::GetKernelResponse resp;
-  grpc::Status s = withRetries(options_, [&](grpc::ClientContext &ctx) {
+  grpc::Status s = withRetries(options_, *channel_, [&](grpc::ClientContext &ctx) {
     resp.Clear();
     return channel_->stub->GetKernel(&ctx, req, &resp);
   });
@@ -162,7 +238,7 @@ llvm::Expected<std::optional<RemoteKernel>>
 Client::lookup(const KernelSpec &spec, const TileConfig &config, Backend backend) {
   v1::KernelRequest req = requestOf(spec, config, backend);
   v1::LookupResponse resp;
-  grpc::Status s = withRetries(options_, [&](grpc::ClientContext &ctx) {
+  grpc::Status s = withRetries(options_, *channel_, [&](grpc::ClientContext &ctx) {
     resp.Clear();
     return channel_->stub->Lookup(&ctx, req, &resp);
   });
@@ -176,21 +252,106 @@ Client::lookup(const KernelSpec &spec, const TileConfig &config, Backend backend
   return std::optional<RemoteKernel>(std::move(*r));
 }
 
+llvm::Expected<TuningLease> Client::acquireLease(const KernelSpec &spec, Backend backend,
+                                                 const std::string &holder,
+                                                 std::chrono::milliseconds ttl,
+                                                 const std::string &leaseId) {
+  v1::AcquireTuningLeaseRequest req;
+  req.set_spec(spec.canonical());
+  req.set_backend(wire::backendTo(backend));
+  req.set_holder(holder);
+  req.set_ttl_ms(ttl.count());
+  req.set_lease_id(leaseId);
+  v1::AcquireTuningLeaseResponse resp;
+  grpc::Status s = withRetries(options_, *channel_, [&](grpc::ClientContext &ctx) {
+    resp.Clear();
+    return channel_->stub->AcquireTuningLease(&ctx, req, &resp);
+  });
+  if (!s.ok())
+    return statusError(options_.address, s);
+  return wire::leaseFrom(resp);
+}
+
+llvm::Expected<std::string> Client::publish(const Publication &p) {
+  v1::PublishResultRequest req;
+  wire::publicationTo(p, req);
+  v1::PublishResultResponse resp;
+  grpc::Status s = withRetries(options_, *channel_, [&](grpc::ClientContext &ctx) {
+    if (!options_.token.empty())
+      ctx.AddMetadata("authorization", "Bearer " + options_.token);
+    resp.Clear();
+    return channel_->stub->PublishResult(&ctx, req, &resp);
+  });
+  if (!s.ok())
+    return statusError(options_.address, s);
+  return resp.kernel_key();
+}
+
+namespace {
+
+/// Records `b` in `local`, saying why on stderr when it cannot: the kernel
+/// is good whether or not it could be recorded (a read-only or full disk, a
+/// lock held too long).
+void record(Store *local, const KernelSpec &spec, Backend backend, const KernelBinary &b,
+            const std::string &ptx) {
+  if (!local)
+    return;
+  if (auto e = local->putKernel(wire::storedFrom(b, ptx, toolchainId(spec, backend))))
+    std::fprintf(stderr, "tilejit: could not record kernel %s in %s: %s\n",
+                 b.key.substr(0, 16).c_str(), local->path().c_str(),
+                 llvm::toString(std::move(e)).c_str());
+}
+
+/// `r`, unless the server made it under another build identity (another
+/// compiler or toolchain): this process's key would not find it again.
+llvm::Error checkIdentity(const RemoteKernel &r, const std::string &key, const Client &remote) {
+  if (r.binary.key == key)
+    return llvm::Error::success();
+  return err("server " + remote.options().address + " sent kernel " + r.binary.key + " for key " +
+             key + " (another build identity)");
+}
+
+} // namespace
+
+llvm::Expected<RemoteKernel> fetchBest(const KernelSpec &spec, Backend backend, Store *local,
+                                       Client &remote) {
+  auto r = remote.getKernel(spec, {}, backend);
+  if (!r)
+    return r.takeError();
+  if (auto e = checkIdentity(*r, kernelKey(spec, r->binary.config, backend), remote))
+    return e;
+  r->binary.spec = spec;
+  record(local, spec, backend, r->binary, "");
+  if (local && r->tuned) {
+    // Kept here as well, so that this host uses the winner while the server
+    // cannot be reached.
+    Winner w;
+    w.tuneKey = tuneKey(spec, backend);
+    w.config = r->binary.config.canonical();
+    auto stored = local->getKernel(r->binary.key);
+    if (stored && *stored)
+      w.kernelKey = r->binary.key;
+    else if (!stored)
+      llvm::consumeError(stored.takeError());
+    w.reason = "published on server " + remote.options().address;
+    if (auto e = local->setWinner(w))
+      std::fprintf(stderr, "tilejit: could not record the server's winner in %s: %s\n",
+                   local->path().c_str(), llvm::toString(std::move(e)).c_str());
+  }
+  return r;
+}
+
 llvm::Expected<KernelBinary> fetchOrCompile(const KernelSpec &spec, const TileConfig &config,
                                             Backend backend, Store *local, Client *remote,
                                             KernelSource *source, std::string *remoteError) {
   std::string key = kernelKey(spec, config, backend);
-  auto record = [&](const KernelBinary &b, const std::string &ptx) {
-    if (!local)
-      return;
-    // The kernel is good whether or not it could be recorded.
-    if (auto e = local->putKernel(wire::storedFrom(b, ptx, toolchainId(spec, backend))))
-      llvm::consumeError(std::move(e));
-  };
   if (local) {
-    auto stored = local->getKernel(key);
+    std::string problem;
+    auto stored = local->getKernel(key, &problem);
     if (!stored)
       return stored.takeError();
+    if (!problem.empty())
+      std::fprintf(stderr, "tilejit: %s; fetching it again\n", problem.c_str());
     if (*stored) {
       auto entries = entriesFromJson((*stored)->launch);
       if (entries) {
@@ -206,21 +367,18 @@ llvm::Expected<KernelBinary> fetchOrCompile(const KernelSpec &spec, const TileCo
           *source = KernelSource::Store;
         return b;
       }
-      llvm::consumeError(entries.takeError());
+      std::fprintf(stderr, "tilejit: stored kernel %s: %s; fetching it again\n",
+                   key.substr(0, 16).c_str(), llvm::toString(entries.takeError()).c_str());
     }
   }
   if (remote) {
     auto r = remote->getKernel(spec, config, backend);
-    if (r && r->binary.key != key) {
-      // A server of another build identity (another compiler or toolchain)
-      // made it: this process's key would not find it again.
-      std::string msg = "server " + remote->options().address + " sent kernel " + r->binary.key +
-                        " for key " + key + " (another build identity)";
-      r = err(msg);
-    }
+    if (r)
+      if (auto e = checkIdentity(*r, key, *remote))
+        r = std::move(e);
     if (r) {
       r->binary.spec = spec;
-      record(r->binary, "");
+      record(local, spec, backend, r->binary, "");
       if (source)
         *source = KernelSource::Server;
       return std::move(r->binary);
@@ -234,7 +392,7 @@ llvm::Expected<KernelBinary> fetchOrCompile(const KernelSpec &spec, const TileCo
   auto compiled = compileKernel(spec, config, co);
   if (!compiled)
     return compiled.takeError();
-  record(*compiled, compiled->ptx);
+  record(local, spec, backend, *compiled, compiled->ptx);
   if (source)
     *source = KernelSource::Compiled;
   return static_cast<KernelBinary &&>(std::move(*compiled));

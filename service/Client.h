@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "compiler/Compiler.h"
 #include "runtime/Store.h"
@@ -24,16 +25,30 @@ class ClientChannel;
 struct ClientOptions {
   std::string address; ///< host:port
   std::string token;   ///< sent as `authorization: Bearer <token>` on writes
+  /// TLS: the CA that signed the server's certificate (PEM text); empty:
+  /// plaintext.
+  std::string caPem;
+  /// A certificate (PEM) and its key for servers that require one (`tilejit
+  /// serve --tls-client-ca`); TLS only.
+  std::string certPem, keyPem;
   /// The most one request may take, retries included.
   std::chrono::milliseconds deadline = std::chrono::seconds(5);
   /// Attempts while the server is UNAVAILABLE; the wait between them
   /// starts at `backoff` and doubles.
   int attempts = 3;
   std::chrono::milliseconds backoff = std::chrono::milliseconds(50);
+  /// After a call finds no server, calls fail at once for this long rather
+  /// than wait on it again (0: every call tries).
+  std::chrono::milliseconds downFor = std::chrono::seconds(30);
+  /// How long a tuning lease lasts unrenewed; a tuner renews it every third
+  /// of that while it tunes, so a tuner that dies frees its key this soon.
+  std::chrono::milliseconds leaseTtl = std::chrono::seconds(60);
 
-  /// From TILEJIT_SERVER (host:port), TILEJIT_TOKEN or TILEJIT_TOKEN_FILE
-  /// and TILEJIT_SERVER_DEADLINE_MS; nullopt when TILEJIT_SERVER is unset.
-  /// A bad value is an error naming the variable.
+  /// From TILEJIT_SERVER (host:port), TILEJIT_TOKEN or TILEJIT_TOKEN_FILE,
+  /// TILEJIT_CA (a PEM file: TLS), TILEJIT_CLIENT_CERT and
+  /// TILEJIT_CLIENT_KEY (PEM files, together) and TILEJIT_SERVER_DEADLINE_MS;
+  /// nullopt when TILEJIT_SERVER is unset. A bad value is an error naming
+  /// the variable.
   static llvm::Expected<std::optional<ClientOptions>> fromEnvironment();
 };
 
@@ -43,6 +58,31 @@ struct RemoteKernel {
   std::string sha256;
   bool tuned = false; ///< the config is a published winner
   std::string source; ///< "store", "compiled" or "shared" (the server's side)
+};
+
+/// The server's answer to a request for a tuning lease.
+struct TuningLease {
+  bool granted = false;
+  std::string id;     ///< when granted: what renewals and the result name
+  std::string holder; ///< who holds it now (the asker when granted)
+  std::string tuneKey;
+  std::chrono::milliseconds expiresIn{0};
+  /// The config to use meanwhile: the published winner, else the default.
+  TileConfig best;
+  bool bestIsTuned = false;
+};
+
+/// A finished tuning, published under its lease.
+struct Publication {
+  std::string leaseId;
+  KernelSpec spec;
+  Backend backend = Backend::Nvptx;
+  TileConfig winner;
+  double winnerMs = 0;
+  std::string reason;
+  std::vector<Timing> timings;
+  /// The winner's binary, so that later requests need no compile.
+  std::optional<StoredKernel> kernel;
 };
 
 class Client {
@@ -58,12 +98,29 @@ public:
   llvm::Expected<std::optional<RemoteKernel>>
   lookup(const KernelSpec &spec, const TileConfig &config = {}, Backend backend = Backend::Nvptx);
 
+  /// AcquireTuningLease: the right to tune the key of `spec` for `ttl`, or a
+  /// renewal of lease `leaseId`.
+  llvm::Expected<TuningLease> acquireLease(const KernelSpec &spec, Backend backend,
+                                           const std::string &holder, std::chrono::milliseconds ttl,
+                                           const std::string &leaseId = "");
+  /// PublishResult, with the token: records the winner (and its timings and
+  /// kernel) on the server and ends the lease. Returns the key of the
+  /// server's stored kernel of the winner, or "".
+  llvm::Expected<std::string> publish(const Publication &p);
+
   const ClientOptions &options() const { return options_; }
 
 private:
   ClientOptions options_;
   std::unique_ptr<ClientChannel> channel_;
 };
+
+/// GetKernel without a config: the best kernel the server knows for `spec`
+/// (its published winner, else the template's default), recorded in `local`
+/// (may be null) with, for a winner, the winner itself. A kernel made under
+/// another build identity (its key is not this process's) is an error.
+llvm::Expected<RemoteKernel> fetchBest(const KernelSpec &spec, Backend backend, Store *local,
+                                       Client &remote);
 
 /// Where fetchOrCompile found a kernel.
 enum class KernelSource { Store, Server, Compiled };

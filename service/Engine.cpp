@@ -5,7 +5,7 @@
 
 #include "compiler/templates/Template.h"
 #include "runtime/CudaDriver.h"
-#include "service/KernelCache.h"
+#include "service/SharedTuning.h"
 
 namespace tilejit {
 
@@ -45,6 +45,10 @@ llvm::Expected<EngineOptions> EngineOptions::fromEnvironment() {
   }
   if (const char *d = std::getenv("TILEJIT_CACHE_DIR"); d && *d)
     o.dbPath = std::string(d) + "/tilejit.db";
+  auto server = ClientOptions::fromEnvironment();
+  if (!server)
+    return server.takeError();
+  o.server = std::move(*server);
   return o;
 }
 
@@ -68,7 +72,20 @@ llvm::Expected<std::unique_ptr<Engine>> Engine::create(EngineOptions options) {
       return store.takeError();
     e->store_ = std::move(*store);
   }
+  // The channel connects at the first call: a server down now is not an
+  // error, only a reason to compile here then.
+  if (e->options_.server)
+    e->client_ = std::make_unique<Client>(*e->options_.server);
   return e;
+}
+
+void Engine::serverProblem(const std::string &why) {
+  std::unique_lock lock(mu_);
+  serverProblem_ = why;
+  if (std::exchange(serverProblemSaid_, true))
+    return;
+  std::fprintf(stderr, "tilejit: %s; going on without the server (explain shows later problems)\n",
+               why.c_str());
 }
 
 Engine::~Engine() { llvm::consumeError(waitForBackground()); }
@@ -112,15 +129,30 @@ void Engine::tuneInBackground(const KernelSpec &spec) {
     };
     if (auto ctx = useDevice(options_.device); !ctx)
       return fail(ctx.takeError());
-    llvm::Expected<TuneResult> r = [&] {
+    llvm::Expected<SharedTuning> r = [&]() -> llvm::Expected<SharedTuning> {
       // Tunings one at a time: two at once would time each other.
       std::lock_guard<std::mutex> one(tuneMu_);
-      return tune(spec, store_.get(), options_.tune);
+      if (client_)
+        return tuneShared(spec, store_.get(), *client_, options_.tune);
+      auto alone = tune(spec, store_.get(), options_.tune);
+      if (!alone)
+        return alone.takeError();
+      SharedTuning t;
+      t.config = alone->winner;
+      t.isWinner = true;
+      t.tuned = std::move(*alone);
+      return t;
     }();
     if (!r)
       return fail(r.takeError());
+    if (!r->serverProblem.empty())
+      serverProblem(r->serverProblem);
+    // Another process holds the lease and nothing is published yet: the
+    // default stays until a later process gets the winner.
+    if (!r->isWinner)
+      return;
     std::lock_guard<std::mutex> missLock(missMu_);
-    winners_[key] = r->winner;
+    winners_[key] = r->config;
     // Every loaded row count of the bucket switches to the winner.
     std::vector<KernelSpec> specs;
     {
@@ -131,7 +163,7 @@ void Engine::tuneInBackground(const KernelSpec &spec) {
     }
     for (const KernelSpec &s : specs) {
       std::string source;
-      auto kernel = obtain(s, r->winner, source);
+      auto kernel = obtain(s, r->config, source);
       if (!kernel)
         return fail(kernel.takeError());
       std::unique_lock lock(mu_);
@@ -140,7 +172,7 @@ void Engine::tuneInBackground(const KernelSpec &spec) {
         if (it->second.spec == s && it->second.kernel != *kernel) {
           retired_.push_back(std::move(it->second.kernel));
           it->second.kernel = *kernel;
-          it->second.config = r->winner;
+          it->second.config = r->config;
           it->second.source = "background-tuned";
           lastSource_ = "background-tuned";
         }
@@ -188,7 +220,8 @@ llvm::Expected<const LoadedKernel &> Engine::get(const KernelSpec &spec, void *s
   return miss(spec);
 }
 
-llvm::Expected<TileConfig> Engine::chooseConfig(const KernelSpec &spec, bool &tuned) {
+llvm::Expected<TileConfig> Engine::chooseConfig(const KernelSpec &spec, bool &tuned,
+                                                std::optional<KernelBinary> &fetched) {
   tuned = false;
   std::string key = tuneKey(spec);
   if (auto it = winners_.find(key); it != winners_.end())
@@ -208,6 +241,38 @@ llvm::Expected<TileConfig> Engine::chooseConfig(const KernelSpec &spec, bool &tu
       else
         return *cfg;
     }
+  }
+  bool tunes = options_.policy != TunePolicy::Off && !options_.deterministic;
+  if (client_) {
+    auto best = fetchBest(spec, Backend::Nvptx, store_.get(), *client_);
+    if (best) {
+      TileConfig config = best->binary.config;
+      if (best->tuned)
+        winners_[key] = config;
+      if (best->tuned || !tunes || options_.policy == TunePolicy::Background) {
+        // The background tuning asks for the lease itself.
+        if (!best->tuned && tunes)
+          tuneInBackground(spec);
+        fetched = std::move(best->binary);
+        return config;
+      }
+      auto shared = [&] {
+        std::lock_guard<std::mutex> one(tuneMu_);
+        return tuneShared(spec, store_.get(), *client_, options_.tune);
+      }();
+      if (!shared)
+        return shared.takeError();
+      if (!shared->serverProblem.empty())
+        serverProblem(shared->serverProblem);
+      if (shared->isWinner)
+        winners_[key] = shared->config;
+      tuned = shared->tuned.has_value();
+      if (shared->config == config)
+        fetched = std::move(best->binary);
+      return shared->config;
+    }
+    // Without the server, as without one configured.
+    serverProblem(llvm::toString(best.takeError()));
   }
   if (options_.policy == TunePolicy::Background && !options_.deterministic) {
     tuneInBackground(spec);
@@ -234,11 +299,12 @@ llvm::Expected<const LoadedKernel &> Engine::miss(const KernelSpec &spec) {
   if (!scope)
     return scope.takeError();
   bool tuned = false;
-  auto config = chooseConfig(spec, tuned);
+  std::optional<KernelBinary> fetched;
+  auto config = chooseConfig(spec, tuned, fetched);
   if (!config)
     return config.takeError();
   std::string source = tuned ? "tuned" : "compiled";
-  auto kernel = obtain(spec, *config, source);
+  auto kernel = obtain(spec, *config, source, std::move(fetched));
   if (!kernel)
     return kernel.takeError();
   std::unique_lock lock(mu_);
@@ -257,7 +323,9 @@ llvm::Expected<std::string> Engine::explain(const KernelSpec &spec) {
     auto [begin, end] = loaded_.equal_range(spec.hash());
     for (auto it = begin; it != end; ++it)
       if (it->second.spec == spec)
-        return out + "loaded   " + it->second.config.canonical() + " (from " + it->second.source +
+        return out + "loaded   " + it->second.config.canonical() + " (from " +
+               (it->second.source == "server" ? "the server " + client_->options().address
+                                              : it->second.source) +
                ")\nkey      " + it->second.kernel->key() + "\n";
   }
   std::string key = tuneKey(spec);
@@ -272,6 +340,20 @@ llvm::Expected<std::string> Engine::explain(const KernelSpec &spec) {
       return out + "next     " + (*w)->config + " (the store's winner, " + store_->path() + ")\n";
   }
   std::string def = getTemplate(spec).defaultConfig(spec).canonical();
+  if (client_) {
+    std::string problem;
+    {
+      std::shared_lock lock(mu_);
+      problem = serverProblem_;
+    }
+    bool tunes = !options_.deterministic && options_.policy != TunePolicy::Off;
+    return out + "next     the server " + client_->options().address +
+           "'s best config: its published winner, else the default " + def +
+           (tunes ? " while one process tunes it under the server's lease" : "") +
+           "; compiled here if the server cannot answer within " +
+           std::to_string(client_->options().deadline.count()) + " ms\n" +
+           (problem.empty() ? "" : "server   last problem: " + problem + "\n");
+  }
   if (options_.deterministic || options_.policy == TunePolicy::Off)
     return out + "next     " + def + " (the default: not tuned" +
            (options_.deterministic ? ", deterministic mode" : ", TILEJIT_TUNE=off") + ")\n";
@@ -282,8 +364,10 @@ llvm::Expected<std::string> Engine::explain(const KernelSpec &spec) {
          ")\n";
 }
 
-llvm::Expected<std::shared_ptr<LoadedKernel>>
-Engine::obtain(const KernelSpec &spec, const TileConfig &config, std::string &source) {
+llvm::Expected<std::shared_ptr<LoadedKernel>> Engine::obtain(const KernelSpec &spec,
+                                                             const TileConfig &config,
+                                                             std::string &source,
+                                                             std::optional<KernelBinary> fetched) {
   std::string key = kernelKey(spec, config);
   {
     std::shared_lock lock(mu_);
@@ -294,62 +378,28 @@ Engine::obtain(const KernelSpec &spec, const TileConfig &config, std::string &so
       return it->second;
     }
   }
-
-  std::shared_ptr<LoadedKernel> kernel;
-  if (store_) {
-    std::string problem;
-    auto stored = store_->getKernel(key, &problem);
-    if (!stored)
-      return stored.takeError();
-    if (!problem.empty())
-      std::fprintf(stderr, "tilejit: %s; recompiling\n", problem.c_str());
-    if (*stored) {
-      auto entries = entriesFromJson((*stored)->launch);
-      if (entries) {
-        KernelBinary c;
-        c.spec = spec;
-        c.config = config;
-        c.key = key;
-        c.cubin = std::move((*stored)->cubin);
-        c.entries = std::move(*entries);
-        c.workspaceBytes = (*stored)->workspaceBytes;
-        auto loaded = LoadedKernel::load(c);
-        if (!loaded)
-          return loaded.takeError();
-        kernel = std::move(*loaded);
-        if (source == "compiled")
-          source = "store";
-      } else {
-        std::fprintf(stderr, "tilejit: stored kernel %s: %s; recompiling\n",
-                     key.substr(0, 16).c_str(), llvm::toString(entries.takeError()).c_str());
-      }
+  llvm::Expected<KernelBinary> binary = [&]() -> llvm::Expected<KernelBinary> {
+    if (fetched && fetched->key == key) {
+      source = "server";
+      return std::move(*fetched);
     }
-  }
-  if (!kernel) {
-    CompiledKernel compiled;
-    auto loaded = compileAndLoad(spec, config, &compiled);
-    if (!loaded)
-      return loaded.takeError();
-    kernel = std::move(*loaded);
-    if (store_) {
-      StoredKernel sk;
-      sk.key = key;
-      sk.spec = spec.canonical(false);
-      sk.config = config.canonical();
-      sk.arch = std::string(spec.target.archName());
-      sk.toolchain = toolchainId(spec);
-      sk.cubin = std::move(compiled.cubin);
-      sk.ptx = std::move(compiled.ptx);
-      sk.launch = entriesToJson(compiled.entries);
-      sk.workspaceBytes = compiled.workspaceBytes;
-      // The kernel is good whether or not it could be recorded (a read-only
-      // or full disk, a lock held too long): say so and serve it.
-      if (auto e = store_->putKernel(std::move(sk)))
-        std::fprintf(stderr, "tilejit: could not record kernel %s in %s: %s\n",
-                     key.substr(0, 16).c_str(), store_->path().c_str(),
-                     llvm::toString(std::move(e)).c_str());
-    }
-  }
+    KernelSource from = KernelSource::Compiled;
+    std::string why;
+    auto b = fetchOrCompile(spec, config, Backend::Nvptx, store_.get(), client_.get(), &from, &why);
+    if (!why.empty())
+      serverProblem(why);
+    if (b && from == KernelSource::Store && source == "compiled")
+      source = "store";
+    else if (b && from == KernelSource::Server && source == "compiled")
+      source = "server";
+    return b;
+  }();
+  if (!binary)
+    return binary.takeError();
+  auto loaded = LoadedKernel::load(*binary);
+  if (!loaded)
+    return loaded.takeError();
+  std::shared_ptr<LoadedKernel> kernel = std::move(*loaded);
   std::unique_lock lock(mu_);
   byKey_.emplace(key, kernel);
   return kernel;

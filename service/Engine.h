@@ -6,11 +6,22 @@
 // so) and records it. Its interface holds no CUDA runtime types: streams are
 // opaque pointers.
 //
+// With a tuning-cache server (EngineOptions::server, TILEJIT_SERVER) the
+// same interface gets its kernels through the server: on a miss the local
+// store first, then the server's best kernel for the spec (its published
+// winner, else the default, compiled there once for every client), and a
+// compile here when the server cannot answer within its deadline, so that a
+// process never waits on it for long. What comes from the server is recorded
+// in the local store. A tuning takes the server's lease for its key first
+// (service/SharedTuning.h): one process tunes and publishes, the others use
+// the server's best meanwhile.
+//
 //===----------------------------------------------------------------------===//
 #pragma once
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <thread>
@@ -21,6 +32,7 @@
 #include "autotune/Tuner.h"
 #include "runtime/LoadedKernel.h"
 #include "runtime/Store.h"
+#include "service/Client.h"
 
 namespace tilejit {
 
@@ -36,11 +48,14 @@ struct EngineOptions {
   bool deterministic = false; // never tune; use stored winners or defaults
   TuneOptions tune;
   int device = 0;
+  /// The tuning-cache server to get kernels from; none: in process only.
+  std::optional<ClientOptions> server;
 
   /// Reads TILEJIT_TUNE (off | on-miss | background), TILEJIT_DETERMINISTIC
   /// (1: never tune), TILEJIT_TUNE_ISOLATION (process | in-process: where
-  /// candidates run, see TuneOptions) and TILEJIT_CACHE_DIR once. The tuner
-  /// itself reads TILEJIT_WORKER (the worker's path).
+  /// candidates run, see TuneOptions), TILEJIT_CACHE_DIR and the server's
+  /// settings (ClientOptions::fromEnvironment: TILEJIT_SERVER and the rest)
+  /// once. The tuner itself reads TILEJIT_WORKER (the worker's path).
   static llvm::Expected<EngineOptions> fromEnvironment();
 };
 
@@ -59,8 +74,9 @@ public:
   /// stored winner, a tuning, or the default config). Reads the store; never
   /// compiles or tunes.
   llvm::Expected<std::string> explain(const KernelSpec &spec);
-  /// Where the kernel came from on the last miss: "store", "tuned",
-  /// "compiled", or "background-tuned" when a background tuning replaced it.
+  /// Where the kernel came from on the last miss: "store", "server",
+  /// "tuned", "compiled", "memory" (another spec's module), or
+  /// "background-tuned" when a background tuning replaced it.
   std::string lastSource() const;
   /// Waits for background tunings started so far; returns the first error
   /// any of them met (they never stop the caller's work).
@@ -76,25 +92,34 @@ public:
   Store *store() { return store_.get(); }
   /// One line, set when the store file was found corrupt and moved aside.
   const std::string &storeNotice() const { return notice_; }
+  /// The server's client, or null without a server.
+  Client *client() { return client_.get(); }
 
 private:
   Engine() = default;
   llvm::Expected<const LoadedKernel &> miss(const KernelSpec &spec);
-  /// Loads the kernel for (spec, config) from the store or compiles it (and
-  /// records it).
+  /// Loads the kernel for (spec, config): `fetched` when it is that
+  /// kernel, else from the store, the server or a compile (fetchOrCompile,
+  /// which records it).
   llvm::Expected<std::shared_ptr<LoadedKernel>>
-  obtain(const KernelSpec &spec, const TileConfig &config, std::string &source);
+  obtain(const KernelSpec &spec, const TileConfig &config, std::string &source,
+         std::optional<KernelBinary> fetched = std::nullopt);
   void tuneInBackground(const KernelSpec &spec);
   /// The loaded kernel for `spec`, or null. Callers hold mu_.
   const LoadedKernel *findLoaded(const KernelSpec &spec) const;
-  /// The config for `spec`: the stored winner, else tuned (policy), else the
-  /// default. `tuned` tells whether it was tuned now.
-  llvm::Expected<TileConfig> chooseConfig(const KernelSpec &spec, bool &tuned);
+  /// The config for `spec`: the stored winner, else the server's best, else
+  /// tuned (policy), else the default. `tuned` tells whether it was tuned
+  /// now; `fetched` receives the server's kernel when it sent one.
+  llvm::Expected<TileConfig> chooseConfig(const KernelSpec &spec, bool &tuned,
+                                          std::optional<KernelBinary> &fetched);
+  /// A server that could not answer: said once on stderr, kept for explain.
+  void serverProblem(const std::string &why);
 
   EngineOptions options_;
   Target target_;
   std::string notice_;
   std::unique_ptr<Store> store_;
+  std::unique_ptr<Client> client_;
   mutable std::shared_mutex mu_;
   std::mutex missMu_;
   struct Loaded {
@@ -111,6 +136,9 @@ private:
   /// Kernels replaced by a background winner: callers may still hold them.
   std::vector<std::shared_ptr<LoadedKernel>> retired_;
   std::string lastSource_;
+  /// The server's last failure (under mu_), and whether one was said.
+  std::string serverProblem_;
+  bool serverProblemSaid_ = false;
   /// Winners tuned in this process, by tune key (a row bucket); under missMu_.
   std::unordered_map<std::string, TileConfig> winners_;
   /// Row buckets tuned or being tuned in the background; under missMu_.

@@ -46,6 +46,8 @@ std::string prometheusText(const v1::StatsResponse &s) {
           s.invalid_requests());
   counter("tilejit_unauthenticated_total", "Writes refused for a missing or wrong token.",
           s.unauthenticated());
+  counter("tilejit_permission_denied_total", "Writes refused for a read-only token.",
+          s.permission_denied());
   gauge("tilejit_active_leases", "Tuning leases held now.", double(s.active_leases()));
   gauge("tilejit_compiles_in_flight", "Compiles running now.", double(s.compiles_in_flight()));
   gauge("tilejit_uptime_seconds", "Seconds since the server started.", s.uptime_seconds());

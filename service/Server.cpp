@@ -176,7 +176,7 @@ public:
 
   Status PublishResult(ServerContext *ctx, const v1::PublishResultRequest *req,
                        v1::PublishResultResponse *resp) override {
-    if (auto s = authorize(*ctx); !s.ok())
+    if (auto s = authorize(*ctx, "PublishResult"); !s.ok())
       return s;
     KernelSpec spec;
     Backend backend;
@@ -317,6 +317,7 @@ public:
     resp->set_publishes(publishes_);
     resp->set_invalid_requests(invalid_);
     resp->set_unauthenticated(unauthenticated_);
+    resp->set_permission_denied(permissionDenied_);
     resp->set_active_leases(int64_t(leases_.held().size()));
     resp->set_leases_expired(leases_.expired());
     resp->set_compiles_in_flight(compilesInFlight_);
@@ -365,8 +366,10 @@ private:
     return Status(StatusCode::INTERNAL, msg);
   }
 
-  Status authorize(const ServerContext &ctx) {
-    if (options_.token.empty())
+  /// A write named `what` may go ahead: the server has no tokens, or the
+  /// request carries a read-write one.
+  Status authorize(const ServerContext &ctx, const char *what) {
+    if (options_.tokens.empty())
       return Status::OK;
     const auto &md = ctx.client_metadata();
     auto it = md.find("authorization");
@@ -377,10 +380,24 @@ private:
     }
     std::string value(it->second.data(), it->second.size());
     const std::string prefix = "Bearer ";
-    if (value.compare(0, prefix.size(), prefix) != 0 ||
-        !sameSecret(value.substr(prefix.size()), options_.token)) {
+    const AccessToken *match = nullptr;
+    if (value.compare(0, prefix.size(), prefix) == 0) {
+      // Every token is compared, so that the time taken says nothing about
+      // which one came close.
+      std::string given = value.substr(prefix.size());
+      for (const AccessToken &t : options_.tokens)
+        if (sameSecret(given, t.secret))
+          match = &t;
+    }
+    if (!match) {
       ++unauthenticated_;
       return Status(StatusCode::UNAUTHENTICATED, "the bearer token is not this server's");
+    }
+    if (match->readOnly) {
+      ++permissionDenied_;
+      return Status(StatusCode::PERMISSION_DENIED, std::string("the bearer token is read-only: ") +
+                                                       what +
+                                                       " writes and needs a read-write token");
     }
     return Status::OK;
   }
@@ -510,9 +527,54 @@ private:
   std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;
   std::atomic<uint64_t> lookups_{0}, lookupHits_{0}, getKernels_{0}, storeHits_{0}, compiles_{0},
       compileFailures_{0}, sharedWaits_{0}, leasesGranted_{0}, leasesDenied_{0}, publishes_{0},
-      invalid_{0}, unauthenticated_{0};
+      invalid_{0}, unauthenticated_{0}, permissionDenied_{0};
   std::atomic<int64_t> compilesInFlight_{0};
 };
+
+llvm::Expected<std::vector<AccessToken>> parseTokenFile(const std::string &text,
+                                                        const std::string &path) {
+  auto fail = [&](int line, const std::string &what) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   path + ":" + std::to_string(line) + ": " + what);
+  };
+  std::vector<AccessToken> tokens;
+  size_t at = 0;
+  for (int line = 1; at < text.size(); ++line) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos)
+      end = text.size();
+    std::string l = text.substr(at, end - at);
+    at = end + 1;
+    if (!l.empty() && l.back() == '\r')
+      l.pop_back();
+    std::vector<std::string> words;
+    size_t w = 0;
+    while ((w = l.find_first_not_of(" \t", w)) != std::string::npos) {
+      size_t e = l.find_first_of(" \t", w);
+      words.push_back(l.substr(w, e == std::string::npos ? std::string::npos : e - w));
+      w = e;
+    }
+    if (words.empty() || words[0][0] == '#')
+      continue;
+    if (words.size() > 2)
+      return fail(line, "more than a token and its access (read-write or read-only)");
+    for (char c : words[0])
+      if (static_cast<unsigned char>(c) <= 0x20 || static_cast<unsigned char>(c) >= 0x7f)
+        return fail(line, "a token is printable ASCII without spaces");
+    AccessToken t;
+    t.secret = words[0];
+    if (words.size() == 2) {
+      if (words[1] == "read-only")
+        t.readOnly = true;
+      else if (words[1] != "read-write")
+        return fail(line, "'" + words[1] + "' is not read-write or read-only");
+    }
+    tokens.push_back(std::move(t));
+  }
+  if (tokens.empty())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), path + ": no token in it");
+  return tokens;
+}
 
 Server::Server() = default;
 
@@ -523,19 +585,44 @@ llvm::Expected<std::unique_ptr<Server>> Server::start(ServerOptions options,
   if (!store)
     return store.takeError();
   std::unique_ptr<Server> s(new Server());
+  if (options.tlsCert.empty() != options.tlsKey.empty())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "TLS needs both a certificate and its private key");
+  if (!options.tlsClientCa.empty() && options.tlsCert.empty())
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "client certificates need TLS: a server certificate and private key");
+  for (const AccessToken &t : options.tokens)
+    if (t.secret.empty())
+      return llvm::createStringError(llvm::inconvertibleErrorCode(), "an empty bearer token");
+  struct {
+    std::string cert, key, clientCa;
+  } tls{options.tlsCert, options.tlsKey, options.tlsClientCa};
   int maxMessage = options.maxMessageBytes;
   std::string metricsAddress = options.metricsAddress;
   s->service_ = std::make_unique<TileJitService>(std::move(options), std::move(*store), notice);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &s->port_);
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (!tls.cert.empty()) {
+    grpc::SslServerCredentialsOptions ssl(
+        tls.clientCa.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                             : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    ssl.pem_root_certs = tls.clientCa;
+    ssl.pem_key_cert_pairs.push_back({tls.key, tls.cert});
+    credentials = grpc::SslServerCredentials(ssl);
+  }
+  builder.AddListeningPort(address, credentials, &s->port_);
   builder.RegisterService(s->service_.get());
   builder.SetMaxReceiveMessageSize(maxMessage);
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->port_ == 0)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "cannot listen on '" + address + "' (in use, or not host:port)");
+                                   "cannot listen on '" + address + "' (in use, or not host:port" +
+                                       (tls.cert.empty() ? ")"
+                                                         : ", or the TLS certificate, key or "
+                                                           "client CA is not valid PEM)"));
   s->server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);
   if (!metricsAddress.empty()) {
     TileJitService *service = s->service_.get();

@@ -7,9 +7,10 @@
 // tuning leases let one tuner per tuning key work while the others use the
 // best config meanwhile. The standard grpc.health.v1 service and server
 // reflection come with it. Every request is checked before it is acted on and
-// a bad one is answered INVALID_ARGUMENT naming the field; writes need the
-// bearer token when the server has one. No request names a file: the server
-// touches its own store only.
+// a bad one is answered INVALID_ARGUMENT naming the field; writes need a
+// read-write bearer token when the server has tokens, over TLS when it has a
+// certificate. No request names a file: the server touches its own store
+// only.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -19,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "llvm/Support/Error.h"
 
@@ -31,11 +33,29 @@ namespace tilejit {
 class TileJitService;
 class MetricsEndpoint;
 
+/// A bearer token the server accepts.
+struct AccessToken {
+  std::string secret;
+  /// Reads only: a write carrying it is refused (PERMISSION_DENIED).
+  bool readOnly = false;
+};
+
+/// The tokens of a token file (`tilejit serve --token-file`): one per line,
+/// the token and then optionally `read-write` (the default) or `read-only`;
+/// blank lines and lines starting with `#` are skipped. A token is printable
+/// ASCII without spaces. An error names `path` and the line.
+llvm::Expected<std::vector<AccessToken>> parseTokenFile(const std::string &text,
+                                                        const std::string &path);
+
 struct ServerOptions {
   std::string dbPath; ///< the store file (":memory:" for tests)
-  /// Writes (PublishResult) need `authorization: Bearer <token>`; "" : no
-  /// token needed.
-  std::string token;
+  /// Writes (PublishResult) need `authorization: Bearer <token>` with a
+  /// read-write token of these; none: no token needed. Reads need none.
+  std::vector<AccessToken> tokens;
+  /// TLS, as PEM text: the server's certificate chain and private key
+  /// (empty: plaintext); with `tlsClientCa` too, every client must present a
+  /// certificate that CA signed.
+  std::string tlsCert, tlsKey, tlsClientCa;
   /// The longest lease a tuner may ask for.
   std::chrono::milliseconds maxLeaseTtl = std::chrono::minutes(30);
   /// Requests larger than this are refused (RESOURCE_EXHAUSTED) unread.

@@ -214,4 +214,47 @@ grpc::Status timingFrom(const v1::Timing &t, const std::string &field, Timing &o
   return grpc::Status::OK;
 }
 
+void timingTo(const Timing &t, v1::Timing &out) {
+  out.set_config(t.config);
+  out.set_median_ms(t.medianMs);
+  out.set_p20_ms(t.p20Ms);
+  out.set_p80_ms(t.p80Ms);
+  out.set_reps(t.reps);
+  out.set_gpu(t.gpu);
+  out.set_sm_count(t.smCount);
+  out.set_driver_version(t.driverVersion);
+  out.set_sm_clock_mhz(t.smClockMHz);
+  out.set_mem_clock_mhz(t.memClockMHz);
+}
+
+void publicationTo(const Publication &p, v1::PublishResultRequest &out) {
+  out.set_lease_id(p.leaseId);
+  out.set_spec(p.spec.canonical());
+  out.set_backend(backendTo(p.backend));
+  out.set_winner_config(p.winner.canonical());
+  out.set_winner_ms(p.winnerMs);
+  out.set_reason(p.reason);
+  for (const Timing &t : p.timings)
+    timingTo(t, *out.add_timings());
+  if (p.kernel)
+    kernelTo(*p.kernel, p.backend, *out.mutable_kernel());
+}
+
+llvm::Expected<TuningLease> leaseFrom(const v1::AcquireTuningLeaseResponse &r) {
+  auto best = TileConfig::parse(r.best_config());
+  if (!best)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "tuning lease from the server: best_config: " +
+                                       llvm::toString(best.takeError()));
+  TuningLease l;
+  l.granted = r.granted();
+  l.id = r.lease_id();
+  l.holder = r.holder();
+  l.tuneKey = r.tune_key();
+  l.expiresIn = std::chrono::milliseconds(r.expires_in_ms());
+  l.best = std::move(*best);
+  l.bestIsTuned = r.best_is_tuned();
+  return l;
+}
+
 } // namespace tilejit::wire

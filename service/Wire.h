@@ -14,6 +14,7 @@
 
 #include "compiler/Compiler.h"
 #include "runtime/Store.h"
+#include "service/Client.h"
 #include "tilejit.pb.h"
 
 namespace tilejit::wire {
@@ -49,5 +50,12 @@ grpc::Status kernelFrom(const v1::Kernel &k, const std::string &field, StoredKer
 llvm::Expected<KernelBinary> binaryFrom(const v1::Kernel &k);
 
 grpc::Status timingFrom(const v1::Timing &t, const std::string &field, Timing &out);
+void timingTo(const Timing &t, v1::Timing &out);
+
+/// A finished tuning as the PublishResult request that carries it.
+void publicationTo(const Publication &p, v1::PublishResultRequest &out);
+/// The server's answer to AcquireTuningLease (the client side); its best
+/// config must parse.
+llvm::Expected<TuningLease> leaseFrom(const v1::AcquireTuningLeaseResponse &r);
 
 } // namespace tilejit::wire

@@ -25,8 +25,30 @@ wait $pid
 rc=$?
 cat log
 [ $rc -eq 0 ] || { echo "cli-serve: exit $rc after SIGTERM"; exit 1; }
-grep -q "listening on 127.0.0.1:[1-9][0-9]*, store t.db, writes need the token" log || exit 1
+grep -q "listening on 127.0.0.1:[1-9][0-9]* (plaintext), store t.db, writes need a read-write token (1 known, 0 of them read-only)" log || exit 1
 grep -q "SIGTERM: draining" log || exit 1
 grep -q "stopped" log || exit 1
 [ -f t.db ] || { echo "cli-serve: no store file"; exit 1; }
+
+# With TLS (a self-signed certificate made here) and a token file with a
+# read-only token: the server says so when it listens.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout key.pem \
+  -out cert.pem -days 1 -subj /CN=localhost -addext subjectAltName=IP:127.0.0.1 2>/dev/null ||
+  { echo "cli-serve: openssl failed"; exit 1; }
+printf '# writers, then readers\ntok-w\ntok-r read-only\n' > tokens
+"$tj" serve --listen 127.0.0.1:0 --db t2.db --token-file tokens --tls-cert cert.pem \
+  --tls-key key.pem --drain-grace 0 2> log2 &
+pid=$!
+i=0
+while ! grep -q "listening on" log2; do
+  i=$((i + 1))
+  if [ $i -gt 600 ] || ! kill -0 $pid 2>/dev/null; then
+    echo "cli-serve: no 'listening on' line with TLS"; cat log2; kill $pid 2>/dev/null; exit 1
+  fi
+  sleep 0.1
+done
+kill -TERM $pid
+wait $pid || { echo "cli-serve: TLS server exit $?"; cat log2; exit 1; }
+cat log2
+grep -q "listening on 127.0.0.1:[1-9][0-9]* (TLS), store t2.db, writes need a read-write token (2 known, 1 of them read-only)" log2 || exit 1
 echo "cli-serve: all passed"

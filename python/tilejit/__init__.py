@@ -12,7 +12,8 @@
 Settings: TILEJIT_TUNE, TILEJIT_CACHE_DIR, TILEJIT_DETERMINISTIC (also on while
 torch.are_deterministic_algorithms_enabled()), TILEJIT_SM_MARGIN,
 TILEJIT_LOG_LEVEL (the "tilejit" logger; lines carry the rank once
-torch.distributed is up).
+torch.distributed is up), TILEJIT_SERVER (kernels through a `tilejit serve`,
+with TILEJIT_TOKEN, TILEJIT_CA and the rest of the README's settings table).
 
 Registration happens once at import; enable() and use() only flip a flag.
 A case tilejit does not take (device, dtype, layout, alignment) falls back to

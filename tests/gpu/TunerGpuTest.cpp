@@ -5,20 +5,24 @@
 #include <map>
 #include <sqlite3.h>
 
+#include <grpcpp/grpcpp.h>
+
 #include "autotune/Tuner.h"
 #include "compiler/Nvrtc.h"
 #include "compiler/templates/Template.h"
 #include "ops/rmsnorm/RmsNormDecl.h"
+#include "ops/rmsnorm/RmsNormLaunch.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/DeviceBuffer.h"
-#include "ops/rmsnorm/RmsNormLaunch.h"
 #include "runtime/Store.h"
 #include "service/Engine.h"
 #include "service/KernelCache.h"
+#include "service/Server.h"
 #include "tests/support/Compare.h"
 #include "tests/support/RmsNormReference.h"
 #include "tests/support/Seed.h"
 #include "tests/support/TempDir.h"
+#include "tilejit.grpc.pb.h"
 
 using namespace tilejit;
 using tilejit::testing::allClose;
@@ -345,6 +349,110 @@ TEST_F(GpuTuner, BackgroundTuningSwitchesToTheWinner) {
   }
   // The kernel handed out first stays valid for whoever still holds it.
   EXPECT_GT(first->numEntries(), 0u);
+}
+
+// Engines with a tuning-cache server (in this process, on 127.0.0.1): the
+// first gets a kernel the server compiles, the next (its own store) gets the
+// same bytes from the server's store, and with the server gone an engine
+// compiles here.
+TEST_F(GpuTuner, EnginesGetTheirKernelsThroughTheServer) {
+  TempDir dir;
+  ServerOptions so;
+  so.dbPath = dir.file("server.db");
+  so.log = [](const std::string &) {};
+  auto server = Server::start(std::move(so), "127.0.0.1:0");
+  ASSERT_TRUE(bool(server)) << llvm::toString(server.takeError());
+  ClientOptions co;
+  co.address = "127.0.0.1:" + std::to_string((*server)->port());
+  co.deadline = std::chrono::seconds(60);
+  auto stats = [&] {
+    auto stub =
+        v1::TileJit::NewStub(grpc::CreateChannel(co.address, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    v1::StatsResponse st;
+    EXPECT_TRUE(stub->Stats(&ctx, v1::StatsRequest(), &st).ok());
+    return st;
+  };
+  KernelSpec s = spec(false, 1000, 4100);
+  std::string key = kernelKey(s, getTemplate(s).defaultConfig(s));
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round);
+    EngineOptions o;
+    o.dbPath = dir.file("engine" + std::to_string(round) + ".db");
+    o.server = co;
+    auto engine = Engine::create(o);
+    ASSERT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
+    auto k = (*engine)->get(s);
+    ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+    EXPECT_EQ((*engine)->lastSource(), "server");
+    EXPECT_EQ(k->key(), key);
+    expectForwardMatchesFloat64(*k, s, tilejit::testing::testSeed());
+    auto explained = (*engine)->explain(s);
+    ASSERT_TRUE(bool(explained)) << llvm::toString(explained.takeError());
+    EXPECT_NE(explained->find("(from the server " + co.address + ")"), std::string::npos)
+        << *explained;
+    auto stored = (*engine)->store()->getKernel(key);
+    ASSERT_TRUE(stored && *stored) << "kept in the engine's store";
+    v1::StatsResponse st = stats();
+    EXPECT_EQ(st.compiles(), 1u) << "compiled on the server once";
+    EXPECT_EQ(st.store_hits(), uint64_t(round));
+  }
+  (*server)->drain(std::chrono::milliseconds(0), std::chrono::milliseconds(0));
+  EngineOptions o;
+  o.dbPath = dir.file("alone.db");
+  o.server = co;
+  o.server->deadline = std::chrono::milliseconds(300);
+  auto engine = Engine::create(o);
+  ASSERT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
+  auto k = (*engine)->get(s);
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  EXPECT_EQ((*engine)->lastSource(), "compiled");
+  expectForwardMatchesFloat64(*k, s, tilejit::testing::testSeed());
+  auto explained = (*engine)->explain(spec(false, 1000, 4104));
+  ASSERT_TRUE(bool(explained)) << llvm::toString(explained.takeError());
+  EXPECT_NE(explained->find("server   last problem: server " + co.address), std::string::npos)
+      << *explained;
+}
+
+// An on-miss tuning under the server's lease is published, and the next
+// engine (its own store) runs the winner without tuning.
+TEST_F(GpuTuner, AWinnerTunedThroughTheServerReachesTheNextEngine) {
+  TempDir dir;
+  ServerOptions so;
+  so.dbPath = dir.file("server.db");
+  so.log = [](const std::string &) {};
+  auto server = Server::start(std::move(so), "127.0.0.1:0");
+  ASSERT_TRUE(bool(server)) << llvm::toString(server.takeError());
+  ClientOptions co;
+  co.address = "127.0.0.1:" + std::to_string((*server)->port());
+  co.deadline = std::chrono::seconds(60);
+  KernelSpec s = spec(true, 2048, 1024);
+  std::string winnerKey;
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round);
+    EngineOptions o;
+    o.dbPath = dir.file("engine" + std::to_string(round) + ".db");
+    o.server = co;
+    o.policy = TunePolicy::OnMiss;
+    o.tune.maxConfigs = 4;
+    auto engine = Engine::create(o);
+    ASSERT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
+    auto k = (*engine)->get(s);
+    ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+    auto timings = (*engine)->store()->timings(tuneKey(s));
+    ASSERT_TRUE(bool(timings));
+    if (round == 0) {
+      EXPECT_EQ((*engine)->lastSource(), "tuned");
+      EXPECT_FALSE(timings->empty()) << "tuned here";
+      winnerKey = k->key();
+    } else {
+      EXPECT_EQ((*engine)->lastSource(), "server") << "the published winner, not a tuning";
+      EXPECT_TRUE(timings->empty()) << "nothing was timed";
+      EXPECT_EQ(k->key(), winnerKey);
+      auto w = (*engine)->store()->winner(tuneKey(s));
+      ASSERT_TRUE(w && *w) << "the server's winner is kept here too";
+    }
+  }
 }
 
 TEST_F(GpuTuner, OnMissTunesOncePerRowBucket) {

@@ -351,7 +351,7 @@ TEST(Server, LeasesLapseAndPassToTheNextTuner) {
 
 TEST(Server, WritesNeedTheToken) {
   ServerOptions o;
-  o.token = "s3cret-token";
+  o.tokens = {{"s3cret-token", false}};
   Fixture f(o);
   ASSERT_TRUE(f.server);
   KernelSpec spec = specOf(kSpec);

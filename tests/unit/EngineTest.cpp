@@ -20,7 +20,8 @@ class Environment {
 public:
   explicit Environment(std::map<std::string, const char *> values) {
     for (const char *name :
-         {"TILEJIT_TUNE", "TILEJIT_DETERMINISTIC", "TILEJIT_TUNE_ISOLATION", "TILEJIT_CACHE_DIR"}) {
+         {"TILEJIT_TUNE", "TILEJIT_DETERMINISTIC", "TILEJIT_TUNE_ISOLATION", "TILEJIT_CACHE_DIR",
+          "TILEJIT_SERVER", "TILEJIT_TOKEN", "TILEJIT_TOKEN_FILE", "TILEJIT_SERVER_DEADLINE_MS"}) {
       const char *old = std::getenv(name);
       saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
       auto it = values.find(name);
@@ -68,6 +69,7 @@ TEST(EngineOptions, NothingSetIsTheDefaults) {
   EXPECT_FALSE(o.deterministic);
   EXPECT_EQ(o.tune.isolation, TuneOptions::Isolation::Process);
   EXPECT_EQ(o.dbPath, "");
+  EXPECT_FALSE(o.server) << "no server: kernels are made in process";
   // Empty values count as unset.
   EngineOptions empty = options({{"TILEJIT_TUNE", ""},
                                  {"TILEJIT_DETERMINISTIC", ""},
@@ -99,6 +101,23 @@ TEST(EngineOptions, EverySettingIsRead) {
   EXPECT_TRUE(all.deterministic);
   EXPECT_EQ(all.tune.isolation, TuneOptions::Isolation::InProcess);
   EXPECT_EQ(all.dbPath, "/c/tilejit.db");
+}
+
+TEST(EngineOptions, TheServerSettingsAreTheClients) {
+  EngineOptions o = options({{"TILEJIT_SERVER", "cache.internal:7070"},
+                             {"TILEJIT_TOKEN", "t0k"},
+                             {"TILEJIT_SERVER_DEADLINE_MS", "250"},
+                             {"TILEJIT_TUNE", "on-miss"}});
+  ASSERT_TRUE(o.server);
+  EXPECT_EQ(o.server->address, "cache.internal:7070");
+  EXPECT_EQ(o.server->token, "t0k");
+  EXPECT_EQ(o.server->deadline, std::chrono::milliseconds(250));
+  EXPECT_EQ(o.policy, TunePolicy::OnMiss);
+  EXPECT_EQ(refusal({{"TILEJIT_SERVER", "cache.internal"}}),
+            "TILEJIT_SERVER='cache.internal' is not host:port");
+  EXPECT_NE(refusal({{"TILEJIT_SERVER", "h:1"}, {"TILEJIT_SERVER_DEADLINE_MS", "0"}})
+                .find("TILEJIT_SERVER_DEADLINE_MS='0'"),
+            std::string::npos);
 }
 
 TEST(EngineOptions, ABadValueIsAnErrorNamingTheVariable) {

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <pthread.h>
 #include <sstream>
+#include <tuple>
 
 #include "service/Server.h"
 
@@ -15,27 +16,22 @@ namespace {
 
 struct ServeArgs {
   std::string listen = "127.0.0.1:7070";
-  std::string db, tokenFile, metricsAddr;
+  std::string db, tokenFile, metricsAddr, tlsCert, tlsKey, tlsClientCa;
   double graceSeconds = 2, drainSeconds = 30;
 };
 
-/// The token in `path`: its content without surrounding white space.
-llvm::Expected<std::string> readToken(const std::string &path) {
+/// The content of the file `flag` names.
+llvm::Expected<std::string> readFlagFile(const std::string &flag, const std::string &path) {
   std::ifstream in(path);
   if (!in)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "--token-file: cannot read '" + path + "'");
+                                   flag + ": cannot read '" + path + "'");
   std::stringstream ss;
   ss << in.rdbuf();
-  std::string t = ss.str();
-  const char *space = " \t\r\n";
-  t.erase(0,
-          t.find_first_not_of(space) == std::string::npos ? t.size() : t.find_first_not_of(space));
-  t.erase(t.find_last_not_of(space) + 1);
-  if (t.empty())
+  if (ss.str().empty())
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "--token-file: '" + path + "' is empty");
-  return t;
+                                   flag + ": '" + path + "' is empty");
+  return ss.str();
 }
 
 int serve(const ServeArgs &a) {
@@ -44,10 +40,27 @@ int serve(const ServeArgs &a) {
   ServerOptions o;
   o.dbPath = a.db.empty() ? defaultCachePath() : a.db;
   if (!a.tokenFile.empty()) {
-    auto token = readToken(a.tokenFile);
-    if (!token)
-      return fail(llvm::toString(token.takeError()));
-    o.token = *token;
+    auto text = readFlagFile("--token-file", a.tokenFile);
+    if (!text)
+      return fail(llvm::toString(text.takeError()));
+    auto tokens = parseTokenFile(*text, "--token-file " + a.tokenFile);
+    if (!tokens)
+      return fail(llvm::toString(tokens.takeError()));
+    o.tokens = std::move(*tokens);
+  }
+  if (a.tlsCert.empty() != a.tlsKey.empty())
+    return usageError("--tls-cert and --tls-key go together");
+  if (!a.tlsClientCa.empty() && a.tlsCert.empty())
+    return usageError("--tls-client-ca needs --tls-cert and --tls-key");
+  for (auto [flag, path, out] : {std::tuple{"--tls-cert", &a.tlsCert, &o.tlsCert},
+                                 std::tuple{"--tls-key", &a.tlsKey, &o.tlsKey},
+                                 std::tuple{"--tls-client-ca", &a.tlsClientCa, &o.tlsClientCa}}) {
+    if (path->empty())
+      continue;
+    auto pem = readFlagFile(flag, *path);
+    if (!pem)
+      return fail(llvm::toString(pem.takeError()));
+    *out = std::move(*pem);
   }
   // SIGTERM and SIGINT are taken by sigwait below, never by a handler:
   // blocked here, before the server's threads start, so that every thread
@@ -59,15 +72,24 @@ int serve(const ServeArgs &a) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   o.metricsAddress = a.metricsAddr;
   std::string db = o.dbPath;
-  bool token = !o.token.empty();
+  size_t tokens = o.tokens.size(), readOnly = 0;
+  for (const AccessToken &t : o.tokens)
+    readOnly += t.readOnly;
+  std::string transport = o.tlsCert.empty()       ? "plaintext"
+                          : o.tlsClientCa.empty() ? "TLS"
+                                                  : "TLS, client certificates required";
+  std::string writes = tokens == 0
+                           ? "open to every client"
+                           : "need a read-write token (" + std::to_string(tokens) + " known, " +
+                                 std::to_string(readOnly) + " of them read-only)";
   auto server = Server::start(std::move(o), a.listen);
   if (!server)
     return fail(llvm::toString(server.takeError()));
   if (!(*server)->storeNotice().empty())
     std::fprintf(stderr, "tilejit serve: %s\n", (*server)->storeNotice().c_str());
   std::string host = a.listen.substr(0, a.listen.rfind(':'));
-  std::fprintf(stderr, "tilejit serve: listening on %s:%d, store %s, writes %s\n", host.c_str(),
-               (*server)->port(), db.c_str(), token ? "need the token" : "open to every client");
+  std::fprintf(stderr, "tilejit serve: listening on %s:%d (%s), store %s, writes %s\n",
+               host.c_str(), (*server)->port(), transport.c_str(), db.c_str(), writes.c_str());
   if ((*server)->metricsPort())
     std::fprintf(stderr, "tilejit serve: metrics on http://%s:%d/metrics\n",
                  a.metricsAddr.substr(0, a.metricsAddr.rfind(':')).c_str(),
@@ -95,7 +117,12 @@ Action addServe(CLI::App &app) {
       ->capture_default_str();
   cmd->add_option("--db", a->db, "the store file (default: the tuning cache, see doctor)");
   cmd->add_option("--token-file", a->tokenFile,
-                  "a file holding the bearer token that writes (PublishResult) must carry");
+                  "bearer tokens, one a line: TOKEN [read-write|read-only] (# starts a comment); "
+                  "writes (PublishResult) need a read-write one");
+  cmd->add_option("--tls-cert", a->tlsCert, "the server's certificate chain (PEM): serve TLS");
+  cmd->add_option("--tls-key", a->tlsKey, "the private key of --tls-cert (PEM)");
+  cmd->add_option("--tls-client-ca", a->tlsClientCa,
+                  "a CA (PEM): clients must present a certificate it signed");
   cmd->add_option("--metrics-addr", a->metricsAddr,
                   "host:port to serve Prometheus's /metrics on (default: none)");
   cmd->add_option("--drain-grace", a->graceSeconds,
