@@ -44,6 +44,7 @@ llvm::Error allocate(DeviceBuffer &b, size_t bytes) {
 std::unique_ptr<OpHarness> makeRmsNormHarness(bool backward);
 std::unique_ptr<OpHarness> makeGemmHarness();
 std::unique_ptr<OpHarness> makeAttentionHarness();
+std::unique_ptr<OpHarness> makeAttentionBackwardHarness();
 
 std::unique_ptr<OpHarness> makeHarness(const KernelSpec &spec) {
   static const struct {
@@ -54,6 +55,7 @@ std::unique_ptr<OpHarness> makeHarness(const KernelSpec &spec) {
       {&rmsnorm::backwardOp(), [] { return makeRmsNormHarness(true); }},
       {&gemm::op(), [] { return makeGemmHarness(); }},
       {&attention::forwardOp(), [] { return makeAttentionHarness(); }},
+      {&attention::backwardOp(), [] { return makeAttentionBackwardHarness(); }},
   };
   for (const auto &h : harnesses)
     if (spec.is(*h.op))

@@ -62,15 +62,13 @@ std::vector<Case> readCases(const std::string &path) {
 /// against float64 gradients with P = exp(scale q k - LSE) from the
 /// forward's LSE and D = rowsum(dO * O) from its O. Returns the count of
 /// elements out of bounds and the worst error relative to its bound.
-std::pair<int, double> checkBackward(const Case &c, const std::vector<unsigned char> &hq,
-                                     const std::vector<unsigned char> &hk,
-                                     const std::vector<unsigned char> &hv,
-                                     const std::vector<unsigned char> &hdo,
-                                     const std::vector<unsigned char> &ho,
-                                     const std::vector<float> &hl,
-                                     const std::vector<unsigned char> &gq,
-                                     const std::vector<unsigned char> &gk,
-                                     const std::vector<unsigned char> &gv, std::mt19937_64 &rng) {
+std::pair<int, double>
+checkBackward(const Case &c, const std::vector<unsigned char> &hq,
+              const std::vector<unsigned char> &hk, const std::vector<unsigned char> &hv,
+              const std::vector<unsigned char> &hdo, const std::vector<unsigned char> &ho,
+              const std::vector<float> &hl, const std::vector<unsigned char> &gq,
+              const std::vector<unsigned char> &gk, const std::vector<unsigned char> &gv,
+              std::mt19937_64 &rng) {
   auto el = [](const std::vector<unsigned char> &v, size_t i) {
     return double(loadElement(v.data(), DType::BF16, i));
   };
@@ -90,8 +88,7 @@ std::pair<int, double> checkBackward(const Case &c, const std::vector<unsigned c
     return r;
   };
   // P, dP and D of (query i of head h, key j).
-  auto terms = [&](int64_t bi, int64_t h, int64_t i, int64_t j, double &p, double &dp,
-                   double &dd) {
+  auto terms = [&](int64_t bi, int64_t h, int64_t i, int64_t j, double &p, double &dp, double &dd) {
     int64_t kvh = h / group;
     if (c.causal && j > i) {
       p = dp = dd = 0;
@@ -300,8 +297,8 @@ int main(int argc, char **argv) {
       bwdKernel = must(LoadedKernel::load(*compiled));
       static_cast<attention::Call &>(bcall) = call;
       auto hdo = randomValues(DType::BF16, nq, rng());
-      for (size_t bytes : {nq * 2, nq * 2, nk * 2, nk * 2,
-                           size_t(attention::backwardWorkspaceBytes(call))})
+      for (size_t bytes :
+           {nq * 2, nq * 2, nk * 2, nk * 2, size_t(attention::backwardWorkspaceBytes(call))})
         grads.push_back(must(DeviceBuffer::allocate(bytes)));
       must(grads[0].upload(hdo));
       for (size_t i = 1; i < grads.size(); ++i)

@@ -118,9 +118,8 @@ tj_status withKernel(tj_engine *e, const tilejit::KernelSpec &spec, void *stream
   return ok();
 }
 
-tj_status attnPrepare(tj_engine *e, bool backward, tj_dtype dtype, tj_attn_layout layout,
-                      int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d,
-                      int causal) {
+tj_status attnPrepare(tj_engine *e, bool backward, tj_dtype dtype, tj_attn_layout layout, int64_t b,
+                      int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal) {
   TJ_ENGINE(e);
   TJ_DTYPE(dt, dtype);
   tilejit::attention::Call call;

@@ -70,7 +70,9 @@ int64_t SliceLayoutAttr::getContiguity() const {
 AffineMap SliceLayoutAttr::getThreadBase() const {
   BlockedLayoutAttr p = getBlockedParent();
   if (!p)
-    return cast<LayoutAttrInterface>(getParent()).getThreadBase().getSubMap({unsigned(1 - getDim())});
+    return cast<LayoutAttrInterface>(getParent())
+        .getThreadBase()
+        .getSubMap({unsigned(1 - getDim())});
   return AffineMap::get(1, 0, getDim() == 1 ? threadRow(p) : threadCol(p), getContext());
 }
 SmallVector<int64_t> SliceLayoutAttr::getElemOffset(ArrayRef<int64_t>, int64_t i) const {

@@ -108,10 +108,11 @@ LogicalResult KernelOp::verify() {
       auto slice = dyn_cast_or_null<SliceLayoutAttr>(tensor.getEncoding());
       if (isWarpgroupTile(tensor) || (slice && isa<WgmmaLayoutAttr>(slice.getParent()))) {
         if (!isTileType(tensor)) {
-          op->emitOpError() << "produces " << t
-                            << ", whose shape does not fit #tile.wgmma (rows a multiple of 64, "
-                               "columns a multiple of 8 up to 256; its slices rank 1, a column slice 8 to 256 "
-                               "long)";
+          op->emitOpError()
+              << "produces " << t
+              << ", whose shape does not fit #tile.wgmma (rows a multiple of 64, "
+                 "columns a multiple of 8 up to 256; its slices rank 1, a column slice 8 to 256 "
+                 "long)";
           return WalkResult::interrupt();
         }
         if (threads % 128 != 0) {

@@ -31,7 +31,10 @@
 //
 // Tunables: consumers (bm = the dK/dV kernel's keys = 64 per consumer), bn
 // (keys per step of the dQ kernel), kv_bm (queries per step of the dK/dV
-// kernel), stages (of every ring).
+// kernel), stages (of every ring), overlap (within a warpgroup: a step's two
+// score products are started together and the first one's exponentials run
+// while the second is in flight; dV's and dK's products run together while
+// nothing waits between them).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/EmbeddedSources.h"
@@ -59,9 +62,10 @@ llvm::Error configError(const llvm::Twine &msg) {
 
 struct Shape {
   int64_t consumers, bn, kvBm, stages;
+  bool overlap;
   explicit Shape(const TileConfig &c)
       : consumers(c.get("consumers")), bn(c.get("bn")), kvBm(c.get("kv_bm")),
-        stages(c.get("stages")) {}
+        stages(c.get("stages")), overlap(c.has("overlap") && c.get("overlap") != 0) {}
   int64_t bm() const { return 64 * consumers; }
   /// Shared memory of the dQ kernel: Q and dO tiles, the K and V rings.
   int64_t dqSmem(int64_t d, int64_t e) const {
@@ -83,39 +87,52 @@ public:
 
   llvm::ArrayRef<ConfigKeyDecl> configKeys() const override {
     static const ConfigKeyDecl keys[] = {
-        {"consumers", 1, 2, false,
-         "consumer warpgroups, 64 query rows (dQ) or keys (dK, dV) each"},
+        {"consumers", 1, 2, false, "consumer warpgroups, 64 query rows (dQ) or keys (dK, dV) each"},
         {"bn", 16, 128, false, "keys per step of the dQ kernel"},
         {"kv_bm", 16, 128, false, "query rows per step of the dK/dV kernel"},
         {"stages", 1, 4, false, "stages of the rings"},
+        {"overlap", 0, 1, true,
+         "start both products of a step before its exponentials, and the two gradient "
+         "products before waiting (0 when left out)"},
     };
     return keys;
   }
 
-  static TileConfig make(int64_t consumers, int64_t bn, int64_t kvBm, int64_t stages) {
+  static TileConfig make(int64_t consumers, int64_t bn, int64_t kvBm, int64_t stages,
+                         int64_t overlap = 0) {
     TileConfig c;
     c.set("consumers", consumers).set("bn", bn).set("kv_bm", kvBm).set("stages", stages);
+    c.set("overlap", overlap);
     return c;
   }
 
   std::vector<TileConfig> configSpace(const KernelSpec &ks) const override {
     std::vector<TileConfig> out = {defaultConfig(ks)};
-    for (int64_t consumers : {2, 1})
-      for (int64_t bn : {64, 128, 32})
-        for (int64_t kvBm : {64, 32, 128})
-          for (int64_t stages : {2, 3}) {
-            TileConfig c = make(consumers, bn, kvBm, stages);
-            if (llvm::Error err = checkConfig(ks, c))
-              llvm::consumeError(std::move(err));
-            else if (c != out.front())
-              out.push_back(std::move(c));
-          }
+    for (int64_t overlap : {1, 0})
+      for (int64_t consumers : {2, 1})
+        for (int64_t bn : {128, 64, 32})
+          for (int64_t kvBm : {64, 32, 128})
+            for (int64_t stages : {2, 3}) {
+              TileConfig c = make(consumers, bn, kvBm, stages, overlap);
+              if (llvm::Error err = checkConfig(ks, c))
+                llvm::consumeError(std::move(err));
+              else if (c != out.front())
+                out.push_back(std::move(c));
+            }
     return out;
   }
 
   TileConfig defaultConfig(const KernelSpec &ks) const override {
     attention::Params p(ks);
-    TileConfig c = p.d == 64 ? make(2, 128, 64, 2) : make(2, 64, 32, 2);
+    // The fastest of run 3 on the H200 (bench/NOTES.md, attention b1): 128
+    // keys a step for dQ, 64 queries a step for dK and dV, for head dims 64
+    // and 128 alike (against 64 and 32: 12-14 % faster at d = 128); one
+    // consumer where two would leave multiprocessors idle in the dK/dV
+    // kernel (fewer than 128 programs of 128 keys: Llama-3.1-70B at TP8,
+    // one KV head, 133 TFLOP/s with two, 170 with one and 64 queries a
+    // step, which spills with one consumer: 32 there).
+    int64_t programs = (p.sk + 127) / 128 * p.b * p.hkv;
+    TileConfig c = programs < 128 ? make(1, 128, 32, 2) : make(2, 128, 64, 2);
     if (llvm::Error err = checkConfig(ks, c)) {
       llvm::consumeError(std::move(err));
       return make(2, 32, 16, 2);
@@ -144,18 +161,21 @@ public:
     // (bn / 2 each), P or dS in 16 bits (bn / 4). dK/dV kernel: dK and dV
     // (d / 2 each), S^T and dP^T (kv_bm / 2 each), P^T in 16 bits and the
     // columns' LSE and D (kv_bm / 4 each). The limits are the largest that
-    // built without spills for d = 128 (bn = 128: 224; kv_bm = 64: 240, with
-    // two stages; one stage spilled 44 bytes).
+    // built without spills for d = 128 (bn = 128: 224; kv_bm = 64: 240 with
+    // two consumers and two stages; one stage spilled 44 bytes, one
+    // consumer 20 bytes, causal).
     int64_t dqRegs = p.d / 2 + s.bn + s.bn / 4;
     int64_t dkvRegs = p.d + s.kvBm + 3 * s.kvBm / 4;
     if (dqRegs > 224)
       return configError("a dQ consumer thread would hold " + llvm::Twine(dqRegs) +
                          " registers of dQ, S, dP and dS (at most 224 of its 240): use a "
                          "smaller bn");
-    if (dkvRegs > 240)
+    int64_t dkvLimit = s.consumers == 2 ? 240 : 232;
+    if (dkvRegs > dkvLimit)
       return configError("a dK/dV consumer thread would hold " + llvm::Twine(dkvRegs) +
-                         " registers of dK, dV, S^T, dP^T and P^T (at most 240): use a smaller "
-                         "kv_bm");
+                         " registers of dK, dV, S^T, dP^T and P^T (at most " +
+                         llvm::Twine(dkvLimit) + " with " + llvm::Twine(s.consumers) +
+                         " consumers): use a smaller kv_bm");
     int64_t e = dtypeBytes(p.dt), limit = p.target.maxSharedBytesPerBlock();
     for (int64_t smem : {s.dqSmem(p.d, e), s.dkvSmem(p.d, e)})
       if (smem > limit)
@@ -207,9 +227,9 @@ private:
     /// Q, O and their gradients ([b, s, h * d] or [b * h, s, d]) with
     /// `heads` heads.
     MemRefType rowsType(int64_t heads, Type elem) const {
-      return bshd() ? MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, heads * p.d},
-                                      elem)
-                    : MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, p.d}, elem);
+      return bshd()
+                 ? MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, heads * p.d}, elem)
+                 : MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, p.d}, elem);
     }
     /// The workspace: [2, b * hq, rows]: LSE * log2(e), then D.
     MemRefType workspaceType() const {
@@ -229,9 +249,7 @@ private:
     }
     Value splat(Type t, Value v) { return tt::SplatOp::create(b, loc, t, v); }
     Value toI32(Value v) { return arith::IndexCastOp::create(b, loc, b.getI32Type(), v); }
-    std::pair<Value, Value> stageOf(Value it) {
-      return {remu(it, s.stages), divu(it, s.stages)};
-    }
+    std::pair<Value, Value> stageOf(Value it) { return {remu(it, s.stages), divu(it, s.stages)}; }
     /// The coordinates of row `row` of sequence `seq`, head `head` in a
     /// rowsType tensor of `heads` heads.
     SmallVector<Value> rowAt(Value seq, Value head, int64_t heads, Value row) {
@@ -266,8 +284,8 @@ private:
       auto lseType = MemRefType::get({ShapedType::kDynamic, p.hq, ShapedType::kDynamic}, f32);
       // Q, K, V, dO maps; O, dO, LSE, dQ, workspace; scale * log2(e),
       // scale, sq, sk.
-      SmallVector<Type> args = {mapQ,  mapKV, mapKV, mapQ, oType, oType, lseType,
-                                oType, workspaceType(), f32, f32, idx, idx};
+      SmallVector<Type> args = {mapQ,  mapKV,           mapKV, mapQ, oType, oType, lseType,
+                                oType, workspaceType(), f32,   f32,  idx,   idx};
       // Programs: every tile of the workspace's rows, of every head.
       AffineExpr sq = getAffineSymbolExpr(0, &c), batch = getAffineSymbolExpr(1, &c);
       AffineMap grid = AffineMap::get(
@@ -309,8 +327,7 @@ private:
       // which only pads the workspace); the first `whole` every row sees
       // whole.
       Value kvEnd = p.causal ? minu(skV, add(q0, cst(bm))) : skV;
-      Value inside =
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, q0, sqV).getResult();
+      Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, q0, sqV).getResult();
       Value kvTiles = arith::SelectOp::create(b, loc, inside, ceilDiv(kvEnd, s.bn), cst(0));
       Value whole = minu(divu(p.causal ? minu(skV, add(q0, cst(1))) : skV, s.bn), kvTiles);
 
@@ -320,17 +337,17 @@ private:
         b.createBlock(&ws_.getProducer());
         tt::TmaLoadOp::create(b, loc, qMap, q0, cst(0), ValueRange{head, seq}, rq, cst(0), qFull,
                               cst(0));
-        tt::TmaLoadOp::create(b, loc, doMap, q0, cst(0), ValueRange{head, seq}, rdo, cst(0),
-                              doFull, cst(0));
+        tt::TmaLoadOp::create(b, loc, doMap, q0, cst(0), ValueRange{head, seq}, rdo, cst(0), doFull,
+                              cst(0));
         loop(cst(0), kvTiles, {}, [&](Value j, ValueRange) {
           auto [stage, round] = stageOf(j);
           Value k0 = mul(j, cst(s.bn));
           tt::BarrierWaitOp::create(b, loc, kEmpty, stage, add(round, cst(1)));
-          tt::TmaLoadOp::create(b, loc, kMap, k0, cst(0), ValueRange{kvHead, seq}, rk, stage,
-                                kFull, stage);
+          tt::TmaLoadOp::create(b, loc, kMap, k0, cst(0), ValueRange{kvHead, seq}, rk, stage, kFull,
+                                stage);
           tt::BarrierWaitOp::create(b, loc, vEmpty, stage, add(round, cst(1)));
-          tt::TmaLoadOp::create(b, loc, vMap, k0, cst(0), ValueRange{kvHead, seq}, rv, stage,
-                                vFull, stage);
+          tt::TmaLoadOp::create(b, loc, vMap, k0, cst(0), ValueRange{kvHead, seq}, rv, stage, vFull,
+                                stage);
           return SmallVector<Value>{};
         });
         tt::YieldOp::create(b, loc);
@@ -357,10 +374,10 @@ private:
           chunk[2] = add(at[2], cst(c0));
           Value x = tt::LoadOp::create(b, loc, chunkType, dO, chunk, nullptr, nullptr);
           Value y = tt::LoadOp::create(b, loc, chunkType, o, chunk, nullptr, nullptr);
-          dRow = arith::AddFOp::create(
-              b, loc, dRow,
-              tt::ReduceOp::create(b, loc, rowType, tt::ReduceKind::sum,
-                                   arith::MulFOp::create(b, loc, x, y), 1));
+          dRow =
+              arith::AddFOp::create(b, loc, dRow,
+                                    tt::ReduceOp::create(b, loc, rowType, tt::ReduceKind::sum,
+                                                         arith::MulFOp::create(b, loc, x, y), 1));
         }
         Value lseRow = tt::LoadOp::create(b, loc, rowType, lse, ValueRange{seq, head, row0},
                                           b.getF64FloatAttr(INFINITY), nullptr);
@@ -371,14 +388,22 @@ private:
         tt::BarrierWaitOp::create(b, loc, qFull, cst(0), cst(0));
         tt::BarrierWaitOp::create(b, loc, doFull, cst(0), cst(0));
         Value zeroS = splat(sType, f32c(0.0));
-        Value negLse = tt::BroadcastOp::create(
-            b, loc, sType, arith::NegFOp::create(b, loc, lseRow).getResult());
+        Value negLse = tt::BroadcastOp::create(b, loc, sType,
+                                               arith::NegFOp::create(b, loc, lseRow).getResult());
         Value dBcast = tt::BroadcastOp::create(b, loc, sType, dRow);
         auto step = [&](Value j, ValueRange carried, bool masked) -> SmallVector<Value> {
           auto [stage, round] = stageOf(j);
           tt::BarrierWaitOp::create(b, loc, kFull, stage, round);
           Value sc = tt::DotOp::create(b, loc, sType, rq, cst(0), myRows, rk, stage, cst(0), zeroS,
-                                       false, false, false);
+                                       false, false, s.overlap);
+          Value dp;
+          if (s.overlap) {
+            // dP's product starts now and runs under P's exponentials.
+            tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
+            dp = tt::DotOp::create(b, loc, sType, rdo, cst(0), myRows, rv, stage, cst(0), zeroS,
+                                   false, false, true);
+            sc = tt::DotWaitOp::create(b, loc, ValueRange{sc}, 1).getResult(0);
+          }
           if (masked) {
             Value cols = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 1),
                                                splat(iType, toI32(mul(j, cst(s.bn)))));
@@ -388,19 +413,21 @@ private:
               Value rows = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
                                                  splat(iType, toI32(row0)));
               ok = arith::AndIOp::create(
-                  b, loc, ok,
-                  arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, cols, rows));
+                  b, loc, ok, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, cols, rows));
             }
             sc = arith::SelectOp::create(b, loc, ok, sc, splat(sType, f32c(-INFINITY)));
           }
           Value pr = math::Exp2Op::create(
               b, loc, math::FmaOp::create(b, loc, sc, splat(sType, scaleLog2), negLse));
-          tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
-          Value dp = tt::DotOp::create(b, loc, sType, rdo, cst(0), myRows, rv, stage, cst(0),
-                                       zeroS, false, false, false);
+          if (s.overlap) {
+            dp = tt::DotWaitOp::create(b, loc, ValueRange{dp}, 0).getResult(0);
+          } else {
+            tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
+            dp = tt::DotOp::create(b, loc, sType, rdo, cst(0), myRows, rv, stage, cst(0), zeroS,
+                                   false, false, false);
+          }
           tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
-          Value ds =
-              arith::MulFOp::create(b, loc, pr, arith::SubFOp::create(b, loc, dp, dBcast));
+          Value ds = arith::MulFOp::create(b, loc, pr, arith::SubFOp::create(b, loc, dp, dBcast));
           Value ds16 =
               arith::TruncFOp::create(b, loc, RankedTensorType::get({64, s.bn}, dt, wg), ds);
           Value acc = tt::DotRegOp::create(b, loc, accType, ds16, rk, stage, cst(0), carried[0],
@@ -437,10 +464,9 @@ private:
       // Programs: ceil(sk / bn) * batch * hkv; dK's first size is the batch
       // (BSHD) or batch * hkv (BHSD).
       AffineExpr sk = getAffineSymbolExpr(0, &c), first = getAffineSymbolExpr(1, &c);
-      AffineMap grid =
-          AffineMap::get(0, 2, {sk.ceilDiv(bn) * first * (bshd() ? p.hkv : 1)}, &c);
-      auto kernel = makeKernel(b, loc, "attn_bwd_dkdv_" + suffix(), args,
-                               128 * (s.consumers + 1), grid, {10, -1, 5, 0}, cfg,
+      AffineMap grid = AffineMap::get(0, 2, {sk.ceilDiv(bn) * first * (bshd() ? p.hkv : 1)}, &c);
+      auto kernel = makeKernel(b, loc, "attn_bwd_dkdv_" + suffix(), args, 128 * (s.consumers + 1),
+                               grid, {10, -1, 5, 0}, cfg,
                                /*cluster=*/1, /*minBlocks=*/1);
       Block *entry = &kernel.getBody().front();
       Value kMap = entry->getArgument(0), vMap = entry->getArgument(1),
@@ -506,8 +532,7 @@ private:
         Value myRows = mul(consumer, cst(64));
         Value key0 = add(n0, myRows);
         auto wg = tt::WgmmaLayoutAttr::get(&c);
-        auto colType =
-            RankedTensorType::get({s.kvBm}, f32, tt::SliceLayoutAttr::get(&c, 0, wg));
+        auto colType = RankedTensorType::get({s.kvBm}, f32, tt::SliceLayoutAttr::get(&c, 0, wg));
         auto sType = RankedTensorType::get({64, s.kvBm}, f32, wg);
         auto pType = RankedTensorType::get({64, s.kvBm}, dt, wg);
         auto iType = RankedTensorType::get({64, s.kvBm}, i32, wg);
@@ -526,11 +551,19 @@ private:
           // The columns' LSE and D, read before the wait for Q.
           Value lseCol = tt::LoadOp::create(b, loc, colType, ws, ValueRange{cst(0), bhq, m0},
                                             nullptr, nullptr);
-          Value dCol = tt::LoadOp::create(b, loc, colType, ws, ValueRange{cst(1), bhq, m0},
-                                          nullptr, nullptr);
+          Value dCol = tt::LoadOp::create(b, loc, colType, ws, ValueRange{cst(1), bhq, m0}, nullptr,
+                                          nullptr);
           tt::BarrierWaitOp::create(b, loc, qFull, stage, round);
           Value st = tt::DotOp::create(b, loc, sType, rk, cst(0), myRows, rq, stage, cst(0), zeroS,
-                                       false, false, false);
+                                       false, false, s.overlap);
+          Value dpt;
+          if (s.overlap) {
+            // dP^T's product starts now and runs under P^T's exponentials.
+            tt::BarrierWaitOp::create(b, loc, doFull, stage, round);
+            dpt = tt::DotOp::create(b, loc, sType, rv, cst(0), myRows, rdo, stage, cst(0), zeroS,
+                                    false, false, true);
+            st = tt::DotWaitOp::create(b, loc, ValueRange{st}, 1).getResult(0);
+          }
           if (masked) {
             // Key (row) j is seen by query (column) i when j <= i.
             Value keys = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
@@ -540,22 +573,34 @@ private:
             Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, keys, queries);
             st = arith::SelectOp::create(b, loc, ok, st, splat(sType, f32c(-INFINITY)));
           }
-          Value negLse = tt::BroadcastOp::create(
-              b, loc, sType, arith::NegFOp::create(b, loc, lseCol).getResult());
+          Value negLse = tt::BroadcastOp::create(b, loc, sType,
+                                                 arith::NegFOp::create(b, loc, lseCol).getResult());
           Value pt = math::Exp2Op::create(
               b, loc, math::FmaOp::create(b, loc, st, splat(sType, scaleLog2), negLse));
-          tt::BarrierWaitOp::create(b, loc, doFull, stage, round);
-          Value dpt = tt::DotOp::create(b, loc, sType, rv, cst(0), myRows, rdo, stage, cst(0),
-                                        zeroS, false, false, false);
-          Value dv = tt::DotRegOp::create(b, loc, accType,
-                                          arith::TruncFOp::create(b, loc, pType, pt).getResult(),
-                                          rdo, stage, cst(0), carried[1], true, false);
+          if (s.overlap) {
+            dpt = tt::DotWaitOp::create(b, loc, ValueRange{dpt}, 0).getResult(0);
+          } else {
+            tt::BarrierWaitOp::create(b, loc, doFull, stage, round);
+            dpt = tt::DotOp::create(b, loc, sType, rv, cst(0), myRows, rdo, stage, cst(0), zeroS,
+                                    false, false, false);
+          }
+          // With overlap dV's product runs while dS^T is computed, and dK's
+          // beside it; both are waited for at the end of the step (with the
+          // 16-bit P^T and dS^T they read).
+          Value p16 = arith::TruncFOp::create(b, loc, pType, pt);
+          Value dv = tt::DotRegOp::create(b, loc, accType, p16, rdo, stage, cst(0), carried[1],
+                                          true, s.overlap);
           Value dst = arith::MulFOp::create(
               b, loc, pt,
               arith::SubFOp::create(b, loc, dpt, tt::BroadcastOp::create(b, loc, sType, dCol)));
-          Value dk = tt::DotRegOp::create(b, loc, accType,
-                                          arith::TruncFOp::create(b, loc, pType, dst).getResult(),
-                                          rq, stage, cst(0), carried[0], true, false);
+          Value ds16 = arith::TruncFOp::create(b, loc, pType, dst);
+          Value dk = tt::DotRegOp::create(b, loc, accType, ds16, rq, stage, cst(0), carried[0],
+                                          true, s.overlap);
+          if (s.overlap) {
+            auto done = tt::DotWaitOp::create(b, loc, ValueRange{dk, dv, p16, ds16}, 0);
+            dk = done.getResult(0);
+            dv = done.getResult(1);
+          }
           tt::BarrierArriveOp::create(b, loc, empty, stage);
           return {dk, dv, add(carried[2], cst(1))};
         };
@@ -563,9 +608,8 @@ private:
         SmallVector<Value> init = {zeroAcc, zeroAcc, cst(0)};
         SmallVector<Value> acc = loop(cst(0), cst(group), init, [&](Value h, ValueRange c0) {
           Value head = add(mul(kvHead, cst(group)), h);
-          SmallVector<Value> c1 = loop(mStart, mMasked, c0, [&](Value mi, ValueRange c) {
-            return step(head, mi, c, true);
-          });
+          SmallVector<Value> c1 = loop(
+              mStart, mMasked, c0, [&](Value mi, ValueRange c) { return step(head, mi, c, true); });
           return loop(mMasked, mEnd, c1,
                       [&](Value mi, ValueRange c) { return step(head, mi, c, false); });
         });

@@ -1,4 +1,4 @@
-//===- AttentionHarness.cpp - tuning harness for attention forward ----------===//
+//===- AttentionHarness.cpp - tuning harnesses for attention ----------------===//
 //
 // The sequence lengths and the batch are launch-time sizes: a candidate is
 // checked on one sequence of at most 333 queries and keys (not a multiple
@@ -10,9 +10,18 @@
 // must match a float64 softmax(scale Q K^T) V and log-sum-exp within bf16/f16
 // rounding of O plus the rounding of P to 16 bits.
 //
+// The backward harness checks on the same problem, with O and LSE computed
+// on the host in float64 (O rounded to the type), a random dO, and the
+// gradients and workspace poisoned: every element of dQ, dK and dV must be
+// written, 48 sampled rows of dQ and 48 of dK and dV (over every KV head)
+// must match float64 gradients within the rounding of the outputs plus that
+// of P and dS to 16 bits and of O to its type. It is timed on the tuning
+// problem with random O (and LSE = 0), which its speed does not depend on.
+//
 //===----------------------------------------------------------------------===//
 #include "autotune/Harness.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -63,16 +72,22 @@ struct Buffers {
   }
 };
 
+/// The problem a candidate is checked on: one sequence of the tuning
+/// problem, at most 333 queries and keys (sq == sk kept when they are equal).
+void shrinkToCheck(attention::Call &c) {
+  bool square = c.sq == c.sk;
+  c.b = 1;
+  c.sq = std::min<int64_t>(c.sq, 333);
+  c.sk = square ? c.sq : std::min<int64_t>(c.sk, 333);
+}
+
 class AttentionHarness : public OpHarness {
 public:
   llvm::Error prepare(const KernelSpec &ks, uint64_t seed) override {
     if (!attention::isForward(ks))
       return fail("the attention harness cannot measure " + std::string(ks.opName()));
-    attention::Params p(ks);
-    full_ = check_ = attention::callOf(p);
-    check_.b = 1;
-    check_.sq = std::min<int64_t>(p.sq, 333);
-    check_.sk = p.sq == p.sk ? check_.sq : std::min<int64_t>(p.sk, 333);
+    full_ = check_ = attention::callOf(attention::Params(ks));
+    shrinkToCheck(check_);
     if (auto e = checked_.make(check_, seed, /*keepHost=*/true))
       return e;
     if (auto e = timed_.make(full_, seed + 1000003, /*keepHost=*/false))
@@ -183,7 +198,248 @@ private:
   std::vector<Sample> samples_;
 };
 
+/// The backward's extra buffers: dO, the gradients and the workspace.
+struct Gradients {
+  DeviceBuffer dO, dQ, dK, dV, ws;
+
+  llvm::Error make(attention::BackwardCall &c, const std::vector<unsigned char> &dout) {
+    size_t nq = size_t(c.b * c.sq * c.hq * c.d), nk = size_t(c.b * c.sk * c.hkv * c.d);
+    size_t e = size_t(dtypeBytes(c.dt));
+    for (auto [buf, bytes] : {std::pair<DeviceBuffer *, size_t>{&dO, nq * e},
+                              {&dQ, nq * e},
+                              {&dK, nk * e},
+                              {&dV, nk * e},
+                              {&ws, size_t(attention::backwardWorkspaceBytes(c))}})
+      if (auto err = allocate(*buf, bytes))
+        return err;
+    if (auto err = dO.upload(dout))
+      return err;
+    c.dO = dO.ptr();
+    c.dQ = dQ.ptr();
+    c.dK = dK.ptr();
+    c.dV = dV.ptr();
+    c.workspace = ws.ptr();
+    return llvm::Error::success();
+  }
+};
+
+class AttentionBackwardHarness : public OpHarness {
+public:
+  llvm::Error prepare(const KernelSpec &ks, uint64_t seed) override {
+    if (!attention::isBackward(ks))
+      return fail("the attention backward harness cannot measure " + std::string(ks.opName()));
+    static_cast<attention::Call &>(full_) = attention::callOf(attention::Params(ks));
+    check_ = full_;
+    shrinkToCheck(check_);
+    if (auto e = checked_.make(check_, seed, /*keepHost=*/true))
+      return e;
+    if (auto e = timed_.make(full_, seed + 1000003, /*keepHost=*/false))
+      return e;
+    const attention::Call &c = check_;
+    size_t nq = size_t(c.sq * c.hq * c.d);
+    hdo_ = randomValues(c.dt, nq, seed * 8 + 5);
+    if (auto e = checkedGrads_.make(check_, hdo_))
+      return e;
+    size_t nqFull = size_t(full_.b * full_.sq * full_.hq * full_.d);
+    if (auto e = timedGrads_.make(full_, randomValues(c.dt, nqFull, seed * 8 + 6)))
+      return e;
+    if (auto e = timed_.o.upload(randomValues(c.dt, nqFull, seed * 8 + 7)))
+      return e;
+    if (auto e = timed_.lse.fill(0))
+      return e;
+
+    // The forward in float64: P's row maxima and sums (LSE), O (uploaded
+    // rounded), and D = rowsum(dO * O) with its magnitude.
+    scale_ = 1.0 / std::sqrt(double(c.d));
+    lse_.assign(size_t(c.hq * c.sq), 0.0);
+    dsum_.assign(lse_.size(), 0.0);
+    dmag_.assign(lse_.size(), 0.0);
+    std::vector<unsigned char> o(nq * size_t(dtypeBytes(c.dt)));
+    std::vector<float> lse(lse_.size());
+    std::vector<double> w(size_t(c.sk)), orow(size_t(c.d));
+    for (int64_t h = 0; h < c.hq; ++h)
+      for (int64_t i = 0; i < c.sq; ++i) {
+        int64_t keys = visible(i);
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < keys; ++j)
+          mx = std::max(mx, w[size_t(j)] = score(h, i, j));
+        for (int64_t j = 0; j < keys; ++j)
+          sum += (w[size_t(j)] = std::exp(w[size_t(j)] - mx));
+        std::fill(orow.begin(), orow.end(), 0.0);
+        for (int64_t j = 0; j < keys; ++j)
+          for (int64_t x = 0; x < c.d; ++x)
+            orow[size_t(x)] += w[size_t(j)] / sum * el(checked_.hv, kat(h, j) + size_t(x));
+        size_t r = size_t(h * c.sq + i);
+        lse_[r] = mx + std::log(sum);
+        lse[r] = float(lse_[r]);
+        for (int64_t x = 0; x < c.d; ++x) {
+          double dox = el(hdo_, qat(h, i) + size_t(x));
+          dsum_[r] += dox * orow[size_t(x)];
+          dmag_[r] += std::fabs(dox * orow[size_t(x)]);
+          storeElement(o.data(), c.dt, qat(h, i) + size_t(x), float(orow[size_t(x)]));
+        }
+      }
+    if (auto e = checked_.o.upload(o))
+      return e;
+    if (auto e = checked_.lse.upload(lse))
+      return e;
+
+    // The sampled rows: 48 of dQ, 48 of dK and dV.
+    std::mt19937_64 rng(seed * 8 + 4);
+    std::uniform_int_distribution<int64_t> ph(0, c.hq - 1), pk(0, c.hkv - 1), pq(0, c.sq - 1),
+        pj(0, c.sk - 1);
+    rows_.clear();
+    rows_.push_back({false, c.hq - 1, c.sq - 1, {}, {}, {}, {}});
+    rows_.push_back({true, 0, 0, {}, {}, {}, {}});
+    rows_.push_back({true, c.hkv - 1, c.sk - 1, {}, {}, {}, {}});
+    while (rows_.size() < 96)
+      rows_.size() % 2 ? rows_.push_back({false, ph(rng), pq(rng), {}, {}, {}, {}})
+                       : rows_.push_back({true, pk(rng), pj(rng), {}, {}, {}, {}});
+    int64_t group = c.hq / c.hkv;
+    for (Row &r : rows_) {
+      for (auto *v : {&r.a, &r.amag, &r.b, &r.bmag})
+        v->assign(size_t(c.d), 0.0);
+      // dQ of (head, query row): over the keys it sees. dK, dV of (KV head,
+      // key row): over the queries of its group that see it.
+      int64_t heads0 = r.kv ? r.head * group : r.head, heads1 = r.kv ? heads0 + group : heads0 + 1;
+      for (int64_t h = heads0; h < heads1; ++h)
+        for (int64_t t = 0; t < (r.kv ? c.sq : visible(r.row)); ++t) {
+          int64_t i = r.kv ? t : r.row, j = r.kv ? r.row : t;
+          if (j >= visible(i))
+            continue;
+          size_t ri = size_t(h * c.sq + i);
+          double pr = std::exp(score(h, i, j) - lse_[ri]), dp = 0;
+          for (int64_t x = 0; x < c.d; ++x)
+            dp += el(hdo_, qat(h, i) + size_t(x)) * el(checked_.hv, kat(h, j) + size_t(x));
+          double ds = pr * (dp - dsum_[ri]), dsMag = pr * (std::fabs(dp) + dmag_[ri]);
+          for (int64_t x = 0; x < c.d; ++x) {
+            // dQ: scale dS K. dK: scale dS^T Q (into a), dV: P^T dO (into b).
+            double other = r.kv ? el(checked_.hq, qat(h, i) + size_t(x))
+                                : el(checked_.hk, kat(h, j) + size_t(x));
+            r.a[size_t(x)] += scale_ * ds * other;
+            r.amag[size_t(x)] += scale_ * dsMag * std::fabs(other);
+            if (r.kv) {
+              double dox = el(hdo_, qat(h, i) + size_t(x));
+              r.b[size_t(x)] += pr * dox;
+              r.bmag[size_t(x)] += pr * std::fabs(dox);
+            }
+          }
+        }
+    }
+    return llvm::Error::success();
+  }
+
+  llvm::Error bind(const LoadedKernel &) override { return llvm::Error::success(); }
+
+  llvm::Error run(const LoadedKernel &kernel, CUstream stream, bool check) override {
+    return attention::launchBackward(kernel, check ? check_ : full_, stream);
+  }
+
+  llvm::Error poison(CUstream stream) override {
+    for (DeviceBuffer *b :
+         {&checkedGrads_.dQ, &checkedGrads_.dK, &checkedGrads_.dV, &checkedGrads_.ws})
+      if (auto e = b->fill(0xFF, stream))
+        return e;
+    return llvm::Error::success();
+  }
+
+  llvm::Error verify() override {
+    const attention::Call &c = check_;
+    size_t e = size_t(dtypeBytes(c.dt));
+    std::vector<unsigned char> dq(size_t(c.sq * c.hq * c.d) * e),
+        dk(size_t(c.sk * c.hkv * c.d) * e), dv(dk.size());
+    if (auto err = checkedGrads_.dQ.download(dq))
+      return err;
+    if (auto err = checkedGrads_.dK.download(dk))
+      return err;
+    if (auto err = checkedGrads_.dV.download(dv))
+      return err;
+    for (auto [name, v] : {std::pair<const char *, const std::vector<unsigned char> *>{"dQ", &dq},
+                           {"dK", &dk},
+                           {"dV", &dv}})
+      for (size_t i = 0; i < v->size() / e; ++i)
+        if (!std::isfinite(loadElement(v->data(), c.dt, i)))
+          return fail(llvm::Twine(name) + " element " + llvm::Twine(int64_t(i)) +
+                      " is not finite (not written?)");
+    double rounding = c.dt == DType::BF16 ? 1.6e-2 : 2e-3,
+           pRounding = c.dt == DType::BF16 ? 8e-3 : 1e-3;
+    auto compare = [&](const char *name, const std::vector<unsigned char> &got, size_t base,
+                       const Row &r, const std::vector<double> &ref,
+                       const std::vector<double> &mag) -> llvm::Error {
+      for (int64_t x = 0; x < c.d; ++x) {
+        double g = loadElement(got.data(), c.dt, base + size_t(x)), want = ref[size_t(x)];
+        double allowed = rounding * std::fabs(want) + pRounding * mag[size_t(x)] + 1e-4;
+        if (!(std::fabs(g - want) <= allowed))
+          return fail(llvm::Twine(name) + "[head " + llvm::Twine(r.head) + ", row " +
+                      llvm::Twine(r.row) + ", " + llvm::Twine(x) + "] = " + std::to_string(g) +
+                      ", expected " + std::to_string(want) + " (allowed error " +
+                      std::to_string(allowed) + ")");
+      }
+      return llvm::Error::success();
+    };
+    for (const Row &r : rows_) {
+      if (!r.kv) {
+        if (auto err = compare("dQ", dq, qat(r.head, r.row), r, r.a, r.amag))
+          return err;
+        continue;
+      }
+      size_t base = kat(r.head * (c.hq / c.hkv), r.row);
+      if (auto err = compare("dK", dk, base, r, r.a, r.amag))
+        return err;
+      if (auto err = compare("dV", dv, base, r, r.b, r.bmag))
+        return err;
+    }
+    return llvm::Error::success();
+  }
+
+private:
+  /// A sampled row: of dQ (query row `row` of head `head`), or of dK and
+  /// dV (`kv`: key row `row` of KV head `head`); a is dQ or dK, b dV.
+  struct Row {
+    bool kv;
+    int64_t head, row;
+    std::vector<double> a, amag, b, bmag;
+  };
+  double el(const std::vector<unsigned char> &v, size_t i) const {
+    return double(loadElement(v.data(), check_.dt, i));
+  }
+  /// Offsets of row `row` of query head `h` (Q, dO, O, dQ) and of the KV
+  /// head query head `h` reads (K, V).
+  size_t qat(int64_t h, int64_t row) const {
+    const attention::Call &c = check_;
+    return c.layout == attention::Layout::BSHD ? size_t((row * c.hq + h) * c.d)
+                                               : size_t((h * c.sq + row) * c.d);
+  }
+  size_t kat(int64_t h, int64_t row) const {
+    const attention::Call &c = check_;
+    int64_t kvh = h / (c.hq / c.hkv);
+    return c.layout == attention::Layout::BSHD ? size_t((row * c.hkv + kvh) * c.d)
+                                               : size_t((kvh * c.sk + row) * c.d);
+  }
+  int64_t visible(int64_t i) const {
+    return check_.causal ? std::min(check_.sk, i + 1) : check_.sk;
+  }
+  double score(int64_t h, int64_t i, int64_t j) const {
+    double dot = 0;
+    for (int64_t x = 0; x < check_.d; ++x)
+      dot += el(checked_.hq, qat(h, i) + size_t(x)) * el(checked_.hk, kat(h, j) + size_t(x));
+    return scale_ * dot;
+  }
+
+  attention::BackwardCall check_, full_;
+  Buffers checked_, timed_;
+  Gradients checkedGrads_, timedGrads_;
+  std::vector<unsigned char> hdo_;
+  std::vector<double> lse_, dsum_, dmag_;
+  std::vector<Row> rows_;
+  double scale_ = 1;
+};
+
 } // namespace
+
+std::unique_ptr<OpHarness> makeAttentionBackwardHarness() {
+  return std::make_unique<AttentionBackwardHarness>();
+}
 
 std::unique_ptr<OpHarness> makeAttentionHarness() { return std::make_unique<AttentionHarness>(); }
 

@@ -58,8 +58,7 @@ llvm::Expected<KernelSpec> makeSpec(const Call &c, const Target &target, bool ba
                      " hkv=" + llvm::Twine(c.hkv),
                  op);
   if (!(c.scale >= 0.0f) || std::isinf(c.scale))
-    return error("scale must be positive and finite (0: 1/sqrt(d)), got " +
-                     std::to_string(c.scale),
+    return error("scale must be positive and finite (0: 1/sqrt(d)), got " + std::to_string(c.scale),
                  op);
   Params p;
   p.backward = backward;

@@ -229,8 +229,7 @@ protected:
     };
     std::vector<double> p(size_t(c.sk)), dp(size_t(c.sk));
     for (int64_t i = 0; i < c.sq; ++i) {
-      std::vector<double> qi = row(q, c.sq, c.hq, head, i),
-                          doi = row(dout, c.sq, c.hq, head, i);
+      std::vector<double> qi = row(q, c.sq, c.hq, head, i), doi = row(dout, c.sq, c.hq, head, i);
       int64_t keys = c.causal ? std::min(c.sk, i + 1) : c.sk;
       double mx = -INFINITY, sum = 0, dsum = 0, e = 0;
       for (int64_t j = 0; j < keys; ++j)
@@ -313,9 +312,8 @@ protected:
     size_t nlse = size_t(c.b * c.hq * c.sq);
     size_t wsBytes = size_t(attention::backwardWorkspaceBytes(call));
     std::vector<DeviceBuffer> bufs;
-    for (size_t bytes : {q.bytes.size(), k.bytes.size(), v.bytes.size(), q.bytes.size(),
-                         nlse * 4, q.bytes.size(), q.bytes.size(), k.bytes.size(),
-                         k.bytes.size(), wsBytes}) {
+    for (size_t bytes : {q.bytes.size(), k.bytes.size(), v.bytes.size(), q.bytes.size(), nlse * 4,
+                         q.bytes.size(), q.bytes.size(), k.bytes.size(), k.bytes.size(), wsBytes}) {
       auto buf = DeviceBuffer::allocate(bytes);
       ASSERT_TRUE(bool(buf)) << llvm::toString(buf.takeError());
       bufs.push_back(std::move(*buf));
@@ -441,7 +439,7 @@ namespace {
 TEST_F(GpuAttention, BackwardHeadDimsMasksAndGroups) {
   for (int64_t d : {64, 128}) {
     runBackward({1, 256, 256, 2, 2, d});
-    runBackward({2, 200, 200, 4, 1, d, true}); // ragged, causal, MQA
+    runBackward({2, 200, 200, 4, 1, d, true});                // ragged, causal, MQA
     runBackward({1, 300, 300, 4, 2, d, false, Layout::BHSD}); // GQA
   }
 }
@@ -468,6 +466,18 @@ TEST_F(GpuAttention, BackwardTypesScalesAndConfigs) {
                "bn=128 consumers=2 kv_bm=64 stages=2"});
   runBackward({1, 333, 333, 2, 2, 128, false, Layout::BSHD, DType::BF16, 0.0f,
                "bn=64 consumers=1 kv_bm=32 stages=3"});
+  // Two consumers (the default where the dK/dV kernel has programs enough).
+  runBackward({2, 383, 383, 4, 2, 128, true, Layout::BSHD, DType::BF16, 0.0f,
+               "bn=128 consumers=2 kv_bm=64 stages=2"});
+  runBackward({1, 300, 300, 2, 1, 128, false, Layout::BHSD, DType::F16, 0.0f,
+               "bn=64 consumers=2 kv_bm=32 stages=2"});
+  // Products started together (overlap).
+  runBackward({2, 383, 383, 4, 2, 128, true, Layout::BSHD, DType::BF16, 0.0f,
+               "bn=128 consumers=2 kv_bm=64 overlap=1 stages=2"});
+  runBackward({1, 333, 333, 4, 1, 128, true, Layout::BHSD, DType::F16, 0.0f,
+               "bn=128 consumers=1 kv_bm=32 overlap=1 stages=2"});
+  runBackward({1, 257, 257, 2, 2, 64, false, Layout::BSHD, DType::BF16, 0.0f,
+               "bn=128 consumers=2 kv_bm=64 overlap=1 stages=3"});
 }
 
 } // namespace

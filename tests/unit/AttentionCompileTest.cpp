@@ -96,11 +96,20 @@ TEST(AttentionCompile, BackwardBuildsWithoutSpillsForEveryHeadDimMaskLayoutAndTy
   expectClean(backward(128, true, Layout::BHSD), {});
   expectClean(backward(64, false, Layout::BHSD, DType::F16), {});
   // The configs of the GPU tests, and the largest the register rule allows.
-  for (const char *cfg : {"bn=32 consumers=1 kv_bm=16 stages=3", "bn=64 consumers=2 kv_bm=32 stages=1",
-                          "bn=128 consumers=2 kv_bm=64 stages=2"})
+  for (const char *cfg :
+       {"bn=32 consumers=1 kv_bm=16 stages=3", "bn=64 consumers=2 kv_bm=32 stages=1",
+        "bn=128 consumers=2 kv_bm=64 stages=2"})
     expectClean(backward(64, true), *TileConfig::parse(cfg));
   expectClean(backward(128, false), *TileConfig::parse("bn=64 consumers=1 kv_bm=32 stages=3"));
   expectClean(backward(128, true), *TileConfig::parse("bn=128 consumers=2 kv_bm=64 stages=2"));
+  expectClean(backward(128, true), *TileConfig::parse("bn=128 consumers=1 kv_bm=32 stages=2"));
+  // Both products of a step started together, both gradient products too.
+  for (const char *cfg : {"bn=128 consumers=2 kv_bm=64 overlap=1 stages=2",
+                          "bn=128 consumers=1 kv_bm=32 overlap=1 stages=2"})
+    for (Layout l : {Layout::BSHD, Layout::BHSD})
+      expectClean(backward(128, true, l), *TileConfig::parse(cfg));
+  expectClean(backward(64, false),
+              *TileConfig::parse("bn=128 consumers=2 kv_bm=64 overlap=1 stages=2"));
 }
 
 TEST(AttentionCompile, BackwardErrorsNameWhatWasWrong) {
@@ -113,7 +122,13 @@ TEST(AttentionCompile, BackwardErrorsNameWhatWasWrong) {
                       *TileConfig::parse("bn=64 consumers=2 kv_bm=128 stages=2"));
   ASSERT_TRUE(bool(err));
   EXPECT_NE(llvm::toString(std::move(err)).find("use a smaller kv_bm"), std::string::npos);
-  err = t.checkConfig(backward(64, true), *TileConfig::parse("bn=64 consumers=2 kv_bm=48 stages=2"));
+  err = t.checkConfig(backward(128, true),
+                      *TileConfig::parse("bn=128 consumers=1 kv_bm=64 stages=2"));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("(at most 232 with 1 consumers)"),
+            std::string::npos);
+  err =
+      t.checkConfig(backward(64, true), *TileConfig::parse("bn=64 consumers=2 kv_bm=48 stages=2"));
   ASSERT_TRUE(bool(err));
   EXPECT_NE(llvm::toString(std::move(err)).find("kv_bm must divide 128"), std::string::npos);
 
@@ -135,6 +150,17 @@ TEST(AttentionCompile, BackwardErrorsNameWhatWasWrong) {
   call.sq = 130;
   // LSE * log2(e) and D, f32, rows padded to 128.
   EXPECT_EQ(attention::backwardWorkspaceBytes(call), 2 * 3 * 4 * 256 * 4);
+}
+
+TEST(AttentionCompile, BackwardDefaultKeepsMultiprocessorsBusy) {
+  const KernelTemplate &t = getTemplate(attention::backwardOp());
+  attention::Params p = backward(128, true);
+  EXPECT_EQ(t.defaultConfig(p).get("consumers"), 2); // 32 tiles of 128 keys * 2 * 2 heads
+  p.hq = 8;
+  p.hkv = 1;
+  p.b = 1;
+  p.sq = p.sk = 8192; // Llama-3.1-70B at TP8: 64 programs of 128 keys
+  EXPECT_EQ(t.defaultConfig(p).get("consumers"), 1);
 }
 
 TEST(AttentionCompile, DefaultConfigsAreValidAndTheSpaceIsNotEmpty) {
