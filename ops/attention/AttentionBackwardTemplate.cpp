@@ -79,7 +79,7 @@ struct Shape {
 
 /// Query rows per sequence in the workspace: a multiple of 128, so that
 /// every tile of either kernel lies inside it.
-constexpr int64_t kWorkspaceRows = 128;
+constexpr int64_t kWorkspaceRows = attention::kBackwardWorkspaceRows;
 
 class AttentionBackwardTemplate : public KernelTemplate {
 public:

@@ -23,6 +23,10 @@ enum class Layout : int64_t {
 
 const OpDecl &forwardOp();
 const OpDecl &backwardOp();
+
+/// attn_bwd's workspace pads each sequence's query rows to a multiple of
+/// this (every tile of its kernels lies inside).
+constexpr int64_t kBackwardWorkspaceRows = 128;
 bool isForward(const KernelSpec &spec);
 bool isBackward(const KernelSpec &spec);
 

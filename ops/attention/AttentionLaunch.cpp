@@ -91,7 +91,9 @@ KernelArg rowsView(const Call &c, uint64_t addr, int64_t seq, int64_t heads) {
 }
 
 /// Workspace rows per sequence (the backward template's padding).
-int64_t workspaceRows(const Call &c) { return (c.sq + 127) / 128 * 128; }
+int64_t workspaceRows(const Call &c) {
+  return (c.sq + kBackwardWorkspaceRows - 1) / kBackwardWorkspaceRows * kBackwardWorkspaceRows;
+}
 } // namespace
 
 Call callOf(const Params &p) {
@@ -171,24 +173,34 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
                             std::pair{"dK", c.dK}, std::pair{"dV", c.dV}, std::pair{"LSE", c.lse}})
     if (addr % 4 != 0)
       return error(llvm::Twine(name) + " must be 4-byte aligned", op);
-  auto mq = mapOf(op, "Q", c, c.q, c.sq, c.hq, dq.params[0].staticSizes);
-  auto mk = mapOf(op, "K", c, c.k, c.sk, c.hkv, dq.params[1].staticSizes);
-  auto mv = mapOf(op, "V", c, c.v, c.sk, c.hkv, dq.params[2].staticSizes);
-  auto mdo = mapOf(op, "dO", c, c.dO, c.sq, c.hq, dq.params[3].staticSizes);
-  auto mk2 = mapOf(op, "K", c, c.k, c.sk, c.hkv, dkv.params[0].staticSizes);
-  auto mv2 = mapOf(op, "V", c, c.v, c.sk, c.hkv, dkv.params[1].staticSizes);
-  auto mq2 = mapOf(op, "Q", c, c.q, c.sq, c.hq, dkv.params[2].staticSizes);
-  auto mdo2 = mapOf(op, "dO", c, c.dO, c.sq, c.hq, dkv.params[3].staticSizes);
-  for (auto *m : {&mq, &mk, &mv, &mdo, &mk2, &mv2, &mq2, &mdo2})
-    if (!*m)
-      return m->takeError();
+  // The tensor maps of both kernels (their boxes differ): Q, K, V, dO of
+  // the dQ kernel, then K, V, Q, dO of the dK/dV kernel.
+  struct Operand {
+    const char *name;
+    uint64_t addr;
+    int64_t seq, heads;
+  };
+  const Operand q{"Q", c.q, c.sq, c.hq}, k{"K", c.k, c.sk, c.hkv}, v{"V", c.v, c.sk, c.hkv},
+      dout{"dO", c.dO, c.sq, c.hq};
+  const std::pair<const Operand *, const EntryInfo *> want[8] = {
+      {&q, &dq},  {&k, &dq},  {&v, &dq},  {&dout, &dq},
+      {&k, &dkv}, {&v, &dkv}, {&q, &dkv}, {&dout, &dkv}};
+  CUtensorMap maps[8];
+  for (int i = 0; i < 8; ++i) {
+    const Operand &t = *want[i].first;
+    auto m =
+        mapOf(op, t.name, c, t.addr, t.seq, t.heads, want[i].second->params[i % 4].staticSizes);
+    if (!m)
+      return m.takeError();
+    maps[i] = *m;
+  }
   float scale = scaleOf(c);
   KernelArg ws = KernelArg::view(c.workspace, {2, c.b * c.hq, workspaceRows(c)});
   KernelArg scaleLog2 = KernelArg::f32(float(double(scale) * M_LOG2E));
-  KernelArg first[] = {KernelArg::tensorMap(*mq),
-                       KernelArg::tensorMap(*mk),
-                       KernelArg::tensorMap(*mv),
-                       KernelArg::tensorMap(*mdo),
+  KernelArg first[] = {KernelArg::tensorMap(maps[0]),
+                       KernelArg::tensorMap(maps[1]),
+                       KernelArg::tensorMap(maps[2]),
+                       KernelArg::tensorMap(maps[3]),
                        rowsView(c, c.o, c.sq, c.hq),
                        rowsView(c, c.dO, c.sq, c.hq),
                        KernelArg::view(c.lse, {c.b, c.hq, c.sq}),
@@ -203,10 +215,10 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
       return err;
   if (c.only == 0)
     return llvm::Error::success();
-  KernelArg second[] = {KernelArg::tensorMap(*mk2),
-                        KernelArg::tensorMap(*mv2),
-                        KernelArg::tensorMap(*mq2),
-                        KernelArg::tensorMap(*mdo2),
+  KernelArg second[] = {KernelArg::tensorMap(maps[4]),
+                        KernelArg::tensorMap(maps[5]),
+                        KernelArg::tensorMap(maps[6]),
+                        KernelArg::tensorMap(maps[7]),
                         ws,
                         rowsView(c, c.dK, c.sk, c.hkv),
                         rowsView(c, c.dV, c.sk, c.hkv),
