@@ -48,6 +48,8 @@ std::string prometheusText(const v1::StatsResponse &s) {
           s.unauthenticated());
   counter("tilejit_permission_denied_total", "Writes refused for a read-only token.",
           s.permission_denied());
+  counter("tilejit_exports_total", "Copies of the store sent.", s.exports());
+  counter("tilejit_imports_total", "Store files merged in.", s.imports());
   gauge("tilejit_active_leases", "Tuning leases held now.", double(s.active_leases()));
   gauge("tilejit_compiles_in_flight", "Compiles running now.", double(s.compiles_in_flight()));
   gauge("tilejit_uptime_seconds", "Seconds since the server started.", s.uptime_seconds());

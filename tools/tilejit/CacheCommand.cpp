@@ -1,11 +1,17 @@
 //===- CacheCommand.cpp - `tilejit cache ls|show|export|import|verify|prune` -===//
 #include "tools/tilejit/Commands.h"
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "compiler/Rederive.h"
 #include "runtime/Store.h"
+#include "service/Client.h"
 #include "tools/tilejit/Output.h"
 
 namespace tilejit::cli {
@@ -22,7 +28,7 @@ bool rederives(const StoredKernel &k, std::string &why) {
 }
 
 struct CacheArgs {
-  std::string db, key, file, olderThan;
+  std::string db, key, file, olderThan, server;
   bool trustBinaries = false, noBinaries = false, recompile = false;
 };
 
@@ -65,7 +71,51 @@ bool readsOnly(const std::string &verb) {
   return verb == "ls" || verb == "show" || verb == "verify" || verb == "export";
 }
 
+/// export and import against a `tilejit serve` (--server): the file is
+/// the same store file the local verbs write and read.
+int runRemote(const std::string &verb, const CacheArgs &a) {
+  if (a.trustBinaries || a.noBinaries)
+    return usageError("--trust-binaries and --no-binaries apply to a local import; a server "
+                      "takes the binaries built under its own identity");
+  auto options = ClientOptions::fromEnvironment(a.server);
+  if (!options)
+    return usageError(llvm::toString(options.takeError()));
+  ClientOptions o = **options;
+  // A whole store may take longer than one kernel.
+  if (!std::getenv("TILEJIT_SERVER_DEADLINE_MS"))
+    o.deadline = std::chrono::minutes(2);
+  Client client(o);
+  if (verb == "export") {
+    auto image = client.exportStore();
+    if (!image)
+      return fail(llvm::toString(image.takeError()));
+    if (auto e = Store::writeImage(*image, a.file))
+      return fail(llvm::toString(std::move(e)));
+    std::printf("exported %s (%zu bytes) to %s\n", shown(a.server).c_str(), image->size(),
+                shown(a.file).c_str());
+    return 0;
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(a.file, ec))
+    return fail(a.file + ": not a store file (no such regular file)");
+  std::ifstream in(a.file, std::ios::binary);
+  std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof())
+    return fail("cannot read " + a.file);
+  auto report = client.importStore(image);
+  if (!report)
+    return fail(llvm::toString(report.takeError()));
+  std::printf("imported %lld rows from %s into %s\n", (long long)report->rows,
+              shown(a.file).c_str(), shown(a.server).c_str());
+  if (report->kernelsLeft)
+    std::printf("left %lld kernel(s) out, compiled there at first use instead (%s)\n",
+                (long long)report->kernelsLeft, shown(report->firstLeft).c_str());
+  return 0;
+}
+
 int run(const std::string &verb, const CacheArgs &a) {
+  if (!a.server.empty())
+    return runRemote(verb, a);
   if (verb == "prune" && parseAge(a.olderThan) < 0)
     return usageError("--older-than '" + a.olderThan + "' is not an age like 30d, 12h, 45m or 90s");
   if (a.trustBinaries && a.noBinaries)
@@ -215,12 +265,17 @@ Action addCache(CLI::App &app) {
   sub("show", "Show one kernel")
       ->add_option("key", a->key, "Kernel key or a unique prefix")
       ->required();
-  sub("export", "Copy the cache to a new file")
-      ->add_option("file", a->file, "Destination")
-      ->required();
+  auto *exportCmd = sub("export", "Copy the cache (or a server's) to a new file");
+  exportCmd->add_option("file", a->file, "Destination")->required();
+  exportCmd->add_option("--server", a->server,
+                        "Copy the store of this `tilejit serve` (host:port; TLS and token from "
+                        "TILEJIT_CA and TILEJIT_TOKEN as for TILEJIT_SERVER)");
   auto *import = sub("import", "Merge another cache file in: its winners, timings and failures, "
                                "and the binaries that compiling their spec here reproduces");
   import->add_option("file", a->file, "Source")->required();
+  import->add_option("--server", a->server,
+                     "Merge into the store of this `tilejit serve` instead (host:port; needs a "
+                     "read-write TILEJIT_TOKEN): all of the file or nothing");
   import->add_flag("--trust-binaries", a->trustBinaries,
                    "Take every binary as it is (hash checked): only for files from a source "
                    "you trust, as they hold GPU code");
