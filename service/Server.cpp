@@ -16,6 +16,7 @@
 #include "compiler/templates/Template.h"
 #include "service/Leases.h"
 #include "service/Metrics.h"
+#include "service/StatusPage.h"
 #include "service/Wire.h"
 #include "tilejit.grpc.pb.h"
 
@@ -392,6 +393,35 @@ public:
     return Status::OK;
   }
 
+  /// What `/status` shows.
+  ServerStatus status() {
+    ServerStatus st;
+    st.version = tilejitVersion();
+    st.uptimeSeconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    st.storePath = store_->path();
+    // A store that cannot be read says so on the page, which still shows
+    // the leases.
+    auto unreadable = [&](llvm::Error e) {
+      st.storePath += " (cannot be read: " + llvm::toString(std::move(e)) + ")";
+    };
+    if (auto all = store_->list()) {
+      for (const Store::Summary &e : *all)
+        ++(e.kind == "kernel" ? st.kernels : st.winnerCount);
+    } else {
+      unreadable(all.takeError());
+    }
+    if (auto winners = store_->winnersWithPrefix("")) {
+      if (winners->size() > size_t(options_.listCap))
+        winners->resize(size_t(options_.listCap));
+      st.winners = std::move(*winners);
+    } else {
+      unreadable(winners.takeError());
+    }
+    st.leases = leases_.held();
+    return st;
+  }
+
 private:
   /// A request's kernel: the spec, the config it gets, and its key.
   struct Resolved {
@@ -762,11 +792,14 @@ llvm::Expected<std::unique_ptr<Server>> Server::start(ServerOptions options,
   s->server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);
   if (!metricsAddress.empty()) {
     TileJitService *service = s->service_.get();
-    auto m = MetricsEndpoint::start(metricsAddress, [service] {
-      v1::StatsResponse stats;
-      service->Stats(nullptr, nullptr, &stats);
-      return prometheusText(stats);
-    });
+    auto m = MetricsEndpoint::start(
+        metricsAddress,
+        [service] {
+          v1::StatsResponse stats;
+          service->Stats(nullptr, nullptr, &stats);
+          return prometheusText(stats);
+        },
+        [service] { return statusPage(service->status()); });
     if (!m)
       return m.takeError();
     s->metrics_ = std::move(*m);

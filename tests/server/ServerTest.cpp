@@ -23,6 +23,7 @@
 #include "health.grpc.pb.h"
 #include "service/Client.h"
 #include "service/Server.h"
+#include "service/StatusPage.h"
 #include "service/Wire.h"
 #include "tests/support/TempDir.h"
 #include "tilejit.grpc.pb.h"
@@ -899,7 +900,8 @@ Client clientOf(Fixture &f, const std::string &token = "") {
 }
 
 /// Publishes `winner` of kSpec with its compiled kernel on `f`'s server.
-void publishWinner(Fixture &f, const TileConfig &winner, const std::string &token = "") {
+void publishWinner(Fixture &f, const TileConfig &winner, const std::string &token = "",
+                   const std::string &reason = "") {
   KernelSpec spec = specOf(kSpec);
   auto compiled = compileKernel(spec, winner);
   ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
@@ -909,6 +911,7 @@ void publishWinner(Fixture &f, const TileConfig &winner, const std::string &toke
   pub.set_spec(kSpec);
   pub.set_winner_config(winner.canonical());
   pub.set_winner_ms(0.5);
+  pub.set_reason(reason);
   pub.set_lease_id(lease.lease_id());
   wire::kernelTo(wire::storedFrom(*compiled, "", ""), Backend::Nvptx, *pub.mutable_kernel());
   v1::PublishResultResponse resp;
@@ -1053,4 +1056,62 @@ TEST(Server, ABadEntryRefusesTheWholeImport) {
   expectRefused("not a store", "store is 11 bytes, too short for a SQLite database");
   EXPECT_EQ(b.stats().imports(), 0u);
   EXPECT_EQ(b.stats().invalid_requests(), 4u);
+}
+
+// /status beside /metrics: the store, its winners and the leases held now,
+// every piece of text from a client escaped.
+TEST(Server, StatusPageListsWinnersAndLeasesEscaped) {
+  EXPECT_EQ(htmlEscaped("<a href=\"x\" title='y'>&</a>"),
+            "&lt;a href=&quot;x&quot; title=&#39;y&#39;&gt;&amp;&lt;/a&gt;");
+  ServerOptions o;
+  o.metricsAddress = "127.0.0.1:0";
+  Fixture f(o);
+  ASSERT_TRUE(f.server);
+  KernelSpec spec = specOf(kSpec);
+  TileConfig winner = *TileConfig::parse(otherConfig(spec));
+  publishWinner(f, winner, "", "fastest <b>by far</b>");
+  const std::string holder = "<script>alert('tuner')</script>";
+  const std::string leased = "rmsnorm_fwd rows=8 cols=1024";
+  v1::AcquireTuningLeaseResponse lease;
+  ASSERT_TRUE(f.acquire(leaseRequest(leased, holder, 60000), lease).ok());
+  ASSERT_TRUE(lease.granted());
+
+  httplib::Client http("127.0.0.1", f.server->metricsPort());
+  auto res = http.Get("/status");
+  ASSERT_TRUE(res) << "no answer from /status";
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  const std::string &body = res->body;
+  std::string tuneSpec = tuneKey(spec).substr(0, tuneKey(spec).find(" | "));
+  std::string leasedSpec = tuneKey(specOf(leased)).substr(0, tuneKey(specOf(leased)).find(" | "));
+  const std::vector<std::string> pieces = {
+      std::string("version ") + tilejitVersion() + ", up ",
+      f.dir.file("t.db") + ": 1 kernel(s), 1 winner(s)",
+      "<tr><td>" + tuneSpec + "</td><td>" + winner.canonical() +
+          "</td><td>0.5000</td><td>fastest &lt;b&gt;by far&lt;/b&gt;</td><td>" +
+          kernelKey(spec, winner).substr(0, 16) + "</td>",
+      "<tr><td>" + leasedSpec + "</td><td>" + htmlEscaped(holder) + "</td><td>"};
+  for (const std::string &piece : pieces)
+    EXPECT_NE(body.find(piece), std::string::npos) << piece << "\nnot in:\n" << body;
+  EXPECT_EQ(htmlEscaped(holder), "&lt;script&gt;alert(&#39;tuner&#39;)&lt;/script&gt;");
+  EXPECT_EQ(body.find("<script"), std::string::npos) << body;
+  EXPECT_EQ(body.find("<b>"), std::string::npos) << body;
+  // The time left of a lease of 60 s.
+  size_t at = body.find(htmlEscaped(holder) + "</td><td>");
+  ASSERT_NE(at, std::string::npos);
+  double left = std::atof(body.c_str() + at + htmlEscaped(holder).size() + 9);
+  EXPECT_GT(left, 30);
+  EXPECT_LE(left, 60);
+
+  // Once the lease ends it is gone from the page.
+  v1::PublishResultRequest pub;
+  pub.set_spec(leased);
+  pub.set_winner_config(getTemplate(specOf(leased)).defaultConfig(specOf(leased)).canonical());
+  pub.set_lease_id(lease.lease_id());
+  v1::PublishResultResponse done;
+  ASSERT_TRUE(f.publish(pub, done).ok());
+  res = http.Get("/status");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->body.find(htmlEscaped(holder)), std::string::npos);
+  EXPECT_NE(res->body.find("1 kernel(s), 2 winner(s)"), std::string::npos) << res->body;
 }
