@@ -14,6 +14,8 @@
 #include "service/Client.h"
 #include "tools/tilejit/Output.h"
 
+#include <nlohmann/json.hpp>
+
 namespace tilejit::cli {
 
 namespace {
@@ -29,7 +31,7 @@ bool rederives(const StoredKernel &k, std::string &why) {
 
 struct CacheArgs {
   std::string db, key, file, olderThan, server;
-  bool trustBinaries = false, noBinaries = false, recompile = false;
+  bool trustBinaries = false, noBinaries = false, recompile = false, json = false;
 };
 
 std::string when(int64_t t) {
@@ -128,6 +130,12 @@ int run(const std::string &verb, const CacheArgs &a) {
       return fail(llvm::toString(store.takeError()));
     opened = std::move(*store);
     if (!opened) {
+      if (verb == "ls" && a.json) {
+        nlohmann::json j = {
+            {"store", path}, {"schema", nullptr}, {"entries", nlohmann::json::array()}};
+        std::printf("%s\n", dumped(j).c_str());
+        return 0;
+      }
       if (verb == "ls") {
         std::printf("%s: no store yet, 0 entries\n", shown(path).c_str());
         return 0;
@@ -150,6 +158,20 @@ int run(const std::string &verb, const CacheArgs &a) {
     auto rows = s.list();
     if (!rows)
       return fail(llvm::toString(rows.takeError()));
+    if (a.json) {
+      nlohmann::json j = {
+          {"store", s.path()}, {"schema", s.schemaVersion()}, {"entries", nlohmann::json::array()}};
+      for (auto &r : *rows)
+        j["entries"].push_back({{"kind", r.kind},
+                                {"key", r.key},
+                                {"spec", r.spec},
+                                {"config", r.config},
+                                {"arch", r.arch},
+                                {"bytes", r.bytes},
+                                {"created_at", r.createdAt}});
+      std::printf("%s\n", dumped(j).c_str());
+      return 0;
+    }
     std::printf("%s: schema %d, %zu entries\n", shown(s.path()).c_str(), s.schemaVersion(),
                 rows->size());
     for (auto &r : *rows)
@@ -261,7 +283,7 @@ Action addCache(CLI::App &app) {
     c->callback([verb, name] { *verb = name; });
     return c;
   };
-  sub("ls", "List kernels and winners");
+  sub("ls", "List kernels and winners")->add_flag("--json", a->json, "Print the list as JSON");
   sub("show", "Show one kernel")
       ->add_option("key", a->key, "Kernel key or a unique prefix")
       ->required();
