@@ -1042,7 +1042,7 @@ TEST(Server, ABadEntryRefusesTheWholeImport) {
   std::string badSpec = badStore("spec.db", [&](Store &s) {
     StoredKernel k = wire::storedFrom(*compiled, "", toolchainId(spec));
     k.spec = "rmsnorm_fwd rows=4096 cols=0";
-    EXPECT_FALSE(bool(s.putKernel(k)));
+    EXPECT_EQ(errorText(s.putKernel(k)), "");
   });
   expectRefused(badSpec, "kernels row 1: kernel " + compiled->key + ": spec: ");
   std::string badConfig = badStore("config.db", [&](Store &s) {
@@ -1050,12 +1050,27 @@ TEST(Server, ABadEntryRefusesTheWholeImport) {
     w.tuneKey = tuneKey(spec);
     w.config = "rows=1 threads=7 vec=8";
     w.medianMs = 1;
-    EXPECT_FALSE(bool(s.setWinner(w)));
+    EXPECT_EQ(errorText(s.setWinner(w)), "");
   });
   expectRefused(badConfig, "winners row 1: config: ");
   expectRefused("not a store", "store is 11 bytes, too short for a SQLite database");
   EXPECT_EQ(b.stats().imports(), 0u);
   EXPECT_EQ(b.stats().invalid_requests(), 4u);
+
+  // A good kernel of another build identity is no bad entry: it is left
+  // out, and said so.
+  std::string foreign = badStore("foreign.db", [&](Store &s) {
+    StoredKernel k = wire::storedFrom(*compiled, "", toolchainId(spec));
+    k.key = sha256Hex(std::string("another build"));
+    EXPECT_EQ(errorText(s.putKernel(k)), "");
+  });
+  auto report = toB.importStore(foreign);
+  ASSERT_TRUE(bool(report)) << llvm::toString(report.takeError());
+  EXPECT_EQ(report->rows, 0);
+  EXPECT_EQ(report->kernelsLeft, 1);
+  EXPECT_NE(report->firstLeft.find("built under another build identity"), std::string::npos)
+      << report->firstLeft;
+  EXPECT_EQ(listing(b), before);
 }
 
 // /status beside /metrics: the store, its winners and the leases held now,
