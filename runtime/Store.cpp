@@ -1875,6 +1875,17 @@ llvm::Expected<int64_t> Store::importSource(sqlite3 *src, const std::string &pat
     return rejected("tilejit store import: " + path + " is not a tilejit store of schema version " +
                     llvm::Twine(kSchemaVersion) +
                     (rc == SQLITE_OK ? "" : ": " + sqliteMessage(src, rc)) + "; nothing imported");
+  // Rows are read from tables only: a view of the same name could make the
+  // reads below run any query its author chose, for as long as it likes.
+  auto notTables = queryColumn(src,
+                               "SELECT name || ' is a ' || type FROM sqlite_master WHERE name IN "
+                               "('kernels', 'timings', 'winners', 'failures') AND type != 'table' "
+                               "ORDER BY name",
+                               rc);
+  if (rc != SQLITE_OK || !notTables.empty())
+    return rejected("tilejit store import: " + path + ": " +
+                    (rc != SQLITE_OK ? sqliteMessage(src, rc) : joined(notTables, 4)) +
+                    ", not a table; nothing imported");
   auto dangling = queryColumn(src, "PRAGMA foreign_key_check", rc);
   if (rc != SQLITE_OK || !dangling.empty())
     return rejected("tilejit store import: " + path +

@@ -1185,6 +1185,37 @@ TEST_F(StoreTest, ImportImageRejectedByCheckRowWritesNothing) {
   EXPECT_EQ(dump(*b, keys), before);
 }
 
+// A file whose "timings" is a view (any query its author chose, run by the
+// import's reads) is refused before a row is read.
+TEST_F(StoreTest, ImportRefusesAViewInPlaceOfATable) {
+  auto a = openStore(file("a.db"));
+  ASSERT_TRUE(a);
+  fill(*a, "a", 2000);
+  std::string exported = file("view.db");
+  ASSERT_OK(a->exportTo(exported));
+  {
+    sqlite3 *raw = nullptr;
+    ASSERT_EQ(sqlite3_open(exported.c_str(), &raw), SQLITE_OK);
+    const char *sql =
+        "DROP TABLE timings; CREATE VIEW timings (id, tune_key, config, median_ms, p20_ms, "
+        "p80_ms, reps, gpu, sm_count, driver_version, sm_clock_mhz, mem_clock_mhz, created_at) "
+        "AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 5) "
+        "SELECT i, 'tk9', 'c' || i, 1.0, 1.0, 1.0, 1, 'gpu', 1, 1, 1, 1, 1 FROM n;";
+    char *err = nullptr;
+    int rc = sqlite3_exec(raw, sql, nullptr, nullptr, &err);
+    EXPECT_EQ(rc, SQLITE_OK) << (err ? err : "");
+    sqlite3_free(err);
+    sqlite3_close(raw);
+  }
+  auto b = openStore(":memory:");
+  ASSERT_TRUE(b);
+  auto n = b->importFrom(exported, ImportOptions::trustAll());
+  ASSERT_FALSE(bool(n));
+  std::string msg = toString(n.takeError());
+  EXPECT_NE(msg.find("timings is a view, not a table; nothing imported"), std::string::npos) << msg;
+  EXPECT_TRUE(ok(b->timings("tk9")).empty());
+}
+
 TEST_F(StoreTest, ImportOfABadFileLeavesTheStoreUnchanged) {
   const std::vector<std::string> keys = {"tk1", "tk2"};
   auto b = openStore(file("b.db"));
