@@ -97,6 +97,11 @@ llvm::Error fail(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
+/// An import refused for what its source holds (isImportRejection).
+llvm::Error rejected(const llvm::Twine &msg) {
+  return llvm::createStringError(std::make_error_code(std::errc::invalid_argument), msg);
+}
+
 int64_t now() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -252,39 +257,29 @@ std::string joined(const std::vector<std::string> &rows, size_t limit) {
   return s;
 }
 
-/// Checks what a database file is before anything is written to it: a SQLite
-/// file that passes quick_check, is ours (or empty) and not newer than this
-/// build. `readOnly` opens it for import.
-llvm::Expected<Inspection> inspect(const std::string &path, bool readOnly, int busyMs) {
-  Inspection in;
-  if (path != ":memory:") {
-    auto header = readHeader(path);
-    if (!header)
-      return header.takeError();
-    in.header = *header;
-  }
-  const FileHeader &h = in.header;
-  if (readOnly && !h.exists)
-    return fail("tilejit store " + path + ": no such file");
-  auto newer = [&](uint32_t v) {
-    return fail("tilejit store " + path + ": schema version " + llvm::Twine(v) +
-                " is newer than this tilejit knows (" + llvm::Twine(kSchemaVersion) +
-                "); use a newer tilejit or another store. The file was not changed.");
-  };
+llvm::Error newer(const std::string &path, uint32_t v) {
+  return fail("tilejit store " + path + ": schema version " + llvm::Twine(v) +
+              " is newer than this tilejit knows (" + llvm::Twine(kSchemaVersion) +
+              "); use a newer tilejit or another store. The file was not changed.");
+}
+
+/// What the header alone tells: a store of a newer schema is refused before
+/// SQLite opens it.
+llvm::Error checkNotNewer(const FileHeader &h, const std::string &path) {
   bool oursOrBlank = h.applicationId == 0 || h.applicationId == uint32_t(kApplicationId);
   if (h.sqlite && oursOrBlank && h.userVersion > uint32_t(kSchemaVersion))
-    return newer(h.userVersion);
+    return newer(path, h.userVersion);
+  return llvm::Error::success();
+}
 
-  sqlite3 *raw = nullptr;
-  int flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
-              SQLITE_OPEN_NOMUTEX;
-  int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
-  in.db.reset(raw);
-  if (rc != SQLITE_OK)
-    return fail("tilejit store " + path + ": cannot open it: " + sqliteMessage(raw, rc));
-  sqlite3 *db = raw;
+/// The checks of inspect() once `in.db` is open: a SQLite database that
+/// passes quick_check, is ours (or empty) and not newer than this build. An
+/// error, or `in.setAside` set.
+llvm::Error examine(Inspection &in, const std::string &path) {
+  sqlite3 *db = in.db.get();
+  const FileHeader &h = in.header;
+  int rc = SQLITE_OK;
   sqlite3_extended_result_codes(db, 1);
-  sqlite3_busy_timeout(db, busyMs);
   // Until the file is known to be good, closing must not checkpoint a WAL
   // into it: a file set aside or refused stays as it was found.
   sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
@@ -308,13 +303,13 @@ llvm::Expected<Inspection> inspect(const std::string &path, bool readOnly, int b
         in.setAside = "is not a SQLite database";
       else
         in.setAside = "is not a usable SQLite database (" + sqliteMessage(db, rc) + ")";
-      return in;
+      return llvm::Error::success();
     }
     return fail("tilejit store " + path + ": cannot check it: " + sqliteMessage(db, rc));
   }
   if (check.size() != 1 || check[0] != "ok") {
     in.setAside = "fails PRAGMA quick_check (" + joined(check, 3) + ")";
-    return in;
+    return llvm::Error::success();
   }
 
   auto pragmaInt = [&](const char *sql) -> llvm::Expected<int64_t> {
@@ -339,14 +334,14 @@ llvm::Expected<Inspection> inspect(const std::string &path, bool readOnly, int b
   if (*appId != 0 && *appId != kApplicationId) {
     in.setAside =
         "belongs to another application (application_id " + llvm::utohexstr(uint32_t(*appId)) + ")";
-    return in;
+    return llvm::Error::success();
   }
   if (*version > kSchemaVersion)
-    return newer(uint32_t(*version));
+    return newer(path, uint32_t(*version));
   if (*version == 0 && !tables.empty()) {
     in.setAside = "is a SQLite database of another application (tables " + joined(tables, 5) +
                   ") with no tilejit schema";
-    return in;
+    return llvm::Error::success();
   }
   if (*version > 0) {
     std::vector<std::string> missing;
@@ -356,12 +351,83 @@ llvm::Expected<Inspection> inspect(const std::string &path, bool readOnly, int b
     if (!missing.empty()) {
       in.setAside = "has schema version " + std::to_string(*version) +
                     " but lacks the tilejit tables " + joined(missing, 4);
-      return in;
+      return llvm::Error::success();
     }
   }
   rc = sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK)
     return fail("tilejit store " + path + ": cannot read it: " + sqliteMessage(db, rc));
+  return llvm::Error::success();
+}
+
+/// Checks what a database file is before anything is written to it: a SQLite
+/// file that passes quick_check, is ours (or empty) and not newer than this
+/// build. `readOnly` opens it for import.
+llvm::Expected<Inspection> inspect(const std::string &path, bool readOnly, int busyMs) {
+  Inspection in;
+  if (path != ":memory:") {
+    auto header = readHeader(path);
+    if (!header)
+      return header.takeError();
+    in.header = *header;
+  }
+  const FileHeader &h = in.header;
+  if (readOnly && !h.exists)
+    return fail("tilejit store " + path + ": no such file");
+  if (auto e = checkNotNewer(h, path))
+    return e;
+
+  sqlite3 *raw = nullptr;
+  int flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
+              SQLITE_OPEN_NOMUTEX;
+  int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
+  in.db.reset(raw);
+  if (rc != SQLITE_OK)
+    return fail("tilejit store " + path + ": cannot open it: " + sqliteMessage(raw, rc));
+  sqlite3_busy_timeout(raw, busyMs);
+  if (auto e = examine(in, path))
+    return e;
+  return in;
+}
+
+/// An import's source held in memory: `image` is the bytes of a store file.
+/// Nothing is written anywhere; the copy is read-only.
+llvm::Expected<Inspection> inspectImage(const std::string &image, const std::string &name) {
+  Inspection in;
+  FileHeader &h = in.header;
+  h.exists = true;
+  h.size = image.size();
+  const auto *bytes = reinterpret_cast<const unsigned char *>(image.data());
+  if (image.size() >= 100 && std::memcmp(bytes, "SQLite format 3\0", 16) == 0) {
+    h.sqlite = true;
+    h.userVersion = bigEndian32(bytes + 60);
+    h.applicationId = bigEndian32(bytes + 68);
+  }
+  if (auto e = checkNotNewer(h, name))
+    return e;
+  sqlite3 *raw = nullptr;
+  int rc = sqlite3_open_v2(
+      ":memory:", &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  in.db.reset(raw);
+  if (rc != SQLITE_OK)
+    return fail("tilejit store " + name + ": cannot open it: " + sqliteMessage(raw, rc));
+  auto *copy = static_cast<unsigned char *>(sqlite3_malloc64(std::max<size_t>(image.size(), 1)));
+  if (!copy)
+    return fail("tilejit store " + name + ": no memory for its " + llvm::Twine(image.size()) +
+                " bytes");
+  std::memcpy(copy, image.data(), image.size());
+  // A store kept in WAL mode says so in bytes 18 and 19; a copy in memory
+  // has no WAL beside it (and memory databases cannot have one), so it is
+  // read as the rollback-journal file that the main file alone is.
+  if (image.size() >= 100 && h.sqlite)
+    copy[18] = copy[19] = 1;
+  rc = sqlite3_deserialize(raw, "main", copy, sqlite3_int64(image.size()),
+                           sqlite3_int64(image.size()),
+                           SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_READONLY);
+  if (rc != SQLITE_OK)
+    return fail("tilejit store " + name + ": cannot read it: " + sqliteMessage(raw, rc));
+  if (auto e = examine(in, name))
+    return e;
   return in;
 }
 
@@ -1500,6 +1566,111 @@ llvm::Error Store::exportTo(const std::string &path) {
   return llvm::Error::success();
 }
 
+llvm::Expected<std::string> Store::exportImage() {
+  sqlite3 *raw = nullptr;
+  int rc = sqlite3_open_v2(
+      ":memory:", &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  detail::SqlitePtr copy(raw);
+  if (rc != SQLITE_OK)
+    return fail("tilejit store export: " + sqliteMessage(raw, rc));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // A backup into a memory database needs the source's page size.
+    int pageRc = SQLITE_OK;
+    auto pageSize = queryColumn(db_.get(), "PRAGMA page_size", pageRc);
+    if (pageRc != SQLITE_OK || pageSize.size() != 1)
+      return withContext(error("PRAGMA page_size", pageRc), path_, "exporting");
+    std::string setPage = "PRAGMA page_size = " + std::to_string(std::atoi(pageSize[0].c_str()));
+    rc = sqlite3_exec(raw, setPage.c_str(), nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK)
+      return fail("tilejit store export: " + sqliteMessage(raw, rc));
+    sqlite3_backup *backup = sqlite3_backup_init(raw, "main", db_.get(), "main");
+    if (!backup)
+      return fail("tilejit store " + path_ +
+                  ": exporting: " + sqliteMessage(raw, sqlite3_errcode(raw)));
+    rc = sqlite3_backup_step(backup, -1);
+    int finished = sqlite3_backup_finish(backup);
+    if (rc != SQLITE_DONE)
+      return withContext(error("backup", rc), path_, "exporting");
+    if (finished != SQLITE_OK)
+      return fail("tilejit store " + path_ + ": exporting: " + sqliteMessage(raw, finished));
+  }
+  sqlite3_int64 size = 0;
+  unsigned char *bytes = sqlite3_serialize(raw, "main", &size, 0);
+  if (!bytes)
+    return fail("tilejit store " + path_ + ": exporting: no memory for the copy");
+  std::string image(reinterpret_cast<const char *>(bytes), size_t(size));
+  sqlite3_free(bytes);
+  // The copy keeps the source's header, which says WAL when the store is
+  // kept so (bytes 18 and 19); like exportTo's file, the image travels as
+  // one file with a rollback journal.
+  if (image.size() >= 100) {
+    image[18] = 1;
+    image[19] = 1;
+  }
+  return image;
+}
+
+llvm::Error Store::writeImage(const std::string &image, const std::string &path) {
+  auto refuse = [](const std::string &what) { return fail("tilejit store export: " + what); };
+  {
+    auto in = inspectImage(image, "the copy for " + path);
+    if (!in)
+      return in.takeError();
+    if (!in->setAside.empty())
+      return refuse("the copy for " + path + " " + in->setAside);
+  }
+  if (auto e = checkStorePath(path))
+    return e;
+  std::vector<fs::path> madeDirs;
+  fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty())
+    if (auto e = makeDirectories(parent, path, madeDirs))
+      return e;
+  auto cleanup = [&](const std::string &temp, llvm::Error e) {
+    removeWithSideFiles(temp);
+    removeDirectories(madeDirs);
+    return e;
+  };
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(path, ec)) ||
+      (ec && ec != std::errc::no_such_file_or_directory))
+    return cleanup("", refuse(path + " already exists; refusing to overwrite it"));
+  // As in exportTo: written under a temporary name, on disk, then linked.
+  std::string temp = temporaryBeside(path, "export");
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return cleanup("", refuse("cannot create " + path + ": " + std::strerror(errno)));
+  size_t done = 0;
+  while (done < image.size()) {
+    ssize_t n = ::write(fd, image.data() + done, image.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      return cleanup(temp, refuse("writing " + path + ": " + std::strerror(err)));
+    }
+    done += size_t(n);
+  }
+  if (::fsync(fd) != 0) {
+    int err = errno;
+    ::close(fd);
+    return cleanup(temp, refuse("writing " + path + ": " + std::strerror(err)));
+  }
+  ::close(fd);
+  int err = linkIntoPlace(temp, path);
+  if (err == EEXIST)
+    return cleanup(temp, refuse(path + " already exists; refusing to overwrite it"));
+  if (err != 0)
+    return cleanup(temp, refuse("cannot create " + path + ": " + std::strerror(err)));
+  return llvm::Error::success();
+}
+
+bool isImportRejection(const llvm::ErrorInfoBase &e) {
+  return e.convertToErrorCode() == std::errc::invalid_argument;
+}
+
 ImportOptions ImportOptions::trustAll() {
   ImportOptions o;
   o.acceptKernel = [](const StoredKernel &, std::string &) { return true; };
@@ -1672,32 +1843,98 @@ llvm::Expected<int64_t> Store::importFrom(const std::string &path, const ImportO
     std::string msg = toString(in.takeError());
     if (msg.compare(0, 14, "tilejit store ") == 0)
       msg.erase(0, 14);
-    return fail("tilejit store import: " + msg + "; nothing imported");
+    return rejected("tilejit store import: " + msg + "; nothing imported");
   }
   if (!in->setAside.empty())
-    return fail("tilejit store import: " + path + " " + in->setAside + "; nothing imported");
-  sqlite3 *src = in->db.get();
+    return rejected("tilejit store import: " + path + " " + in->setAside + "; nothing imported");
+  return importSource(in->db.get(), path, options, rep);
+}
+
+llvm::Expected<int64_t> Store::importImage(const std::string &image, const std::string &name,
+                                           const ImportOptions &options, ImportReport *report) {
+  ImportReport local;
+  ImportReport &rep = report ? *report : local;
+  rep = ImportReport();
+  auto in = inspectImage(image, name);
+  if (!in) {
+    std::string msg = toString(in.takeError());
+    if (msg.compare(0, 14, "tilejit store ") == 0)
+      msg.erase(0, 14);
+    return rejected("tilejit store import: " + msg + "; nothing imported");
+  }
+  if (!in->setAside.empty())
+    return rejected("tilejit store import: " + name + " " + in->setAside + "; nothing imported");
+  return importSource(in->db.get(), name, options, rep);
+}
+
+llvm::Expected<int64_t> Store::importSource(sqlite3 *src, const std::string &path,
+                                            const ImportOptions &options, ImportReport &rep) {
   int rc = SQLITE_OK;
   auto version = queryColumn(src, "PRAGMA user_version", rc);
   if (rc != SQLITE_OK || version.size() != 1 || std::atoi(version[0].c_str()) != kSchemaVersion)
-    return fail("tilejit store import: " + path + " is not a tilejit store of schema version " +
-                llvm::Twine(kSchemaVersion) +
-                (rc == SQLITE_OK ? "" : ": " + sqliteMessage(src, rc)) + "; nothing imported");
+    return rejected("tilejit store import: " + path + " is not a tilejit store of schema version " +
+                    llvm::Twine(kSchemaVersion) +
+                    (rc == SQLITE_OK ? "" : ": " + sqliteMessage(src, rc)) + "; nothing imported");
+  // Rows are read from tables only: a view of the same name could make the
+  // reads below run any query its author chose, for as long as it likes.
+  auto notTables = queryColumn(src,
+                               "SELECT name || ' is a ' || type FROM sqlite_master WHERE name IN "
+                               "('kernels', 'timings', 'winners', 'failures') AND type != 'table' "
+                               "ORDER BY name",
+                               rc);
+  if (rc != SQLITE_OK || !notTables.empty())
+    return rejected("tilejit store import: " + path + ": " +
+                    (rc != SQLITE_OK ? sqliteMessage(src, rc) : joined(notTables, 4)) +
+                    ", not a table; nothing imported");
   auto dangling = queryColumn(src, "PRAGMA foreign_key_check", rc);
   if (rc != SQLITE_OK || !dangling.empty())
-    return fail("tilejit store import: " + path +
-                " has winners that name missing kernels; nothing imported");
+    return rejected("tilejit store import: " + path +
+                    " has winners that name missing kernels; nothing imported");
 
   // One snapshot of the source for the checks and the whole copy.
   rc = sqlite3_exec(src, "BEGIN", nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK)
-    return fail("tilejit store import: " + path + ": " + sqliteMessage(src, rc));
+    return rejected("tilejit store import: " + path + ": " + sqliteMessage(src, rc));
   auto finish = [&](llvm::Error e) {
     sqlite3_exec(src, "COMMIT", nullptr, nullptr, nullptr);
     return e;
   };
   if (auto e = validateImport(src, path))
-    return finish(fail("tilejit store import: " + toString(std::move(e)) + "; nothing imported"));
+    return finish(
+        rejected("tilejit store import: " + toString(std::move(e)) + "; nothing imported"));
+  // The caller's checks of every row, each named by its table and rowid.
+  auto checkRow = [&](const ImportedRow &row) -> llvm::Error {
+    if (!options.checkRow)
+      return llvm::Error::success();
+    if (auto e = options.checkRow(row))
+      return rejected("tilejit store import: " + path + ": " + row.table + " row " +
+                      llvm::Twine(row.rowid) + ": " + toString(std::move(e)) +
+                      "; nothing imported");
+    return llvm::Error::success();
+  };
+  if (options.checkRow)
+    for (const char *table : {"timings", "winners", "failures"}) {
+      sqlite3_stmt *raw = nullptr;
+      std::string sql =
+          std::string("SELECT rowid, tune_key, config FROM ") + table + " ORDER BY rowid";
+      rc = sqlite3_prepare_v2(src, sql.c_str(), -1, &raw, nullptr);
+      detail::SqliteStmtPtr st(raw);
+      if (rc != SQLITE_OK)
+        return finish(
+            rejected("tilejit store import: reading " + path + ": " + sqliteMessage(src, rc)));
+      while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
+        ImportedRow row;
+        row.table = table;
+        row.rowid = sqlite3_column_int64(st.get(), 0);
+        row.tuneKey = columnText(st.get(), 1);
+        row.config = columnText(st.get(), 2);
+        if (auto e = checkRow(row))
+          return finish(std::move(e));
+      }
+      if (rc != SQLITE_DONE)
+        return finish(
+            rejected("tilejit store import: reading " + path + ": " + sqliteMessage(src, rc)));
+    }
 
   // Which kernels to take is decided before this store is locked: deciding
   // may mean compiling each one.
@@ -1710,7 +1947,8 @@ llvm::Expected<int64_t> Store::importFrom(const std::string &path, const ImportO
                             -1, &raw, nullptr);
     detail::SqliteStmtPtr st(raw);
     if (rc != SQLITE_OK)
-      return finish(fail("tilejit store import: reading " + path + ": " + sqliteMessage(src, rc)));
+      return finish(
+          rejected("tilejit store import: reading " + path + ": " + sqliteMessage(src, rc)));
     while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
       StoredKernel k;
       k.key = columnText(st.get(), 0);
@@ -1726,19 +1964,28 @@ llvm::Expected<int64_t> Store::importFrom(const std::string &path, const ImportO
       const char *b = static_cast<const char *>(sqlite3_column_blob(st.get(), 10));
       if (b)
         k.cubin.assign(b, b + sqlite3_column_bytes(st.get(), 10));
+      int64_t rowid = sqlite3_column_int64(st.get(), 11);
       if (sha256Hex(k.cubin.data(), k.cubin.size()) != k.sha256)
-        return finish(fail("tilejit store import: " + path + ": kernel " + k.key +
-                           " fails its SHA-256 check; nothing imported"));
+        return finish(rejected("tilejit store import: " + path + ": kernels row " +
+                               llvm::Twine(rowid) + ": kernel " + k.key +
+                               " fails its SHA-256 check; nothing imported"));
+      ImportedRow row;
+      row.table = "kernels";
+      row.rowid = rowid;
+      row.kernel = &k;
+      if (auto e = checkRow(row))
+        return finish(std::move(e));
       std::string why;
       if (options.acceptKernel && options.acceptKernel(k, why)) {
-        accepted.push_back(sqlite3_column_int64(st.get(), 11));
+        accepted.push_back(rowid);
         continue;
       }
       if (rep.kernelsLeft++ == 0)
         rep.firstLeft = "kernel " + k.key + (why.empty() ? "" : ": " + why);
     }
     if (rc != SQLITE_DONE)
-      return finish(fail("tilejit store import: reading " + path + ": " + sqliteMessage(src, rc)));
+      return finish(
+          rejected("tilejit store import: reading " + path + ": " + sqliteMessage(src, rc)));
   }
 
   std::lock_guard<std::mutex> lock(mu_);

@@ -110,6 +110,15 @@ struct Failure {
 /// store; an existing one keeps its own (Store::open).
 enum class JournalMode { Auto, Wal, Rollback };
 
+/// A row of another store's file, as ImportOptions::checkRow sees it.
+struct ImportedRow {
+  std::string table; ///< kernels | timings | winners | failures
+  int64_t rowid = 0;
+  /// kernels: the kernel; the others: their tuning key and config.
+  const StoredKernel *kernel = nullptr;
+  std::string tuneKey, config;
+};
+
 /// What `importFrom` takes from another store. Timings, winners and failures
 /// are data; a kernel is GPU code that whoever wrote the file chose, and its
 /// SHA-256 only shows that it was not damaged on the way. So a kernel is taken
@@ -120,6 +129,10 @@ enum class JournalMode { Auto, Wal, Rollback };
 struct ImportOptions {
   /// True to take the kernel; false (with `why` set) to leave it.
   std::function<bool(const StoredKernel &k, std::string &why)> acceptKernel;
+  /// Checks one row of the other file after the store's own checks and
+  /// before anything is written; an error rejects the whole import (none:
+  /// every row that passes the store's checks is taken).
+  std::function<llvm::Error(const ImportedRow &row)> checkRow;
   /// Every kernel the other file holds, hash checked: for files whose origin
   /// is trusted.
   static ImportOptions trustAll();
@@ -131,6 +144,10 @@ struct ImportReport {
   int64_t kernelsLeft = 0; ///< kernels of the other file not taken
   std::string firstLeft;   ///< why the first of them was not taken
 };
+
+/// An import refused for what the other file holds (as opposed to a failure
+/// to read or write here): its error code is std::errc::invalid_argument.
+bool isImportRejection(const llvm::ErrorInfoBase &e);
 
 /// Limits on what an import reads, so that a hostile file cannot make the
 /// process use gigabytes: the longest text field, PTX text and cubin.
@@ -257,6 +274,21 @@ public:
                                      const ImportOptions &options = ImportOptions(),
                                      ImportReport *report = nullptr);
 
+  /// The whole store as the bytes of the file exportTo writes (one file,
+  /// rollback journal), made in memory: for sending, with nothing written
+  /// to disk.
+  llvm::Expected<std::string> exportImage();
+  /// importFrom, reading the other store from `image`, the bytes of a store
+  /// file (exportImage's or exportTo's), in memory; `name` stands for it in
+  /// errors.
+  llvm::Expected<int64_t> importImage(const std::string &image, const std::string &name,
+                                      const ImportOptions &options = ImportOptions(),
+                                      ImportReport *report = nullptr);
+  /// Writes `image` (exportImage's bytes) to a new file at `path` as
+  /// exportTo writes its copy: refused if `path` exists, whole or not at
+  /// all. `image` must hold a tilejit store.
+  static llvm::Error writeImage(const std::string &image, const std::string &path);
+
 private:
   class Statement;
 
@@ -280,6 +312,9 @@ private:
   template <typename Body> llvm::Error read(Body &&body);
   llvm::Error error(const llvm::Twine &what, int rc) const;
   llvm::Error deleteIfCorrupt(const std::string &key, bool &deleted, std::string &detail);
+  /// importFrom and importImage once the other store is open as `src`.
+  llvm::Expected<int64_t> importSource(sqlite3 *src, const std::string &srcPath,
+                                       const ImportOptions &options, ImportReport &rep);
   /// Copies the kernels at `kernelRows` (rowids) and every other row.
   llvm::Expected<int64_t> importRows(sqlite3 *src, const std::string &srcPath,
                                      const std::vector<int64_t> &kernelRows);

@@ -94,8 +94,9 @@ public:
   std::string downWhy;
 };
 
-llvm::Expected<std::optional<ClientOptions>> ClientOptions::fromEnvironment() {
-  const char *server = std::getenv("TILEJIT_SERVER");
+llvm::Expected<std::optional<ClientOptions>>
+ClientOptions::fromEnvironment(const std::string &address) {
+  const char *server = address.empty() ? std::getenv("TILEJIT_SERVER") : address.c_str();
   if (!server || !*server)
     return std::nullopt;
   ClientOptions o;
@@ -103,7 +104,8 @@ llvm::Expected<std::optional<ClientOptions>> ClientOptions::fromEnvironment() {
   auto colon = o.address.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == o.address.size() ||
       o.address.find_first_not_of("0123456789", colon + 1) != std::string::npos)
-    return err("TILEJIT_SERVER='" + o.address + "' is not host:port");
+    return err((address.empty() ? "TILEJIT_SERVER='" : "server address '") + o.address +
+               "' is not host:port");
   if (const char *t = std::getenv("TILEJIT_TOKEN"); t && *t) {
     o.token = t;
   } else if (const char *f = std::getenv("TILEJIT_TOKEN_FILE"); f && *f) {
@@ -270,6 +272,37 @@ llvm::Expected<TuningLease> Client::acquireLease(const KernelSpec &spec, Backend
   if (!s.ok())
     return statusError(options_.address, s);
   return wire::leaseFrom(resp);
+}
+
+llvm::Expected<std::string> Client::exportStore() {
+  v1::ExportRequest req;
+  v1::ExportResponse resp;
+  grpc::Status s = withRetries(options_, *channel_, [&](grpc::ClientContext &ctx) {
+    resp.Clear();
+    return channel_->stub->Export(&ctx, req, &resp);
+  });
+  if (!s.ok())
+    return statusError(options_.address, s);
+  return std::move(*resp.mutable_store());
+}
+
+llvm::Expected<ImportReport> Client::importStore(const std::string &image) {
+  v1::ImportRequest req;
+  req.set_store(image);
+  v1::ImportResponse resp;
+  grpc::Status s = withRetries(options_, *channel_, [&](grpc::ClientContext &ctx) {
+    if (!options_.token.empty())
+      ctx.AddMetadata("authorization", "Bearer " + options_.token);
+    resp.Clear();
+    return channel_->stub->Import(&ctx, req, &resp);
+  });
+  if (!s.ok())
+    return statusError(options_.address, s);
+  ImportReport r;
+  r.rows = resp.rows();
+  r.kernelsLeft = resp.kernels_left();
+  r.firstLeft = resp.first_left();
+  return r;
 }
 
 llvm::Expected<std::string> Client::publish(const Publication &p) {

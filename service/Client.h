@@ -48,8 +48,10 @@ struct ClientOptions {
   /// TILEJIT_CA (a PEM file: TLS), TILEJIT_CLIENT_CERT and
   /// TILEJIT_CLIENT_KEY (PEM files, together) and TILEJIT_SERVER_DEADLINE_MS;
   /// nullopt when TILEJIT_SERVER is unset. A bad value is an error naming
-  /// the variable.
-  static llvm::Expected<std::optional<ClientOptions>> fromEnvironment();
+  /// the variable. `address` (host:port, e.g. from --server) stands in for
+  /// TILEJIT_SERVER when given.
+  static llvm::Expected<std::optional<ClientOptions>>
+  fromEnvironment(const std::string &address = "");
 };
 
 /// A kernel as the server sent it.
@@ -107,6 +109,13 @@ public:
   /// kernel) on the server and ends the lease. Returns the key of the
   /// server's stored kernel of the winner, or "".
   llvm::Expected<std::string> publish(const Publication &p);
+
+  /// Export: the server's whole store as the bytes of a store file (what
+  /// `tilejit cache export` writes).
+  llvm::Expected<std::string> exportStore();
+  /// Import, with the token: merges `image`, the bytes of a store file, into
+  /// the server's store, all or nothing.
+  llvm::Expected<ImportReport> importStore(const std::string &image);
 
   const ClientOptions &options() const { return options_; }
 

@@ -48,6 +48,8 @@ std::string prometheusText(const v1::StatsResponse &s) {
           s.unauthenticated());
   counter("tilejit_permission_denied_total", "Writes refused for a read-only token.",
           s.permission_denied());
+  counter("tilejit_exports_total", "Copies of the store sent.", s.exports());
+  counter("tilejit_imports_total", "Store files merged in.", s.imports());
   gauge("tilejit_active_leases", "Tuning leases held now.", double(s.active_leases()));
   gauge("tilejit_compiles_in_flight", "Compiles running now.", double(s.compiles_in_flight()));
   gauge("tilejit_uptime_seconds", "Seconds since the server started.", s.uptime_seconds());
@@ -57,7 +59,8 @@ std::string prometheusText(const v1::StatsResponse &s) {
 MetricsEndpoint::MetricsEndpoint() = default;
 
 llvm::Expected<std::unique_ptr<MetricsEndpoint>>
-MetricsEndpoint::start(const std::string &address, std::function<std::string()> render) {
+MetricsEndpoint::start(const std::string &address, std::function<std::string()> render,
+                       std::function<std::string()> status) {
   auto colon = address.rfind(':');
   int port = -1;
   if (colon != std::string::npos && colon + 1 < address.size() &&
@@ -72,6 +75,9 @@ MetricsEndpoint::start(const std::string &address, std::function<std::string()> 
   m->http_ = std::make_unique<httplib::Server>();
   m->http_->Get("/metrics", [render](const httplib::Request &, httplib::Response &res) {
     res.set_content(render(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  m->http_->Get("/status", [status](const httplib::Request &, httplib::Response &res) {
+    res.set_content(status(), "text/html; charset=utf-8");
   });
   if (port == 0)
     m->port_ = m->http_->bind_to_any_port(host);

@@ -3,7 +3,8 @@
 // `/metrics` in Prometheus's text format over plain HTTP (cpp-httplib), on
 // an address of its own: names prefixed `tilejit_`, counters ending in
 // `_total`, times in `_seconds`, and no shapes or keys as labels (their
-// number is unbounded).
+// number is unbounded). The status page (service/StatusPage.h) is served
+// beside it at `/status`.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -31,9 +32,11 @@ std::string prometheusText(const v1::StatsResponse &stats);
 class MetricsEndpoint {
 public:
   /// Serves `GET /metrics` on `address` (host:port; port 0 picks a free
-  /// one) with the text `render` returns at each request.
+  /// one) with the text `render` returns at each request, and `GET /status`
+  /// with the HTML `status` returns.
   static llvm::Expected<std::unique_ptr<MetricsEndpoint>>
-  start(const std::string &address, std::function<std::string()> render);
+  start(const std::string &address, std::function<std::string()> render,
+        std::function<std::string()> status);
   /// Stops listening and waits for the thread.
   ~MetricsEndpoint();
   int port() const { return port_; }

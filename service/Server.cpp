@@ -16,6 +16,7 @@
 #include "compiler/templates/Template.h"
 #include "service/Leases.h"
 #include "service/Metrics.h"
+#include "service/StatusPage.h"
 #include "service/Wire.h"
 #include "tilejit.grpc.pb.h"
 
@@ -304,6 +305,70 @@ public:
     return Status::OK;
   }
 
+  Status Export(ServerContext *, const v1::ExportRequest *, v1::ExportResponse *resp) override {
+    auto image = store_->exportImage();
+    if (!image)
+      return storeError(image.takeError());
+    // A client takes answers up to this size (ClientChannel::args).
+    if (image->size() > size_t(options_.maxMessageBytes))
+      return Status(StatusCode::RESOURCE_EXHAUSTED,
+                    "the store's copy is " + std::to_string(image->size()) +
+                        " bytes, more than the " + std::to_string(options_.maxMessageBytes) +
+                        " one message may carry; run `tilejit cache export` on the server's "
+                        "host instead");
+    ++exports_;
+    options_.log("export: " + std::to_string(image->size()) + " bytes");
+    resp->set_store(std::move(*image));
+    return Status::OK;
+  }
+
+  Status Import(ServerContext *ctx, const v1::ImportRequest *req,
+                v1::ImportResponse *resp) override {
+    if (auto s = authorize(*ctx, "Import"); !s.ok())
+      return s;
+    if (req->store().empty())
+      return counted(wire::invalid("store", "empty: the bytes of a store file are required "
+                                            "(Export, or a `tilejit cache export` file)"));
+    ImportOptions options;
+    options.checkRow = [this](const ImportedRow &row) { return checkImported(row); };
+    // The token's holder may write kernels (as PublishResult does); a
+    // kernel built under another identity is left out, as this server would
+    // never hand it out.
+    options.acceptKernel = [](const StoredKernel &k, std::string &why) {
+      ImportedKernel parsed;
+      if (!importedKernel(k, parsed).ok())
+        return false;
+      if (k.key == kernelKey(parsed.spec, parsed.config, parsed.backend))
+        return true;
+      why = "built under another build identity (its key is not this server's for its spec "
+            "and config)";
+      return false;
+    };
+    ImportReport report;
+    auto rows = store_->importImage(req->store(), "store", options, &report);
+    if (!rows) {
+      bool rejection = false;
+      std::string msg;
+      llvm::handleAllErrors(rows.takeError(), [&](const llvm::ErrorInfoBase &e) {
+        rejection = isImportRejection(e);
+        msg = e.message();
+      });
+      if (rejection)
+        return counted(Status(StatusCode::INVALID_ARGUMENT, msg));
+      options_.log("error: " + msg);
+      return Status(StatusCode::INTERNAL, msg);
+    }
+    ++imports_;
+    options_.log("import: " + std::to_string(*rows) + " rows written" +
+                 (report.kernelsLeft ? ", " + std::to_string(report.kernelsLeft) +
+                                           " kernel(s) left out (" + report.firstLeft + ")"
+                                     : std::string()));
+    resp->set_rows(*rows);
+    resp->set_kernels_left(report.kernelsLeft);
+    resp->set_first_left(report.firstLeft);
+    return Status::OK;
+  }
+
   Status Stats(ServerContext *, const v1::StatsRequest *, v1::StatsResponse *resp) override {
     resp->set_lookups(lookups_);
     resp->set_lookup_hits(lookupHits_);
@@ -318,12 +383,43 @@ public:
     resp->set_invalid_requests(invalid_);
     resp->set_unauthenticated(unauthenticated_);
     resp->set_permission_denied(permissionDenied_);
+    resp->set_exports(exports_);
+    resp->set_imports(imports_);
     resp->set_active_leases(int64_t(leases_.held().size()));
     resp->set_leases_expired(leases_.expired());
     resp->set_compiles_in_flight(compilesInFlight_);
     resp->set_uptime_seconds(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
     return Status::OK;
+  }
+
+  /// What `/status` shows.
+  ServerStatus status() {
+    ServerStatus st;
+    st.version = tilejitVersion();
+    st.uptimeSeconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    st.storePath = store_->path();
+    // A store that cannot be read says so on the page, which still shows
+    // the leases.
+    auto unreadable = [&](llvm::Error e) {
+      st.storePath += " (cannot be read: " + llvm::toString(std::move(e)) + ")";
+    };
+    if (auto all = store_->list()) {
+      for (const Store::Summary &e : *all)
+        ++(e.kind == "kernel" ? st.kernels : st.winnerCount);
+    } else {
+      unreadable(all.takeError());
+    }
+    if (auto winners = store_->winnersWithPrefix("")) {
+      if (winners->size() > size_t(options_.listCap))
+        winners->resize(size_t(options_.listCap));
+      st.winners = std::move(*winners);
+    } else {
+      unreadable(winners.takeError());
+    }
+    st.leases = leases_.held();
+    return st;
   }
 
 private:
@@ -345,6 +441,75 @@ private:
     StoredKernel kernel;
     v1::GetKernelResponse::Source source = v1::GetKernelResponse::SOURCE_COMPILED;
   };
+
+  /// A kernel row of an imported store, parsed.
+  struct ImportedKernel {
+    KernelSpec spec;
+    TileConfig config;
+    Backend backend = Backend::Nvptx;
+  };
+
+  static llvm::Error importError(const Status &s) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), s.error_message());
+  }
+
+  /// What the server needs of an imported kernel: the spec and config as
+  /// the RPCs would take them, the arch of the spec, the back end its
+  /// toolchain names, and what a loader reads (wire::kernelFrom's checks).
+  static Status importedKernel(const StoredKernel &k, ImportedKernel &out) {
+    if (auto s = wire::specFrom(k.spec, "spec", out.spec); !s.ok())
+      return s;
+    if (!findTemplate(out.spec.op()))
+      return wire::invalid("spec", "op '" + std::string(out.spec.opName()) + "' has no template");
+    if (auto s = wire::configFrom(k.config, "config", out.config); !s.ok())
+      return s;
+    if (auto s = checkConfig(out.spec, out.config, "config"); !s.ok())
+      return s;
+    if (k.arch != out.spec.target.archName())
+      return wire::invalid("arch", "'" + k.arch + "' is not the spec's arch (" +
+                                       std::string(out.spec.target.archName()) + ")");
+    if (k.toolchain.rfind("backend=nvptx ", 0) == 0)
+      out.backend = Backend::Nvptx;
+    else if (k.toolchain.rfind("backend=cuda ", 0) == 0)
+      out.backend = Backend::Cuda;
+    else
+      return wire::invalid("toolchain", "does not start with backend=nvptx or backend=cuda");
+    v1::Kernel wireKernel;
+    wire::kernelTo(k, out.backend, wireKernel);
+    StoredKernel checked;
+    return wire::kernelFrom(wireKernel, "kernel", checked);
+  }
+
+  /// An imported row is one that the RPCs could have written: kernels as
+  /// above, and the tuning keys and configs of timings, winners and failures
+  /// parse (a winner's config is in range for its spec).
+  static llvm::Error checkImported(const ImportedRow &row) {
+    if (row.kernel) {
+      ImportedKernel parsed;
+      if (auto s = importedKernel(*row.kernel, parsed); !s.ok())
+        return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                       "kernel " + row.kernel->key + ": " + s.error_message());
+      return llvm::Error::success();
+    }
+    size_t bar = row.tuneKey.find(" | ");
+    if (bar == std::string::npos)
+      return importError(wire::invalid("tune_key", "not '<spec> | <build identity>'"));
+    KernelSpec spec;
+    if (auto s = wire::specFrom(row.tuneKey.substr(0, bar), "tune_key", spec); !s.ok())
+      return importError(s);
+    if (!findTemplate(spec.op()))
+      return importError(
+          wire::invalid("tune_key", "op '" + std::string(spec.opName()) + "' has no template"));
+    if (auto s = checkName(row.tuneKey.substr(bar + 3), "tune_key"); !s.ok())
+      return importError(s);
+    TileConfig config;
+    if (auto s = wire::configFrom(row.config, "config", config); !s.ok())
+      return importError(s);
+    if (row.table == "winners")
+      if (auto s = checkConfig(spec, config, "config"); !s.ok())
+        return importError(s);
+    return llvm::Error::success();
+  }
 
   Status counted(Status s) {
     if (s.error_code() == StatusCode::INVALID_ARGUMENT)
@@ -402,7 +567,8 @@ private:
     return Status::OK;
   }
 
-  Status checkConfig(const KernelSpec &spec, const TileConfig &config, const std::string &field) {
+  static Status checkConfig(const KernelSpec &spec, const TileConfig &config,
+                            const std::string &field) {
     const KernelTemplate &tmpl = getTemplate(spec);
     if (auto e = config.checkKeys(tmpl.configKeys()))
       return wire::invalid(field, llvm::toString(std::move(e)));
@@ -527,7 +693,7 @@ private:
   std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;
   std::atomic<uint64_t> lookups_{0}, lookupHits_{0}, getKernels_{0}, storeHits_{0}, compiles_{0},
       compileFailures_{0}, sharedWaits_{0}, leasesGranted_{0}, leasesDenied_{0}, publishes_{0},
-      invalid_{0}, unauthenticated_{0}, permissionDenied_{0};
+      invalid_{0}, unauthenticated_{0}, permissionDenied_{0}, exports_{0}, imports_{0};
   std::atomic<int64_t> compilesInFlight_{0};
 };
 
@@ -626,11 +792,14 @@ llvm::Expected<std::unique_ptr<Server>> Server::start(ServerOptions options,
   s->server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);
   if (!metricsAddress.empty()) {
     TileJitService *service = s->service_.get();
-    auto m = MetricsEndpoint::start(metricsAddress, [service] {
-      v1::StatsResponse stats;
-      service->Stats(nullptr, nullptr, &stats);
-      return prometheusText(stats);
-    });
+    auto m = MetricsEndpoint::start(
+        metricsAddress,
+        [service] {
+          v1::StatsResponse stats;
+          service->Stats(nullptr, nullptr, &stats);
+          return prometheusText(stats);
+        },
+        [service] { return statusPage(service->status()); });
     if (!m)
       return m.takeError();
     s->metrics_ = std::move(*m);

@@ -62,7 +62,8 @@ struct ServerOptions {
   int maxMessageBytes = 64 << 20;
   /// The most entries List returns.
   int listCap = 10000;
-  /// Where to serve Prometheus's `/metrics` (host:port); "" : nowhere.
+  /// Where to serve Prometheus's `/metrics` and the status page `/status`
+  /// (host:port, plain HTTP, no token: both are for reading); "" : nowhere.
   std::string metricsAddress;
   /// One line per compile, lease and publish; null: stderr.
   std::function<void(const std::string &)> log;

@@ -30,6 +30,15 @@ expect "^t\.db: schema 1, 2 entries$"
 key=$(awk '/^kernel /{print $2; exit}' out.txt)
 [ ${#key} -eq 16 ] || { echo "FAIL: no kernel key in ls"; failed=1; }
 
+check "ls --json" "$tilejit" cache ls --db t.db --json
+python3 -c 'import json,sys; d=json.load(open("out.txt")); e=d["entries"]; print(d["store"], d["schema"], len(e), e[0]["kind"], e[0]["key"][:16], e[0]["bytes"] > 0)' \
+  >json.txt 2>&1
+if [ "$(cat json.txt)" != "t.db 1 2 kernel $key True" ]; then
+  echo "FAIL: ls --json:"
+  cat out.txt json.txt
+  failed=1
+fi
+
 check "show by prefix" "$tilejit" cache show "$(echo "$key" | cut -c1-10)" --db t.db
 expect "^key        $key[0-9a-f]{48}$"
 expect "^spec       open pid=[0-9]+ n=100$"

@@ -20,6 +20,22 @@ metrics=$(sed -n 's|.*metrics on \(http://[^ ]*\)$|\1|p' log)
 python3 -c "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())" \
   "$metrics" > metrics.txt || { echo "cli-serve: cannot read $metrics"; kill $pid; exit 1; }
 grep -q "^tilejit_uptime_seconds " metrics.txt || { echo "cli-serve: no uptime in"; cat metrics.txt; kill $pid; exit 1; }
+
+# The cache verbs against the server: its store copied to a file (a store
+# `cache ls` reads), and merged back in with the token, refused without it.
+addr=$(sed -n 's|.*listening on \(127\.0\.0\.1:[0-9]*\) .*|\1|p' log)
+unfail() { echo "cli-serve: $*"; kill $pid; exit 1; }
+"$tj" cache export --server "$addr" copy.db > out.txt 2>&1 || { cat out.txt; unfail "cache export --server failed"; }
+grep -q "^exported $addr ([0-9]* bytes) to copy.db$" out.txt || { cat out.txt; unfail "cache export --server said"; }
+"$tj" cache ls --db copy.db | grep -q "^copy.db: schema 1, 0 entries$" || unfail "copy.db is not a store"
+"$tj" cache export --server "$addr" copy.db > out.txt 2>&1 && unfail "cache export --server overwrote copy.db"
+grep -q "copy.db already exists; refusing to overwrite it" out.txt || { cat out.txt; unfail "no refusal to overwrite"; }
+TILEJIT_TOKEN= "$tj" cache import --server "$addr" copy.db > out.txt 2>&1 && unfail "an import without a token was taken"
+grep -q "^tilejit: error: server $addr: 16 writes need a bearer token" out.txt || { cat out.txt; unfail "no UNAUTHENTICATED"; }
+TILEJIT_TOKEN=tok-1 "$tj" cache import --server "$addr" copy.db > out.txt 2>&1 || { cat out.txt; unfail "cache import --server failed"; }
+grep -q "^imported 0 rows from copy.db into $addr$" out.txt || { cat out.txt; unfail "cache import --server said"; }
+"$tj" cache import --server "$addr" --trust-binaries copy.db > out.txt 2>&1
+[ $? -eq 2 ] || { cat out.txt; unfail "--trust-binaries with --server is not a usage error"; }
 kill -TERM $pid
 wait $pid
 rc=$?

@@ -23,6 +23,7 @@
 #include "health.grpc.pb.h"
 #include "service/Client.h"
 #include "service/Server.h"
+#include "service/StatusPage.h"
 #include "service/Wire.h"
 #include "tests/support/TempDir.h"
 #include "tilejit.grpc.pb.h"
@@ -884,4 +885,248 @@ TEST(Client, ServerAndLocalProcessShareOneStoreFile) {
   EXPECT_EQ(source, KernelSource::Store);
   EXPECT_EQ(std::string(there->cubin.begin(), there->cubin.end()), got.kernel().cubin());
   EXPECT_EQ(f.stats().compiles(), 1u);
+}
+
+namespace {
+
+/// A client of `f`'s server with `token`.
+Client clientOf(Fixture &f, const std::string &token = "") {
+  ClientOptions o;
+  o.address = "127.0.0.1:" + std::to_string(f.server->port());
+  o.token = token;
+  o.deadline = std::chrono::seconds(120);
+  o.downFor = std::chrono::milliseconds(0);
+  return Client(o);
+}
+
+/// Publishes `winner` of kSpec with its compiled kernel on `f`'s server.
+void publishWinner(Fixture &f, const TileConfig &winner, const std::string &token = "",
+                   const std::string &reason = "") {
+  KernelSpec spec = specOf(kSpec);
+  auto compiled = compileKernel(spec, winner);
+  ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
+  v1::AcquireTuningLeaseResponse lease;
+  ASSERT_TRUE(f.acquire(leaseRequest(kSpec, "tuner", 60000), lease).ok());
+  v1::PublishResultRequest pub;
+  pub.set_spec(kSpec);
+  pub.set_winner_config(winner.canonical());
+  pub.set_winner_ms(0.5);
+  pub.set_reason(reason);
+  pub.set_lease_id(lease.lease_id());
+  wire::kernelTo(wire::storedFrom(*compiled, "", ""), Backend::Nvptx, *pub.mutable_kernel());
+  v1::PublishResultResponse resp;
+  auto s = f.publish(pub, resp, token);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+}
+
+/// What a server's List holds, as text, to compare before and after.
+std::string listing(Fixture &f) {
+  v1::ListResponse resp;
+  EXPECT_TRUE(f.stub->List(f.context().get(), v1::ListRequest(), &resp).ok());
+  std::string out;
+  for (const auto &e : resp.entries())
+    out += e.kind() + " " + e.key() + " " + e.config() + "\n";
+  return out;
+}
+
+std::string errorText(llvm::Error e) { return e ? llvm::toString(std::move(e)) : ""; }
+
+} // namespace
+
+// Export from one server, import into another: a client of the second gets
+// the winner's kernel from its store without a compile.
+TEST(Server, ExportFromOneServerImportsIntoAnother) {
+  Fixture a;
+  ASSERT_TRUE(a.server);
+  KernelSpec spec = specOf(kSpec);
+  TileConfig winner = *TileConfig::parse(otherConfig(spec));
+  publishWinner(a, winner);
+  Client fromA = clientOf(a);
+  auto image = fromA.exportStore();
+  ASSERT_TRUE(bool(image)) << llvm::toString(image.takeError());
+  EXPECT_EQ(image->substr(0, 16), std::string("SQLite format 3\0", 16));
+  EXPECT_EQ(a.stats().exports(), 1u);
+
+  ServerOptions o;
+  o.tokens = {{"writer", false}, {"reader", true}};
+  Fixture b(o);
+  ASSERT_TRUE(b.server);
+  std::string empty = listing(b);
+  // A read-only token reads but cannot import; no token is not a writer.
+  Client reader = clientOf(b, "reader");
+  std::string refused = errorText(reader.importStore(*image).takeError());
+  EXPECT_NE(refused.find(std::to_string(int(StatusCode::PERMISSION_DENIED)) +
+                         " the bearer token is read-only: Import writes"),
+            std::string::npos)
+      << refused;
+  Client anonymous = clientOf(b);
+  refused = errorText(anonymous.importStore(*image).takeError());
+  EXPECT_NE(refused.find(std::to_string(int(StatusCode::UNAUTHENTICATED)) + " writes need a "),
+            std::string::npos)
+      << refused;
+  EXPECT_EQ(listing(b), empty);
+  EXPECT_EQ(b.stats().imports(), 0u);
+
+  Client writer = clientOf(b, "writer");
+  auto report = writer.importStore(*image);
+  ASSERT_TRUE(bool(report)) << llvm::toString(report.takeError());
+  EXPECT_GT(report->rows, 0);
+  EXPECT_EQ(report->kernelsLeft, 0) << report->firstLeft;
+  EXPECT_EQ(b.stats().imports(), 1u);
+  EXPECT_EQ(listing(b), listing(a));
+
+  auto got = reader.getKernel(spec);
+  ASSERT_TRUE(bool(got)) << llvm::toString(got.takeError());
+  EXPECT_EQ(got->source, "store");
+  EXPECT_TRUE(got->tuned);
+  EXPECT_EQ(got->binary.config.canonical(), winner.canonical());
+  EXPECT_EQ(got->binary.key, kernelKey(spec, winner));
+  EXPECT_EQ(b.stats().compiles(), 0u);
+}
+
+// One bad row refuses the whole import, naming the row and the field, and
+// the server's store is left as it was.
+TEST(Server, ABadEntryRefusesTheWholeImport) {
+  Fixture a;
+  ASSERT_TRUE(a.server);
+  KernelSpec spec = specOf(kSpec);
+  TileConfig winner = *TileConfig::parse(otherConfig(spec));
+  publishWinner(a, winner);
+  Client fromA = clientOf(a);
+  auto image = fromA.exportStore();
+  ASSERT_TRUE(bool(image)) << llvm::toString(image.takeError());
+
+  Fixture b;
+  ASSERT_TRUE(b.server);
+  v1::GetKernelResponse own;
+  ASSERT_TRUE(b.getKernel(request("rmsnorm_fwd rows=8 cols=1024"), own).ok());
+  std::string before = listing(b);
+  Client toB = clientOf(b);
+  auto expectRefused = [&](const std::string &bytes, const std::string &needle) {
+    std::string msg = errorText(toB.importStore(bytes).takeError());
+    EXPECT_NE(msg.find(std::to_string(int(StatusCode::INVALID_ARGUMENT)) + " "), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+    EXPECT_NE(msg.find("nothing imported"), std::string::npos) << msg;
+    EXPECT_EQ(listing(b), before);
+  };
+
+  // One byte of the winner's cubin changed: its hash no longer matches.
+  auto compiled = compileKernel(spec, winner);
+  ASSERT_TRUE(bool(compiled));
+  // A piece of it found once in the copy (the cubin repeats itself, and
+  // may span pages).
+  size_t at = std::string::npos;
+  for (size_t from = 0; from + 64 <= compiled->cubin.size() && at == std::string::npos;
+       from += 64) {
+    std::string piece(compiled->cubin.begin() + from, compiled->cubin.begin() + from + 64);
+    size_t first = image->find(piece);
+    if (first != std::string::npos && first == image->rfind(piece))
+      at = first;
+  }
+  ASSERT_NE(at, std::string::npos);
+  std::string corrupt = *image;
+  corrupt[at + 7] ^= 0x5a;
+  expectRefused(corrupt, "kernel " + compiled->key + " fails its SHA-256 check");
+
+  // Entries that a store holds well but this server would never write:
+  // each names its table, row and field.
+  auto badStore = [&](const std::string &name, auto fill) {
+    auto s = Store::open(a.dir.file(name));
+    EXPECT_TRUE(bool(s));
+    fill(**s);
+    auto bytes = (*s)->exportImage();
+    EXPECT_TRUE(bool(bytes));
+    return *bytes;
+  };
+  std::string badSpec = badStore("spec.db", [&](Store &s) {
+    StoredKernel k = wire::storedFrom(*compiled, "", toolchainId(spec));
+    k.spec = "rmsnorm_fwd rows=4096 cols=0";
+    EXPECT_EQ(errorText(s.putKernel(k)), "");
+  });
+  expectRefused(badSpec, "kernels row 1: kernel " + compiled->key + ": spec: ");
+  std::string badConfig = badStore("config.db", [&](Store &s) {
+    Winner w;
+    w.tuneKey = tuneKey(spec);
+    w.config = "rows=1 threads=7 vec=8";
+    w.medianMs = 1;
+    EXPECT_EQ(errorText(s.setWinner(w)), "");
+  });
+  expectRefused(badConfig, "winners row 1: config: ");
+  expectRefused("not a store", "store is 11 bytes, too short for a SQLite database");
+  EXPECT_EQ(b.stats().imports(), 0u);
+  EXPECT_EQ(b.stats().invalid_requests(), 4u);
+
+  // A good kernel of another build identity is no bad entry: it is left
+  // out, and said so.
+  std::string foreign = badStore("foreign.db", [&](Store &s) {
+    StoredKernel k = wire::storedFrom(*compiled, "", toolchainId(spec));
+    k.key = sha256Hex(std::string("another build"));
+    EXPECT_EQ(errorText(s.putKernel(k)), "");
+  });
+  auto report = toB.importStore(foreign);
+  ASSERT_TRUE(bool(report)) << llvm::toString(report.takeError());
+  EXPECT_EQ(report->rows, 0);
+  EXPECT_EQ(report->kernelsLeft, 1);
+  EXPECT_NE(report->firstLeft.find("built under another build identity"), std::string::npos)
+      << report->firstLeft;
+  EXPECT_EQ(listing(b), before);
+}
+
+// /status beside /metrics: the store, its winners and the leases held now,
+// every piece of text from a client escaped.
+TEST(Server, StatusPageListsWinnersAndLeasesEscaped) {
+  EXPECT_EQ(htmlEscaped("<a href=\"x\" title='y'>&</a>"),
+            "&lt;a href=&quot;x&quot; title=&#39;y&#39;&gt;&amp;&lt;/a&gt;");
+  ServerOptions o;
+  o.metricsAddress = "127.0.0.1:0";
+  Fixture f(o);
+  ASSERT_TRUE(f.server);
+  KernelSpec spec = specOf(kSpec);
+  TileConfig winner = *TileConfig::parse(otherConfig(spec));
+  publishWinner(f, winner, "", "fastest <b>by far</b>");
+  const std::string holder = "<script>alert('tuner')</script>";
+  const std::string leased = "rmsnorm_fwd rows=8 cols=1024";
+  v1::AcquireTuningLeaseResponse lease;
+  ASSERT_TRUE(f.acquire(leaseRequest(leased, holder, 60000), lease).ok());
+  ASSERT_TRUE(lease.granted());
+
+  httplib::Client http("127.0.0.1", f.server->metricsPort());
+  auto res = http.Get("/status");
+  ASSERT_TRUE(res) << "no answer from /status";
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  const std::string &body = res->body;
+  std::string tuneSpec = tuneKey(spec).substr(0, tuneKey(spec).find(" | "));
+  std::string leasedSpec = tuneKey(specOf(leased)).substr(0, tuneKey(specOf(leased)).find(" | "));
+  const std::vector<std::string> pieces = {
+      std::string("version ") + tilejitVersion() + ", up ",
+      f.dir.file("t.db") + ": 1 kernel(s), 1 winner(s)",
+      "<tr><td>" + tuneSpec + "</td><td>" + winner.canonical() +
+          "</td><td>0.5000</td><td>fastest &lt;b&gt;by far&lt;/b&gt;</td><td>" +
+          kernelKey(spec, winner).substr(0, 16) + "</td>",
+      "<tr><td>" + leasedSpec + "</td><td>" + htmlEscaped(holder) + "</td><td>"};
+  for (const std::string &piece : pieces)
+    EXPECT_NE(body.find(piece), std::string::npos) << piece << "\nnot in:\n" << body;
+  EXPECT_EQ(htmlEscaped(holder), "&lt;script&gt;alert(&#39;tuner&#39;)&lt;/script&gt;");
+  EXPECT_EQ(body.find("<script"), std::string::npos) << body;
+  EXPECT_EQ(body.find("<b>"), std::string::npos) << body;
+  // The time left of a lease of 60 s.
+  size_t at = body.find(htmlEscaped(holder) + "</td><td>");
+  ASSERT_NE(at, std::string::npos);
+  double left = std::atof(body.c_str() + at + htmlEscaped(holder).size() + 9);
+  EXPECT_GT(left, 30);
+  EXPECT_LE(left, 60);
+
+  // Once the lease ends it is gone from the page.
+  v1::PublishResultRequest pub;
+  pub.set_spec(leased);
+  pub.set_winner_config(getTemplate(specOf(leased)).defaultConfig(specOf(leased)).canonical());
+  pub.set_lease_id(lease.lease_id());
+  v1::PublishResultResponse done;
+  ASSERT_TRUE(f.publish(pub, done).ok());
+  res = http.Get("/status");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->body.find(htmlEscaped(holder)), std::string::npos);
+  EXPECT_NE(res->body.find("1 kernel(s), 2 winner(s)"), std::string::npos) << res->body;
 }

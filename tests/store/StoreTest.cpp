@@ -1101,6 +1101,121 @@ TEST_F(StoreTest, ExportImportRoundTrip) {
   EXPECT_EQ(dump(*d, keys), dump(*c, keys));
 }
 
+// The same copy made and read in memory (what the server sends and takes):
+// the bytes of a one-file store, nothing written beside the store.
+TEST_F(StoreTest, ExportImageImportImageRoundTrip) {
+  const ImportOptions trusted = ImportOptions::trustAll();
+  const std::vector<std::string> keys = {"tk1", "tk2"};
+  auto a = openStore(file("a.db"));
+  ASSERT_TRUE(a);
+  fill(*a, "a", 2000);
+  auto before = std::distance(fs::directory_iterator(dir), fs::directory_iterator());
+  std::string image = ok(a->exportImage());
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), before)
+      << "an image is made in memory";
+  ASSERT_GE(image.size(), 100u);
+  EXPECT_EQ(image.substr(0, 16), std::string("SQLite format 3\0", 16));
+  EXPECT_EQ(image.substr(18, 2), std::string("\x01\x01", 2))
+      << "a WAL store's image is a one-file store with a rollback journal";
+
+  auto b = openStore(":memory:");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(ok(b->importImage(image, "the image", trusted)), 3 + 4 + 2 + 2);
+  EXPECT_EQ(dump(*b, keys), dump(*a, keys));
+  EXPECT_TRUE(ok(b->verify()).empty());
+
+  // The image as a file: what `tilejit cache import` reads.
+  std::string path = file("out/image.db");
+  ASSERT_OK(Store::writeImage(image, path));
+  EXPECT_EQ(readFile(path), image);
+  llvm::Error again = Store::writeImage(image, path);
+  ASSERT_TRUE(bool(again));
+  EXPECT_NE(toString(std::move(again)).find("exists"), std::string::npos);
+  auto c = openStore(":memory:");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(ok(c->importFrom(path, trusted)), 3 + 4 + 2 + 2);
+  // Bytes that are no store are not written as one.
+  llvm::Error junk = Store::writeImage(std::string(4096, 'x'), file("junk.db"));
+  ASSERT_TRUE(bool(junk));
+  llvm::consumeError(std::move(junk));
+  EXPECT_FALSE(fs::exists(file("junk.db")));
+}
+
+// checkRow sees every row before anything is written; one error refuses
+// the whole import, named by table and row, and marked as a rejection.
+TEST_F(StoreTest, ImportImageRejectedByCheckRowWritesNothing) {
+  const std::vector<std::string> keys = {"tk1", "tk2"};
+  auto a = openStore(":memory:");
+  ASSERT_TRUE(a);
+  fill(*a, "a", 2000);
+  std::string image = ok(a->exportImage());
+  auto b = openStore(":memory:");
+  ASSERT_TRUE(b);
+  fill(*b, "b", 5000);
+  std::string before = dump(*b, keys);
+
+  ImportOptions options = ImportOptions::trustAll();
+  std::vector<std::string> seen;
+  options.checkRow = [&](const ImportedRow &row) -> llvm::Error {
+    seen.push_back(row.table);
+    if (row.table == "winners" && row.tuneKey == "tk2")
+      return llvm::createStringError(llvm::inconvertibleErrorCode(), "config: not liked");
+    return llvm::Error::success();
+  };
+  auto n = b->importImage(image, "the image", options);
+  ASSERT_FALSE(bool(n));
+  bool rejection = false;
+  std::string msg;
+  llvm::handleAllErrors(n.takeError(), [&](const llvm::ErrorInfoBase &e) {
+    rejection = isImportRejection(e);
+    msg = e.message();
+  });
+  EXPECT_TRUE(rejection) << msg;
+  EXPECT_NE(msg.find("the image: winners row 2: config: not liked"), std::string::npos) << msg;
+  EXPECT_EQ(dump(*b, keys), before);
+  EXPECT_NE(std::find(seen.begin(), seen.end(), "timings"), seen.end());
+
+  // Bytes that are not a store: refused as such, not as a failure here.
+  auto junk = b->importImage(std::string(5000, '\x07'), "junk", options);
+  ASSERT_FALSE(bool(junk));
+  llvm::handleAllErrors(junk.takeError(), [&](const llvm::ErrorInfoBase &e) {
+    EXPECT_TRUE(isImportRejection(e)) << e.message();
+    EXPECT_NE(e.message().find("junk"), std::string::npos) << e.message();
+  });
+  EXPECT_EQ(dump(*b, keys), before);
+}
+
+// A file whose "timings" is a view (any query its author chose, run by the
+// import's reads) is refused before a row is read.
+TEST_F(StoreTest, ImportRefusesAViewInPlaceOfATable) {
+  auto a = openStore(file("a.db"));
+  ASSERT_TRUE(a);
+  fill(*a, "a", 2000);
+  std::string exported = file("view.db");
+  ASSERT_OK(a->exportTo(exported));
+  {
+    sqlite3 *raw = nullptr;
+    ASSERT_EQ(sqlite3_open(exported.c_str(), &raw), SQLITE_OK);
+    const char *sql =
+        "DROP TABLE timings; CREATE VIEW timings (id, tune_key, config, median_ms, p20_ms, "
+        "p80_ms, reps, gpu, sm_count, driver_version, sm_clock_mhz, mem_clock_mhz, created_at) "
+        "AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 5) "
+        "SELECT i, 'tk9', 'c' || i, 1.0, 1.0, 1.0, 1, 'gpu', 1, 1, 1, 1, 1 FROM n;";
+    char *err = nullptr;
+    int rc = sqlite3_exec(raw, sql, nullptr, nullptr, &err);
+    EXPECT_EQ(rc, SQLITE_OK) << (err ? err : "");
+    sqlite3_free(err);
+    sqlite3_close(raw);
+  }
+  auto b = openStore(":memory:");
+  ASSERT_TRUE(b);
+  auto n = b->importFrom(exported, ImportOptions::trustAll());
+  ASSERT_FALSE(bool(n));
+  std::string msg = toString(n.takeError());
+  EXPECT_NE(msg.find("timings is a view, not a table; nothing imported"), std::string::npos) << msg;
+  EXPECT_TRUE(ok(b->timings("tk9")).empty());
+}
+
 TEST_F(StoreTest, ImportOfABadFileLeavesTheStoreUnchanged) {
   const std::vector<std::string> keys = {"tk1", "tk2"};
   auto b = openStore(file("b.db"));
@@ -1515,7 +1630,6 @@ TEST_P(StoreProcessTest, SigkillAtRandomPointsLeavesAConsistentFile) {
   }
   EXPECT_GT(seen, 0u) << "the writer never committed a kernel: the test tested nothing";
 }
-
 
 TEST_F(StoreTest, WritersSetForDifferentJournalsShareOneFile) {
   // Four processes set for WAL and four for a rollback journal on one store:

@@ -1,12 +1,20 @@
 //===- CacheCommand.cpp - `tilejit cache ls|show|export|import|verify|prune` -===//
 #include "tools/tilejit/Commands.h"
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "compiler/Rederive.h"
 #include "runtime/Store.h"
+#include "service/Client.h"
 #include "tools/tilejit/Output.h"
+
+#include <nlohmann/json.hpp>
 
 namespace tilejit::cli {
 
@@ -22,8 +30,8 @@ bool rederives(const StoredKernel &k, std::string &why) {
 }
 
 struct CacheArgs {
-  std::string db, key, file, olderThan;
-  bool trustBinaries = false, noBinaries = false, recompile = false;
+  std::string db, key, file, olderThan, server;
+  bool trustBinaries = false, noBinaries = false, recompile = false, json = false;
 };
 
 std::string when(int64_t t) {
@@ -65,7 +73,51 @@ bool readsOnly(const std::string &verb) {
   return verb == "ls" || verb == "show" || verb == "verify" || verb == "export";
 }
 
+/// export and import against a `tilejit serve` (--server): the file is
+/// the same store file the local verbs write and read.
+int runRemote(const std::string &verb, const CacheArgs &a) {
+  if (a.trustBinaries || a.noBinaries)
+    return usageError("--trust-binaries and --no-binaries apply to a local import; a server "
+                      "takes the binaries built under its own identity");
+  auto options = ClientOptions::fromEnvironment(a.server);
+  if (!options)
+    return usageError(llvm::toString(options.takeError()));
+  ClientOptions o = **options;
+  // A whole store may take longer than one kernel.
+  if (!std::getenv("TILEJIT_SERVER_DEADLINE_MS"))
+    o.deadline = std::chrono::minutes(2);
+  Client client(o);
+  if (verb == "export") {
+    auto image = client.exportStore();
+    if (!image)
+      return fail(llvm::toString(image.takeError()));
+    if (auto e = Store::writeImage(*image, a.file))
+      return fail(llvm::toString(std::move(e)));
+    std::printf("exported %s (%zu bytes) to %s\n", shown(a.server).c_str(), image->size(),
+                shown(a.file).c_str());
+    return 0;
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(a.file, ec))
+    return fail(a.file + ": not a store file (no such regular file)");
+  std::ifstream in(a.file, std::ios::binary);
+  std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof())
+    return fail("cannot read " + a.file);
+  auto report = client.importStore(image);
+  if (!report)
+    return fail(llvm::toString(report.takeError()));
+  std::printf("imported %lld rows from %s into %s\n", (long long)report->rows,
+              shown(a.file).c_str(), shown(a.server).c_str());
+  if (report->kernelsLeft)
+    std::printf("left %lld kernel(s) out, compiled there at first use instead (%s)\n",
+                (long long)report->kernelsLeft, shown(report->firstLeft).c_str());
+  return 0;
+}
+
 int run(const std::string &verb, const CacheArgs &a) {
+  if (!a.server.empty())
+    return runRemote(verb, a);
   if (verb == "prune" && parseAge(a.olderThan) < 0)
     return usageError("--older-than '" + a.olderThan + "' is not an age like 30d, 12h, 45m or 90s");
   if (a.trustBinaries && a.noBinaries)
@@ -78,6 +130,12 @@ int run(const std::string &verb, const CacheArgs &a) {
       return fail(llvm::toString(store.takeError()));
     opened = std::move(*store);
     if (!opened) {
+      if (verb == "ls" && a.json) {
+        nlohmann::json j = {
+            {"store", path}, {"schema", nullptr}, {"entries", nlohmann::json::array()}};
+        std::printf("%s\n", dumped(j).c_str());
+        return 0;
+      }
       if (verb == "ls") {
         std::printf("%s: no store yet, 0 entries\n", shown(path).c_str());
         return 0;
@@ -100,6 +158,20 @@ int run(const std::string &verb, const CacheArgs &a) {
     auto rows = s.list();
     if (!rows)
       return fail(llvm::toString(rows.takeError()));
+    if (a.json) {
+      nlohmann::json j = {
+          {"store", s.path()}, {"schema", s.schemaVersion()}, {"entries", nlohmann::json::array()}};
+      for (auto &r : *rows)
+        j["entries"].push_back({{"kind", r.kind},
+                                {"key", r.key},
+                                {"spec", r.spec},
+                                {"config", r.config},
+                                {"arch", r.arch},
+                                {"bytes", r.bytes},
+                                {"created_at", r.createdAt}});
+      std::printf("%s\n", dumped(j).c_str());
+      return 0;
+    }
     std::printf("%s: schema %d, %zu entries\n", shown(s.path()).c_str(), s.schemaVersion(),
                 rows->size());
     for (auto &r : *rows)
@@ -211,16 +283,21 @@ Action addCache(CLI::App &app) {
     c->callback([verb, name] { *verb = name; });
     return c;
   };
-  sub("ls", "List kernels and winners");
+  sub("ls", "List kernels and winners")->add_flag("--json", a->json, "Print the list as JSON");
   sub("show", "Show one kernel")
       ->add_option("key", a->key, "Kernel key or a unique prefix")
       ->required();
-  sub("export", "Copy the cache to a new file")
-      ->add_option("file", a->file, "Destination")
-      ->required();
+  auto *exportCmd = sub("export", "Copy the cache (or a server's) to a new file");
+  exportCmd->add_option("file", a->file, "Destination")->required();
+  exportCmd->add_option("--server", a->server,
+                        "Copy the store of this `tilejit serve` (host:port; TLS and token from "
+                        "TILEJIT_CA and TILEJIT_TOKEN as for TILEJIT_SERVER)");
   auto *import = sub("import", "Merge another cache file in: its winners, timings and failures, "
                                "and the binaries that compiling their spec here reproduces");
   import->add_option("file", a->file, "Source")->required();
+  import->add_option("--server", a->server,
+                     "Merge into the store of this `tilejit serve` instead (host:port; needs a "
+                     "read-write TILEJIT_TOKEN): all of the file or nothing");
   import->add_flag("--trust-binaries", a->trustBinaries,
                    "Take every binary as it is (hash checked): only for files from a source "
                    "you trust, as they hold GPU code");

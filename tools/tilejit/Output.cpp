@@ -45,6 +45,10 @@ int writeAll(int fd, std::string_view bytes) {
 
 } // namespace
 
+std::string dumped(const nlohmann::json &j) {
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 llvm::Error writeFileAtomically(const std::string &path, std::string_view bytes) {
   auto error = [&](int err) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),

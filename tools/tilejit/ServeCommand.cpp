@@ -123,8 +123,9 @@ Action addServe(CLI::App &app) {
   cmd->add_option("--tls-key", a->tlsKey, "the private key of --tls-cert (PEM)");
   cmd->add_option("--tls-client-ca", a->tlsClientCa,
                   "a CA (PEM): clients must present a certificate it signed");
-  cmd->add_option("--metrics-addr", a->metricsAddr,
-                  "host:port to serve Prometheus's /metrics on (default: none)");
+  cmd->add_option(
+      "--metrics-addr", a->metricsAddr,
+      "host:port to serve Prometheus's /metrics and the /status page on (default: none)");
   cmd->add_option("--drain-grace", a->graceSeconds,
                   "seconds health reports NOT_SERVING before the server stops taking calls")
       ->capture_default_str();

@@ -149,7 +149,7 @@ int runTune(const TuneArgs &a) {
                         {"measure_s", r->measureSeconds}};
     for (auto &c : r->candidates)
       j["candidates"].push_back(candidateJson(c));
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", dumped(j).c_str());
     return 0;
   }
   int failed = 0;
@@ -204,8 +204,38 @@ int runExplain(const TuneArgs &a) {
       store ? store->failures(key) : llvm::Expected<std::vector<Failure>>(std::vector<Failure>());
   if (!failures)
     return fail(llvm::toString(failures.takeError()));
-  std::printf("spec     %s\ntoolchain %s\n", spec.canonical().c_str(), toolchainId(spec).c_str());
   KernelSpec tuned = spec.tuningSpec();
+  std::vector<Timing> t = *timings;
+  std::sort(t.begin(), t.end(),
+            [](const Timing &x, const Timing &y) { return x.medianMs < y.medianMs; });
+  if (a.json) {
+    nlohmann::json j = {{"spec", spec.canonical()},
+                        {"toolchain", toolchainId(spec)},
+                        {"tune_key", key},
+                        {"tuned_at", tuned.canonical()},
+                        {"timings", nlohmann::json::array()},
+                        {"failures", nlohmann::json::array()}};
+    if (*w)
+      j["chosen"] = {{"config", (*w)->config},
+                     {"median_ms", (*w)->medianMs},
+                     {"kernel_key", (*w)->kernelKey},
+                     {"reason", (*w)->reason}};
+    else
+      j["chosen"] = nullptr;
+    j["default_config"] = getTemplate(spec).defaultConfig(spec).canonical();
+    for (const Timing &x : t)
+      j["timings"].push_back({{"config", x.config},
+                              {"median_ms", x.medianMs},
+                              {"p20_ms", x.p20Ms},
+                              {"p80_ms", x.p80Ms},
+                              {"reps", x.reps},
+                              {"gpu", x.gpu}});
+    for (const Failure &f : *failures)
+      j["failures"].push_back({{"config", f.config}, {"stage", f.stage}, {"reason", f.reason}});
+    std::printf("%s\n", dumped(j).c_str());
+    return 0;
+  }
+  std::printf("spec     %s\ntoolchain %s\n", spec.canonical().c_str(), toolchainId(spec).c_str());
   for (size_t i = 0; i < spec.op()->params.size(); ++i) {
     const ParamDecl &p = spec.op()->params[i];
     int64_t at = tuned[int(i)];
@@ -225,9 +255,6 @@ int runExplain(const TuneArgs &a) {
                 (*w)->medianMs, shown((*w)->kernelKey.substr(0, 16)).c_str(),
                 shown((*w)->reason).c_str());
   }
-  std::vector<Timing> t = *timings;
-  std::sort(t.begin(), t.end(),
-            [](const Timing &x, const Timing &y) { return x.medianMs < y.medianMs; });
   if (!t.empty())
     std::printf("timings  (%zu; median [p20, p80] ms, GPU)\n", t.size());
   for (const Timing &x : t)
@@ -265,6 +292,7 @@ Action addExplain(CLI::App &app) {
       app.add_subcommand("explain", "Show the chosen config for a kernel, why, and its timings");
   a->spec.add(cmd);
   cmd->add_option("--db", a->db, "Tuning cache file");
+  cmd->add_flag("--json", a->json, "Print the explanation as JSON");
   return [a] { return runExplain(*a); };
 }
 
