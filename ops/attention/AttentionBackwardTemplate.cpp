@@ -124,15 +124,15 @@ public:
 
   TileConfig defaultConfig(const KernelSpec &ks) const override {
     attention::Params p(ks);
-    // The fastest of run 3 on the H200 (bench/NOTES.md, attention b1): 128
-    // keys a step for dQ, 64 queries a step for dK and dV, for head dims 64
-    // and 128 alike (against 64 and 32: 12-14 % faster at d = 128); one
-    // consumer where two would leave multiprocessors idle in the dK/dV
-    // kernel (fewer than 128 programs of 128 keys: Llama-3.1-70B at TP8,
-    // one KV head, 133 TFLOP/s with two, 170 with one and 64 queries a
-    // step, which spills with one consumer: 32 there).
+    // The fastest of runs 3 and 4 on the H200 (bench/NOTES.md, attention
+    // b1): 128 keys a step for dQ, 64 queries a step for dK and dV, for head
+    // dims 64 and 128 alike (against 64 and 32: 12-14 % faster at d = 128),
+    // with overlap (8-10 % faster); one consumer where two would leave
+    // multiprocessors idle in the dK/dV kernel (fewer than 128 programs of
+    // 128 keys: Llama-3.1-70B at TP8, one KV head, 139 TFLOP/s with two,
+    // 150 with one and 32 queries a step; 64 spill with one consumer).
     int64_t programs = (p.sk + 127) / 128 * p.b * p.hkv;
-    TileConfig c = programs < 128 ? make(1, 128, 32, 2) : make(2, 128, 64, 2);
+    TileConfig c = programs < 128 ? make(1, 128, 32, 2, 1) : make(2, 128, 64, 2, 1);
     if (llvm::Error err = checkConfig(ks, c)) {
       llvm::consumeError(std::move(err));
       return make(2, 32, 16, 2);
