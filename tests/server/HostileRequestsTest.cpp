@@ -10,12 +10,20 @@
 // for byte what it was. Then the valid specs the fuzz made that the store
 // lacked are compiled (a few, sizes as large as their ranges allow): each is
 // compiled or refused with a reason, and those kernels are all that is new.
-// The server still serves at the end. TILEJIT_TEST_SEED replays a run.
+// Connections that are not HTTP/2, or stop inside a frame, are closed. The
+// server still serves at the end. TILEJIT_TEST_SEED replays a run.
 //
 //===----------------------------------------------------------------------===//
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <random>
@@ -347,6 +355,7 @@ public:
   }
 
   bool ready() const { return bool(server_); }
+  int port() const { return server_->port(); }
   /// The config of the kernel in the store: one a publish may name.
   void setStoredConfig(const std::string &config) { storedConfig_ = config; }
   std::shared_ptr<grpc::Channel> channel() const { return channel_; }
@@ -586,6 +595,46 @@ private:
   std::map<StatusCode, int> seen_;
 };
 
+/// Sends `bytes` on a new TCP connection to `port`, closes the sending side,
+/// and says whether the server closed the connection within `deadline`
+/// (rather than holding it open, or never accepting it).
+bool serverCloses(int port, const std::string &bytes, std::chrono::seconds deadline,
+                  std::string &why) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) {
+    why = "socket: " + std::string(std::strerror(errno));
+    return false;
+  }
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{long(deadline.count()), 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  bool closed = false;
+  if (::connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0) {
+    why = "connect: " + std::string(std::strerror(errno));
+  } else {
+    // The server may close before reading everything: a failed send is
+    // an answer too.
+    (void)::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    ::shutdown(fd, SHUT_WR);
+    char buf[4096];
+    for (;;) {
+      ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n > 0)
+        continue;
+      closed = n == 0 || errno == ECONNRESET;
+      if (!closed)
+        why = "recv: " + std::string(std::strerror(errno));
+      break;
+    }
+  }
+  ::close(fd);
+  return closed;
+}
+
 std::string listing(v1::TileJit::Stub &stub, grpc::ClientContext *ctx) {
   v1::ListResponse list;
   grpc::Status s = stub.List(ctx, v1::ListRequest(), &list);
@@ -698,6 +747,32 @@ TEST(Server, HostileRequestsAreAnsweredAndChangeNothing) {
     if (e.kind() == "kernel" && e.key() != kernel.kernel().key())
       kernelsAfter.insert(e.key());
   EXPECT_EQ(kernelsAfter, compiled);
+
+  // Connections that never speak HTTP/2, or stop part way through a frame:
+  // each is closed by the server, which serves on.
+  const std::string preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+  Rng wire(seed ^ 0x9e3779b97f4a7c15);
+  for (int i = 0; i < 24; ++i) {
+    std::string bytes;
+    switch (i % 4) {
+    case 0:
+      bytes = randomBytes(wire, below(wire, 2000));
+      break;
+    case 1:
+      bytes = preface + randomBytes(wire, below(wire, 2000));
+      break;
+    case 2:
+      // A SETTINGS frame whose header promises more than follows.
+      bytes = preface + std::string("\x00\x10\x00\x04\x00\x00\x00\x00\x00\x00\x03", 11);
+      break;
+    default:
+      bytes = preface.substr(0, below(wire, preface.size()));
+      break;
+    }
+    std::string why;
+    EXPECT_TRUE(serverCloses(h.port(), bytes, std::chrono::seconds(20), why))
+        << "connection " << i << " (" << bytes.size() << " bytes): " << why;
+  }
 
   // Still serving, on the same connection: health, and the stored kernel.
   auto health = grpc::health::v1::Health::NewStub(h.channel());
