@@ -138,6 +138,10 @@ TEST(AttentionCompile, BackwardErrorsNameWhatWasWrong) {
   ASSERT_FALSE(bool(k));
   EXPECT_NE(llvm::toString(k.takeError()).find("attn_bwd runs on sm_90a"), std::string::npos);
 
+  EXPECT_NE(llvm::toString(backward(256, true).spec().validate())
+                .find("attn_bwd head dim d must be 64 or 128, got d=256"),
+            std::string::npos);
+
   attention::Call call;
   call.b = 0;
   call.sq = call.sk = 5;
