@@ -13,11 +13,8 @@ namespace tilejit {
 
 llvm::ArrayRef<const OpDecl *> allOps() {
   static const OpDecl *const ops[] = {
-      &rmsnorm::forwardOp(),
-      &rmsnorm::backwardOp(),
-      &gemm::op(),
-      &attention::forwardOp(),
-      &attention::backwardOp(),
+      &rmsnorm::forwardOp(),   &rmsnorm::backwardOp(),   &gemm::op(),
+      &attention::forwardOp(), &attention::backwardOp(),
   };
   return ops;
 }

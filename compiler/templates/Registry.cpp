@@ -12,9 +12,9 @@ const KernelTemplate &attentionForwardTemplate();
 const KernelTemplate &attentionBackwardTemplate();
 
 const KernelTemplate *findTemplate(const OpDecl *op) {
-  for (const KernelTemplate *t : {&rmsNormForwardTemplate(), &rmsNormBackwardTemplate(),
-                                  &gemmTemplate(), &attentionForwardTemplate(),
-                                  &attentionBackwardTemplate()})
+  for (const KernelTemplate *t :
+       {&rmsNormForwardTemplate(), &rmsNormBackwardTemplate(), &gemmTemplate(),
+        &attentionForwardTemplate(), &attentionBackwardTemplate()})
     if (&t->op() == op)
       return t;
   return nullptr;
