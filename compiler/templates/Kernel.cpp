@@ -1,6 +1,8 @@
 //===- Kernel.cpp -----------------------------------------------------------===//
 #include "compiler/templates/Kernel.h"
 
+#include "mlir/Dialect/Math/IR/Math.h"
+
 using namespace mlir;
 
 namespace tilejit {
@@ -39,6 +41,23 @@ tile::KernelOp makeKernel(OpBuilder &b, Location loc, StringRef name, ArrayRef<T
   for (Type t : args)
     entry->addArgument(t, loc);
   return kernel;
+}
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+buildModule(MLIRContext &ctx, const KernelTemplate &tmpl, const KernelSpec &spec,
+            const TileConfig &cfg, llvm::function_ref<void(OpBuilder &, Location)> body) {
+  if (auto err = spec.validate())
+    return err;
+  if (auto err = tmpl.checkConfig(spec, cfg))
+    return err;
+  ctx.getOrLoadDialect<tile::TileDialect>();
+  ctx.getOrLoadDialect<math::MathDialect>();
+  OpBuilder b(&ctx);
+  Location loc = b.getUnknownLoc();
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  b.setInsertionPointToEnd(module->getBody());
+  body(b, loc);
+  return module;
 }
 
 } // namespace tilejit

@@ -1,9 +1,11 @@
 //===- Kernel.h - what every template builds a kernel with ---------*- C++ -*-===//
 #pragma once
 
+#include "compiler/templates/Template.h"
 #include "core/KernelSpec.h"
 #include "dialects/Tile/TileDialect.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/FunctionExtras.h"
 
 namespace tilejit {
 
@@ -21,5 +23,13 @@ tile::KernelOp makeKernel(mlir::OpBuilder &b, mlir::Location loc, llvm::StringRe
                           llvm::ArrayRef<mlir::Type> args, int64_t threads, mlir::AffineMap grid,
                           llvm::ArrayRef<int64_t> gridOperands, const TileConfig &cfg,
                           int64_t cluster = 1, int64_t minBlocks = 0);
+
+/// What every template's build() does around its kernels: checks `spec`
+/// and `cfg` (validate, then `tmpl`'s checkConfig), loads the tile and math
+/// dialects, and calls `body` with a builder at the end of a new module.
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+buildModule(mlir::MLIRContext &ctx, const KernelTemplate &tmpl, const KernelSpec &spec,
+            const TileConfig &cfg,
+            llvm::function_ref<void(mlir::OpBuilder &, mlir::Location)> body);
 
 } // namespace tilejit

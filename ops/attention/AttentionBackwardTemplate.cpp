@@ -192,20 +192,11 @@ public:
   llvm::Expected<OwningOpRef<ModuleOp>> build(MLIRContext &ctx, const KernelSpec &ks,
                                               const TileConfig &cfg) const override {
     attention::Params p(ks);
-    if (auto err = ks.validate())
-      return err;
-    if (auto err = checkConfig(ks, cfg))
-      return err;
-    ctx.getOrLoadDialect<tt::TileDialect>();
-    ctx.getOrLoadDialect<math::MathDialect>();
-    OpBuilder b(&ctx);
-    Location loc = b.getUnknownLoc();
-    OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
-    b.setInsertionPointToEnd(module->getBody());
-    Builder kb{b, loc, p, Shape(cfg), cfg};
-    kb.dq();
-    kb.dkv();
-    return module;
+    return buildModule(ctx, *this, ks, cfg, [&](OpBuilder &b, Location loc) {
+      Builder kb{b, loc, p, Shape(cfg), cfg};
+      kb.dq();
+      kb.dkv();
+    });
   }
 
 private:

@@ -75,7 +75,6 @@ llvm::Error configError(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
-
 /// Builds tiles, constants and arithmetic for one layout.
 struct TileBuilder {
   OpBuilder &b;
@@ -548,21 +547,13 @@ public:
   llvm::Expected<OwningOpRef<ModuleOp>> build(MLIRContext &ctx, const KernelSpec &ks,
                                               const TileConfig &cfg) const override {
     const RmsSpec spec(ks);
-    if (auto err = spec.validate())
-      return err;
-    if (auto err = checkConfig(spec, cfg))
-      return err;
-    ctx.getOrLoadDialect<tt::TileDialect>();
-    OpBuilder b(&ctx);
-    Location loc = b.getUnknownLoc();
-    OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
-    b.setInsertionPointToEnd(module->getBody());
-    bool segmented = shapeOf(spec, cfg).segs > 1;
-    if (backward())
-      buildBackward(b, loc, spec, cfg, segmented);
-    else
-      buildForward(b, loc, spec, cfg, segmented);
-    return module;
+    return buildModule(ctx, *this, ks, cfg, [&](OpBuilder &b, Location loc) {
+      bool segmented = shapeOf(spec, cfg).segs > 1;
+      if (backward())
+        buildBackward(b, loc, spec, cfg, segmented);
+      else
+        buildForward(b, loc, spec, cfg, segmented);
+    });
   }
 
 private:
@@ -588,8 +579,7 @@ private:
     AffineMap grid =
         programs > 0 ? AffineMap::get(0, 1, {tiles, getAffineConstantExpr(programs, &ctx)}, &ctx)
                      : AffineMap::get(0, 1, tiles);
-    auto kernel = makeKernel(b, loc, baseName(spec), args, s.threads, grid, {0, 0}, cfg,
-                             s.cluster);
+    auto kernel = makeKernel(b, loc, baseName(spec), args, s.threads, grid, {0, 0}, cfg, s.cluster);
     // A row held in up to kMaxHeldFwd (32) elements a thread fits in 64
     // registers, so 1024 threads fit on a multiprocessor. Left alone, ptxas takes a few more
     // where a run is ragged and loses a block: 15000 columns, 512 threads,
