@@ -152,6 +152,27 @@ checkAttnTensors(std::initializer_list<std::pair<const char *, const void *>> te
   }
   return std::nullopt;
 }
+
+/// The forward's part of an attention call: its sizes, scale and tensors
+/// (each a device pointer, 16-byte aligned), or the status that refuses them.
+std::optional<tj_status> attnForward(tilejit::DType dt, tj_attn_layout layout, int64_t b,
+                                     int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d,
+                                     int causal, float scale, const void *q, const void *k,
+                                     const void *v, const void *o, const float *lse,
+                                     tilejit::attention::Call &call) {
+  if (!attnCall(dt, layout, b, sq, sk, hq, hkv, d, causal, call))
+    return badLayout(layout);
+  call.scale = scale;
+  if (auto bad = checkAttnTensors({{"q", q}, {"k", k}, {"v", v}, {"o", o}, {"lse", lse}},
+                                  "q, k, v, o and lse"))
+    return bad;
+  call.q = uint64_t(q);
+  call.k = uint64_t(k);
+  call.v = uint64_t(v);
+  call.o = uint64_t(o);
+  call.lse = uint64_t(lse);
+  return std::nullopt;
+}
 } // namespace
 
 extern "C" {
@@ -411,17 +432,9 @@ tj_status tj_attn_fwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64
   TJ_ENGINE(e);
   TJ_DTYPE(dt, dtype);
   tilejit::attention::Call call;
-  if (!attnCall(dt, layout, b, sq, sk, hq, hkv, d, causal, call))
-    return badLayout(layout);
-  call.scale = scale;
-  if (auto bad = checkAttnTensors({{"q", q}, {"k", k}, {"v", v}, {"o", o}, {"lse", lse}},
-                                  "q, k, v, o and lse"))
+  if (auto bad =
+          attnForward(dt, layout, b, sq, sk, hq, hkv, d, causal, scale, q, k, v, o, lse, call))
     return *bad;
-  call.q = uint64_t(q);
-  call.k = uint64_t(k);
-  call.v = uint64_t(v);
-  call.o = uint64_t(o);
-  call.lse = uint64_t(lse);
   auto spec = tilejit::attention::specOf(call, e->engine->target());
   if (!spec)
     return invalid(llvm::toString(spec.takeError()));
@@ -453,26 +466,13 @@ tj_status tj_attn_bwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64
   TJ_ENGINE(e);
   TJ_DTYPE(dt, dtype);
   tilejit::attention::BackwardCall call;
-  if (!attnCall(dt, layout, b, sq, sk, hq, hkv, d, causal, call))
-    return badLayout(layout);
-  call.scale = scale;
-  if (auto bad = checkAttnTensors({{"q", q},
-                                   {"k", k},
-                                   {"v", v},
-                                   {"o", o},
-                                   {"lse", lse},
-                                   {"dout", dout},
-                                   {"dq", dq},
-                                   {"dk", dk},
-                                   {"dv", dv},
-                                   {"workspace", workspace}},
-                                  "q, k, v, o, lse, dout, dq, dk, dv and workspace"))
+  if (auto bad =
+          attnForward(dt, layout, b, sq, sk, hq, hkv, d, causal, scale, q, k, v, o, lse, call))
     return *bad;
-  call.q = uint64_t(q);
-  call.k = uint64_t(k);
-  call.v = uint64_t(v);
-  call.o = uint64_t(o);
-  call.lse = uint64_t(lse);
+  if (auto bad = checkAttnTensors(
+          {{"dout", dout}, {"dq", dq}, {"dk", dk}, {"dv", dv}, {"workspace", workspace}},
+          "dout, dq, dk, dv and workspace"))
+    return *bad;
   call.dO = uint64_t(dout);
   call.dQ = uint64_t(dq);
   call.dK = uint64_t(dk);
