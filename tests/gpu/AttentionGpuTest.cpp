@@ -75,11 +75,8 @@ protected:
     return size_t(((batch * h + head) * s + row) * c.d);
   }
 
-  void run(const Case &c) {
-    SCOPED_TRACE(name(c));
-    uint64_t seed = tilejit::testing::testSeed();
-    SCOPED_TRACE(tilejit::testing::replayHint(seed));
-    std::mt19937_64 rng(seed);
+  /// The call `c` describes, no buffers yet.
+  static attention::Call callOf(const Case &c) {
     attention::Call call;
     call.dt = c.dt;
     call.d = c.d;
@@ -91,6 +88,15 @@ protected:
     call.sq = c.sq;
     call.sk = c.sk;
     call.scale = c.scale;
+    return call;
+  }
+
+  void run(const Case &c) {
+    SCOPED_TRACE(name(c));
+    uint64_t seed = tilejit::testing::testSeed();
+    SCOPED_TRACE(tilejit::testing::replayHint(seed));
+    std::mt19937_64 rng(seed);
+    attention::Call call = callOf(c);
 
     size_t nq = size_t(c.b * c.sq * c.hq * c.d), nk = size_t(c.b * c.sk * c.hkv * c.d);
     HostTensor q(c.dt, nq), k(c.dt, nk), v(c.dt, nk);
@@ -100,13 +106,9 @@ protected:
 
     auto spec = attention::specOf(call, target);
     ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
-    TileConfig config;
-    if (*c.config) {
-      auto parsed = TileConfig::parse(c.config);
-      ASSERT_TRUE(bool(parsed)) << llvm::toString(parsed.takeError());
-      config = *parsed;
-    }
-    auto compiled = compileKernel(*spec, config);
+    auto config = TileConfig::parse(c.config); // empty: the default
+    ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
+    auto compiled = compileKernel(*spec, *config);
     ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
     EXPECT_EQ(compiled->entries.front().spillBytes, 0) << compiled->log;
     auto kernel = LoadedKernel::load(*compiled);
@@ -271,16 +273,7 @@ protected:
     SCOPED_TRACE(tilejit::testing::replayHint(seed));
     std::mt19937_64 rng(seed);
     attention::BackwardCall call;
-    call.dt = c.dt;
-    call.d = c.d;
-    call.hq = c.hq;
-    call.hkv = c.hkv;
-    call.causal = c.causal;
-    call.layout = c.layout;
-    call.b = c.b;
-    call.sq = c.sq;
-    call.sk = c.sk;
-    call.scale = c.scale;
+    static_cast<attention::Call &>(call) = callOf(c);
     size_t nq = size_t(c.b * c.sq * c.hq * c.d), nk = size_t(c.b * c.sk * c.hkv * c.d);
     HostTensor q(c.dt, nq), k(c.dt, nk), v(c.dt, nk), dout(c.dt, nq);
     q.randomNormal(rng, 0.0f, 1.0f);
@@ -292,15 +285,11 @@ protected:
     ASSERT_TRUE(bool(fspec)) << llvm::toString(fspec.takeError());
     auto bspec = attention::backwardSpecOf(call, target);
     ASSERT_TRUE(bool(bspec)) << llvm::toString(bspec.takeError());
-    TileConfig config;
-    if (*c.config) {
-      auto parsed = TileConfig::parse(c.config);
-      ASSERT_TRUE(bool(parsed)) << llvm::toString(parsed.takeError());
-      config = *parsed;
-    }
+    auto config = TileConfig::parse(c.config); // empty: the default
+    ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
     auto fwd = compileKernel(*fspec, {});
     ASSERT_TRUE(bool(fwd)) << llvm::toString(fwd.takeError());
-    auto bwd = compileKernel(*bspec, config);
+    auto bwd = compileKernel(*bspec, *config);
     ASSERT_TRUE(bool(bwd)) << llvm::toString(bwd.takeError());
     for (const EntryInfo &e : bwd->entries)
       EXPECT_EQ(e.spillBytes, 0) << e.name << "\n" << bwd->log;
