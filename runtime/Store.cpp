@@ -1503,9 +1503,15 @@ llvm::Expected<int64_t> Store::pruneOlderThan(int64_t unixTime) {
   return deleted;
 }
 
-llvm::Error Store::exportTo(const std::string &path) {
-  if (auto e = checkStorePath(path))
-    return withContext(std::move(e), path_, "exporting to " + path);
+namespace {
+/// Creates the store copy at `path`, which must not exist (its missing
+/// parent directories are made): `fill` writes it under a temporary name
+/// beside it, which reaches the disk and is then linked into place, so a
+/// failure, a full disk or a kill midway leaves no file at `path` (that
+/// would later open as an empty store) and no directory made for it.
+llvm::Error createStoreCopy(const std::string &path,
+                            llvm::function_ref<llvm::Error(const std::string &temp)> fill) {
+  auto refuse = [](const std::string &what) { return fail("tilejit store export: " + what); };
   std::vector<fs::path> madeDirs;
   fs::path parent = fs::path(path).parent_path();
   if (!parent.empty())
@@ -1519,24 +1525,44 @@ llvm::Error Store::exportTo(const std::string &path) {
   std::error_code ec;
   if (fs::exists(fs::symlink_status(path, ec)) ||
       (ec && ec != std::errc::no_such_file_or_directory))
-    return cleanup(
-        "", fail("tilejit store export: " + path + " already exists; refusing to overwrite it"));
-  // The copy is made under a temporary name and linked into place when
-  // complete: a full disk or a kill mid-way leaves no file at `path` that
-  // would later open as an empty store.
+    return cleanup("", refuse(path + " already exists; refusing to overwrite it"));
   std::string temp = temporaryBeside(path, "export");
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto st = statement("VACUUM INTO ?1");
-    if (!st)
-      return cleanup(temp, st.takeError());
-    st->bind(1, temp);
-    if (auto e = st->run())
-      return cleanup(temp, withContext(std::move(e), path_, "exporting to " + path));
+  if (auto e = fill(temp))
+    return cleanup(temp, std::move(e));
+  // The copy's data reaches the disk before its name does.
+  int fd = ::open(temp.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    int err = errno;
+    if (fd >= 0)
+      ::close(fd);
+    return cleanup(temp, refuse("writing " + path + ": " + std::strerror(err)));
   }
-  // A file that travels should be one file: make sure it uses a rollback
-  // journal (SQLite 3.40 writes VACUUM INTO copies so; not every version did).
-  {
+  ::close(fd);
+  int err = linkIntoPlace(temp, path);
+  if (err == EEXIST)
+    return cleanup(temp, refuse(path + " already exists; refusing to overwrite it"));
+  if (err != 0)
+    return cleanup(temp, refuse("cannot create " + path + ": " + std::strerror(err)));
+  return llvm::Error::success();
+}
+} // namespace
+
+llvm::Error Store::exportTo(const std::string &path) {
+  if (auto e = checkStorePath(path))
+    return withContext(std::move(e), path_, "exporting to " + path);
+  return createStoreCopy(path, [&](const std::string &temp) -> llvm::Error {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto st = statement("VACUUM INTO ?1");
+      if (!st)
+        return st.takeError();
+      st->bind(1, temp);
+      if (auto e = st->run())
+        return withContext(std::move(e), path_, "exporting to " + path);
+    }
+    // A file that travels should be one file: make sure it uses a rollback
+    // journal (SQLite 3.40 writes VACUUM INTO copies so; not every version
+    // did).
     sqlite3 *raw = nullptr;
     int rc =
         sqlite3_open_v2(temp.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -1544,26 +1570,9 @@ llvm::Error Store::exportTo(const std::string &path) {
     if (rc == SQLITE_OK)
       rc = sqlite3_exec(raw, "PRAGMA journal_mode = DELETE", nullptr, nullptr, nullptr);
     if (rc != SQLITE_OK)
-      return cleanup(
-          temp, fail("tilejit store export: finishing " + path + ": " + sqliteMessage(raw, rc)));
-  }
-  // The copy's data reaches the disk before its name does.
-  int fd = ::open(temp.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    int err = errno;
-    if (fd >= 0)
-      ::close(fd);
-    return cleanup(temp, fail("tilejit store export: writing " + path + ": " + std::strerror(err)));
-  }
-  ::close(fd);
-  int err = linkIntoPlace(temp, path);
-  if (err == EEXIST)
-    return cleanup(
-        temp, fail("tilejit store export: " + path + " already exists; refusing to overwrite it"));
-  if (err != 0)
-    return cleanup(temp,
-                   fail("tilejit store export: cannot create " + path + ": " + std::strerror(err)));
-  return llvm::Error::success();
+      return fail("tilejit store export: finishing " + path + ": " + sqliteMessage(raw, rc));
+    return llvm::Error::success();
+  });
 }
 
 llvm::Expected<std::string> Store::exportImage() {
@@ -1622,49 +1631,25 @@ llvm::Error Store::writeImage(const std::string &image, const std::string &path)
   }
   if (auto e = checkStorePath(path))
     return e;
-  std::vector<fs::path> madeDirs;
-  fs::path parent = fs::path(path).parent_path();
-  if (!parent.empty())
-    if (auto e = makeDirectories(parent, path, madeDirs))
-      return e;
-  auto cleanup = [&](const std::string &temp, llvm::Error e) {
-    removeWithSideFiles(temp);
-    removeDirectories(madeDirs);
-    return e;
-  };
-  std::error_code ec;
-  if (fs::exists(fs::symlink_status(path, ec)) ||
-      (ec && ec != std::errc::no_such_file_or_directory))
-    return cleanup("", refuse(path + " already exists; refusing to overwrite it"));
-  // As in exportTo: written under a temporary name, on disk, then linked.
-  std::string temp = temporaryBeside(path, "export");
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return cleanup("", refuse("cannot create " + path + ": " + std::strerror(errno)));
-  size_t done = 0;
-  while (done < image.size()) {
-    ssize_t n = ::write(fd, image.data() + done, image.size() - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      int err = n < 0 ? errno : EIO;
-      ::close(fd);
-      return cleanup(temp, refuse("writing " + path + ": " + std::strerror(err)));
+  return createStoreCopy(path, [&](const std::string &temp) -> llvm::Error {
+    int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+      return refuse("cannot create " + path + ": " + std::strerror(errno));
+    size_t done = 0;
+    while (done < image.size()) {
+      ssize_t n = ::write(fd, image.data() + done, image.size() - done);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0) {
+        int err = n < 0 ? errno : EIO;
+        ::close(fd);
+        return refuse("writing " + path + ": " + std::strerror(err));
+      }
+      done += size_t(n);
     }
-    done += size_t(n);
-  }
-  if (::fsync(fd) != 0) {
-    int err = errno;
     ::close(fd);
-    return cleanup(temp, refuse("writing " + path + ": " + std::strerror(err)));
-  }
-  ::close(fd);
-  int err = linkIntoPlace(temp, path);
-  if (err == EEXIST)
-    return cleanup(temp, refuse(path + " already exists; refusing to overwrite it"));
-  if (err != 0)
-    return cleanup(temp, refuse("cannot create " + path + ": " + std::strerror(err)));
-  return llvm::Error::success();
+    return llvm::Error::success();
+  });
 }
 
 bool isImportRejection(const llvm::ErrorInfoBase &e) {
