@@ -35,6 +35,7 @@
 #include "service/Client.h"
 #include "service/Server.h"
 #include "service/SharedTuning.h"
+#include "tests/support/FakeWorker.h"
 #include "tests/support/TempDir.h"
 #include "tilejit.grpc.pb.h"
 
@@ -80,6 +81,13 @@ struct InProcessServer {
   TempDir dir;
   std::unique_ptr<Server> server;
 };
+
+/// A loopback port nobody listens on: a server's, after it stopped (0 if
+/// none could be started).
+int deadPort() {
+  InProcessServer srv;
+  return srv.server ? srv.server->port() : 0;
+}
 
 std::unique_ptr<Store> openStore(const std::string &path) {
   auto s = Store::open(path);
@@ -149,13 +157,8 @@ TEST(EngineThroughServer, KernelsCompiledOnTheServerOnceReachEveryClient) {
 }
 
 TEST(EngineThroughServer, NoServerIsAnErrorWithinTheDeadline) {
-  // A port nobody listens on: a server's, after it stopped.
-  int port;
-  {
-    InProcessServer srv;
-    ASSERT_TRUE(srv.server);
-    port = srv.server->port();
-  }
+  int port = deadPort();
+  ASSERT_GT(port, 0);
   ClientOptions o;
   o.address = "127.0.0.1:" + std::to_string(port);
   o.deadline = std::chrono::milliseconds(300);
@@ -176,12 +179,8 @@ TEST(EngineThroughServer, NoServerIsAnErrorWithinTheDeadline) {
 }
 
 TEST(EngineThroughServer, AServerFoundUnreachableIsNotWaitedOnAgainForAWhile) {
-  int port;
-  {
-    InProcessServer srv;
-    ASSERT_TRUE(srv.server);
-    port = srv.server->port();
-  }
+  int port = deadPort();
+  ASSERT_GT(port, 0);
   ClientOptions o;
   o.address = "127.0.0.1:" + std::to_string(port);
   o.deadline = std::chrono::milliseconds(300);
@@ -371,16 +370,10 @@ namespace {
 class SharedTuningTest : public ::testing::Test {
 protected:
   void SetUp() override {
-    const char *env = std::getenv("TILEJIT_FAKE_WORKER");
-    WorkerProcess::Options wo;
-    wo.path = env && *env ? env : TILEJIT_FAKE_WORKER;
-    auto w = WorkerProcess::start(wo);
+    auto w = tilejit::testing::startFakeWorker();
     ASSERT_TRUE(bool(w)) << llvm::toString(w.takeError());
     worker = std::move(*w);
-    device.name = "Fake GPU";
-    device.smCount = 132;
-    device.ccMajor = 9;
-    device.ccMinor = 0;
+    device = tilejit::testing::fakeDevice();
     rmsnorm::Params p;
     p.backward = false;
     p.rows = 4096;
@@ -545,12 +538,8 @@ TEST_F(SharedTuningTest, AResultTheServerRefusesStaysHere) {
 }
 
 TEST_F(SharedTuningTest, WithoutTheServerTheProcessTunesAlone) {
-  int port;
-  {
-    InProcessServer srv;
-    ASSERT_TRUE(srv.server);
-    port = srv.server->port();
-  }
+  int port = deadPort();
+  ASSERT_GT(port, 0);
   ClientOptions o;
   o.address = "127.0.0.1:" + std::to_string(port);
   o.deadline = std::chrono::milliseconds(200);

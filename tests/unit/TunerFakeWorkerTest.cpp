@@ -24,6 +24,7 @@
 #include "ops/rmsnorm/RmsNormDecl.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/Store.h"
+#include "tests/support/FakeWorker.h"
 #include "tests/support/TempDir.h"
 
 using namespace tilejit;
@@ -41,16 +42,10 @@ struct Plan {
 class TunerFakeWorker : public ::testing::Test {
 protected:
   void SetUp() override {
-    const char *env = std::getenv("TILEJIT_FAKE_WORKER");
-    WorkerProcess::Options wo;
-    wo.path = env && *env ? env : TILEJIT_FAKE_WORKER;
-    auto w = WorkerProcess::start(wo);
+    auto w = tilejit::testing::startFakeWorker();
     ASSERT_TRUE(bool(w)) << llvm::toString(w.takeError());
     worker = std::move(*w);
-    device.name = "Fake GPU";
-    device.smCount = 132;
-    device.ccMajor = 9;
-    device.ccMinor = 0;
+    device = tilejit::testing::fakeDevice();
     spec.backward = false;
     spec.rows = 4096;
     spec.cols = 4096;

@@ -1,0 +1,36 @@
+//===- FakeWorker.h - the tuner's fake worker and the device it reports -*- C++ -*-===//
+//
+// Tuner tests without a GPU run candidates on tests/unit/FakeWorker.cpp: a
+// worker process that reports the timings its plan gives. Its path comes
+// from TILEJIT_FAKE_WORKER (set by ctest), else from the build's definition.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdlib>
+#include <memory>
+
+#include "autotune/Worker.h"
+#include "runtime/CudaDriver.h"
+
+namespace tilejit::testing {
+
+/// A started fake worker process.
+inline llvm::Expected<std::unique_ptr<WorkerProcess>> startFakeWorker() {
+  const char *env = std::getenv("TILEJIT_FAKE_WORKER");
+  WorkerProcess::Options wo;
+  wo.path = env && *env ? env : TILEJIT_FAKE_WORKER;
+  return WorkerProcess::start(wo);
+}
+
+/// The device the fake worker stands for: an sm_90 part of 132 SMs.
+inline DeviceInfo fakeDevice() {
+  DeviceInfo device;
+  device.name = "Fake GPU";
+  device.smCount = 132;
+  device.ccMajor = 9;
+  device.ccMinor = 0;
+  return device;
+}
+
+} // namespace tilejit::testing
