@@ -933,6 +933,12 @@ std::string errorText(llvm::Error e) { return e ? llvm::toString(std::move(e)) :
 
 } // namespace
 
+/// `a`'s store, exported through the RPC after `winner` is published there.
+llvm::Expected<std::string> exportWithWinner(Fixture &a, const TileConfig &winner) {
+  publishWinner(a, winner);
+  return clientOf(a).exportStore();
+}
+
 // Export from one server, import into another: a client of the second gets
 // the winner's kernel from its store without a compile.
 TEST(Server, ExportFromOneServerImportsIntoAnother) {
@@ -940,9 +946,7 @@ TEST(Server, ExportFromOneServerImportsIntoAnother) {
   ASSERT_TRUE(a.server);
   KernelSpec spec = specOf(kSpec);
   TileConfig winner = *TileConfig::parse(otherConfig(spec));
-  publishWinner(a, winner);
-  Client fromA = clientOf(a);
-  auto image = fromA.exportStore();
+  auto image = exportWithWinner(a, winner);
   ASSERT_TRUE(bool(image)) << llvm::toString(image.takeError());
   EXPECT_EQ(image->substr(0, 16), std::string("SQLite format 3\0", 16));
   EXPECT_EQ(a.stats().exports(), 1u);
@@ -991,9 +995,7 @@ TEST(Server, ABadEntryRefusesTheWholeImport) {
   ASSERT_TRUE(a.server);
   KernelSpec spec = specOf(kSpec);
   TileConfig winner = *TileConfig::parse(otherConfig(spec));
-  publishWinner(a, winner);
-  Client fromA = clientOf(a);
-  auto image = fromA.exportStore();
+  auto image = exportWithWinner(a, winner);
   ASSERT_TRUE(bool(image)) << llvm::toString(image.takeError());
 
   Fixture b;
