@@ -1,6 +1,7 @@
 //===- Kernel.cpp -----------------------------------------------------------===//
 #include "compiler/templates/Kernel.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 
 using namespace mlir;
@@ -42,6 +43,20 @@ tile::KernelOp makeKernel(OpBuilder &b, Location loc, StringRef name, ArrayRef<T
     entry->addArgument(t, loc);
   return kernel;
 }
+
+Value KernelMath::cst(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+Value KernelMath::add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+Value KernelMath::sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
+Value KernelMath::mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
+Value KernelMath::divu(Value x, int64_t c) { return arith::DivUIOp::create(b, loc, x, cst(c)); }
+Value KernelMath::remu(Value x, int64_t c) { return arith::RemUIOp::create(b, loc, x, cst(c)); }
+Value KernelMath::minu(Value x, Value y) { return arith::MinUIOp::create(b, loc, x, y); }
+Value KernelMath::ceilDiv(Value x, int64_t c) { return divu(add(x, cst(c - 1)), c); }
+Value KernelMath::f32c(double v) {
+  return arith::ConstantFloatOp::create(b, loc, b.getF32Type(), APFloat(float(v)));
+}
+Value KernelMath::toI32(Value v) { return arith::IndexCastOp::create(b, loc, b.getI32Type(), v); }
+Value KernelMath::splat(Type t, Value v) { return tile::SplatOp::create(b, loc, t, v); }
 
 llvm::Expected<OwningOpRef<ModuleOp>>
 buildModule(MLIRContext &ctx, const KernelTemplate &tmpl, const KernelSpec &spec,

@@ -4,6 +4,7 @@
 #include "compiler/templates/Template.h"
 #include "core/KernelSpec.h"
 #include "dialects/Tile/TileDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/FunctionExtras.h"
 
@@ -23,6 +24,40 @@ tile::KernelOp makeKernel(mlir::OpBuilder &b, mlir::Location loc, llvm::StringRe
                           llvm::ArrayRef<mlir::Type> args, int64_t threads, mlir::AffineMap grid,
                           llvm::ArrayRef<int64_t> gridOperands, const TileConfig &cfg,
                           int64_t cluster = 1, int64_t minBlocks = 0);
+
+/// Index arithmetic, scalars and loops as the templates write them, each
+/// created at the builder's insertion point.
+struct KernelMath {
+  mlir::OpBuilder &b;
+  mlir::Location loc;
+
+  mlir::Value cst(int64_t v);
+  mlir::Value add(mlir::Value x, mlir::Value y);
+  mlir::Value sub(mlir::Value x, mlir::Value y);
+  mlir::Value mul(mlir::Value x, mlir::Value y);
+  mlir::Value divu(mlir::Value x, int64_t c);
+  mlir::Value remu(mlir::Value x, int64_t c);
+  mlir::Value minu(mlir::Value x, mlir::Value y);
+  mlir::Value ceilDiv(mlir::Value x, int64_t c);
+  mlir::Value f32c(double v);
+  mlir::Value toI32(mlir::Value v);
+  /// A tile of type `t` whose every element is `v`.
+  mlir::Value splat(mlir::Type t, mlir::Value v);
+  /// for (i = from; i < to; ++i) carrying `init`, `body(i, carried)`
+  /// returning the next values; the builder is left after the loop. (A loop
+  /// that carries nothing comes with its yield.)
+  template <typename Body>
+  llvm::SmallVector<mlir::Value> loop(mlir::Value from, mlir::Value to, mlir::ValueRange init,
+                                      Body body) {
+    auto l = mlir::scf::ForOp::create(b, loc, from, to, cst(1), init);
+    b.setInsertionPointToStart(l.getBody());
+    llvm::SmallVector<mlir::Value> next = body(l.getInductionVar(), l.getRegionIterArgs());
+    if (!init.empty())
+      mlir::scf::YieldOp::create(b, loc, next);
+    b.setInsertionPointAfter(l);
+    return llvm::SmallVector<mlir::Value>(l.getResults());
+  }
+};
 
 /// What every template's build() does around its kernels: checks `spec`
 /// and `cfg` (validate, then `tmpl`'s checkConfig), loads the tile and math

@@ -193,7 +193,7 @@ public:
                                               const TileConfig &cfg) const override {
     attention::Params p(ks);
     return buildModule(ctx, *this, ks, cfg, [&](OpBuilder &b, Location loc) {
-      Builder kb{b, loc, p, Shape(cfg), cfg};
+      Builder kb{{b, loc}, p, Shape(cfg), cfg};
       kb.dq();
       kb.dkv();
     });
@@ -201,9 +201,7 @@ public:
 
 private:
   /// What both kernels build with.
-  struct Builder {
-    OpBuilder &b;
-    Location loc;
+  struct Builder : KernelMath {
     const attention::Params &p;
     Shape s;
     const TileConfig &cfg;
@@ -227,19 +225,6 @@ private:
       return MemRefType::get({2, ShapedType::kDynamic, ShapedType::kDynamic}, b.getF32Type());
     }
 
-    Value cst(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
-    Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
-    Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
-    Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
-    Value divu(Value x, int64_t c) { return arith::DivUIOp::create(b, loc, x, cst(c)); }
-    Value remu(Value x, int64_t c) { return arith::RemUIOp::create(b, loc, x, cst(c)); }
-    Value minu(Value x, Value y) { return arith::MinUIOp::create(b, loc, x, y); }
-    Value ceilDiv(Value x, int64_t c) { return divu(add(x, cst(c - 1)), c); }
-    Value f32c(double v) {
-      return arith::ConstantFloatOp::create(b, loc, b.getF32Type(), APFloat(float(v)));
-    }
-    Value splat(Type t, Value v) { return tt::SplatOp::create(b, loc, t, v); }
-    Value toI32(Value v) { return arith::IndexCastOp::create(b, loc, b.getI32Type(), v); }
     std::pair<Value, Value> stageOf(Value it) { return {remu(it, s.stages), divu(it, s.stages)}; }
     /// The coordinates of row `row` of sequence `seq`, head `head` in a
     /// rowsType tensor of `heads` heads.
@@ -248,19 +233,6 @@ private:
         return {seq, row, mul(head, cst(p.d))};
       return {add(mul(seq, cst(heads)), head), row, cst(0)};
     }
-    /// for (i = from; i < to; ++i) with `init` carried; the builder is left
-    /// after the loop. (A loop that carries nothing comes with its yield.)
-    template <typename Body>
-    SmallVector<Value> loop(Value from, Value to, ValueRange init, Body body) {
-      auto l = scf::ForOp::create(b, loc, from, to, cst(1), init);
-      b.setInsertionPointToStart(l.getBody());
-      SmallVector<Value> next = body(l.getInductionVar(), l.getRegionIterArgs());
-      if (!init.empty())
-        scf::YieldOp::create(b, loc, next);
-      b.setInsertionPointAfter(l);
-      return SmallVector<Value>(l.getResults());
-    }
-
     /// dQ, and the workspace: LSE * log2(e) and D of every query row.
     void dq() {
       MLIRContext &c = ctx();

@@ -220,17 +220,7 @@ private:
     Value scaleLog2 = entry->getArgument(5), sqV = entry->getArgument(6),
           skV = entry->getArgument(7);
 
-    auto cst = [&](int64_t v) -> Value { return arith::ConstantIndexOp::create(b, loc, v); };
-    auto add = [&](Value x, Value y) -> Value { return arith::AddIOp::create(b, loc, x, y); };
-    auto mul = [&](Value x, Value y) -> Value { return arith::MulIOp::create(b, loc, x, y); };
-    auto divu = [&](Value x, int64_t c) -> Value {
-      return arith::DivUIOp::create(b, loc, x, cst(c));
-    };
-    auto remu = [&](Value x, int64_t c) -> Value {
-      return arith::RemUIOp::create(b, loc, x, cst(c));
-    };
-    auto minu = [&](Value x, Value y) -> Value { return arith::MinUIOp::create(b, loc, x, y); };
-    auto ceilDiv = [&](Value x, int64_t c) { return divu(add(x, cst(c - 1)), c); };
+    KernelMath km{b, loc};
 
     Value rq = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
     Value rk = tt::AllocRingOp::create(b, loc, ringK, nullptr);
@@ -250,42 +240,44 @@ private:
     // next head (programs that run together then read the same K and V,
     // which L2 keeps).
     Value batchV = memref::DimOp::create(b, loc, lse, 0);
-    Value heads = mul(batchV, cst(p.hq));
-    Value mTiles = ceilDiv(sqV, s.bm);
+    Value heads = km.mul(batchV, km.cst(p.hq));
+    Value mTiles = km.ceilDiv(sqV, s.bm);
     Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
     Value fromLast = s.byHead ? arith::RemUIOp::create(b, loc, pid, mTiles).getResult()
                               : arith::DivUIOp::create(b, loc, pid, heads).getResult();
     Value mTile =
-        arith::SubIOp::create(b, loc, arith::SubIOp::create(b, loc, mTiles, cst(1)), fromLast);
+        arith::SubIOp::create(b, loc, arith::SubIOp::create(b, loc, mTiles, km.cst(1)), fromLast);
     Value bh = s.byHead ? arith::DivUIOp::create(b, loc, pid, mTiles).getResult()
                         : arith::RemUIOp::create(b, loc, pid, heads).getResult();
-    Value seq = divu(bh, p.hq), head = remu(bh, p.hq);
-    Value kvHead = divu(head, p.hq / p.hkv);
-    Value q0 = mul(mTile, cst(s.bm));
+    Value seq = km.divu(bh, p.hq), head = km.remu(bh, p.hq);
+    Value kvHead = km.divu(head, p.hq / p.hkv);
+    Value q0 = km.mul(mTile, km.cst(s.bm));
     // Key tiles: every tile up to the last key a row of the program sees;
     // the first `whole` of them are seen whole by every row.
-    Value kvEnd = p.causal ? minu(skV, add(q0, cst(s.bm))) : skV;
-    Value kvTiles = ceilDiv(kvEnd, s.bn);
-    Value whole = divu(p.causal ? minu(skV, add(q0, cst(1))) : skV, s.bn);
-    auto stageOf = [&](Value it) { return std::make_pair(remu(it, s.stages), divu(it, s.stages)); };
+    Value kvEnd = p.causal ? km.minu(skV, km.add(q0, km.cst(s.bm))) : skV;
+    Value kvTiles = km.ceilDiv(kvEnd, s.bn);
+    Value whole = km.divu(p.causal ? km.minu(skV, km.add(q0, km.cst(1))) : skV, s.bn);
+    auto stageOf = [&](Value it) {
+      return std::make_pair(km.remu(it, s.stages), km.divu(it, s.stages));
+    };
 
     auto ws = tt::WarpSpecializeOp::create(b, loc, s.consumers, 24, 240);
     {
       // The producer: Q once, then K and V tile by tile.
       OpBuilder::InsertionGuard guard(b);
       b.createBlock(&ws.getProducer());
-      tt::TmaLoadOp::create(b, loc, qMap, q0, cst(0), ValueRange{head, seq}, rq, cst(0), qFull,
-                            cst(0));
-      auto loop = scf::ForOp::create(b, loc, cst(0), kvTiles, cst(1));
+      tt::TmaLoadOp::create(b, loc, qMap, q0, km.cst(0), ValueRange{head, seq}, rq, km.cst(0),
+                            qFull, km.cst(0));
+      auto loop = scf::ForOp::create(b, loc, km.cst(0), kvTiles, km.cst(1));
       b.setInsertionPointToStart(loop.getBody());
       Value j = loop.getInductionVar();
       auto [stage, round] = stageOf(j);
-      Value k0 = mul(j, cst(s.bn));
-      tt::BarrierWaitOp::create(b, loc, kEmpty, stage, add(round, cst(1)));
-      tt::TmaLoadOp::create(b, loc, kMap, k0, cst(0), ValueRange{kvHead, seq}, rk, stage, kFull,
+      Value k0 = km.mul(j, km.cst(s.bn));
+      tt::BarrierWaitOp::create(b, loc, kEmpty, stage, km.add(round, km.cst(1)));
+      tt::TmaLoadOp::create(b, loc, kMap, k0, km.cst(0), ValueRange{kvHead, seq}, rk, stage, kFull,
                             stage);
-      tt::BarrierWaitOp::create(b, loc, vEmpty, stage, add(round, cst(1)));
-      tt::TmaLoadOp::create(b, loc, vMap, k0, cst(0), ValueRange{kvHead, seq}, rv, stage, vFull,
+      tt::BarrierWaitOp::create(b, loc, vEmpty, stage, km.add(round, km.cst(1)));
+      tt::TmaLoadOp::create(b, loc, vMap, k0, km.cst(0), ValueRange{kvHead, seq}, rv, stage, vFull,
                             stage);
       b.setInsertionPointAfter(loop);
       tt::YieldOp::create(b, loc);
@@ -295,7 +287,7 @@ private:
       OpBuilder::InsertionGuard guard(b);
       Block *body = b.createBlock(&ws.getConsumer());
       Value consumer = body->addArgument(idx, loc);
-      Value myRows = mul(consumer, cst(64));
+      Value myRows = km.mul(consumer, km.cst(64));
       auto wg = tt::WgmmaLayoutAttr::get(&ctx);
       auto rowsLayout = tt::SliceLayoutAttr::get(&ctx, 1, wg);
       auto sType = RankedTensorType::get({64, s.bn}, f32, wg);
@@ -303,21 +295,16 @@ private:
       auto iType = RankedTensorType::get({64, s.bn}, i32, wg);
       auto accType = RankedTensorType::get({64, p.d}, f32, wg);
       auto rowType = RankedTensorType::get({64}, f32, rowsLayout);
-      auto f32c = [&](double v) -> Value {
-        return arith::ConstantFloatOp::create(b, loc, b.getF32Type(), APFloat(float(v)));
-      };
-      auto splat = [&](Type t, Value v) -> Value { return tt::SplatOp::create(b, loc, t, v); };
-      auto toI32 = [&](Value v) -> Value { return arith::IndexCastOp::create(b, loc, i32, v); };
-      Value negInf = f32c(-INFINITY);
+      Value negInf = km.f32c(-INFINITY);
 
-      tt::BarrierWaitOp::create(b, loc, qFull, cst(0), cst(0));
-      Value zeroS = splat(sType, f32c(0.0));
+      tt::BarrierWaitOp::create(b, loc, qFull, km.cst(0), km.cst(0));
+      Value zeroS = km.splat(sType, km.f32c(0.0));
       // S = Q K^T of the tile in stage `stage`; K's stage is released once
       // S is complete.
       auto scores = [&](Value stage, Value round, bool async) -> Value {
         tt::BarrierWaitOp::create(b, loc, kFull, stage, round);
-        Value sc = tt::DotOp::create(b, loc, sType, rq, cst(0), myRows, rk, stage, cst(0), zeroS,
-                                     false, false, async);
+        Value sc = tt::DotOp::create(b, loc, sType, rq, km.cst(0), myRows, rk, stage, km.cst(0),
+                                     zeroS, false, false, async);
         if (!async)
           tt::BarrierArriveOp::create(b, loc, kEmpty, stage);
         return sc;
@@ -328,25 +315,25 @@ private:
       auto softmax = [&](Value sc, Value j, Value m, Value l, bool masked) {
         if (masked) {
           Value cols = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 1),
-                                             splat(iType, toI32(mul(j, cst(s.bn)))));
+                                             km.splat(iType, km.toI32(km.mul(j, km.cst(s.bn)))));
           Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, cols,
-                                           splat(iType, toI32(skV)));
+                                           km.splat(iType, km.toI32(skV)));
           if (p.causal) {
             Value rows = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
-                                               splat(iType, toI32(add(q0, myRows))));
+                                               km.splat(iType, km.toI32(km.add(q0, myRows))));
             ok = arith::AndIOp::create(
                 b, loc, ok, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, cols, rows));
           }
-          sc = arith::SelectOp::create(b, loc, ok, sc, splat(sType, negInf));
+          sc = arith::SelectOp::create(b, loc, ok, sc, km.splat(sType, negInf));
         }
         // The running max of the scaled scores, in the log2 domain.
         Value rowMax = tt::ReduceOp::create(b, loc, rowType, tt::ReduceKind::max, sc, 1);
         Value mNew = arith::MaxNumFOp::create(
-            b, loc, m, arith::MulFOp::create(b, loc, rowMax, splat(rowType, scaleLog2)));
+            b, loc, m, arith::MulFOp::create(b, loc, rowMax, km.splat(rowType, scaleLog2)));
         Value negM =
             tt::BroadcastOp::create(b, loc, sType, arith::NegFOp::create(b, loc, mNew).getResult());
         Value pr = math::Exp2Op::create(
-            b, loc, math::FmaOp::create(b, loc, sc, splat(sType, scaleLog2), negM));
+            b, loc, math::FmaOp::create(b, loc, sc, km.splat(sType, scaleLog2), negM));
         Value alpha = math::Exp2Op::create(b, loc, arith::SubFOp::create(b, loc, m, mNew));
         Value lNew = arith::AddFOp::create(
             b, loc, arith::MulFOp::create(b, loc, l, alpha),
@@ -357,15 +344,8 @@ private:
       auto rescale = [&](Value acc, Value alpha) -> Value {
         return arith::MulFOp::create(b, loc, acc, tt::BroadcastOp::create(b, loc, accType, alpha));
       };
-      auto loop = [&](Value from, Value to, ValueRange init, auto &&body) {
-        auto l = scf::ForOp::create(b, loc, from, to, cst(1), init);
-        b.setInsertionPointToStart(l.getBody());
-        scf::YieldOp::create(b, loc, body(l.getInductionVar(), l.getRegionIterArgs()));
-        b.setInsertionPointAfter(l);
-        return SmallVector<Value>(l.getResults());
-      };
-      Value mInit = splat(rowType, negInf), lInit = splat(rowType, f32c(0.0)),
-            accInit = splat(accType, f32c(0.0));
+      Value mInit = km.splat(rowType, negInf), lInit = km.splat(rowType, km.f32c(0.0)),
+            accInit = km.splat(accType, km.f32c(0.0));
       SmallVector<Value> last;
       if (!s.overlap) {
         // Each step: S, its softmax, then P V, each waited for. Carried:
@@ -374,15 +354,15 @@ private:
           auto [stage, round] = stageOf(c[3]);
           auto sm = softmax(scores(stage, round, /*async=*/false), j, c[0], c[1], masked);
           tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
-          Value acc = tt::DotRegOp::create(b, loc, accType, to16(sm[2]), rv, stage, cst(0),
+          Value acc = tt::DotRegOp::create(b, loc, accType, to16(sm[2]), rv, stage, km.cst(0),
                                            rescale(c[2], sm[3]), true, false);
           tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
-          return {sm[0], sm[1], acc, add(c[3], cst(1))};
+          return {sm[0], sm[1], acc, km.add(c[3], km.cst(1))};
         };
-        SmallVector<Value> init = {mInit, lInit, accInit, cst(0)};
-        SmallVector<Value> c =
-            loop(cst(0), whole, init, [&](Value j, ValueRange c) { return step(j, c, false); });
-        last = loop(whole, kvTiles, c, [&](Value j, ValueRange c) { return step(j, c, true); });
+        SmallVector<Value> init = {mInit, lInit, accInit, km.cst(0)};
+        SmallVector<Value> c = km.loop(km.cst(0), whole, init,
+                                       [&](Value j, ValueRange c) { return step(j, c, false); });
+        last = km.loop(whole, kvTiles, c, [&](Value j, ValueRange c) { return step(j, c, true); });
       } else {
         // FlashAttention-3's overlap within a warpgroup. Step j holds P of
         // tile j and O rescaled for it: it starts Q K^T of tile j + 1 and
@@ -392,16 +372,16 @@ private:
         // product reads is written before it completes (ptxas would
         // serialize the products otherwise). Carried: m, l, O, P, the step.
         auto step = [&](Value j, ValueRange c, bool masked) -> SmallVector<Value> {
-          Value it = c[4], itNext = add(it, cst(1));
+          Value it = c[4], itNext = km.add(it, km.cst(1));
           auto [stage, round] = stageOf(it);
           auto [stageNext, roundNext] = stageOf(itNext);
           Value sNext = scores(stageNext, roundNext, /*async=*/true);
           tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
-          Value pv = tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, cst(0), c[2], true,
+          Value pv = tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, km.cst(0), c[2], true,
                                           /*async=*/true);
           sNext = tt::DotWaitOp::create(b, loc, ValueRange{sNext}, 1).getResult(0);
           tt::BarrierArriveOp::create(b, loc, kEmpty, stageNext);
-          auto sm = softmax(sNext, add(j, cst(1)), c[0], c[1], masked);
+          auto sm = softmax(sNext, km.add(j, km.cst(1)), c[0], c[1], masked);
           // P V is complete, and with it the reads of P's registers.
           Value acc = tt::DotWaitOp::create(b, loc, ValueRange{pv, c[3]}, 0).getResult(0);
           tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
@@ -410,34 +390,37 @@ private:
         // The first tile's softmax (masked: a mask on a whole tile changes
         // nothing), the steps whose next tile every row sees whole, the
         // steps whose next tile is masked, then the last tile's P V.
-        auto first = softmax(scores(cst(0), cst(0), /*async=*/false), cst(0), mInit, lInit, true);
-        SmallVector<Value> init = {first[0], first[1], accInit, to16(first[2]), cst(0)};
-        Value lastTile = arith::SubIOp::create(b, loc, kvTiles, cst(1));
-        Value wholeNext = minu(
-            arith::SubIOp::create(b, loc, arith::MaxUIOp::create(b, loc, whole, cst(1)), cst(1)),
-            lastTile);
-        SmallVector<Value> c =
-            loop(cst(0), wholeNext, init, [&](Value j, ValueRange c) { return step(j, c, false); });
-        c = loop(wholeNext, lastTile, c, [&](Value j, ValueRange c) { return step(j, c, true); });
+        auto first =
+            softmax(scores(km.cst(0), km.cst(0), /*async=*/false), km.cst(0), mInit, lInit, true);
+        SmallVector<Value> init = {first[0], first[1], accInit, to16(first[2]), km.cst(0)};
+        Value lastTile = arith::SubIOp::create(b, loc, kvTiles, km.cst(1));
+        Value wholeNext =
+            km.minu(arith::SubIOp::create(b, loc, arith::MaxUIOp::create(b, loc, whole, km.cst(1)),
+                                          km.cst(1)),
+                    lastTile);
+        SmallVector<Value> c = km.loop(km.cst(0), wholeNext, init,
+                                       [&](Value j, ValueRange c) { return step(j, c, false); });
+        c = km.loop(wholeNext, lastTile, c,
+                    [&](Value j, ValueRange c) { return step(j, c, true); });
         auto [stage, round] = stageOf(c[4]);
         tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
         Value acc =
-            tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, cst(0), c[2], true, false);
+            tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, km.cst(0), c[2], true, false);
         last = {c[0], c[1], acc};
       }
 
       // Epilogue: O / l, and LSE = (m + log2 l) ln 2.
       Value m = last[0], l = last[1], acc = last[2];
-      Value inv = arith::DivFOp::create(b, loc, splat(rowType, f32c(1.0)), l);
+      Value inv = arith::DivFOp::create(b, loc, km.splat(rowType, km.f32c(1.0)), l);
       Value out = arith::MulFOp::create(b, loc, acc, tt::BroadcastOp::create(b, loc, accType, inv));
-      Value row0 = add(q0, myRows);
+      Value row0 = km.add(q0, myRows);
       if (bshd)
-        tt::StoreOp::create(b, loc, out, o, ValueRange{seq, row0, mul(head, cst(p.d))});
+        tt::StoreOp::create(b, loc, out, o, ValueRange{seq, row0, km.mul(head, km.cst(p.d))});
       else
-        tt::StoreOp::create(b, loc, out, o, ValueRange{bh, row0, cst(0)});
+        tt::StoreOp::create(b, loc, out, o, ValueRange{bh, row0, km.cst(0)});
       Value lseRow = arith::MulFOp::create(
           b, loc, arith::AddFOp::create(b, loc, m, math::Log2Op::create(b, loc, l)),
-          splat(rowType, f32c(M_LN2)));
+          km.splat(rowType, km.f32c(M_LN2)));
       tt::StoreOp::create(b, loc, lseRow, lse, ValueRange{seq, head, row0});
       tt::YieldOp::create(b, loc);
     }
