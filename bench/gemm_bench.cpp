@@ -26,6 +26,7 @@
 #include "autotune/Tuner.h"
 #include "bench/BenchUtil.h"
 #include "compiler/Compiler.h"
+#include "compiler/templates/Template.h"
 #include "ops/gemm/GemmLaunch.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/DeviceBuffer.h"
@@ -163,7 +164,9 @@ int main(int argc, char **argv) {
     TileConfig config;
     bool tuned = false;
     if (!configText.empty()) {
-      config = must(TileConfig::parse(configText));
+      // The keys given, over the shape's default config.
+      config = getTemplate(spec).defaultConfig(spec).mergedWith(
+          must(TileConfig::parse(configText)));
     } else if (store) {
       if (auto w = must(store->winner(tuneKey(spec)))) {
         config = must(TileConfig::parse(w->config));

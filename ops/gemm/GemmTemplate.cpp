@@ -19,7 +19,11 @@
 // aligned rows (the launch checks; GemmLaunch.cpp).
 //
 // Tunables: bm (64 per consumer warpgroup, times 1 or 2), bn, bk (64),
-// stages, consumers, group.
+// stages, consumers, group; pingpong (the two consumers take turns, each
+// multiplying whole tiles, so that one's epilogue runs while the other's
+// products do; an mbarrier pair orders their main loops) and inflight (a
+// consumer keeps one K step's products running while it waits for the
+// next stage, releasing each stage one step later).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/EmbeddedSources.h"
@@ -44,10 +48,15 @@ llvm::Error configError(const llvm::Twine &msg) {
 
 struct Shape {
   int64_t bm, bn, bk, stages, consumers, group;
+  bool pingpong, inflight;
   explicit Shape(const TileConfig &c)
       : bm(c.get("bm")), bn(c.get("bn")), bk(c.get("bk")), stages(c.get("stages")),
-        consumers(c.get("consumers")), group(c.get("group")) {}
-  int64_t rowsPerConsumer() const { return bm / consumers; }
+        consumers(c.get("consumers")), group(c.get("group")),
+        pingpong(c.has("pingpong") && c.get("pingpong") != 0),
+        inflight(c.has("inflight") && c.get("inflight") != 0) {}
+  /// Rows of a tile one consumer multiplies: its share of the tile, or the
+  /// whole tile when the consumers take turns (ping-pong).
+  int64_t rowsPerConsumer() const { return pingpong ? bm : bm / consumers; }
   /// Shared memory of the rings and barriers, with the alignment slack.
   int64_t smemBytes(int elemBytes) const {
     return stages * (bm + bn) * bk * elemBytes + 16 * stages + 1024;
@@ -66,36 +75,51 @@ public:
         {"stages", 2, 8, false, "stages of the TMA ring"},
         {"consumers", 1, 2, false, "consumer warpgroups"},
         {"group", 1, 64, false, "tile rows walked together (grouped raster order)"},
+        {"pingpong", 0, 1, true,
+         "the consumers take turns, each a whole tile: one's epilogue runs while the other "
+         "multiplies"},
+        {"inflight", 0, 1, true,
+         "a consumer starts a K step's product before the previous one completes, and "
+         "releases that one's stage then"},
     };
     return keys;
   }
 
-  TileConfig make(int64_t bm, int64_t bn, int64_t stages, int64_t consumers, int64_t group) const {
+  TileConfig make(int64_t bm, int64_t bn, int64_t stages, int64_t consumers, int64_t group,
+                  bool pingpong = false, bool inflight = false) const {
     TileConfig c;
     c.set("bm", bm)
         .set("bn", bn)
         .set("bk", 64)
         .set("stages", stages)
         .set("consumers", consumers)
-        .set("group", group);
+        .set("group", group)
+        .set("pingpong", pingpong)
+        .set("inflight", inflight);
     return c;
   }
 
   std::vector<TileConfig> configSpace(const KernelSpec &ks) const override {
     // Tile shapes likeliest first (two consumers of 64 rows, as wide as the
-    // accumulator allows), then ring depth and raster group.
-    static const int64_t tiles[][3] = {{128, 256, 2}, {256, 128, 2}, {128, 128, 2}, {128, 192, 2},
-                                       {128, 64, 2},  {64, 256, 1},  {64, 128, 1}};
+    // accumulator allows), then ring depth and raster group. Ping-pong and
+    // products in flight come last: on the H200 neither beat the default
+    // (bench/NOTES.md, GEMM g2: ping-pong's 128 x 128 and 64 x 256 tiles
+    // read 40 % more from L2 per flop than 128 x 256).
+    // {bm, bn, consumers, pingpong}
+    static const int64_t tiles[][4] = {{128, 256, 2, 0}, {256, 128, 2, 0}, {128, 128, 2, 0},
+                                       {128, 192, 2, 0}, {128, 64, 2, 0},  {64, 256, 1, 0},
+                                       {64, 128, 1, 0},  {128, 128, 2, 1}, {64, 256, 2, 1}};
     std::vector<TileConfig> out;
-    for (int64_t group : {8, 16, 4})
-      for (int64_t stages : {4, 3, 5, 6, 2})
-        for (const auto &t : tiles) {
-          TileConfig c = make(t[0], t[1], stages, t[2], group);
-          if (llvm::Error err = checkConfig(ks, c))
-            llvm::consumeError(std::move(err));
-          else
-            out.push_back(std::move(c));
-        }
+    for (bool inflight : {false, true})
+      for (int64_t group : {8, 16, 4})
+        for (int64_t stages : {4, 3, 5, 6, 2})
+          for (const auto &t : tiles) {
+            TileConfig c = make(t[0], t[1], stages, t[2], group, t[3] != 0, inflight);
+            if (llvm::Error err = checkConfig(ks, c))
+              llvm::consumeError(std::move(err));
+            else
+              out.push_back(std::move(c));
+          }
     return out;
   }
 
@@ -121,7 +145,13 @@ public:
       return configError("gemm runs on sm_90a (wgmma, TMA, setmaxnreg); the target is " +
                          llvm::Twine(p.target.archName()));
     Shape s(cfg);
-    if (s.bm % (64 * s.consumers) != 0 || s.rowsPerConsumer() > 128)
+    if (s.pingpong && s.consumers != 2)
+      return configError("pingpong needs 2 consumers, got consumers = " +
+                         llvm::Twine(s.consumers));
+    if (s.pingpong && s.bm != 64 && s.bm != 128)
+      return configError("with pingpong each consumer multiplies a whole tile: bm = " +
+                         llvm::Twine(s.bm) + " must be 64 or 128");
+    if (!s.pingpong && (s.bm % (64 * s.consumers) != 0 || s.rowsPerConsumer() > 128))
       return configError("bm = " + llvm::Twine(s.bm) + " must give each of " +
                          llvm::Twine(s.consumers) + " consumers 64 or 128 rows");
     if (s.bn % 16 != 0 || (!p.transB && s.bn % 64 != 0))
@@ -211,7 +241,19 @@ private:
     Value rb = tt::AllocRingOp::create(b, loc, ringB, nullptr);
     auto barsType = tt::BarriersType::get(&ctx, s.stages);
     Value full = tt::AllocBarriersOp::create(b, loc, barsType, 2, nullptr);
-    Value empty = tt::AllocBarriersOp::create(b, loc, barsType, s.consumers, nullptr);
+    // A stage is released by every consumer that reads it: all of them, or
+    // with ping-pong the one whose tile it belongs to.
+    Value empty =
+        tt::AllocBarriersOp::create(b, loc, barsType, s.pingpong ? 1 : s.consumers, nullptr);
+    // With ping-pong, consumer c may start a tile's K steps once the other
+    // has issued its previous tile's (barrier c, arrived on by the other):
+    // the products run in turn, and a consumer never waits on a stage's
+    // `full` barrier more than one phase ahead of it (a parity wait cannot
+    // tell phases two apart).
+    Value order = s.pingpong ? tt::AllocBarriersOp::create(
+                                   b, loc, tt::BarriersType::get(&ctx, 2), 1, nullptr)
+                                   .getResult()
+                             : Value();
     Value mSize = memref::DimOp::create(b, loc, d, 0);
     Value mTiles = arith::DivUIOp::create(
         b, loc, arith::AddIOp::create(b, loc, mSize, cst(s.bm - 1)), cst(s.bm));
@@ -272,16 +314,36 @@ private:
       tt::YieldOp::create(b, loc);
     }
     {
-      // A consumer: its rows of every tile, then the epilogue.
+      // A consumer: its rows of every tile (with ping-pong: every other tile
+      // of the program, whole), then the epilogue.
       OpBuilder::InsertionGuard guard(b);
       Block *body = b.createBlock(&ws.getConsumer());
       Value consumer = body->addArgument(idx, loc);
       int64_t rows = s.rowsPerConsumer();
       auto accType = RankedTensorType::get({rows, s.bn}, f32, tt::WgmmaLayoutAttr::get(&ctx));
-      Value myRows = arith::MulIOp::create(b, loc, consumer, cst(rows));
-      auto tileLoop = scf::ForOp::create(b, loc, pid, tiles, nprog, ValueRange{cst(0)});
+      Value myRows = s.pingpong ? cst(0) : arith::MulIOp::create(b, loc, consumer, cst(rows));
+      // The program's tiles are pid, pid + nprog, ...; the producer fills the
+      // ring with their K steps in that order, so a tile's first step is
+      // number (its index among the program's tiles) * kSteps.
+      Value first = pid, step = nprog, it0 = cst(0);
+      if (s.pingpong) {
+        first = arith::AddIOp::create(b, loc, pid, arith::MulIOp::create(b, loc, consumer, nprog));
+        step = arith::MulIOp::create(b, loc, nprog, cst(2));
+        it0 = arith::MulIOp::create(b, loc, consumer, cst(kSteps));
+      }
+      auto tileLoop = scf::ForOp::create(b, loc, first, tiles, step, ValueRange{it0});
       b.setInsertionPointToStart(tileLoop.getBody());
       auto [tm, tn] = tileAt(tileLoop.getInductionVar());
+      if (s.pingpong) {
+        // The n-th tile of consumer c waits for phase n - 1 + c of its
+        // barrier (a fresh barrier's phase of parity 1 counts as complete:
+        // consumer 0's first tile starts at once).
+        Value n = arith::DivUIOp::create(
+            b, loc, arith::SubIOp::create(b, loc, tileLoop.getInductionVar(), first), step);
+        tt::BarrierWaitOp::create(
+            b, loc, order, consumer,
+            arith::AddIOp::create(b, loc, n, arith::AddIOp::create(b, loc, consumer, cst(1))));
+      }
       Value zero = tt::SplatOp::create(
           b, loc, accType, arith::ConstantFloatOp::create(b, loc, b.getF32Type(), APFloat(0.0f)));
       auto kLoop = scf::ForOp::create(b, loc, cst(0), cst(kSteps), cst(1),
@@ -290,16 +352,39 @@ private:
       Value acc = kLoop.getRegionIterArgs()[0], it = kLoop.getRegionIterArgs()[1];
       auto [stage, round] = stageOf(it);
       tt::BarrierWaitOp::create(b, loc, full, stage, round);
-      auto dot = tt::DotOp::create(b, loc, accType, ra, stage, myRows, rb, stage, cst(0), acc,
-                                   p.transA, !p.transB);
-      tt::BarrierArriveOp::create(b, loc, empty, stage);
-      scf::YieldOp::create(b, loc,
-                           ValueRange{dot.getResult(), arith::AddIOp::create(b, loc, it, cst(1))});
+      Value next;
+      if (s.inflight) {
+        // Start this step's product, wait for the previous step's, and
+        // release the stage that one read.
+        Value started = tt::DotOp::create(b, loc, accType, ra, stage, myRows, rb, stage, cst(0),
+                                          acc, p.transA, !p.transB, /*async=*/true);
+        next = tt::DotWaitOp::create(b, loc, ValueRange{started}, 1).getResult(0);
+        Value notFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt,
+                                               kLoop.getInductionVar(), cst(0));
+        auto ifOp = scf::IfOp::create(b, loc, notFirst, /*withElseRegion=*/false);
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(ifOp.thenBlock());
+        Value prev = arith::SubIOp::create(b, loc, it, cst(1));
+        tt::BarrierArriveOp::create(b, loc, empty, stageOf(prev).first);
+      } else {
+        next = tt::DotOp::create(b, loc, accType, ra, stage, myRows, rb, stage, cst(0), acc,
+                                 p.transA, !p.transB);
+        tt::BarrierArriveOp::create(b, loc, empty, stage);
+      }
+      scf::YieldOp::create(b, loc, ValueRange{next, arith::AddIOp::create(b, loc, it, cst(1))});
       b.setInsertionPointAfter(kLoop);
+      Value accDone = kLoop.getResult(0), itEnd = kLoop.getResult(1);
+      if (s.pingpong) // the other consumer's turn
+        tt::BarrierArriveOp::create(b, loc, order, arith::SubIOp::create(b, loc, cst(1), consumer));
+      if (s.inflight) {
+        accDone = tt::DotWaitOp::create(b, loc, ValueRange{accDone}, 0).getResult(0);
+        tt::BarrierArriveOp::create(b, loc, empty,
+                                    stageOf(arith::SubIOp::create(b, loc, itEnd, cst(1))).first);
+      }
 
       // Epilogue: alpha * acc (+ beta * C), rounded to D's type as stored.
-      Value result = arith::MulFOp::create(b, loc, kLoop.getResult(0),
-                                           tt::SplatOp::create(b, loc, accType, alpha));
+      Value result =
+          arith::MulFOp::create(b, loc, accDone, tt::SplatOp::create(b, loc, accType, alpha));
       Value row0 =
           arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, tm, cst(s.bm)), myRows);
       Value col0 = arith::MulIOp::create(b, loc, tn, cst(s.bn));
@@ -310,7 +395,9 @@ private:
             arith::MulFOp::create(b, loc, cTile, tt::SplatOp::create(b, loc, accType, beta)));
       }
       tt::StoreOp::create(b, loc, result, d, ValueRange{row0, col0});
-      scf::YieldOp::create(b, loc, ValueRange{kLoop.getResult(1)});
+      // With ping-pong the other consumer's tile's steps come next: skip them.
+      Value itNext = s.pingpong ? arith::AddIOp::create(b, loc, itEnd, cst(kSteps)) : itEnd;
+      scf::YieldOp::create(b, loc, ValueRange{itNext});
       b.setInsertionPointAfter(tileLoop);
       tt::YieldOp::create(b, loc);
     }

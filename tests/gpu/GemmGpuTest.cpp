@@ -19,6 +19,7 @@
 #include "runtime/CudaDriver.h"
 #include "runtime/DeviceBuffer.h"
 #include "tests/support/Compare.h"
+#include "tests/support/GemmConfigs.h"
 #include "tests/support/Seed.h"
 
 using namespace tilejit;
@@ -199,14 +200,7 @@ TEST_F(GpuGemm, AlphaBetaAndMainGradAccumulation) {
 }
 
 TEST_F(GpuGemm, ConfigsOtherThanTheDefault) {
-  const char *configs[] = {
-      "bk=64 bm=128 bn=128 consumers=2 group=8 stages=4",
-      "bk=64 bm=64 bn=128 consumers=1 group=4 stages=3",
-      "bk=64 bm=256 bn=128 consumers=2 group=8 stages=3", // two 64-row blocks per consumer
-      "bk=64 bm=128 bn=64 consumers=2 group=16 stages=6",
-      "bk=64 bm=128 bn=192 consumers=2 group=8 stages=4",
-  };
-  for (const char *cfg : configs)
+  for (const char *cfg : tilejit::testing::kGemmConfigs)
     for (const char *layout : {"nt", "nn", "tn"}) {
       Case c{layout, 520, 448, 200};
       c.config = cfg;
@@ -218,6 +212,21 @@ TEST_F(GpuGemm, CappedPersistentGrid) {
   Case c{"nt", 1000, 1000, 256};
   c.maxPrograms = 3; // each program walks about a third of the tiles
   run(c);
+  // The consumers taking turns: each program's tiles split between them,
+  // an odd count left to the first; K over many rounds of the ring, and of
+  // one partial step; with C.
+  for (const char *cfg : {"bk=64 bm=128 bn=128 consumers=2 group=8 inflight=1 pingpong=1 stages=6",
+                          "bk=64 bm=64 bn=256 consumers=2 group=8 pingpong=1 stages=3"})
+    for (int64_t k : {1000, 40}) {
+      Case pp{"nn", 1000, 1000, k};
+      pp.config = cfg;
+      pp.maxPrograms = 5;
+      run(pp);
+      Case withC{"nt", 700, 520, k, DType::BF16, DType::BF16, true, false, 0.75f, 0.5f};
+      withC.config = "bk=64 bm=64 bn=128 consumers=2 group=8 inflight=1 pingpong=1 stages=4";
+      withC.maxPrograms = 3;
+      run(withC);
+    }
 }
 
 TEST_F(GpuGemm, UnalignedRowsAreRefusedByName) {

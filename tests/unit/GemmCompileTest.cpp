@@ -13,6 +13,7 @@
 #include "compiler/templates/Template.h"
 #include "ops/gemm/GemmDecl.h"
 #include "ops/gemm/GemmLaunch.h"
+#include "tests/support/GemmConfigs.h"
 
 using namespace tilejit;
 
@@ -61,11 +62,7 @@ TEST(GemmCompile, EveryLayoutAndTypeBuildsWithoutSpills) {
 }
 
 TEST(GemmCompile, EveryConfigOfTheGpuTestsBuilds) {
-  for (const char *cfg : {"bk=64 bm=128 bn=128 consumers=2 group=8 stages=4",
-                          "bk=64 bm=64 bn=128 consumers=1 group=4 stages=3",
-                          "bk=64 bm=256 bn=128 consumers=2 group=8 stages=3",
-                          "bk=64 bm=128 bn=64 consumers=2 group=16 stages=6",
-                          "bk=64 bm=128 bn=192 consumers=2 group=8 stages=4"})
+  for (const char *cfg : tilejit::testing::kGemmConfigs)
     for (const char *layout : {"nt", "nn", "tn"})
       expectClean(params(layout, DType::BF16, DType::BF16, false, 448, 200),
                   *TileConfig::parse(cfg));
@@ -96,6 +93,14 @@ TEST(GemmCompile, BadConfigsAndTargetsAreNamed) {
   err = t.checkConfig(p, *TileConfig::parse("bk=64 bm=128 bn=256 consumers=1 group=8 stages=3"));
   ASSERT_TRUE(bool(err));
   EXPECT_NE(llvm::toString(std::move(err)).find("accumulator registers"), std::string::npos);
+  err = t.checkConfig(
+      p, *TileConfig::parse("bk=64 bm=128 bn=128 consumers=1 group=8 pingpong=1 stages=4"));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("pingpong needs 2 consumers"), std::string::npos);
+  err = t.checkConfig(
+      p, *TileConfig::parse("bk=64 bm=256 bn=128 consumers=2 group=8 pingpong=1 stages=4"));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("bm = 256 must be 64 or 128"), std::string::npos);
   gemm::Params old = p;
   old.target = *Target::parse("sm_80");
   auto k = compileKernel(old, {});

@@ -1,0 +1,24 @@
+//===- GemmConfigs.h - the GEMM configs the tests build and run ---*- C++ -*-===//
+//
+// Configs other than the default, each a different path through the
+// template: the compile tests build them for every layout without a GPU, the
+// GPU tests run them against float64.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+namespace tilejit::testing {
+
+inline constexpr const char *kGemmConfigs[] = {
+    "bk=64 bm=128 bn=128 consumers=2 group=8 stages=4",
+    "bk=64 bm=64 bn=128 consumers=1 group=4 stages=3",
+    "bk=64 bm=256 bn=128 consumers=2 group=8 stages=3", // two 64-row blocks per consumer
+    "bk=64 bm=128 bn=64 consumers=2 group=16 stages=6",
+    "bk=64 bm=128 bn=192 consumers=2 group=8 stages=4",
+    "bk=64 bm=128 bn=256 consumers=2 group=8 inflight=1 stages=4",
+    "bk=64 bm=128 bn=128 consumers=2 group=8 pingpong=1 stages=6",
+    "bk=64 bm=128 bn=128 consumers=2 group=8 inflight=1 pingpong=1 stages=6",
+    "bk=64 bm=64 bn=256 consumers=2 group=4 inflight=1 pingpong=1 stages=5",
+};
+
+} // namespace tilejit::testing
