@@ -8,8 +8,11 @@
 // mask halves the work; the backward pass is 2.5 times the forward's).
 // With --backward it times the backward pass instead (--config then applies
 // to it), after checking sampled rows of dQ, dK and dV against float64
-// gradients that take P from the forward's LSE (checked first).
-//   attn_bench [--shapes FILE] [--only SUBSTRING] [--config "k=v ..."] [--backward] --out FILE.json
+// gradients that take P from the forward's LSE (checked first); --split N
+// splits the query heads of each KV head's group N ways in the dK/dV kernel
+// (where N divides the group) instead of the default.
+//   attn_bench [--shapes FILE] [--only SUBSTRING] [--config "k=v ..."] [--backward] [--split N]
+//              --out FILE.json
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
@@ -157,6 +160,7 @@ checkBackward(const Case &c, const std::vector<unsigned char> &hq,
 int main(int argc, char **argv) {
   std::string shapesPath = "bench/attn_shapes.json", outPath, only, configText;
   bool backward = false;
+  int64_t split = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -174,9 +178,11 @@ int main(int argc, char **argv) {
       configText = next();
     else if (a == "--backward")
       backward = true;
+    else if (a == "--split")
+      split = std::stoll(next());
     else
       die("unknown argument '" + a +
-          "' (--shapes FILE --out FILE --only SUBSTRING --config TEXT --backward)");
+          "' (--shapes FILE --out FILE --only SUBSTRING --config TEXT --backward --split N)");
   }
   if (outPath.empty())
     die("--out FILE is required");
@@ -198,6 +204,10 @@ int main(int argc, char **argv) {
     call.hq = c.hq;
     call.hkv = c.hkv;
     call.causal = c.causal;
+    // --split N: the backward's query heads split N ways where N divides
+    // the group, else the default.
+    if (split > 0 && (c.hq / c.hkv) % split == 0)
+      call.headSplit = split;
     call.b = c.b;
     call.sq = call.sk = c.s;
     KernelSpec spec = must(attention::specOf(call, target));

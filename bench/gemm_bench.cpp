@@ -165,8 +165,8 @@ int main(int argc, char **argv) {
     bool tuned = false;
     if (!configText.empty()) {
       // The keys given, over the shape's default config.
-      config = getTemplate(spec).defaultConfig(spec).mergedWith(
-          must(TileConfig::parse(configText)));
+      config =
+          getTemplate(spec).defaultConfig(spec).mergedWith(must(TileConfig::parse(configText)));
     } else if (store) {
       if (auto w = must(store->winner(tuneKey(spec)))) {
         config = must(TileConfig::parse(w->config));

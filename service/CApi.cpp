@@ -443,17 +443,24 @@ tj_status tj_attn_fwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64
   });
 }
 
-tj_status tj_attn_bwd_workspace(tj_engine *e, int64_t b, int64_t sq, int64_t hq, int64_t *bytes) {
+tj_status tj_attn_bwd_workspace(tj_engine *e, int64_t b, int64_t sq, int64_t sk, int64_t hq,
+                                int64_t hkv, int64_t d, int64_t *bytes) {
   TJ_ENGINE(e);
   if (!bytes)
     return invalid("bytes is null");
-  if (b < 1 || sq < 1 || hq < 1)
-    return invalid("b, sq and hq must be positive, got b=" + std::to_string(b) +
-                   " sq=" + std::to_string(sq) + " hq=" + std::to_string(hq));
+  if (b < 1 || sq < 1 || sk < 1 || hq < 1 || hkv < 1 || d < 1)
+    return invalid("b, sq, sk, hq, hkv and d must be positive, got b=" + std::to_string(b) +
+                   " sq=" + std::to_string(sq) + " sk=" + std::to_string(sk) + " hq=" +
+                   std::to_string(hq) + " hkv=" + std::to_string(hkv) + " d=" + std::to_string(d));
+  if (hq % hkv != 0)
+    return invalid("hkv=" + std::to_string(hkv) + " must divide hq=" + std::to_string(hq));
   tilejit::attention::Call call;
   call.b = b;
   call.sq = sq;
+  call.sk = sk;
   call.hq = hq;
+  call.hkv = hkv;
+  call.d = d;
   *bytes = tilejit::attention::backwardWorkspaceBytes(call);
   return ok();
 }

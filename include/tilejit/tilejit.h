@@ -131,10 +131,12 @@ TJ_API tj_status tj_attn_fwd(tj_engine *engine, tj_dtype dtype, tj_attn_layout l
                              float scale, const void *q, const void *k, const void *v, void *o,
                              float *lse, void *stream);
 
-/* Bytes of workspace tj_attn_bwd needs for these sizes (f32 LSE and
- * rowsum(dO * O) of every query row, rows padded to 128). */
-TJ_API tj_status tj_attn_bwd_workspace(tj_engine *engine, int64_t b, int64_t sq, int64_t hq,
-                                       int64_t *bytes);
+/* Bytes of workspace tj_attn_bwd needs for these sizes: f32 LSE and
+ * rowsum(dO * O) of every query row, rows padded to 128; and where the KV
+ * heads are too few to fill the GPU (hq / hkv query heads split over
+ * programs), the f32 dK and dV of each part. */
+TJ_API tj_status tj_attn_bwd_workspace(tj_engine *engine, int64_t b, int64_t sq, int64_t sk,
+                                       int64_t hq, int64_t hkv, int64_t d, int64_t *bytes);
 /* Attention backward (sm_90a): dQ, dK and dV of tj_attn_fwd from dO and the
  * forward's O and lse, for the same arguments (head dim 64 or 128). dO, dQ
  * are stored as O and Q, dK and dV as K and V; all contiguous, 16-byte

@@ -129,9 +129,12 @@ public:
     // dims 64 and 128 alike (against 64 and 32: 12-14 % faster at d = 128),
     // with overlap (8-10 % faster); one consumer where two would leave
     // multiprocessors idle in the dK/dV kernel (fewer than 128 programs of
-    // 128 keys: Llama-3.1-70B at TP8, one KV head, 139 TFLOP/s with two,
-    // 150 with one and 32 queries a step; 64 spill with one consumer).
-    int64_t programs = (p.sk + 127) / 128 * p.b * p.hkv;
+    // 128 keys, counting each part of a group's query heads split over them
+    // (backwardHeadSplit): one KV head of 2048 keys, say. Before the split,
+    // Llama-3.1-70B at TP8 (one KV head) gave 139 TFLOP/s with two consumers,
+    // 150 with one and 32 queries a step; split 8 ways, 321 with two).
+    int64_t programs =
+        (p.sk + 127) / 128 * p.b * p.hkv * attention::backwardHeadSplit(p.b, p.hq, p.hkv, p.sk);
     TileConfig c = programs < 128 ? make(1, 128, 32, 2, 1) : make(2, 128, 64, 2, 1);
     if (llvm::Error err = checkConfig(ks, c)) {
       llvm::consumeError(std::move(err));
@@ -196,6 +199,7 @@ public:
       Builder kb{{b, loc}, p, Shape(cfg), cfg};
       kb.dq();
       kb.dkv();
+      kb.sum();
     });
   }
 
@@ -223,6 +227,18 @@ private:
     /// The workspace: [2, b * hq, rows]: LSE * log2(e), then D.
     MemRefType workspaceType() const {
       return MemRefType::get({2, ShapedType::kDynamic, ShapedType::kDynamic}, b.getF32Type());
+    }
+
+    /// The dK/dV kernel's partial sums when the query heads of a group are
+    /// split over programs: as dK and dV, f32, 2 * split of them stacked
+    /// along the first dimension (dK's parts, then dV's), rows padded to
+    /// the workspace's multiple.
+    MemRefType partialsType() const { return rowsType(p.hkv, b.getF32Type()); }
+    /// Where part `j` of dK (j < split) or of dV (split + j) holds what dK or
+    /// dV hold at `at` (rowAt coordinates; `dK` the gradient's view).
+    SmallVector<Value> partAt(Value j, Value dK, ArrayRef<Value> at) {
+      Value lead = memref::DimOp::create(b, loc, dK, 0);
+      return {add(mul(j, lead), at[0]), at[1], at[2]};
     }
 
     std::pair<Value, Value> stageOf(Value it) { return {remu(it, s.stages), divu(it, s.stages)}; }
@@ -421,15 +437,18 @@ private:
       auto mapKV = tt::TensorMapType::get(&c, bn, 64, dt, 4);
       auto mapQ = tt::TensorMapType::get(&c, s.kvBm, 64, dt, 4);
       auto kType = rowsType(p.hkv, dt);
-      // K, V, Q, dO maps; workspace, dK, dV; scale * log2(e), scale, sq, sk.
+      // K, V, Q, dO maps; workspace, dK, dV; scale * log2(e), scale, sq, sk;
+      // the partial sums and the head split.
       SmallVector<Type> args = {mapKV, mapKV, mapQ, mapQ, workspaceType(), kType, kType,
-                                f32,   f32,   idx,  idx};
-      // Programs: ceil(sk / bn) * batch * hkv; dK's first size is the batch
-      // (BSHD) or batch * hkv (BHSD).
-      AffineExpr sk = getAffineSymbolExpr(0, &c), first = getAffineSymbolExpr(1, &c);
-      AffineMap grid = AffineMap::get(0, 2, {sk.ceilDiv(bn) * first * (bshd() ? p.hkv : 1)}, &c);
+                                f32,   f32,   idx,  idx,  partialsType(),  idx};
+      // Programs: ceil(sk / bn) * batch * hkv * split; dK's first size is
+      // the batch (BSHD) or batch * hkv (BHSD).
+      AffineExpr sk = getAffineSymbolExpr(0, &c), first = getAffineSymbolExpr(1, &c),
+                 parts = getAffineSymbolExpr(2, &c);
+      AffineMap grid =
+          AffineMap::get(0, 3, {sk.ceilDiv(bn) * first * (bshd() ? p.hkv : 1) * parts}, &c);
       auto kernel = makeKernel(b, loc, "attn_bwd_dkdv_" + suffix(), args, 128 * (s.consumers + 1),
-                               grid, {10, -1, 5, 0}, cfg,
+                               grid, {10, -1, 5, 0, 12, -1}, cfg,
                                /*cluster=*/1, /*minBlocks=*/1);
       Block *entry = &kernel.getBody().front();
       Value kMap = entry->getArgument(0), vMap = entry->getArgument(1),
@@ -437,6 +456,7 @@ private:
       Value ws = entry->getArgument(4), dK = entry->getArgument(5), dV = entry->getArgument(6);
       Value scaleLog2 = entry->getArgument(7), scale = entry->getArgument(8);
       Value sqV = entry->getArgument(9), skV = entry->getArgument(10);
+      Value partials = entry->getArgument(11), split = entry->getArgument(12);
 
       Value rk = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
       Value rv = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
@@ -452,11 +472,20 @@ private:
       // Every key tile of one KV head before the next (the programs running
       // together read the same Q and dO, which L2 keeps), the first tiles
       // (under a causal mask the most queries) first.
+      // With the group's query heads split `split` ways, part j of every
+      // tile before part j + 1.
       Value nTiles = ceilDiv(skV, bn);
       Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
-      Value nTile = arith::RemUIOp::create(b, loc, pid, nTiles);
-      Value bkv = arith::DivUIOp::create(b, loc, pid, nTiles);
+      Value perPart =
+          arith::DivUIOp::create(b, loc, tt::NumProgramsOp::create(b, loc, tt::Dim::x), split);
+      Value part = arith::DivUIOp::create(b, loc, pid, perPart);
+      Value inPart = arith::RemUIOp::create(b, loc, pid, perPart);
+      Value nTile = arith::RemUIOp::create(b, loc, inPart, nTiles);
+      Value bkv = arith::DivUIOp::create(b, loc, inPart, nTiles);
       Value seq = divu(bkv, p.hkv), kvHead = remu(bkv, p.hkv);
+      // The part's query heads: `heads` of them from `head0`.
+      Value heads = arith::DivUIOp::create(b, loc, cst(group), split);
+      Value head0 = add(mul(kvHead, cst(group)), mul(part, heads));
       Value n0 = mul(nTile, cst(bn));
       // Query tiles that see a key of the program: under a causal mask from
       // the one holding row n0; the first ones up to row n0 + bn see the
@@ -475,16 +504,21 @@ private:
                               cst(0));
         tt::TmaLoadOp::create(b, loc, vMap, n0, cst(0), ValueRange{kvHead, seq}, rv, cst(0), vFull,
                               cst(0));
-        loop(cst(0), mul(count, cst(group)), {}, [&](Value it, ValueRange) {
+        // Step `it` loads query tile mi of query head `head`, both carried
+        // (a division by the runtime tile count would cost the producer's
+        // few registers).
+        loop(cst(0), mul(count, heads), {head0, mStart}, [&](Value it, ValueRange at) {
           auto [stage, round] = stageOf(it);
-          Value head = add(mul(kvHead, cst(group)), arith::DivUIOp::create(b, loc, it, count));
-          Value m0 = mul(add(mStart, arith::RemUIOp::create(b, loc, it, count)), cst(s.kvBm));
+          Value head = at[0], mi = at[1], m0 = mul(mi, cst(s.kvBm));
           tt::BarrierWaitOp::create(b, loc, empty, stage, add(round, cst(1)));
           tt::TmaLoadOp::create(b, loc, qMap, m0, cst(0), ValueRange{head, seq}, rq, stage, qFull,
                                 stage);
           tt::TmaLoadOp::create(b, loc, doMap, m0, cst(0), ValueRange{head, seq}, rdo, stage,
                                 doFull, stage);
-          return SmallVector<Value>{};
+          Value next = add(mi, cst(1));
+          Value wrap = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, next, mEnd);
+          return SmallVector<Value>{arith::SelectOp::create(b, loc, wrap, add(head, cst(1)), head),
+                                    arith::SelectOp::create(b, loc, wrap, mStart, next)};
         });
         tt::YieldOp::create(b, loc);
       }
@@ -569,18 +603,80 @@ private:
         };
         Value zeroAcc = splat(accType, f32c(0.0));
         SmallVector<Value> init = {zeroAcc, zeroAcc, cst(0)};
-        SmallVector<Value> acc = loop(cst(0), cst(group), init, [&](Value h, ValueRange c0) {
-          Value head = add(mul(kvHead, cst(group)), h);
+        SmallVector<Value> acc = loop(cst(0), heads, init, [&](Value h, ValueRange c0) {
+          Value head = add(head0, h);
           SmallVector<Value> c1 = loop(
               mStart, mMasked, c0, [&](Value mi, ValueRange c) { return step(head, mi, c, true); });
           return loop(mMasked, mEnd, c1,
                       [&](Value mi, ValueRange c) { return step(head, mi, c, false); });
         });
-        SmallVector<Value> at = rowAt(seq, kvHead, p.hkv, key0);
-        tt::StoreOp::create(b, loc, arith::MulFOp::create(b, loc, acc[0], splat(accType, scale)),
-                            dK, at);
-        tt::StoreOp::create(b, loc, acc[1], dV, at);
+        // dV first, so that its registers are free before dK's stores.
+        auto dk = [&] { return arith::MulFOp::create(b, loc, acc[0], splat(accType, scale)); };
+        auto storeWhole = [&] {
+          SmallVector<Value> at = rowAt(seq, kvHead, p.hkv, key0);
+          tt::StoreOp::create(b, loc, acc[1], dV, at);
+          tt::StoreOp::create(b, loc, dk(), dK, at);
+        };
+        if (group == 1) {
+          storeWhole(); // nothing to split
+        } else {
+          // One part: dK and dV as they are; several: each part's sums,
+          // f32, for the sum kernel to add in order.
+          // The split and the part from values the loop kept (heads = group
+          // / split, head0 = kvHead * group + part * heads): one more held
+          // through the loop would spill.
+          auto whole = scf::IfOp::create(
+              b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, heads, cst(group)),
+              /*withElseRegion=*/true);
+          OpBuilder::InsertionGuard g(b);
+          b.setInsertionPointToStart(whole.thenBlock());
+          storeWhole();
+          b.setInsertionPointToStart(whole.elseBlock());
+          Value mine = arith::DivUIOp::create(b, loc, remu(head0, group), heads);
+          Value parts = arith::DivUIOp::create(b, loc, cst(group), heads);
+          SmallVector<Value> at = rowAt(seq, kvHead, p.hkv, key0);
+          tt::StoreOp::create(b, loc, acc[1], partials, partAt(add(parts, mine), dK, at));
+          tt::StoreOp::create(b, loc, dk(), partials, partAt(mine, dK, at));
+        }
         tt::YieldOp::create(b, loc);
+      }
+      b.setInsertionPointToEnd(entry);
+      tt::ReturnOp::create(b, loc);
+      b.setInsertionPointAfter(kernel);
+    }
+
+    /// dK and dV from the parts' sums, added in order (j = 0, 1, ...), so
+    /// the result is bitwise repeatable; launched only with a split.
+    void sum() {
+      MLIRContext &c = ctx();
+      Type f32 = b.getF32Type(), idx = b.getIndexType();
+      auto kType = rowsType(p.hkv, elemType(c, p.dt));
+      // Partials, dK, dV; sk, split.
+      SmallVector<Type> args = {partialsType(), kType, kType, idx, idx};
+      // Programs: 64 rows of one KV head each.
+      AffineExpr sk = getAffineSymbolExpr(0, &c), first = getAffineSymbolExpr(1, &c);
+      AffineMap grid = AffineMap::get(0, 2, {sk.ceilDiv(64) * first * (bshd() ? p.hkv : 1)}, &c);
+      auto kernel =
+          makeKernel(b, loc, "attn_bwd_dkdv_sum_" + suffix(), args, 128, grid, {3, -1, 1, 0}, cfg);
+      Block *entry = &kernel.getBody().front();
+      Value partials = entry->getArgument(0), dK = entry->getArgument(1),
+            dV = entry->getArgument(2), skV = entry->getArgument(3), split = entry->getArgument(4);
+      Value blocks = ceilDiv(skV, 64);
+      Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
+      Value row0 = mul(arith::RemUIOp::create(b, loc, pid, blocks), cst(64));
+      Value bkv = arith::DivUIOp::create(b, loc, pid, blocks);
+      Value seq = divu(bkv, p.hkv), kvHead = remu(bkv, p.hkv);
+      SmallVector<Value> at = rowAt(seq, kvHead, p.hkv, row0);
+      auto tile = RankedTensorType::get({64, p.d}, f32, tt::WgmmaLayoutAttr::get(&c));
+      Value zero = splat(tile, f32c(0.0));
+      // dK's parts (0 .. split - 1), then dV's (split .. 2 split - 1).
+      for (auto [first, grad] : {std::pair{cst(0), dK}, std::pair{split, dV}}) {
+        Value sum = loop(cst(0), split, {zero}, [&](Value j, ValueRange acc) {
+          Value part =
+              tt::LoadOp::create(b, loc, tile, partials, partAt(add(first, j), dK, at), nullptr);
+          return SmallVector<Value>{arith::AddFOp::create(b, loc, acc[0], part)};
+        })[0];
+        tt::StoreOp::create(b, loc, sum, grad, at);
       }
       b.setInsertionPointToEnd(entry);
       tt::ReturnOp::create(b, loc);

@@ -92,6 +92,16 @@ KernelSpec Params::spec() const {
   return s;
 }
 
+int64_t backwardHeadSplit(int64_t b, int64_t hq, int64_t hkv, int64_t sk) {
+  if (b < 1 || hq < 1 || hkv < 1 || sk < 1 || hq % hkv != 0)
+    return 1;
+  int64_t programs = (sk + 127) / 128 * b * hkv, group = hq / hkv;
+  for (int64_t split = 1; split < group; ++split)
+    if (group % split == 0 && programs * split >= 512)
+      return split;
+  return group;
+}
+
 double Params::flops() const {
   // The convention of FlashAttention's and torch's benchmarks: a causal
   // mask halves the work.

@@ -27,6 +27,13 @@ const OpDecl &backwardOp();
 /// attn_bwd's workspace pads each sequence's query rows to a multiple of
 /// this (every tile of its kernels lies inside).
 constexpr int64_t kBackwardWorkspaceRows = 128;
+/// Ways attn_bwd's dK/dV kernel splits the query heads of each KV head's
+/// group over programs: 1 while the KV heads' tiles of 128 keys make 512
+/// programs or more (about four per multiprocessor, so that under a causal
+/// mask the long and the short programs even out), else the smallest
+/// divisor of the group that does, or the whole group. Each part's sums are
+/// added in order by a third kernel.
+int64_t backwardHeadSplit(int64_t b, int64_t hq, int64_t hkv, int64_t sk);
 bool isForward(const KernelSpec &spec);
 bool isBackward(const KernelSpec &spec);
 

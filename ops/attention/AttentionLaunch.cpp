@@ -90,10 +90,33 @@ KernelArg rowsView(const Call &c, uint64_t addr, int64_t seq, int64_t heads) {
   return KernelArg::view(addr, {c.b * heads, seq, c.d});
 }
 
-/// Workspace rows per sequence (the backward template's padding).
-int64_t workspaceRows(const Call &c) {
-  return (c.sq + kBackwardWorkspaceRows - 1) / kBackwardWorkspaceRows * kBackwardWorkspaceRows;
+/// Rows per sequence of `seq` in the backward's workspace (the template's
+/// padding).
+int64_t paddedRows(int64_t seq) {
+  return (seq + kBackwardWorkspaceRows - 1) / kBackwardWorkspaceRows * kBackwardWorkspaceRows;
 }
+int64_t workspaceRows(const Call &c) { return paddedRows(c.sq); }
+
+/// The backward's workspace: LSE and D of every query row, then (with the
+/// query heads split) the parts' sums of dK and dV.
+struct Workspace {
+  int64_t split, lseBytes, partialBytes;
+  explicit Workspace(const Call &c)
+      : split(c.headSplit > 0 ? c.headSplit : backwardHeadSplit(c.b, c.hq, c.hkv, c.sk)),
+        lseBytes(2 * std::max<int64_t>(c.b * c.hq, 0) * workspaceRows(c) * 4),
+        partialBytes(split > 1 ? 2 * split * std::max<int64_t>(c.b * c.hkv, 0) * paddedRows(c.sk) *
+                                     c.d * 4
+                               : 0) {}
+  /// The parts' sums as the kernels view them: dK and dV's view, f32, rows
+  /// padded, 2 * split of them along the first dimension.
+  KernelArg partials(const BackwardCall &c) const {
+    uint64_t at = c.workspace + uint64_t(lseBytes);
+    int64_t rows = paddedRows(c.sk);
+    if (c.layout == Layout::BSHD)
+      return KernelArg::view(at, {2 * split * c.b, rows, c.hkv * c.d});
+    return KernelArg::view(at, {2 * split * c.b * c.hkv, rows, c.d});
+  }
+};
 } // namespace
 
 Call callOf(const Params &p) {
@@ -119,7 +142,8 @@ llvm::Expected<KernelSpec> backwardSpecOf(const Call &c, const Target &target) {
 }
 
 int64_t backwardWorkspaceBytes(const Call &c) {
-  return 2 * std::max<int64_t>(c.b * c.hq, 0) * workspaceRows(c) * 4;
+  Workspace w(c);
+  return w.lseBytes + w.partialBytes;
 }
 
 llvm::Error launch(const LoadedKernel &kernel, const Call &c, CUstream stream) {
@@ -156,12 +180,13 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, CUstream stream) {
 
 llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CUstream stream) {
   const char *op = "attn_bwd";
-  if (kernel.numEntries() != 2)
-    return error("the kernel has " + llvm::Twine(kernel.numEntries()) + " entries, not 2", op);
-  const EntryInfo &dq = kernel.entry(0), &dkv = kernel.entry(1);
-  if (dq.params.size() != 13 || dkv.params.size() != 11)
-    return error("the kernels take " + llvm::Twine(dq.params.size()) + " and " +
-                     llvm::Twine(dkv.params.size()) + " parameters, not 13 and 11",
+  if (kernel.numEntries() != 3)
+    return error("the kernel has " + llvm::Twine(kernel.numEntries()) + " entries, not 3", op);
+  const EntryInfo &dq = kernel.entry(0), &dkv = kernel.entry(1), &sum = kernel.entry(2);
+  if (dq.params.size() != 13 || dkv.params.size() != 13 || sum.params.size() != 5)
+    return error("the kernels take " + llvm::Twine(dq.params.size()) + ", " +
+                     llvm::Twine(dkv.params.size()) + " and " + llvm::Twine(sum.params.size()) +
+                     " parameters, not 13, 13 and 5",
                  op);
   if (!c.q || !c.k || !c.v || !c.o || !c.lse || !c.dO || !c.dQ || !c.dK || !c.dV)
     return error("a null device pointer", op);
@@ -215,18 +240,32 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
       return err;
   if (c.only == 0)
     return llvm::Error::success();
+  Workspace w(c);
+  if (c.hkv < 1 || c.hq % c.hkv != 0 || (c.hq / c.hkv) % w.split != 0)
+    return error("the query heads of a group (hq / hkv = " + llvm::Twine(c.hq) + " / " +
+                     llvm::Twine(c.hkv) + ") cannot be split " + llvm::Twine(w.split) + " ways",
+                 op);
+  KernelArg partials = w.partials(c);
+  KernelArg dK = rowsView(c, c.dK, c.sk, c.hkv), dV = rowsView(c, c.dV, c.sk, c.hkv);
   KernelArg second[] = {KernelArg::tensorMap(maps[4]),
                         KernelArg::tensorMap(maps[5]),
                         KernelArg::tensorMap(maps[6]),
                         KernelArg::tensorMap(maps[7]),
                         ws,
-                        rowsView(c, c.dK, c.sk, c.hkv),
-                        rowsView(c, c.dV, c.sk, c.hkv),
+                        dK,
+                        dV,
                         scaleLog2,
                         KernelArg::f32(scale),
                         KernelArg::index(c.sq),
-                        KernelArg::index(c.sk)};
-  return kernel.launch(1, second, std::size(second), stream);
+                        KernelArg::index(c.sk),
+                        partials,
+                        KernelArg::index(w.split)};
+  if (auto err = kernel.launch(1, second, std::size(second), stream))
+    return err;
+  if (w.split == 1)
+    return llvm::Error::success();
+  KernelArg third[] = {partials, dK, dV, KernelArg::index(c.sk), KernelArg::index(w.split)};
+  return kernel.launch(2, third, std::size(third), stream);
 }
 
 } // namespace tilejit::attention

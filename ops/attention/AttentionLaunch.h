@@ -24,6 +24,10 @@ struct Call {
   uint64_t q = 0, k = 0, v = 0, o = 0, lse = 0;
   /// Multiplies Q K^T; 0 means 1 / sqrt(d).
   float scale = 0.0f;
+  /// Backward only: the ways the query heads of each KV head's group are
+  /// split over the dK/dV kernel's programs (a divisor of hq / hkv); 0, the
+  /// choice of backwardHeadSplit.
+  int64_t headSplit = 0;
 };
 
 /// The call a spec describes (no buffers yet).
@@ -42,7 +46,8 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &call, CUstream stream
 struct BackwardCall : Call {
   uint64_t dO = 0, dQ = 0, dK = 0, dV = 0, workspace = 0;
   /// Launch only kernel 0 (dQ, which fills the workspace) or 1 (dK and dV,
-  /// which reads it); -1, both. For timing each alone.
+  /// which reads it, and the sum of their parts where the heads are split);
+  /// -1, all. For timing each alone.
   int only = -1;
 };
 
@@ -50,12 +55,14 @@ struct BackwardCall : Call {
 llvm::Expected<KernelSpec> backwardSpecOf(const Call &call, const Target &target);
 
 /// Bytes of the workspace a backward call needs: LSE in the log2 domain and
-/// D = rowsum(dO * O) of every query row, f32, rows padded to 128.
+/// D = rowsum(dO * O) of every query row, f32, rows padded to 128; where
+/// few KV heads would leave the GPU idle (backwardHeadSplit > 1), the f32
+/// sums of dK and dV of each part of the query heads too.
 int64_t backwardWorkspaceBytes(const Call &call);
 
 /// Launches the backward `call` with `kernel` (built for backwardSpecOf) on
 /// `stream`: the dQ kernel (which also fills the workspace), then the dK/dV
-/// kernel.
+/// kernel, then (heads split) the sum of its parts.
 llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &call, CUstream stream);
 
 } // namespace tilejit::attention

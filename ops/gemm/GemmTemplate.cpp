@@ -146,8 +146,7 @@ public:
                          llvm::Twine(p.target.archName()));
     Shape s(cfg);
     if (s.pingpong && s.consumers != 2)
-      return configError("pingpong needs 2 consumers, got consumers = " +
-                         llvm::Twine(s.consumers));
+      return configError("pingpong needs 2 consumers, got consumers = " + llvm::Twine(s.consumers));
     if (s.pingpong && s.bm != 64 && s.bm != 128)
       return configError("with pingpong each consumer multiplies a whole tile: bm = " +
                          llvm::Twine(s.bm) + " must be 64 or 128");
@@ -250,10 +249,10 @@ private:
     // the products run in turn, and a consumer never waits on a stage's
     // `full` barrier more than one phase ahead of it (a parity wait cannot
     // tell phases two apart).
-    Value order = s.pingpong ? tt::AllocBarriersOp::create(
-                                   b, loc, tt::BarriersType::get(&ctx, 2), 1, nullptr)
-                                   .getResult()
-                             : Value();
+    Value order =
+        s.pingpong ? tt::AllocBarriersOp::create(b, loc, tt::BarriersType::get(&ctx, 2), 1, nullptr)
+                         .getResult()
+                   : Value();
     Value mSize = memref::DimOp::create(b, loc, d, 0);
     Value mTiles = arith::DivUIOp::create(
         b, loc, arith::AddIOp::create(b, loc, mSize, cst(s.bm - 1)), cst(s.bm));

@@ -61,7 +61,8 @@ def lib():
                                   f32, f32, i32, vp]
             l.tj_attn_fwd.argtypes = [vp, i32, i32, i64, i64, i64, i64, i64, i64, i32, f32, vp, vp,
                                       vp, vp, vp, vp]
-            l.tj_attn_bwd_workspace.argtypes = [vp, i64, i64, i64, c.POINTER(i64)]
+            l.tj_attn_bwd_workspace.argtypes = [vp, i64, i64, i64, i64, i64, i64,
+                                                c.POINTER(i64)]
             l.tj_attn_bwd.argtypes = [vp, i32, i32, i64, i64, i64, i64, i64, i64, i32, f32,
                                       vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp]
             for fn in ("tj_engine_create", "tj_engine_device", "tj_engine_set_sm_margin",

@@ -101,7 +101,8 @@ protected:
     ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
 
     auto da = DeviceBuffer::allocate(a.bytes.size()), db = DeviceBuffer::allocate(b.bytes.size());
-    auto dd = DeviceBuffer::allocate(cin.bytes.size()), dc = DeviceBuffer::allocate(cin.bytes.size());
+    auto dd = DeviceBuffer::allocate(cin.bytes.size()),
+         dc = DeviceBuffer::allocate(cin.bytes.size());
     ASSERT_TRUE(da && db && dd && dc);
     ASSERT_FALSE(bool(da->upload(a.bytes)));
     ASSERT_FALSE(bool(db->upload(b.bytes)));
@@ -173,16 +174,16 @@ TEST_F(GpuGemm, EveryLayoutAgainstFloat64) {
   for (const char *layout : {"nt", "nn", "tn"}) {
     run({layout, 128, 256, 64});
     run({layout, 256, 512, 192});
-    run({layout, 200, 264, 72});   // no size a multiple of a tile
+    run({layout, 200, 264, 72}); // no size a multiple of a tile
     run({layout, 1024, 1024, 1024});
   }
 }
 
 TEST_F(GpuGemm, RaggedShapes) {
-  run({"nt", 1, 256, 64});        // one row
-  run({"nt", 127, 255, 72});      // odd N: element stores
-  run({"nt", 8191, 4097, 1000});  // sampled rows
-  run({"nn", 1, 136, 40});        // K below one stage
+  run({"nt", 1, 256, 64});       // one row
+  run({"nt", 127, 255, 72});     // odd N: element stores
+  run({"nt", 8191, 4097, 1000}); // sampled rows
+  run({"nn", 1, 136, 40});       // K below one stage
   run({"tn", 64, 8, 8});
 }
 

@@ -82,10 +82,12 @@ TEST(GemmCompile, DefaultConfigsAreValidForOddShapes) {
 TEST(GemmCompile, BadConfigsAndTargetsAreNamed) {
   const KernelTemplate &t = getTemplate(gemm::op());
   gemm::Params p = params("nn", DType::BF16, DType::BF16, false);
-  auto err = t.checkConfig(p, *TileConfig::parse("bk=64 bm=128 bn=96 consumers=2 group=8 stages=4"));
+  auto err =
+      t.checkConfig(p, *TileConfig::parse("bk=64 bm=128 bn=96 consumers=2 group=8 stages=4"));
   ASSERT_TRUE(bool(err));
-  EXPECT_NE(llvm::toString(std::move(err)).find("bn = 96 must be a multiple of 16 (of 64 when B is "
-                                                "stored K x N)"),
+  EXPECT_NE(llvm::toString(std::move(err))
+                .find("bn = 96 must be a multiple of 16 (of 64 when B is "
+                      "stored K x N)"),
             std::string::npos);
   err = t.checkConfig(p, *TileConfig::parse("bk=64 bm=128 bn=256 consumers=2 group=8 stages=8"));
   ASSERT_TRUE(bool(err));
