@@ -1,9 +1,9 @@
 //===- AttentionBackwardTemplate.cpp - attention backward on Hopper ---------===//
 //
 // dQ, dK and dV of O = softmax(scale * Q K^T + mask) V from dO, O and the
-// forward's LSE, on sm_90a, in two kernels that each own what they write
-// (no atomics, nothing reduced across programs: the results are bitwise
-// repeatable). With P = exp(scale * Q K^T - LSE) (the probabilities, masked
+// forward's LSE, on sm_90a, in kernels that each own what they write (no
+// atomics; what is reduced across programs is added in a fixed order: the
+// results are bitwise repeatable). With P = exp(scale * Q K^T - LSE) (the probabilities, masked
 // entries 0), D = rowsum(dO * O) and dS = P * (dO V^T - D):
 //   dQ = scale * dS K,   dK = scale * dS^T Q,   dV = P^T dO.
 //
@@ -22,7 +22,14 @@
 // works on the transposed products, so that what it accumulates has its keys
 // as rows: S^T = K Q^T and dP^T = V dO^T (shared memory), P^T from S^T and
 // the workspace's LSE of each column (a #tile.slice of the columns), then
-// dV += P^T dO and dK += dS^T Q with P^T and dS^T from registers.
+// dV += P^T dO and dK += dS^T Q with P^T and dS^T from registers. Where the
+// KV heads' tiles are too few to keep the GPU busy (one KV head of
+// Llama-3.1-70B at TP8: 64), the group's query heads are split over
+// `split` programs per tile (a launch argument, attention::backwardHeadSplit),
+// each writing its part's f32 sums to the workspace.
+//
+// Kernel 3, with a split only: dK and dV as the sum of the parts, added in
+// order.
 //
 // Masks: the dQ kernel masks as the forward does (keys past the sequence,
 // the causal diagonal); the dK/dV kernel masks the causal diagonal only:
