@@ -30,6 +30,7 @@ class Server;
 
 namespace tilejit {
 
+struct TuneOptions;
 class TileJitService;
 class MetricsEndpoint;
 
@@ -49,8 +50,9 @@ llvm::Expected<std::vector<AccessToken>> parseTokenFile(const std::string &text,
 
 struct ServerOptions {
   std::string dbPath; ///< the store file (":memory:" for tests)
-  /// Writes (PublishResult) need `authorization: Bearer <token>` with a
-  /// read-write token of these; none: no token needed. Reads need none.
+  /// Writes (AcquireTuningLease, ReleaseTuningLease, PublishResult, Tune,
+  /// Import) need `authorization: Bearer <token>` with a read-write token of
+  /// these; none: no token needed. Reads need none.
   std::vector<AccessToken> tokens;
   /// TLS, as PEM text: the server's certificate chain and private key
   /// (empty: plaintext); with `tlsClientCa` too, every client must present a
@@ -67,6 +69,17 @@ struct ServerOptions {
   std::string metricsAddress;
   /// One line per compile, lease and publish; null: stderr.
   std::function<void(const std::string &)> log;
+  /// How Tune measures on this host. Null: GPU 0 of the CUDA driver, each
+  /// candidate in a `tilejit-worker` process (found as `tilejit tune` finds
+  /// it); without a driver or GPU, Tune is refused FAILED_PRECONDITION. Set,
+  /// it fills in a tuning's device, worker and compile hook (TuneOptions's
+  /// deviceInfo, worker, compile; what it points to outlives the server), or
+  /// says why this host cannot tune: the tests tune on a fake worker so.
+  std::function<llvm::Error(TuneOptions &)> tuneSetup;
+  /// Export sends the store in chunks of this many bytes.
+  size_t chunkBytes = 1 << 20;
+  /// The largest store image Import takes (its chunks together).
+  int64_t maxImportBytes = int64_t(1) << 30;
 };
 
 class Server {
