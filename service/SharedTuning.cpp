@@ -126,8 +126,20 @@ llvm::Expected<SharedTuning> tuneShared(const KernelSpec &spec, Store *local, Cl
                 " under key " + lease->tuneKey + ", this process under " + tuneKey(spec, backend) +
                 " (another build identity)");
   if (!lease) {
-    // Tuned here alone, as without a server; nothing is published.
     out.serverProblem = llvm::toString(lease.takeError());
+    // A client the server does not let tune (no read-write token) still
+    // reads: a published winner is used as is.
+    if (auto best = remote.getKernel(spec, {}, backend); best && best->tuned &&
+                                                         best->binary.key ==
+                                                             kernelKey(spec, best->binary.config,
+                                                                       backend)) {
+      out.config = best->binary.config;
+      out.isWinner = true;
+      return out;
+    } else if (!best) {
+      llvm::consumeError(best.takeError());
+    }
+    // Tuned here alone, as without a server; nothing is published.
     auto r = tune(spec, local, options);
     if (!r)
       return r.takeError();

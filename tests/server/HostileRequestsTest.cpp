@@ -349,7 +349,6 @@ public:
     o.tuneSetup = [](TuneOptions &) {
       return llvm::createStringError(llvm::inconvertibleErrorCode(), "no GPU in this test");
     };
-    o.chunkBytes = 4096;
     auto s = Server::start(std::move(o), "127.0.0.1:0");
     if (!s) {
       ADD_FAILURE() << llvm::toString(s.takeError());
