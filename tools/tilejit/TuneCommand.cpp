@@ -13,6 +13,8 @@
 #include "compiler/templates/Template.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/Store.h"
+#include "service/Client.h"
+#include "service/SharedTuning.h"
 #include "tools/tilejit/Output.h"
 #include "tools/tilejit/SpecOptions.h"
 
@@ -29,6 +31,8 @@ struct TuneArgs {
   bool json = false;
   bool inProcess = false;
   double candidateSeconds = 10;
+  std::string server; ///< tune on this server's GPU (host:port)
+  bool candidateTimeoutGiven = false;
 };
 
 /// The store `tune` writes to (made when missing), or the one `explain`
@@ -71,6 +75,76 @@ llvm::Error specAndStore(const TuneArgs &a, const std::string &arch, int sms, Ke
   return llvm::Error::success();
 }
 
+/// `tilejit tune --server ADDR`: the server tunes on its GPU and publishes
+/// the winner there; each candidate is printed as the server streams it.
+int runRemoteTune(const TuneArgs &a) {
+  if (a.inProcess || !a.db.empty() || a.candidateTimeoutGiven)
+    return usageError("--in-process, --db and --candidate-timeout apply to a tuning here; with "
+                      "--server the server tunes on its GPU into its own store");
+  auto built = a.spec.build();
+  if (!built)
+    return usageError(llvm::toString(built.takeError()));
+  auto options = ClientOptions::fromEnvironment(a.server);
+  if (!options)
+    return usageError(llvm::toString(options.takeError()));
+  Client client(**options);
+  RemoteTuneOptions ro;
+  ro.holder = leaseHolderName();
+  ro.maxConfigs = a.maxConfigs;
+  ro.budgetSeconds = a.budget;
+  ro.reps = a.reps;
+  auto started = [&](const RemoteTuning &t) {
+    if (a.json)
+      return;
+    std::printf("tuning   %s on %s (server %s)\n", shown(t.spec).c_str(), shown(t.gpu).c_str(),
+                shown(a.server).c_str());
+    std::fflush(stdout);
+  };
+  auto candidate = [&](const CandidateResult &c, int done, int total) {
+    if (a.json)
+      return;
+    if (c.status == "ok" || c.status == "stored")
+      std::printf("  %3d/%-3d %-44s %.4f ms [%.4f, %.4f]%s\n", done, total,
+                  c.config.canonical().c_str(), c.medianMs, c.p20Ms, c.p80Ms,
+                  c.status == "stored" ? " (stored)" : "");
+    else
+      std::printf("  %3d/%-3d %-44s %s%s%s\n", done, total, c.config.canonical().c_str(),
+                  shown(c.status).c_str(), c.detail.empty() ? "" : ": ",
+                  shown(c.detail.substr(0, 160)).c_str());
+    std::fflush(stdout);
+  };
+  auto r = client.tune(*built, ro, started, candidate);
+  if (!r)
+    return fail(llvm::toString(r.takeError()));
+  if (a.json) {
+    nlohmann::json j = {{"server", a.server},
+                        {"spec", r->spec},
+                        {"gpu", r->gpu},
+                        {"tune_key", r->tuneKey},
+                        {"winner", r->winner.canonical()},
+                        {"winner_ms", r->winnerMs},
+                        {"winner_p20_ms", r->winnerP20Ms},
+                        {"winner_p80_ms", r->winnerP80Ms},
+                        {"kernel_key", r->kernelKey},
+                        {"reason", r->reason},
+                        {"wall_s", r->wallSeconds},
+                        {"measured", r->measured},
+                        {"reused", r->reused},
+                        {"failed", r->failed},
+                        {"candidates", nlohmann::json::array()}};
+    for (auto &c : r->candidates)
+      j["candidates"].push_back(candidateJson(c));
+    std::printf("%s\n", dumped(j).c_str());
+    return 0;
+  }
+  std::printf("winner   %s  %.4f ms [%.4f, %.4f], published on %s\nwhy      %s\n",
+              r->winner.canonical().c_str(), r->winnerMs, r->winnerP20Ms, r->winnerP80Ms,
+              shown(a.server).c_str(), shown(r->reason).c_str());
+  std::printf("measured %d, reused %d stored timings, %d skipped or failed; %.2f s on the server\n",
+              r->measured, r->reused, r->failed, r->wallSeconds);
+  return 0;
+}
+
 int runTune(const TuneArgs &a) {
   // Bad flags are reported before anything else, GPU or not.
   if (auto checked = a.spec.build(); !checked)
@@ -84,6 +158,8 @@ int runTune(const TuneArgs &a) {
                       ": seconds must be a finite number in (0, 86400]");
   if (a.maxConfigs < 0 || a.reps < 3)
     return usageError("--max-configs must be >= 0 and --reps >= 3");
+  if (!a.server.empty())
+    return runRemoteTune(a);
   // The measuring worker makes its GPU context while this process queries
   // the GPU, opens the store and compiles.
   std::unique_ptr<WorkerProcess> worker;
@@ -278,7 +354,11 @@ Action addTune(CLI::App &app) {
   cmd->add_option("--max-configs", a->maxConfigs, "Measure at most this many configs");
   cmd->add_option("--reps", a->reps, "Timed samples per config (default 30)");
   cmd->add_option("--candidate-timeout", a->candidateSeconds,
-                  "Seconds one config may take to check and time (default 10)");
+                  "Seconds one config may take to check and time (default 10)")
+      ->each([a](const std::string &) { a->candidateTimeoutGiven = true; });
+  cmd->add_option("--server", a->server,
+                  "Tune on this `tilejit serve`'s GPU (host:port) and publish the winner there; "
+                  "writes need TILEJIT_TOKEN or TILEJIT_TOKEN_FILE (read-write)");
   cmd->add_flag("--in-process", a->inProcess,
                 "Measure in this process, not in a worker (a config that faults the GPU "
                 "then stops the tuning)");
