@@ -29,6 +29,7 @@
 
 #include <grpcpp/grpcpp.h>
 #include <nlohmann/json.hpp>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "ops/rmsnorm/RmsNormDecl.h"
@@ -109,8 +110,18 @@ struct Phase {
   std::string name;
   uint64_t calls = 0, errors = 0;
   double seconds = 0, perSecond = 0, p50Ms = 0, p99Ms = 0, maxMs = 0;
+  /// CPU time (user + system) of this process, clients and server
+  /// together, per call: what the calls cost whatever else the machine ran.
+  double cpuUsPerCall = 0;
   std::string firstError;
 };
+
+double cpuSeconds() {
+  rusage u;
+  ::getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
 
 /// `threads` threads call `call(stub, spec)` (true: an OK hit) for
 /// `seconds` after a second of warm-up; latencies of the timed part only.
@@ -147,6 +158,10 @@ Phase run(const std::string &name, const std::string &address, int threads, doub
       }
     });
   go = true;
+  std::this_thread::sleep_until(warmEnd);
+  double cpu0 = cpuSeconds();
+  std::this_thread::sleep_until(end);
+  double cpu = cpuSeconds() - cpu0;
   for (auto &th : pool)
     th.join();
   Phase p;
@@ -163,6 +178,7 @@ Phase run(const std::string &name, const std::string &address, int threads, doub
   p.calls = all.size();
   p.seconds = seconds;
   p.perSecond = double(all.size()) / seconds;
+  p.cpuUsPerCall = all.empty() ? 0 : 1e6 * cpu / double(all.size());
   if (!all.empty()) {
     p.p50Ms = all[all.size() / 2];
     p.p99Ms = all[std::min(all.size() - 1, size_t(double(all.size()) * 0.99))];
@@ -261,8 +277,8 @@ int main(int argc, char **argv) {
       {"kernels", specList.size()},
       {"cubin_bytes_mean", cubinBytes / specList.size()},
       {"phases", nlohmann::json::array()}};
-  std::string md = "| call | calls/s | p50 ms | p99 ms | max ms | calls | errors |\n"
-                   "| --- | --- | --- | --- | --- | --- | --- |\n";
+  std::string md = "| call | calls/s | p50 ms | p99 ms | max ms | CPU us/call | calls | errors |\n"
+                   "| --- | --- | --- | --- | --- | --- | --- | --- |\n";
   for (const Phase &p : {lookup, get}) {
     j["phases"].push_back({{"call", p.name},
                            {"calls", p.calls},
@@ -271,10 +287,11 @@ int main(int argc, char **argv) {
                            {"p50_ms", p.p50Ms},
                            {"p99_ms", p.p99Ms},
                            {"max_ms", p.maxMs},
+                           {"cpu_us_per_call", p.cpuUsPerCall},
                            {"first_error", p.firstError}});
     char row[256];
-    std::snprintf(row, sizeof row, "| %s hits | %.0f | %.3f | %.3f | %.1f | %llu | %llu |\n",
-                  p.name.c_str(), p.perSecond, p.p50Ms, p.p99Ms, p.maxMs,
+    std::snprintf(row, sizeof row, "| %s hits | %.0f | %.3f | %.3f | %.1f | %.0f | %llu | %llu |\n",
+                  p.name.c_str(), p.perSecond, p.p50Ms, p.p99Ms, p.maxMs, p.cpuUsPerCall,
                   (unsigned long long)p.calls, (unsigned long long)p.errors);
     md += row;
     if (p.errors)

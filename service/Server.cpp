@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <optional>
+#include <shared_mutex>
 #include <thread>
 #include <unordered_map>
 
@@ -38,6 +39,8 @@ constexpr size_t kMaxLeaseIdBytes = 64;
 constexpr int kMaxTuneConfigs = 100000;
 constexpr double kMaxTuneSeconds = 7 * 86400;
 constexpr int kMaxTuneReps = 10000;
+/// The most the server keeps of kernels in memory (cubins, mostly).
+constexpr size_t kHotBytes = size_t(256) << 20;
 
 bool sameSecret(const std::string &a, const std::string &b) {
   // Constant time in the length of the secret: a wrong guess learns nothing
@@ -72,7 +75,7 @@ public:
     Resolved r;
     if (auto s = resolve(*req, r); !s.ok())
       return counted(s);
-    std::optional<StoredKernel> k;
+    std::shared_ptr<const StoredKernel> k;
     if (auto s = readKernel(r.key, k); !s.ok())
       return s;
     resp->set_tuned(r.tuned);
@@ -91,7 +94,7 @@ public:
     if (auto s = resolve(*req, r); !s.ok())
       return counted(s);
     resp->set_tuned(r.tuned);
-    std::optional<StoredKernel> k;
+    std::shared_ptr<const StoredKernel> k;
     if (auto s = readKernel(r.key, k); !s.ok())
       return s;
     if (k) {
@@ -293,7 +296,7 @@ public:
         return storeError(std::move(e));
       storedKey = kernelKeyOfWinner;
     } else {
-      std::optional<StoredKernel> existing;
+      std::shared_ptr<const StoredKernel> existing;
       if (auto s = readKernel(kernelKeyOfWinner, existing); !s.ok())
         return s;
       if (existing)
@@ -912,15 +915,44 @@ private:
     return Status::OK;
   }
 
-  Status readKernel(const std::string &key, std::optional<StoredKernel> &out) {
+  /// The kernel stored under `key`, or null: from the hot copies when one
+  /// is there, else from the store (which checks its SHA-256), then kept.
+  /// A key names its bytes, so a copy never goes stale; one deleted from
+  /// the store since (a prune) is still the right kernel for its key.
+  Status readKernel(const std::string &key, std::shared_ptr<const StoredKernel> &out) {
+    {
+      std::shared_lock<std::shared_mutex> lock(hotMu_);
+      auto it = hot_.find(key);
+      if (it != hot_.end()) {
+        out = it->second;
+        return Status::OK;
+      }
+    }
     std::string problem;
     auto k = store_->getKernel(key, &problem);
     if (!k)
       return storeError(k.takeError());
     if (!problem.empty())
       options_.log("warning: " + problem);
-    out = std::move(*k);
+    out.reset();
+    if (*k) {
+      (*k)->ptx.clear(); // never sent: not kept
+      auto kept = std::make_shared<const StoredKernel>(std::move(**k));
+      keepHot(kept);
+      out = std::move(kept);
+    }
     return Status::OK;
+  }
+
+  void keepHot(std::shared_ptr<const StoredKernel> k) {
+    std::unique_lock<std::shared_mutex> lock(hotMu_);
+    size_t bytes = k->cubin.size() + k->launch.size() + k->spec.size() + 256;
+    if (hotBytes_ + bytes > kHotBytes) {
+      hot_.clear();
+      hotBytes_ = 0;
+    }
+    if (hot_.emplace(k->key, std::move(k)).second)
+      hotBytes_ += bytes;
   }
 
   void compileFlight(const Resolved &r, Flight &flight) {
@@ -929,10 +961,10 @@ private:
     auto source = v1::GetKernelResponse::SOURCE_COMPILED;
     // A flight that ended just before this one began has left its kernel in
     // the store.
-    std::optional<StoredKernel> stored;
+    std::shared_ptr<const StoredKernel> stored;
     status = readKernel(r.key, stored);
     if (status.ok() && stored) {
-      kernel = std::move(*stored);
+      kernel = *stored;
       source = v1::GetKernelResponse::SOURCE_STORE;
       ++storeHits_;
     } else if (status.ok()) {
@@ -986,6 +1018,10 @@ private:
   std::timed_mutex gpuMu_;           ///< held by the tuning on the GPU
   std::mutex flightsMu_;
   std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;
+  /// Kernels read once (readKernel), by key, up to kHotBytes.
+  std::shared_mutex hotMu_;
+  std::unordered_map<std::string, std::shared_ptr<const StoredKernel>> hot_;
+  size_t hotBytes_ = 0;
   std::atomic<uint64_t> lookups_{0}, lookupHits_{0}, getKernels_{0}, storeHits_{0}, compiles_{0},
       compileFailures_{0}, sharedWaits_{0}, leasesGranted_{0}, leasesDenied_{0}, publishes_{0},
       invalid_{0}, unauthenticated_{0}, permissionDenied_{0}, exports_{0}, imports_{0},
