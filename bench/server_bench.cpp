@@ -195,8 +195,20 @@ std::unique_ptr<grpc::ClientContext> context() {
 
 } // namespace
 
+/// The machine's 1-minute load average: other work on its cores.
+double loadAverage() {
+  double l = -1;
+  if (std::FILE *f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &l) != 1)
+      l = -1;
+    std::fclose(f);
+  }
+  return l;
+}
+
 int main(int argc, char **argv) {
   Args a = parse(argc, argv);
+  double loadBefore = loadAverage();
   std::unique_ptr<Server> server;
   char dir[] = "/tmp/tilejit-server-bench-XXXXXX";
   std::string address = a.server;
@@ -270,6 +282,7 @@ int main(int argc, char **argv) {
       {"date", date},
       {"host", host},
       {"cores", std::thread::hardware_concurrency()},
+      {"load_average_1min", {{"before", loadBefore}, {"after", loadAverage()}}},
       {"server", server ? "in this process (Server::start, as tilejit serve), 127.0.0.1"
                         : "external " + address},
       {"threads", a.threads},
@@ -304,7 +317,8 @@ int main(int argc, char **argv) {
                                << std::thread::hardware_concurrency() << " cores), " << a.threads
                                << " client threads, " << a.seconds << " s a phase, "
                                << (server ? "server in the same process" : "server " + address)
-                               << ":\n\n"
+                               << ", load average " << loadBefore << " before and "
+                               << loadAverage() << " after:\n\n"
                                << md;
   if (server) {
     server->drain(std::chrono::milliseconds(0), std::chrono::seconds(5));

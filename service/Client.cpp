@@ -379,6 +379,73 @@ Client::tune(const KernelSpec &spec, const RemoteTuneOptions &o,
   return out;
 }
 
+llvm::Expected<RemoteListing> Client::list(int limit) {
+  v1::ListRequest req;
+  req.set_limit(limit);
+  v1::ListResponse resp;
+  grpc::Status s = withRetries(options_, *channel_, [&](grpc::ClientContext &ctx) {
+    resp.Clear();
+    return channel_->stub->List(&ctx, req, &resp);
+  });
+  if (!s.ok())
+    return statusError(options_.address, s);
+  RemoteListing out;
+  out.truncated = resp.truncated();
+  for (const v1::ListEntry &e : resp.entries())
+    out.entries.push_back(
+        {e.kind(), e.key(), e.spec(), e.config(), e.arch(), e.bytes(), e.created_at()});
+  for (const v1::LeaseInfo &l : resp.leases())
+    out.leases.push_back(
+        {l.tune_key(), l.holder(), std::chrono::milliseconds(l.expires_in_ms())});
+  return out;
+}
+
+llvm::Expected<RemoteExplanation> Client::explain(const KernelSpec &spec, Backend backend) {
+  v1::KernelRequest req = requestOf(spec, {}, backend);
+  v1::ExplainResponse resp;
+  grpc::Status s = withRetries(options_, *channel_, [&](grpc::ClientContext &ctx) {
+    resp.Clear();
+    return channel_->stub->Explain(&ctx, req, &resp);
+  });
+  if (!s.ok())
+    return statusError(options_.address, s);
+  RemoteExplanation out;
+  out.tuneKey = resp.tune_key();
+  out.toolchain = resp.toolchain();
+  auto config = TileConfig::parse(resp.config());
+  if (!config)
+    return err("server " + options_.address + " sent config '" + resp.config() +
+               "': " + llvm::toString(config.takeError()));
+  out.config = std::move(*config);
+  auto def = TileConfig::parse(resp.default_config());
+  if (!def)
+    return err("server " + options_.address + " sent default config '" + resp.default_config() +
+               "': " + llvm::toString(def.takeError()));
+  out.defaultConfig = std::move(*def);
+  out.tuned = resp.tuned();
+  out.stored = resp.stored();
+  out.truncated = resp.truncated();
+  if (resp.tuned()) {
+    Winner w;
+    w.tuneKey = resp.tune_key();
+    w.config = resp.config();
+    w.kernelKey = resp.winner_kernel_key();
+    w.medianMs = resp.winner_ms();
+    w.reason = resp.winner_reason();
+    out.winner = std::move(w);
+  }
+  for (const v1::Timing &t : resp.timings()) {
+    Timing mine;
+    if (grpc::Status bad = wire::timingFrom(t, "timings", mine); !bad.ok())
+      return err("server " + options_.address + " sent " + bad.error_message());
+    mine.tuneKey = resp.tune_key();
+    out.timings.push_back(std::move(mine));
+  }
+  for (const v1::TuneFailure &f : resp.failures())
+    out.failures.push_back({resp.tune_key(), f.config(), f.stage(), f.reason(), 0});
+  return out;
+}
+
 llvm::Expected<std::string> Client::exportStore() {
   v1::ExportRequest req;
   std::string image;

@@ -123,6 +123,30 @@ struct RemoteTuning {
   double wallSeconds = 0;
 };
 
+/// What a server knows of one kernel's tuning (Explain).
+struct RemoteExplanation {
+  std::string tuneKey, toolchain;
+  TileConfig config;        ///< what a request gets: the winner, else the default
+  bool tuned = false;       ///< config is the published winner
+  TileConfig defaultConfig; ///< the template's
+  bool stored = false;      ///< config's kernel is in the server's store
+  std::optional<Winner> winner;
+  std::vector<Timing> timings;
+  std::vector<Failure> failures;
+  bool truncated = false;
+};
+
+/// The server's store listed (List), and its leases.
+struct RemoteListing {
+  std::vector<Store::Summary> entries;
+  bool truncated = false;
+  struct Lease {
+    std::string tuneKey, holder;
+    std::chrono::milliseconds expiresIn{0};
+  };
+  std::vector<Lease> leases;
+};
+
 class Client {
 public:
   explicit Client(ClientOptions options);
@@ -160,6 +184,13 @@ public:
   /// kernel) on the server and ends the lease. Returns the key of the
   /// server's stored kernel of the winner, or "".
   llvm::Expected<std::string> publish(const Publication &p);
+
+  /// List: the server's kernels and winners (at most `limit`, 0: its cap)
+  /// and the leases held.
+  llvm::Expected<RemoteListing> list(int limit = 0);
+  /// Explain: the server's winner, timings and failures of `spec`'s tuning.
+  llvm::Expected<RemoteExplanation> explain(const KernelSpec &spec,
+                                            Backend backend = Backend::Nvptx);
 
   /// Export: the server's whole store as the bytes of a store file (what
   /// `tilejit cache export` writes), received in chunks and checked against

@@ -489,6 +489,48 @@ public:
     return Status::OK;
   }
 
+  Status Explain(ServerContext *, const v1::KernelRequest *req,
+                 v1::ExplainResponse *resp) override {
+    Resolved r;
+    if (auto s = resolve(*req, r); !s.ok())
+      return counted(s);
+    std::string key = tuneKey(r.spec, r.backend);
+    resp->set_tune_key(key);
+    resp->set_toolchain(toolchainId(r.spec, r.backend));
+    resp->set_config(r.config.canonical());
+    resp->set_tuned(r.tuned);
+    resp->set_default_config(getTemplate(r.spec).defaultConfig(r.spec).canonical());
+    std::shared_ptr<const StoredKernel> k;
+    if (auto s = readKernel(r.key, k); !s.ok())
+      return s;
+    resp->set_stored(bool(k));
+    auto w = store_->winner(key);
+    if (!w)
+      return storeError(w.takeError());
+    if (*w) {
+      resp->set_winner_ms((*w)->medianMs);
+      resp->set_winner_reason((*w)->reason);
+      resp->set_winner_kernel_key((*w)->kernelKey);
+    }
+    auto timings = store_->timings(key);
+    if (!timings)
+      return storeError(timings.takeError());
+    auto failures = store_->failures(key);
+    if (!failures)
+      return storeError(failures.takeError());
+    size_t cap = size_t(options_.listCap);
+    resp->set_truncated(timings->size() > cap || failures->size() > cap);
+    for (size_t i = 0; i < timings->size() && i < cap; ++i)
+      wire::timingTo((*timings)[i], *resp->add_timings());
+    for (size_t i = 0; i < failures->size() && i < cap; ++i) {
+      v1::TuneFailure *f = resp->add_failures();
+      f->set_config((*failures)[i].config);
+      f->set_stage((*failures)[i].stage);
+      f->set_reason((*failures)[i].reason);
+    }
+    return Status::OK;
+  }
+
   Status List(ServerContext *, const v1::ListRequest *req, v1::ListResponse *resp) override {
     if (req->limit() < 0 || req->limit() > options_.listCap)
       return counted(wire::invalid("limit", std::to_string(req->limit()) + " is not in [0, " +

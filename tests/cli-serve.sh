@@ -56,6 +56,24 @@ else
 fi
 "$tj" tune rmsnorm_fwd --cols 1024 --in-process --server "$addr" > out.txt 2>&1
 [ $? -eq 2 ] || { cat out.txt; unfail "--in-process with --server is not a usage error"; }
+
+# The read verbs against the server: no token needed.
+TILEJIT_TOKEN= "$tj" cache ls --server "$addr" > out.txt 2>&1 || { cat out.txt; unfail "cache ls --server failed"; }
+grep -q "^server $addr: [0-9]* entries, 0 lease(s) held$" out.txt || { cat out.txt; unfail "cache ls --server said"; }
+"$tj" cache ls --server "$addr" --json > out.txt 2>&1 || { cat out.txt; unfail "cache ls --server --json failed"; }
+python3 -c "import json,sys; j=json.load(open('out.txt')); assert j['server']==sys.argv[1] and j['leases']==[], j" "$addr" ||
+  unfail "cache ls --server --json is not the listing"
+"$tj" cache show 00ff --server "$addr" > out.txt 2>&1 && unfail "cache show --server of no kernel succeeded"
+grep -q "^tilejit: error: no kernel with key '00ff' on server $addr$" out.txt || { cat out.txt; unfail "cache show --server said"; }
+"$tj" cache ls --server "$addr" --db t.db > out.txt 2>&1
+[ $? -eq 2 ] || { cat out.txt; unfail "--db with --server is not a usage error"; }
+"$tj" explain rmsnorm_fwd --cols 1024 --server "$addr" > out.txt 2>&1 || { cat out.txt; unfail "explain --server failed"; }
+grep -q "^server   $addr: the config's kernel is " out.txt || { cat out.txt; unfail "explain --server: no server line"; }
+if [ $rc -ne 0 ]; then
+  grep -q "^not tuned: the heuristic default \[.*\] is used$" out.txt || { cat out.txt; unfail "explain --server: not 'not tuned'"; }
+fi
+"$tj" explain rmsnorm_fwd --cols 0 --server "$addr" > out.txt 2>&1
+[ $? -eq 2 ] || { cat out.txt; unfail "explain --server of a bad spec is not a usage error"; }
 kill -TERM $pid
 wait $pid
 rc=$?

@@ -454,6 +454,9 @@ public:
           toCompile_.push_back(r);
         return;
       }
+      v1::ExplainResponse e;
+      expectIn("Explain '" + printableOf(r.spec()) + "' [" + printableOf(r.config()) + "]",
+               stub_->Explain(context().get(), r, &e), {s.error_code()});
       v1::GetKernelResponse g;
       grpc::Status gs = stub_->GetKernel(context().get(), r, &g);
       expectIn("GetKernel '" + printableOf(r.spec()) + "' [" + printableOf(r.config()) + "]", gs,
@@ -577,7 +580,7 @@ public:
   void raw(const std::string &image) {
     static const std::vector<std::string> methods = {
         "Lookup", "GetKernel", "AcquireTuningLease", "ReleaseTuningLease", "PublishResult",
-        "Tune", "List", "Stats", "Export", "Import"};
+        "Tune", "List", "Explain", "Stats", "Export", "Import"};
     std::string method = pick(rng_, methods);
     std::string bytes;
     switch (below(rng_, 5)) {

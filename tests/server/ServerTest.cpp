@@ -1185,6 +1185,87 @@ TEST(Server, ExportAndImportTravelInChunks) {
   EXPECT_TRUE(logged);
 }
 
+// What `tilejit explain --server` and `cache ls --server` read: the
+// tuning of one key (winner, timings) and the store's entries and leases.
+TEST(Server, ExplainAndListThroughTheClient) {
+  Fixture f;
+  ASSERT_TRUE(f.server);
+  KernelSpec spec = specOf(kSpec);
+  TileConfig def = getTemplate(spec).defaultConfig(spec);
+  TileConfig winner = *TileConfig::parse(otherConfig(spec));
+  Client c = clientOf(f);
+  auto before = c.explain(spec);
+  ASSERT_TRUE(bool(before)) << llvm::toString(before.takeError());
+  EXPECT_EQ(before->tuneKey, tuneKey(spec));
+  EXPECT_EQ(before->toolchain, toolchainId(spec));
+  EXPECT_FALSE(before->tuned);
+  EXPECT_FALSE(before->winner.has_value());
+  EXPECT_EQ(before->config, def);
+  EXPECT_EQ(before->defaultConfig, def);
+  EXPECT_FALSE(before->stored);
+  EXPECT_TRUE(before->timings.empty());
+
+  auto compiled = compileKernel(spec, winner);
+  ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
+  v1::AcquireTuningLeaseResponse lease;
+  ASSERT_TRUE(f.acquire(leaseRequest(kSpec, "tuner", 60000), lease).ok());
+  v1::PublishResultRequest pub;
+  pub.set_spec(kSpec);
+  pub.set_winner_config(winner.canonical());
+  pub.set_winner_ms(0.5);
+  pub.set_reason("fastest median");
+  pub.set_lease_id(lease.lease_id());
+  for (const TileConfig &cfg : {winner, def}) {
+    v1::Timing *t = pub.add_timings();
+    t->set_config(cfg.canonical());
+    t->set_median_ms(cfg == winner ? 0.5 : 0.7);
+    t->set_reps(30);
+    t->set_gpu("Test GPU");
+  }
+  wire::kernelTo(wire::storedFrom(*compiled, "", ""), Backend::Nvptx, *pub.mutable_kernel());
+  v1::PublishResultResponse published;
+  ASSERT_TRUE(f.publish(pub, published).ok());
+
+  auto after = c.explain(spec);
+  ASSERT_TRUE(bool(after)) << llvm::toString(after.takeError());
+  EXPECT_TRUE(after->tuned);
+  EXPECT_EQ(after->config, winner);
+  EXPECT_EQ(after->defaultConfig, def);
+  EXPECT_TRUE(after->stored);
+  ASSERT_TRUE(after->winner.has_value());
+  EXPECT_DOUBLE_EQ(after->winner->medianMs, 0.5);
+  EXPECT_EQ(after->winner->reason, "fastest median");
+  EXPECT_EQ(after->winner->kernelKey, kernelKey(spec, winner));
+  ASSERT_EQ(after->timings.size(), 2u);
+  for (const Timing &t : after->timings) {
+    EXPECT_EQ(t.gpu, "Test GPU");
+    EXPECT_DOUBLE_EQ(t.medianMs, t.config == winner.canonical() ? 0.5 : 0.7);
+  }
+  v1::ExplainResponse refused;
+  grpc::Status bad =
+      f.stub->Explain(f.context().get(), request("rmsnorm_fwd rows=8 cols=0"), &refused);
+  EXPECT_EQ(bad.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(bad.error_message().rfind("spec: ", 0), 0u) << bad.error_message();
+
+  v1::AcquireTuningLeaseResponse other;
+  ASSERT_TRUE(f.acquire(leaseRequest("rmsnorm_fwd rows=8 cols=1024", "tuner-x", 60000), other).ok());
+  auto listed = c.list();
+  ASSERT_TRUE(bool(listed)) << llvm::toString(listed.takeError());
+  EXPECT_FALSE(listed->truncated);
+  ASSERT_EQ(listed->entries.size(), 2u);
+  EXPECT_EQ(listed->entries[0].kind, "kernel");
+  EXPECT_EQ(listed->entries[0].key, kernelKey(spec, winner));
+  EXPECT_EQ(listed->entries[1].kind, "winner");
+  EXPECT_EQ(listed->entries[1].config, winner.canonical());
+  ASSERT_EQ(listed->leases.size(), 1u);
+  EXPECT_EQ(listed->leases[0].holder, "tuner-x");
+  EXPECT_GT(listed->leases[0].expiresIn.count(), 0);
+  auto one = c.list(1);
+  ASSERT_TRUE(bool(one));
+  EXPECT_EQ(one->entries.size(), 1u);
+  EXPECT_TRUE(one->truncated);
+}
+
 // One bad row refuses the whole import, naming the row and the field, and
 // the server's store is left as it was.
 TEST(Server, ABadEntryRefusesTheWholeImport) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -252,41 +253,77 @@ int runTune(const TuneArgs &a) {
 }
 
 int runExplain(const TuneArgs &a) {
-  std::string arch;
-  int sms = 0;
-  if (auto dev = queryDevice(0)) {
-    arch = dev->arch();
-    sms = dev->smCount;
-  } else {
-    llvm::consumeError(dev.takeError());
-  }
-  if (auto checked = a.spec.build(arch, sms); !checked)
-    return usageError(llvm::toString(checked.takeError()));
   KernelSpec spec;
-  std::unique_ptr<Store> store;
-  if (auto e = specAndStore(a, arch, sms, spec, store, /*forReading=*/true))
-    return fail(llvm::toString(std::move(e)));
-  std::string key = tuneKey(spec);
-  // No store yet: nothing tuned, nothing measured.
-  llvm::Expected<std::optional<Winner>> w =
-      store ? store->winner(key) : llvm::Expected<std::optional<Winner>>(std::nullopt);
-  if (!w)
-    return fail(llvm::toString(w.takeError()));
-  auto timings =
-      store ? store->timings(key) : llvm::Expected<std::vector<Timing>>(std::vector<Timing>());
-  if (!timings)
-    return fail(llvm::toString(timings.takeError()));
-  auto failures =
-      store ? store->failures(key) : llvm::Expected<std::vector<Failure>>(std::vector<Failure>());
-  if (!failures)
-    return fail(llvm::toString(failures.takeError()));
+  std::string key, toolchain, defaultConfig;
+  std::optional<Winner> winner;
+  std::vector<Timing> timingRows;
+  std::vector<Failure> failureRows;
+  std::optional<RemoteExplanation> remote;
+  if (!a.server.empty()) {
+    // The server's tuning: its GPU, not this host's, so the spec is the
+    // flags' (--arch, else sm_90a).
+    if (!a.db.empty())
+      return usageError("--db and --server do not combine: explain reads one store");
+    auto built = a.spec.build();
+    if (!built)
+      return usageError(llvm::toString(built.takeError()));
+    spec = std::move(*built);
+    auto options = ClientOptions::fromEnvironment(a.server);
+    if (!options)
+      return usageError(llvm::toString(options.takeError()));
+    Client client(**options);
+    auto e = client.explain(spec);
+    if (!e)
+      return fail(llvm::toString(e.takeError()));
+    remote = std::move(*e);
+    key = remote->tuneKey;
+    toolchain = remote->toolchain;
+    defaultConfig = remote->defaultConfig.canonical();
+    winner = remote->winner;
+    timingRows = remote->timings;
+    failureRows = remote->failures;
+  } else {
+    std::string arch;
+    int sms = 0;
+    if (auto dev = queryDevice(0)) {
+      arch = dev->arch();
+      sms = dev->smCount;
+    } else {
+      llvm::consumeError(dev.takeError());
+    }
+    if (auto checked = a.spec.build(arch, sms); !checked)
+      return usageError(llvm::toString(checked.takeError()));
+    std::unique_ptr<Store> store;
+    if (auto e = specAndStore(a, arch, sms, spec, store, /*forReading=*/true))
+      return fail(llvm::toString(std::move(e)));
+    key = tuneKey(spec);
+    toolchain = toolchainId(spec);
+    defaultConfig = getTemplate(spec).defaultConfig(spec).canonical();
+    // No store yet: nothing tuned, nothing measured.
+    if (store) {
+      auto w = store->winner(key);
+      if (!w)
+        return fail(llvm::toString(w.takeError()));
+      winner = std::move(*w);
+      auto timings = store->timings(key);
+      if (!timings)
+        return fail(llvm::toString(timings.takeError()));
+      timingRows = std::move(*timings);
+      auto failures = store->failures(key);
+      if (!failures)
+        return fail(llvm::toString(failures.takeError()));
+      failureRows = std::move(*failures);
+    }
+  }
+  const std::optional<Winner> *w = &winner;
+  const std::vector<Failure> *failures = &failureRows;
   KernelSpec tuned = spec.tuningSpec();
-  std::vector<Timing> t = *timings;
+  std::vector<Timing> t = timingRows;
   std::sort(t.begin(), t.end(),
             [](const Timing &x, const Timing &y) { return x.medianMs < y.medianMs; });
   if (a.json) {
     nlohmann::json j = {{"spec", spec.canonical()},
-                        {"toolchain", toolchainId(spec)},
+                        {"toolchain", toolchain},
                         {"tune_key", key},
                         {"tuned_at", tuned.canonical()},
                         {"timings", nlohmann::json::array()},
@@ -298,7 +335,12 @@ int runExplain(const TuneArgs &a) {
                      {"reason", (*w)->reason}};
     else
       j["chosen"] = nullptr;
-    j["default_config"] = getTemplate(spec).defaultConfig(spec).canonical();
+    j["default_config"] = defaultConfig;
+    if (remote) {
+      j["server"] = a.server;
+      j["stored_on_server"] = remote->stored;
+      j["truncated"] = remote->truncated;
+    }
     for (const Timing &x : t)
       j["timings"].push_back({{"config", x.config},
                               {"median_ms", x.medianMs},
@@ -311,7 +353,11 @@ int runExplain(const TuneArgs &a) {
     std::printf("%s\n", dumped(j).c_str());
     return 0;
   }
-  std::printf("spec     %s\ntoolchain %s\n", spec.canonical().c_str(), toolchainId(spec).c_str());
+  std::printf("spec     %s\ntoolchain %s\n", spec.canonical().c_str(), shown(toolchain).c_str());
+  if (remote)
+    std::printf("server   %s: the config's kernel is %sin its store%s\n", shown(a.server).c_str(),
+                remote->stored ? "" : "not ",
+                remote->truncated ? "; timings or failures cut at its list cap" : "");
   for (size_t i = 0; i < spec.op()->params.size(); ++i) {
     const ParamDecl &p = spec.op()->params[i];
     int64_t at = tuned[int(i)];
@@ -324,8 +370,7 @@ int runExplain(const TuneArgs &a) {
                 top ? "" : (", " + std::to_string(at) + "]").c_str());
   }
   if (!*w) {
-    std::printf("not tuned: the heuristic default [%s] is used\n",
-                getTemplate(spec).defaultConfig(spec).canonical().c_str());
+    std::printf("not tuned: the heuristic default [%s] is used\n", shown(defaultConfig).c_str());
   } else {
     std::printf("chosen   [%s] %.4f ms, kernel %s\nwhy      %s\n", shown((*w)->config).c_str(),
                 (*w)->medianMs, shown((*w)->kernelKey.substr(0, 16)).c_str(),
@@ -372,6 +417,8 @@ Action addExplain(CLI::App &app) {
       app.add_subcommand("explain", "Show the chosen config for a kernel, why, and its timings");
   a->spec.add(cmd);
   cmd->add_option("--db", a->db, "Tuning cache file");
+  cmd->add_option("--server", a->server,
+                  "Explain the tuning a `tilejit serve` holds (host:port) instead");
   cmd->add_flag("--json", a->json, "Print the explanation as JSON");
   return [a] { return runExplain(*a); };
 }
