@@ -15,10 +15,10 @@
 //===----------------------------------------------------------------------===//
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -133,8 +133,8 @@ Phase run(const std::string &name, const std::string &address, int threads, doub
   std::vector<std::string> firstError{size_t(threads)};
   std::atomic<bool> go{false};
   auto warmEnd = Clock::now() + std::chrono::seconds(1);
-  auto end = warmEnd + std::chrono::duration_cast<Clock::duration>(
-                           std::chrono::duration<double>(seconds));
+  auto end =
+      warmEnd + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
@@ -317,8 +317,8 @@ int main(int argc, char **argv) {
                                << std::thread::hardware_concurrency() << " cores), " << a.threads
                                << " client threads, " << a.seconds << " s a phase, "
                                << (server ? "server in the same process" : "server " + address)
-                               << ", load average " << loadBefore << " before and "
-                               << loadAverage() << " after:\n\n"
+                               << ", load average " << loadBefore << " before and " << loadAverage()
+                               << " after:\n\n"
                                << md;
   if (server) {
     server->drain(std::chrono::milliseconds(0), std::chrono::seconds(5));

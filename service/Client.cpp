@@ -395,8 +395,7 @@ llvm::Expected<RemoteListing> Client::list(int limit) {
     out.entries.push_back(
         {e.kind(), e.key(), e.spec(), e.config(), e.arch(), e.bytes(), e.created_at()});
   for (const v1::LeaseInfo &l : resp.leases())
-    out.leases.push_back(
-        {l.tune_key(), l.holder(), std::chrono::milliseconds(l.expires_in_ms())});
+    out.leases.push_back({l.tune_key(), l.holder(), std::chrono::milliseconds(l.expires_in_ms())});
   return out;
 }
 

@@ -112,7 +112,7 @@ struct RemoteTuneOptions {
 
 /// A tuning on the server's GPU, as the server streamed it.
 struct RemoteTuning {
-  std::string tuneKey, spec, gpu, holder; ///< from the first message
+  std::string tuneKey, spec, gpu, holder;  ///< from the first message
   std::vector<CandidateResult> candidates; ///< in the order they were decided
   /// From the last message: the winner, now published on the server.
   TileConfig winner;

@@ -342,9 +342,9 @@ public:
                                                       std::to_string(kMaxTuneConfigs) + "]"));
     if (!std::isfinite(req->budget_seconds()) || req->budget_seconds() < 0 ||
         req->budget_seconds() > kMaxTuneSeconds)
-      return counted(wire::invalid("budget_seconds",
-                                   "not a number of seconds in [0, " +
-                                       std::to_string(int64_t(kMaxTuneSeconds)) + "]"));
+      return counted(wire::invalid("budget_seconds", "not a number of seconds in [0, " +
+                                                         std::to_string(int64_t(kMaxTuneSeconds)) +
+                                                         "]"));
     if (req->reps() < 0 || req->reps() > kMaxTuneReps)
       return counted(wire::invalid("reps", std::to_string(req->reps()) + " is not in [0, " +
                                                std::to_string(kMaxTuneReps) + "]"));
@@ -360,10 +360,9 @@ public:
                     "this server's GPU " + opt.deviceInfo->name +
                         " is not one tilejit tunes on: " + llvm::toString(gpu.takeError()));
     if (auto e = spec.checkTarget(*gpu))
-      return counted(wire::invalid("spec", "cannot be tuned on this server's GPU (" +
-                                               opt.deviceInfo->name + ", " +
-                                               std::string(gpu->archName()) +
-                                               "): " + llvm::toString(std::move(e))));
+      return counted(wire::invalid(
+          "spec", "cannot be tuned on this server's GPU (" + opt.deviceInfo->name + ", " +
+                      std::string(gpu->archName()) + "): " + llvm::toString(std::move(e))));
     opt.backend = backend;
     opt.maxConfigs = req->max_configs();
     opt.budgetSeconds = req->budget_seconds();
@@ -378,9 +377,9 @@ public:
     auto grant = leases_.acquire(key, holder, ttl, "");
     if (!grant.granted) {
       ++leasesDenied_;
-      return Status(StatusCode::ABORTED, "a tuning of " + key + " is under way: its lease is held by " +
-                                             grant.holder + " for " +
-                                             std::to_string(grant.expiresIn.count()) +
+      return Status(StatusCode::ABORTED, "a tuning of " + key +
+                                             " is under way: its lease is held by " + grant.holder +
+                                             " for " + std::to_string(grant.expiresIn.count()) +
                                              " ms more unless renewed");
     }
     ++leasesGranted_;
@@ -455,8 +454,7 @@ public:
     std::snprintf(took, sizeof took, " (%.4f ms) in %.1f s", r->winnerMs,
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     options_.log("tuned " + key + ": " + r->winner.canonical() + took + ", " +
-                 std::to_string(r->measured) + " measured, " + std::to_string(failed) +
-                 " failed");
+                 std::to_string(r->measured) + " measured, " + std::to_string(failed) + " failed");
     v1::TuneProgress m;
     v1::TuneFinished *f = m.mutable_finished();
     f->set_tune_key(r->tuneKey);
@@ -579,9 +577,9 @@ public:
       c.set_data(image->data() + at, n);
       at += n;
       if (!writer->Write(c))
-        return Status(StatusCode::CANCELLED,
-                      ctx->IsCancelled() ? "the caller cancelled the export"
-                                         : "the caller stopped reading the export");
+        return Status(StatusCode::CANCELLED, ctx->IsCancelled()
+                                                 ? "the caller cancelled the export"
+                                                 : "the caller stopped reading the export");
     } while (at < image->size());
     ++exports_;
     options_.log("export: " + std::to_string(image->size()) + " bytes");
@@ -606,8 +604,7 @@ public:
                                                       std::to_string(options_.maxImportBytes) +
                                                       "] (the server's import cap)"));
     std::string digest = chunk.sha256();
-    if (digest.size() != 64 ||
-        digest.find_first_not_of("0123456789abcdef") != std::string::npos)
+    if (digest.size() != 64 || digest.find_first_not_of("0123456789abcdef") != std::string::npos)
       return counted(wire::invalid("sha256", "not 64 lower-case hex digits"));
     std::string image;
     image.reserve(size_t(std::min<int64_t>(total, int64_t(64) << 20)));
@@ -626,8 +623,8 @@ public:
     if (ctx->IsCancelled())
       return Status(StatusCode::CANCELLED, "the caller cancelled the import; nothing written");
     if (int64_t(image.size()) != total)
-      return counted(wire::invalid("data", std::to_string(image.size()) + " bytes arrived, not the " +
-                                               std::to_string(total) +
+      return counted(wire::invalid("data", std::to_string(image.size()) +
+                                               " bytes arrived, not the " + std::to_string(total) +
                                                " total_bytes declared; nothing written"));
     if (sha256Hex(image) != digest)
       return counted(wire::invalid("sha256", "the bytes that arrived do not have the declared "

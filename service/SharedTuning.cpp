@@ -129,10 +129,8 @@ llvm::Expected<SharedTuning> tuneShared(const KernelSpec &spec, Store *local, Cl
     out.serverProblem = llvm::toString(lease.takeError());
     // A client the server does not let tune (no read-write token) still
     // reads: a published winner is used as is.
-    if (auto best = remote.getKernel(spec, {}, backend); best && best->tuned &&
-                                                         best->binary.key ==
-                                                             kernelKey(spec, best->binary.config,
-                                                                       backend)) {
+    if (auto best = remote.getKernel(spec, {}, backend);
+        best && best->tuned && best->binary.key == kernelKey(spec, best->binary.config, backend)) {
       out.config = best->binary.config;
       out.isWinner = true;
       return out;

@@ -505,9 +505,9 @@ public:
         ++messages;
       grpc::Status s = reader->Finish();
       EXPECT_EQ(messages, 0) << "a Tune was streamed on a server that cannot tune";
-      expectIn("Tune '" + printableOf(r.spec()) + "' (" + printableOf(auth) + ")", s,
-               expectedForWrite(auth,
-                                {StatusCode::INVALID_ARGUMENT, StatusCode::FAILED_PRECONDITION}));
+      expectIn(
+          "Tune '" + printableOf(r.spec()) + "' (" + printableOf(auth) + ")", s,
+          expectedForWrite(auth, {StatusCode::INVALID_ARGUMENT, StatusCode::FAILED_PRECONDITION}));
       return;
     }
     case 4: {
@@ -528,8 +528,8 @@ public:
       std::string digest = sha256Hex(bytes);
       switch (below(rng_, 6)) {
       case 0:
-        total = pick(rng_, std::vector<int64_t>{0, -1, total - 1, total + 1, INT64_MAX,
-                                                int64_t(rng_())});
+        total = pick(rng_,
+                     std::vector<int64_t>{0, -1, total - 1, total + 1, INT64_MAX, int64_t(rng_())});
         break;
       case 1:
         digest = chance(rng_, 50) ? fuzzText(rng_) : sha256Hex(bytes + "x");
@@ -578,9 +578,17 @@ public:
 
   /// One frame that is not (or not quite) a request, on a random method.
   void raw(const std::string &image) {
-    static const std::vector<std::string> methods = {
-        "Lookup", "GetKernel", "AcquireTuningLease", "ReleaseTuningLease", "PublishResult",
-        "Tune", "List", "Explain", "Stats", "Export", "Import"};
+    static const std::vector<std::string> methods = {"Lookup",
+                                                     "GetKernel",
+                                                     "AcquireTuningLease",
+                                                     "ReleaseTuningLease",
+                                                     "PublishResult",
+                                                     "Tune",
+                                                     "List",
+                                                     "Explain",
+                                                     "Stats",
+                                                     "Export",
+                                                     "Import"};
     std::string method = pick(rng_, methods);
     std::string bytes;
     switch (below(rng_, 5)) {
@@ -773,10 +781,10 @@ TEST(Server, HostileRequestsAreAnsweredAndChangeNothing) {
   acquire.set_holder("setup");
   acquire.set_ttl_ms(60000);
   v1::AcquireTuningLeaseResponse lease;
-  ASSERT_TRUE(h.stub()
-                  .AcquireTuningLease(h.context("Bearer " + std::string(kReadWrite)).get(),
-                                      acquire, &lease)
-                  .ok());
+  ASSERT_TRUE(
+      h.stub()
+          .AcquireTuningLease(h.context("Bearer " + std::string(kReadWrite)).get(), acquire, &lease)
+          .ok());
   ASSERT_TRUE(lease.granted());
   v1::PublishResultRequest publish;
   publish.set_lease_id(lease.lease_id());

@@ -358,11 +358,12 @@ TEST(Server, WritesNeedTheToken) {
   KernelSpec spec = specOf(kSpec);
   // A lease is a write too: it keeps every other tuner off the key.
   v1::AcquireTuningLeaseResponse lease;
-  auto unleased = f.stub->AcquireTuningLease(f.context().get(),
-                                             leaseRequest(kSpec, "tuner", 60000), &lease);
+  auto unleased =
+      f.stub->AcquireTuningLease(f.context().get(), leaseRequest(kSpec, "tuner", 60000), &lease);
   EXPECT_EQ(unleased.error_code(), StatusCode::UNAUTHENTICATED);
-  EXPECT_EQ(f.stub->AcquireTuningLease(f.context("s3cret").get(),
-                                       leaseRequest(kSpec, "tuner", 60000), &lease)
+  EXPECT_EQ(f.stub
+                ->AcquireTuningLease(f.context("s3cret").get(), leaseRequest(kSpec, "tuner", 60000),
+                                     &lease)
                 .error_code(),
             StatusCode::UNAUTHENTICATED);
   v1::ListResponse list;
@@ -404,8 +405,8 @@ TEST(Server, AReleasedLeaseFreesTheKeyAtOnce) {
   ASSERT_TRUE(f.server);
   auto acquire = [&](const std::string &holder, const std::string &token,
                      v1::AcquireTuningLeaseResponse &resp) {
-    return f.stub->AcquireTuningLease(f.context(token).get(),
-                                      leaseRequest(kSpec, holder, 600000), &resp);
+    return f.stub->AcquireTuningLease(f.context(token).get(), leaseRequest(kSpec, holder, 600000),
+                                      &resp);
   };
   auto release = [&](const std::string &leaseId, const std::string &token,
                      v1::ReleaseTuningLeaseResponse &resp, const std::string &spec = kSpec) {
@@ -418,8 +419,9 @@ TEST(Server, AReleasedLeaseFreesTheKeyAtOnce) {
   // A read-only token takes no lease.
   grpc::Status s = acquire("tuner-r", "reader", a);
   EXPECT_EQ(s.error_code(), StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(s.error_message(),
-            "the bearer token is read-only: AcquireTuningLease writes and needs a read-write token");
+  EXPECT_EQ(
+      s.error_message(),
+      "the bearer token is read-only: AcquireTuningLease writes and needs a read-write token");
   ASSERT_TRUE(acquire("tuner-a", "writer", a).ok());
   ASSERT_TRUE(a.granted());
   ASSERT_TRUE(acquire("tuner-b", "writer", b).ok());
@@ -1248,7 +1250,8 @@ TEST(Server, ExplainAndListThroughTheClient) {
   EXPECT_EQ(bad.error_message().rfind("spec: ", 0), 0u) << bad.error_message();
 
   v1::AcquireTuningLeaseResponse other;
-  ASSERT_TRUE(f.acquire(leaseRequest("rmsnorm_fwd rows=8 cols=1024", "tuner-x", 60000), other).ok());
+  ASSERT_TRUE(
+      f.acquire(leaseRequest("rmsnorm_fwd rows=8 cols=1024", "tuner-x", 60000), other).ok());
   auto listed = c.list();
   ASSERT_TRUE(bool(listed)) << llvm::toString(listed.takeError());
   EXPECT_FALSE(listed->truncated);

@@ -301,15 +301,16 @@ TEST_F(ServerTune, ASecondCallerOfTheKeyIsToldWhoHoldsIt) {
     std::lock_guard<std::mutex> lock(mu);
     gateOpen = false;
   }
-  llvm::Expected<RemoteTuning> first = llvm::make_error<llvm::StringError>(
-      "not run", llvm::inconvertibleErrorCode());
+  llvm::Expected<RemoteTuning> first =
+      llvm::make_error<llvm::StringError>("not run", llvm::inconvertibleErrorCode());
   std::thread a([&] {
     Client c(client("writer"));
     first = c.tune(spec, tuneOptions("tuner-a"));
   });
   {
     std::unique_lock<std::mutex> lock(mu);
-    ASSERT_TRUE(compiling.wait_for(lock, std::chrono::seconds(60), [this] { return compiles > 0; }));
+    ASSERT_TRUE(
+        compiling.wait_for(lock, std::chrono::seconds(60), [this] { return compiles > 0; }));
   }
   Client b(client("writer"));
   auto second = b.tune(spec, tuneOptions("tuner-b"));
@@ -360,7 +361,8 @@ TEST_F(ServerTune, ACallerThatGoesAwayStopsTheTuningAndFreesTheKey) {
   EXPECT_TRUE(m.has_started());
   {
     std::unique_lock<std::mutex> lock(mu);
-    ASSERT_TRUE(compiling.wait_for(lock, std::chrono::seconds(60), [this] { return compiles > 0; }));
+    ASSERT_TRUE(
+        compiling.wait_for(lock, std::chrono::seconds(60), [this] { return compiles > 0; }));
   }
   ctx.TryCancel();
   while (reader->Read(&m)) {

@@ -109,9 +109,8 @@ int runRemote(const std::string &verb, const CacheArgs &a) {
       std::printf("key        %s\nspec       %s\nconfig     %s\narch       %s\n"
                   "stored     %lld bytes (cubin and PTX)\ncreated    %s\nserver     %s\n",
                   shown(found->key).c_str(), shown(found->spec).c_str(),
-                  shown(found->config).c_str(), shown(found->arch).c_str(),
-                  (long long)found->bytes, when(found->createdAt).c_str(),
-                  shown(a.server).c_str());
+                  shown(found->config).c_str(), shown(found->arch).c_str(), (long long)found->bytes,
+                  when(found->createdAt).c_str(), shown(a.server).c_str());
       return 0;
     }
     if (a.json) {
