@@ -423,3 +423,58 @@ TEST(ServerTuneNoGpu, IsRefusedAtOnceNamingWhy) {
   ASSERT_TRUE(bool(lease)) << llvm::toString(lease.takeError());
   EXPECT_TRUE(lease->granted);
 }
+
+// On a machine with a GPU (ctest's gpu_server_tune, label gpu): the server
+// tunes on its own GPU, each candidate in a tilejit-worker process, as
+// `tilejit serve` does; skipped without one.
+TEST(ServerTuneGpu, TunesOnItsOwnGpuAndPublishesTheWinner) {
+  auto d = queryDevice(0);
+  if (!d)
+    GTEST_SKIP() << "no GPU: " << llvm::toString(d.takeError());
+  auto target = d->target();
+  if (!target)
+    GTEST_SKIP() << d->name << ": " << llvm::toString(target.takeError());
+  TempDir dir;
+  ServerOptions o;
+  o.dbPath = dir.file("t.db");
+  o.tokens = {{"writer", false}};
+  o.log = [](const std::string &) {};
+  auto s = Server::start(std::move(o), "127.0.0.1:0");
+  ASSERT_TRUE(bool(s)) << llvm::toString(s.takeError());
+  ClientOptions co;
+  co.address = "127.0.0.1:" + std::to_string((*s)->port());
+  co.token = "writer";
+  Client c(co);
+  rmsnorm::Params p;
+  p.backward = false;
+  p.rows = 4096;
+  p.cols = 4096;
+  p.target = *target;
+  p.align = alignmentOf({}, p.cols * 2);
+  KernelSpec spec(p);
+  RemoteTuneOptions ro;
+  ro.holder = "gpu-test";
+  ro.maxConfigs = 4;
+  ro.deadline = std::chrono::minutes(5);
+  int streamed = 0;
+  std::string gpu;
+  auto r = c.tune(
+      spec, ro, [&](const RemoteTuning &t) { gpu = t.gpu; },
+      [&](const CandidateResult &, int done, int total) {
+        ++streamed;
+        EXPECT_EQ(done, streamed);
+        EXPECT_EQ(total, 4);
+      });
+  ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+  EXPECT_EQ(gpu, d->name);
+  EXPECT_EQ(streamed, 4);
+  EXPECT_GE(r->measured, 1);
+  EXPECT_GT(r->winnerMs, 0);
+  EXPECT_EQ(r->kernelKey, kernelKey(spec.tuningSpec(), r->winner));
+  auto hit = c.lookup(spec);
+  ASSERT_TRUE(bool(hit)) << llvm::toString(hit.takeError());
+  ASSERT_TRUE(hit->has_value());
+  EXPECT_TRUE((*hit)->tuned);
+  EXPECT_EQ((*hit)->binary.config, r->winner);
+  EXPECT_FALSE((*hit)->binary.cubin.empty());
+}
