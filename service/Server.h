@@ -5,12 +5,15 @@
 // missing kernel once however many ask for it at the same time, with the
 // best config known (the published winner, else the template's default);
 // tuning leases let one tuner per tuning key work while the others use the
-// best config meanwhile. The standard grpc.health.v1 service and server
-// reflection come with it. Every request is checked before it is acted on and
-// a bad one is answered INVALID_ARGUMENT naming the field; writes need a
-// read-write bearer token when the server has tokens, over TLS when it has a
-// certificate. No request names a file: the server touches its own store
-// only.
+// best config meanwhile, and its holder hands one back when done; Tune tunes
+// on the server's own GPU under the key's lease, streaming each candidate;
+// Export and Import move the whole store in chunks. The standard
+// grpc.health.v1 service and server reflection come with it. Every request
+// is checked before it is acted on and a bad one is answered
+// INVALID_ARGUMENT naming the field; writes (leases, results, Tune, Import)
+// need a read-write bearer token when the server has tokens, over TLS when
+// it has a certificate. No request names a file: the server touches its own
+// store only.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
