@@ -317,8 +317,19 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
         llvm::consumeError(std::move(e));
   };
 
+  int decided = 0;
+  auto report = [&](const CandidateResult &c) {
+    ++decided;
+    if (opt.onCandidate)
+      opt.onCandidate(c, decided, int(space.size()));
+  };
+  for (const CandidateResult &c : result.candidates)
+    if (c.status == "known-bad" || c.status == "stored")
+      report(c);
+
   std::vector<CompiledKernel> binaries(space.size());
   double bestMs = 0;
+  bool cancelled = false;
   for (size_t got = 0; got < toMeasure.size(); ++got) {
     Compiled item{0, llvm::Expected<CompiledKernel>(CompiledKernel{})};
     {
@@ -332,17 +343,21 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
     }
     CandidateResult &c = result.candidates[item.index];
     bool overBudget = opt.budgetSeconds > 0 && secondsSince(t0) > opt.budgetSeconds;
-    if (overBudget || stop.load()) {
+    if (!cancelled && opt.cancelled && opt.cancelled())
+      cancelled = true;
+    if (overBudget || cancelled || stop.load()) {
       stop = true;
-      c.status = "budget";
+      c.status = cancelled ? "cancelled" : "budget";
       if (!item.kernel)
         llvm::consumeError(item.kernel.takeError());
+      report(c);
       continue;
     }
     if (!item.kernel) {
       llvm::Error e = item.kernel.takeError();
       bool interrupted = e.isA<CompileInterrupted>();
       recordFailure(c, "compile", "compile", llvm::toString(std::move(e)), interrupted);
+      report(c);
       continue;
     }
     auto tl = std::chrono::steady_clock::now();
@@ -358,10 +373,12 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
     c.spillBytes = m.spillBytes;
     if (m.status == "verify") {
       recordFailure(c, "verify", "verify", m.detail);
+      report(c);
       continue;
     }
     if (m.status == "spills") {
       recordFailure(c, "spills", "compile", m.detail); // a property of the binary
+      report(c);
       continue;
     }
     if (m.status != "ok") {
@@ -371,6 +388,7 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
       if (!worker && m.status == "fault")
         return err("tuning stopped: candidate [" + c.config.canonical() +
                    "] broke this process's GPU context: " + m.detail);
+      report(c);
       continue;
     }
     c.medianMs = m.medianMs;
@@ -397,6 +415,7 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
     }
     binaries[item.index] = std::move(*item.kernel);
     bestMs = bestMs == 0 ? c.medianMs : std::min(bestMs, c.medianMs);
+    report(c);
     if (opt.progress) {
       double per = secondsSince(tl);
       opt.progress(int(got + 1), int(toMeasure.size()), bestMs,
@@ -411,6 +430,9 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
     result.workersLost = worker->lost();
   ownWorker.reset();
   runner.reset();
+  if (cancelled)
+    return err("tuning of " + spec.canonical() + " cancelled after " +
+               std::to_string(result.measured) + " measured config(s); no winner recorded");
 
   int win = chooseWinner(result.candidates, opt.noise, &result.reason);
   if (win < 0)

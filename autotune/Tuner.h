@@ -23,6 +23,18 @@ class Store;
 class WorkerProcess;
 struct DeviceInfo;
 
+struct CandidateResult {
+  TileConfig config;
+  /// "ok", "stored" (timing reused), "compile", "spills" (too much local
+  /// memory, kMaxSpillBytes), "launch", "verify", "fault"
+  /// (broke the GPU context), "timeout", "known-bad", "budget", "cancelled"
+  std::string status;
+  std::string detail;
+  double medianMs = 0, p20Ms = 0, p80Ms = 0;
+  int reps = 0;
+  int registers = -1, spillBytes = 0;
+};
+
 struct TuneOptions {
   double budgetSeconds = 0; // 0: no limit
   int maxConfigs = 0;       // 0: the whole space
@@ -50,18 +62,13 @@ struct TuneOptions {
   std::function<llvm::Expected<CompiledKernel>(const KernelSpec &, const TileConfig &)> compile;
   /// Called after each candidate: (done, total, best ms so far, seconds left estimate).
   std::function<void(int, int, double, double)> progress;
-};
-
-struct CandidateResult {
-  TileConfig config;
-  /// "ok", "stored" (timing reused), "compile", "spills" (too much local
-  /// memory, kMaxSpillBytes), "launch", "verify", "fault"
-  /// (broke the GPU context), "timeout", "known-bad", "budget"
-  std::string status;
-  std::string detail;
-  double medianMs = 0, p20Ms = 0, p80Ms = 0;
-  int reps = 0;
-  int registers = -1, spillBytes = 0;
+  /// Called once per candidate of the space as its outcome is decided (the
+  /// reused and known-bad ones first), with how many are decided, this one
+  /// included, and how many there are; on the calling thread.
+  std::function<void(const CandidateResult &, int done, int total)> onCandidate;
+  /// Asked before each candidate is measured; true stops the tuning, which
+  /// then fails ("cancelled") and records no winner.
+  std::function<bool()> cancelled;
 };
 
 struct TuneResult {

@@ -12,6 +12,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "autotune/Tuner.h"
+#include "core/Sha256.h"
 #include "service/Wire.h"
 #include "tilejit.grpc.pb.h"
 
@@ -160,6 +161,11 @@ Client::Client(ClientOptions options)
 
 Client::~Client() = default;
 
+void Client::authorize(grpc::ClientContext &ctx) const {
+  if (!options_.token.empty())
+    ctx.AddMetadata("authorization", "Bearer " + options_.token);
+}
+
 namespace {
 
 /// Runs `call` (one attempt, given its context) until it succeeds, fails
@@ -266,6 +272,7 @@ llvm::Expected<TuningLease> Client::acquireLease(const KernelSpec &spec, Backend
   req.set_lease_id(leaseId);
   v1::AcquireTuningLeaseResponse resp;
   grpc::Status s = withRetries(options_, *channel_, [&](grpc::ClientContext &ctx) {
+    authorize(ctx);
     resp.Clear();
     return channel_->stub->AcquireTuningLease(&ctx, req, &resp);
   });
@@ -274,27 +281,228 @@ llvm::Expected<TuningLease> Client::acquireLease(const KernelSpec &spec, Backend
   return wire::leaseFrom(resp);
 }
 
-llvm::Expected<std::string> Client::exportStore() {
-  v1::ExportRequest req;
-  v1::ExportResponse resp;
+llvm::Expected<bool> Client::releaseLease(const KernelSpec &spec, Backend backend,
+                                          const std::string &leaseId) {
+  v1::ReleaseTuningLeaseRequest req;
+  req.set_spec(spec.canonical());
+  req.set_backend(wire::backendTo(backend));
+  req.set_lease_id(leaseId);
+  v1::ReleaseTuningLeaseResponse resp;
   grpc::Status s = withRetries(options_, *channel_, [&](grpc::ClientContext &ctx) {
+    authorize(ctx);
     resp.Clear();
-    return channel_->stub->Export(&ctx, req, &resp);
+    return channel_->stub->ReleaseTuningLease(&ctx, req, &resp);
   });
   if (!s.ok())
     return statusError(options_.address, s);
-  return std::move(*resp.mutable_store());
+  return resp.released();
+}
+
+llvm::Expected<RemoteTuning>
+Client::tune(const KernelSpec &spec, const RemoteTuneOptions &o,
+             const std::function<void(const RemoteTuning &)> &onStarted,
+             const std::function<void(const CandidateResult &, int, int)> &onCandidate) {
+  v1::TuneRequest req;
+  req.set_spec(spec.canonical());
+  req.set_backend(wire::backendTo(o.backend));
+  req.set_holder(o.holder);
+  req.set_max_configs(o.maxConfigs);
+  req.set_budget_seconds(o.budgetSeconds);
+  req.set_reps(o.reps);
+  if (grpc::Status down = channel_->refuseWhileDown(options_); !down.ok())
+    return statusError(options_.address, down);
+  // One attempt: a tuning is not repeated behind the caller's back.
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + o.deadline);
+  authorize(ctx);
+  auto reader = channel_->stub->Tune(&ctx, req);
+  RemoteTuning out;
+  bool finished = false;
+  std::string bad;
+  v1::TuneProgress m;
+  while (reader->Read(&m)) {
+    if (m.has_started()) {
+      out.tuneKey = m.started().tune_key();
+      out.spec = m.started().spec();
+      out.gpu = m.started().gpu();
+      out.holder = m.started().holder();
+      if (onStarted)
+        onStarted(out);
+    } else if (m.has_candidate()) {
+      const v1::TuneCandidate &tc = m.candidate();
+      CandidateResult c;
+      if (auto cfg = TileConfig::parse(tc.config()))
+        c.config = std::move(*cfg);
+      else if (bad.empty())
+        bad = "candidate config '" + tc.config() + "': " + llvm::toString(cfg.takeError());
+      else
+        llvm::consumeError(cfg.takeError());
+      c.status = tc.status();
+      c.detail = tc.detail();
+      c.medianMs = tc.median_ms();
+      c.p20Ms = tc.p20_ms();
+      c.p80Ms = tc.p80_ms();
+      c.reps = tc.reps();
+      if (onCandidate)
+        onCandidate(c, tc.done(), tc.total());
+      out.candidates.push_back(std::move(c));
+    } else if (m.has_finished()) {
+      const v1::TuneFinished &f = m.finished();
+      if (auto cfg = TileConfig::parse(f.winner_config()))
+        out.winner = std::move(*cfg);
+      else if (bad.empty())
+        bad = "winner config '" + f.winner_config() + "': " + llvm::toString(cfg.takeError());
+      else
+        llvm::consumeError(cfg.takeError());
+      out.tuneKey = f.tune_key();
+      out.winnerMs = f.winner().median_ms();
+      out.winnerP20Ms = f.winner().p20_ms();
+      out.winnerP80Ms = f.winner().p80_ms();
+      out.winnerReps = f.winner().reps();
+      out.reason = f.reason();
+      out.kernelKey = f.kernel_key();
+      out.measured = f.measured();
+      out.reused = f.reused();
+      out.failed = f.failed();
+      out.wallSeconds = f.wall_seconds();
+      finished = true;
+    }
+  }
+  grpc::Status s = reader->Finish();
+  channel_->noteOutcome(options_, s);
+  if (!s.ok())
+    return statusError(options_.address, s);
+  if (!bad.empty())
+    return err("server " + options_.address + " sent an unreadable " + bad);
+  if (!finished)
+    return err("server " + options_.address + " ended the tuning without a winner");
+  return out;
+}
+
+llvm::Expected<RemoteListing> Client::list(int limit) {
+  v1::ListRequest req;
+  req.set_limit(limit);
+  v1::ListResponse resp;
+  grpc::Status s = withRetries(options_, *channel_, [&](grpc::ClientContext &ctx) {
+    resp.Clear();
+    return channel_->stub->List(&ctx, req, &resp);
+  });
+  if (!s.ok())
+    return statusError(options_.address, s);
+  RemoteListing out;
+  out.truncated = resp.truncated();
+  for (const v1::ListEntry &e : resp.entries())
+    out.entries.push_back(
+        {e.kind(), e.key(), e.spec(), e.config(), e.arch(), e.bytes(), e.created_at()});
+  for (const v1::LeaseInfo &l : resp.leases())
+    out.leases.push_back({l.tune_key(), l.holder(), std::chrono::milliseconds(l.expires_in_ms())});
+  return out;
+}
+
+llvm::Expected<RemoteExplanation> Client::explain(const KernelSpec &spec, Backend backend) {
+  v1::KernelRequest req = requestOf(spec, {}, backend);
+  v1::ExplainResponse resp;
+  grpc::Status s = withRetries(options_, *channel_, [&](grpc::ClientContext &ctx) {
+    resp.Clear();
+    return channel_->stub->Explain(&ctx, req, &resp);
+  });
+  if (!s.ok())
+    return statusError(options_.address, s);
+  RemoteExplanation out;
+  out.tuneKey = resp.tune_key();
+  out.toolchain = resp.toolchain();
+  auto config = TileConfig::parse(resp.config());
+  if (!config)
+    return err("server " + options_.address + " sent config '" + resp.config() +
+               "': " + llvm::toString(config.takeError()));
+  out.config = std::move(*config);
+  auto def = TileConfig::parse(resp.default_config());
+  if (!def)
+    return err("server " + options_.address + " sent default config '" + resp.default_config() +
+               "': " + llvm::toString(def.takeError()));
+  out.defaultConfig = std::move(*def);
+  out.tuned = resp.tuned();
+  out.stored = resp.stored();
+  out.truncated = resp.truncated();
+  if (resp.tuned()) {
+    Winner w;
+    w.tuneKey = resp.tune_key();
+    w.config = resp.config();
+    w.kernelKey = resp.winner_kernel_key();
+    w.medianMs = resp.winner_ms();
+    w.reason = resp.winner_reason();
+    out.winner = std::move(w);
+  }
+  for (const v1::Timing &t : resp.timings()) {
+    Timing mine;
+    if (grpc::Status bad = wire::timingFrom(t, "timings", mine); !bad.ok())
+      return err("server " + options_.address + " sent " + bad.error_message());
+    mine.tuneKey = resp.tune_key();
+    out.timings.push_back(std::move(mine));
+  }
+  for (const v1::TuneFailure &f : resp.failures())
+    out.failures.push_back({resp.tune_key(), f.config(), f.stage(), f.reason(), 0});
+  return out;
+}
+
+llvm::Expected<std::string> Client::exportStore() {
+  v1::ExportRequest req;
+  std::string image;
+  int64_t total = -1;
+  std::string digest;
+  grpc::Status s = withRetries(options_, *channel_, [&](grpc::ClientContext &ctx) {
+    image.clear();
+    total = -1;
+    auto reader = channel_->stub->Export(&ctx, req);
+    v1::ExportChunk c;
+    while (reader->Read(&c)) {
+      if (total < 0) {
+        total = c.total_bytes();
+        digest = c.sha256();
+        if (total >= 0)
+          image.reserve(size_t(total));
+      }
+      image += c.data();
+    }
+    return reader->Finish();
+  });
+  if (!s.ok())
+    return statusError(options_.address, s);
+  if (total < 0 || int64_t(image.size()) != total)
+    return err("server " + options_.address + ": the export ended after " +
+               std::to_string(image.size()) + " of the " + std::to_string(total) +
+               " bytes it declared");
+  if (sha256Hex(image) != digest)
+    return err("server " + options_.address +
+               ": the exported bytes do not have the SHA-256 the server declared");
+  return image;
 }
 
 llvm::Expected<ImportReport> Client::importStore(const std::string &image) {
-  v1::ImportRequest req;
-  req.set_store(image);
   v1::ImportResponse resp;
+  std::string digest = sha256Hex(image);
+  size_t chunk = std::max<size_t>(options_.chunkBytes, 1);
   grpc::Status s = withRetries(options_, *channel_, [&](grpc::ClientContext &ctx) {
-    if (!options_.token.empty())
-      ctx.AddMetadata("authorization", "Bearer " + options_.token);
+    authorize(ctx);
     resp.Clear();
-    return channel_->stub->Import(&ctx, req, &resp);
+    auto writer = channel_->stub->Import(&ctx, &resp);
+    size_t at = 0;
+    do {
+      v1::ImportChunk c;
+      if (at == 0) {
+        c.set_total_bytes(int64_t(image.size()));
+        c.set_sha256(digest);
+      }
+      size_t n = std::min(chunk, image.size() - at);
+      c.set_data(image.data() + at, n);
+      at += n;
+      // A refused write means the server has answered already (a refusal):
+      // Finish says what it was.
+      if (!writer->Write(c))
+        break;
+    } while (at < image.size());
+    writer->WritesDone();
+    return writer->Finish();
   });
   if (!s.ok())
     return statusError(options_.address, s);
@@ -310,8 +518,7 @@ llvm::Expected<std::string> Client::publish(const Publication &p) {
   wire::publicationTo(p, req);
   v1::PublishResultResponse resp;
   grpc::Status s = withRetries(options_, *channel_, [&](grpc::ClientContext &ctx) {
-    if (!options_.token.empty())
-      ctx.AddMetadata("authorization", "Bearer " + options_.token);
+    authorize(ctx);
     resp.Clear();
     return channel_->stub->PublishResult(&ctx, req, &resp);
   });

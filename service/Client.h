@@ -10,13 +10,19 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "autotune/Tuner.h"
 #include "compiler/Compiler.h"
 #include "runtime/Store.h"
+
+namespace grpc {
+class ClientContext;
+}
 
 namespace tilejit {
 
@@ -43,6 +49,9 @@ struct ClientOptions {
   /// How long a tuning lease lasts unrenewed; a tuner renews it every third
   /// of that while it tunes, so a tuner that dies frees its key this soon.
   std::chrono::milliseconds leaseTtl = std::chrono::seconds(60);
+  /// Import sends a store file in chunks of this many bytes (each within
+  /// the server's per-message cap).
+  size_t chunkBytes = 1 << 20;
 
   /// From TILEJIT_SERVER (host:port), TILEJIT_TOKEN or TILEJIT_TOKEN_FILE,
   /// TILEJIT_CA (a PEM file: TLS), TILEJIT_CLIENT_CERT and
@@ -87,6 +96,57 @@ struct Publication {
   std::optional<StoredKernel> kernel;
 };
 
+/// What a tuning on the server's GPU (Client::tune) is asked to do.
+struct RemoteTuneOptions {
+  Backend backend = Backend::Nvptx;
+  /// Named to a second caller of the same key; empty: the server names the
+  /// connection.
+  std::string holder;
+  int maxConfigs = 0;       ///< 0: the whole space
+  double budgetSeconds = 0; ///< 0: no limit
+  int reps = 0;             ///< timed samples per config; 0: the server's default
+  /// The most the whole tuning may take (ClientOptions::deadline is for
+  /// single answers).
+  std::chrono::milliseconds deadline = std::chrono::hours(24);
+};
+
+/// A tuning on the server's GPU, as the server streamed it.
+struct RemoteTuning {
+  std::string tuneKey, spec, gpu, holder;  ///< from the first message
+  std::vector<CandidateResult> candidates; ///< in the order they were decided
+  /// From the last message: the winner, now published on the server.
+  TileConfig winner;
+  double winnerMs = 0, winnerP20Ms = 0, winnerP80Ms = 0;
+  int winnerReps = 0;
+  std::string reason, kernelKey;
+  int measured = 0, reused = 0, failed = 0;
+  double wallSeconds = 0;
+};
+
+/// What a server knows of one kernel's tuning (Explain).
+struct RemoteExplanation {
+  std::string tuneKey, toolchain;
+  TileConfig config;        ///< what a request gets: the winner, else the default
+  bool tuned = false;       ///< config is the published winner
+  TileConfig defaultConfig; ///< the template's
+  bool stored = false;      ///< config's kernel is in the server's store
+  std::optional<Winner> winner;
+  std::vector<Timing> timings;
+  std::vector<Failure> failures;
+  bool truncated = false;
+};
+
+/// The server's store listed (List), and its leases.
+struct RemoteListing {
+  std::vector<Store::Summary> entries;
+  bool truncated = false;
+  struct Lease {
+    std::string tuneKey, holder;
+    std::chrono::milliseconds expiresIn{0};
+  };
+  std::vector<Lease> leases;
+};
+
 class Client {
 public:
   explicit Client(ClientOptions options);
@@ -100,26 +160,53 @@ public:
   llvm::Expected<std::optional<RemoteKernel>>
   lookup(const KernelSpec &spec, const TileConfig &config = {}, Backend backend = Backend::Nvptx);
 
-  /// AcquireTuningLease: the right to tune the key of `spec` for `ttl`, or a
-  /// renewal of lease `leaseId`.
+  /// AcquireTuningLease, with the token: the right to tune the key of
+  /// `spec` for `ttl`, or a renewal of lease `leaseId`.
   llvm::Expected<TuningLease> acquireLease(const KernelSpec &spec, Backend backend,
                                            const std::string &holder, std::chrono::milliseconds ttl,
                                            const std::string &leaseId = "");
+  /// ReleaseTuningLease, with the token: ends lease `leaseId` before it
+  /// lapses, so the next tuner need not wait. False when it had already
+  /// ended (lapsed, taken over, or its result published).
+  llvm::Expected<bool> releaseLease(const KernelSpec &spec, Backend backend,
+                                    const std::string &leaseId);
+  /// Tune, with the token: tunes `spec` on the server's GPU and publishes
+  /// the winner there. `onStarted` sees the first message, `onCandidate`
+  /// each candidate's outcome with how many are decided and how many there
+  /// are, as the server streams them. An error says why the server did not
+  /// tune (FAILED_PRECONDITION: no GPU; ABORTED: another holds the key's
+  /// lease, named) or why the tuning failed.
+  llvm::Expected<RemoteTuning>
+  tune(const KernelSpec &spec, const RemoteTuneOptions &o,
+       const std::function<void(const RemoteTuning &)> &onStarted = {},
+       const std::function<void(const CandidateResult &, int, int)> &onCandidate = {});
   /// PublishResult, with the token: records the winner (and its timings and
   /// kernel) on the server and ends the lease. Returns the key of the
   /// server's stored kernel of the winner, or "".
   llvm::Expected<std::string> publish(const Publication &p);
 
+  /// List: the server's kernels and winners (at most `limit`, 0: its cap)
+  /// and the leases held.
+  llvm::Expected<RemoteListing> list(int limit = 0);
+  /// Explain: the server's winner, timings and failures of `spec`'s tuning.
+  llvm::Expected<RemoteExplanation> explain(const KernelSpec &spec,
+                                            Backend backend = Backend::Nvptx);
+
   /// Export: the server's whole store as the bytes of a store file (what
-  /// `tilejit cache export` writes).
+  /// `tilejit cache export` writes), received in chunks and checked against
+  /// the size and SHA-256 the server declared.
   llvm::Expected<std::string> exportStore();
   /// Import, with the token: merges `image`, the bytes of a store file, into
-  /// the server's store, all or nothing.
+  /// the server's store, all or nothing; sent in chunks of
+  /// ClientOptions::chunkBytes with its size and SHA-256.
   llvm::Expected<ImportReport> importStore(const std::string &image);
 
   const ClientOptions &options() const { return options_; }
 
 private:
+  /// Puts the token (if any) on a call: every write carries it.
+  void authorize(grpc::ClientContext &ctx) const;
+
   ClientOptions options_;
   std::unique_ptr<ClientChannel> channel_;
 };

@@ -41,7 +41,12 @@ std::string prometheusText(const v1::StatsResponse &s) {
           s.leases_denied());
   counter("tilejit_leases_expired_total", "Tuning leases that lapsed unrenewed.",
           s.leases_expired());
+  counter("tilejit_leases_released_total",
+          "Tuning leases ended by their holder before they lapsed.", s.leases_released());
   counter("tilejit_publishes_total", "Tuning results recorded.", s.publishes());
+  counter("tilejit_tunes_total", "Tunings on the server's GPU that published a winner.", s.tunes());
+  counter("tilejit_tune_failures_total", "Tunings on the server's GPU that found no winner.",
+          s.tune_failures());
   counter("tilejit_invalid_requests_total", "Requests answered INVALID_ARGUMENT.",
           s.invalid_requests());
   counter("tilejit_unauthenticated_total", "Writes refused for a missing or wrong token.",

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <optional>
+#include <shared_mutex>
 #include <thread>
 #include <unordered_map>
 
@@ -14,6 +16,8 @@
 
 #include "autotune/Tuner.h"
 #include "compiler/templates/Template.h"
+#include "core/Sha256.h"
+#include "runtime/CudaDriver.h"
 #include "service/Leases.h"
 #include "service/Metrics.h"
 #include "service/StatusPage.h"
@@ -32,6 +36,11 @@ constexpr const char *kServiceName = "tilejit.v1.TileJit";
 constexpr int64_t kMinLeaseMs = 100;
 constexpr int kMaxTimings = 100000;
 constexpr size_t kMaxLeaseIdBytes = 64;
+constexpr int kMaxTuneConfigs = 100000;
+constexpr double kMaxTuneSeconds = 7 * 86400;
+constexpr int kMaxTuneReps = 10000;
+/// The most the server keeps of kernels in memory (cubins, mostly).
+constexpr size_t kHotBytes = size_t(256) << 20;
 
 bool sameSecret(const std::string &a, const std::string &b) {
   // Constant time in the length of the secret: a wrong guess learns nothing
@@ -66,7 +75,7 @@ public:
     Resolved r;
     if (auto s = resolve(*req, r); !s.ok())
       return counted(s);
-    std::optional<StoredKernel> k;
+    std::shared_ptr<const StoredKernel> k;
     if (auto s = readKernel(r.key, k); !s.ok())
       return s;
     resp->set_tuned(r.tuned);
@@ -85,7 +94,7 @@ public:
     if (auto s = resolve(*req, r); !s.ok())
       return counted(s);
     resp->set_tuned(r.tuned);
-    std::optional<StoredKernel> k;
+    std::shared_ptr<const StoredKernel> k;
     if (auto s = readKernel(r.key, k); !s.ok())
       return s;
     if (k) {
@@ -127,8 +136,11 @@ public:
     return Status::OK;
   }
 
-  Status AcquireTuningLease(ServerContext *, const v1::AcquireTuningLeaseRequest *req,
+  Status AcquireTuningLease(ServerContext *ctx, const v1::AcquireTuningLeaseRequest *req,
                             v1::AcquireTuningLeaseResponse *resp) override {
+    // A write: a lease held keeps every other tuner off the key.
+    if (auto s = authorize(*ctx, "AcquireTuningLease"); !s.ok())
+      return s;
     KernelSpec spec;
     Backend backend;
     if (auto s = wire::specFrom(req->spec(), "spec", spec); !s.ok())
@@ -172,6 +184,39 @@ public:
     } else {
       ++leasesDenied_;
     }
+    return Status::OK;
+  }
+
+  Status ReleaseTuningLease(ServerContext *ctx, const v1::ReleaseTuningLeaseRequest *req,
+                            v1::ReleaseTuningLeaseResponse *resp) override {
+    if (auto s = authorize(*ctx, "ReleaseTuningLease"); !s.ok())
+      return s;
+    KernelSpec spec;
+    Backend backend;
+    if (auto s = wire::specFrom(req->spec(), "spec", spec); !s.ok())
+      return counted(s);
+    if (auto s = wire::backendFrom(req->backend(), "backend", backend); !s.ok())
+      return counted(s);
+    if (!findTemplate(spec.op()))
+      return counted(
+          wire::invalid("spec", "op '" + std::string(spec.opName()) + "' has no template"));
+    if (req->lease_id().empty())
+      return counted(wire::invalid("lease_id", "required (from AcquireTuningLease)"));
+    if (req->lease_id().size() > kMaxLeaseIdBytes)
+      return counted(
+          wire::invalid("lease_id", "longer than " + std::to_string(kMaxLeaseIdBytes) + " bytes"));
+    if (auto s = wire::printable(req->lease_id(), "lease_id"); !s.ok())
+      return counted(s);
+    std::string key = tuneKey(spec, backend);
+    // A lease that already ended is no error: the holder's wish (nothing
+    // held under it) is what the table says.
+    bool released = leases_.release(key, req->lease_id());
+    if (released) {
+      ++leasesReleased_;
+      options_.log("lease " + key + " released");
+    }
+    resp->set_released(released);
+    resp->set_tune_key(key);
     return Status::OK;
   }
 
@@ -251,7 +296,7 @@ public:
         return storeError(std::move(e));
       storedKey = kernelKeyOfWinner;
     } else {
-      std::optional<StoredKernel> existing;
+      std::shared_ptr<const StoredKernel> existing;
       if (auto s = readKernel(kernelKeyOfWinner, existing); !s.ok())
         return s;
       if (existing)
@@ -271,6 +316,216 @@ public:
     resp->set_tune_key(key);
     resp->set_kernel_key(storedKey);
     resp->set_timings_written(int(timings.size()));
+    return Status::OK;
+  }
+
+  Status Tune(ServerContext *ctx, const v1::TuneRequest *req,
+              grpc::ServerWriter<v1::TuneProgress> *writer) override {
+    if (auto s = authorize(*ctx, "Tune"); !s.ok())
+      return s;
+    KernelSpec spec;
+    Backend backend;
+    if (auto s = wire::specFrom(req->spec(), "spec", spec); !s.ok())
+      return counted(s);
+    if (auto s = wire::backendFrom(req->backend(), "backend", backend); !s.ok())
+      return counted(s);
+    if (!findTemplate(spec.op()))
+      return counted(
+          wire::invalid("spec", "op '" + std::string(spec.opName()) + "' has no template"));
+    if (!req->holder().empty())
+      if (auto s = checkName(req->holder(), "holder"); !s.ok())
+        return counted(s);
+    std::string holder = req->holder().empty() ? ctx->peer() : req->holder();
+    if (req->max_configs() < 0 || req->max_configs() > kMaxTuneConfigs)
+      return counted(wire::invalid("max_configs", std::to_string(req->max_configs()) +
+                                                      " is not in [0, " +
+                                                      std::to_string(kMaxTuneConfigs) + "]"));
+    if (!std::isfinite(req->budget_seconds()) || req->budget_seconds() < 0 ||
+        req->budget_seconds() > kMaxTuneSeconds)
+      return counted(wire::invalid("budget_seconds", "not a number of seconds in [0, " +
+                                                         std::to_string(int64_t(kMaxTuneSeconds)) +
+                                                         "]"));
+    if (req->reps() < 0 || req->reps() > kMaxTuneReps)
+      return counted(wire::invalid("reps", std::to_string(req->reps()) + " is not in [0, " +
+                                               std::to_string(kMaxTuneReps) + "]"));
+
+    // The GPU: asked before anything is held, so that a server without one
+    // answers at once.
+    TuneOptions opt;
+    if (auto s = tuningDevice(opt); !s.ok())
+      return s;
+    auto gpu = opt.deviceInfo->target();
+    if (!gpu)
+      return Status(StatusCode::FAILED_PRECONDITION,
+                    "this server's GPU " + opt.deviceInfo->name +
+                        " is not one tilejit tunes on: " + llvm::toString(gpu.takeError()));
+    if (auto e = spec.checkTarget(*gpu))
+      return counted(wire::invalid(
+          "spec", "cannot be tuned on this server's GPU (" + opt.deviceInfo->name + ", " +
+                      std::string(gpu->archName()) + "): " + llvm::toString(std::move(e))));
+    opt.backend = backend;
+    opt.maxConfigs = req->max_configs();
+    opt.budgetSeconds = req->budget_seconds();
+    if (req->reps() > 0)
+      opt.reps = req->reps();
+
+    // The key's lease, as a client tuner would hold it: one tuning per key,
+    // here or anywhere, at a time. Renewed as candidates finish; ended when
+    // this call ends, however it ends.
+    std::string key = tuneKey(spec, backend);
+    auto ttl = options_.maxLeaseTtl;
+    auto grant = leases_.acquire(key, holder, ttl, "");
+    if (!grant.granted) {
+      ++leasesDenied_;
+      return Status(StatusCode::ABORTED, "a tuning of " + key +
+                                             " is under way: its lease is held by " + grant.holder +
+                                             " for " + std::to_string(grant.expiresIn.count()) +
+                                             " ms more unless renewed");
+    }
+    ++leasesGranted_;
+    struct ReleaseOnExit {
+      LeaseTable &leases;
+      std::string key, id;
+      ~ReleaseOnExit() { leases.release(key, id); }
+    } releaseOnExit{leases_, key, grant.leaseId};
+    options_.log("lease " + key + " to " + holder + " for a tuning on this server's GPU");
+
+    // One tuning at a time on the GPU: timings taken side by side are not
+    // a kernel's own.
+    std::unique_lock<std::timed_mutex> gpuLock(gpuMu_, std::defer_lock);
+    while (!gpuLock.try_lock_for(std::chrono::milliseconds(100)))
+      if (ctx->IsCancelled())
+        return Status(StatusCode::CANCELLED, "the caller cancelled while waiting for the GPU");
+
+    bool streamBroken = false;
+    auto send = [&](const v1::TuneProgress &m) {
+      if (!streamBroken && !writer->Write(m))
+        streamBroken = true;
+    };
+    {
+      v1::TuneProgress m;
+      v1::TuneStarted *st = m.mutable_started();
+      st->set_tune_key(key);
+      st->set_spec(spec.tuningSpec().canonical());
+      st->set_gpu(opt.deviceInfo->name);
+      st->set_holder(holder);
+      send(m);
+    }
+    opt.onCandidate = [&](const CandidateResult &c, int done, int total) {
+      leases_.acquire(key, holder, ttl, grant.leaseId);
+      v1::TuneProgress m;
+      v1::TuneCandidate *tc = m.mutable_candidate();
+      tc->set_done(done);
+      tc->set_total(total);
+      tc->set_config(c.config.canonical());
+      tc->set_status(c.status);
+      tc->set_detail(c.detail.substr(0, wire::kMaxTextBytes));
+      tc->set_median_ms(c.medianMs);
+      tc->set_p20_ms(c.p20Ms);
+      tc->set_p80_ms(c.p80Ms);
+      tc->set_reps(c.reps);
+      send(m);
+    };
+    opt.cancelled = [&] { return streamBroken || ctx->IsCancelled(); };
+    options_.log("tune " + key + " for " + holder + " on " + opt.deviceInfo->name);
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = tilejit::tune(spec, store_.get(), opt);
+    if (!r) {
+      std::string msg = llvm::toString(r.takeError());
+      bool cancelled = opt.cancelled();
+      ++tuneFailures_;
+      options_.log("tune " + key + " failed: " + msg);
+      if (cancelled)
+        return Status(StatusCode::CANCELLED, "tuning " + key + ": " + msg);
+      return Status(StatusCode::FAILED_PRECONDITION, "tuning " + key + ": " + msg);
+    }
+    auto w = store_->winner(r->tuneKey);
+    if (!w)
+      return storeError(w.takeError());
+    ++tunes_;
+    int failed = 0;
+    const CandidateResult *best = nullptr;
+    for (const CandidateResult &c : r->candidates) {
+      failed += c.status != "ok" && c.status != "stored";
+      if (c.config == r->winner && (c.status == "ok" || c.status == "stored"))
+        best = &c;
+    }
+    char took[64];
+    std::snprintf(took, sizeof took, " (%.4f ms) in %.1f s", r->winnerMs,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    options_.log("tuned " + key + ": " + r->winner.canonical() + took + ", " +
+                 std::to_string(r->measured) + " measured, " + std::to_string(failed) + " failed");
+    v1::TuneProgress m;
+    v1::TuneFinished *f = m.mutable_finished();
+    f->set_tune_key(r->tuneKey);
+    f->set_winner_config(r->winner.canonical());
+    f->set_reason(r->reason);
+    f->set_kernel_key(*w ? (*w)->kernelKey : std::string());
+    Timing t;
+    t.tuneKey = r->tuneKey;
+    t.config = r->winner.canonical();
+    t.medianMs = r->winnerMs;
+    if (best) {
+      t.p20Ms = best->p20Ms;
+      t.p80Ms = best->p80Ms;
+      t.reps = best->reps;
+    }
+    t.gpu = opt.deviceInfo->name;
+    t.smCount = opt.deviceInfo->smCount;
+    t.driverVersion = opt.deviceInfo->driverVersion;
+    t.smClockMHz = opt.deviceInfo->clockKHz / 1000;
+    t.memClockMHz = opt.deviceInfo->memClockKHz / 1000;
+    wire::timingTo(t, *f->mutable_winner());
+    f->set_measured(r->measured);
+    f->set_reused(r->reused);
+    f->set_failed(failed);
+    f->set_wall_seconds(r->wallSeconds);
+    send(m);
+    if (streamBroken)
+      return Status(StatusCode::CANCELLED,
+                    "the caller stopped reading; the winner was recorded all the same");
+    return Status::OK;
+  }
+
+  Status Explain(ServerContext *, const v1::KernelRequest *req,
+                 v1::ExplainResponse *resp) override {
+    Resolved r;
+    if (auto s = resolve(*req, r); !s.ok())
+      return counted(s);
+    std::string key = tuneKey(r.spec, r.backend);
+    resp->set_tune_key(key);
+    resp->set_toolchain(toolchainId(r.spec, r.backend));
+    resp->set_config(r.config.canonical());
+    resp->set_tuned(r.tuned);
+    resp->set_default_config(getTemplate(r.spec).defaultConfig(r.spec).canonical());
+    std::shared_ptr<const StoredKernel> k;
+    if (auto s = readKernel(r.key, k); !s.ok())
+      return s;
+    resp->set_stored(bool(k));
+    auto w = store_->winner(key);
+    if (!w)
+      return storeError(w.takeError());
+    if (*w) {
+      resp->set_winner_ms((*w)->medianMs);
+      resp->set_winner_reason((*w)->reason);
+      resp->set_winner_kernel_key((*w)->kernelKey);
+    }
+    auto timings = store_->timings(key);
+    if (!timings)
+      return storeError(timings.takeError());
+    auto failures = store_->failures(key);
+    if (!failures)
+      return storeError(failures.takeError());
+    size_t cap = size_t(options_.listCap);
+    resp->set_truncated(timings->size() > cap || failures->size() > cap);
+    for (size_t i = 0; i < timings->size() && i < cap; ++i)
+      wire::timingTo((*timings)[i], *resp->add_timings());
+    for (size_t i = 0; i < failures->size() && i < cap; ++i) {
+      v1::TuneFailure *f = resp->add_failures();
+      f->set_config((*failures)[i].config);
+      f->set_stage((*failures)[i].stage);
+      f->set_reason((*failures)[i].reason);
+    }
     return Status::OK;
   }
 
@@ -305,30 +560,75 @@ public:
     return Status::OK;
   }
 
-  Status Export(ServerContext *, const v1::ExportRequest *, v1::ExportResponse *resp) override {
+  Status Export(ServerContext *ctx, const v1::ExportRequest *,
+                grpc::ServerWriter<v1::ExportChunk> *writer) override {
     auto image = store_->exportImage();
     if (!image)
       return storeError(image.takeError());
-    // A client takes answers up to this size (ClientChannel::args).
-    if (image->size() > size_t(options_.maxMessageBytes))
-      return Status(StatusCode::RESOURCE_EXHAUSTED,
-                    "the store's copy is " + std::to_string(image->size()) +
-                        " bytes, more than the " + std::to_string(options_.maxMessageBytes) +
-                        " one message may carry; run `tilejit cache export` on the server's "
-                        "host instead");
+    size_t chunk = std::max<size_t>(options_.chunkBytes, 1);
+    size_t at = 0;
+    do {
+      v1::ExportChunk c;
+      if (at == 0) {
+        c.set_total_bytes(int64_t(image->size()));
+        c.set_sha256(sha256Hex(*image));
+      }
+      size_t n = std::min(chunk, image->size() - at);
+      c.set_data(image->data() + at, n);
+      at += n;
+      if (!writer->Write(c))
+        return Status(StatusCode::CANCELLED, ctx->IsCancelled()
+                                                 ? "the caller cancelled the export"
+                                                 : "the caller stopped reading the export");
+    } while (at < image->size());
     ++exports_;
     options_.log("export: " + std::to_string(image->size()) + " bytes");
-    resp->set_store(std::move(*image));
     return Status::OK;
   }
 
-  Status Import(ServerContext *ctx, const v1::ImportRequest *req,
+  Status Import(ServerContext *ctx, grpc::ServerReader<v1::ImportChunk> *reader,
                 v1::ImportResponse *resp) override {
     if (auto s = authorize(*ctx, "Import"); !s.ok())
       return s;
-    if (req->store().empty())
-      return counted(wire::invalid("store", "empty: the bytes of a store file are required "
-                                            "(Export, or a `tilejit cache export` file)"));
+    // The first chunk declares the image's size and digest; nothing more
+    // than that size is read, and nothing is written unless every byte
+    // arrived as declared.
+    v1::ImportChunk chunk;
+    if (!reader->Read(&chunk))
+      return counted(wire::invalid("total_bytes", "no chunk: the bytes of a store file are "
+                                                  "required (Export, or a `tilejit cache "
+                                                  "export` file)"));
+    int64_t total = chunk.total_bytes();
+    if (total <= 0 || total > options_.maxImportBytes)
+      return counted(wire::invalid("total_bytes", std::to_string(total) + " is not in [1, " +
+                                                      std::to_string(options_.maxImportBytes) +
+                                                      "] (the server's import cap)"));
+    std::string digest = chunk.sha256();
+    if (digest.size() != 64 || digest.find_first_not_of("0123456789abcdef") != std::string::npos)
+      return counted(wire::invalid("sha256", "not 64 lower-case hex digits"));
+    std::string image;
+    image.reserve(size_t(std::min<int64_t>(total, int64_t(64) << 20)));
+    int64_t chunks = 0;
+    do {
+      if (chunks > 0 && (chunk.total_bytes() != 0 || !chunk.sha256().empty()))
+        return counted(wire::invalid("total_bytes", "given again in chunk " +
+                                                        std::to_string(chunks) +
+                                                        " (the first chunk only)"));
+      if (int64_t(image.size() + chunk.data().size()) > total)
+        return counted(wire::invalid("data", "more than the " + std::to_string(total) +
+                                                 " bytes total_bytes declared"));
+      image += chunk.data();
+      ++chunks;
+    } while (reader->Read(&chunk));
+    if (ctx->IsCancelled())
+      return Status(StatusCode::CANCELLED, "the caller cancelled the import; nothing written");
+    if (int64_t(image.size()) != total)
+      return counted(wire::invalid("data", std::to_string(image.size()) +
+                                               " bytes arrived, not the " + std::to_string(total) +
+                                               " total_bytes declared; nothing written"));
+    if (sha256Hex(image) != digest)
+      return counted(wire::invalid("sha256", "the bytes that arrived do not have the declared "
+                                             "digest; nothing written"));
     ImportOptions options;
     options.checkRow = [this](const ImportedRow &row) { return checkImported(row); };
     // The token's holder may write kernels (as PublishResult does); a
@@ -345,7 +645,7 @@ public:
       return false;
     };
     ImportReport report;
-    auto rows = store_->importImage(req->store(), "store", options, &report);
+    auto rows = store_->importImage(image, "store", options, &report);
     if (!rows) {
       bool rejection = false;
       std::string msg;
@@ -359,7 +659,9 @@ public:
       return Status(StatusCode::INTERNAL, msg);
     }
     ++imports_;
-    options_.log("import: " + std::to_string(*rows) + " rows written" +
+    options_.log("import: " + std::to_string(*rows) + " rows written from " +
+                 std::to_string(image.size()) + " bytes in " + std::to_string(chunks) +
+                 " chunk(s)" +
                  (report.kernelsLeft ? ", " + std::to_string(report.kernelsLeft) +
                                            " kernel(s) left out (" + report.firstLeft + ")"
                                      : std::string()));
@@ -385,6 +687,9 @@ public:
     resp->set_permission_denied(permissionDenied_);
     resp->set_exports(exports_);
     resp->set_imports(imports_);
+    resp->set_leases_released(leasesReleased_);
+    resp->set_tunes(tunes_);
+    resp->set_tune_failures(tuneFailures_);
     resp->set_active_leases(int64_t(leases_.held().size()));
     resp->set_leases_expired(leases_.expired());
     resp->set_compiles_in_flight(compilesInFlight_);
@@ -567,6 +872,35 @@ private:
     return Status::OK;
   }
 
+  /// Sets `opt` up to tune on this host's GPU (ServerOptions::tuneSetup's, or
+  /// GPU 0 of the CUDA driver, described once); FAILED_PRECONDITION naming
+  /// why there is none.
+  Status tuningDevice(TuneOptions &opt) {
+    if (options_.tuneSetup) {
+      if (auto e = options_.tuneSetup(opt))
+        return Status(StatusCode::FAILED_PRECONDITION,
+                      "this server cannot tune: " + llvm::toString(std::move(e)));
+      if (!opt.deviceInfo)
+        return Status(StatusCode::INTERNAL, "the server's tuning set-up named no device");
+      return Status::OK;
+    }
+    std::lock_guard<std::mutex> lock(deviceMu_);
+    if (!device_) {
+      auto drv = CudaDriver::get();
+      if (!drv)
+        return Status(StatusCode::FAILED_PRECONDITION,
+                      "this server has no GPU to tune on: " + llvm::toString(drv.takeError()));
+      auto d = queryDevice(0);
+      if (!d)
+        return Status(StatusCode::FAILED_PRECONDITION,
+                      "this server has no GPU to tune on: " + llvm::toString(d.takeError()));
+      device_ = std::move(*d);
+    }
+    opt.deviceInfo = &*device_;
+    opt.device = device_->ordinal;
+    return Status::OK;
+  }
+
   static Status checkConfig(const KernelSpec &spec, const TileConfig &config,
                             const std::string &field) {
     const KernelTemplate &tmpl = getTemplate(spec);
@@ -620,15 +954,44 @@ private:
     return Status::OK;
   }
 
-  Status readKernel(const std::string &key, std::optional<StoredKernel> &out) {
+  /// The kernel stored under `key`, or null: from the hot copies when one
+  /// is there, else from the store (which checks its SHA-256), then kept.
+  /// A key names its bytes, so a copy never goes stale; one deleted from
+  /// the store since (a prune) is still the right kernel for its key.
+  Status readKernel(const std::string &key, std::shared_ptr<const StoredKernel> &out) {
+    {
+      std::shared_lock<std::shared_mutex> lock(hotMu_);
+      auto it = hot_.find(key);
+      if (it != hot_.end()) {
+        out = it->second;
+        return Status::OK;
+      }
+    }
     std::string problem;
     auto k = store_->getKernel(key, &problem);
     if (!k)
       return storeError(k.takeError());
     if (!problem.empty())
       options_.log("warning: " + problem);
-    out = std::move(*k);
+    out.reset();
+    if (*k) {
+      (*k)->ptx.clear(); // never sent: not kept
+      auto kept = std::make_shared<const StoredKernel>(std::move(**k));
+      keepHot(kept);
+      out = std::move(kept);
+    }
     return Status::OK;
+  }
+
+  void keepHot(std::shared_ptr<const StoredKernel> k) {
+    std::unique_lock<std::shared_mutex> lock(hotMu_);
+    size_t bytes = k->cubin.size() + k->launch.size() + k->spec.size() + 256;
+    if (hotBytes_ + bytes > kHotBytes) {
+      hot_.clear();
+      hotBytes_ = 0;
+    }
+    if (hot_.emplace(k->key, std::move(k)).second)
+      hotBytes_ += bytes;
   }
 
   void compileFlight(const Resolved &r, Flight &flight) {
@@ -637,10 +1000,10 @@ private:
     auto source = v1::GetKernelResponse::SOURCE_COMPILED;
     // A flight that ended just before this one began has left its kernel in
     // the store.
-    std::optional<StoredKernel> stored;
+    std::shared_ptr<const StoredKernel> stored;
     status = readKernel(r.key, stored);
     if (status.ok() && stored) {
-      kernel = std::move(*stored);
+      kernel = *stored;
       source = v1::GetKernelResponse::SOURCE_STORE;
       ++storeHits_;
     } else if (status.ok()) {
@@ -689,11 +1052,19 @@ private:
   std::string notice_;
   std::chrono::steady_clock::time_point started_;
   LeaseTable leases_;
+  std::mutex deviceMu_;
+  std::optional<DeviceInfo> device_; ///< the GPU Tune measures on, once found
+  std::timed_mutex gpuMu_;           ///< held by the tuning on the GPU
   std::mutex flightsMu_;
   std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;
+  /// Kernels read once (readKernel), by key, up to kHotBytes.
+  std::shared_mutex hotMu_;
+  std::unordered_map<std::string, std::shared_ptr<const StoredKernel>> hot_;
+  size_t hotBytes_ = 0;
   std::atomic<uint64_t> lookups_{0}, lookupHits_{0}, getKernels_{0}, storeHits_{0}, compiles_{0},
       compileFailures_{0}, sharedWaits_{0}, leasesGranted_{0}, leasesDenied_{0}, publishes_{0},
-      invalid_{0}, unauthenticated_{0}, permissionDenied_{0}, exports_{0}, imports_{0};
+      invalid_{0}, unauthenticated_{0}, permissionDenied_{0}, exports_{0}, imports_{0},
+      leasesReleased_{0}, tunes_{0}, tuneFailures_{0};
   std::atomic<int64_t> compilesInFlight_{0};
 };
 

@@ -5,12 +5,15 @@
 // missing kernel once however many ask for it at the same time, with the
 // best config known (the published winner, else the template's default);
 // tuning leases let one tuner per tuning key work while the others use the
-// best config meanwhile. The standard grpc.health.v1 service and server
-// reflection come with it. Every request is checked before it is acted on and
-// a bad one is answered INVALID_ARGUMENT naming the field; writes need a
-// read-write bearer token when the server has tokens, over TLS when it has a
-// certificate. No request names a file: the server touches its own store
-// only.
+// best config meanwhile, and its holder hands one back when done; Tune tunes
+// on the server's own GPU under the key's lease, streaming each candidate;
+// Export and Import move the whole store in chunks. The standard
+// grpc.health.v1 service and server reflection come with it. Every request
+// is checked before it is acted on and a bad one is answered
+// INVALID_ARGUMENT naming the field; writes (leases, results, Tune, Import)
+// need a read-write bearer token when the server has tokens, over TLS when
+// it has a certificate. No request names a file: the server touches its own
+// store only.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -30,6 +33,7 @@ class Server;
 
 namespace tilejit {
 
+struct TuneOptions;
 class TileJitService;
 class MetricsEndpoint;
 
@@ -49,8 +53,9 @@ llvm::Expected<std::vector<AccessToken>> parseTokenFile(const std::string &text,
 
 struct ServerOptions {
   std::string dbPath; ///< the store file (":memory:" for tests)
-  /// Writes (PublishResult) need `authorization: Bearer <token>` with a
-  /// read-write token of these; none: no token needed. Reads need none.
+  /// Writes (AcquireTuningLease, ReleaseTuningLease, PublishResult, Tune,
+  /// Import) need `authorization: Bearer <token>` with a read-write token of
+  /// these; none: no token needed. Reads need none.
   std::vector<AccessToken> tokens;
   /// TLS, as PEM text: the server's certificate chain and private key
   /// (empty: plaintext); with `tlsClientCa` too, every client must present a
@@ -67,6 +72,17 @@ struct ServerOptions {
   std::string metricsAddress;
   /// One line per compile, lease and publish; null: stderr.
   std::function<void(const std::string &)> log;
+  /// How Tune measures on this host. Null: GPU 0 of the CUDA driver, each
+  /// candidate in a `tilejit-worker` process (found as `tilejit tune` finds
+  /// it); without a driver or GPU, Tune is refused FAILED_PRECONDITION. Set,
+  /// it fills in a tuning's device, worker and compile hook (TuneOptions's
+  /// deviceInfo, worker, compile; what it points to outlives the server), or
+  /// says why this host cannot tune: the tests tune on a fake worker so.
+  std::function<llvm::Error(TuneOptions &)> tuneSetup;
+  /// Export sends the store in chunks of this many bytes.
+  size_t chunkBytes = 1 << 20;
+  /// The largest store image Import takes (its chunks together).
+  int64_t maxImportBytes = int64_t(1) << 30;
 };
 
 class Server {

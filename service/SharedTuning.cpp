@@ -98,6 +98,15 @@ Publication publicationOf(const KernelSpec &spec, Backend backend, const std::st
   return p;
 }
 
+/// Hands lease `leaseId` back; returns why it could not be, or "".
+std::string releaseProblem(Client &remote, const KernelSpec &spec, Backend backend,
+                           const std::string &leaseId) {
+  auto released = remote.releaseLease(spec, backend, leaseId);
+  if (!released)
+    return "releasing the tuning lease: " + llvm::toString(released.takeError());
+  return "";
+}
+
 } // namespace
 
 std::string leaseHolderName() {
@@ -117,8 +126,18 @@ llvm::Expected<SharedTuning> tuneShared(const KernelSpec &spec, Store *local, Cl
                 " under key " + lease->tuneKey + ", this process under " + tuneKey(spec, backend) +
                 " (another build identity)");
   if (!lease) {
-    // Tuned here alone, as without a server; nothing is published.
     out.serverProblem = llvm::toString(lease.takeError());
+    // A client the server does not let tune (no read-write token) still
+    // reads: a published winner is used as is.
+    if (auto best = remote.getKernel(spec, {}, backend);
+        best && best->tuned && best->binary.key == kernelKey(spec, best->binary.config, backend)) {
+      out.config = best->binary.config;
+      out.isWinner = true;
+      return out;
+    } else if (!best) {
+      llvm::consumeError(best.takeError());
+    }
+    // Tuned here alone, as without a server; nothing is published.
     auto r = tune(spec, local, options);
     if (!r)
       return r.takeError();
@@ -130,11 +149,13 @@ llvm::Expected<SharedTuning> tuneShared(const KernelSpec &spec, Store *local, Cl
   if (!lease->granted || lease->bestIsTuned) {
     // Another process tunes the key (its best meanwhile), or a winner was
     // published since this process last asked: nothing to tune here. A lease
-    // granted with a winner lapses unused.
+    // granted with a winner is handed back unused.
     out.config = lease->best;
     out.isWinner = lease->bestIsTuned;
     if (!lease->granted)
       out.otherHolder = lease->holder;
+    else
+      out.serverProblem = releaseProblem(remote, spec, backend, lease->id);
     return out;
   }
   llvm::Expected<TuneResult> r = [&] {
@@ -143,17 +164,23 @@ llvm::Expected<SharedTuning> tuneShared(const KernelSpec &spec, Store *local, Cl
     out.serverProblem = renewal.stop();
     return result;
   }();
-  // A tuning that failed publishes nothing: its lease lapses and the next
-  // process to ask tunes the key.
-  if (!r)
+  // A tuning that failed publishes nothing: its lease is handed back so
+  // that the next process to ask tunes the key at once (were the server
+  // unreachable now, the lease lapses instead).
+  if (!r) {
+    releaseProblem(remote, spec, backend, lease->id);
     return r.takeError();
+  }
   out.config = r->winner;
   out.isWinner = true;
   auto published = remote.publish(publicationOf(spec, backend, lease->id, *r, local));
-  if (published)
+  if (published) {
     out.published = true;
-  else
+  } else {
+    // The winner stays here; the key is handed back for another to publish.
     out.serverProblem = "publishing the winner: " + llvm::toString(published.takeError());
+    releaseProblem(remote, spec, backend, lease->id);
+  }
   out.tuned = std::move(*r);
   return out;
 }

@@ -5,8 +5,12 @@
 // it does) and publishes the winner, its timings and its kernel, so that
 // every later client gets the winner from the server without tuning. When
 // another process holds it, this one tunes nothing and uses the best config
-// the server knows meanwhile. A server that cannot be asked is no reason to
-// stop: the process then tunes alone, as it would without a server.
+// the server knows meanwhile. A tuning that fails, or a winner the server
+// refuses, hands the lease back (ReleaseTuningLease) so that the next tuner
+// need not wait for it to lapse. Leases are writes: the client's token must
+// be a read-write one. A server that cannot be asked (or refuses the lease)
+// is no reason to stop: the process then tunes alone, as it would without a
+// server.
 //
 //===----------------------------------------------------------------------===//
 #pragma once

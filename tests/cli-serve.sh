@@ -36,6 +36,44 @@ TILEJIT_TOKEN=tok-1 "$tj" cache import --server "$addr" copy.db > out.txt 2>&1 |
 grep -q "^imported 0 rows from copy.db into $addr$" out.txt || { cat out.txt; unfail "cache import --server said"; }
 "$tj" cache import --server "$addr" --trust-binaries copy.db > out.txt 2>&1
 [ $? -eq 2 ] || { cat out.txt; unfail "--trust-binaries with --server is not a usage error"; }
+
+# tune on the server's GPU: a write, so the token is needed; where the
+# server has no GPU it says so at once, where it has one it tunes and the
+# stream ends with the winner.
+TILEJIT_TOKEN= "$tj" tune rmsnorm_fwd --cols 1024 --max-configs 2 --server "$addr" > out.txt 2>&1 &&
+  unfail "a tune without a token was taken"
+grep -q "^tilejit: error: server $addr: 16 writes need a bearer token" out.txt || { cat out.txt; unfail "tune: no UNAUTHENTICATED"; }
+TILEJIT_TOKEN=tok-1 "$tj" tune rmsnorm_fwd --cols 1024 --max-configs 2 --server "$addr" > out.txt 2>&1
+rc=$?
+if [ $rc -eq 0 ]; then
+  grep -q "^tuning   rmsnorm_fwd .* (server $addr)$" out.txt || { cat out.txt; unfail "tune --server: no start line"; }
+  grep -q "^    1/2 " out.txt || { cat out.txt; unfail "tune --server: no candidate line"; }
+  grep -q "^winner   .* published on $addr$" out.txt || { cat out.txt; unfail "tune --server: no winner"; }
+else
+  [ $rc -eq 1 ] || { cat out.txt; unfail "tune --server: exit $rc"; }
+  grep -q "^tilejit: error: server $addr: 9 this server has no GPU to tune on: " out.txt ||
+    { cat out.txt; unfail "tune --server without a GPU said"; }
+fi
+"$tj" tune rmsnorm_fwd --cols 1024 --in-process --server "$addr" > out.txt 2>&1
+[ $? -eq 2 ] || { cat out.txt; unfail "--in-process with --server is not a usage error"; }
+
+# The read verbs against the server: no token needed.
+TILEJIT_TOKEN= "$tj" cache ls --server "$addr" > out.txt 2>&1 || { cat out.txt; unfail "cache ls --server failed"; }
+grep -q "^server $addr: [0-9]* entries, 0 lease(s) held$" out.txt || { cat out.txt; unfail "cache ls --server said"; }
+"$tj" cache ls --server "$addr" --json > out.txt 2>&1 || { cat out.txt; unfail "cache ls --server --json failed"; }
+python3 -c "import json,sys; j=json.load(open('out.txt')); assert j['server']==sys.argv[1] and j['leases']==[], j" "$addr" ||
+  unfail "cache ls --server --json is not the listing"
+"$tj" cache show 00ff --server "$addr" > out.txt 2>&1 && unfail "cache show --server of no kernel succeeded"
+grep -q "^tilejit: error: no kernel with key '00ff' on server $addr$" out.txt || { cat out.txt; unfail "cache show --server said"; }
+"$tj" cache ls --server "$addr" --db t.db > out.txt 2>&1
+[ $? -eq 2 ] || { cat out.txt; unfail "--db with --server is not a usage error"; }
+"$tj" explain rmsnorm_fwd --cols 1024 --server "$addr" > out.txt 2>&1 || { cat out.txt; unfail "explain --server failed"; }
+grep -q "^server   $addr: the config's kernel is " out.txt || { cat out.txt; unfail "explain --server: no server line"; }
+if [ $rc -ne 0 ]; then
+  grep -q "^not tuned: the heuristic default \[.*\] is used$" out.txt || { cat out.txt; unfail "explain --server: not 'not tuned'"; }
+fi
+"$tj" explain rmsnorm_fwd --cols 0 --server "$addr" > out.txt 2>&1
+[ $? -eq 2 ] || { cat out.txt; unfail "explain --server of a bad spec is not a usage error"; }
 kill -TERM $pid
 wait $pid
 rc=$?

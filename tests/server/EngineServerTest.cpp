@@ -516,6 +516,47 @@ TEST_F(SharedTuningTest, WhileAnotherHoldsTheLeaseNothingIsTuned) {
   EXPECT_EQ(compiles.load(), 0);
 }
 
+TEST_F(SharedTuningTest, ATuningThatFailsHandsItsLeaseBack) {
+  ServerOptions so;
+  so.tokens = {{"rw-token", false}};
+  InProcessServer srv(so);
+  ASSERT_TRUE(srv.server);
+  ClientOptions o = srv.client();
+  o.token = "rw-token";
+  Client client(o);
+  TuneOptions broken = options(3);
+  broken.compile = [this](const KernelSpec &,
+                          const TileConfig &) -> llvm::Expected<CompiledKernel> {
+    ++compiles;
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "no compiler today");
+  };
+  auto t = tuneShared(spec, nullptr, client, broken, "tuner-a");
+  ASSERT_FALSE(bool(t));
+  EXPECT_NE(llvm::toString(t.takeError()).find("compiled, ran and verified"), std::string::npos);
+  EXPECT_EQ(compiles.load(), 3);
+  // The key is free at once (the lease would have lasted a minute).
+  auto next = client.acquireLease(spec, Backend::Nvptx, "tuner-b", std::chrono::minutes(1));
+  ASSERT_TRUE(bool(next)) << llvm::toString(next.takeError());
+  EXPECT_TRUE(next->granted);
+  EXPECT_EQ(statsOf(srv.server->port()).leases_released(), 1u);
+
+  // A lease granted when a winner is already published is handed back
+  // unused too.
+  Publication p;
+  p.leaseId = next->id;
+  p.spec = spec;
+  p.winner = space[2];
+  p.winnerMs = 0.5;
+  ASSERT_TRUE(bool(client.publish(p)));
+  auto done = tuneShared(spec, nullptr, client, options(3), "tuner-c");
+  ASSERT_TRUE(bool(done)) << llvm::toString(done.takeError());
+  EXPECT_FALSE(done->tuned.has_value());
+  EXPECT_EQ(done->config, space[2]);
+  EXPECT_EQ(done->serverProblem, "");
+  EXPECT_EQ(statsOf(srv.server->port()).leases_released(), 2u);
+  EXPECT_EQ(statsOf(srv.server->port()).active_leases(), 0);
+}
+
 TEST_F(SharedTuningTest, AResultTheServerRefusesStaysHere) {
   ServerOptions so;
   so.tokens = {{"rw-token", false}};

@@ -32,7 +32,9 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include "autotune/Tuner.h"
 #include "compiler/templates/Template.h"
+#include "core/Sha256.h"
 #include "health.grpc.pb.h"
 #include "runtime/Store.h"
 #include "service/Server.h"
@@ -342,6 +344,11 @@ public:
     o.maxMessageBytes = kMaxMessage;
     o.maxLeaseTtl = std::chrono::minutes(1);
     o.log = [](const std::string &) {};
+    // A Tune that passes its checks must change nothing either: this
+    // server has no GPU to tune on, on every machine.
+    o.tuneSetup = [](TuneOptions &) {
+      return llvm::createStringError(llvm::inconvertibleErrorCode(), "no GPU in this test");
+    };
     auto s = Server::start(std::move(o), "127.0.0.1:0");
     if (!s) {
       ADD_FAILURE() << llvm::toString(s.takeError());
@@ -392,9 +399,45 @@ public:
     }
   }
 
+  /// The server's store as Export sends it, its chunks joined.
+  std::string exported() {
+    auto ctx = context();
+    auto reader = stub_->Export(ctx.get(), v1::ExportRequest());
+    std::string image;
+    v1::ExportChunk c;
+    while (reader->Read(&c))
+      image += c.data();
+    grpc::Status s = reader->Finish();
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return image;
+  }
+
+  /// Import of `image` in chunks of `chunk` bytes, the first declaring
+  /// `total` bytes with digest `digest`.
+  grpc::Status importChunks(const std::string &auth, const std::string &image, size_t chunk,
+                            int64_t total, const std::string &digest, v1::ImportResponse &resp) {
+    auto ctx = context(auth);
+    auto writer = stub_->Import(ctx.get(), &resp);
+    size_t at = 0;
+    do {
+      v1::ImportChunk c;
+      if (at == 0) {
+        c.set_total_bytes(total);
+        c.set_sha256(digest);
+      }
+      size_t n = std::min(chunk, image.size() - at);
+      c.set_data(image.substr(at, n));
+      at += n;
+      if (!writer->Write(c))
+        break;
+    } while (at < image.size());
+    writer->WritesDone();
+    return writer->Finish();
+  }
+
   /// One fuzzed, well-formed request on a random RPC; checks its answer.
   void structured(const std::string &image) {
-    switch (below(rng_, 9)) {
+    switch (below(rng_, 11)) {
     case 0:
     case 1:
     case 2: {
@@ -411,6 +454,9 @@ public:
           toCompile_.push_back(r);
         return;
       }
+      v1::ExplainResponse e;
+      expectIn("Explain '" + printableOf(r.spec()) + "' [" + printableOf(r.config()) + "]",
+               stub_->Explain(context().get(), r, &e), {s.error_code()});
       v1::GetKernelResponse g;
       grpc::Status gs = stub_->GetKernel(context().get(), r, &g);
       expectIn("GetKernel '" + printableOf(r.spec()) + "' [" + printableOf(r.config()) + "]", gs,
@@ -423,9 +469,45 @@ public:
     case 3: {
       v1::AcquireTuningLeaseRequest r = fuzzLease(rng_);
       v1::AcquireTuningLeaseResponse resp;
-      expectIn("AcquireTuningLease '" + printableOf(r.spec()) + "'",
-               stub_->AcquireTuningLease(context().get(), r, &resp),
-               {StatusCode::OK, StatusCode::INVALID_ARGUMENT});
+      std::string auth = fuzzAuthorization(true);
+      expectIn("AcquireTuningLease '" + printableOf(r.spec()) + "' (" + printableOf(auth) + ")",
+               stub_->AcquireTuningLease(context(auth).get(), r, &resp),
+               expectedForWrite(auth, {StatusCode::OK, StatusCode::INVALID_ARGUMENT}));
+      return;
+    }
+    case 9: {
+      v1::ReleaseTuningLeaseRequest r;
+      r.set_spec(chance(rng_, 30) ? std::string(kStoredSpec) : fuzzSpec(rng_));
+      r.set_backend(fuzzBackend(rng_));
+      r.set_lease_id(chance(rng_, 50) ? randomPrintable(rng_, 32) : fuzzText(rng_));
+      v1::ReleaseTuningLeaseResponse resp;
+      std::string auth = fuzzAuthorization(true);
+      grpc::Status s = stub_->ReleaseTuningLease(context(auth).get(), r, &resp);
+      expectIn("ReleaseTuningLease '" + printableOf(r.spec()) + "' (" + printableOf(auth) + ")", s,
+               expectedForWrite(auth, {StatusCode::OK, StatusCode::INVALID_ARGUMENT}));
+      return;
+    }
+    case 10: {
+      v1::TuneRequest r;
+      r.set_spec(chance(rng_, 30) ? std::string(kStoredSpec) : fuzzSpec(rng_));
+      r.set_backend(fuzzBackend(rng_));
+      if (chance(rng_, 50))
+        r.set_holder(fuzzText(rng_));
+      r.set_max_configs(pick(rng_, std::vector<int32_t>{0, 1, -1, INT32_MAX, int32_t(rng_())}));
+      r.set_budget_seconds(chance(rng_, 50) ? 0 : fuzzDouble(rng_));
+      r.set_reps(pick(rng_, std::vector<int32_t>{0, 3, -1, INT32_MAX, int32_t(rng_())}));
+      std::string auth = fuzzAuthorization(true);
+      auto ctx = context(auth);
+      auto reader = stub_->Tune(ctx.get(), r);
+      v1::TuneProgress m;
+      int messages = 0;
+      while (reader->Read(&m))
+        ++messages;
+      grpc::Status s = reader->Finish();
+      EXPECT_EQ(messages, 0) << "a Tune was streamed on a server that cannot tune";
+      expectIn(
+          "Tune '" + printableOf(r.spec()) + "' (" + printableOf(auth) + ")", s,
+          expectedForWrite(auth, {StatusCode::INVALID_ARGUMENT, StatusCode::FAILED_PRECONDITION}));
       return;
     }
     case 4: {
@@ -440,13 +522,27 @@ public:
       return;
     }
     case 5: {
-      v1::ImportRequest r;
-      r.set_store(fuzzImage(rng_, image));
+      // In chunks of any size, declaring its size and digest truly or not.
+      std::string bytes = fuzzImage(rng_, image);
+      int64_t total = int64_t(bytes.size());
+      std::string digest = sha256Hex(bytes);
+      switch (below(rng_, 6)) {
+      case 0:
+        total = pick(rng_,
+                     std::vector<int64_t>{0, -1, total - 1, total + 1, INT64_MAX, int64_t(rng_())});
+        break;
+      case 1:
+        digest = chance(rng_, 50) ? fuzzText(rng_) : sha256Hex(bytes + "x");
+        break;
+      default:
+        break;
+      }
+      size_t chunk = 1 + below(rng_, chance(rng_, 50) ? 64 : 70000);
       std::string auth = fuzzAuthorization(true);
       v1::ImportResponse resp;
-      grpc::Status s = stub_->Import(context(auth).get(), r, &resp);
-      expectIn("Import of " + std::to_string(r.store().size()) + " bytes (" + printableOf(auth) +
-                   ")",
+      grpc::Status s = importChunks(auth, bytes, chunk, total, digest, resp);
+      expectIn("Import of " + std::to_string(bytes.size()) + " bytes in chunks of " +
+                   std::to_string(chunk) + " (" + printableOf(auth) + ")",
                s, expectedForWrite(auth, {StatusCode::OK, StatusCode::INVALID_ARGUMENT}));
       if (s.ok()) {
         ++imports_;
@@ -469,9 +565,12 @@ public:
       return;
     }
     default: {
-      v1::ExportResponse resp;
-      expectIn("Export", stub_->Export(context().get(), v1::ExportRequest(), &resp),
-               {StatusCode::OK});
+      auto ctx = context();
+      auto reader = stub_->Export(ctx.get(), v1::ExportRequest());
+      v1::ExportChunk c;
+      while (reader->Read(&c)) {
+      }
+      expectIn("Export", reader->Finish(), {StatusCode::OK});
       return;
     }
     }
@@ -479,9 +578,17 @@ public:
 
   /// One frame that is not (or not quite) a request, on a random method.
   void raw(const std::string &image) {
-    static const std::vector<std::string> methods = {
-        "Lookup", "GetKernel", "AcquireTuningLease", "PublishResult", "List", "Stats",
-        "Export", "Import"};
+    static const std::vector<std::string> methods = {"Lookup",
+                                                     "GetKernel",
+                                                     "AcquireTuningLease",
+                                                     "ReleaseTuningLease",
+                                                     "PublishResult",
+                                                     "Tune",
+                                                     "List",
+                                                     "Explain",
+                                                     "Stats",
+                                                     "Export",
+                                                     "Import"};
     std::string method = pick(rng_, methods);
     std::string bytes;
     switch (below(rng_, 5)) {
@@ -508,8 +615,10 @@ public:
       break;
     }
     case 3: {
-      v1::ImportRequest r;
-      r.set_store(image);
+      v1::ImportChunk r;
+      r.set_data(image);
+      r.set_total_bytes(int64_t(image.size()));
+      r.set_sha256(sha256Hex(image));
       r.SerializeToString(&bytes);
       bytes.resize(below(rng_, bytes.size()));
       break;
@@ -544,7 +653,9 @@ public:
                                      StatusCode::INTERNAL};
     expectIn("raw " + method + " frame of " + std::to_string(bytes.size()) + " bytes", s, codes);
     // An OK write would have written: the read-write token never travels.
-    if ((method == "PublishResult" || method == "Import") && s.ok())
+    if ((method == "AcquireTuningLease" || method == "ReleaseTuningLease" ||
+         method == "PublishResult" || method == "Tune" || method == "Import") &&
+        s.ok())
       ADD_FAILURE() << "raw " << method << " without a read-write token was accepted";
   }
 
@@ -670,7 +781,10 @@ TEST(Server, HostileRequestsAreAnsweredAndChangeNothing) {
   acquire.set_holder("setup");
   acquire.set_ttl_ms(60000);
   v1::AcquireTuningLeaseResponse lease;
-  ASSERT_TRUE(h.stub().AcquireTuningLease(h.context().get(), acquire, &lease).ok());
+  ASSERT_TRUE(
+      h.stub()
+          .AcquireTuningLease(h.context("Bearer " + std::string(kReadWrite)).get(), acquire, &lease)
+          .ok());
   ASSERT_TRUE(lease.granted());
   v1::PublishResultRequest publish;
   publish.set_lease_id(lease.lease_id());
@@ -684,8 +798,8 @@ TEST(Server, HostileRequestsAreAnsweredAndChangeNothing) {
   ASSERT_EQ(published.kernel_key(), kernel.kernel().key());
   h.setStoredConfig(kernel.kernel().config());
 
-  v1::ExportResponse before;
-  ASSERT_TRUE(h.stub().Export(h.context().get(), v1::ExportRequest(), &before).ok());
+  std::string before = h.exported();
+  ASSERT_FALSE(before.empty());
   std::string listBefore = listing(h.stub(), h.context().get());
   v1::StatsResponse statsBefore;
   ASSERT_TRUE(h.stub().Stats(h.context().get(), v1::StatsRequest(), &statsBefore).ok());
@@ -695,9 +809,9 @@ TEST(Server, HostileRequestsAreAnsweredAndChangeNothing) {
   auto t0 = std::chrono::steady_clock::now();
   while (h.calls() < kRequests && !::testing::Test::HasFailure()) {
     if (pickKind() % 4 == 0)
-      h.raw(before.store());
+      h.raw(before);
     else
-      h.structured(before.store());
+      h.structured(before);
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::string codes;
@@ -718,9 +832,7 @@ TEST(Server, HostileRequestsAreAnsweredAndChangeNothing) {
   EXPECT_EQ(statsAfter.publishes(), statsBefore.publishes());
   EXPECT_EQ(statsAfter.imports(), statsBefore.imports() + uint64_t(h.imports()));
   EXPECT_EQ(listing(h.stub(), h.context().get()), listBefore);
-  v1::ExportResponse after;
-  ASSERT_TRUE(h.stub().Export(h.context().get(), v1::ExportRequest(), &after).ok());
-  EXPECT_TRUE(after.store() == before.store()) << "the store's rows changed";
+  EXPECT_TRUE(h.exported() == before) << "the store's rows changed";
 
   // Valid fuzzed specs the store lacked: GetKernel compiles each (a compile
   // may also fail, said so), and only those kernels are new in the store.

@@ -218,7 +218,15 @@ TEST(Tokens, AReadOnlyTokenReadsButCannotPublish) {
   // Reads work with it.
   auto looked = reader.lookup(spec);
   ASSERT_TRUE(bool(looked)) << llvm::toString(looked.takeError());
-  auto lease = reader.acquireLease(spec, Backend::Nvptx, "reader-host", std::chrono::minutes(1));
+  // A lease keeps other tuners off a key: a write, refused to a reader.
+  auto readerLease =
+      reader.acquireLease(spec, Backend::Nvptx, "reader-host", std::chrono::minutes(1));
+  ASSERT_FALSE(bool(readerLease));
+  std::string leaseMsg = llvm::toString(readerLease.takeError());
+  EXPECT_NE(leaseMsg.find(": 7 the bearer token is read-only: AcquireTuningLease writes"),
+            std::string::npos)
+      << leaseMsg;
+  auto lease = writer.acquireLease(spec, Backend::Nvptx, "writer-host", std::chrono::minutes(1));
   ASSERT_TRUE(lease && lease->granted);
   Publication p;
   p.leaseId = lease->id;
@@ -250,7 +258,7 @@ TEST(Tokens, AReadOnlyTokenReadsButCannotPublish) {
   grpc::ClientContext ctx;
   v1::StatsResponse st;
   ASSERT_TRUE(stub->Stats(&ctx, v1::StatsRequest(), &st).ok());
-  EXPECT_EQ(st.permission_denied(), 1u);
+  EXPECT_EQ(st.permission_denied(), 2u);
   EXPECT_EQ(st.unauthenticated(), 0u);
   EXPECT_EQ(st.publishes(), 1u);
 }

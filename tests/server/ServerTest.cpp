@@ -356,8 +356,23 @@ TEST(Server, WritesNeedTheToken) {
   Fixture f(o);
   ASSERT_TRUE(f.server);
   KernelSpec spec = specOf(kSpec);
+  // A lease is a write too: it keeps every other tuner off the key.
   v1::AcquireTuningLeaseResponse lease;
-  ASSERT_TRUE(f.acquire(leaseRequest(kSpec, "tuner", 60000), lease).ok());
+  auto unleased =
+      f.stub->AcquireTuningLease(f.context().get(), leaseRequest(kSpec, "tuner", 60000), &lease);
+  EXPECT_EQ(unleased.error_code(), StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(f.stub
+                ->AcquireTuningLease(f.context("s3cret").get(), leaseRequest(kSpec, "tuner", 60000),
+                                     &lease)
+                .error_code(),
+            StatusCode::UNAUTHENTICATED);
+  v1::ListResponse list;
+  ASSERT_TRUE(f.stub->List(f.context().get(), v1::ListRequest(), &list).ok());
+  EXPECT_EQ(list.leases_size(), 0);
+  ASSERT_TRUE(f.stub
+                  ->AcquireTuningLease(f.context("s3cret-token").get(),
+                                       leaseRequest(kSpec, "tuner", 60000), &lease)
+                  .ok());
   ASSERT_TRUE(lease.granted());
   v1::PublishResultRequest pub;
   pub.set_spec(kSpec);
@@ -374,11 +389,81 @@ TEST(Server, WritesNeedTheToken) {
   v1::LookupResponse l;
   ASSERT_TRUE(f.lookup(request(kSpec), l).ok()); // reads need no token
   EXPECT_FALSE(l.tuned());
-  EXPECT_EQ(f.stats().unauthenticated(), 3u);
+  EXPECT_EQ(f.stats().unauthenticated(), 5u);
   auto right = f.publish(pub, resp, "s3cret-token");
   ASSERT_TRUE(right.ok()) << right.error_message();
   ASSERT_TRUE(f.lookup(request(kSpec), l).ok());
   EXPECT_TRUE(l.tuned());
+}
+
+// A tuner that finished without a result, or failed, hands its lease back:
+// the next tuner gets the key at once, not when the lease would lapse.
+TEST(Server, AReleasedLeaseFreesTheKeyAtOnce) {
+  ServerOptions o;
+  o.tokens = {{"writer", false}, {"reader", true}};
+  Fixture f(o);
+  ASSERT_TRUE(f.server);
+  auto acquire = [&](const std::string &holder, const std::string &token,
+                     v1::AcquireTuningLeaseResponse &resp) {
+    return f.stub->AcquireTuningLease(f.context(token).get(), leaseRequest(kSpec, holder, 600000),
+                                      &resp);
+  };
+  auto release = [&](const std::string &leaseId, const std::string &token,
+                     v1::ReleaseTuningLeaseResponse &resp, const std::string &spec = kSpec) {
+    v1::ReleaseTuningLeaseRequest r;
+    r.set_spec(spec);
+    r.set_lease_id(leaseId);
+    return f.stub->ReleaseTuningLease(f.context(token).get(), r, &resp);
+  };
+  v1::AcquireTuningLeaseResponse a, b;
+  // A read-only token takes no lease.
+  grpc::Status s = acquire("tuner-r", "reader", a);
+  EXPECT_EQ(s.error_code(), StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(
+      s.error_message(),
+      "the bearer token is read-only: AcquireTuningLease writes and needs a read-write token");
+  ASSERT_TRUE(acquire("tuner-a", "writer", a).ok());
+  ASSERT_TRUE(a.granted());
+  ASSERT_TRUE(acquire("tuner-b", "writer", b).ok());
+  EXPECT_FALSE(b.granted());
+
+  // Releasing is a write, of a lease named by its id.
+  v1::ReleaseTuningLeaseResponse r;
+  EXPECT_EQ(release(a.lease_id(), "", r).error_code(), StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(release(a.lease_id(), "reader", r).error_code(), StatusCode::PERMISSION_DENIED);
+  s = release("", "writer", r);
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message().rfind("lease_id: ", 0), 0u) << s.error_message();
+  s = release(a.lease_id(), "writer", r, "rmsnorm_fwd rows=4096 cols=-1");
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message().rfind("spec: ", 0), 0u) << s.error_message();
+  // Another key's lease, or another id, releases nothing.
+  ASSERT_TRUE(release(a.lease_id(), "writer", r, "rmsnorm_fwd rows=8 cols=1024").ok());
+  EXPECT_FALSE(r.released());
+  ASSERT_TRUE(release("0123456789abcdef0123456789abcdef", "writer", r).ok());
+  EXPECT_FALSE(r.released());
+  ASSERT_TRUE(acquire("tuner-b", "writer", b).ok());
+  EXPECT_FALSE(b.granted());
+
+  ASSERT_TRUE(release(a.lease_id(), "writer", r).ok());
+  EXPECT_TRUE(r.released());
+  EXPECT_EQ(r.tune_key(), a.tune_key());
+  ASSERT_TRUE(acquire("tuner-b", "writer", b).ok());
+  EXPECT_TRUE(b.granted());
+  EXPECT_NE(b.lease_id(), a.lease_id());
+  // Released once: a second release, or a publish under it, finds no lease.
+  ASSERT_TRUE(release(a.lease_id(), "writer", r).ok());
+  EXPECT_FALSE(r.released());
+  v1::PublishResultRequest pub;
+  pub.set_spec(kSpec);
+  pub.set_winner_config(otherConfig(specOf(kSpec)));
+  pub.set_lease_id(a.lease_id());
+  v1::PublishResultResponse published;
+  EXPECT_EQ(f.publish(pub, published, "writer").error_code(), StatusCode::FAILED_PRECONDITION);
+  v1::StatsResponse st = f.stats();
+  EXPECT_EQ(st.leases_released(), 1u);
+  EXPECT_EQ(st.leases_expired(), 0u);
+  EXPECT_EQ(st.active_leases(), 1);
 }
 
 TEST(Server, PublishedKernelIsServedWithoutCompiling) {
@@ -986,6 +1071,202 @@ TEST(Server, ExportFromOneServerImportsIntoAnother) {
   EXPECT_EQ(got->binary.config.canonical(), winner.canonical());
   EXPECT_EQ(got->binary.key, kernelKey(spec, winner));
   EXPECT_EQ(b.stats().compiles(), 0u);
+}
+
+// A store larger than one chunk travels both ways in chunks, each checked
+// against the size and digest the first declared; an import whose chunks
+// do not add up to what it declared writes nothing.
+TEST(Server, ExportAndImportTravelInChunks) {
+  ServerOptions small;
+  small.chunkBytes = 4096;
+  Fixture a(small);
+  ASSERT_TRUE(a.server);
+  KernelSpec spec = specOf(kSpec);
+  TileConfig winner = *TileConfig::parse(otherConfig(spec));
+  publishWinner(a, winner);
+  v1::GetKernelResponse other;
+  ASSERT_TRUE(a.getKernel(request("rmsnorm_fwd rows=8 cols=1024"), other).ok());
+
+  // Export: several chunks of at most 4 KiB, the first declaring the whole.
+  auto ctx = a.context();
+  auto reader = a.stub->Export(ctx.get(), v1::ExportRequest());
+  std::vector<v1::ExportChunk> chunks;
+  v1::ExportChunk c;
+  while (reader->Read(&c))
+    chunks.push_back(c);
+  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_GT(chunks.size(), 2u);
+  std::string joined;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    EXPECT_LE(chunks[i].data().size(), 4096u);
+    if (i > 0) {
+      EXPECT_EQ(chunks[i].total_bytes(), 0);
+      EXPECT_EQ(chunks[i].sha256(), "");
+    }
+    joined += chunks[i].data();
+  }
+  EXPECT_EQ(chunks[0].total_bytes(), int64_t(joined.size()));
+  EXPECT_EQ(chunks[0].sha256(), sha256Hex(joined));
+  auto image = clientOf(a).exportStore();
+  ASSERT_TRUE(bool(image)) << llvm::toString(image.takeError());
+  EXPECT_EQ(image->size(), joined.size());
+
+  ServerOptions capped;
+  capped.tokens = {{"writer", false}};
+  capped.maxImportBytes = int64_t(joined.size()) + 10;
+  Fixture b(capped);
+  ASSERT_TRUE(b.server);
+  std::string empty = listing(b);
+  auto importRaw = [&](const std::string &bytes, size_t chunk, int64_t total,
+                       const std::string &digest, int64_t totalAgainAt = -1) {
+    auto ictx = b.context("writer");
+    v1::ImportResponse resp;
+    auto writer = b.stub->Import(ictx.get(), &resp);
+    size_t at = 0;
+    for (int64_t i = 0; at < bytes.size(); ++i) {
+      v1::ImportChunk ic;
+      if (i == 0 || i == totalAgainAt) {
+        ic.set_total_bytes(total);
+        ic.set_sha256(digest);
+      }
+      ic.set_data(bytes.substr(at, chunk));
+      at += chunk;
+      if (!writer->Write(ic))
+        break;
+    }
+    writer->WritesDone();
+    return writer->Finish();
+  };
+  auto refused = [&](grpc::Status s, const std::string &field) {
+    EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_EQ(s.error_message().rfind(field + ": ", 0), 0u) << s.error_message();
+    EXPECT_EQ(listing(b), empty);
+  };
+  std::string digest = sha256Hex(joined);
+  refused(importRaw(joined.substr(0, joined.size() - 100), 1000, int64_t(joined.size()), digest),
+          "data");
+  refused(importRaw(joined, 1000, int64_t(joined.size()) - 1, digest), "data");
+  refused(importRaw(joined, 1000, 0, digest), "total_bytes");
+  refused(importRaw(joined + std::string(20, 'x'), 1000, int64_t(joined.size()) + 20,
+                    sha256Hex(joined + std::string(20, 'x'))),
+          "total_bytes"); // over this server's cap
+  refused(importRaw(joined, 1000, int64_t(joined.size()), digest, 3), "total_bytes");
+  refused(importRaw(joined, 1000, int64_t(joined.size()), "abc"), "sha256");
+  std::string changed = joined;
+  changed[joined.size() / 2] ^= 1;
+  refused(importRaw(changed, 1000, int64_t(joined.size()), digest), "sha256");
+  {
+    auto ictx = b.context("writer");
+    v1::ImportResponse resp;
+    auto writer = b.stub->Import(ictx.get(), &resp);
+    writer->WritesDone();
+    refused(writer->Finish(), "total_bytes");
+  }
+  EXPECT_EQ(b.stats().imports(), 0u);
+
+  // The client sends it in chunks of 1000 bytes: all of it arrives.
+  ClientOptions o;
+  o.address = "127.0.0.1:" + std::to_string(b.server->port());
+  o.token = "writer";
+  o.chunkBytes = 1000;
+  o.deadline = std::chrono::seconds(120);
+  Client toB(o);
+  auto report = toB.importStore(*image);
+  ASSERT_TRUE(bool(report)) << llvm::toString(report.takeError());
+  EXPECT_GT(report->rows, 0);
+  EXPECT_EQ(listing(b), listing(a));
+  EXPECT_EQ(b.stats().imports(), 1u);
+  bool logged = false;
+  {
+    std::lock_guard<std::mutex> lock(b.logMu);
+    for (const std::string &line : b.log)
+      logged |= line.find(" rows written from " + std::to_string(image->size()) + " bytes in " +
+                          std::to_string((image->size() + 999) / 1000) + " chunk(s)") !=
+                std::string::npos;
+  }
+  EXPECT_TRUE(logged);
+}
+
+// What `tilejit explain --server` and `cache ls --server` read: the
+// tuning of one key (winner, timings) and the store's entries and leases.
+TEST(Server, ExplainAndListThroughTheClient) {
+  Fixture f;
+  ASSERT_TRUE(f.server);
+  KernelSpec spec = specOf(kSpec);
+  TileConfig def = getTemplate(spec).defaultConfig(spec);
+  TileConfig winner = *TileConfig::parse(otherConfig(spec));
+  Client c = clientOf(f);
+  auto before = c.explain(spec);
+  ASSERT_TRUE(bool(before)) << llvm::toString(before.takeError());
+  EXPECT_EQ(before->tuneKey, tuneKey(spec));
+  EXPECT_EQ(before->toolchain, toolchainId(spec));
+  EXPECT_FALSE(before->tuned);
+  EXPECT_FALSE(before->winner.has_value());
+  EXPECT_EQ(before->config, def);
+  EXPECT_EQ(before->defaultConfig, def);
+  EXPECT_FALSE(before->stored);
+  EXPECT_TRUE(before->timings.empty());
+
+  auto compiled = compileKernel(spec, winner);
+  ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
+  v1::AcquireTuningLeaseResponse lease;
+  ASSERT_TRUE(f.acquire(leaseRequest(kSpec, "tuner", 60000), lease).ok());
+  v1::PublishResultRequest pub;
+  pub.set_spec(kSpec);
+  pub.set_winner_config(winner.canonical());
+  pub.set_winner_ms(0.5);
+  pub.set_reason("fastest median");
+  pub.set_lease_id(lease.lease_id());
+  for (const TileConfig &cfg : {winner, def}) {
+    v1::Timing *t = pub.add_timings();
+    t->set_config(cfg.canonical());
+    t->set_median_ms(cfg == winner ? 0.5 : 0.7);
+    t->set_reps(30);
+    t->set_gpu("Test GPU");
+  }
+  wire::kernelTo(wire::storedFrom(*compiled, "", ""), Backend::Nvptx, *pub.mutable_kernel());
+  v1::PublishResultResponse published;
+  ASSERT_TRUE(f.publish(pub, published).ok());
+
+  auto after = c.explain(spec);
+  ASSERT_TRUE(bool(after)) << llvm::toString(after.takeError());
+  EXPECT_TRUE(after->tuned);
+  EXPECT_EQ(after->config, winner);
+  EXPECT_EQ(after->defaultConfig, def);
+  EXPECT_TRUE(after->stored);
+  ASSERT_TRUE(after->winner.has_value());
+  EXPECT_DOUBLE_EQ(after->winner->medianMs, 0.5);
+  EXPECT_EQ(after->winner->reason, "fastest median");
+  EXPECT_EQ(after->winner->kernelKey, kernelKey(spec, winner));
+  ASSERT_EQ(after->timings.size(), 2u);
+  for (const Timing &t : after->timings) {
+    EXPECT_EQ(t.gpu, "Test GPU");
+    EXPECT_DOUBLE_EQ(t.medianMs, t.config == winner.canonical() ? 0.5 : 0.7);
+  }
+  v1::ExplainResponse refused;
+  grpc::Status bad =
+      f.stub->Explain(f.context().get(), request("rmsnorm_fwd rows=8 cols=0"), &refused);
+  EXPECT_EQ(bad.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(bad.error_message().rfind("spec: ", 0), 0u) << bad.error_message();
+
+  v1::AcquireTuningLeaseResponse other;
+  ASSERT_TRUE(
+      f.acquire(leaseRequest("rmsnorm_fwd rows=8 cols=1024", "tuner-x", 60000), other).ok());
+  auto listed = c.list();
+  ASSERT_TRUE(bool(listed)) << llvm::toString(listed.takeError());
+  EXPECT_FALSE(listed->truncated);
+  ASSERT_EQ(listed->entries.size(), 2u);
+  EXPECT_EQ(listed->entries[0].kind, "kernel");
+  EXPECT_EQ(listed->entries[0].key, kernelKey(spec, winner));
+  EXPECT_EQ(listed->entries[1].kind, "winner");
+  EXPECT_EQ(listed->entries[1].config, winner.canonical());
+  ASSERT_EQ(listed->leases.size(), 1u);
+  EXPECT_EQ(listed->leases[0].holder, "tuner-x");
+  EXPECT_GT(listed->leases[0].expiresIn.count(), 0);
+  auto one = c.list(1);
+  ASSERT_TRUE(bool(one));
+  EXPECT_EQ(one->entries.size(), 1u);
+  EXPECT_TRUE(one->truncated);
 }
 
 // One bad row refuses the whole import, naming the row and the field, and

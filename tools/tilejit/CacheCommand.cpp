@@ -73,12 +73,15 @@ bool readsOnly(const std::string &verb) {
   return verb == "ls" || verb == "show" || verb == "verify" || verb == "export";
 }
 
-/// export and import against a `tilejit serve` (--server): the file is
-/// the same store file the local verbs write and read.
+/// ls, show, export and import against a `tilejit serve` (--server): the
+/// file of export and import is the same store file the local verbs write
+/// and read.
 int runRemote(const std::string &verb, const CacheArgs &a) {
   if (a.trustBinaries || a.noBinaries)
     return usageError("--trust-binaries and --no-binaries apply to a local import; a server "
                       "takes the binaries built under its own identity");
+  if (!a.db.empty())
+    return usageError("--db and --server do not combine: the verb acts on one store");
   auto options = ClientOptions::fromEnvironment(a.server);
   if (!options)
     return usageError(llvm::toString(options.takeError()));
@@ -87,6 +90,61 @@ int runRemote(const std::string &verb, const CacheArgs &a) {
   if (!std::getenv("TILEJIT_SERVER_DEADLINE_MS"))
     o.deadline = std::chrono::minutes(2);
   Client client(o);
+  if (verb == "ls" || verb == "show") {
+    auto listed = client.list();
+    if (!listed)
+      return fail(llvm::toString(listed.takeError()));
+    const std::vector<Store::Summary> &rows = listed->entries;
+    if (verb == "show") {
+      const Store::Summary *found = nullptr;
+      for (const Store::Summary &r : rows)
+        if (r.kind == "kernel" && r.key.rfind(a.key, 0) == 0) {
+          if (found)
+            return fail("key prefix '" + shown(a.key) + "' is ambiguous");
+          found = &r;
+        }
+      if (!found)
+        return fail("no kernel with key '" + shown(a.key) + "' on server " + shown(a.server) +
+                    (listed->truncated ? " (among the entries it lists)" : ""));
+      std::printf("key        %s\nspec       %s\nconfig     %s\narch       %s\n"
+                  "stored     %lld bytes (cubin and PTX)\ncreated    %s\nserver     %s\n",
+                  shown(found->key).c_str(), shown(found->spec).c_str(),
+                  shown(found->config).c_str(), shown(found->arch).c_str(), (long long)found->bytes,
+                  when(found->createdAt).c_str(), shown(a.server).c_str());
+      return 0;
+    }
+    if (a.json) {
+      nlohmann::json j = {{"server", a.server},
+                          {"truncated", listed->truncated},
+                          {"entries", nlohmann::json::array()},
+                          {"leases", nlohmann::json::array()}};
+      for (const Store::Summary &r : rows)
+        j["entries"].push_back({{"kind", r.kind},
+                                {"key", r.key},
+                                {"spec", r.spec},
+                                {"config", r.config},
+                                {"arch", r.arch},
+                                {"bytes", r.bytes},
+                                {"created_at", r.createdAt}});
+      for (const RemoteListing::Lease &l : listed->leases)
+        j["leases"].push_back({{"tune_key", l.tuneKey},
+                               {"holder", l.holder},
+                               {"expires_in_ms", l.expiresIn.count()}});
+      std::printf("%s\n", dumped(j).c_str());
+      return 0;
+    }
+    std::printf("server %s: %zu entries%s, %zu lease(s) held\n", shown(a.server).c_str(),
+                rows.size(), listed->truncated ? " (its list cap; more not shown)" : "",
+                listed->leases.size());
+    for (const Store::Summary &r : rows)
+      std::printf("%-6s %-16.16s %s  [%s] %s %lld bytes %s\n", r.kind.c_str(), shown(r.key).c_str(),
+                  shown(r.spec).c_str(), shown(r.config).c_str(), shown(r.arch).c_str(),
+                  (long long)r.bytes, when(r.createdAt).c_str());
+    for (const RemoteListing::Lease &l : listed->leases)
+      std::printf("lease  %s held by %s, %lld ms left\n", shown(l.tuneKey).c_str(),
+                  shown(l.holder).c_str(), (long long)l.expiresIn.count());
+    return 0;
+  }
   if (verb == "export") {
     auto image = client.exportStore();
     if (!image)
@@ -283,10 +341,13 @@ Action addCache(CLI::App &app) {
     c->callback([verb, name] { *verb = name; });
     return c;
   };
-  sub("ls", "List kernels and winners")->add_flag("--json", a->json, "Print the list as JSON");
-  sub("show", "Show one kernel")
-      ->add_option("key", a->key, "Kernel key or a unique prefix")
-      ->required();
+  auto *ls = sub("ls", "List kernels and winners");
+  ls->add_flag("--json", a->json, "Print the list as JSON");
+  ls->add_option("--server", a->server,
+                 "List the store (and the leases) of this `tilejit serve` (host:port)");
+  auto *show = sub("show", "Show one kernel");
+  show->add_option("key", a->key, "Kernel key or a unique prefix")->required();
+  show->add_option("--server", a->server, "Show it from this `tilejit serve`'s store (host:port)");
   auto *exportCmd = sub("export", "Copy the cache (or a server's) to a new file");
   exportCmd->add_option("file", a->file, "Destination")->required();
   exportCmd->add_option("--server", a->server,

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +14,8 @@
 #include "compiler/templates/Template.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/Store.h"
+#include "service/Client.h"
+#include "service/SharedTuning.h"
 #include "tools/tilejit/Output.h"
 #include "tools/tilejit/SpecOptions.h"
 
@@ -29,6 +32,8 @@ struct TuneArgs {
   bool json = false;
   bool inProcess = false;
   double candidateSeconds = 10;
+  std::string server; ///< tune on this server's GPU (host:port)
+  bool candidateTimeoutGiven = false;
 };
 
 /// The store `tune` writes to (made when missing), or the one `explain`
@@ -71,6 +76,76 @@ llvm::Error specAndStore(const TuneArgs &a, const std::string &arch, int sms, Ke
   return llvm::Error::success();
 }
 
+/// `tilejit tune --server ADDR`: the server tunes on its GPU and publishes
+/// the winner there; each candidate is printed as the server streams it.
+int runRemoteTune(const TuneArgs &a) {
+  if (a.inProcess || !a.db.empty() || a.candidateTimeoutGiven)
+    return usageError("--in-process, --db and --candidate-timeout apply to a tuning here; with "
+                      "--server the server tunes on its GPU into its own store");
+  auto built = a.spec.build();
+  if (!built)
+    return usageError(llvm::toString(built.takeError()));
+  auto options = ClientOptions::fromEnvironment(a.server);
+  if (!options)
+    return usageError(llvm::toString(options.takeError()));
+  Client client(**options);
+  RemoteTuneOptions ro;
+  ro.holder = leaseHolderName();
+  ro.maxConfigs = a.maxConfigs;
+  ro.budgetSeconds = a.budget;
+  ro.reps = a.reps;
+  auto started = [&](const RemoteTuning &t) {
+    if (a.json)
+      return;
+    std::printf("tuning   %s on %s (server %s)\n", shown(t.spec).c_str(), shown(t.gpu).c_str(),
+                shown(a.server).c_str());
+    std::fflush(stdout);
+  };
+  auto candidate = [&](const CandidateResult &c, int done, int total) {
+    if (a.json)
+      return;
+    if (c.status == "ok" || c.status == "stored")
+      std::printf("  %3d/%-3d %-44s %.4f ms [%.4f, %.4f]%s\n", done, total,
+                  c.config.canonical().c_str(), c.medianMs, c.p20Ms, c.p80Ms,
+                  c.status == "stored" ? " (stored)" : "");
+    else
+      std::printf("  %3d/%-3d %-44s %s%s%s\n", done, total, c.config.canonical().c_str(),
+                  shown(c.status).c_str(), c.detail.empty() ? "" : ": ",
+                  shown(c.detail.substr(0, 160)).c_str());
+    std::fflush(stdout);
+  };
+  auto r = client.tune(*built, ro, started, candidate);
+  if (!r)
+    return fail(llvm::toString(r.takeError()));
+  if (a.json) {
+    nlohmann::json j = {{"server", a.server},
+                        {"spec", r->spec},
+                        {"gpu", r->gpu},
+                        {"tune_key", r->tuneKey},
+                        {"winner", r->winner.canonical()},
+                        {"winner_ms", r->winnerMs},
+                        {"winner_p20_ms", r->winnerP20Ms},
+                        {"winner_p80_ms", r->winnerP80Ms},
+                        {"kernel_key", r->kernelKey},
+                        {"reason", r->reason},
+                        {"wall_s", r->wallSeconds},
+                        {"measured", r->measured},
+                        {"reused", r->reused},
+                        {"failed", r->failed},
+                        {"candidates", nlohmann::json::array()}};
+    for (auto &c : r->candidates)
+      j["candidates"].push_back(candidateJson(c));
+    std::printf("%s\n", dumped(j).c_str());
+    return 0;
+  }
+  std::printf("winner   %s  %.4f ms [%.4f, %.4f], published on %s\nwhy      %s\n",
+              r->winner.canonical().c_str(), r->winnerMs, r->winnerP20Ms, r->winnerP80Ms,
+              shown(a.server).c_str(), shown(r->reason).c_str());
+  std::printf("measured %d, reused %d stored timings, %d skipped or failed; %.2f s on the server\n",
+              r->measured, r->reused, r->failed, r->wallSeconds);
+  return 0;
+}
+
 int runTune(const TuneArgs &a) {
   // Bad flags are reported before anything else, GPU or not.
   if (auto checked = a.spec.build(); !checked)
@@ -84,6 +159,8 @@ int runTune(const TuneArgs &a) {
                       ": seconds must be a finite number in (0, 86400]");
   if (a.maxConfigs < 0 || a.reps < 3)
     return usageError("--max-configs must be >= 0 and --reps >= 3");
+  if (!a.server.empty())
+    return runRemoteTune(a);
   // The measuring worker makes its GPU context while this process queries
   // the GPU, opens the store and compiles.
   std::unique_ptr<WorkerProcess> worker;
@@ -176,41 +253,77 @@ int runTune(const TuneArgs &a) {
 }
 
 int runExplain(const TuneArgs &a) {
-  std::string arch;
-  int sms = 0;
-  if (auto dev = queryDevice(0)) {
-    arch = dev->arch();
-    sms = dev->smCount;
-  } else {
-    llvm::consumeError(dev.takeError());
-  }
-  if (auto checked = a.spec.build(arch, sms); !checked)
-    return usageError(llvm::toString(checked.takeError()));
   KernelSpec spec;
-  std::unique_ptr<Store> store;
-  if (auto e = specAndStore(a, arch, sms, spec, store, /*forReading=*/true))
-    return fail(llvm::toString(std::move(e)));
-  std::string key = tuneKey(spec);
-  // No store yet: nothing tuned, nothing measured.
-  llvm::Expected<std::optional<Winner>> w =
-      store ? store->winner(key) : llvm::Expected<std::optional<Winner>>(std::nullopt);
-  if (!w)
-    return fail(llvm::toString(w.takeError()));
-  auto timings =
-      store ? store->timings(key) : llvm::Expected<std::vector<Timing>>(std::vector<Timing>());
-  if (!timings)
-    return fail(llvm::toString(timings.takeError()));
-  auto failures =
-      store ? store->failures(key) : llvm::Expected<std::vector<Failure>>(std::vector<Failure>());
-  if (!failures)
-    return fail(llvm::toString(failures.takeError()));
+  std::string key, toolchain, defaultConfig;
+  std::optional<Winner> winner;
+  std::vector<Timing> timingRows;
+  std::vector<Failure> failureRows;
+  std::optional<RemoteExplanation> remote;
+  if (!a.server.empty()) {
+    // The server's tuning: its GPU, not this host's, so the spec is the
+    // flags' (--arch, else sm_90a).
+    if (!a.db.empty())
+      return usageError("--db and --server do not combine: explain reads one store");
+    auto built = a.spec.build();
+    if (!built)
+      return usageError(llvm::toString(built.takeError()));
+    spec = std::move(*built);
+    auto options = ClientOptions::fromEnvironment(a.server);
+    if (!options)
+      return usageError(llvm::toString(options.takeError()));
+    Client client(**options);
+    auto e = client.explain(spec);
+    if (!e)
+      return fail(llvm::toString(e.takeError()));
+    remote = std::move(*e);
+    key = remote->tuneKey;
+    toolchain = remote->toolchain;
+    defaultConfig = remote->defaultConfig.canonical();
+    winner = remote->winner;
+    timingRows = remote->timings;
+    failureRows = remote->failures;
+  } else {
+    std::string arch;
+    int sms = 0;
+    if (auto dev = queryDevice(0)) {
+      arch = dev->arch();
+      sms = dev->smCount;
+    } else {
+      llvm::consumeError(dev.takeError());
+    }
+    if (auto checked = a.spec.build(arch, sms); !checked)
+      return usageError(llvm::toString(checked.takeError()));
+    std::unique_ptr<Store> store;
+    if (auto e = specAndStore(a, arch, sms, spec, store, /*forReading=*/true))
+      return fail(llvm::toString(std::move(e)));
+    key = tuneKey(spec);
+    toolchain = toolchainId(spec);
+    defaultConfig = getTemplate(spec).defaultConfig(spec).canonical();
+    // No store yet: nothing tuned, nothing measured.
+    if (store) {
+      auto w = store->winner(key);
+      if (!w)
+        return fail(llvm::toString(w.takeError()));
+      winner = std::move(*w);
+      auto timings = store->timings(key);
+      if (!timings)
+        return fail(llvm::toString(timings.takeError()));
+      timingRows = std::move(*timings);
+      auto failures = store->failures(key);
+      if (!failures)
+        return fail(llvm::toString(failures.takeError()));
+      failureRows = std::move(*failures);
+    }
+  }
+  const std::optional<Winner> *w = &winner;
+  const std::vector<Failure> *failures = &failureRows;
   KernelSpec tuned = spec.tuningSpec();
-  std::vector<Timing> t = *timings;
+  std::vector<Timing> t = timingRows;
   std::sort(t.begin(), t.end(),
             [](const Timing &x, const Timing &y) { return x.medianMs < y.medianMs; });
   if (a.json) {
     nlohmann::json j = {{"spec", spec.canonical()},
-                        {"toolchain", toolchainId(spec)},
+                        {"toolchain", toolchain},
                         {"tune_key", key},
                         {"tuned_at", tuned.canonical()},
                         {"timings", nlohmann::json::array()},
@@ -222,7 +335,12 @@ int runExplain(const TuneArgs &a) {
                      {"reason", (*w)->reason}};
     else
       j["chosen"] = nullptr;
-    j["default_config"] = getTemplate(spec).defaultConfig(spec).canonical();
+    j["default_config"] = defaultConfig;
+    if (remote) {
+      j["server"] = a.server;
+      j["stored_on_server"] = remote->stored;
+      j["truncated"] = remote->truncated;
+    }
     for (const Timing &x : t)
       j["timings"].push_back({{"config", x.config},
                               {"median_ms", x.medianMs},
@@ -235,7 +353,11 @@ int runExplain(const TuneArgs &a) {
     std::printf("%s\n", dumped(j).c_str());
     return 0;
   }
-  std::printf("spec     %s\ntoolchain %s\n", spec.canonical().c_str(), toolchainId(spec).c_str());
+  std::printf("spec     %s\ntoolchain %s\n", spec.canonical().c_str(), shown(toolchain).c_str());
+  if (remote)
+    std::printf("server   %s: the config's kernel is %sin its store%s\n", shown(a.server).c_str(),
+                remote->stored ? "" : "not ",
+                remote->truncated ? "; timings or failures cut at its list cap" : "");
   for (size_t i = 0; i < spec.op()->params.size(); ++i) {
     const ParamDecl &p = spec.op()->params[i];
     int64_t at = tuned[int(i)];
@@ -248,8 +370,7 @@ int runExplain(const TuneArgs &a) {
                 top ? "" : (", " + std::to_string(at) + "]").c_str());
   }
   if (!*w) {
-    std::printf("not tuned: the heuristic default [%s] is used\n",
-                getTemplate(spec).defaultConfig(spec).canonical().c_str());
+    std::printf("not tuned: the heuristic default [%s] is used\n", shown(defaultConfig).c_str());
   } else {
     std::printf("chosen   [%s] %.4f ms, kernel %s\nwhy      %s\n", shown((*w)->config).c_str(),
                 (*w)->medianMs, shown((*w)->kernelKey.substr(0, 16)).c_str(),
@@ -278,7 +399,11 @@ Action addTune(CLI::App &app) {
   cmd->add_option("--max-configs", a->maxConfigs, "Measure at most this many configs");
   cmd->add_option("--reps", a->reps, "Timed samples per config (default 30)");
   cmd->add_option("--candidate-timeout", a->candidateSeconds,
-                  "Seconds one config may take to check and time (default 10)");
+                  "Seconds one config may take to check and time (default 10)")
+      ->each([a](const std::string &) { a->candidateTimeoutGiven = true; });
+  cmd->add_option("--server", a->server,
+                  "Tune on this `tilejit serve`'s GPU (host:port) and publish the winner there; "
+                  "writes need TILEJIT_TOKEN or TILEJIT_TOKEN_FILE (read-write)");
   cmd->add_flag("--in-process", a->inProcess,
                 "Measure in this process, not in a worker (a config that faults the GPU "
                 "then stops the tuning)");
@@ -292,6 +417,8 @@ Action addExplain(CLI::App &app) {
       app.add_subcommand("explain", "Show the chosen config for a kernel, why, and its timings");
   a->spec.add(cmd);
   cmd->add_option("--db", a->db, "Tuning cache file");
+  cmd->add_option("--server", a->server,
+                  "Explain the tuning a `tilejit serve` holds (host:port) instead");
   cmd->add_flag("--json", a->json, "Print the explanation as JSON");
   return [a] { return runExplain(*a); };
 }
