@@ -100,8 +100,8 @@ int main(int argc, char **argv) {
     return 2;
   }
   std::vector<KernelSpec> specs;
-  for (auto [backward, cols] : {std::pair{false, 4096}, {false, 8192}, {false, 4097},
-                                {true, 4096}, {true, 8192}}) {
+  for (auto [backward, cols] :
+       {std::pair{false, 4096}, {false, 8192}, {false, 4097}, {true, 4096}, {true, 8192}}) {
     rmsnorm::Params s;
     s.backward = backward;
     s.cols = cols;

@@ -354,7 +354,8 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
   auto lap = t0;
   auto stage = [&](std::string name) {
     auto now = std::chrono::steady_clock::now();
-    out.stages.push_back({std::move(name), std::chrono::duration<double, std::milli>(now - lap).count()});
+    out.stages.push_back(
+        {std::move(name), std::chrono::duration<double, std::milli>(now - lap).count()});
     lap = now;
   };
 
@@ -430,8 +431,8 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
   out.backend = backendName(backend);
   if (backend == Backend::Nvptx) {
     NvptxTimes times;
-    auto ptx = translateToPtx(**module, arch, options.stopAt == Stage::Llvm ? &out.llvm : nullptr,
-                              &times);
+    auto ptx =
+        translateToPtx(**module, arch, options.stopAt == Stage::Llvm ? &out.llvm : nullptr, &times);
     if (!ptx)
       return error("PTX generation failed for " + spec.canonical() + ": " +
                    llvm::toString(ptx.takeError()) + (diags.text.empty() ? "" : "\n" + diags.text));
