@@ -93,6 +93,10 @@ llvm::Expected<std::string> translateToPtx(mlir::ModuleOp module, const std::str
     llvm::TargetOptions opts;
     // As CUDA's default (--fmad=true): a multiply and an add may fuse.
     opts.AllowFPOpFusion = llvm::FPOpFusion::Fast;
+    // The default level, not the aggressive one: it differs for NVPTX in
+    // running EarlyCSE where the other runs GVN, which gave byte-identical
+    // PTX for every template's kernels and cost 2-3 ms more on the RMSNorm
+    // backward (bench/NOTES.md, "Compile and lookup").
     tm.reset(target->createTargetMachine(triple, arch, kPtxFeatures, opts, std::nullopt,
                                          std::nullopt, llvm::CodeGenOptLevel::Default));
     if (!tm)
