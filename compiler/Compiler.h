@@ -80,6 +80,12 @@ struct CompileOptions {
   Toolchain ptxas;
 };
 
+/// The wall time of one stage of a compile.
+struct StageTime {
+  std::string name;
+  double ms = 0;
+};
+
 /// A binary with what the compile made on the way, for `tilejit compile`.
 struct CompiledKernel : KernelBinary {
   std::string mlir; // the IR at the requested stage (Stage::Mlir)
@@ -89,6 +95,11 @@ struct CompiledKernel : KernelBinary {
   /// Template to source text (MLIR, then C++ or PTX), and source to binary
   /// (NVRTC or ptxas).
   double mlirMs = 0, binaryMs = 0;
+  /// The same time by stage, in the order they ran: "setup" (spec, config,
+  /// key, context), "build" (the template), each pass by its name,
+  /// "translate" (to LLVM IR), "llvm-opt", "codegen" (PTX), then "ptxas" or
+  /// "nvrtc" (the C++ back end's "emit-cpp" before it).
+  std::vector<StageTime> stages;
 };
 
 /// The names of the passes `compileKernel` runs for `backend`, in order.

@@ -1,6 +1,7 @@
 //===- Nvptx.cpp - LLVM IR to PTX in process ---------------------------------===//
 #include "compiler/Nvptx.h"
 
+#include <chrono>
 #include <map>
 #include <mutex>
 
@@ -48,17 +49,31 @@ void initializeNvptx() {
 }
 } // namespace
 
-std::string llvmVersionString() { return "LLVM " LLVM_VERSION_STRING; }
-
-llvm::Expected<std::string> translateToPtx(mlir::ModuleOp module, const std::string &arch,
-                                           std::string *llvmIR) {
-  initializeNvptx();
-  mlir::MLIRContext *ctx = module.getContext();
-  mlir::DialectRegistry registry;
+void registerLlvmIrTranslations(mlir::DialectRegistry &registry) {
   mlir::registerBuiltinDialectTranslation(registry);
   mlir::registerLLVMDialectTranslation(registry);
   mlir::registerNVVMDialectTranslation(registry);
-  ctx->appendDialectRegistry(registry);
+}
+
+std::string llvmVersionString() { return "LLVM " LLVM_VERSION_STRING; }
+
+llvm::Expected<std::string> translateToPtx(mlir::ModuleOp module, const std::string &arch,
+                                           std::string *llvmIR, NvptxTimes *times) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto lap = [&](double NvptxTimes::*field) {
+    auto now = std::chrono::steady_clock::now();
+    if (times)
+      times->*field = std::chrono::duration<double, std::milli>(now - t0).count();
+    t0 = now;
+  };
+  initializeNvptx();
+  // compileKernel's context has them already (adding them again is a lookup
+  // per dialect); one made elsewhere (a test, a tool) gets them here.
+  {
+    mlir::DialectRegistry registry;
+    registerLlvmIrTranslations(registry);
+    module->getContext()->appendDialectRegistry(registry);
+  }
 
   llvm::LLVMContext llctx;
   std::unique_ptr<llvm::Module> llmod = mlir::translateModuleToLLVMIR(module, llctx, "tilejit");
@@ -78,8 +93,12 @@ llvm::Expected<std::string> translateToPtx(mlir::ModuleOp module, const std::str
     llvm::TargetOptions opts;
     // As CUDA's default (--fmad=true): a multiply and an add may fuse.
     opts.AllowFPOpFusion = llvm::FPOpFusion::Fast;
+    // The default level, not the aggressive one: it differs for NVPTX in
+    // running EarlyCSE where the other runs GVN, which gave byte-identical
+    // PTX for every template's kernels and cost 2-3 ms more on the RMSNorm
+    // backward (bench/NOTES.md, "Compile and lookup").
     tm.reset(target->createTargetMachine(triple, arch, kPtxFeatures, opts, std::nullopt,
-                                         std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+                                         std::nullopt, llvm::CodeGenOptLevel::Default));
     if (!tm)
       return error("LLVM's NVPTX back end does not take target '" + arch + "'");
   }
@@ -89,6 +108,7 @@ llvm::Expected<std::string> translateToPtx(mlir::ModuleOp module, const std::str
   llvm::raw_string_ostream brokenOs(broken);
   if (llvm::verifyModule(*llmod, &brokenOs))
     return error("the LLVM IR of the kernel does not verify: " + broken);
+  lap(&NvptxTimes::translateMs);
 
   {
     llvm::LoopAnalysisManager lam;
@@ -112,6 +132,7 @@ llvm::Expected<std::string> translateToPtx(mlir::ModuleOp module, const std::str
                    "': " + llvm::toString(std::move(err)));
     mpm.run(*llmod, mam);
   }
+  lap(&NvptxTimes::optimizeMs);
   if (llvmIR) {
     llvm::raw_string_ostream os(*llvmIR);
     llmod->print(os, nullptr);
@@ -126,6 +147,7 @@ llvm::Expected<std::string> translateToPtx(mlir::ModuleOp module, const std::str
       return error("the NVPTX back end cannot emit PTX for " + arch);
     pm.run(*llmod);
   }
+  lap(&NvptxTimes::codegenMs);
   return ptx;
 }
 

@@ -369,6 +369,65 @@ TEST(Compiler, EveryCompileReportsResources) {
   }
 }
 
+// A thread compiles in one MLIR context for a number of compiles, then in a
+// fresh one: a kernel's PTX must not depend on what was compiled before it
+// or on which context it was compiled in. More than 64 compiles cross at
+// least one change of context.
+TEST(Compiler, ReusedContextsGiveTheSamePtx) {
+  CompileOptions ptx;
+  ptx.stopAt = Stage::Ptx;
+  KernelSpec fwd = spec(false, 4096), bwd = spec(true, 4096);
+  auto first = compileKernel(fwd, {}, ptx);
+  ASSERT_TRUE(bool(first)) << llvm::toString(first.takeError());
+  for (int i = 0; i < 70; ++i) {
+    KernelSpec other = i % 3 == 0 ? bwd : spec(i % 2 == 0, 1024 + 64 * i, DType::F16);
+    CompileOptions o;
+    o.stopAt = i % 5 == 0 ? Stage::Ptx : Stage::Mlir;
+    auto k = compileKernel(other, {}, o);
+    ASSERT_TRUE(bool(k)) << "compile " << i << ": " << llvm::toString(k.takeError());
+    if (i % 10 == 0) {
+      auto again = compileKernel(fwd, {}, ptx);
+      ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
+      EXPECT_EQ(again->ptx, first->ptx) << "after " << i + 1 << " other compiles";
+    }
+  }
+  // A compile that fails in the context (a module that does not parse)
+  // leaves nothing behind.
+  auto bad = compileLlvmDialectModule("module { llvm.func @k( }", Target(), {});
+  ASSERT_FALSE(bool(bad));
+  llvm::consumeError(bad.takeError());
+  auto last = compileKernel(fwd, {}, ptx);
+  ASSERT_TRUE(bool(last)) << llvm::toString(last.takeError());
+  EXPECT_EQ(last->ptx, first->ptx);
+}
+
+// Each stage of a compile is timed, in the order it ran, and the stages add
+// up to the compile's two figures.
+TEST(Compiler, ReportsTheTimeOfEachStage) {
+  auto k = compileKernel(spec(true, 4096), {});
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  std::vector<std::string> names;
+  double sum = 0;
+  for (const StageTime &s : k->stages) {
+    names.push_back(s.name);
+    EXPECT_GE(s.ms, 0) << s.name;
+    sum += s.ms;
+  }
+  std::vector<std::string> want = {"setup", "build"};
+  for (const std::string &p : pipelinePasses(Backend::Nvptx))
+    want.push_back(p);
+  for (const char *s : {"translate", "llvm-opt", "codegen", "ptxas"})
+    want.push_back(s);
+  EXPECT_EQ(names, want);
+  EXPECT_NEAR(sum, k->mlirMs + k->binaryMs, 0.02 * (k->mlirMs + k->binaryMs) + 0.2);
+
+  auto cuda = compileKernel(spec(false, 4096), {}, withBackend(Backend::Cuda));
+  ASSERT_TRUE(bool(cuda)) << llvm::toString(cuda.takeError());
+  ASSERT_FALSE(cuda->stages.empty());
+  EXPECT_EQ(cuda->stages[cuda->stages.size() - 2].name, "emit-cpp");
+  EXPECT_EQ(cuda->stages.back().name, "nvrtc");
+}
+
 TEST(CudaDriver, MissingDriverIsACleanError) {
   auto drv = CudaDriver::get();
   if (drv)

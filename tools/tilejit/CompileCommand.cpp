@@ -102,9 +102,8 @@ int run(const CompileArgs &a) {
     s += "backend    " + compiled->backend + "\n";
     char buf[160];
     std::snprintf(buf, sizeof buf, "compile    %.1f ms (MLIR + %s %.1f, %s %.1f)\n",
-                  compiled->mlirMs + compiled->binaryMs,
-                  nvptx ? "LLVM" : "C++", compiled->mlirMs, nvptx ? "ptxas" : "NVRTC",
-                  compiled->binaryMs);
+                  compiled->mlirMs + compiled->binaryMs, nvptx ? "LLVM" : "C++", compiled->mlirMs,
+                  nvptx ? "ptxas" : "NVRTC", compiled->binaryMs);
     s += buf;
     if (compiled->workspaceBytes)
       s += "workspace  " + std::to_string(compiled->workspaceBytes) + " bytes\n";
@@ -118,6 +117,13 @@ int run(const CompileArgs &a) {
           (e.grid[2].results.empty() ? "" : " x " + e.grid[2].str()) +
           (e.clusterBlocks() > 1 ? " clusters of " + std::to_string(e.clusterBlocks()) : "") + "\n";
     }
+    std::string stages;
+    for (const StageTime &st : compiled->stages) {
+      std::snprintf(buf, sizeof buf, "%s%s %.1f", stages.empty() ? "" : ", ", st.name.c_str(),
+                    st.ms);
+      stages += buf;
+    }
+    s += "stages     " + stages + " (ms)\n";
     text = s;
   }
   if (a.out.empty() || a.out == "-") {
