@@ -32,8 +32,7 @@ Value ringElementOffset(Emitter &e, RingType ring, Value row, Value col) {
   Value chunk = e.udiv(within, chunkElems);
   Value swizzled = LLVM::XOrOp::create(e.b, e.loc, chunk, e.urem(row, 8));
   Value inChunk = e.mul(e.urem(within, chunkElems), e.i64(elemBytes));
-  return e.add(e.add(panel, e.mul(row, e.i64(128))),
-               e.add(e.mul(swizzled, e.i64(16)), inChunk));
+  return e.add(e.add(panel, e.mul(row, e.i64(128))), e.add(e.mul(swizzled, e.i64(16)), inChunk));
 }
 
 namespace {
@@ -122,10 +121,9 @@ struct AsyncCopyOpLowering : ConvertOpToLLVMPattern<AsyncCopyOp> {
       // whole copies is unrolled, the last round of a tile that is not
       // whole rounds guarded.
       int64_t mask = vec * elemBytes - 1;
-      Value bits = LLVM::OrOp::create(
-          rw, e.loc, e.addr64(x.base),
-          LLVM::OrOp::create(rw, e.loc, e.mul(x.cols, e.i64(elemBytes)),
-                             e.mul(x.col, e.i64(elemBytes))));
+      Value bits = LLVM::OrOp::create(rw, e.loc, e.addr64(x.base),
+                                      LLVM::OrOp::create(rw, e.loc, e.mul(x.cols, e.i64(elemBytes)),
+                                                         e.mul(x.col, e.i64(elemBytes))));
       Value aligned = e.isZero(LLVM::AndOp::create(rw, e.loc, bits, e.i64(mask)));
       branchInto(rw, e, aligned, elementwise);
       int64_t copies = elements / vec;

@@ -39,8 +39,7 @@ SmallVector<Value> ldmatrix4(Emitter &e, Value addr, bool trans) {
   Type i32 = e.i32();
   auto structTy = LLVM::LLVMStructType::getLiteral(ctx, {i32, i32, i32, i32});
   Value r = NVVM::LdMatrixOp::create(
-      e.b, e.loc, structTy, addr, 4,
-      trans ? NVVM::MMALayout::col : NVVM::MMALayout::row,
+      e.b, e.loc, structTy, addr, 4, trans ? NVVM::MMALayout::col : NVVM::MMALayout::row,
       NVVM::LdStMatrixShapeAttr::get(ctx, 8, 8), NVVM::LdStMatrixEltType::B16);
   SmallVector<Value> out;
   for (int64_t i = 0; i < 4; ++i)
@@ -127,9 +126,9 @@ struct MmaSyncDotOpLowering : ConvertOpToLLVMPattern<DotOp> {
           for (int64_t blk = 0; blk < blocks; ++blk) {
             size_t at = size_t(blk * perBlock + 4 * tile);
             SmallVector<Value> c(accs.begin() + at, accs.begin() + at + 4);
-            Value d = NVVM::MmaOp::create(rw, e.loc, resultTy, a[blk], b, c,
-                                          ArrayRef<int64_t>{16, 8, 16}, std::nullopt,
-                                          std::nullopt, types, layouts);
+            Value d =
+                NVVM::MmaOp::create(rw, e.loc, resultTy, a[blk], b, c, ArrayRef<int64_t>{16, 8, 16},
+                                    std::nullopt, std::nullopt, types, layouts);
             for (int64_t i = 0; i < 4; ++i)
               accs[at + size_t(i)] =
                   LLVM::ExtractValueOp::create(rw, e.loc, d, ArrayRef<int64_t>{i});
@@ -144,8 +143,7 @@ struct MmaSyncDotOpLowering : ConvertOpToLLVMPattern<DotOp> {
 
 } // namespace
 
-void populateMmaSyncDotOpToLLVMPatterns(TileTypeConverter &converter,
-                                        RewritePatternSet &patterns) {
+void populateMmaSyncDotOpToLLVMPatterns(TileTypeConverter &converter, RewritePatternSet &patterns) {
   patterns.add<MmaSyncDotOpLowering>(converter);
 }
 

@@ -30,8 +30,8 @@ struct MapCache {
   const CUtensorMap *find(const Entry &k) const {
     for (int i = 0; i < used; ++i) {
       const Entry &e = entries[i];
-      if (e.t == k.t && e.addr == k.addr && e.rows == k.rows && e.cols == k.cols &&
-          e.ld == k.ld && e.boxRows == k.boxRows && e.boxCols == k.boxCols)
+      if (e.t == k.t && e.addr == k.addr && e.rows == k.rows && e.cols == k.cols && e.ld == k.ld &&
+          e.boxRows == k.boxRows && e.boxCols == k.boxCols)
         return &e.map;
     }
     return nullptr;
@@ -48,8 +48,8 @@ struct MapCache {
 llvm::Expected<CUtensorMap> mapOf(const char *name, DType t, uint64_t addr, int64_t rows,
                                   int64_t cols, int64_t ld, const std::vector<int64_t> &box) {
   thread_local MapCache cache;
-  MapCache::Entry key{t, addr, rows, cols, ld, box.size() == 2 ? box[0] : 0,
-                      box.size() == 2 ? box[1] : 0, {}};
+  MapCache::Entry key{
+      t, addr, rows, cols, ld, box.size() == 2 ? box[0] : 0, box.size() == 2 ? box[1] : 0, {}};
   if (const CUtensorMap *hit = cache.find(key))
     return *hit;
   int bytes = dtypeBytes(t);
@@ -130,11 +130,13 @@ llvm::Error launchViews(const LoadedKernel &kernel, const Call &c, CUstream stre
                  (c.hasC ? "with" : "without") + " C passes " + llvm::Twine(expected));
   int64_t aCols = c.transA ? c.m : c.k, bCols = c.transB ? c.k : c.n;
   if (c.lda != 0 && c.lda != aCols)
-    return error("lda = " + llvm::Twine(c.lda) + ": the sm_80 kernel reads A with rows of exactly " +
-                 llvm::Twine(aCols) + " elements (a leading dimension needs the sm_90a kernel)");
+    return error("lda = " + llvm::Twine(c.lda) +
+                 ": the sm_80 kernel reads A with rows of exactly " + llvm::Twine(aCols) +
+                 " elements (a leading dimension needs the sm_90a kernel)");
   if (c.ldb != 0 && c.ldb != bCols)
-    return error("ldb = " + llvm::Twine(c.ldb) + ": the sm_80 kernel reads B with rows of exactly " +
-                 llvm::Twine(bCols) + " elements (a leading dimension needs the sm_90a kernel)");
+    return error("ldb = " + llvm::Twine(c.ldb) +
+                 ": the sm_80 kernel reads B with rows of exactly " + llvm::Twine(bCols) +
+                 " elements (a leading dimension needs the sm_90a kernel)");
   int64_t abBytes = dtypeBytes(c.ab);
   if (c.a % abBytes != 0 || c.b % abBytes != 0)
     return error("A and B must be aligned to their " + llvm::Twine(abBytes) + "-byte elements");

@@ -157,9 +157,9 @@ llvm::Error checkConfig(const KernelSpec &ks, const TileConfig &cfg) {
   if (s.vec != 1 && s.vec != 2 && s.vec != 4 && s.vec != 8)
     return configError("vec = " + llvm::Twine(s.vec) + " must be 1, 2, 4 or 8");
   if (s.vec != 1 && s.vec > widestCopy(p))
-    return configError("vec = " + llvm::Twine(s.vec) + " does not divide the rows of A and B (K = " +
-                       llvm::Twine(p.k) + ", N = " + llvm::Twine(p.n) + "); at most " +
-                       llvm::Twine(widestCopy(p)));
+    return configError("vec = " + llvm::Twine(s.vec) +
+                       " does not divide the rows of A and B (K = " + llvm::Twine(p.k) +
+                       ", N = " + llvm::Twine(p.n) + "); at most " + llvm::Twine(widestCopy(p)));
   // Registers: the accumulator, bm x cols f32 over a warpgroup's 128
   // threads, plus one K step's fragments of A (4 per 16 rows a warp owns)
   // and B (2 per 8 columns), under 255 with room for addresses.
@@ -174,8 +174,8 @@ llvm::Error checkConfig(const KernelSpec &ks, const TileConfig &cfg) {
   int64_t smem = s.smemBytes(dtypeBytes(p.ab));
   if (smem > p.target.maxSharedBytesPerBlock())
     return configError("bm, bn, bk and stages need " + llvm::Twine(smem) +
-                       " bytes of shared memory; " + llvm::Twine(p.target.archName()) +
-                       " allows " + llvm::Twine(p.target.maxSharedBytesPerBlock()));
+                       " bytes of shared memory; " + llvm::Twine(p.target.archName()) + " allows " +
+                       llvm::Twine(p.target.maxSharedBytesPerBlock()));
   return llvm::Error::success();
 }
 
@@ -260,8 +260,8 @@ void buildKernel(OpBuilder &b, Location loc, const KernelSpec &ks, const TileCon
     Value next = km.add(step, cst(s.stages - 1));
     copyStep(next, km.remu(next, s.stages));
     Value stage = km.remu(step, s.stages);
-    Value dot = tt::DotOp::create(b, loc, accType, ra, stage, cst(0), rb, stage, myCols,
-                                  carried[0], p.transA, !p.transB);
+    Value dot = tt::DotOp::create(b, loc, accType, ra, stage, cst(0), rb, stage, myCols, carried[0],
+                                  p.transA, !p.transB);
     return SmallVector<Value>{dot};
   })[0];
   // No copy may still be writing shared memory when the block exits.

@@ -98,7 +98,8 @@ public:
   // its keys join these (each optional where the other kernel lacks it), and
   // each kernel checks its own.
   llvm::ArrayRef<ConfigKeyDecl> configKeys() const override {
-    static const std::vector<ConfigKeyDecl> keys = mergedKeys(hopperKeys(), gemm::sm80::configKeys());
+    static const std::vector<ConfigKeyDecl> keys =
+        mergedKeys(hopperKeys(), gemm::sm80::configKeys());
     return keys;
   }
 
@@ -219,8 +220,9 @@ public:
   }
 
   std::string_view sourceHash() const override {
-    static const std::string hash = std::string(embedded::templateSourceHash("GemmTemplate.cpp")) +
-                                    std::string(embedded::templateSourceHash("GemmSm80Template.cpp"));
+    static const std::string hash =
+        std::string(embedded::templateSourceHash("GemmTemplate.cpp")) +
+        std::string(embedded::templateSourceHash("GemmSm80Template.cpp"));
     return hash;
   }
 
