@@ -268,7 +268,7 @@ TEST(GemmCompileSm80, BadConfigsAreNamed) {
   EXPECT_EQ(sm80Error("nt", "bk=64 bm=128 bn=128 group=8 stages=3 vec=8 warps=8"), "");
 }
 
-TEST(GemmCompileSm80, LaunchRefusesWhatItCannotRead) {
+TEST(GemmCompileSm80, ParametersAreViewsOfTheCompiledSizes) {
   gemm::Params p = params("nt", DType::BF16, DType::BF16, false, 256, 64, "sm_80");
   auto k = compileKernel(p.spec(), {});
   ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
