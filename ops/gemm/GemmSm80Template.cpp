@@ -7,7 +7,8 @@
 //   `group` tile rows at a time, so that neighbours share A and B in L2);
 // - every thread copies its share of each K step's A and B tiles into a
 //   ring of `stages` stages with cp.async (16 bytes a copy where A and B
-//   allow, zeros past the M, N and K edges), one commit group per step,
+//   allow, zeros past the M, N and K edges; element by element where they
+//   do not), one commit group per step,
 //   `stages - 1` steps ahead of the product;
 // - each step waits for its group, then a block barrier (the stage has
 //   landed for every thread, and the stage about to be refilled has been
@@ -53,19 +54,11 @@ struct Shape {
   int64_t smemBytes(int elemBytes) const { return stages * (bm + bn) * bk * elemBytes + 1024; }
 };
 
-/// The widest copy (in elements, at most 16 bytes) that divides the
-/// compiled-in row lengths of A and B (K, or N for B stored K x N); A
-/// stored K x M has rows of M, known at launch only, which the kernel
-/// checks as it copies.
-int64_t widestCopy(const Params &p) {
-  int64_t v = 8;
-  auto fit = [&](int64_t len) {
-    while (v > 1 && len % v != 0)
-      v /= 2;
-  };
-  if (!p.transA)
-    fit(p.k);
-  fit(p.transB ? p.k : p.n);
+/// The widest copy, at most `cap` elements, that divides rows of `len`.
+int64_t widestCopy(int64_t len, int64_t cap) {
+  int64_t v = cap;
+  while (v > 1 && len % v != 0)
+    v /= 2;
   return v;
 }
 
@@ -98,7 +91,8 @@ llvm::ArrayRef<ConfigKeyDecl> configKeys() {
       {"bk", 64, 64, false, "K per pipeline stage"},
       {"stages", 2, 8, false, "stages of the cp.async ring"},
       {"warps", 4, 8, false, "warps of a block (4 or 8: one or two warpgroups, side by side in N)"},
-      {"vec", 1, 8, false, "elements per cp.async copy (8: 16 bytes) where A and B allow"},
+      {"vec", 1, 8, false,
+       "most elements per cp.async copy (8: 16 bytes), each operand as its rows allow"},
       {"group", 1, 64, false, "tile rows walked together (grouped raster order)"},
   };
   return keys;
@@ -106,7 +100,7 @@ llvm::ArrayRef<ConfigKeyDecl> configKeys() {
 
 std::vector<TileConfig> configSpace(const KernelSpec &ks) {
   Params p(ks);
-  int64_t vec = widestCopy(p);
+  int64_t vec = 8;
   // Square-ish warp tiles first (64 x 64 per warp with 8 warps), then
   // narrower ones for small N.
   static const int64_t tiles[][3] = {{128, 128, 4}, {128, 256, 8}, {256, 128, 8}, {128, 128, 8},
@@ -125,7 +119,7 @@ std::vector<TileConfig> configSpace(const KernelSpec &ks) {
 
 TileConfig defaultConfig(const KernelSpec &ks) {
   Params p(ks);
-  int64_t vec = widestCopy(p);
+  int64_t vec = 8;
   // 128 x 128 tiles on 8 warps (32 x 64 per warp), 3 stages (96 KB of
   // shared memory: two blocks a multiprocessor on an A100); a narrow D
   // takes 64 columns.
@@ -156,10 +150,6 @@ llvm::Error checkConfig(const KernelSpec &ks, const TileConfig &cfg) {
                        " warpgroups a multiple of 64 columns when B is stored K x N");
   if (s.vec != 1 && s.vec != 2 && s.vec != 4 && s.vec != 8)
     return configError("vec = " + llvm::Twine(s.vec) + " must be 1, 2, 4 or 8");
-  if (s.vec != 1 && s.vec > widestCopy(p))
-    return configError("vec = " + llvm::Twine(s.vec) +
-                       " does not divide the rows of A and B (K = " + llvm::Twine(p.k) +
-                       ", N = " + llvm::Twine(p.n) + "); at most " + llvm::Twine(widestCopy(p)));
   // Registers: the accumulator, bm x cols f32 over a warpgroup's 128
   // threads, plus one K step's fragments of A (4 per 16 rows a warp owns)
   // and B (2 per 8 columns), under 255 with room for addresses.
@@ -228,17 +218,21 @@ void buildKernel(OpBuilder &b, Location loc, const KernelSpec &ks, const TileCon
   Value tn = arith::DivUIOp::create(b, loc, in, size);
   Value row0 = km.mul(tm, cst(s.bm)), col0 = km.mul(tn, cst(s.bn));
 
+  // Each operand's copies as wide as `vec` and its compiled-in rows allow
+  // (A stored K x M has rows of M, known at launch: the kernel checks).
+  int64_t vecA = p.transA ? s.vec : widestCopy(p.k, s.vec);
+  int64_t vecB = widestCopy(p.transB ? p.k : p.n, s.vec);
   // K step `step`'s tiles of A and B into stage `stage`, one group.
   auto copyStep = [&](Value step, Value stage) {
     Value k0 = km.mul(step, cst(s.bk));
     if (p.transA)
-      tt::AsyncCopyOp::create(b, loc, a, k0, row0, ra, stage, s.vec);
+      tt::AsyncCopyOp::create(b, loc, a, k0, row0, ra, stage, vecA);
     else
-      tt::AsyncCopyOp::create(b, loc, a, row0, k0, ra, stage, s.vec);
+      tt::AsyncCopyOp::create(b, loc, a, row0, k0, ra, stage, vecA);
     if (p.transB)
-      tt::AsyncCopyOp::create(b, loc, bm, col0, k0, rb, stage, s.vec);
+      tt::AsyncCopyOp::create(b, loc, bm, col0, k0, rb, stage, vecB);
     else
-      tt::AsyncCopyOp::create(b, loc, bm, k0, col0, rb, stage, s.vec);
+      tt::AsyncCopyOp::create(b, loc, bm, k0, col0, rb, stage, vecB);
     tt::AsyncCommitOp::create(b, loc);
   };
   // The first stages - 1 steps (steps past K copy zeros and are never
