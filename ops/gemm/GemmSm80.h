@@ -20,6 +20,9 @@ bool applies(const KernelSpec &spec);
 
 /// bm, bn, bk, stages, warps, vec, group.
 llvm::ArrayRef<ConfigKeyDecl> configKeys();
+/// The keys of the gemm template: `others` (the sm_90a kernel's) and these,
+/// each optional where the other kernel lacks it.
+std::vector<ConfigKeyDecl> mergedKeys(llvm::ArrayRef<ConfigKeyDecl> others);
 std::vector<TileConfig> configSpace(const KernelSpec &spec);
 TileConfig defaultConfig(const KernelSpec &spec);
 llvm::Error checkConfig(const KernelSpec &spec, const TileConfig &cfg);

@@ -24,6 +24,8 @@
 //===----------------------------------------------------------------------===//
 #include "ops/gemm/GemmSm80.h"
 
+#include <algorithm>
+
 #include "compiler/templates/Kernel.h"
 #include "dialects/Tile/TileDialect.h"
 #include "ops/gemm/GemmDecl.h"
@@ -96,6 +98,31 @@ llvm::ArrayRef<ConfigKeyDecl> configKeys() {
       {"group", 1, 64, false, "tile rows walked together (grouped raster order)"},
   };
   return keys;
+}
+
+std::vector<ConfigKeyDecl> mergedKeys(llvm::ArrayRef<ConfigKeyDecl> a) {
+  llvm::ArrayRef<ConfigKeyDecl> b = configKeys();
+  auto find = [](llvm::ArrayRef<ConfigKeyDecl> keys, std::string_view name) {
+    return std::find_if(keys.begin(), keys.end(),
+                        [&](const ConfigKeyDecl &k) { return k.name == name; });
+  };
+  std::vector<ConfigKeyDecl> out;
+  for (ConfigKeyDecl k : a) {
+    auto other = find(b, k.name);
+    if (other == b.end()) {
+      k.optional = true;
+    } else {
+      k.min = std::min(k.min, other->min);
+      k.max = std::max(k.max, other->max);
+    }
+    out.push_back(k);
+  }
+  for (ConfigKeyDecl k : b)
+    if (find(a, k.name) == a.end()) {
+      k.optional = true;
+      out.push_back(k);
+    }
+  return out;
 }
 
 std::vector<TileConfig> configSpace(const KernelSpec &ks) {

@@ -47,32 +47,6 @@ llvm::Error configError(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
-/// The keys of both kernels: those of one only are optional.
-std::vector<ConfigKeyDecl> mergedKeys(llvm::ArrayRef<ConfigKeyDecl> a,
-                                      llvm::ArrayRef<ConfigKeyDecl> b) {
-  auto find = [](llvm::ArrayRef<ConfigKeyDecl> keys, std::string_view name) {
-    return std::find_if(keys.begin(), keys.end(),
-                        [&](const ConfigKeyDecl &k) { return k.name == name; });
-  };
-  std::vector<ConfigKeyDecl> out;
-  for (ConfigKeyDecl k : a) {
-    auto other = find(b, k.name);
-    if (other == b.end()) {
-      k.optional = true;
-    } else {
-      k.min = std::min(k.min, other->min);
-      k.max = std::max(k.max, other->max);
-    }
-    out.push_back(k);
-  }
-  for (ConfigKeyDecl k : b)
-    if (find(a, k.name) == a.end()) {
-      k.optional = true;
-      out.push_back(k);
-    }
-  return out;
-}
-
 struct Shape {
   int64_t bm, bn, bk, stages, consumers, group;
   bool pingpong, inflight;
@@ -98,8 +72,7 @@ public:
   // its keys join these (each optional where the other kernel lacks it), and
   // each kernel checks its own.
   llvm::ArrayRef<ConfigKeyDecl> configKeys() const override {
-    static const std::vector<ConfigKeyDecl> keys =
-        mergedKeys(hopperKeys(), gemm::sm80::configKeys());
+    static const std::vector<ConfigKeyDecl> keys = gemm::sm80::mergedKeys(hopperKeys());
     return keys;
   }
 
