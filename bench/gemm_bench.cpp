@@ -8,7 +8,8 @@
 // and writes one JSON record per shape.
 // With --db, each shape runs the winner `tilejit tune` recorded there (the
 // default where none is).
-//   gemm_bench [--shapes FILE] [--only SUBSTRING] [--config "k=v ..."] [--db FILE] --out FILE.json
+//   gemm_bench [--shapes FILE] [--only SUBSTRING] [--config "k=v ..."] [--db FILE]
+//              [--arch sm_80] --out FILE.json
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
@@ -83,7 +84,7 @@ float fromBf16(uint16_t h) {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string shapesPath = "bench/gemm_shapes.json", outPath, only, configText, db;
+  std::string shapesPath = "bench/gemm_shapes.json", outPath, only, configText, db, arch;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -101,9 +102,11 @@ int main(int argc, char **argv) {
       configText = next();
     else if (a == "--db")
       db = next();
+    else if (a == "--arch")
+      arch = next();
     else
       die("unknown argument '" + a +
-          "' (--shapes FILE --out FILE --only SUBSTRING --config TEXT --db FILE)");
+          "' (--shapes FILE --out FILE --only SUBSTRING --config TEXT --db FILE --arch ARCH)");
   }
   if (outPath.empty())
     die("--out FILE is required");
@@ -111,6 +114,17 @@ int main(int argc, char **argv) {
   (void)ctx;
   auto info = must(queryDevice(0));
   Target target = must(info.target());
+  // --arch sm_80 runs the kernel of an older target (the sm_80 path: cp.async,
+  // ldmatrix, mma.sync), which this GPU also runs.
+  if (!arch.empty()) {
+    auto t = Target::parse(arch);
+    if (!t)
+      die("unknown --arch '" + arch + "' (known: " + Target::knownArchs() + ")");
+    if (t->computeCapability() > target.computeCapability())
+      die("--arch " + arch + " is newer than the GPU (" + std::string(target.archName()) + ")");
+    t->setSMs(info.smCount);
+    target = *t;
+  }
   const CudaDriver &d = must(CudaDriver::get());
   CUstream s;
   cu(d.cuStreamCreate(&s, 0), "cuStreamCreate");
@@ -255,7 +269,10 @@ int main(int argc, char **argv) {
                        {"check_bad", bad},
                        {"check_worst", worst}});
   }
-  nlohmann::json doc = {{"gpu", info.name}, {"sms", info.smCount}, {"results", results}};
+  nlohmann::json doc = {{"gpu", info.name},
+                        {"sms", info.smCount},
+                        {"arch", std::string(target.archName())},
+                        {"results", results}};
   std::ofstream o(outPath);
   o << doc.dump(1) << "\n";
   if (!o)

@@ -72,6 +72,7 @@ struct ConvertTileToLLVMPass : impl::ConvertTileToLLVMBase<ConvertTileToLLVMPass
       }
       KernelLowering &k = state.kernels[kernel.getSymName()];
       k.clusterBlocks = kernel.getClusterBlocks();
+      k.blockThreads = kernel.getBlockThreads();
       k.scratchBytes = *kernel.getScratchBytes();
       k.clusterRows = kernel.getClusterRows().value_or(0);
       if (k.clusterRows > 0 && (k.clusterBlocks < 2 || !target.hasClusters())) {
@@ -126,7 +127,12 @@ struct ConvertTileToLLVMPass : impl::ConvertTileToLLVMBase<ConvertTileToLLVMPass
     populateElementwiseOpToLLVMPatterns(converter, patterns);
     populateReduceOpToLLVMPatterns(converter, state, patterns);
     populateAsyncOpToLLVMPatterns(converter, state, patterns);
-    populateDotOpToLLVMPatterns(converter, patterns);
+    populateAsyncCopyOpToLLVMPatterns(converter, state, patterns);
+    // tile.dot by the target's tensor-core instruction.
+    if (target.target().hasWgmma())
+      populateDotOpToLLVMPatterns(converter, patterns);
+    else
+      populateMmaSyncDotOpToLLVMPatterns(converter, patterns);
     arith::populateArithToLLVMConversionPatterns(converter, patterns);
     populateMathToLLVMConversionPatterns(converter, patterns);
     cf::populateControlFlowToLLVMConversionPatterns(converter, patterns);

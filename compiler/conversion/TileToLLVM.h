@@ -43,6 +43,7 @@ public:
 /// by the name of the function they end up in).
 struct KernelLowering {
   int64_t clusterBlocks = 1;
+  int64_t blockThreads = 0;
   int64_t scratchBytes = 0; // reduction scratch, from offset 0
   int64_t clusterRows = 0;  // rows of threads a cluster reduction exchanges
   int64_t clusterOffset = 0, barriersOffset = 0, sharedBytes = 0;
@@ -71,7 +72,25 @@ void populateElementwiseOpToLLVMPatterns(TileTypeConverter &converter,
                                          mlir::RewritePatternSet &patterns);
 void populateAsyncOpToLLVMPatterns(TileTypeConverter &converter, LoweringState &state,
                                    mlir::RewritePatternSet &patterns);
+namespace llvmx {
+struct Emitter;
+}
+
+/// Byte offset of element (`row`, `col`) (i64) in a stage of `ring`: its
+/// panel, its 128-byte row, its 16-byte chunk swizzled by the row (chunk
+/// `c` of row `r` at `c ^ (r % 8)`), its place in the chunk.
+mlir::Value ringElementOffset(llvmx::Emitter &e, tile::RingType ring, mlir::Value row,
+                              mlir::Value col);
+
+/// tile.dot on wgmma (sm_90a), with tile.dot_reg and tile.dot_wait.
 void populateDotOpToLLVMPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
+/// tile.dot on ldmatrix + mma.sync (every target without wgmma).
+void populateMmaSyncDotOpToLLVMPatterns(TileTypeConverter &converter,
+                                        mlir::RewritePatternSet &patterns);
+/// cp.async copies into rings, their groups, the block barrier, the
+/// warpgroup index.
+void populateAsyncCopyOpToLLVMPatterns(TileTypeConverter &converter, LoweringState &state,
+                                       mlir::RewritePatternSet &patterns);
 void populateReduceOpToLLVMPatterns(TileTypeConverter &converter, LoweringState &state,
                                     mlir::RewritePatternSet &patterns);
 

@@ -424,6 +424,58 @@ LogicalResult TmaLoadOp::verify() {
   return success();
 }
 
+/// Ops every thread of the block runs together: in a kernel, outside any
+/// warp-specialized region.
+static LogicalResult verifyWholeBlock(Operation *op) {
+  if (failed(verifyInKernel(op)))
+    return failure();
+  if (op->getParentOfType<WarpSpecializeOp>())
+    return op->emitOpError() << "runs on every thread of the block; it cannot be inside "
+                                "tile.warp_specialize";
+  return success();
+}
+
+LogicalResult AsyncCopyOp::verify() {
+  if (failed(verifyWholeBlock(*this)))
+    return failure();
+  MemRefType src = getSource().getType();
+  RingType ring = getRing().getType();
+  if (src.getRank() != 2)
+    return emitOpError() << "copies from a rank-2 memref, got " << src;
+  if (src.getElementType() != ring.getElementType())
+    return emitOpError() << "copies " << src.getElementType() << " into a ring of "
+                         << ring.getElementType();
+  int64_t vec = getVec();
+  if (vec != 1 && vec != 2 && vec != 4 && vec != 8)
+    return emitOpError() << "vec must be 1, 2, 4 or 8 elements (2, 4, 8 or 16 bytes), got " << vec;
+  int64_t cols = src.getDimSize(1);
+  if (!ShapedType::isDynamic(cols) && cols % vec != 0)
+    return emitOpError() << "rows of " << cols << " elements are not whole copies of vec = " << vec;
+  return success();
+}
+
+LogicalResult AsyncCommitOp::verify() { return verifyWholeBlock(*this); }
+
+LogicalResult AsyncWaitOp::verify() {
+  if (failed(verifyWholeBlock(*this)))
+    return failure();
+  int64_t pending = int64_t(getPending());
+  if (pending < 0 || pending > 16)
+    return emitOpError() << "pending must be in [0, 16], got " << pending;
+  return success();
+}
+
+LogicalResult BlockBarrierOp::verify() { return verifyWholeBlock(*this); }
+
+LogicalResult WarpgroupIdOp::verify() {
+  if (failed(verifyWholeBlock(*this)))
+    return failure();
+  int64_t threads = (*this)->getParentOfType<KernelOp>().getBlockThreads();
+  if (threads % 128 != 0)
+    return emitOpError() << "needs a kernel of whole warpgroups, not " << threads << " threads";
+  return success();
+}
+
 LogicalResult DotOp::verify() {
   if (failed(verifyInKernel(*this)))
     return failure();

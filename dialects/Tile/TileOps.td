@@ -662,7 +662,10 @@ def Tile_DotOp : Tile_Op<"dot"> {
     `acc` (`M x N` f32, `#tile.wgmma`) plus the product of `A` (`M x K`) and
     `B` (`K x N`), both read from a stage of a ring, run by the warpgroup that
     executes it (on sm_90a: `wgmma.mma_async`, waited for before the result
-    is available). `K` is the stages' depth along the reduction.
+    is available; on other targets: `ldmatrix` of the swizzled stages into
+    the fragments of `mma.sync.m16n8k16`, whose accumulator fragment is, warp
+    by warp, the `#tile.wgmma` layout's 16 x 8 pattern). `K` is the stages'
+    depth along the reduction.
 
     Storage of A, stage `a_stage` of `a`: with `a_mn_major` false the ring
     rows are A's rows (`K` = the ring's cols) and the product reads rows
@@ -676,7 +679,7 @@ def Tile_DotOp : Tile_Op<"dot"> {
 
     With `async` the product is started and not waited for: its result is
     pending, and may only pass (through loop-carried values) to a
-    `tile.dot_wait`, which returns it complete. The warpgroup meanwhile runs
+    `tile.dot_wait`, which returns it complete. (sm_90a only.) The warpgroup meanwhile runs
     other code (the softmax of the previous tile of attention).
   }];
   let arguments = (ins Tile_RingType:$a, Index:$a_stage, Index:$a_offset,
@@ -750,6 +753,100 @@ def Tile_DotWaitOp : Tile_Op<"dot_wait"> {
             $_builder.getI64IntegerAttr(pending));
     }]>
   ];
+}
+
+//===----------------------------------------------------------------------===//
+// Asynchronous copies without a copy engine (sm_80: cp.async)
+//===----------------------------------------------------------------------===//
+
+def Tile_AsyncCopyOp : Tile_Op<"async_copy"> {
+  let summary = "Starts copying a tile from global memory into a ring stage (cp.async)";
+  let description = [{
+    Every thread of the block runs it, and together they start the copy of
+    the `rows x cols` tile of `source` whose first element is at (`row`,
+    `col`) into stage `stage` of `ring`, laid out as the ring says (128-byte
+    rows, 16-byte chunk `c` of row `r` of a panel at chunk `c ^ (r % 8)`),
+    so that `tile.dot` reads it as it reads a stage TMA wrote. Elements
+    outside `source` are written as zero (past M, N or K: the copy's source
+    size shrinks, down to nothing), so a ragged edge enters the product as
+    zeros.
+
+    Each copy moves `vec` consecutive elements of a row: 8 (16 bytes,
+    `cp.async.cg`), 4 or 2 (8 or 4 bytes, `cp.async.ca`), which need the
+    source's first element, its rows and `col` aligned to that many bytes.
+    Where they are not (checked at run time, once for the whole block), or
+    with `vec = 1`, the elements are copied one by one with plain loads and
+    stores, complete when the op returns. The copies a thread starts join its current group: they are
+    complete once a `tile.async_wait` has seen the group done, and visible to
+    the other threads after a `tile.block_barrier` that follows it.
+
+    ```mlir
+    tile.async_copy %a[%row, %k], %ring[%s] {vec = 8 : i64}
+        : memref<?x4096xbf16>, !tile.ring<stages = 4, rows = 128, cols = 64, bf16>
+    ```
+  }];
+  let arguments = (ins Tile_GlobalMemRef:$source, Index:$row, Index:$col,
+                       Tile_RingType:$ring, Index:$stage, I64Attr:$vec);
+  let assemblyFormat = [{
+    $source `[` $row `,` $col `]` `,` $ring `[` $stage `]` attr-dict `:` type($source) `,` type($ring)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tile_AsyncCommitOp : Tile_Op<"async_commit"> {
+  let summary = "Closes the calling thread's group of asynchronous copies";
+  let description = [{
+    The `tile.async_copy` copies this thread started since its last commit
+    form one group (possibly empty: every thread commits at the same points,
+    so that counts of groups agree). `cp.async.commit_group`.
+  }];
+  let assemblyFormat = "attr-dict";
+  let hasVerifier = 1;
+}
+
+def Tile_AsyncWaitOp : Tile_Op<"async_wait"> {
+  let summary = "Waits until at most `pending` of the thread's copy groups are incomplete";
+  let description = [{
+    Groups complete in the order they were committed, so with `pending = N`
+    every group but the last N committed by this thread has landed in shared
+    memory. Other threads see the data after a `tile.block_barrier`.
+    `cp.async.wait_group N`.
+
+    ```mlir
+    tile.async_wait {pending = 2 : i64}
+    tile.block_barrier
+    ```
+  }];
+  let arguments = (ins I64Attr:$pending);
+  let assemblyFormat = "attr-dict";
+  let hasVerifier = 1;
+}
+
+def Tile_BlockBarrierOp : Tile_Op<"block_barrier"> {
+  let summary = "Waits for every thread of the block (bar.sync 0)";
+  let description = [{
+    Every thread of the block must reach it; shared-memory writes made before
+    it by any thread are visible after it to all. Not inside
+    `tile.warp_specialize`, whose groups do not all run the same code.
+  }];
+  let assemblyFormat = "attr-dict";
+  let hasVerifier = 1;
+}
+
+def Tile_WarpgroupIdOp : Tile_Op<"warpgroup_id", [Pure]> {
+  let summary = "The calling thread's warpgroup in the block (thread / 128)";
+  let description = [{
+    In a kernel of whole warpgroups that are not warp-specialized, each
+    warpgroup computes its own part of the block's tile (a `tile.dot` at its
+    own offsets), in `#tile.wgmma` tiles.
+
+    ```mlir
+    %g = tile.warpgroup_id
+    ```
+  }];
+  let results = (outs Index:$result);
+  let assemblyFormat = "attr-dict";
+  let hasVerifier = 1;
 }
 
 def Tile_WarpSpecializeOp : Tile_Op<"warp_specialize", [

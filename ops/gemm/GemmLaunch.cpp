@@ -30,8 +30,8 @@ struct MapCache {
   const CUtensorMap *find(const Entry &k) const {
     for (int i = 0; i < used; ++i) {
       const Entry &e = entries[i];
-      if (e.t == k.t && e.addr == k.addr && e.rows == k.rows && e.cols == k.cols &&
-          e.ld == k.ld && e.boxRows == k.boxRows && e.boxCols == k.boxCols)
+      if (e.t == k.t && e.addr == k.addr && e.rows == k.rows && e.cols == k.cols && e.ld == k.ld &&
+          e.boxRows == k.boxRows && e.boxCols == k.boxCols)
         return &e.map;
     }
     return nullptr;
@@ -48,8 +48,8 @@ struct MapCache {
 llvm::Expected<CUtensorMap> mapOf(const char *name, DType t, uint64_t addr, int64_t rows,
                                   int64_t cols, int64_t ld, const std::vector<int64_t> &box) {
   thread_local MapCache cache;
-  MapCache::Entry key{t, addr, rows, cols, ld, box.size() == 2 ? box[0] : 0,
-                      box.size() == 2 ? box[1] : 0, {}};
+  MapCache::Entry key{
+      t, addr, rows, cols, ld, box.size() == 2 ? box[0] : 0, box.size() == 2 ? box[1] : 0, {}};
   if (const CUtensorMap *hit = cache.find(key))
     return *hit;
   int bytes = dtypeBytes(t);
@@ -117,10 +117,55 @@ llvm::Expected<KernelSpec> specOf(const Call &c, const Target &target) {
   return s;
 }
 
+namespace {
+/// The sm_80 kernel (GemmSm80Template.cpp; every target without wgmma): A and
+/// B as plain views, one program per tile. Its copies need no alignment (a
+/// misaligned operand is copied element by element), but its views are
+/// dense: rows exactly as long as the matrix's.
+llvm::Error launchViews(const LoadedKernel &kernel, const Call &c, CUstream stream) {
+  const EntryInfo &e = kernel.entry(0);
+  size_t expected = c.hasC ? 6 : 4;
+  if (e.params.size() != expected)
+    return error("the kernel takes " + llvm::Twine(e.params.size()) + " parameters; a call " +
+                 (c.hasC ? "with" : "without") + " C passes " + llvm::Twine(expected));
+  int64_t aCols = c.transA ? c.m : c.k, bCols = c.transB ? c.k : c.n;
+  if (c.lda != 0 && c.lda != aCols)
+    return error("lda = " + llvm::Twine(c.lda) +
+                 ": the sm_80 kernel reads A with rows of exactly " + llvm::Twine(aCols) +
+                 " elements (a leading dimension needs the sm_90a kernel)");
+  if (c.ldb != 0 && c.ldb != bCols)
+    return error("ldb = " + llvm::Twine(c.ldb) +
+                 ": the sm_80 kernel reads B with rows of exactly " + llvm::Twine(bCols) +
+                 " elements (a leading dimension needs the sm_90a kernel)");
+  int64_t abBytes = dtypeBytes(c.ab);
+  if (c.a % abBytes != 0 || c.b % abBytes != 0)
+    return error("A and B must be aligned to their " + llvm::Twine(abBytes) + "-byte elements");
+  KernelArg args[6];
+  size_t n = 0;
+  args[n++] = c.transA ? KernelArg::view(c.a, {c.k, c.m}) : KernelArg::view(c.a, {c.m, c.k});
+  args[n++] = c.transB ? KernelArg::view(c.b, {c.n, c.k}) : KernelArg::view(c.b, {c.k, c.n});
+  args[n++] = KernelArg::view(c.d, {c.m, c.n});
+  if (c.hasC)
+    args[n++] = KernelArg::view(c.c, {c.m, c.n});
+  args[n++] = KernelArg::f32(c.alpha);
+  if (c.hasC)
+    args[n++] = KernelArg::f32(c.beta);
+  return kernel.launch(0, args, n, stream);
+}
+} // namespace
+
 llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstream stream) {
   if (kernel.numEntries() != 1)
     return error("the kernel has " + llvm::Twine(kernel.numEntries()) + " entries, not 1");
   const EntryInfo &e = kernel.entry(0);
+  if (c.d == 0 || c.a == 0 || c.b == 0 || (c.hasC && c.c == 0))
+    return error("a null device pointer");
+  if (!e.params.empty() && e.params[0].kind == ParamInfo::View) {
+    int64_t outBytes = dtypeBytes(c.out);
+    if (c.d % (2 * outBytes) != 0 || (c.hasC && c.c % (2 * outBytes) != 0))
+      return error("C and D must be aligned to two elements");
+    return launchViews(kernel, c, stream);
+  }
   size_t expected = c.hasC ? 7 : 5;
   if (e.params.size() != expected)
     return error("the kernel takes " + llvm::Twine(e.params.size()) + " parameters; a call " +

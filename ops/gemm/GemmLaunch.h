@@ -34,7 +34,10 @@ Call callOf(const Params &p);
 /// The spec for `call` on `target`, or an error naming the bad field.
 llvm::Expected<KernelSpec> specOf(const Call &call, const Target &target);
 
-/// Launches `call` with `kernel` (built for specOf(call)) on `stream`.
+/// Launches `call` with `kernel` (built for specOf(call)) on `stream`: the
+/// sm_90a kernel with tensor maps of A and B, the sm_80 kernel (any target
+/// without wgmma) with plain views of them (dense rows; the grid is one
+/// program per tile, so `maxPrograms` does not apply).
 llvm::Error launch(const LoadedKernel &kernel, const Call &call, int smCount, CUstream stream);
 
 } // namespace tilejit::gemm

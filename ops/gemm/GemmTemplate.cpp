@@ -31,6 +31,7 @@
 #include "compiler/templates/Template.h"
 #include "dialects/Tile/TileDialect.h"
 #include "ops/gemm/GemmDecl.h"
+#include "ops/gemm/GemmSm80.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -67,7 +68,15 @@ class GemmTemplate : public KernelTemplate {
 public:
   const OpDecl &op() const override { return gemm::op(); }
 
+  // Every target without wgmma builds the sm_80 kernel (GemmSm80Template.cpp):
+  // its keys join these (each optional where the other kernel lacks it), and
+  // each kernel checks its own.
   llvm::ArrayRef<ConfigKeyDecl> configKeys() const override {
+    static const std::vector<ConfigKeyDecl> keys = gemm::sm80::mergedKeys(hopperKeys());
+    return keys;
+  }
+
+  static llvm::ArrayRef<ConfigKeyDecl> hopperKeys() {
     static const ConfigKeyDecl keys[] = {
         {"bm", 64, 256, false, "rows of D per program tile (64 or 128 per consumer)"},
         {"bn", 16, 256, false, "columns of D per program tile"},
@@ -100,6 +109,8 @@ public:
   }
 
   std::vector<TileConfig> configSpace(const KernelSpec &ks) const override {
+    if (gemm::sm80::applies(ks))
+      return gemm::sm80::configSpace(ks);
     // Tile shapes likeliest first (two consumers of 64 rows, as wide as the
     // accumulator allows), then ring depth and raster group. Ping-pong and
     // products in flight come last: on the H200 neither beat the default
@@ -124,6 +135,8 @@ public:
   }
 
   TileConfig defaultConfig(const KernelSpec &ks) const override {
+    if (gemm::sm80::applies(ks))
+      return gemm::sm80::defaultConfig(ks);
     gemm::Params p(ks);
     // 128 x 256 tiles over two consumers keep the tensor cores busiest; a
     // narrow D takes narrower tiles so that the grid still fills the chip.
@@ -138,12 +151,11 @@ public:
   }
 
   llvm::Error checkConfig(const KernelSpec &ks, const TileConfig &cfg) const override {
+    if (gemm::sm80::applies(ks))
+      return gemm::sm80::checkConfig(ks, cfg);
     gemm::Params p(ks);
-    if (auto err = cfg.checkKeys(configKeys()))
+    if (auto err = cfg.checkKeys(hopperKeys()))
       return err;
-    if (!p.target.hasWgmma())
-      return configError("gemm runs on sm_90a (wgmma, TMA, setmaxnreg); the target is " +
-                         llvm::Twine(p.target.archName()));
     Shape s(cfg);
     if (s.pingpong && s.consumers != 2)
       return configError("pingpong needs 2 consumers, got consumers = " + llvm::Twine(s.consumers));
@@ -180,12 +192,17 @@ public:
   }
 
   std::string_view sourceHash() const override {
-    return embedded::templateSourceHash("GemmTemplate.cpp");
+    static const std::string hash =
+        std::string(embedded::templateSourceHash("GemmTemplate.cpp")) +
+        std::string(embedded::templateSourceHash("GemmSm80Template.cpp"));
+    return hash;
   }
 
   llvm::Expected<OwningOpRef<ModuleOp>> build(MLIRContext &ctx, const KernelSpec &ks,
                                               const TileConfig &cfg) const override {
     return buildModule(ctx, *this, ks, cfg, [&](OpBuilder &b, Location loc) {
+      if (gemm::sm80::applies(ks))
+        return gemm::sm80::buildKernel(b, loc, ks, cfg);
       buildKernel(b, loc, gemm::Params(ks), Shape(cfg), cfg);
     });
   }

@@ -8,6 +8,12 @@
 // by element (every element up to 1024^3; sampled rows above). Skips (and
 // says why) where there is no GPU or it has no wgmma.
 //
+// GpuGemmSm80 runs the sm_80 kernel (cp.async, ldmatrix, mma.sync; the
+// kernel of every target without wgmma) the same way on any GPU of sm_80 or
+// later (an sm_80 cubin runs on the H200): every layout and type, ragged
+// shapes down to 1x1x1 and odd K (element copies), A and B off 16-byte
+// alignment (the run-time fallback), beta * C into f32 in place.
+//
 //===----------------------------------------------------------------------===//
 #include <gtest/gtest.h>
 
@@ -36,6 +42,7 @@ struct Case {
   float alpha = 1.0f, beta = 0.0f;
   const char *config = ""; // empty: the default
   int64_t maxPrograms = 0;
+  int64_t shift = 0; // A and B this many elements past a 16-byte boundary
 };
 
 std::string name(const Case &c) {
@@ -43,7 +50,8 @@ std::string name(const Case &c) {
          std::to_string(c.k) + " " + std::string(dtypeName(c.ab)) + "->" +
          std::string(dtypeName(c.out)) + (c.hasC ? (c.cIsD ? " D+=" : " +C") : "") +
          (*c.config ? std::string(" [") + c.config + "]" : "") +
-         (c.maxPrograms ? " programs<=" + std::to_string(c.maxPrograms) : "");
+         (c.maxPrograms ? " programs<=" + std::to_string(c.maxPrograms) : "") +
+         (c.shift ? " shifted " + std::to_string(c.shift) : "");
 }
 
 class GpuGemm : public ::testing::Test {
@@ -100,20 +108,25 @@ protected:
     auto kernel = LoadedKernel::load(*compiled);
     ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
 
-    auto da = DeviceBuffer::allocate(a.bytes.size()), db = DeviceBuffer::allocate(b.bytes.size());
+    // A and B `shift` elements into their buffers (zeros before them).
+    size_t pad = size_t(c.shift) * size_t(dtypeBytes(c.ab));
+    std::vector<unsigned char> aBytes(pad, 0), bBytes(pad, 0);
+    aBytes.insert(aBytes.end(), a.bytes.begin(), a.bytes.end());
+    bBytes.insert(bBytes.end(), b.bytes.begin(), b.bytes.end());
+    auto da = DeviceBuffer::allocate(aBytes.size()), db = DeviceBuffer::allocate(bBytes.size());
     auto dd = DeviceBuffer::allocate(cin.bytes.size()),
          dc = DeviceBuffer::allocate(cin.bytes.size());
     ASSERT_TRUE(da && db && dd && dc);
-    ASSERT_FALSE(bool(da->upload(a.bytes)));
-    ASSERT_FALSE(bool(db->upload(b.bytes)));
+    ASSERT_FALSE(bool(da->upload(aBytes)));
+    ASSERT_FALSE(bool(db->upload(bBytes)));
     if (c.cIsD) {
       ASSERT_FALSE(bool(dd->upload(cin.bytes)));
     } else {
       ASSERT_FALSE(bool(dc->upload(cin.bytes)));
       ASSERT_FALSE(bool(dd->fill(0xFF))); // NaN wherever the kernel does not write
     }
-    call.a = da->ptr();
-    call.b = db->ptr();
+    call.a = da->ptr() + pad;
+    call.b = db->ptr() + pad;
     call.d = dd->ptr();
     call.c = c.cIsD ? dd->ptr() : dc->ptr();
     if (auto err = gemm::launch(**kernel, call, sms, nullptr))
@@ -246,6 +259,115 @@ TEST_F(GpuGemm, UnalignedRowsAreRefusedByName) {
   ASSERT_TRUE(bool(err));
   std::string msg = llvm::toString(std::move(err));
   EXPECT_NE(msg.find("A's rows are 126 bytes apart"), std::string::npos) << msg;
+}
+
+//===----------------------------------------------------------------------===//
+// The sm_80 kernel
+//===----------------------------------------------------------------------===//
+
+class GpuGemmSm80 : public GpuGemm {
+protected:
+  void SetUp() override {
+    auto ctx = useDevice(0);
+    if (!ctx)
+      GTEST_SKIP() << "no GPU here: " << llvm::toString(ctx.takeError());
+    auto info = queryDevice(0);
+    ASSERT_TRUE(bool(info)) << llvm::toString(info.takeError());
+    auto t = info->target();
+    ASSERT_TRUE(bool(t)) << llvm::toString(t.takeError());
+    if (t->computeCapability() < 80)
+      GTEST_SKIP() << info->name << " (" << info->arch() << ") predates sm_80";
+    target = *Target::parse("sm_80");
+    target.setSMs(info->smCount);
+    sms = info->smCount;
+  }
+};
+
+TEST_F(GpuGemmSm80, EveryLayoutAgainstFloat64) {
+  for (const char *layout : {"nt", "nn", "tn"}) {
+    run({layout, 128, 256, 64});
+    run({layout, 256, 512, 192});
+    run({layout, 200, 264, 72}); // no size a multiple of a tile
+    run({layout, 1024, 1024, 1024});
+  }
+}
+
+TEST_F(GpuGemmSm80, RaggedShapes) {
+  for (const char *layout : {"nt", "nn", "tn"}) {
+    run({layout, 1, 1, 1});      // one element; element copies
+    run({layout, 127, 255, 63}); // odd K and N: element copies, element stores
+    run({layout, 1, 256, 64});   // one row
+    run({layout, 300, 136, 40}); // K below one stage
+    run({layout, 65, 130, 1000});
+  }
+  run({"nt", 8191, 4097, 1000}); // sampled rows
+  run({"tn", 64, 8, 8});
+}
+
+TEST_F(GpuGemmSm80, MisalignedOperandsFallBackToElementCopies) {
+  for (const char *layout : {"nt", "nn", "tn"}) {
+    Case c{layout, 200, 192, 128};
+    c.shift = 1; // 2 bytes past a 16-byte boundary: no cp.async fits
+    run(c);
+    c.shift = 4; // 8 bytes past: the same
+    run(c);
+  }
+}
+
+TEST_F(GpuGemmSm80, InputAndOutputTypes) {
+  for (const char *layout : {"nt", "nn", "tn"})
+    for (DType out : {DType::BF16, DType::F16, DType::F32}) {
+      run({layout, 300, 200, 136, DType::BF16, out});
+      run({layout, 300, 200, 136, DType::F16, out});
+    }
+}
+
+TEST_F(GpuGemmSm80, AlphaBetaAndMainGradAccumulation) {
+  for (const char *layout : {"nt", "nn", "tn"})
+    run({layout, 256, 384, 128, DType::BF16, DType::BF16, true, false, 0.5f, -2.0f});
+  // wgrad into an f32 main_grad in place: D = A^T B + D; and ragged.
+  run({"tn", 512, 256, 640, DType::BF16, DType::F32, true, true, 1.0f, 1.0f});
+  run({"tn", 127, 255, 63, DType::F16, DType::F32, true, true, 1.0f, 1.0f});
+  run({"nt", 1, 1, 1, DType::BF16, DType::F32, true, true, 2.0f, 0.5f});
+}
+
+TEST_F(GpuGemmSm80, ConfigsOtherThanTheDefault) {
+  const char *configs[] = {
+      "bk=64 bm=128 bn=128 group=8 stages=3 vec=8 warps=8",
+      "bk=64 bm=128 bn=128 group=8 stages=4 vec=8 warps=4",
+      "bk=64 bm=256 bn=128 group=8 stages=3 vec=8 warps=8", // 64 x 64 per warp
+      "bk=64 bm=64 bn=128 group=4 stages=2 vec=8 warps=4",
+      "bk=64 bm=128 bn=256 group=8 stages=3 vec=8 warps=8",
+      "bk=64 bm=64 bn=64 group=1 stages=5 vec=4 warps=4",   // 8-byte copies
+      "bk=64 bm=128 bn=128 group=8 stages=3 vec=1 warps=8", // element copies only
+  };
+  for (const char *cfg : configs)
+    for (const char *layout : {"nt", "nn", "tn"}) {
+      Case c{layout, 520, 448, 200};
+      c.config = cfg;
+      run(c);
+    }
+}
+
+TEST_F(GpuGemmSm80, LeadingDimensionsAreRefusedByName) {
+  gemm::Call call;
+  call.m = 64;
+  call.n = 64;
+  call.k = 64;
+  call.lda = 72;
+  call.a = call.b = call.d = 1 << 20;
+  auto spec = gemm::specOf(call, target);
+  ASSERT_TRUE(bool(spec));
+  auto compiled = compileKernel(*spec, {});
+  ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
+  auto kernel = LoadedKernel::load(*compiled);
+  ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
+  auto err = gemm::launch(**kernel, call, sms, nullptr);
+  ASSERT_TRUE(bool(err));
+  std::string msg = llvm::toString(std::move(err));
+  EXPECT_NE(msg.find("lda = 72: the sm_80 kernel reads A with rows of exactly 64"),
+            std::string::npos)
+      << msg;
 }
 
 } // namespace

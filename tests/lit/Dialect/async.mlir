@@ -33,3 +33,22 @@ tile.kernel @mm(%a: !tile.tensormap<rows = 128, cols = 64, bf16>, %b: !tile.tens
   }
   tile.return
 }
+
+// The sm_80 pipeline's ops: copies into a ring by every thread, their
+// groups, the block barrier, the warpgroup index.
+// CHECK-LABEL: tile.kernel @cp_async_ring
+// CHECK: %[[G:.*]] = warpgroup_id
+// CHECK: async_copy %{{.*}}[%[[G]], %{{.*}}], %{{.*}}[%{{.*}}] {vec = 8 : i64} : memref<?x64xbf16>, <stages = 3, rows = 128, cols = 64, bf16>
+// CHECK: async_commit
+// CHECK: async_wait {pending = 1 : i64}
+// CHECK: block_barrier
+tile.kernel @cp_async_ring(%a: memref<?x64xbf16>) attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %g = tile.warpgroup_id
+  %r = tile.alloc_ring : !tile.ring<stages = 3, rows = 128, cols = 64, bf16>
+  tile.async_copy %a[%g, %c0], %r[%c0] {vec = 8 : i64} : memref<?x64xbf16>, !tile.ring<stages = 3, rows = 128, cols = 64, bf16>
+  tile.async_commit
+  tile.async_wait {pending = 1 : i64}
+  tile.block_barrier
+  tile.return
+}

@@ -810,3 +810,100 @@ tile.kernel @dot_wait_pending() attributes {block_threads = 128 : i64, grid = af
   %r = tile.dot_wait %acc {pending = 9 : i64} : tensor<64x64xf32, #tile.wgmma> -> tensor<64x64xf32, #tile.wgmma>
   tile.return
 }
+
+// -----
+// Asynchronous copies without a copy engine (sm_80)
+
+tile.kernel @async_copy_type(%a: memref<?x64xf16>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  // expected-error @+1 {{'tile.async_copy' op copies 'f16' into a ring of 'bf16'}}
+  tile.async_copy %a[%c0, %c0], %r[%c0] {vec = 8 : i64} : memref<?x64xf16>, !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  tile.return
+}
+
+// -----
+
+tile.kernel @async_copy_vec(%a: memref<?x64xbf16>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  // expected-error @+1 {{'tile.async_copy' op vec must be 1, 2, 4 or 8 elements (2, 4, 8 or 16 bytes), got 16}}
+  tile.async_copy %a[%c0, %c0], %r[%c0] {vec = 16 : i64} : memref<?x64xbf16>, !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  tile.return
+}
+
+// -----
+
+tile.kernel @async_copy_rows(%a: memref<?x63xbf16>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  // expected-error @+1 {{'tile.async_copy' op rows of 63 elements are not whole copies of vec = 8}}
+  tile.async_copy %a[%c0, %c0], %r[%c0] {vec = 8 : i64} : memref<?x63xbf16>, !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  tile.return
+}
+
+// -----
+
+tile.kernel @async_copy_rank(%a: memref<?xbf16>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  // expected-error @+1 {{'tile.async_copy' op copies from a rank-2 memref, got 'memref<?xbf16>'}}
+  tile.async_copy %a[%c0, %c0], %r[%c0] {vec = 8 : i64} : memref<?xbf16>, !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  tile.return
+}
+
+// -----
+
+tile.kernel @async_copy_specialized(%a: memref<?x64xbf16>) attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    // expected-error @+1 {{'tile.async_copy' op runs on every thread of the block; it cannot be inside tile.warp_specialize}}
+    tile.async_copy %a[%c0, %c0], %r[%c0] {vec = 8 : i64} : memref<?x64xbf16>, !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+    tile.yield
+  }, {
+  ^bb0(%i: index):
+    tile.yield
+  }
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{'tile.async_wait' op must be inside a tile.kernel}}
+tile.async_wait {pending = 1 : i64}
+
+// -----
+
+tile.kernel @async_wait_pending() attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  // expected-error @+1 {{'tile.async_wait' op pending must be in [0, 16], got 17}}
+  tile.async_wait {pending = 17 : i64}
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{'tile.async_commit' op must be inside a tile.kernel}}
+tile.async_commit
+
+// -----
+
+tile.kernel @block_barrier_specialized() attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    tile.yield
+  }, {
+  ^bb0(%i: index):
+    // expected-error @+1 {{'tile.block_barrier' op runs on every thread of the block; it cannot be inside tile.warp_specialize}}
+    tile.block_barrier
+    tile.yield
+  }
+  tile.return
+}
+
+// -----
+
+tile.kernel @warpgroup_id_threads() attributes {block_threads = 96 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  // expected-error @+1 {{'tile.warpgroup_id' op needs a kernel of whole warpgroups, not 96 threads}}
+  %g = tile.warpgroup_id
+  tile.return
+}

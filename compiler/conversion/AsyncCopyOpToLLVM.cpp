@@ -1,0 +1,217 @@
+//===- AsyncCopyOpToLLVM.cpp - cp.async into rings, groups, block barrier --===//
+//
+// tile.async_copy -> per thread, its share of the tile's copies (copy q of
+// the tile goes to thread q % threads), each one nvvm.cp.async.shared.global
+// of `vec` elements into the swizzled place of the ring stage, its source
+// size cut to the elements inside the memref (zero past an edge; the source
+// address then falls back to the memref's first element, which every
+// non-empty memref has). Where the memref's start, its rows or the first
+// column are not aligned to a copy (checked at run time, uniformly), or vec
+// is 1, a loop of 16-bit loads and stores instead. tile.async_commit /
+// async_wait -> cp.async.commit_group / wait_group; tile.block_barrier ->
+// bar.sync 0; tile.warpgroup_id -> tid.x / 128.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/conversion/TileToLLVM.h"
+#include "compiler/conversion/Utility.h"
+
+#include "mlir/Conversion/LLVMCommon/Pattern.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+using namespace mlir;
+using namespace tilejit::tile;
+using tilejit::llvmx::Emitter;
+
+namespace tilejit {
+
+Value ringElementOffset(Emitter &e, RingType ring, Value row, Value col) {
+  int64_t panelCols = ring.getPanelCols(), elemBytes = ring.getElementBytes();
+  int64_t chunkElems = 16 / elemBytes;
+  Value panel = e.mul(e.udiv(col, panelCols), e.i64(ring.getPanelBytes()));
+  Value within = e.urem(col, panelCols);
+  Value chunk = e.udiv(within, chunkElems);
+  Value swizzled = LLVM::XOrOp::create(e.b, e.loc, chunk, e.urem(row, 8));
+  Value inChunk = e.mul(e.urem(within, chunkElems), e.i64(elemBytes));
+  return e.add(e.add(panel, e.mul(row, e.i64(128))), e.add(e.mul(swizzled, e.i64(16)), inChunk));
+}
+
+namespace {
+
+struct AsyncCopyOpLowering : ConvertOpToLLVMPattern<AsyncCopyOp> {
+  AsyncCopyOpLowering(TileTypeConverter &tc, LoweringState &state)
+      : ConvertOpToLLVMPattern(tc), state(state) {}
+
+  /// Where the copies go and come from.
+  struct Copy {
+    RingType ring;
+    Value base, rows, cols, row, col, stage;
+  };
+
+  /// Copy `q` of the tile in copies of `vec` elements (q < the copies of
+  /// the tile).
+  static void copyOne(ConversionPatternRewriter &rw, Emitter &e, const Copy &x, Value q,
+                      int64_t vec) {
+    int64_t elemBytes = x.ring.getElementBytes(), perRow = x.ring.getCols() / vec;
+    Value r = e.udiv(q, perRow), c = e.mul(e.urem(q, perRow), e.i64(vec));
+    Value gr = e.add(x.row, r), gc = e.add(x.col, c);
+    // Elements of this copy inside the memref: min(cols - gc, vec) when the
+    // row is inside, else none; never negative.
+    Value left = LLVM::SubOp::create(rw, e.loc, x.cols, gc);
+    left = LLVM::SMinOp::create(rw, e.loc, left, e.i64(vec));
+    left = LLVM::SMaxOp::create(rw, e.loc, left, e.i64(0));
+    Value elems = LLVM::SelectOp::create(rw, e.loc, e.lessThan(gr, x.rows), left, e.i64(0));
+    Value any = LLVM::ICmpOp::create(rw, e.loc, LLVM::ICmpPredicate::sgt, elems, e.i64(0));
+    Value at = e.mul(e.add(e.mul(gr, x.cols), gc), e.i64(elemBytes));
+    at = LLVM::SelectOp::create(rw, e.loc, any, at, e.i64(0));
+    Value from = e.offset(x.base, at);
+    Value to = e.offset(x.stage, ringElementOffset(e, x.ring, r, c));
+    if (vec == 1) {
+      Type i16 = rw.getI16Type();
+      Value v = LLVM::LoadOp::create(rw, e.loc, i16, from);
+      v = LLVM::SelectOp::create(rw, e.loc, any, v,
+                                 LLVM::ConstantOp::create(rw, e.loc, i16, int64_t(0)));
+      LLVM::StoreOp::create(rw, e.loc, v, to);
+      return;
+    }
+    Value bytes = LLVM::TruncOp::create(rw, e.loc, e.i32(), e.mul(elems, e.i64(elemBytes)));
+    int64_t size = vec * elemBytes;
+    // 16-byte copies bypass L1 (.cg); narrower ones may only go through it.
+    auto cache = size == 16 ? NVVM::LoadCacheModifierKind::CG : NVVM::LoadCacheModifierKind::CA;
+    NVVM::CpAsyncOp::create(rw, e.loc, to, from, rw.getI32IntegerAttr(int32_t(size)),
+                            NVVM::LoadCacheModifierKindAttr::get(rw.getContext(), cache), bytes);
+  }
+
+  /// Ends the current block with a branch on `cond` to a new block (left
+  /// as the insertion point) or to `otherwise`.
+  static void branchInto(ConversionPatternRewriter &rw, Emitter &e, Value cond, Block *otherwise) {
+    Block *here = rw.getInsertionBlock();
+    Block *body = rw.createBlock(otherwise);
+    rw.setInsertionPointToEnd(here);
+    LLVM::CondBrOp::create(rw, e.loc, cond, body, ValueRange{}, otherwise, ValueRange{});
+    rw.setInsertionPointToStart(body);
+  }
+
+  LogicalResult matchAndRewrite(AsyncCopyOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    int64_t threads = state.kernelOf(op).blockThreads;
+    if (threads <= 0)
+      return rw.notifyMatchFailure(op, "not in a converted kernel");
+    RingType ring = op.getRing().getType();
+    int64_t vec = op.getVec(), elemBytes = ring.getElementBytes();
+    int64_t elements = ring.getRows() * ring.getCols();
+    Value src = adaptor.getSource();
+    Copy x{ring,
+           LLVM::ExtractValueOp::create(rw, e.loc, src, ArrayRef<int64_t>{0}),
+           LLVM::ExtractValueOp::create(rw, e.loc, src, ArrayRef<int64_t>{1}),
+           LLVM::ExtractValueOp::create(rw, e.loc, src, ArrayRef<int64_t>{2}),
+           adaptor.getRow(),
+           adaptor.getCol(),
+           e.offset(adaptor.getRing(), e.mul(adaptor.getStage(), e.i64(ring.getStageBytes())))};
+    Value tid = e.threadId();
+    Block *before = rw.getInsertionBlock();
+    Block *done = rw.splitBlock(before, rw.getInsertionPoint());
+    Block *elementwise = rw.createBlock(done);
+    rw.setInsertionPointToEnd(before);
+
+    if (vec > 1) {
+      // Whole copies need the memref's first element, its rows and the
+      // first column aligned to a copy: checked here, the same for every
+      // thread; else the element copies below. Each thread's share of the
+      // whole copies is unrolled, the last round of a tile that is not
+      // whole rounds guarded.
+      int64_t mask = vec * elemBytes - 1;
+      Value bits = LLVM::OrOp::create(rw, e.loc, e.addr64(x.base),
+                                      LLVM::OrOp::create(rw, e.loc, e.mul(x.cols, e.i64(elemBytes)),
+                                                         e.mul(x.col, e.i64(elemBytes))));
+      Value aligned = e.isZero(LLVM::AndOp::create(rw, e.loc, bits, e.i64(mask)));
+      branchInto(rw, e, aligned, elementwise);
+      int64_t copies = elements / vec;
+      for (int64_t first = 0; first < copies; first += threads) {
+        Value q = e.add(tid, e.i64(first));
+        if (first + threads > copies) {
+          Block *rest = rw.splitBlock(rw.getInsertionBlock(), rw.getInsertionPoint());
+          branchInto(rw, e, e.lessThan(q, e.i64(copies)), rest);
+          copyOne(rw, e, x, q, vec);
+          LLVM::BrOp::create(rw, e.loc, ValueRange{}, rest);
+          rw.setInsertionPointToStart(rest);
+        } else {
+          copyOne(rw, e, x, q, vec);
+        }
+      }
+      LLVM::BrOp::create(rw, e.loc, ValueRange{}, done);
+    } else {
+      LLVM::BrOp::create(rw, e.loc, ValueRange{}, elementwise);
+    }
+
+    // Element by element (rows of odd length, or a misaligned memref): a
+    // loop over the rounds, each thread one element a round.
+    Block *header = rw.createBlock(done, {e.i64()}, {e.loc});
+    Block *body = rw.createBlock(done);
+    Block *exit = rw.createBlock(done);
+    rw.setInsertionPointToEnd(elementwise);
+    LLVM::BrOp::create(rw, e.loc, ValueRange{e.i64(0)}, header);
+    rw.setInsertionPointToStart(header);
+    Value q = e.add(tid, e.mul(header->getArgument(0), e.i64(threads)));
+    Value more = LLVM::ICmpOp::create(rw, e.loc, LLVM::ICmpPredicate::ult, q, e.i64(elements));
+    LLVM::CondBrOp::create(rw, e.loc, more, body, ValueRange{}, exit, ValueRange{});
+    rw.setInsertionPointToStart(body);
+    copyOne(rw, e, x, q, 1);
+    LLVM::BrOp::create(rw, e.loc, ValueRange{e.add(header->getArgument(0), e.i64(1))}, header);
+    rw.setInsertionPointToStart(exit);
+    LLVM::BrOp::create(rw, e.loc, ValueRange{}, done);
+    rw.setInsertionPointToStart(done);
+    rw.eraseOp(op);
+    return success();
+  }
+  LoweringState &state;
+};
+
+struct AsyncCommitOpLowering : ConvertOpToLLVMPattern<AsyncCommitOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(AsyncCommitOp op, OpAdaptor,
+                                ConversionPatternRewriter &rw) const override {
+    rw.replaceOpWithNewOp<NVVM::CpAsyncCommitGroupOp>(op);
+    return success();
+  }
+};
+
+struct AsyncWaitOpLowering : ConvertOpToLLVMPattern<AsyncWaitOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(AsyncWaitOp op, OpAdaptor,
+                                ConversionPatternRewriter &rw) const override {
+    rw.replaceOpWithNewOp<NVVM::CpAsyncWaitGroupOp>(op,
+                                                    rw.getI32IntegerAttr(int32_t(op.getPending())));
+    return success();
+  }
+};
+
+struct BlockBarrierOpLowering : ConvertOpToLLVMPattern<BlockBarrierOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(BlockBarrierOp op, OpAdaptor,
+                                ConversionPatternRewriter &rw) const override {
+    rw.replaceOpWithNewOp<NVVM::Barrier0Op>(op);
+    return success();
+  }
+};
+
+struct WarpgroupIdOpLowering : ConvertOpToLLVMPattern<WarpgroupIdOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(WarpgroupIdOp op, OpAdaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    rw.replaceOp(op, e.udiv(e.threadId(), 128));
+    return success();
+  }
+};
+
+} // namespace
+
+void populateAsyncCopyOpToLLVMPatterns(TileTypeConverter &converter, LoweringState &state,
+                                       RewritePatternSet &patterns) {
+  patterns.add<AsyncCopyOpLowering>(converter, state);
+  patterns.add<AsyncCommitOpLowering, AsyncWaitOpLowering, BlockBarrierOpLowering,
+               WarpgroupIdOpLowering>(converter);
+}
+
+} // namespace tilejit
