@@ -114,14 +114,21 @@ int main(int argc, char **argv) {
   (void)ctx;
   auto info = must(queryDevice(0));
   Target target = must(info.target());
-  // --arch sm_80 runs the kernel of an older target (the sm_80 path: cp.async,
-  // ldmatrix, mma.sync), which this GPU also runs.
+  // --arch runs the kernel of another target: sm_90 on an H200 is the path of
+  // every target without wgmma (cp.async, ldmatrix, mma.sync), assembled
+  // for it. Machine code loads only on its own major version: sm_80's
+  // cubin does not load on an sm_90 GPU.
   if (!arch.empty()) {
     auto t = Target::parse(arch);
     if (!t)
       die("unknown --arch '" + arch + "' (known: " + Target::knownArchs() + ")");
     if (t->computeCapability() > target.computeCapability())
       die("--arch " + arch + " is newer than the GPU (" + std::string(target.archName()) + ")");
+    if (t->computeCapability() / 10 != target.computeCapability() / 10)
+      die("an " + arch + " cubin does not load on this " + std::string(target.archName()) +
+          " GPU (machine code is per major version); --arch sm_" +
+          std::to_string(target.computeCapability() / 10 * 10) +
+          " builds the same kernel for it");
     t->setSMs(info.smCount);
     target = *t;
   }

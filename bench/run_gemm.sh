@@ -2,8 +2,9 @@
 # Runs the GEMM benchmark and its cuBLAS peer (torch.matmul) in one go on a GPU
 # machine and writes bench/results/NAME.{json,md,png}.
 #   bench/run_gemm.sh [BUILD_DIR] [OUT_DIR] [NAME]
-# GEMM_ONLY (a substring of the shape names) limits the shapes; GEMM_ARCH=sm_80
-# runs the sm_80 kernel (cp.async, ldmatrix, mma.sync) beside the same cuBLAS.
+# GEMM_ONLY (a substring of the shape names) limits the shapes; GEMM_ARCH=sm_90
+# (on an H200; the GPU's major version, without wgmma, elsewhere) runs the sm_80
+# kernel (cp.async, ldmatrix, mma.sync) beside the same cuBLAS.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 build="${1:-$here/../build}"

@@ -143,9 +143,7 @@ public:
       return s;
     KernelSpec spec;
     Backend backend;
-    if (auto s = wire::specFrom(req->spec(), "spec", spec); !s.ok())
-      return counted(s);
-    if (auto s = wire::backendFrom(req->backend(), "backend", backend); !s.ok())
+    if (auto s = specAndBackend(req->spec(), req->backend(), spec, backend); !s.ok())
       return counted(s);
     if (auto s = checkName(req->holder(), "holder"); !s.ok())
       return counted(s);
@@ -159,9 +157,6 @@ public:
       return counted(wire::invalid("ttl_ms", std::to_string(req->ttl_ms()) + " is not in [" +
                                                  std::to_string(kMinLeaseMs) + ", " +
                                                  std::to_string(maxMs) + "]"));
-    if (!findTemplate(spec.op()))
-      return counted(
-          wire::invalid("spec", "op '" + std::string(spec.opName()) + "' has no template"));
     Resolved r;
     r.spec = spec;
     r.backend = backend;
@@ -193,13 +188,8 @@ public:
       return s;
     KernelSpec spec;
     Backend backend;
-    if (auto s = wire::specFrom(req->spec(), "spec", spec); !s.ok())
+    if (auto s = specAndBackend(req->spec(), req->backend(), spec, backend); !s.ok())
       return counted(s);
-    if (auto s = wire::backendFrom(req->backend(), "backend", backend); !s.ok())
-      return counted(s);
-    if (!findTemplate(spec.op()))
-      return counted(
-          wire::invalid("spec", "op '" + std::string(spec.opName()) + "' has no template"));
     if (req->lease_id().empty())
       return counted(wire::invalid("lease_id", "required (from AcquireTuningLease)"));
     if (req->lease_id().size() > kMaxLeaseIdBytes)
@@ -227,13 +217,8 @@ public:
     KernelSpec spec;
     Backend backend;
     TileConfig winner;
-    if (auto s = wire::specFrom(req->spec(), "spec", spec); !s.ok())
+    if (auto s = specAndBackend(req->spec(), req->backend(), spec, backend); !s.ok())
       return counted(s);
-    if (auto s = wire::backendFrom(req->backend(), "backend", backend); !s.ok())
-      return counted(s);
-    if (!findTemplate(spec.op()))
-      return counted(
-          wire::invalid("spec", "op '" + std::string(spec.opName()) + "' has no template"));
     if (req->lease_id().empty() || req->lease_id().size() > kMaxLeaseIdBytes)
       return counted(wire::invalid("lease_id", "required (from AcquireTuningLease)"));
     if (req->winner_config().empty())
@@ -325,13 +310,8 @@ public:
       return s;
     KernelSpec spec;
     Backend backend;
-    if (auto s = wire::specFrom(req->spec(), "spec", spec); !s.ok())
+    if (auto s = specAndBackend(req->spec(), req->backend(), spec, backend); !s.ok())
       return counted(s);
-    if (auto s = wire::backendFrom(req->backend(), "backend", backend); !s.ok())
-      return counted(s);
-    if (!findTemplate(spec.op()))
-      return counted(
-          wire::invalid("spec", "op '" + std::string(spec.opName()) + "' has no template"));
     if (!req->holder().empty())
       if (auto s = checkName(req->holder(), "holder"); !s.ok())
         return counted(s);
@@ -935,13 +915,21 @@ private:
     return Status::OK;
   }
 
+  /// A request's spec and back end, its op one with a template.
+  static Status specAndBackend(const std::string &specText, v1::Backend wireBackend,
+                               KernelSpec &spec, Backend &backend) {
+    if (auto s = wire::specFrom(specText, "spec", spec); !s.ok())
+      return s;
+    if (auto s = wire::backendFrom(wireBackend, "backend", backend); !s.ok())
+      return s;
+    if (!findTemplate(spec.op()))
+      return wire::invalid("spec", "op '" + std::string(spec.opName()) + "' has no template");
+    return Status::OK;
+  }
+
   Status resolve(const v1::KernelRequest &req, Resolved &r) {
-    if (auto s = wire::specFrom(req.spec(), "spec", r.spec); !s.ok())
+    if (auto s = specAndBackend(req.spec(), req.backend(), r.spec, r.backend); !s.ok())
       return s;
-    if (auto s = wire::backendFrom(req.backend(), "backend", r.backend); !s.ok())
-      return s;
-    if (!findTemplate(r.spec.op()))
-      return wire::invalid("spec", "op '" + std::string(r.spec.opName()) + "' has no template");
     if (!req.config().empty()) {
       if (auto s = wire::configFrom(req.config(), "config", r.config); !s.ok())
         return s;

@@ -9,8 +9,9 @@
 // says why) where there is no GPU or it has no wgmma.
 //
 // GpuGemmSm80 runs the sm_80 kernel (cp.async, ldmatrix, mma.sync; the
-// kernel of every target without wgmma) the same way on any GPU of sm_80 or
-// later (an sm_80 cubin runs on the H200): every layout and type, ragged
+// kernel of every target without wgmma) on any GPU of sm_80 or later,
+// assembled for the GPU's major version without wgmma (sm_90 on an H200:
+// an sm_80 cubin does not load there): every layout and type, ragged
 // shapes down to 1x1x1 and odd K (element copies), A and B off 16-byte
 // alignment (the run-time fallback), beta * C into f32 in place.
 //
@@ -277,7 +278,8 @@ protected:
     ASSERT_TRUE(bool(t)) << llvm::toString(t.takeError());
     if (t->computeCapability() < 80)
       GTEST_SKIP() << info->name << " (" << info->arch() << ") predates sm_80";
-    target = *Target::parse("sm_80");
+    // The newest target of the GPU's major version that takes this kernel.
+    target = t->hasWgmma() ? *Target::parse("sm_90") : *t;
     target.setSMs(info->smCount);
     sms = info->smCount;
   }
