@@ -180,18 +180,21 @@ protected:
     EXPECT_TRUE(allClose(got, ref, tol, size_t(c.n), scale));
   }
 
+  /// Every layout at tile-sized, larger and ragged sizes: both kernels.
+  void everyLayout() {
+    for (const char *layout : {"nt", "nn", "tn"}) {
+      run({layout, 128, 256, 64});
+      run({layout, 256, 512, 192});
+      run({layout, 200, 264, 72}); // no size a multiple of a tile
+      run({layout, 1024, 1024, 1024});
+    }
+  }
+
   Target target;
   int sms = 0;
 };
 
-TEST_F(GpuGemm, EveryLayoutAgainstFloat64) {
-  for (const char *layout : {"nt", "nn", "tn"}) {
-    run({layout, 128, 256, 64});
-    run({layout, 256, 512, 192});
-    run({layout, 200, 264, 72}); // no size a multiple of a tile
-    run({layout, 1024, 1024, 1024});
-  }
-}
+TEST_F(GpuGemm, EveryLayoutAgainstFloat64) { everyLayout(); }
 
 TEST_F(GpuGemm, RaggedShapes) {
   run({"nt", 1, 256, 64});       // one row
@@ -285,14 +288,7 @@ protected:
   }
 };
 
-TEST_F(GpuGemmSm80, EveryLayoutAgainstFloat64) {
-  for (const char *layout : {"nt", "nn", "tn"}) {
-    run({layout, 128, 256, 64});
-    run({layout, 256, 512, 192});
-    run({layout, 200, 264, 72}); // no size a multiple of a tile
-    run({layout, 1024, 1024, 1024});
-  }
-}
+TEST_F(GpuGemmSm80, EveryLayoutAgainstFloat64) { everyLayout(); }
 
 TEST_F(GpuGemmSm80, RaggedShapes) {
   for (const char *layout : {"nt", "nn", "tn"}) {

@@ -374,13 +374,7 @@ protected:
     ASSERT_TRUE(bool(w)) << llvm::toString(w.takeError());
     worker = std::move(*w);
     device = tilejit::testing::fakeDevice();
-    rmsnorm::Params p;
-    p.backward = false;
-    p.rows = 4096;
-    p.cols = 4096;
-    p.target = *device.target();
-    p.align = alignmentOf({}, p.cols * 2);
-    spec = p;
+    spec = tilejit::testing::tuningTestSpec(*device.target());
     space = getTemplate(spec).configSpace(spec.tuningSpec());
     ASSERT_GE(space.size(), 4u);
   }

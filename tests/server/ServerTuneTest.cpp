@@ -44,13 +44,7 @@ protected:
     ASSERT_TRUE(bool(w)) << llvm::toString(w.takeError());
     worker = std::move(*w);
     device = tilejit::testing::fakeDevice();
-    rmsnorm::Params p;
-    p.backward = false;
-    p.rows = 4096;
-    p.cols = 4096;
-    p.target = *device.target();
-    p.align = alignmentOf({}, p.cols * 2);
-    spec = p;
+    spec = tilejit::testing::tuningTestSpec(*device.target());
     space = getTemplate(spec).configSpace(spec.tuningSpec());
     ASSERT_GE(space.size(), 4u);
 
@@ -401,15 +395,11 @@ TEST(ServerTuneNoGpu, IsRefusedAtOnceNamingWhy) {
   ClientOptions co;
   co.address = "127.0.0.1:" + std::to_string((*s)->port());
   Client c(co);
-  rmsnorm::Params p;
-  p.backward = false;
-  p.rows = 4096;
-  p.cols = 4096;
-  p.align = alignmentOf({}, p.cols * 2);
   auto t0 = std::chrono::steady_clock::now();
   RemoteTuneOptions ro;
   ro.holder = "someone";
-  auto r = c.tune(KernelSpec(p), ro);
+  KernelSpec spec = tilejit::testing::tuningTestSpec(Target());
+  auto r = c.tune(spec, ro);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_FALSE(bool(r));
   std::string msg = llvm::toString(r.takeError());
@@ -419,7 +409,7 @@ TEST(ServerTuneNoGpu, IsRefusedAtOnceNamingWhy) {
       << msg;
   EXPECT_LT(seconds, 2.0);
   // Nothing is held.
-  auto lease = c.acquireLease(KernelSpec(p), Backend::Nvptx, "next", std::chrono::minutes(1));
+  auto lease = c.acquireLease(spec, Backend::Nvptx, "next", std::chrono::minutes(1));
   ASSERT_TRUE(bool(lease)) << llvm::toString(lease.takeError());
   EXPECT_TRUE(lease->granted);
 }
@@ -445,13 +435,7 @@ TEST(ServerTuneGpu, TunesOnItsOwnGpuAndPublishesTheWinner) {
   co.address = "127.0.0.1:" + std::to_string((*s)->port());
   co.token = "writer";
   Client c(co);
-  rmsnorm::Params p;
-  p.backward = false;
-  p.rows = 4096;
-  p.cols = 4096;
-  p.target = *target;
-  p.align = alignmentOf({}, p.cols * 2);
-  KernelSpec spec(p);
+  KernelSpec spec = tilejit::testing::tuningTestSpec(*target);
   RemoteTuneOptions ro;
   ro.holder = "gpu-test";
   ro.maxConfigs = 4;

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "autotune/Worker.h"
+#include "ops/rmsnorm/RmsNormDecl.h"
 #include "runtime/CudaDriver.h"
 
 namespace tilejit::testing {
@@ -31,6 +32,18 @@ inline DeviceInfo fakeDevice() {
   device.ccMajor = 9;
   device.ccMinor = 0;
   return device;
+}
+
+/// The kernel the tuning tests tune: the RMSNorm forward of 4096 x 4096
+/// bf16 rows on `target`.
+inline KernelSpec tuningTestSpec(const Target &target) {
+  rmsnorm::Params p;
+  p.backward = false;
+  p.rows = 4096;
+  p.cols = 4096;
+  p.target = target;
+  p.align = alignmentOf({}, p.cols * 2);
+  return p;
 }
 
 } // namespace tilejit::testing
