@@ -3,8 +3,9 @@
 // dQ, dK and dV of O = softmax(scale * Q K^T + mask) V from dO, O and the
 // forward's LSE, on sm_90a, in kernels that each own what they write (no
 // atomics; what is reduced across programs is added in a fixed order: the
-// results are bitwise repeatable). With P = exp(scale * Q K^T - LSE) (the probabilities, masked
-// entries 0), D = rowsum(dO * O) and dS = P * (dO V^T - D):
+// results are bitwise repeatable). With P = exp(scale * Q K^T - LSE) (the
+// probabilities, masked entries 0), D = rowsum(dO * O) and
+// dS = P * (dO V^T - D):
 //   dQ = scale * dS K,   dK = scale * dS^T Q,   dV = P^T dO.
 //
 // Kernel 1, dQ (one program per tile of bm query rows of one head, as the
