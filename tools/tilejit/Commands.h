@@ -23,6 +23,13 @@ int fail(const std::string &msg);
 /// unknown op, dtype, back end or stage, a bad shape or config, flags that
 /// do not combine): returns 2, as a parse error does.
 int usageError(const std::string &msg);
+/// The same for a command that needs a GPU where there is none (no driver,
+/// no device): returns 3.
+int noGpu(const std::string &msg);
+/// With `--json` on the command line, fail, usageError and noGpu also print
+/// `{"error": MSG, "exit": CODE}` on standard output, so that a script
+/// reading JSON reads the error too.
+void setJsonErrors(bool on);
 
 /// The tuning cache location: --db, else $TILEJIT_CACHE_DIR/tilejit.db, else
 /// $XDG_CACHE_HOME/tilejit/tilejit.db, else ~/.cache/tilejit/tilejit.db.

@@ -183,7 +183,7 @@ int runTune(const TuneArgs &a) {
     arch = dev->arch();
     sms = dev->smCount;
   } else {
-    return fail("tuning needs a GPU: " + llvm::toString(dev.takeError()));
+    return noGpu("tuning needs a GPU: " + llvm::toString(dev.takeError()));
   }
   KernelSpec spec;
   std::unique_ptr<Store> store;

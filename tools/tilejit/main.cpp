@@ -3,21 +3,29 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 
 #include "compiler/Compiler.h"
 #include "tools/tilejit/Output.h"
 
 namespace tilejit::cli {
 
-int fail(const std::string &msg) {
-  std::fprintf(stderr, "tilejit: error: %s\n", msg.c_str());
-  return 1;
-}
+namespace {
+bool jsonErrors = false;
 
-int usageError(const std::string &msg) {
+int reportError(const std::string &msg, int code) {
   std::fprintf(stderr, "tilejit: error: %s\n", msg.c_str());
-  return 2;
+  if (jsonErrors)
+    std::printf("%s\n", dumped(nlohmann::json{{"error", msg}, {"exit", code}}).c_str());
+  return code;
 }
+} // namespace
+
+void setJsonErrors(bool on) { jsonErrors = on; }
+
+int fail(const std::string &msg) { return reportError(msg, 1); }
+int usageError(const std::string &msg) { return reportError(msg, 2); }
+int noGpu(const std::string &msg) { return reportError(msg, 3); }
 
 std::string defaultCachePath() {
   if (const char *dir = std::getenv("TILEJIT_CACHE_DIR"); dir && *dir)
@@ -47,6 +55,9 @@ int main(int argc, char **argv) {
   add(tilejit::cli::addExplain);
   add(tilejit::cli::addCache);
   add(tilejit::cli::addServe);
+  for (int i = 1; i < argc && std::string_view(argv[i]) != "--"; ++i)
+    if (std::string_view(argv[i]) == "--json")
+      tilejit::cli::setJsonErrors(true);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
@@ -54,8 +65,7 @@ int main(int argc, char **argv) {
   } catch (const CLI::CallForVersion &e) {
     return tilejit::cli::finishOutput(app.exit(e));
   } catch (const CLI::ParseError &e) {
-    std::fprintf(stderr, "tilejit: error: %s\n", e.what());
-    return 2;
+    return tilejit::cli::usageError(e.what());
   }
   for (auto &[sub, action] : commands)
     if (sub->parsed()) {
@@ -64,8 +74,7 @@ int main(int argc, char **argv) {
         return tilejit::cli::finishOutput(action());
       } catch (const std::exception &e) {
         std::fflush(stdout);
-        std::fprintf(stderr, "tilejit: error: %s\n", e.what());
-        return 1;
+        return tilejit::cli::fail(e.what());
       }
     }
   return tilejit::cli::fail("no command given");
