@@ -67,6 +67,33 @@ expect "^pruned 0 rows older than 30d$"
 check "ls after prune" "$tilejit" cache ls --db other.db
 expect "2 entries$"
 
+# Every verb prints JSON with --json, errors included.
+jfield() { # jfield EXPR: evaluates EXPR on the JSON in out.txt (as d)
+  python3 -c "import json; d=json.load(open('out.txt')); print(($1))" 2>&1
+}
+jexpect() { # jexpect EXPR VALUE
+  got=$(jfield "$1")
+  if [ "$got" != "$2" ]; then
+    echo "FAIL: $1 = '$got', expected '$2' in:"
+    cat out.txt
+    failed=1
+  fi
+}
+"$tilejit" cache show "$(echo "$key" | cut -c1-10)" --db t.db --json >out.txt 2>/dev/null
+jexpect 'd["key"][:16], d["cubin_bytes"], len(d["sha256"])' "('$key', 100, 64)"
+"$tilejit" cache export copy2.db --db t.db --json >out.txt 2>/dev/null
+jexpect 'd["store"], d["exported_to"]' "('t.db', 'copy2.db')"
+"$tilejit" cache import copy2.db --db third.db --trust-binaries --json >out.txt 2>/dev/null
+jexpect 'd["rows"], d["kernels_left"]' "(2, 0)"
+"$tilejit" cache verify --db third.db --json >out.txt 2>/dev/null
+jexpect 'd["ok"], d["problems"]' "(True, [])"
+"$tilejit" cache prune --older-than 30d --db third.db --json >out.txt 2>/dev/null
+jexpect 'd["pruned"], d["older_than"]' "(0, '30d')"
+"$tilejit" cache show nosuchkey --db t.db --json >out.txt 2>/dev/null
+rc=$?
+jexpect 'd["exit"], d["error"]' "(1, \"no kernel with key 'nosuchkey' in t.db\")"
+[ "$rc" -eq 1 ] || { echo "FAIL: show of a missing key with --json exited $rc"; failed=1; }
+
 if [ "$failed" -eq 0 ]; then
   echo "cli-cache: all passed"
 fi

@@ -106,6 +106,17 @@ int runRemote(const std::string &verb, const CacheArgs &a) {
       if (!found)
         return fail("no kernel with key '" + shown(a.key) + "' on server " + shown(a.server) +
                     (listed->truncated ? " (among the entries it lists)" : ""));
+      if (a.json) {
+        std::printf("%s\n", dumped({{"server", a.server},
+                                    {"key", found->key},
+                                    {"spec", found->spec},
+                                    {"config", found->config},
+                                    {"arch", found->arch},
+                                    {"bytes", found->bytes},
+                                    {"created_at", found->createdAt}})
+                                .c_str());
+        return 0;
+      }
       std::printf("key        %s\nspec       %s\nconfig     %s\narch       %s\n"
                   "stored     %lld bytes (cubin and PTX)\ncreated    %s\nserver     %s\n",
                   shown(found->key).c_str(), shown(found->spec).c_str(),
@@ -151,8 +162,13 @@ int runRemote(const std::string &verb, const CacheArgs &a) {
       return fail(llvm::toString(image.takeError()));
     if (auto e = Store::writeImage(*image, a.file))
       return fail(llvm::toString(std::move(e)));
-    std::printf("exported %s (%zu bytes) to %s\n", shown(a.server).c_str(), image->size(),
-                shown(a.file).c_str());
+    if (a.json)
+      std::printf("%s\n",
+                  dumped({{"server", a.server}, {"bytes", image->size()}, {"exported_to", a.file}})
+                      .c_str());
+    else
+      std::printf("exported %s (%zu bytes) to %s\n", shown(a.server).c_str(), image->size(),
+                  shown(a.file).c_str());
     return 0;
   }
   std::error_code ec;
@@ -165,6 +181,15 @@ int runRemote(const std::string &verb, const CacheArgs &a) {
   auto report = client.importStore(image);
   if (!report)
     return fail(llvm::toString(report.takeError()));
+  if (a.json) {
+    std::printf("%s\n", dumped({{"server", a.server},
+                                {"imported_from", a.file},
+                                {"rows", report->rows},
+                                {"kernels_left", report->kernelsLeft},
+                                {"first_left", report->firstLeft}})
+                            .c_str());
+    return 0;
+  }
   std::printf("imported %lld rows from %s into %s\n", (long long)report->rows,
               shown(a.file).c_str(), shown(a.server).c_str());
   if (report->kernelsLeft)
@@ -257,6 +282,23 @@ int run(const std::string &verb, const CacheArgs &a) {
       return fail(llvm::toString(k.takeError()));
     if (!*k)
       return fail(problem.empty() ? "kernel vanished" : shown(problem));
+    if (a.json) {
+      const StoredKernel &sk = **k;
+      std::printf("%s\n", dumped({{"store", s.path()},
+                                  {"key", sk.key},
+                                  {"spec", sk.spec},
+                                  {"config", sk.config},
+                                  {"arch", sk.arch},
+                                  {"toolchain", sk.toolchain},
+                                  {"cubin_bytes", sk.cubin.size()},
+                                  {"sha256", sk.sha256},
+                                  {"ptx_bytes", sk.ptx.size()},
+                                  {"workspace_bytes", sk.workspaceBytes},
+                                  {"created_at", sk.createdAt},
+                                  {"launch", sk.launch}})
+                              .c_str());
+      return 0;
+    }
     std::printf("key        %s\nspec       %s\nconfig     %s\narch       %s\ntoolchain  %s\n"
                 "cubin      %zu bytes, sha256 %s\nptx        %zu bytes\nworkspace  %lld bytes\n"
                 "created    %s\nlaunch     %s\n",
@@ -269,7 +311,10 @@ int run(const std::string &verb, const CacheArgs &a) {
   if (verb == "export") {
     if (auto e = s.exportTo(a.file))
       return fail(llvm::toString(std::move(e)));
-    std::printf("exported %s to %s\n", shown(s.path()).c_str(), shown(a.file).c_str());
+    if (a.json)
+      std::printf("%s\n", dumped({{"store", s.path()}, {"exported_to", a.file}}).c_str());
+    else
+      std::printf("exported %s to %s\n", shown(s.path()).c_str(), shown(a.file).c_str());
     return 0;
   }
   if (verb == "import") {
@@ -282,6 +327,15 @@ int run(const std::string &verb, const CacheArgs &a) {
     auto n = s.importFrom(a.file, options, &report);
     if (!n)
       return fail(llvm::toString(n.takeError()));
+    if (a.json) {
+      std::printf("%s\n", dumped({{"store", s.path()},
+                                  {"imported_from", a.file},
+                                  {"rows", *n},
+                                  {"kernels_left", report.kernelsLeft},
+                                  {"first_left", report.firstLeft}})
+                              .c_str());
+      return 0;
+    }
     std::printf("imported %lld rows from %s into %s\n", (long long)*n, shown(a.file).c_str(),
                 shown(s.path()).c_str());
     if (report.kernelsLeft)
@@ -310,11 +364,22 @@ int run(const std::string &verb, const CacheArgs &a) {
           problems->push_back("kernel " + r.key + ": " + why);
       }
     }
+    std::string summary = std::to_string(problems->size()) + " problem(s) in " + s.path() +
+                          " (tilejit cache prune, or delete the store: it is a cache)";
+    if (a.json) {
+      // The report is the output; a store with problems still exits 1.
+      std::printf("%s\n",
+                  dumped({{"store", s.path()}, {"ok", problems->empty()}, {"problems", *problems}})
+                      .c_str());
+      if (problems->empty())
+        return 0;
+      std::fprintf(stderr, "tilejit: error: %s\n", summary.c_str());
+      return 1;
+    }
     for (auto &p : *problems)
       std::printf("problem: %s\n", shown(p).c_str());
     if (!problems->empty())
-      return fail(std::to_string(problems->size()) + " problem(s) in " + s.path() +
-                  " (tilejit cache prune, or delete the store: it is a cache)");
+      return fail(summary);
     std::printf("%s: ok\n", shown(s.path()).c_str());
     return 0;
   }
@@ -323,7 +388,11 @@ int run(const std::string &verb, const CacheArgs &a) {
   auto n = s.pruneOlderThan(cutoff);
   if (!n)
     return fail(llvm::toString(n.takeError()));
-  std::printf("pruned %lld rows older than %s\n", (long long)*n, a.olderThan.c_str());
+  if (a.json)
+    std::printf("%s\n",
+                dumped({{"store", s.path()}, {"pruned", *n}, {"older_than", a.olderThan}}).c_str());
+  else
+    std::printf("pruned %lld rows older than %s\n", (long long)*n, a.olderThan.c_str());
   return 0;
 }
 
@@ -338,11 +407,11 @@ Action addCache(CLI::App &app) {
   auto sub = [&](const char *name, const char *help) {
     auto *c = cmd->add_subcommand(name, help);
     c->add_option("--db", a->db, "Tuning cache file");
+    c->add_flag("--json", a->json, "Print the result (or the error) as JSON");
     c->callback([verb, name] { *verb = name; });
     return c;
   };
   auto *ls = sub("ls", "List kernels and winners");
-  ls->add_flag("--json", a->json, "Print the list as JSON");
   ls->add_option("--server", a->server,
                  "List the store (and the leases) of this `tilejit serve` (host:port)");
   auto *show = sub("show", "Show one kernel");
