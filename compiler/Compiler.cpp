@@ -326,15 +326,25 @@ void readResources(const std::string &log, std::vector<EntryInfo> &entries) {
 
 } // namespace
 
+llvm::Error checkBackend(const KernelSpec &spec, Backend backend) {
+  const KernelTemplate *tmpl = findTemplate(spec.op());
+  if (!tmpl)
+    return error("no template builds op '" + std::string(spec.opName()) + "'");
+  if (backend == Backend::Cuda && !tmpl->hasCudaBackend())
+    return error("the cuda back end does not build " + std::string(spec.opName()) +
+                 " (it has rmsnorm_fwd and rmsnorm_bwd); use the nvptx back end");
+  return llvm::Error::success();
+}
+
 llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig config,
                                              const CompileOptions &options) {
   auto t0 = std::chrono::steady_clock::now();
   if (auto err = spec.validate())
     return err;
-  const KernelTemplate *found = findTemplate(spec.op());
-  if (!found)
-    return error("no template builds op '" + std::string(spec.opName()) + "'");
-  const KernelTemplate &tmpl = *found;
+  if (auto err = checkBackend(spec, options.stopAt == Stage::Cuda ? Backend::Cuda
+                                                                  : options.backend))
+    return err;
+  const KernelTemplate &tmpl = *findTemplate(spec.op());
   // The config as given, whole: a key left out means its absence (no
   // segments, no cluster), never the default's value. The CLI lays a partial
   // config over the default itself.

@@ -125,6 +125,11 @@ BuildIdentity buildIdentity(const KernelSpec &spec, Backend backend = Backend::N
 std::string kernelKey(const KernelSpec &spec, const TileConfig &config,
                       Backend backend = Backend::Nvptx);
 
+/// An error naming the op where `backend` cannot build `spec`'s kernels (the
+/// reference C++ back end has only the ops whose tile ops it lowers), or
+/// where no template builds the op: decided before anything is compiled.
+llvm::Error checkBackend(const KernelSpec &spec, Backend backend);
+
 /// Compiles `spec` with `config` (the template's default if empty).
 llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig config,
                                              const CompileOptions &options = {});

@@ -443,8 +443,8 @@ tj_status tj_attn_fwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64
   });
 }
 
-tj_status tj_attn_bwd_workspace(tj_engine *e, int64_t b, int64_t sq, int64_t sk, int64_t hq,
-                                int64_t hkv, int64_t d, int64_t *bytes) {
+tj_status tj_attn_bwd_workspace_size(tj_engine *e, int64_t b, int64_t sq, int64_t sk, int64_t hq,
+                                     int64_t hkv, int64_t d, int64_t *bytes) {
   TJ_ENGINE(e);
   if (!bytes)
     return invalid("bytes is null");
@@ -461,7 +461,13 @@ tj_status tj_attn_bwd_workspace(tj_engine *e, int64_t b, int64_t sq, int64_t sk,
   call.hq = hq;
   call.hkv = hkv;
   call.d = d;
-  *bytes = tilejit::attention::backwardWorkspaceBytes(call);
+  int64_t need = tilejit::attention::backwardWorkspaceBytes(call);
+  if (need < 0)
+    return invalid("b=" + std::to_string(b) + " sq=" + std::to_string(sq) +
+                   " sk=" + std::to_string(sk) + " hq=" + std::to_string(hq) +
+                   " hkv=" + std::to_string(hkv) + " d=" + std::to_string(d) +
+                   ": the workspace's size does not fit in 64 bits");
+  *bytes = need;
   return ok();
 }
 

@@ -370,12 +370,33 @@ public:
     } releaseOnExit{leases_, key, grant.leaseId};
     options_.log("lease " + key + " to " + holder + " for a tuning on this server's GPU");
 
+    // Renews the lease under the id it holds now (a lease that lapsed and
+    // was taken again has a new one); false once another holder has it.
+    bool leaseLost = false;
+    auto renew = [&] {
+      if (leaseLost)
+        return false;
+      auto g = leases_.acquire(key, holder, ttl, releaseOnExit.id);
+      if (!g.granted) {
+        leaseLost = true;
+        options_.log("tune " + key + ": the lease went to " + g.holder + "; stopping");
+        return false;
+      }
+      releaseOnExit.id = g.leaseId;
+      return true;
+    };
+
     // One tuning at a time on the GPU: timings taken side by side are not
-    // a kernel's own.
+    // a kernel's own. The lease is renewed while this call waits.
     std::unique_lock<std::timed_mutex> gpuLock(gpuMu_, std::defer_lock);
-    while (!gpuLock.try_lock_for(std::chrono::milliseconds(100)))
+    while (!gpuLock.try_lock_for(std::chrono::milliseconds(100))) {
       if (ctx->IsCancelled())
         return Status(StatusCode::CANCELLED, "the caller cancelled while waiting for the GPU");
+      if (!renew())
+        return Status(StatusCode::ABORTED, "the lease of " + key +
+                                               " lapsed while waiting for the GPU and is held by "
+                                               "another tuner now");
+    }
 
     bool streamBroken = false;
     auto send = [&](const v1::TuneProgress &m) {
@@ -392,7 +413,7 @@ public:
       send(m);
     }
     opt.onCandidate = [&](const CandidateResult &c, int done, int total) {
-      leases_.acquire(key, holder, ttl, grant.leaseId);
+      renew();
       v1::TuneProgress m;
       v1::TuneCandidate *tc = m.mutable_candidate();
       tc->set_done(done);
@@ -406,7 +427,9 @@ public:
       tc->set_reps(c.reps);
       send(m);
     };
-    opt.cancelled = [&] { return streamBroken || ctx->IsCancelled(); };
+    // A lease lost to another tuner stops the tuning before its next
+    // candidate: no winner is recorded under a key someone else tunes.
+    opt.cancelled = [&] { return streamBroken || leaseLost || ctx->IsCancelled(); };
     options_.log("tune " + key + " for " + holder + " on " + opt.deviceInfo->name);
     auto t0 = std::chrono::steady_clock::now();
     auto r = tilejit::tune(spec, store_.get(), opt);
@@ -415,6 +438,9 @@ public:
       bool cancelled = opt.cancelled();
       ++tuneFailures_;
       options_.log("tune " + key + " failed: " + msg);
+      if (leaseLost)
+        return Status(StatusCode::ABORTED,
+                      "tuning " + key + ": its lease went to another tuner; stopped: " + msg);
       if (cancelled)
         return Status(StatusCode::CANCELLED, "tuning " + key + ": " + msg);
       return Status(StatusCode::FAILED_PRECONDITION, "tuning " + key + ": " + msg);
@@ -924,6 +950,8 @@ private:
       return s;
     if (!findTemplate(spec.op()))
       return wire::invalid("spec", "op '" + std::string(spec.opName()) + "' has no template");
+    if (auto err = checkBackend(spec, backend))
+      return wire::invalid("backend", llvm::toString(std::move(err)));
     return Status::OK;
   }
 

@@ -42,6 +42,9 @@ public:
   }
   /// Hash of the template's source, part of every kernel key.
   virtual std::string_view sourceHash() const = 0;
+  /// Whether the reference back end (tile IR to CUDA C++, NVRTC) can build
+  /// the template's kernels: only for the ops whose tile ops it lowers.
+  virtual bool hasCudaBackend() const { return false; }
 };
 
 /// The template that builds `op`, or null.

@@ -135,12 +135,12 @@ TJ_API tj_status tj_attn_fwd(tj_engine *engine, tj_dtype dtype, tj_attn_layout l
  * rowsum(dO * O) of every query row, rows padded to 128; and where the KV
  * heads are too few to fill the GPU (hq / hkv query heads split over
  * programs), the f32 dK and dV of each part. */
-TJ_API tj_status tj_attn_bwd_workspace(tj_engine *engine, int64_t b, int64_t sq, int64_t sk,
-                                       int64_t hq, int64_t hkv, int64_t d, int64_t *bytes);
+TJ_API tj_status tj_attn_bwd_workspace_size(tj_engine *engine, int64_t b, int64_t sq, int64_t sk,
+                                            int64_t hq, int64_t hkv, int64_t d, int64_t *bytes);
 /* Attention backward (sm_90a): dQ, dK and dV of tj_attn_fwd from dO and the
  * forward's O and lse, for the same arguments (head dim 64 or 128). dO, dQ
  * are stored as O and Q, dK and dV as K and V; all contiguous, 16-byte
- * aligned. workspace: tj_attn_bwd_workspace bytes, 16-byte aligned, contents
+ * aligned. workspace: tj_attn_bwd_workspace_size bytes, 16-byte aligned, contents
  * irrelevant. Deterministic: no atomics; the same inputs give the same bits. */
 TJ_API tj_status tj_attn_bwd(tj_engine *engine, tj_dtype dtype, tj_attn_layout layout, int64_t b,
                              int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal,

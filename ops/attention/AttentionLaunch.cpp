@@ -100,13 +100,22 @@ int64_t workspaceRows(const Call &c) { return paddedRows(c.sq); }
 /// The backward's workspace: LSE and D of every query row, then (with the
 /// query heads split) the parts' sums of dK and dV.
 struct Workspace {
-  int64_t split, lseBytes, partialBytes;
+  int64_t split = 1, lseBytes = 0, partialBytes = 0;
+  bool overflows = false; // sizes whose bytes do not fit in int64_t
   explicit Workspace(const Call &c)
-      : split(c.headSplit > 0 ? c.headSplit : backwardHeadSplit(c.b, c.hq, c.hkv, c.sk)),
-        lseBytes(2 * std::max<int64_t>(c.b * c.hq, 0) * workspaceRows(c) * 4),
-        partialBytes(split > 1 ? 2 * split * std::max<int64_t>(c.b * c.hkv, 0) * paddedRows(c.sk) *
-                                     c.d * 4
-                               : 0) {}
+      : split(c.headSplit > 0 ? c.headSplit : backwardHeadSplit(c.b, c.hq, c.hkv, c.sk)) {
+    auto product = [&](std::initializer_list<int64_t> factors) {
+      int64_t p = 1;
+      for (int64_t f : factors)
+        overflows |= f < 0 || __builtin_mul_overflow(p, f, &p);
+      return p;
+    };
+    lseBytes = product({2, c.b, c.hq, workspaceRows(c), 4});
+    if (split > 1)
+      partialBytes = product({2, split, c.b, c.hkv, paddedRows(c.sk), c.d, 4});
+    overflows |= __builtin_add_overflow(lseBytes, partialBytes, &total);
+  }
+  int64_t total = 0;
   /// The parts' sums as the kernels view them: dK and dV's view, f32, rows
   /// padded, 2 * split of them along the first dimension.
   KernelArg partials(const BackwardCall &c) const {
@@ -143,7 +152,7 @@ llvm::Expected<KernelSpec> backwardSpecOf(const Call &c, const Target &target) {
 
 int64_t backwardWorkspaceBytes(const Call &c) {
   Workspace w(c);
-  return w.lseBytes + w.partialBytes;
+  return w.overflows ? -1 : w.total;
 }
 
 llvm::Error launch(const LoadedKernel &kernel, const Call &c, CUstream stream) {
@@ -190,6 +199,13 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
                  op);
   if (!c.q || !c.k || !c.v || !c.o || !c.lse || !c.dO || !c.dQ || !c.dK || !c.dV)
     return error("a null device pointer", op);
+  Workspace w(c);
+  if (w.overflows)
+    return error("sizes whose workspace does not fit in 64 bits", op);
+  if (c.hkv < 1 || c.hq % c.hkv != 0 || (c.hq / c.hkv) % w.split != 0)
+    return error("the query heads of a group (hq / hkv = " + llvm::Twine(c.hq) + " / " +
+                     llvm::Twine(c.hkv) + ") cannot be split " + llvm::Twine(w.split) + " ways",
+                 op);
   if (!c.workspace || c.workspace % 16 != 0)
     return error("the workspace (" + llvm::Twine(backwardWorkspaceBytes(c)) +
                      " bytes) must be given, 16-byte aligned",
@@ -240,11 +256,6 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
       return err;
   if (c.only == 0)
     return llvm::Error::success();
-  Workspace w(c);
-  if (c.hkv < 1 || c.hq % c.hkv != 0 || (c.hq / c.hkv) % w.split != 0)
-    return error("the query heads of a group (hq / hkv = " + llvm::Twine(c.hq) + " / " +
-                     llvm::Twine(c.hkv) + ") cannot be split " + llvm::Twine(w.split) + " ways",
-                 op);
   KernelArg partials = w.partials(c);
   KernelArg dK = rowsView(c, c.dK, c.sk, c.hkv), dV = rowsView(c, c.dV, c.sk, c.hkv);
   KernelArg second[] = {KernelArg::tensorMap(maps[4]),

@@ -57,7 +57,8 @@ llvm::Expected<KernelSpec> backwardSpecOf(const Call &call, const Target &target
 /// Bytes of the workspace a backward call needs: LSE in the log2 domain and
 /// D = rowsum(dO * O) of every query row, f32, rows padded to 128; where
 /// few KV heads would leave the GPU idle (backwardHeadSplit > 1), the f32
-/// sums of dK and dV of each part of the query heads too.
+/// sums of dK and dV of each part of the query heads too. -1 for sizes whose
+/// bytes would not fit in 64 bits.
 int64_t backwardWorkspaceBytes(const Call &call);
 
 /// Launches the backward `call` with `kernel` (built for backwardSpecOf) on

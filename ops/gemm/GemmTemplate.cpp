@@ -102,9 +102,13 @@ public:
         .set("bk", 64)
         .set("stages", stages)
         .set("consumers", consumers)
-        .set("group", group)
-        .set("pingpong", pingpong)
-        .set("inflight", inflight);
+        .set("group", group);
+    // Optional keys only when on: a config without them is the same kernel
+    // (and the same key) as one that says 0.
+    if (pingpong)
+      c.set("pingpong", 1);
+    if (inflight)
+      c.set("inflight", 1);
     return c;
   }
 

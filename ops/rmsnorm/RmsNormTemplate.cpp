@@ -185,6 +185,7 @@ public:
     return backward_ ? rmsnorm::backwardOp() : rmsnorm::forwardOp();
   }
   bool backward() const { return backward_; }
+  bool hasCudaBackend() const override { return true; }
 
   llvm::ArrayRef<ConfigKeyDecl> configKeys() const override {
     static const ConfigKeyDecl fwd[] = {

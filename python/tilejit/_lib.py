@@ -61,7 +61,7 @@ def lib():
                                   f32, f32, i32, vp]
             l.tj_attn_fwd.argtypes = [vp, i32, i32, i64, i64, i64, i64, i64, i64, i32, f32, vp, vp,
                                       vp, vp, vp, vp]
-            l.tj_attn_bwd_workspace.argtypes = [vp, i64, i64, i64, i64, i64, i64,
+            l.tj_attn_bwd_workspace_size.argtypes = [vp, i64, i64, i64, i64, i64, i64,
                                                 c.POINTER(i64)]
             l.tj_attn_bwd.argtypes = [vp, i32, i32, i64, i64, i64, i64, i64, i64, i32, f32,
                                       vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp]
@@ -70,7 +70,7 @@ def lib():
                        "tj_explain",
                        "tj_rms_norm_fwd", "tj_rms_norm_bwd_workspace", "tj_rms_norm_bwd",
                        "tj_gemm", "tj_attn_fwd_prepare", "tj_attn_fwd", "tj_attn_bwd_prepare",
-                       "tj_attn_bwd_workspace", "tj_attn_bwd"):
+                       "tj_attn_bwd_workspace_size", "tj_attn_bwd"):
                 getattr(l, fn).restype = i32
             _lib = l
         return _lib

@@ -474,7 +474,7 @@ def _attn_bwd_impl(do, q, k, v, o, lse, causal, scale, layout):
     dev = q.get_device()
     lib, eng = _lib.lib(), _lib.engine(dev)
     need = ctypes.c_int64()
-    _lib.check(lib.tj_attn_bwd_workspace(eng, b, sq, sk, hq, hkv, d, ctypes.byref(need)))
+    _lib.check(lib.tj_attn_bwd_workspace_size(eng, b, sq, sk, hq, hkv, d, ctypes.byref(need)))
     ws = torch.empty(need.value, dtype=torch.uint8, device=q.device)
     status = lib.tj_attn_bwd(
         eng, _CODES[q.dtype], layout, b, sq, sk, hq, hkv, d, int(causal), scale,

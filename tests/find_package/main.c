@@ -6,7 +6,7 @@
 
 int main(void) {
   int64_t bytes = 0;
-  tj_status s = tj_attn_bwd_workspace(NULL, 1, 1, 1, 1, 1, 64, &bytes);
+  tj_status s = tj_attn_bwd_workspace_size(NULL, 1, 1, 1, 1, 1, 64, &bytes);
   printf("tilejit %s; a null engine: %d (%s)\n", tj_version(), (int)s, tj_last_error());
   return s == TJ_INVALID_ARGUMENT ? 0 : 1;
 }
