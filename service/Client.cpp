@@ -446,26 +446,48 @@ llvm::Expected<RemoteExplanation> Client::explain(const KernelSpec &spec, Backen
 }
 
 llvm::Expected<std::string> Client::exportStore() {
+  // The server's word is checked as the server checks an import's: a size
+  // declared once, within the cap, no more bytes than it, a SHA-256 digest.
+  constexpr int64_t kMaxExportBytes = int64_t(1) << 30;
   v1::ExportRequest req;
   std::string image;
   int64_t total = -1;
-  std::string digest;
+  std::string digest, bad;
   grpc::Status s = withRetries(options_, *channel_, [&](grpc::ClientContext &ctx) {
     image.clear();
     total = -1;
+    bad.clear();
     auto reader = channel_->stub->Export(&ctx, req);
     v1::ExportChunk c;
     while (reader->Read(&c)) {
       if (total < 0) {
         total = c.total_bytes();
         digest = c.sha256();
-        if (total >= 0)
+        if (total <= 0 || total > kMaxExportBytes)
+          bad = "a store of " + std::to_string(total) + " bytes (at most " +
+                std::to_string(kMaxExportBytes) + ")";
+        else if (digest.size() != 64 ||
+                 digest.find_first_not_of("0123456789abcdef") != std::string::npos)
+          bad = "a SHA-256 that is not 64 hexadecimal digits";
+        else
           image.reserve(size_t(total));
+      } else if (c.total_bytes() != 0 || !c.sha256().empty()) {
+        bad = "a size or digest again after the first chunk";
+      }
+      if (bad.empty() && int64_t(image.size() + c.data().size()) > total)
+        bad = "more bytes than the " + std::to_string(total) + " it declared";
+      if (!bad.empty()) {
+        ctx.TryCancel();
+        break;
       }
       image += c.data();
     }
-    return reader->Finish();
+    grpc::Status finished = reader->Finish();
+    // Bad data is the server's answer, not a reason to ask again.
+    return bad.empty() ? finished : grpc::Status::OK;
   });
+  if (!bad.empty())
+    return err("server " + options_.address + ": the export declared " + bad);
   if (!s.ok())
     return statusError(options_.address, s);
   if (total < 0 || int64_t(image.size()) != total)

@@ -571,7 +571,10 @@ public:
     auto image = store_->exportImage();
     if (!image)
       return storeError(image.takeError());
-    size_t chunk = std::max<size_t>(options_.chunkBytes, 1);
+    // Chunks fit in a message with room for the framing, whatever the
+    // option says.
+    size_t chunk = std::clamp<size_t>(options_.chunkBytes, 1,
+                                      size_t(std::max(options_.maxMessageBytes - 4096, 1)));
     size_t at = 0;
     do {
       v1::ExportChunk c;

@@ -128,14 +128,16 @@ llvm::Expected<SharedTuning> tuneShared(const KernelSpec &spec, Store *local, Cl
   if (!lease) {
     out.serverProblem = llvm::toString(lease.takeError());
     // A client the server does not let tune (no read-write token) still
-    // reads: a published winner is used as is.
-    if (auto best = remote.getKernel(spec, {}, backend);
-        best && best->tuned && best->binary.key == kernelKey(spec, best->binary.config, backend)) {
-      out.config = best->binary.config;
+    // reads: a published winner is used as is. Explain reads it without
+    // compiling or sending a kernel (a server that did not answer the lease
+    // is held unreachable by the client for a while: not asked again).
+    if (auto ex = remote.explain(spec, backend);
+        ex && ex->tuned && ex->tuneKey == tuneKey(spec, backend)) {
+      out.config = ex->config;
       out.isWinner = true;
       return out;
-    } else if (!best) {
-      llvm::consumeError(best.takeError());
+    } else if (!ex) {
+      llvm::consumeError(ex.takeError());
     }
     // Tuned here alone, as without a server; nothing is published.
     auto r = tune(spec, local, options);

@@ -128,8 +128,8 @@ std::vector<ConfigKeyDecl> mergedKeys(llvm::ArrayRef<ConfigKeyDecl> a) {
 std::vector<TileConfig> configSpace(const KernelSpec &ks) {
   Params p(ks);
   int64_t vec = 8;
-  // Square-ish warp tiles first (64 x 64 per warp with 8 warps), then
-  // narrower ones for small N.
+  // The tiles likeliest to win first (128 x 128 on 4 or 8 warps, the wider
+  // 128 x 256 and 256 x 128 on 8), then smaller ones for small shapes.
   static const int64_t tiles[][3] = {{128, 128, 4}, {128, 256, 8}, {256, 128, 8}, {128, 128, 8},
                                      {64, 128, 4},  {128, 64, 4},  {64, 64, 4},   {64, 256, 8}};
   std::vector<TileConfig> out;
@@ -148,8 +148,8 @@ TileConfig defaultConfig(const KernelSpec &ks) {
   Params p(ks);
   int64_t vec = 8;
   // 128 x 128 tiles on 8 warps (32 x 64 per warp), 3 stages (96 KB of
-  // shared memory: two blocks a multiprocessor on an A100); a narrow D
-  // takes 64 columns.
+  // shared memory and the barrier slack: one block a multiprocessor on an
+  // A100's 164 KB, with room for L1); a narrow D takes 64 columns.
   TileConfig c = p.n <= 64 ? make(128, 64, 4, 4, vec) : make(128, 128, 3, 8, vec);
   if (llvm::Error err = checkConfig(ks, c)) {
     llvm::consumeError(std::move(err));
