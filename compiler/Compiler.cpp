@@ -172,6 +172,17 @@ constexpr int kCompilesPerContext = 64;
 /// it is destroyed, which bounds what the reuse keeps alive. The module built
 /// in it must be gone before the next call on the thread (compiles do not
 /// nest).
+/// Marks a compile under way on this thread: one started inside another (a
+/// template or hook that compiles) is refused, as it could replace the
+/// context the outer compile's module lives in.
+struct CompileScope {
+  static thread_local int depth;
+  bool nested;
+  CompileScope() : nested(depth++ > 0) {}
+  ~CompileScope() { --depth; }
+};
+thread_local int CompileScope::depth = 0;
+
 MLIRContext &compileContext() {
   struct Slot {
     std::unique_ptr<MLIRContext> ctx;
@@ -369,6 +380,9 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
     lap = now;
   };
 
+  CompileScope scope;
+  if (scope.nested)
+    return error("a compile started inside another on the same thread");
   MLIRContext &ctx = compileContext();
   DiagnosticCollector diags(ctx);
   stage("setup");
@@ -563,6 +577,9 @@ llvm::Expected<int> blockThreadsOf(LLVM::LLVMFuncOp f) {
 llvm::Expected<KernelBinary> compileLlvmDialectModule(std::string_view mlirText,
                                                       const Target &target,
                                                       const std::vector<LaunchShape> &launch) {
+  CompileScope scope;
+  if (scope.nested)
+    return error("a compile started inside another on the same thread");
   MLIRContext &ctx = compileContext();
   DiagnosticCollector diags(ctx);
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(mlirText, &ctx);

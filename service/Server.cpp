@@ -623,6 +623,11 @@ public:
         return counted(wire::invalid("total_bytes", "given again in chunk " +
                                                         std::to_string(chunks) +
                                                         " (the first chunk only)"));
+      // Every chunk after the first carries bytes: a stream of empty ones
+      // would hold a handler without end.
+      if (chunks > 0 && chunk.data().empty())
+        return counted(wire::invalid("data", "empty in chunk " + std::to_string(chunks) +
+                                                 " (only the first chunk may be empty)"));
       if (int64_t(image.size() + chunk.data().size()) > total)
         return counted(wire::invalid("data", "more than the " + std::to_string(total) +
                                                  " bytes total_bytes declared"));
