@@ -423,9 +423,11 @@ TEST(Compiler, ReportsTheTimeOfEachStage) {
   // what can go wrong is a stage timed as nothing: code generation and
   // ptxas take milliseconds for any kernel.
   EXPECT_NEAR(sum, k->mlirMs + k->binaryMs, 0.02 * (k->mlirMs + k->binaryMs) + 0.2);
-  for (const StageTime &s : k->stages)
-    if (s.name == "codegen" || s.name == "ptxas" || s.name == "build")
+  for (const StageTime &s : k->stages) {
+    if (s.name == "codegen" || s.name == "ptxas" || s.name == "build") {
       EXPECT_GT(s.ms, s.name == "build" ? 0.0 : 0.5) << s.name;
+    }
+  }
 
   auto cuda = compileKernel(spec(false, 4096), {}, withBackend(Backend::Cuda));
   ASSERT_TRUE(bool(cuda)) << llvm::toString(cuda.takeError());
