@@ -180,6 +180,20 @@ protected:
     EXPECT_TRUE(allClose(got, ref, tol, size_t(c.n), scale));
   }
 
+  /// The error with which the launch of `call` is refused (a failure if it
+  /// is not).
+  void refused(const gemm::Call &call, std::string &msg) {
+    auto spec = gemm::specOf(call, target);
+    ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
+    auto compiled = compileKernel(*spec, {});
+    ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
+    auto kernel = LoadedKernel::load(*compiled);
+    ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
+    auto err = gemm::launch(**kernel, call, sms, nullptr);
+    ASSERT_TRUE(bool(err)) << "the launch was not refused";
+    msg = llvm::toString(std::move(err));
+  }
+
   /// Every layout at tile-sized, larger and ragged sizes: both kernels.
   void everyLayout() {
     for (const char *layout : {"nt", "nn", "tn"}) {
@@ -253,15 +267,8 @@ TEST_F(GpuGemm, UnalignedRowsAreRefusedByName) {
   call.n = 64;
   call.k = 63; // A's rows 126 bytes apart: no tensor map
   call.a = call.b = call.d = 1 << 20;
-  auto spec = gemm::specOf(call, target);
-  ASSERT_TRUE(bool(spec));
-  auto compiled = compileKernel(*spec, {});
-  ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
-  auto kernel = LoadedKernel::load(*compiled);
-  ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
-  auto err = gemm::launch(**kernel, call, sms, nullptr);
-  ASSERT_TRUE(bool(err));
-  std::string msg = llvm::toString(std::move(err));
+  std::string msg;
+  refused(call, msg);
   EXPECT_NE(msg.find("A's rows are 126 bytes apart"), std::string::npos) << msg;
 }
 
@@ -354,15 +361,8 @@ TEST_F(GpuGemmSm80, LeadingDimensionsAreRefusedByName) {
   call.k = 64;
   call.lda = 72;
   call.a = call.b = call.d = 1 << 20;
-  auto spec = gemm::specOf(call, target);
-  ASSERT_TRUE(bool(spec));
-  auto compiled = compileKernel(*spec, {});
-  ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
-  auto kernel = LoadedKernel::load(*compiled);
-  ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
-  auto err = gemm::launch(**kernel, call, sms, nullptr);
-  ASSERT_TRUE(bool(err));
-  std::string msg = llvm::toString(std::move(err));
+  std::string msg;
+  refused(call, msg);
   EXPECT_NE(msg.find("lda = 72: the sm_80 kernel reads A with rows of exactly 64"),
             std::string::npos)
       << msg;
