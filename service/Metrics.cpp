@@ -45,7 +45,9 @@ std::string prometheusText(const v1::StatsResponse &s) {
           "Tuning leases ended by their holder before they lapsed.", s.leases_released());
   counter("tilejit_publishes_total", "Tuning results recorded.", s.publishes());
   counter("tilejit_tunes_total", "Tunings on the server's GPU that published a winner.", s.tunes());
-  counter("tilejit_tune_failures_total", "Tunings on the server's GPU that found no winner.",
+  counter("tilejit_tune_failures_total",
+          "Tunings on the server's GPU that ended without a winner (none passed, cancelled, or the "
+          "lease lost).",
           s.tune_failures());
   counter("tilejit_invalid_requests_total", "Requests answered INVALID_ARGUMENT.",
           s.invalid_requests());
