@@ -127,8 +127,7 @@ int main(int argc, char **argv) {
     if (t->computeCapability() / 10 != target.computeCapability() / 10)
       die("an " + arch + " cubin does not load on this " + std::string(target.archName()) +
           " GPU (machine code is per major version); --arch sm_" +
-          std::to_string(target.computeCapability() / 10 * 10) +
-          " builds the same kernel for it");
+          std::to_string(target.computeCapability() / 10 * 10) + " builds the same kernel for it");
     t->setSMs(info.smCount);
     target = *t;
   }

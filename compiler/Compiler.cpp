@@ -352,8 +352,9 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
   auto t0 = std::chrono::steady_clock::now();
   if (auto err = spec.validate())
     return err;
-  if (auto err = checkBackend(spec, options.stopAt == Stage::Cuda ? Backend::Cuda
-                                                                  : options.backend))
+  // --emit cuda is the C++ back end's source, whichever back end was asked for.
+  Backend backend = options.stopAt == Stage::Cuda ? Backend::Cuda : options.backend;
+  if (auto err = checkBackend(spec, backend))
     return err;
   const KernelTemplate &tmpl = *findTemplate(spec.op());
   // The config as given, whole: a key left out means its absence (no
@@ -402,8 +403,6 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSpec &spec, TileConfig 
     print(out.mlir);
     return out;
   }
-  // --emit cuda is the C++ back end's source, whichever back end was asked for.
-  Backend backend = options.stopAt == Stage::Cuda ? Backend::Cuda : options.backend;
   auto passes = pipelinePasses(backend);
   if (!options.afterPass.empty() &&
       std::find(passes.begin(), passes.end(), options.afterPass) == passes.end()) {

@@ -1817,30 +1817,13 @@ std::string columnText(sqlite3_stmt *s, int i) {
 
 } // namespace
 
-llvm::Expected<int64_t> Store::importFrom(const std::string &path, const ImportOptions &options,
-                                          ImportReport *report) {
-  ImportReport local;
-  ImportReport &rep = report ? *report : local;
-  rep = ImportReport();
-  // Validate the other file completely before this store is touched.
-  auto in = inspect(path, /*readOnly=*/true, kDefaultBusyTimeoutMs);
-  if (!in) {
-    std::string msg = toString(in.takeError());
-    if (msg.compare(0, 14, "tilejit store ") == 0)
-      msg.erase(0, 14);
-    return rejected("tilejit store import: " + msg + "; nothing imported");
-  }
-  if (!in->setAside.empty())
-    return rejected("tilejit store import: " + path + " " + in->setAside + "; nothing imported");
-  return importSource(in->db.get(), path, options, rep);
-}
-
-llvm::Expected<int64_t> Store::importImage(const std::string &image, const std::string &name,
-                                           const ImportOptions &options, ImportReport *report) {
-  ImportReport local;
-  ImportReport &rep = report ? *report : local;
-  rep = ImportReport();
-  auto in = inspectImage(image, name);
+namespace {
+/// An import of what `in` inspected (a file, or an image named `name`):
+/// refused, naming why, unless it is a whole store; else `import` of its
+/// database.
+template <class Import>
+llvm::Expected<int64_t> importInspected(llvm::Expected<Inspection> in, const std::string &name,
+                                        Import &&import) {
   if (!in) {
     std::string msg = toString(in.takeError());
     if (msg.compare(0, 14, "tilejit store ") == 0)
@@ -1849,7 +1832,27 @@ llvm::Expected<int64_t> Store::importImage(const std::string &image, const std::
   }
   if (!in->setAside.empty())
     return rejected("tilejit store import: " + name + " " + in->setAside + "; nothing imported");
-  return importSource(in->db.get(), name, options, rep);
+  return import(in->db.get());
+}
+} // namespace
+
+llvm::Expected<int64_t> Store::importFrom(const std::string &path, const ImportOptions &options,
+                                          ImportReport *report) {
+  ImportReport local;
+  ImportReport &rep = report ? *report : local;
+  rep = ImportReport();
+  // Validate the other file completely before this store is touched.
+  return importInspected(inspect(path, /*readOnly=*/true, kDefaultBusyTimeoutMs), path,
+                         [&](sqlite3 *db) { return importSource(db, path, options, rep); });
+}
+
+llvm::Expected<int64_t> Store::importImage(const std::string &image, const std::string &name,
+                                           const ImportOptions &options, ImportReport *report) {
+  ImportReport local;
+  ImportReport &rep = report ? *report : local;
+  rep = ImportReport();
+  return importInspected(inspectImage(image, name), name,
+                         [&](sqlite3 *db) { return importSource(db, name, options, rep); });
 }
 
 llvm::Expected<int64_t> Store::importSource(sqlite3 *src, const std::string &path,

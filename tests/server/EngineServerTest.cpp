@@ -367,18 +367,8 @@ namespace {
 
 /// Tunings on the fake worker: the first configs of an RMSNorm space, each
 /// reporting the median its plan gives, compiled by a hook that counts.
-class SharedTuningTest : public ::testing::Test {
+class SharedTuningTest : public tilejit::testing::FakeTuningTest {
 protected:
-  void SetUp() override {
-    auto w = tilejit::testing::startFakeWorker();
-    ASSERT_TRUE(bool(w)) << llvm::toString(w.takeError());
-    worker = std::move(*w);
-    device = tilejit::testing::fakeDevice();
-    spec = tilejit::testing::tuningTestSpec(*device.target());
-    space = getTemplate(spec).configSpace(spec.tuningSpec());
-    ASSERT_GE(space.size(), 4u);
-  }
-
   /// The first `n` configs of the space, space[1] the fastest.
   TuneOptions options(int n) {
     TuneOptions o;
@@ -403,10 +393,6 @@ protected:
     return o;
   }
 
-  std::unique_ptr<WorkerProcess> worker;
-  DeviceInfo device;
-  KernelSpec spec;
-  std::vector<TileConfig> space;
   std::atomic<int> compiles{0};
   std::chrono::milliseconds compileDelay{0};
 };

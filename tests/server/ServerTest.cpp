@@ -986,7 +986,8 @@ Client clientOf(Fixture &f, const std::string &token = "") {
 
 /// Publishes `winner` of kSpec with its compiled kernel on `f`'s server.
 void publishWinner(Fixture &f, const TileConfig &winner, const std::string &token = "",
-                   const std::string &reason = "") {
+                   const std::string &reason = "",
+                   const std::vector<std::pair<TileConfig, double>> &timings = {}) {
   KernelSpec spec = specOf(kSpec);
   auto compiled = compileKernel(spec, winner);
   ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
@@ -998,6 +999,13 @@ void publishWinner(Fixture &f, const TileConfig &winner, const std::string &toke
   pub.set_winner_ms(0.5);
   pub.set_reason(reason);
   pub.set_lease_id(lease.lease_id());
+  for (const auto &[cfg, ms] : timings) {
+    v1::Timing *t = pub.add_timings();
+    t->set_config(cfg.canonical());
+    t->set_median_ms(ms);
+    t->set_reps(30);
+    t->set_gpu("Test GPU");
+  }
   wire::kernelTo(wire::storedFrom(*compiled, "", ""), Backend::Nvptx, *pub.mutable_kernel());
   v1::PublishResultResponse resp;
   auto s = f.publish(pub, resp, token);
@@ -1207,26 +1215,9 @@ TEST(Server, ExplainAndListThroughTheClient) {
   EXPECT_FALSE(before->stored);
   EXPECT_TRUE(before->timings.empty());
 
-  auto compiled = compileKernel(spec, winner);
-  ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
-  v1::AcquireTuningLeaseResponse lease;
-  ASSERT_TRUE(f.acquire(leaseRequest(kSpec, "tuner", 60000), lease).ok());
-  v1::PublishResultRequest pub;
-  pub.set_spec(kSpec);
-  pub.set_winner_config(winner.canonical());
-  pub.set_winner_ms(0.5);
-  pub.set_reason("fastest median");
-  pub.set_lease_id(lease.lease_id());
-  for (const TileConfig &cfg : {winner, def}) {
-    v1::Timing *t = pub.add_timings();
-    t->set_config(cfg.canonical());
-    t->set_median_ms(cfg == winner ? 0.5 : 0.7);
-    t->set_reps(30);
-    t->set_gpu("Test GPU");
-  }
-  wire::kernelTo(wire::storedFrom(*compiled, "", ""), Backend::Nvptx, *pub.mutable_kernel());
-  v1::PublishResultResponse published;
-  ASSERT_TRUE(f.publish(pub, published).ok());
+  publishWinner(f, winner, "", "fastest median", {{winner, 0.5}, {def, 0.7}});
+  if (::testing::Test::HasFatalFailure())
+    return;
 
   auto after = c.explain(spec);
   ASSERT_TRUE(bool(after)) << llvm::toString(after.takeError());

@@ -37,16 +37,12 @@ namespace {
 /// A server that tunes the first configs of an RMSNorm space on the fake
 /// worker: space[1] the fastest (0.5 ms), space[2] failing its check, the
 /// rest 1 ms. Compiles can be held at a gate.
-class ServerTune : public ::testing::Test {
+class ServerTune : public tilejit::testing::FakeTuningTest {
 protected:
   void SetUp() override {
-    auto w = tilejit::testing::startFakeWorker();
-    ASSERT_TRUE(bool(w)) << llvm::toString(w.takeError());
-    worker = std::move(*w);
-    device = tilejit::testing::fakeDevice();
-    spec = tilejit::testing::tuningTestSpec(*device.target());
-    space = getTemplate(spec).configSpace(spec.tuningSpec());
-    ASSERT_GE(space.size(), 4u);
+    FakeTuningTest::SetUp();
+    if (HasFatalFailure())
+      return;
 
     ServerOptions o;
     o.dbPath = dir.file("server.db");
@@ -139,10 +135,6 @@ protected:
   }
 
   TempDir dir;
-  std::unique_ptr<WorkerProcess> worker;
-  DeviceInfo device;
-  KernelSpec spec;
-  std::vector<TileConfig> space;
   std::unique_ptr<Server> server;
   std::string address;
   std::unique_ptr<v1::TileJit::Stub> stub;

@@ -7,10 +7,14 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <memory>
+#include <vector>
 
 #include "autotune/Worker.h"
+#include "compiler/templates/Template.h"
 #include "ops/rmsnorm/RmsNormDecl.h"
 #include "runtime/CudaDriver.h"
 
@@ -45,5 +49,25 @@ inline KernelSpec tuningTestSpec(const Target &target) {
   p.align = alignmentOf({}, p.cols * 2);
   return p;
 }
+
+/// Tests that tune tuningTestSpec on a started fake worker: the worker, the
+/// device it stands for, the spec and its config space (at least 4).
+class FakeTuningTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    auto w = startFakeWorker();
+    ASSERT_TRUE(bool(w)) << llvm::toString(w.takeError());
+    worker = std::move(*w);
+    device = fakeDevice();
+    spec = tuningTestSpec(*device.target());
+    space = getTemplate(spec).configSpace(spec.tuningSpec());
+    ASSERT_GE(space.size(), 4u);
+  }
+
+  std::unique_ptr<WorkerProcess> worker;
+  DeviceInfo device;
+  KernelSpec spec;
+  std::vector<TileConfig> space;
+};
 
 } // namespace tilejit::testing
