@@ -9,7 +9,8 @@
 // With --db, each shape runs the winner `tilejit tune` recorded there (the
 // default where none is).
 //   gemm_bench [--shapes FILE] [--only SUBSTRING] [--config "k=v ..."] [--db FILE]
-//              [--arch sm_80] --out FILE.json
+//              [--arch sm_80] [--bias] --out FILE.json
+// --bias adds a bias vector in the epilogue (F.linear's).
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
@@ -85,6 +86,7 @@ float fromBf16(uint16_t h) {
 
 int main(int argc, char **argv) {
   std::string shapesPath = "bench/gemm_shapes.json", outPath, only, configText, db, arch;
+  bool withBias = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -104,9 +106,12 @@ int main(int argc, char **argv) {
       db = next();
     else if (a == "--arch")
       arch = next();
+    else if (a == "--bias")
+      withBias = true;
     else
       die("unknown argument '" + a +
-          "' (--shapes FILE --out FILE --only SUBSTRING --config TEXT --db FILE --arch ARCH)");
+          "' (--shapes FILE --out FILE --only SUBSTRING --config TEXT --db FILE --arch ARCH "
+          "--bias)");
   }
   if (outPath.empty())
     die("--out FILE is required");
@@ -180,6 +185,7 @@ int main(int argc, char **argv) {
     call.m = c.m;
     call.n = c.n;
     call.k = c.k;
+    call.hasBias = withBias;
     KernelSpec spec = must(gemm::specOf(call, target));
     TileConfig config;
     bool tuned = false;
@@ -203,9 +209,12 @@ int main(int argc, char **argv) {
     size_t aN = size_t(c.m * c.k), bN = size_t(c.k * c.n), dN = size_t(c.m * c.n);
     DeviceBuffer a = must(DeviceBuffer::allocate(aN * 2)), b = must(DeviceBuffer::allocate(bN * 2)),
                  dd = must(DeviceBuffer::allocate(dN * 2));
-    size_t bStart = 12345;
+    size_t bStart = 12345, biasStart = 777;
     fillFromPool(a, aN, 0);
     fillFromPool(b, bN, bStart);
+    DeviceBuffer bias = must(DeviceBuffer::allocate(size_t(c.n) * 2));
+    fillFromPool(bias, size_t(c.n), biasStart);
+    call.bias = bias.ptr();
     must(dd.fill(0xFF, s));
     call.a = a.ptr();
     call.b = b.ptr();
@@ -229,6 +238,8 @@ int main(int argc, char **argv) {
         sum += x * y;
         mag += std::fabs(x * y);
       }
+      if (withBias)
+        sum += fromBf16(pool[(biasStart + size_t(j)) % poolN]);
       double got = fromBf16(dHost[size_t(i * c.n + j)]);
       double err = std::fabs(got - sum) / (1e-2 * std::fabs(sum) + 1e-4 * mag + 1e-6);
       worst = std::max(worst, std::isfinite(got) ? err : 1e30);
@@ -269,6 +280,7 @@ int main(int argc, char **argv) {
                        {"tflops", tflops},
                        {"config", compiled->config.canonical()},
                        {"tuned", tuned},
+                       {"bias", withBias},
                        {"registers", compiled->entries.front().registers},
                        {"spill_bytes", compiled->entries.front().spillBytes},
                        {"compile_ms", compileMs},

@@ -39,6 +39,7 @@ def main():
     w = torch.ones(1024, device="cuda", dtype=torch.bfloat16)
     a_ = torch.randn(64, 256, device="cuda", dtype=torch.bfloat16)
     b_ = torch.randn(256, 64, device="cuda", dtype=torch.bfloat16)
+    bias_ = torch.randn(64, device="cuda", dtype=torch.bfloat16)
     res = {
         "tilejit.ops.rms_norm": per_call_us(lambda: tilejit.ops.rms_norm(x, w, 1e-5)),
         "torch F.rms_norm": per_call_us(lambda: F.rms_norm(x, (1024,), w, 1e-5)),
@@ -58,6 +59,17 @@ def main():
     res["piece: one ctypes call (tj_engine_device)"] = per_call_us(
         lambda: _lib.lib().tj_engine_device(eng, ctypes.byref(sms), ctypes.byref(cc)))
     res["piece: torch.empty_like"] = per_call_us(lambda: torch.empty_like(x))
+    # The C call of a warm RMSNorm forward alone (engine lookup, launch and
+    # ctypes' argument conversion), arguments made once: the rest of
+    # tilejit.ops.rms_norm is Python and PyTorch.
+    y, rstd = torch.empty_like(x), torch.empty(4, device="cuda", dtype=torch.float32)
+    stream = torch.cuda.current_stream().cuda_stream
+    args = (eng, 0, 0, x.data_ptr(), w.data_ptr(), y.data_ptr(), rstd.data_ptr(), 4, 1024, 1e-5,
+            0, stream)
+    fwd = _lib.lib().tj_rms_norm_fwd
+    res["piece: tj_rms_norm_fwd through ctypes"] = per_call_us(lambda: fwd(*args))
+    res["tilejit.ops.matmul with a bias"] = per_call_us(
+        lambda: tilejit.ops.matmul(a_, b_, bias=bias_))
     for k, v in res.items():
         print(f"{k:34s} {v:7.2f} us per call")
     if a.out:

@@ -281,7 +281,7 @@ tj_status tj_rms_norm_prepare(tj_engine *e, int backward, tj_dtype dtype, tj_dty
 }
 
 tj_status tj_gemm_prepare(tj_engine *e, tj_dtype ab, tj_dtype out, int trans_a, int trans_b,
-                          int64_t m, int64_t n, int64_t k, int with_c) {
+                          int64_t m, int64_t n, int64_t k, int with_c, int with_bias) {
   TJ_ENGINE(e);
   TJ_DTYPE(abt, ab);
   TJ_DTYPE(outt, out);
@@ -291,6 +291,7 @@ tj_status tj_gemm_prepare(tj_engine *e, tj_dtype ab, tj_dtype out, int trans_a, 
   p.transA = trans_a != 0;
   p.transB = trans_b != 0;
   p.hasC = with_c != 0;
+  p.hasBias = with_bias != 0;
   p.m = m;
   p.n = n;
   p.k = k;
@@ -382,7 +383,8 @@ tj_status tj_rms_norm_bwd(tj_engine *e, tj_dtype dtype, tj_dtype wdtype, const v
 
 tj_status tj_gemm(tj_engine *e, tj_dtype ab, tj_dtype out, int trans_a, int trans_b, int64_t m,
                   int64_t n, int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb,
-                  const void *c, void *d, float alpha, float beta, int sm_margin, void *stream) {
+                  const void *c, const void *bias, void *d, float alpha, float beta,
+                  int sm_margin, void *stream) {
   TJ_ENGINE(e);
   int sms = e->engine->target().smCount();
   if (sm_margin < -1 || sm_margin >= sms)
@@ -407,6 +409,8 @@ tj_status tj_gemm(tj_engine *e, tj_dtype ab, tj_dtype out, int trans_a, int tran
   call.alpha = alpha;
   call.beta = beta;
   call.hasC = c != nullptr;
+  call.bias = uint64_t(bias);
+  call.hasBias = bias != nullptr;
   call.maxPrograms = sms - (sm_margin >= 0 ? sm_margin : e->smMargin.load());
   if (lda < 0 || ldb < 0)
     return invalid("lda and ldb must be >= 0 (0: packed rows)");

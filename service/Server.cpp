@@ -599,6 +599,16 @@ public:
                 v1::ImportResponse *resp) override {
     if (auto s = authorize(*ctx, "Import"); !s.ok())
       return s;
+    // Each import buffers its image: at most maxConcurrentImports at once.
+    struct Slot {
+      std::atomic<int> &n;
+      ~Slot() { n.fetch_sub(1); }
+    } slot{importsInFlight_};
+    if (int before = importsInFlight_.fetch_add(1); before >= options_.maxConcurrentImports)
+      return Status(StatusCode::RESOURCE_EXHAUSTED,
+                    std::to_string(before) + " imports are in progress (this server takes " +
+                        std::to_string(options_.maxConcurrentImports) +
+                        " at once); try again when one has finished");
     // The first chunk declares the image's size and digest; nothing more
     // than that size is read, and nothing is written unless every byte
     // arrived as declared.
@@ -1090,6 +1100,7 @@ private:
       invalid_{0}, unauthenticated_{0}, permissionDenied_{0}, exports_{0}, imports_{0},
       leasesReleased_{0}, tunes_{0}, tuneFailures_{0};
   std::atomic<int64_t> compilesInFlight_{0};
+  std::atomic<int> importsInFlight_{0};
 };
 
 llvm::Expected<std::vector<AccessToken>> parseTokenFile(const std::string &text,

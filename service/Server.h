@@ -83,6 +83,9 @@ struct ServerOptions {
   size_t chunkBytes = 1 << 20;
   /// The largest store image Import takes (its chunks together).
   int64_t maxImportBytes = int64_t(1) << 30;
+  /// Imports served at once (each may hold up to maxImportBytes in memory);
+  /// one more is refused RESOURCE_EXHAUSTED, unread.
+  int maxConcurrentImports = 2;
 };
 
 class Server {

@@ -72,7 +72,8 @@ TJ_API tj_status tj_rms_norm_prepare(tj_engine *engine, int backward, tj_dtype d
                                      tj_dtype wdtype, int64_t rows, int64_t cols,
                                      int zero_centered_gamma);
 TJ_API tj_status tj_gemm_prepare(tj_engine *engine, tj_dtype ab, tj_dtype out, int trans_a,
-                                 int trans_b, int64_t m, int64_t n, int64_t k, int with_c);
+                                 int trans_b, int64_t m, int64_t n, int64_t k, int with_c,
+                                 int with_bias);
 TJ_API tj_status tj_attn_fwd_prepare(tj_engine *engine, tj_dtype dtype, tj_attn_layout layout,
                                      int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hkv,
                                      int64_t d, int causal);
@@ -81,7 +82,7 @@ TJ_API tj_status tj_attn_bwd_prepare(tj_engine *engine, tj_dtype dtype, tj_attn_
                                      int64_t d, int causal);
 
 /* What a call of `spec` (canonical text, e.g. "gemm ab=bf16 out=bf16 ta=0
- * tb=1 c=0 m=8192 n=4096 k=4096"; the engine's device is the target) uses:
+ * tb=1 c=0 m=8192 n=4096 k=4096 bias=0"; the engine's device is the target) uses:
  * the kernel loaded for it and its config and source, or what a miss would
  * do (the store's winner, a tuning, the default). Writes up to `capacity`
  * bytes of text, NUL-terminated, into `out`; `*needed` (if not null) gets the
@@ -106,16 +107,17 @@ TJ_API tj_status tj_rms_norm_bwd(tj_engine *engine, tj_dtype dtype, tj_dtype wdt
                                  void *dw, void *workspace, int64_t rows, int64_t cols,
                                  int zero_centered_gamma, void *stream);
 
-/* D = alpha * op(A) @ op(B) + beta * C, f32 accumulation. Row-major storage:
- * A is m x k (k x m with trans_a), B is k x n (n x k with trans_b: the weight
- * of a linear layer), C and D are m x n, contiguous (C may be D: accumulation
- * into D; C null: beta ignored). lda, ldb: elements between rows (0: packed);
+/* D = alpha * op(A) @ op(B) + beta * C + bias, f32 accumulation. Row-major
+ * storage: A is m x k (k x m with trans_a), B is k x n (n x k with trans_b:
+ * the weight of a linear layer), C and D are m x n, contiguous (C may be D:
+ * accumulation into D; C null: beta ignored); bias: n elements of `ab`, added
+ * to every row (null: none). lda, ldb: elements between rows (0: packed);
  * rows must be 16-byte aligned. ab: bf16 or f16; out: bf16, f16 or f32.
  * sm_margin: multiprocessors to leave free for this call (-1: the engine's). */
 TJ_API tj_status tj_gemm(tj_engine *engine, tj_dtype ab, tj_dtype out, int trans_a, int trans_b,
                          int64_t m, int64_t n, int64_t k, const void *a, int64_t lda, const void *b,
-                         int64_t ldb, const void *c, void *d, float alpha, float beta,
-                         int sm_margin, void *stream);
+                         int64_t ldb, const void *c, const void *bias, void *d, float alpha,
+                         float beta, int sm_margin, void *stream);
 
 /* Attention forward (sm_90a): O = softmax(scale * Q K^T + mask) V with f32
  * accumulation, and lse = the natural log-sum-exp of each row of scale * Q K^T

@@ -31,12 +31,14 @@ std::vector<ParamDecl> params() {
       {"m", ParamDecl::Int, 1, kMaxSize, 1, true, kTuningRowsCap, "rows of D: given at launch"},
       {"n", ParamDecl::Int, 1, kMaxSize, 1, false, 0, "columns of D"},
       {"k", ParamDecl::Int, 1, kMaxSize, 1, false, 0, "the reduction"},
+      {"bias", ParamDecl::Bool, 0, 1, 0, false, 0,
+       "adds a bias of N elements of A's type to every row of D (F.linear's)"},
   };
 }
 } // namespace
 
 const OpDecl &op() {
-  static const OpDecl decl{"gemm", params(), "D = alpha * op(A) @ op(B) + beta * C", check};
+  static const OpDecl decl{"gemm", params(), "D = alpha * op(A) @ op(B) + beta * C + bias", check};
   return decl;
 }
 
@@ -53,6 +55,7 @@ Params::Params(const KernelSpec &s) : target(s.target) {
   m = s[M];
   n = s[N];
   k = s[K];
+  hasBias = s[HasBias] != 0;
 }
 
 std::string Params::layoutName() const {
@@ -68,7 +71,8 @@ KernelSpec Params::spec() const {
       .set(HasC, hasC)
       .set(M, m)
       .set(N, n)
-      .set(K, k);
+      .set(K, k)
+      .set(HasBias, hasBias);
   return s;
 }
 

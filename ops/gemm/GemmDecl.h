@@ -1,6 +1,6 @@
 //===- GemmDecl.h - the GEMM op's declaration ---------------------*- C++ -*-===//
 //
-// gemm: D = alpha * op(A) @ op(B) + beta * C, fp32 accumulation, as spec
+// gemm: D = alpha * op(A) @ op(B) + beta * C + bias, fp32 accumulation, as spec
 // parameters, and a typed view of a gemm spec for the code that builds and
 // launches it.
 //
@@ -12,7 +12,7 @@
 namespace tilejit::gemm {
 
 /// The parameters' positions in a spec, in canonical order.
-enum Param : int { ABDType, OutDType, TransA, TransB, HasC, M, N, K };
+enum Param : int { ABDType, OutDType, TransA, TransB, HasC, M, N, K, HasBias };
 
 const OpDecl &op();
 bool isGemm(const KernelSpec &spec);
@@ -29,6 +29,7 @@ struct Params {
   DType out = DType::BF16;  // C and D: bf16, f16 or f32
   bool transA = false, transB = true;
   bool hasC = false; // D = alpha A B + beta C (C may be D itself: main_grad accumulation)
+  bool hasBias = false; // + bias: N elements of A's type, added to every row (F.linear's)
   int64_t m = 1;     // launch-time size; a tuning hint, not compiled in
   int64_t n = 1, k = 1;
   Target target;

@@ -47,6 +47,7 @@ public:
     b_ = randomValues(p.ab, size_t(p.k * p.n), seed * 4 + 2);
     c_ = p.hasC ? randomValues(p.out, size_t(call_.m * p.n), seed * 4 + 3)
                 : std::vector<unsigned char>();
+    bias_ = p.hasBias ? randomValues(p.ab, size_t(p.n), seed * 4 + 6) : std::vector<unsigned char>();
     if (auto e = allocate(da_, a_.size()))
       return e;
     if (auto e = allocate(db_, b_.size()))
@@ -63,10 +64,17 @@ public:
       if (auto e = dc_.upload(c_))
         return e;
     }
+    if (p.hasBias) {
+      if (auto e = allocate(dbias_, bias_.size()))
+        return e;
+      if (auto e = dbias_.upload(bias_))
+        return e;
+    }
     call_.a = da_.ptr();
     call_.b = db_.ptr();
     call_.d = dd_.ptr();
     call_.c = p.hasC ? dc_.ptr() : 0;
+    call_.bias = p.hasBias ? dbias_.ptr() : 0;
 
     std::mt19937_64 rng(seed * 4 + 4);
     std::uniform_int_distribution<int64_t> pm(0, call_.m - 1), pn(0, p.n - 1);
@@ -89,6 +97,8 @@ public:
       }
       if (p.hasC)
         sum += loadElement(c_.data(), p.out, size_t(s.i * p.n + s.j));
+      if (p.hasBias)
+        sum += loadElement(bias_.data(), p.ab, size_t(s.j));
       s.ref = sum;
       s.mag = mag;
     }
@@ -104,6 +114,7 @@ public:
     full_.b = db_.ptr();
     full_.d = td_.ptr();
     full_.c = p.hasC ? td_.ptr() : 0; // accumulates into D, as main_grad does
+    full_.bias = call_.bias;
     return llvm::Error::success();
   }
 
@@ -157,9 +168,9 @@ private:
   };
   gemm::Call call_, full_;
   int sms_ = 0;
-  std::vector<unsigned char> a_, b_, c_;
+  std::vector<unsigned char> a_, b_, c_, bias_;
   std::vector<Sample> samples_;
-  DeviceBuffer da_, db_, dc_, dd_, ta_, td_;
+  DeviceBuffer da_, db_, dc_, dd_, ta_, td_, dbias_;
 };
 
 } // namespace

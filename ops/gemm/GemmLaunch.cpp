@@ -88,6 +88,7 @@ Call callOf(const Params &p) {
   c.transA = p.transA;
   c.transB = p.transB;
   c.hasC = p.hasC;
+  c.hasBias = p.hasBias;
   c.m = p.m;
   c.n = p.n;
   c.k = p.k;
@@ -107,6 +108,7 @@ llvm::Expected<KernelSpec> specOf(const Call &c, const Target &target) {
   p.transA = c.transA;
   p.transB = c.transB;
   p.hasC = c.hasC;
+  p.hasBias = c.hasBias;
   p.m = c.m;
   p.n = c.n;
   p.k = c.k;
@@ -118,16 +120,31 @@ llvm::Expected<KernelSpec> specOf(const Call &c, const Target &target) {
 }
 
 namespace {
+constexpr size_t kMaxArgs = 8;
+
+/// The parameters a call of `c` passes: A, B, D, [C,] [bias,] alpha, [beta,]
+/// and the programs cap on the sm_90a kernel.
+size_t paramCount(const Call &c, bool persistent) {
+  return 4 + (c.hasC ? 2 : 0) + (c.hasBias ? 1 : 0) + (persistent ? 1 : 0);
+}
+
+/// D and the epilogue's arguments, in GemmTemplate.cpp's order.
+void addEpilogueArgs(const Call &c, KernelArg *args, size_t &n) {
+  args[n++] = KernelArg::view(c.d, {c.m, c.n});
+  if (c.hasC)
+    args[n++] = KernelArg::view(c.c, {c.m, c.n});
+  if (c.hasBias)
+    args[n++] = KernelArg::view(c.bias, {c.n});
+  args[n++] = KernelArg::f32(c.alpha);
+  if (c.hasC)
+    args[n++] = KernelArg::f32(c.beta);
+}
+
 /// The sm_80 kernel (GemmSm80Template.cpp; every target without wgmma): A and
 /// B as plain views, one program per tile. Its copies need no alignment (a
 /// misaligned operand is copied element by element), but its views are
 /// dense: rows exactly as long as the matrix's.
 llvm::Error launchViews(const LoadedKernel &kernel, const Call &c, CUstream stream) {
-  const EntryInfo &e = kernel.entry(0);
-  size_t expected = c.hasC ? 6 : 4;
-  if (e.params.size() != expected)
-    return error("the kernel takes " + llvm::Twine(e.params.size()) + " parameters; a call " +
-                 (c.hasC ? "with" : "without") + " C passes " + llvm::Twine(expected));
   int64_t aCols = c.transA ? c.m : c.k, bCols = c.transB ? c.k : c.n;
   if (c.lda != 0 && c.lda != aCols)
     return error("lda = " + llvm::Twine(c.lda) +
@@ -140,16 +157,11 @@ llvm::Error launchViews(const LoadedKernel &kernel, const Call &c, CUstream stre
   int64_t abBytes = dtypeBytes(c.ab);
   if (c.a % abBytes != 0 || c.b % abBytes != 0)
     return error("A and B must be aligned to their " + llvm::Twine(abBytes) + "-byte elements");
-  KernelArg args[6];
+  KernelArg args[kMaxArgs];
   size_t n = 0;
   args[n++] = c.transA ? KernelArg::view(c.a, {c.k, c.m}) : KernelArg::view(c.a, {c.m, c.k});
   args[n++] = c.transB ? KernelArg::view(c.b, {c.n, c.k}) : KernelArg::view(c.b, {c.k, c.n});
-  args[n++] = KernelArg::view(c.d, {c.m, c.n});
-  if (c.hasC)
-    args[n++] = KernelArg::view(c.c, {c.m, c.n});
-  args[n++] = KernelArg::f32(c.alpha);
-  if (c.hasC)
-    args[n++] = KernelArg::f32(c.beta);
+  addEpilogueArgs(c, args, n);
   return kernel.launch(0, args, n, stream);
 }
 } // namespace
@@ -158,24 +170,24 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
   if (kernel.numEntries() != 1)
     return error("the kernel has " + llvm::Twine(kernel.numEntries()) + " entries, not 1");
   const EntryInfo &e = kernel.entry(0);
-  if (c.d == 0 || c.a == 0 || c.b == 0 || (c.hasC && c.c == 0))
+  if (c.d == 0 || c.a == 0 || c.b == 0 || (c.hasC && c.c == 0) || (c.hasBias && c.bias == 0))
     return error("a null device pointer");
-  if (!e.params.empty() && e.params[0].kind == ParamInfo::View) {
-    int64_t outBytes = dtypeBytes(c.out);
-    if (c.d % (2 * outBytes) != 0 || (c.hasC && c.c % (2 * outBytes) != 0))
-      return error("C and D must be aligned to two elements");
-    return launchViews(kernel, c, stream);
-  }
-  size_t expected = c.hasC ? 7 : 5;
+  bool persistent = e.params.empty() || e.params[0].kind != ParamInfo::View;
+  size_t expected = paramCount(c, persistent);
   if (e.params.size() != expected)
     return error("the kernel takes " + llvm::Twine(e.params.size()) + " parameters; a call " +
-                 (c.hasC ? "with" : "without") + " C passes " + llvm::Twine(expected));
-  if (c.d == 0 || c.a == 0 || c.b == 0 || (c.hasC && c.c == 0))
-    return error("a null device pointer");
+                 (c.hasC ? "with" : "without") + " C and " + (c.hasBias ? "with" : "without") +
+                 " a bias passes " + llvm::Twine(expected));
   int64_t outBytes = dtypeBytes(c.out);
-  // D and C are written and read in runs of two elements.
+  // D and C are written and read in runs of two elements, the bias in
+  // elements.
   if (c.d % (2 * outBytes) != 0 || (c.hasC && c.c % (2 * outBytes) != 0))
     return error("C and D must be aligned to two elements");
+  if (c.hasBias && c.bias % dtypeBytes(c.ab) != 0)
+    return error("the bias must be aligned to its " + llvm::Twine(dtypeBytes(c.ab)) +
+                 "-byte elements");
+  if (!persistent)
+    return launchViews(kernel, c, stream);
   int64_t lda = c.lda ? c.lda : (c.transA ? c.m : c.k);
   int64_t ldb = c.ldb ? c.ldb : (c.transB ? c.k : c.n);
   auto mapA = c.transA ? mapOf("A", c.ab, c.a, c.k, c.m, lda, e.params[0].staticSizes)
@@ -187,16 +199,11 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
   if (!mapB)
     return mapB.takeError();
   int64_t programs = c.maxPrograms > 0 ? c.maxPrograms : smCount;
-  KernelArg args[7];
+  KernelArg args[kMaxArgs];
   size_t n = 0;
   args[n++] = KernelArg::tensorMap(*mapA);
   args[n++] = KernelArg::tensorMap(*mapB);
-  args[n++] = KernelArg::view(c.d, {c.m, c.n});
-  if (c.hasC)
-    args[n++] = KernelArg::view(c.c, {c.m, c.n});
-  args[n++] = KernelArg::f32(c.alpha);
-  if (c.hasC)
-    args[n++] = KernelArg::f32(c.beta);
+  addEpilogueArgs(c, args, n);
   args[n++] = KernelArg::index(programs);
   return kernel.launch(0, args, n, stream);
 }

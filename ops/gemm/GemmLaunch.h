@@ -12,14 +12,18 @@
 
 namespace tilejit::gemm {
 
-/// One call. Row-major storage with leading dimensions in elements (0: the
-/// row length): A is M x K (K x M with transA), B is K x N (N x K with
-/// transB), C and D are M x N (C may be D).
+/// One call: D = alpha * op(A) @ op(B) (+ beta * C) (+ bias). Row-major
+/// storage with leading dimensions in elements (0: the row length): A is
+/// M x K (K x M with transA), B is K x N (N x K with transB), C and D are
+/// M x N (C may be D), the bias N.
 struct Call {
   DType ab = DType::BF16, out = DType::BF16;
   bool transA = false, transB = true;
   int64_t m = 0, n = 0, k = 0;
   uint64_t a = 0, b = 0, c = 0, d = 0;
+  /// N elements of A's type added to every row of D (with hasBias).
+  uint64_t bias = 0;
+  bool hasBias = false;
   int64_t lda = 0, ldb = 0;
   float alpha = 1.0f, beta = 0.0f;
   bool hasC = false;

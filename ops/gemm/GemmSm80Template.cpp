@@ -1,6 +1,6 @@
 //===- GemmSm80Template.cpp - GEMM on Ampere: cp.async, ldmatrix, mma.sync --===//
 //
-// D = alpha * op(A) @ op(B) (+ beta * C), f32 accumulation, the way Ampere
+// D = alpha * op(A) @ op(B) (+ beta * C) (+ bias), f32 accumulation, the way Ampere
 // kernels are written (and the kernel of every target without wgmma):
 //
 // - one program computes one bm x bn tile of D (programs in a grouped order,
@@ -15,8 +15,9 @@
 //   read by every warp), starts the copies of step + stages - 1, and
 //   multiplies: `warps / 4` warpgroups each own bn / (warps / 4) columns of
 //   the tile, a warp 16 rows of each 64 (tile.dot: ldmatrix + mma.sync);
-// - the epilogue scales the accumulator, adds beta * C and stores D, masked
-//   at the edges: the same #tile.wgmma tiles as the sm_90a kernel's.
+// - the epilogue scales the accumulator, adds beta * C and the bias and
+//   stores D, masked at the edges: the sm_90a kernel's epilogue on the same
+//   #tile.wgmma tiles.
 //
 // The ring is the sm_90a kernel's (128-byte swizzled rows in 64-column
 // panels), written by cp.async instead of TMA, so tile.dot reads it alike.
@@ -78,7 +79,8 @@ TileConfig make(int64_t bm, int64_t bn, int64_t stages, int64_t warps, int64_t v
 
 std::string kernelName(const Params &p) {
   return "gemm_sm80_" + std::string(dtypeName(p.ab)) + "_" + std::string(dtypeName(p.out)) + "_" +
-         p.layoutName() + (p.hasC ? "_c" : "") + "_n" + std::to_string(p.n) + "_k" +
+         p.layoutName() + (p.hasC ? "_c" : "") + (p.hasBias ? "_bias" : "") + "_n" +
+         std::to_string(p.n) + "_k" +
          std::to_string(p.k);
 }
 
@@ -213,13 +215,9 @@ void buildKernel(OpBuilder &b, Location loc, const KernelSpec &ks, const TileCon
   auto ringB = p.transB ? tt::RingType::get(&ctx, s.stages, s.bn, s.bk, ab)
                         : tt::RingType::get(&ctx, s.stages, s.bk, s.bn, ab);
   auto dType = MemRefType::get({dyn, p.n}, out);
-  // Arguments: A, B, D, [C,] alpha, [beta].
+  // Arguments: A, B, D, [C,] [bias,] alpha, [beta].
   SmallVector<Type> args = {aType, bType, dType};
-  if (p.hasC)
-    args.push_back(dType);
-  args.push_back(f32);
-  if (p.hasC)
-    args.push_back(f32);
+  Epilogue::appendParams(p, dType, args);
   int64_t nTiles = (p.n + s.bn - 1) / s.bn, kSteps = (p.k + s.bk - 1) / s.bk;
   // One program per tile: ceil(M / bm) * tiles along N, M being D's rows.
   AffineExpr m = getAffineSymbolExpr(0, &ctx);
@@ -227,9 +225,7 @@ void buildKernel(OpBuilder &b, Location loc, const KernelSpec &ks, const TileCon
   auto kernel = makeKernel(b, loc, kernelName(p), args, 32 * s.warps, grid, {2, 0}, cfg);
   Block *entry = &kernel.getBody().front();
   Value a = entry->getArgument(0), bm = entry->getArgument(1), d = entry->getArgument(2);
-  Value c = p.hasC ? entry->getArgument(3) : Value();
-  Value alpha = entry->getArgument(p.hasC ? 4 : 3);
-  Value beta = p.hasC ? entry->getArgument(5) : Value();
+  Epilogue epilogue = Epilogue::fromArgs(p, entry, 3);
 
   Value ra = tt::AllocRingOp::create(b, loc, ringA, nullptr);
   Value rb = tt::AllocRingOp::create(b, loc, ringB, nullptr);
@@ -288,15 +284,7 @@ void buildKernel(OpBuilder &b, Location loc, const KernelSpec &ks, const TileCon
   // No copy may still be writing shared memory when the block exits.
   tt::AsyncWaitOp::create(b, loc, 0);
 
-  // Epilogue: alpha * acc (+ beta * C), rounded to D's type as stored.
-  Value result = arith::MulFOp::create(b, loc, acc, km.splat(accType, alpha));
-  Value col = km.add(col0, myCols);
-  if (p.hasC) {
-    Value cTile = tt::LoadOp::create(b, loc, accType, c, ValueRange{row0, col}, nullptr);
-    result = arith::AddFOp::create(b, loc, result,
-                                   arith::MulFOp::create(b, loc, cTile, km.splat(accType, beta)));
-  }
-  tt::StoreOp::create(b, loc, result, d, ValueRange{row0, col});
+  epilogue.store(b, loc, acc, d, row0, km.add(col0, myCols));
   tt::ReturnOp::create(b, loc);
   b.setInsertionPointAfter(kernel);
 }

@@ -1,6 +1,6 @@
 //===- GemmTemplate.cpp - GEMM on Hopper: TMA, wgmma, warp specialization ---===//
 //
-// D = alpha * op(A) @ op(B) (+ beta * C), f32 accumulation, on sm_90a:
+// D = alpha * op(A) @ op(B) (+ beta * C) (+ bias), f32 accumulation, on sm_90a:
 //
 // - a persistent grid of programs (at most `programs`, given at launch, so a
 //   caller can leave multiprocessors to other kernels) walks the output
@@ -12,7 +12,8 @@
 // - `consumers` warpgroups each own bm / consumers rows of the tile: they
 //   wait for a stage to be full, multiply it on the tensor cores
 //   (tile.dot), release it, and after the last K step scale the
-//   accumulator, add beta * C and store D, masked at the edges.
+//   accumulator, add beta * C and the bias, and store D, masked at the
+//   edges.
 //
 // Every shape works: TMA reads zeros outside A and B (so K need not be a
 // multiple of bk), the stores are masked. The tensor maps need 16-byte
@@ -214,7 +215,8 @@ public:
 private:
   static std::string kernelName(const gemm::Params &p) {
     return "gemm_" + std::string(dtypeName(p.ab)) + "_" + std::string(dtypeName(p.out)) + "_" +
-           p.layoutName() + (p.hasC ? "_c" : "") + "_n" + std::to_string(p.n) + "_k" +
+           p.layoutName() + (p.hasC ? "_c" : "") + (p.hasBias ? "_bias" : "") + "_n" +
+           std::to_string(p.n) + "_k" +
            std::to_string(p.k);
   }
 
@@ -232,14 +234,10 @@ private:
     auto mapA = tt::TensorMapType::get(&ctx, ringA.getRows(), 64, ab, 2);
     auto mapB = tt::TensorMapType::get(&ctx, ringB.getRows(), 64, ab, 2);
     auto dType = MemRefType::get({ShapedType::kDynamic, p.n}, out);
-    // Arguments: A's and B's tensor maps, D, [C,] alpha, [beta,] the
+    // Arguments: A's and B's tensor maps, D, [C,] [bias,] alpha, [beta,] the
     // programs cap.
     SmallVector<Type> args = {mapA, mapB, dType};
-    if (p.hasC)
-      args.push_back(dType);
-    args.push_back(f32);
-    if (p.hasC)
-      args.push_back(f32);
+    gemm::Epilogue::appendParams(p, dType, args);
     args.push_back(idx);
     int64_t nTiles = (p.n + s.bn - 1) / s.bn, kSteps = (p.k + s.bk - 1) / s.bk;
     int64_t progsArg = int64_t(args.size()) - 1;
@@ -252,9 +250,7 @@ private:
                              {2, 0, progsArg, -1}, cfg, /*cluster=*/1, /*minBlocks=*/1);
     Block *entry = &kernel.getBody().front();
     Value a = entry->getArgument(0), bm = entry->getArgument(1), d = entry->getArgument(2);
-    Value c = p.hasC ? entry->getArgument(3) : Value();
-    Value alpha = entry->getArgument(p.hasC ? 4 : 3);
-    Value beta = p.hasC ? entry->getArgument(5) : Value();
+    gemm::Epilogue epilogue = gemm::Epilogue::fromArgs(p, entry, 3);
 
     auto cst = [&](int64_t v) -> Value { return arith::ConstantIndexOp::create(b, loc, v); };
     Value ra = tt::AllocRingOp::create(b, loc, ringA, nullptr);
@@ -402,19 +398,10 @@ private:
                                     stageOf(arith::SubIOp::create(b, loc, itEnd, cst(1))).first);
       }
 
-      // Epilogue: alpha * acc (+ beta * C), rounded to D's type as stored.
-      Value result =
-          arith::MulFOp::create(b, loc, accDone, tt::SplatOp::create(b, loc, accType, alpha));
       Value row0 =
           arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, tm, cst(s.bm)), myRows);
       Value col0 = arith::MulIOp::create(b, loc, tn, cst(s.bn));
-      if (p.hasC) {
-        Value cTile = tt::LoadOp::create(b, loc, accType, c, ValueRange{row0, col0}, nullptr);
-        result = arith::AddFOp::create(
-            b, loc, result,
-            arith::MulFOp::create(b, loc, cTile, tt::SplatOp::create(b, loc, accType, beta)));
-      }
-      tt::StoreOp::create(b, loc, result, d, ValueRange{row0, col0});
+      epilogue.store(b, loc, accDone, d, row0, col0);
       // With ping-pong the other consumer's tile's steps come next: skip them.
       Value itNext = s.pingpong ? arith::AddIOp::create(b, loc, itEnd, cst(kSteps)) : itEnd;
       scf::YieldOp::create(b, loc, ValueRange{itNext});
@@ -428,6 +415,57 @@ private:
 };
 
 } // namespace
+
+namespace gemm {
+
+void Epilogue::appendParams(const Params &p, Type dType, SmallVectorImpl<Type> &args) {
+  Type f32 = Float32Type::get(dType.getContext());
+  if (p.hasC)
+    args.push_back(dType);
+  if (p.hasBias)
+    args.push_back(MemRefType::get({p.n}, elemType(*dType.getContext(), p.ab)));
+  args.push_back(f32);
+  if (p.hasC)
+    args.push_back(f32);
+}
+
+Epilogue Epilogue::fromArgs(const Params &p, Block *entry, unsigned first, unsigned *next) {
+  Epilogue e;
+  unsigned i = first;
+  if (p.hasC)
+    e.c = entry->getArgument(i++);
+  if (p.hasBias)
+    e.bias = entry->getArgument(i++);
+  e.alpha = entry->getArgument(i++);
+  if (p.hasC)
+    e.beta = entry->getArgument(i++);
+  if (next)
+    *next = i;
+  return e;
+}
+
+void Epilogue::store(OpBuilder &b, Location loc, Value acc, Value d, Value row0,
+                     Value col0) const {
+  auto accType = cast<RankedTensorType>(acc.getType());
+  auto splat = [&](Value v) { return tt::SplatOp::create(b, loc, accType, v); };
+  Value result = arith::MulFOp::create(b, loc, acc, splat(alpha));
+  if (c) {
+    Value cTile = tt::LoadOp::create(b, loc, accType, c, ValueRange{row0, col0}, nullptr);
+    result = arith::AddFOp::create(b, loc, result, arith::MulFOp::create(b, loc, cTile, splat(beta)));
+  }
+  if (bias) {
+    // The tile's columns of the bias, widened as they load (zeros past N),
+    // then the same value down every row.
+    auto colType = RankedTensorType::get(
+        {accType.getShape()[1]}, accType.getElementType(),
+        tt::SliceLayoutAttr::get(b.getContext(), 0, accType.getEncoding()));
+    Value cols = tt::LoadOp::create(b, loc, colType, bias, ValueRange{col0}, nullptr);
+    result = arith::AddFOp::create(b, loc, result, tt::BroadcastOp::create(b, loc, accType, cols));
+  }
+  tt::StoreOp::create(b, loc, result, d, ValueRange{row0, col0});
+}
+
+} // namespace gemm
 
 const KernelTemplate &gemmTemplate() {
   static const GemmTemplate t;

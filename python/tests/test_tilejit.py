@@ -35,7 +35,7 @@ class CInterface(unittest.TestCase):
         self.assertEqual(lib.tj_engine_create(0, None), 1)
         self.assertIn("out is null", lib.tj_last_error().decode())
         self.assertEqual(lib.tj_gemm(None, 0, 0, 0, 0, 1, 1, 1, None, 0, None, 0, None, None,
-                                     1.0, 0.0, -1, None), 1)
+                                     None, 1.0, 0.0, -1, None), 1)
         self.assertIn("engine is null", lib.tj_last_error().decode())
         h = ctypes.c_void_p()
         self.assertEqual(lib.tj_engine_create(-1, ctypes.byref(h)), 1)
@@ -376,6 +376,28 @@ class Ops(unittest.TestCase):
         d32 = tilejit.ops.mm(a, b, torch.float32)
         self.assertEqual(d32.dtype, torch.float32)
 
+    def test_mm_with_bias_and_its_gradients(self):
+        m, n, k = 296, 264, 136
+        for dt in (torch.bfloat16, torch.float16):
+            with self.subTest(dtype=dt):
+                a = torch.randn(m, k, device="cuda", dtype=dt, requires_grad=True)
+                b = torch.randn(n, k, device="cuda", dtype=dt).t().detach().requires_grad_()
+                bias = torch.randn(n, device="cuda", dtype=dt, requires_grad=True)
+                d = tilejit.ops.matmul(a, b, bias=bias)
+                _close(self, d, a.double() @ b.double() + bias.double(), 1e-2, "d")
+                g = torch.randn_like(d)
+                da, db, dbias = torch.autograd.grad(d, (a, b, bias), g)
+                _close(self, dbias, g.double().sum(0), 2e-2, "dbias")
+                _close(self, da, g.double() @ b.double().t(), 2e-2, "da")
+                traced = torch.ops.tilejit.mm(a, b, None, -1, bias)
+                self.assertTrue(torch.equal(traced, d))
+        # F.linear with a bias of another dtype: added after the GEMM.
+        x = torch.randn(8, 64, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(32, 64, device="cuda", dtype=torch.bfloat16)
+        bf = torch.randn(32, device="cuda", dtype=torch.float32)
+        _close(self, tilejit.ops.linear(x, w, bf), x.double() @ w.double().t() + bf.double(),
+               1e-2, "linear, f32 bias")
+
     def test_linear_module_is_a_drop_in_and_accumulates_main_grad(self):
         ref = torch.nn.Linear(256, 384, device="cuda", dtype=torch.bfloat16)
         lin = tilejit.nn.Linear(256, 384, device="cuda", dtype=torch.bfloat16)
@@ -441,6 +463,8 @@ class Ops(unittest.TestCase):
         a = torch.randn(40, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         b = torch.randn(64, 72, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         torch.library.opcheck(torch.ops.tilejit.mm.default, (a, b))
+        bias = torch.randn(72, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        torch.library.opcheck(torch.ops.tilejit.mm.default, (a, b, None, -1, bias))
         c = torch.zeros(40, 72, device="cuda", dtype=torch.float32)
         torch.library.opcheck(torch.ops.tilejit.mm_accumulate_.default,
                               (a.detach(), b.detach(), c))
@@ -456,6 +480,11 @@ class Ops(unittest.TestCase):
             tilejit.ops.mm(a, torch.ones(32, 8, device="cuda", dtype=torch.bfloat16))
         with self.assertRaisesRegex(Exception, "both bf16 or both f16"):
             tilejit.ops.mm(a.float(), torch.ones(64, 8, device="cuda"))
+        b8 = torch.ones(64, 8, device="cuda", dtype=torch.bfloat16)
+        with self.assertRaisesRegex(Exception, r"bias is \(9,\); it must be \(8,\)"):
+            tilejit.ops.mm(a, b8, bias=torch.ones(9, device="cuda", dtype=torch.bfloat16))
+        with self.assertRaisesRegex(Exception, "bias is torch.float32; it must be a's dtype"):
+            tilejit.ops.mm(a, b8, bias=torch.ones(8, device="cuda"))
         with self.assertRaisesRegex(Exception, "16-byte aligned|multiple of 16"):
             tilejit.ops.mm(torch.ones(8, 60, device="cuda", dtype=torch.bfloat16)[:, :57],
                            torch.ones(57, 8, device="cuda", dtype=torch.bfloat16))

@@ -50,7 +50,7 @@ def lib():
             l.tj_engine_set_deterministic.argtypes = [vp, i32]
             l.tj_explain.argtypes = [vp, c.c_char_p, c.c_char_p, i64, c.POINTER(i64)]
             l.tj_rms_norm_prepare.argtypes = [vp, i32, i32, i32, i64, i64, i32]
-            l.tj_gemm_prepare.argtypes = [vp, i32, i32, i32, i32, i64, i64, i64, i32]
+            l.tj_gemm_prepare.argtypes = [vp, i32, i32, i32, i32, i64, i64, i64, i32, i32]
             l.tj_attn_fwd_prepare.argtypes = [vp, i32, i32, i64, i64, i64, i64, i64, i64, i32]
             l.tj_attn_bwd_prepare.argtypes = [vp, i32, i32, i64, i64, i64, i64, i64, i64, i32]
             l.tj_rms_norm_fwd.argtypes = [vp, i32, i32, vp, vp, vp, vp, i64, i64, f32, i32, vp]
@@ -58,7 +58,7 @@ def lib():
             l.tj_rms_norm_bwd.argtypes = [vp, i32, i32, vp, vp, vp, vp, vp, vp, vp, i64, i64, i32,
                                           vp]
             l.tj_gemm.argtypes = [vp, i32, i32, i32, i32, i64, i64, i64, vp, i64, vp, i64, vp, vp,
-                                  f32, f32, i32, vp]
+                                  vp, f32, f32, i32, vp]
             l.tj_attn_fwd.argtypes = [vp, i32, i32, i64, i64, i64, i64, i64, i64, i32, f32, vp, vp,
                                       vp, vp, vp, vp]
             l.tj_attn_bwd_workspace_size.argtypes = [vp, i64, i64, i64, i64, i64, i64,

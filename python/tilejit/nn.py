@@ -62,9 +62,8 @@ class Linear(torch.nn.Linear):
             return torch.nn.functional.linear(x, self.weight, self.bias)
         if self.gradient_accumulation_fusion and self.weight.requires_grad:
             y = _LinearMainGrad.apply(x, self.weight)
-        else:
-            y = ops.linear(x, self.weight)
-        return y + self.bias if self.bias is not None else y
+            return y + self.bias if self.bias is not None else y
+        return ops.linear(x, self.weight, self.bias)
 
 
 def _supported_linear(x, w):

@@ -221,7 +221,23 @@ def _mm_check(op, a, b, c=None):
                          f"{(a.shape[0], b.shape[1])}")
 
 
-def _mm_into(a, b, c, d, alpha, beta, sm_margin=-1):
+def _bias_check(op, a, b, bias):
+    """A bias the GEMM adds itself: n elements of a's dtype, contiguous, on a's
+    device."""
+    if bias is None:
+        return
+    if not bias.is_cuda or bias.get_device() != a.get_device():
+        raise ValueError(f"tilejit.{op}: bias is on {bias.device}, a on {a.device}")
+    if bias.dim() != 1 or bias.shape[0] != b.shape[1]:
+        raise ValueError(f"tilejit.{op}: bias is {tuple(bias.shape)}; it must be "
+                         f"({b.shape[1]},), one value per column of the product")
+    if bias.dtype != a.dtype:
+        raise ValueError(f"tilejit.{op}: bias is {bias.dtype}; it must be a's dtype {a.dtype}")
+    if not bias.is_contiguous():
+        raise ValueError(f"tilejit.{op}: bias must be contiguous")
+
+
+def _mm_into(a, b, c, d, alpha, beta, sm_margin=-1, bias=None):
     la, lb = _operand(a), _operand(b)
     if la is None:
         a = a.contiguous()
@@ -235,7 +251,7 @@ def _mm_into(a, b, c, d, alpha, beta, sm_margin=-1):
     status = _lib.lib().tj_gemm(
         _lib.engine(dev), _CODES[a.dtype], _CODES[d.dtype], la[0], lb[0], m, n, k,
         a.data_ptr(), la[1], b.data_ptr(), lb[1], None if c is None else c.data_ptr(),
-        d.data_ptr(), alpha, beta, sm_margin,
+        None if bias is None else bias.data_ptr(), d.data_ptr(), alpha, beta, sm_margin,
         _raw_stream(dev) if _raw_stream is not None else _stream(a.device))
     if status:
         _lib.check(status)
@@ -243,35 +259,47 @@ def _mm_into(a, b, c, d, alpha, beta, sm_margin=-1):
 
 @torch.library.custom_op("tilejit::mm", mutates_args=())
 def mm(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[torch.dtype] = None,
-       sm_margin: int = -1) -> torch.Tensor:
-    """a @ b for 2-D bf16/f16 tensors (row-major or transposed views), f32
-    accumulation, result in out_dtype (default: a's). sm_margin: multiprocessors
-    to leave free for this call (-1: TILEJIT_SM_MARGIN or the engine's)."""
-    return _mm_impl(a, b, out_dtype, sm_margin)
+       sm_margin: int = -1, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """a @ b (+ bias) for 2-D bf16/f16 tensors (row-major or transposed views),
+    f32 accumulation, result in out_dtype (default: a's). bias: one value per
+    column, a's dtype, added in the GEMM's epilogue. sm_margin:
+    multiprocessors to leave free for this call (-1: TILEJIT_SM_MARGIN or the
+    engine's)."""
+    return _mm_impl(a, b, out_dtype, sm_margin, bias)
 
 
-def _mm_impl(a, b, out_dtype=None, sm_margin=-1):
+def _mm_impl(a, b, out_dtype=None, sm_margin=-1, bias=None):
     _mm_check("mm", a, b)
+    _bias_check("mm", a, b, bias)
     d = torch.empty((a.shape[0], b.shape[1]), dtype=out_dtype or a.dtype, device=a.device)
     if d.numel() == 0:
         return d
     if a.shape[1] == 0:
-        return d.zero_()
-    _mm_into(a, b, None, d, 1.0, 0.0, sm_margin)
+        return d.copy_(bias.expand_as(d)) if bias is not None else d.zero_()
+    _mm_into(a, b, None, d, 1.0, 0.0, sm_margin, bias)
     return d
 
 
 @mm.register_fake
-def _(a, b, out_dtype=None, sm_margin=-1):
+def _(a, b, out_dtype=None, sm_margin=-1, bias=None):
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"tilejit.mm: a {tuple(a.shape)} and b {tuple(b.shape)} do not multiply")
+    if bias is not None and (bias.dim() != 1 or bias.shape[0] != b.shape[1]):
+        raise ValueError(f"tilejit.mm: bias is {tuple(bias.shape)}, not ({b.shape[1]},)")
     return a.new_empty((a.shape[0], b.shape[1]), dtype=out_dtype or a.dtype)
 
 
 def _mm_setup(ctx, inputs, output):
-    a, b, _, sm_margin = inputs
+    a, b, _, sm_margin, _bias = inputs
     ctx.save_for_backward(a, b)
     ctx.sm_margin = sm_margin
+
+
+def _bias_grad(ctx, grad, index):
+    """The bias's gradient: the sum of the output's gradient over rows."""
+    if not ctx.needs_input_grad[index]:
+        return None
+    return grad.sum(0, dtype=torch.float32).to(ctx.saved_tensors[0].dtype)
 
 
 def _mm_backward(ctx, grad):
@@ -279,7 +307,7 @@ def _mm_backward(ctx, grad):
     g = grad.to(a.dtype)
     da = mm(g, b.t(), None, ctx.sm_margin) if ctx.needs_input_grad[0] else None
     db = mm(a.t(), g, None, ctx.sm_margin) if ctx.needs_input_grad[1] else None
-    return da, db, None, None
+    return da, db, None, None, _bias_grad(ctx, grad, 4)
 
 
 mm.register_autograd(_mm_backward, setup_context=_mm_setup)
@@ -311,10 +339,10 @@ class _Mm(torch.autograd.Function):
     """The eager path of matmul (see _RmsNorm)."""
 
     @staticmethod
-    def forward(ctx, a, b, sm_margin):
+    def forward(ctx, a, b, sm_margin, bias):
         ctx.save_for_backward(a, b)
         ctx.sm_margin = sm_margin
-        return _mm_impl(a, b, None, sm_margin)
+        return _mm_impl(a, b, None, sm_margin, bias)
 
     @staticmethod
     def backward(ctx, grad):
@@ -322,24 +350,29 @@ class _Mm(torch.autograd.Function):
         g = grad.to(a.dtype)
         da = _mm_impl(g, b.t(), None, ctx.sm_margin) if ctx.needs_input_grad[0] else None
         db = _mm_impl(a.t(), g, None, ctx.sm_margin) if ctx.needs_input_grad[1] else None
-        return da, db, None
+        return da, db, None, _bias_grad(ctx, grad, 3)
 
 
-def matmul(a, b, sm_margin=-1):
-    """a @ b through tilejit (2-D, bf16/f16, row-major or transposed views);
+def matmul(a, b, sm_margin=-1, bias=None):
+    """a @ b (+ bias, one value per column, a's dtype, added by the GEMM)
+    through tilejit (2-D, bf16/f16, row-major or transposed views);
     differentiable."""
     if not _eager():
-        return mm(a, b, None, sm_margin)
-    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
-        return _Mm.apply(a, b, sm_margin)
-    return _mm_impl(a, b, None, sm_margin)
+        return mm(a, b, None, sm_margin, bias)
+    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or
+                                    (bias is not None and bias.requires_grad)):
+        return _Mm.apply(a, b, sm_margin, bias)
+    return _mm_impl(a, b, None, sm_margin, bias)
 
 
 def linear(x, weight, bias=None):
-    """F.linear through tilejit: x @ weight^T (+ bias)."""
+    """F.linear through tilejit: x @ weight^T (+ bias, added by the GEMM where
+    it is a contiguous vector of x's dtype, else afterwards)."""
     shape = x.shape
-    y = matmul(x.reshape(-1, shape[-1]), weight.t())
-    if bias is not None:
+    fused = bias is not None and bias.dtype == x.dtype and bias.dim() == 1 and \
+        bias.is_contiguous() and bias.device == x.device
+    y = matmul(x.reshape(-1, shape[-1]), weight.t(), bias=bias if fused else None)
+    if bias is not None and not fused:
         y = y + bias
     return y.reshape(*shape[:-1], weight.shape[0])
 
@@ -546,7 +579,8 @@ def warmup(linear=(), rms_norm=(), attention=(), dtype=torch.bfloat16, device=No
     """Loads the kernels of the given calls ahead of time (compiling, or tuning
     where TILEJIT_TUNE says so), so that the first step and CUDA graph captures
     find them loaded. linear: (tokens, in_features, out_features) of F.linear
-    calls (their forward and both gradients); rms_norm: (rows, hidden);
+    calls (their forward and both gradients), with a fourth item True where
+    the layer has a bias; rms_norm: (rows, hidden);
     attention: (batch, seq_q, seq_k, heads_q, heads_kv, head_dim, causal,
     layout) of attention calls (forward, and backward for head dims 64 and
     128), layout "bhsd" (contiguous [b, h, s, d], as
@@ -561,9 +595,15 @@ def warmup(linear=(), rms_norm=(), attention=(), dtype=torch.bfloat16, device=No
     eng = _engine(dev)
     code = _dt(dtype)
     lib = _lib.lib()
-    for m, k, n in linear:
-        for ta, tb, mm_, nn_, kk in ((0, 1, m, n, k), (0, 0, m, k, n), (1, 0, n, k, m)):
-            _lib.check(lib.tj_gemm_prepare(eng, code, code, ta, tb, mm_, nn_, kk, 0))
+    for call in linear:
+        if len(call) not in (3, 4):
+            raise ValueError(f"tilejit.warmup: linear call {call!r} is not (tokens, "
+                             "in_features, out_features[, bias])")
+        m, k, n = call[:3]
+        bias = int(len(call) == 4 and bool(call[3]))
+        for ta, tb, mm_, nn_, kk, b in ((0, 1, m, n, k, bias), (0, 0, m, k, n, 0),
+                                        (1, 0, n, k, m, 0)):
+            _lib.check(lib.tj_gemm_prepare(eng, code, code, ta, tb, mm_, nn_, kk, 0, b))
     for rows, hidden in rms_norm:
         for backward in (0, 1):
             _lib.check(lib.tj_rms_norm_prepare(eng, backward, code, code, rows, hidden, 0))

@@ -1,7 +1,7 @@
 //===- GemmGpuTest.cpp - GEMM kernels on the GPU vs float64 ----------------===//
 //
 // Every layout (NT, NN, TN), both input types, every output type, ragged
-// shapes, beta * C and accumulation into an f32 D in place, configs other
+// shapes, beta * C and accumulation into an f32 D in place, a bias, configs other
 // than the default, and a capped persistent grid: fresh random inputs each
 // run (the seed is printed on failure; TILEJIT_TEST_SEED replays it), D
 // poisoned with NaN first, a float64 reference on the host, compared element
@@ -44,6 +44,7 @@ struct Case {
   const char *config = ""; // empty: the default
   int64_t maxPrograms = 0;
   int64_t shift = 0; // A and B this many elements past a 16-byte boundary
+  bool hasBias = false;
 };
 
 std::string name(const Case &c) {
@@ -52,7 +53,7 @@ std::string name(const Case &c) {
          std::string(dtypeName(c.out)) + (c.hasC ? (c.cIsD ? " D+=" : " +C") : "") +
          (*c.config ? std::string(" [") + c.config + "]" : "") +
          (c.maxPrograms ? " programs<=" + std::to_string(c.maxPrograms) : "") +
-         (c.shift ? " shifted " + std::to_string(c.shift) : "");
+         (c.shift ? " shifted " + std::to_string(c.shift) : "") + (c.hasBias ? " +bias" : "");
 }
 
 class GpuGemm : public ::testing::Test {
@@ -85,6 +86,7 @@ protected:
     call.n = c.n;
     call.k = c.k;
     call.hasC = c.hasC;
+    call.hasBias = c.hasBias;
     call.alpha = c.alpha;
     call.beta = c.beta;
     call.maxPrograms = c.maxPrograms;
@@ -94,6 +96,8 @@ protected:
     a.randomNormal(rng, 0.0f, 1.0f);
     b.randomNormal(rng, 0.0f, 1.0f);
     cin.randomNormal(rng, 0.0f, 1.0f);
+    HostTensor bias(c.ab, size_t(c.n));
+    bias.randomNormal(rng, 0.0f, 4.0f);
 
     auto spec = gemm::specOf(call, target);
     ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
@@ -117,7 +121,9 @@ protected:
     auto da = DeviceBuffer::allocate(aBytes.size()), db = DeviceBuffer::allocate(bBytes.size());
     auto dd = DeviceBuffer::allocate(cin.bytes.size()),
          dc = DeviceBuffer::allocate(cin.bytes.size());
-    ASSERT_TRUE(da && db && dd && dc);
+    auto dbias = DeviceBuffer::allocate(bias.bytes.size());
+    ASSERT_TRUE(da && db && dd && dc && dbias);
+    ASSERT_FALSE(bool(dbias->upload(bias.bytes)));
     ASSERT_FALSE(bool(da->upload(aBytes)));
     ASSERT_FALSE(bool(db->upload(bBytes)));
     if (c.cIsD) {
@@ -130,6 +136,7 @@ protected:
     call.b = db->ptr() + pad;
     call.d = dd->ptr();
     call.c = c.cIsD ? dd->ptr() : dc->ptr();
+    call.bias = dbias->ptr();
     if (auto err = gemm::launch(**kernel, call, sms, nullptr))
       FAIL() << llvm::toString(std::move(err));
     auto drv = CudaDriver::get();
@@ -170,8 +177,10 @@ protected:
         double v = double(c.alpha) * sum;
         if (c.hasC)
           v += double(c.beta) * cin.get(size_t(i * c.n + j));
+        if (c.hasBias)
+          v += bias.get(size_t(j));
         ref.push_back(v);
-        scale.push_back(std::fabs(c.alpha) * mag);
+        scale.push_back(std::fabs(c.alpha) * mag + (c.hasBias ? std::fabs(bias.get(size_t(j))) : 0));
         got.set(r * size_t(c.n) + size_t(j), d.get(size_t(i * c.n + j)));
       }
     }
@@ -204,6 +213,27 @@ protected:
     }
   }
 
+  /// D = alpha A B (+ beta C) + bias: every layout, ragged N (the bias's
+  /// columns masked), with C and into an f32 D in place, other configs.
+  void withBias(llvm::ArrayRef<const char *> configs = {}) {
+    auto biased = [](Case c) {
+      c.hasBias = true;
+      return c;
+    };
+    for (const char *layout : {"nt", "nn", "tn"}) {
+      run(biased({layout, 300, 200, 136}));
+      run(biased({layout, 1024, 1024, 1024, DType::F16, DType::F16}));
+    }
+    run(biased({"nt", 127, 264, 72, DType::BF16, DType::BF16, true, false, 0.5f, -1.0f}));
+    run(biased({"nt", 1, 8, 8}));
+    run(biased({"tn", 512, 256, 640, DType::BF16, DType::F32, true, true, 1.0f, 1.0f}));
+    for (const char *cfg : configs) {
+      Case c = biased({"nt", 520, 448, 200});
+      c.config = cfg;
+      run(c);
+    }
+  }
+
   Target target;
   int sms = 0;
 };
@@ -229,6 +259,12 @@ TEST_F(GpuGemm, AlphaBetaAndMainGradAccumulation) {
   run({"nt", 256, 384, 128, DType::BF16, DType::BF16, true, false, 0.5f, -2.0f});
   // wgrad into an f32 main_grad in place: D = A^T B + D.
   run({"tn", 512, 256, 640, DType::BF16, DType::F32, true, true, 1.0f, 1.0f});
+}
+
+TEST_F(GpuGemm, BiasInTheEpilogue) {
+  withBias({"bk=64 bm=128 bn=256 consumers=2 group=8 inflight=1 stages=4",
+            "bk=64 bm=64 bn=256 consumers=2 group=4 inflight=1 pingpong=1 stages=5",
+            "bk=64 bm=64 bn=128 consumers=1 group=4 stages=3"});
 }
 
 TEST_F(GpuGemm, ConfigsOtherThanTheDefault) {
@@ -334,6 +370,11 @@ TEST_F(GpuGemmSm80, AlphaBetaAndMainGradAccumulation) {
   run({"tn", 512, 256, 640, DType::BF16, DType::F32, true, true, 1.0f, 1.0f});
   run({"tn", 127, 255, 63, DType::F16, DType::F32, true, true, 1.0f, 1.0f});
   run({"nt", 1, 1, 1, DType::BF16, DType::F32, true, true, 2.0f, 0.5f});
+}
+
+TEST_F(GpuGemmSm80, BiasInTheEpilogue) {
+  withBias({"bk=64 bm=128 bn=256 group=8 stages=3 vec=8 warps=8",
+            "bk=64 bm=64 bn=64 group=1 stages=5 vec=4 warps=4"});
 }
 
 TEST_F(GpuGemmSm80, ConfigsOtherThanTheDefault) {

@@ -1195,6 +1195,65 @@ TEST(Server, ExportAndImportTravelInChunks) {
   EXPECT_TRUE(logged);
 }
 
+// Each import buffers its image: one more than the server's cap is refused
+// at once, and the one in progress still completes.
+TEST(Server, ImportsBeyondTheCapAreRefused) {
+  Fixture a;
+  ASSERT_TRUE(a.server);
+  publishWinner(a, *TileConfig::parse(otherConfig(specOf(kSpec))));
+  auto image = clientOf(a).exportStore();
+  ASSERT_TRUE(bool(image)) << llvm::toString(image.takeError());
+  ASSERT_GT(image->size(), 2000u);
+
+  ServerOptions capped;
+  capped.tokens = {{"writer", false}};
+  capped.maxConcurrentImports = 1;
+  Fixture b(capped);
+  ASSERT_TRUE(b.server);
+  std::string empty = listing(b);
+  // The first import: its first chunk sent, the rest held back.
+  auto first = b.context("writer");
+  v1::ImportResponse firstResp;
+  auto writer = b.stub->Import(first.get(), &firstResp);
+  v1::ImportChunk head;
+  head.set_total_bytes(int64_t(image->size()));
+  head.set_sha256(sha256Hex(*image));
+  head.set_data(image->substr(0, 1000));
+  ASSERT_TRUE(writer->Write(head));
+  // A second, whole import is refused while the first is in progress (its
+  // handler may not have started yet: asked again until it has).
+  grpc::Status second;
+  for (int i = 0; i < 100; ++i) {
+    auto ctx = b.context("writer");
+    v1::ImportResponse resp;
+    auto w = b.stub->Import(ctx.get(), &resp);
+    v1::ImportChunk all = head;
+    all.set_data(*image);
+    w->Write(all);
+    w->WritesDone();
+    second = w->Finish();
+    if (second.error_code() == StatusCode::RESOURCE_EXHAUSTED)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(second.error_code(), StatusCode::RESOURCE_EXHAUSTED) << second.error_message();
+  EXPECT_NE(second.error_message().find("1 imports are in progress (this server takes 1 at once)"),
+            std::string::npos)
+      << second.error_message();
+  // The first completes.
+  v1::ImportChunk rest;
+  rest.set_data(image->substr(1000));
+  ASSERT_TRUE(writer->Write(rest));
+  writer->WritesDone();
+  grpc::Status done = writer->Finish();
+  EXPECT_TRUE(done.ok()) << done.error_message();
+  EXPECT_EQ(listing(b), listing(a));
+  // And the slot is free again.
+  Client c = clientOf(b, "writer");
+  auto again = c.importStore(*image);
+  EXPECT_TRUE(bool(again)) << llvm::toString(again.takeError());
+}
+
 // What `tilejit explain --server` and `cache ls --server` read: the
 // tuning of one key (winner, timings) and the store's entries and leases.
 TEST(Server, ExplainAndListThroughTheClient) {

@@ -1,6 +1,6 @@
 //===- GemmCompileTest.cpp - GEMM kernels build without a GPU --------------===//
 //
-// Every layout, input and output type, with and without C, and each config
+// Every layout, input and output type, with and without C and a bias, and each config
 // of the GPU tests, compiled to a cubin for sm_90a: ptxas reports no spills
 // and no serialized wgmma, the consumers' register limit is honoured, the
 // SASS-level instructions are the tensor cores' (PTX checked here; SASS on
@@ -25,13 +25,14 @@ using namespace tilejit;
 namespace {
 
 gemm::Params params(const char *layout, DType ab, DType out, bool hasC, int64_t n = 4096,
-                    int64_t k = 4096, const char *arch = "sm_90a") {
+                    int64_t k = 4096, const char *arch = "sm_90a", bool hasBias = false) {
   gemm::Params p;
   p.transA = layout[0] == 't';
   p.transB = layout[1] == 't';
   p.ab = ab;
   p.out = out;
   p.hasC = hasC;
+  p.hasBias = hasBias;
   p.m = 8192;
   p.n = n;
   p.k = k;
@@ -53,7 +54,7 @@ void expectClean(const KernelSpec &spec, const TileConfig &config) {
   EXPECT_NE(k->ptx.find("cp.async.bulk.tensor.2d"), std::string::npos);
   EXPECT_NE(k->ptx.find("setmaxnreg.inc.sync.aligned.u32"), std::string::npos);
   EXPECT_GT(e.dynamicSmemBytes, 0);
-  ASSERT_EQ(e.params.size(), spec[gemm::HasC] ? 7u : 5u);
+  ASSERT_EQ(e.params.size(), 5u + (spec[gemm::HasC] ? 2u : 0u) + (spec[gemm::HasBias] ? 1u : 0u));
   EXPECT_EQ(e.params[0].kind, ParamInfo::TensorMap);
   EXPECT_EQ(e.params[0].staticSizes.size(), 2u);
 }
@@ -71,6 +72,18 @@ TEST(GemmCompile, EveryConfigOfTheGpuTestsBuilds) {
     for (const char *layout : {"nt", "nn", "tn"})
       expectClean(params(layout, DType::BF16, DType::BF16, false, 448, 200),
                   *TileConfig::parse(cfg));
+}
+
+TEST(GemmCompile, TheBiasBuildsWithEveryLayoutConfigAndC) {
+  // The bias's columns sit beside the accumulator (and C's tile): the widest
+  // tiles and f32 C are where registers run short.
+  for (const char *layout : {"nt", "nn", "tn"})
+    for (DType out : {DType::BF16, DType::F32})
+      for (bool hasC : {false, true})
+        expectClean(params(layout, DType::BF16, out, hasC, 4096, 4096, "sm_90a", true), {});
+  for (const char *cfg : tilejit::testing::kGemmConfigs)
+    expectClean(params("nt", DType::F16, DType::BF16, false, 448, 200, "sm_90a", true),
+                *TileConfig::parse(cfg));
 }
 
 TEST(GemmCompile, DefaultConfigsAreValidForOddShapes) {
@@ -173,7 +186,7 @@ void expectCleanSm80(const gemm::Params &p, const TileConfig &config) {
   EXPECT_NE(ptx.find("cp.async.wait_group"), std::string::npos);
   EXPECT_NE(ptx.find("bar.sync"), std::string::npos);
   EXPECT_GT(e.dynamicSmemBytes, 0);
-  ASSERT_EQ(e.params.size(), p.hasC ? 6u : 4u);
+  ASSERT_EQ(e.params.size(), 4u + (p.hasC ? 2u : 0u) + (p.hasBias ? 1u : 0u));
   EXPECT_EQ(e.params[0].kind, ParamInfo::View);
   EXPECT_EQ(e.params[1].kind, ParamInfo::View);
 }
@@ -184,6 +197,14 @@ TEST(GemmCompileSm80, EveryLayoutAndTypeBuildsWithoutSpills) {
       for (DType out : {DType::BF16, DType::F16, DType::F32})
         for (bool hasC : {false, true})
           expectCleanSm80(params(layout, ab, out, hasC, 4096, 4096, "sm_80"), {});
+}
+
+TEST(GemmCompileSm80, TheBiasBuildsWithEveryLayoutAndC) {
+  for (const char *layout : {"nt", "nn", "tn"})
+    for (bool hasC : {false, true}) {
+      expectCleanSm80(params(layout, DType::BF16, DType::BF16, hasC, 4096, 4096, "sm_80", true), {});
+      expectCleanSm80(params(layout, DType::F16, DType::F32, hasC, 255, 63, "sm_80", true), {});
+    }
 }
 
 TEST(GemmCompileSm80, RaggedShapesBuild) {

@@ -62,6 +62,7 @@ void SpecOptions::add(CLI::App *cmd) {
                   "gradient), tn (its weight gradient: A stored K x M) or tt");
   cmd->add_option("--out-dtype", outDtype, "gemm: C and D's dtype (bf16, f16, f32)");
   cmd->add_flag("--with-c", withC, "gemm: D = alpha A B + beta C");
+  cmd->add_flag("--with-bias", withBias, "gemm: adds a bias of N elements to every row of D");
   cmd->add_option("--arch", arch, Target::knownArchs());
   cmd->add_option("--sms", sms,
                   "Multiprocessors of the target GPU, which size persistent grids (default: the "
@@ -133,15 +134,18 @@ llvm::Expected<KernelSpec> SpecOptions::build(const std::string &defaultArch,
         return e;
       byFlag.push_back(name);
     }
-    if (withC) {
-      if (auto e = param("--with-c", "c", 1))
+    for (auto [flag, name, on] :
+         {std::tuple{"--with-c", "c", withC}, std::tuple{"--with-bias", "bias", withBias}}) {
+      if (!on)
+        continue;
+      if (auto e = param(flag, name, 1))
         return e;
-      byFlag.push_back("c");
+      byFlag.push_back(name);
     }
   } else if (!m.empty() || !n.empty() || !k.empty() || !layout.empty() || !outDtype.empty() ||
-             withC) {
-    return err("--m, --n, --k, --layout, --out-dtype and --with-c are gemm's; " + op +
-               " takes --set NAME=VALUE");
+             withC || withBias) {
+    return err("--m, --n, --k, --layout, --out-dtype, --with-c and --with-bias are gemm's; " +
+               op + " takes --set NAME=VALUE");
   }
   if (rmsShape || (!dtype.empty() && decl->index("ab") < 0)) {
     auto dt = parseDType(dtype.empty() ? "bf16" : dtype);

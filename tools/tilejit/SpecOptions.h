@@ -13,13 +13,14 @@ namespace tilejit::cli {
 /// The flags that describe a kernel: op, --set NAME=VALUE for any parameter
 /// the op declares, RMSNorm's --shape/--rows/--cols, --dtype, --wdtype,
 /// --zero-centered-gamma, --align, GEMM's --m/--n/--k/--layout/--out-dtype/
-/// --with-c, and --arch, --sms.
+/// --with-c/--with-bias, and --arch, --sms.
 struct SpecOptions {
   std::string op, dtype, wdtype, arch, shape, layout, outDtype;
   std::vector<std::string> sets;
   /// Sizes as given (empty: not given), read by parseSize.
   std::string rows, cols, m, n, k, align, sms;
   bool withC = false;
+  bool withBias = false;
   bool zeroCentered = false;
 
   /// Registers the flags on `cmd`.
