@@ -1,7 +1,7 @@
 //===- attn_bench.cpp - attention speed on the GPU, case by case ------------===//
 //
 // For each case of bench/attn_shapes.json: compiles the default config (or
-// --config), fills Q, K and V ([b, s, h, d], bf16) with random values,
+// the keys of --config over it), fills Q, K and V ([b, s, h, d], bf16) with random values,
 // checks 8 sampled rows of O and LSE against float64, then times the kernel
 // with events (median of 15 samples of 3 back-to-back launches) and writes
 // one JSON record per case (TFLOP/s as FlashAttention counts them: a causal
@@ -31,6 +31,7 @@
 #include "autotune/Harness.h"
 #include "bench/BenchUtil.h"
 #include "compiler/Compiler.h"
+#include "compiler/templates/Template.h"
 #include "ops/attention/AttentionLaunch.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/DeviceBuffer.h"
@@ -212,8 +213,18 @@ int main(int argc, char **argv) {
     call.sq = call.sk = c.s;
     KernelSpec spec = must(attention::specOf(call, target));
     TileConfig config;
-    if (!configText.empty() && !backward)
-      config = must(TileConfig::parse(configText));
+    if (!configText.empty() && !backward) {
+      // The keys given, over the case's default; a case whose template
+      // refuses the result is said and skipped.
+      const KernelTemplate &t = getTemplate(spec);
+      config = t.defaultConfig(spec).mergedWith(must(TileConfig::parse(configText)));
+      if (llvm::Error err = t.checkConfig(spec, config)) {
+        std::string why = "config " + config.canonical() + " refused: " + llvm::toString(std::move(err));
+        std::printf("%-32s skipped: %s\n", c.name.c_str(), why.c_str());
+        results.push_back({{"name", c.name}, {"pass", "forward"}, {"skipped", why}});
+        continue;
+      }
+    }
     auto t0 = std::chrono::steady_clock::now();
     auto compiled = compileKernel(spec, config);
     double compileMs =

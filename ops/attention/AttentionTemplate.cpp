@@ -30,7 +30,9 @@
 //
 // Tunables: bm (64 per consumer warpgroup), bn, stages, consumers, overlap
 // (FlashAttention-3's overlap of the softmax with the products within a
-// warpgroup), raster (the programs' order).
+// warpgroup), raster (the programs' order), pingpong (FlashAttention-3's
+// turns between the two consumers: one issues its products while the other
+// runs its softmax).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/EmbeddedSources.h"
@@ -58,11 +60,12 @@ llvm::Error configError(const llvm::Twine &msg) {
 
 struct Shape {
   int64_t bm, bn, stages, consumers;
-  bool overlap, byHead;
+  bool overlap, byHead, pingpong;
   explicit Shape(const TileConfig &c)
       : bm(c.get("bm")), bn(c.get("bn")), stages(c.get("stages")), consumers(c.get("consumers")),
         overlap(c.has("overlap") && c.get("overlap") != 0),
-        byHead(c.has("raster") && c.get("raster") != 0) {}
+        byHead(c.has("raster") && c.get("raster") != 0),
+        pingpong(c.has("pingpong") && c.get("pingpong") != 0) {}
   /// Shared memory of the Q tile, the K and V rings and the barriers, with
   /// the alignment slack.
   int64_t smemBytes(int64_t d, int elemBytes) const {
@@ -85,15 +88,21 @@ public:
         {"raster", 0, 1, true,
          "program order: 0 a row tile of every head at a time, 1 every row tile of a head "
          "(0 when left out)"},
+        {"pingpong", 0, 1, true,
+         "the two consumers take turns issuing their products, so that one's softmax runs "
+         "while the other's products do (with overlap; 0 when left out)"},
     };
     return keys;
   }
 
   static TileConfig make(int64_t consumers, int64_t bn, int64_t stages, int64_t overlap,
-                         int64_t raster) {
+                         int64_t raster, bool pingpong = false) {
     TileConfig c;
     c.set("bm", 64 * consumers).set("bn", bn).set("stages", stages).set("consumers", consumers);
     c.set("overlap", overlap).set("raster", raster);
+    // Only when on: a config without the key is the same kernel.
+    if (pingpong)
+      c.set("pingpong", 1);
     return c;
   }
 
@@ -101,17 +110,20 @@ public:
     // The default first, so that a tuning capped at a few configs never
     // does worse than no tuning.
     std::vector<TileConfig> out = {defaultConfig(ks)};
-    for (int64_t raster : {1, 0})
-      for (int64_t overlap : {1, 0})
-        for (int64_t consumers : {2, 1})
-          for (int64_t bn : {128, 176, 64, 192, 96})
-            for (int64_t stages : {2, 3}) {
-              TileConfig c = make(consumers, bn, stages, overlap, raster);
-              if (llvm::Error err = checkConfig(ks, c))
-                llvm::consumeError(std::move(err));
-              else if (c != out.front())
-                out.push_back(std::move(c));
-            }
+    // Ping-pong last: each config with overlap and two consumers again,
+    // taking turns.
+    for (bool pingpong : {false, true})
+      for (int64_t raster : {1, 0})
+        for (int64_t overlap : {1, 0})
+          for (int64_t consumers : {2, 1})
+            for (int64_t bn : {128, 176, 64, 192, 96})
+              for (int64_t stages : {2, 3}) {
+                TileConfig c = make(consumers, bn, stages, overlap, raster, pingpong);
+                if (llvm::Error err = checkConfig(ks, c))
+                  llvm::consumeError(std::move(err));
+                else if (c != out.front())
+                  out.push_back(std::move(c));
+              }
     return out;
   }
 
@@ -146,6 +158,10 @@ public:
                          llvm::Twine(s.consumers) + " consumers");
     if (s.bn % 16 != 0)
       return configError("bn = " + llvm::Twine(s.bn) + " must be a multiple of 16");
+    if (s.pingpong && (!s.overlap || s.consumers != 2))
+      return configError("pingpong needs overlap = 1 and 2 consumers (got overlap = " +
+                         llvm::Twine(int(s.overlap)) + ", consumers = " +
+                         llvm::Twine(s.consumers) + ")");
     // Registers of a consumer thread: O's accumulator (d / 2), S (bn / 2)
     // and P (bn / 4), and with overlap the last tile's P beside the next
     // tile's softmax (bn / 4), with room for addresses, m and l under the
@@ -233,6 +249,12 @@ private:
     // P V is (with overlap, a tile later).
     Value kEmpty = tt::AllocBarriersOp::create(b, loc, barsType, s.consumers, nullptr);
     Value vEmpty = tt::AllocBarriersOp::create(b, loc, barsType, s.consumers, nullptr);
+    // With ping-pong, consumer c may issue its next products once the other
+    // has issued its previous ones (barrier c, arrived on by the other).
+    Value order =
+        s.pingpong ? tt::AllocBarriersOp::create(b, loc, tt::BarriersType::get(&ctx, 2), 1, nullptr)
+                         .getResult()
+                   : Value();
 
     // This program's tile, the tiles of the last query rows (the most keys
     // under a causal mask) first: with raster 0 that row tile of every head
@@ -346,6 +368,20 @@ private:
       };
       Value mInit = km.splat(rowType, negInf), lInit = km.splat(rowType, km.f32c(0.0)),
             accInit = km.splat(accType, km.f32c(0.0));
+      // Ping-pong: the consumers issue their products in turns (turn t of
+      // consumer c waits for phase t - 1 + c of its barrier; a fresh
+      // barrier's phase of parity 1 counts as complete, so consumer 0's
+      // first turn starts at once), then hand the turn over. Both take the
+      // same number of turns, in lockstep: no wait is ever two phases ahead.
+      auto takeTurn = [&](Value turn) {
+        if (s.pingpong)
+          tt::BarrierWaitOp::create(b, loc, order, consumer,
+                                    km.add(turn, km.add(consumer, km.cst(1))));
+      };
+      auto passTurn = [&]() {
+        if (s.pingpong)
+          tt::BarrierArriveOp::create(b, loc, order, km.sub(km.cst(1), consumer));
+      };
       SmallVector<Value> last;
       if (!s.overlap) {
         // Each step: S, its softmax, then P V, each waited for. Carried:
@@ -375,10 +411,12 @@ private:
           Value it = c[4], itNext = km.add(it, km.cst(1));
           auto [stage, round] = stageOf(it);
           auto [stageNext, roundNext] = stageOf(itNext);
+          takeTurn(itNext); // turn 0 was the first tile's scores
           Value sNext = scores(stageNext, roundNext, /*async=*/true);
           tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
           Value pv = tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, km.cst(0), c[2], true,
                                           /*async=*/true);
+          passTurn();
           sNext = tt::DotWaitOp::create(b, loc, ValueRange{sNext}, 1).getResult(0);
           tt::BarrierArriveOp::create(b, loc, kEmpty, stageNext);
           auto sm = softmax(sNext, km.add(j, km.cst(1)), c[0], c[1], masked);
@@ -390,8 +428,10 @@ private:
         // The first tile's softmax (masked: a mask on a whole tile changes
         // nothing), the steps whose next tile every row sees whole, the
         // steps whose next tile is masked, then the last tile's P V.
-        auto first =
-            softmax(scores(km.cst(0), km.cst(0), /*async=*/false), km.cst(0), mInit, lInit, true);
+        takeTurn(km.cst(0));
+        Value s0 = scores(km.cst(0), km.cst(0), /*async=*/false);
+        passTurn();
+        auto first = softmax(s0, km.cst(0), mInit, lInit, true);
         SmallVector<Value> init = {first[0], first[1], accInit, to16(first[2]), km.cst(0)};
         Value lastTile = arith::SubIOp::create(b, loc, kvTiles, km.cst(1));
         Value wholeNext =
@@ -403,9 +443,11 @@ private:
         c = km.loop(wholeNext, lastTile, c,
                     [&](Value j, ValueRange c) { return step(j, c, true); });
         auto [stage, round] = stageOf(c[4]);
+        takeTurn(km.add(c[4], km.cst(1)));
         tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
         Value acc =
             tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, km.cst(0), c[2], true, false);
+        passTurn();
         last = {c[0], c[1], acc};
       }
 

@@ -62,7 +62,7 @@ err = ((d.double() - ref).abs() / (ref.abs() + 16)).max().item()
 assert err < 2e-2, f"linear off by {err}"
 torch.cuda.synchronize()
 print(tilejit.explain("rms_norm", x, w))
-print(tilejit.explain("linear", a, lw))
+print(tilejit.explain("linear", a, lw, bias))
 """
 
 

@@ -376,6 +376,15 @@ class Ops(unittest.TestCase):
         d32 = tilejit.ops.mm(a, b, torch.float32)
         self.assertEqual(d32.dtype, torch.float32)
 
+    def test_rms_norm_without_gradient_at_growing_row_counts(self):
+        # No gradient wanted: rstd goes to a scratch buffer that grows.
+        w = torch.randn(512, device="cuda", dtype=torch.bfloat16)
+        for rows in (3, 1000, 5000, 7, 20000):
+            with self.subTest(rows=rows):
+                x = torch.randn(rows, 512, device="cuda", dtype=torch.bfloat16)
+                ref, _ = _ref_rms(x, w, 1e-5, False)
+                _close(self, tilejit.ops.rms_norm(x, w, 1e-5), ref, 2e-2, "y")
+
     def test_mm_with_bias_and_its_gradients(self):
         m, n, k = 296, 264, 136
         for dt in (torch.bfloat16, torch.float16):

@@ -74,18 +74,40 @@ _lib._deterministic[0] = torch.are_deterministic_algorithms_enabled
 
 # ---- RMSNorm ---------------------------------------------------------------
 
-def _rms_fwd_impl(x, weight, eps, zero_centered_gamma):
+# Where a forward's rstd goes when nobody keeps it (no gradient wanted): one
+# f32 buffer per device, grown by doubling. A replaced buffer is kept alive
+# for good: a kernel on another stream may still be writing it, and freed
+# memory would go to another tensor.
+_rstd_scratch = {}
+_rstd_retired = []
+
+
+def _scratch_rstd(x, dev, rows):
+    buf = _rstd_scratch.get(dev)
+    if buf is None or buf.numel() < rows:
+        if buf is not None:
+            _rstd_retired.append(buf)
+        size = max(rows, 2 * buf.numel() if buf is not None else 0, 1024)
+        buf = torch.empty(size, dtype=torch.float32, device=x.device)
+        _rstd_scratch[dev] = buf
+    return buf
+
+
+def _rms_fwd_impl(x, weight, eps, zero_centered_gamma, keep_rstd=True):
+    """(y, rstd); without keep_rstd, rstd goes to a scratch buffer and is
+    None (one allocation fewer: the no-gradient path)."""
     dev = _rms_check("rms_norm_fwd", x, weight)
     shape = x.shape
     h = shape[-1]
     xc = x.contiguous()
     wc = weight.contiguous()
     y = torch.empty_like(xc)
-    rstd = xc.new_empty(shape[:-1], dtype=torch.float32)
     rows = xc.numel() // h if h else 0
+    rstd = xc.new_empty(shape[:-1], dtype=torch.float32) if keep_rstd else None
+    rstd_out = rstd if keep_rstd else _scratch_rstd(xc, dev, rows)
     status = _lib.lib().tj_rms_norm_fwd(
         _lib.engine(dev), _CODES[x.dtype], _CODES[weight.dtype], xc.data_ptr(), wc.data_ptr(),
-        y.data_ptr(), rstd.data_ptr(), rows, h, eps, zero_centered_gamma,
+        y.data_ptr(), rstd_out.data_ptr(), rows, h, eps, zero_centered_gamma,
         _raw_stream(dev) if _raw_stream is not None else _stream(x.device))
     if status:
         _lib.check(status)
@@ -187,7 +209,7 @@ def rms_norm(x, weight, eps=1e-6, zero_centered_gamma=False):
         return rms_norm_fwd(x, weight, eps, zcg)[0]
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
         return _RmsNorm.apply(x, weight, eps, zcg)
-    return _rms_fwd_impl(x, weight, eps, zcg)[0]
+    return _rms_fwd_impl(x, weight, eps, zcg, keep_rstd=False)[0]
 
 
 # ---- GEMM ------------------------------------------------------------------
@@ -296,8 +318,11 @@ def _mm_setup(ctx, inputs, output):
 
 
 def _bias_grad(ctx, grad, index):
-    """The bias's gradient: the sum of the output's gradient over rows."""
-    if not ctx.needs_input_grad[index]:
+    """The bias's gradient: the sum of the output's gradient over rows (none
+    where no bias was passed: the custom op's context then lists fewer
+    inputs)."""
+    needs = ctx.needs_input_grad
+    if index >= len(needs) or not needs[index]:
         return None
     return grad.sum(0, dtype=torch.float32).to(ctx.saved_tensors[0].dtype)
 
@@ -365,12 +390,18 @@ def matmul(a, b, sm_margin=-1, bias=None):
     return _mm_impl(a, b, None, sm_margin, bias)
 
 
+def _fused_bias(x, bias):
+    """Whether the GEMM adds `bias` itself (a contiguous vector of x's dtype
+    on x's device)."""
+    return bias is not None and bias.dtype == x.dtype and bias.dim() == 1 and \
+        bias.is_contiguous() and bias.device == x.device
+
+
 def linear(x, weight, bias=None):
     """F.linear through tilejit: x @ weight^T (+ bias, added by the GEMM where
     it is a contiguous vector of x's dtype, else afterwards)."""
     shape = x.shape
-    fused = bias is not None and bias.dtype == x.dtype and bias.dim() == 1 and \
-        bias.is_contiguous() and bias.device == x.device
+    fused = _fused_bias(x, bias)
     y = matmul(x.reshape(-1, shape[-1]), weight.t(), bias=bias if fused else None)
     if bias is not None and not fused:
         y = y + bias
@@ -630,19 +661,23 @@ def explain(op, *tensors, device=None, causal=False):
     call would do. Never compiles or tunes.
 
         tilejit.explain("linear", x, weight)   # F.linear(x, weight)
+        tilejit.explain("linear", x, weight, bias)
         tilejit.explain("mm", a, b)
         tilejit.explain("rms_norm", x, weight)
         tilejit.explain("sdpa", q, k, v, causal=True)  # F.scaled_dot_product_attention
     """
     if op in ("linear", "mm"):
+        bias = None
         if op == "linear":
-            x, w = tensors
+            x, w, *rest = tensors
             a, b = x.reshape(-1, x.shape[-1]), w.t()
+            bias = rest[0] if rest and _fused_bias(x, rest[0]) else None
         else:
             a, b = tensors
         la, lb = _operand(a) or (False, 0), _operand(b) or (False, 0)
         spec = (f"gemm ab={_NAMES[a.dtype]} out={_NAMES[a.dtype]} ta={int(la[0])} "
-                f"tb={int(lb[0])} c=0 m={a.shape[0]} n={b.shape[1]} k={a.shape[1]}")
+                f"tb={int(lb[0])} c=0 m={a.shape[0]} n={b.shape[1]} k={a.shape[1]} "
+                f"bias={int(bias is not None)}")
         dev = a.device
     elif op in ("rms_norm", "rms_norm_bwd"):
         x, w = tensors

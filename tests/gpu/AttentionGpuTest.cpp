@@ -421,6 +421,14 @@ TEST_F(GpuAttention, TypesScalesAndConfigs) {
        "bm=128 bn=96 consumers=2 overlap=1 stages=3"});
   run({1, 129, 129, 2, 2, 128, true, Layout::BSHD, DType::F16, 0.0f,
        "bm=128 bn=64 consumers=2 overlap=1 stages=1"});
+  // The two consumers taking turns: one tile, a few, many (with the ring
+  // turning over), causal or not, a ragged end.
+  for (int64_t s : {64, 333, 2500})
+    for (bool causal : {true, false})
+      run({1, s, s, 4, 2, 128, causal, Layout::BSHD, DType::BF16, 0.0f,
+           "bm=128 bn=128 consumers=2 overlap=1 pingpong=1 raster=1 stages=2"});
+  run({2, 700, 700, 2, 1, 64, true, Layout::BHSD, DType::BF16, 0.0f,
+       "bm=128 bn=96 consumers=2 overlap=1 pingpong=1 stages=3"});
 }
 
 } // namespace

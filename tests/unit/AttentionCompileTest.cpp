@@ -89,6 +89,12 @@ TEST(AttentionCompile, EveryConfigOfTheGpuTestsBuilds) {
   expectClean(params(128, true), *TileConfig::parse("bm=128 bn=176 consumers=2 stages=1"));
   expectClean(params(128, true, Layout::BSHD, DType::F16),
               *TileConfig::parse("bm=128 bn=64 consumers=2 overlap=1 stages=1"));
+  // The consumers taking turns (ping-pong), as the GPU tests run them.
+  for (const char *cfg : {"bm=128 bn=128 consumers=2 overlap=1 pingpong=1 raster=1 stages=2",
+                          "bm=128 bn=96 consumers=2 overlap=1 pingpong=1 stages=3"})
+    for (int64_t d : {64, 128})
+      for (bool causal : {false, true})
+        expectClean(params(d, causal), *TileConfig::parse(cfg));
   // The largest the register rule allows.
   expectClean(params(256, false), *TileConfig::parse("bm=128 bn=128 consumers=2 stages=1"));
   expectClean(params(64, true), *TileConfig::parse("bm=128 bn=192 consumers=2 stages=2"));
@@ -229,6 +235,12 @@ TEST(AttentionCompile, BadSpecsConfigsCallsAndTargetsAreNamed) {
   err = t.checkConfig(params(128, true), *TileConfig::parse("bm=128 bn=64 consumers=1 stages=2"));
   ASSERT_TRUE(bool(err));
   EXPECT_NE(llvm::toString(std::move(err)).find("must be 64 rows for each of 1 consumers"),
+            std::string::npos);
+  err = t.checkConfig(params(128, true),
+                      *TileConfig::parse("bm=128 bn=128 consumers=2 pingpong=1 stages=2"));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err))
+                .find("pingpong needs overlap = 1 and 2 consumers (got overlap = 0, consumers = 2)"),
             std::string::npos);
   err = t.checkConfig(params(128, true), *TileConfig::parse("bm=128 bn=100 consumers=2 stages=2"));
   ASSERT_TRUE(bool(err));
