@@ -129,15 +129,16 @@ public:
 
   TileConfig defaultConfig(const KernelSpec &ks) const override {
     attention::Params p(ks);
-    // Two consumers of 64 rows and the fastest of runs 2 and 3 on the H200
-    // (bench/NOTES.md, attention a2): head dim 128, overlap, and programs
-    // by head where there are many KV heads (their K and V then stay in L2;
-    // with one KV head, by head lost 16 %); 64, neither (overlap lost 5 %,
-    // by head 13 %); 256, 64 keys a step, neither (overlap would spill, by
-    // head lost 18 %).
-    TileConfig c = p.d == 64    ? make(2, 128, 2, 0, 0)
-                   : p.d == 256 ? make(2, 64, 2, 0, 0)
-                                : make(2, 128, 2, 1, p.hkv >= 8 ? 1 : 0);
+    // Two consumers of 64 rows and the fastest measured on the H200
+    // (bench/NOTES.md, attention a2 and a3): head dims 64 and 128, overlap
+    // with the consumers taking turns (ping-pong gained 1-11 % at 128 and
+    // 6 % at 64, where overlap alone had lost 5 %), and at 128 programs by
+    // head where there are many KV heads (their K and V then stay in L2;
+    // with one KV head, by head lost 16 %; at 64 it lost 9 %); 256, 64 keys
+    // a step, neither (overlap would spill, by head lost 18 %).
+    TileConfig c = p.d == 256  ? make(2, 64, 2, 0, 0)
+                   : p.d == 64 ? make(2, 128, 2, 1, 0, /*pingpong=*/true)
+                               : make(2, 128, 2, 1, p.hkv >= 8 ? 1 : 0, /*pingpong=*/true);
     if (llvm::Error err = checkConfig(ks, c)) {
       llvm::consumeError(std::move(err));
       return make(2, 64, 2, 0, 0);
