@@ -1,7 +1,8 @@
 """A small Llama-style decoder trained twice from the same seed: once in plain
-PyTorch, once with tilejit.enable() routing every linear layer (F.linear) and
-RMSNorm (F.rms_norm) through tilejit's kernels. Attention is PyTorch's SDPA
-(GQA, causal). Prints both loss curves and step times; writes JSON and a chart.
+PyTorch, once with tilejit.enable() routing every linear layer (F.linear),
+RMSNorm (F.rms_norm) and attention (F.scaled_dot_product_attention: GQA,
+causal, forward and backward) through tilejit's kernels. Prints both loss
+curves and step times, and which kernel each op used; writes JSON and a chart.
 
     python3 examples/llama_train.py --steps 200 --out /tmp/llama
 """
@@ -30,7 +31,9 @@ class Attention(torch.nn.Module):
         b, s, _ = x.shape
         q = self.q(x).view(b, s, self.heads, self.dim).transpose(1, 2)
         k, v = self.kv(x).view(b, s, 2, self.kv_heads, self.dim).unbind(2)
-        k, v = k.transpose(1, 2), v.transpose(1, 2)
+        # q and k leave rope contiguous as [b, h, s, d]; v is made so too (the
+        # three in one layout, as tilejit's attention takes them).
+        k, v = k.transpose(1, 2), v.transpose(1, 2).contiguous()
         q, k = rope(q, cos, sin), rope(k, cos, sin)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         return self.o(y.transpose(1, 2).reshape(b, s, -1))
@@ -132,6 +135,19 @@ def main():
     tilejit.enable()
     torch.manual_seed(a.seed)
     tj, tj_t = train(tj_model, a.steps, a.batch, a.seq, a.seed, "tilejit")
+    # What each routed op ran (a kernel loaded for it, or what a first call
+    # would do if it never reached tilejit).
+    attn = tj_model.blocks[0].attn
+    s = a.seq - 1
+    bf = dict(device="cuda", dtype=torch.bfloat16)
+    q = torch.empty(a.batch, attn.heads, s, attn.dim, **bf)
+    kv = torch.empty(a.batch, attn.kv_heads, s, attn.dim, **bf)
+    x = torch.empty(a.batch * s, attn.heads * attn.dim, **bf)
+    routes = {"sdpa": tilejit.explain("sdpa", q, kv, kv, causal=True),
+              "linear (o)": tilejit.explain("linear", x, attn.o.weight),
+              "rms_norm": tilejit.explain("rms_norm", x, tj_model.blocks[0].n1.weight)}
+    for name, text in routes.items():
+        print(f"{name}:\n  " + "\n  ".join(text.strip().splitlines()))
     tilejit.disable()
 
     def steady(ts):
@@ -144,7 +160,7 @@ def main():
                "step_ms_median_pytorch": 1e3 * steady(plain_t),
                "step_ms_median_tilejit": 1e3 * steady(tj_t),
                "first_step_ms_pytorch": 1e3 * plain_t[0], "first_step_ms_tilejit": 1e3 * tj_t[0],
-               "loss_pytorch": plain, "loss_tilejit": tj}
+               "loss_pytorch": plain, "loss_tilejit": tj, "tilejit_kernels": routes}
     os.makedirs(a.out, exist_ok=True)
     json.dump(summary, open(os.path.join(a.out, "llama_train.json"), "w"), indent=1)
     print(f"final loss: pytorch {plain[-1]:.4f}, tilejit {tj[-1]:.4f} "
@@ -159,7 +175,7 @@ def main():
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots(figsize=(8, 4.5))
         ax.plot(plain, label="PyTorch", linewidth=1.2)
-        ax.plot(tj, label="tilejit (linears, RMSNorm)", linewidth=1.2, linestyle="--")
+        ax.plot(tj, label="tilejit (linears, RMSNorm, attention)", linewidth=1.2, linestyle="--")
         ax.set_xlabel("step")
         ax.set_ylabel("training loss")
         ax.set_yscale("log")
