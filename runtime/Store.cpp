@@ -1,6 +1,8 @@
 //===- Store.cpp - the SQLite tuning store ----------------------------------===//
 #include "runtime/Store.h"
 
+#include "core/Settings.h"
+
 #include "core/Sha256.h"
 
 #include <sqlite3.h>
@@ -917,15 +919,13 @@ llvm::Error Store::configure() {
   std::string target = "wal";
   JournalMode journal = journal_;
   if (journal == JournalMode::Auto) {
-    if (const char *env = std::getenv("TILEJIT_STORE_JOURNAL"); env && *env) {
-      std::string v = env;
-      if (v == "wal")
-        journal = JournalMode::Wal;
-      else if (v == "delete")
-        journal = JournalMode::Rollback;
-      else if (v != "auto")
-        return fail("TILEJIT_STORE_JOURNAL='" + v + "' is not one of wal, delete, auto");
-    }
+    if (auto e = settings::check("TILEJIT_STORE_JOURNAL"))
+      return fail(llvm::toString(std::move(e)));
+    std::string v = settings::value("TILEJIT_STORE_JOURNAL");
+    if (v == "wal")
+      journal = JournalMode::Wal;
+    else if (v == "delete")
+      journal = JournalMode::Rollback;
   }
   bool network = path_ != ":memory:" && fileSystemOf(path_).network;
   if (journal == JournalMode::Rollback || (journal == JournalMode::Auto && network))

@@ -18,6 +18,8 @@
 #include <string>
 #include <utility>
 
+#include "core/Settings.h"
+
 #include "compiler/Compiler.h"
 #include "ops/attention/AttentionLaunch.h"
 #include "ops/gemm/GemmLaunch.h"
@@ -194,12 +196,13 @@ tj_status tj_engine_create(int device, tj_engine **out) {
   auto engine = tilejit::Engine::create(std::move(*options));
   if (!engine)
     return failed(engine.takeError());
+  // TILEJIT_SM_MARGIN's form was checked with every setting; its bound is
+  // this GPU's.
   int margin = 0;
-  if (const char *m = std::getenv("TILEJIT_SM_MARGIN"); m && *m) {
-    char *end = nullptr;
-    long v = std::strtol(m, &end, 10);
-    if (*end || v < 0 || v >= (*engine)->target().smCount())
-      return invalid("TILEJIT_SM_MARGIN='" + std::string(m) + "' is not a number in [0, " +
+  if (std::string m = tilejit::settings::value("TILEJIT_SM_MARGIN"); !m.empty()) {
+    long v = std::strtol(m.c_str(), nullptr, 10);
+    if (v >= (*engine)->target().smCount())
+      return invalid("TILEJIT_SM_MARGIN='" + m + "' is not a number in [0, " +
                      std::to_string((*engine)->target().smCount() - 1) + "]");
     margin = int(v);
   }

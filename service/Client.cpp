@@ -1,6 +1,8 @@
 //===- Client.cpp -----------------------------------------------------------===//
 #include "service/Client.h"
 
+#include "core/Settings.h"
+
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -97,62 +99,54 @@ public:
 
 llvm::Expected<std::optional<ClientOptions>>
 ClientOptions::fromEnvironment(const std::string &address) {
-  const char *server = address.empty() ? std::getenv("TILEJIT_SERVER") : address.c_str();
-  if (!server || !*server)
+  std::string server = address.empty() ? settings::value("TILEJIT_SERVER") : address;
+  if (server.empty())
     return std::nullopt;
   ClientOptions o;
   o.address = server;
-  auto colon = o.address.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == o.address.size() ||
-      o.address.find_first_not_of("0123456789", colon + 1) != std::string::npos)
-    return err((address.empty() ? "TILEJIT_SERVER='" : "server address '") + o.address +
-               "' is not host:port");
-  if (const char *t = std::getenv("TILEJIT_TOKEN"); t && *t) {
-    o.token = t;
-  } else if (const char *f = std::getenv("TILEJIT_TOKEN_FILE"); f && *f) {
-    std::ifstream in(f);
-    if (!in)
-      return err(std::string("TILEJIT_TOKEN_FILE='") + f + "' cannot be read");
+  if (!address.empty()) {
+    auto colon = o.address.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == o.address.size() ||
+        o.address.find_first_not_of("0123456789", colon + 1) != std::string::npos)
+      return err("server address '" + o.address + "' is not host:port");
+  }
+  // The client's variables, each checked as the settings table says.
+  for (std::string_view var : {"TILEJIT_SERVER", "TILEJIT_TOKEN_FILE", "TILEJIT_CA",
+                               "TILEJIT_CLIENT_CERT", "TILEJIT_CLIENT_KEY",
+                               "TILEJIT_SERVER_DEADLINE_MS"}) {
+    // A --server address stands in for TILEJIT_SERVER, which is not read.
+    if (!address.empty() && var == "TILEJIT_SERVER")
+      continue;
+    if (auto e = settings::check(var))
+      return e;
+  }
+  auto contents = [](const std::string &path) {
+    std::ifstream in(path);
     std::stringstream ss;
     ss << in.rdbuf();
-    o.token = ss.str();
+    return ss.str();
+  };
+  if (std::string t = settings::value("TILEJIT_TOKEN"); !t.empty()) {
+    o.token = t;
+  } else if (std::string f = settings::value("TILEJIT_TOKEN_FILE"); !f.empty()) {
+    o.token = contents(f);
     while (!o.token.empty() && std::isspace(static_cast<unsigned char>(o.token.back())))
       o.token.pop_back();
     if (o.token.empty())
-      return err(std::string("TILEJIT_TOKEN_FILE='") + f + "' is empty");
+      return err("TILEJIT_TOKEN_FILE='" + f + "' is empty");
   }
-  // A PEM file's content, named by `var`.
-  auto pemOf = [](const char *var, std::string &out) -> llvm::Error {
-    const char *path = std::getenv(var);
-    if (!path || !*path)
-      return llvm::Error::success();
-    std::ifstream in(path);
-    if (!in)
-      return err(std::string(var) + "='" + path + "' cannot be read");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    out = ss.str();
-    if (out.find("-----BEGIN ") == std::string::npos)
-      return err(std::string(var) + "='" + path + "' is not PEM (no -----BEGIN line)");
-    return llvm::Error::success();
-  };
+  // PEM files (checked above).
   for (auto [var, out] :
        {std::pair{"TILEJIT_CA", &o.caPem}, std::pair{"TILEJIT_CLIENT_CERT", &o.certPem},
         std::pair{"TILEJIT_CLIENT_KEY", &o.keyPem}})
-    if (auto e = pemOf(var, *out))
-      return e;
+    if (std::string path = settings::value(var); !path.empty())
+      *out = contents(path);
   if (o.certPem.empty() != o.keyPem.empty())
     return err("TILEJIT_CLIENT_CERT and TILEJIT_CLIENT_KEY go together");
   if (!o.certPem.empty() && o.caPem.empty())
     return err("TILEJIT_CLIENT_CERT needs TLS: set TILEJIT_CA to the server's CA");
-  if (const char *d = std::getenv("TILEJIT_SERVER_DEADLINE_MS"); d && *d) {
-    char *end = nullptr;
-    long long ms = std::strtoll(d, &end, 10);
-    if (*end || ms <= 0 || ms > 3600000)
-      return err(std::string("TILEJIT_SERVER_DEADLINE_MS='") + d +
-                 "' is not a number of milliseconds in [1, 3600000]");
-    o.deadline = std::chrono::milliseconds(ms);
-  }
+  if (std::string d = settings::value("TILEJIT_SERVER_DEADLINE_MS"); !d.empty())
+    o.deadline = std::chrono::milliseconds(std::stoll(d));
   return o;
 }
 

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "compiler/templates/Template.h"
+#include "core/Settings.h"
 #include "runtime/CudaDriver.h"
 #include "service/SharedTuning.h"
 
@@ -16,35 +17,24 @@ llvm::Error err(const llvm::Twine &msg) {
 } // namespace
 
 llvm::Expected<EngineOptions> EngineOptions::fromEnvironment() {
+  // Every variable checked first (a bad one refuses the engine, named);
+  // the values read below are then among those accepted.
+  if (auto e = settings::checkAll())
+    return e;
   EngineOptions o;
-  if (const char *t = std::getenv("TILEJIT_TUNE"); t && *t) {
-    std::string v = t;
-    if (v == "off")
-      o.policy = TunePolicy::Off;
-    else if (v == "on-miss")
-      o.policy = TunePolicy::OnMiss;
-    else if (v == "background")
-      o.policy = TunePolicy::Background;
-    else
-      return err("TILEJIT_TUNE='" + v + "' is not one of off, on-miss, background");
-  }
-  if (const char *d = std::getenv("TILEJIT_DETERMINISTIC"); d && *d) {
-    std::string v = d;
-    if (v != "0" && v != "1")
-      return err("TILEJIT_DETERMINISTIC='" + v + "' is not 0 or 1");
-    o.deterministic = v == "1";
-  }
-  if (const char *i = std::getenv("TILEJIT_TUNE_ISOLATION"); i && *i) {
-    std::string v = i;
-    if (v == "process")
-      o.tune.isolation = TuneOptions::Isolation::Process;
-    else if (v == "in-process")
-      o.tune.isolation = TuneOptions::Isolation::InProcess;
-    else
-      return err("TILEJIT_TUNE_ISOLATION='" + v + "' is not one of process, in-process");
-  }
-  if (const char *d = std::getenv("TILEJIT_CACHE_DIR"); d && *d)
-    o.dbPath = std::string(d) + "/tilejit.db";
+  std::string tune = settings::value("TILEJIT_TUNE");
+  o.policy = tune == "on-miss"      ? TunePolicy::OnMiss
+             : tune == "background" ? TunePolicy::Background
+                                    : TunePolicy::Off;
+  o.deterministic = settings::value("TILEJIT_DETERMINISTIC") == "1";
+  if (settings::value("TILEJIT_TUNE_ISOLATION") == "in-process")
+    o.tune.isolation = TuneOptions::Isolation::InProcess;
+  // The one rule of the store's place; where only the default decided it,
+  // a store that cannot be opened leaves the engine without one (said in
+  // its notice) rather than refusing it.
+  std::string source;
+  o.dbPath = settings::storePath({}, &source);
+  o.storeOptional = source != "TILEJIT_CACHE_DIR";
   auto server = ClientOptions::fromEnvironment();
   if (!server)
     return server.takeError();
@@ -68,9 +58,15 @@ llvm::Expected<std::unique_ptr<Engine>> Engine::create(EngineOptions options) {
   e->options_.tune.device = e->options_.device;
   if (!e->options_.dbPath.empty()) {
     auto store = Store::open(e->options_.dbPath, &e->notice_);
-    if (!store)
+    if (store) {
+      e->store_ = std::move(*store);
+    } else if (e->options_.storeOptional) {
+      e->notice_ = "no store (kernels are compiled in each process): " +
+                   llvm::toString(store.takeError()) +
+                   "; set TILEJIT_CACHE_DIR to a folder this process can write";
+    } else {
       return store.takeError();
-    e->store_ = std::move(*store);
+    }
   }
   // The channel connects at the first call: a server down now is not an
   // error, only a reason to compile here then.

@@ -44,6 +44,9 @@ enum class TunePolicy { Off, OnMiss, Background };
 
 struct EngineOptions {
   std::string dbPath; // "" : no persistent store
+  /// A store at dbPath that cannot be opened leaves the engine without one
+  /// (its notice says why) instead of refusing it: the default place.
+  bool storeOptional = false;
   TunePolicy policy = TunePolicy::Off;
   bool deterministic = false; // never tune; use stored winners or defaults
   TuneOptions tune;
@@ -51,11 +54,14 @@ struct EngineOptions {
   /// The tuning-cache server to get kernels from; none: in process only.
   std::optional<ClientOptions> server;
 
-  /// Reads TILEJIT_TUNE (off | on-miss | background), TILEJIT_DETERMINISTIC
-  /// (1: never tune), TILEJIT_TUNE_ISOLATION (process | in-process: where
-  /// candidates run, see TuneOptions), TILEJIT_CACHE_DIR and the server's
-  /// settings (ClientOptions::fromEnvironment: TILEJIT_SERVER and the rest)
-  /// once. The tuner itself reads TILEJIT_WORKER (the worker's path).
+  /// Checks every setting (core/Settings.h; a bad one is an error naming
+  /// it), then reads TILEJIT_TUNE (off | on-miss | background),
+  /// TILEJIT_DETERMINISTIC (1: never tune), TILEJIT_TUNE_ISOLATION (process
+  /// | in-process: where candidates run, see TuneOptions), the store's place
+  /// (settings::storePath: TILEJIT_CACHE_DIR, else the user's cache folder)
+  /// and the server's settings (ClientOptions::fromEnvironment:
+  /// TILEJIT_SERVER and the rest) once. The tuner itself reads
+  /// TILEJIT_WORKER (the worker's path).
   static llvm::Expected<EngineOptions> fromEnvironment();
 };
 

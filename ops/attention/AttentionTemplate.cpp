@@ -32,7 +32,9 @@
 // (FlashAttention-3's overlap of the softmax with the products within a
 // warpgroup), raster (the programs' order), pingpong (FlashAttention-3's
 // turns between the two consumers: one issues its products while the other
-// runs its softmax).
+// runs its softmax), persistent (a program per multiprocessor walks the
+// tiles: the next tile's loads run under this one's last products and
+// epilogue).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/EmbeddedSources.h"
@@ -60,12 +62,13 @@ llvm::Error configError(const llvm::Twine &msg) {
 
 struct Shape {
   int64_t bm, bn, stages, consumers;
-  bool overlap, byHead, pingpong;
+  bool overlap, byHead, pingpong, persistent;
   explicit Shape(const TileConfig &c)
       : bm(c.get("bm")), bn(c.get("bn")), stages(c.get("stages")), consumers(c.get("consumers")),
         overlap(c.has("overlap") && c.get("overlap") != 0),
         byHead(c.has("raster") && c.get("raster") != 0),
-        pingpong(c.has("pingpong") && c.get("pingpong") != 0) {}
+        pingpong(c.has("pingpong") && c.get("pingpong") != 0),
+        persistent(c.has("persistent") && c.get("persistent") != 0) {}
   /// Shared memory of the Q tile, the K and V rings and the barriers, with
   /// the alignment slack.
   int64_t smemBytes(int64_t d, int elemBytes) const {
@@ -91,6 +94,9 @@ public:
         {"pingpong", 0, 1, true,
          "the two consumers take turns issuing their products, so that one's softmax runs "
          "while the other's products do (with overlap; 0 when left out)"},
+        {"persistent", 0, 1, true,
+         "one program per multiprocessor walks the tiles in order: the next tile's Q and K "
+         "load while this one's last products and epilogue run (0 when left out)"},
     };
     return keys;
   }
@@ -226,9 +232,13 @@ private:
     auto lseType = MemRefType::get({ShapedType::kDynamic, p.hq, ShapedType::kDynamic}, f32);
     // Arguments: Q, K, V maps, O, LSE, scale * log2(e), sq, sk.
     SmallVector<Type> args = {mapQ, mapKV, mapKV, oType, lseType, f32, idx, idx};
-    // Programs: ceil(sq / bm) * batch * hq.
+    // Programs: ceil(sq / bm) * batch * hq, one per tile; persistent, at
+    // most one per multiprocessor of the target.
     AffineExpr sq = getAffineSymbolExpr(0, &ctx), batch = getAffineSymbolExpr(1, &ctx);
-    AffineMap grid = AffineMap::get(0, 2, {sq.ceilDiv(s.bm) * batch * p.hq}, &ctx);
+    SmallVector<AffineExpr> programs = {sq.ceilDiv(s.bm) * batch * p.hq};
+    if (s.persistent)
+      programs.push_back(getAffineConstantExpr(p.target.smCount(), &ctx));
+    AffineMap grid = AffineMap::get(0, 2, programs, &ctx);
     auto kernel = makeKernel(b, loc, kernelName(p), args, 128 * (s.consumers + 1), grid,
                              {6, -1, 4, 0}, cfg, /*cluster=*/1, /*minBlocks=*/1);
     Block *entry = &kernel.getBody().front();
@@ -257,52 +267,90 @@ private:
                          .getResult()
                    : Value();
 
-    // This program's tile, the tiles of the last query rows (the most keys
-    // under a causal mask) first: with raster 0 that row tile of every head
-    // before the next; with raster 1 every row tile of one head before the
-    // next head (programs that run together then read the same K and V,
-    // which L2 keeps).
+    // The tile of index t (the program's id; with `persistent`, each tile
+    // the program takes in turn): the tiles of the last query rows (the
+    // most keys under a causal mask) first, with raster 0 that row tile of
+    // every head before the next, with raster 1 every row tile of one head
+    // before the next head (programs that run together then read the same
+    // K and V, which L2 keeps).
     Value batchV = memref::DimOp::create(b, loc, lse, 0);
     Value heads = km.mul(batchV, km.cst(p.hq));
     Value mTiles = km.ceilDiv(sqV, s.bm);
     Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
-    Value fromLast = s.byHead ? arith::RemUIOp::create(b, loc, pid, mTiles).getResult()
-                              : arith::DivUIOp::create(b, loc, pid, heads).getResult();
-    Value mTile =
-        arith::SubIOp::create(b, loc, arith::SubIOp::create(b, loc, mTiles, km.cst(1)), fromLast);
-    Value bh = s.byHead ? arith::DivUIOp::create(b, loc, pid, mTiles).getResult()
-                        : arith::RemUIOp::create(b, loc, pid, heads).getResult();
-    Value seq = km.divu(bh, p.hq), head = km.remu(bh, p.hq);
-    Value kvHead = km.divu(head, p.hq / p.hkv);
-    Value q0 = km.mul(mTile, km.cst(s.bm));
-    // Key tiles: every tile up to the last key a row of the program sees;
-    // the first `whole` of them are seen whole by every row.
-    Value kvEnd = p.causal ? km.minu(skV, km.add(q0, km.cst(s.bm))) : skV;
-    Value kvTiles = km.ceilDiv(kvEnd, s.bn);
-    Value whole = km.divu(p.causal ? km.minu(skV, km.add(q0, km.cst(1))) : skV, s.bn);
+    struct TileInfo {
+      Value bh, seq, head, kvHead, q0, kvTiles, whole;
+    };
+    auto tileOf = [&](Value t) {
+      TileInfo ti;
+      Value fromLast = s.byHead ? arith::RemUIOp::create(b, loc, t, mTiles).getResult()
+                                : arith::DivUIOp::create(b, loc, t, heads).getResult();
+      Value mTile = km.sub(km.sub(mTiles, km.cst(1)), fromLast);
+      ti.bh = s.byHead ? arith::DivUIOp::create(b, loc, t, mTiles).getResult()
+                       : arith::RemUIOp::create(b, loc, t, heads).getResult();
+      ti.seq = km.divu(ti.bh, p.hq);
+      ti.head = km.remu(ti.bh, p.hq);
+      ti.kvHead = km.divu(ti.head, p.hq / p.hkv);
+      ti.q0 = km.mul(mTile, km.cst(s.bm));
+      // Key tiles: every tile up to the last key a row of the tile sees;
+      // the first `whole` of them are seen whole by every row.
+      Value kvEnd = p.causal ? km.minu(skV, km.add(ti.q0, km.cst(s.bm))) : skV;
+      ti.kvTiles = km.ceilDiv(kvEnd, s.bn);
+      ti.whole = km.divu(p.causal ? km.minu(skV, km.add(ti.q0, km.cst(1))) : skV, s.bn);
+      return ti;
+    };
+    // With `persistent`, a program walks tiles pid, pid + programs, ...: the
+    // rings' step counter and (with ping-pong) the consumers' turns run on
+    // across its tiles, and Q's buffer is refilled once both consumers have
+    // issued their last Q K^T of the tile before (barrier qEmpty).
+    Value total = km.mul(mTiles, heads);
+    Value nprog = s.persistent ? tt::NumProgramsOp::create(b, loc, tt::Dim::x).getResult() : Value();
+    Value qEmpty = s.persistent ? tt::AllocBarriersOp::create(
+                                      b, loc, tt::BarriersType::get(&ctx, 1), s.consumers, nullptr)
+                                      .getResult()
+                                : Value();
+    // Runs body(tile, step counter at its start, its ordinal n in this
+    // program) -> the counter after it, over this program's tiles.
+    auto forEachTile = [&](auto body) {
+      if (!s.persistent) {
+        body(tileOf(pid), km.cst(0), km.cst(0));
+        return;
+      }
+      auto loop = scf::ForOp::create(b, loc, pid, total, nprog, ValueRange{km.cst(0), km.cst(0)});
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value it = loop.getRegionIterArgs()[0], n = loop.getRegionIterArgs()[1];
+      Value itEnd = body(tileOf(loop.getInductionVar()), it, n);
+      scf::YieldOp::create(b, loc, ValueRange{itEnd, km.add(n, km.cst(1))});
+    };
     auto stageOf = [&](Value it) {
       return std::make_pair(km.remu(it, s.stages), km.divu(it, s.stages));
     };
 
     auto ws = tt::WarpSpecializeOp::create(b, loc, s.consumers, 24, 240);
     {
-      // The producer: Q once, then K and V tile by tile.
+      // The producer: each tile's Q, then its K and V, key tile by key tile.
       OpBuilder::InsertionGuard guard(b);
       b.createBlock(&ws.getProducer());
-      tt::TmaLoadOp::create(b, loc, qMap, q0, km.cst(0), ValueRange{head, seq}, rq, km.cst(0),
-                            qFull, km.cst(0));
-      auto loop = scf::ForOp::create(b, loc, km.cst(0), kvTiles, km.cst(1));
-      b.setInsertionPointToStart(loop.getBody());
-      Value j = loop.getInductionVar();
-      auto [stage, round] = stageOf(j);
-      Value k0 = km.mul(j, km.cst(s.bn));
-      tt::BarrierWaitOp::create(b, loc, kEmpty, stage, km.add(round, km.cst(1)));
-      tt::TmaLoadOp::create(b, loc, kMap, k0, km.cst(0), ValueRange{kvHead, seq}, rk, stage, kFull,
-                            stage);
-      tt::BarrierWaitOp::create(b, loc, vEmpty, stage, km.add(round, km.cst(1)));
-      tt::TmaLoadOp::create(b, loc, vMap, k0, km.cst(0), ValueRange{kvHead, seq}, rv, stage, vFull,
-                            stage);
-      b.setInsertionPointAfter(loop);
+      forEachTile([&](const TileInfo &ti, Value it0, Value n) -> Value {
+        if (s.persistent) // the tile before's Q read by every consumer
+          tt::BarrierWaitOp::create(b, loc, qEmpty, km.cst(0), km.add(n, km.cst(1)));
+        tt::TmaLoadOp::create(b, loc, qMap, ti.q0, km.cst(0), ValueRange{ti.head, ti.seq}, rq,
+                              km.cst(0), qFull, km.cst(0));
+        auto loop = scf::ForOp::create(b, loc, km.cst(0), ti.kvTiles, km.cst(1));
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(loop.getBody());
+        Value j = loop.getInductionVar();
+        auto [stage, round] = stageOf(km.add(it0, j));
+        Value k0 = km.mul(j, km.cst(s.bn));
+        tt::BarrierWaitOp::create(b, loc, kEmpty, stage, km.add(round, km.cst(1)));
+        tt::TmaLoadOp::create(b, loc, kMap, k0, km.cst(0), ValueRange{ti.kvHead, ti.seq}, rk, stage,
+                              kFull, stage);
+        tt::BarrierWaitOp::create(b, loc, vEmpty, stage, km.add(round, km.cst(1)));
+        tt::TmaLoadOp::create(b, loc, vMap, k0, km.cst(0), ValueRange{ti.kvHead, ti.seq}, rv, stage,
+                              vFull, stage);
+        b.setInsertionPointAfter(loop);
+        return km.add(it0, ti.kvTiles);
+      });
       tt::YieldOp::create(b, loc);
     }
     {
@@ -320,8 +368,8 @@ private:
       auto rowType = RankedTensorType::get({64}, f32, rowsLayout);
       Value negInf = km.f32c(-INFINITY);
 
-      tt::BarrierWaitOp::create(b, loc, qFull, km.cst(0), km.cst(0));
       Value zeroS = km.splat(sType, km.f32c(0.0));
+      TileInfo cur; // the tile being computed
       // S = Q K^T of the tile in stage `stage`; K's stage is released once
       // S is complete.
       auto scores = [&](Value stage, Value round, bool async) -> Value {
@@ -343,7 +391,7 @@ private:
                                            km.splat(iType, km.toI32(skV)));
           if (p.causal) {
             Value rows = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
-                                               km.splat(iType, km.toI32(km.add(q0, myRows))));
+                                               km.splat(iType, km.toI32(km.add(cur.q0, myRows))));
             ok = arith::AndIOp::create(
                 b, loc, ok, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, cols, rows));
           }
@@ -383,7 +431,20 @@ private:
         if (s.pingpong)
           tt::BarrierArriveOp::create(b, loc, order, km.sub(km.cst(1), consumer));
       };
+      // One tile: its Q, the loop over its key tiles, the epilogue. Returns
+      // the rings' step counter after it.
+      auto consume = [&](const TileInfo &ti, Value it0, Value n) -> Value {
+      cur = ti;
+      Value whole = ti.whole, kvTiles = ti.kvTiles;
+      tt::BarrierWaitOp::create(b, loc, qFull, km.cst(0), n);
+      // With `persistent`, Q's buffer may be refilled once both consumers
+      // have issued their last Q K^T of this tile (and it completed).
+      auto qDone = [&] {
+        if (s.persistent)
+          tt::BarrierArriveOp::create(b, loc, qEmpty, km.cst(0));
+      };
       SmallVector<Value> last;
+      Value itEnd;
       if (!s.overlap) {
         // Each step: S, its softmax, then P V, each waited for. Carried:
         // m, l, O and the step counter.
@@ -396,10 +457,12 @@ private:
           tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
           return {sm[0], sm[1], acc, km.add(c[3], km.cst(1))};
         };
-        SmallVector<Value> init = {mInit, lInit, accInit, km.cst(0)};
+        SmallVector<Value> init = {mInit, lInit, accInit, it0};
         SmallVector<Value> c = km.loop(km.cst(0), whole, init,
                                        [&](Value j, ValueRange c) { return step(j, c, false); });
         last = km.loop(whole, kvTiles, c, [&](Value j, ValueRange c) { return step(j, c, true); });
+        qDone();
+        itEnd = last[3];
       } else {
         // FlashAttention-3's overlap within a warpgroup. Step j holds P of
         // tile j and O rescaled for it: it starts Q K^T of tile j + 1 and
@@ -412,7 +475,7 @@ private:
           Value it = c[4], itNext = km.add(it, km.cst(1));
           auto [stage, round] = stageOf(it);
           auto [stageNext, roundNext] = stageOf(itNext);
-          takeTurn(itNext); // turn 0 was the first tile's scores
+          takeTurn(km.add(itNext, n)); // the tile's first turn was its first scores
           Value sNext = scores(stageNext, roundNext, /*async=*/true);
           tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
           Value pv = tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, km.cst(0), c[2], true,
@@ -429,11 +492,14 @@ private:
         // The first tile's softmax (masked: a mask on a whole tile changes
         // nothing), the steps whose next tile every row sees whole, the
         // steps whose next tile is masked, then the last tile's P V.
-        takeTurn(km.cst(0));
-        Value s0 = scores(km.cst(0), km.cst(0), /*async=*/false);
+        // Turns: a tile's key tiles and one more (the last P V), so the
+        // tile's first turn is its first step's number plus its ordinal.
+        auto [stage0, round0] = stageOf(it0);
+        takeTurn(km.add(it0, n));
+        Value s0 = scores(stage0, round0, /*async=*/false);
         passTurn();
         auto first = softmax(s0, km.cst(0), mInit, lInit, true);
-        SmallVector<Value> init = {first[0], first[1], accInit, to16(first[2]), km.cst(0)};
+        SmallVector<Value> init = {first[0], first[1], accInit, to16(first[2]), it0};
         Value lastTile = arith::SubIOp::create(b, loc, kvTiles, km.cst(1));
         Value wholeNext =
             km.minu(arith::SubIOp::create(b, loc, arith::MaxUIOp::create(b, loc, whole, km.cst(1)),
@@ -443,28 +509,34 @@ private:
                                        [&](Value j, ValueRange c) { return step(j, c, false); });
         c = km.loop(wholeNext, lastTile, c,
                     [&](Value j, ValueRange c) { return step(j, c, true); });
+        qDone();
         auto [stage, round] = stageOf(c[4]);
-        takeTurn(km.add(c[4], km.cst(1)));
+        takeTurn(km.add(km.add(c[4], km.cst(1)), n));
         tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
         Value acc =
             tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, km.cst(0), c[2], true, false);
         passTurn();
         last = {c[0], c[1], acc};
+        itEnd = km.add(c[4], km.cst(1));
       }
 
       // Epilogue: O / l, and LSE = (m + log2 l) ln 2.
       Value m = last[0], l = last[1], acc = last[2];
       Value inv = arith::DivFOp::create(b, loc, km.splat(rowType, km.f32c(1.0)), l);
       Value out = arith::MulFOp::create(b, loc, acc, tt::BroadcastOp::create(b, loc, accType, inv));
-      Value row0 = km.add(q0, myRows);
+      Value row0 = km.add(ti.q0, myRows);
       if (bshd)
-        tt::StoreOp::create(b, loc, out, o, ValueRange{seq, row0, km.mul(head, km.cst(p.d))});
+        tt::StoreOp::create(b, loc, out, o,
+                            ValueRange{ti.seq, row0, km.mul(ti.head, km.cst(p.d))});
       else
-        tt::StoreOp::create(b, loc, out, o, ValueRange{bh, row0, km.cst(0)});
+        tt::StoreOp::create(b, loc, out, o, ValueRange{ti.bh, row0, km.cst(0)});
       Value lseRow = arith::MulFOp::create(
           b, loc, arith::AddFOp::create(b, loc, m, math::Log2Op::create(b, loc, l)),
           km.splat(rowType, km.f32c(M_LN2)));
-      tt::StoreOp::create(b, loc, lseRow, lse, ValueRange{seq, head, row0});
+      tt::StoreOp::create(b, loc, lseRow, lse, ValueRange{ti.seq, ti.head, row0});
+      return itEnd;
+      };
+      forEachTile(consume);
       tt::YieldOp::create(b, loc);
     }
     b.setInsertionPointToEnd(entry);

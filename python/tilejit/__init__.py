@@ -44,7 +44,11 @@ class _RankFilter(logging.Filter):
 
 _log.addFilter(_RankFilter())
 if os.environ.get("TILEJIT_LOG_LEVEL"):
-    _log.setLevel(os.environ["TILEJIT_LOG_LEVEL"].upper())
+    _level = os.environ["TILEJIT_LOG_LEVEL"]
+    if _level.lower() not in ("debug", "info", "warning", "error", "critical"):
+        raise ValueError(f"TILEJIT_LOG_LEVEL='{_level}' is not one of debug, info, warning, "
+                         "error, critical")
+    _log.setLevel(_level.upper())
     if not _log.handlers:
         _h = logging.StreamHandler()
         _h.setFormatter(logging.Formatter("tilejit %(levelname)s: %(message)s"))

@@ -21,7 +21,8 @@ public:
   explicit Environment(std::map<std::string, const char *> values) {
     for (const char *name :
          {"TILEJIT_TUNE", "TILEJIT_DETERMINISTIC", "TILEJIT_TUNE_ISOLATION", "TILEJIT_CACHE_DIR",
-          "TILEJIT_SERVER", "TILEJIT_TOKEN", "TILEJIT_TOKEN_FILE", "TILEJIT_SERVER_DEADLINE_MS"}) {
+          "TILEJIT_SERVER", "TILEJIT_TOKEN", "TILEJIT_TOKEN_FILE", "TILEJIT_SERVER_DEADLINE_MS",
+          "TILEJIT_STORE_JOURNAL", "XDG_CACHE_HOME"}) {
       const char *old = std::getenv(name);
       saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
       auto it = values.find(name);
@@ -64,21 +65,25 @@ std::string refusal(std::map<std::string, const char *> values) {
 }
 
 TEST(EngineOptions, NothingSetIsTheDefaults) {
-  EngineOptions o = options({});
+  EngineOptions o = options({{"XDG_CACHE_HOME", "/xdg"}});
   EXPECT_EQ(o.policy, TunePolicy::Off);
   EXPECT_FALSE(o.deterministic);
   EXPECT_EQ(o.tune.isolation, TuneOptions::Isolation::Process);
-  EXPECT_EQ(o.dbPath, "");
+  // The store's one rule (the CLI's too): the user's cache folder, which an
+  // engine may do without if it cannot be opened.
+  EXPECT_EQ(o.dbPath, "/xdg/tilejit/tilejit.db");
+  EXPECT_TRUE(o.storeOptional);
   EXPECT_FALSE(o.server) << "no server: kernels are made in process";
   // Empty values count as unset.
   EngineOptions empty = options({{"TILEJIT_TUNE", ""},
                                  {"TILEJIT_DETERMINISTIC", ""},
                                  {"TILEJIT_TUNE_ISOLATION", ""},
-                                 {"TILEJIT_CACHE_DIR", ""}});
+                                 {"TILEJIT_CACHE_DIR", ""},
+                                 {"XDG_CACHE_HOME", "/xdg"}});
   EXPECT_EQ(empty.policy, TunePolicy::Off);
   EXPECT_FALSE(empty.deterministic);
   EXPECT_EQ(empty.tune.isolation, TuneOptions::Isolation::Process);
-  EXPECT_EQ(empty.dbPath, "");
+  EXPECT_EQ(empty.dbPath, "/xdg/tilejit/tilejit.db");
 }
 
 TEST(EngineOptions, EverySettingIsRead) {
@@ -92,6 +97,8 @@ TEST(EngineOptions, EverySettingIsRead) {
   EXPECT_EQ(options({{"TILEJIT_TUNE_ISOLATION", "process"}}).tune.isolation,
             TuneOptions::Isolation::Process);
   EXPECT_EQ(options({{"TILEJIT_CACHE_DIR", "/some/dir"}}).dbPath, "/some/dir/tilejit.db");
+  EXPECT_FALSE(options({{"TILEJIT_CACHE_DIR", "/some/dir"}}).storeOptional)
+      << "a folder asked for must be usable";
   // All at once, each independent of the others.
   EngineOptions all = options({{"TILEJIT_TUNE", "background"},
                                {"TILEJIT_DETERMINISTIC", "1"},
@@ -126,9 +133,12 @@ TEST(EngineOptions, ABadValueIsAnErrorNamingTheVariable) {
   EXPECT_EQ(refusal({{"TILEJIT_DETERMINISTIC", "yes"}}),
             "TILEJIT_DETERMINISTIC='yes' is not 0 or 1");
   EXPECT_EQ(refusal({{"TILEJIT_TUNE_ISOLATION", "thread"}}),
-            "TILEJIT_TUNE_ISOLATION='thread' is not one of process, in-process");
+            "TILEJIT_TUNE_ISOLATION='thread' is not process or in-process");
   // Case matters: the values are words, not flags.
   EXPECT_NE(refusal({{"TILEJIT_TUNE", "On-Miss"}}), "");
+  // Every setting is checked, not only the engine's own.
+  EXPECT_EQ(refusal({{"TILEJIT_STORE_JOURNAL", "foo"}}),
+            "TILEJIT_STORE_JOURNAL='foo' is not one of wal, delete, auto");
 }
 
 TEST(Engine, CreateWithoutAGpuIsACleanErrorAndMakesNoStore) {

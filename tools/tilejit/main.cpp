@@ -1,6 +1,8 @@
 //===- main.cpp - the tilejit command-line tool -----------------------------===//
 #include "tools/tilejit/Commands.h"
 
+#include "core/Settings.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
@@ -27,15 +29,7 @@ int fail(const std::string &msg) { return reportError(msg, 1); }
 int usageError(const std::string &msg) { return reportError(msg, 2); }
 int noGpu(const std::string &msg) { return reportError(msg, 3); }
 
-std::string defaultCachePath() {
-  if (const char *dir = std::getenv("TILEJIT_CACHE_DIR"); dir && *dir)
-    return std::string(dir) + "/tilejit.db";
-  if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-    return std::string(xdg) + "/tilejit/tilejit.db";
-  if (const char *home = std::getenv("HOME"); home && *home)
-    return std::string(home) + "/.cache/tilejit/tilejit.db";
-  return "tilejit.db";
-}
+std::string defaultCachePath() { return settings::storePath(); }
 
 } // namespace tilejit::cli
 
@@ -69,6 +63,11 @@ int main(int argc, char **argv) {
   }
   for (auto &[sub, action] : commands)
     if (sub->parsed()) {
+      // Every setting checked before any command but doctor (which lists
+      // them, the bad one with its error, and then exits 2).
+      if (sub->get_name() != "doctor")
+        if (auto e = tilejit::settings::checkAll())
+          return tilejit::cli::usageError(llvm::toString(std::move(e)));
       // An exception is a defect, but still one line and a status, not an abort.
       try {
         return tilejit::cli::finishOutput(action());

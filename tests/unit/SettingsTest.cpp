@@ -1,0 +1,131 @@
+//===- SettingsTest.cpp - the table of TILEJIT_* variables ------------------===//
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "core/Settings.h"
+#include "tests/support/TempDir.h"
+
+using namespace tilejit;
+
+namespace {
+
+/// Sets (or, for null, unsets) variables for one scope and restores them.
+class ScopedEnv {
+public:
+  explicit ScopedEnv(std::map<std::string, const char *> values) {
+    for (auto &[name, value] : values) {
+      const char *old = std::getenv(name.c_str());
+      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
+      if (value)
+        ::setenv(name.c_str(), value, 1);
+      else
+        ::unsetenv(name.c_str());
+    }
+  }
+  ~ScopedEnv() {
+    for (auto &[name, value] : saved_)
+      if (value)
+        ::setenv(name.c_str(), value->c_str(), 1);
+      else
+        ::unsetenv(name.c_str());
+  }
+
+private:
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+std::string refusal(const char *name, const char *value) {
+  ScopedEnv env(std::map<std::string, const char *>{{name, value}});
+  llvm::Error e = settings::check(name);
+  if (!e)
+    return "accepted";
+  std::string one = llvm::toString(std::move(e));
+  // checkAll names the same variable first (the others are unset or good).
+  llvm::Error all = settings::checkAll();
+  EXPECT_TRUE(bool(all));
+  EXPECT_EQ(all ? llvm::toString(std::move(all)) : "", one);
+  return one;
+}
+
+TEST(Settings, EveryVariableIsDeclaredOnceWithItsMeaning) {
+  std::set<std::string_view> names;
+  for (const settings::Variable &v : settings::variables()) {
+    EXPECT_EQ(v.name.rfind("TILEJIT_", 0), 0u) << v.name;
+    EXPECT_TRUE(names.insert(v.name).second) << v.name << " twice";
+    EXPECT_FALSE(v.readBy.empty()) << v.name;
+    EXPECT_FALSE(v.meaning.empty()) << v.name;
+    EXPECT_EQ(settings::find(v.name), &v);
+  }
+  EXPECT_EQ(settings::find("TILEJIT_NOPE"), nullptr);
+  llvm::Error e = settings::check("TILEJIT_NOPE");
+  ASSERT_TRUE(bool(e));
+  EXPECT_EQ(llvm::toString(std::move(e)), "'TILEJIT_NOPE' is not a tilejit setting");
+}
+
+TEST(Settings, BadValuesAreNamedWithWhatTheyTake) {
+  EXPECT_EQ(refusal("TILEJIT_STORE_JOURNAL", "foo"),
+            "TILEJIT_STORE_JOURNAL='foo' is not one of wal, delete, auto");
+  EXPECT_EQ(refusal("TILEJIT_TUNE", "always"),
+            "TILEJIT_TUNE='always' is not one of off, on-miss, background");
+  EXPECT_EQ(refusal("TILEJIT_DETERMINISTIC", "yes"), "TILEJIT_DETERMINISTIC='yes' is not 0 or 1");
+  EXPECT_EQ(refusal("TILEJIT_SERVER", "cache.internal"),
+            "TILEJIT_SERVER='cache.internal' is not host:port");
+  EXPECT_EQ(refusal("TILEJIT_SERVER_DEADLINE_MS", "-5"),
+            "TILEJIT_SERVER_DEADLINE_MS='-5' is not a number of milliseconds in [1, 3600000]");
+  EXPECT_EQ(refusal("TILEJIT_SM_MARGIN", "8x"),
+            "TILEJIT_SM_MARGIN='8x' is not a number of multiprocessors in [0, 4095]");
+  EXPECT_EQ(refusal("TILEJIT_WORKER", "/no/such/worker"),
+            "TILEJIT_WORKER='/no/such/worker' is not an executable file");
+  EXPECT_EQ(refusal("TILEJIT_LOG_LEVEL", "loud"),
+            "TILEJIT_LOG_LEVEL='loud' is not one of debug, info, warning, error, critical");
+  tilejit::testing::TempDir dir;
+  std::ofstream(dir.file("file")) << "x";
+  EXPECT_EQ(refusal("TILEJIT_CACHE_DIR", dir.file("file").c_str()),
+            "TILEJIT_CACHE_DIR='" + dir.file("file") +
+                "' is a file, not a folder (the store goes in it as tilejit.db)");
+  EXPECT_EQ(refusal("TILEJIT_CA", dir.file("file").c_str()),
+            "TILEJIT_CA='" + dir.file("file") + "' is not PEM (no -----BEGIN line)");
+  // Good values, and empty (unset).
+  for (auto [name, value] : {std::pair{"TILEJIT_STORE_JOURNAL", "delete"},
+                             {"TILEJIT_TUNE", "on-miss"},
+                             {"TILEJIT_SERVER", "h:7070"},
+                             {"TILEJIT_SM_MARGIN", "0"},
+                             {"TILEJIT_LOG_LEVEL", "DEBUG"},
+                             {"TILEJIT_TUNE", ""},
+                             {"TILEJIT_TOKEN", "anything at all"}})
+    EXPECT_EQ(refusal(name, value), "accepted") << name << "=" << value;
+  EXPECT_EQ(refusal("TILEJIT_CACHE_DIR", dir.file("not/made/yet").c_str()), "accepted");
+}
+
+TEST(Settings, TheStoreHasOnePlace) {
+  std::string from;
+  {
+    ScopedEnv env({{"TILEJIT_CACHE_DIR", "/c"}, {"XDG_CACHE_HOME", "/x"}, {"HOME", "/h"}});
+    EXPECT_EQ(settings::storePath("f.db", &from), "f.db");
+    EXPECT_EQ(from, "--db");
+    EXPECT_EQ(settings::storePath({}, &from), "/c/tilejit.db");
+    EXPECT_EQ(from, "TILEJIT_CACHE_DIR");
+  }
+  {
+    ScopedEnv env({{"TILEJIT_CACHE_DIR", ""}, {"XDG_CACHE_HOME", "/x"}, {"HOME", "/h"}});
+    EXPECT_EQ(settings::storePath({}, &from), "/x/tilejit/tilejit.db");
+    EXPECT_EQ(from, "XDG_CACHE_HOME");
+  }
+  {
+    ScopedEnv env({{"TILEJIT_CACHE_DIR", nullptr}, {"XDG_CACHE_HOME", nullptr}, {"HOME", "/h"}});
+    EXPECT_EQ(settings::storePath({}, &from), "/h/.cache/tilejit/tilejit.db");
+    EXPECT_EQ(from, "HOME");
+  }
+  {
+    ScopedEnv env({{"TILEJIT_CACHE_DIR", nullptr}, {"XDG_CACHE_HOME", nullptr}, {"HOME", nullptr}});
+    EXPECT_EQ(settings::storePath({}, &from), "tilejit.db");
+    EXPECT_EQ(from, "");
+  }
+}
+
+} // namespace
