@@ -32,9 +32,7 @@
 // (FlashAttention-3's overlap of the softmax with the products within a
 // warpgroup), raster (the programs' order), pingpong (FlashAttention-3's
 // turns between the two consumers: one issues its products while the other
-// runs its softmax), persistent (a program per multiprocessor walks the
-// tiles: the next tile's loads run under this one's last products and
-// epilogue).
+// runs its softmax).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/EmbeddedSources.h"
@@ -62,13 +60,12 @@ llvm::Error configError(const llvm::Twine &msg) {
 
 struct Shape {
   int64_t bm, bn, stages, consumers;
-  bool overlap, byHead, pingpong, persistent;
+  bool overlap, byHead, pingpong;
   explicit Shape(const TileConfig &c)
       : bm(c.get("bm")), bn(c.get("bn")), stages(c.get("stages")), consumers(c.get("consumers")),
         overlap(c.has("overlap") && c.get("overlap") != 0),
         byHead(c.has("raster") && c.get("raster") != 0),
-        pingpong(c.has("pingpong") && c.get("pingpong") != 0),
-        persistent(c.has("persistent") && c.get("persistent") != 0) {}
+        pingpong(c.has("pingpong") && c.get("pingpong") != 0) {}
   /// Shared memory of the Q tile, the K and V rings and the barriers, with
   /// the alignment slack.
   int64_t smemBytes(int64_t d, int elemBytes) const {
@@ -94,9 +91,6 @@ public:
         {"pingpong", 0, 1, true,
          "the two consumers take turns issuing their products, so that one's softmax runs "
          "while the other's products do (with overlap; 0 when left out)"},
-        {"persistent", 0, 1, true,
-         "one program per multiprocessor walks the tiles in order: the next tile's Q and K "
-         "load while this one's last products and epilogue run (0 when left out)"},
     };
     return keys;
   }
@@ -232,13 +226,9 @@ private:
     auto lseType = MemRefType::get({ShapedType::kDynamic, p.hq, ShapedType::kDynamic}, f32);
     // Arguments: Q, K, V maps, O, LSE, scale * log2(e), sq, sk.
     SmallVector<Type> args = {mapQ, mapKV, mapKV, oType, lseType, f32, idx, idx};
-    // Programs: ceil(sq / bm) * batch * hq, one per tile; persistent, at
-    // most one per multiprocessor of the target.
+    // Programs: ceil(sq / bm) * batch * hq, one per tile.
     AffineExpr sq = getAffineSymbolExpr(0, &ctx), batch = getAffineSymbolExpr(1, &ctx);
-    SmallVector<AffineExpr> programs = {sq.ceilDiv(s.bm) * batch * p.hq};
-    if (s.persistent)
-      programs.push_back(getAffineConstantExpr(p.target.smCount(), &ctx));
-    AffineMap grid = AffineMap::get(0, 2, programs, &ctx);
+    AffineMap grid = AffineMap::get(0, 2, {sq.ceilDiv(s.bm) * batch * p.hq}, &ctx);
     auto kernel = makeKernel(b, loc, kernelName(p), args, 128 * (s.consumers + 1), grid,
                              {6, -1, 4, 0}, cfg, /*cluster=*/1, /*minBlocks=*/1);
     Block *entry = &kernel.getBody().front();
@@ -267,12 +257,11 @@ private:
                          .getResult()
                    : Value();
 
-    // The tile of index t (the program's id; with `persistent`, each tile
-    // the program takes in turn): the tiles of the last query rows (the
-    // most keys under a causal mask) first, with raster 0 that row tile of
-    // every head before the next, with raster 1 every row tile of one head
-    // before the next head (programs that run together then read the same
-    // K and V, which L2 keeps).
+    // The tile of index t (the program's id): the tiles of the last query
+    // rows (the most keys under a causal mask) first, with raster 0 that row
+    // tile of every head before the next, with raster 1 every row tile of
+    // one head before the next head (programs that run together then read
+    // the same K and V, which L2 keeps).
     Value batchV = memref::DimOp::create(b, loc, lse, 0);
     Value heads = km.mul(batchV, km.cst(p.hq));
     Value mTiles = km.ceilDiv(sqV, s.bm);
@@ -298,30 +287,6 @@ private:
       ti.whole = km.divu(p.causal ? km.minu(skV, km.add(ti.q0, km.cst(1))) : skV, s.bn);
       return ti;
     };
-    // With `persistent`, a program walks tiles pid, pid + programs, ...: the
-    // rings' step counter and (with ping-pong) the consumers' turns run on
-    // across its tiles, and Q's buffer is refilled once both consumers have
-    // issued their last Q K^T of the tile before (barrier qEmpty).
-    Value total = km.mul(mTiles, heads);
-    Value nprog = s.persistent ? tt::NumProgramsOp::create(b, loc, tt::Dim::x).getResult() : Value();
-    Value qEmpty = s.persistent ? tt::AllocBarriersOp::create(
-                                      b, loc, tt::BarriersType::get(&ctx, 1), s.consumers, nullptr)
-                                      .getResult()
-                                : Value();
-    // Runs body(tile, step counter at its start, its ordinal n in this
-    // program) -> the counter after it, over this program's tiles.
-    auto forEachTile = [&](auto body) {
-      if (!s.persistent) {
-        body(tileOf(pid), km.cst(0), km.cst(0));
-        return;
-      }
-      auto loop = scf::ForOp::create(b, loc, pid, total, nprog, ValueRange{km.cst(0), km.cst(0)});
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(loop.getBody());
-      Value it = loop.getRegionIterArgs()[0], n = loop.getRegionIterArgs()[1];
-      Value itEnd = body(tileOf(loop.getInductionVar()), it, n);
-      scf::YieldOp::create(b, loc, ValueRange{itEnd, km.add(n, km.cst(1))});
-    };
     auto stageOf = [&](Value it) {
       return std::make_pair(km.remu(it, s.stages), km.divu(it, s.stages));
     };
@@ -331,9 +296,9 @@ private:
       // The producer: each tile's Q, then its K and V, key tile by key tile.
       OpBuilder::InsertionGuard guard(b);
       b.createBlock(&ws.getProducer());
-      forEachTile([&](const TileInfo &ti, Value it0, Value n) -> Value {
-        if (s.persistent) // the tile before's Q read by every consumer
-          tt::BarrierWaitOp::create(b, loc, qEmpty, km.cst(0), km.add(n, km.cst(1)));
+      // (A tile's first step number, it0, is where the rings stand when it
+      // starts: 0 for the program's one tile.)
+      auto produce = [&](const TileInfo &ti, Value it0) {
         tt::TmaLoadOp::create(b, loc, qMap, ti.q0, km.cst(0), ValueRange{ti.head, ti.seq}, rq,
                               km.cst(0), qFull, km.cst(0));
         auto loop = scf::ForOp::create(b, loc, km.cst(0), ti.kvTiles, km.cst(1));
@@ -349,8 +314,8 @@ private:
         tt::TmaLoadOp::create(b, loc, vMap, k0, km.cst(0), ValueRange{ti.kvHead, ti.seq}, rv, stage,
                               vFull, stage);
         b.setInsertionPointAfter(loop);
-        return km.add(it0, ti.kvTiles);
-      });
+      };
+      produce(tileOf(pid), km.cst(0));
       tt::YieldOp::create(b, loc);
     }
     {
@@ -431,20 +396,14 @@ private:
         if (s.pingpong)
           tt::BarrierArriveOp::create(b, loc, order, km.sub(km.cst(1), consumer));
       };
-      // One tile: its Q, the loop over its key tiles, the epilogue. Returns
-      // the rings' step counter after it.
-      auto consume = [&](const TileInfo &ti, Value it0, Value n) -> Value {
+      // One tile: its Q, the loop over its key tiles, the epilogue. it0 is
+      // the rings' step number at its start and n its ordinal among the
+      // tiles a program computes (0 and 0 for the program's one tile).
+      auto consume = [&](const TileInfo &ti, Value it0, Value n) {
       cur = ti;
       Value whole = ti.whole, kvTiles = ti.kvTiles;
       tt::BarrierWaitOp::create(b, loc, qFull, km.cst(0), n);
-      // With `persistent`, Q's buffer may be refilled once both consumers
-      // have issued their last Q K^T of this tile (and it completed).
-      auto qDone = [&] {
-        if (s.persistent)
-          tt::BarrierArriveOp::create(b, loc, qEmpty, km.cst(0));
-      };
       SmallVector<Value> last;
-      Value itEnd;
       if (!s.overlap) {
         // Each step: S, its softmax, then P V, each waited for. Carried:
         // m, l, O and the step counter.
@@ -461,8 +420,6 @@ private:
         SmallVector<Value> c = km.loop(km.cst(0), whole, init,
                                        [&](Value j, ValueRange c) { return step(j, c, false); });
         last = km.loop(whole, kvTiles, c, [&](Value j, ValueRange c) { return step(j, c, true); });
-        qDone();
-        itEnd = last[3];
       } else {
         // FlashAttention-3's overlap within a warpgroup. Step j holds P of
         // tile j and O rescaled for it: it starts Q K^T of tile j + 1 and
@@ -509,7 +466,6 @@ private:
                                        [&](Value j, ValueRange c) { return step(j, c, false); });
         c = km.loop(wholeNext, lastTile, c,
                     [&](Value j, ValueRange c) { return step(j, c, true); });
-        qDone();
         auto [stage, round] = stageOf(c[4]);
         takeTurn(km.add(km.add(c[4], km.cst(1)), n));
         tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
@@ -517,7 +473,6 @@ private:
             tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, km.cst(0), c[2], true, false);
         passTurn();
         last = {c[0], c[1], acc};
-        itEnd = km.add(c[4], km.cst(1));
       }
 
       // Epilogue: O / l, and LSE = (m + log2 l) ln 2.
@@ -534,9 +489,8 @@ private:
           b, loc, arith::AddFOp::create(b, loc, m, math::Log2Op::create(b, loc, l)),
           km.splat(rowType, km.f32c(M_LN2)));
       tt::StoreOp::create(b, loc, lseRow, lse, ValueRange{ti.seq, ti.head, row0});
-      return itEnd;
       };
-      forEachTile(consume);
+      consume(tileOf(pid), km.cst(0), km.cst(0));
       tt::YieldOp::create(b, loc);
     }
     b.setInsertionPointToEnd(entry);

@@ -431,21 +431,6 @@ TEST_F(GpuAttention, TypesScalesAndConfigs) {
        "bm=128 bn=96 consumers=2 overlap=1 pingpong=1 stages=3"});
 }
 
-TEST_F(GpuAttention, PersistentProgramsWalkManyTiles) {
-  // More tiles than multiprocessors: each program takes several, of
-  // different lengths under a causal mask, the rings and turns running on
-  // across them; ragged ends; one tile in all.
-  const char *d128 = "bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2";
-  const char *d64 = "bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=0 stages=2";
-  run({2, 1024, 1024, 32, 8, 128, true, Layout::BSHD, DType::BF16, 0.0f, d128});
-  run({3, 777, 777, 16, 16, 128, false, Layout::BHSD, DType::BF16, 0.0f, d128});
-  run({4, 1100, 1100, 16, 4, 64, true, Layout::BSHD, DType::F16, 0.0f, d64});
-  run({1, 40, 40, 1, 1, 64, true, Layout::BSHD, DType::BF16, 0.0f, d64});
-  run({2, 600, 600, 8, 1, 128, true, Layout::BSHD, DType::BF16, 0.0f,
-       "bm=128 bn=176 consumers=2 persistent=1 stages=1"});
-  run({2, 333, 333, 8, 2, 256, true, Layout::BSHD, DType::BF16, 0.0f,
-       "bm=128 bn=64 consumers=2 persistent=1 stages=2"});
-}
 
 } // namespace
 

@@ -95,17 +95,6 @@ TEST(AttentionCompile, EveryConfigOfTheGpuTestsBuilds) {
     for (int64_t d : {64, 128})
       for (bool causal : {false, true})
         expectClean(params(d, causal), *TileConfig::parse(cfg));
-  // A program per multiprocessor walking the tiles, with and without the
-  // turns and the overlap.
-  for (const char *cfg :
-       {"bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2",
-        "bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=0 stages=2",
-        "bm=128 bn=176 consumers=2 persistent=1 stages=1",
-        "bm=64 bn=64 consumers=1 overlap=1 persistent=1 stages=2"})
-    for (int64_t d : {64, 128})
-      for (bool causal : {false, true})
-        expectClean(params(d, causal), *TileConfig::parse(cfg));
-  expectClean(params(256, true), *TileConfig::parse("bm=128 bn=64 consumers=2 persistent=1 stages=2"));
   // The largest the register rule allows.
   expectClean(params(256, false), *TileConfig::parse("bm=128 bn=128 consumers=2 stages=1"));
   expectClean(params(64, true), *TileConfig::parse("bm=128 bn=192 consumers=2 stages=2"));
