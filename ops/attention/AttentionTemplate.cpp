@@ -291,6 +291,9 @@ private:
       return std::make_pair(km.remu(it, s.stages), km.divu(it, s.stages));
     };
 
+    // The program's one tile.
+    TileInfo tile = tileOf(pid);
+
     auto ws = tt::WarpSpecializeOp::create(b, loc, s.consumers, 24, 240);
     {
       // The producer: each tile's Q, then its K and V, key tile by key tile.
@@ -315,7 +318,7 @@ private:
                               vFull, stage);
         b.setInsertionPointAfter(loop);
       };
-      produce(tileOf(pid), km.cst(0));
+      produce(tile, km.cst(0));
       tt::YieldOp::create(b, loc);
     }
     {
@@ -490,7 +493,7 @@ private:
           km.splat(rowType, km.f32c(M_LN2)));
       tt::StoreOp::create(b, loc, lseRow, lse, ValueRange{ti.seq, ti.head, row0});
       };
-      consume(tileOf(pid), km.cst(0), km.cst(0));
+      consume(tile, km.cst(0), km.cst(0));
       tt::YieldOp::create(b, loc);
     }
     b.setInsertionPointToEnd(entry);

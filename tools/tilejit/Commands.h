@@ -15,6 +15,7 @@ Action addTune(CLI::App &app);
 Action addExplain(CLI::App &app);
 Action addCache(CLI::App &app);
 Action addServe(CLI::App &app);
+Action addOps(CLI::App &app);
 
 /// Prints "tilejit: error: <msg>" on stderr and returns 1: the command was
 /// understood and could not be done.

@@ -17,7 +17,38 @@ namespace {
 struct CompileArgs {
   SpecOptions spec;
   std::string emit = "ptx", after, config, out, backend = "nvptx";
+  bool json = false;
 };
+
+/// --emit cubin-info as JSON.
+nlohmann::json infoJson(const CompiledKernel &k) {
+  nlohmann::json entries = nlohmann::json::array();
+  for (const EntryInfo &e : k.entries) {
+    std::string grid = e.grid[0].str() + (e.grid[1].results.empty() ? "" : " x " + e.grid[1].str()) +
+                       (e.grid[2].results.empty() ? "" : " x " + e.grid[2].str());
+    entries.push_back({{"name", e.name},
+                       {"threads", e.blockThreads},
+                       {"registers", e.registers},
+                       {"spill_bytes", e.spillBytes},
+                       {"static_shared_bytes", e.staticSmemBytes},
+                       {"dynamic_shared_bytes", e.dynamicSmemBytes},
+                       {"cluster_blocks", e.clusterBlocks()},
+                       {"grid", grid}});
+  }
+  nlohmann::json stages = nlohmann::json::array();
+  for (const StageTime &st : k.stages)
+    stages.push_back({{"name", st.name}, {"ms", st.ms}});
+  return {{"spec", k.spec.canonical()},
+          {"config", k.config.canonical()},
+          {"key", k.key},
+          {"backend", k.backend},
+          {"cubin_bytes", k.cubin.size()},
+          {"ptx_bytes", k.ptx.size()},
+          {"compile_ms", k.mlirMs + k.binaryMs},
+          {"workspace_bytes", k.workspaceBytes},
+          {"entries", entries},
+          {"stages", stages}};
+}
 
 /// Whether `path` names a terminal, as /dev/tty or /dev/stdout may.
 bool isTerminal(const std::string &path) {
@@ -70,6 +101,8 @@ int run(const CompileArgs &a) {
     return usageError("--emit llvm is the nvptx back end's LLVM IR; --backend is " + a.backend);
   if (!a.after.empty() && a.emit != "mlir")
     return usageError("--after applies to --emit mlir only");
+  if (a.json && a.emit != "cubin-info")
+    return usageError("--json prints --emit cubin-info; --emit " + a.emit + " is text");
   if (a.emit == "cubin" && a.out.empty())
     return usageError("--emit cubin writes binary: give -o FILE");
   if (a.emit == "cubin" && (a.out == "-" ? isatty(fileno(stdout)) : isTerminal(a.out)))
@@ -91,6 +124,8 @@ int run(const CompileArgs &a) {
     text = compiled->ptx;
   else if (a.emit == "cubin")
     text.assign(compiled->cubin.begin(), compiled->cubin.end());
+  else if (a.json)
+    text = dumped(infoJson(*compiled));
   else {
     std::string s;
     s += "spec       " + compiled->spec.canonical() + "\n";
@@ -154,6 +189,7 @@ Action addCompile(CLI::App &app) {
                   "or cuda (CUDA C++, then NVRTC); "
                   "--emit cuda is always the C++ back end's source");
   cmd->add_option("-o,--output", a->out, "Output file (default: stdout)");
+  cmd->add_flag("--json", a->json, "With --emit cubin-info: the summary as JSON");
   return [a] { return run(*a); };
 }
 

@@ -49,6 +49,7 @@ int main(int argc, char **argv) {
   add(tilejit::cli::addExplain);
   add(tilejit::cli::addCache);
   add(tilejit::cli::addServe);
+  add(tilejit::cli::addOps);
   for (int i = 1; i < argc && std::string_view(argv[i]) != "--"; ++i)
     if (std::string_view(argv[i]) == "--json")
       tilejit::cli::setJsonErrors(true);
