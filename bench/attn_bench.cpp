@@ -219,7 +219,8 @@ int main(int argc, char **argv) {
       const KernelTemplate &t = getTemplate(spec);
       config = t.defaultConfig(spec).mergedWith(must(TileConfig::parse(configText)));
       if (llvm::Error err = t.checkConfig(spec, config)) {
-        std::string why = "config " + config.canonical() + " refused: " + llvm::toString(std::move(err));
+        std::string why =
+            "config " + config.canonical() + " refused: " + llvm::toString(std::move(err));
         std::printf("%-32s skipped: %s\n", c.name.c_str(), why.c_str());
         results.push_back({{"name", c.name}, {"pass", "forward"}, {"skipped", why}});
         continue;

@@ -2,6 +2,7 @@
 #include "core/Settings.h"
 
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <initializer_list>
@@ -35,11 +36,12 @@ llvm::Error oneOf(std::string_view v, std::initializer_list<std::string_view> wo
 llvm::Error numberIn(std::string_view v, long long lo, long long hi, const char *what) {
   std::string s(v);
   char *end = nullptr;
+  errno = 0;
   long long n = std::strtoll(s.c_str(), &end, 10);
-  if (s.empty() || *end || s.find_first_not_of("0123456789") != std::string::npos || n < lo ||
-      n > hi)
-    return bad("is not " + llvm::Twine(what) + " in [" + llvm::Twine(lo) + ", " +
-               llvm::Twine(hi) + "]");
+  if (s.empty() || *end || s.find_first_not_of("0123456789") != std::string::npos ||
+      errno == ERANGE || n < lo || n > hi)
+    return bad("is not " + llvm::Twine(what) + " in [" + llvm::Twine(lo) + ", " + llvm::Twine(hi) +
+               "]");
   return llvm::Error::success();
 }
 
@@ -94,17 +96,25 @@ const Variable kVariables[] = {
     {"TILEJIT_STORE_JOURNAL", "store",
      "wal (one host), delete (a rollback journal, for network file systems) or auto (the "
      "default: by the file system)",
-     [](std::string_view v) { return oneOf(v, {"wal", "delete", "auto"}); }},
+     [](std::string_view v) {
+       return oneOf(v, {"wal", "delete", "auto"});
+     }},
     {"TILEJIT_TUNE", "engine",
      "off (the default), on-miss (tune before the first launch) or background (the default "
      "config now, the winner when tuned)",
-     [](std::string_view v) { return oneOf(v, {"off", "on-miss", "background"}); }},
+     [](std::string_view v) {
+       return oneOf(v, {"off", "on-miss", "background"});
+     }},
     {"TILEJIT_DETERMINISTIC", "engine",
      "1: never tune at run time; stored winners or defaults only (0: the default)",
-     [](std::string_view v) { return oneOf(v, {"0", "1"}); }},
+     [](std::string_view v) {
+       return oneOf(v, {"0", "1"});
+     }},
     {"TILEJIT_TUNE_ISOLATION", "engine",
      "process (the default: candidates run in tilejit-worker) or in-process",
-     [](std::string_view v) { return oneOf(v, {"process", "in-process"}); }},
+     [](std::string_view v) {
+       return oneOf(v, {"process", "in-process"});
+     }},
     {"TILEJIT_WORKER", "tuner",
      "the tilejit-worker program (else beside the program, then the install and build paths)",
      executableFile},
@@ -112,8 +122,8 @@ const Variable kVariables[] = {
      "the ptxas program (else $CUDA_HOME/bin, /usr/local/cuda/bin, PATH)", executableFile},
     {"TILEJIT_CUDA_DRIVER", "runtime", "the CUDA driver library to load (default libcuda.so.1)",
      nullptr},
-    {"TILEJIT_SERVER", "engine, client",
-     "host:port of a `tilejit serve`; unset: in process only", hostPort},
+    {"TILEJIT_SERVER", "engine, client", "host:port of a `tilejit serve`; unset: in process only",
+     hostPort},
     {"TILEJIT_TOKEN", "client",
      "the bearer token sent with writes (AcquireTuningLease, ReleaseTuningLease, "
      "PublishResult, Tune, Import): a tuning under the server's lease needs a read-write one",
@@ -137,7 +147,7 @@ const Variable kVariables[] = {
      "count less one",
      [](std::string_view v) { return numberIn(v, 0, 4095, "a number of multiprocessors"); }},
     {"TILEJIT_LIB", "Python", "the libtilejit.so to load (else the one beside the package)",
-     readableFile},
+     readableFile, false},
     {"TILEJIT_LOG_LEVEL", "Python",
      "the level of the `tilejit` logger: debug, info, warning, error or critical (any case)",
      [](std::string_view v) {
@@ -145,14 +155,23 @@ const Variable kVariables[] = {
        for (char &c : lower)
          c = char(std::tolower(static_cast<unsigned char>(c)));
        return oneOf(lower, {"debug", "info", "warning", "error", "critical"});
-     }},
+     },
+     false},
     {"TILEJIT_TEST_SEED", "tests", "replays a test's random inputs (the seed a failure printed)",
-     [](std::string_view v) {
-       return numberIn(v, 0, 9223372036854775807LL, "a whole number");
-     }},
+     [](std::string_view v) -> llvm::Error {
+       // As the tests read it: an unsigned 64-bit number, decimal or 0x hex.
+       std::string s(v);
+       char *end = nullptr;
+       errno = 0;
+       std::strtoull(s.c_str(), &end, 0);
+       if (s.empty() || *end || errno == ERANGE || s[0] == '-' || s[0] == '+')
+         return bad("is not a seed (a whole number below 2^64, decimal or 0x hex)");
+       return llvm::Error::success();
+     },
+     false},
     {"TILEJIT_CLI", "Python tests",
      "the `tilejit` program the server tests start (else PATH, then the build tree's)",
-     executableFile},
+     executableFile, false},
 };
 
 } // namespace
@@ -171,11 +190,10 @@ std::string value(std::string_view name) {
   return v ? std::string(v) : std::string();
 }
 
-llvm::Error check(std::string_view name) {
+llvm::Error checkValue(std::string_view name, std::string_view v) {
   const Variable *var = find(name);
   if (!var)
     return bad("'" + llvm::Twine(name) + "' is not a tilejit setting");
-  std::string v = value(name);
   if (v.empty() || !var->check)
     return llvm::Error::success();
   if (llvm::Error e = var->check(v))
@@ -183,10 +201,13 @@ llvm::Error check(std::string_view name) {
   return llvm::Error::success();
 }
 
-llvm::Error checkAll() {
+llvm::Error check(std::string_view name) { return checkValue(name, value(name)); }
+
+llvm::Error checkAll(bool everything) {
   for (const Variable &v : kVariables)
-    if (auto e = check(v.name))
-      return e;
+    if (v.native || everything)
+      if (auto e = check(v.name))
+        return e;
   return llvm::Error::success();
 }
 

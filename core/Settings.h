@@ -32,6 +32,9 @@ struct Variable {
   /// Checks a set value; the message (without the variable's name, which
   /// check() puts first) says what the variable takes. Null: any value.
   llvm::Error (*check)(std::string_view value) = nullptr;
+  /// Read by libtilejit or the CLI (checkAll checks these); false for those
+  /// only the Python package or the tests read.
+  bool native = true;
 };
 
 /// Every variable, in the README's order.
@@ -44,8 +47,14 @@ std::string value(std::string_view name);
 
 /// `name`'s value checked: "NAME='value' <what it takes>" when it is bad.
 llvm::Error check(std::string_view name);
-/// Every set variable checked; the first bad one is the error.
-llvm::Error checkAll();
+/// Every set variable that libtilejit or the CLI reads (native) checked;
+/// the first bad one is the error. With `everything`, the Python package's
+/// and the tests' too (doctor's report).
+llvm::Error checkAll(bool everything = false);
+
+/// `value` checked as `name`'s would be (the same message), without
+/// reading the environment: a flag that stands in for a variable.
+llvm::Error checkValue(std::string_view name, std::string_view value);
 
 /// Where the store is (the rule above); `source` (if not null) gets what
 /// decided it: "--db", "TILEJIT_CACHE_DIR", "XDG_CACHE_HOME" or "HOME"

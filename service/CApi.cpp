@@ -196,6 +196,10 @@ tj_status tj_engine_create(int device, tj_engine **out) {
   auto engine = tilejit::Engine::create(std::move(*options));
   if (!engine)
     return failed(engine.takeError());
+  // What became of the store (moved aside as corrupt, or none at the
+  // default place): said once, when the engine is made.
+  if (const std::string &notice = (*engine)->storeNotice(); !notice.empty())
+    std::fprintf(stderr, "tilejit: %s\n", notice.c_str());
   // TILEJIT_SM_MARGIN's form was checked with every setting; its bound is
   // this GPU's.
   int margin = 0;
@@ -386,8 +390,8 @@ tj_status tj_rms_norm_bwd(tj_engine *e, tj_dtype dtype, tj_dtype wdtype, const v
 
 tj_status tj_gemm(tj_engine *e, tj_dtype ab, tj_dtype out, int trans_a, int trans_b, int64_t m,
                   int64_t n, int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb,
-                  const void *c, const void *bias, void *d, float alpha, float beta,
-                  int sm_margin, void *stream) {
+                  const void *c, const void *bias, void *d, float alpha, float beta, int sm_margin,
+                  void *stream) {
   TJ_ENGINE(e);
   int sms = e->engine->target().smCount();
   if (sm_margin < -1 || sm_margin >= sms)

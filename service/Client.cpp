@@ -104,16 +104,15 @@ ClientOptions::fromEnvironment(const std::string &address) {
     return std::nullopt;
   ClientOptions o;
   o.address = server;
-  if (!address.empty()) {
-    auto colon = o.address.rfind(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == o.address.size() ||
-        o.address.find_first_not_of("0123456789", colon + 1) != std::string::npos)
+  if (!address.empty()) // a --server address: TILEJIT_SERVER's rule, the flag's name
+    if (llvm::Error e = settings::checkValue("TILEJIT_SERVER", address)) {
+      llvm::consumeError(std::move(e));
       return err("server address '" + o.address + "' is not host:port");
-  }
+    }
   // The client's variables, each checked as the settings table says.
-  for (std::string_view var : {"TILEJIT_SERVER", "TILEJIT_TOKEN_FILE", "TILEJIT_CA",
-                               "TILEJIT_CLIENT_CERT", "TILEJIT_CLIENT_KEY",
-                               "TILEJIT_SERVER_DEADLINE_MS"}) {
+  for (std::string_view var :
+       {"TILEJIT_SERVER", "TILEJIT_TOKEN_FILE", "TILEJIT_CA", "TILEJIT_CLIENT_CERT",
+        "TILEJIT_CLIENT_KEY", "TILEJIT_SERVER_DEADLINE_MS"}) {
     // A --server address stands in for TILEJIT_SERVER, which is not read.
     if (!address.empty() && var == "TILEJIT_SERVER")
       continue;
@@ -140,7 +139,8 @@ ClientOptions::fromEnvironment(const std::string &address) {
        {std::pair{"TILEJIT_CA", &o.caPem}, std::pair{"TILEJIT_CLIENT_CERT", &o.certPem},
         std::pair{"TILEJIT_CLIENT_KEY", &o.keyPem}})
     if (std::string path = settings::value(var); !path.empty())
-      *out = contents(path);
+      if ((*out = contents(path)).empty())
+        return err(std::string(var) + "='" + path + "' cannot be read");
   if (o.certPem.empty() != o.keyPem.empty())
     return err("TILEJIT_CLIENT_CERT and TILEJIT_CLIENT_KEY go together");
   if (!o.certPem.empty() && o.caPem.empty())

@@ -35,6 +35,8 @@ llvm::Expected<EngineOptions> EngineOptions::fromEnvironment() {
   std::string source;
   o.dbPath = settings::storePath({}, &source);
   o.storeOptional = source != "TILEJIT_CACHE_DIR";
+  if (source.empty()) // no HOME, no cache folder: not a file in the working directory
+    o.dbPath.clear();
   auto server = ClientOptions::fromEnvironment();
   if (!server)
     return server.takeError();
@@ -61,9 +63,9 @@ llvm::Expected<std::unique_ptr<Engine>> Engine::create(EngineOptions options) {
     if (store) {
       e->store_ = std::move(*store);
     } else if (e->options_.storeOptional) {
-      e->notice_ = "no store (kernels are compiled in each process): " +
-                   llvm::toString(store.takeError()) +
-                   "; set TILEJIT_CACHE_DIR to a folder this process can write";
+      e->notice_ =
+          "no store (kernels are compiled in each process): " + llvm::toString(store.takeError()) +
+          "; set TILEJIT_CACHE_DIR to a folder this process can write";
     } else {
       return store.takeError();
     }

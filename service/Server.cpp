@@ -69,6 +69,7 @@ public:
   }
 
   const std::string &notice() const { return notice_; }
+  int importsInFlight() const { return importsInFlight_.load(); }
 
   Status Lookup(ServerContext *, const v1::KernelRequest *req, v1::LookupResponse *resp) override {
     ++lookups_;
@@ -1219,6 +1220,8 @@ Server::~Server() {
 }
 
 const std::string &Server::storeNotice() const { return service_->notice(); }
+
+int Server::importsInFlight() const { return service_->importsInFlight(); }
 
 int Server::metricsPort() const { return metrics_ ? metrics_->port() : 0; }
 

@@ -102,6 +102,8 @@ public:
   int metricsPort() const;
   /// One line, set when the store file was found corrupt and moved aside.
   const std::string &storeNotice() const;
+  /// Imports being received now (each holds one of maxConcurrentImports).
+  int importsInFlight() const;
 
   /// Health turns NOT_SERVING, new calls are still answered for `grace` (so
   /// that balancers see the status and stop sending), then the server stops

@@ -161,8 +161,8 @@ public:
       return configError("bn = " + llvm::Twine(s.bn) + " must be a multiple of 16");
     if (s.pingpong && (!s.overlap || s.consumers != 2))
       return configError("pingpong needs overlap = 1 and 2 consumers (got overlap = " +
-                         llvm::Twine(int(s.overlap)) + ", consumers = " +
-                         llvm::Twine(s.consumers) + ")");
+                         llvm::Twine(int(s.overlap)) + ", consumers = " + llvm::Twine(s.consumers) +
+                         ")");
     // Registers of a consumer thread: O's accumulator (d / 2), S (bn / 2)
     // and P (bn / 4), and with overlap the last tile's P beside the next
     // tile's softmax (bn / 4), with room for addresses, m and l under the
@@ -403,95 +403,97 @@ private:
       // the rings' step number at its start and n its ordinal among the
       // tiles a program computes (0 and 0 for the program's one tile).
       auto consume = [&](const TileInfo &ti, Value it0, Value n) {
-      cur = ti;
-      Value whole = ti.whole, kvTiles = ti.kvTiles;
-      tt::BarrierWaitOp::create(b, loc, qFull, km.cst(0), n);
-      SmallVector<Value> last;
-      if (!s.overlap) {
-        // Each step: S, its softmax, then P V, each waited for. Carried:
-        // m, l, O and the step counter.
-        auto step = [&](Value j, ValueRange c, bool masked) -> SmallVector<Value> {
-          auto [stage, round] = stageOf(c[3]);
-          auto sm = softmax(scores(stage, round, /*async=*/false), j, c[0], c[1], masked);
-          tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
-          Value acc = tt::DotRegOp::create(b, loc, accType, to16(sm[2]), rv, stage, km.cst(0),
-                                           rescale(c[2], sm[3]), true, false);
-          tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
-          return {sm[0], sm[1], acc, km.add(c[3], km.cst(1))};
-        };
-        SmallVector<Value> init = {mInit, lInit, accInit, it0};
-        SmallVector<Value> c = km.loop(km.cst(0), whole, init,
-                                       [&](Value j, ValueRange c) { return step(j, c, false); });
-        last = km.loop(whole, kvTiles, c, [&](Value j, ValueRange c) { return step(j, c, true); });
-      } else {
-        // FlashAttention-3's overlap within a warpgroup. Step j holds P of
-        // tile j and O rescaled for it: it starts Q K^T of tile j + 1 and
-        // P V of tile j, waits for the scores only, runs the softmax of tile
-        // j + 1 while P V runs, then waits for P V and rescales O. Nothing
-        // pending crosses the loop's back edge, and no register a running
-        // product reads is written before it completes (ptxas would
-        // serialize the products otherwise). Carried: m, l, O, P, the step.
-        auto step = [&](Value j, ValueRange c, bool masked) -> SmallVector<Value> {
-          Value it = c[4], itNext = km.add(it, km.cst(1));
-          auto [stage, round] = stageOf(it);
-          auto [stageNext, roundNext] = stageOf(itNext);
-          takeTurn(km.add(itNext, n)); // the tile's first turn was its first scores
-          Value sNext = scores(stageNext, roundNext, /*async=*/true);
-          tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
-          Value pv = tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, km.cst(0), c[2], true,
-                                          /*async=*/true);
+        cur = ti;
+        Value whole = ti.whole, kvTiles = ti.kvTiles;
+        tt::BarrierWaitOp::create(b, loc, qFull, km.cst(0), n);
+        SmallVector<Value> last;
+        if (!s.overlap) {
+          // Each step: S, its softmax, then P V, each waited for. Carried:
+          // m, l, O and the step counter.
+          auto step = [&](Value j, ValueRange c, bool masked) -> SmallVector<Value> {
+            auto [stage, round] = stageOf(c[3]);
+            auto sm = softmax(scores(stage, round, /*async=*/false), j, c[0], c[1], masked);
+            tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
+            Value acc = tt::DotRegOp::create(b, loc, accType, to16(sm[2]), rv, stage, km.cst(0),
+                                             rescale(c[2], sm[3]), true, false);
+            tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
+            return {sm[0], sm[1], acc, km.add(c[3], km.cst(1))};
+          };
+          SmallVector<Value> init = {mInit, lInit, accInit, it0};
+          SmallVector<Value> c = km.loop(km.cst(0), whole, init,
+                                         [&](Value j, ValueRange c) { return step(j, c, false); });
+          last =
+              km.loop(whole, kvTiles, c, [&](Value j, ValueRange c) { return step(j, c, true); });
+        } else {
+          // FlashAttention-3's overlap within a warpgroup. Step j holds P of
+          // tile j and O rescaled for it: it starts Q K^T of tile j + 1 and
+          // P V of tile j, waits for the scores only, runs the softmax of tile
+          // j + 1 while P V runs, then waits for P V and rescales O. Nothing
+          // pending crosses the loop's back edge, and no register a running
+          // product reads is written before it completes (ptxas would
+          // serialize the products otherwise). Carried: m, l, O, P, the step.
+          auto step = [&](Value j, ValueRange c, bool masked) -> SmallVector<Value> {
+            Value it = c[4], itNext = km.add(it, km.cst(1));
+            auto [stage, round] = stageOf(it);
+            auto [stageNext, roundNext] = stageOf(itNext);
+            takeTurn(km.add(itNext, n)); // the tile's first turn was its first scores
+            Value sNext = scores(stageNext, roundNext, /*async=*/true);
+            tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
+            Value pv = tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, km.cst(0), c[2], true,
+                                            /*async=*/true);
+            passTurn();
+            sNext = tt::DotWaitOp::create(b, loc, ValueRange{sNext}, 1).getResult(0);
+            tt::BarrierArriveOp::create(b, loc, kEmpty, stageNext);
+            auto sm = softmax(sNext, km.add(j, km.cst(1)), c[0], c[1], masked);
+            // P V is complete, and with it the reads of P's registers.
+            Value acc = tt::DotWaitOp::create(b, loc, ValueRange{pv, c[3]}, 0).getResult(0);
+            tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
+            return {sm[0], sm[1], rescale(acc, sm[3]), to16(sm[2]), itNext};
+          };
+          // The first tile's softmax (masked: a mask on a whole tile changes
+          // nothing), the steps whose next tile every row sees whole, the
+          // steps whose next tile is masked, then the last tile's P V.
+          // Turns: a tile's key tiles and one more (the last P V), so the
+          // tile's first turn is its first step's number plus its ordinal.
+          auto [stage0, round0] = stageOf(it0);
+          takeTurn(km.add(it0, n));
+          Value s0 = scores(stage0, round0, /*async=*/false);
           passTurn();
-          sNext = tt::DotWaitOp::create(b, loc, ValueRange{sNext}, 1).getResult(0);
-          tt::BarrierArriveOp::create(b, loc, kEmpty, stageNext);
-          auto sm = softmax(sNext, km.add(j, km.cst(1)), c[0], c[1], masked);
-          // P V is complete, and with it the reads of P's registers.
-          Value acc = tt::DotWaitOp::create(b, loc, ValueRange{pv, c[3]}, 0).getResult(0);
-          tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
-          return {sm[0], sm[1], rescale(acc, sm[3]), to16(sm[2]), itNext};
-        };
-        // The first tile's softmax (masked: a mask on a whole tile changes
-        // nothing), the steps whose next tile every row sees whole, the
-        // steps whose next tile is masked, then the last tile's P V.
-        // Turns: a tile's key tiles and one more (the last P V), so the
-        // tile's first turn is its first step's number plus its ordinal.
-        auto [stage0, round0] = stageOf(it0);
-        takeTurn(km.add(it0, n));
-        Value s0 = scores(stage0, round0, /*async=*/false);
-        passTurn();
-        auto first = softmax(s0, km.cst(0), mInit, lInit, true);
-        SmallVector<Value> init = {first[0], first[1], accInit, to16(first[2]), it0};
-        Value lastTile = arith::SubIOp::create(b, loc, kvTiles, km.cst(1));
-        Value wholeNext =
-            km.minu(arith::SubIOp::create(b, loc, arith::MaxUIOp::create(b, loc, whole, km.cst(1)),
-                                          km.cst(1)),
-                    lastTile);
-        SmallVector<Value> c = km.loop(km.cst(0), wholeNext, init,
-                                       [&](Value j, ValueRange c) { return step(j, c, false); });
-        c = km.loop(wholeNext, lastTile, c,
-                    [&](Value j, ValueRange c) { return step(j, c, true); });
-        auto [stage, round] = stageOf(c[4]);
-        takeTurn(km.add(km.add(c[4], km.cst(1)), n));
-        tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
-        Value acc =
-            tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, km.cst(0), c[2], true, false);
-        passTurn();
-        last = {c[0], c[1], acc};
-      }
+          auto first = softmax(s0, km.cst(0), mInit, lInit, true);
+          SmallVector<Value> init = {first[0], first[1], accInit, to16(first[2]), it0};
+          Value lastTile = arith::SubIOp::create(b, loc, kvTiles, km.cst(1));
+          Value wholeNext =
+              km.minu(arith::SubIOp::create(
+                          b, loc, arith::MaxUIOp::create(b, loc, whole, km.cst(1)), km.cst(1)),
+                      lastTile);
+          SmallVector<Value> c = km.loop(km.cst(0), wholeNext, init,
+                                         [&](Value j, ValueRange c) { return step(j, c, false); });
+          c = km.loop(wholeNext, lastTile, c,
+                      [&](Value j, ValueRange c) { return step(j, c, true); });
+          auto [stage, round] = stageOf(c[4]);
+          takeTurn(km.add(km.add(c[4], km.cst(1)), n));
+          tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
+          Value acc =
+              tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, km.cst(0), c[2], true, false);
+          passTurn();
+          last = {c[0], c[1], acc};
+        }
 
-      // Epilogue: O / l, and LSE = (m + log2 l) ln 2.
-      Value m = last[0], l = last[1], acc = last[2];
-      Value inv = arith::DivFOp::create(b, loc, km.splat(rowType, km.f32c(1.0)), l);
-      Value out = arith::MulFOp::create(b, loc, acc, tt::BroadcastOp::create(b, loc, accType, inv));
-      Value row0 = km.add(ti.q0, myRows);
-      if (bshd)
-        tt::StoreOp::create(b, loc, out, o,
-                            ValueRange{ti.seq, row0, km.mul(ti.head, km.cst(p.d))});
-      else
-        tt::StoreOp::create(b, loc, out, o, ValueRange{ti.bh, row0, km.cst(0)});
-      Value lseRow = arith::MulFOp::create(
-          b, loc, arith::AddFOp::create(b, loc, m, math::Log2Op::create(b, loc, l)),
-          km.splat(rowType, km.f32c(M_LN2)));
-      tt::StoreOp::create(b, loc, lseRow, lse, ValueRange{ti.seq, ti.head, row0});
+        // Epilogue: O / l, and LSE = (m + log2 l) ln 2.
+        Value m = last[0], l = last[1], acc = last[2];
+        Value inv = arith::DivFOp::create(b, loc, km.splat(rowType, km.f32c(1.0)), l);
+        Value out =
+            arith::MulFOp::create(b, loc, acc, tt::BroadcastOp::create(b, loc, accType, inv));
+        Value row0 = km.add(ti.q0, myRows);
+        if (bshd)
+          tt::StoreOp::create(b, loc, out, o,
+                              ValueRange{ti.seq, row0, km.mul(ti.head, km.cst(p.d))});
+        else
+          tt::StoreOp::create(b, loc, out, o, ValueRange{ti.bh, row0, km.cst(0)});
+        Value lseRow = arith::MulFOp::create(
+            b, loc, arith::AddFOp::create(b, loc, m, math::Log2Op::create(b, loc, l)),
+            km.splat(rowType, km.f32c(M_LN2)));
+        tt::StoreOp::create(b, loc, lseRow, lse, ValueRange{ti.seq, ti.head, row0});
       };
       consume(tile, km.cst(0), km.cst(0));
       tt::YieldOp::create(b, loc);

@@ -25,12 +25,12 @@ struct Params {
   Params() = default;
   explicit Params(const KernelSpec &spec);
 
-  DType ab = DType::BF16;   // A and B: bf16 or f16
-  DType out = DType::BF16;  // C and D: bf16, f16 or f32
+  DType ab = DType::BF16;  // A and B: bf16 or f16
+  DType out = DType::BF16; // C and D: bf16, f16 or f32
   bool transA = false, transB = true;
-  bool hasC = false; // D = alpha A B + beta C (C may be D itself: main_grad accumulation)
+  bool hasC = false;    // D = alpha A B + beta C (C may be D itself: main_grad accumulation)
   bool hasBias = false; // + bias: N elements of A's type, added to every row (F.linear's)
-  int64_t m = 1;     // launch-time size; a tuning hint, not compiled in
+  int64_t m = 1;        // launch-time size; a tuning hint, not compiled in
   int64_t n = 1, k = 1;
   Target target;
 

@@ -47,7 +47,8 @@ public:
     b_ = randomValues(p.ab, size_t(p.k * p.n), seed * 4 + 2);
     c_ = p.hasC ? randomValues(p.out, size_t(call_.m * p.n), seed * 4 + 3)
                 : std::vector<unsigned char>();
-    bias_ = p.hasBias ? randomValues(p.ab, size_t(p.n), seed * 4 + 6) : std::vector<unsigned char>();
+    bias_ =
+        p.hasBias ? randomValues(p.ab, size_t(p.n), seed * 4 + 6) : std::vector<unsigned char>();
     if (auto e = allocate(da_, a_.size()))
       return e;
     if (auto e = allocate(db_, b_.size()))

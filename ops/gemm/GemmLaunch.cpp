@@ -179,13 +179,12 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
                  (c.hasC ? "with" : "without") + " C and " + (c.hasBias ? "with" : "without") +
                  " a bias passes " + llvm::Twine(expected));
   int64_t outBytes = dtypeBytes(c.out);
-  // D and C are written and read in runs of two elements, the bias in
-  // elements.
+  // D, C and the bias are written and read in runs of two elements.
   if (c.d % (2 * outBytes) != 0 || (c.hasC && c.c % (2 * outBytes) != 0))
     return error("C and D must be aligned to two elements");
-  if (c.hasBias && c.bias % dtypeBytes(c.ab) != 0)
-    return error("the bias must be aligned to its " + llvm::Twine(dtypeBytes(c.ab)) +
-                 "-byte elements");
+  if (c.hasBias && c.bias % (2 * dtypeBytes(c.ab)) != 0)
+    return error("the bias must be aligned to two elements (" + llvm::Twine(2 * dtypeBytes(c.ab)) +
+                 " bytes)");
   if (!persistent)
     return launchViews(kernel, c, stream);
   int64_t lda = c.lda ? c.lda : (c.transA ? c.m : c.k);

@@ -30,6 +30,7 @@
 #include "compiler/templates/Kernel.h"
 #include "dialects/Tile/TileDialect.h"
 #include "ops/gemm/GemmDecl.h"
+#include "ops/gemm/GemmEpilogue.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -80,8 +81,7 @@ TileConfig make(int64_t bm, int64_t bn, int64_t stages, int64_t warps, int64_t v
 std::string kernelName(const Params &p) {
   return "gemm_sm80_" + std::string(dtypeName(p.ab)) + "_" + std::string(dtypeName(p.out)) + "_" +
          p.layoutName() + (p.hasC ? "_c" : "") + (p.hasBias ? "_bias" : "") + "_n" +
-         std::to_string(p.n) + "_k" +
-         std::to_string(p.k);
+         std::to_string(p.n) + "_k" + std::to_string(p.k);
 }
 
 } // namespace

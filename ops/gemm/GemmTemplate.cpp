@@ -32,6 +32,7 @@
 #include "compiler/templates/Template.h"
 #include "dialects/Tile/TileDialect.h"
 #include "ops/gemm/GemmDecl.h"
+#include "ops/gemm/GemmEpilogue.h"
 #include "ops/gemm/GemmSm80.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -216,8 +217,7 @@ private:
   static std::string kernelName(const gemm::Params &p) {
     return "gemm_" + std::string(dtypeName(p.ab)) + "_" + std::string(dtypeName(p.out)) + "_" +
            p.layoutName() + (p.hasC ? "_c" : "") + (p.hasBias ? "_bias" : "") + "_n" +
-           std::to_string(p.n) + "_k" +
-           std::to_string(p.k);
+           std::to_string(p.n) + "_k" + std::to_string(p.k);
   }
 
   void buildKernel(OpBuilder &b, Location loc, const gemm::Params &p, const Shape &s,
@@ -429,7 +429,7 @@ void Epilogue::appendParams(const Params &p, Type dType, SmallVectorImpl<Type> &
     args.push_back(f32);
 }
 
-Epilogue Epilogue::fromArgs(const Params &p, Block *entry, unsigned first, unsigned *next) {
+Epilogue Epilogue::fromArgs(const Params &p, Block *entry, unsigned first) {
   Epilogue e;
   unsigned i = first;
   if (p.hasC)
@@ -439,26 +439,24 @@ Epilogue Epilogue::fromArgs(const Params &p, Block *entry, unsigned first, unsig
   e.alpha = entry->getArgument(i++);
   if (p.hasC)
     e.beta = entry->getArgument(i++);
-  if (next)
-    *next = i;
   return e;
 }
 
-void Epilogue::store(OpBuilder &b, Location loc, Value acc, Value d, Value row0,
-                     Value col0) const {
+void Epilogue::store(OpBuilder &b, Location loc, Value acc, Value d, Value row0, Value col0) const {
   auto accType = cast<RankedTensorType>(acc.getType());
   auto splat = [&](Value v) { return tt::SplatOp::create(b, loc, accType, v); };
   Value result = arith::MulFOp::create(b, loc, acc, splat(alpha));
   if (c) {
     Value cTile = tt::LoadOp::create(b, loc, accType, c, ValueRange{row0, col0}, nullptr);
-    result = arith::AddFOp::create(b, loc, result, arith::MulFOp::create(b, loc, cTile, splat(beta)));
+    result =
+        arith::AddFOp::create(b, loc, result, arith::MulFOp::create(b, loc, cTile, splat(beta)));
   }
   if (bias) {
     // The tile's columns of the bias, widened as they load (zeros past N),
     // then the same value down every row.
-    auto colType = RankedTensorType::get(
-        {accType.getShape()[1]}, accType.getElementType(),
-        tt::SliceLayoutAttr::get(b.getContext(), 0, accType.getEncoding()));
+    auto colType =
+        RankedTensorType::get({accType.getShape()[1]}, accType.getElementType(),
+                              tt::SliceLayoutAttr::get(b.getContext(), 0, accType.getEncoding()));
     Value cols = tt::LoadOp::create(b, loc, colType, bias, ValueRange{col0}, nullptr);
     result = arith::AddFOp::create(b, loc, result, tt::BroadcastOp::create(b, loc, accType, cols));
   }

@@ -30,7 +30,7 @@ WHY_HOPPER = WHY or ("" if HOPPER else "the attention kernel runs on sm_90 (Hopp
 class CInterface(unittest.TestCase):
     def test_version_and_errors_name_the_argument(self):
         lib = _lib.lib()
-        self.assertEqual(tilejit.version(), "0.1.0")
+        self.assertEqual(tilejit.version(), _lib.ABI_VERSION)
         import ctypes
         self.assertEqual(lib.tj_engine_create(0, None), 1)
         self.assertIn("out is null", lib.tj_last_error().decode())
@@ -398,6 +398,11 @@ class Ops(unittest.TestCase):
                 da, db, dbias = torch.autograd.grad(d, (a, b, bias), g)
                 _close(self, dbias, g.double().sum(0), 2e-2, "dbias")
                 _close(self, da, g.double() @ b.double().t(), 2e-2, "da")
+                _close(self, db, a.double().t() @ g.double(), 2e-2, "db")
+                # A bias one element into its buffer: copied, not misread.
+                buf = torch.randn(n + 1, device="cuda", dtype=dt)
+                _close(self, tilejit.ops.matmul(a.detach(), b.detach(), bias=buf[1:]),
+                       a.double() @ b.double() + buf[1:].double(), 1e-2, "shifted bias")
                 traced = torch.ops.tilejit.mm(a, b, None, -1, bias)
                 self.assertTrue(torch.equal(traced, d))
         # F.linear with a bias of another dtype: added after the GEMM.

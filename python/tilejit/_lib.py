@@ -9,6 +9,10 @@ import threading
 
 _DTYPES = {"bf16": 0, "f16": 1, "f32": 2}
 
+# The libtilejit.so this package's ctypes declarations are written for: the
+# C interface may change between minor versions before 1.0.
+ABI_VERSION = "0.2.0"
+
 
 class TilejitError(RuntimeError):
     """A tilejit call failed; the message names what was wrong."""
@@ -43,6 +47,11 @@ def lib():
             vp, i64, i32, f32 = c.c_void_p, c.c_int64, c.c_int, c.c_float
             l.tj_version.restype = c.c_char_p
             l.tj_last_error.restype = c.c_char_p
+            found = l.tj_version().decode(errors="replace")
+            if found != ABI_VERSION:
+                raise TilejitError(f"{path} is libtilejit {found}; this package is written for "
+                                   f"{ABI_VERSION} (the C interface changed): build or install "
+                                   "the matching library")
             l.tj_engine_create.argtypes = [i32, c.POINTER(vp)]
             l.tj_engine_destroy.argtypes = [vp]
             l.tj_engine_device.argtypes = [vp, c.POINTER(i32), c.POINTER(i32)]

@@ -293,6 +293,8 @@ def mm(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[torch.dtype] = None
 def _mm_impl(a, b, out_dtype=None, sm_margin=-1, bias=None):
     _mm_check("mm", a, b)
     _bias_check("mm", a, b, bias)
+    if bias is not None and bias.data_ptr() % (2 * bias.element_size()):
+        bias = bias.clone()  # the kernel reads it two elements at a time
     d = torch.empty((a.shape[0], b.shape[1]), dtype=out_dtype or a.dtype, device=a.device)
     if d.numel() == 0:
         return d
@@ -308,6 +310,8 @@ def _(a, b, out_dtype=None, sm_margin=-1, bias=None):
         raise ValueError(f"tilejit.mm: a {tuple(a.shape)} and b {tuple(b.shape)} do not multiply")
     if bias is not None and (bias.dim() != 1 or bias.shape[0] != b.shape[1]):
         raise ValueError(f"tilejit.mm: bias is {tuple(bias.shape)}, not ({b.shape[1]},)")
+    if bias is not None and bias.dtype != a.dtype:
+        raise ValueError(f"tilejit.mm: bias is {bias.dtype}; it must be a's dtype {a.dtype}")
     return a.new_empty((a.shape[0], b.shape[1]), dtype=out_dtype or a.dtype)
 
 
@@ -390,18 +394,18 @@ def matmul(a, b, sm_margin=-1, bias=None):
     return _mm_impl(a, b, None, sm_margin, bias)
 
 
-def _fused_bias(x, bias):
+def _fused_bias(x, weight, bias):
     """Whether the GEMM adds `bias` itself (a contiguous vector of x's dtype
     on x's device)."""
     return bias is not None and bias.dtype == x.dtype and bias.dim() == 1 and \
-        bias.is_contiguous() and bias.device == x.device
+        bias.shape[0] == weight.shape[0] and bias.is_contiguous() and bias.device == x.device
 
 
 def linear(x, weight, bias=None):
     """F.linear through tilejit: x @ weight^T (+ bias, added by the GEMM where
     it is a contiguous vector of x's dtype, else afterwards)."""
     shape = x.shape
-    fused = _fused_bias(x, bias)
+    fused = _fused_bias(x, weight, bias)
     y = matmul(x.reshape(-1, shape[-1]), weight.t(), bias=bias if fused else None)
     if bias is not None and not fused:
         y = y + bias
@@ -671,7 +675,7 @@ def explain(op, *tensors, device=None, causal=False):
         if op == "linear":
             x, w, *rest = tensors
             a, b = x.reshape(-1, x.shape[-1]), w.t()
-            bias = rest[0] if rest and _fused_bias(x, rest[0]) else None
+            bias = rest[0] if rest and _fused_bias(x, w, rest[0]) else None
         else:
             a, b = tensors
         la, lb = _operand(a) or (False, 0), _operand(b) or (False, 0)

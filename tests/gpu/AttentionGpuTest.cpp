@@ -431,7 +431,6 @@ TEST_F(GpuAttention, TypesScalesAndConfigs) {
        "bm=128 bn=96 consumers=2 overlap=1 pingpong=1 stages=3"});
 }
 
-
 } // namespace
 
 namespace {

@@ -180,7 +180,8 @@ protected:
         if (c.hasBias)
           v += bias.get(size_t(j));
         ref.push_back(v);
-        scale.push_back(std::fabs(c.alpha) * mag + (c.hasBias ? std::fabs(bias.get(size_t(j))) : 0));
+        scale.push_back(std::fabs(c.alpha) * mag +
+                        (c.hasBias ? std::fabs(bias.get(size_t(j))) : 0));
         got.set(r * size_t(c.n) + size_t(j), d.get(size_t(i * c.n + j)));
       }
     }

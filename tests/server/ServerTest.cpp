@@ -1220,22 +1220,18 @@ TEST(Server, ImportsBeyondTheCapAreRefused) {
   head.set_sha256(sha256Hex(*image));
   head.set_data(image->substr(0, 1000));
   ASSERT_TRUE(writer->Write(head));
-  // A second, whole import is refused while the first is in progress (its
-  // handler may not have started yet: asked again until it has).
-  grpc::Status second;
-  for (int i = 0; i < 100; ++i) {
-    auto ctx = b.context("writer");
-    v1::ImportResponse resp;
-    auto w = b.stub->Import(ctx.get(), &resp);
-    v1::ImportChunk all = head;
-    all.set_data(*image);
-    w->Write(all);
-    w->WritesDone();
-    second = w->Finish();
-    if (second.error_code() == StatusCode::RESOURCE_EXHAUSTED)
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  // Once its handler holds the slot, a second, whole import is refused.
+  for (int i = 0; i < 500 && b.server->importsInFlight() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(b.server->importsInFlight(), 1);
+  auto ctx = b.context("writer");
+  v1::ImportResponse resp;
+  auto w = b.stub->Import(ctx.get(), &resp);
+  v1::ImportChunk all = head;
+  all.set_data(*image);
+  w->Write(all);
+  w->WritesDone();
+  grpc::Status second = w->Finish();
   EXPECT_EQ(second.error_code(), StatusCode::RESOURCE_EXHAUSTED) << second.error_message();
   EXPECT_NE(second.error_message().find("1 imports are in progress (this server takes 1 at once)"),
             std::string::npos)

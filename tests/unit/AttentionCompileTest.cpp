@@ -239,9 +239,10 @@ TEST(AttentionCompile, BadSpecsConfigsCallsAndTargetsAreNamed) {
   err = t.checkConfig(params(128, true),
                       *TileConfig::parse("bm=128 bn=128 consumers=2 pingpong=1 stages=2"));
   ASSERT_TRUE(bool(err));
-  EXPECT_NE(llvm::toString(std::move(err))
-                .find("pingpong needs overlap = 1 and 2 consumers (got overlap = 0, consumers = 2)"),
-            std::string::npos);
+  EXPECT_NE(
+      llvm::toString(std::move(err))
+          .find("pingpong needs overlap = 1 and 2 consumers (got overlap = 0, consumers = 2)"),
+      std::string::npos);
   err = t.checkConfig(params(128, true), *TileConfig::parse("bm=128 bn=100 consumers=2 stages=2"));
   ASSERT_TRUE(bool(err));
   EXPECT_NE(llvm::toString(std::move(err)).find("bn = 100 must be a multiple of 16"),

@@ -99,6 +99,16 @@ TEST(EngineOptions, EverySettingIsRead) {
   EXPECT_EQ(options({{"TILEJIT_CACHE_DIR", "/some/dir"}}).dbPath, "/some/dir/tilejit.db");
   EXPECT_FALSE(options({{"TILEJIT_CACHE_DIR", "/some/dir"}}).storeOptional)
       << "a folder asked for must be usable";
+  {
+    // No cache folder and no HOME: no store (not a file in the working
+    // directory).
+    const char *home = std::getenv("HOME");
+    std::string saved = home ? home : "";
+    ::unsetenv("HOME");
+    EXPECT_EQ(options({}).dbPath, "");
+    if (home)
+      ::setenv("HOME", saved.c_str(), 1);
+  }
   // All at once, each independent of the others.
   EngineOptions all = options({{"TILEJIT_TUNE", "background"},
                                {"TILEJIT_DETERMINISTIC", "1"},

@@ -202,7 +202,8 @@ TEST(GemmCompileSm80, EveryLayoutAndTypeBuildsWithoutSpills) {
 TEST(GemmCompileSm80, TheBiasBuildsWithEveryLayoutAndC) {
   for (const char *layout : {"nt", "nn", "tn"})
     for (bool hasC : {false, true}) {
-      expectCleanSm80(params(layout, DType::BF16, DType::BF16, hasC, 4096, 4096, "sm_80", true), {});
+      expectCleanSm80(params(layout, DType::BF16, DType::BF16, hasC, 4096, 4096, "sm_80", true),
+                      {});
       expectCleanSm80(params(layout, DType::F16, DType::F32, hasC, 255, 63, "sm_80", true), {});
     }
 }

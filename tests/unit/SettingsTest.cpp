@@ -46,7 +46,7 @@ std::string refusal(const char *name, const char *value) {
     return "accepted";
   std::string one = llvm::toString(std::move(e));
   // checkAll names the same variable first (the others are unset or good).
-  llvm::Error all = settings::checkAll();
+  llvm::Error all = settings::checkAll(/*everything=*/true);
   EXPECT_TRUE(bool(all));
   EXPECT_EQ(all ? llvm::toString(std::move(all)) : "", one);
   return one;
@@ -83,6 +83,12 @@ TEST(Settings, BadValuesAreNamedWithWhatTheyTake) {
             "TILEJIT_WORKER='/no/such/worker' is not an executable file");
   EXPECT_EQ(refusal("TILEJIT_LOG_LEVEL", "loud"),
             "TILEJIT_LOG_LEVEL='loud' is not one of debug, info, warning, error, critical");
+  EXPECT_EQ(refusal("TILEJIT_TEST_SEED", "-3"),
+            "TILEJIT_TEST_SEED='-3' is not a seed (a whole number below 2^64, decimal or 0x hex)");
+  EXPECT_EQ(refusal("TILEJIT_TEST_SEED", "0xffffffffffffffff"), "accepted");
+  EXPECT_EQ(refusal("TILEJIT_SERVER_DEADLINE_MS", "99999999999999999999"),
+            "TILEJIT_SERVER_DEADLINE_MS='99999999999999999999' is not a number of milliseconds in "
+            "[1, 3600000]");
   tilejit::testing::TempDir dir;
   std::ofstream(dir.file("file")) << "x";
   EXPECT_EQ(refusal("TILEJIT_CACHE_DIR", dir.file("file").c_str()),
@@ -100,6 +106,24 @@ TEST(Settings, BadValuesAreNamedWithWhatTheyTake) {
                              {"TILEJIT_TOKEN", "anything at all"}})
     EXPECT_EQ(refusal(name, value), "accepted") << name << "=" << value;
   EXPECT_EQ(refusal("TILEJIT_CACHE_DIR", dir.file("not/made/yet").c_str()), "accepted");
+}
+
+TEST(Settings, ProcessesCheckWhatTheyRead) {
+  // The Python package's and the tests' variables do not stop the engine or
+  // the CLI (doctor still reports them); everything else does.
+  ScopedEnv env(std::map<std::string, const char *>{{"TILEJIT_LOG_LEVEL", "loud"}});
+  EXPECT_FALSE(bool(settings::checkAll()));
+  llvm::Error e = settings::checkAll(/*everything=*/true);
+  ASSERT_TRUE(bool(e));
+  EXPECT_EQ(llvm::toString(std::move(e)),
+            "TILEJIT_LOG_LEVEL='loud' is not one of debug, info, warning, error, critical");
+  for (const char *name : {"TILEJIT_LIB", "TILEJIT_LOG_LEVEL", "TILEJIT_TEST_SEED", "TILEJIT_CLI"})
+    EXPECT_FALSE(settings::find(name)->native) << name;
+  EXPECT_TRUE(settings::find("TILEJIT_STORE_JOURNAL")->native);
+  // A flag that stands in for a variable is checked by the same rule.
+  llvm::Error flag = settings::checkValue("TILEJIT_SERVER", "nohost");
+  ASSERT_TRUE(bool(flag));
+  EXPECT_EQ(llvm::toString(std::move(flag)), "TILEJIT_SERVER='nohost' is not host:port");
 }
 
 TEST(Settings, TheStoreHasOnePlace) {

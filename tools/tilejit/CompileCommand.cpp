@@ -24,7 +24,8 @@ struct CompileArgs {
 nlohmann::json infoJson(const CompiledKernel &k) {
   nlohmann::json entries = nlohmann::json::array();
   for (const EntryInfo &e : k.entries) {
-    std::string grid = e.grid[0].str() + (e.grid[1].results.empty() ? "" : " x " + e.grid[1].str()) +
+    std::string grid = e.grid[0].str() +
+                       (e.grid[1].results.empty() ? "" : " x " + e.grid[1].str()) +
                        (e.grid[2].results.empty() ? "" : " x " + e.grid[2].str());
     entries.push_back({{"name", e.name},
                        {"threads", e.blockThreads},

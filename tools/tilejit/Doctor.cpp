@@ -156,7 +156,7 @@ Action addDoctor(CLI::App &app) {
   cmd->add_flag("--json", *json, "Print the report as JSON");
   return [db, json] {
     nlohmann::json j = gather(*db);
-    llvm::Error bad = settings::checkAll();
+    llvm::Error bad = settings::checkAll(/*everything=*/true);
     if (!*json) {
       printText(j);
       return bad ? usageError(llvm::toString(std::move(bad))) : 0;

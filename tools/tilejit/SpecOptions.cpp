@@ -144,8 +144,8 @@ llvm::Expected<KernelSpec> SpecOptions::build(const std::string &defaultArch,
     }
   } else if (!m.empty() || !n.empty() || !k.empty() || !layout.empty() || !outDtype.empty() ||
              withC || withBias) {
-    return err("--m, --n, --k, --layout, --out-dtype, --with-c and --with-bias are gemm's; " +
-               op + " takes --set NAME=VALUE");
+    return err("--m, --n, --k, --layout, --out-dtype, --with-c and --with-bias are gemm's; " + op +
+               " takes --set NAME=VALUE");
   }
   if (rmsShape || (!dtype.empty() && decl->index("ab") < 0)) {
     auto dt = parseDType(dtype.empty() ? "bf16" : dtype);

@@ -1,0 +1,30 @@
+//===- GemmEpilogue.h - the epilogue of both GEMM kernels ----------*- C++ -*-===//
+#pragma once
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace tilejit::gemm {
+
+struct Params;
+
+/// The epilogue both GEMM kernels share (defined in GemmTemplate.cpp, whose
+/// source hash covers it): its parameters follow A, B and D, as [C,]
+/// [bias,] alpha [, beta].
+struct Epilogue {
+  mlir::Value c, bias, alpha, beta;
+
+  /// Appends the parameters' types (C as D is typed; bias: N of A's type).
+  static void appendParams(const Params &p, mlir::Type dType,
+                           llvm::SmallVectorImpl<mlir::Type> &args);
+  /// The parameters, read from `entry`'s arguments from position `first`.
+  static Epilogue fromArgs(const Params &p, mlir::Block *entry, unsigned first);
+
+  /// Stores alpha * acc (+ beta * C) (+ bias), rounded to D's type, at (row0,
+  /// col0) of D, masked at the edges; C is read at the same place, the bias
+  /// from col0.
+  void store(mlir::OpBuilder &b, mlir::Location loc, mlir::Value acc, mlir::Value d,
+             mlir::Value row0, mlir::Value col0) const;
+};
+
+} // namespace tilejit::gemm
