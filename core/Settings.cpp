@@ -45,20 +45,18 @@ llvm::Error numberIn(std::string_view v, long long lo, long long hi, const char 
   return llvm::Error::success();
 }
 
-llvm::Error readableFile(std::string_view v) {
+/// A regular file this process may use as `mode` (R_OK, X_OK) says.
+llvm::Error fileFor(std::string_view v, int mode, const char *otherwise) {
   struct stat st;
   std::string path(v);
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || ::access(path.c_str(), R_OK) != 0)
-    return bad("cannot be read");
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || ::access(path.c_str(), mode) != 0)
+    return bad(otherwise);
   return llvm::Error::success();
 }
 
+llvm::Error readableFile(std::string_view v) { return fileFor(v, R_OK, "cannot be read"); }
 llvm::Error executableFile(std::string_view v) {
-  struct stat st;
-  std::string path(v);
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || ::access(path.c_str(), X_OK) != 0)
-    return bad("is not an executable file");
-  return llvm::Error::success();
+  return fileFor(v, X_OK, "is not an executable file");
 }
 
 llvm::Error pemFile(std::string_view v) {

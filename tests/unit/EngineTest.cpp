@@ -8,40 +8,30 @@
 
 #include "runtime/CudaDriver.h"
 #include "service/Engine.h"
+#include "tests/support/ScopedEnv.h"
 #include "tests/support/TempDir.h"
 
 using namespace tilejit;
 
 namespace {
 
-/// Sets (or, for null, unsets) the engine's variables for one scope and
-/// restores what was there.
+/// The engine's variables for one scope: those given, the rest unset.
 class Environment {
 public:
-  explicit Environment(std::map<std::string, const char *> values) {
+  explicit Environment(std::map<std::string, const char *> values)
+      : env_(withTheRestUnset(std::move(values))) {}
+
+private:
+  static std::map<std::string, const char *>
+  withTheRestUnset(std::map<std::string, const char *> values) {
     for (const char *name :
          {"TILEJIT_TUNE", "TILEJIT_DETERMINISTIC", "TILEJIT_TUNE_ISOLATION", "TILEJIT_CACHE_DIR",
           "TILEJIT_SERVER", "TILEJIT_TOKEN", "TILEJIT_TOKEN_FILE", "TILEJIT_SERVER_DEADLINE_MS",
-          "TILEJIT_STORE_JOURNAL", "XDG_CACHE_HOME"}) {
-      const char *old = std::getenv(name);
-      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
-      auto it = values.find(name);
-      if (it != values.end() && it->second)
-        ::setenv(name, it->second, 1);
-      else
-        ::unsetenv(name);
-    }
+          "TILEJIT_STORE_JOURNAL", "XDG_CACHE_HOME"})
+      values.emplace(name, nullptr);
+    return values;
   }
-  ~Environment() {
-    for (auto &[name, value] : saved_)
-      if (value)
-        ::setenv(name.c_str(), value->c_str(), 1);
-      else
-        ::unsetenv(name.c_str());
-  }
-
-private:
-  std::map<std::string, std::optional<std::string>> saved_;
+  tilejit::testing::ScopedEnv env_;
 };
 
 EngineOptions options(std::map<std::string, const char *> values) {
@@ -102,12 +92,8 @@ TEST(EngineOptions, EverySettingIsRead) {
   {
     // No cache folder and no HOME: no store (not a file in the working
     // directory).
-    const char *home = std::getenv("HOME");
-    std::string saved = home ? home : "";
-    ::unsetenv("HOME");
+    tilejit::testing::ScopedEnv noHome({{"HOME", nullptr}});
     EXPECT_EQ(options({}).dbPath, "");
-    if (home)
-      ::setenv("HOME", saved.c_str(), 1);
   }
   // All at once, each independent of the others.
   EngineOptions all = options({{"TILEJIT_TUNE", "background"},

@@ -8,36 +8,14 @@
 #include <set>
 
 #include "core/Settings.h"
+#include "tests/support/ScopedEnv.h"
 #include "tests/support/TempDir.h"
 
 using namespace tilejit;
 
 namespace {
 
-/// Sets (or, for null, unsets) variables for one scope and restores them.
-class ScopedEnv {
-public:
-  explicit ScopedEnv(std::map<std::string, const char *> values) {
-    for (auto &[name, value] : values) {
-      const char *old = std::getenv(name.c_str());
-      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
-      if (value)
-        ::setenv(name.c_str(), value, 1);
-      else
-        ::unsetenv(name.c_str());
-    }
-  }
-  ~ScopedEnv() {
-    for (auto &[name, value] : saved_)
-      if (value)
-        ::setenv(name.c_str(), value->c_str(), 1);
-      else
-        ::unsetenv(name.c_str());
-  }
-
-private:
-  std::map<std::string, std::optional<std::string>> saved_;
-};
+using tilejit::testing::ScopedEnv;
 
 std::string refusal(const char *name, const char *value) {
   ScopedEnv env(std::map<std::string, const char *>{{name, value}});
