@@ -78,6 +78,18 @@ struct Compiled {
 
 } // namespace
 
+namespace {
+/// `e`, from the store, marked as the store's (isStoreFailure).
+llvm::Error storeFailure(llvm::Error e) {
+  return llvm::createStringError(std::make_error_code(std::errc::io_error), "the store: %s",
+                                 llvm::toString(std::move(e)).c_str());
+}
+} // namespace
+
+bool isStoreFailure(const llvm::ErrorInfoBase &e) {
+  return e.convertToErrorCode() == std::errc::io_error;
+}
+
 llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const TuneOptions &opt) {
   auto t0 = std::chrono::steady_clock::now();
   if (auto e = requested.validate())
@@ -117,7 +129,7 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
     // unmeasured.
     auto older = store->winnersWithPrefix(tuneKeyPrefix(spec));
     if (!older)
-      return older.takeError();
+      return storeFailure(older.takeError());
     std::vector<TileConfig> first;
     for (const Winner &w : *older) {
       if (w.tuneKey == result.tuneKey)
@@ -151,7 +163,7 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
     if (store) {
       auto bad = store->isKnownBad(result.tuneKey, space[i].canonical());
       if (!bad)
-        return bad.takeError();
+        return storeFailure(bad.takeError());
       if (*bad) {
         c.status = "known-bad";
         continue;
@@ -162,7 +174,7 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
   if (store) {
     auto stored = store->timings(result.tuneKey);
     if (!stored)
-      return stored.takeError();
+      return storeFailure(stored.takeError());
     for (const Timing &t : *stored) {
       // Timings from another GPU model (an H100 and an H200 share sm_90a)
       // are not this GPU's.
@@ -411,7 +423,7 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
                dev->memClockKHz / 1000,
                0};
       if (auto e = store->addTiming(t))
-        return e;
+        return storeFailure(std::move(e));
     }
     binaries[item.index] = std::move(*item.kernel);
     bestMs = bestMs == 0 ? c.medianMs : std::min(bestMs, c.medianMs);
@@ -460,10 +472,10 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
     sk.launch = entriesToJson(k.entries);
     sk.workspaceBytes = k.workspaceBytes;
     if (auto e = store->putKernel(std::move(sk)))
-      return e;
+      return storeFailure(std::move(e));
     if (auto e = store->setWinner(
             {result.tuneKey, result.winner.canonical(), k.key, result.winnerMs, result.reason, 0}))
-      return e;
+      return storeFailure(std::move(e));
   }
   result.wallSeconds = secondsSince(t0);
   return result;

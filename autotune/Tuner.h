@@ -103,7 +103,13 @@ std::string toolchainId(const KernelSpec &spec, Backend backend = Backend::Nvptx
 /// already stored for this tune key are reused rather than measured again, winners recorded for
 /// the same spec under an older build identity are measured first, and the timings, failures,
 /// winner and the winning kernel are recorded.
+/// A failure of the store (reading it, or recording a result) is marked
+/// apart from the tuning's own failures (no candidate passed, no GPU):
+/// isStoreFailure says which, so that a server answers INTERNAL for it.
 llvm::Expected<TuneResult> tune(const KernelSpec &spec, Store *store, const TuneOptions &options);
+
+/// Whether `e` (from tune) is the store's failure.
+bool isStoreFailure(const llvm::ErrorInfoBase &e);
 
 /// The deterministic choice among measured candidates (exposed for tests):
 /// the fastest median, except that candidates within `noise` of it tie and the

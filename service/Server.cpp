@@ -435,7 +435,12 @@ public:
     auto t0 = std::chrono::steady_clock::now();
     auto r = tilejit::tune(spec, store_.get(), opt);
     if (!r) {
-      std::string msg = llvm::toString(r.takeError());
+      bool storeFailed = false;
+      std::string msg;
+      llvm::handleAllErrors(r.takeError(), [&](const llvm::ErrorInfoBase &e) {
+        storeFailed = isStoreFailure(e);
+        msg = e.message();
+      });
       bool cancelled = opt.cancelled();
       ++tuneFailures_;
       options_.log("tune " + key + " failed: " + msg);
@@ -444,6 +449,9 @@ public:
                       "tuning " + key + ": its lease went to another tuner; stopped: " + msg);
       if (cancelled)
         return Status(StatusCode::CANCELLED, "tuning " + key + ": " + msg);
+      // The server's own store failing is its fault, not the request's.
+      if (storeFailed)
+        return Status(StatusCode::INTERNAL, "tuning " + key + ": " + msg);
       return Status(StatusCode::FAILED_PRECONDITION, "tuning " + key + ": " + msg);
     }
     auto w = store_->winner(r->tuneKey);

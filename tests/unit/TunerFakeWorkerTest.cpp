@@ -271,9 +271,35 @@ TEST_F(TunerFakeWorker, NoWorkingConfigIsAnError) {
     setPlan(i, 6, 1000);
   auto r = tune(spec, store.get(), options(3));
   ASSERT_FALSE(bool(r));
-  std::string msg = llvm::toString(r.takeError());
+  bool storeFailure = true;
+  std::string msg;
+  llvm::handleAllErrors(r.takeError(), [&](const llvm::ErrorInfoBase &e) {
+    storeFailure = isStoreFailure(e);
+    msg = e.message();
+  });
+  EXPECT_FALSE(storeFailure) << "the candidates failed, not the store";
   EXPECT_NE(msg.find("no config of rmsnorm_fwd"), std::string::npos) << msg;
   EXPECT_NE(msg.find("3 tried"), std::string::npos) << msg;
+}
+
+// A store that cannot record the result (here one opened for reading only)
+// is the store's failure, told apart from the tuning's own.
+TEST_F(TunerFakeWorker, AStoreThatCannotRecordIsTheStoresFailure) {
+  setPlan(0, 1, 300);
+  setPlan(1, 1, 200);
+  auto readOnly = Store::openForReading(dir.file("t.db"));
+  ASSERT_TRUE(bool(readOnly)) << llvm::toString(readOnly.takeError());
+  ASSERT_TRUE(*readOnly);
+  auto r = tune(spec, readOnly->get(), options(2));
+  ASSERT_FALSE(bool(r));
+  bool storeFailure = false;
+  std::string msg;
+  llvm::handleAllErrors(r.takeError(), [&](const llvm::ErrorInfoBase &e) {
+    storeFailure = isStoreFailure(e);
+    msg = e.message();
+  });
+  EXPECT_TRUE(storeFailure) << msg;
+  EXPECT_EQ(msg.rfind("the store: ", 0), 0u) << msg;
 }
 
 TEST_F(TunerFakeWorker, ASpecTheDeviceCannotRunIsRefused) {
