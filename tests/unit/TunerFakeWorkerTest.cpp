@@ -266,17 +266,21 @@ TEST_F(TunerFakeWorker, TheSameWinnerWhateverOrderCompilesFinishIn) {
   }
 }
 
+/// Whether a tuning's error is the store's, and its message.
+std::pair<bool, std::string> described(llvm::Error err) {
+  std::pair<bool, std::string> out{false, ""};
+  llvm::handleAllErrors(std::move(err), [&](const llvm::ErrorInfoBase &e) {
+    out = {isStoreFailure(e), e.message()};
+  });
+  return out;
+}
+
 TEST_F(TunerFakeWorker, NoWorkingConfigIsAnError) {
   for (size_t i = 0; i < 3; ++i)
     setPlan(i, 6, 1000);
   auto r = tune(spec, store.get(), options(3));
   ASSERT_FALSE(bool(r));
-  bool storeFailure = true;
-  std::string msg;
-  llvm::handleAllErrors(r.takeError(), [&](const llvm::ErrorInfoBase &e) {
-    storeFailure = isStoreFailure(e);
-    msg = e.message();
-  });
+  auto [storeFailure, msg] = described(r.takeError());
   EXPECT_FALSE(storeFailure) << "the candidates failed, not the store";
   EXPECT_NE(msg.find("no config of rmsnorm_fwd"), std::string::npos) << msg;
   EXPECT_NE(msg.find("3 tried"), std::string::npos) << msg;
@@ -292,12 +296,7 @@ TEST_F(TunerFakeWorker, AStoreThatCannotRecordIsTheStoresFailure) {
   ASSERT_TRUE(*readOnly);
   auto r = tune(spec, readOnly->get(), options(2));
   ASSERT_FALSE(bool(r));
-  bool storeFailure = false;
-  std::string msg;
-  llvm::handleAllErrors(r.takeError(), [&](const llvm::ErrorInfoBase &e) {
-    storeFailure = isStoreFailure(e);
-    msg = e.message();
-  });
+  auto [storeFailure, msg] = described(r.takeError());
   EXPECT_TRUE(storeFailure) << msg;
   EXPECT_EQ(msg.rfind("the store: ", 0), 0u) << msg;
 }
