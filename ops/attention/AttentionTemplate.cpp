@@ -226,7 +226,7 @@ private:
     auto lseType = MemRefType::get({ShapedType::kDynamic, p.hq, ShapedType::kDynamic}, f32);
     // Arguments: Q, K, V maps, O, LSE, scale * log2(e), sq, sk.
     SmallVector<Type> args = {mapQ, mapKV, mapKV, oType, lseType, f32, idx, idx};
-    // Programs: ceil(sq / bm) * batch * hq, one per tile.
+    // Programs: ceil(sq / bm) * batch * hq.
     AffineExpr sq = getAffineSymbolExpr(0, &ctx), batch = getAffineSymbolExpr(1, &ctx);
     AffineMap grid = AffineMap::get(0, 2, {sq.ceilDiv(s.bm) * batch * p.hq}, &ctx);
     auto kernel = makeKernel(b, loc, kernelName(p), args, 128 * (s.consumers + 1), grid,
@@ -257,68 +257,52 @@ private:
                          .getResult()
                    : Value();
 
-    // The tile of index t (the program's id): the tiles of the last query
-    // rows (the most keys under a causal mask) first, with raster 0 that row
-    // tile of every head before the next, with raster 1 every row tile of
-    // one head before the next head (programs that run together then read
-    // the same K and V, which L2 keeps).
+    // This program's tile, the tiles of the last query rows (the most keys
+    // under a causal mask) first: with raster 0 that row tile of every head
+    // before the next; with raster 1 every row tile of one head before the
+    // next head (programs that run together then read the same K and V,
+    // which L2 keeps).
     Value batchV = memref::DimOp::create(b, loc, lse, 0);
     Value heads = km.mul(batchV, km.cst(p.hq));
     Value mTiles = km.ceilDiv(sqV, s.bm);
     Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
-    struct TileInfo {
-      Value bh, seq, head, kvHead, q0, kvTiles, whole;
-    };
-    auto tileOf = [&](Value t) {
-      TileInfo ti;
-      Value fromLast = s.byHead ? arith::RemUIOp::create(b, loc, t, mTiles).getResult()
-                                : arith::DivUIOp::create(b, loc, t, heads).getResult();
-      Value mTile = km.sub(km.sub(mTiles, km.cst(1)), fromLast);
-      ti.bh = s.byHead ? arith::DivUIOp::create(b, loc, t, mTiles).getResult()
-                       : arith::RemUIOp::create(b, loc, t, heads).getResult();
-      ti.seq = km.divu(ti.bh, p.hq);
-      ti.head = km.remu(ti.bh, p.hq);
-      ti.kvHead = km.divu(ti.head, p.hq / p.hkv);
-      ti.q0 = km.mul(mTile, km.cst(s.bm));
-      // Key tiles: every tile up to the last key a row of the tile sees;
-      // the first `whole` of them are seen whole by every row.
-      Value kvEnd = p.causal ? km.minu(skV, km.add(ti.q0, km.cst(s.bm))) : skV;
-      ti.kvTiles = km.ceilDiv(kvEnd, s.bn);
-      ti.whole = km.divu(p.causal ? km.minu(skV, km.add(ti.q0, km.cst(1))) : skV, s.bn);
-      return ti;
-    };
+    Value fromLast = s.byHead ? arith::RemUIOp::create(b, loc, pid, mTiles).getResult()
+                              : arith::DivUIOp::create(b, loc, pid, heads).getResult();
+    Value mTile =
+        arith::SubIOp::create(b, loc, arith::SubIOp::create(b, loc, mTiles, km.cst(1)), fromLast);
+    Value bh = s.byHead ? arith::DivUIOp::create(b, loc, pid, mTiles).getResult()
+                        : arith::RemUIOp::create(b, loc, pid, heads).getResult();
+    Value seq = km.divu(bh, p.hq), head = km.remu(bh, p.hq);
+    Value kvHead = km.divu(head, p.hq / p.hkv);
+    Value q0 = km.mul(mTile, km.cst(s.bm));
+    // Key tiles: every tile up to the last key a row of the program sees;
+    // the first `whole` of them are seen whole by every row.
+    Value kvEnd = p.causal ? km.minu(skV, km.add(q0, km.cst(s.bm))) : skV;
+    Value kvTiles = km.ceilDiv(kvEnd, s.bn);
+    Value whole = km.divu(p.causal ? km.minu(skV, km.add(q0, km.cst(1))) : skV, s.bn);
     auto stageOf = [&](Value it) {
       return std::make_pair(km.remu(it, s.stages), km.divu(it, s.stages));
     };
 
-    // The program's one tile.
-    TileInfo tile = tileOf(pid);
-
     auto ws = tt::WarpSpecializeOp::create(b, loc, s.consumers, 24, 240);
     {
-      // The producer: each tile's Q, then its K and V, key tile by key tile.
+      // The producer: Q once, then K and V tile by tile.
       OpBuilder::InsertionGuard guard(b);
       b.createBlock(&ws.getProducer());
-      // (A tile's first step number, it0, is where the rings stand when it
-      // starts: 0 for the program's one tile.)
-      auto produce = [&](const TileInfo &ti, Value it0) {
-        tt::TmaLoadOp::create(b, loc, qMap, ti.q0, km.cst(0), ValueRange{ti.head, ti.seq}, rq,
-                              km.cst(0), qFull, km.cst(0));
-        auto loop = scf::ForOp::create(b, loc, km.cst(0), ti.kvTiles, km.cst(1));
-        OpBuilder::InsertionGuard g(b);
-        b.setInsertionPointToStart(loop.getBody());
-        Value j = loop.getInductionVar();
-        auto [stage, round] = stageOf(km.add(it0, j));
-        Value k0 = km.mul(j, km.cst(s.bn));
-        tt::BarrierWaitOp::create(b, loc, kEmpty, stage, km.add(round, km.cst(1)));
-        tt::TmaLoadOp::create(b, loc, kMap, k0, km.cst(0), ValueRange{ti.kvHead, ti.seq}, rk, stage,
-                              kFull, stage);
-        tt::BarrierWaitOp::create(b, loc, vEmpty, stage, km.add(round, km.cst(1)));
-        tt::TmaLoadOp::create(b, loc, vMap, k0, km.cst(0), ValueRange{ti.kvHead, ti.seq}, rv, stage,
-                              vFull, stage);
-        b.setInsertionPointAfter(loop);
-      };
-      produce(tile, km.cst(0));
+      tt::TmaLoadOp::create(b, loc, qMap, q0, km.cst(0), ValueRange{head, seq}, rq, km.cst(0),
+                            qFull, km.cst(0));
+      auto loop = scf::ForOp::create(b, loc, km.cst(0), kvTiles, km.cst(1));
+      b.setInsertionPointToStart(loop.getBody());
+      Value j = loop.getInductionVar();
+      auto [stage, round] = stageOf(j);
+      Value k0 = km.mul(j, km.cst(s.bn));
+      tt::BarrierWaitOp::create(b, loc, kEmpty, stage, km.add(round, km.cst(1)));
+      tt::TmaLoadOp::create(b, loc, kMap, k0, km.cst(0), ValueRange{kvHead, seq}, rk, stage, kFull,
+                            stage);
+      tt::BarrierWaitOp::create(b, loc, vEmpty, stage, km.add(round, km.cst(1)));
+      tt::TmaLoadOp::create(b, loc, vMap, k0, km.cst(0), ValueRange{kvHead, seq}, rv, stage, vFull,
+                            stage);
+      b.setInsertionPointAfter(loop);
       tt::YieldOp::create(b, loc);
     }
     {
@@ -336,8 +320,8 @@ private:
       auto rowType = RankedTensorType::get({64}, f32, rowsLayout);
       Value negInf = km.f32c(-INFINITY);
 
+      tt::BarrierWaitOp::create(b, loc, qFull, km.cst(0), km.cst(0));
       Value zeroS = km.splat(sType, km.f32c(0.0));
-      TileInfo cur; // the tile being computed
       // S = Q K^T of the tile in stage `stage`; K's stage is released once
       // S is complete.
       auto scores = [&](Value stage, Value round, bool async) -> Value {
@@ -359,7 +343,7 @@ private:
                                            km.splat(iType, km.toI32(skV)));
           if (p.causal) {
             Value rows = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
-                                               km.splat(iType, km.toI32(km.add(cur.q0, myRows))));
+                                               km.splat(iType, km.toI32(km.add(q0, myRows))));
             ok = arith::AndIOp::create(
                 b, loc, ok, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, cols, rows));
           }
@@ -399,103 +383,88 @@ private:
         if (s.pingpong)
           tt::BarrierArriveOp::create(b, loc, order, km.sub(km.cst(1), consumer));
       };
-      // One tile: its Q, the loop over its key tiles, the epilogue. it0 is
-      // the rings' step number at its start and n its ordinal among the
-      // tiles a program computes (0 and 0 for the program's one tile).
-      auto consume = [&](const TileInfo &ti, Value it0, Value n) {
-        cur = ti;
-        Value whole = ti.whole, kvTiles = ti.kvTiles;
-        tt::BarrierWaitOp::create(b, loc, qFull, km.cst(0), n);
-        SmallVector<Value> last;
-        if (!s.overlap) {
-          // Each step: S, its softmax, then P V, each waited for. Carried:
-          // m, l, O and the step counter.
-          auto step = [&](Value j, ValueRange c, bool masked) -> SmallVector<Value> {
-            auto [stage, round] = stageOf(c[3]);
-            auto sm = softmax(scores(stage, round, /*async=*/false), j, c[0], c[1], masked);
-            tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
-            Value acc = tt::DotRegOp::create(b, loc, accType, to16(sm[2]), rv, stage, km.cst(0),
-                                             rescale(c[2], sm[3]), true, false);
-            tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
-            return {sm[0], sm[1], acc, km.add(c[3], km.cst(1))};
-          };
-          SmallVector<Value> init = {mInit, lInit, accInit, it0};
-          SmallVector<Value> c = km.loop(km.cst(0), whole, init,
-                                         [&](Value j, ValueRange c) { return step(j, c, false); });
-          last =
-              km.loop(whole, kvTiles, c, [&](Value j, ValueRange c) { return step(j, c, true); });
-        } else {
-          // FlashAttention-3's overlap within a warpgroup. Step j holds P of
-          // tile j and O rescaled for it: it starts Q K^T of tile j + 1 and
-          // P V of tile j, waits for the scores only, runs the softmax of tile
-          // j + 1 while P V runs, then waits for P V and rescales O. Nothing
-          // pending crosses the loop's back edge, and no register a running
-          // product reads is written before it completes (ptxas would
-          // serialize the products otherwise). Carried: m, l, O, P, the step.
-          auto step = [&](Value j, ValueRange c, bool masked) -> SmallVector<Value> {
-            Value it = c[4], itNext = km.add(it, km.cst(1));
-            auto [stage, round] = stageOf(it);
-            auto [stageNext, roundNext] = stageOf(itNext);
-            takeTurn(km.add(itNext, n)); // the tile's first turn was its first scores
-            Value sNext = scores(stageNext, roundNext, /*async=*/true);
-            tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
-            Value pv = tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, km.cst(0), c[2], true,
-                                            /*async=*/true);
-            passTurn();
-            sNext = tt::DotWaitOp::create(b, loc, ValueRange{sNext}, 1).getResult(0);
-            tt::BarrierArriveOp::create(b, loc, kEmpty, stageNext);
-            auto sm = softmax(sNext, km.add(j, km.cst(1)), c[0], c[1], masked);
-            // P V is complete, and with it the reads of P's registers.
-            Value acc = tt::DotWaitOp::create(b, loc, ValueRange{pv, c[3]}, 0).getResult(0);
-            tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
-            return {sm[0], sm[1], rescale(acc, sm[3]), to16(sm[2]), itNext};
-          };
-          // The first tile's softmax (masked: a mask on a whole tile changes
-          // nothing), the steps whose next tile every row sees whole, the
-          // steps whose next tile is masked, then the last tile's P V.
-          // Turns: a tile's key tiles and one more (the last P V), so the
-          // tile's first turn is its first step's number plus its ordinal.
-          auto [stage0, round0] = stageOf(it0);
-          takeTurn(km.add(it0, n));
-          Value s0 = scores(stage0, round0, /*async=*/false);
-          passTurn();
-          auto first = softmax(s0, km.cst(0), mInit, lInit, true);
-          SmallVector<Value> init = {first[0], first[1], accInit, to16(first[2]), it0};
-          Value lastTile = arith::SubIOp::create(b, loc, kvTiles, km.cst(1));
-          Value wholeNext =
-              km.minu(arith::SubIOp::create(
-                          b, loc, arith::MaxUIOp::create(b, loc, whole, km.cst(1)), km.cst(1)),
-                      lastTile);
-          SmallVector<Value> c = km.loop(km.cst(0), wholeNext, init,
-                                         [&](Value j, ValueRange c) { return step(j, c, false); });
-          c = km.loop(wholeNext, lastTile, c,
-                      [&](Value j, ValueRange c) { return step(j, c, true); });
-          auto [stage, round] = stageOf(c[4]);
-          takeTurn(km.add(km.add(c[4], km.cst(1)), n));
+      SmallVector<Value> last;
+      if (!s.overlap) {
+        // Each step: S, its softmax, then P V, each waited for. Carried:
+        // m, l, O and the step counter.
+        auto step = [&](Value j, ValueRange c, bool masked) -> SmallVector<Value> {
+          auto [stage, round] = stageOf(c[3]);
+          auto sm = softmax(scores(stage, round, /*async=*/false), j, c[0], c[1], masked);
           tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
-          Value acc =
-              tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, km.cst(0), c[2], true, false);
+          Value acc = tt::DotRegOp::create(b, loc, accType, to16(sm[2]), rv, stage, km.cst(0),
+                                           rescale(c[2], sm[3]), true, false);
+          tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
+          return {sm[0], sm[1], acc, km.add(c[3], km.cst(1))};
+        };
+        SmallVector<Value> init = {mInit, lInit, accInit, km.cst(0)};
+        SmallVector<Value> c = km.loop(km.cst(0), whole, init,
+                                       [&](Value j, ValueRange c) { return step(j, c, false); });
+        last = km.loop(whole, kvTiles, c, [&](Value j, ValueRange c) { return step(j, c, true); });
+      } else {
+        // FlashAttention-3's overlap within a warpgroup. Step j holds P of
+        // tile j and O rescaled for it: it starts Q K^T of tile j + 1 and
+        // P V of tile j, waits for the scores only, runs the softmax of tile
+        // j + 1 while P V runs, then waits for P V and rescales O. Nothing
+        // pending crosses the loop's back edge, and no register a running
+        // product reads is written before it completes (ptxas would
+        // serialize the products otherwise). Carried: m, l, O, P, the step.
+        auto step = [&](Value j, ValueRange c, bool masked) -> SmallVector<Value> {
+          Value it = c[4], itNext = km.add(it, km.cst(1));
+          auto [stage, round] = stageOf(it);
+          auto [stageNext, roundNext] = stageOf(itNext);
+          takeTurn(itNext); // turn 0 was the first tile's scores
+          Value sNext = scores(stageNext, roundNext, /*async=*/true);
+          tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
+          Value pv = tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, km.cst(0), c[2], true,
+                                          /*async=*/true);
           passTurn();
-          last = {c[0], c[1], acc};
-        }
+          sNext = tt::DotWaitOp::create(b, loc, ValueRange{sNext}, 1).getResult(0);
+          tt::BarrierArriveOp::create(b, loc, kEmpty, stageNext);
+          auto sm = softmax(sNext, km.add(j, km.cst(1)), c[0], c[1], masked);
+          // P V is complete, and with it the reads of P's registers.
+          Value acc = tt::DotWaitOp::create(b, loc, ValueRange{pv, c[3]}, 0).getResult(0);
+          tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
+          return {sm[0], sm[1], rescale(acc, sm[3]), to16(sm[2]), itNext};
+        };
+        // The first tile's softmax (masked: a mask on a whole tile changes
+        // nothing), the steps whose next tile every row sees whole, the
+        // steps whose next tile is masked, then the last tile's P V.
+        takeTurn(km.cst(0));
+        Value s0 = scores(km.cst(0), km.cst(0), /*async=*/false);
+        passTurn();
+        auto first = softmax(s0, km.cst(0), mInit, lInit, true);
+        SmallVector<Value> init = {first[0], first[1], accInit, to16(first[2]), km.cst(0)};
+        Value lastTile = arith::SubIOp::create(b, loc, kvTiles, km.cst(1));
+        Value wholeNext =
+            km.minu(arith::SubIOp::create(b, loc, arith::MaxUIOp::create(b, loc, whole, km.cst(1)),
+                                          km.cst(1)),
+                    lastTile);
+        SmallVector<Value> c = km.loop(km.cst(0), wholeNext, init,
+                                       [&](Value j, ValueRange c) { return step(j, c, false); });
+        c = km.loop(wholeNext, lastTile, c,
+                    [&](Value j, ValueRange c) { return step(j, c, true); });
+        auto [stage, round] = stageOf(c[4]);
+        takeTurn(km.add(c[4], km.cst(1)));
+        tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
+        Value acc =
+            tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, km.cst(0), c[2], true, false);
+        passTurn();
+        last = {c[0], c[1], acc};
+      }
 
-        // Epilogue: O / l, and LSE = (m + log2 l) ln 2.
-        Value m = last[0], l = last[1], acc = last[2];
-        Value inv = arith::DivFOp::create(b, loc, km.splat(rowType, km.f32c(1.0)), l);
-        Value out =
-            arith::MulFOp::create(b, loc, acc, tt::BroadcastOp::create(b, loc, accType, inv));
-        Value row0 = km.add(ti.q0, myRows);
-        if (bshd)
-          tt::StoreOp::create(b, loc, out, o,
-                              ValueRange{ti.seq, row0, km.mul(ti.head, km.cst(p.d))});
-        else
-          tt::StoreOp::create(b, loc, out, o, ValueRange{ti.bh, row0, km.cst(0)});
-        Value lseRow = arith::MulFOp::create(
-            b, loc, arith::AddFOp::create(b, loc, m, math::Log2Op::create(b, loc, l)),
-            km.splat(rowType, km.f32c(M_LN2)));
-        tt::StoreOp::create(b, loc, lseRow, lse, ValueRange{ti.seq, ti.head, row0});
-      };
-      consume(tile, km.cst(0), km.cst(0));
+      // Epilogue: O / l, and LSE = (m + log2 l) ln 2.
+      Value m = last[0], l = last[1], acc = last[2];
+      Value inv = arith::DivFOp::create(b, loc, km.splat(rowType, km.f32c(1.0)), l);
+      Value out = arith::MulFOp::create(b, loc, acc, tt::BroadcastOp::create(b, loc, accType, inv));
+      Value row0 = km.add(q0, myRows);
+      if (bshd)
+        tt::StoreOp::create(b, loc, out, o, ValueRange{seq, row0, km.mul(head, km.cst(p.d))});
+      else
+        tt::StoreOp::create(b, loc, out, o, ValueRange{bh, row0, km.cst(0)});
+      Value lseRow = arith::MulFOp::create(
+          b, loc, arith::AddFOp::create(b, loc, m, math::Log2Op::create(b, loc, l)),
+          km.splat(rowType, km.f32c(M_LN2)));
+      tt::StoreOp::create(b, loc, lseRow, lse, ValueRange{seq, head, row0});
       tt::YieldOp::create(b, loc);
     }
     b.setInsertionPointToEnd(entry);
