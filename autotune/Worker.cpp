@@ -1,6 +1,8 @@
 //===- Worker.cpp ---------------------------------------------------------===//
 #include "autotune/Worker.h"
 
+#include "core/Settings.h"
+
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -85,7 +87,7 @@ llvm::Expected<std::string> findWorker(const std::string &explicitPath) {
   std::string given = explicitPath;
   const char *from = "the tuning options";
   if (given.empty()) {
-    if (const char *env = std::getenv("TILEJIT_WORKER"); env && *env) {
+    if (std::string env = settings::value("TILEJIT_WORKER"); !env.empty()) {
       given = env;
       from = "TILEJIT_WORKER";
     }

@@ -1,6 +1,8 @@
 //===- Ptxas.cpp ------------------------------------------------------------===//
 #include "compiler/Ptxas.h"
 
+#include "core/Settings.h"
+
 #include <cstdlib>
 #include <mutex>
 #include <nvJitLink.h>
@@ -55,7 +57,7 @@ const std::string &ptxasProgram() {
   static std::string found;
   std::call_once(once, [] {
     std::vector<std::string> candidates;
-    if (const char *p = std::getenv("TILEJIT_PTXAS"))
+    if (std::string p = settings::value("TILEJIT_PTXAS"); !p.empty())
       candidates.push_back(p);
     std::vector<llvm::StringRef> dirs;
     std::string home =

@@ -1,6 +1,8 @@
 //===- CudaDriver.cpp -------------------------------------------------------===//
 #include "runtime/CudaDriver.h"
 
+#include "core/Settings.h"
+
 #include <dlfcn.h>
 #include <mutex>
 
@@ -18,8 +20,8 @@ struct Loaded {
 
 Loaded load() {
   Loaded l;
-  const char *override = getenv("TILEJIT_CUDA_DRIVER");
-  const char *path = override && *override ? override : "libcuda.so.1";
+  std::string chosen = settings::value("TILEJIT_CUDA_DRIVER");
+  const char *path = chosen.empty() ? "libcuda.so.1" : chosen.c_str();
   void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char *why = dlerror();

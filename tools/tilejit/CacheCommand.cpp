@@ -1,6 +1,8 @@
 //===- CacheCommand.cpp - `tilejit cache ls|show|export|import|verify|prune` -===//
 #include "tools/tilejit/Commands.h"
 
+#include "core/Settings.h"
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -87,7 +89,7 @@ int runRemote(const std::string &verb, const CacheArgs &a) {
     return usageError(llvm::toString(options.takeError()));
   ClientOptions o = **options;
   // A whole store may take longer than one kernel.
-  if (!std::getenv("TILEJIT_SERVER_DEADLINE_MS"))
+  if (settings::value("TILEJIT_SERVER_DEADLINE_MS").empty())
     o.deadline = std::chrono::minutes(2);
   Client client(o);
   if (verb == "ls" || verb == "show") {
