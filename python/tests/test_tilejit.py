@@ -377,7 +377,8 @@ class Ops(unittest.TestCase):
         self.assertEqual(d32.dtype, torch.float32)
 
     def test_rms_norm_without_gradient_at_growing_row_counts(self):
-        # No gradient wanted: rstd goes to a scratch buffer that grows.
+        # No gradient wanted (the eager path without autograd), row counts
+        # up and down.
         w = torch.randn(512, device="cuda", dtype=torch.bfloat16)
         for rows in (3, 1000, 5000, 7, 20000):
             with self.subTest(rows=rows):

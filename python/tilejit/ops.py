@@ -74,40 +74,18 @@ _lib._deterministic[0] = torch.are_deterministic_algorithms_enabled
 
 # ---- RMSNorm ---------------------------------------------------------------
 
-# Where a forward's rstd goes when nobody keeps it (no gradient wanted): one
-# f32 buffer per device, grown by doubling. A replaced buffer is kept alive
-# for good: a kernel on another stream may still be writing it, and freed
-# memory would go to another tensor.
-_rstd_scratch = {}
-_rstd_retired = []
-
-
-def _scratch_rstd(x, dev, rows):
-    buf = _rstd_scratch.get(dev)
-    if buf is None or buf.numel() < rows:
-        if buf is not None:
-            _rstd_retired.append(buf)
-        size = max(rows, 2 * buf.numel() if buf is not None else 0, 1024)
-        buf = torch.empty(size, dtype=torch.float32, device=x.device)
-        _rstd_scratch[dev] = buf
-    return buf
-
-
-def _rms_fwd_impl(x, weight, eps, zero_centered_gamma, keep_rstd=True):
-    """(y, rstd); without keep_rstd, rstd goes to a scratch buffer and is
-    None (one allocation fewer: the no-gradient path)."""
+def _rms_fwd_impl(x, weight, eps, zero_centered_gamma):
     dev = _rms_check("rms_norm_fwd", x, weight)
     shape = x.shape
     h = shape[-1]
     xc = x.contiguous()
     wc = weight.contiguous()
     y = torch.empty_like(xc)
+    rstd = xc.new_empty(shape[:-1], dtype=torch.float32)
     rows = xc.numel() // h if h else 0
-    rstd = xc.new_empty(shape[:-1], dtype=torch.float32) if keep_rstd else None
-    rstd_out = rstd if keep_rstd else _scratch_rstd(xc, dev, rows)
     status = _lib.lib().tj_rms_norm_fwd(
         _lib.engine(dev), _CODES[x.dtype], _CODES[weight.dtype], xc.data_ptr(), wc.data_ptr(),
-        y.data_ptr(), rstd_out.data_ptr(), rows, h, eps, zero_centered_gamma,
+        y.data_ptr(), rstd.data_ptr(), rows, h, eps, zero_centered_gamma,
         _raw_stream(dev) if _raw_stream is not None else _stream(x.device))
     if status:
         _lib.check(status)
@@ -209,7 +187,7 @@ def rms_norm(x, weight, eps=1e-6, zero_centered_gamma=False):
         return rms_norm_fwd(x, weight, eps, zcg)[0]
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
         return _RmsNorm.apply(x, weight, eps, zcg)
-    return _rms_fwd_impl(x, weight, eps, zcg, keep_rstd=False)[0]
+    return _rms_fwd_impl(x, weight, eps, zcg)[0]
 
 
 # ---- GEMM ------------------------------------------------------------------

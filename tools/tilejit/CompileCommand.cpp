@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "compiler/Compiler.h"
+#include "core/LaunchInfo.h"
 #include "tools/tilejit/Output.h"
 #include "tools/tilejit/SpecOptions.h"
 
@@ -20,22 +21,9 @@ struct CompileArgs {
   bool json = false;
 };
 
-/// --emit cubin-info as JSON.
+/// --emit cubin-info as JSON: the entries as the store records them
+/// (core/LaunchInfo.h's entriesToJson), with the compile's figures.
 nlohmann::json infoJson(const CompiledKernel &k) {
-  nlohmann::json entries = nlohmann::json::array();
-  for (const EntryInfo &e : k.entries) {
-    std::string grid = e.grid[0].str() +
-                       (e.grid[1].results.empty() ? "" : " x " + e.grid[1].str()) +
-                       (e.grid[2].results.empty() ? "" : " x " + e.grid[2].str());
-    entries.push_back({{"name", e.name},
-                       {"threads", e.blockThreads},
-                       {"registers", e.registers},
-                       {"spill_bytes", e.spillBytes},
-                       {"static_shared_bytes", e.staticSmemBytes},
-                       {"dynamic_shared_bytes", e.dynamicSmemBytes},
-                       {"cluster_blocks", e.clusterBlocks()},
-                       {"grid", grid}});
-  }
   nlohmann::json stages = nlohmann::json::array();
   for (const StageTime &st : k.stages)
     stages.push_back({{"name", st.name}, {"ms", st.ms}});
@@ -47,7 +35,7 @@ nlohmann::json infoJson(const CompiledKernel &k) {
           {"ptx_bytes", k.ptx.size()},
           {"compile_ms", k.mlirMs + k.binaryMs},
           {"workspace_bytes", k.workspaceBytes},
-          {"entries", entries},
+          {"entries", nlohmann::json::parse(entriesToJson(k.entries))},
           {"stages", stages}};
 }
 
