@@ -253,7 +253,7 @@ int main(int argc, char **argv) {
     call.v = v.ptr();
     call.o = o.ptr();
     call.lse = lse.ptr();
-    must(attention::launch(*kernel, call, s));
+    must(attention::launch(*kernel, call, info.smCount, s));
     cu(d.cuStreamSynchronize(s), "sync");
 
     // 8 sampled rows (the last among them) against float64.
@@ -352,7 +352,7 @@ int main(int argc, char **argv) {
       if (backward)
         must(attention::launchBackward(*bwdKernel, bcall, s));
       else
-        must(attention::launch(*kernel, call, s));
+        must(attention::launch(*kernel, call, info.smCount, s));
     };
 
     std::vector<double> ms;

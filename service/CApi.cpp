@@ -449,8 +449,11 @@ tj_status tj_attn_fwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64
   auto spec = tilejit::attention::specOf(call, e->engine->target());
   if (!spec)
     return invalid(llvm::toString(spec.takeError()));
+  // A persistent kernel leaves the engine's margin of multiprocessors free.
+  int sms = e->engine->target().smCount();
+  call.maxPrograms = sms - e->smMargin.load();
   return withKernel(e, *spec, stream, [&](const tilejit::LoadedKernel &kernel) {
-    return tilejit::attention::launch(kernel, call, static_cast<CUstream>(stream));
+    return tilejit::attention::launch(kernel, call, sms, static_cast<CUstream>(stream));
   });
 }
 

@@ -87,7 +87,10 @@ public:
     if (!attention::isForward(ks))
       return fail("the attention harness cannot measure " + std::string(ks.opName()));
     full_ = check_ = attention::callOf(attention::Params(ks));
+    sms_ = attention::Params(ks).target.smCount();
     shrinkToCheck(check_);
+    // A persistent config's programs then take several tiles each.
+    check_.maxPrograms = 3;
     if (auto e = checked_.make(check_, seed, /*keepHost=*/true))
       return e;
     if (auto e = timed_.make(full_, seed + 1000003, /*keepHost=*/false))
@@ -142,7 +145,7 @@ public:
   llvm::Error bind(const LoadedKernel &) override { return llvm::Error::success(); }
 
   llvm::Error run(const LoadedKernel &kernel, CUstream stream, bool check) override {
-    return attention::launch(kernel, check ? check_ : full_, stream);
+    return attention::launch(kernel, check ? check_ : full_, sms_, stream);
   }
 
   llvm::Error poison(CUstream stream) override {
@@ -194,6 +197,7 @@ private:
     double lse;
   };
   attention::Call check_, full_;
+  int sms_ = 0;
   Buffers checked_, timed_;
   std::vector<Sample> samples_;
 };

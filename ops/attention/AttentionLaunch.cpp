@@ -155,12 +155,12 @@ int64_t backwardWorkspaceBytes(const Call &c) {
   return w.overflows ? -1 : w.total;
 }
 
-llvm::Error launch(const LoadedKernel &kernel, const Call &c, CUstream stream) {
+llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstream stream) {
   if (kernel.numEntries() != 1)
     return error("the kernel has " + llvm::Twine(kernel.numEntries()) + " entries, not 1");
   const EntryInfo &e = kernel.entry(0);
-  if (e.params.size() != 8)
-    return error("the kernel takes " + llvm::Twine(e.params.size()) + " parameters, not 8");
+  if (e.params.size() != 9)
+    return error("the kernel takes " + llvm::Twine(e.params.size()) + " parameters, not 9");
   if (!c.q || !c.k || !c.v || !c.o || !c.lse)
     return error("a null device pointer");
   if (c.o % 4 != 0 || c.lse % 4 != 0)
@@ -175,7 +175,7 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, CUstream stream) {
   if (!mv)
     return mv.takeError();
   float scale = scaleOf(c);
-  KernelArg args[8];
+  KernelArg args[9];
   args[0] = KernelArg::tensorMap(*mq);
   args[1] = KernelArg::tensorMap(*mk);
   args[2] = KernelArg::tensorMap(*mv);
@@ -184,7 +184,8 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, CUstream stream) {
   args[5] = KernelArg::f32(float(double(scale) * M_LOG2E));
   args[6] = KernelArg::index(c.sq);
   args[7] = KernelArg::index(c.sk);
-  return kernel.launch(0, args, 8, stream);
+  args[8] = KernelArg::index(c.maxPrograms > 0 ? c.maxPrograms : std::max(smCount, 1));
+  return kernel.launch(0, args, 9, stream);
 }
 
 llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CUstream stream) {

@@ -24,6 +24,9 @@ struct Call {
   uint64_t q = 0, k = 0, v = 0, o = 0, lse = 0;
   /// Multiplies Q K^T; 0 means 1 / sqrt(d).
   float scale = 0.0f;
+  /// Forward with a persistent config: most programs the grid may have (0:
+  /// one per multiprocessor); fewer leave multiprocessors to other work.
+  int64_t maxPrograms = 0;
   /// Backward only: the ways the query heads of each KV head's group are
   /// split over the dK/dV kernel's programs (a divisor of hq / hkv); 0, the
   /// choice of backwardHeadSplit.
@@ -36,8 +39,9 @@ Call callOf(const Params &p);
 /// The spec for `call` on `target`, or an error naming the bad field.
 llvm::Expected<KernelSpec> specOf(const Call &call, const Target &target);
 
-/// Launches `call` with `kernel` (built for specOf(call)) on `stream`.
-llvm::Error launch(const LoadedKernel &kernel, const Call &call, CUstream stream);
+/// Launches `call` with `kernel` (built for specOf(call)) on `stream`;
+/// `smCount`, the multiprocessors of the GPU, caps a persistent grid.
+llvm::Error launch(const LoadedKernel &kernel, const Call &call, int smCount, CUstream stream);
 
 /// One backward call: the forward's tensors (Q, K, V, O, LSE; `o` and `lse`
 /// as the forward wrote them) and dO (as O), into dQ, dK and dV (as Q, K

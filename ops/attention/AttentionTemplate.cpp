@@ -3,13 +3,16 @@
 // O = softmax(scale * Q K^T + mask) V and LSE, f32 accumulation, on sm_90a,
 // the FlashAttention-2 recurrence on warp-specialized warpgroups:
 //
-// - one program per (tile of bm query rows, query head, sequence); the tiles
-//   with the most keys (the last rows of a causal mask) start first;
-// - warpgroup 0 is the producer: one thread loads the program's Q tile once,
-//   then each tile of bn keys of K and of V into rings of `stages` stages
-//   with TMA (K and V on their own barriers, so that Q K^T starts before V
-//   has landed), refilling a stage's K (or V) once every consumer released
-//   it;
+// - tiles of bm query rows of one query head of one sequence, the tiles with
+//   the most keys (the last rows of a causal mask) first; one program per
+//   tile, or (persistent) one per multiprocessor walking the tiles in rounds
+//   in a snake order, the rings and the consumers' turns running on from
+//   tile to tile, so that a tile's first loads overlap the last one's end;
+// - warpgroup 0 is the producer: one thread loads each tile's Q (two Q
+//   stages where they fit), then each tile of bn keys of K and of V into
+//   rings of `stages` stages with TMA (K and V on their own barriers, so
+//   that Q K^T starts before V has landed), refilling a stage's K (or V)
+//   once every consumer released it;
 // - `consumers` warpgroups own 64 query rows each: S = Q K^T on the tensor
 //   cores from shared memory (tile.dot), the online softmax in registers
 //   (running row max m and sum l, in the log2 domain with the scale folded
@@ -30,9 +33,9 @@
 //
 // Tunables: bm (64 per consumer warpgroup), bn, stages, consumers, overlap
 // (FlashAttention-3's overlap of the softmax with the products within a
-// warpgroup), raster (the programs' order), pingpong (FlashAttention-3's
+// warpgroup), raster (the tiles' order), pingpong (FlashAttention-3's
 // turns between the two consumers: one issues its products while the other
-// runs its softmax).
+// runs its softmax), persistent (the grid, capped at launch).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/EmbeddedSources.h"
@@ -60,16 +63,24 @@ llvm::Error configError(const llvm::Twine &msg) {
 
 struct Shape {
   int64_t bm, bn, stages, consumers;
-  bool overlap, byHead, pingpong;
-  explicit Shape(const TileConfig &c)
+  bool overlap, byHead, pingpong, persistent;
+  /// Q tiles in shared memory: with a persistent grid two where they fit,
+  /// so that the next tile's Q loads while this one's run.
+  int64_t qStages = 1;
+  Shape(const TileConfig &c, int64_t d, int64_t elemBytes, int64_t smemLimit)
       : bm(c.get("bm")), bn(c.get("bn")), stages(c.get("stages")), consumers(c.get("consumers")),
         overlap(c.has("overlap") && c.get("overlap") != 0),
         byHead(c.has("raster") && c.get("raster") != 0),
-        pingpong(c.has("pingpong") && c.get("pingpong") != 0) {}
-  /// Shared memory of the Q tile, the K and V rings and the barriers, with
+        pingpong(c.has("pingpong") && c.get("pingpong") != 0),
+        persistent(c.has("persistent") && c.get("persistent") != 0) {
+    if (persistent && (qStages = 2, smemBytes(d, elemBytes) > smemLimit))
+      qStages = 1;
+  }
+  /// Shared memory of the Q tiles, the K and V rings and the barriers, with
   /// the alignment slack.
-  int64_t smemBytes(int64_t d, int elemBytes) const {
-    return (bm + 2 * stages * bn) * d * elemBytes + 8 * (4 * stages + 1) + 3 * 1024;
+  int64_t smemBytes(int64_t d, int64_t elemBytes) const {
+    return (qStages * bm + 2 * stages * bn) * d * elemBytes + 8 * (4 * stages + 2 * qStages + 2) +
+           3 * 1024;
   }
 };
 
@@ -91,18 +102,23 @@ public:
         {"pingpong", 0, 1, true,
          "the two consumers take turns issuing their products, so that one's softmax runs "
          "while the other's products do (with overlap; 0 when left out)"},
+        {"persistent", 0, 1, true,
+         "a program per multiprocessor (at most the launch's cap) walking tiles, the next "
+         "tile's Q and K loading while this one's finish (0 when left out)"},
     };
     return keys;
   }
 
   static TileConfig make(int64_t consumers, int64_t bn, int64_t stages, int64_t overlap,
-                         int64_t raster, bool pingpong = false) {
+                         int64_t raster, bool pingpong = false, bool persistent = true) {
     TileConfig c;
     c.set("bm", 64 * consumers).set("bn", bn).set("stages", stages).set("consumers", consumers);
     c.set("overlap", overlap).set("raster", raster);
     // Only when on: a config without the key is the same kernel.
     if (pingpong)
       c.set("pingpong", 1);
+    if (persistent)
+      c.set("persistent", 1);
     return c;
   }
 
@@ -111,19 +127,20 @@ public:
     // does worse than no tuning.
     std::vector<TileConfig> out = {defaultConfig(ks)};
     // Ping-pong last: each config with overlap and two consumers again,
-    // taking turns.
+    // taking turns; each with a persistent grid first, then a program a tile.
     for (bool pingpong : {false, true})
       for (int64_t raster : {1, 0})
         for (int64_t overlap : {1, 0})
           for (int64_t consumers : {2, 1})
             for (int64_t bn : {128, 176, 64, 192, 96})
-              for (int64_t stages : {2, 3}) {
-                TileConfig c = make(consumers, bn, stages, overlap, raster, pingpong);
-                if (llvm::Error err = checkConfig(ks, c))
-                  llvm::consumeError(std::move(err));
-                else if (c != out.front())
-                  out.push_back(std::move(c));
-              }
+              for (int64_t stages : {2, 3})
+                for (bool persistent : {true, false}) {
+                  TileConfig c = make(consumers, bn, stages, overlap, raster, pingpong, persistent);
+                  if (llvm::Error err = checkConfig(ks, c))
+                    llvm::consumeError(std::move(err));
+                  else if (c != out.front())
+                    out.push_back(std::move(c));
+                }
     return out;
   }
 
@@ -135,7 +152,9 @@ public:
     // 6 % at 64, where overlap alone had lost 5 %), and at 128 programs by
     // head where there are many KV heads (their K and V then stay in L2;
     // with one KV head, by head lost 16 %; at 64 it lost 9 %); 256, 64 keys
-    // a step, neither (overlap would spill, by head lost 18 %).
+    // a step, neither (overlap would spill, by head lost 18 %). Every one
+    // with a persistent grid (attention a4: 1-18 % faster than a program a
+    // tile, but at S16384 causal, 1 % slower).
     TileConfig c = p.d == 256  ? make(2, 64, 2, 0, 0)
                    : p.d == 64 ? make(2, 128, 2, 1, 0, /*pingpong=*/true)
                                : make(2, 128, 2, 1, p.hkv >= 8 ? 1 : 0, /*pingpong=*/true);
@@ -153,7 +172,7 @@ public:
     if (!p.target.hasWgmma())
       return configError("attn_fwd runs on sm_90a (wgmma, TMA, setmaxnreg); the target is " +
                          llvm::Twine(p.target.archName()));
-    Shape s(cfg);
+    Shape s = shapeOf(p, cfg);
     if (s.bm != 64 * s.consumers)
       return configError("bm = " + llvm::Twine(s.bm) + " must be 64 rows for each of " +
                          llvm::Twine(s.consumers) + " consumers");
@@ -194,11 +213,16 @@ public:
   llvm::Expected<OwningOpRef<ModuleOp>> build(MLIRContext &ctx, const KernelSpec &ks,
                                               const TileConfig &cfg) const override {
     return buildModule(ctx, *this, ks, cfg, [&](OpBuilder &b, Location loc) {
-      buildKernel(b, loc, attention::Params(ks), Shape(cfg), cfg);
+      attention::Params p(ks);
+      buildKernel(b, loc, p, shapeOf(p, cfg), cfg);
     });
   }
 
 private:
+  static Shape shapeOf(const attention::Params &p, const TileConfig &cfg) {
+    return Shape(cfg, p.d, dtypeBytes(p.dt), p.target.maxSharedBytesPerBlock());
+  }
+
   static std::string kernelName(const attention::Params &p) {
     return "attn_fwd_" + std::string(dtypeName(p.dt)) + "_d" + std::to_string(p.d) + "_h" +
            std::to_string(p.hq) + "_" + std::to_string(p.hkv) + (p.causal ? "_causal" : "") +
@@ -213,7 +237,7 @@ private:
     bool bshd = p.layout == attention::Layout::BSHD;
     // Q's tile, and the K and V rings: rows of keys, the head dim along
     // the columns (K-major for Q K^T; V is read MN-major for P V).
-    auto ringQ = tt::RingType::get(&ctx, 1, s.bm, p.d, dt);
+    auto ringQ = tt::RingType::get(&ctx, s.qStages, s.bm, p.d, dt);
     auto ringK = tt::RingType::get(&ctx, s.stages, s.bn, p.d, dt);
     auto ringV = tt::RingType::get(&ctx, s.stages, s.bn, p.d, dt);
     // [dim, seq, heads, batch] for both layouts (the launch sets strides).
@@ -224,13 +248,18 @@ private:
                      ? MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, p.hq * p.d}, dt)
                      : MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, p.d}, dt);
     auto lseType = MemRefType::get({ShapedType::kDynamic, p.hq, ShapedType::kDynamic}, f32);
-    // Arguments: Q, K, V maps, O, LSE, scale * log2(e), sq, sk.
-    SmallVector<Type> args = {mapQ, mapKV, mapKV, oType, lseType, f32, idx, idx};
-    // Programs: ceil(sq / bm) * batch * hq.
-    AffineExpr sq = getAffineSymbolExpr(0, &ctx), batch = getAffineSymbolExpr(1, &ctx);
-    AffineMap grid = AffineMap::get(0, 2, {sq.ceilDiv(s.bm) * batch * p.hq}, &ctx);
+    // Arguments: Q, K, V maps, O, LSE, scale * log2(e), sq, sk, the
+    // persistent grid's cap.
+    SmallVector<Type> args = {mapQ, mapKV, mapKV, oType, lseType, f32, idx, idx, idx};
+    // Programs: a tile each, ceil(sq / bm) * batch * hq; persistent, at most
+    // the cap.
+    AffineExpr sq = getAffineSymbolExpr(0, &ctx), batch = getAffineSymbolExpr(1, &ctx),
+               cap = getAffineSymbolExpr(2, &ctx);
+    AffineExpr tiles = sq.ceilDiv(s.bm) * batch * p.hq;
+    AffineMap grid = s.persistent ? AffineMap::get(0, 3, {tiles, cap}, &ctx)
+                                  : AffineMap::get(0, 3, {tiles}, &ctx);
     auto kernel = makeKernel(b, loc, kernelName(p), args, 128 * (s.consumers + 1), grid,
-                             {6, -1, 4, 0}, cfg, /*cluster=*/1, /*minBlocks=*/1);
+                             {6, -1, 4, 0, 8, -1}, cfg, /*cluster=*/1, /*minBlocks=*/1);
     Block *entry = &kernel.getBody().front();
     Value qMap = entry->getArgument(0), kMap = entry->getArgument(1), vMap = entry->getArgument(2);
     Value o = entry->getArgument(3), lse = entry->getArgument(4);
@@ -243,7 +272,13 @@ private:
     Value rk = tt::AllocRingOp::create(b, loc, ringK, nullptr);
     Value rv = tt::AllocRingOp::create(b, loc, ringV, nullptr);
     auto barsType = tt::BarriersType::get(&ctx, s.stages);
-    Value qFull = tt::AllocBarriersOp::create(b, loc, tt::BarriersType::get(&ctx, 1), 1, nullptr);
+    auto qBarsType = tt::BarriersType::get(&ctx, s.qStages);
+    Value qFull = tt::AllocBarriersOp::create(b, loc, qBarsType, 1, nullptr);
+    // With a persistent grid, a Q stage is refilled once every consumer is
+    // done with it.
+    Value qEmpty =
+        s.persistent ? tt::AllocBarriersOp::create(b, loc, qBarsType, s.consumers, nullptr).getResult()
+                     : Value();
     Value kFull = tt::AllocBarriersOp::create(b, loc, barsType, 1, nullptr);
     Value vFull = tt::AllocBarriersOp::create(b, loc, barsType, 1, nullptr);
     // A stage's K and V are released apart: K once S is computed, V once
@@ -257,56 +292,107 @@ private:
                          .getResult()
                    : Value();
 
-    // This program's tile, the tiles of the last query rows (the most keys
-    // under a causal mask) first: with raster 0 that row tile of every head
+    // A tile of the problem (bm query rows of one head of one sequence),
+    // numbered so that the tiles of the last query rows (the most keys under
+    // a causal mask) come first: with raster 0 that row tile of every head
     // before the next; with raster 1 every row tile of one head before the
     // next head (programs that run together then read the same K and V,
     // which L2 keeps).
     Value batchV = memref::DimOp::create(b, loc, lse, 0);
     Value heads = km.mul(batchV, km.cst(p.hq));
     Value mTiles = km.ceilDiv(sqV, s.bm);
-    Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
-    Value fromLast = s.byHead ? arith::RemUIOp::create(b, loc, pid, mTiles).getResult()
-                              : arith::DivUIOp::create(b, loc, pid, heads).getResult();
-    Value mTile =
-        arith::SubIOp::create(b, loc, arith::SubIOp::create(b, loc, mTiles, km.cst(1)), fromLast);
-    Value bh = s.byHead ? arith::DivUIOp::create(b, loc, pid, mTiles).getResult()
-                        : arith::RemUIOp::create(b, loc, pid, heads).getResult();
-    Value seq = km.divu(bh, p.hq), head = km.remu(bh, p.hq);
-    Value kvHead = km.divu(head, p.hq / p.hkv);
-    Value q0 = km.mul(mTile, km.cst(s.bm));
-    // Key tiles: every tile up to the last key a row of the program sees;
-    // the first `whole` of them are seen whole by every row.
-    Value kvEnd = p.causal ? km.minu(skV, km.add(q0, km.cst(s.bm))) : skV;
-    Value kvTiles = km.ceilDiv(kvEnd, s.bn);
-    Value whole = km.divu(p.causal ? km.minu(skV, km.add(q0, km.cst(1))) : skV, s.bn);
+    struct Tile {
+      Value seq, head, bh, kvHead, q0, kvTiles, whole;
+    };
+    auto tileAt = [&](Value t) {
+      Tile tile;
+      Value fromLast = s.byHead ? arith::RemUIOp::create(b, loc, t, mTiles).getResult()
+                                : arith::DivUIOp::create(b, loc, t, heads).getResult();
+      Value mTile = km.sub(km.sub(mTiles, km.cst(1)), fromLast);
+      tile.bh = s.byHead ? arith::DivUIOp::create(b, loc, t, mTiles).getResult()
+                         : arith::RemUIOp::create(b, loc, t, heads).getResult();
+      tile.seq = km.divu(tile.bh, p.hq);
+      tile.head = km.remu(tile.bh, p.hq);
+      tile.kvHead = km.divu(tile.head, p.hq / p.hkv);
+      tile.q0 = km.mul(mTile, km.cst(s.bm));
+      // Key tiles: every tile up to the last key a row of the tile sees;
+      // the first `whole` of them are seen whole by every row.
+      Value kvEnd = p.causal ? km.minu(skV, km.add(tile.q0, km.cst(s.bm))) : skV;
+      tile.kvTiles = km.ceilDiv(kvEnd, s.bn);
+      tile.whole = km.divu(p.causal ? km.minu(skV, km.add(tile.q0, km.cst(1))) : skV, s.bn);
+      return tile;
+    };
     auto stageOf = [&](Value it) {
       return std::make_pair(km.remu(it, s.stages), km.divu(it, s.stages));
+    };
+    // The program's tiles: its own, or with a persistent grid one of each
+    // round of `programs` tiles, in a snake order (program p takes tile p of
+    // even rounds and programs - 1 - p of odd ones), so that under a causal
+    // mask, where the tiles get shorter round by round, a program that had
+    // a long tile gets a short one next. `body(tile, ti, r0)` handles the
+    // program's tile number ti whose key tiles take the rings' steps from r0
+    // on, and returns the step after its last.
+    Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
+    auto forEachTile = [&](auto body) {
+      if (!s.persistent) {
+        body(tileAt(pid), km.cst(0), km.cst(0));
+        return;
+      }
+      Value programs = tt::NumProgramsOp::create(b, loc, tt::Dim::x);
+      Value mirror = km.sub(km.sub(programs, km.cst(1)), pid);
+      auto inRound = [&](Value round) {
+        Value odd = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, km.remu(round, 2),
+                                          km.cst(0));
+        return arith::SelectOp::create(b, loc, odd, mirror, pid).getResult();
+      };
+      // Whole rounds, and the last one's tile where the program has one.
+      Value tiles = km.mul(mTiles, heads);
+      Value rounds = arith::DivUIOp::create(b, loc, tiles, programs);
+      Value left = arith::RemUIOp::create(b, loc, tiles, programs);
+      Value more = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, inRound(rounds), left);
+      Value count = km.add(rounds, arith::SelectOp::create(b, loc, more, km.cst(1), km.cst(0)));
+      km.loop(km.cst(0), count, {km.cst(0)}, [&](Value ti, ValueRange r0) {
+        Value t = km.add(km.mul(ti, programs), inRound(ti));
+        return SmallVector<Value>{body(tileAt(t), ti, r0[0])};
+      });
     };
 
     auto ws = tt::WarpSpecializeOp::create(b, loc, s.consumers, 24, 240);
     {
-      // The producer: Q once, then K and V tile by tile.
+      // The producer: each tile's Q, then its K and V tile by tile.
       OpBuilder::InsertionGuard guard(b);
       b.createBlock(&ws.getProducer());
-      tt::TmaLoadOp::create(b, loc, qMap, q0, km.cst(0), ValueRange{head, seq}, rq, km.cst(0),
-                            qFull, km.cst(0));
-      auto loop = scf::ForOp::create(b, loc, km.cst(0), kvTiles, km.cst(1));
-      b.setInsertionPointToStart(loop.getBody());
-      Value j = loop.getInductionVar();
-      auto [stage, round] = stageOf(j);
-      Value k0 = km.mul(j, km.cst(s.bn));
-      tt::BarrierWaitOp::create(b, loc, kEmpty, stage, km.add(round, km.cst(1)));
-      tt::TmaLoadOp::create(b, loc, kMap, k0, km.cst(0), ValueRange{kvHead, seq}, rk, stage, kFull,
-                            stage);
-      tt::BarrierWaitOp::create(b, loc, vEmpty, stage, km.add(round, km.cst(1)));
-      tt::TmaLoadOp::create(b, loc, vMap, k0, km.cst(0), ValueRange{kvHead, seq}, rv, stage, vFull,
-                            stage);
-      b.setInsertionPointAfter(loop);
+      forEachTile([&](const Tile &t, Value ti, Value r0) -> Value {
+        auto loadKV = [&](Value j) {
+          auto [stage, round] = stageOf(km.add(r0, j));
+          Value k0 = km.mul(j, km.cst(s.bn));
+          tt::BarrierWaitOp::create(b, loc, kEmpty, stage, km.add(round, km.cst(1)));
+          tt::TmaLoadOp::create(b, loc, kMap, k0, km.cst(0), ValueRange{t.kvHead, t.seq}, rk, stage,
+                                kFull, stage);
+          tt::BarrierWaitOp::create(b, loc, vEmpty, stage, km.add(round, km.cst(1)));
+          tt::TmaLoadOp::create(b, loc, vMap, k0, km.cst(0), ValueRange{t.kvHead, t.seq}, rv, stage,
+                                vFull, stage);
+          return SmallVector<Value>{};
+        };
+        Value qStage = km.remu(ti, s.qStages), qRound = km.divu(ti, s.qStages);
+        // With a persistent grid the first K and V tile goes first: its
+        // stage frees while the last tile's run, Q's (with one Q stage)
+        // only once they are done.
+        Value from = km.cst(0);
+        if (s.persistent) {
+          loadKV(km.cst(0)); // every tile has a key tile
+          from = km.cst(1);
+          tt::BarrierWaitOp::create(b, loc, qEmpty, qStage, km.add(qRound, km.cst(1)));
+        }
+        tt::TmaLoadOp::create(b, loc, qMap, t.q0, km.cst(0), ValueRange{t.head, t.seq}, rq, qStage,
+                              qFull, qStage);
+        km.loop(from, t.kvTiles, {}, [&](Value j, ValueRange) { return loadKV(j); });
+        return km.add(r0, t.kvTiles);
+      });
       tt::YieldOp::create(b, loc);
     }
     {
-      // A consumer: its 64 rows of the tile.
+      // A consumer: its 64 rows of each tile.
       OpBuilder::InsertionGuard guard(b);
       Block *body = b.createBlock(&ws.getConsumer());
       Value consumer = body->addArgument(idx, loc);
@@ -319,152 +405,169 @@ private:
       auto accType = RankedTensorType::get({64, p.d}, f32, wg);
       auto rowType = RankedTensorType::get({64}, f32, rowsLayout);
       Value negInf = km.f32c(-INFINITY);
-
-      tt::BarrierWaitOp::create(b, loc, qFull, km.cst(0), km.cst(0));
       Value zeroS = km.splat(sType, km.f32c(0.0));
-      // S = Q K^T of the tile in stage `stage`; K's stage is released once
-      // S is complete.
-      auto scores = [&](Value stage, Value round, bool async) -> Value {
-        tt::BarrierWaitOp::create(b, loc, kFull, stage, round);
-        Value sc = tt::DotOp::create(b, loc, sType, rq, km.cst(0), myRows, rk, stage, km.cst(0),
-                                     zeroS, false, false, async);
-        if (!async)
-          tt::BarrierArriveOp::create(b, loc, kEmpty, stage);
-        return sc;
-      };
-      // The online softmax of S, the scores of keys [j bn, j bn + bn), after
-      // m and l: the new m and l, P rounded to 16 bits, and alpha, the factor
-      // that rescales O.
-      auto softmax = [&](Value sc, Value j, Value m, Value l, bool masked) {
-        if (masked) {
-          Value cols = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 1),
-                                             km.splat(iType, km.toI32(km.mul(j, km.cst(s.bn)))));
-          Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, cols,
-                                           km.splat(iType, km.toI32(skV)));
-          if (p.causal) {
-            Value rows = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
-                                               km.splat(iType, km.toI32(km.add(q0, myRows))));
-            ok = arith::AndIOp::create(
-                b, loc, ok, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, cols, rows));
-          }
-          sc = arith::SelectOp::create(b, loc, ok, sc, km.splat(sType, negInf));
-        }
-        // The running max of the scaled scores, in the log2 domain.
-        Value rowMax = tt::ReduceOp::create(b, loc, rowType, tt::ReduceKind::max, sc, 1);
-        Value mNew = arith::MaxNumFOp::create(
-            b, loc, m, arith::MulFOp::create(b, loc, rowMax, km.splat(rowType, scaleLog2)));
-        Value negM =
-            tt::BroadcastOp::create(b, loc, sType, arith::NegFOp::create(b, loc, mNew).getResult());
-        Value pr = math::Exp2Op::create(
-            b, loc, math::FmaOp::create(b, loc, sc, km.splat(sType, scaleLog2), negM));
-        Value alpha = math::Exp2Op::create(b, loc, arith::SubFOp::create(b, loc, m, mNew));
-        Value lNew = arith::AddFOp::create(
-            b, loc, arith::MulFOp::create(b, loc, l, alpha),
-            tt::ReduceOp::create(b, loc, rowType, tt::ReduceKind::sum, pr, 1));
-        return SmallVector<Value>{mNew, lNew, pr, alpha};
-      };
-      auto to16 = [&](Value pr) -> Value { return arith::TruncFOp::create(b, loc, pType, pr); };
-      auto rescale = [&](Value acc, Value alpha) -> Value {
-        return arith::MulFOp::create(b, loc, acc, tt::BroadcastOp::create(b, loc, accType, alpha));
-      };
-      Value mInit = km.splat(rowType, negInf), lInit = km.splat(rowType, km.f32c(0.0)),
-            accInit = km.splat(accType, km.f32c(0.0));
-      // Ping-pong: the consumers issue their products in turns (turn t of
-      // consumer c waits for phase t - 1 + c of its barrier; a fresh
-      // barrier's phase of parity 1 counts as complete, so consumer 0's
-      // first turn starts at once), then hand the turn over. Both take the
-      // same number of turns, in lockstep: no wait is ever two phases ahead.
-      auto takeTurn = [&](Value turn) {
-        if (s.pingpong)
-          tt::BarrierWaitOp::create(b, loc, order, consumer,
-                                    km.add(turn, km.add(consumer, km.cst(1))));
-      };
-      auto passTurn = [&]() {
-        if (s.pingpong)
-          tt::BarrierArriveOp::create(b, loc, order, km.sub(km.cst(1), consumer));
-      };
-      SmallVector<Value> last;
-      if (!s.overlap) {
-        // Each step: S, its softmax, then P V, each waited for. Carried:
-        // m, l, O and the step counter.
-        auto step = [&](Value j, ValueRange c, bool masked) -> SmallVector<Value> {
-          auto [stage, round] = stageOf(c[3]);
-          auto sm = softmax(scores(stage, round, /*async=*/false), j, c[0], c[1], masked);
-          tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
-          Value acc = tt::DotRegOp::create(b, loc, accType, to16(sm[2]), rv, stage, km.cst(0),
-                                           rescale(c[2], sm[3]), true, false);
-          tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
-          return {sm[0], sm[1], acc, km.add(c[3], km.cst(1))};
-        };
-        SmallVector<Value> init = {mInit, lInit, accInit, km.cst(0)};
-        SmallVector<Value> c = km.loop(km.cst(0), whole, init,
-                                       [&](Value j, ValueRange c) { return step(j, c, false); });
-        last = km.loop(whole, kvTiles, c, [&](Value j, ValueRange c) { return step(j, c, true); });
-      } else {
-        // FlashAttention-3's overlap within a warpgroup. Step j holds P of
-        // tile j and O rescaled for it: it starts Q K^T of tile j + 1 and
-        // P V of tile j, waits for the scores only, runs the softmax of tile
-        // j + 1 while P V runs, then waits for P V and rescales O. Nothing
-        // pending crosses the loop's back edge, and no register a running
-        // product reads is written before it completes (ptxas would
-        // serialize the products otherwise). Carried: m, l, O, P, the step.
-        auto step = [&](Value j, ValueRange c, bool masked) -> SmallVector<Value> {
-          Value it = c[4], itNext = km.add(it, km.cst(1));
-          auto [stage, round] = stageOf(it);
-          auto [stageNext, roundNext] = stageOf(itNext);
-          takeTurn(itNext); // turn 0 was the first tile's scores
-          Value sNext = scores(stageNext, roundNext, /*async=*/true);
-          tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
-          Value pv = tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, km.cst(0), c[2], true,
-                                          /*async=*/true);
-          passTurn();
-          sNext = tt::DotWaitOp::create(b, loc, ValueRange{sNext}, 1).getResult(0);
-          tt::BarrierArriveOp::create(b, loc, kEmpty, stageNext);
-          auto sm = softmax(sNext, km.add(j, km.cst(1)), c[0], c[1], masked);
-          // P V is complete, and with it the reads of P's registers.
-          Value acc = tt::DotWaitOp::create(b, loc, ValueRange{pv, c[3]}, 0).getResult(0);
-          tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
-          return {sm[0], sm[1], rescale(acc, sm[3]), to16(sm[2]), itNext};
-        };
-        // The first tile's softmax (masked: a mask on a whole tile changes
-        // nothing), the steps whose next tile every row sees whole, the
-        // steps whose next tile is masked, then the last tile's P V.
-        takeTurn(km.cst(0));
-        Value s0 = scores(km.cst(0), km.cst(0), /*async=*/false);
-        passTurn();
-        auto first = softmax(s0, km.cst(0), mInit, lInit, true);
-        SmallVector<Value> init = {first[0], first[1], accInit, to16(first[2]), km.cst(0)};
-        Value lastTile = arith::SubIOp::create(b, loc, kvTiles, km.cst(1));
-        Value wholeNext =
-            km.minu(arith::SubIOp::create(b, loc, arith::MaxUIOp::create(b, loc, whole, km.cst(1)),
-                                          km.cst(1)),
-                    lastTile);
-        SmallVector<Value> c = km.loop(km.cst(0), wholeNext, init,
-                                       [&](Value j, ValueRange c) { return step(j, c, false); });
-        c = km.loop(wholeNext, lastTile, c,
-                    [&](Value j, ValueRange c) { return step(j, c, true); });
-        auto [stage, round] = stageOf(c[4]);
-        takeTurn(km.add(c[4], km.cst(1)));
-        tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
-        Value acc =
-            tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, km.cst(0), c[2], true, false);
-        passTurn();
-        last = {c[0], c[1], acc};
-      }
 
-      // Epilogue: O / l, and LSE = (m + log2 l) ln 2.
-      Value m = last[0], l = last[1], acc = last[2];
-      Value inv = arith::DivFOp::create(b, loc, km.splat(rowType, km.f32c(1.0)), l);
-      Value out = arith::MulFOp::create(b, loc, acc, tt::BroadcastOp::create(b, loc, accType, inv));
-      Value row0 = km.add(q0, myRows);
-      if (bshd)
-        tt::StoreOp::create(b, loc, out, o, ValueRange{seq, row0, km.mul(head, km.cst(p.d))});
-      else
-        tt::StoreOp::create(b, loc, out, o, ValueRange{bh, row0, km.cst(0)});
-      Value lseRow = arith::MulFOp::create(
-          b, loc, arith::AddFOp::create(b, loc, m, math::Log2Op::create(b, loc, l)),
-          km.splat(rowType, km.f32c(M_LN2)));
-      tt::StoreOp::create(b, loc, lseRow, lse, ValueRange{seq, head, row0});
+      forEachTile([&](const Tile &t, Value ti, Value r0) -> Value {
+        Value qStage = km.remu(ti, s.qStages);
+        tt::BarrierWaitOp::create(b, loc, qFull, qStage, km.divu(ti, s.qStages));
+        // S = Q K^T of the tile in stage `stage`; K's stage is released
+        // once S is complete.
+        auto scores = [&](Value stage, Value round, bool async) -> Value {
+          tt::BarrierWaitOp::create(b, loc, kFull, stage, round);
+          Value sc = tt::DotOp::create(b, loc, sType, rq, qStage, myRows, rk, stage, km.cst(0),
+                                       zeroS, false, false, async);
+          if (!async)
+            tt::BarrierArriveOp::create(b, loc, kEmpty, stage);
+          return sc;
+        };
+        // The online softmax of S, the scores of keys [j bn, j bn + bn),
+        // after m and l: the new m and l, P, and alpha, the factor that
+        // rescales O.
+        auto softmax = [&](Value sc, Value j, Value m, Value l, bool masked) {
+          if (masked) {
+            Value cols = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 1),
+                                               km.splat(iType, km.toI32(km.mul(j, km.cst(s.bn)))));
+            Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, cols,
+                                             km.splat(iType, km.toI32(skV)));
+            if (p.causal) {
+              Value rows = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
+                                                 km.splat(iType, km.toI32(km.add(t.q0, myRows))));
+              ok = arith::AndIOp::create(
+                  b, loc, ok, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, cols, rows));
+            }
+            sc = arith::SelectOp::create(b, loc, ok, sc, km.splat(sType, negInf));
+          }
+          // The running max of the scaled scores, in the log2 domain.
+          Value rowMax = tt::ReduceOp::create(b, loc, rowType, tt::ReduceKind::max, sc, 1);
+          Value mNew = arith::MaxNumFOp::create(
+              b, loc, m, arith::MulFOp::create(b, loc, rowMax, km.splat(rowType, scaleLog2)));
+          Value negM = tt::BroadcastOp::create(b, loc, sType,
+                                               arith::NegFOp::create(b, loc, mNew).getResult());
+          Value pr = math::Exp2Op::create(
+              b, loc, math::FmaOp::create(b, loc, sc, km.splat(sType, scaleLog2), negM));
+          Value alpha = math::Exp2Op::create(b, loc, arith::SubFOp::create(b, loc, m, mNew));
+          Value lNew = arith::AddFOp::create(
+              b, loc, arith::MulFOp::create(b, loc, l, alpha),
+              tt::ReduceOp::create(b, loc, rowType, tt::ReduceKind::sum, pr, 1));
+          return SmallVector<Value>{mNew, lNew, pr, alpha};
+        };
+        auto to16 = [&](Value pr) -> Value { return arith::TruncFOp::create(b, loc, pType, pr); };
+        auto rescale = [&](Value acc, Value alpha) -> Value {
+          return arith::MulFOp::create(b, loc, acc,
+                                       tt::BroadcastOp::create(b, loc, accType, alpha));
+        };
+        Value mInit = km.splat(rowType, negInf), lInit = km.splat(rowType, km.f32c(0.0)),
+              accInit = km.splat(accType, km.f32c(0.0));
+        // Ping-pong: the consumers issue their products in turns (turn u of
+        // consumer c waits for phase u - 1 + c of its barrier; a fresh
+        // barrier's phase of parity 1 counts as complete, so consumer 0's
+        // first turn starts at once), then hand the turn over. Both take the
+        // same number of turns, in lockstep: no wait is ever two phases
+        // ahead. A tile takes one turn more than it has key tiles, so the
+        // turn of ring step `it` is it + ti.
+        auto takeTurn = [&](Value it) {
+          if (s.pingpong)
+            tt::BarrierWaitOp::create(b, loc, order, consumer,
+                                      km.add(km.add(it, ti), km.add(consumer, km.cst(1))));
+        };
+        auto passTurn = [&]() {
+          if (s.pingpong)
+            tt::BarrierArriveOp::create(b, loc, order, km.sub(km.cst(1), consumer));
+        };
+        SmallVector<Value> last;
+        if (!s.overlap) {
+          // Each step: S, its softmax, then P V, each waited for. Carried:
+          // m, l, O and the ring step.
+          auto step = [&](Value j, ValueRange c, bool masked) -> SmallVector<Value> {
+            auto [stage, round] = stageOf(c[3]);
+            auto sm = softmax(scores(stage, round, /*async=*/false), j, c[0], c[1], masked);
+            tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
+            Value acc = tt::DotRegOp::create(b, loc, accType, to16(sm[2]), rv, stage, km.cst(0),
+                                             rescale(c[2], sm[3]), true, false);
+            tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
+            return {sm[0], sm[1], acc, km.add(c[3], km.cst(1))};
+          };
+          SmallVector<Value> init = {mInit, lInit, accInit, r0};
+          SmallVector<Value> c = km.loop(km.cst(0), t.whole, init,
+                                         [&](Value j, ValueRange c) { return step(j, c, false); });
+          last =
+              km.loop(t.whole, t.kvTiles, c, [&](Value j, ValueRange c) { return step(j, c, true); });
+        } else {
+          // FlashAttention-3's overlap within a warpgroup. Step j holds P of
+          // tile j and O rescaled for it: it starts Q K^T of tile j + 1 and
+          // P V of tile j, waits for the scores only, runs the softmax of
+          // tile j + 1 while P V runs, then waits for P V and rescales O.
+          // Nothing pending crosses the loop's back edge, and no register a
+          // running product reads is written before it completes (ptxas
+          // would serialize the products otherwise). Carried: m, l, O, P,
+          // the ring step.
+          auto step = [&](Value j, ValueRange c, bool masked) -> SmallVector<Value> {
+            Value it = c[4], itNext = km.add(it, km.cst(1));
+            auto [stage, round] = stageOf(it);
+            auto [stageNext, roundNext] = stageOf(itNext);
+            takeTurn(itNext);
+            Value sNext = scores(stageNext, roundNext, /*async=*/true);
+            tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
+            Value pv = tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, km.cst(0), c[2],
+                                            true, /*async=*/true);
+            passTurn();
+            sNext = tt::DotWaitOp::create(b, loc, ValueRange{sNext}, 1).getResult(0);
+            tt::BarrierArriveOp::create(b, loc, kEmpty, stageNext);
+            auto sm = softmax(sNext, km.add(j, km.cst(1)), c[0], c[1], masked);
+            // P V is complete, and with it the reads of P's registers.
+            Value acc = tt::DotWaitOp::create(b, loc, ValueRange{pv, c[3]}, 0).getResult(0);
+            tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
+            return {sm[0], sm[1], rescale(acc, sm[3]), to16(sm[2]), itNext};
+          };
+          // The first key tile's softmax (masked: a mask on a whole tile
+          // changes nothing), the steps whose next tile every row sees
+          // whole, the steps whose next tile is masked, then the last key
+          // tile's P V.
+          auto [stage0, round0] = stageOf(r0);
+          takeTurn(r0);
+          Value s0 = scores(stage0, round0, /*async=*/false);
+          passTurn();
+          auto first = softmax(s0, km.cst(0), mInit, lInit, true);
+          SmallVector<Value> init = {first[0], first[1], accInit, to16(first[2]), r0};
+          Value lastTile = km.sub(t.kvTiles, km.cst(1));
+          Value wholeNext = km.minu(
+              km.sub(arith::MaxUIOp::create(b, loc, t.whole, km.cst(1)), km.cst(1)), lastTile);
+          SmallVector<Value> c = km.loop(km.cst(0), wholeNext, init,
+                                         [&](Value j, ValueRange c) { return step(j, c, false); });
+          c = km.loop(wholeNext, lastTile, c,
+                      [&](Value j, ValueRange c) { return step(j, c, true); });
+          auto [stage, round] = stageOf(c[4]);
+          takeTurn(km.add(c[4], km.cst(1)));
+          tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
+          Value acc =
+              tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, km.cst(0), c[2], true, false);
+          passTurn();
+          // The last V stage is free too (a producer going on to the next
+          // tile waits for it).
+          tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
+          last = {c[0], c[1], acc, km.add(c[4], km.cst(1))};
+        }
+        // Q's stage is free for the tile after next.
+        if (s.persistent)
+          tt::BarrierArriveOp::create(b, loc, qEmpty, qStage);
+
+        // Epilogue: O / l, and LSE = (m + log2 l) ln 2.
+        Value m = last[0], l = last[1], acc = last[2];
+        Value inv = arith::DivFOp::create(b, loc, km.splat(rowType, km.f32c(1.0)), l);
+        Value out =
+            arith::MulFOp::create(b, loc, acc, tt::BroadcastOp::create(b, loc, accType, inv));
+        Value row0 = km.add(t.q0, myRows);
+        if (bshd)
+          tt::StoreOp::create(b, loc, out, o,
+                              ValueRange{t.seq, row0, km.mul(t.head, km.cst(p.d))});
+        else
+          tt::StoreOp::create(b, loc, out, o, ValueRange{t.bh, row0, km.cst(0)});
+        Value lseRow = arith::MulFOp::create(
+            b, loc, arith::AddFOp::create(b, loc, m, math::Log2Op::create(b, loc, l)),
+            km.splat(rowType, km.f32c(M_LN2)));
+        tt::StoreOp::create(b, loc, lseRow, lse, ValueRange{t.seq, t.head, row0});
+        return last[3];
+      });
       tt::YieldOp::create(b, loc);
     }
     b.setInsertionPointToEnd(entry);

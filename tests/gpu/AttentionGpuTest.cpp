@@ -43,6 +43,7 @@ struct Case {
   DType dt = DType::BF16;
   float scale = 0.0f;
   const char *config = ""; // empty: the default
+  int64_t programs = 0;     // a persistent grid's cap (0: the multiprocessors)
 };
 
 std::string name(const Case &c) {
@@ -50,7 +51,8 @@ std::string name(const Case &c) {
          " h" + std::to_string(c.hq) + "/" + std::to_string(c.hkv) + " d" + std::to_string(c.d) +
          (c.causal ? " causal" : "") + (c.layout == Layout::BSHD ? " bshd " : " bhsd ") +
          std::string(dtypeName(c.dt)) + (c.scale ? " scale " + std::to_string(c.scale) : "") +
-         (*c.config ? std::string(" [") + c.config + "]" : "");
+         (*c.config ? std::string(" [") + c.config + "]" : "") +
+         (c.programs ? " programs " + std::to_string(c.programs) : "");
 }
 
 class GpuAttention : public ::testing::Test {
@@ -89,6 +91,7 @@ protected:
     call.sq = c.sq;
     call.sk = c.sk;
     call.scale = c.scale;
+    call.maxPrograms = c.programs;
     return call;
   }
 
@@ -130,7 +133,7 @@ protected:
     call.v = dv->ptr();
     call.o = dO->ptr();
     call.lse = dl->ptr();
-    if (auto err = attention::launch(**kernel, call, nullptr))
+    if (auto err = attention::launch(**kernel, call, target.smCount(), nullptr))
       FAIL() << llvm::toString(std::move(err));
     auto drv = CudaDriver::get();
     ASSERT_TRUE(bool(drv));
@@ -323,7 +326,7 @@ protected:
     call.dK = bufs[7].ptr();
     call.dV = bufs[8].ptr();
     call.workspace = bufs[9].ptr();
-    if (auto err = attention::launch(**fk, call, nullptr))
+    if (auto err = attention::launch(**fk, call, target.smCount(), nullptr))
       FAIL() << llvm::toString(std::move(err));
     auto drv = CudaDriver::get();
     ASSERT_TRUE(bool(drv));
@@ -429,6 +432,29 @@ TEST_F(GpuAttention, TypesScalesAndConfigs) {
            "bm=128 bn=128 consumers=2 overlap=1 pingpong=1 raster=1 stages=2"});
   run({2, 700, 700, 2, 1, 64, true, Layout::BHSD, DType::BF16, 0.0f,
        "bm=128 bn=96 consumers=2 overlap=1 pingpong=1 stages=3"});
+}
+
+TEST_F(GpuAttention, PersistentGridAcrossTiles) {
+  // Programs that walk several tiles each (1, 3 or one per multiprocessor):
+  // the rings' steps, the Q stages and the consumers' turns run on from
+  // tile to tile, and tiles of different lengths (causal) follow each other.
+  const char *configs[] = {
+      "bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2",
+      "bm=128 bn=128 consumers=2 overlap=1 persistent=1 raster=0 stages=2",
+      "bm=128 bn=128 consumers=2 persistent=1 stages=2",
+      "bm=64 bn=64 consumers=1 overlap=1 persistent=1 stages=2",
+  };
+  for (const char *cfg : configs) {
+    for (int64_t programs : {1, 3, 0})
+      run({2, 333, 333, 2, 1, 128, true, Layout::BSHD, DType::BF16, 0.0f, cfg, programs});
+    run({1, 1000, 1000, 4, 4, 128, false, Layout::BHSD, DType::BF16, 0.0f, cfg, 7});
+    run({1, 64, 64, 1, 1, 128, true, Layout::BSHD, DType::BF16, 0.0f, cfg, 1}); // one tile
+  }
+  run({2, 700, 700, 2, 1, 64, true, Layout::BSHD, DType::BF16, 0.0f,
+       "bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 stages=2", 5});
+  // Head dim 256: one Q stage (two do not fit beside the rings).
+  run({1, 500, 500, 2, 2, 256, true, Layout::BSHD, DType::BF16, 0.0f,
+       "bm=128 bn=64 consumers=2 persistent=1 stages=2", 3});
 }
 
 } // namespace

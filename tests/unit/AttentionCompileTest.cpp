@@ -60,7 +60,7 @@ void expectClean(const KernelSpec &spec, const TileConfig &config) {
   EXPECT_NE(k->ptx.find("cp.async.bulk.tensor.4d"), std::string::npos);
   EXPECT_NE(k->ptx.find("ex2.approx"), std::string::npos);
   const EntryInfo &e = k->entries.front();
-  ASSERT_EQ(e.params.size(), bwd ? 13u : 8u);
+  ASSERT_EQ(e.params.size(), bwd ? 13u : 9u);
   EXPECT_EQ(e.params[0].kind, ParamInfo::TensorMap);
   EXPECT_EQ(e.params[0].staticSizes.size(), 4u);
   if (bwd) {
@@ -95,6 +95,19 @@ TEST(AttentionCompile, EveryConfigOfTheGpuTestsBuilds) {
     for (int64_t d : {64, 128})
       for (bool causal : {false, true})
         expectClean(params(d, causal), *TileConfig::parse(cfg));
+  // Persistent grids, as the GPU tests run them.
+  for (const char *cfg :
+       {"bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2",
+        "bm=128 bn=128 consumers=2 overlap=1 persistent=1 raster=0 stages=2",
+        "bm=128 bn=128 consumers=2 persistent=1 stages=2",
+        "bm=64 bn=64 consumers=1 overlap=1 persistent=1 stages=2"})
+    for (bool causal : {false, true})
+      expectClean(params(128, causal), *TileConfig::parse(cfg));
+  expectClean(params(64, true),
+              *TileConfig::parse("bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 "
+                                 "stages=2"));
+  expectClean(params(256, true),
+              *TileConfig::parse("bm=128 bn=64 consumers=2 persistent=1 stages=2"));
   // The largest the register rule allows.
   expectClean(params(256, false), *TileConfig::parse("bm=128 bn=128 consumers=2 stages=1"));
   expectClean(params(64, true), *TileConfig::parse("bm=128 bn=192 consumers=2 stages=2"));
