@@ -212,20 +212,25 @@ int main(int argc, char **argv) {
     call.b = c.b;
     call.sq = call.sk = c.s;
     KernelSpec spec = must(attention::specOf(call, target));
+    // --config's keys over the pass's default (none: the default); false
+    // where the template refuses the result, which is said and skipped.
+    auto configFor = [&](const KernelSpec &s, const char *pass, TileConfig &config) {
+      if (configText.empty())
+        return true;
+      const KernelTemplate &t = getTemplate(s);
+      config = t.defaultConfig(s).mergedWith(must(TileConfig::parse(configText)));
+      llvm::Error err = t.checkConfig(s, config);
+      if (!err)
+        return true;
+      std::string why =
+          "config " + config.canonical() + " refused: " + llvm::toString(std::move(err));
+      std::printf("%-32s skipped: %s\n", c.name.c_str(), why.c_str());
+      results.push_back({{"name", c.name}, {"pass", pass}, {"skipped", why}});
+      return false;
+    };
     TileConfig config;
-    if (!configText.empty() && !backward) {
-      // The keys given, over the case's default; a case whose template
-      // refuses the result is said and skipped.
-      const KernelTemplate &t = getTemplate(spec);
-      config = t.defaultConfig(spec).mergedWith(must(TileConfig::parse(configText)));
-      if (llvm::Error err = t.checkConfig(spec, config)) {
-        std::string why =
-            "config " + config.canonical() + " refused: " + llvm::toString(std::move(err));
-        std::printf("%-32s skipped: %s\n", c.name.c_str(), why.c_str());
-        results.push_back({{"name", c.name}, {"pass", "forward"}, {"skipped", why}});
-        continue;
-      }
-    }
+    if (!backward && !configFor(spec, "forward", config))
+      continue;
     auto t0 = std::chrono::steady_clock::now();
     auto compiled = compileKernel(spec, config);
     double compileMs =
@@ -311,8 +316,8 @@ int main(int argc, char **argv) {
         continue;
       }
       KernelSpec bspec = *bspecOr;
-      if (!configText.empty())
-        config = must(TileConfig::parse(configText));
+      if (!configFor(bspec, "backward", config))
+        continue;
       t0 = std::chrono::steady_clock::now();
       compiled = compileKernel(bspec, config);
       compileMs =
@@ -328,7 +333,8 @@ int main(int argc, char **argv) {
       static_cast<attention::Call &>(bcall) = call;
       auto hdo = randomValues(DType::BF16, nq, rng());
       for (size_t bytes :
-           {nq * 2, nq * 2, nk * 2, nk * 2, size_t(attention::backwardWorkspaceBytes(call))})
+           {nq * 2, nq * 2, nk * 2, nk * 2,
+            size_t(attention::backwardWorkspaceBytes(call, attention::fusedBackward(*bwdKernel)))})
         grads.push_back(must(DeviceBuffer::allocate(bytes)));
       must(grads[0].upload(hdo));
       for (size_t i = 1; i < grads.size(); ++i)

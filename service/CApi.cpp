@@ -508,7 +508,14 @@ tj_status tj_attn_bwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64
   auto spec = tilejit::attention::backwardSpecOf(call, e->engine->target());
   if (!spec)
     return invalid(llvm::toString(spec.takeError()));
-  return withKernel(e, *spec, stream, [&](const tilejit::LoadedKernel &kernel) {
+  return withKernel(e, *spec, stream, [&](const tilejit::LoadedKernel &kernel) -> llvm::Error {
+    // tj_attn_bwd_workspace_size counts no room for a fused config's dQ
+    // sums (nor can it know the config).
+    if (tilejit::attention::fusedBackward(kernel))
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "attn_bwd: the kernel's config is fused, which the C interface does not run (its "
+          "workspace is larger than tj_attn_bwd_workspace_size); use another config");
     return tilejit::attention::launchBackward(kernel, call, static_cast<CUstream>(stream));
   });
 }

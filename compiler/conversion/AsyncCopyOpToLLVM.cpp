@@ -9,11 +9,14 @@
 // column are not aligned to a copy (checked at run time, uniformly), or vec
 // is 1, a loop of 16-bit loads and stores instead. tile.async_commit /
 // async_wait -> cp.async.commit_group / wait_group; tile.block_barrier ->
-// bar.sync 0; tile.warpgroup_id -> tid.x / 128.
+// bar.sync 0; tile.warpgroup_id -> tid.x / 128; tile.store_ring ->
+// stmatrix at the swizzled places, then a proxy fence.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/conversion/TileToLLVM.h"
 #include "compiler/conversion/Utility.h"
+
+#include <map>
 
 #include "mlir/Conversion/LLVMCommon/Pattern.h"
 #include "mlir/Transforms/DialectConversion.h"
@@ -167,6 +170,60 @@ struct AsyncCopyOpLowering : ConvertOpToLLVMPattern<AsyncCopyOp> {
   LoweringState &state;
 };
 
+/// tile.store_ring: stmatrix.x4 (sm_90) per 16 x 16 block of a warp's rows:
+/// matrices (rows 0-7, columns 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15)
+/// of the block, whose fragments are the #tile.wgmma elements at those
+/// offsets; lanes 8 m to 8 m + 7 give the swizzled addresses of matrix m's
+/// rows. Then fence.proxy.async.shared::cta (generic-proxy writes a wgmma
+/// may read).
+struct StoreRingOpLowering : ConvertOpToLLVMPattern<StoreRingOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+
+  LogicalResult matchAndRewrite(StoreRingOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    RankedTensorType tile = op.getValue().getType();
+    RingType ring = op.getRing().getType();
+    auto layout = cast<LayoutAttrInterface>(tile.getEncoding());
+    int64_t rows = tile.getDimSize(0), cols = tile.getDimSize(1);
+    if (cols % 16 != 0)
+      return rw.notifyMatchFailure(op, "columns not a multiple of 16");
+    // Element index of each (row, column) offset from the thread's first.
+    int64_t n = getElemsPerThread(tile);
+    std::map<std::pair<int64_t, int64_t>, int64_t> index;
+    for (int64_t i = 0; i < n; ++i) {
+      SmallVector<int64_t> at = layout.getElemOffset(tile.getShape(), i);
+      index[{at[0], at[1]}] = i;
+    }
+    Value t = e.urem(e.threadId(), 128), lane = e.urem(t, 32);
+    // This lane's row of its matrix: the warp's 16 rows, the matrix's half.
+    Value rowInBlock = e.add(e.mul(e.udiv(t, 32), e.i64(16)),
+                             e.add(e.mul(e.urem(e.udiv(lane, 8), 2), e.i64(8)), e.urem(lane, 8)));
+    Value colInBlock = e.mul(e.udiv(lane, 16), e.i64(8));
+    Value row0 = e.add(adaptor.getRow(), rowInBlock);
+    Value stage =
+        e.offset(adaptor.getRing(), e.mul(adaptor.getStage(), e.i64(ring.getStageBytes())));
+    Value frag = adaptor.getValue();
+    for (int64_t b = 0; b < rows; b += 64)
+      for (int64_t c = 0; c < cols; c += 16) {
+        SmallVector<Value> words;
+        for (auto [dr, dc] : {std::pair{0, 0}, {8, 0}, {0, 8}, {8, 8}}) {
+          auto it = index.find({b + dr, c + dc});
+          if (it == index.end())
+            return rw.notifyMatchFailure(op, "not the #tile.wgmma fragment");
+          words.push_back(e.word(e.extract(frag, it->second), e.extract(frag, it->second + 1)));
+        }
+        Value at = ringElementOffset(e, ring, e.add(row0, e.i64(b)), e.add(colInBlock, e.i64(c)));
+        NVVM::StMatrixOp::create(rw, e.loc, e.offset(stage, at), words, NVVM::MMALayout::row,
+                                 NVVM::LdStMatrixShapeAttr::get(rw.getContext(), 8, 8),
+                                 NVVM::LdStMatrixEltType::B16);
+      }
+    e.asmOp({}, {}, "fence.proxy.async.shared::cta;", "", /*sideEffects=*/true);
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
 struct AsyncCommitOpLowering : ConvertOpToLLVMPattern<AsyncCommitOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult matchAndRewrite(AsyncCommitOp op, OpAdaptor,
@@ -211,7 +268,7 @@ void populateAsyncCopyOpToLLVMPatterns(TileTypeConverter &converter, LoweringSta
                                        RewritePatternSet &patterns) {
   patterns.add<AsyncCopyOpLowering>(converter, state);
   patterns.add<AsyncCommitOpLowering, AsyncWaitOpLowering, BlockBarrierOpLowering,
-               WarpgroupIdOpLowering>(converter);
+               WarpgroupIdOpLowering, StoreRingOpLowering>(converter);
 }
 
 } // namespace tilejit

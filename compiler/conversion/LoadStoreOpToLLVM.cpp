@@ -155,9 +155,9 @@ struct RunVisitor {
 void forEachRun(Emitter &e, const Place &pl, const RunVisitor &v) {
   // Vector accesses need every run aligned to its size: a row whose length
   // is not a multiple of the run would shift the runs of the rows after it.
-  bool vectors = pl.contig * pl.bytes >= 4 &&
-                 (!pl.ncolsStatic || *pl.ncolsStatic % pl.contig == 0 ||
-                  llvm::all_of(pl.runRows, [](int64_t r) { return r == 0; }));
+  bool vectors =
+      pl.contig * pl.bytes >= 4 && (!pl.ncolsStatic || *pl.ncolsStatic % pl.contig == 0 ||
+                                    llvm::all_of(pl.runRows, [](int64_t r) { return r == 0; }));
   // (A run of one element is always wholly inside or outside.)
   bool even = pl.contig == 1 || (pl.ncolsStatic && *pl.ncolsStatic % pl.contig == 0);
   for (auto [k, runOff] : llvm::enumerate(pl.runOffsets)) {
@@ -336,7 +336,10 @@ struct StoreOpLowering : ConvertOpToLLVMPattern<StoreOp> {
     SmallVector<Value> el;
     for (int64_t i = 0; i < n; ++i)
       el.push_back(e.extract(frag, i));
-    std::string st = op.getStreaming() ? "st.global.cs" : "st.global";
+    // With `add` (f32 only) a reduction instead: red.global.add{.v2,.v4}.f32.
+    std::string st = op.getAdd()         ? "red.global.add"
+                     : op.getStreaming() ? "st.global.cs"
+                                         : "st.global";
     Type i16 = e.i16();
 
     RunVisitor visit;

@@ -244,6 +244,13 @@ void LoadOp::getEffects(
 LogicalResult StoreOp::verify() {
   if (failed(verifyInKernel(*this)))
     return failure();
+  if (getAdd()) {
+    Type v = getValue().getType().getElementType(), d = getDest().getType().getElementType();
+    if (!v.isF32() || !d.isF32())
+      return emitOpError() << "adds f32 tiles into f32 memory only, got " << v << " into " << d;
+    if (getStreaming())
+      return emitOpError() << "takes `add` or `streaming`, not both";
+  }
   return verifyAccess(*this, getDest().getType(), getValue().getType(), getIndices().size());
 }
 
@@ -505,6 +512,23 @@ LogicalResult DotOp::verify() {
                             "stored K x N";
   if (n % 16 != 0)
     return emitOpError() << "N = " << n << " must be a multiple of 16";
+  return success();
+}
+
+LogicalResult StoreRingOp::verify() {
+  if (failed(verifyInKernel(*this)))
+    return failure();
+  RankedTensorType v = getValue().getType();
+  RingType ring = getRing().getType();
+  if (!isWarpgroupTile(v) || v.getElementType().getIntOrFloatBitWidth() != 16)
+    return emitOpError() << "stores a 16-bit #tile.wgmma tile, got " << v;
+  if (v.getElementType() != ring.getElementType())
+    return emitOpError() << "the tile is " << v.getElementType() << " and the ring "
+                         << ring.getElementType();
+  if (v.getDimSize(1) != ring.getCols() || v.getDimSize(0) > ring.getRows())
+    return emitOpError() << "a " << v.getDimSize(0) << "x" << v.getDimSize(1)
+                         << " tile does not fill whole rows of a stage of " << ring.getRows() << "x"
+                         << ring.getCols();
   return success();
 }
 

@@ -462,13 +462,18 @@ def Tile_StoreOp : Tile_Op<"store", [
     Canonicalization folds such a `arith.truncf` of the stored value into the
     store (two elements are then rounded and packed by one instruction).
 
+    With `add` (f32 tiles into f32 memory), each element is added to what
+    `dest` holds, atomically (`red.global.add`): programs may add into the
+    same elements in any order; the sum's rounding then depends on it.
+
     ```mlir
     tile.store %y, %out[%row, %c0] : tensor<1x4096xbf16, #L>, memref<?x4096xbf16>
     tile.store %f, %out[%row, %c0] : tensor<1x4096xf32, #L>, memref<?x4096xbf16>
+    tile.store %g, %acc[%row, %c0] {add} : tensor<64x64xf32, #tile.wgmma>, memref<?x128xf32>
     ```
   }];
   let arguments = (ins Tile_Tile:$value, Tile_GlobalMemRef:$dest,
-                       Variadic<Index>:$indices, UnitAttr:$streaming);
+                       Variadic<Index>:$indices, UnitAttr:$streaming, UnitAttr:$add);
   let assemblyFormat = [{
     $value `,` $dest `[` $indices `]` attr-dict `:` type($value) `,` type($dest)
   }];
@@ -653,6 +658,31 @@ def Tile_TmaLoadOp : Tile_Op<"tma_load"> {
             barrier);
     }]>
   ];
+  let hasVerifier = 1;
+}
+
+def Tile_StoreRingOp : Tile_Op<"store_ring"> {
+  let summary = "Stores a warpgroup's tile from registers into a ring stage";
+  let description = [{
+    Writes `value` (16-bit elements, `#tile.wgmma`, as many columns as the
+    ring has) into stage `stage` of `ring`, its first row at row `row` of the
+    stage, where a TMA copy would have put those elements (panels, 128-byte
+    swizzle), so that `tile.dot` can read the stage as an operand: an
+    accumulator's tile (the gradient of attention's scores) becomes the A or
+    B of another product. The writes are then made visible to the tensor
+    cores' reads (`fence.proxy.async`); a product of another warpgroup may
+    read them once that warpgroup has synchronized with this one (a barrier
+    this one arrives on after the store).
+
+    ```mlir
+    tile.store_ring %ds, %r[%s, %row]
+        : tensor<64x64xbf16, #tile.wgmma>, !tile.ring<stages = 2, rows = 128, cols = 64, bf16>
+    ```
+  }];
+  let arguments = (ins Tile_Tile:$value, Tile_RingType:$ring, Index:$stage, Index:$row);
+  let assemblyFormat = [{
+    $value `,` $ring `[` $stage `,` $row `]` attr-dict `:` type($value) `,` type($ring)
+  }];
   let hasVerifier = 1;
 }
 

@@ -70,18 +70,24 @@ llvm::Error configError(const llvm::Twine &msg) {
 
 struct Shape {
   int64_t consumers, bn, kvBm, stages;
-  bool overlap;
+  bool overlap, fused;
   explicit Shape(const TileConfig &c)
       : consumers(c.get("consumers")), bn(c.get("bn")), kvBm(c.get("kv_bm")),
-        stages(c.get("stages")), overlap(c.has("overlap") && c.get("overlap") != 0) {}
+        stages(c.get("stages")), overlap(c.has("overlap") && c.get("overlap") != 0),
+        fused(c.has("fused") && c.get("fused") != 0) {}
   int64_t bm() const { return 64 * consumers; }
+  /// Fused: the columns of dQ each consumer computes.
+  int64_t dqCols(int64_t d) const { return d / consumers; }
   /// Shared memory of the dQ kernel: Q and dO tiles, the K and V rings.
   int64_t dqSmem(int64_t d, int64_t e) const {
     return (2 * bm() + 2 * stages * bn) * d * e + 8 * (4 * stages + 2) + 3 * 1024;
   }
-  /// Of the dK/dV kernel: K and V tiles, the Q and dO rings.
+  /// Of the dK/dV kernel: K and V tiles, the Q and dO rings; fused, the
+  /// two stages of dS^T and their barriers.
   int64_t dkvSmem(int64_t d, int64_t e) const {
-    return (2 * bm() + 2 * stages * kvBm) * d * e + 8 * (3 * stages + 2) + 3 * 1024;
+    int64_t ds = fused ? 2 * bm() * kvBm * e + 8 * 2 : 0;
+    return (2 * bm() + 2 * stages * kvBm) * d * e + ds + 8 * (3 * stages + 2) +
+           (fused ? 4 : 3) * 1024;
   }
 };
 
@@ -102,6 +108,9 @@ public:
         {"overlap", 0, 1, true,
          "start both products of a step before its exponentials, and the two gradient "
          "products before waiting (0 when left out)"},
+        {"fused", 0, 1, true,
+         "dQ in the dK/dV kernel, added into an f32 sum in any order: no recomputed products, "
+         "not bitwise repeatable (0 when left out)"},
     };
     return keys;
   }
@@ -171,22 +180,31 @@ public:
     // Registers of a consumer thread. dQ kernel: dQ (d / 2), S and dP
     // (bn / 2 each), P or dS in 16 bits (bn / 4). dK/dV kernel: dK and dV
     // (d / 2 each), S^T and dP^T (kv_bm / 2 each), P^T in 16 bits and the
-    // columns' LSE and D (kv_bm / 4 each). The limits are the largest that
-    // built without spills for d = 128 (bn = 128: 224; kv_bm = 64: 240 with
-    // two consumers and two stages; one stage spilled 44 bytes, one
-    // consumer 20 bytes, causal).
+    // columns' LSE and D (kv_bm / 4 each); fused, dQ's part (kv_bm rows of
+    // its d / consumers columns). The limits are the largest that built
+    // without spills for d = 128 (bn = 128: 224; kv_bm = 64: 240 with two
+    // consumers and two stages; one stage spilled 44 bytes, one consumer 20
+    // bytes, causal). Fused at d = 128 with two consumers (272) spilled 24
+    // to 184 bytes and ptxas serialized every product (C7512).
     int64_t dqRegs = p.d / 2 + s.bn + s.bn / 4;
-    int64_t dkvRegs = p.d + s.kvBm + 3 * s.kvBm / 4;
+    int64_t dkvRegs = p.d + s.kvBm + 3 * s.kvBm / 4 + (s.fused ? s.kvBm * s.dqCols(p.d) / 128 : 0);
     if (dqRegs > 224)
       return configError("a dQ consumer thread would hold " + llvm::Twine(dqRegs) +
                          " registers of dQ, S, dP and dS (at most 224 of its 240): use a "
                          "smaller bn");
+    if (s.fused && (s.dqCols(p.d) % 64 != 0 || s.kvBm != 64))
+      return configError("fused needs kv_bm = 64 (got " + llvm::Twine(s.kvBm) +
+                         ") and whole panels of dQ's columns for each consumer (d / consumers = " +
+                         llvm::Twine(p.d) + " / " + llvm::Twine(s.consumers) +
+                         " must be a multiple of 64)");
     int64_t dkvLimit = s.consumers == 2 ? 240 : 232;
     if (dkvRegs > dkvLimit)
-      return configError("a dK/dV consumer thread would hold " + llvm::Twine(dkvRegs) +
-                         " registers of dK, dV, S^T, dP^T and P^T (at most " +
-                         llvm::Twine(dkvLimit) + " with " + llvm::Twine(s.consumers) +
-                         " consumers): use a smaller kv_bm");
+      return configError(
+          "a dK/dV consumer thread would hold " + llvm::Twine(dkvRegs) +
+          " registers of dK, dV, S^T, dP^T and P^T" + (s.fused ? " and dQ's part" : "") +
+          " (at most " + llvm::Twine(dkvLimit) + " with " + llvm::Twine(s.consumers) +
+          " consumers): " +
+          (s.fused ? "fused fits at head dim 64 with one consumer" : "use a smaller kv_bm"));
     int64_t e = dtypeBytes(p.dt), limit = p.target.maxSharedBytesPerBlock();
     for (int64_t smem : {s.dqSmem(p.d, e), s.dkvSmem(p.d, e)})
       if (smem > limit)
@@ -205,9 +223,16 @@ public:
     attention::Params p(ks);
     return buildModule(ctx, *this, ks, cfg, [&](OpBuilder &b, Location loc) {
       Builder kb{{b, loc}, p, Shape(cfg), cfg};
-      kb.dq();
-      kb.dkv();
-      kb.sum();
+      if (kb.s.fused) {
+        kb.pre();
+        kb.dkv();
+        kb.sum();
+        kb.convert();
+      } else {
+        kb.dq();
+        kb.dkv();
+        kb.sum();
+      }
     });
   }
 
@@ -257,6 +282,94 @@ private:
         return {seq, row, mul(head, cst(p.d))};
       return {add(mul(seq, cst(heads)), head), row, cst(0)};
     }
+    /// D = rowsum(dO * O) of the 64 query rows from `row0` of one head,
+    /// 64 columns at a time, and LSE in the log2 domain (+inf past the
+    /// sequence); both to the workspace, and returned (rows of the
+    /// #tile.wgmma layout). Run by one warpgroup.
+    std::pair<Value, Value> rowStats(Value o, Value dO, Value lse, Value ws, Value seq, Value head,
+                                     Value bh, Value row0) {
+      MLIRContext &c = ctx();
+      Type f32 = b.getF32Type();
+      auto wg = tt::WgmmaLayoutAttr::get(&c);
+      auto rowType = RankedTensorType::get({64}, f32, tt::SliceLayoutAttr::get(&c, 1, wg));
+      auto chunkType = RankedTensorType::get({64, 64}, f32, wg);
+      SmallVector<Value> at = rowAt(seq, head, p.hq, row0);
+      Value dRow = splat(rowType, f32c(0.0));
+      for (int64_t c0 = 0; c0 < p.d; c0 += 64) {
+        SmallVector<Value> chunk = at;
+        chunk[2] = add(at[2], cst(c0));
+        Value x = tt::LoadOp::create(b, loc, chunkType, dO, chunk, nullptr, nullptr);
+        Value y = tt::LoadOp::create(b, loc, chunkType, o, chunk, nullptr, nullptr);
+        dRow = arith::AddFOp::create(b, loc, dRow,
+                                     tt::ReduceOp::create(b, loc, rowType, tt::ReduceKind::sum,
+                                                          arith::MulFOp::create(b, loc, x, y), 1));
+      }
+      Value lseRow = tt::LoadOp::create(b, loc, rowType, lse, ValueRange{seq, head, row0},
+                                        b.getF64FloatAttr(INFINITY), nullptr);
+      lseRow = arith::MulFOp::create(b, loc, lseRow, splat(rowType, f32c(M_LOG2E)));
+      tt::StoreOp::create(b, loc, lseRow, ws, ValueRange{cst(0), bh, row0});
+      tt::StoreOp::create(b, loc, dRow, ws, ValueRange{cst(1), bh, row0});
+      return {lseRow, dRow};
+    }
+
+    /// Fused: the workspace's LSE * log2(e) and D of every query row (padded
+    /// rows: +inf and 0), and dQ's f32 sums zeroed; a program per 64 rows.
+    void pre() {
+      MLIRContext &c = ctx();
+      Type dt = elemType(c, p.dt), f32 = b.getF32Type();
+      auto oType = rowsType(p.hq, dt);
+      auto lseType = MemRefType::get({ShapedType::kDynamic, p.hq, ShapedType::kDynamic}, f32);
+      // O, dO, LSE, workspace, dQ's sums; sq.
+      SmallVector<Type> args = {
+          oType, oType, lseType, workspaceType(), rowsType(p.hq, f32), b.getIndexType()};
+      AffineExpr sq = getAffineSymbolExpr(0, &c), batch = getAffineSymbolExpr(1, &c);
+      AffineMap grid = AffineMap::get(
+          0, 2, {sq.ceilDiv(kWorkspaceRows) * (kWorkspaceRows / 64) * batch * p.hq}, &c);
+      auto kernel =
+          makeKernel(b, loc, "attn_bwd_pre_" + suffix(), args, 128, grid, {5, -1, 2, 0}, cfg);
+      Block *entry = &kernel.getBody().front();
+      Value o = entry->getArgument(0), dO = entry->getArgument(1), lse = entry->getArgument(2);
+      Value ws = entry->getArgument(3), dqSum = entry->getArgument(4);
+      Value sqV = entry->getArgument(5);
+      Value tiles = mul(ceilDiv(sqV, kWorkspaceRows), cst(kWorkspaceRows / 64));
+      Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
+      Value row0 = mul(arith::RemUIOp::create(b, loc, pid, tiles), cst(64));
+      Value bh = arith::DivUIOp::create(b, loc, pid, tiles);
+      Value seq = divu(bh, p.hq), head = remu(bh, p.hq);
+      rowStats(o, dO, lse, ws, seq, head, bh, row0);
+      auto accType = RankedTensorType::get({64, p.d}, f32, tt::WgmmaLayoutAttr::get(&c));
+      tt::StoreOp::create(b, loc, splat(accType, f32c(0.0)), dqSum, rowAt(seq, head, p.hq, row0));
+      tt::ReturnOp::create(b, loc);
+      b.setInsertionPointAfter(kernel);
+    }
+
+    /// Fused: dQ = scale * its f32 sums, in dQ's type; a program per 64
+    /// rows.
+    void convert() {
+      MLIRContext &c = ctx();
+      Type f32 = b.getF32Type();
+      auto qType = rowsType(p.hq, elemType(c, p.dt));
+      // dQ's sums, dQ; scale, sq.
+      SmallVector<Type> args = {rowsType(p.hq, f32), qType, f32, b.getIndexType()};
+      AffineExpr sq = getAffineSymbolExpr(0, &c), first = getAffineSymbolExpr(1, &c);
+      AffineMap grid = AffineMap::get(0, 2, {sq.ceilDiv(64) * first * (bshd() ? p.hq : 1)}, &c);
+      auto kernel = makeKernel(b, loc, "attn_bwd_dq_convert_" + suffix(), args, 128, grid,
+                               {3, -1, 1, 0}, cfg);
+      Block *entry = &kernel.getBody().front();
+      Value dqSum = entry->getArgument(0), dQ = entry->getArgument(1);
+      Value scale = entry->getArgument(2), sqV = entry->getArgument(3);
+      Value blocks = ceilDiv(sqV, 64);
+      Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
+      Value row0 = mul(arith::RemUIOp::create(b, loc, pid, blocks), cst(64));
+      Value bh = arith::DivUIOp::create(b, loc, pid, blocks);
+      SmallVector<Value> at = rowAt(divu(bh, p.hq), remu(bh, p.hq), p.hq, row0);
+      auto tile = RankedTensorType::get({64, p.d}, f32, tt::WgmmaLayoutAttr::get(&c));
+      Value sum = tt::LoadOp::create(b, loc, tile, dqSum, at, nullptr, nullptr);
+      tt::StoreOp::create(b, loc, arith::MulFOp::create(b, loc, sum, splat(tile, scale)), dQ, at);
+      tt::ReturnOp::create(b, loc);
+      b.setInsertionPointAfter(kernel);
+    }
+
     /// dQ, and the workspace: LSE * log2(e) and D of every query row.
     void dq() {
       MLIRContext &c = ctx();
@@ -346,31 +459,13 @@ private:
         Value myRows = mul(consumer, cst(64));
         Value row0 = add(q0, myRows);
         auto wg = tt::WgmmaLayoutAttr::get(&c);
-        auto rowType = RankedTensorType::get({64}, f32, tt::SliceLayoutAttr::get(&c, 1, wg));
         auto sType = RankedTensorType::get({64, s.bn}, f32, wg);
         auto iType = RankedTensorType::get({64, s.bn}, i32, wg);
         auto accType = RankedTensorType::get({64, p.d}, f32, wg);
-        auto chunkType = RankedTensorType::get({64, 64}, f32, wg);
 
-        // D = rowsum(dO * O) of this warpgroup's rows, 64 columns at a time,
-        // and LSE in the log2 domain; both to the workspace.
         SmallVector<Value> at = rowAt(seq, head, p.hq, row0);
-        Value dRow = splat(rowType, f32c(0.0));
-        for (int64_t c0 = 0; c0 < p.d; c0 += 64) {
-          SmallVector<Value> chunk = at;
-          chunk[2] = add(at[2], cst(c0));
-          Value x = tt::LoadOp::create(b, loc, chunkType, dO, chunk, nullptr, nullptr);
-          Value y = tt::LoadOp::create(b, loc, chunkType, o, chunk, nullptr, nullptr);
-          dRow =
-              arith::AddFOp::create(b, loc, dRow,
-                                    tt::ReduceOp::create(b, loc, rowType, tt::ReduceKind::sum,
-                                                         arith::MulFOp::create(b, loc, x, y), 1));
-        }
-        Value lseRow = tt::LoadOp::create(b, loc, rowType, lse, ValueRange{seq, head, row0},
-                                          b.getF64FloatAttr(INFINITY), nullptr);
-        lseRow = arith::MulFOp::create(b, loc, lseRow, splat(rowType, f32c(M_LOG2E)));
-        tt::StoreOp::create(b, loc, lseRow, ws, ValueRange{cst(0), bh, row0});
-        tt::StoreOp::create(b, loc, dRow, ws, ValueRange{cst(1), bh, row0});
+        std::pair<Value, Value> stats = rowStats(o, dO, lse, ws, seq, head, bh, row0);
+        Value lseRow = stats.first, dRow = stats.second;
 
         tt::BarrierWaitOp::create(b, loc, qFull, cst(0), cst(0));
         tt::BarrierWaitOp::create(b, loc, doFull, cst(0), cst(0));
@@ -446,9 +541,11 @@ private:
       auto mapQ = tt::TensorMapType::get(&c, s.kvBm, 64, dt, 4);
       auto kType = rowsType(p.hkv, dt);
       // K, V, Q, dO maps; workspace, dK, dV; scale * log2(e), scale, sq, sk;
-      // the partial sums and the head split.
+      // the partial sums and the head split; fused, dQ's f32 sums.
       SmallVector<Type> args = {mapKV, mapKV, mapQ, mapQ, workspaceType(), kType, kType,
                                 f32,   f32,   idx,  idx,  partialsType(),  idx};
+      if (s.fused)
+        args.push_back(rowsType(p.hq, f32));
       // Programs: ceil(sk / bn) * batch * hkv * split; dK's first size is
       // the batch (BSHD) or batch * hkv (BHSD).
       AffineExpr sk = getAffineSymbolExpr(0, &c), first = getAffineSymbolExpr(1, &c),
@@ -465,6 +562,7 @@ private:
       Value scaleLog2 = entry->getArgument(7), scale = entry->getArgument(8);
       Value sqV = entry->getArgument(9), skV = entry->getArgument(10);
       Value partials = entry->getArgument(11), split = entry->getArgument(12);
+      Value dqSum = s.fused ? entry->getArgument(13) : Value();
 
       Value rk = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
       Value rv = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
@@ -476,6 +574,14 @@ private:
       Value qFull = tt::AllocBarriersOp::create(b, loc, bars, 1, nullptr);
       Value doFull = tt::AllocBarriersOp::create(b, loc, bars, 1, nullptr);
       Value empty = tt::AllocBarriersOp::create(b, loc, bars, s.consumers, nullptr);
+      // Fused: each step's dS^T, every consumer's keys as rows, in one of two
+      // stages; a stage is whole once every consumer arrived on its barrier.
+      Value rds, dsFull;
+      if (s.fused) {
+        rds = tt::AllocRingOp::create(b, loc, tt::RingType::get(&c, 2, bn, s.kvBm, dt), nullptr);
+        dsFull =
+            tt::AllocBarriersOp::create(b, loc, tt::BarriersType::get(&c, 2), s.consumers, nullptr);
+      }
 
       // Every key tile of one KV head before the next (the programs running
       // together read the same Q and dO, which L2 keeps), the first tiles
@@ -599,6 +705,14 @@ private:
               b, loc, pt,
               arith::SubFOp::create(b, loc, dpt, tt::BroadcastOp::create(b, loc, sType, dCol)));
           Value ds16 = arith::TruncFOp::create(b, loc, pType, dst);
+          // Fused: dS^T into this consumer's rows of a stage (before dK's
+          // product reads its registers).
+          Value dsStage, dsRound;
+          if (s.fused) {
+            dsStage = remu(carried[2], 2);
+            dsRound = divu(carried[2], 2);
+            tt::StoreRingOp::create(b, loc, ds16, rds, dsStage, myRows);
+          }
           Value dk = tt::DotRegOp::create(b, loc, accType, ds16, rq, stage, cst(0), carried[0],
                                           true, s.overlap);
           if (s.overlap) {
@@ -607,6 +721,26 @@ private:
             dv = done.getResult(1);
           }
           tt::BarrierArriveOp::create(b, loc, empty, stage);
+          // Fused: once every consumer's dS^T is in, this consumer's columns
+          // of dQ's part, dS K over the program's keys (dS^T read
+          // transposed: the queries as rows), added into dQ's sums (the
+          // scale comes with the conversion). Started after dK's and dV's
+          // products complete, when the scores' registers are free. Each
+          // consumer's next step writes the other stage, which is rewritten
+          // only after every consumer passed this step's barrier, so after
+          // their products read it.
+          if (s.fused) {
+            int64_t dqCols = s.dqCols(p.d);
+            tt::BarrierArriveOp::create(b, loc, dsFull, dsStage);
+            tt::BarrierWaitOp::create(b, loc, dsFull, dsStage, dsRound);
+            auto dqType = RankedTensorType::get({s.kvBm, dqCols}, f32, wg);
+            Value dq = tt::DotOp::create(b, loc, dqType, rds, dsStage, cst(0), rk, cst(0),
+                                         mul(consumer, cst(dqCols)), splat(dqType, f32c(0.0)), true,
+                                         true, false);
+            SmallVector<Value> at = rowAt(seq, head, p.hq, m0);
+            at[2] = add(at[2], mul(consumer, cst(dqCols)));
+            tt::StoreOp::create(b, loc, dq, dqSum, at, /*streaming=*/false, /*add=*/true);
+          }
           return {dk, dv, add(carried[2], cst(1))};
         };
         Value zeroAcc = splat(accType, f32c(0.0));

@@ -213,7 +213,9 @@ struct Gradients {
                               {&dQ, nq * e},
                               {&dK, nk * e},
                               {&dV, nk * e},
-                              {&ws, size_t(attention::backwardWorkspaceBytes(c))}})
+                              // Room for a fused config's dQ sums: the
+                              // buffers are made before the config is known.
+                              {&ws, size_t(attention::backwardWorkspaceBytes(c, true))}})
       if (auto err = allocate(*buf, bytes))
         return err;
     if (auto err = dO.upload(dout))

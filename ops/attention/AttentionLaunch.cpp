@@ -98,11 +98,12 @@ int64_t paddedRows(int64_t seq) {
 int64_t workspaceRows(const Call &c) { return paddedRows(c.sq); }
 
 /// The backward's workspace: LSE and D of every query row, then (with the
-/// query heads split) the parts' sums of dK and dV.
+/// query heads split) the parts' sums of dK and dV, then the f32 sums of dQ
+/// (a fused config's).
 struct Workspace {
-  int64_t split = 1, lseBytes = 0, partialBytes = 0;
+  int64_t split = 1, lseBytes = 0, partialBytes = 0, dqBytes = 0;
   bool overflows = false; // sizes whose bytes do not fit in int64_t
-  explicit Workspace(const Call &c)
+  Workspace(const Call &c, bool fused)
       : split(c.headSplit > 0 ? c.headSplit : backwardHeadSplit(c.b, c.hq, c.hkv, c.sk)) {
     auto product = [&](std::initializer_list<int64_t> factors) {
       int64_t p = 1;
@@ -113,7 +114,10 @@ struct Workspace {
     lseBytes = product({2, c.b, c.hq, workspaceRows(c), 4});
     if (split > 1)
       partialBytes = product({2, split, c.b, c.hkv, paddedRows(c.sk), c.d, 4});
-    overflows |= __builtin_add_overflow(lseBytes, partialBytes, &total);
+    if (fused)
+      dqBytes = product({c.b, c.hq, workspaceRows(c), c.d, 4});
+    overflows |= __builtin_add_overflow(lseBytes, partialBytes, &total) ||
+                 __builtin_add_overflow(total, dqBytes, &total);
   }
   int64_t total = 0;
   /// The parts' sums as the kernels view them: dK and dV's view, f32, rows
@@ -124,6 +128,13 @@ struct Workspace {
     if (c.layout == Layout::BSHD)
       return KernelArg::view(at, {2 * split * c.b, rows, c.hkv * c.d});
     return KernelArg::view(at, {2 * split * c.b * c.hkv, rows, c.d});
+  }
+  /// dQ's f32 sums, as dQ's view with its rows padded.
+  KernelArg dqSums(const BackwardCall &c) const {
+    uint64_t at = c.workspace + uint64_t(lseBytes + partialBytes);
+    if (c.layout == Layout::BSHD)
+      return KernelArg::view(at, {c.b, workspaceRows(c), c.hq * c.d});
+    return KernelArg::view(at, {c.b * c.hq, workspaceRows(c), c.d});
   }
 };
 } // namespace
@@ -150,8 +161,8 @@ llvm::Expected<KernelSpec> backwardSpecOf(const Call &c, const Target &target) {
   return makeSpec(c, target, /*backward=*/true);
 }
 
-int64_t backwardWorkspaceBytes(const Call &c) {
-  Workspace w(c);
+int64_t backwardWorkspaceBytes(const Call &c, bool fused) {
+  Workspace w(c, fused);
   return w.overflows ? -1 : w.total;
 }
 
@@ -188,19 +199,27 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
   return kernel.launch(0, args, 9, stream);
 }
 
+bool fusedBackward(const LoadedKernel &kernel) { return kernel.numEntries() == 4; }
+
 llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CUstream stream) {
   const char *op = "attn_bwd";
-  if (kernel.numEntries() != 3)
-    return error("the kernel has " + llvm::Twine(kernel.numEntries()) + " entries, not 3", op);
-  const EntryInfo &dq = kernel.entry(0), &dkv = kernel.entry(1), &sum = kernel.entry(2);
-  if (dq.params.size() != 13 || dkv.params.size() != 13 || sum.params.size() != 5)
-    return error("the kernels take " + llvm::Twine(dq.params.size()) + ", " +
-                     llvm::Twine(dkv.params.size()) + " and " + llvm::Twine(sum.params.size()) +
-                     " parameters, not 13, 13 and 5",
-                 op);
+  // dQ (which fills the workspace's LSE and D), dK/dV, the sum of dK and
+  // dV's parts; fused: the workspace's LSE and D, dK/dV with dQ's sums,
+  // the parts' sum, dQ from its sums.
+  bool fused = fusedBackward(kernel);
+  if (kernel.numEntries() != 3 && !fused)
+    return error("the kernel has " + llvm::Twine(kernel.numEntries()) + " entries, not 3 or 4", op);
+  const EntryInfo &dq = kernel.entry(0), &dkv = kernel.entry(1);
+  size_t want[4] = {fused ? 6u : 13u, fused ? 14u : 13u, 5u, 4u};
+  for (size_t i = 0; i < kernel.numEntries(); ++i)
+    if (kernel.entry(i).params.size() != want[i])
+      return error("kernel " + llvm::Twine(i) + " (" + kernel.entry(i).name + ") takes " +
+                       llvm::Twine(kernel.entry(i).params.size()) + " parameters, not " +
+                       llvm::Twine(want[i]),
+                   op);
   if (!c.q || !c.k || !c.v || !c.o || !c.lse || !c.dO || !c.dQ || !c.dK || !c.dV)
     return error("a null device pointer", op);
-  Workspace w(c);
+  Workspace w(c, fused);
   if (w.overflows)
     return error("sizes whose workspace does not fit in 64 bits", op);
   if (c.hkv < 1 || c.hq % c.hkv != 0 || (c.hq / c.hkv) % w.split != 0)
@@ -208,7 +227,7 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
                      llvm::Twine(c.hkv) + ") cannot be split " + llvm::Twine(w.split) + " ways",
                  op);
   if (!c.workspace || c.workspace % 16 != 0)
-    return error("the workspace (" + llvm::Twine(backwardWorkspaceBytes(c)) +
+    return error("the workspace (" + llvm::Twine(backwardWorkspaceBytes(c, fused)) +
                      " bytes) must be given, 16-byte aligned",
                  op);
   for (auto [name, addr] : {std::pair{"O", c.o}, std::pair{"dO", c.dO}, std::pair{"dQ", c.dQ},
@@ -224,14 +243,14 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
   };
   const Operand q{"Q", c.q, c.sq, c.hq}, k{"K", c.k, c.sk, c.hkv}, v{"V", c.v, c.sk, c.hkv},
       dout{"dO", c.dO, c.sq, c.hq};
-  const std::pair<const Operand *, const EntryInfo *> want[8] = {
+  const std::pair<const Operand *, const EntryInfo *> operands[8] = {
       {&q, &dq},  {&k, &dq},  {&v, &dq},  {&dout, &dq},
       {&k, &dkv}, {&v, &dkv}, {&q, &dkv}, {&dout, &dkv}};
-  CUtensorMap maps[8];
-  for (int i = 0; i < 8; ++i) {
-    const Operand &t = *want[i].first;
+  CUtensorMap maps[8] = {}; // fused: the dK/dV kernel's only
+  for (int i = fused ? 4 : 0; i < 8; ++i) {
+    const Operand &t = *operands[i].first;
     auto m =
-        mapOf(op, t.name, c, t.addr, t.seq, t.heads, want[i].second->params[i % 4].staticSizes);
+        mapOf(op, t.name, c, t.addr, t.seq, t.heads, operands[i].second->params[i % 4].staticSizes);
     if (!m)
       return m.takeError();
     maps[i] = *m;
@@ -252,8 +271,16 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
                        KernelArg::f32(scale),
                        KernelArg::index(c.sq),
                        KernelArg::index(c.sk)};
+  KernelArg dqSums = w.dqSums(c);
+  KernelArg pre[] = {rowsView(c, c.o, c.sq, c.hq),
+                     rowsView(c, c.dO, c.sq, c.hq),
+                     KernelArg::view(c.lse, {c.b, c.hq, c.sq}),
+                     ws,
+                     dqSums,
+                     KernelArg::index(c.sq)};
   if (c.only != 1)
-    if (auto err = kernel.launch(0, first, std::size(first), stream))
+    if (auto err = fused ? kernel.launch(0, pre, std::size(pre), stream)
+                         : kernel.launch(0, first, std::size(first), stream))
       return err;
   if (c.only == 0)
     return llvm::Error::success();
@@ -271,13 +298,20 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
                         KernelArg::index(c.sq),
                         KernelArg::index(c.sk),
                         partials,
-                        KernelArg::index(w.split)};
-  if (auto err = kernel.launch(1, second, std::size(second), stream))
+                        KernelArg::index(w.split),
+                        dqSums};
+  if (auto err = kernel.launch(1, second, std::size(second) - (fused ? 0 : 1), stream))
     return err;
-  if (w.split == 1)
+  if (w.split > 1) {
+    KernelArg third[] = {partials, dK, dV, KernelArg::index(c.sk), KernelArg::index(w.split)};
+    if (auto err = kernel.launch(2, third, std::size(third), stream))
+      return err;
+  }
+  if (!fused)
     return llvm::Error::success();
-  KernelArg third[] = {partials, dK, dV, KernelArg::index(c.sk), KernelArg::index(w.split)};
-  return kernel.launch(2, third, std::size(third), stream);
+  KernelArg fourth[] = {dqSums, rowsView(c, c.dQ, c.sq, c.hq), KernelArg::f32(scale),
+                        KernelArg::index(c.sq)};
+  return kernel.launch(3, fourth, std::size(fourth), stream);
 }
 
 } // namespace tilejit::attention

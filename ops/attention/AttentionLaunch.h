@@ -49,9 +49,10 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &call, int smCount, CU
 /// aligned; its contents on entry do not matter.
 struct BackwardCall : Call {
   uint64_t dO = 0, dQ = 0, dK = 0, dV = 0, workspace = 0;
-  /// Launch only kernel 0 (dQ, which fills the workspace) or 1 (dK and dV,
-  /// which reads it, and the sum of their parts where the heads are split);
-  /// -1, all. For timing each alone.
+  /// Launch only kernel 0 (dQ, which fills the workspace; fused: the
+  /// workspace's kernel) or 1 (dK and dV, which reads it, the sum of their
+  /// parts where the heads are split; fused: dQ's conversion too); -1, all.
+  /// For timing each alone.
   int only = -1;
 };
 
@@ -61,13 +62,20 @@ llvm::Expected<KernelSpec> backwardSpecOf(const Call &call, const Target &target
 /// Bytes of the workspace a backward call needs: LSE in the log2 domain and
 /// D = rowsum(dO * O) of every query row, f32, rows padded to 128; where
 /// few KV heads would leave the GPU idle (backwardHeadSplit > 1), the f32
-/// sums of dK and dV of each part of the query heads too. -1 for sizes whose
-/// bytes would not fit in 64 bits.
-int64_t backwardWorkspaceBytes(const Call &call);
+/// sums of dK and dV of each part of the query heads too; for a kernel built
+/// with a fused config (fusedBackward), room for dQ's f32 sums (as many as
+/// dQ's elements, rows padded) too. -1 for sizes whose bytes would not fit
+/// in 64 bits.
+int64_t backwardWorkspaceBytes(const Call &call, bool fused = false);
+
+/// Whether `kernel` (built for backwardSpecOf) is a fused config's: dQ
+/// added into f32 sums by the dK/dV kernel.
+bool fusedBackward(const LoadedKernel &kernel);
 
 /// Launches the backward `call` with `kernel` (built for backwardSpecOf) on
 /// `stream`: the dQ kernel (which also fills the workspace), then the dK/dV
-/// kernel, then (heads split) the sum of its parts.
+/// kernel, then (heads split) the sum of its parts; with a fused config the
+/// workspace's kernel, dK/dV with dQ's sums, the parts' sum, then dQ.
 llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &call, CUstream stream);
 
 } // namespace tilejit::attention

@@ -43,7 +43,7 @@ struct Case {
   DType dt = DType::BF16;
   float scale = 0.0f;
   const char *config = ""; // empty: the default
-  int64_t programs = 0;     // a persistent grid's cap (0: the multiprocessors)
+  int64_t programs = 0;    // a persistent grid's cap (0: the multiprocessors)
 };
 
 std::string name(const Case &c) {
@@ -304,7 +304,8 @@ protected:
     ASSERT_TRUE(bool(bk)) << llvm::toString(bk.takeError());
 
     size_t nlse = size_t(c.b * c.hq * c.sq);
-    size_t wsBytes = size_t(attention::backwardWorkspaceBytes(call));
+    size_t wsBytes =
+        size_t(attention::backwardWorkspaceBytes(call, attention::fusedBackward(**bk)));
     std::vector<DeviceBuffer> bufs;
     for (size_t bytes : {q.bytes.size(), k.bytes.size(), v.bytes.size(), q.bytes.size(), nlse * 4,
                          q.bytes.size(), q.bytes.size(), k.bytes.size(), k.bytes.size(), wsBytes}) {
@@ -330,7 +331,9 @@ protected:
       FAIL() << llvm::toString(std::move(err));
     auto drv = CudaDriver::get();
     ASSERT_TRUE(bool(drv));
-    // Twice, each time into poisoned gradients and workspace: bitwise equal.
+    // Twice, each time into poisoned gradients and workspace: bitwise equal
+    // (but with a fused config, whose dQ sums are added in any order), and
+    // each against float64 below.
     HostTensor gq[2] = {HostTensor(c.dt, nq), HostTensor(c.dt, nq)};
     HostTensor gk[2] = {HostTensor(c.dt, nk), HostTensor(c.dt, nk)};
     HostTensor gv[2] = {HostTensor(c.dt, nk), HostTensor(c.dt, nk)};
@@ -344,7 +347,10 @@ protected:
       ASSERT_FALSE(bool(bufs[7].download(gk[run].bytes)));
       ASSERT_FALSE(bool(bufs[8].download(gv[run].bytes)));
     }
-    EXPECT_EQ(gq[0].bytes, gq[1].bytes) << "dQ differs between two runs";
+    bool fused = config->has("fused") && config->get("fused") != 0;
+    if (!fused) {
+      EXPECT_EQ(gq[0].bytes, gq[1].bytes) << "dQ differs between two runs";
+    }
     EXPECT_EQ(gk[0].bytes, gk[1].bytes) << "dK differs between two runs";
     EXPECT_EQ(gv[0].bytes, gv[1].bytes) << "dV differs between two runs";
 
@@ -369,7 +375,9 @@ protected:
     };
     auto tol = tilejit::testing::tolerance(c.dt);
     tol.accum = c.dt == DType::BF16 ? 8e-3 : 1e-3;
-    EXPECT_TRUE(allClose(reorder(gq[0], c.sq, c.hq), g.dq, tol, size_t(c.d), g.mq)) << "dQ";
+    for (int run = 0; run < (fused ? 2 : 1); ++run)
+      EXPECT_TRUE(allClose(reorder(gq[run], c.sq, c.hq), g.dq, tol, size_t(c.d), g.mq))
+          << "dQ of run " << run;
     EXPECT_TRUE(allClose(reorder(gk[0], c.sk, c.hkv), g.dk, tol, size_t(c.d), g.mk)) << "dK";
     EXPECT_TRUE(allClose(reorder(gv[0], c.sk, c.hkv), g.dv, tol, size_t(c.d), g.mv)) << "dV";
   }
@@ -507,6 +515,24 @@ TEST_F(GpuAttention, BackwardTypesScalesAndConfigs) {
                "bn=128 consumers=1 kv_bm=32 overlap=1 stages=2"});
   runBackward({1, 257, 257, 2, 2, 64, false, Layout::BSHD, DType::BF16, 0.0f,
                "bn=128 consumers=2 kv_bm=64 overlap=1 stages=3"});
+}
+
+TEST_F(GpuAttention, BackwardFusedAddsDqOverKeyTiles) {
+  // dQ in the dK/dV kernel, each program adding its keys' part into f32
+  // sums (head dim 64, one consumer: where it fits): ragged and long
+  // sequences (many key tiles add into each query row), causal or not, GQA
+  // and MQA with the heads split, cross lengths, both layouts and types,
+  // with and without overlap.
+  const char *cfg = "bn=128 consumers=1 fused=1 kv_bm=64 overlap=1 stages=2";
+  for (bool causal : {true, false}) {
+    runBackward({1, 383, 383, 2, 2, 64, causal, Layout::BSHD, DType::BF16, 0.0f, cfg});
+    runBackward({2, 1024, 1024, 4, 1, 64, causal, Layout::BHSD, DType::BF16, 0.0f, cfg});
+  }
+  runBackward({1, 65, 300, 2, 2, 64, false, Layout::BSHD, DType::F16, 0.0f, cfg});
+  runBackward({1, 250, 100, 2, 2, 64, true, Layout::BSHD, DType::BF16, 0.0f, cfg});
+  runBackward({64, 128, 128, 8, 1, 64, true, Layout::BSHD, DType::BF16, 0.0f, cfg});
+  runBackward({1, 700, 700, 4, 2, 64, true, Layout::BHSD, DType::BF16, 1.0f,
+               "bn=64 consumers=1 fused=1 kv_bm=64 stages=3"});
 }
 
 } // namespace

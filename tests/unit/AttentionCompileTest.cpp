@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "compiler/Compiler.h"
 #include "compiler/templates/Template.h"
@@ -47,8 +48,10 @@ void expectClean(const KernelSpec &spec, const TileConfig &config) {
   auto k = compileKernel(spec, config);
   ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
   bool bwd = attention::isBackward(spec);
-  // The backward: dQ, dK and dV, the sum of dK and dV's parts.
-  ASSERT_EQ(k->entries.size(), bwd ? 3u : 1u);
+  bool fused = config.has("fused") && config.get("fused") != 0;
+  // The backward: dQ, dK and dV, the sum of dK and dV's parts; fused: the
+  // workspace, dK and dV with dQ's sums, the parts' sum, dQ.
+  ASSERT_EQ(k->entries.size(), bwd ? (fused ? 4u : 3u) : 1u);
   for (const EntryInfo &e : k->entries)
     EXPECT_LE(e.spillBytes, tilejit::testing::allowedSpillBytes(spec, e)) << e.name << "\n"
                                                                           << k->log;
@@ -59,6 +62,15 @@ void expectClean(const KernelSpec &spec, const TileConfig &config) {
   EXPECT_NE(k->ptx.find("}, {%r"), std::string::npos) << "no wgmma with A from registers";
   EXPECT_NE(k->ptx.find("cp.async.bulk.tensor.4d"), std::string::npos);
   EXPECT_NE(k->ptx.find("ex2.approx"), std::string::npos);
+  if (fused) {
+    // dS^T into shared memory for dQ's product; dQ's sums added in place.
+    EXPECT_NE(k->ptx.find("stmatrix.sync.aligned"), std::string::npos);
+    EXPECT_NE(k->ptx.find("red.global.add.v2.f32"), std::string::npos);
+    EXPECT_EQ(k->entries[0].params.size(), 6u);
+    EXPECT_EQ(k->entries[1].params.size(), 14u);
+    EXPECT_EQ(k->entries[3].params.size(), 4u);
+    return;
+  }
   const EntryInfo &e = k->entries.front();
   ASSERT_EQ(e.params.size(), bwd ? 13u : 9u);
   EXPECT_EQ(e.params[0].kind, ParamInfo::TensorMap);
@@ -134,6 +146,39 @@ TEST(AttentionCompile, BackwardBuildsWithoutSpillsForEveryHeadDimMaskLayoutAndTy
       expectClean(backward(128, true, l), *TileConfig::parse(cfg));
   expectClean(backward(64, false),
               *TileConfig::parse("bn=128 consumers=2 kv_bm=64 overlap=1 stages=2"));
+}
+
+TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
+  // dQ in the dK/dV kernel, where its registers fit (head dim 64, one
+  // consumer): both masks and layouts, f16, without overlap.
+  for (bool causal : {false, true})
+    for (Layout l : {Layout::BSHD, Layout::BHSD})
+      expectClean(backward(64, causal, l),
+                  *TileConfig::parse("bn=128 consumers=1 fused=1 kv_bm=64 overlap=1 stages=2"));
+  expectClean(backward(64, true, Layout::BSHD, DType::F16),
+              *TileConfig::parse("bn=64 consumers=1 fused=1 kv_bm=64 stages=3"));
+  // A step's queries are one warpgroup's rows, each consumer's columns of
+  // dQ whole panels, and dQ's part fits beside dK and dV (at d = 128 with
+  // two consumers it did not: spills, and ptxas serialized the products).
+  const KernelTemplate &t = getTemplate(attention::backwardOp());
+  for (auto [d, cfg, what] :
+       {std::tuple{64, "bn=128 consumers=2 fused=1 kv_bm=64 stages=2", "fused needs kv_bm = 64"},
+        std::tuple{128, "bn=128 consumers=2 fused=1 kv_bm=32 stages=2", "fused needs kv_bm = 64"},
+        std::tuple{128, "bn=128 consumers=2 fused=1 kv_bm=64 stages=2",
+                   "272 registers of dK, dV, S^T, dP^T and P^T and dQ's part (at most 240 with 2 "
+                   "consumers): fused fits at head dim 64 with one consumer"}}) {
+    auto err = t.checkConfig(backward(d, true), *TileConfig::parse(cfg));
+    ASSERT_TRUE(bool(err)) << cfg;
+    EXPECT_NE(llvm::toString(std::move(err)).find(what), std::string::npos) << cfg;
+  }
+  // Not the default, not in the tuning space: its dQ is not bitwise
+  // repeatable, and unmeasured against the two kernels.
+  for (int64_t d : {64, 128}) {
+    TileConfig def = t.defaultConfig(backward(d, true));
+    EXPECT_FALSE(def.has("fused") && def.get("fused"));
+    for (const TileConfig &c : t.configSpace(backward(d, true)))
+      EXPECT_FALSE(c.has("fused") && c.get("fused")) << c.canonical();
+  }
 }
 
 TEST(AttentionCompile, BackwardErrorsNameWhatWasWrong) {

@@ -90,3 +90,29 @@ tile.kernel @columns(%w: memref<?x?xf32>, %o: memref<?x64xf32>) attributes {bloc
   tile.store %two, %w[%c0, %c0] : tensor<64xf32, #cols>, memref<?x?xf32>
   tile.return
 }
+
+// The backward's dQ: a warpgroup's gradient tile (rows: keys) stored into
+// its rows of a ring stage, read back transposed as A of another product
+// (rows: queries), which is added into f32 memory.
+// CHECK-LABEL: tile.kernel @scores_gradient
+tile.kernel @scores_gradient(%acc: memref<?x64xf32>) attributes {block_threads = 256 : i64, min_blocks = 1 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %ds = tile.alloc_ring : !tile.ring<stages = 2, rows = 128, cols = 64, bf16>
+  %k = tile.alloc_ring : !tile.ring<stages = 1, rows = 128, cols = 64, bf16>
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 24, consumer_regs = 240} {
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    %zero = arith.constant 0.0 : f32
+    %z = tile.splat %zero : f32 -> tensor<64x64xf32, #acc>
+    %g = arith.truncf %z : tensor<64x64xf32, #acc> to tensor<64x64xbf16, #acc>
+    // CHECK: store_ring %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] : tensor<64x64xbf16, #tile.wgmma>, {{.*}}<stages = 2, rows = 128, cols = 64, bf16>
+    tile.store_ring %g, %ds[%c0, %c64] : tensor<64x64xbf16, #acc>, !tile.ring<stages = 2, rows = 128, cols = 64, bf16>
+    %dq = tile.dot %ds[%c0, %c0], %k[%c0, %c0], %z {a_mn_major = true, b_mn_major = true} : !tile.ring<stages = 2, rows = 128, cols = 64, bf16>, !tile.ring<stages = 1, rows = 128, cols = 64, bf16>, tensor<64x64xf32, #acc> -> tensor<64x64xf32, #acc>
+    // CHECK: store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] {add} : tensor<64x64xf32, #tile.wgmma>, memref<?x64xf32>
+    tile.store %dq, %acc[%c0, %c0] {add} : tensor<64x64xf32, #acc>, memref<?x64xf32>
+    tile.yield
+  }
+  tile.return
+}
