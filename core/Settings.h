@@ -49,8 +49,10 @@ std::string value(std::string_view name);
 llvm::Error check(std::string_view name);
 /// Every set variable that libtilejit or the CLI reads (native) checked;
 /// the first bad one is the error. With `everything`, the Python package's
-/// and the tests' too (doctor's report).
-llvm::Error checkAll(bool everything = false);
+/// and the tests' too (doctor's report). The variables in `excused` are not
+/// checked: a command given a flag that stands in for one (--server for
+/// TILEJIT_SERVER, --db for TILEJIT_CACHE_DIR) does not read it.
+llvm::Error checkAll(bool everything = false, llvm::ArrayRef<std::string_view> excused = {});
 
 /// `value` checked as `name`'s would be (the same message), without
 /// reading the environment: a flag that stands in for a variable.

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "compiler/Compiler.h"
 #include "tools/tilejit/Output.h"
@@ -32,6 +34,25 @@ int noGpu(const std::string &msg) { return reportError(msg, 3); }
 std::string defaultCachePath() { return settings::storePath(); }
 
 } // namespace tilejit::cli
+
+namespace {
+/// The variables that flags given to `cmd` (or a subcommand of it it ran)
+/// stand in for, so that a bad value of them does not stop it.
+std::vector<std::string_view> excusedByFlags(const CLI::App *cmd) {
+  static const std::pair<const char *, std::string_view> standIns[] = {
+      {"--server", "TILEJIT_SERVER"}, {"--db", "TILEJIT_CACHE_DIR"}};
+  std::vector<std::string_view> out;
+  for (auto [flag, var] : standIns) {
+    const CLI::Option *o = cmd->get_option_no_throw(flag);
+    if (o && o->count() > 0)
+      out.push_back(var);
+  }
+  for (const CLI::App *sub : cmd->get_subcommands())
+    for (std::string_view var : excusedByFlags(sub))
+      out.push_back(var);
+  return out;
+}
+} // namespace
 
 int main(int argc, char **argv) {
   CLI::App app{"tilejit: JIT kernel compiler and autotuner for LLM training"};
@@ -65,9 +86,10 @@ int main(int argc, char **argv) {
   for (auto &[sub, action] : commands)
     if (sub->parsed()) {
       // Every setting checked before any command but doctor (which lists
-      // them, the bad one with its error, and then exits 2).
+      // them, the bad one with its error, and then exits 2); not one that a
+      // flag given to the command stands in for.
       if (sub->get_name() != "doctor")
-        if (auto e = tilejit::settings::checkAll())
+        if (auto e = tilejit::settings::checkAll(false, excusedByFlags(sub)))
           return tilejit::cli::usageError(llvm::toString(std::move(e)));
       // An exception is a defect, but still one line and a status, not an abort.
       try {
