@@ -444,79 +444,40 @@ llvm::Expected<std::string> Client::exportStore() {
   // declared once, within the cap, no more bytes than it, a SHA-256 digest.
   constexpr int64_t kMaxExportBytes = int64_t(1) << 30;
   v1::ExportRequest req;
-  std::string image;
-  int64_t total = -1;
-  std::string digest, bad;
+  std::optional<wire::ImageAssembler> got;
+  std::optional<wire::ImageAssembler::Problem> bad;
   grpc::Status s = withRetries(options_, *channel_, [&](grpc::ClientContext &ctx) {
-    image.clear();
-    total = -1;
-    bad.clear();
+    got.emplace(kMaxExportBytes);
+    bad.reset();
     auto reader = channel_->stub->Export(&ctx, req);
     v1::ExportChunk c;
-    while (reader->Read(&c)) {
-      if (total < 0) {
-        total = c.total_bytes();
-        digest = c.sha256();
-        if (total <= 0 || total > kMaxExportBytes)
-          bad = "a store of " + std::to_string(total) + " bytes (at most " +
-                std::to_string(kMaxExportBytes) + ")";
-        else if (digest.size() != 64 ||
-                 digest.find_first_not_of("0123456789abcdef") != std::string::npos)
-          bad = "a SHA-256 that is not 64 hexadecimal digits";
-        else
-          image.reserve(size_t(total));
-      } else if (c.total_bytes() != 0 || !c.sha256().empty()) {
-        bad = "a size or digest again after the first chunk";
-      }
-      if (bad.empty() && int64_t(image.size() + c.data().size()) > total)
-        bad = "more bytes than the " + std::to_string(total) + " it declared";
-      if (!bad.empty()) {
+    while (!bad && reader->Read(&c))
+      if ((bad = got->add(c.total_bytes(), c.sha256(), c.data())))
         ctx.TryCancel();
-        break;
-      }
-      image += c.data();
-    }
     grpc::Status finished = reader->Finish();
     // Bad data is the server's answer, not a reason to ask again.
-    return bad.empty() ? finished : grpc::Status::OK;
+    return bad ? grpc::Status::OK : finished;
   });
-  if (!bad.empty())
-    return err("server " + options_.address + ": the export declared " + bad);
+  if (!bad && s.ok())
+    bad = got->finish();
+  if (bad)
+    return err("server " + options_.address + ": the export's " + bad->field + ": " + bad->what);
   if (!s.ok())
     return statusError(options_.address, s);
-  if (total < 0 || int64_t(image.size()) != total)
-    return err("server " + options_.address + ": the export ended after " +
-               std::to_string(image.size()) + " of the " + std::to_string(total) +
-               " bytes it declared");
-  if (sha256Hex(image) != digest)
-    return err("server " + options_.address +
-               ": the exported bytes do not have the SHA-256 the server declared");
-  return image;
+  return got->image();
 }
 
 llvm::Expected<ImportReport> Client::importStore(const std::string &image) {
   v1::ImportResponse resp;
   std::string digest = sha256Hex(image);
-  size_t chunk = std::max<size_t>(options_.chunkBytes, 1);
   grpc::Status s = withRetries(options_, *channel_, [&](grpc::ClientContext &ctx) {
     authorize(ctx);
     resp.Clear();
     auto writer = channel_->stub->Import(&ctx, &resp);
-    size_t at = 0;
-    do {
-      v1::ImportChunk c;
-      if (at == 0) {
-        c.set_total_bytes(int64_t(image.size()));
-        c.set_sha256(digest);
-      }
-      size_t n = std::min(chunk, image.size() - at);
-      c.set_data(image.data() + at, n);
-      at += n;
-      // A refused write means the server has answered already (a refusal):
-      // Finish says what it was.
-      if (!writer->Write(c))
-        break;
-    } while (at < image.size());
+    // A refused write means the server has answered already (a refusal):
+    // Finish says what it was.
+    wire::writeImageChunks<v1::ImportChunk>(
+        image, digest, options_.chunkBytes, [&](const v1::ImportChunk &c) { return writer->Write(c); });
     writer->WritesDone();
     return writer->Finish();
   });

@@ -584,21 +584,12 @@ public:
     // option says.
     size_t chunk = std::clamp<size_t>(options_.chunkBytes, 1,
                                       size_t(std::max(options_.maxMessageBytes - 4096, 1)));
-    size_t at = 0;
-    do {
-      v1::ExportChunk c;
-      if (at == 0) {
-        c.set_total_bytes(int64_t(image->size()));
-        c.set_sha256(sha256Hex(*image));
-      }
-      size_t n = std::min(chunk, image->size() - at);
-      c.set_data(image->data() + at, n);
-      at += n;
-      if (!writer->Write(c))
-        return Status(StatusCode::CANCELLED, ctx->IsCancelled()
-                                                 ? "the caller cancelled the export"
-                                                 : "the caller stopped reading the export");
-    } while (at < image->size());
+    if (!wire::writeImageChunks<v1::ExportChunk>(
+            *image, sha256Hex(*image), chunk,
+            [&](const v1::ExportChunk &c) { return writer->Write(c); }))
+      return Status(StatusCode::CANCELLED, ctx->IsCancelled()
+                                               ? "the caller cancelled the export"
+                                               : "the caller stopped reading the export");
     ++exports_;
     options_.log("export: " + std::to_string(image->size()) + " bytes");
     return Status::OK;
@@ -618,50 +609,20 @@ public:
                     std::to_string(before) + " imports are in progress (this server takes " +
                         std::to_string(options_.maxConcurrentImports) +
                         " at once); try again when one has finished");
-    // The first chunk declares the image's size and digest; nothing more
-    // than that size is read, and nothing is written unless every byte
-    // arrived as declared.
+    // The first chunk declares the image's size (at most the server's
+    // import cap) and digest; nothing more than that size is read, and
+    // nothing is written unless every byte arrived as declared.
+    wire::ImageAssembler got(options_.maxImportBytes);
     v1::ImportChunk chunk;
-    if (!reader->Read(&chunk))
-      return counted(wire::invalid("total_bytes", "no chunk: the bytes of a store file are "
-                                                  "required (Export, or a `tilejit cache "
-                                                  "export` file)"));
-    int64_t total = chunk.total_bytes();
-    if (total <= 0 || total > options_.maxImportBytes)
-      return counted(wire::invalid("total_bytes", std::to_string(total) + " is not in [1, " +
-                                                      std::to_string(options_.maxImportBytes) +
-                                                      "] (the server's import cap)"));
-    std::string digest = chunk.sha256();
-    if (digest.size() != 64 || digest.find_first_not_of("0123456789abcdef") != std::string::npos)
-      return counted(wire::invalid("sha256", "not 64 lower-case hex digits"));
-    std::string image;
-    image.reserve(size_t(std::min<int64_t>(total, int64_t(64) << 20)));
-    int64_t chunks = 0;
-    do {
-      if (chunks > 0 && (chunk.total_bytes() != 0 || !chunk.sha256().empty()))
-        return counted(wire::invalid("total_bytes", "given again in chunk " +
-                                                        std::to_string(chunks) +
-                                                        " (the first chunk only)"));
-      // Every chunk after the first carries bytes: a stream of empty ones
-      // would hold a handler without end.
-      if (chunks > 0 && chunk.data().empty())
-        return counted(wire::invalid("data", "empty in chunk " + std::to_string(chunks) +
-                                                 " (only the first chunk may be empty)"));
-      if (int64_t(image.size() + chunk.data().size()) > total)
-        return counted(wire::invalid("data", "more than the " + std::to_string(total) +
-                                                 " bytes total_bytes declared"));
-      image += chunk.data();
-      ++chunks;
-    } while (reader->Read(&chunk));
+    while (reader->Read(&chunk))
+      if (auto bad = got.add(chunk.total_bytes(), chunk.sha256(), chunk.data()))
+        return counted(wire::invalid(bad->field, bad->what + "; nothing written"));
     if (ctx->IsCancelled())
       return Status(StatusCode::CANCELLED, "the caller cancelled the import; nothing written");
-    if (int64_t(image.size()) != total)
-      return counted(wire::invalid("data", std::to_string(image.size()) +
-                                               " bytes arrived, not the " + std::to_string(total) +
-                                               " total_bytes declared; nothing written"));
-    if (sha256Hex(image) != digest)
-      return counted(wire::invalid("sha256", "the bytes that arrived do not have the declared "
-                                             "digest; nothing written"));
+    if (auto bad = got.finish())
+      return counted(wire::invalid(bad->field, bad->what + "; nothing written"));
+    const std::string &image = got.image();
+    int64_t chunks = got.chunks();
     ImportOptions options;
     options.checkRow = [this](const ImportedRow &row) { return checkImported(row); };
     // The token's holder may write kernels (as PublishResult does); a

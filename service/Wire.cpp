@@ -6,6 +6,8 @@
 
 #include "core/Sha256.h"
 
+#include <algorithm>
+
 namespace tilejit::wire {
 
 grpc::Status invalid(const std::string &field, const std::string &what) {
@@ -255,6 +257,43 @@ llvm::Expected<TuningLease> leaseFrom(const v1::AcquireTuningLeaseResponse &r) {
   l.best = std::move(*best);
   l.bestIsTuned = r.best_is_tuned();
   return l;
+}
+
+std::optional<ImageAssembler::Problem>
+ImageAssembler::add(int64_t totalBytes, const std::string &sha256, const std::string &data) {
+  if (chunks_ == 0) {
+    if (totalBytes <= 0 || totalBytes > maxBytes_)
+      return Problem{"total_bytes", std::to_string(totalBytes) + " is not in [1, " +
+                                        std::to_string(maxBytes_) + "]"};
+    if (sha256.size() != 64 || sha256.find_first_not_of("0123456789abcdef") != std::string::npos)
+      return Problem{"sha256", "not 64 lower-case hex digits"};
+    total_ = totalBytes;
+    sha256_ = sha256;
+    image_.reserve(size_t(std::min<int64_t>(total_, int64_t(64) << 20)));
+  } else if (totalBytes != 0 || !sha256.empty()) {
+    return Problem{"total_bytes",
+                   "given again in chunk " + std::to_string(chunks_) + " (the first chunk only)"};
+  } else if (data.empty()) {
+    // A stream of empty chunks would hold its reader without end.
+    return Problem{"data", "empty in chunk " + std::to_string(chunks_) +
+                               " (only the first chunk may be empty)"};
+  }
+  if (int64_t(image_.size() + data.size()) > total_)
+    return Problem{"data", "more than the " + std::to_string(total_) + " bytes total_bytes declared"};
+  image_ += data;
+  ++chunks_;
+  return std::nullopt;
+}
+
+std::optional<ImageAssembler::Problem> ImageAssembler::finish() const {
+  if (chunks_ == 0)
+    return Problem{"total_bytes", "no chunk: the bytes of a store file are required"};
+  if (int64_t(image_.size()) != total_)
+    return Problem{"data", std::to_string(image_.size()) + " bytes arrived, not the " +
+                               std::to_string(total_) + " total_bytes declared"};
+  if (sha256Hex(image_) != sha256_)
+    return Problem{"sha256", "the bytes that arrived do not have the declared digest"};
+  return std::nullopt;
 }
 
 } // namespace tilejit::wire

@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <algorithm>
+#include <optional>
 #include <string>
 
 #include <grpcpp/support/status.h>
@@ -57,5 +59,52 @@ void publicationTo(const Publication &p, v1::PublishResultRequest &out);
 /// The server's answer to AcquireTuningLease (the client side); its best
 /// config must parse.
 llvm::Expected<TuningLease> leaseFrom(const v1::AcquireTuningLeaseResponse &r);
+
+/// A store image as the chunks of an Export or Import stream (`Chunk`,
+/// v1::ExportChunk or v1::ImportChunk): the first declares the image's size
+/// and `sha256`, each carries up to `chunkBytes` of it (an empty image, one
+/// empty chunk). `write(chunk)` sends one, false when the stream is closed;
+/// false then.
+template <typename Chunk, typename Write>
+bool writeImageChunks(const std::string &image, const std::string &sha256, size_t chunkBytes,
+                      Write write) {
+  size_t at = 0;
+  do {
+    Chunk c;
+    if (at == 0) {
+      c.set_total_bytes(int64_t(image.size()));
+      c.set_sha256(sha256);
+    }
+    size_t n = std::min(std::max<size_t>(chunkBytes, 1), image.size() - at);
+    c.set_data(image.data() + at, n);
+    at += n;
+    if (!write(c))
+      return false;
+  } while (at < image.size());
+  return true;
+}
+
+/// The reading side: an image put together from its chunks, each checked
+/// against what the first declared (a size in [1, maxBytes], a SHA-256 of 64
+/// lower-case hex digits, not declared again, every later chunk not empty,
+/// no byte past the size), and the whole against the declaration at the
+/// end. A problem names the chunk's field.
+class ImageAssembler {
+public:
+  struct Problem {
+    std::string field, what;
+  };
+  explicit ImageAssembler(int64_t maxBytes) : maxBytes_(maxBytes) {}
+  std::optional<Problem> add(int64_t totalBytes, const std::string &sha256,
+                             const std::string &data);
+  /// After the last chunk: every declared byte arrived, with the digest.
+  std::optional<Problem> finish() const;
+  const std::string &image() const { return image_; }
+  int64_t chunks() const { return chunks_; }
+
+private:
+  int64_t maxBytes_, total_ = 0, chunks_ = 0;
+  std::string sha256_, image_;
+};
 
 } // namespace tilejit::wire

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <atomic>
 #include <cmath>
 #include <random>
@@ -1193,6 +1195,60 @@ TEST(Server, ExportAndImportTravelInChunks) {
                 std::string::npos;
   }
   EXPECT_TRUE(logged);
+}
+
+// The framing both sides share (the client reads Export's chunks as the
+// server reads Import's): each chunk against what the first declared.
+TEST(Wire, ImageChunksRoundTripAndEachIsChecked) {
+  std::string image(10000, 'x');
+  for (size_t i = 0; i < image.size(); ++i)
+    image[i] = char('a' + i % 23);
+  std::string digest = sha256Hex(image);
+  for (size_t chunk : {size_t(1000), size_t(3333), size_t(20000), size_t(0)}) {
+    std::vector<v1::ImportChunk> sent;
+    ASSERT_TRUE(wire::writeImageChunks<v1::ImportChunk>(image, digest, chunk,
+                                                        [&](const v1::ImportChunk &c) {
+                                                          sent.push_back(c);
+                                                          return true;
+                                                        }));
+    wire::ImageAssembler got(int64_t(image.size()));
+    for (const v1::ImportChunk &c : sent)
+      ASSERT_FALSE(got.add(c.total_bytes(), c.sha256(), c.data()).has_value()) << chunk;
+    EXPECT_FALSE(got.finish().has_value());
+    EXPECT_EQ(got.image(), image);
+    EXPECT_EQ(size_t(got.chunks()), chunk == 0 ? image.size() : (image.size() + chunk - 1) / chunk);
+  }
+  // A closed stream stops the writing at the chunk it refused.
+  int writes = 0;
+  EXPECT_FALSE(wire::writeImageChunks<v1::ExportChunk>(
+      image, digest, 1000, [&](const v1::ExportChunk &) { return ++writes < 3; }));
+  EXPECT_EQ(writes, 3);
+
+  auto problem = [&](std::vector<std::tuple<int64_t, std::string, std::string>> chunks,
+                     int64_t max = 100) -> std::string {
+    wire::ImageAssembler got(max);
+    for (auto &[total, sha, data] : chunks)
+      if (auto bad = got.add(total, sha, data))
+        return bad->field + ": " + bad->what;
+    if (auto bad = got.finish())
+      return bad->field + ": " + bad->what;
+    return "";
+  };
+  std::string d10 = sha256Hex("0123456789");
+  EXPECT_EQ(problem({{10, d10, "01234"}, {0, "", "56789"}}), "");
+  EXPECT_EQ(problem({}), "total_bytes: no chunk: the bytes of a store file are required");
+  EXPECT_EQ(problem({{0, d10, ""}}), "total_bytes: 0 is not in [1, 100]");
+  EXPECT_EQ(problem({{101, d10, ""}}), "total_bytes: 101 is not in [1, 100]");
+  EXPECT_EQ(problem({{10, "ABC", ""}}), "sha256: not 64 lower-case hex digits");
+  EXPECT_EQ(problem({{10, d10, "01234"}, {10, d10, "56789"}}),
+            "total_bytes: given again in chunk 1 (the first chunk only)");
+  EXPECT_EQ(problem({{10, d10, "01234"}, {0, "", ""}}),
+            "data: empty in chunk 1 (only the first chunk may be empty)");
+  EXPECT_EQ(problem({{10, d10, "01234"}, {0, "", "567890"}}),
+            "data: more than the 10 bytes total_bytes declared");
+  EXPECT_EQ(problem({{10, d10, "01234"}}), "data: 5 bytes arrived, not the 10 total_bytes declared");
+  EXPECT_EQ(problem({{10, d10, "01234"}, {0, "", "56788"}}),
+            "sha256: the bytes that arrived do not have the declared digest");
 }
 
 // Each import buffers its image: one more than the server's cap is refused
