@@ -296,6 +296,9 @@ struct StoreLowering : OpConversionPattern<StoreOp> {
   LogicalResult matchAndRewrite(StoreOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rw) const override {
     Location loc = op.getLoc();
+    // The C++ back end has no atomic add: a plain store would lose sums.
+    if (op.getAdd())
+      return rw.notifyMatchFailure(op, "tile.store {add} has no C++ lowering");
     Access a = accessFor(getContext(), "store", op.getValue().getType(), op.getDest().getType(), op,
                          op.getStreaming());
     Value idx = makeIndex(rw, loc, adaptor.getIndices());

@@ -527,8 +527,11 @@ LogicalResult StoreRingOp::verify() {
                          << ring.getElementType();
   if (v.getDimSize(1) != ring.getCols() || v.getDimSize(0) > ring.getRows())
     return emitOpError() << "a " << v.getDimSize(0) << "x" << v.getDimSize(1)
-                         << " tile does not fill whole rows of a stage of " << ring.getRows() << "x"
+                         << " tile does not fit whole rows of a stage of " << ring.getRows() << "x"
                          << ring.getCols();
+  if (v.getDimSize(1) % 16 != 0)
+    return emitOpError() << "stores 16 x 16 blocks: " << v.getDimSize(1)
+                         << " columns are not a multiple of 16";
   return success();
 }
 

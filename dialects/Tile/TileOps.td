@@ -669,10 +669,12 @@ def Tile_StoreRingOp : Tile_Op<"store_ring"> {
     stage, where a TMA copy would have put those elements (panels, 128-byte
     swizzle), so that `tile.dot` can read the stage as an operand: an
     accumulator's tile (the gradient of attention's scores) becomes the A or
-    B of another product. The writes are then made visible to the tensor
-    cores' reads (`fence.proxy.async`); a product of another warpgroup may
-    read them once that warpgroup has synchronized with this one (a barrier
-    this one arrives on after the store).
+    B of another product (sm_90: stmatrix). The writes are then made
+    visible to the tensor cores' reads (`fence.proxy.async`), and every
+    thread of the warpgroup has written before any goes on (a barrier of
+    its 128 threads); a product of another warpgroup may read them once
+    that warpgroup has synchronized with this one (a barrier this one
+    arrives on after the store). Columns a multiple of 16.
 
     ```mlir
     tile.store_ring %ds, %r[%s, %row]

@@ -3,7 +3,8 @@
 // dQ, dK and dV of O = softmax(scale * Q K^T + mask) V from dO, O and the
 // forward's LSE, on sm_90a, in kernels that each own what they write (no
 // atomics; what is reduced across programs is added in a fixed order: the
-// results are bitwise repeatable). With P = exp(scale * Q K^T - LSE) (the
+// results are bitwise repeatable), or with `fused` in one dK/dV kernel that
+// also adds dQ's parts atomically (below). With P = exp(scale * Q K^T - LSE) (the
 // probabilities, masked entries 0), D = rowsum(dO * O) and
 // dS = P * (dO V^T - D):
 //   dQ = scale * dS K,   dK = scale * dS^T Q,   dV = P^T dO.
@@ -32,6 +33,14 @@
 // Kernel 3, with a split only: dK and dV as the sum of the parts, added in
 // order.
 //
+// Fused (config `fused`, not a default nor tuned: not bitwise repeatable,
+// and slower so far): a first kernel writes the workspace's LSE and D and
+// zeroes f32 sums of dQ; the dK/dV kernel stores each step's dS^T into a
+// ring (tile.store_ring), and once every consumer's is in, adds its columns
+// of dS K into the sums (tile.store {add}); a last kernel writes dQ =
+// scale * sums. Only where dQ's part fits in the registers beside dK's and
+// dV's (head dim 64 with one consumer).
+//
 // Masks: the dQ kernel masks as the forward does (keys past the sequence,
 // the causal diagonal); the dK/dV kernel masks the causal diagonal only:
 // queries past the sequence have LSE = +inf in the workspace (P = 0), and
@@ -42,7 +51,7 @@
 // kernel), stages (of every ring), overlap (within a warpgroup: a step's two
 // score products are started together and the first one's exponentials run
 // while the second is in flight; dV's and dK's products run together while
-// nothing waits between them).
+// nothing waits between them), fused (above).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/EmbeddedSources.h"
@@ -188,15 +197,20 @@ public:
     // to 184 bytes and ptxas serialized every product (C7512).
     int64_t dqRegs = p.d / 2 + s.bn + s.bn / 4;
     int64_t dkvRegs = p.d + s.kvBm + 3 * s.kvBm / 4 + (s.fused ? s.kvBm * s.dqCols(p.d) / 128 : 0);
-    if (dqRegs > 224)
+    // (Fused builds no dQ kernel: bn is not used.)
+    if (!s.fused && dqRegs > 224)
       return configError("a dQ consumer thread would hold " + llvm::Twine(dqRegs) +
                          " registers of dQ, S, dP and dS (at most 224 of its 240): use a "
                          "smaller bn");
-    if (s.fused && (s.dqCols(p.d) % 64 != 0 || s.kvBm != 64))
-      return configError("fused needs kv_bm = 64 (got " + llvm::Twine(s.kvBm) +
-                         ") and whole panels of dQ's columns for each consumer (d / consumers = " +
+    if (s.fused && s.kvBm != 64)
+      return configError("fused needs kv_bm = 64 (a step's queries are one warpgroup's rows of "
+                         "dQ's product), got " +
+                         llvm::Twine(s.kvBm));
+    if (s.fused && s.dqCols(p.d) % 64 != 0)
+      return configError("fused needs whole panels of dQ's columns for each consumer: d / "
+                         "consumers = " +
                          llvm::Twine(p.d) + " / " + llvm::Twine(s.consumers) +
-                         " must be a multiple of 64)");
+                         " is not a multiple of 64");
     int64_t dkvLimit = s.consumers == 2 ? 240 : 232;
     if (dkvRegs > dkvLimit)
       return configError(
@@ -206,7 +220,7 @@ public:
           " consumers): " +
           (s.fused ? "fused fits at head dim 64 with one consumer" : "use a smaller kv_bm"));
     int64_t e = dtypeBytes(p.dt), limit = p.target.maxSharedBytesPerBlock();
-    for (int64_t smem : {s.dqSmem(p.d, e), s.dkvSmem(p.d, e)})
+    for (int64_t smem : {s.fused ? 0 : s.dqSmem(p.d, e), s.dkvSmem(p.d, e)})
       if (smem > limit)
         return configError("consumers, bn, kv_bm and stages need " + llvm::Twine(smem) +
                            " bytes of shared memory; " + llvm::Twine(p.target.archName()) +
@@ -704,6 +718,16 @@ private:
           Value dst = arith::MulFOp::create(
               b, loc, pt,
               arith::SubFOp::create(b, loc, dpt, tt::BroadcastOp::create(b, loc, sType, dCol)));
+          if (s.fused) {
+            // Keys past the sequence (TMA's zeros) have S = 0, so P =
+            // exp2(-LSE), which overflows where a row's LSE is very
+            // negative: their dS must not reach dQ's product (inf * 0).
+            Value keys = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
+                                               splat(iType, toI32(key0)));
+            Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, keys,
+                                                 splat(iType, toI32(skV)));
+            dst = arith::SelectOp::create(b, loc, inside, dst, zeroS);
+          }
           Value ds16 = arith::TruncFOp::create(b, loc, pType, dst);
           // Fused: dS^T into this consumer's rows of a stage (before dK's
           // product reads its registers).

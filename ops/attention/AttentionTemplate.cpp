@@ -73,8 +73,11 @@ struct Shape {
         byHead(c.has("raster") && c.get("raster") != 0),
         pingpong(c.has("pingpong") && c.get("pingpong") != 0),
         persistent(c.has("persistent") && c.get("persistent") != 0) {
-    if (persistent && (qStages = 2, smemBytes(d, elemBytes) > smemLimit))
-      qStages = 1;
+    if (persistent) {
+      qStages = 2;
+      if (smemBytes(d, elemBytes) > smemLimit)
+        qStages = 1;
+    }
   }
   /// Shared memory of the Q tiles, the K and V rings and the barriers, with
   /// the alignment slack.
@@ -277,8 +280,9 @@ private:
     // With a persistent grid, a Q stage is refilled once every consumer is
     // done with it.
     Value qEmpty =
-        s.persistent ? tt::AllocBarriersOp::create(b, loc, qBarsType, s.consumers, nullptr).getResult()
-                     : Value();
+        s.persistent
+            ? tt::AllocBarriersOp::create(b, loc, qBarsType, s.consumers, nullptr).getResult()
+            : Value();
     Value kFull = tt::AllocBarriersOp::create(b, loc, barsType, 1, nullptr);
     Value vFull = tt::AllocBarriersOp::create(b, loc, barsType, 1, nullptr);
     // A stage's K and V are released apart: K once S is computed, V once
@@ -328,8 +332,9 @@ private:
     // The program's tiles: its own, or with a persistent grid one of each
     // round of `programs` tiles, in a snake order (program p takes tile p of
     // even rounds and programs - 1 - p of odd ones), so that under a causal
-    // mask, where the tiles get shorter round by round, a program that had
-    // a long tile gets a short one next. `body(tile, ti, r0)` handles the
+    // mask with raster 0, where the tiles get shorter round by round, a
+    // program that had a long tile gets a short one next. (With raster 1
+    // the lengths repeat every mTiles tiles within a round.) `body(tile, ti, r0)` handles the
     // program's tile number ti whose key tiles take the rings' steps from r0
     // on, and returns the step after its last.
     Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
@@ -341,8 +346,8 @@ private:
       Value programs = tt::NumProgramsOp::create(b, loc, tt::Dim::x);
       Value mirror = km.sub(km.sub(programs, km.cst(1)), pid);
       auto inRound = [&](Value round) {
-        Value odd = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, km.remu(round, 2),
-                                          km.cst(0));
+        Value odd =
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, km.remu(round, 2), km.cst(0));
         return arith::SelectOp::create(b, loc, odd, mirror, pid).getResult();
       };
       // Whole rounds, and the last one's tile where the program has one.
@@ -490,8 +495,8 @@ private:
           SmallVector<Value> init = {mInit, lInit, accInit, r0};
           SmallVector<Value> c = km.loop(km.cst(0), t.whole, init,
                                          [&](Value j, ValueRange c) { return step(j, c, false); });
-          last =
-              km.loop(t.whole, t.kvTiles, c, [&](Value j, ValueRange c) { return step(j, c, true); });
+          last = km.loop(t.whole, t.kvTiles, c,
+                         [&](Value j, ValueRange c) { return step(j, c, true); });
         } else {
           // FlashAttention-3's overlap within a warpgroup. Step j holds P of
           // tile j and O rescaled for it: it starts Q K^T of tile j + 1 and
@@ -508,8 +513,8 @@ private:
             takeTurn(itNext);
             Value sNext = scores(stageNext, roundNext, /*async=*/true);
             tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
-            Value pv = tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, km.cst(0), c[2],
-                                            true, /*async=*/true);
+            Value pv = tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, km.cst(0), c[2], true,
+                                            /*async=*/true);
             passTurn();
             sNext = tt::DotWaitOp::create(b, loc, ValueRange{sNext}, 1).getResult(0);
             tt::BarrierArriveOp::create(b, loc, kEmpty, stageNext);
@@ -558,8 +563,7 @@ private:
             arith::MulFOp::create(b, loc, acc, tt::BroadcastOp::create(b, loc, accType, inv));
         Value row0 = km.add(t.q0, myRows);
         if (bshd)
-          tt::StoreOp::create(b, loc, out, o,
-                              ValueRange{t.seq, row0, km.mul(t.head, km.cst(p.d))});
+          tt::StoreOp::create(b, loc, out, o, ValueRange{t.seq, row0, km.mul(t.head, km.cst(p.d))});
         else
           tt::StoreOp::create(b, loc, out, o, ValueRange{t.bh, row0, km.cst(0)});
         Value lseRow = arith::MulFOp::create(

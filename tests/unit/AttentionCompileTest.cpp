@@ -162,8 +162,12 @@ TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
   // two consumers it did not: spills, and ptxas serialized the products).
   const KernelTemplate &t = getTemplate(attention::backwardOp());
   for (auto [d, cfg, what] :
-       {std::tuple{64, "bn=128 consumers=2 fused=1 kv_bm=64 stages=2", "fused needs kv_bm = 64"},
-        std::tuple{128, "bn=128 consumers=2 fused=1 kv_bm=32 stages=2", "fused needs kv_bm = 64"},
+       {std::tuple{64, "bn=128 consumers=2 fused=1 kv_bm=64 stages=2",
+                   "fused needs whole panels of dQ's columns for each consumer: d / consumers = "
+                   "64 / 2 is not a multiple of 64"},
+        std::tuple{128, "bn=128 consumers=2 fused=1 kv_bm=32 stages=2",
+                   "fused needs kv_bm = 64 (a step's queries are one warpgroup's rows of dQ's "
+                   "product), got 32"},
         std::tuple{128, "bn=128 consumers=2 fused=1 kv_bm=64 stages=2",
                    "272 registers of dK, dV, S^T, dP^T and P^T and dQ's part (at most 240 with 2 "
                    "consumers): fused fits at head dim 64 with one consumer"}}) {

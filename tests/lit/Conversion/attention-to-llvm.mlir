@@ -36,13 +36,15 @@
 // CHECK: st.global.v2.f32 [$0+224], {$1, $2};
 
 // A tile into a ring stage: a warp's 16 x 16 blocks by stmatrix.x4 at the
-// swizzled places (chunk xor row % 8), then the proxy fence before a product
-// reads the stage; the f32 result added into memory two columns at a time.
+// swizzled places (chunk xor row % 8), then the proxy fence and the
+// warpgroup's barrier before a product reads the stage; the f32 result
+// added into memory two columns at a time.
 // CHECK-LABEL: llvm.func @scores_gradient
 // CHECK: llvm.xor
 // CHECK: nvvm.stmatrix %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {eltType = #nvvm.ld_st_matrix_elt_type<b16>, layout = #nvvm.mma_layout<row>, shape = #nvvm.ld_st_matrix_shape<m = 8, n = 8>}
 // CHECK-COUNT-3: nvvm.stmatrix
 // CHECK-NOT: nvvm.stmatrix
 // CHECK: "fence.proxy.async.shared::cta;"
+// CHECK: "bar.sync $0, 128;"
 // CHECK: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // CHECK: red.global.add.v2.f32 [$0+0], {$1, $2};

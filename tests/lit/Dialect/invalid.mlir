@@ -928,7 +928,7 @@ tile.kernel @store_ring_shape(%d: memref<?x128xf32>) attributes {block_threads =
   %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 128, bf16>
   %z = arith.constant 0.0 : bf16
   %t = tile.splat %z : bf16 -> tensor<64x64xbf16, #tile.wgmma>
-  // expected-error @+1 {{'tile.store_ring' op a 64x64 tile does not fill whole rows of a stage of 64x128}}
+  // expected-error @+1 {{'tile.store_ring' op a 64x64 tile does not fit whole rows of a stage of 64x128}}
   tile.store_ring %t, %r[%c0, %c0] : tensor<64x64xbf16, #tile.wgmma>, !tile.ring<stages = 2, rows = 64, cols = 128, bf16>
   tile.return
 }
@@ -941,5 +941,16 @@ tile.kernel @store_add_type(%d: memref<?x64xbf16>) attributes {block_threads = 1
   %t = tile.splat %z : f32 -> tensor<64x64xf32, #tile.wgmma>
   // expected-error @+1 {{'tile.store' op adds f32 tiles into f32 memory only, got 'f32' into 'bf16'}}
   tile.store %t, %d[%c0, %c0] {add} : tensor<64x64xf32, #tile.wgmma>, memref<?x64xbf16>
+  tile.return
+}
+
+// -----
+
+tile.kernel @store_add_streaming(%d: memref<?x64xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %z = arith.constant 0.0 : f32
+  %t = tile.splat %z : f32 -> tensor<64x64xf32, #tile.wgmma>
+  // expected-error @+1 {{'tile.store' op takes `add` or `streaming`, not both}}
+  tile.store %t, %d[%c0, %c0] {add, streaming} : tensor<64x64xf32, #tile.wgmma>, memref<?x64xf32>
   tile.return
 }
