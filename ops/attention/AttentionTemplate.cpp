@@ -193,6 +193,11 @@ public:
     if (s.overlap && p.d > 128)
       return configError("overlap needs d <= 128 (d = " + llvm::Twine(p.d) +
                          " leaves too few registers: it would spill)");
+    // Seen to spill (60-68 bytes at d = 64 and 128), where 2 stages or
+    // ping-pong did not.
+    if (s.persistent && s.overlap && !s.pingpong && s.stages > 2)
+      return configError("persistent with overlap but no ping-pong takes at most 2 stages (" +
+                         llvm::Twine(s.stages) + " spilled)");
     // The limits are where ptxas began to spill (d = 128: bn = 144 with
     // overlap spilled 12 bytes, bn = 128 none).
     int64_t regs = p.d / 2 + 3 * s.bn / 4 + (s.overlap ? s.bn / 4 : 0);

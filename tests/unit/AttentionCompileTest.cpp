@@ -185,6 +185,22 @@ TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
   }
 }
 
+TEST(AttentionCompile, PersistentRefusesWhatSpilled) {
+  const KernelTemplate &t = getTemplate(attention::forwardOp());
+  auto err = t.checkConfig(params(64, true), *TileConfig::parse("bm=128 bn=128 consumers=2 "
+                                                                "overlap=1 persistent=1 stages=3"));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err))
+                .find("persistent with overlap but no ping-pong takes at "
+                      "most 2 stages (3 spilled)"),
+            std::string::npos);
+  // Every config of the tuning space is one the rules accept.
+  for (int64_t d : {64, 128, 256})
+    for (const TileConfig &c : t.configSpace(params(d, true)))
+      if (llvm::Error e = t.checkConfig(params(d, true), c))
+        ADD_FAILURE() << c.canonical() << ": " << llvm::toString(std::move(e));
+}
+
 TEST(AttentionCompile, BackwardErrorsNameWhatWasWrong) {
   const KernelTemplate &t = getTemplate(attention::backwardOp());
   auto err = t.checkConfig(backward(256, true), t.defaultConfig(backward(128, true)));
