@@ -213,9 +213,7 @@ struct Gradients {
                               {&dQ, nq * e},
                               {&dK, nk * e},
                               {&dV, nk * e},
-                              // Room for a fused config's dQ sums: the
-                              // buffers are made before the config is known.
-                              {&ws, size_t(attention::backwardWorkspaceBytes(c, true))}})
+                              {&ws, size_t(attention::backwardWorkspaceBytes(c))}})
       if (auto err = allocate(*buf, bytes))
         return err;
     if (auto err = dO.upload(dout))
@@ -224,6 +222,18 @@ struct Gradients {
     c.dQ = dQ.ptr();
     c.dK = dK.ptr();
     c.dV = dV.ptr();
+    c.workspace = ws.ptr();
+    return llvm::Error::success();
+  }
+
+  /// The workspace made large enough for `kernel` (a fused config's holds
+  /// dQ's sums too; made only when one is measured).
+  llvm::Error fit(attention::BackwardCall &c, const LoadedKernel &kernel) {
+    size_t bytes = size_t(attention::backwardWorkspaceBytes(c, attention::fusedBackward(kernel)));
+    if (ws.bytes() >= bytes)
+      return llvm::Error::success();
+    if (auto err = allocate(ws, bytes))
+      return err;
     c.workspace = ws.ptr();
     return llvm::Error::success();
   }
@@ -335,7 +345,11 @@ public:
     return llvm::Error::success();
   }
 
-  llvm::Error bind(const LoadedKernel &) override { return llvm::Error::success(); }
+  llvm::Error bind(const LoadedKernel &kernel) override {
+    if (auto err = checkedGrads_.fit(check_, kernel))
+      return err;
+    return timedGrads_.fit(full_, kernel);
+  }
 
   llvm::Error run(const LoadedKernel &kernel, CUstream stream, bool check) override {
     return attention::launchBackward(kernel, check ? check_ : full_, stream);
