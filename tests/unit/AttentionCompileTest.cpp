@@ -185,6 +185,27 @@ TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
   }
 }
 
+TEST(AttentionCompile, PersistentGridIsTheTilesCappedAtLaunch) {
+  // Symbols: sq, the batch (LSE's first size), the cap (the last argument).
+  attention::Params p = params(128, true); // b 2, hq 8, sq 4096: 32 tiles of 128 rows
+  for (const char *cfg : {"bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 stages=2",
+                          "bm=128 bn=128 consumers=2 overlap=1 pingpong=1 stages=2"}) {
+    SCOPED_TRACE(cfg);
+    auto k = compileKernel(p.spec(), *TileConfig::parse(cfg));
+    ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+    const GridRule &g = k->entries.front().grid[0];
+    ASSERT_EQ(g.symbols.size(), 3u);
+    EXPECT_EQ(g.symbols[0], std::make_pair(6, -1));
+    EXPECT_EQ(g.symbols[1], std::make_pair(4, 0));
+    EXPECT_EQ(g.symbols[2], std::make_pair(8, -1));
+    bool persistent = std::string(cfg).find("persistent") != std::string::npos;
+    for (int64_t cap : {1, 132, 1000}) {
+      int64_t values[] = {4096, 2, cap};
+      EXPECT_EQ(g.evaluate(values, 3), persistent ? std::min<int64_t>(cap, 512) : 512) << cap;
+    }
+  }
+}
+
 TEST(AttentionCompile, PersistentRefusesWhatSpilled) {
   const KernelTemplate &t = getTemplate(attention::forwardOp());
   auto err = t.checkConfig(params(64, true), *TileConfig::parse("bm=128 bn=128 consumers=2 "
