@@ -10,7 +10,7 @@
 // is 1, a loop of 16-bit loads and stores instead. tile.async_commit /
 // async_wait -> cp.async.commit_group / wait_group; tile.block_barrier ->
 // bar.sync 0; tile.warpgroup_id -> tid.x / 128; tile.store_ring ->
-// stmatrix at the swizzled places, then a proxy fence.
+// stmatrix at the swizzled places, a proxy fence, the warpgroup's barrier.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/conversion/TileToLLVM.h"
@@ -175,7 +175,7 @@ struct AsyncCopyOpLowering : ConvertOpToLLVMPattern<AsyncCopyOp> {
 /// of the block, whose fragments are the #tile.wgmma elements at those
 /// offsets; lanes 8 m to 8 m + 7 give the swizzled addresses of matrix m's
 /// rows. Then fence.proxy.async.shared::cta (generic-proxy writes a wgmma
-/// may read).
+/// may read) and a barrier of the warpgroup.
 struct StoreRingOpLowering : ConvertOpToLLVMPattern<StoreRingOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
 

@@ -4,8 +4,8 @@
 // forward's LSE, on sm_90a, in kernels that each own what they write (no
 // atomics; what is reduced across programs is added in a fixed order: the
 // results are bitwise repeatable), or with `fused` in one dK/dV kernel that
-// also adds dQ's parts atomically (below). With P = exp(scale * Q K^T - LSE) (the
-// probabilities, masked entries 0), D = rowsum(dO * O) and
+// also adds dQ's parts atomically (below). With P = exp(scale * Q K^T -
+// LSE) (the probabilities, masked entries 0), D = rowsum(dO * O) and
 // dS = P * (dO V^T - D):
 //   dQ = scale * dS K,   dK = scale * dS^T Q,   dV = P^T dO.
 //
