@@ -477,7 +477,8 @@ llvm::Expected<ImportReport> Client::importStore(const std::string &image) {
     // A refused write means the server has answered already (a refusal):
     // Finish says what it was.
     wire::writeImageChunks<v1::ImportChunk>(
-        image, digest, options_.chunkBytes, [&](const v1::ImportChunk &c) { return writer->Write(c); });
+        image, digest, options_.chunkBytes,
+        [&](const v1::ImportChunk &c) { return writer->Write(c); });
     writer->WritesDone();
     return writer->Finish();
   });

@@ -279,7 +279,8 @@ ImageAssembler::add(int64_t totalBytes, const std::string &sha256, const std::st
                                " (only the first chunk may be empty)"};
   }
   if (int64_t(image_.size() + data.size()) > total_)
-    return Problem{"data", "more than the " + std::to_string(total_) + " bytes total_bytes declared"};
+    return Problem{"data",
+                   "more than the " + std::to_string(total_) + " bytes total_bytes declared"};
   image_ += data;
   ++chunks_;
   return std::nullopt;

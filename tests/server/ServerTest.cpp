@@ -1246,7 +1246,8 @@ TEST(Wire, ImageChunksRoundTripAndEachIsChecked) {
             "data: empty in chunk 1 (only the first chunk may be empty)");
   EXPECT_EQ(problem({{10, d10, "01234"}, {0, "", "567890"}}),
             "data: more than the 10 bytes total_bytes declared");
-  EXPECT_EQ(problem({{10, d10, "01234"}}), "data: 5 bytes arrived, not the 10 total_bytes declared");
+  EXPECT_EQ(problem({{10, d10, "01234"}}),
+            "data: 5 bytes arrived, not the 10 total_bytes declared");
   EXPECT_EQ(problem({{10, d10, "01234"}, {0, "", "56788"}}),
             "sha256: the bytes that arrived do not have the declared digest");
 }
