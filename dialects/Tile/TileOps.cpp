@@ -256,6 +256,10 @@ LogicalResult StoreOp::verify() {
 
 void StoreOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>> &effects) {
+  // An add reads what it adds to.
+  if (getAdd())
+    effects.emplace_back(MemoryEffects::Read::get(), &getDestMutable(),
+                         SideEffects::DefaultResource::get());
   effects.emplace_back(MemoryEffects::Write::get(), &getDestMutable(),
                        SideEffects::DefaultResource::get());
 }

@@ -258,29 +258,33 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
   float scale = scaleOf(c);
   KernelArg ws = KernelArg::view(c.workspace, {2, c.b * c.hq, workspaceRows(c)});
   KernelArg scaleLog2 = KernelArg::f32(float(double(scale) * M_LOG2E));
-  KernelArg first[] = {KernelArg::tensorMap(maps[0]),
-                       KernelArg::tensorMap(maps[1]),
-                       KernelArg::tensorMap(maps[2]),
-                       KernelArg::tensorMap(maps[3]),
-                       rowsView(c, c.o, c.sq, c.hq),
-                       rowsView(c, c.dO, c.sq, c.hq),
-                       KernelArg::view(c.lse, {c.b, c.hq, c.sq}),
-                       rowsView(c, c.dQ, c.sq, c.hq),
-                       ws,
-                       scaleLog2,
-                       KernelArg::f32(scale),
-                       KernelArg::index(c.sq),
-                       KernelArg::index(c.sk)};
   KernelArg dqSums = w.dqSums(c);
-  KernelArg pre[] = {rowsView(c, c.o, c.sq, c.hq),
-                     rowsView(c, c.dO, c.sq, c.hq),
-                     KernelArg::view(c.lse, {c.b, c.hq, c.sq}),
-                     ws,
-                     dqSums,
-                     KernelArg::index(c.sq)};
+  // Kernel 0: dQ (with the workspace's LSE and D), or fused the workspace's
+  // kernel alone.
+  auto launchFirst = [&]() -> llvm::Error {
+    KernelArg o = rowsView(c, c.o, c.sq, c.hq), dO = rowsView(c, c.dO, c.sq, c.hq);
+    KernelArg lse = KernelArg::view(c.lse, {c.b, c.hq, c.sq});
+    if (fused) {
+      KernelArg pre[] = {o, dO, lse, ws, dqSums, KernelArg::index(c.sq)};
+      return kernel.launch(0, pre, std::size(pre), stream);
+    }
+    KernelArg first[] = {KernelArg::tensorMap(maps[0]),
+                         KernelArg::tensorMap(maps[1]),
+                         KernelArg::tensorMap(maps[2]),
+                         KernelArg::tensorMap(maps[3]),
+                         o,
+                         dO,
+                         lse,
+                         rowsView(c, c.dQ, c.sq, c.hq),
+                         ws,
+                         scaleLog2,
+                         KernelArg::f32(scale),
+                         KernelArg::index(c.sq),
+                         KernelArg::index(c.sk)};
+    return kernel.launch(0, first, std::size(first), stream);
+  };
   if (c.only != 1)
-    if (auto err = fused ? kernel.launch(0, pre, std::size(pre), stream)
-                         : kernel.launch(0, first, std::size(first), stream))
+    if (auto err = launchFirst())
       return err;
   if (c.only == 0)
     return llvm::Error::success();

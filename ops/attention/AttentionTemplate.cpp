@@ -339,9 +339,10 @@ private:
     // even rounds and programs - 1 - p of odd ones), so that under a causal
     // mask with raster 0, where the tiles get shorter round by round, a
     // program that had a long tile gets a short one next. (With raster 1
-    // the lengths repeat every mTiles tiles within a round.) `body(tile, ti, r0)` handles the
-    // program's tile number ti whose key tiles take the rings' steps from r0
-    // on, and returns the step after its last.
+    // the lengths repeat every mTiles tiles within a round.)
+    // `body(tile, ti, r0)` handles the program's tile number ti whose key
+    // tiles take the rings' steps from r0 on, and returns the step after
+    // its last.
     Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
     auto forEachTile = [&](auto body) {
       if (!s.persistent) {
@@ -557,7 +558,7 @@ private:
           tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
           last = {c[0], c[1], acc, km.add(c[4], km.cst(1))};
         }
-        // Q's stage is free for the tile after next.
+        // Q's stage may be refilled (for the tile that takes it next).
         if (s.persistent)
           tt::BarrierArriveOp::create(b, loc, qEmpty, qStage);
 
