@@ -212,9 +212,12 @@ int main(int argc, char **argv) {
     size_t bStart = 12345, biasStart = 777;
     fillFromPool(a, aN, 0);
     fillFromPool(b, bN, bStart);
-    DeviceBuffer bias = must(DeviceBuffer::allocate(size_t(c.n) * 2));
-    fillFromPool(bias, size_t(c.n), biasStart);
-    call.bias = bias.ptr();
+    DeviceBuffer bias;
+    if (withBias) {
+      bias = must(DeviceBuffer::allocate(size_t(c.n) * 2));
+      fillFromPool(bias, size_t(c.n), biasStart);
+      call.bias = bias.ptr();
+    }
     must(dd.fill(0xFF, s));
     call.a = a.ptr();
     call.b = b.ptr();

@@ -24,6 +24,8 @@
 #include "service/Wire.h"
 #include "tilejit.grpc.pb.h"
 
+#include "llvm/ADT/ScopeExit.h"
+
 namespace tilejit {
 
 namespace {
@@ -600,11 +602,9 @@ public:
     if (auto s = authorize(*ctx, "Import"); !s.ok())
       return s;
     // Each import buffers its image: at most maxConcurrentImports at once.
-    struct Slot {
-      std::atomic<int> &n;
-      ~Slot() { n.fetch_sub(1); }
-    } slot{importsInFlight_};
-    if (int before = importsInFlight_.fetch_add(1); before >= options_.maxConcurrentImports)
+    int before = importsInFlight_.fetch_add(1);
+    llvm::scope_exit release([&] { importsInFlight_.fetch_sub(1); });
+    if (before >= options_.maxConcurrentImports)
       return Status(StatusCode::RESOURCE_EXHAUSTED,
                     std::to_string(before) + " imports are in progress (this server takes " +
                         std::to_string(options_.maxConcurrentImports) +

@@ -138,6 +138,8 @@ public:
             for (int64_t bn : {128, 176, 64, 192, 96})
               for (int64_t stages : {2, 3})
                 for (bool persistent : {true, false}) {
+                  if (pingpong && (!overlap || consumers != 2))
+                    continue; // refused (it needs both)
                   TileConfig c = make(consumers, bn, stages, overlap, raster, pingpong, persistent);
                   if (llvm::Error err = checkConfig(ks, c))
                     llvm::consumeError(std::move(err));

@@ -28,9 +28,22 @@ WHY_HOPPER = WHY or ("" if HOPPER else "the attention kernel runs on sm_90 (Hopp
 
 
 class CInterface(unittest.TestCase):
+    def test_a_library_of_another_version_is_refused(self):
+        _lib.lib()
+        loaded, written = _lib._lib, _lib.ABI_VERSION
+        try:
+            _lib._lib, _lib.ABI_VERSION = None, "0.0.0"
+            with self.assertRaisesRegex(_lib.TilejitError,
+                                        r"is libtilejit \S+; this package is written for 0\.0\.0"):
+                _lib.lib()
+        finally:
+            _lib._lib, _lib.ABI_VERSION = loaded, written
+
     def test_version_and_errors_name_the_argument(self):
         lib = _lib.lib()
-        self.assertEqual(tilejit.version(), _lib.ABI_VERSION)
+        # The library is the package's version (pyproject.toml).
+        meta = open(os.path.join(os.path.dirname(__file__), "..", "pyproject.toml")).read()
+        self.assertIn(f'version = "{tilejit.version()}"', meta)
         import ctypes
         self.assertEqual(lib.tj_engine_create(0, None), 1)
         self.assertIn("out is null", lib.tj_last_error().decode())

@@ -224,7 +224,10 @@ def _mm_check(op, a, b, c=None):
 def _bias_check(op, a, b, bias):
     """A bias the GEMM adds itself: n elements of a's dtype, contiguous, on a's
     device."""
-    if bias is None:
+    # The common case in one test; the names of what is wrong after.
+    if bias is None or (bias.is_cuda and bias.get_device() == a.get_device() and
+                        bias.dim() == 1 and bias.shape[0] == b.shape[1] and
+                        bias.dtype is a.dtype and bias.is_contiguous()):
         return
     if not bias.is_cuda or bias.get_device() != a.get_device():
         raise ValueError(f"tilejit.{op}: bias is on {bias.device}, a on {a.device}")

@@ -207,7 +207,7 @@ int run(const std::string &verb, const CacheArgs &a) {
     return usageError("--older-than '" + a.olderThan + "' is not an age like 30d, 12h, 45m or 90s");
   if (a.trustBinaries && a.noBinaries)
     return usageError("--trust-binaries and --no-binaries do not combine");
-  std::string path = a.db.empty() ? defaultCachePath() : a.db;
+  std::string path = settings::storePath(a.db);
   std::unique_ptr<Store> opened;
   if (readsOnly(verb)) {
     auto store = Store::openForReading(path);

@@ -32,8 +32,4 @@ int noGpu(const std::string &msg);
 /// reading JSON reads the error too.
 void setJsonErrors(bool on);
 
-/// The tuning cache location: --db, else $TILEJIT_CACHE_DIR/tilejit.db, else
-/// $XDG_CACHE_HOME/tilejit/tilejit.db, else ~/.cache/tilejit/tilejit.db.
-std::string defaultCachePath();
-
 } // namespace tilejit::cli

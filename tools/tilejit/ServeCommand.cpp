@@ -1,6 +1,8 @@
 //===- ServeCommand.cpp - `tilejit serve`: the shared tuning-cache server ---===//
 #include "tools/tilejit/Commands.h"
 
+#include "core/Settings.h"
+
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -38,7 +40,7 @@ int serve(const ServeArgs &a) {
   if (a.graceSeconds < 0 || a.drainSeconds < 0)
     return usageError("--drain-grace and --drain-timeout must be >= 0");
   ServerOptions o;
-  o.dbPath = a.db.empty() ? defaultCachePath() : a.db;
+  o.dbPath = settings::storePath(a.db);
   if (!a.tokenFile.empty()) {
     auto text = readFlagFile("--token-file", a.tokenFile);
     if (!text)

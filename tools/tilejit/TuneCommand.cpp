@@ -1,6 +1,8 @@
 //===- TuneCommand.cpp - `tilejit tune` and `tilejit explain` ---------------===//
 #include "tools/tilejit/Commands.h"
 
+#include "core/Settings.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -39,7 +41,7 @@ struct TuneArgs {
 /// The store `tune` writes to (made when missing), or the one `explain`
 /// reads (opened read-only: null when there is none).
 llvm::Expected<std::unique_ptr<Store>> openStore(const std::string &path, bool forReading) {
-  std::string file = path.empty() ? defaultCachePath() : path;
+  std::string file = settings::storePath(path);
   if (forReading)
     return Store::openForReading(file);
   std::string notice;

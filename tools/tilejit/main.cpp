@@ -31,8 +31,6 @@ int fail(const std::string &msg) { return reportError(msg, 1); }
 int usageError(const std::string &msg) { return reportError(msg, 2); }
 int noGpu(const std::string &msg) { return reportError(msg, 3); }
 
-std::string defaultCachePath() { return settings::storePath(); }
-
 } // namespace tilejit::cli
 
 namespace {
