@@ -220,11 +220,8 @@ struct StoreRingOpLowering : ConvertOpToLLVMPattern<StoreRingOp> {
       }
     e.asmOp({}, {}, "fence.proxy.async.shared::cta;", "", /*sideEffects=*/true);
     // Every warp of the warpgroup has written (and fenced) before any goes
-    // on (to arrive on a barrier, whose arrival is one thread's): named
-    // barrier 1 + the warpgroup's index, its 128 threads.
-    Value id =
-        LLVM::TruncOp::create(rw, e.loc, e.i32(), e.add(e.udiv(e.threadId(), 128), e.i64(1)));
-    e.asmOp({}, {id}, "bar.sync $0, 128;", "r", /*sideEffects=*/true);
+    // on (to arrive on a barrier, or copy the stage out, one thread's work).
+    e.warpgroupBarrier();
     rw.eraseOp(op);
     return success();
   }

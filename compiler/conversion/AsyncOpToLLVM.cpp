@@ -5,6 +5,8 @@
 // barrier); tile.barrier_wait -> a parity wait loop; tile.barrier_arrive ->
 // mbarrier.arrive by the first thread of the group; tile.tma_load ->
 // mbarrier.arrive.expect_tx and one cp.async.bulk.tensor per 128-byte panel;
+// tile.tma_store / tma_store_wait -> the warpgroup leader's bulk copies out
+// of a stage, its commit and wait, and a barrier of the warpgroup;
 // tile.warp_specialize -> a branch on the warpgroup index, setmaxnreg in each
 // branch, the producer's region on one thread, the consumers' with their
 // index.
@@ -137,6 +139,69 @@ struct TmaLoadOpLowering : ConvertOpToLLVMPattern<TmaLoadOp> {
   }
 };
 
+/// Runs `body` on the first thread of the calling warpgroup only (a branch
+/// around it for the others).
+template <typename Fn> void onWarpgroupLeader(ConversionPatternRewriter &rw, Emitter &e, Fn body) {
+  Block *before = rw.getInsertionBlock();
+  Block *after = rw.splitBlock(before, rw.getInsertionPoint());
+  Block *leader = rw.createBlock(after);
+  rw.setInsertionPointToEnd(before);
+  LLVM::CondBrOp::create(rw, e.loc, e.isZero(e.urem(e.threadId(), 128)), leader, ValueRange{},
+                         after, ValueRange{});
+  rw.setInsertionPointToStart(leader);
+  body();
+  LLVM::BrOp::create(rw, e.loc, ValueRange{}, after);
+  rw.setInsertionPointToStart(after);
+}
+
+/// tile.tma_store: the warpgroup's first thread starts one
+/// cp.async.bulk.tensor (shared::cta -> global) per panel of the stage and
+/// commits them as one bulk group.
+struct TmaStoreOpLowering : ConvertOpToLLVMPattern<TmaStoreOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(TmaStoreOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    RingType ring = op.getRing().getType();
+    Value slot =
+        e.offset(adaptor.getRing(), e.mul(adaptor.getStage(), e.i64(ring.getStageBytes())));
+    Value row = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getRow());
+    Value col = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getCol());
+    int64_t panels = ring.getCols() / ring.getPanelCols();
+    onWarpgroupLeader(rw, e, [&] {
+      for (int64_t p = 0; p < panels; ++p) {
+        Value src = e.offset(slot, e.i64(p * ring.getPanelBytes()));
+        Value c = p ? LLVM::AddOp::create(rw, e.loc, col, e.i32(int32_t(p * ring.getPanelCols())))
+                          .getResult()
+                    : col;
+        NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp::create(
+            rw, e.loc, adaptor.getMap(), src, ValueRange{c, row}, /*l2CacheHint=*/Value(),
+            NVVM::TMAStoreMode::TILE, /*predicate=*/Value());
+      }
+      NVVM::CpAsyncBulkCommitGroupOp::create(rw, e.loc);
+    });
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
+/// tile.tma_store_wait: the first thread waits for its bulk groups
+/// (cp.async.bulk.wait_group[.read]), then the warpgroup meets.
+struct TmaStoreWaitOpLowering : ConvertOpToLLVMPattern<TmaStoreWaitOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(TmaStoreWaitOp op, OpAdaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    onWarpgroupLeader(rw, e, [&] {
+      NVVM::CpAsyncBulkWaitGroupOp::create(rw, e.loc, int32_t(op.getPending()),
+                                           op.getRead() ? rw.getUnitAttr() : UnitAttr());
+    });
+    e.warpgroupBarrier();
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
 /// Splits the block at the op: the warpgroup index picks the producer's
 /// branch (warpgroup 0, its first thread) or a consumer's (index - 1); both
 /// regions end by branching past the op.
@@ -205,7 +270,7 @@ void populateAsyncOpToLLVMPatterns(TileTypeConverter &converter, LoweringState &
                                    RewritePatternSet &patterns) {
   patterns.add<AllocRingOpLowering, AllocBarriersOpLowering>(converter, state);
   patterns.add<BarrierWaitOpLowering, BarrierArriveOpLowering, TmaLoadOpLowering,
-               WarpSpecializeOpLowering>(converter);
+               TmaStoreOpLowering, TmaStoreWaitOpLowering, WarpSpecializeOpLowering>(converter);
 }
 
 } // namespace tilejit

@@ -3,7 +3,8 @@
 // Tiles are vectors of the thread's elements, so MLIR's own arith and math
 // conversions lower elementwise tile arithmetic and casts as they do vector
 // arithmetic. What is left here: tile.splat and tile.broadcast (a vector of
-// copies; a dim = 0 slice is held as the tile's columns are), and the math
+// copies; a dim = 0 slice is held as the tile's columns are), tile.slice (a
+// vector of some of the source's elements), and the math
 // functions whose LLVM intrinsics NVPTX does not serve as CUDA does:
 // math.rsqrt is rsqrt.approx (CUDA's rsqrtf; LLVM's lowering would divide by
 // a square root), math.exp and math.exp2 are ex2.approx (NVPTX has no libcall
@@ -14,6 +15,7 @@
 #include "compiler/conversion/Utility.h"
 
 #include <cmath>
+#include <map>
 
 #include "mlir/Conversion/LLVMCommon/Pattern.h"
 #include "mlir/Transforms/DialectConversion.h"
@@ -31,6 +33,37 @@ struct SplatOpLowering : ConvertOpToLLVMPattern<SplatOp> {
                                 ConversionPatternRewriter &rw) const override {
     Emitter e{rw, op.getLoc()};
     rw.replaceOp(op, e.splat(getTypeConverter()->convertType(op.getType()), adaptor.getValue()));
+    return success();
+  }
+};
+
+/// tile.slice: the thread's elements of the part, picked out of the
+/// source's by their offsets (the part's element at offset (r, c) from the
+/// thread's first is the source's at (r, c) + offsets; the verifier keeps
+/// the offsets on the layout's period, so the thread's first elements match).
+struct SliceOpLowering : ConvertOpToLLVMPattern<SliceOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(SliceOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    RankedTensorType src = op.getSource().getType(), res = op.getType();
+    auto srcLayout = cast<LayoutAttrInterface>(src.getEncoding());
+    auto resLayout = cast<LayoutAttrInterface>(res.getEncoding());
+    std::map<std::pair<int64_t, int64_t>, int64_t> index;
+    for (int64_t i = 0, n = getElemsPerThread(src); i < n; ++i) {
+      SmallVector<int64_t> at = srcLayout.getElemOffset(src.getShape(), i);
+      index[{at[0], at[1]}] = i;
+    }
+    ArrayRef<int64_t> off = op.getOffsets();
+    Emitter e{rw, op.getLoc()};
+    SmallVector<Value> elems;
+    for (int64_t i = 0, n = getElemsPerThread(res); i < n; ++i) {
+      SmallVector<int64_t> at = resLayout.getElemOffset(res.getShape(), i);
+      auto it = index.find({at[0] + off[0], at[1] + off[1]});
+      if (it == index.end())
+        return rw.notifyMatchFailure(op, "an element of the part is not the thread's");
+      elems.push_back(e.extract(adaptor.getSource(), it->second));
+    }
+    rw.replaceOp(op, e.pack(getTypeConverter()->convertType(res), elems));
     return success();
   }
 };
@@ -146,7 +179,9 @@ template <typename OpTy> struct NvvmMathLowering : ConvertOpToLLVMPattern<OpTy> 
 
 void populateElementwiseOpToLLVMPatterns(TileTypeConverter &converter,
                                          RewritePatternSet &patterns) {
-  patterns.add<SplatOpLowering, BroadcastOpLowering, IotaOpLowering, ExtFOpLowering>(converter);
+  patterns
+      .add<SplatOpLowering, SliceOpLowering, BroadcastOpLowering, IotaOpLowering, ExtFOpLowering>(
+          converter);
   patterns.add<NvvmMathLowering<math::RsqrtOp>>(converter, "llvm.nvvm.rsqrt.approx.f", 1.0f);
   patterns.add<NvvmMathLowering<math::ExpOp>>(converter, "llvm.nvvm.ex2.approx.f32",
                                               float(M_LOG2E));

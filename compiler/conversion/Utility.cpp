@@ -151,6 +151,11 @@ void Emitter::waitParity(Value bar, Value parity) {
         "l,r", /*sideEffects=*/true);
 }
 
+void Emitter::warpgroupBarrier() {
+  Value id = LLVM::TruncOp::create(b, loc, i32(), add(udiv(threadId(), 128), i64(1)));
+  asmOp({}, {id}, "bar.sync $0, 128;", "r", /*sideEffects=*/true);
+}
+
 Operation *Emitter::asmOp(ArrayRef<Type> results, ValueRange operands, StringRef text,
                           StringRef constraints, bool sideEffects) {
   Type res;

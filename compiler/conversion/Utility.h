@@ -64,6 +64,9 @@ struct Emitter {
   /// (nvvm.mbarrier.try_wait.parity always passes one, which ptxas turns
   /// into a sleep in the retry loop).
   void waitParity(mlir::Value bar, mlir::Value parity);
+  /// The calling warpgroup's 128 threads meet: named barrier 1 + the
+  /// warpgroup's index (0 is the whole block's).
+  void warpgroupBarrier();
   /// One PTX instruction (or one instruction in a retry loop) as inline
   /// assembly. `results` empty: no result; one: that type; more: a struct.
   mlir::Operation *asmOp(llvm::ArrayRef<mlir::Type> results, mlir::ValueRange operands,

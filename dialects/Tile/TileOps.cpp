@@ -539,6 +539,63 @@ LogicalResult StoreRingOp::verify() {
   return success();
 }
 
+/// The consumer region of tile.warp_specialize that holds `op`, or an error.
+static LogicalResult verifyInConsumer(Operation *op) {
+  auto region = specializedRegion(op);
+  if (failed(region))
+    return failure();
+  auto ws = cast<WarpSpecializeOp>((*region)->getParentOp());
+  if (*region != &ws.getConsumer())
+    return op->emitOpError() << "must be in the consumer region of tile.warp_specialize";
+  return success();
+}
+
+LogicalResult TmaStoreOp::verify() {
+  if (failed(verifyInConsumer(*this)))
+    return failure();
+  TensorMapType map = getMap().getType();
+  RingType ring = getRing().getType();
+  if (map.getElementType() != ring.getElementType())
+    return emitOpError() << "copies a ring of " << ring.getElementType() << " into "
+                         << map.getElementType();
+  if (map.getRows() != ring.getRows() || map.getCols() != ring.getPanelCols())
+    return emitOpError() << "box of " << map.getRows() << " x " << map.getCols()
+                         << " does not match a panel of the ring's " << ring.getRows() << " x "
+                         << ring.getPanelCols();
+  if (map.getRank() != 2)
+    return emitOpError() << "stores through a tensor map of rank 2, got rank " << map.getRank();
+  return success();
+}
+
+LogicalResult TmaStoreWaitOp::verify() {
+  if (failed(verifyInConsumer(*this)))
+    return failure();
+  if (getPendingAttr().getInt() < 0)
+    return emitOpError() << "pending = " << getPendingAttr().getInt() << " is negative";
+  return success();
+}
+
+LogicalResult SliceOp::verify() {
+  RankedTensorType src = getSource().getType(), res = getResult().getType();
+  if (!isWarpgroupTile(src) || !isWarpgroupTile(res))
+    return emitOpError() << "slices a #tile.wgmma tile into one, got " << src << " -> " << res;
+  if (src.getElementType() != res.getElementType())
+    return emitOpError() << "the part is " << res.getElementType() << " and the tile "
+                         << src.getElementType();
+  ArrayRef<int64_t> off = getOffsets();
+  if (off.size() != 2)
+    return emitOpError() << "takes 2 offsets, got " << off.size();
+  if (off[0] % 64 != 0 || off[1] % 8 != 0)
+    return emitOpError() << "offsets [" << off[0] << ", " << off[1]
+                         << "] are not whole 64-row blocks and 8-column groups";
+  for (int d = 0; d < 2; ++d)
+    if (off[d] < 0 || off[d] + res.getDimSize(d) > src.getDimSize(d))
+      return emitOpError() << "a " << res.getDimSize(0) << "x" << res.getDimSize(1) << " part at ["
+                           << off[0] << ", " << off[1] << "] is not inside the "
+                           << src.getDimSize(0) << "x" << src.getDimSize(1) << " tile";
+  return success();
+}
+
 LogicalResult DotRegOp::verify() {
   if (failed(verifyInKernel(*this)))
     return failure();

@@ -688,6 +688,73 @@ def Tile_StoreRingOp : Tile_Op<"store_ring"> {
   let hasVerifier = 1;
 }
 
+def Tile_TmaStoreOp : Tile_Op<"tma_store"> {
+  let summary = "Copies a ring stage to global memory with TMA";
+  let description = [{
+    In a consumer region of `tile.warp_specialize`, after the warpgroup
+    wrote stage `stage` of `ring` (`tile.store_ring`): one thread of the
+    warpgroup starts the copies of the stage (one per 128-byte panel) to the
+    `rows x cols` tile whose first element is at (`row`, `col`) of the tensor
+    `map` describes, and closes them into one group of its bulk copies
+    (`cp.async.bulk.tensor` ... `.bulk_group`, `cp.async.bulk.commit_group`).
+    Elements outside the tensor are not written, so a tile at the edge needs
+    no mask. The copy reads the stage after the op returns: the stage may be
+    written again only after a `tile.tma_store_wait {read}` has seen the
+    group done.
+
+    ```mlir
+    tile.tma_store %d[%s], %map[%row, %col]
+        : !tile.ring<stages = 4, rows = 64, cols = 64, bf16>, !tile.tensormap<rows = 64, cols = 64, bf16>
+    ```
+  }];
+  let arguments = (ins Tile_RingType:$ring, Index:$stage, Tile_TensorMapType:$map,
+                       Index:$row, Index:$col);
+  let assemblyFormat = [{
+    $ring `[` $stage `]` `,` $map `[` $row `,` $col `]` attr-dict `:` type($ring) `,` type($map)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tile_TmaStoreWaitOp : Tile_Op<"tma_store_wait"> {
+  let summary = "Waits until at most `pending` of the warpgroup's TMA stores are running";
+  let description = [{
+    In a consumer region: the thread that started the warpgroup's
+    `tile.tma_store` copies waits until at most the `pending` groups started
+    last are incomplete, then the warpgroup synchronizes (a barrier of its
+    128 threads), so that every thread may go on. With `read`, a group is
+    complete once its copies have read shared memory (its stage may be
+    written again); without, once their writes are done and visible.
+
+    ```mlir
+    tile.tma_store_wait {pending = 1 : i64, read}
+    ```
+  }];
+  let arguments = (ins I64Attr:$pending, UnitAttr:$read);
+  let assemblyFormat = "attr-dict";
+  let hasVerifier = 1;
+}
+
+def Tile_SliceOp : Tile_Op<"slice", [Pure]> {
+  let summary = "A rectangular part of a #tile.wgmma tile, with no data movement";
+  let description = [{
+    The `rows x cols` part of `source` whose first element is at `offsets`:
+    each thread keeps the elements of the part it already holds, so the
+    offsets are whole 64-row blocks and 8-column groups of the layout and
+    the part is itself a #tile.wgmma tile. An epilogue stores a wide
+    accumulator a panel at a time this way.
+
+    ```mlir
+    %p = tile.slice %acc [0, 64] : tensor<64x256xbf16, #tile.wgmma> -> tensor<64x64xbf16, #tile.wgmma>
+    ```
+  }];
+  let arguments = (ins Tile_Tile:$source, DenseI64ArrayAttr:$offsets);
+  let results = (outs Tile_Tile:$result);
+  let assemblyFormat = [{
+    $source $offsets attr-dict `:` type($source) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tile_DotOp : Tile_Op<"dot"> {
   let summary = "acc + A B on the tensor cores, A and B in shared memory";
   let description = [{

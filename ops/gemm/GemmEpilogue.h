@@ -20,6 +20,10 @@ struct Epilogue {
   /// The parameters, read from `entry`'s arguments from position `first`.
   static Epilogue fromArgs(const Params &p, mlir::Block *entry, unsigned first);
 
+  /// alpha * acc (+ beta * C) (+ bias) in f32, for the tile of D at (row0,
+  /// col0): C read there (masked), the bias from col0.
+  mlir::Value compute(mlir::OpBuilder &b, mlir::Location loc, mlir::Value acc, mlir::Value row0,
+                      mlir::Value col0) const;
   /// Stores alpha * acc (+ beta * C) (+ bias), rounded to D's type, at (row0,
   /// col0) of D, masked at the edges; C is read at the same place, the bias
   /// from col0.

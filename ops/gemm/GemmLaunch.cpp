@@ -120,17 +120,20 @@ llvm::Expected<KernelSpec> specOf(const Call &c, const Target &target) {
 }
 
 namespace {
-constexpr size_t kMaxArgs = 8;
+constexpr size_t kMaxArgs = 9;
 
-/// The parameters a call of `c` passes: A, B, D, [C,] [bias,] alpha, [beta,]
-/// and the programs cap on the sm_90a kernel.
-size_t paramCount(const Call &c, bool persistent) {
-  return 4 + (c.hasC ? 2 : 0) + (c.hasBias ? 1 : 0) + (persistent ? 1 : 0);
+/// The parameters a call of `c` passes: A, B, D, [D's tensor map,] [C,]
+/// [bias,] alpha, [beta,] and the programs cap on the sm_90a kernel.
+size_t paramCount(const Call &c, bool persistent, bool tmaStore) {
+  return 4 + (tmaStore ? 1 : 0) + (c.hasC ? 2 : 0) + (c.hasBias ? 1 : 0) + (persistent ? 1 : 0);
 }
 
-/// D and the epilogue's arguments, in GemmTemplate.cpp's order.
-void addEpilogueArgs(const Call &c, KernelArg *args, size_t &n) {
+/// D and the epilogue's arguments, in GemmTemplate.cpp's order (D's tensor
+/// map, with tmastore, comes after D: the caller adds it).
+void addEpilogueArgs(const Call &c, KernelArg *args, size_t &n, const CUtensorMap *dMap) {
   args[n++] = KernelArg::view(c.d, {c.m, c.n});
+  if (dMap)
+    args[n++] = KernelArg::tensorMap(*dMap);
   if (c.hasC)
     args[n++] = KernelArg::view(c.c, {c.m, c.n});
   if (c.hasBias)
@@ -161,7 +164,7 @@ llvm::Error launchViews(const LoadedKernel &kernel, const Call &c, CUstream stre
   size_t n = 0;
   args[n++] = c.transA ? KernelArg::view(c.a, {c.k, c.m}) : KernelArg::view(c.a, {c.m, c.k});
   args[n++] = c.transB ? KernelArg::view(c.b, {c.n, c.k}) : KernelArg::view(c.b, {c.k, c.n});
-  addEpilogueArgs(c, args, n);
+  addEpilogueArgs(c, args, n, nullptr);
   return kernel.launch(0, args, n, stream);
 }
 } // namespace
@@ -173,7 +176,9 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
   if (c.d == 0 || c.a == 0 || c.b == 0 || (c.hasC && c.c == 0) || (c.hasBias && c.bias == 0))
     return error("a null device pointer");
   bool persistent = e.params.empty() || e.params[0].kind != ParamInfo::View;
-  size_t expected = paramCount(c, persistent);
+  // The kernel stores D through shared memory and TMA (config tmastore).
+  bool tmaStore = e.params.size() > 3 && e.params[3].kind == ParamInfo::TensorMap;
+  size_t expected = paramCount(c, persistent, tmaStore);
   if (e.params.size() != expected)
     return error("the kernel takes " + llvm::Twine(e.params.size()) + " parameters; a call " +
                  (c.hasC ? "with" : "without") + " C and " + (c.hasBias ? "with" : "without") +
@@ -197,12 +202,17 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
                        : mapOf("B", c.ab, c.b, c.k, c.n, ldb, e.params[1].staticSizes);
   if (!mapB)
     return mapB.takeError();
+  llvm::Expected<CUtensorMap> mapD = CUtensorMap{};
+  if (tmaStore)
+    mapD = mapOf("D", c.out, c.d, c.m, c.n, c.n, e.params[3].staticSizes);
+  if (!mapD)
+    return mapD.takeError();
   int64_t programs = c.maxPrograms > 0 ? c.maxPrograms : smCount;
   KernelArg args[kMaxArgs];
   size_t n = 0;
   args[n++] = KernelArg::tensorMap(*mapA);
   args[n++] = KernelArg::tensorMap(*mapB);
-  addEpilogueArgs(c, args, n);
+  addEpilogueArgs(c, args, n, tmaStore ? &*mapD : nullptr);
   args[n++] = KernelArg::index(programs);
   return kernel.launch(0, args, n, stream);
 }

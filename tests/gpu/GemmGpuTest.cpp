@@ -2,11 +2,10 @@
 //
 // Every layout (NT, NN, TN), both input types, every output type, ragged
 // shapes, beta * C and accumulation into an f32 D in place, a bias, configs other
-// than the default, and a capped persistent grid: fresh random inputs each
-// run (the seed is printed on failure; TILEJIT_TEST_SEED replays it), D
-// poisoned with NaN first, a float64 reference on the host, compared element
-// by element (every element up to 1024^3; sampled rows above). Skips (and
-// says why) where there is no GPU or it has no wgmma.
+// than the default (D through TMA stores among them), and a capped persistent grid: fresh random
+// inputs each run (the seed is printed on failure; TILEJIT_TEST_SEED replays it), D poisoned with
+// NaN first, a float64 reference on the host, compared element by element (every element up to
+// 1024^3; sampled rows above). Skips (and says why) where there is no GPU or it has no wgmma.
 //
 // GpuGemmSm80 runs the sm_80 kernel (cp.async, ldmatrix, mma.sync; the
 // kernel of every target without wgmma) on any GPU of sm_80 or later,
@@ -192,10 +191,13 @@ protected:
 
   /// The error with which the launch of `call` is refused (a failure if it
   /// is not).
-  void refused(const gemm::Call &call, std::string &msg) {
+  void refused(const gemm::Call &call, std::string &msg, const char *config = "") {
     auto spec = gemm::specOf(call, target);
     ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
-    auto compiled = compileKernel(*spec, {});
+    TileConfig cfg;
+    if (*config)
+      cfg = *TileConfig::parse(config);
+    auto compiled = compileKernel(*spec, cfg);
     ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
     auto kernel = LoadedKernel::load(*compiled);
     ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
@@ -296,6 +298,46 @@ TEST_F(GpuGemm, CappedPersistentGrid) {
       withC.maxPrograms = 3;
       run(withC);
     }
+}
+
+TEST_F(GpuGemm, TmaStoreEpilogue) {
+  // D through shared memory and TMA stores: every layout; edges the copy
+  // clips (M and N not multiples of a tile, M = 1); C and a bias; f16;
+  // grids capped so that each program stores many tiles through the same
+  // buffers; and the panel counts and consumer splits of kGemmConfigs'
+  // tmastore entries (ConfigsOtherThanTheDefault runs those at 520 x 448).
+  // C beside a whole 128 x 256 or 128 x 128 accumulator takes too many
+  // registers (refused): those configs add only the bias.
+  struct {
+    const char *config;
+    bool withC;
+  } cases[] = {{"bk=64 bm=128 bn=256 consumers=2 group=8 stages=4 tmastore=1", false},
+               {"bk=64 bm=128 bn=192 consumers=2 group=8 stages=4 tmastore=1", true},
+               {"bk=64 bm=64 bn=128 consumers=1 group=4 stages=3 tmastore=1", true},
+               {"bk=64 bm=128 bn=128 consumers=2 group=8 pingpong=1 stages=4 tmastore=1", false}};
+  for (auto [cfg, withC] : cases) {
+    for (const char *layout : {"nt", "nn", "tn"}) {
+      Case c{layout, 1000, 1000, 256};
+      c.config = cfg;
+      c.maxPrograms = 3;
+      run(c);
+    }
+    Case edge{"nt", 127, 264, 72, DType::F16, DType::F16, withC, false, 0.5f, -1.0f};
+    edge.config = cfg;
+    edge.hasBias = true;
+    run(edge);
+    Case row{"nt", 1, 64, 64};
+    row.config = cfg;
+    run(row);
+  }
+  // The copy engine needs D 16-byte aligned: refused by name.
+  gemm::Call call;
+  call.m = call.n = call.k = 64;
+  call.a = call.b = 1 << 20;
+  call.d = (1 << 20) + 4;
+  std::string msg;
+  refused(call, msg, "bk=64 bm=128 bn=128 consumers=2 group=8 stages=4 tmastore=1");
+  EXPECT_NE(msg.find("D is at an address that is not 16-byte aligned"), std::string::npos) << msg;
 }
 
 TEST_F(GpuGemm, UnalignedRowsAreRefusedByName) {

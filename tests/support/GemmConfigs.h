@@ -19,6 +19,12 @@ inline constexpr const char *kGemmConfigs[] = {
     "bk=64 bm=128 bn=128 consumers=2 group=8 pingpong=1 stages=6",
     "bk=64 bm=128 bn=128 consumers=2 group=8 inflight=1 pingpong=1 stages=6",
     "bk=64 bm=64 bn=256 consumers=2 group=4 inflight=1 pingpong=1 stages=5",
+    // D through shared memory and TMA stores: four panels, three (an odd
+    // count), one consumer, whole tiles per consumer (ping-pong).
+    "bk=64 bm=128 bn=256 consumers=2 group=8 stages=4 tmastore=1",
+    "bk=64 bm=128 bn=192 consumers=2 group=8 inflight=1 stages=4 tmastore=1",
+    "bk=64 bm=64 bn=128 consumers=1 group=4 stages=3 tmastore=1",
+    "bk=64 bm=128 bn=128 consumers=2 group=8 pingpong=1 stages=4 tmastore=1",
 };
 
 } // namespace tilejit::testing

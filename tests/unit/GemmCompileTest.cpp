@@ -54,9 +54,24 @@ void expectClean(const KernelSpec &spec, const TileConfig &config) {
   EXPECT_NE(k->ptx.find("cp.async.bulk.tensor.2d"), std::string::npos);
   EXPECT_NE(k->ptx.find("setmaxnreg.inc.sync.aligned.u32"), std::string::npos);
   EXPECT_GT(e.dynamicSmemBytes, 0);
-  ASSERT_EQ(e.params.size(), 5u + (spec[gemm::HasC] ? 2u : 0u) + (spec[gemm::HasBias] ? 1u : 0u));
+  bool tmaStore = k->config.has("tmastore") && k->config.get("tmastore") != 0;
+  ASSERT_EQ(e.params.size(), 5u + (spec[gemm::HasC] ? 2u : 0u) + (spec[gemm::HasBias] ? 1u : 0u) +
+                                 (tmaStore ? 1u : 0u));
   EXPECT_EQ(e.params[0].kind, ParamInfo::TensorMap);
   EXPECT_EQ(e.params[0].staticSizes.size(), 2u);
+  if (tmaStore) {
+    // D's tensor map after D; its box a consumer's rows by one 64-column
+    // panel; the panels leave through stmatrix and bulk tensor stores.
+    EXPECT_EQ(e.params[3].kind, ParamInfo::TensorMap);
+    ASSERT_EQ(e.params[3].staticSizes.size(), 2u);
+    EXPECT_EQ(e.params[3].staticSizes[1], 64);
+    EXPECT_NE(k->ptx.find("stmatrix.sync.aligned"), std::string::npos);
+    EXPECT_NE(k->ptx.find("cp.async.bulk.tensor.2d.global.shared::cta"), std::string::npos);
+    EXPECT_NE(k->ptx.find("cp.async.bulk.wait_group.read"), std::string::npos);
+    EXPECT_NE(k->ptx.find("cp.async.bulk.wait_group "), std::string::npos);
+  } else {
+    EXPECT_EQ(k->ptx.find("cp.async.bulk.tensor.2d.global.shared::cta"), std::string::npos);
+  }
 }
 
 TEST(GemmCompile, EveryLayoutAndTypeBuildsWithoutSpills) {
@@ -121,6 +136,32 @@ TEST(GemmCompile, BadConfigsAndTargetsAreNamed) {
       p, *TileConfig::parse("bk=64 bm=256 bn=128 consumers=2 group=8 pingpong=1 stages=4"));
   ASSERT_TRUE(bool(err));
   EXPECT_NE(llvm::toString(std::move(err)).find("bm = 256 must be 64 or 128"), std::string::npos);
+  // The TMA-store epilogue: 16-bit D only, whole panels, rows 16-byte apart,
+  // and its buffers within shared memory.
+  const char *store = "bk=64 bm=128 bn=256 consumers=2 group=8 stages=4 tmastore=1";
+  err = t.checkConfig(params("nt", DType::BF16, DType::F32, false), *TileConfig::parse(store));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err))
+                .find("tmastore writes 16-bit D through shared memory; D is f32"),
+            std::string::npos);
+  err = t.checkConfig(
+      params("nt", DType::BF16, DType::BF16, false),
+      *TileConfig::parse("bk=64 bm=128 bn=80 consumers=2 group=8 stages=4 tmastore=1"));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(
+      llvm::toString(std::move(err)).find("with tmastore bn = 80 must be whole 64-column panels"),
+      std::string::npos);
+  err =
+      t.checkConfig(params("nt", DType::BF16, DType::BF16, false, 4100), *TileConfig::parse(store));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("N = 4100 is not a multiple of 8"),
+            std::string::npos);
+  err = t.checkConfig(
+      p, *TileConfig::parse("bk=64 bm=128 bn=256 consumers=2 group=8 stages=5 tmastore=1"));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("bm, bn, stages and tmastore need"),
+            std::string::npos);
+  EXPECT_FALSE(bool(t.checkConfig(p, *TileConfig::parse(store))));
 }
 
 TEST(GemmCompile, CallsAreCheckedBeforeAnyLaunch) {

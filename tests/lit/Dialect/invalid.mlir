@@ -954,3 +954,63 @@ tile.kernel @store_add_streaming(%d: memref<?x64xf32>) attributes {block_threads
   tile.store %t, %d[%c0, %c0] {add, streaming} : tensor<64x64xf32, #tile.wgmma>, memref<?x64xf32>
   tile.return
 }
+
+// -----
+
+tile.kernel @tma_store_outside_consumer(%m: !tile.tensormap<rows = 64, cols = 64, bf16>) attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    // expected-error @+1 {{'tile.tma_store' op must be in the consumer region of tile.warp_specialize}}
+    tile.tma_store %r[%c0], %m[%c0, %c0] : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>, !tile.tensormap<rows = 64, cols = 64, bf16>
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    tile.yield
+  }
+  tile.return
+}
+
+// -----
+
+tile.kernel @tma_store_box(%m: !tile.tensormap<rows = 128, cols = 64, bf16>) attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    // expected-error @+1 {{'tile.tma_store' op box of 128 x 64 does not match a panel of the ring's 64 x 64}}
+    tile.tma_store %r[%c0], %m[%c0, %c0] : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>, !tile.tensormap<rows = 128, cols = 64, bf16>
+    tile.yield
+  }
+  tile.return
+}
+
+// -----
+
+tile.kernel @tma_store_wait_outside(%d: memref<?x64xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  // expected-error @+1 {{'tile.tma_store_wait' op must be inside a region of tile.warp_specialize}}
+  tile.tma_store_wait {pending = 0 : i64}
+  tile.return
+}
+
+// -----
+
+tile.kernel @slice_offsets(%d: memref<?x128xbf16>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %one = arith.constant 1.0 : bf16
+  %t = tile.splat %one : bf16 -> tensor<64x128xbf16, #tile.wgmma>
+  // expected-error @+1 {{'tile.slice' op offsets [0, 4] are not whole 64-row blocks and 8-column groups}}
+  %p = tile.slice %t [0, 4] : tensor<64x128xbf16, #tile.wgmma> -> tensor<64x64xbf16, #tile.wgmma>
+  tile.return
+}
+
+// -----
+
+tile.kernel @slice_bounds(%d: memref<?x128xbf16>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %one = arith.constant 1.0 : bf16
+  %t = tile.splat %one : bf16 -> tensor<64x128xbf16, #tile.wgmma>
+  // expected-error @+1 {{'tile.slice' op a 64x64 part at [0, 96] is not inside the 64x128 tile}}
+  %p = tile.slice %t [0, 96] : tensor<64x128xbf16, #tile.wgmma> -> tensor<64x64xbf16, #tile.wgmma>
+  tile.return
+}
