@@ -9,8 +9,10 @@
 // With --db, each shape runs the winner `tilejit tune` recorded there (the
 // default where none is).
 //   gemm_bench [--shapes FILE] [--only SUBSTRING] [--config "k=v ..."] [--db FILE]
-//              [--arch sm_80] [--bias] --out FILE.json
-// --bias adds a bias vector in the epilogue (F.linear's).
+//              [--arch sm_80] [--bias] [--workspace] --out FILE.json
+// --bias adds a bias vector in the epilogue (F.linear's). --workspace gives a
+// kernel that splits K a workspace of the bench's own (else each launch
+// takes one from tilejit's stream-ordered pool, as the C interface does).
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
@@ -66,6 +68,11 @@ std::vector<ShapeCase> readShapes(const std::string &path) {
     int64_t s = c;
     out.push_back({std::to_string(s) + "^3", "nt", s, s, s});
   }
+  // Shapes given one by one: {"name", "layout", "m", "n", "k"}.
+  if (j.contains("shapes"))
+    for (auto &x : j["shapes"])
+      out.push_back(
+          {x["name"].get<std::string>(), x["layout"].get<std::string>(), x["m"], x["n"], x["k"]});
   return out;
 }
 
@@ -86,7 +93,7 @@ float fromBf16(uint16_t h) {
 
 int main(int argc, char **argv) {
   std::string shapesPath = "bench/gemm_shapes.json", outPath, only, configText, db, arch;
-  bool withBias = false;
+  bool withBias = false, ownWorkspace = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -106,12 +113,14 @@ int main(int argc, char **argv) {
       db = next();
     else if (a == "--arch")
       arch = next();
+    else if (a == "--workspace")
+      ownWorkspace = true;
     else if (a == "--bias")
       withBias = true;
     else
       die("unknown argument '" + a +
           "' (--shapes FILE --out FILE --only SUBSTRING --config TEXT --db FILE --arch ARCH "
-          "--bias)");
+          "--bias --workspace)");
   }
   if (outPath.empty())
     die("--out FILE is required");
@@ -222,6 +231,11 @@ int main(int argc, char **argv) {
     call.a = a.ptr();
     call.b = b.ptr();
     call.d = dd.ptr();
+    DeviceBuffer ws;
+    if (int64_t wsBytes = gemm::workspaceBytes(*kernel, call); ownWorkspace && wsBytes > 0) {
+      ws = must(DeviceBuffer::allocate(size_t(wsBytes)));
+      call.workspace = ws.ptr();
+    }
     must(gemm::launch(*kernel, call, info.smCount, s));
     cu(d.cuStreamSynchronize(s), "sync");
 

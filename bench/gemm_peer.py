@@ -21,6 +21,8 @@ def shapes(path):
         out.append((nm + " wgrad", "tn", l["out"], l["in"], t))
     for c in s["cubes"]:
         out.append((f"{c}^3", "nt", c, c, c))
+    for x in s.get("shapes", []):
+        out.append((x["name"], x["layout"], x["m"], x["n"], x["k"]))
     return out
 
 

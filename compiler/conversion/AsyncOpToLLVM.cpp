@@ -7,6 +7,8 @@
 // mbarrier.arrive.expect_tx and one cp.async.bulk.tensor per 128-byte panel;
 // tile.tma_store / tma_store_wait -> the warpgroup leader's bulk copies out
 // of a stage, its commit and wait, and a barrier of the warpgroup;
+// tile.flag_wait / flag_set -> the leader's acquiring spin or fenced store
+// of a word in global memory, and a barrier of the warpgroup;
 // tile.warp_specialize -> a branch on the warpgroup index, setmaxnreg in each
 // branch, the producer's region on one thread, the consumers' with their
 // index.
@@ -202,6 +204,63 @@ struct TmaStoreWaitOpLowering : ConvertOpToLLVMPattern<TmaStoreWaitOp> {
   }
 };
 
+/// The address of the 32-bit word at `indices` of a global memref (its
+/// struct: the pointer, then one i64 per size).
+Value wordAddress(Emitter &e, Value memref, MemRefType type, ValueRange indices) {
+  Value off = e.i64(0);
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    Value size =
+        type.isDynamicDim(d)
+            ? LLVM::ExtractValueOp::create(e.b, e.loc, memref, ArrayRef<int64_t>{1 + d}).getResult()
+            : e.i64(type.getDimSize(d));
+    off = e.add(e.mul(off, size), indices[d]);
+  }
+  return e.offset(LLVM::ExtractValueOp::create(e.b, e.loc, memref, ArrayRef<int64_t>{0}),
+                  e.mul(off, e.i64(4)));
+}
+
+/// tile.flag_wait: the warpgroup's first thread spins on an acquiring load,
+/// then the warpgroup meets.
+struct FlagWaitOpLowering : ConvertOpToLLVMPattern<FlagWaitOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(FlagWaitOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    Value addr = wordAddress(e, adaptor.getFlags(), op.getFlags().getType(), adaptor.getIndices());
+    Value want = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getValue());
+    onWarpgroupLeader(rw, e, [&] {
+      e.asmOp({}, ValueRange{e.addr64(addr), want},
+              "{\n\t.reg .b32 seen;\n\t.reg .pred done;\n\twait:\n\t"
+              "ld.acquire.gpu.global.b32 seen, [$0];\n\tsetp.eq.b32 done, seen, $1;\n\t"
+              "@!done bra wait;\n\t}",
+              "l,r", /*sideEffects=*/true);
+    });
+    e.warpgroupBarrier();
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
+/// tile.flag_set: the warpgroup meets, then its first thread fences at GPU
+/// scope and stores the word.
+struct FlagSetOpLowering : ConvertOpToLLVMPattern<FlagSetOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(FlagSetOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    Value addr = wordAddress(e, adaptor.getFlags(), op.getFlags().getType(), adaptor.getIndices());
+    Value value = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getValue());
+    e.warpgroupBarrier();
+    onWarpgroupLeader(rw, e, [&] {
+      e.asmOp({}, ValueRange{e.addr64(addr), value},
+              "fence.acq_rel.gpu;\n\tst.relaxed.gpu.global.b32 [$0], $1;", "l,r",
+              /*sideEffects=*/true);
+    });
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
 /// Splits the block at the op: the warpgroup index picks the producer's
 /// branch (warpgroup 0, its first thread) or a consumer's (index - 1); both
 /// regions end by branching past the op.
@@ -269,8 +328,10 @@ struct WarpSpecializeOpLowering : ConvertOpToLLVMPattern<WarpSpecializeOp> {
 void populateAsyncOpToLLVMPatterns(TileTypeConverter &converter, LoweringState &state,
                                    RewritePatternSet &patterns) {
   patterns.add<AllocRingOpLowering, AllocBarriersOpLowering>(converter, state);
-  patterns.add<BarrierWaitOpLowering, BarrierArriveOpLowering, TmaLoadOpLowering,
-               TmaStoreOpLowering, TmaStoreWaitOpLowering, WarpSpecializeOpLowering>(converter);
+  patterns
+      .add<BarrierWaitOpLowering, BarrierArriveOpLowering, TmaLoadOpLowering, TmaStoreOpLowering,
+           TmaStoreWaitOpLowering, FlagWaitOpLowering, FlagSetOpLowering, WarpSpecializeOpLowering>(
+          converter);
 }
 
 } // namespace tilejit

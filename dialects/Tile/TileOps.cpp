@@ -575,6 +575,22 @@ LogicalResult TmaStoreWaitOp::verify() {
   return success();
 }
 
+/// A flag word: f32 memref, one index per dimension, in a consumer region.
+static LogicalResult verifyFlag(Operation *op, MemRefType flags, ValueRange indices) {
+  if (failed(verifyInConsumer(op)))
+    return failure();
+  if (!flags.getElementType().isF32())
+    return op->emitOpError() << "flags are the 32-bit words of an f32 memref, got " << flags;
+  if (int64_t(indices.size()) != flags.getRank())
+    return op->emitOpError() << "a memref of rank " << flags.getRank() << " takes "
+                             << flags.getRank() << " indices, got " << indices.size();
+  return success();
+}
+
+LogicalResult FlagWaitOp::verify() { return verifyFlag(*this, getFlags().getType(), getIndices()); }
+
+LogicalResult FlagSetOp::verify() { return verifyFlag(*this, getFlags().getType(), getIndices()); }
+
 LogicalResult SliceOp::verify() {
   RankedTensorType src = getSource().getType(), res = getResult().getType();
   if (!isWarpgroupTile(src) || !isWarpgroupTile(res))

@@ -734,6 +734,44 @@ def Tile_TmaStoreWaitOp : Tile_Op<"tma_store_wait"> {
   let hasVerifier = 1;
 }
 
+def Tile_FlagWaitOp : Tile_Op<"flag_wait"> {
+  let summary = "Waits until a flag word in global memory holds a value";
+  let description = [{
+    In a consumer region of `tile.warp_specialize`: one thread of the
+    warpgroup reads the 32-bit word at `indices` of `flags` (an f32 memref
+    whose words hold integers, as bits: a zeroed buffer holds 0) with
+    acquire semantics at GPU scope until it equals `value`, then the
+    warpgroup synchronizes. Every write the warpgroup that stored `value`
+    (`tile.flag_set`) made before it is then visible to every thread of this
+    one, on any multiprocessor. Splits of a reduction hand their partial
+    sums on this way in a fixed order.
+
+    ```mlir
+    tile.flag_wait %flags[%tile, %c], %split : memref<?x2xf32>
+    ```
+  }];
+  let arguments = (ins Tile_GlobalMemRef:$flags, Variadic<Index>:$indices, Index:$value);
+  let assemblyFormat = "$flags `[` $indices `]` `,` $value attr-dict `:` type($flags)";
+  let hasVerifier = 1;
+}
+
+def Tile_FlagSetOp : Tile_Op<"flag_set"> {
+  let summary = "Stores a value into a flag word, after the warpgroup's writes";
+  let description = [{
+    In a consumer region: the warpgroup synchronizes, then one thread makes
+    its writes and those the warpgroup made before the op visible at GPU
+    scope (`fence.acq_rel.gpu`) and stores `value` into the 32-bit word at
+    `indices` of `flags` (see `tile.flag_wait`).
+
+    ```mlir
+    tile.flag_set %flags[%tile, %c], %next : memref<?x2xf32>
+    ```
+  }];
+  let arguments = (ins Tile_GlobalMemRef:$flags, Variadic<Index>:$indices, Index:$value);
+  let assemblyFormat = "$flags `[` $indices `]` `,` $value attr-dict `:` type($flags)";
+  let hasVerifier = 1;
+}
+
 def Tile_SliceOp : Tile_Op<"slice", [Pure]> {
   let summary = "A rectangular part of a #tile.wgmma tile, with no data movement";
   let description = [{

@@ -1,9 +1,13 @@
 //===- GemmLaunch.cpp -----------------------------------------------------===//
 #include "ops/gemm/GemmLaunch.h"
 
+#include "runtime/CudaDriver.h"
 #include "runtime/TensorMap.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <map>
+#include <mutex>
 
 #include "llvm/ADT/Twine.h"
 
@@ -120,12 +124,81 @@ llvm::Expected<KernelSpec> specOf(const Call &c, const Target &target) {
 }
 
 namespace {
-constexpr size_t kMaxArgs = 9;
+constexpr size_t kMaxArgs = 11;
 
 /// The parameters a call of `c` passes: A, B, D, [D's tensor map,] [C,]
-/// [bias,] alpha, [beta,] and the programs cap on the sm_90a kernel.
-size_t paramCount(const Call &c, bool persistent, bool tmaStore) {
-  return 4 + (tmaStore ? 1 : 0) + (c.hasC ? 2 : 0) + (c.hasBias ? 1 : 0) + (persistent ? 1 : 0);
+/// [bias,] alpha, [beta,] [workspace, flags,] and the programs cap on the
+/// sm_90a kernel.
+size_t paramCount(const Call &c, bool persistent, bool tmaStore, bool split) {
+  return 4 + (tmaStore ? 1 : 0) + (c.hasC ? 2 : 0) + (c.hasBias ? 1 : 0) + (split ? 2 : 0) +
+         (persistent ? 1 : 0);
+}
+
+/// What the sm_90a kernel's parameters say of its shape: D through TMA
+/// stores (D's tensor map after D), K split (a workspace of bm x bn f32
+/// tiles and a flags view before the programs cap).
+struct KernelShape {
+  bool tmaStore = false, split = false;
+  int64_t bm = 0, bn = 0, consumers = 0, others = 0; // others: splitk - 1
+};
+
+KernelShape shapeOf(const EntryInfo &e) {
+  KernelShape k;
+  size_t n = e.params.size();
+  k.tmaStore = n > 3 && e.params[3].kind == ParamInfo::TensorMap;
+  if (n >= 3 && e.params[n - 3].kind == ParamInfo::View &&
+      e.params[n - 3].staticSizes.size() == 3 && e.params[n - 2].kind == ParamInfo::View &&
+      e.params[n - 2].staticSizes.size() == 3) {
+    k.split = true;
+    k.bm = e.params[n - 3].staticSizes[1];
+    k.bn = e.params[n - 3].staticSizes[2];
+    k.others = e.params[n - 2].staticSizes[1];
+    k.consumers = e.params[n - 2].staticSizes[2];
+  }
+  return k;
+}
+
+/// The workspace's parts: the partial sums of every part of a tile but the
+/// last, then their flags (a word per such part and consumer, zeroed before
+/// each launch).
+struct SplitLayout {
+  int64_t tiles = 0, partialBytes = 0, flagBytes = 0;
+  int64_t bytes() const { return partialBytes + flagBytes; }
+};
+
+/// The memory pool split-K workspaces come from on `ctx`'s device: tilejit's
+/// own (the process's default pool is left as others set it), keeping what it
+/// reserved instead of returning it to the system at every synchronization
+/// (the default pool's threshold of 0 made every first launch after a
+/// synchronize map its workspace anew).
+llvm::Expected<CUmemoryPool> workspacePool(const CudaDriver &drv, CUcontext ctx) {
+  static std::mutex mu;
+  static std::map<CUcontext, CUmemoryPool> pools;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = pools.find(ctx); it != pools.end())
+    return it->second;
+  CUdevice dev;
+  TJ_CU_CHECK(drv, cuCtxGetDevice(&dev));
+  CUmemPoolProps props = {};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = int(dev);
+  CUmemoryPool pool;
+  TJ_CU_CHECK(drv, cuMemPoolCreate(&pool, &props));
+  uint64_t keep = UINT64_MAX;
+  TJ_CU_CHECK(drv, cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep));
+  pools.emplace(ctx, pool);
+  return pool;
+}
+
+SplitLayout splitLayout(const KernelShape &k, const Call &c) {
+  SplitLayout l;
+  if (!k.split)
+    return l;
+  l.tiles = ((c.m + k.bm - 1) / k.bm) * ((c.n + k.bn - 1) / k.bn);
+  l.partialBytes = l.tiles * k.others * k.bm * k.bn * 4;
+  l.flagBytes = (l.tiles * k.others * k.consumers * 4 + 15) / 16 * 16;
+  return l;
 }
 
 /// D and the epilogue's arguments, in GemmTemplate.cpp's order (D's tensor
@@ -176,9 +249,9 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
   if (c.d == 0 || c.a == 0 || c.b == 0 || (c.hasC && c.c == 0) || (c.hasBias && c.bias == 0))
     return error("a null device pointer");
   bool persistent = e.params.empty() || e.params[0].kind != ParamInfo::View;
-  // The kernel stores D through shared memory and TMA (config tmastore).
-  bool tmaStore = e.params.size() > 3 && e.params[3].kind == ParamInfo::TensorMap;
-  size_t expected = paramCount(c, persistent, tmaStore);
+  KernelShape shape = persistent ? shapeOf(e) : KernelShape{};
+  bool tmaStore = shape.tmaStore;
+  size_t expected = paramCount(c, persistent, tmaStore, shape.split);
   if (e.params.size() != expected)
     return error("the kernel takes " + llvm::Twine(e.params.size()) + " parameters; a call " +
                  (c.hasC ? "with" : "without") + " C and " + (c.hasBias ? "with" : "without") +
@@ -213,8 +286,54 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
   args[n++] = KernelArg::tensorMap(*mapA);
   args[n++] = KernelArg::tensorMap(*mapB);
   addEpilogueArgs(c, args, n, tmaStore ? &*mapD : nullptr);
+  if (!shape.split) {
+    args[n++] = KernelArg::index(programs);
+    return kernel.launch(0, args, n, stream);
+  }
+  // K split: the partial sums' workspace (the caller's, or the stream's
+  // pool's for this launch) with its flags zeroed first.
+  SplitLayout l = splitLayout(shape, c);
+  auto drv = CudaDriver::get();
+  if (!drv)
+    return drv.takeError();
+  CUdeviceptr ws = c.workspace;
+  bool pooled = ws == 0;
+  if (!pooled && ws % 16 != 0)
+    return error("the workspace must be 16-byte aligned");
+  if (pooled) {
+    auto pool = workspacePool(*drv, kernel.context());
+    if (!pool)
+      return pool.takeError();
+    CUresult r = drv->cuMemAllocFromPoolAsync(&ws, size_t(l.bytes()), *pool, stream);
+    if (r != CUDA_SUCCESS)
+      return drv->error(r, "gemm: the split-K workspace of " + llvm::Twine(l.bytes()) +
+                               " bytes, ordered on the stream (cuMemAllocFromPoolAsync)");
+  }
+  auto giveBack = [&](llvm::Error err) -> llvm::Error {
+    if (pooled) {
+      CUresult r = drv->cuMemFreeAsync(ws, stream);
+      if (r != CUDA_SUCCESS && !err)
+        return drv->error(r, "gemm: giving the split-K workspace back (cuMemFreeAsync)");
+    }
+    return err;
+  };
+  uint64_t flags = uint64_t(ws) + uint64_t(l.partialBytes);
+  CUresult r = drv->cuMemsetD8Async(CUdeviceptr(flags), 0, size_t(l.flagBytes), stream);
+  if (r != CUDA_SUCCESS)
+    return giveBack(drv->error(r, "gemm: zeroing the split-K flags (cuMemsetD8Async)"));
+  args[n++] = KernelArg::view(uint64_t(ws), {l.tiles * shape.others, shape.bm, shape.bn});
+  args[n++] = KernelArg::view(flags, {l.tiles, shape.others, shape.consumers});
   args[n++] = KernelArg::index(programs);
-  return kernel.launch(0, args, n, stream);
+  return giveBack(kernel.launch(0, args, n, stream));
+}
+
+int64_t workspaceBytes(const LoadedKernel &kernel, const Call &call) {
+  if (kernel.numEntries() != 1)
+    return 0;
+  const EntryInfo &e = kernel.entry(0);
+  if (e.params.empty() || e.params[0].kind == ParamInfo::View)
+    return 0;
+  return splitLayout(shapeOf(e), call).bytes();
 }
 
 } // namespace tilejit::gemm

@@ -30,6 +30,13 @@ struct Call {
   /// Most programs the persistent grid may have (0: one per multiprocessor
   /// of the kernel's target); fewer leave multiprocessors to other work.
   int64_t maxPrograms = 0;
+  /// Device memory for a kernel that splits K (config splitk): at least
+  /// workspaceBytes(kernel, call) bytes, 16-byte aligned, used by one launch
+  /// at a time. 0: the launch takes it from a memory pool of tilejit's and
+  /// gives it back after the kernel, both ordered on the stream (so that
+  /// launches on several streams never share one, and CUDA graph capture
+  /// records them as the graph's own allocation).
+  uint64_t workspace = 0;
 };
 
 /// The call a spec describes (no buffers yet; alpha 1, beta 1 with C).
@@ -43,5 +50,10 @@ llvm::Expected<KernelSpec> specOf(const Call &call, const Target &target);
 /// without wgmma) with plain views of them (dense rows; the grid is one
 /// program per tile, so `maxPrograms` does not apply).
 llvm::Error launch(const LoadedKernel &kernel, const Call &call, int smCount, CUstream stream);
+
+/// The workspace a launch of `call` with `kernel` needs (0 unless the kernel
+/// splits K): a bm x bn f32 tile of partial sums and a flag word per
+/// consumer for every tile of D.
+int64_t workspaceBytes(const LoadedKernel &kernel, const Call &call);
 
 } // namespace tilejit::gemm

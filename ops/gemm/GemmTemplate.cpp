@@ -29,6 +29,8 @@
 // next stage, releasing each stage one step later).
 //
 //===----------------------------------------------------------------------===//
+#include <algorithm>
+
 #include "compiler/EmbeddedSources.h"
 #include "compiler/templates/Kernel.h"
 #include "compiler/templates/Template.h"
@@ -56,11 +58,12 @@ llvm::Error configError(const llvm::Twine &msg) {
 constexpr int64_t kStoreBuffers = 2;
 
 struct Shape {
-  int64_t bm, bn, bk, stages, consumers, group;
+  int64_t bm, bn, bk, stages, consumers, group, splitK;
   bool pingpong, inflight, tmaStore;
   explicit Shape(const TileConfig &c)
       : bm(c.get("bm")), bn(c.get("bn")), bk(c.get("bk")), stages(c.get("stages")),
         consumers(c.get("consumers")), group(c.get("group")),
+        splitK(c.has("splitk") ? c.get("splitk") : 1),
         pingpong(c.has("pingpong") && c.get("pingpong") != 0),
         inflight(c.has("inflight") && c.get("inflight") != 0),
         tmaStore(c.has("tmastore") && c.get("tmastore") != 0) {}
@@ -106,12 +109,16 @@ public:
         {"tmastore", 0, 1, true,
          "D (16-bit) leaves through shared memory, a 64-column panel at a time, with TMA "
          "stores that run on under the next tile"},
+        {"splitk", 1, 16, true,
+         "K split over this many programs per tile, their partial sums added in a fixed "
+         "order (deterministic) through a workspace: for shapes with few tiles"},
     };
     return keys;
   }
 
   TileConfig make(int64_t bm, int64_t bn, int64_t stages, int64_t consumers, int64_t group,
-                  bool pingpong = false, bool inflight = false, bool tmaStore = false) const {
+                  bool pingpong = false, bool inflight = false, bool tmaStore = false,
+                  int64_t splitK = 1) const {
     TileConfig c;
     c.set("bm", bm)
         .set("bn", bn)
@@ -127,6 +134,8 @@ public:
       c.set("inflight", 1);
     if (tmaStore)
       c.set("tmastore", 1);
+    if (splitK > 1)
+      c.set("splitk", splitK);
     return c;
   }
 
@@ -146,6 +155,20 @@ public:
         {256, 128, 2, 0, 0}, {128, 128, 2, 0, 0}, {128, 192, 2, 0, 0}, {128, 64, 2, 0, 0},
         {64, 256, 1, 0, 1},  {64, 128, 1, 0, 0},  {128, 128, 2, 1, 0}, {64, 256, 2, 1, 0}};
     std::vector<TileConfig> out;
+    // Few tiles over a long K: the default tile with K split 2 to 8 ways
+    // first.
+    gemm::Params p(ks);
+    int64_t kSteps = (p.k + 63) / 64, sms = p.target.smCount();
+    if (2 * ((p.m + 127) / 128) * ((p.n + 255) / 256) <= sms)
+      for (int64_t split : {2, 3, 4, 6, 8})
+        for (bool tma : {true, false})
+          if (split * 8 <= kSteps) {
+            TileConfig c = make(128, 256, 4, 2, 8, false, false, tma, split);
+            if (llvm::Error err = checkConfig(ks, c))
+              llvm::consumeError(std::move(err));
+            else
+              out.push_back(std::move(c));
+          }
     for (bool inflight : {false, true})
       for (int64_t group : {8, 16, 4})
         for (int64_t stages : {4, 3, 5, 6, 2})
@@ -170,15 +193,32 @@ public:
     // (bench/NOTES.md, GEMM g4). C at 128 x 256 takes too many registers:
     // 128 x 128 then.
     int64_t bn = p.n <= 64 ? 64 : p.n <= 128 ? 128 : 256;
-    int64_t stages = bn == 256 ? 4 : 5;
-    for (const TileConfig &c :
-         {make(128, bn, stages, 2, 8, false, false, true), make(128, bn, stages, 2, 8),
-          make(128, 128, 4, 2, 8, false, false, true)}) {
-      if (llvm::Error err = checkConfig(ks, c))
-        llvm::consumeError(std::move(err));
+    // Few tiles (under half the multiprocessors at M, the spec's hint): if
+    // tiles half as wide fill three quarters of the chip, those; else, over
+    // a long K, K split so that the parts fill it, each part at least 8 K
+    // steps, at most 8 parts (bench/NOTES.md, GEMM g5: each the faster on
+    // the shapes of bench/gemm_shapes_fewtiles.json where it applies).
+    int64_t mTiles = (p.m + 127) / 128, kSteps = (p.k + 63) / 64;
+    int64_t tiles = mTiles * ((p.n + bn - 1) / bn);
+    int64_t sms = p.target.smCount(), split = 1;
+    if (2 * tiles <= sms) {
+      if (bn == 256 && 4 * mTiles * ((p.n + 127) / 128) >= 3 * sms)
+        bn = 128;
       else
-        return c;
+        split = std::max<int64_t>(1, std::min({sms / tiles, kSteps / 8, int64_t(8)}));
     }
+    int64_t stages = bn == 256 ? 4 : 5;
+    // The first of these the rules take: K split (if chosen) before not,
+    // the chosen width before 128, TMA stores before not.
+    for (int64_t parts : {split, int64_t(1)})
+      for (auto [w, st] : {std::pair{bn, stages}, std::pair{int64_t(128), int64_t(4)}})
+        for (bool tma : {true, false}) {
+          TileConfig c = make(128, w, st, 2, 8, false, false, tma, parts);
+          if (llvm::Error err = checkConfig(ks, c))
+            llvm::consumeError(std::move(err));
+          else
+            return c;
+        }
     return make(128, 128, 4, 2, 8);
   }
 
@@ -203,6 +243,25 @@ public:
                          "stored K x N)");
     if (p.transA && s.bm % 64 != 0)
       return configError("bm must be a multiple of 64");
+    if (s.splitK > 1) {
+      int64_t kSteps = (p.k + s.bk - 1) / s.bk;
+      // The last part adds the others' sums as they load, beside its own,
+      // C's tile and the bias's columns: past 128 of those ptxas spilled
+      // (128 x 256 with a bias: 24-36 bytes; 128 x 128 with f32 C and a
+      // bias: 8-16).
+      int64_t acc = s.rowsPerConsumer() * s.bn / 128;
+      int64_t held = acc + (p.hasC ? acc * dtypeBytes(p.out) / 4 : 0) + (p.hasBias ? s.bn / 4 : 0);
+      if (held > 128)
+        return configError("with splitk each consumer thread would hold " + llvm::Twine(held) +
+                           " registers of accumulator, C and bias beside the sums it adds (at "
+                           "most 128)");
+      if (s.pingpong)
+        return configError("splitk needs the consumers to share each tile (no pingpong)");
+      if (s.splitK > kSteps)
+        return configError("splitk = " + llvm::Twine(s.splitK) + " exceeds the " +
+                           llvm::Twine(kSteps) + " K steps of bk = " + llvm::Twine(s.bk) +
+                           " (K = " + llvm::Twine(p.k) + ")");
+    }
     if (s.tmaStore) {
       if (dtypeBytes(p.out) != 2)
         return configError("tmastore writes 16-bit D through shared memory; D is " +
@@ -276,18 +335,28 @@ private:
     int64_t rows = s.rowsPerConsumer();
     auto ringD = tt::RingType::get(&ctx, kStoreBuffers * s.consumers, rows, Shape::kStoreCols, out);
     auto mapD = tt::TensorMapType::get(&ctx, rows, Shape::kStoreCols, out, 2);
+    // With splitk, a workspace of splitk - 1 bm x bn f32 tiles of partial
+    // sums per output tile, and a flag word per tile, part but the last, and
+    // consumer.
+    auto wsType = MemRefType::get({ShapedType::kDynamic, s.bm, s.bn}, f32);
+    auto flagsType = MemRefType::get({ShapedType::kDynamic, s.splitK - 1, s.consumers}, f32);
     // Arguments: A's and B's tensor maps, D, [D's tensor map,] [C,] [bias,]
-    // alpha, [beta,] the programs cap.
+    // alpha, [beta,] [workspace, flags,] the programs cap.
     SmallVector<Type> args = {mapA, mapB, dType};
     if (s.tmaStore)
       args.push_back(mapD);
     gemm::Epilogue::appendParams(p, dType, args);
+    bool split = s.splitK > 1;
+    if (split) {
+      args.push_back(wsType);
+      args.push_back(flagsType);
+    }
     args.push_back(idx);
     int64_t nTiles = (p.n + s.bn - 1) / s.bn, kSteps = (p.k + s.bk - 1) / s.bk;
     int64_t progsArg = int64_t(args.size()) - 1;
-    // Programs: min(ceil(M / bm) * tiles along N, the cap).
+    // Programs: min(ceil(M / bm) * tiles along N * splits, the cap).
     AffineExpr m = getAffineSymbolExpr(0, &ctx), cap = getAffineSymbolExpr(1, &ctx);
-    AffineMap grid = AffineMap::get(0, 2, {m.ceilDiv(s.bm) * nTiles, cap}, &ctx);
+    AffineMap grid = AffineMap::get(0, 2, {m.ceilDiv(s.bm) * (nTiles * s.splitK), cap}, &ctx);
     // One block per multiprocessor: the register limit at entry that
     // setmaxnreg redistributes.
     auto kernel = makeKernel(b, loc, kernelName(p), args, 128 * (s.consumers + 1), grid,
@@ -296,6 +365,8 @@ private:
     Value a = entry->getArgument(0), bm = entry->getArgument(1), d = entry->getArgument(2);
     Value dMap = s.tmaStore ? entry->getArgument(3) : Value();
     gemm::Epilogue epilogue = gemm::Epilogue::fromArgs(p, entry, s.tmaStore ? 4 : 3);
+    Value partials = split ? entry->getArgument(unsigned(progsArg) - 2) : Value();
+    Value flags = split ? entry->getArgument(unsigned(progsArg) - 1) : Value();
 
     auto cst = [&](int64_t v) -> Value { return arith::ConstantIndexOp::create(b, loc, v); };
     Value ra = tt::AllocRingOp::create(b, loc, ringA, nullptr);
@@ -319,7 +390,9 @@ private:
     Value mSize = memref::DimOp::create(b, loc, d, 0);
     Value mTiles = arith::DivUIOp::create(
         b, loc, arith::AddIOp::create(b, loc, mSize, cst(s.bm - 1)), cst(s.bm));
-    Value tiles = arith::MulIOp::create(b, loc, mTiles, cst(nTiles));
+    // Work units: each tile's K split in splitk parts, a tile's parts
+    // consecutive (so they run at the same time on neighbouring programs).
+    Value units = arith::MulIOp::create(b, loc, mTiles, cst(nTiles * s.splitK));
     Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
     Value nprog = tt::NumProgramsOp::create(b, loc, tt::Dim::x);
 
@@ -336,6 +409,24 @@ private:
       Value tn = arith::DivUIOp::create(b, loc, in, size);
       return {tm, tn};
     };
+    // Unit u: its tile, its part of K and the K steps [begin, end) of it.
+    struct Unit {
+      Value tile, part, begin, end;
+    };
+    auto unitAt = [&](Value u) {
+      Unit w;
+      w.tile = split ? arith::DivUIOp::create(b, loc, u, cst(s.splitK)).getResult() : u;
+      w.part = split ? arith::RemUIOp::create(b, loc, u, cst(s.splitK)).getResult() : cst(0);
+      auto bound = [&](Value part) -> Value {
+        return split ? arith::DivUIOp::create(
+                           b, loc, arith::MulIOp::create(b, loc, part, cst(kSteps)), cst(s.splitK))
+                           .getResult()
+                     : part;
+      };
+      w.begin = split ? bound(w.part) : cst(0);
+      w.end = split ? bound(arith::AddIOp::create(b, loc, w.part, cst(1))) : cst(kSteps);
+      return w;
+    };
     auto stageOf = [&](Value it) {
       return std::make_pair(arith::RemUIOp::create(b, loc, it, cst(s.stages)).getResult(),
                             arith::DivUIOp::create(b, loc, it, cst(s.stages)).getResult());
@@ -347,13 +438,13 @@ private:
       // order; a K step's stage is refilled once its consumers released it.
       OpBuilder::InsertionGuard guard(b);
       b.createBlock(&ws.getProducer());
-      auto tileLoop = scf::ForOp::create(b, loc, pid, tiles, nprog, ValueRange{cst(0)});
+      auto tileLoop = scf::ForOp::create(b, loc, pid, units, nprog, ValueRange{cst(0)});
       b.setInsertionPointToStart(tileLoop.getBody());
-      auto [tm, tn] = tileAt(tileLoop.getInductionVar());
+      Unit w = unitAt(tileLoop.getInductionVar());
+      auto [tm, tn] = tileAt(w.tile);
       Value row0 = arith::MulIOp::create(b, loc, tm, cst(s.bm));
       Value col0 = arith::MulIOp::create(b, loc, tn, cst(s.bn));
-      auto kLoop =
-          scf::ForOp::create(b, loc, cst(0), cst(kSteps), cst(1), tileLoop.getRegionIterArgs());
+      auto kLoop = scf::ForOp::create(b, loc, w.begin, w.end, cst(1), tileLoop.getRegionIterArgs());
       b.setInsertionPointToStart(kLoop.getBody());
       Value it = kLoop.getRegionIterArgs()[0];
       auto [stage, round] = stageOf(it);
@@ -392,9 +483,10 @@ private:
         step = arith::MulIOp::create(b, loc, nprog, cst(2));
         it0 = arith::MulIOp::create(b, loc, consumer, cst(kSteps));
       }
-      auto tileLoop = scf::ForOp::create(b, loc, first, tiles, step, ValueRange{it0});
+      auto tileLoop = scf::ForOp::create(b, loc, first, units, step, ValueRange{it0});
       b.setInsertionPointToStart(tileLoop.getBody());
-      auto [tm, tn] = tileAt(tileLoop.getInductionVar());
+      Unit w = unitAt(tileLoop.getInductionVar());
+      auto [tm, tn] = tileAt(w.tile);
       if (s.pingpong) {
         // The n-th tile of consumer c waits for phase n - 1 + c of its
         // barrier (a fresh barrier's phase of parity 1 counts as complete:
@@ -407,7 +499,7 @@ private:
       }
       Value zero = tt::SplatOp::create(
           b, loc, accType, arith::ConstantFloatOp::create(b, loc, b.getF32Type(), APFloat(0.0f)));
-      auto kLoop = scf::ForOp::create(b, loc, cst(0), cst(kSteps), cst(1),
+      auto kLoop = scf::ForOp::create(b, loc, w.begin, w.end, cst(1),
                                       ValueRange{zero, tileLoop.getRegionIterArgs()[0]});
       b.setInsertionPointToStart(kLoop.getBody());
       Value acc = kLoop.getRegionIterArgs()[0], it = kLoop.getRegionIterArgs()[1];
@@ -421,7 +513,7 @@ private:
                                           acc, p.transA, !p.transB, /*async=*/true);
         next = tt::DotWaitOp::create(b, loc, ValueRange{started}, 1).getResult(0);
         Value notFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt,
-                                               kLoop.getInductionVar(), cst(0));
+                                               kLoop.getInductionVar(), w.begin);
         auto ifOp = scf::IfOp::create(b, loc, notFirst, /*withElseRegion=*/false);
         OpBuilder::InsertionGuard g(b);
         b.setInsertionPointToStart(ifOp.thenBlock());
@@ -446,6 +538,43 @@ private:
       Value row0 =
           arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, tm, cst(s.bm)), myRows);
       Value col0 = arith::MulIOp::create(b, loc, tn, cst(s.bn));
+      // The D epilogue runs once per tile: with splitk, in its last part.
+      Operation *lastPart = nullptr;
+      if (split) {
+        // Parts 0 .. splitk - 2 store their sums into their own workspace
+        // tiles and flag them; the last part waits for each in turn and
+        // adds them to its own: total = own + sum 0 + sum 1 + ..., the same
+        // additions in the same order whichever program runs a part and
+        // whenever it finishes. Only the last part waits, and only for
+        // parts of lower index (a program never waits for a later unit, so
+        // a grid of any size finishes), and the others store at once.
+        Value others = cst(s.splitK - 1);
+        Value firstSlot = arith::MulIOp::create(b, loc, w.tile, others);
+        Value last = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, w.part, others);
+        auto lastIf = scf::IfOp::create(b, loc, TypeRange{}, last, /*withElse=*/true);
+        lastPart = lastIf;
+        {
+          OpBuilder::InsertionGuard g(b);
+          b.setInsertionPointToStart(lastIf.elseBlock());
+          Value slot = arith::AddIOp::create(b, loc, firstSlot, w.part);
+          tt::StoreOp::create(b, loc, accDone, partials, ValueRange{slot, myRows, cst(0)});
+          tt::FlagSetOp::create(b, loc, flags, ValueRange{w.tile, w.part, consumer}, cst(1));
+          b.setInsertionPointToStart(lastIf.thenBlock());
+          auto sum = scf::ForOp::create(b, loc, cst(0), others, cst(1), ValueRange{accDone});
+          b.setInsertionPointToStart(sum.getBody());
+          Value part = sum.getInductionVar();
+          tt::FlagWaitOp::create(b, loc, flags, ValueRange{w.tile, part, consumer}, cst(1));
+          Value theirs = tt::LoadOp::create(
+              b, loc, accType, partials,
+              ValueRange{arith::AddIOp::create(b, loc, firstSlot, part), myRows, cst(0)}, nullptr);
+          scf::YieldOp::create(
+              b, loc,
+              ValueRange{arith::AddFOp::create(b, loc, sum.getRegionIterArgs()[0], theirs)});
+          b.setInsertionPointAfter(sum);
+          accDone = sum.getResult(0);
+        }
+        b.setInsertionPoint(lastIf.thenBlock()->getTerminator());
+      }
       if (s.tmaStore) {
         // Panel by panel: wait until the TMA store that last read this
         // buffer is done with it (the tile's first panel waits for all, so
@@ -469,6 +598,8 @@ private:
       } else {
         epilogue.store(b, loc, accDone, d, row0, col0);
       }
+      if (lastPart)
+        b.setInsertionPointAfter(lastPart);
       // With ping-pong the other consumer's tile's steps come next: skip them.
       Value itNext = s.pingpong ? arith::AddIOp::create(b, loc, itEnd, cst(kSteps)) : itEnd;
       scf::YieldOp::create(b, loc, ValueRange{itNext});

@@ -581,6 +581,26 @@ class Ops(unittest.TestCase):
         _close(self, out, x.double() @ w.double().t(), 1e-2, "replayed")
         self.assertFalse(torch.equal(out, y))
 
+    def test_split_k_in_a_cuda_graph(self):
+        # Few tiles over a long K: the default splits K, its workspace taken
+        # from a stream-ordered pool (the graph's own allocation when
+        # captured); the parts are added in a fixed order, so two calls give
+        # the same bits.
+        x = torch.randn(256, 4096, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(256, 4096, device="cuda", dtype=torch.bfloat16)
+        y = tilejit.ops.linear(x, w)
+        self.assertIn("splitk=", tilejit.explain("linear", x, w))
+        _close(self, y, x.double() @ w.double().t(), 1e-2, "split")
+        self.assertTrue(torch.equal(y, tilejit.ops.linear(x, w)))
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = tilejit.ops.linear(x, w)
+        x.copy_(torch.randn_like(x))
+        g.replay()
+        g.replay()
+        torch.cuda.synchronize()
+        _close(self, out, x.double() @ w.double().t(), 1e-2, "replayed split")
+
 
 def _ref_attention(q, k, v, causal, scale, layout):
     """float64 o (stored as q) and lse [b, hq, sq] of q, k, v stored in

@@ -340,6 +340,116 @@ TEST_F(GpuGemm, TmaStoreEpilogue) {
   EXPECT_NE(msg.find("D is at an address that is not 16-byte aligned"), std::string::npos) << msg;
 }
 
+TEST_F(GpuGemm, SplitKAgainstFloat64) {
+  // K split 2 to 8 ways (parts of unequal length where K steps do not
+  // divide), every layout, ragged edges, C and a bias, f32 D accumulated in
+  // place, TMA stores or not, and grids capped below the parts of one tile
+  // (a program then runs several parts of a tile, in order).
+  struct {
+    const char *layout;
+    int64_t m, n, k;
+    const char *config;
+    int64_t maxPrograms;
+  } cases[] = {
+      {"nt", 256, 512, 4096, "bk=64 bm=128 bn=256 consumers=2 group=8 splitk=8 stages=4 tmastore=1",
+       0},
+      {"nn", 200, 264, 1000, "bk=64 bm=128 bn=128 consumers=2 group=8 splitk=3 stages=4", 0},
+      {"tn", 296, 136, 2500, "bk=64 bm=64 bn=128 consumers=1 group=4 splitk=5 stages=3", 0},
+      {"nt", 520, 448, 1024, "bk=64 bm=128 bn=256 consumers=2 group=8 splitk=4 stages=4 tmastore=1",
+       3},
+      {"nt", 130, 72, 640, "bk=64 bm=128 bn=128 consumers=2 group=8 inflight=1 splitk=2 stages=4",
+       1},
+  };
+  for (const auto &x : cases) {
+    Case c{x.layout, x.m, x.n, x.k};
+    c.config = x.config;
+    c.maxPrograms = x.maxPrograms;
+    run(c);
+  }
+  Case withC{"nt", 127, 264, 1536, DType::F16, DType::F16, true, false, 0.5f, -1.0f};
+  withC.config = "bk=64 bm=128 bn=128 consumers=2 group=8 splitk=4 stages=4 tmastore=1";
+  withC.hasBias = true;
+  run(withC);
+  Case mainGrad{"tn", 512, 256, 4096, DType::BF16, DType::F32, true, true, 1.0f, 1.0f};
+  mainGrad.config = "bk=64 bm=128 bn=128 consumers=2 group=8 splitk=6 stages=4";
+  run(mainGrad);
+}
+
+TEST_F(GpuGemm, SplitKIsBitwiseRepeatable) {
+  // The parts of a tile are added in one order whichever program runs them
+  // and whenever it finishes: D is the same bits across launches, grid caps
+  // and a caller's workspace against the stream pool's.
+  uint64_t seed = tilejit::testing::testSeed();
+  SCOPED_TRACE(tilejit::testing::replayHint(seed));
+  std::mt19937_64 rng(seed);
+  gemm::Call call;
+  call.m = 1000;
+  call.n = 1024;
+  call.k = 8192;
+  HostTensor a(call.ab, size_t(call.m * call.k)), b(call.ab, size_t(call.k * call.n));
+  a.randomNormal(rng, 0.0f, 1.0f);
+  b.randomNormal(rng, 0.0f, 1.0f);
+  auto spec = gemm::specOf(call, target);
+  ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
+  auto compiled = compileKernel(
+      *spec,
+      *TileConfig::parse("bk=64 bm=128 bn=256 consumers=2 group=8 splitk=8 stages=4 tmastore=1"));
+  ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
+  auto kernel = LoadedKernel::load(*compiled);
+  ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
+  int64_t wsBytes = gemm::workspaceBytes(**kernel, call);
+  // 32 tiles, 7 parts of each but the last: their sums and flags.
+  EXPECT_EQ(wsBytes, 32 * 7 * 128 * 256 * 4 + 32 * 7 * 2 * 4);
+  auto da = DeviceBuffer::allocate(a.bytes.size()), db = DeviceBuffer::allocate(b.bytes.size());
+  auto dd = DeviceBuffer::allocate(size_t(call.m * call.n * 2));
+  auto ws = DeviceBuffer::allocate(size_t(wsBytes));
+  ASSERT_TRUE(da && db && dd && ws);
+  ASSERT_FALSE(bool(da->upload(a.bytes)));
+  ASSERT_FALSE(bool(db->upload(b.bytes)));
+  ASSERT_FALSE(bool(ws->fill(0xFF))); // flags and sums garbage: the launch zeroes the flags
+  call.a = da->ptr();
+  call.b = db->ptr();
+  call.d = dd->ptr();
+  auto drv = CudaDriver::get();
+  ASSERT_TRUE(bool(drv));
+  std::vector<unsigned char> first;
+  int runs = 0;
+  for (int64_t programs : {int64_t(0), int64_t(7), int64_t(0), int64_t(33), int64_t(0)})
+    for (bool own : {false, true}) {
+      SCOPED_TRACE("programs " + std::to_string(programs) + (own ? " own workspace" : " pooled"));
+      ASSERT_FALSE(bool(dd->fill(0xFF)));
+      call.maxPrograms = programs;
+      call.workspace = own ? ws->ptr() : 0;
+      if (auto err = gemm::launch(**kernel, call, sms, nullptr))
+        FAIL() << llvm::toString(std::move(err));
+      ASSERT_EQ(drv->cuCtxSynchronize(), CUDA_SUCCESS);
+      std::vector<unsigned char> got(dd->bytes());
+      ASSERT_FALSE(bool(dd->download(got)));
+      if (first.empty())
+        first = got;
+      else
+        EXPECT_TRUE(got == first) << "D differs from the first launch's";
+      ++runs;
+    }
+  EXPECT_EQ(runs, 10);
+  // And the bits are right: a sampled check of the last D against float64.
+  HostTensor d(call.out, size_t(call.m * call.n));
+  d.bytes = first;
+  int bad = 0;
+  for (int s = 0; s < 64; ++s) {
+    int64_t i = int64_t(rng() % uint64_t(call.m)), j = int64_t(rng() % uint64_t(call.n));
+    double sum = 0, mag = 0;
+    for (int64_t k = 0; k < call.k; ++k) {
+      double x = a.get(size_t(i * call.k + k)), y = b.get(size_t(j * call.k + k));
+      sum += x * y;
+      mag += std::fabs(x * y);
+    }
+    if (std::fabs(d.get(size_t(i * call.n + j)) - sum) > 1e-2 * std::fabs(sum) + 1e-4 * mag + 1e-3)
+      ++bad;
+  }
+  EXPECT_EQ(bad, 0);
+}
+
 TEST_F(GpuGemm, UnalignedRowsAreRefusedByName) {
   gemm::Call call;
   call.m = 64;

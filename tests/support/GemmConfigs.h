@@ -25,6 +25,11 @@ inline constexpr const char *kGemmConfigs[] = {
     "bk=64 bm=128 bn=192 consumers=2 group=8 inflight=1 stages=4 tmastore=1",
     "bk=64 bm=64 bn=128 consumers=1 group=4 stages=3 tmastore=1",
     "bk=64 bm=128 bn=128 consumers=2 group=8 pingpong=1 stages=4 tmastore=1",
+    // K split over programs, the parts added in a fixed order through a
+    // workspace: with TMA stores, with products in flight, one consumer.
+    "bk=64 bm=128 bn=256 consumers=2 group=8 splitk=3 stages=4 tmastore=1",
+    "bk=64 bm=128 bn=128 consumers=2 group=8 inflight=1 splitk=4 stages=4",
+    "bk=64 bm=64 bn=128 consumers=1 group=4 splitk=2 stages=3",
 };
 
 } // namespace tilejit::testing

@@ -1014,3 +1014,45 @@ tile.kernel @slice_bounds(%d: memref<?x128xbf16>) attributes {block_threads = 12
   %p = tile.slice %t [0, 96] : tensor<64x128xbf16, #tile.wgmma> -> tensor<64x64xbf16, #tile.wgmma>
   tile.return
 }
+
+// -----
+
+tile.kernel @flag_type(%f: memref<?xbf16>, %t: index) attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    // expected-error @+1 {{'tile.flag_wait' op flags are the 32-bit words of an f32 memref, got 'memref<?xbf16>'}}
+    tile.flag_wait %f[%t], %t : memref<?xbf16>
+    tile.yield
+  }
+  tile.return
+}
+
+// -----
+
+tile.kernel @flag_indices(%f: memref<?x2xf32>, %t: index) attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    // expected-error @+1 {{'tile.flag_set' op a memref of rank 2 takes 2 indices, got 1}}
+    tile.flag_set %f[%t], %t : memref<?x2xf32>
+    tile.yield
+  }
+  tile.return
+}
+
+// -----
+
+tile.kernel @flag_outside(%f: memref<?xf32>, %t: index) attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    // expected-error @+1 {{'tile.flag_set' op must be in the consumer region of tile.warp_specialize}}
+    tile.flag_set %f[%t], %t : memref<?xf32>
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    tile.yield
+  }
+  tile.return
+}
