@@ -186,7 +186,11 @@ llvm::Expected<CUmemoryPool> workspacePool(const CudaDriver &drv, CUcontext ctx)
   CUmemoryPool pool;
   TJ_CU_CHECK(drv, cuMemPoolCreate(&pool, &props));
   uint64_t keep = UINT64_MAX;
-  TJ_CU_CHECK(drv, cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep));
+  if (CUresult r = drv.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+      r != CUDA_SUCCESS) {
+    drv.cuMemPoolDestroy(pool);
+    return drv.error(r, "cuMemPoolSetAttribute (the split-K workspace pool's threshold)");
+  }
   pools.emplace(ctx, pool);
   return pool;
 }
@@ -281,6 +285,8 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
   if (!mapD)
     return mapD.takeError();
   int64_t programs = c.maxPrograms > 0 ? c.maxPrograms : smCount;
+  if (shape.split && smCount > 0)
+    programs = std::min<int64_t>(programs, smCount);
   KernelArg args[kMaxArgs];
   size_t n = 0;
   args[n++] = KernelArg::tensorMap(*mapA);
@@ -290,8 +296,10 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
     args[n++] = KernelArg::index(programs);
     return kernel.launch(0, args, n, stream);
   }
-  // K split: the partial sums' workspace (the caller's, or the stream's
-  // pool's for this launch) with its flags zeroed first.
+  // K split: the last part of a tile waits for the others, so every
+  // program must be resident at once: at most one per multiprocessor (the
+  // kernel's shared memory fits one). The partial sums' workspace (the
+  // caller's, or the pool's for this launch) with its flags zeroed first.
   SplitLayout l = splitLayout(shape, c);
   auto drv = CudaDriver::get();
   if (!drv)

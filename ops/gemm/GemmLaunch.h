@@ -52,8 +52,11 @@ llvm::Expected<KernelSpec> specOf(const Call &call, const Target &target);
 llvm::Error launch(const LoadedKernel &kernel, const Call &call, int smCount, CUstream stream);
 
 /// The workspace a launch of `call` with `kernel` needs (0 unless the kernel
-/// splits K): a bm x bn f32 tile of partial sums and a flag word per
-/// consumer for every tile of D.
+/// splits K in S parts): for every tile of D, S - 1 bm x bn f32 tiles of
+/// partial sums and S - 1 flag words per consumer. A kernel that splits K
+/// also needs all its programs resident at once: the launch caps its grid at
+/// `smCount` (one program per multiprocessor), below which `maxPrograms` may
+/// go.
 int64_t workspaceBytes(const LoadedKernel &kernel, const Call &call);
 
 } // namespace tilejit::gemm

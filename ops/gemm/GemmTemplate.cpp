@@ -18,7 +18,7 @@
 //   the consumer starts its next tile.
 //
 // Every shape works: TMA reads zeros outside A and B (so K need not be a
-// multiple of bk), the stores are masked. The tensor maps need 16-byte
+// multiple of bk); D's stores are masked, or clipped by the TMA store. The tensor maps need 16-byte
 // aligned rows (the launch checks; GemmLaunch.cpp).
 //
 // Tunables: bm (64 per consumer warpgroup, times 1 or 2), bn, bk (64),
@@ -26,7 +26,9 @@
 // multiplying whole tiles, so that one's epilogue runs while the other's
 // products do; an mbarrier pair orders their main loops) and inflight (a
 // consumer keeps one K step's products running while it waits for the
-// next stage, releasing each stage one step later).
+// next stage, releasing each stage one step later); splitk (K split over
+// that many programs per tile, the last adding the others' sums in a fixed
+// order through a workspace).
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
@@ -159,16 +161,19 @@ public:
     // first.
     gemm::Params p(ks);
     int64_t kSteps = (p.k + 63) / 64, sms = p.target.smCount();
+    // (128 x 128 after 128 x 256: where C or a bias leaves no registers
+    // for the wide tile's sums.)
     if (2 * ((p.m + 127) / 128) * ((p.n + 255) / 256) <= sms)
-      for (int64_t split : {2, 3, 4, 6, 8})
-        for (bool tma : {true, false})
-          if (split * 8 <= kSteps) {
-            TileConfig c = make(128, 256, 4, 2, 8, false, false, tma, split);
-            if (llvm::Error err = checkConfig(ks, c))
-              llvm::consumeError(std::move(err));
-            else
-              out.push_back(std::move(c));
-          }
+      for (int64_t bn : {256, 128})
+        for (int64_t split : {2, 3, 4, 6, 8})
+          for (bool tma : {true, false})
+            if (split * 8 <= kSteps) {
+              TileConfig c = make(128, bn, 4, 2, 8, false, false, tma, split);
+              if (llvm::Error err = checkConfig(ks, c))
+                llvm::consumeError(std::move(err));
+              else
+                out.push_back(std::move(c));
+            }
     for (bool inflight : {false, true})
       for (int64_t group : {8, 16, 4})
         for (int64_t stages : {4, 3, 5, 6, 2})
@@ -210,9 +215,16 @@ public:
     int64_t stages = bn == 256 ? 4 : 5;
     // The first of these the rules take: K split (if chosen) before not,
     // the chosen width before 128, TMA stores before not.
-    for (int64_t parts : {split, int64_t(1)})
+    for (bool splitting : {split > 1, false})
       for (auto [w, st] : {std::pair{bn, stages}, std::pair{int64_t(128), int64_t(4)}})
         for (bool tma : {true, false}) {
+          // The parts for this width's tiles (twice as many at 128 as at
+          // 256: half the parts).
+          int64_t parts = 1;
+          if (splitting) {
+            int64_t t = mTiles * ((p.n + w - 1) / w);
+            parts = std::max<int64_t>(1, std::min({sms / t, kSteps / 8, int64_t(8)}));
+          }
           TileConfig c = make(128, w, st, 2, 8, false, false, tma, parts);
           if (llvm::Error err = checkConfig(ks, c))
             llvm::consumeError(std::move(err));
@@ -546,8 +558,9 @@ private:
         // adds them to its own: total = own + sum 0 + sum 1 + ..., the same
         // additions in the same order whichever program runs a part and
         // whenever it finishes. Only the last part waits, and only for
-        // parts of lower index (a program never waits for a later unit, so
-        // a grid of any size finishes), and the others store at once.
+        // parts of lower index; the others store at once. The wait needs
+        // every program resident at once (the launch caps the grid at the
+        // multiprocessors, one program each).
         Value others = cst(s.splitK - 1);
         Value firstSlot = arith::MulIOp::create(b, loc, w.tile, others);
         Value last = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, w.part, others);

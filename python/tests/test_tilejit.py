@@ -581,6 +581,18 @@ class Ops(unittest.TestCase):
         _close(self, out, x.double() @ w.double().t(), 1e-2, "replayed")
         self.assertFalse(torch.equal(out, y))
 
+    def test_accumulate_into_a_16bit_c_off_16_bytes(self):
+        # A 16-bit D leaves through TMA stores, which need 16-byte alignment:
+        # a c two bytes off still accumulates (through an aligned copy).
+        a = torch.randn(64, 128, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(128, 96, device="cuda", dtype=torch.bfloat16)
+        store = torch.randn(64 * 96 + 1, device="cuda", dtype=torch.bfloat16)
+        c = store[1:].view(64, 96)
+        self.assertNotEqual(c.data_ptr() % 16, 0)
+        ref = a.double() @ b.double() + c.double()
+        tilejit.ops.mm_accumulate_(a, b, c)
+        _close(self, c, ref, 2e-2, "accumulated off alignment")
+
     def test_split_k_in_a_cuda_graph(self):
         # Few tiles over a long K: the default splits K, its workspace taken
         # from a stream-ordered pool (the graph's own allocation when

@@ -337,6 +337,13 @@ def _mm_accumulate_impl(a, b, c, alpha=1.0, beta=1.0):
         raise ValueError(f"tilejit.mm_accumulate_: c is {c.dtype}; bf16, f16 or f32 only")
     if not c.is_contiguous():
         raise _lib.TilejitError("tilejit: mm_accumulate_ needs a contiguous c")
+    if c.element_size() == 2 and c.data_ptr() % 16 != 0:
+        # A 16-bit D leaves through TMA stores, which need it 16-byte
+        # aligned: accumulate into an aligned copy.
+        tmp = c.clone()
+        _mm_into(a, b, tmp, tmp, alpha, beta)
+        c.copy_(tmp)
+        return
     _mm_into(a, b, c, c, alpha, beta)
 
 
