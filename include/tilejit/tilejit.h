@@ -112,7 +112,11 @@ TJ_API tj_status tj_rms_norm_bwd(tj_engine *engine, tj_dtype dtype, tj_dtype wdt
  * the weight of a linear layer), C and D are m x n, contiguous (C may be D:
  * accumulation into D; C null: beta ignored); bias: n elements of `ab`, added
  * to every row (null: none). lda, ldb: elements between rows (0: packed);
- * rows must be 16-byte aligned. ab: bf16 or f16; out: bf16, f16 or f32.
+ * rows must be 16-byte aligned, and so must a bf16 or f16 D (its tiles
+ * leave through TMA stores). ab: bf16 or f16; out: bf16, f16 or f32. A
+ * GEMM with few tiles over a long K splits K and takes its workspace from
+ * a memory pool of tilejit's, ordered on `stream` (CUDA graph capture
+ * records it).
  * sm_margin: multiprocessors to leave free for this call (-1: the engine's). */
 TJ_API tj_status tj_gemm(tj_engine *engine, tj_dtype ab, tj_dtype out, int trans_a, int trans_b,
                          int64_t m, int64_t n, int64_t k, const void *a, int64_t lda, const void *b,
