@@ -107,6 +107,15 @@ struct BarrierArriveOpLowering : ConvertOpToLLVMPattern<BarrierArriveOp> {
   }
 };
 
+/// `fn(address, column)` for each 128-byte panel of the stage at `slot`: the
+/// panel's shared-memory address and its first column (i32) from `col`.
+template <typename Fn> void forEachPanel(Emitter &e, RingType ring, Value slot, Value col, Fn fn) {
+  for (int64_t p = 0; p < ring.getCols() / ring.getPanelCols(); ++p)
+    fn(e.offset(slot, e.i64(p * ring.getPanelBytes())),
+       p ? LLVM::AddOp::create(e.b, e.loc, col, e.i32(int32_t(p * ring.getPanelCols()))).getResult()
+         : col);
+}
+
 struct TmaLoadOpLowering : ConvertOpToLLVMPattern<TmaLoadOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult matchAndRewrite(TmaLoadOp op, OpAdaptor adaptor,
@@ -120,12 +129,7 @@ struct TmaLoadOpLowering : ConvertOpToLLVMPattern<TmaLoadOp> {
                                            e.i32(int32_t(ring.getStageBytes())), {}, {}, Value());
     Value row = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getRow());
     Value col = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getCol());
-    int64_t panels = ring.getCols() / ring.getPanelCols();
-    for (int64_t p = 0; p < panels; ++p) {
-      Value dst = e.offset(slot, e.i64(p * ring.getPanelBytes()));
-      Value c = p ? LLVM::AddOp::create(rw, e.loc, col, e.i32(int32_t(p * ring.getPanelCols())))
-                        .getResult()
-                  : col;
+    forEachPanel(e, ring, slot, col, [&](Value dst, Value c) {
       // Coordinates innermost first: the column, the row, then the outer
       // dimensions'.
       SmallVector<Value> coords = {c, row};
@@ -135,7 +139,7 @@ struct TmaLoadOpLowering : ConvertOpToLLVMPattern<TmaLoadOp> {
           rw, e.loc, dst, adaptor.getMap(), coords, bar, ValueRange{},
           /*multicastMask=*/Value(), /*l2CacheHint=*/Value(), NVVM::TMALoadModeAttr(),
           rw.getBoolAttr(true), NVVM::CTAGroupKindAttr(), Value());
-    }
+    });
     rw.eraseOp(op);
     return success();
   }
@@ -169,17 +173,12 @@ struct TmaStoreOpLowering : ConvertOpToLLVMPattern<TmaStoreOp> {
         e.offset(adaptor.getRing(), e.mul(adaptor.getStage(), e.i64(ring.getStageBytes())));
     Value row = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getRow());
     Value col = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getCol());
-    int64_t panels = ring.getCols() / ring.getPanelCols();
     onWarpgroupLeader(rw, e, [&] {
-      for (int64_t p = 0; p < panels; ++p) {
-        Value src = e.offset(slot, e.i64(p * ring.getPanelBytes()));
-        Value c = p ? LLVM::AddOp::create(rw, e.loc, col, e.i32(int32_t(p * ring.getPanelCols())))
-                          .getResult()
-                    : col;
+      forEachPanel(e, ring, slot, col, [&](Value src, Value c) {
         NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp::create(
             rw, e.loc, adaptor.getMap(), src, ValueRange{c, row}, /*l2CacheHint=*/Value(),
             NVVM::TMAStoreMode::TILE, /*predicate=*/Value());
-      }
+      });
       NVVM::CpAsyncBulkCommitGroupOp::create(rw, e.loc);
     });
     rw.eraseOp(op);

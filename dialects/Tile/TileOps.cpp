@@ -413,22 +413,38 @@ LogicalResult BarrierWaitOp::verify() { return verifyInKernel(*this); }
 
 LogicalResult BarrierArriveOp::verify() { return specializedRegion(*this); }
 
-LogicalResult TmaLoadOp::verify() {
-  auto region = specializedRegion(*this);
+/// `op` in the producer (`consumer` false) or a consumer region of
+/// tile.warp_specialize.
+static LogicalResult verifyInRegion(Operation *op, bool consumer) {
+  auto region = specializedRegion(op);
   if (failed(region))
     return failure();
   auto ws = cast<WarpSpecializeOp>((*region)->getParentOp());
-  if (*region != &ws.getProducer())
-    return emitOpError() << "must be in the producer region of tile.warp_specialize";
-  TensorMapType map = getMap().getType();
-  RingType ring = getRing().getType();
+  if (*region != (consumer ? &ws.getConsumer() : &ws.getProducer()))
+    return op->emitOpError() << "must be in the " << (consumer ? "consumer" : "producer")
+                             << " region of tile.warp_specialize";
+  return success();
+}
+
+/// A TMA copy between `map` and `ring`: one element type, and the box one
+/// panel of a stage.
+static LogicalResult verifyBoxIsPanel(Operation *op, TensorMapType map, RingType ring) {
   if (map.getElementType() != ring.getElementType())
-    return emitOpError() << "copies " << map.getElementType() << " into a ring of "
-                         << ring.getElementType();
+    return op->emitOpError() << "copies between " << map.getElementType()
+                             << " in memory and a ring of " << ring.getElementType();
   if (map.getRows() != ring.getRows() || map.getCols() != ring.getPanelCols())
-    return emitOpError() << "box of " << map.getRows() << " x " << map.getCols()
-                         << " does not fill a panel of the ring's " << ring.getRows() << " x "
-                         << ring.getPanelCols();
+    return op->emitOpError() << "box of " << map.getRows() << " x " << map.getCols()
+                             << " does not fill a panel of the ring's " << ring.getRows() << " x "
+                             << ring.getPanelCols();
+  return success();
+}
+
+LogicalResult TmaLoadOp::verify() {
+  if (failed(verifyInRegion(*this, /*consumer=*/false)))
+    return failure();
+  TensorMapType map = getMap().getType();
+  if (failed(verifyBoxIsPanel(*this, map, getRing().getType())))
+    return failure();
   if (int64_t(getOuter().size()) != map.getRank() - 2)
     return emitOpError() << "a tensor map of rank " << map.getRank() << " takes "
                          << map.getRank() - 2 << " outer coordinates, got " << getOuter().size();
@@ -539,36 +555,19 @@ LogicalResult StoreRingOp::verify() {
   return success();
 }
 
-/// The consumer region of tile.warp_specialize that holds `op`, or an error.
-static LogicalResult verifyInConsumer(Operation *op) {
-  auto region = specializedRegion(op);
-  if (failed(region))
-    return failure();
-  auto ws = cast<WarpSpecializeOp>((*region)->getParentOp());
-  if (*region != &ws.getConsumer())
-    return op->emitOpError() << "must be in the consumer region of tile.warp_specialize";
-  return success();
-}
-
 LogicalResult TmaStoreOp::verify() {
-  if (failed(verifyInConsumer(*this)))
+  if (failed(verifyInRegion(*this, /*consumer=*/true)))
     return failure();
   TensorMapType map = getMap().getType();
-  RingType ring = getRing().getType();
-  if (map.getElementType() != ring.getElementType())
-    return emitOpError() << "copies a ring of " << ring.getElementType() << " into "
-                         << map.getElementType();
-  if (map.getRows() != ring.getRows() || map.getCols() != ring.getPanelCols())
-    return emitOpError() << "box of " << map.getRows() << " x " << map.getCols()
-                         << " does not match a panel of the ring's " << ring.getRows() << " x "
-                         << ring.getPanelCols();
+  if (failed(verifyBoxIsPanel(*this, map, getRing().getType())))
+    return failure();
   if (map.getRank() != 2)
     return emitOpError() << "stores through a tensor map of rank 2, got rank " << map.getRank();
   return success();
 }
 
 LogicalResult TmaStoreWaitOp::verify() {
-  if (failed(verifyInConsumer(*this)))
+  if (failed(verifyInRegion(*this, /*consumer=*/true)))
     return failure();
   if (getPendingAttr().getInt() < 0)
     return emitOpError() << "pending = " << getPendingAttr().getInt() << " is negative";
@@ -577,7 +576,7 @@ LogicalResult TmaStoreWaitOp::verify() {
 
 /// A flag word: f32 memref, one index per dimension, in a consumer region.
 static LogicalResult verifyFlag(Operation *op, MemRefType flags, ValueRange indices) {
-  if (failed(verifyInConsumer(op)))
+  if (failed(verifyInRegion(op, /*consumer=*/true)))
     return failure();
   if (!flags.getElementType().isF32())
     return op->emitOpError() << "flags are the 32-bit words of an f32 memref, got " << flags;

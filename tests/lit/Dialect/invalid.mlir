@@ -980,7 +980,7 @@ tile.kernel @tma_store_box(%m: !tile.tensormap<rows = 128, cols = 64, bf16>) att
     tile.yield
   }, {
   ^bb0(%c: index):
-    // expected-error @+1 {{'tile.tma_store' op box of 128 x 64 does not match a panel of the ring's 64 x 64}}
+    // expected-error @+1 {{'tile.tma_store' op box of 128 x 64 does not fill a panel of the ring's 64 x 64}}
     tile.tma_store %r[%c0], %m[%c0, %c0] : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>, !tile.tensormap<rows = 128, cols = 64, bf16>
     tile.yield
   }
