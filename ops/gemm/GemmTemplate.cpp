@@ -18,12 +18,12 @@
 //   the consumer starts its next tile.
 //
 // Every shape works: TMA reads zeros outside A and B (so K need not be a
-// multiple of bk); D's stores are masked, or clipped by the TMA store. The tensor maps need 16-byte
-// aligned rows (the launch checks; GemmLaunch.cpp).
+// multiple of bk); D's stores are masked, or clipped by the TMA store. The
+// tensor maps need 16-byte aligned rows (the launch checks; GemmLaunch.cpp).
 //
 // Tunables: bm (64 per consumer warpgroup, times 1 or 2), bn, bk (64),
-// stages, consumers, group, tmastore; pingpong (the two consumers take turns, each
-// multiplying whole tiles, so that one's epilogue runs while the other's
+// stages, consumers, group, tmastore; pingpong (the two consumers take
+// turns, each multiplying whole tiles, so that one's epilogue runs while the other's
 // products do; an mbarrier pair orders their main loops) and inflight (a
 // consumer keeps one K step's products running while it waits for the
 // next stage, releasing each stage one step later); splitk (K split over
