@@ -134,9 +134,11 @@ size_t paramCount(const Call &c, bool persistent, bool tmaStore, bool split) {
          (persistent ? 1 : 0);
 }
 
-/// What the sm_90a kernel's parameters say of its shape: D through TMA
-/// stores (D's tensor map after D), K split (a workspace of bm x bn f32
-/// tiles and a flags view before the programs cap).
+/// What the sm_90a kernel's parameters say of its shape (GemmTemplate.cpp
+/// writes them): D through TMA stores (D's tensor map after D), K split (two
+/// rank-3 f32 views before the programs cap: the partial sums, ? x bm x bn,
+/// and the flags, ? x (splitk - 1) x consumers; no other parameter is a
+/// rank-3 view).
 struct KernelShape {
   bool tmaStore = false, split = false;
   int64_t bm = 0, bn = 0, consumers = 0, others = 0; // others: splitk - 1
@@ -146,9 +148,10 @@ KernelShape shapeOf(const EntryInfo &e) {
   KernelShape k;
   size_t n = e.params.size();
   k.tmaStore = n > 3 && e.params[3].kind == ParamInfo::TensorMap;
-  if (n >= 3 && e.params[n - 3].kind == ParamInfo::View &&
-      e.params[n - 3].staticSizes.size() == 3 && e.params[n - 2].kind == ParamInfo::View &&
-      e.params[n - 2].staticSizes.size() == 3) {
+  auto f32View3 = [&](const ParamInfo &q) {
+    return q.kind == ParamInfo::View && q.elem == DType::F32 && q.staticSizes.size() == 3;
+  };
+  if (n >= 3 && f32View3(e.params[n - 3]) && f32View3(e.params[n - 2])) {
     k.split = true;
     k.bm = e.params[n - 3].staticSizes[1];
     k.bn = e.params[n - 3].staticSizes[2];
