@@ -42,7 +42,8 @@ class CInterface(unittest.TestCase):
     def test_version_and_errors_name_the_argument(self):
         lib = _lib.lib()
         # The library is the package's version (pyproject.toml).
-        meta = open(os.path.join(os.path.dirname(__file__), "..", "pyproject.toml")).read()
+        with open(os.path.join(os.path.dirname(__file__), "..", "pyproject.toml")) as f:
+            meta = f.read()
         self.assertIn(f'version = "{tilejit.version()}"', meta)
         import ctypes
         self.assertEqual(lib.tj_engine_create(0, None), 1)
