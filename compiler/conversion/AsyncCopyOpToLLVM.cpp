@@ -27,6 +27,20 @@ using tilejit::llvmx::Emitter;
 
 namespace tilejit {
 
+Value ringStage(Emitter &e, RingType ring, Value base, Value stage) {
+  return e.offset(base, e.mul(stage, e.i64(ring.getStageBytes())));
+}
+
+std::map<std::pair<int64_t, int64_t>, int64_t> elementsByOffset(RankedTensorType tile) {
+  auto layout = cast<LayoutAttrInterface>(tile.getEncoding());
+  std::map<std::pair<int64_t, int64_t>, int64_t> index;
+  for (int64_t i = 0, n = getElemsPerThread(tile); i < n; ++i) {
+    SmallVector<int64_t> at = layout.getElemOffset(tile.getShape(), i);
+    index[{at[0], at[1]}] = i;
+  }
+  return index;
+}
+
 Value ringElementOffset(Emitter &e, RingType ring, Value row, Value col) {
   int64_t panelCols = ring.getPanelCols(), elemBytes = ring.getElementBytes();
   int64_t chunkElems = 16 / elemBytes;
@@ -110,7 +124,7 @@ struct AsyncCopyOpLowering : ConvertOpToLLVMPattern<AsyncCopyOp> {
            LLVM::ExtractValueOp::create(rw, e.loc, src, ArrayRef<int64_t>{2}),
            adaptor.getRow(),
            adaptor.getCol(),
-           e.offset(adaptor.getRing(), e.mul(adaptor.getStage(), e.i64(ring.getStageBytes())))};
+           ringStage(e, ring, adaptor.getRing(), adaptor.getStage())};
     Value tid = e.threadId();
     Block *before = rw.getInsertionBlock();
     Block *done = rw.splitBlock(before, rw.getInsertionPoint());
@@ -184,25 +198,17 @@ struct StoreRingOpLowering : ConvertOpToLLVMPattern<StoreRingOp> {
     Emitter e{rw, op.getLoc()};
     RankedTensorType tile = op.getValue().getType();
     RingType ring = op.getRing().getType();
-    auto layout = cast<LayoutAttrInterface>(tile.getEncoding());
     int64_t rows = tile.getDimSize(0), cols = tile.getDimSize(1);
     if (cols % 16 != 0)
       return rw.notifyMatchFailure(op, "columns not a multiple of 16");
-    // Element index of each (row, column) offset from the thread's first.
-    int64_t n = getElemsPerThread(tile);
-    std::map<std::pair<int64_t, int64_t>, int64_t> index;
-    for (int64_t i = 0; i < n; ++i) {
-      SmallVector<int64_t> at = layout.getElemOffset(tile.getShape(), i);
-      index[{at[0], at[1]}] = i;
-    }
+    auto index = elementsByOffset(tile);
     Value t = e.urem(e.threadId(), 128), lane = e.urem(t, 32);
     // This lane's row of its matrix: the warp's 16 rows, the matrix's half.
     Value rowInBlock = e.add(e.mul(e.udiv(t, 32), e.i64(16)),
                              e.add(e.mul(e.urem(e.udiv(lane, 8), 2), e.i64(8)), e.urem(lane, 8)));
     Value colInBlock = e.mul(e.udiv(lane, 16), e.i64(8));
     Value row0 = e.add(adaptor.getRow(), rowInBlock);
-    Value stage =
-        e.offset(adaptor.getRing(), e.mul(adaptor.getStage(), e.i64(ring.getStageBytes())));
+    Value stage = ringStage(e, ring, adaptor.getRing(), adaptor.getStage());
     Value frag = adaptor.getValue();
     for (int64_t b = 0; b < rows; b += 64)
       for (int64_t c = 0; c < cols; c += 16) {

@@ -123,8 +123,7 @@ struct TmaLoadOpLowering : ConvertOpToLLVMPattern<TmaLoadOp> {
     Emitter e{rw, op.getLoc()};
     RingType ring = op.getRing().getType();
     Value bar = barrierAt(e, adaptor.getBarriers(), adaptor.getBarrier());
-    Value slot =
-        e.offset(adaptor.getRing(), e.mul(adaptor.getStage(), e.i64(ring.getStageBytes())));
+    Value slot = ringStage(e, ring, adaptor.getRing(), adaptor.getStage());
     NVVM::MBarrierArriveExpectTxOp::create(rw, e.loc, Type(), bar,
                                            e.i32(int32_t(ring.getStageBytes())), {}, {}, Value());
     Value row = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getRow());
@@ -169,8 +168,7 @@ struct TmaStoreOpLowering : ConvertOpToLLVMPattern<TmaStoreOp> {
                                 ConversionPatternRewriter &rw) const override {
     Emitter e{rw, op.getLoc()};
     RingType ring = op.getRing().getType();
-    Value slot =
-        e.offset(adaptor.getRing(), e.mul(adaptor.getStage(), e.i64(ring.getStageBytes())));
+    Value slot = ringStage(e, ring, adaptor.getRing(), adaptor.getStage());
     Value row = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getRow());
     Value col = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getCol());
     onWarpgroupLeader(rw, e, [&] {

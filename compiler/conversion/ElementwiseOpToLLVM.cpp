@@ -15,7 +15,6 @@
 #include "compiler/conversion/Utility.h"
 
 #include <cmath>
-#include <map>
 
 #include "mlir/Conversion/LLVMCommon/Pattern.h"
 #include "mlir/Transforms/DialectConversion.h"
@@ -46,13 +45,8 @@ struct SliceOpLowering : ConvertOpToLLVMPattern<SliceOp> {
   LogicalResult matchAndRewrite(SliceOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rw) const override {
     RankedTensorType src = op.getSource().getType(), res = op.getType();
-    auto srcLayout = cast<LayoutAttrInterface>(src.getEncoding());
     auto resLayout = cast<LayoutAttrInterface>(res.getEncoding());
-    std::map<std::pair<int64_t, int64_t>, int64_t> index;
-    for (int64_t i = 0, n = getElemsPerThread(src); i < n; ++i) {
-      SmallVector<int64_t> at = srcLayout.getElemOffset(src.getShape(), i);
-      index[{at[0], at[1]}] = i;
-    }
+    auto index = elementsByOffset(src);
     ArrayRef<int64_t> off = op.getOffsets();
     Emitter e{rw, op.getLoc()};
     SmallVector<Value> elems;

@@ -63,11 +63,8 @@ struct MmaSyncDotOpLowering : ConvertOpToLLVMPattern<DotOp> {
     int64_t k = aMn ? ra.getRows() : ra.getCols();
     bool bf16 = ra.getElementType().isBF16();
 
-    auto stageOf = [&](Value ring, Value stage, RingType t) {
-      return e.offset(ring, e.mul(stage, e.i64(t.getStageBytes())));
-    };
-    Value stageA = stageOf(adaptor.getA(), adaptor.getAStage(), ra);
-    Value stageB = stageOf(adaptor.getB(), adaptor.getBStage(), rb);
+    Value stageA = ringStage(e, ra, adaptor.getA(), adaptor.getAStage());
+    Value stageB = ringStage(e, rb, adaptor.getB(), adaptor.getBStage());
     Value t = e.urem(e.threadId(), 128);
     Value warp = e.udiv(t, 32), lane = e.urem(t, 32);
     Value lane8 = e.urem(lane, 8), matrix = e.udiv(lane, 8);

@@ -8,7 +8,9 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <map>
 #include <string>
+#include <utility>
 
 #include "core/Target.h"
 #include "dialects/Tile/TileDialect.h"
@@ -81,6 +83,11 @@ struct Emitter;
 /// `c` of row `r` at `c ^ (r % 8)`), its place in the chunk.
 mlir::Value ringElementOffset(llvmx::Emitter &e, tile::RingType ring, mlir::Value row,
                               mlir::Value col);
+/// The address of stage `stage` (i64) of the ring at `base`.
+mlir::Value ringStage(llvmx::Emitter &e, tile::RingType ring, mlir::Value base, mlir::Value stage);
+/// Each element of a thread's part of `tile`, by its (row, column) offset
+/// from the thread's first element: its index among the thread's elements.
+std::map<std::pair<int64_t, int64_t>, int64_t> elementsByOffset(mlir::RankedTensorType tile);
 
 /// tile.dot on wgmma (sm_90a), with tile.dot_reg and tile.dot_wait.
 void populateDotOpToLLVMPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
