@@ -20,15 +20,17 @@ llvm::Error error(const llvm::Twine &msg) {
 
 /// The last tensor maps this thread encoded: a training step calls the same
 /// GEMMs on the same buffers step after step, and encoding costs more than
-/// the rest of a launch.
+/// the rest of a launch. Room for the maps of 8 GEMMs (A, B and, with
+/// tmastore, D).
 struct MapCache {
+  static constexpr int kEntries = 24;
   struct Entry {
     DType t;
     uint64_t addr;
     int64_t rows, cols, ld, boxRows, boxCols;
     CUtensorMap map;
   };
-  Entry entries[8];
+  Entry entries[kEntries];
   int used = 0, next = 0;
 
   const CUtensorMap *find(const Entry &k) const {
@@ -42,8 +44,8 @@ struct MapCache {
   }
   void add(const Entry &e) {
     entries[next] = e;
-    next = (next + 1) % 8;
-    used = std::min(used + 1, 8);
+    next = (next + 1) % kEntries;
+    used = std::min(used + 1, kEntries);
   }
 };
 
