@@ -204,27 +204,26 @@ public:
     // steps, at most 8 parts (bench/NOTES.md, GEMM g5: each the faster on
     // the shapes of bench/gemm_shapes_fewtiles.json where it applies).
     int64_t mTiles = (p.m + 127) / 128, kSteps = (p.k + 63) / 64;
-    int64_t tiles = mTiles * ((p.n + bn - 1) / bn);
-    int64_t sms = p.target.smCount(), split = 1;
-    if (2 * tiles <= sms) {
-      if (bn == 256 && 4 * mTiles * ((p.n + 127) / 128) >= 3 * sms)
+    int64_t sms = p.target.smCount();
+    auto tilesAt = [&](int64_t width) { return mTiles * ((p.n + width - 1) / width); };
+    // The parts that fill the chip with tiles of `width`.
+    auto partsAt = [&](int64_t width) {
+      return std::max<int64_t>(1, std::min({sms / tilesAt(width), kSteps / 8, int64_t(8)}));
+    };
+    bool splitting = false;
+    if (2 * tilesAt(bn) <= sms) {
+      if (bn == 256 && 4 * tilesAt(128) >= 3 * sms)
         bn = 128;
       else
-        split = std::max<int64_t>(1, std::min({sms / tiles, kSteps / 8, int64_t(8)}));
+        splitting = partsAt(bn) > 1;
     }
     int64_t stages = bn == 256 ? 4 : 5;
     // The first of these the rules take: K split (if chosen) before not,
     // the chosen width before 128, TMA stores before not.
-    for (bool splitting : {split > 1, false})
+    for (bool split : {splitting, false})
       for (auto [w, st] : {std::pair{bn, stages}, std::pair{int64_t(128), int64_t(4)}})
         for (bool tma : {true, false}) {
-          // The parts for this width's tiles (twice as many at 128 as at
-          // 256: half the parts).
-          int64_t parts = 1;
-          if (splitting) {
-            int64_t t = mTiles * ((p.n + w - 1) / w);
-            parts = std::max<int64_t>(1, std::min({sms / t, kSteps / 8, int64_t(8)}));
-          }
+          int64_t parts = split ? partsAt(w) : 1;
           TileConfig c = make(128, w, st, 2, 8, false, false, tma, parts);
           if (llvm::Error err = checkConfig(ks, c))
             llvm::consumeError(std::move(err));
