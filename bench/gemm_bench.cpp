@@ -235,6 +235,7 @@ int main(int argc, char **argv) {
     if (int64_t wsBytes = gemm::workspaceBytes(*kernel, call); ownWorkspace && wsBytes > 0) {
       ws = must(DeviceBuffer::allocate(size_t(wsBytes)));
       call.workspace = ws.ptr();
+      call.workspaceSize = wsBytes;
     }
     must(gemm::launch(*kernel, call, info.smCount, s));
     cu(d.cuStreamSynchronize(s), "sync");

@@ -313,6 +313,10 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
   bool pooled = ws == 0;
   if (!pooled && ws % 16 != 0)
     return error("the workspace must be 16-byte aligned");
+  if (!pooled && c.workspaceSize < l.bytes())
+    return error("the workspace holds " + llvm::Twine(c.workspaceSize) +
+                 " bytes; a split of K into " + llvm::Twine(shape.others + 1) + " parts needs " +
+                 llvm::Twine(l.bytes()) + " (gemm::workspaceBytes)");
   if (pooled) {
     auto pool = workspacePool(*drv, kernel.context());
     if (!pool)

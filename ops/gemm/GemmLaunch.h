@@ -37,6 +37,8 @@ struct Call {
   /// launches on several streams never share one, and CUDA graph capture
   /// records them as the graph's own allocation).
   uint64_t workspace = 0;
+  /// Bytes at `workspace`: a launch that needs more is refused, naming both.
+  int64_t workspaceSize = 0;
 };
 
 /// The call a spec describes (no buffers yet; alpha 1, beta 1 with C).

@@ -422,6 +422,7 @@ TEST_F(GpuGemm, SplitKIsBitwiseRepeatable) {
       ASSERT_FALSE(bool(ws->fill(0xFF)));
       call.maxPrograms = programs;
       call.workspace = own ? ws->ptr() : 0;
+      call.workspaceSize = own ? int64_t(ws->bytes()) : 0;
       if (auto err = gemm::launch(**kernel, call, sms, nullptr))
         FAIL() << llvm::toString(std::move(err));
       ASSERT_EQ(drv->cuCtxSynchronize(), CUDA_SUCCESS);
@@ -434,6 +435,16 @@ TEST_F(GpuGemm, SplitKIsBitwiseRepeatable) {
       ++runs;
     }
   EXPECT_EQ(runs, 10);
+  // A caller's workspace smaller than the split needs is refused by name,
+  // before anything is launched.
+  call.workspace = ws->ptr();
+  call.workspaceSize = wsBytes - 16;
+  llvm::Error small = gemm::launch(**kernel, call, sms, nullptr);
+  std::string why = small ? llvm::toString(std::move(small)) : "launched";
+  EXPECT_NE(why.find("the workspace holds " + std::to_string(wsBytes - 16) +
+                     " bytes; a split of K into 8 parts needs " + std::to_string(wsBytes)),
+            std::string::npos)
+      << why;
   // And the bits are right: a sampled check of the last D against float64.
   HostTensor d(call.out, size_t(call.m * call.n));
   d.bytes = first;
