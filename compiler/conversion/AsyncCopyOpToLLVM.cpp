@@ -184,18 +184,59 @@ struct AsyncCopyOpLowering : ConvertOpToLLVMPattern<AsyncCopyOp> {
   LoweringState &state;
 };
 
-/// tile.store_ring: stmatrix.x4 (sm_90) per 16 x 16 block of a warp's rows:
-/// matrices (rows 0-7, columns 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15)
-/// of the block, whose fragments are the #tile.wgmma elements at those
-/// offsets; lanes 8 m to 8 m + 7 give the swizzled addresses of matrix m's
-/// rows. Then fence.proxy.async.shared::cta (generic-proxy writes a wgmma
-/// may read) and a barrier of the warpgroup.
+/// tile.store_ring: a 16-bit tile with stmatrix.x4 (sm_90) per 16 x 16
+/// block of a warp's rows: matrices (rows 0-7, columns 0-7), (8-15, 0-7),
+/// (0-7, 8-15), (8-15, 8-15) of the block, whose fragments are the
+/// #tile.wgmma elements at those offsets; lanes 8 m to 8 m + 7 give the
+/// swizzled addresses of matrix m's rows. An f32 tile with 8-byte stores.
+/// Then fence.proxy.async.shared::cta (generic-proxy writes a wgmma or a TMA
+/// copy may read) and a barrier of the warpgroup.
 struct StoreRingOpLowering : ConvertOpToLLVMPattern<StoreRingOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
 
   LogicalResult matchAndRewrite(StoreRingOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rw) const override {
     Emitter e{rw, op.getLoc()};
+    if (op.getValue().getType().getElementType().isF32()) {
+      storeWords(rw, e, op, adaptor);
+    } else if (failed(storeMatrices(rw, e, op, adaptor))) {
+      return failure();
+    }
+    e.asmOp({}, {}, "fence.proxy.async.shared::cta;", "", /*sideEffects=*/true);
+    // Every warp of the warpgroup has written (and fenced) before any goes
+    // on (to arrive on a barrier, or copy the stage out, one thread's work).
+    e.warpgroupBarrier();
+    rw.eraseOp(op);
+    return success();
+  }
+
+  /// f32: each pair of a row's elements (2 c, 2 c + 1) as one 8-byte store
+  /// (a 16-byte chunk holds 4 elements, so a pair never straddles two).
+  static void storeWords(ConversionPatternRewriter &rw, Emitter &e, StoreRingOp op,
+                         OpAdaptor adaptor) {
+    RankedTensorType tile = op.getValue().getType();
+    RingType ring = op.getRing().getType();
+    auto layout = cast<LayoutAttrInterface>(tile.getEncoding());
+    SmallVector<Value> base = e.apply(layout.getThreadBase(), e.threadId());
+    Value row0 = e.add(adaptor.getRow(), base[0]);
+    Value stage = ringStage(e, ring, adaptor.getRing(), adaptor.getStage());
+    Value frag = adaptor.getValue();
+    auto pair = VectorType::get({2}, rw.getF32Type());
+    for (auto [at, i] : elementsByOffset(tile)) {
+      if (at.second % 2 != 0)
+        continue;
+      Value word = LLVM::PoisonOp::create(rw, e.loc, pair);
+      word = LLVM::InsertElementOp::create(rw, e.loc, word, e.extract(frag, i), e.i32(0));
+      word = LLVM::InsertElementOp::create(rw, e.loc, word, e.extract(frag, i + 1), e.i32(1));
+      Value off = ringElementOffset(e, ring, e.add(row0, e.i64(at.first)),
+                                    e.add(base[1], e.i64(at.second)));
+      LLVM::StoreOp::create(rw, e.loc, word, e.offset(stage, off), /*alignment=*/8);
+    }
+  }
+
+  /// 16-bit: stmatrix.x4 per 16 x 16 block.
+  static LogicalResult storeMatrices(ConversionPatternRewriter &rw, Emitter &e, StoreRingOp op,
+                                     OpAdaptor adaptor) {
     RankedTensorType tile = op.getValue().getType();
     RingType ring = op.getRing().getType();
     int64_t rows = tile.getDimSize(0), cols = tile.getDimSize(1);
@@ -224,11 +265,6 @@ struct StoreRingOpLowering : ConvertOpToLLVMPattern<StoreRingOp> {
                                  NVVM::LdStMatrixShapeAttr::get(rw.getContext(), 8, 8),
                                  NVVM::LdStMatrixEltType::B16);
       }
-    e.asmOp({}, {}, "fence.proxy.async.shared::cta;", "", /*sideEffects=*/true);
-    // Every warp of the warpgroup has written (and fenced) before any goes
-    // on (to arrive on a barrier, or copy the stage out, one thread's work).
-    e.warpgroupBarrier();
-    rw.eraseOp(op);
     return success();
   }
 };

@@ -160,8 +160,9 @@ template <typename Fn> void onWarpgroupLeader(ConversionPatternRewriter &rw, Emi
 }
 
 /// tile.tma_store: the warpgroup's first thread starts one
-/// cp.async.bulk.tensor (shared::cta -> global) per panel of the stage and
-/// commits them as one bulk group.
+/// cp.async.bulk.tensor (shared::cta -> global), or with `reduce`
+/// cp.reduce.async.bulk.tensor .add, per panel of the stage and commits them
+/// as one bulk group.
 struct TmaStoreOpLowering : ConvertOpToLLVMPattern<TmaStoreOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult matchAndRewrite(TmaStoreOp op, OpAdaptor adaptor,
@@ -171,11 +172,22 @@ struct TmaStoreOpLowering : ConvertOpToLLVMPattern<TmaStoreOp> {
     Value slot = ringStage(e, ring, adaptor.getRing(), adaptor.getStage());
     Value row = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getRow());
     Value col = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getCol());
+    SmallVector<Value> outer;
+    for (Value o : adaptor.getOuter())
+      outer.push_back(LLVM::TruncOp::create(rw, e.loc, e.i32(), o));
     onWarpgroupLeader(rw, e, [&] {
       forEachPanel(e, ring, slot, col, [&](Value src, Value c) {
-        NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp::create(
-            rw, e.loc, adaptor.getMap(), src, ValueRange{c, row}, /*l2CacheHint=*/Value(),
-            NVVM::TMAStoreMode::TILE, /*predicate=*/Value());
+        SmallVector<Value> coords = {c, row};
+        coords.append(outer.begin(), outer.end());
+        if (op.getReduce())
+          NVVM::CpAsyncBulkTensorReduceOp::create(rw, e.loc, adaptor.getMap(), src,
+                                                  NVVM::TMAReduxKind::ADD, NVVM::TMAStoreMode::TILE,
+                                                  coords,
+                                                  /*l2CacheHint=*/Value());
+        else
+          NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp::create(
+              rw, e.loc, adaptor.getMap(), src, coords, /*l2CacheHint=*/Value(),
+              NVVM::TMAStoreMode::TILE, /*predicate=*/Value());
       });
       NVVM::CpAsyncBulkCommitGroupOp::create(rw, e.loc);
     });

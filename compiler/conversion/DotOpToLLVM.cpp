@@ -1,7 +1,8 @@
 //===- DotOpToLLVM.cpp - tile.dot on Hopper's warpgroup tensor cores -------===//
 //
 // tile.dot -> wgmma.fence, one nvvm.wgmma.mma_async (m64nNk16) per 64-row
-// block of the accumulator and 16 columns of K, commit, wait (the
+// block of the accumulator and 16 columns of K (the first with the scale of
+// D at 0 for `overwrite`), commit, wait (the
 // accumulators pinned before the fence and tied through the wait: fence,
 // waitFor). A and B are
 // read from ring stages through shared-memory matrix descriptors, built here
@@ -137,6 +138,11 @@ struct DotOpLowering : ConvertOpToLLVMPattern<DotOp> {
     auto typeD = NVVM::WGMMATypesAttr::get(ctx, NVVM::WGMMATypes::f32);
     auto shape = NVVM::MMAShapeAttr::get(ctx, 64, int(n), 16);
     auto scaleOut = NVVM::WGMMAScaleOutAttr::get(ctx, NVVM::WGMMAScaleOut::one);
+    // With `overwrite` the first step of K ignores the accumulator (D = A B)
+    // and the accumulator's registers start undefined: nothing is written
+    // to them before the products.
+    auto scaleFirst =
+        op.getOverwrite() ? NVVM::WGMMAScaleOutAttr::get(ctx, NVVM::WGMMAScaleOut::zero) : scaleOut;
     auto scaleIn = NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one);
     // Row-major A and column-major B are K-major.
     auto layoutA =
@@ -149,7 +155,8 @@ struct DotOpLowering : ConvertOpToLLVMPattern<DotOp> {
     auto structTy = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(perBlock, f32));
     SmallVector<Value> accIn;
     for (int64_t i = 0; i < blocks * perBlock; ++i)
-      accIn.push_back(e.extract(adaptor.getAcc(), i));
+      accIn.push_back(op.getOverwrite() ? Value(LLVM::UndefOp::create(rw, e.loc, rw.getF32Type()))
+                                        : e.extract(adaptor.getAcc(), i));
     accIn = fence(e, accIn);
     SmallVector<Value> fragments;
     for (int64_t blk = 0; blk < blocks; ++blk) {
@@ -165,8 +172,8 @@ struct DotOpLowering : ConvertOpToLLVMPattern<DotOp> {
       for (int64_t blk = 0; blk < blocks; ++blk)
         fragments[blk] = NVVM::WgmmaMmaAsyncOp::create(
             rw, e.loc, structTy, fragments[blk], a.descriptor(e, 64 * blk, kk), descB, shape,
-            typeAB, typeAB, typeD, scaleOut, scaleIn, scaleIn, layoutA, layoutB,
-            NVVM::MMAIntOverflowAttr());
+            typeAB, typeAB, typeD, kk == 0 ? scaleFirst : scaleOut, scaleIn, scaleIn, layoutA,
+            layoutB, NVVM::MMAIntOverflowAttr());
     }
     SmallVector<Value> elems;
     for (int64_t blk = 0; blk < blocks; ++blk)

@@ -92,11 +92,14 @@ struct MmaSyncDotOpLowering : ConvertOpToLLVMPattern<DotOp> {
     };
 
     int64_t blocks = m / 64, perBlock = n / 2;
+    Type f32 = rw.getF32Type();
+    // With `overwrite` the products start from zero: mma.sync has no scale
+    // for its accumulator.
+    Value zero = op.getOverwrite() ? e.f32(0.0f) : Value();
     SmallVector<Value> accs;
     for (int64_t i = 0; i < blocks * perBlock; ++i)
-      accs.push_back(e.extract(adaptor.getAcc(), i));
+      accs.push_back(zero ? zero : e.extract(adaptor.getAcc(), i));
 
-    Type f32 = rw.getF32Type();
     auto resultTy = LLVM::LLVMStructType::getLiteral(ctx, {f32, f32, f32, f32});
     auto half2 = VectorType::get({2}, rw.getF16Type());
     // bf16 fragments pass as i32 registers; f16 as pairs of f16.

@@ -347,16 +347,16 @@ LogicalResult IotaOp::verify() {
 
 LogicalResult RingType::verify(function_ref<InFlightDiagnostic()> emitError, int64_t stages,
                                int64_t rows, int64_t cols, Type elementType) {
-  if (!elementType.isBF16() && !elementType.isF16())
-    return emitError() << "!tile.ring holds bf16 or f16 tiles, got " << elementType;
+  if (!elementType.isBF16() && !elementType.isF16() && !elementType.isF32())
+    return emitError() << "!tile.ring holds bf16, f16 or f32 tiles, got " << elementType;
   if (stages < 1 || stages > 16)
     return emitError() << "!tile.ring stages must be in [1, 16], got " << stages;
   if (rows < 8 || rows > 256 || rows % 8 != 0)
     return emitError() << "!tile.ring rows must be a multiple of 8 in [8, 256], got " << rows;
-  if (cols < 64 || cols > 256 || cols % 64 != 0)
-    return emitError() << "!tile.ring cols must be whole 128-byte panels (a multiple of 64 "
-                          "16-bit elements) up to 256, got "
-                       << cols;
+  int64_t panel = elementType.isF32() ? 32 : 64;
+  if (cols < panel || cols > 256 || cols % panel != 0)
+    return emitError() << "!tile.ring cols must be whole 128-byte panels (a multiple of " << panel
+                       << " " << elementType << " elements) up to 256, got " << cols;
   return success();
 }
 
@@ -370,14 +370,14 @@ LogicalResult TensorMapType::verify(function_ref<InFlightDiagnostic()> emitError
                                     int64_t cols, Type elementType, int64_t rank) {
   if (rank < 2 || rank > 5)
     return emitError() << "!tile.tensormap rank must be in [2, 5], got " << rank;
-  if (!elementType.isBF16() && !elementType.isF16())
-    return emitError() << "!tile.tensormap describes bf16 or f16 tensors, got " << elementType;
+  if (!elementType.isBF16() && !elementType.isF16() && !elementType.isF32())
+    return emitError() << "!tile.tensormap describes bf16, f16 or f32 tensors, got " << elementType;
   if (rows < 1 || rows > 256)
     return emitError() << "!tile.tensormap box rows must be in [1, 256], got " << rows;
-  if (cols != 64)
-    return emitError() << "!tile.tensormap box cols must be 128 bytes (64 16-bit elements) for "
-                          "the 128-byte swizzle, got "
-                       << cols;
+  int64_t panel = elementType.isF32() ? 32 : 64;
+  if (cols != panel)
+    return emitError() << "!tile.tensormap box cols must be 128 bytes (" << panel << " "
+                       << elementType << " elements) for the 128-byte swizzle, got " << cols;
   return success();
 }
 
@@ -472,6 +472,8 @@ LogicalResult AsyncCopyOp::verify() {
   if (src.getElementType() != ring.getElementType())
     return emitOpError() << "copies " << src.getElementType() << " into a ring of "
                          << ring.getElementType();
+  if (ring.getElementBytes() != 2)
+    return emitOpError() << "copies bf16 or f16 tiles, got " << ring.getElementType();
   int64_t vec = getVec();
   if (vec != 1 && vec != 2 && vec != 4 && vec != 8)
     return emitOpError() << "vec must be 1, 2, 4 or 8 elements (2, 4, 8 or 16 bytes), got " << vec;
@@ -514,6 +516,8 @@ LogicalResult DotOp::verify() {
   RingType a = getA().getType(), b = getB().getType();
   if (a.getElementType() != b.getElementType())
     return emitOpError() << "A is " << a.getElementType() << " and B " << b.getElementType();
+  if (a.getElementBytes() != 2)
+    return emitOpError() << "multiplies bf16 or f16 tiles, got " << a.getElementType();
   bool aMn = getAMnMajor(), bMn = getBMnMajor();
   int64_t m = acc.getDimSize(0), n = acc.getDimSize(1);
   int64_t ka = aMn ? a.getRows() : a.getCols(), kb = bMn ? b.getRows() : b.getCols();
@@ -540,8 +544,9 @@ LogicalResult StoreRingOp::verify() {
     return failure();
   RankedTensorType v = getValue().getType();
   RingType ring = getRing().getType();
-  if (!isWarpgroupTile(v) || v.getElementType().getIntOrFloatBitWidth() != 16)
-    return emitOpError() << "stores a 16-bit #tile.wgmma tile, got " << v;
+  if (!isWarpgroupTile(v) ||
+      (v.getElementType().getIntOrFloatBitWidth() != 16 && !v.getElementType().isF32()))
+    return emitOpError() << "stores a 16-bit or f32 #tile.wgmma tile, got " << v;
   if (v.getElementType() != ring.getElementType())
     return emitOpError() << "the tile is " << v.getElementType() << " and the ring "
                          << ring.getElementType();
@@ -549,7 +554,7 @@ LogicalResult StoreRingOp::verify() {
     return emitOpError() << "a " << v.getDimSize(0) << "x" << v.getDimSize(1)
                          << " tile does not fit whole rows of a stage of " << ring.getRows() << "x"
                          << ring.getCols();
-  if (v.getDimSize(1) % 16 != 0)
+  if (!v.getElementType().isF32() && v.getDimSize(1) % 16 != 0)
     return emitOpError() << "stores 16 x 16 blocks: " << v.getDimSize(1)
                          << " columns are not a multiple of 16";
   return success();
@@ -561,8 +566,9 @@ LogicalResult TmaStoreOp::verify() {
   TensorMapType map = getMap().getType();
   if (failed(verifyBoxIsPanel(*this, map, getRing().getType())))
     return failure();
-  if (map.getRank() != 2)
-    return emitOpError() << "stores through a tensor map of rank 2, got rank " << map.getRank();
+  if (int64_t(getOuter().size()) != map.getRank() - 2)
+    return emitOpError() << "a tensor map of rank " << map.getRank() << " takes "
+                         << map.getRank() - 2 << " outer coordinates, got " << getOuter().size();
   return success();
 }
 
@@ -623,6 +629,8 @@ LogicalResult DotRegOp::verify() {
   RingType b = getB().getType();
   if (a.getElementType() != b.getElementType())
     return emitOpError() << "A is " << a.getElementType() << " and B " << b.getElementType();
+  if (b.getElementBytes() != 2)
+    return emitOpError() << "multiplies bf16 or f16 tiles, got " << b.getElementType();
   bool bMn = getBMnMajor();
   int64_t m = acc.getDimSize(0), n = acc.getDimSize(1), k = a.getDimSize(1);
   if (a.getDimSize(0) != m)

@@ -664,12 +664,13 @@ def Tile_TmaLoadOp : Tile_Op<"tma_load"> {
 def Tile_StoreRingOp : Tile_Op<"store_ring"> {
   let summary = "Stores a warpgroup's tile from registers into a ring stage";
   let description = [{
-    Writes `value` (16-bit elements, `#tile.wgmma`, as many columns as the
-    ring has) into stage `stage` of `ring`, its first row at row `row` of the
-    stage, where a TMA copy would have put those elements (panels, 128-byte
-    swizzle), so that `tile.dot` can read the stage as an operand: an
-    accumulator's tile (the gradient of attention's scores) becomes the A or
-    B of another product (sm_90: stmatrix). The writes are then made
+    Writes `value` (16-bit or f32 elements, `#tile.wgmma`, as many columns
+    as the ring has) into stage `stage` of `ring`, its first row at row `row`
+    of the stage, where a TMA copy would have put those elements (panels,
+    128-byte swizzle), so that `tile.dot` can read the stage as an operand:
+    an accumulator's tile (the gradient of attention's scores) becomes the A
+    or B of another product (sm_90: stmatrix), or `tile.tma_store` copies it
+    out (f32: one 8-byte store per pair of a row's elements). The writes are then made
     visible to the tensor cores' reads (`fence.proxy.async`), and every
     thread of the warpgroup has written before any goes on (a barrier of
     its 128 threads); a product of another warpgroup may read them once
@@ -702,16 +703,33 @@ def Tile_TmaStoreOp : Tile_Op<"tma_store"> {
     written again only after a `tile.tma_store_wait {read}` has seen the
     group done.
 
+    A tensor of rank 3 to 5 takes its outer coordinates after `at`,
+    innermost first, as `tile.tma_load`. With `reduce`, the copies add the
+    stage's elements to what the tensor holds instead of replacing it
+    (`cp.reduce.async.bulk.tensor` ... `.add`), each element's addition
+    atomic, so that programs may add into the same tile in any order: f32
+    sums of attention's dQ over key tiles.
+
     ```mlir
     tile.tma_store %d[%s], %map[%row, %col]
         : !tile.ring<stages = 4, rows = 64, cols = 64, bf16>, !tile.tensormap<rows = 64, cols = 64, bf16>
+    tile.tma_store %sums[%s], %map[%row, %col] at [%head, %batch] {reduce}
+        : !tile.ring<stages = 2, rows = 64, cols = 64, f32>,
+          !tile.tensormap<rows = 64, cols = 32, f32, rank = 4>
     ```
   }];
   let arguments = (ins Tile_RingType:$ring, Index:$stage, Tile_TensorMapType:$map,
-                       Index:$row, Index:$col);
+                       Index:$row, Index:$col, Variadic<Index>:$outer, UnitAttr:$reduce);
   let assemblyFormat = [{
-    $ring `[` $stage `]` `,` $map `[` $row `,` $col `]` attr-dict `:` type($ring) `,` type($map)
+    $ring `[` $stage `]` `,` $map `[` $row `,` $col `]` (`at` ` ` `[` $outer^ `]`)? attr-dict
+    `:` type($ring) `,` type($map)
   }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$ring, "::mlir::Value":$stage, "::mlir::Value":$map,
+                   "::mlir::Value":$row, "::mlir::Value":$col), [{
+      build($_builder, $_state, ring, stage, map, row, col, ::mlir::ValueRange{}, false);
+    }]>
+  ];
   let hasVerifier = 1;
 }
 
@@ -818,13 +836,20 @@ def Tile_DotOp : Tile_Op<"dot"> {
     pending, and may only pass (through loop-carried values) to a
     `tile.dot_wait`, which returns it complete. (sm_90a only.) The warpgroup meanwhile runs
     other code (the softmax of the previous tile of attention).
+
+    With `overwrite` the result is `A B` alone: `acc`'s values are not read
+    (only its type), so no zeros are written to the accumulator's registers
+    first (on sm_90a the first step of K runs with the scale of D at 0). A
+    product started while others still run then needs no registers of its
+    own before it begins, which lets ptxas keep the products in flight
+    where zeroed registers beside them would not fit.
   }];
   let arguments = (ins Tile_RingType:$a, Index:$a_stage, Index:$a_offset,
                        Tile_RingType:$b, Index:$b_stage, Index:$b_offset,
                        Tile_F32Tile:$acc,
                        DefaultValuedAttr<BoolAttr, "false">:$a_mn_major,
                        DefaultValuedAttr<BoolAttr, "false">:$b_mn_major,
-                       UnitAttr:$async);
+                       UnitAttr:$async, UnitAttr:$overwrite);
   let results = (outs Tile_F32Tile:$result);
   let assemblyFormat = [{
     $a `[` $a_stage `,` $a_offset `]` `,` $b `[` $b_stage `,` $b_offset `]` `,` $acc attr-dict

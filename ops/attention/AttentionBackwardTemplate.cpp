@@ -92,9 +92,10 @@ struct Shape {
     return (2 * bm() + 2 * stages * bn) * d * e + 8 * (4 * stages + 2) + 3 * 1024;
   }
   /// Of the dK/dV kernel: K and V tiles, the Q and dO rings; fused, the
-  /// two stages of dS^T and their barriers.
+  /// two stages of dS^T and their barriers, and each consumer's f32 part of
+  /// dQ on its way out.
   int64_t dkvSmem(int64_t d, int64_t e) const {
-    int64_t ds = fused ? 2 * bm() * kvBm * e + 8 * 2 : 0;
+    int64_t ds = fused ? 2 * bm() * kvBm * e + 8 * 2 + consumers * kvBm * dqCols(d) * 4 : 0;
     return (2 * bm() + 2 * stages * kvBm) * d * e + ds + 8 * (3 * stages + 2) +
            (fused ? 4 : 3) * 1024;
   }
@@ -190,13 +191,15 @@ public:
     // (bn / 2 each), P or dS in 16 bits (bn / 4). dK/dV kernel: dK and dV
     // (d / 2 each), S^T and dP^T (kv_bm / 2 each), P^T in 16 bits and the
     // columns' LSE and D (kv_bm / 4 each); fused, dQ's part (kv_bm rows of
-    // its d / consumers columns). The limits are the largest that built
+    // its d / consumers columns: at most kv_bm / 2) takes the scores'
+    // registers once they are dead (its product overwrites its
+    // accumulator), so it adds none. The limits are the largest that built
     // without spills for d = 128 (bn = 128: 224; kv_bm = 64: 240 with two
     // consumers and two stages; one stage spilled 44 bytes, one consumer 20
-    // bytes, causal). Fused at d = 128 with two consumers (272) spilled 24
-    // to 184 bytes and ptxas serialized every product (C7512).
+    // bytes, causal). Fused at d = 128 with two consumers spills 28 to 112
+    // bytes (it is not a default; bench/NOTES.md b4).
     int64_t dqRegs = p.d / 2 + s.bn + s.bn / 4;
-    int64_t dkvRegs = p.d + s.kvBm + 3 * s.kvBm / 4 + (s.fused ? s.kvBm * s.dqCols(p.d) / 128 : 0);
+    int64_t dkvRegs = p.d + s.kvBm + 3 * s.kvBm / 4;
     // (Fused builds no dQ kernel: bn is not used.)
     if (!s.fused && dqRegs > 224)
       return configError("a dQ consumer thread would hold " + llvm::Twine(dqRegs) +
@@ -213,12 +216,10 @@ public:
                          " is not a multiple of 64");
     int64_t dkvLimit = s.consumers == 2 ? 240 : 232;
     if (dkvRegs > dkvLimit)
-      return configError(
-          "a dK/dV consumer thread would hold " + llvm::Twine(dkvRegs) +
-          " registers of dK, dV, S^T, dP^T and P^T" + (s.fused ? " and dQ's part" : "") +
-          " (at most " + llvm::Twine(dkvLimit) + " with " + llvm::Twine(s.consumers) +
-          " consumers): " +
-          (s.fused ? "fused fits at head dim 64 with one consumer" : "use a smaller kv_bm"));
+      return configError("a dK/dV consumer thread would hold " + llvm::Twine(dkvRegs) +
+                         " registers of dK, dV, S^T, dP^T and P^T (at most " +
+                         llvm::Twine(dkvLimit) + " with " + llvm::Twine(s.consumers) +
+                         " consumers): use a smaller kv_bm");
     int64_t e = dtypeBytes(p.dt), limit = p.target.maxSharedBytesPerBlock();
     for (int64_t smem : {s.fused ? 0 : s.dqSmem(p.d, e), s.dkvSmem(p.d, e)})
       if (smem > limit)
@@ -490,14 +491,17 @@ private:
         auto step = [&](Value j, ValueRange carried, bool masked) -> SmallVector<Value> {
           auto [stage, round] = stageOf(j);
           tt::BarrierWaitOp::create(b, loc, kFull, stage, round);
+          // The scores' products overwrite their accumulators: with zeros
+          // written beside S's product in flight, ptxas waited for it
+          // before starting dP's (C7517), which undid the overlap.
           Value sc = tt::DotOp::create(b, loc, sType, rq, cst(0), myRows, rk, stage, cst(0), zeroS,
-                                       false, false, s.overlap);
+                                       false, false, s.overlap, /*overwrite=*/true);
           Value dp;
           if (s.overlap) {
             // dP's product starts now and runs under P's exponentials.
             tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
             dp = tt::DotOp::create(b, loc, sType, rdo, cst(0), myRows, rv, stage, cst(0), zeroS,
-                                   false, false, true);
+                                   false, false, true, /*overwrite=*/true);
             sc = tt::DotWaitOp::create(b, loc, ValueRange{sc}, 1).getResult(0);
           }
           if (masked) {
@@ -520,7 +524,7 @@ private:
           } else {
             tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
             dp = tt::DotOp::create(b, loc, sType, rdo, cst(0), myRows, rv, stage, cst(0), zeroS,
-                                   false, false, false);
+                                   false, false, false, /*overwrite=*/true);
           }
           tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
           Value ds = arith::MulFOp::create(b, loc, pr, arith::SubFOp::create(b, loc, dp, dBcast));
@@ -555,19 +559,21 @@ private:
       auto mapQ = tt::TensorMapType::get(&c, s.kvBm, 64, dt, 4);
       auto kType = rowsType(p.hkv, dt);
       // K, V, Q, dO maps; workspace, dK, dV; scale * log2(e), scale, sq, sk;
-      // the partial sums and the head split; fused, dQ's f32 sums.
+      // the partial sums and the head split; fused, the map of dQ's f32
+      // sums (as Q's, rows padded), whose boxes are a consumer's panels.
       SmallVector<Type> args = {mapKV, mapKV, mapQ, mapQ, workspaceType(), kType, kType,
                                 f32,   f32,   idx,  idx,  partialsType(),  idx};
       if (s.fused)
-        args.push_back(rowsType(p.hq, f32));
+        args.push_back(tt::TensorMapType::get(&c, s.kvBm, 32, f32, 4));
       // Programs: ceil(sk / bn) * batch * hkv * split; dK's first size is
       // the batch (BSHD) or batch * hkv (BHSD).
       AffineExpr sk = getAffineSymbolExpr(0, &c), first = getAffineSymbolExpr(1, &c),
                  parts = getAffineSymbolExpr(2, &c);
       AffineMap grid =
           AffineMap::get(0, 3, {sk.ceilDiv(bn) * first * (bshd() ? p.hkv : 1) * parts}, &c);
-      auto kernel = makeKernel(b, loc, "attn_bwd_dkdv_" + suffix(), args, 128 * (s.consumers + 1),
-                               grid, {10, -1, 5, 0, 12, -1}, cfg,
+      // (Fused, named for what it computes: dK, dV and dQ's parts.)
+      auto kernel = makeKernel(b, loc, (s.fused ? "attn_bwd_fused_" : "attn_bwd_dkdv_") + suffix(),
+                               args, 128 * (s.consumers + 1), grid, {10, -1, 5, 0, 12, -1}, cfg,
                                /*cluster=*/1, /*minBlocks=*/1);
       Block *entry = &kernel.getBody().front();
       Value kMap = entry->getArgument(0), vMap = entry->getArgument(1),
@@ -576,7 +582,7 @@ private:
       Value scaleLog2 = entry->getArgument(7), scale = entry->getArgument(8);
       Value sqV = entry->getArgument(9), skV = entry->getArgument(10);
       Value partials = entry->getArgument(11), split = entry->getArgument(12);
-      Value dqSum = s.fused ? entry->getArgument(13) : Value();
+      Value dqMap = s.fused ? entry->getArgument(13) : Value();
 
       Value rk = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
       Value rv = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
@@ -590,9 +596,12 @@ private:
       Value empty = tt::AllocBarriersOp::create(b, loc, bars, s.consumers, nullptr);
       // Fused: each step's dS^T, every consumer's keys as rows, in one of two
       // stages; a stage is whole once every consumer arrived on its barrier.
-      Value rds, dsFull;
+      // And each consumer's part of dQ (f32), added into the sums by TMA.
+      Value rds, dsFull, rdq;
       if (s.fused) {
         rds = tt::AllocRingOp::create(b, loc, tt::RingType::get(&c, 2, bn, s.kvBm, dt), nullptr);
+        rdq = tt::AllocRingOp::create(
+            b, loc, tt::RingType::get(&c, s.consumers, s.kvBm, s.dqCols(p.d), f32), nullptr);
         dsFull =
             tt::AllocBarriersOp::create(b, loc, tt::BarriersType::get(&c, 2), s.consumers, nullptr);
       }
@@ -683,10 +692,14 @@ private:
                                        false, false, s.overlap);
           Value dpt;
           if (s.overlap) {
-            // dP^T's product starts now and runs under P^T's exponentials.
+            // dP^T's product starts now and runs under P^T's exponentials,
+            // overwriting its accumulator (zeros written beside S^T's
+            // product in flight made ptxas wait for it first, C7517), but on
+            // the diagonal's few steps, where the mask's registers beside
+            // it spilled (56 bytes at d = 128).
             tt::BarrierWaitOp::create(b, loc, doFull, stage, round);
             dpt = tt::DotOp::create(b, loc, sType, rv, cst(0), myRows, rdo, stage, cst(0), zeroS,
-                                    false, false, true);
+                                    false, false, true, /*overwrite=*/!masked);
             st = tt::DotWaitOp::create(b, loc, ValueRange{st}, 1).getResult(0);
           }
           if (masked) {
@@ -707,7 +720,7 @@ private:
           } else {
             tt::BarrierWaitOp::create(b, loc, doFull, stage, round);
             dpt = tt::DotOp::create(b, loc, sType, rv, cst(0), myRows, rdo, stage, cst(0), zeroS,
-                                    false, false, false);
+                                    false, false, false, /*overwrite=*/true);
           }
           // With overlap dV's product runs while dS^T is computed, and dK's
           // beside it; both are waited for at the end of the step (with the
@@ -730,41 +743,58 @@ private:
           }
           Value ds16 = arith::TruncFOp::create(b, loc, pType, dst);
           // Fused: dS^T into this consumer's rows of a stage (before dK's
-          // product reads its registers).
+          // product reads its registers); once every consumer's is in, this
+          // consumer's columns of dQ's part, dS K over the program's keys
+          // (dS^T read transposed: the queries as rows), added into dQ's
+          // sums (the scale comes with the conversion), in the scores'
+          // registers (overwrite: none zeroed beside them). With overlap
+          // the part is started behind dK's and dV's products and the three
+          // are waited for together (6 to 9 % faster at d = 128 than after
+          // them, bench/NOTES.md b4); without, after them. Each consumer's
+          // next step writes the other stage, which is rewritten only after
+          // every consumer passed this step's barrier, so after their
+          // products read it. The part goes out through shared memory: once
+          // the previous step's addition has read the consumer's stage, the
+          // part is written there and one thread adds it into the sums with
+          // TMA (a reduction per panel, not a red instruction per pair of
+          // elements).
           Value dsStage, dsRound;
           if (s.fused) {
             dsStage = remu(carried[2], 2);
             dsRound = divu(carried[2], 2);
             tt::StoreRingOp::create(b, loc, ds16, rds, dsStage, myRows);
           }
-          Value dk = tt::DotRegOp::create(b, loc, accType, ds16, rq, stage, cst(0), carried[0],
-                                          true, s.overlap);
-          if (s.overlap) {
-            auto done = tt::DotWaitOp::create(b, loc, ValueRange{dk, dv, p16, ds16}, 0);
-            dk = done.getResult(0);
-            dv = done.getResult(1);
-          }
-          tt::BarrierArriveOp::create(b, loc, empty, stage);
-          // Fused: once every consumer's dS^T is in, this consumer's columns
-          // of dQ's part, dS K over the program's keys (dS^T read
-          // transposed: the queries as rows), added into dQ's sums (the
-          // scale comes with the conversion). Started after dK's and dV's
-          // products complete, when the scores' registers are free. Each
-          // consumer's next step writes the other stage, which is rewritten
-          // only after every consumer passed this step's barrier, so after
-          // their products read it.
-          if (s.fused) {
-            int64_t dqCols = s.dqCols(p.d);
+          int64_t dqCols = s.dqCols(p.d);
+          auto dqPart = [&](bool async) -> Value {
             tt::BarrierArriveOp::create(b, loc, dsFull, dsStage);
             tt::BarrierWaitOp::create(b, loc, dsFull, dsStage, dsRound);
             auto dqType = RankedTensorType::get({s.kvBm, dqCols}, f32, wg);
-            Value dq = tt::DotOp::create(b, loc, dqType, rds, dsStage, cst(0), rk, cst(0),
-                                         mul(consumer, cst(dqCols)), splat(dqType, f32c(0.0)), true,
-                                         true, false);
-            SmallVector<Value> at = rowAt(seq, head, p.hq, m0);
-            at[2] = add(at[2], mul(consumer, cst(dqCols)));
-            tt::StoreOp::create(b, loc, dq, dqSum, at, /*streaming=*/false, /*add=*/true);
+            return tt::DotOp::create(b, loc, dqType, rds, dsStage, cst(0), rk, cst(0),
+                                     mul(consumer, cst(dqCols)), splat(dqType, f32c(0.0)), true,
+                                     true, async, /*overwrite=*/true);
+          };
+          auto addDqPart = [&](Value dq) {
+            tt::TmaStoreWaitOp::create(b, loc, 0, /*read=*/true);
+            tt::StoreRingOp::create(b, loc, dq, rdq, consumer, cst(0));
+            tt::TmaStoreOp::create(b, loc, rdq, consumer, dqMap, m0, mul(consumer, cst(dqCols)),
+                                   ValueRange{head, seq}, /*reduce=*/true);
+          };
+          Value dk = tt::DotRegOp::create(b, loc, accType, ds16, rq, stage, cst(0), carried[0],
+                                          true, s.overlap);
+          Value dq = s.fused && s.overlap ? dqPart(/*async=*/true) : Value();
+          if (s.overlap) {
+            SmallVector<Value> pending = {dk, dv, p16, ds16};
+            if (dq)
+              pending.push_back(dq);
+            auto done = tt::DotWaitOp::create(b, loc, pending, 0);
+            dk = done.getResult(0);
+            dv = done.getResult(1);
+            if (dq)
+              dq = done.getResult(4);
           }
+          tt::BarrierArriveOp::create(b, loc, empty, stage);
+          if (s.fused)
+            addDqPart(dq ? dq : dqPart(/*async=*/false));
           return {dk, dv, add(carried[2], cst(1))};
         };
         Value zeroAcc = splat(accType, f32c(0.0));
@@ -804,6 +834,10 @@ private:
           tt::StoreOp::create(b, loc, acc[1], partials, partAt(add(parts, mine), dK, at));
           tt::StoreOp::create(b, loc, dk(), partials, partAt(mine, dK, at));
         }
+        // Fused: the last additions into dQ's sums are done before the
+        // program ends (and the conversion kernel reads them).
+        if (s.fused)
+          tt::TmaStoreWaitOp::create(b, loc, 0, /*read=*/false);
         tt::YieldOp::create(b, loc);
       }
       b.setInsertionPointToEnd(entry);

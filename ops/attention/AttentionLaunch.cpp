@@ -16,17 +16,19 @@ llvm::Error error(const llvm::Twine &msg, const char *op = "attn_fwd") {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), op + llvm::Twine(": ") + msg);
 }
 
-/// `name` ([b, s, h, d] or [b, h, s, d] at `addr`) as a [d, s, h, b] tensor
-/// map whose copies move `box` = (rows, 64, 1, 1) with the 128-byte swizzle.
+/// `name` ([b, s, h, d] or [b, h, s, d] at `addr`, elements of `dt`) as a
+/// [d, s, h, b] tensor map whose copies move `box` = (rows, 128 bytes of
+/// columns, 1, 1) with the 128-byte swizzle.
 llvm::Expected<CUtensorMap> mapOf(const char *op, const char *name, const Call &c, uint64_t addr,
-                                  int64_t seq, int64_t heads, const std::vector<int64_t> &box) {
+                                  int64_t seq, int64_t heads, const std::vector<int64_t> &box,
+                                  DType dt) {
   if (box.size() != 4)
     return error(llvm::Twine("the kernel's tensor map for ") + name + " is not 4-D", op);
   if (addr % 16 != 0)
     return error(llvm::Twine(name) + " is at an address that is not 16-byte aligned", op);
-  int64_t e = dtypeBytes(c.dt);
+  int64_t e = dtypeBytes(dt);
   TensorMapDesc t;
-  t.dtype = c.dt;
+  t.dtype = dt;
   t.rank = 4;
   t.address = addr;
   t.dims[0] = c.d;
@@ -48,6 +50,11 @@ llvm::Expected<CUtensorMap> mapOf(const char *op, const char *name, const Call &
   if (!map)
     return error(llvm::Twine(name) + ": " + llvm::toString(map.takeError()), op);
   return *map;
+}
+
+llvm::Expected<CUtensorMap> mapOf(const char *op, const char *name, const Call &c, uint64_t addr,
+                                  int64_t seq, int64_t heads, const std::vector<int64_t> &box) {
+  return mapOf(op, name, c, addr, seq, heads, box, c.dt);
 }
 
 llvm::Expected<KernelSpec> makeSpec(const Call &c, const Target &target, bool backward) {
@@ -129,9 +136,13 @@ struct Workspace {
       return KernelArg::view(at, {2 * split * c.b, rows, c.hkv * c.d});
     return KernelArg::view(at, {2 * split * c.b * c.hkv, rows, c.d});
   }
+  /// Where dQ's f32 sums start: dQ's layout with its rows padded.
+  uint64_t dqSumsAt(const BackwardCall &c) const {
+    return c.workspace + uint64_t(lseBytes + partialBytes);
+  }
   /// dQ's f32 sums, as dQ's view with its rows padded.
   KernelArg dqSums(const BackwardCall &c) const {
-    uint64_t at = c.workspace + uint64_t(lseBytes + partialBytes);
+    uint64_t at = dqSumsAt(c);
     if (c.layout == Layout::BSHD)
       return KernelArg::view(at, {c.b, workspaceRows(c), c.hq * c.d});
     return KernelArg::view(at, {c.b * c.hq, workspaceRows(c), c.d});
@@ -259,6 +270,16 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
   KernelArg ws = KernelArg::view(c.workspace, {2, c.b * c.hq, workspaceRows(c)});
   KernelArg scaleLog2 = KernelArg::f32(float(double(scale) * M_LOG2E));
   KernelArg dqSums = w.dqSums(c);
+  // Fused: the dK/dV kernel adds its parts of dQ into the sums through a
+  // tensor map of them (f32, as Q's with the rows padded).
+  CUtensorMap sumsMap = {};
+  if (fused) {
+    auto m = mapOf(op, "dQ's sums", c, w.dqSumsAt(c), workspaceRows(c), c.hq,
+                   dkv.params[13].staticSizes, DType::F32);
+    if (!m)
+      return m.takeError();
+    sumsMap = *m;
+  }
   // Kernel 0: dQ (with the workspace's LSE and D), or fused the workspace's
   // kernel alone.
   auto launchFirst = [&]() -> llvm::Error {
@@ -303,7 +324,7 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
                         KernelArg::index(c.sk),
                         partials,
                         KernelArg::index(w.split),
-                        dqSums};
+                        KernelArg::tensorMap(sumsMap)};
   if (auto err = kernel.launch(1, second, std::size(second) - (fused ? 0 : 1), stream))
     return err;
   if (w.split > 1) {

@@ -533,6 +533,16 @@ TEST_F(GpuAttention, BackwardFusedAddsDqOverKeyTiles) {
   runBackward({64, 128, 128, 8, 1, 64, true, Layout::BSHD, DType::BF16, 0.0f, cfg});
   runBackward({1, 700, 700, 4, 2, 64, true, Layout::BHSD, DType::BF16, 1.0f,
                "bn=64 consumers=1 fused=1 kv_bm=64 stages=3"});
+  // Head dim 128 with two consumers, each adding its 64 columns of dQ.
+  const char *two = "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 stages=2";
+  for (bool causal : {true, false}) {
+    runBackward({1, 383, 383, 2, 2, 128, causal, Layout::BSHD, DType::BF16, 0.0f, two});
+    runBackward({2, 1024, 1024, 4, 1, 128, causal, Layout::BHSD, DType::BF16, 0.0f, two});
+  }
+  runBackward({1, 65, 300, 2, 2, 128, false, Layout::BSHD, DType::F16, 0.0f, two});
+  runBackward({1, 250, 100, 2, 2, 128, true, Layout::BSHD, DType::BF16, 0.0f, two});
+  runBackward({1, 700, 700, 4, 2, 128, true, Layout::BHSD, DType::BF16, 1.0f,
+               "bn=128 consumers=2 fused=1 kv_bm=64 stages=2"});
 }
 
 } // namespace

@@ -63,9 +63,12 @@ void expectClean(const KernelSpec &spec, const TileConfig &config) {
   EXPECT_NE(k->ptx.find("cp.async.bulk.tensor.4d"), std::string::npos);
   EXPECT_NE(k->ptx.find("ex2.approx"), std::string::npos);
   if (fused) {
-    // dS^T into shared memory for dQ's product; dQ's sums added in place.
+    // dS^T into shared memory for dQ's product; dQ's parts added into the
+    // sums by TMA from shared memory.
     EXPECT_NE(k->ptx.find("stmatrix.sync.aligned"), std::string::npos);
-    EXPECT_NE(k->ptx.find("red.global.add.v2.f32"), std::string::npos);
+    EXPECT_NE(k->ptx.find("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group"),
+              std::string::npos);
+    EXPECT_EQ(k->ptx.find("red.global.add"), std::string::npos);
     EXPECT_EQ(k->entries[0].params.size(), 6u);
     EXPECT_EQ(k->entries[1].params.size(), 14u);
     EXPECT_EQ(k->entries[3].params.size(), 4u);
@@ -149,17 +152,22 @@ TEST(AttentionCompile, BackwardBuildsWithoutSpillsForEveryHeadDimMaskLayoutAndTy
 }
 
 TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
-  // dQ in the dK/dV kernel, where its registers fit (head dim 64, one
-  // consumer): both masks and layouts, f16, without overlap.
-  for (bool causal : {false, true})
-    for (Layout l : {Layout::BSHD, Layout::BHSD})
-      expectClean(backward(64, causal, l),
-                  *TileConfig::parse("bn=128 consumers=1 fused=1 kv_bm=64 overlap=1 stages=2"));
+  // dQ in the dK/dV kernel: head dim 64 with one consumer, 128 with two
+  // (each 64 of dQ's columns; its spills are the ones SpillRule.h allows),
+  // both masks and layouts, f16, without overlap.
+  for (int64_t d : {64, 128})
+    for (bool causal : {false, true})
+      for (Layout l : {Layout::BSHD, Layout::BHSD})
+        expectClean(
+            backward(d, causal, l),
+            *TileConfig::parse(d == 64 ? "bn=128 consumers=1 fused=1 kv_bm=64 overlap=1 stages=2"
+                                       : "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 stages=2"));
   expectClean(backward(64, true, Layout::BSHD, DType::F16),
               *TileConfig::parse("bn=64 consumers=1 fused=1 kv_bm=64 stages=3"));
-  // A step's queries are one warpgroup's rows, each consumer's columns of
-  // dQ whole panels, and dQ's part fits beside dK and dV (at d = 128 with
-  // two consumers it did not: spills, and ptxas serialized the products).
+  expectClean(backward(128, true, Layout::BSHD, DType::F16),
+              *TileConfig::parse("bn=64 consumers=2 fused=1 kv_bm=64 stages=2"));
+  // A step's queries are one warpgroup's rows, and each consumer's columns
+  // of dQ whole panels.
   const KernelTemplate &t = getTemplate(attention::backwardOp());
   for (auto [d, cfg, what] :
        {std::tuple{64, "bn=128 consumers=2 fused=1 kv_bm=64 stages=2",
@@ -167,16 +175,14 @@ TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
                    "64 / 2 is not a multiple of 64"},
         std::tuple{128, "bn=128 consumers=2 fused=1 kv_bm=32 stages=2",
                    "fused needs kv_bm = 64 (a step's queries are one warpgroup's rows of dQ's "
-                   "product), got 32"},
-        std::tuple{128, "bn=128 consumers=2 fused=1 kv_bm=64 stages=2",
-                   "272 registers of dK, dV, S^T, dP^T and P^T and dQ's part (at most 240 with 2 "
-                   "consumers): fused fits at head dim 64 with one consumer"}}) {
+                   "product), got 32"}}) {
     auto err = t.checkConfig(backward(d, true), *TileConfig::parse(cfg));
     ASSERT_TRUE(bool(err)) << cfg;
     EXPECT_NE(llvm::toString(std::move(err)).find(what), std::string::npos) << cfg;
   }
   // Not the default, not in the tuning space: its dQ is not bitwise
-  // repeatable, and unmeasured against the two kernels.
+  // repeatable (and it is 5 to 9 % faster than the two kernels at d = 128
+  // only, with spills).
   for (int64_t d : {64, 128}) {
     TileConfig def = t.defaultConfig(backward(d, true));
     EXPECT_FALSE(def.has("fused") && def.get("fused"));

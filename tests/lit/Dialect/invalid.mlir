@@ -601,23 +601,51 @@ tile.kernel @cluster_reduce_of_columns(%x: memref<?x32xf32>) attributes {block_t
 // -----
 
 tile.kernel @ring_cols() attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
-  // expected-error @+1 {{!tile.ring cols must be whole 128-byte panels (a multiple of 64 16-bit elements) up to 256, got 32}}
+  // expected-error @+1 {{!tile.ring cols must be whole 128-byte panels (a multiple of 64 'bf16' elements) up to 256, got 32}}
   %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 32, bf16>
   tile.return
 }
 
 // -----
 
-tile.kernel @ring_f32() attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
-  // expected-error @+1 {{!tile.ring holds bf16 or f16 tiles, got 'f32'}}
-  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, f32>
+tile.kernel @ring_i32() attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  // expected-error @+1 {{!tile.ring holds bf16, f16 or f32 tiles, got 'i32'}}
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, i32>
   tile.return
 }
 
 // -----
 
-// expected-error @+1 {{!tile.tensormap box cols must be 128 bytes (64 16-bit elements) for the 128-byte swizzle, got 32}}
+tile.kernel @ring_f32_cols() attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  // expected-error @+1 {{!tile.ring cols must be whole 128-byte panels (a multiple of 32 'f32' elements) up to 256, got 48}}
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 48, f32>
+  tile.return
+}
+
+// -----
+
+tile.kernel @dot_f32(%d: memref<?x64xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %ra = tile.alloc_ring : !tile.ring<stages = 1, rows = 64, cols = 64, f32>
+  %rb = tile.alloc_ring : !tile.ring<stages = 1, rows = 64, cols = 64, f32>
+  %z = arith.constant 0.0 : f32
+  %acc = tile.splat %z : f32 -> tensor<64x64xf32, #tile.wgmma>
+  // expected-error @+1 {{'tile.dot' op multiplies bf16 or f16 tiles, got 'f32'}}
+  %r = tile.dot %ra[%c0, %c0], %rb[%c0, %c0], %acc : !tile.ring<stages = 1, rows = 64, cols = 64, f32>, !tile.ring<stages = 1, rows = 64, cols = 64, f32>, tensor<64x64xf32, #tile.wgmma> -> tensor<64x64xf32, #tile.wgmma>
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{!tile.tensormap box cols must be 128 bytes (64 'bf16' elements) for the 128-byte swizzle, got 32}}
 tile.kernel @map_cols(%a: !tile.tensormap<rows = 64, cols = 32, bf16>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
+// expected-error @+1 {{!tile.tensormap box cols must be 128 bytes (32 'f32' elements) for the 128-byte swizzle, got 64}}
+tile.kernel @map_f32_cols(%a: !tile.tensormap<rows = 64, cols = 64, f32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   tile.return
 }
 
@@ -916,8 +944,19 @@ tile.kernel @store_ring_type(%d: memref<?x128xf32>) attributes {block_threads = 
   %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
   %z = arith.constant 0.0 : f32
   %t = tile.splat %z : f32 -> tensor<64x64xf32, #tile.wgmma>
-  // expected-error @+1 {{'tile.store_ring' op stores a 16-bit #tile.wgmma tile, got 'tensor<64x64xf32, #tile.wgmma>'}}
+  // expected-error @+1 {{'tile.store_ring' op the tile is 'f32' and the ring 'bf16'}}
   tile.store_ring %t, %r[%c0, %c0] : tensor<64x64xf32, #tile.wgmma>, !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  tile.return
+}
+
+// -----
+
+tile.kernel @store_ring_i32(%d: memref<?x128xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  %t = tile.iota {dim = 0} : tensor<64x64xi32, #tile.wgmma>
+  // expected-error @+1 {{'tile.store_ring' op stores a 16-bit or f32 #tile.wgmma tile, got 'tensor<64x64xi32, #tile.wgmma>'}}
+  tile.store_ring %t, %r[%c0, %c0] : tensor<64x64xi32, #tile.wgmma>, !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
   tile.return
 }
 
@@ -966,6 +1005,22 @@ tile.kernel @tma_store_outside_consumer(%m: !tile.tensormap<rows = 64, cols = 64
     tile.yield
   }, {
   ^bb0(%c: index):
+    tile.yield
+  }
+  tile.return
+}
+
+// -----
+
+tile.kernel @tma_store_outer(%m: !tile.tensormap<rows = 64, cols = 32, f32, rank = 4>) attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, f32>
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    // expected-error @+1 {{'tile.tma_store' op a tensor map of rank 4 takes 2 outer coordinates, got 1}}
+    tile.tma_store %r[%c0], %m[%c0, %c0] at [%c0] {reduce} : !tile.ring<stages = 2, rows = 64, cols = 64, f32>, !tile.tensormap<rows = 64, cols = 32, f32, rank = 4>
     tile.yield
   }
   tile.return
