@@ -16,6 +16,7 @@
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
+#include <sqlite3.h>
 
 #include "autotune/Tuner.h"
 #include "autotune/Worker.h"
@@ -278,6 +279,37 @@ TEST_F(ServerTune, BadRequestsNameTheField) {
   EXPECT_EQ(compileCount(), 0);
   EXPECT_EQ(list().leases_size(), 0) << "a refused Tune holds a lease";
   EXPECT_EQ(stats().invalid_requests(), 7u);
+}
+
+TEST_F(ServerTune, AStoreThatCannotRecordIsTheServersFault) {
+  // Another process holds the store's write lock for the whole tuning, so
+  // the server cannot record what it measured: that is the server's failure
+  // (INTERNAL), not the request's (FAILED_PRECONDITION), and nothing of the
+  // tuning is kept. Once the lock is gone, the same request tunes.
+  sqlite3 *other = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.file("server.db").c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK)
+      << sqlite3_errmsg(other);
+  v1::TuneRequest req;
+  req.set_spec(spec.canonical());
+  req.set_max_configs(2);
+  grpc::Status s = rawTune(req, "writer");
+  ASSERT_EQ(sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(other);
+  EXPECT_EQ(s.error_code(), StatusCode::INTERNAL) << s.error_message();
+  EXPECT_EQ(s.error_message().rfind("tuning " + tuneKey(spec) + ": ", 0), 0u) << s.error_message();
+  EXPECT_EQ(stats().tune_failures(), 1u);
+  EXPECT_EQ(list().leases_size(), 0) << "the failed tuning's lease outlived it";
+  Client reader(client("reader"));
+  auto none = reader.lookup(spec);
+  ASSERT_TRUE(bool(none)) << llvm::toString(none.takeError());
+  EXPECT_FALSE(none->has_value()) << "a winner of the failed tuning was handed out";
+  std::vector<v1::TuneProgress> messages;
+  s = rawTune(req, "writer", &messages);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  auto after = reader.lookup(spec);
+  ASSERT_TRUE(bool(after)) << llvm::toString(after.takeError());
+  EXPECT_TRUE(after->has_value());
 }
 
 TEST_F(ServerTune, ASecondCallerOfTheKeyIsToldWhoHoldsIt) {
