@@ -519,30 +519,28 @@ TEST_F(GpuAttention, BackwardTypesScalesAndConfigs) {
 
 TEST_F(GpuAttention, BackwardFusedAddsDqOverKeyTiles) {
   // dQ in the dK/dV kernel, each program adding its keys' part into f32
-  // sums (head dim 64, one consumer: where it fits): ragged and long
-  // sequences (many key tiles add into each query row), causal or not, GQA
-  // and MQA with the heads split, cross lengths, both layouts and types,
-  // with and without overlap.
-  const char *cfg = "bn=128 consumers=1 fused=1 kv_bm=64 overlap=1 stages=2";
-  for (bool causal : {true, false}) {
-    runBackward({1, 383, 383, 2, 2, 64, causal, Layout::BSHD, DType::BF16, 0.0f, cfg});
-    runBackward({2, 1024, 1024, 4, 1, 64, causal, Layout::BHSD, DType::BF16, 0.0f, cfg});
+  // sums: head dim 64 with one consumer, 128 with two (each adding its 64
+  // columns of dQ); ragged and long sequences (many key tiles add into each
+  // query row), causal or not, GQA and MQA with the heads split, cross
+  // lengths, both layouts and types, with and without overlap.
+  struct Variant {
+    int64_t d;
+    const char *overlapped, *plain;
+  };
+  for (const Variant &v : {Variant{64, "bn=128 consumers=1 fused=1 kv_bm=64 overlap=1 stages=2",
+                                   "bn=64 consumers=1 fused=1 kv_bm=64 stages=3"},
+                           Variant{128, "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 stages=2",
+                                   "bn=128 consumers=2 fused=1 kv_bm=64 stages=2"}}) {
+    const char *cfg = v.overlapped;
+    for (bool causal : {true, false}) {
+      runBackward({1, 383, 383, 2, 2, v.d, causal, Layout::BSHD, DType::BF16, 0.0f, cfg});
+      runBackward({2, 1024, 1024, 4, 1, v.d, causal, Layout::BHSD, DType::BF16, 0.0f, cfg});
+    }
+    runBackward({1, 65, 300, 2, 2, v.d, false, Layout::BSHD, DType::F16, 0.0f, cfg});
+    runBackward({1, 250, 100, 2, 2, v.d, true, Layout::BSHD, DType::BF16, 0.0f, cfg});
+    runBackward({64, 128, 128, 8, 1, v.d, true, Layout::BSHD, DType::BF16, 0.0f, cfg});
+    runBackward({1, 700, 700, 4, 2, v.d, true, Layout::BHSD, DType::BF16, 1.0f, v.plain});
   }
-  runBackward({1, 65, 300, 2, 2, 64, false, Layout::BSHD, DType::F16, 0.0f, cfg});
-  runBackward({1, 250, 100, 2, 2, 64, true, Layout::BSHD, DType::BF16, 0.0f, cfg});
-  runBackward({64, 128, 128, 8, 1, 64, true, Layout::BSHD, DType::BF16, 0.0f, cfg});
-  runBackward({1, 700, 700, 4, 2, 64, true, Layout::BHSD, DType::BF16, 1.0f,
-               "bn=64 consumers=1 fused=1 kv_bm=64 stages=3"});
-  // Head dim 128 with two consumers, each adding its 64 columns of dQ.
-  const char *two = "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 stages=2";
-  for (bool causal : {true, false}) {
-    runBackward({1, 383, 383, 2, 2, 128, causal, Layout::BSHD, DType::BF16, 0.0f, two});
-    runBackward({2, 1024, 1024, 4, 1, 128, causal, Layout::BHSD, DType::BF16, 0.0f, two});
-  }
-  runBackward({1, 65, 300, 2, 2, 128, false, Layout::BSHD, DType::F16, 0.0f, two});
-  runBackward({1, 250, 100, 2, 2, 128, true, Layout::BSHD, DType::BF16, 0.0f, two});
-  runBackward({1, 700, 700, 4, 2, 128, true, Layout::BHSD, DType::BF16, 1.0f,
-               "bn=128 consumers=2 fused=1 kv_bm=64 stages=2"});
 }
 
 } // namespace
