@@ -204,10 +204,12 @@ MLIRContext &compileContext() {
 
 ParamInfo paramOf(Type t) {
   ParamInfo p;
+  auto dtypeOf = [](Type e) {
+    return e.isBF16() ? DType::BF16 : e.isF16() ? DType::F16 : DType::F32;
+  };
   if (auto m = dyn_cast<MemRefType>(t)) {
     p.kind = ParamInfo::View;
-    Type e = m.getElementType();
-    p.elem = e.isBF16() ? DType::BF16 : e.isF16() ? DType::F16 : DType::F32;
+    p.elem = dtypeOf(m.getElementType());
     for (int64_t s : m.getShape())
       p.staticSizes.push_back(ShapedType::isDynamic(s) ? -1 : s);
   } else if (t.isF32()) {
@@ -215,7 +217,7 @@ ParamInfo paramOf(Type t) {
   } else if (auto map = dyn_cast<tile::TensorMapType>(t)) {
     // The box one copy moves: what the launch encodes into the map.
     p.kind = ParamInfo::TensorMap;
-    p.elem = map.getElementType().isBF16() ? DType::BF16 : DType::F16;
+    p.elem = dtypeOf(map.getElementType());
     // The outer dimensions of a tensor of rank 3 to 5 move one element deep.
     p.staticSizes = {map.getRows(), map.getCols()};
     p.staticSizes.resize(size_t(map.getRank()), 1);

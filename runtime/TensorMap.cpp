@@ -3,15 +3,67 @@
 
 #include "runtime/CudaDriver.h"
 
+#include <algorithm>
+
 namespace tilejit {
 
 namespace {
 llvm::Error error(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), "tensor map: " + msg);
 }
+
+bool sameDesc(const TensorMapDesc &a, const TensorMapDesc &b) {
+  if (a.dtype != b.dtype || a.rank != b.rank || a.address != b.address || a.swizzle != b.swizzle ||
+      a.oobNaN != b.oobNaN)
+    return false;
+  for (int i = 0; i < a.rank; ++i)
+    if (a.dims[i] != b.dims[i] || a.box[i] != b.box[i] ||
+        (i + 1 < a.rank && a.strideBytes[i] != b.strideBytes[i]))
+      return false;
+  return true;
+}
+
+/// The last maps this thread made, by their descriptions.
+struct MapCache {
+  static constexpr int kEntries = 64;
+  TensorMapDesc desc[kEntries];
+  CUtensorMap map[kEntries];
+  int used = 0, next = 0;
+  uint64_t encodes = 0;
+
+  const CUtensorMap *find(const TensorMapDesc &d) const {
+    for (int i = 0; i < used; ++i)
+      if (sameDesc(desc[i], d))
+        return &map[i];
+    return nullptr;
+  }
+  void add(const TensorMapDesc &d, const CUtensorMap &m) {
+    desc[next] = d;
+    map[next] = m;
+    next = (next + 1) % kEntries;
+    used = std::min(used + 1, kEntries);
+  }
+};
+thread_local MapCache cache;
+
+llvm::Expected<CUtensorMap> encode(const TensorMapDesc &d);
 } // namespace
 
+uint64_t tensorMapEncodes() { return cache.encodes; }
+
 llvm::Expected<CUtensorMap> encodeTensorMap(const TensorMapDesc &d) {
+  if (const CUtensorMap *hit = cache.find(d))
+    return *hit;
+  auto map = encode(d);
+  if (map) {
+    ++cache.encodes;
+    cache.add(d, *map);
+  }
+  return map;
+}
+
+namespace {
+llvm::Expected<CUtensorMap> encode(const TensorMapDesc &d) {
   if (d.rank < 1 || d.rank > 5)
     return error("rank must be 1 to 5, got " + llvm::Twine(d.rank));
   if (d.address == 0 || d.address % 16 != 0)
@@ -62,5 +114,6 @@ llvm::Expected<CUtensorMap> encodeTensorMap(const TensorMapDesc &d) {
                                  : CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   return map;
 }
+} // namespace
 
 } // namespace tilejit

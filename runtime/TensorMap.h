@@ -30,6 +30,12 @@ struct TensorMapDesc {
   bool oobNaN = false;
 };
 
+/// The map `desc` describes. The last 64 maps this thread made are kept by
+/// their descriptions, so a description seen again (a training step calls
+/// the same kernels on the same buffers step after step) costs a lookup,
+/// not the driver's encoding. Errors are not kept.
 llvm::Expected<CUtensorMap> encodeTensorMap(const TensorMapDesc &desc);
+/// Maps this thread had the driver encode (for tests of the reuse).
+uint64_t tensorMapEncodes();
 
 } // namespace tilejit

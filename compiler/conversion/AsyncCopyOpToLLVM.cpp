@@ -10,7 +10,8 @@
 // is 1, a loop of 16-bit loads and stores instead. tile.async_commit /
 // async_wait -> cp.async.commit_group / wait_group; tile.block_barrier ->
 // bar.sync 0; tile.warpgroup_id -> tid.x / 128; tile.store_ring ->
-// stmatrix at the swizzled places, a proxy fence, the warpgroup's barrier.
+// stmatrix (16-bit) or 8-byte stores (f32) at the swizzled places, a proxy
+// fence, the warpgroup's barrier.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/conversion/TileToLLVM.h"

@@ -212,9 +212,11 @@ def Tile_RingType : Tile_Type<"Ring", "ring"> {
     `stages` tiles of `rows x cols` elements in shared memory, as the
     asynchronous copy unit writes them and the tensor cores read them: rows
     of 128 bytes with the 128-byte swizzle, in panels of 128 bytes' worth of
-    columns (64 16-bit elements) stored one after the other (panel `p` holds
-    columns `[64 p, 64 p + 64)` of every row). Each stage starts on a
-    1024-byte boundary. `tile-allocate-shared` places it.
+    columns (P = 64 16-bit or 32 f32 elements) stored one after the other
+    (panel `p` holds columns `[P p, P p + P)` of every row). Each stage
+    starts on a 1024-byte boundary. `tile-allocate-shared` places it. The
+    tensor cores read 16-bit rings only; f32 rings carry f32 tiles to and
+    from global memory (`tile.store_ring`, `tile.tma_store`, `tile.tma_load`).
   }];
   let parameters = (ins "int64_t":$stages, "int64_t":$rows, "int64_t":$cols,
                         "::mlir::Type":$elementType);
@@ -675,7 +677,7 @@ def Tile_StoreRingOp : Tile_Op<"store_ring"> {
     thread of the warpgroup has written before any goes on (a barrier of
     its 128 threads); a product of another warpgroup may read them once
     that warpgroup has synchronized with this one (a barrier this one
-    arrives on after the store). Columns a multiple of 16.
+    arrives on after the store). 16-bit tiles: columns a multiple of 16.
 
     ```mlir
     tile.store_ring %ds, %r[%s, %row]

@@ -34,7 +34,8 @@
 // order.
 //
 // Fused (config `fused`, not a default nor tuned: not bitwise repeatable;
-// 5 to 9 % faster than the two kernels at head dim 128, with spills): a
+// at head dim 128 4 to 9 % faster than the two kernels from 8192 keys
+// causal or 4 x 2048 not, 3 % slower at 4096 causal, with spills): a
 // first kernel writes the workspace's LSE and D and zeroes f32 sums of dQ;
 // the dK/dV kernel stores each step's dS^T into a ring (tile.store_ring),
 // and once every consumer's is in, computes its columns of dS K and adds
@@ -216,6 +217,11 @@ public:
                          llvm::Twine(p.d) + " / " + llvm::Twine(s.consumers) +
                          " is not a multiple of 64");
     int64_t dkvLimit = s.consumers == 2 ? 240 : 232;
+    if (dkvRegs > dkvLimit && s.fused)
+      return configError(
+          "fused at head dim " + llvm::Twine(p.d) +
+          " needs two consumers: with one, a consumer thread would hold " + llvm::Twine(dkvRegs) +
+          " registers of dK, dV, S^T, dP^T and P^T (at most " + llvm::Twine(dkvLimit) + ")");
     if (dkvRegs > dkvLimit)
       return configError("a dK/dV consumer thread would hold " + llvm::Twine(dkvRegs) +
                          " registers of dK, dV, S^T, dP^T and P^T (at most " +
@@ -750,8 +756,9 @@ private:
           // sums (the scale comes with the conversion), in the scores'
           // registers (overwrite: none zeroed beside them). With overlap
           // the part is started behind dK's and dV's products and the three
-          // are waited for together (6 to 9 % faster at d = 128 than after
-          // them, bench/NOTES.md b4); without, after them. Each consumer's
+          // are waited for together (5 to 6 % faster at d = 128 than after
+          // them, bench/NOTES.md b4); without, after them. (The zero tile
+          // passed as its accumulator is not read: overwrite.) Each consumer's
           // next step writes the other stage, which is rewritten only after
           // every consumer passed this step's barrier, so after their
           // products read it. The part goes out through shared memory: once

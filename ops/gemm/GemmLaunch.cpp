@@ -18,46 +18,10 @@ llvm::Error error(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), "gemm: " + msg);
 }
 
-/// The last tensor maps this thread encoded: a training step calls the same
-/// GEMMs on the same buffers step after step, and encoding costs more than
-/// the rest of a launch. Room for the maps of 8 GEMMs (A, B and, with
-/// tmastore, D).
-struct MapCache {
-  static constexpr int kEntries = 24;
-  struct Entry {
-    DType t;
-    uint64_t addr;
-    int64_t rows, cols, ld, boxRows, boxCols;
-    CUtensorMap map;
-  };
-  Entry entries[kEntries];
-  int used = 0, next = 0;
-
-  const CUtensorMap *find(const Entry &k) const {
-    for (int i = 0; i < used; ++i) {
-      const Entry &e = entries[i];
-      if (e.t == k.t && e.addr == k.addr && e.rows == k.rows && e.cols == k.cols && e.ld == k.ld &&
-          e.boxRows == k.boxRows && e.boxCols == k.boxCols)
-        return &e.map;
-    }
-    return nullptr;
-  }
-  void add(const Entry &e) {
-    entries[next] = e;
-    next = (next + 1) % kEntries;
-    used = std::min(used + 1, kEntries);
-  }
-};
-
 /// A row-major `rows x cols` operand at `addr` with rows `ld` apart, as a
 /// tensor map whose copies move `box` (rows, cols) with the 128-byte swizzle.
 llvm::Expected<CUtensorMap> mapOf(const char *name, DType t, uint64_t addr, int64_t rows,
                                   int64_t cols, int64_t ld, const std::vector<int64_t> &box) {
-  thread_local MapCache cache;
-  MapCache::Entry key{
-      t, addr, rows, cols, ld, box.size() == 2 ? box[0] : 0, box.size() == 2 ? box[1] : 0, {}};
-  if (const CUtensorMap *hit = cache.find(key))
-    return *hit;
   int bytes = dtypeBytes(t);
   if (addr % 16 != 0)
     return error(llvm::Twine(name) + " is at an address that is not 16-byte aligned");
@@ -78,11 +42,10 @@ llvm::Expected<CUtensorMap> mapOf(const char *name, DType t, uint64_t addr, int6
   d.box[0] = uint32_t(box[1]);
   d.box[1] = uint32_t(box[0]);
   d.swizzle = TensorMapDesc::B128;
+  // (encodeTensorMap keeps the maps a training step asks for again.)
   auto map = encodeTensorMap(d);
   if (!map)
     return error(llvm::Twine(name) + ": " + llvm::toString(map.takeError()));
-  key.map = *map;
-  cache.add(key);
   return *map;
 }
 } // namespace

@@ -49,3 +49,23 @@ tile.kernel @dot_tn_f16(%d: memref<?x64xf32>) attributes {block_threads = 128 : 
   tile.store %r, %d[%c0, %c0] : tensor<128x64xf32, #tile.wgmma>, memref<?x64xf32>
   tile.return
 }
+
+// -----
+
+// overwrite: the accumulator's values (here loaded, so not zeros) are not
+// read; the first step's products start from one constant (zero) where the
+// loaded values would be four different ones.
+// CHECK-LABEL: llvm.func @dot_overwrite
+// CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[%[[Z:[0-9]+]], %[[Z]], %[[Z]], %[[Z]]]
+// CHECK: llvm.return
+// WGMMA-LABEL: llvm.func @dot_overwrite
+// WGMMA-COUNT-4: wgmma.mma_async
+tile.kernel @dot_overwrite(%d: memref<?x64xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %a = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  %b = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  %acc = tile.load %d[%c0, %c0] : memref<?x64xf32> -> tensor<64x64xf32, #tile.wgmma>
+  %r = tile.dot %a[%c0, %c0], %b[%c0, %c0], %acc {overwrite} : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>, !tile.ring<stages = 2, rows = 64, cols = 64, bf16>, tensor<64x64xf32, #tile.wgmma> -> tensor<64x64xf32, #tile.wgmma>
+  tile.store %r, %d[%c0, %c0] : tensor<64x64xf32, #tile.wgmma>, memref<?x64xf32>
+  tile.return
+}

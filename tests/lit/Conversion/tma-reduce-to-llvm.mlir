@@ -4,6 +4,7 @@
 // overwrite: the accumulator's registers start undefined (no zeros are
 // written to them), and only the first of the eight steps of K (128) ignores D.
 // CHECK-COUNT-32: llvm.mlir.undef : f32
+// CHECK-NOT: llvm.mlir.undef : f32
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK: nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>]
 // CHECK-COUNT-7: nvvm.wgmma.mma_async {{.*}} D[<f32>, <one>]

@@ -616,6 +616,29 @@ tile.kernel @ring_i32() attributes {block_threads = 128 : i64, grid = affine_map
 
 // -----
 
+tile.kernel @dot_reg_f32(%d: memref<?x64xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %rb = tile.alloc_ring : !tile.ring<stages = 1, rows = 64, cols = 64, f32>
+  %z = arith.constant 0.0 : f32
+  %a = tile.splat %z : f32 -> tensor<64x64xf32, #tile.wgmma>
+  %acc = tile.splat %z : f32 -> tensor<64x64xf32, #tile.wgmma>
+  // expected-error @+1 {{'tile.dot_reg' op multiplies bf16 or f16 tiles, got 'f32'}}
+  %r = tile.dot_reg %a, %rb[%c0, %c0], %acc : tensor<64x64xf32, #tile.wgmma>, !tile.ring<stages = 1, rows = 64, cols = 64, f32>, tensor<64x64xf32, #tile.wgmma> -> tensor<64x64xf32, #tile.wgmma>
+  tile.return
+}
+
+// -----
+
+tile.kernel @async_copy_f32(%a: memref<?x64xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, f32>
+  // expected-error @+1 {{'tile.async_copy' op copies bf16 or f16 tiles, got 'f32'}}
+  tile.async_copy %a[%c0, %c0], %r[%c0] {vec = 4 : i64} : memref<?x64xf32>, !tile.ring<stages = 2, rows = 64, cols = 64, f32>
+  tile.return
+}
+
+// -----
+
 tile.kernel @ring_f32_cols() attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   // expected-error @+1 {{!tile.ring cols must be whole 128-byte panels (a multiple of 32 'f32' elements) up to 256, got 48}}
   %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 48, f32>
