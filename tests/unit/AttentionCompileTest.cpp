@@ -155,6 +155,38 @@ TEST(AttentionCompile, BackwardBuildsWithoutSpillsForEveryHeadDimMaskLayoutAndTy
               *TileConfig::parse("bn=128 consumers=2 kv_bm=64 overlap=1 stages=2"));
 }
 
+TEST(AttentionCompile, PtxasInjectsNoWaitBetweenTheOverlappedScoreProducts) {
+  // With overlap, a step's two score products run together. Zeros written
+  // into the second's accumulator beside the first in flight made ptxas
+  // wait for the first (C7517: "warpgroup.wait is injected"), undoing the
+  // overlap; the products overwrite instead. Only the dK/dV kernel's steps
+  // on the causal diagonal keep one wait (there the mask's registers beside
+  // an overwriting product spilled).
+  for (bool causal : {false, true}) {
+    attention::Params p = backward(128, causal);
+    auto k = compileKernel(p.spec(), getTemplate(attention::backwardOp()).defaultConfig(p.spec()));
+    ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+    SCOPED_TRACE(p.spec().canonical() + " [" + k->config.canonical() + "]");
+    EXPECT_EQ(k->config.get("overlap"), 1);
+    EXPECT_EQ(k->config.get("consumers"), 2);
+    auto waitsIn = [&](const std::string &name) {
+      for (size_t at = k->log.find("C7517"); at != std::string::npos;
+           at = k->log.find("C7517", at + 1)) {
+        size_t end = k->log.find('\n', at);
+        std::string line = k->log.substr(at, end == std::string::npos ? end : end - at);
+        if (line.find("'" + name + "'") != std::string::npos)
+          return true;
+      }
+      return false;
+    };
+    for (const EntryInfo &e : k->entries) {
+      bool allowed = causal && e.name.rfind("attn_bwd_dkdv_", 0) == 0 &&
+                     e.name.rfind("attn_bwd_dkdv_sum_", 0) != 0;
+      EXPECT_TRUE(allowed || !waitsIn(e.name)) << e.name << "\n" << k->log;
+    }
+  }
+}
+
 TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
   // dQ in the dK/dV kernel: head dim 64 with one consumer, 128 with two
   // (each 64 of dQ's columns; its spills are the ones SpillRule.h allows),
