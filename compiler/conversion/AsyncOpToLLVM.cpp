@@ -116,6 +116,15 @@ template <typename Fn> void forEachPanel(Emitter &e, RingType ring, Value slot, 
          : col);
 }
 
+/// A TMA copy's coordinates, innermost first: the column, the row, then the
+/// outer dimensions' (i32).
+SmallVector<Value> tmaCoords(Emitter &e, Value col, Value row, ValueRange outer) {
+  SmallVector<Value> coords = {col, row};
+  for (Value o : outer)
+    coords.push_back(LLVM::TruncOp::create(e.b, e.loc, e.i32(), o));
+  return coords;
+}
+
 struct TmaLoadOpLowering : ConvertOpToLLVMPattern<TmaLoadOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult matchAndRewrite(TmaLoadOp op, OpAdaptor adaptor,
@@ -129,13 +138,9 @@ struct TmaLoadOpLowering : ConvertOpToLLVMPattern<TmaLoadOp> {
     Value row = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getRow());
     Value col = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getCol());
     forEachPanel(e, ring, slot, col, [&](Value dst, Value c) {
-      // Coordinates innermost first: the column, the row, then the outer
-      // dimensions'.
-      SmallVector<Value> coords = {c, row};
-      for (Value o : adaptor.getOuter())
-        coords.push_back(LLVM::TruncOp::create(rw, e.loc, e.i32(), o));
       NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
-          rw, e.loc, dst, adaptor.getMap(), coords, bar, ValueRange{},
+          rw, e.loc, dst, adaptor.getMap(), tmaCoords(e, c, row, adaptor.getOuter()), bar,
+          ValueRange{},
           /*multicastMask=*/Value(), /*l2CacheHint=*/Value(), NVVM::TMALoadModeAttr(),
           rw.getBoolAttr(true), NVVM::CTAGroupKindAttr(), Value());
     });
@@ -172,13 +177,9 @@ struct TmaStoreOpLowering : ConvertOpToLLVMPattern<TmaStoreOp> {
     Value slot = ringStage(e, ring, adaptor.getRing(), adaptor.getStage());
     Value row = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getRow());
     Value col = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getCol());
-    SmallVector<Value> outer;
-    for (Value o : adaptor.getOuter())
-      outer.push_back(LLVM::TruncOp::create(rw, e.loc, e.i32(), o));
     onWarpgroupLeader(rw, e, [&] {
       forEachPanel(e, ring, slot, col, [&](Value src, Value c) {
-        SmallVector<Value> coords = {c, row};
-        coords.append(outer.begin(), outer.end());
+        SmallVector<Value> coords = tmaCoords(e, c, row, adaptor.getOuter());
         if (op.getReduce())
           NVVM::CpAsyncBulkTensorReduceOp::create(rw, e.loc, adaptor.getMap(), src,
                                                   NVVM::TMAReduxKind::ADD, NVVM::TMAStoreMode::TILE,

@@ -439,16 +439,22 @@ static LogicalResult verifyBoxIsPanel(Operation *op, TensorMapType map, RingType
   return success();
 }
 
-LogicalResult TmaLoadOp::verify() {
-  if (failed(verifyInRegion(*this, /*consumer=*/false)))
+/// A TMA copy between a ring and the tensor `map` describes, in the producer
+/// region (loads) or a consumer's (stores): a panel per box, and one outer
+/// coordinate per dimension beyond two.
+static LogicalResult verifyTmaCopy(Operation *op, TensorMapType map, RingType ring,
+                                   ValueRange outer, bool consumer) {
+  if (failed(verifyInRegion(op, consumer)) || failed(verifyBoxIsPanel(op, map, ring)))
     return failure();
-  TensorMapType map = getMap().getType();
-  if (failed(verifyBoxIsPanel(*this, map, getRing().getType())))
-    return failure();
-  if (int64_t(getOuter().size()) != map.getRank() - 2)
-    return emitOpError() << "a tensor map of rank " << map.getRank() << " takes "
-                         << map.getRank() - 2 << " outer coordinates, got " << getOuter().size();
+  if (int64_t(outer.size()) != map.getRank() - 2)
+    return op->emitOpError() << "a tensor map of rank " << map.getRank() << " takes "
+                             << map.getRank() - 2 << " outer coordinates, got " << outer.size();
   return success();
+}
+
+LogicalResult TmaLoadOp::verify() {
+  return verifyTmaCopy(*this, getMap().getType(), getRing().getType(), getOuter(),
+                       /*consumer=*/false);
 }
 
 /// Ops every thread of the block runs together: in a kernel, outside any
@@ -561,15 +567,8 @@ LogicalResult StoreRingOp::verify() {
 }
 
 LogicalResult TmaStoreOp::verify() {
-  if (failed(verifyInRegion(*this, /*consumer=*/true)))
-    return failure();
-  TensorMapType map = getMap().getType();
-  if (failed(verifyBoxIsPanel(*this, map, getRing().getType())))
-    return failure();
-  if (int64_t(getOuter().size()) != map.getRank() - 2)
-    return emitOpError() << "a tensor map of rank " << map.getRank() << " takes "
-                         << map.getRank() - 2 << " outer coordinates, got " << getOuter().size();
-  return success();
+  return verifyTmaCopy(*this, getMap().getType(), getRing().getType(), getOuter(),
+                       /*consumer=*/true);
 }
 
 LogicalResult TmaStoreWaitOp::verify() {
