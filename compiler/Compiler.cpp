@@ -212,6 +212,9 @@ ParamInfo paramOf(Type t) {
     p.elem = dtypeOf(m.getElementType());
     for (int64_t s : m.getShape())
       p.staticSizes.push_back(ShapedType::isDynamic(s) ? -1 : s);
+    if (auto strided = dyn_cast<StridedLayoutAttr>(m.getLayout()))
+      for (int64_t s : strided.getStrides().drop_back())
+        p.staticStrides.push_back(ShapedType::isDynamic(s) ? -1 : s);
   } else if (t.isF32()) {
     p.kind = ParamInfo::F32;
   } else if (auto map = dyn_cast<tile::TensorMapType>(t)) {

@@ -103,7 +103,7 @@ std::string GridRule::str() const {
 size_t ParamInfo::bytes() const {
   switch (kind) {
   case View:
-    return 8 + 8 * staticSizes.size();
+    return 8 + 8 * (staticSizes.size() + staticStrides.size());
   case F32:
   case I32:
     return 4;
@@ -169,6 +169,12 @@ llvm::Error EntryInfo::validate() const {
         (p.staticSizes.empty() || p.staticSizes.size() > 4 ||
          std::any_of(p.staticSizes.begin(), p.staticSizes.end(), [](int64_t v) { return v < -1; })))
       return entryError(*this, "has a view parameter with bad sizes");
+  for (const ParamInfo &p : params)
+    if (!p.staticStrides.empty() &&
+        (p.kind != ParamInfo::View || p.staticStrides.size() + 1 != p.staticSizes.size() ||
+         std::any_of(p.staticStrides.begin(), p.staticStrides.end(),
+                     [](int64_t v) { return v < -1 || v == 0; })))
+      return entryError(*this, "has a parameter with bad row strides");
   for (const GridRule &g : grid)
     for (auto [arg, dim] : g.symbols)
       if (arg < 0 || size_t(arg) >= params.size() || dim < -1 ||
@@ -197,11 +203,14 @@ std::string entriesToJson(const std::vector<EntryInfo> &entries) {
   nlohmann::json out = nlohmann::json::array();
   for (const EntryInfo &e : entries) {
     nlohmann::json params = nlohmann::json::array();
-    for (const ParamInfo &p : e.params)
+    for (const ParamInfo &p : e.params) {
       params.push_back({{"kind", ParamInfo::kindName(p.kind)},
                         {"elem", std::string(dtypeName(p.elem))},
                         {"sizes", p.staticSizes},
                         {"name", p.name}});
+      if (!p.staticStrides.empty())
+        params.back()["strides"] = p.staticStrides;
+    }
     nlohmann::json grid = nlohmann::json::array();
     for (const GridRule &g : e.grid)
       grid.push_back(ruleToJson(g));
@@ -341,6 +350,9 @@ llvm::Expected<std::vector<EntryInfo>> entriesFromJson(const std::string &text) 
         if (p.contains("sizes") && p["sizes"].is_array())
           for (const auto &v : p["sizes"])
             param.staticSizes.push_back(v.is_number_integer() ? v.get<int64_t>() : -2);
+        if (p.contains("strides") && p["strides"].is_array())
+          for (const auto &v : p["strides"])
+            param.staticStrides.push_back(v.is_number_integer() ? v.get<int64_t>() : -2);
         info.params.push_back(std::move(param));
       }
     if (r.error.empty() && (!e.contains("grid") || !e["grid"].is_array() || e["grid"].size() != 3))

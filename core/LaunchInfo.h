@@ -31,6 +31,9 @@ struct ParamInfo {
   /// (rows, columns), which the launch encodes into the map.
   std::vector<int64_t> staticSizes;
   std::string name;
+  /// View with row strides: each stride but the last (which is 1), in
+  /// elements, -1 where given at launch. Empty: dense rows.
+  std::vector<int64_t> staticStrides;
 
   /// The bytes and alignment of the parameter in the kernel's parameter
   /// space: the one place they are written down.

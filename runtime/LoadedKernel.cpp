@@ -38,6 +38,46 @@ KernelArg::Kind argKindOf(ParamInfo::Kind k) {
   return KernelArg::View;
 }
 
+/// The row strides view `a` passes for parameter `p` (with row strides):
+/// its own, or those of dense rows.
+void rowStrides(const ParamInfo &p, const KernelArg &a, int64_t (&out)[3]) {
+  size_t n = p.staticStrides.size();
+  int64_t dense = 1;
+  for (size_t d = n; d-- > 0;) {
+    dense *= a.sizes[d + 1];
+    out[d] = a.nstrides ? a.strides[d] : dense;
+  }
+}
+
+llvm::Error checkStrides(const EntryInfo &e, size_t i, const KernelArg &a) {
+  const ParamInfo &p = e.params[i];
+  size_t n = p.staticStrides.size();
+  if (n == 0)
+    return a.nstrides ? argError(e, i, "the kernel reads dense rows; the view has row strides")
+                      : llvm::Error::success();
+  if (a.nstrides != 0 && a.nstrides != n)
+    return argError(e, i,
+                    "expected " + llvm::Twine(n) + " row strides, got " + llvm::Twine(a.nstrides));
+  int64_t strides[3];
+  rowStrides(p, a, strides);
+  int64_t elemBytes = dtypeBytes(p.elem), inner = 1;
+  for (size_t d = n; d-- > 0;) {
+    int64_t span = inner * a.sizes[d + 1];
+    if (strides[d] < span || strides[d] % (16 / elemBytes) != 0)
+      return argError(e, i,
+                      "stride " + llvm::Twine(d) + " is " + llvm::Twine(strides[d]) +
+                          " elements; it must be at least " + llvm::Twine(span) +
+                          " (the rows it spans) and a multiple of " + llvm::Twine(16 / elemBytes) +
+                          " (16 bytes)");
+    if (p.staticStrides[d] >= 0 && strides[d] != p.staticStrides[d])
+      return argError(e, i,
+                      "stride " + llvm::Twine(d) + " is " + llvm::Twine(strides[d]) +
+                          " but the kernel was compiled for " + llvm::Twine(p.staticStrides[d]));
+    inner = strides[d];
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error checkArgs(const EntryInfo &e, const KernelArg *args, size_t count) {
   if (count != e.params.size())
     return error("kernel " + e.name + " takes " + llvm::Twine(e.params.size()) +
@@ -63,6 +103,8 @@ llvm::Error checkArgs(const EntryInfo &e, const KernelArg *args, size_t count) {
       }
       if (a.ptr == 0)
         return argError(e, i, "null device pointer");
+      if (auto err = checkStrides(e, i, a))
+        return err;
       break;
     case ParamInfo::Index:
       if (a.i < 0)
@@ -215,7 +257,7 @@ llvm::Error LoadedKernel::launch(size_t entry, const KernelArg *args, size_t cou
   // Each argument by value, in the layout of ParamInfo::bytes(): the driver
   // copies each from its pointer.
   struct alignas(8) Slot {
-    unsigned char bytes[8 * 5];
+    unsigned char bytes[8 * 8]; // a view's pointer, 4 sizes, 3 strides
   };
   llvm::SmallVector<Slot, 16> storage(count);
   llvm::SmallVector<void *, 16> params(count);
@@ -226,6 +268,11 @@ llvm::Error LoadedKernel::launch(size_t entry, const KernelArg *args, size_t cou
     case KernelArg::View:
       std::memcpy(p, &a.ptr, 8);
       std::memcpy(p + 8, a.sizes, 8 * a.rank);
+      if (size_t n = e.params[i].staticStrides.size()) {
+        int64_t strides[3];
+        rowStrides(e.params[i], a, strides);
+        std::memcpy(p + 8 + 8 * a.rank, strides, 8 * n);
+      }
       break;
     case KernelArg::F32:
       std::memcpy(p, &a.f, 4);

@@ -22,8 +22,12 @@ namespace tilejit {
 struct KernelArg {
   enum Kind : uint8_t { View, F32, Index, I32, Ptr, TensorMap } kind = View;
   uint8_t rank = 0;
+  /// View: strides given (rank - 1 of them, in elements; the last
+  /// dimension's is 1); 0: dense rows.
+  uint8_t nstrides = 0;
   uint64_t ptr = 0;
   int64_t sizes[4] = {0, 0, 0, 0};
+  int64_t strides[3] = {0, 0, 0};
   float f = 0;
   int64_t i = 0;
   const void *map = nullptr; // TensorMap: 128 bytes the caller keeps alive until the launch returns
@@ -35,6 +39,16 @@ struct KernelArg {
     for (int64_t s : sizes)
       if (a.rank < 4)
         a.sizes[a.rank++] = s;
+    return a;
+  }
+  /// A view whose rows lie `strides` elements apart (one per dimension but
+  /// the last), for a parameter with row strides.
+  static KernelArg strided(uint64_t ptr, std::initializer_list<int64_t> sizes,
+                           std::initializer_list<int64_t> strides) {
+    KernelArg a = view(ptr, sizes);
+    for (int64_t s : strides)
+      if (a.nstrides < 3)
+        a.strides[a.nstrides++] = s;
     return a;
   }
   static KernelArg f32(float v) {
@@ -82,8 +96,12 @@ public:
   LoadedKernel &operator=(const LoadedKernel &) = delete;
 
   /// Launches entry `entry` on `stream`. The arguments are checked against
-  /// the entry's parameters (kind, rank, static sizes) first: a mismatch is an
-  /// error and nothing is launched. No compile; no allocation for up to 16
+  /// the entry's parameters (kind, rank, static sizes and strides) first: a
+  /// mismatch is an error and nothing is launched. A parameter with row
+  /// strides takes a view with or without strides (dense rows then); either
+  /// way each stride must keep rows apart (at least the next dimension's
+  /// size times its stride) and be a multiple of 16 bytes. A parameter
+  /// without takes none. No compile; no allocation for up to 16
   /// arguments.
   llvm::Error launch(size_t entry, const KernelArg *args, size_t count, CUstream stream) const;
   /// The grid (x, y, z in blocks) a launch with `args` would have.

@@ -288,7 +288,8 @@ tj_status tj_rms_norm_prepare(tj_engine *e, int backward, tj_dtype dtype, tj_dty
 }
 
 tj_status tj_gemm_prepare(tj_engine *e, tj_dtype ab, tj_dtype out, int trans_a, int trans_b,
-                          int64_t m, int64_t n, int64_t k, int with_c, int with_bias) {
+                          int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc,
+                          int64_t ldd, int with_c, int with_bias, int d_aligned) {
   TJ_ENGINE(e);
   TJ_DTYPE(abt, ab);
   TJ_DTYPE(outt, out);
@@ -302,9 +303,15 @@ tj_status tj_gemm_prepare(tj_engine *e, tj_dtype ab, tj_dtype out, int trans_a, 
   p.m = m;
   p.n = n;
   p.k = k;
-  auto spec = tilejit::gemm::specOf(tilejit::gemm::callOf(p), e->engine->target());
+  tilejit::gemm::Call call = tilejit::gemm::callOf(p);
+  call.lda = lda;
+  call.ldb = ldb;
+  call.ldc = ldc;
+  call.ldd = ldd;
+  auto spec = tilejit::gemm::specOf(call, e->engine->target());
   if (!spec)
     return invalid(llvm::toString(spec.takeError()));
+  spec->set(tilejit::gemm::DAligned, d_aligned != 0);
   auto kernel = e->engine->get(*spec);
   if (!kernel)
     return failed(kernel.takeError());
@@ -390,8 +397,8 @@ tj_status tj_rms_norm_bwd(tj_engine *e, tj_dtype dtype, tj_dtype wdtype, const v
 
 tj_status tj_gemm(tj_engine *e, tj_dtype ab, tj_dtype out, int trans_a, int trans_b, int64_t m,
                   int64_t n, int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb,
-                  const void *c, const void *bias, void *d, float alpha, float beta, int sm_margin,
-                  void *stream) {
+                  const void *c, int64_t ldc, const void *bias, void *d, int64_t ldd, float alpha,
+                  float beta, int sm_margin, void *stream) {
   TJ_ENGINE(e);
   int sms = e->engine->target().smCount();
   if (sm_margin < -1 || sm_margin >= sms)
@@ -413,18 +420,14 @@ tj_status tj_gemm(tj_engine *e, tj_dtype ab, tj_dtype out, int trans_a, int tran
   call.d = uint64_t(d);
   call.lda = lda;
   call.ldb = ldb;
+  call.ldc = ldc;
+  call.ldd = ldd;
   call.alpha = alpha;
   call.beta = beta;
   call.hasC = c != nullptr;
   call.bias = uint64_t(bias);
   call.hasBias = bias != nullptr;
   call.maxPrograms = sms - (sm_margin >= 0 ? sm_margin : e->smMargin.load());
-  if (lda < 0 || ldb < 0)
-    return invalid("lda and ldb must be >= 0 (0: packed rows)");
-  if (lda && lda < (call.transA ? m : k))
-    return invalid("lda = " + std::to_string(lda) + " is shorter than a row of A");
-  if (ldb && ldb < (call.transB ? k : n))
-    return invalid("ldb = " + std::to_string(ldb) + " is shorter than a row of B");
   if (!a || !b || !d)
     return invalid("a, b and d must be device pointers, not null");
   auto spec = tilejit::gemm::specOf(call, e->engine->target());

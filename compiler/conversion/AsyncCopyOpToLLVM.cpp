@@ -62,7 +62,7 @@ struct AsyncCopyOpLowering : ConvertOpToLLVMPattern<AsyncCopyOp> {
   /// Where the copies go and come from.
   struct Copy {
     RingType ring;
-    Value base, rows, cols, row, col, stage;
+    Value base, rows, cols, pitch, row, col, stage; // pitch: elements from row to row
   };
 
   /// Copy `q` of the tile in copies of `vec` elements (q < the copies of
@@ -79,7 +79,7 @@ struct AsyncCopyOpLowering : ConvertOpToLLVMPattern<AsyncCopyOp> {
     left = LLVM::SMaxOp::create(rw, e.loc, left, e.i64(0));
     Value elems = LLVM::SelectOp::create(rw, e.loc, e.lessThan(gr, x.rows), left, e.i64(0));
     Value any = LLVM::ICmpOp::create(rw, e.loc, LLVM::ICmpPredicate::sgt, elems, e.i64(0));
-    Value at = e.mul(e.add(e.mul(gr, x.cols), gc), e.i64(elemBytes));
+    Value at = e.mul(e.add(e.mul(gr, x.pitch), gc), e.i64(elemBytes));
     at = LLVM::SelectOp::create(rw, e.loc, any, at, e.i64(0));
     Value from = e.offset(x.base, at);
     Value to = e.offset(x.stage, ringElementOffset(e, x.ring, r, c));
@@ -118,11 +118,13 @@ struct AsyncCopyOpLowering : ConvertOpToLLVMPattern<AsyncCopyOp> {
     RingType ring = op.getRing().getType();
     int64_t vec = op.getVec(), elemBytes = ring.getElementBytes();
     int64_t elements = ring.getRows() * ring.getCols();
-    Value src = adaptor.getSource();
+    llvmx::GlobalView src =
+        llvmx::unpackGlobal(e, adaptor.getSource(), op.getSource().getType());
     Copy x{ring,
-           LLVM::ExtractValueOp::create(rw, e.loc, src, ArrayRef<int64_t>{0}),
-           LLVM::ExtractValueOp::create(rw, e.loc, src, ArrayRef<int64_t>{1}),
-           LLVM::ExtractValueOp::create(rw, e.loc, src, ArrayRef<int64_t>{2}),
+           src.ptr(e),
+           src.sizes[0],
+           src.sizes[1],
+           src.strided() ? src.strides[0] : src.sizes[1],
            adaptor.getRow(),
            adaptor.getCol(),
            ringStage(e, ring, adaptor.getRing(), adaptor.getStage())};
@@ -140,7 +142,7 @@ struct AsyncCopyOpLowering : ConvertOpToLLVMPattern<AsyncCopyOp> {
       // whole rounds guarded.
       int64_t mask = vec * elemBytes - 1;
       Value bits = LLVM::OrOp::create(rw, e.loc, e.addr64(x.base),
-                                      LLVM::OrOp::create(rw, e.loc, e.mul(x.cols, e.i64(elemBytes)),
+                                      LLVM::OrOp::create(rw, e.loc, e.mul(x.pitch, e.i64(elemBytes)),
                                                          e.mul(x.col, e.i64(elemBytes))));
       Value aligned = e.isZero(LLVM::AndOp::create(rw, e.loc, bits, e.i64(mask)));
       branchInto(rw, e, aligned, elementwise);

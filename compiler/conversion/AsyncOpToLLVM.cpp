@@ -214,19 +214,11 @@ struct TmaStoreWaitOpLowering : ConvertOpToLLVMPattern<TmaStoreWaitOp> {
   }
 };
 
-/// The address of the 32-bit word at `indices` of a global memref (its
-/// struct: the pointer, then one i64 per size).
+/// The address of the 32-bit word at `indices` of a global memref.
 Value wordAddress(Emitter &e, Value memref, MemRefType type, ValueRange indices) {
-  Value off = e.i64(0);
-  for (int64_t d = 0; d < type.getRank(); ++d) {
-    Value size =
-        type.isDynamicDim(d)
-            ? LLVM::ExtractValueOp::create(e.b, e.loc, memref, ArrayRef<int64_t>{1 + d}).getResult()
-            : e.i64(type.getDimSize(d));
-    off = e.add(e.mul(off, size), indices[d]);
-  }
-  return e.offset(LLVM::ExtractValueOp::create(e.b, e.loc, memref, ArrayRef<int64_t>{0}),
-                  e.mul(off, e.i64(4)));
+  llvmx::GlobalView v = llvmx::unpackGlobal(e, memref, type);
+  Value off = v.offsetOf(e, indices);
+  return e.offset(v.ptr(e), e.mul(off, e.i64(4)));
 }
 
 /// tile.flag_wait: the warpgroup's first thread spins on an acquiring load,

@@ -30,8 +30,12 @@ TileTypeConverter::TileTypeConverter(MLIRContext *ctx) : LLVMTypeConverter(ctx) 
   addConversion([ctx](MemRefType m) -> std::optional<Type> {
     if (!isGlobalMemRef(m))
       return std::nullopt;
+    // The pointer, each size, then with row strides each stride but the
+    // last (llvmx::unpackGlobal reads them).
     SmallVector<Type> fields = {LLVM::LLVMPointerType::get(ctx, 1)};
     fields.append(m.getRank(), IntegerType::get(ctx, 64));
+    if (hasRowStrides(m))
+      fields.append(m.getRank() - 1, IntegerType::get(ctx, 64));
     return LLVM::LLVMStructType::getLiteral(ctx, fields);
   });
   // Rings and barriers: their base address in shared memory; a tensor map:

@@ -59,10 +59,17 @@ struct Place {
   /// one row per thread. Non-zero needs a static row length.
   SmallVector<int64_t> runRows;
   Value row, nrows; // the thread's first row and the operand's row count (rank-2 tiles)
+  /// Elements from one row to the next, when static; else the address of
+  /// each run's first row (a row stride given at launch).
+  std::optional<int64_t> pitchStatic;
+  SmallVector<Value> runPtrs;
+  bool strided = false; // rows a stride apart, not one row length
 
-  /// Bytes from the thread's first element to element `j` of run `k`.
+  /// The address run `k`'s byte offsets start from.
+  Value runPtr(int64_t k) const { return runPtrs.empty() ? ptr : runPtrs[size_t(k)]; }
+  /// Bytes from runPtr(k) to element `j` of run `k`.
   int64_t byteOffset(int64_t k, int64_t j) const {
-    int64_t rowElems = runRows[k] ? runRows[k] * *ncolsStatic : 0;
+    int64_t rowElems = runRows[k] && runPtrs.empty() ? runRows[k] * *pitchStatic : 0;
     return (rowElems + runOffsets[k] + j) * bytes;
   }
   /// Whether run `k` lies in an existing row.
@@ -79,39 +86,34 @@ FailureOr<Place> place(Emitter &e, Operation *op, Value memref, MemRefType type,
   if (!layout)
     return failure();
   int64_t rank = type.getRank(), tileRank = tile.getRank();
-  SmallVector<Value> sizes;
-  for (int64_t d = 0; d < rank; ++d)
-    sizes.push_back(
-        type.isDynamicDim(d)
-            ? LLVM::ExtractValueOp::create(e.b, e.loc, memref, ArrayRef<int64_t>{1 + d}).getResult()
-            : e.i64(type.getDimSize(d)));
+  llvmx::GlobalView view = llvmx::unpackGlobal(e, memref, type);
+  ArrayRef<Value> sizes = view.sizes;
   SmallVector<Value> base = e.apply(layout.getThreadBase(), e.threadId());
 
   Place pl;
   pl.ok = extra;
-  Value off = e.i64(0);
-  for (int64_t d = 0; d < rank - tileRank; ++d) {
+  SmallVector<Value> coords(indices.begin(), indices.end());
+  for (int64_t d = 0; d < rank - tileRank; ++d)
     pl.ok = llvmx::both(e, pl.ok, llvmx::lessThan(e, indices[d], sizes[d]));
-    off = e.add(e.mul(off, sizes[d]), indices[d]);
-  }
   for (int64_t d = rank - tileRank; d + 1 < rank; ++d) {
-    Value coord = e.add(indices[d], base[d - (rank - tileRank)]);
-    pl.ok = llvmx::both(e, pl.ok, llvmx::lessThan(e, coord, sizes[d]));
-    off = e.add(e.mul(off, sizes[d]), coord);
-    pl.row = coord;
+    coords[d] = e.add(indices[d], base[d - (rank - tileRank)]);
+    pl.ok = llvmx::both(e, pl.ok, llvmx::lessThan(e, coords[d], sizes[d]));
+    pl.row = coords[d];
     pl.nrows = sizes[d];
   }
-  off = e.mul(off, sizes[rank - 1]);
+  Value off = view.rowOffset(e, ArrayRef<Value>(coords).drop_back());
   pl.col = e.add(indices[rank - 1], base.back());
   pl.ncols = sizes[rank - 1];
   if (!type.isDynamicDim(rank - 1))
     pl.ncolsStatic = type.getDimSize(rank - 1);
+  if (rank >= 2)
+    pl.pitchStatic = view.staticStride(rank - 2);
+  pl.strided = view.strided();
   APInt c;
   if (matchPattern(origIndices[rank - 1], m_ConstantInt(&c)))
     pl.col0 = c.getSExtValue();
   pl.bytes = type.getElementType().isF32() ? 4 : 2;
-  pl.ptr = e.offset(LLVM::ExtractValueOp::create(e.b, e.loc, memref, ArrayRef<int64_t>{0}),
-                    e.mul(e.add(off, pl.col), e.i64(pl.bytes)));
+  pl.ptr = e.offset(view.ptr(e), e.mul(e.add(off, pl.col), e.i64(pl.bytes)));
 
   // The element offsets: runs of `contig` consecutive columns, nothing along
   // the other dimensions.
@@ -125,13 +127,27 @@ FailureOr<Place> place(Emitter &e, Operation *op, Value memref, MemRefType type,
     if (llvm::any_of(ArrayRef<int64_t>(o).drop_back(o.size() >= 2 ? 2 : 1),
                      [](int64_t v) { return v != 0; }))
       return failure();
-    if (rowOff != 0 && (!pl.ncolsStatic || !pl.row))
+    if (rowOff != 0 && !pl.row)
       return failure();
     if (i % pl.contig == 0) {
       pl.runOffsets.push_back(o.back());
       pl.runRows.push_back(rowOff);
     } else if (o.back() != pl.runOffsets.back() + i % pl.contig || rowOff != pl.runRows.back()) {
       return failure();
+    }
+  }
+  // Runs on later rows of a launch-time pitch start from their own row's
+  // address (one per distinct row).
+  if (!pl.pitchStatic && llvm::any_of(pl.runRows, [](int64_t r) { return r != 0; })) {
+    if (rank < 2)
+      return failure();
+    llvm::SmallDenseMap<int64_t, Value> rowPtr;
+    rowPtr[0] = pl.ptr;
+    for (int64_t r : pl.runRows) {
+      Value &p = rowPtr[r];
+      if (!p)
+        p = e.offset(pl.ptr, e.mul(e.mul(view.strides[rank - 2], e.i64(r)), e.i64(pl.bytes)));
+      pl.runPtrs.push_back(p);
     }
   }
   AffineMap baseMap = layout.getThreadBase();
@@ -155,9 +171,12 @@ struct RunVisitor {
 void forEachRun(Emitter &e, const Place &pl, const RunVisitor &v) {
   // Vector accesses need every run aligned to its size: a row whose length
   // is not a multiple of the run would shift the runs of the rows after it.
+  // Row strides are multiples of 16 bytes (the kernel's contract with its
+  // launch), so only dense rows can shift runs.
   bool vectors =
-      pl.contig * pl.bytes >= 4 && (!pl.ncolsStatic || *pl.ncolsStatic % pl.contig == 0 ||
-                                    llvm::all_of(pl.runRows, [](int64_t r) { return r == 0; }));
+      pl.contig * pl.bytes >= 4 &&
+      (!pl.ncolsStatic || *pl.ncolsStatic % pl.contig == 0 || pl.strided ||
+       llvm::all_of(pl.runRows, [](int64_t r) { return r == 0; }));
   // (A run of one element is always wholly inside or outside.)
   bool even = pl.contig == 1 || (pl.ncolsStatic && *pl.ncolsStatic % pl.contig == 0);
   for (auto [k, runOff] : llvm::enumerate(pl.runOffsets)) {
@@ -242,7 +261,7 @@ struct LoadOpLowering : ConvertOpToLLVMPattern<LoadOp> {
         int64_t regs = words ? a.elems / 2 : a.elems;
         Type regTy = words ? i32 : f32;
         std::string letter = words ? "r" : "f";
-        SmallVector<Value> operands = {pl->ptr};
+        SmallVector<Value> operands = {pl->runPtr(k)};
         std::string constraints;
         for (int64_t r = 0; r < regs; ++r)
           constraints += "=" + letter + ",";
@@ -284,7 +303,7 @@ struct LoadOpLowering : ConvertOpToLLVMPattern<LoadOp> {
         if (p.never())
           continue;
         Type regTy = words ? i16 : f32;
-        SmallVector<Value> operands = {pl->ptr};
+        SmallVector<Value> operands = {pl->runPtr(k)};
         std::string constraints = words ? "=h,l" : "=f,l";
         if (!p.always()) {
           operands.push_back(p.reg);
@@ -348,7 +367,7 @@ struct StoreOpLowering : ConvertOpToLLVMPattern<StoreOp> {
         return;
       for (const VectorAccess &a : vectorAccesses(*pl, k)) {
         int64_t regs = words ? a.elems / 2 : a.elems;
-        SmallVector<Value> operands = {pl->ptr};
+        SmallVector<Value> operands = {pl->runPtr(k)};
         std::string constraints = "l";
         for (int64_t r = 0; r < regs; ++r) {
           operands.push_back(words ? e.word(el[a.first + 2 * r], el[a.first + 2 * r + 1])
@@ -373,7 +392,7 @@ struct StoreOpLowering : ConvertOpToLLVMPattern<StoreOp> {
         if (p.never())
           continue;
         SmallVector<Value> operands = {
-            pl->ptr, words ? LLVM::BitcastOp::create(rw, e.loc, i16, el[i]).getResult() : el[i]};
+            pl->runPtr(k), words ? LLVM::BitcastOp::create(rw, e.loc, i16, el[i]).getResult() : el[i]};
         std::string constraints = words ? "l,h" : "l,f";
         if (!p.always()) {
           operands.push_back(p.reg);

@@ -202,4 +202,66 @@ std::optional<int64_t> constantOf(Value v) {
   return std::nullopt;
 }
 
+GlobalView unpackGlobal(Emitter &e, Value memref, MemRefType type) {
+  GlobalView v;
+  v.type = type;
+  int64_t rank = type.getRank();
+  v.memref = memref;
+  for (int64_t d = 0; d < rank; ++d)
+    v.sizes.push_back(
+        type.isDynamicDim(d)
+            ? LLVM::ExtractValueOp::create(e.b, e.loc, memref, ArrayRef<int64_t>{1 + d}).getResult()
+            : e.i64(type.getDimSize(d)));
+  v.strides.assign(size_t(rank), Value());
+  v.strides.back() = e.i64(1);
+  if (auto strided = dyn_cast<StridedLayoutAttr>(type.getLayout()))
+    for (int64_t d = 0; d + 1 < rank; ++d) {
+      int64_t s = strided.getStrides()[d];
+      v.strides[d] = ShapedType::isDynamic(s)
+                         ? LLVM::ExtractValueOp::create(e.b, e.loc, memref,
+                                                        ArrayRef<int64_t>{1 + rank + d})
+                               .getResult()
+                         : e.i64(s);
+    }
+  return v;
+}
+
+Value GlobalView::ptr(Emitter &e) const {
+  return LLVM::ExtractValueOp::create(e.b, e.loc, memref, ArrayRef<int64_t>{0});
+}
+
+bool GlobalView::strided() const { return !type.getLayout().isIdentity(); }
+
+std::optional<int64_t> GlobalView::staticStride(int64_t d) const {
+  int64_t rank = type.getRank();
+  if (auto strided = dyn_cast<StridedLayoutAttr>(type.getLayout())) {
+    int64_t s = strided.getStrides()[d];
+    return ShapedType::isDynamic(s) ? std::nullopt : std::optional<int64_t>(s);
+  }
+  int64_t s = 1;
+  for (int64_t i = d + 1; i < rank; ++i) {
+    if (type.isDynamicDim(i))
+      return std::nullopt;
+    s *= type.getDimSize(i);
+  }
+  return s;
+}
+
+Value GlobalView::rowOffset(Emitter &e, ValueRange leading) const {
+  Value off = e.i64(0);
+  int64_t rank = type.getRank();
+  if (!strided()) {
+    for (int64_t d = 0; d + 1 < rank; ++d)
+      off = e.add(e.mul(off, sizes[d]), leading[d]);
+    return e.mul(off, sizes[rank - 1]);
+  }
+  for (int64_t d = 0; d + 1 < rank; ++d)
+    off = e.add(off, e.mul(leading[d], strides[d]));
+  return off;
+}
+
+Value GlobalView::offsetOf(Emitter &e, ValueRange indices) const {
+  return e.add(rowOffset(e, indices.drop_back()), indices.back());
+}
+
 } // namespace tilejit::llvmx

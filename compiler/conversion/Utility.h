@@ -8,6 +8,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/AffineExpr.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
 
 namespace tilejit::llvmx {
 
@@ -72,6 +73,29 @@ struct Emitter {
   mlir::Operation *asmOp(llvm::ArrayRef<mlir::Type> results, mlir::ValueRange operands,
                          llvm::StringRef text, llvm::StringRef constraints, bool sideEffects);
 };
+
+/// A global memref's fields, as TileTypeConverter lowers it (a struct of
+/// the pointer, each size, then, with row strides, each stride but the
+/// last's): sizes and strides in elements, constants where the type has them.
+struct GlobalView {
+  mlir::MemRefType type;
+  mlir::Value memref;
+  llvm::SmallVector<mlir::Value> sizes;
+  /// Every dimension's stride (the last is 1); null where dense rows make it
+  /// a product of sizes (offsetOf multiplies those out as it goes).
+  llvm::SmallVector<mlir::Value> strides;
+  /// Stride `d` when the type fixes it (dense rows of static sizes, or a
+  /// static stride).
+  std::optional<int64_t> staticStride(int64_t d) const;
+  bool strided() const;
+  /// The first element's address (read from the struct where it is built).
+  mlir::Value ptr(Emitter &e) const;
+  /// Element offset of the row at one index per dimension but the last.
+  mlir::Value rowOffset(Emitter &e, mlir::ValueRange leading) const;
+  /// Element offset of one index per dimension.
+  mlir::Value offsetOf(Emitter &e, mlir::ValueRange indices) const;
+};
+GlobalView unpackGlobal(Emitter &e, mlir::Value memref, mlir::MemRefType type);
 
 /// A predicate known at compile time (true or false) or held in an i1.
 struct Pred {

@@ -28,8 +28,13 @@
 namespace tilejit::tile {
 /// A ranked tensor whose encoding is a tile layout that fits its shape.
 bool isTileType(mlir::Type type);
-/// A contiguous row-major memref of bf16, f16 or f32 (dynamic sizes allowed).
+/// A row-major memref of bf16, f16 or f32 (dynamic sizes allowed): dense,
+/// or with row strides (`strided<[?, 1]>`: offset 0, the last dimension
+/// dense, each other a stride apart, dynamic or static).
 bool isGlobalMemRef(mlir::Type type);
+/// A global memref whose rows lie a stride apart (a strided layout) rather
+/// than one row length.
+bool hasRowStrides(mlir::MemRefType type);
 /// Some tile.store writes `memref` (kernel arguments do not alias, so every
 /// other operand may be read through the read-only cache path).
 bool isStoredTo(mlir::Value memref);

@@ -185,13 +185,23 @@ bool tilejit::tile::isStoredTo(Value memref) {
 
 bool tilejit::tile::isGlobalMemRef(Type type) {
   auto memref = dyn_cast<MemRefType>(type);
-  if (!memref || !memref.getLayout().isIdentity() || memref.getRank() < 1 || memref.getRank() > 4)
+  if (!memref || memref.getRank() < 1 || memref.getRank() > 4 || memref.getMemorySpace())
     return false;
-  if (memref.getMemorySpace())
-    return false;
+  if (!memref.getLayout().isIdentity()) {
+    // Row strides: offset 0, the last dimension dense, the others apart by
+    // a stride each (given at launch where dynamic).
+    auto strided = dyn_cast<StridedLayoutAttr>(memref.getLayout());
+    if (!strided || strided.getOffset() != 0 || strided.getStrides().back() != 1)
+      return false;
+    for (int64_t s : strided.getStrides().drop_back())
+      if (!ShapedType::isDynamic(s) && s < 1)
+        return false;
+  }
   Type elem = memref.getElementType();
   return elem.isBF16() || elem.isF16() || elem.isF32();
 }
+
+bool tilejit::tile::hasRowStrides(MemRefType type) { return !type.getLayout().isIdentity(); }
 
 BlockedLayoutAttr tilejit::tile::getBlockedParent(RankedTensorType tile) {
   Attribute enc = tile.getEncoding();

@@ -37,8 +37,9 @@ LogicalResult KernelOp::verify() {
   for (auto [i, argType] : llvm::enumerate(type.getInputs()))
     if (!isKernelArgType(argType))
       return emitOpError() << "argument " << i << " has type " << argType
-                           << "; kernel arguments are contiguous bf16/f16/f32 "
-                              "memrefs, f32, index or !tile.tensormap";
+                           << "; kernel arguments are row-major bf16/f16/f32 memrefs "
+                              "(dense, or strided<[..., 1]> with offset 0), f32, index or "
+                              "!tile.tensormap";
   Block &entry = getBody().front();
   if (entry.getNumArguments() != type.getNumInputs())
     return emitOpError() << "body has " << entry.getNumArguments() << " arguments, signature "

@@ -31,7 +31,8 @@ def Tile_Dialect : Dialect {
     Tiles are ranked tensors whose encoding is a layout attribute
     (`#tile.blocked` or `#tile.slice`) that says which thread holds which
     elements, so `arith` and `math` operations apply to them elementwise.
-    Global operands are memrefs (contiguous, row-major, dynamic sizes allowed);
+    Global operands are row-major memrefs (dense, or with row strides;
+    dynamic sizes and strides allowed);
     loops are `scf.for` with tiles as iteration arguments. A kernel is a
     `tile.kernel` carrying its launch shape and tunable configuration.
   }];
@@ -279,7 +280,7 @@ def Tile_F32Tile : Type<And<[Tile_Tile.predicate,
 def Tile_GlobalMemRef : Type<And<[
       CPred<"::llvm::isa<::mlir::MemRefType>($_self)">,
       CPred<"::tilejit::tile::isGlobalMemRef($_self)">]>,
-    "contiguous row-major memref of bf16, f16 or f32", "::mlir::MemRefType">;
+    "row-major memref of bf16, f16 or f32 (dense or with row strides)", "::mlir::MemRefType">;
 
 //===----------------------------------------------------------------------===//
 // Kernel
@@ -290,9 +291,11 @@ def Tile_KernelOp : Tile_Op<"kernel", [
     AutomaticAllocationScope]> {
   let summary = "A GPU kernel: the program one thread block runs";
   let description = [{
-    The entry of a kernel. Arguments are global memrefs (contiguous, row-major;
-    each dynamic size is a launch-time value), `f32` scalars and `index`
-    scalars. Memref arguments do not overlap one another: a back end may read
+    The entry of a kernel. Arguments are global memrefs (row-major, dense or
+    `strided<[..., 1]>` with offset 0; each dynamic size and stride is a
+    launch-time value; a launch's strides keep rows apart, each at least the
+    next dimension's size times its stride, and are multiples of 16 bytes),
+    `f32` scalars and `index` scalars. Memref arguments do not overlap one another: a back end may read
     a memref the kernel never stores to through the read-only cache. The body
     runs once per block.
 

@@ -71,9 +71,12 @@ TJ_API tj_status tj_engine_set_deterministic(tj_engine *engine, int on);
 TJ_API tj_status tj_rms_norm_prepare(tj_engine *engine, int backward, tj_dtype dtype,
                                      tj_dtype wdtype, int64_t rows, int64_t cols,
                                      int zero_centered_gamma);
+/* gemm: the leading dimensions as tj_gemm will get them; d_aligned: D will
+ * start on a 16-byte boundary (as PyTorch's allocations do). */
 TJ_API tj_status tj_gemm_prepare(tj_engine *engine, tj_dtype ab, tj_dtype out, int trans_a,
-                                 int trans_b, int64_t m, int64_t n, int64_t k, int with_c,
-                                 int with_bias);
+                                 int trans_b, int64_t m, int64_t n, int64_t k, int64_t lda,
+                                 int64_t ldb, int64_t ldc, int64_t ldd, int with_c, int with_bias,
+                                 int d_aligned);
 TJ_API tj_status tj_attn_fwd_prepare(tj_engine *engine, tj_dtype dtype, tj_attn_layout layout,
                                      int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hkv,
                                      int64_t d, int causal);
@@ -109,19 +112,22 @@ TJ_API tj_status tj_rms_norm_bwd(tj_engine *engine, tj_dtype dtype, tj_dtype wdt
 
 /* D = alpha * op(A) @ op(B) + beta * C + bias, f32 accumulation. Row-major
  * storage: A is m x k (k x m with trans_a), B is k x n (n x k with trans_b:
- * the weight of a linear layer), C and D are m x n, contiguous (C may be D:
- * accumulation into D; C null: beta ignored); bias: n elements of `ab`, added
- * to every row (null: none). lda, ldb: elements between rows (0: packed);
- * rows must be 16-byte aligned, and so must a bf16 or f16 D (its tiles
- * leave through TMA stores). ab: bf16 or f16; out: bf16, f16 or f32. A
- * GEMM with few tiles over a long K splits K and takes its workspace from
- * a memory pool of tilejit's, ordered on `stream` (CUDA graph capture
+ * the weight of a linear layer), C and D are m x n (C may be D:
+ * accumulation into D; C null: beta ignored); bias: n elements of `ab`,
+ * added to every row (null: none). lda, ldb, ldc, ldd: elements from one
+ * row to the next, at least a row (0: packed rows). Rows that are not
+ * packed must lie a multiple of 16 bytes apart, and on sm_90a so must A's
+ * and B's, packed or not (they are read by the copy engine). A D that does
+ * not start on a 16-byte boundary is written by the threads themselves,
+ * not through TMA stores. ab: bf16 or f16; out: bf16, f16 or f32. A GEMM
+ * with few tiles over a long K splits K and takes its workspace from a
+ * memory pool of tilejit's, ordered on `stream` (CUDA graph capture
  * records it).
  * sm_margin: multiprocessors to leave free for this call (-1: the engine's). */
 TJ_API tj_status tj_gemm(tj_engine *engine, tj_dtype ab, tj_dtype out, int trans_a, int trans_b,
                          int64_t m, int64_t n, int64_t k, const void *a, int64_t lda, const void *b,
-                         int64_t ldb, const void *c, const void *bias, void *d, float alpha,
-                         float beta, int sm_margin, void *stream);
+                         int64_t ldb, const void *c, int64_t ldc, const void *bias, void *d,
+                         int64_t ldd, float alpha, float beta, int sm_margin, void *stream);
 
 /* Attention forward (sm_90a): O = softmax(scale * Q K^T + mask) V with f32
  * accumulation, and lse = the natural log-sum-exp of each row of scale * Q K^T

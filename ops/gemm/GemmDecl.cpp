@@ -33,6 +33,11 @@ std::vector<ParamDecl> params() {
       {"k", ParamDecl::Int, 1, kMaxSize, 1, false, 0, "the reduction"},
       {"bias", ParamDecl::Bool, 0, 1, 0, false, 0,
        "adds a bias of N elements of A's type to every row of D (F.linear's)"},
+      {"ld", ParamDecl::Bool, 0, 1, 0, false, 0,
+       "C and D rows a leading dimension apart, given at launch (a multiple of 16 bytes; "
+       "the sm_80 kernel's A and B too)"},
+      {"d16", ParamDecl::Bool, 0, 1, 1, false, 0,
+       "D starts on a 16-byte boundary (TMA stores need it)"},
   };
 }
 } // namespace
@@ -56,6 +61,8 @@ Params::Params(const KernelSpec &s) : target(s.target) {
   n = s[N];
   k = s[K];
   hasBias = s[HasBias] != 0;
+  ld = s[Ld] != 0;
+  dAligned = s[DAligned] != 0;
 }
 
 std::string Params::layoutName() const {
@@ -72,7 +79,9 @@ KernelSpec Params::spec() const {
       .set(M, m)
       .set(N, n)
       .set(K, k)
-      .set(HasBias, hasBias);
+      .set(HasBias, hasBias)
+      .set(Ld, ld)
+      .set(DAligned, dAligned);
   return s;
 }
 

@@ -12,7 +12,7 @@
 namespace tilejit::gemm {
 
 /// The parameters' positions in a spec, in canonical order.
-enum Param : int { ABDType, OutDType, TransA, TransB, HasC, M, N, K, HasBias };
+enum Param : int { ABDType, OutDType, TransA, TransB, HasC, M, N, K, HasBias, Ld, DAligned };
 
 const OpDecl &op();
 bool isGemm(const KernelSpec &spec);
@@ -32,6 +32,14 @@ struct Params {
   bool hasBias = false; // + bias: N elements of A's type, added to every row (F.linear's)
   int64_t m = 1;        // launch-time size; a tuning hint, not compiled in
   int64_t n = 1, k = 1;
+  /// C's and D's rows lie a leading dimension apart, given at launch (a
+  /// multiple of 16 bytes); the sm_80 kernel's A and B too (the sm_90a
+  /// kernel's take theirs in their tensor maps either way). false: dense
+  /// rows of N.
+  bool ld = false;
+  /// D starts on a 16-byte boundary, as TMA stores need (false: D is
+  /// written by the consumers' own stores).
+  bool dAligned = true;
   Target target;
 
   /// "nt", "nn", "tn" or "tt".

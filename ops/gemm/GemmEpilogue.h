@@ -2,11 +2,20 @@
 #pragma once
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/SmallVector.h"
 
 namespace tilejit::gemm {
 
 struct Params;
+
+/// A rows x cols memref of `elem` (either size may be dynamic): dense rows,
+/// or with `ld` rows a leading dimension apart, given at launch.
+mlir::MemRefType rowsType(mlir::MLIRContext &ctx, int64_t rows, int64_t cols, mlir::Type elem,
+                          bool ld);
+/// D's type (and C's): M (given at launch) x N of the output type, with
+/// the spec's leading dimension or dense.
+mlir::MemRefType outType(mlir::MLIRContext &ctx, const Params &p);
 
 /// The epilogue both GEMM kernels share (defined in GemmTemplate.cpp, whose
 /// source hash covers it): its parameters follow A, B and D, as [C,]

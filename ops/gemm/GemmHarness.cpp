@@ -14,6 +14,7 @@
 #include "autotune/Harness.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "ops/gemm/GemmLaunch.h"
@@ -25,6 +26,27 @@ namespace {
 
 llvm::Error fail(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+/// `packed` (rows x cols of `elemBytes`) as rows `ld` apart, the gaps 0xFF.
+std::vector<unsigned char> pitched(const std::vector<unsigned char> &packed, int64_t rows,
+                                   int64_t cols, int64_t ld, int elemBytes) {
+  if (ld == cols)
+    return packed;
+  size_t e = size_t(elemBytes);
+  std::vector<unsigned char> out(size_t(rows * ld) * e, 0xFF);
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(out.data() + size_t(r * ld) * e, packed.data() + size_t(r * cols) * e,
+                size_t(cols) * e);
+  return out;
+}
+
+/// A leading dimension for rows of `cols`: one past the next 16-byte multiple
+/// with `ld` (a spec with ld = 1 is measured on rows that are not packed),
+/// else the row itself.
+int64_t leadingDim(int64_t cols, int elemBytes, bool ld) {
+  int64_t per = 16 / elemBytes;
+  return ld ? (cols + per - 1) / per * per + per : cols;
 }
 
 class GemmHarness : public OpHarness {
@@ -41,6 +63,17 @@ public:
     call_.m = std::min<int64_t>(p.m, 256);
     call_.maxPrograms = std::min(sms_, 16);
     int ab = dtypeBytes(p.ab), ob = dtypeBytes(p.out);
+    // What the spec compiles for: C and D (on sm_80 A and B too) a leading
+    // dimension wide, D off 16 bytes by two elements.
+    bool abLd = p.ld && !p.target.hasWgmma();
+    int64_t aCols = p.transA ? call_.m : p.k, bRows = p.transB ? p.n : p.k;
+    int64_t bCols = p.transB ? p.k : p.n;
+    ldd_ = leadingDim(p.n, ob, p.ld);
+    dShift_ = p.dAligned ? 0 : 2 * ob;
+    call_.ldd = call_.ldc = full_.ldd = full_.ldc = p.ld ? ldd_ : 0;
+    call_.lda = abLd ? leadingDim(aCols, ab, true) : 0;
+    call_.ldb = full_.ldb = abLd ? leadingDim(bCols, ab, true) : 0;
+    full_.lda = abLd ? leadingDim(p.transA ? full_.m : p.k, ab, true) : 0;
 
     // The checked problem and its reference.
     a_ = randomValues(p.ab, size_t(call_.m * p.k), seed * 4 + 1);
@@ -49,20 +82,23 @@ public:
                 : std::vector<unsigned char>();
     bias_ =
         p.hasBias ? randomValues(p.ab, size_t(p.n), seed * 4 + 6) : std::vector<unsigned char>();
-    if (auto e = allocate(da_, a_.size()))
+    auto aDev = pitched(a_, p.transA ? p.k : call_.m, aCols, call_.lda ? call_.lda : aCols, ab);
+    auto bDev = pitched(b_, bRows, bCols, call_.ldb ? call_.ldb : bCols, ab);
+    if (auto e = allocate(da_, aDev.size()))
       return e;
-    if (auto e = allocate(db_, b_.size()))
+    if (auto e = allocate(db_, bDev.size()))
       return e;
-    if (auto e = allocate(dd_, size_t(call_.m * p.n) * ob))
+    if (auto e = allocate(dd_, size_t(call_.m * ldd_) * ob + size_t(dShift_)))
       return e;
-    if (auto e = da_.upload(a_))
+    if (auto e = da_.upload(aDev))
       return e;
-    if (auto e = db_.upload(b_))
+    if (auto e = db_.upload(bDev))
       return e;
     if (p.hasC) {
-      if (auto e = allocate(dc_, c_.size()))
+      auto cDev = pitched(c_, call_.m, p.n, ldd_, ob);
+      if (auto e = allocate(dc_, cDev.size()))
         return e;
-      if (auto e = dc_.upload(c_))
+      if (auto e = dc_.upload(cDev))
         return e;
     }
     if (p.hasBias) {
@@ -73,7 +109,7 @@ public:
     }
     call_.a = da_.ptr();
     call_.b = db_.ptr();
-    call_.d = dd_.ptr();
+    call_.d = dd_.ptr() + uint64_t(dShift_);
     call_.c = p.hasC ? dc_.ptr() : 0;
     call_.bias = p.hasBias ? dbias_.ptr() : 0;
 
@@ -105,16 +141,19 @@ public:
     }
 
     // The timed problem: full size, its own random inputs, no reference.
-    if (auto e = allocate(ta_, size_t(full_.m * p.k) * ab))
+    int64_t taRows = p.transA ? p.k : full_.m, taCols = p.transA ? full_.m : p.k;
+    int64_t lda = full_.lda ? full_.lda : taCols;
+    if (auto e = allocate(ta_, size_t(taRows * lda) * ab))
       return e;
-    if (auto e = allocate(td_, size_t(full_.m * p.n) * ob))
+    if (auto e = allocate(td_, size_t(full_.m * ldd_) * ob + size_t(dShift_)))
       return e;
-    if (auto e = ta_.upload(randomValues(p.ab, size_t(full_.m * p.k), seed * 4 + 5)))
+    if (auto e = ta_.upload(pitched(randomValues(p.ab, size_t(full_.m * p.k), seed * 4 + 5),
+                                    taRows, taCols, lda, ab)))
       return e;
     full_.a = ta_.ptr();
     full_.b = db_.ptr();
-    full_.d = td_.ptr();
-    full_.c = p.hasC ? td_.ptr() : 0; // accumulates into D, as main_grad does
+    full_.d = td_.ptr() + uint64_t(dShift_);
+    full_.c = p.hasC ? full_.d : 0; // accumulates into D, as main_grad does
     full_.bias = call_.bias;
     return llvm::Error::success();
   }
@@ -128,10 +167,23 @@ public:
   llvm::Error poison(CUstream stream) override { return dd_.fill(0xFF, stream); }
 
   llvm::Error verify() override {
-    size_t n = size_t(call_.m * call_.n);
-    std::vector<unsigned char> d(n * size_t(dtypeBytes(call_.out)));
-    if (auto e = dd_.download(d))
-      return e;
+    size_t n = size_t(call_.m * call_.n), e = size_t(dtypeBytes(call_.out));
+    std::vector<unsigned char> raw(dd_.bytes()), d(n * e);
+    if (auto err = dd_.download(raw))
+      return err;
+    // D's rows out of its buffer; nothing may be written before or between
+    // them (the poison's 0xFF bytes stay).
+    size_t outside = 0;
+    for (size_t i = 0; i < size_t(dShift_); ++i)
+      outside += raw[i] != 0xFF;
+    for (int64_t r = 0; r < call_.m; ++r) {
+      const unsigned char *row = raw.data() + size_t(dShift_) + size_t(r * ldd_) * e;
+      std::memcpy(d.data() + size_t(r * call_.n) * e, row, size_t(call_.n) * e);
+      for (size_t i = size_t(call_.n) * e; i < size_t(ldd_) * e; ++i)
+        outside += row[i] != 0xFF;
+    }
+    if (outside)
+      return fail(llvm::Twine(int64_t(outside)) + " bytes written outside D's rows");
     // Every element written and finite: the exponent bits, word by word (a
     // conversion per element took most of a candidate's time at 29M elements).
     size_t bad = n;
@@ -169,6 +221,7 @@ private:
   };
   gemm::Call call_, full_;
   int sms_ = 0;
+  int64_t ldd_ = 0, dShift_ = 0; // D's (and C's) row stride; D's bytes past its buffer
   std::vector<unsigned char> a_, b_, c_, bias_;
   std::vector<Sample> samples_;
   DeviceBuffer da_, db_, dc_, dd_, ta_, td_, dbias_;

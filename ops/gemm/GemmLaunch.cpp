@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "llvm/ADT/Twine.h"
 
@@ -71,6 +72,18 @@ llvm::Expected<KernelSpec> specOf(const Call &c, const Target &target) {
                  " k=" + llvm::Twine(c.k));
   if (c.ab == DType::F32)
     return error("A and B must be bf16 or f16");
+  // Each leading dimension: 0 (the row length) or at least a row.
+  struct Ld {
+    const char *name, *what;
+    int64_t ld, row;
+  };
+  for (const Ld &l : {Ld{"lda", "A", c.lda, c.transA ? c.m : c.k},
+                      Ld{"ldb", "B", c.ldb, c.transB ? c.k : c.n}, Ld{"ldc", "C", c.ldc, c.n},
+                      Ld{"ldd", "D", c.ldd, c.n}})
+    if (l.ld < 0 || (l.ld > 0 && l.ld < l.row))
+      return error(llvm::Twine(l.name) + " = " + llvm::Twine(l.ld) + " is " +
+                   (l.ld < 0 ? "negative" : "shorter than a row of " + llvm::Twine(l.what)) +
+                   " (" + llvm::Twine(l.row) + " elements; 0: packed rows)");
   Params p;
   p.ab = c.ab;
   p.out = c.out;
@@ -82,6 +95,27 @@ llvm::Expected<KernelSpec> specOf(const Call &c, const Target &target) {
   p.n = c.n;
   p.k = c.k;
   p.target = target;
+  // A leading dimension other than the row length makes the kernel take
+  // row strides, which must be multiples of 16 bytes.
+  auto strided = [](int64_t ld, int64_t cols) { return ld != 0 && ld != cols; };
+  std::vector<Ld> strides = {{"ldd", "D", c.ldd, c.n}};
+  if (c.hasC)
+    strides.push_back({"ldc", "C", c.ldc, c.n});
+  if (!target.hasWgmma()) {
+    strides.push_back({"lda", "A", c.lda, c.transA ? c.m : c.k});
+    strides.push_back({"ldb", "B", c.ldb, c.transB ? c.k : c.n});
+  }
+  for (const Ld &l : strides) {
+    if (!strided(l.ld, l.row))
+      continue;
+    int bytes = dtypeBytes(l.what[0] == 'A' || l.what[0] == 'B' ? c.ab : c.out);
+    if ((l.ld * bytes) % 16 != 0)
+      return error(llvm::Twine(l.name) + " = " + llvm::Twine(l.ld) + ": rows of " +
+                   llvm::Twine(l.what) + " that are not packed must lie a multiple of 16 bytes "
+                   "apart (a multiple of " + llvm::Twine(16 / bytes) + " elements)");
+    p.ld = true;
+  }
+  p.dAligned = c.d % 16 == 0;
   KernelSpec s = p.spec();
   if (auto err = s.validate())
     return err;
@@ -175,41 +209,65 @@ SplitLayout splitLayout(const KernelShape &k, const Call &c) {
 
 /// D and the epilogue's arguments, in GemmTemplate.cpp's order (D's tensor
 /// map, with tmastore, comes after D: the caller adds it).
-void addEpilogueArgs(const Call &c, KernelArg *args, size_t &n, const CUtensorMap *dMap) {
-  args[n++] = KernelArg::view(c.d, {c.m, c.n});
+/// A rows x cols view at `addr` whose rows are `ld` apart (0: cols), for
+/// parameter `p`: with strides where the kernel takes them, else dense (a
+/// leading dimension it cannot take is an error naming `name`).
+llvm::Expected<KernelArg> rowsArg(const ParamInfo &p, const char *name, uint64_t addr,
+                                  int64_t rows, int64_t cols, int64_t ld) {
+  if (!p.staticStrides.empty())
+    return KernelArg::strided(addr, {rows, cols}, {ld ? ld : cols});
+  if (ld != 0 && ld != cols)
+    return error(llvm::Twine(name) + " = " + llvm::Twine(ld) + ": the kernel reads rows of " +
+                 llvm::Twine(cols) + " elements (a spec with ld = 1 takes a leading dimension)");
+  return KernelArg::view(addr, {rows, cols});
+}
+
+llvm::Error addEpilogueArgs(const EntryInfo &e, const Call &c, KernelArg *args, size_t &n,
+                            const CUtensorMap *dMap) {
+  const ParamInfo &dParam = e.params[2];
+  auto d = rowsArg(dParam, "ldd", c.d, c.m, c.n, c.ldd);
+  if (!d)
+    return d.takeError();
+  args[n++] = *d;
   if (dMap)
     args[n++] = KernelArg::tensorMap(*dMap);
-  if (c.hasC)
-    args[n++] = KernelArg::view(c.c, {c.m, c.n});
+  if (c.hasC) {
+    auto cArg = rowsArg(dParam, "ldc", c.c, c.m, c.n, c.ldc);
+    if (!cArg)
+      return cArg.takeError();
+    args[n++] = *cArg;
+  }
   if (c.hasBias)
     args[n++] = KernelArg::view(c.bias, {c.n});
   args[n++] = KernelArg::f32(c.alpha);
   if (c.hasC)
     args[n++] = KernelArg::f32(c.beta);
+  return llvm::Error::success();
 }
 
 /// The sm_80 kernel (GemmSm80Template.cpp; every target without wgmma): A and
 /// B as plain views, one program per tile. Its copies need no alignment (a
-/// misaligned operand is copied element by element), but its views are
-/// dense: rows exactly as long as the matrix's.
+/// misaligned operand is copied element by element); its views have dense
+/// rows unless the spec says ld.
 llvm::Error launchViews(const LoadedKernel &kernel, const Call &c, CUstream stream) {
-  int64_t aCols = c.transA ? c.m : c.k, bCols = c.transB ? c.k : c.n;
-  if (c.lda != 0 && c.lda != aCols)
-    return error("lda = " + llvm::Twine(c.lda) +
-                 ": the sm_80 kernel reads A with rows of exactly " + llvm::Twine(aCols) +
-                 " elements (a leading dimension needs the sm_90a kernel)");
-  if (c.ldb != 0 && c.ldb != bCols)
-    return error("ldb = " + llvm::Twine(c.ldb) +
-                 ": the sm_80 kernel reads B with rows of exactly " + llvm::Twine(bCols) +
-                 " elements (a leading dimension needs the sm_90a kernel)");
+  const EntryInfo &e = kernel.entry(0);
   int64_t abBytes = dtypeBytes(c.ab);
   if (c.a % abBytes != 0 || c.b % abBytes != 0)
     return error("A and B must be aligned to their " + llvm::Twine(abBytes) + "-byte elements");
+  auto a = c.transA ? rowsArg(e.params[0], "lda", c.a, c.k, c.m, c.lda)
+                    : rowsArg(e.params[0], "lda", c.a, c.m, c.k, c.lda);
+  if (!a)
+    return a.takeError();
+  auto b = c.transB ? rowsArg(e.params[1], "ldb", c.b, c.n, c.k, c.ldb)
+                    : rowsArg(e.params[1], "ldb", c.b, c.k, c.n, c.ldb);
+  if (!b)
+    return b.takeError();
   KernelArg args[kMaxArgs];
   size_t n = 0;
-  args[n++] = c.transA ? KernelArg::view(c.a, {c.k, c.m}) : KernelArg::view(c.a, {c.m, c.k});
-  args[n++] = c.transB ? KernelArg::view(c.b, {c.n, c.k}) : KernelArg::view(c.b, {c.k, c.n});
-  addEpilogueArgs(c, args, n, nullptr);
+  args[n++] = *a;
+  args[n++] = *b;
+  if (auto err = addEpilogueArgs(e, c, args, n, nullptr))
+    return err;
   return kernel.launch(0, args, n, stream);
 }
 } // namespace
@@ -249,7 +307,7 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
     return mapB.takeError();
   llvm::Expected<CUtensorMap> mapD = CUtensorMap{};
   if (tmaStore)
-    mapD = mapOf("D", c.out, c.d, c.m, c.n, c.n, e.params[3].staticSizes);
+    mapD = mapOf("D", c.out, c.d, c.m, c.n, c.ldd ? c.ldd : c.n, e.params[3].staticSizes);
   if (!mapD)
     return mapD.takeError();
   int64_t programs = c.maxPrograms > 0 ? c.maxPrograms : smCount;
@@ -259,7 +317,8 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
   size_t n = 0;
   args[n++] = KernelArg::tensorMap(*mapA);
   args[n++] = KernelArg::tensorMap(*mapB);
-  addEpilogueArgs(c, args, n, tmaStore ? &*mapD : nullptr);
+  if (auto err = addEpilogueArgs(e, c, args, n, tmaStore ? &*mapD : nullptr))
+    return err;
   if (!shape.split) {
     args[n++] = KernelArg::index(programs);
     return kernel.launch(0, args, n, stream);

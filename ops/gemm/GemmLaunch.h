@@ -24,7 +24,11 @@ struct Call {
   /// N elements of A's type added to every row of D (with hasBias).
   uint64_t bias = 0;
   bool hasBias = false;
-  int64_t lda = 0, ldb = 0;
+  /// Elements from one row to the next (0: the row length). A and B's may
+  /// be any on sm_90a (a multiple of 16 bytes: their tensor maps); C's and
+  /// D's, and on sm_80 A's and B's, a multiple of 16 bytes at least the row
+  /// length, which the spec's `ld` then compiles for.
+  int64_t lda = 0, ldb = 0, ldc = 0, ldd = 0;
   float alpha = 1.0f, beta = 0.0f;
   bool hasC = false;
   /// Most programs the persistent grid may have (0: one per multiprocessor
@@ -44,7 +48,9 @@ struct Call {
 /// The call a spec describes (no buffers yet; alpha 1, beta 1 with C).
 Call callOf(const Params &p);
 
-/// The spec for `call` on `target`, or an error naming the bad field.
+/// The spec for `call` on `target`, or an error naming the bad field: `ld`
+/// where C or D (or on a target without wgmma, A or B) has a leading
+/// dimension other than its row length, `d16` from D's address.
 llvm::Expected<KernelSpec> specOf(const Call &call, const Target &target);
 
 /// Launches `call` with `kernel` (built for specOf(call)) on `stream`: the

@@ -80,7 +80,8 @@ TileConfig make(int64_t bm, int64_t bn, int64_t stages, int64_t warps, int64_t v
 
 std::string kernelName(const Params &p) {
   return "gemm_sm80_" + std::string(dtypeName(p.ab)) + "_" + std::string(dtypeName(p.out)) + "_" +
-         p.layoutName() + (p.hasC ? "_c" : "") + (p.hasBias ? "_bias" : "") + "_n" +
+         p.layoutName() + (p.hasC ? "_c" : "") + (p.hasBias ? "_bias" : "") +
+         (p.ld ? "_ld" : "") + "_n" +
          std::to_string(p.n) + "_k" + std::to_string(p.k);
 }
 
@@ -202,19 +203,20 @@ void buildKernel(OpBuilder &b, Location loc, const KernelSpec &ks, const TileCon
   Params p(ks);
   Shape s(cfg);
   MLIRContext &ctx = *b.getContext();
-  Type ab = elemType(ctx, p.ab), out = elemType(ctx, p.out), f32 = b.getF32Type();
+  Type ab = elemType(ctx, p.ab), f32 = b.getF32Type();
   KernelMath km{b, loc};
   auto cst = [&](int64_t v) { return km.cst(v); };
   int64_t dyn = ShapedType::kDynamic;
   // A and B as stored (row-major): A is M x K (K x M transposed), B N x K
   // (transposed) or K x N; the ring stages hold their tiles the same way.
-  auto aType = p.transA ? MemRefType::get({p.k, dyn}, ab) : MemRefType::get({dyn, p.k}, ab);
-  auto bType = p.transB ? MemRefType::get({p.n, p.k}, ab) : MemRefType::get({p.k, p.n}, ab);
+  // With ld, A's and B's rows too lie a leading dimension apart.
+  auto aType = p.transA ? rowsType(ctx, p.k, dyn, ab, p.ld) : rowsType(ctx, dyn, p.k, ab, p.ld);
+  auto bType = p.transB ? rowsType(ctx, p.n, p.k, ab, p.ld) : rowsType(ctx, p.k, p.n, ab, p.ld);
   auto ringA = p.transA ? tt::RingType::get(&ctx, s.stages, s.bk, s.bm, ab)
                         : tt::RingType::get(&ctx, s.stages, s.bm, s.bk, ab);
   auto ringB = p.transB ? tt::RingType::get(&ctx, s.stages, s.bn, s.bk, ab)
                         : tt::RingType::get(&ctx, s.stages, s.bk, s.bn, ab);
-  auto dType = MemRefType::get({dyn, p.n}, out);
+  auto dType = outType(ctx, p);
   // Arguments: A, B, D, [C,] [bias,] alpha, [beta].
   SmallVector<Type> args = {aType, bType, dType};
   Epilogue::appendParams(p, dType, args);

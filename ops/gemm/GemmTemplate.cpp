@@ -280,7 +280,10 @@ public:
       if (s.bn % Shape::kStoreCols != 0)
         return configError("with tmastore bn = " + llvm::Twine(s.bn) +
                            " must be whole 64-column panels");
-      if ((p.n * dtypeBytes(p.out)) % 16 != 0)
+      if (!p.dAligned)
+        return configError("tmastore needs D on a 16-byte boundary (the spec says d16 = 0)");
+      // (A leading dimension is a multiple of 16 bytes.)
+      if (!p.ld && (p.n * dtypeBytes(p.out)) % 16 != 0)
         return configError("with tmastore D's rows must be a multiple of 16 bytes apart; N = " +
                            llvm::Twine(p.n) + " is not a multiple of 8");
     }
@@ -323,7 +326,8 @@ public:
 private:
   static std::string kernelName(const gemm::Params &p) {
     return "gemm_" + std::string(dtypeName(p.ab)) + "_" + std::string(dtypeName(p.out)) + "_" +
-           p.layoutName() + (p.hasC ? "_c" : "") + (p.hasBias ? "_bias" : "") + "_n" +
+           p.layoutName() + (p.hasC ? "_c" : "") + (p.hasBias ? "_bias" : "") +
+           (p.ld ? "_ld" : "") + "_n" +
            std::to_string(p.n) + "_k" + std::to_string(p.k);
   }
 
@@ -340,7 +344,7 @@ private:
                           : tt::RingType::get(&ctx, s.stages, s.bk, s.bn, ab);
     auto mapA = tt::TensorMapType::get(&ctx, ringA.getRows(), 64, ab, 2);
     auto mapB = tt::TensorMapType::get(&ctx, ringB.getRows(), 64, ab, 2);
-    auto dType = MemRefType::get({ShapedType::kDynamic, p.n}, out);
+    auto dType = gemm::outType(ctx, p);
     // With tmastore each consumer writes D's tile in panels of its rows x 64
     // columns into its own buffers, which TMA copies out.
     int64_t rows = s.rowsPerConsumer();
@@ -630,6 +634,17 @@ private:
 } // namespace
 
 namespace gemm {
+
+MemRefType rowsType(MLIRContext &ctx, int64_t rows, int64_t cols, Type elem, bool ld) {
+  if (!ld)
+    return MemRefType::get({rows, cols}, elem);
+  return MemRefType::get({rows, cols}, elem,
+                         StridedLayoutAttr::get(&ctx, 0, {ShapedType::kDynamic, 1}));
+}
+
+MemRefType outType(MLIRContext &ctx, const Params &p) {
+  return rowsType(ctx, ShapedType::kDynamic, p.n, elemType(ctx, p.out), p.ld);
+}
 
 void Epilogue::appendParams(const Params &p, Type dType, SmallVectorImpl<Type> &args) {
   Type f32 = Float32Type::get(dType.getContext());

@@ -48,8 +48,8 @@ class CInterface(unittest.TestCase):
         import ctypes
         self.assertEqual(lib.tj_engine_create(0, None), 1)
         self.assertIn("out is null", lib.tj_last_error().decode())
-        self.assertEqual(lib.tj_gemm(None, 0, 0, 0, 0, 1, 1, 1, None, 0, None, 0, None, None,
-                                     None, 1.0, 0.0, -1, None), 1)
+        self.assertEqual(lib.tj_gemm(None, 0, 0, 0, 0, 1, 1, 1, None, 0, None, 0, None, 0, None,
+                                     None, 0, 1.0, 0.0, -1, None), 1)
         self.assertIn("engine is null", lib.tj_last_error().decode())
         h = ctypes.c_void_p()
         self.assertEqual(lib.tj_engine_create(-1, ctypes.byref(h)), 1)

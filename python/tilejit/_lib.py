@@ -11,7 +11,7 @@ _DTYPES = {"bf16": 0, "f16": 1, "f32": 2}
 
 # The libtilejit.so this package's ctypes declarations are written for: the
 # C interface may change between minor versions before 1.0.
-ABI_VERSION = "0.2.0"
+ABI_VERSION = "0.3.0"
 
 
 class TilejitError(RuntimeError):
@@ -59,15 +59,16 @@ def lib():
             l.tj_engine_set_deterministic.argtypes = [vp, i32]
             l.tj_explain.argtypes = [vp, c.c_char_p, c.c_char_p, i64, c.POINTER(i64)]
             l.tj_rms_norm_prepare.argtypes = [vp, i32, i32, i32, i64, i64, i32]
-            l.tj_gemm_prepare.argtypes = [vp, i32, i32, i32, i32, i64, i64, i64, i32, i32]
+            l.tj_gemm_prepare.argtypes = [vp, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64,
+                                          i32, i32, i32]
             l.tj_attn_fwd_prepare.argtypes = [vp, i32, i32, i64, i64, i64, i64, i64, i64, i32]
             l.tj_attn_bwd_prepare.argtypes = [vp, i32, i32, i64, i64, i64, i64, i64, i64, i32]
             l.tj_rms_norm_fwd.argtypes = [vp, i32, i32, vp, vp, vp, vp, i64, i64, f32, i32, vp]
             l.tj_rms_norm_bwd_workspace.argtypes = [vp, i32, i32, i64, i64, i32, c.POINTER(i64)]
             l.tj_rms_norm_bwd.argtypes = [vp, i32, i32, vp, vp, vp, vp, vp, vp, vp, i64, i64, i32,
                                           vp]
-            l.tj_gemm.argtypes = [vp, i32, i32, i32, i32, i64, i64, i64, vp, i64, vp, i64, vp, vp,
-                                  vp, f32, f32, i32, vp]
+            l.tj_gemm.argtypes = [vp, i32, i32, i32, i32, i64, i64, i64, vp, i64, vp, i64, vp, i64,
+                                  vp, vp, i64, f32, f32, i32, vp]
             l.tj_attn_fwd.argtypes = [vp, i32, i32, i64, i64, i64, i64, i64, i64, i32, f32, vp, vp,
                                       vp, vp, vp, vp]
             l.tj_attn_bwd_workspace_size.argtypes = [vp, i64, i64, i64, i64, i64, i64,

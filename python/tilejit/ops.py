@@ -240,7 +240,19 @@ def _bias_check(op, a, b, bias):
         raise ValueError(f"tilejit.{op}: bias must be contiguous")
 
 
+def _rows_ld(t):
+    """The leading dimension of a 2-D tensor whose rows are dense (0: packed
+    rows), or None."""
+    rows, cols = t.shape
+    s0, s1 = t.stride()
+    if s1 != 1 and cols > 1:
+        return None
+    return 0 if s0 == cols or rows == 1 else (s0 if s0 > cols else None)
+
+
 def _mm_into(a, b, c, d, alpha, beta, sm_margin=-1, bias=None):
+    """d = alpha a b + beta c (+ bias); d (and c) with dense rows, any row
+    stride the GEMM takes (_rows_ld)."""
     la, lb = _operand(a), _operand(b)
     if la is None:
         a = a.contiguous()
@@ -251,11 +263,13 @@ def _mm_into(a, b, c, d, alpha, beta, sm_margin=-1, bias=None):
     m, k = a.shape
     n = b.shape[1]
     dev = a.get_device()
+    ldd = 0 if d.is_contiguous() else _rows_ld(d)
+    ldc = 0 if c is None or c is d else _rows_ld(c)
     status = _lib.lib().tj_gemm(
         _lib.engine(dev), _CODES[a.dtype], _CODES[d.dtype], la[0], lb[0], m, n, k,
         a.data_ptr(), la[1], b.data_ptr(), lb[1], None if c is None else c.data_ptr(),
-        None if bias is None else bias.data_ptr(), d.data_ptr(), alpha, beta, sm_margin,
-        _raw_stream(dev) if _raw_stream is not None else _stream(a.device))
+        ldd if c is d else ldc, None if bias is None else bias.data_ptr(), d.data_ptr(), ldd,
+        alpha, beta, sm_margin, _raw_stream(dev) if _raw_stream is not None else _stream(a.device))
     if status:
         _lib.check(status)
 
@@ -335,12 +349,11 @@ def _mm_accumulate_impl(a, b, c, alpha=1.0, beta=1.0):
     _mm_check("mm_accumulate_", a, b, c)
     if c.dtype not in _CODE:
         raise ValueError(f"tilejit.mm_accumulate_: c is {c.dtype}; bf16, f16 or f32 only")
-    if not c.is_contiguous():
-        raise _lib.TilejitError("tilejit: mm_accumulate_ needs a contiguous c")
-    if c.element_size() == 2 and c.data_ptr() % 16 != 0:
-        # A 16-bit D leaves through TMA stores, which need it 16-byte
-        # aligned: accumulate into an aligned copy.
-        tmp = c.clone()
+    ld = _rows_ld(c)
+    if ld is None or (ld and (ld * c.element_size()) % 16):
+        # Rows that are not dense, or not 16 bytes apart: accumulate into a
+        # contiguous copy.
+        tmp = c.contiguous()
         _mm_into(a, b, tmp, tmp, alpha, beta)
         c.copy_(tmp)
         return
@@ -626,7 +639,8 @@ def warmup(linear=(), rms_norm=(), attention=(), dtype=torch.bfloat16, device=No
         bias = int(len(call) == 4 and bool(call[3]))
         for ta, tb, mm_, nn_, kk, b in ((0, 1, m, n, k, bias), (0, 0, m, k, n, 0),
                                         (1, 0, n, k, m, 0)):
-            _lib.check(lib.tj_gemm_prepare(eng, code, code, ta, tb, mm_, nn_, kk, 0, b))
+            _lib.check(lib.tj_gemm_prepare(eng, code, code, ta, tb, mm_, nn_, kk, 0, 0, 0, 0, 0,
+                                           b, 1))
     for rows, hidden in rms_norm:
         for backward in (0, 1):
             _lib.check(lib.tj_rms_norm_prepare(eng, backward, code, code, rows, hidden, 0))

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "compiler/Compiler.h"
@@ -44,7 +45,24 @@ struct Case {
   int64_t maxPrograms = 0;
   int64_t shift = 0; // A and B this many elements past a 16-byte boundary
   bool hasBias = false;
+  /// Elements past each row of A, B, C and D before the next (leading
+  /// dimensions of the row length plus these; 0: packed rows). The gaps
+  /// hold NaN, and D's must still hold it afterwards.
+  int64_t padA = 0, padB = 0, padC = 0, padD = 0;
+  int64_t shiftD = 0; // D this many elements past a 16-byte boundary
 };
+
+/// `t` (rows x cols, packed) as rows `ld` elements apart, the gaps bytes of
+/// `fill`.
+std::vector<unsigned char> pitched(const HostTensor &t, int64_t rows, int64_t cols, int64_t ld,
+                                   unsigned char fill) {
+  size_t e = size_t(dtypeBytes(t.type));
+  std::vector<unsigned char> out(size_t(rows * ld) * e, fill);
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(out.data() + size_t(r * ld) * e, t.bytes.data() + size_t(r * cols) * e,
+                size_t(cols) * e);
+  return out;
+}
 
 std::string name(const Case &c) {
   return std::string(c.layout) + " " + std::to_string(c.m) + "x" + std::to_string(c.n) + "x" +
@@ -52,7 +70,12 @@ std::string name(const Case &c) {
          std::string(dtypeName(c.out)) + (c.hasC ? (c.cIsD ? " D+=" : " +C") : "") +
          (*c.config ? std::string(" [") + c.config + "]" : "") +
          (c.maxPrograms ? " programs<=" + std::to_string(c.maxPrograms) : "") +
-         (c.shift ? " shifted " + std::to_string(c.shift) : "") + (c.hasBias ? " +bias" : "");
+         (c.shift ? " shifted " + std::to_string(c.shift) : "") + (c.hasBias ? " +bias" : "") +
+         (c.padA || c.padB || c.padC || c.padD
+              ? " ld+" + std::to_string(c.padA) + "/" + std::to_string(c.padB) + "/" +
+                    std::to_string(c.padC) + "/" + std::to_string(c.padD)
+              : "") +
+         (c.shiftD ? " D shifted " + std::to_string(c.shiftD) : "");
 }
 
 class GpuGemm : public ::testing::Test {
@@ -89,6 +112,14 @@ protected:
     call.alpha = c.alpha;
     call.beta = c.beta;
     call.maxPrograms = c.maxPrograms;
+    int64_t aRows = call.transA ? c.k : c.m, aCols = call.transA ? c.m : c.k;
+    int64_t bRows = call.transB ? c.n : c.k, bCols = call.transB ? c.k : c.n;
+    int64_t lda = aCols + c.padA, ldb = bCols + c.padB;
+    int64_t ldd = c.n + c.padD, ldc = c.cIsD ? ldd : c.n + c.padC;
+    call.lda = c.padA ? lda : 0;
+    call.ldb = c.padB ? ldb : 0;
+    call.ldd = c.padD ? ldd : 0;
+    call.ldc = c.cIsD ? call.ldd : (c.padC ? ldc : 0);
 
     HostTensor a(c.ab, size_t(c.m * c.k)), b(c.ab, size_t(c.k * c.n));
     HostTensor cin(c.out, size_t(c.m * c.n));
@@ -112,37 +143,57 @@ protected:
     auto kernel = LoadedKernel::load(*compiled);
     ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
 
-    // A and B `shift` elements into their buffers (zeros before them).
+    // A and B `shift` elements into their buffers (zeros before them), D
+    // `shiftD`; every operand's rows its leading dimension apart, NaN
+    // between them.
     size_t pad = size_t(c.shift) * size_t(dtypeBytes(c.ab));
-    std::vector<unsigned char> aBytes(pad, 0), bBytes(pad, 0);
-    aBytes.insert(aBytes.end(), a.bytes.begin(), a.bytes.end());
-    bBytes.insert(bBytes.end(), b.bytes.begin(), b.bytes.end());
+    size_t padD = size_t(c.shiftD) * size_t(dtypeBytes(c.out));
+    std::vector<unsigned char> aBytes(pad, 0), bBytes(pad, 0), dBytes(padD, 0xFF);
+    auto aRowsBytes = pitched(a, aRows, aCols, lda, 0xFF);
+    auto bRowsBytes = pitched(b, bRows, bCols, ldb, 0xFF);
+    aBytes.insert(aBytes.end(), aRowsBytes.begin(), aRowsBytes.end());
+    bBytes.insert(bBytes.end(), bRowsBytes.begin(), bRowsBytes.end());
+    auto cBytes = pitched(cin, c.m, c.n, ldc, 0xFF);
+    size_t e = size_t(dtypeBytes(c.out));
+    auto dRowsBytes = c.cIsD ? pitched(cin, c.m, c.n, ldd, 0xFF)
+                             : std::vector<unsigned char>(size_t(c.m * ldd) * e, 0xFF); // NaN
+    dBytes.insert(dBytes.end(), dRowsBytes.begin(), dRowsBytes.end());
     auto da = DeviceBuffer::allocate(aBytes.size()), db = DeviceBuffer::allocate(bBytes.size());
-    auto dd = DeviceBuffer::allocate(cin.bytes.size()),
-         dc = DeviceBuffer::allocate(cin.bytes.size());
+    auto dd = DeviceBuffer::allocate(dBytes.size()), dc = DeviceBuffer::allocate(cBytes.size());
     auto dbias = DeviceBuffer::allocate(bias.bytes.size());
     ASSERT_TRUE(da && db && dd && dc && dbias);
     ASSERT_FALSE(bool(dbias->upload(bias.bytes)));
     ASSERT_FALSE(bool(da->upload(aBytes)));
     ASSERT_FALSE(bool(db->upload(bBytes)));
-    if (c.cIsD) {
-      ASSERT_FALSE(bool(dd->upload(cin.bytes)));
-    } else {
-      ASSERT_FALSE(bool(dc->upload(cin.bytes)));
-      ASSERT_FALSE(bool(dd->fill(0xFF))); // NaN wherever the kernel does not write
+    ASSERT_FALSE(bool(dd->upload(dBytes)));
+    if (!c.cIsD) {
+      ASSERT_FALSE(bool(dc->upload(cBytes)));
     }
     call.a = da->ptr() + pad;
     call.b = db->ptr() + pad;
-    call.d = dd->ptr();
-    call.c = c.cIsD ? dd->ptr() : dc->ptr();
+    call.d = dd->ptr() + padD;
+    call.c = c.cIsD ? call.d : dc->ptr();
     call.bias = dbias->ptr();
     if (auto err = gemm::launch(**kernel, call, sms, nullptr))
       FAIL() << llvm::toString(std::move(err));
     auto drv = CudaDriver::get();
     ASSERT_TRUE(bool(drv));
     ASSERT_EQ(drv->cuCtxSynchronize(), CUDA_SUCCESS);
+    std::vector<unsigned char> dOut(dBytes.size());
+    ASSERT_FALSE(bool(dd->download(dOut)));
+    // D's rows out of its buffer; nothing written before D, between its
+    // rows or after them.
     HostTensor d(c.out, size_t(c.m * c.n));
-    ASSERT_FALSE(bool(dd->download(d.bytes)));
+    size_t outside = 0;
+    for (size_t i = 0; i < padD; ++i)
+      outside += dOut[i] != 0xFF;
+    for (int64_t r = 0; r < c.m; ++r) {
+      const unsigned char *row = dOut.data() + padD + size_t(r * ldd) * e;
+      std::memcpy(d.bytes.data() + size_t(r * c.n) * e, row, size_t(c.n) * e);
+      for (size_t i = size_t(c.n) * e; i < size_t(ldd) * e; ++i)
+        outside += row[i] != 0xFF;
+    }
+    EXPECT_EQ(outside, 0u) << "bytes written outside D's rows";
 
     // The reference on every row up to 1024^3 multiply-adds, else on 48
     // random rows and the last one.
@@ -463,6 +514,51 @@ TEST_F(GpuGemm, SplitKIsBitwiseRepeatable) {
   EXPECT_EQ(bad, 0);
 }
 
+// C and D inside wider buffers (rows a leading dimension apart, NaN in the
+// gaps, which D's must keep): every layout and output type, C apart from D
+// and D itself, TMA stores (the default for 16-bit D, now also where N
+// alone would not make whole 16-byte rows), A and B wider too, a bias,
+// K split.
+TEST_F(GpuGemm, LeadingDimensionsOfCAndD) {
+  auto ld = [](Case c, int64_t padC, int64_t padD, int64_t padAB = 0) {
+    c.padC = padC;
+    c.padD = padD;
+    c.padA = c.padB = padAB;
+    return c;
+  };
+  for (const char *layout : {"nt", "nn", "tn"}) {
+    run(ld({layout, 296, 264, 136}, 0, 8));
+    run(ld({layout, 200, 264, 72, DType::BF16, DType::F32, true, false, 0.5f, -1.0f}, 4, 12));
+    run(ld({layout, 200, 264, 72, DType::F16, DType::F16, true, true, 1.0f, 1.0f}, 0, 24, 8));
+  }
+  // 100 bf16 columns: 200-byte rows, 208 bytes apart in D.
+  run(ld({"nt", 256, 100, 64}, 0, 4));
+  run(ld({"nt", 127, 255, 72, DType::BF16, DType::F32, true, false, 1.0f, 2.0f}, 5, 9));
+  Case biased = ld({"nn", 1024, 1000, 512}, 0, 24);
+  biased.hasBias = true;
+  run(biased);
+  for (const char *cfg : {"bk=64 bm=128 bn=256 consumers=2 group=8 splitk=4 stages=4 tmastore=1",
+                          "bk=64 bm=128 bn=128 consumers=2 group=8 splitk=3 stages=4"}) {
+    Case c = ld({"nt", 256, 256, 2048, DType::BF16, DType::BF16}, 0, 8);
+    c.config = cfg;
+    run(c);
+  }
+}
+
+// A 16-bit D that does not start on a 16-byte boundary: the spec says so
+// (d16 = 0), and its default writes D from the consumers' registers.
+TEST_F(GpuGemm, DOffSixteenBytesWithoutTmaStores) {
+  for (const char *layout : {"nt", "tn"}) {
+    Case c{layout, 256, 264, 128};
+    c.shiftD = 2;
+    run(c);
+    c.padD = 8;
+    c.hasC = c.cIsD = true;
+    c.beta = 1.0f;
+    run(c);
+  }
+}
+
 TEST_F(GpuGemm, UnalignedRowsAreRefusedByName) {
   gemm::Call call;
   call.m = 64;
@@ -561,18 +657,21 @@ TEST_F(GpuGemmSm80, ConfigsOtherThanTheDefault) {
     }
 }
 
-TEST_F(GpuGemmSm80, LeadingDimensionsAreRefusedByName) {
-  gemm::Call call;
-  call.m = 64;
-  call.n = 64;
-  call.k = 64;
-  call.lda = 72;
-  call.a = call.b = call.d = 1 << 20;
-  std::string msg;
-  refused(call, msg);
-  EXPECT_NE(msg.find("lda = 72: the sm_80 kernel reads A with rows of exactly 64"),
-            std::string::npos)
-      << msg;
+// Every operand a leading dimension wide, NaN in the gaps: the sm_80
+// kernel's views take row strides (the spec's ld).
+TEST_F(GpuGemmSm80, LeadingDimensions) {
+  for (const char *layout : {"nt", "nn", "tn"}) {
+    Case c{layout, 200, 264, 72, DType::BF16, DType::F32, true, false, 0.5f, -1.0f};
+    c.padA = c.padB = 8;
+    c.padC = 4;
+    c.padD = 12;
+    run(c);
+    Case d{layout, 127, 255, 63};
+    d.padA = layout[0] == 't' ? 1 : 9; // rows of 127 or 63 to 128 and 72
+    d.padB = layout[1] == 't' ? 9 : 1; // of 63 or 255 to 72 and 256
+    d.padD = 9;
+    run(d);
+  }
 }
 
 } // namespace

@@ -257,6 +257,108 @@ TEST(GemmCompile, CallsAreCheckedBeforeAnyLaunch) {
   EXPECT_NE(llvm::toString(s.takeError()).find("bf16 or f16"), std::string::npos);
 }
 
+// C and D a leading dimension wide (spec ld = 1): their views take a row
+// stride at launch, every layout and output type builds without spills,
+// and 16-bit D leaves through TMA stores even where N alone would not make
+// whole 16-byte rows (the stride is a multiple of 16 bytes).
+TEST(GemmCompile, LeadingDimensionsOfCAndDBuildWithoutSpills) {
+  for (const char *layout : {"nt", "nn", "tn"})
+    for (DType out : {DType::BF16, DType::F32})
+      for (bool hasC : {false, true}) {
+        gemm::Params p = params(layout, DType::BF16, out, hasC);
+        p.ld = true;
+        expectClean(p.spec(), {});
+        auto k = compileKernel(p.spec(), {});
+        ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+        const EntryInfo &e = k->entries.front();
+        EXPECT_EQ(e.params[2].staticStrides, (std::vector<int64_t>{-1}));
+        EXPECT_EQ(e.params[2].bytes(), 32u);
+        // A and B come through tensor maps either way.
+        EXPECT_TRUE(e.params[0].staticStrides.empty());
+        if (hasC) {
+          size_t c = k->config.has("tmastore") && k->config.get("tmastore") ? 4 : 3;
+          EXPECT_EQ(e.params[c].staticStrides, (std::vector<int64_t>{-1}));
+        }
+      }
+  gemm::Params narrow = params("nt", DType::BF16, DType::BF16, false, 100, 64);
+  EXPECT_FALSE(getTemplate(gemm::op()).defaultConfig(narrow.spec()).has("tmastore"));
+  narrow.ld = true;
+  TileConfig c = getTemplate(gemm::op()).defaultConfig(narrow.spec());
+  EXPECT_TRUE(c.has("tmastore")) << c.canonical();
+  expectClean(narrow.spec(), c);
+  gemm::Params bias = params("nn", DType::BF16, DType::BF16, true, 4096, 4096, "sm_90a", true);
+  bias.ld = true;
+  expectClean(bias.spec(), {});
+}
+
+// A D that does not start on a 16-byte boundary (spec d16 = 0): the default
+// stores from registers; TMA stores are refused naming why.
+TEST(GemmCompile, DOffSixteenBytesTakesNoTmaStores) {
+  gemm::Params p = params("nt", DType::BF16, DType::BF16, false);
+  p.dAligned = false;
+  TileConfig c = getTemplate(gemm::op()).defaultConfig(p.spec());
+  EXPECT_FALSE(c.has("tmastore")) << c.canonical();
+  expectClean(p.spec(), c);
+  auto bad = TileConfig::parse("bk=64 bm=128 bn=256 consumers=2 group=8 stages=4 tmastore=1");
+  ASSERT_TRUE(bool(bad));
+  llvm::Error err = getTemplate(gemm::op()).checkConfig(p.spec(), *bad);
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("tmastore needs D on a 16-byte boundary"),
+            std::string::npos);
+}
+
+// The leading dimensions of a call: checked by name before any compile;
+// only those that differ from the row length make the kernel take strides.
+TEST(GemmCompile, LeadingDimensionsOfACallAreChecked) {
+  Target hopper = *Target::parse("sm_90a"), ampere = *Target::parse("sm_90");
+  gemm::Call call;
+  call.m = 64;
+  call.n = 100;
+  call.k = 64;
+  call.d = 1 << 20;
+  auto errorOf = [&](const Target &t) {
+    auto s = gemm::specOf(call, t);
+    return s ? std::string() : llvm::toString(s.takeError());
+  };
+  auto specLd = [&](const Target &t) {
+    auto s = gemm::specOf(call, t);
+    EXPECT_TRUE(bool(s)) << (s ? "" : llvm::toString(s.takeError()));
+    return s ? (*s)[gemm::Ld] : -1;
+  };
+  call.ldd = 101;
+  EXPECT_NE(errorOf(hopper).find("ldd = 101: rows of D that are not packed must lie a multiple "
+                                 "of 16 bytes apart (a multiple of 8 elements)"),
+            std::string::npos)
+      << errorOf(hopper);
+  call.ldd = 96;
+  EXPECT_NE(errorOf(hopper).find("ldd = 96 is shorter than a row of D (100 elements"),
+            std::string::npos)
+      << errorOf(hopper);
+  call.ldd = 0;
+  call.lda = -8;
+  EXPECT_NE(errorOf(hopper).find("lda = -8 is negative"), std::string::npos) << errorOf(hopper);
+  call.lda = 0;
+  EXPECT_EQ(specLd(hopper), 0);
+  call.ldd = 100; // the row length: packed
+  EXPECT_EQ(specLd(hopper), 0);
+  call.ldd = 104;
+  EXPECT_EQ(specLd(hopper), 1);
+  call.ldd = 0;
+  call.ldc = 104; // no C: ignored
+  EXPECT_EQ(specLd(hopper), 0);
+  call.hasC = true;
+  EXPECT_EQ(specLd(hopper), 1);
+  call.hasC = false;
+  call.ldc = 0;
+  call.lda = 72; // A's stride is its tensor map's on sm_90a, a view's on sm_80
+  EXPECT_EQ(specLd(hopper), 0);
+  EXPECT_EQ(specLd(ampere), 1);
+  call.d += 4;
+  auto s = gemm::specOf(call, hopper);
+  ASSERT_TRUE(bool(s));
+  EXPECT_EQ((*s)[gemm::DAligned], 0);
+}
+
 //===----------------------------------------------------------------------===//
 // sm_80: cp.async, ldmatrix, mma.sync
 //===----------------------------------------------------------------------===//
@@ -403,6 +505,19 @@ TEST(GemmCompileSm80, BadConfigsAreNamed) {
       sm80Error("nt", "bk=64 bm=128 bn=128 group=8 stages=3 warps=8").find("config lacks 'vec'"),
       std::string::npos);
   EXPECT_EQ(sm80Error("nt", "bk=64 bm=128 bn=128 group=8 stages=3 vec=8 warps=8"), "");
+}
+
+TEST(GemmCompileSm80, LeadingDimensionsBuild) {
+  for (const char *layout : {"nt", "nn", "tn"})
+    for (bool hasC : {false, true}) {
+      gemm::Params p = params(layout, DType::BF16, DType::F32, hasC, 255, 63, "sm_80");
+      p.ld = true;
+      expectCleanSm80(p, {});
+      auto k = compileKernel(p.spec(), {});
+      ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+      for (size_t i = 0; i < (hasC ? 4u : 3u); ++i)
+        EXPECT_EQ(k->entries.front().params[i].staticStrides, (std::vector<int64_t>{-1})) << i;
+    }
 }
 
 TEST(GemmCompileSm80, ParametersAreViewsOfTheCompiledSizes) {

@@ -613,9 +613,10 @@ TEST(LaunchInfo, JsonRoundTripsAndRejectsBadRecords) {
   e.blockThreads = 384;
   e.cluster = {2, 1, 1};
   e.dynamicSmemBytes = 200 * 1024;
-  e.params = {ParamInfo{ParamInfo::TensorMap, DType::F32, {}, "a"},
-              ParamInfo{ParamInfo::View, DType::BF16, {-1, 64}, "out"},
-              ParamInfo{ParamInfo::I32, DType::F32, {}, "n"}};
+  e.params = {ParamInfo{ParamInfo::TensorMap, DType::F32, {}, "a", {}},
+              ParamInfo{ParamInfo::View, DType::BF16, {-1, 64}, "out", {}},
+              ParamInfo{ParamInfo::I32, DType::F32, {}, "n", {}},
+              ParamInfo{ParamInfo::View, DType::F32, {-1, 8, 255}, "c", {-1, 256}}};
   e.grid[0] =
       GridRule{{{{GridRule::Sym, 0}, {GridRule::Const, 64}, {GridRule::CeilDiv, 0}}}, {{1, 1}}};
   e.grid[1] = GridRule{{{{GridRule::Sym, 0}}}, {{2, -1}}};
@@ -627,12 +628,16 @@ TEST(LaunchInfo, JsonRoundTripsAndRejectsBadRecords) {
   const EntryInfo &b = (*back)[0];
   EXPECT_EQ(b.cluster, e.cluster);
   EXPECT_EQ(b.dynamicSmemBytes, e.dynamicSmemBytes);
-  ASSERT_EQ(b.params.size(), 3u);
+  ASSERT_EQ(b.params.size(), 4u);
   EXPECT_EQ(b.params[0].kind, ParamInfo::TensorMap);
   EXPECT_EQ(b.params[0].bytes(), 128u);
   EXPECT_EQ(b.params[0].alignment(), 64u);
   EXPECT_EQ(b.params[1].bytes(), 24u);
   EXPECT_EQ(b.params[2].bytes(), 4u);
+  // A view with row strides: the pointer, three sizes and two strides.
+  EXPECT_EQ(b.params[3].staticStrides, (std::vector<int64_t>{-1, 256}));
+  EXPECT_EQ(b.params[3].bytes(), 48u);
+  EXPECT_TRUE(b.params[1].staticStrides.empty());
   EXPECT_EQ(entriesToJson(*back), json);
   EXPECT_EQ(GridRule().evaluate(nullptr, 0), 1) << "a dimension without a rule is 1";
   auto bad = [](std::string text) { return errorOf(entriesFromJson(text)); };
@@ -650,6 +655,10 @@ TEST(LaunchInfo, JsonRoundTripsAndRejectsBadRecords) {
   EXPECT_NE(replace("\"cluster\":[2,1,1]", "\"cluster\":[2,1]").find("'cluster' is not"),
             std::string::npos);
   EXPECT_NE(replace("[2,-1]", "[7,-1]").find("grid symbol naming no parameter"), std::string::npos);
+  EXPECT_NE(replace("\"strides\":[-1,256]", "\"strides\":[-1]").find("bad row strides"),
+            std::string::npos);
+  EXPECT_NE(replace("\"strides\":[-1,256]", "\"strides\":[0,256]").find("bad row strides"),
+            std::string::npos);
   EXPECT_NE(bad("{}").find("not a JSON array"), std::string::npos);
   EXPECT_NE(bad("[1]").find("not an object"), std::string::npos);
 }

@@ -15,7 +15,7 @@ tile.kernel @results() -> f32 attributes {block_threads = 32 : i64, grid = affin
 
 // -----
 
-// expected-error @+1 {{'tile.kernel' op argument 1 has type 'i32'; kernel arguments are contiguous bf16/f16/f32 memrefs, f32, index or !tile.tensormap}}
+// expected-error @+1 {{'tile.kernel' op argument 1 has type 'i32'; kernel arguments are row-major bf16/f16/f32 memrefs (dense, or strided<[..., 1]> with offset 0), f32, index or !tile.tensormap}}
 tile.kernel @int_arg(%a: f32, %b: i32) attributes {block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   tile.return
 }
@@ -23,16 +23,32 @@ tile.kernel @int_arg(%a: f32, %b: i32) attributes {block_threads = 32 : i64, gri
 // -----
 
 // A memref of another element type is not a global memref.
-// expected-error @+1 {{'tile.kernel' op argument 0 has type 'memref<?xi8>'; kernel arguments are contiguous bf16/f16/f32 memrefs, f32, index or !tile.tensormap}}
+// expected-error @+1 {{'tile.kernel' op argument 0 has type 'memref<?xi8>'; kernel arguments are row-major bf16/f16/f32 memrefs (dense, or strided<[..., 1]> with offset 0), f32, index or !tile.tensormap}}
 tile.kernel @i8_memref(%a: memref<?xi8>) attributes {block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   tile.return
 }
 
 // -----
 
-// Neither is a strided (non-contiguous) memref.
-// expected-error @+1 {{'tile.kernel' op argument 0 has type 'memref<4x4xf32, strided<[8, 1]>>'; kernel arguments}}
-tile.kernel @strided(%a: memref<4x4xf32, strided<[8, 1]>>) attributes {block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+// Nor a strided memref whose last dimension is not dense.
+// expected-error @+1 {{'tile.kernel' op argument 0 has type 'memref<4x4xf32, strided<[8, 2]>>'; kernel arguments}}
+tile.kernel @strided(%a: memref<4x4xf32, strided<[8, 2]>>) attributes {block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
+// Nor one with an offset.
+// expected-error @+1 {{'tile.kernel' op argument 0 has type 'memref<4x4xf32, strided<[?, 1], offset: 4>>'; kernel arguments}}
+tile.kernel @offset(%a: memref<4x4xf32, strided<[?, 1], offset: 4>>) attributes {block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
+// Nor any other layout (a permutation).
+// expected-error @+1 {{'tile.kernel' op argument 0 has type 'memref<4x4xf32, affine_map<(d0, d1) -> (d1, d0)>>'; kernel arguments}}
+tile.kernel @permuted(%a: memref<4x4xf32, affine_map<(d0, d1) -> (d1, d0)>>) attributes {block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   tile.return
 }
 
