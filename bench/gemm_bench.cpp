@@ -94,6 +94,7 @@ float fromBf16(uint16_t h) {
 int main(int argc, char **argv) {
   std::string shapesPath = "bench/gemm_shapes.json", outPath, only, configText, db, arch;
   bool withBias = false, ownWorkspace = false;
+  int64_t ldPad = 0; // D's rows this many elements wider (a leading dimension)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -117,10 +118,12 @@ int main(int argc, char **argv) {
       ownWorkspace = true;
     else if (a == "--bias")
       withBias = true;
+    else if (a == "--ld-pad")
+      ldPad = std::stoll(next());
     else
       die("unknown argument '" + a +
           "' (--shapes FILE --out FILE --only SUBSTRING --config TEXT --db FILE --arch ARCH "
-          "--bias --workspace)");
+          "--bias --workspace --ld-pad ELEMENTS)");
   }
   if (outPath.empty())
     die("--out FILE is required");
@@ -195,6 +198,8 @@ int main(int argc, char **argv) {
     call.n = c.n;
     call.k = c.k;
     call.hasBias = withBias;
+    call.ldd = ldPad ? c.n + ldPad : 0;
+    int64_t ldd = c.n + ldPad;
     KernelSpec spec = must(gemm::specOf(call, target));
     TileConfig config;
     bool tuned = false;
@@ -215,7 +220,7 @@ int main(int argc, char **argv) {
     if (!compiled)
       die(c.name + ": " + llvm::toString(compiled.takeError()));
     auto kernel = must(LoadedKernel::load(*compiled));
-    size_t aN = size_t(c.m * c.k), bN = size_t(c.k * c.n), dN = size_t(c.m * c.n);
+    size_t aN = size_t(c.m * c.k), bN = size_t(c.k * c.n), dN = size_t(c.m * ldd);
     DeviceBuffer a = must(DeviceBuffer::allocate(aN * 2)), b = must(DeviceBuffer::allocate(bN * 2)),
                  dd = must(DeviceBuffer::allocate(dN * 2));
     size_t bStart = 12345, biasStart = 777;
@@ -258,7 +263,7 @@ int main(int argc, char **argv) {
       }
       if (withBias)
         sum += fromBf16(pool[(biasStart + size_t(j)) % poolN]);
-      double got = fromBf16(dHost[size_t(i * c.n + j)]);
+      double got = fromBf16(dHost[size_t(i * ldd + j)]);
       double err = std::fabs(got - sum) / (1e-2 * std::fabs(sum) + 1e-4 * mag + 1e-6);
       worst = std::max(worst, std::isfinite(got) ? err : 1e30);
       if (!(err <= 1.0))
@@ -299,6 +304,7 @@ int main(int argc, char **argv) {
                        {"config", compiled->config.canonical()},
                        {"tuned", tuned},
                        {"bias", withBias},
+                       {"ldd", call.ldd},
                        {"registers", compiled->entries.front().registers},
                        {"spill_bytes", compiled->entries.front().spillBytes},
                        {"compile_ms", compileMs},

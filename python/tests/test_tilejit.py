@@ -584,15 +584,35 @@ class Ops(unittest.TestCase):
 
     def test_accumulate_into_a_16bit_c_off_16_bytes(self):
         # A 16-bit D leaves through TMA stores, which need 16-byte alignment:
-        # a c two bytes off still accumulates (through an aligned copy).
+        # a c off 16 bytes is a spec of its own (d16=0) whose kernel stores
+        # from registers, in place.
         a = torch.randn(64, 128, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(128, 96, device="cuda", dtype=torch.bfloat16)
-        store = torch.randn(64 * 96 + 1, device="cuda", dtype=torch.bfloat16)
-        c = store[1:].view(64, 96)
+        store = torch.randn(64 * 96 + 2, device="cuda", dtype=torch.bfloat16)
+        store[:2] = float("nan")
+        c = store[2:].view(64, 96)
         self.assertNotEqual(c.data_ptr() % 16, 0)
         ref = a.double() @ b.double() + c.double()
         tilejit.ops.mm_accumulate_(a, b, c)
         _close(self, c, ref, 2e-2, "accumulated off alignment")
+        self.assertTrue(store[:2].isnan().all().item(), "written before c")
+
+    def test_accumulate_into_columns_of_a_wider_tensor(self):
+        # c a slice of columns (rows a leading dimension apart): the GEMM
+        # takes the stride (spec ld=1) and leaves the other columns alone,
+        # in f32 (a main_grad) and bf16; rows not 16 bytes apart go through
+        # a contiguous copy.
+        a = torch.randn(200, 72, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(72, 264, device="cuda", dtype=torch.bfloat16)
+        for dtype, width in ((torch.float32, 300), (torch.bfloat16, 272),
+                             (torch.bfloat16, 267)):
+            wide = torch.full((200, width), float("nan"), device="cuda", dtype=dtype)
+            c = wide[:, :264]
+            c.copy_(torch.randn(200, 264, device="cuda", dtype=dtype))
+            ref = 0.5 * (a.double() @ b.double()) + 2.0 * c.double()
+            tilejit.ops.mm_accumulate_(a, b, c, 0.5, 2.0)
+            _close(self, c, ref, 2e-2, f"{dtype} ld={width}")
+            self.assertTrue(wide[:, 264:].isnan().all().item(), f"{dtype} ld={width}")
 
     def test_split_k_in_a_cuda_graph(self):
         # Few tiles over a long K: the default splits K, its workspace taken
