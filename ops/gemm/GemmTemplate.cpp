@@ -282,10 +282,14 @@ public:
                            " must be whole 64-column panels");
       if (!p.dAligned)
         return configError("tmastore needs D on a 16-byte boundary (the spec says d16 = 0)");
-      // (A leading dimension is a multiple of 16 bytes.)
-      if (!p.ld && (p.n * dtypeBytes(p.out)) % 16 != 0)
-        return configError("with tmastore D's rows must be a multiple of 16 bytes apart; N = " +
-                           llvm::Twine(p.n) + " is not a multiple of 8");
+      // Rows a whole number of 16 bytes long, even with a leading dimension
+      // that keeps them 16 bytes apart: on the H200 a TMA store into a row
+      // of 100 bf16 (200 bytes) 208 bytes apart also wrote the 8 bytes past
+      // its end, up to the next 16-byte boundary.
+      if ((p.n * dtypeBytes(p.out)) % 16 != 0)
+        return configError("with tmastore D's rows must be whole multiples of 16 bytes; N = " +
+                           llvm::Twine(p.n) + " is not a multiple of " +
+                           llvm::Twine(16 / dtypeBytes(p.out)));
     }
     // Registers: the accumulator (bm / consumers x bn / 128 threads f32)
     // under the consumers' limit with room for addresses and the epilogue.

@@ -129,20 +129,6 @@ protected:
     HostTensor bias(c.ab, size_t(c.n));
     bias.randomNormal(rng, 0.0f, 4.0f);
 
-    auto spec = gemm::specOf(call, target);
-    ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
-    TileConfig config;
-    if (*c.config) {
-      auto parsed = TileConfig::parse(c.config);
-      ASSERT_TRUE(bool(parsed)) << llvm::toString(parsed.takeError());
-      config = *parsed;
-    }
-    auto compiled = compileKernel(*spec, config);
-    ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
-    EXPECT_EQ(compiled->entries.front().spillBytes, 0) << compiled->log;
-    auto kernel = LoadedKernel::load(*compiled);
-    ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
-
     // A and B `shift` elements into their buffers (zeros before them), D
     // `shiftD`; every operand's rows its leading dimension apart, NaN
     // between them.
@@ -174,6 +160,21 @@ protected:
     call.d = dd->ptr() + padD;
     call.c = c.cIsD ? call.d : dc->ptr();
     call.bias = dbias->ptr();
+    // The spec once the addresses are known (D's alignment is part of it).
+    auto spec = gemm::specOf(call, target);
+    ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
+    TileConfig config;
+    if (*c.config) {
+      auto parsed = TileConfig::parse(c.config);
+      ASSERT_TRUE(bool(parsed)) << llvm::toString(parsed.takeError());
+      config = *parsed;
+    }
+    auto compiled = compileKernel(*spec, config);
+    ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
+    EXPECT_EQ(compiled->entries.front().spillBytes, 0) << compiled->log;
+    auto kernel = LoadedKernel::load(*compiled);
+    ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
+
     if (auto err = gemm::launch(**kernel, call, sms, nullptr))
       FAIL() << llvm::toString(std::move(err));
     auto drv = CudaDriver::get();
@@ -242,7 +243,8 @@ protected:
 
   /// The error with which the launch of `call` is refused (a failure if it
   /// is not).
-  void refused(const gemm::Call &call, std::string &msg, const char *config = "") {
+  void refused(const gemm::Call &call, std::string &msg, const char *config = "",
+               const gemm::Call *launchAs = nullptr) {
     auto spec = gemm::specOf(call, target);
     ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
     TileConfig cfg;
@@ -252,7 +254,7 @@ protected:
     ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
     auto kernel = LoadedKernel::load(*compiled);
     ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
-    auto err = gemm::launch(**kernel, call, sms, nullptr);
+    auto err = gemm::launch(**kernel, launchAs ? *launchAs : call, sms, nullptr);
     ASSERT_TRUE(bool(err)) << "the launch was not refused";
     msg = llvm::toString(std::move(err));
   }
@@ -381,13 +383,15 @@ TEST_F(GpuGemm, TmaStoreEpilogue) {
     row.config = cfg;
     run(row);
   }
-  // The copy engine needs D 16-byte aligned: refused by name.
+  // The copy engine needs D 16-byte aligned: a spec says whether it is
+  // (d16), and a kernel built for an aligned D refuses another by name.
   gemm::Call call;
   call.m = call.n = call.k = 64;
-  call.a = call.b = 1 << 20;
-  call.d = (1 << 20) + 4;
+  call.a = call.b = call.d = 1 << 20;
+  gemm::Call off = call;
+  off.d += 4;
   std::string msg;
-  refused(call, msg, "bk=64 bm=128 bn=128 consumers=2 group=8 stages=4 tmastore=1");
+  refused(call, msg, "bk=64 bm=128 bn=128 consumers=2 group=8 stages=4 tmastore=1", &off);
   EXPECT_NE(msg.find("D is at an address that is not 16-byte aligned"), std::string::npos) << msg;
 }
 
@@ -516,9 +520,8 @@ TEST_F(GpuGemm, SplitKIsBitwiseRepeatable) {
 
 // C and D inside wider buffers (rows a leading dimension apart, NaN in the
 // gaps, which D's must keep): every layout and output type, C apart from D
-// and D itself, TMA stores (the default for 16-bit D, now also where N
-// alone would not make whole 16-byte rows), A and B wider too, a bias,
-// K split.
+// and D itself, TMA stores (the default for 16-bit D whose rows are whole
+// multiples of 16 bytes), A and B wider too, a bias, K split.
 TEST_F(GpuGemm, LeadingDimensionsOfCAndD) {
   auto ld = [](Case c, int64_t padC, int64_t padD, int64_t padAB = 0) {
     c.padC = padC;
@@ -531,7 +534,8 @@ TEST_F(GpuGemm, LeadingDimensionsOfCAndD) {
     run(ld({layout, 200, 264, 72, DType::BF16, DType::F32, true, false, 0.5f, -1.0f}, 4, 12));
     run(ld({layout, 200, 264, 72, DType::F16, DType::F16, true, true, 1.0f, 1.0f}, 0, 24, 8));
   }
-  // 100 bf16 columns: 200-byte rows, 208 bytes apart in D.
+  // 100 bf16 columns: 200-byte rows, 208 bytes apart in D. TMA stores
+  // wrote the 8 bytes after each row here; the kernel's own stores do not.
   run(ld({"nt", 256, 100, 64}, 0, 4));
   run(ld({"nt", 127, 255, 72, DType::BF16, DType::F32, true, false, 1.0f, 2.0f}, 5, 9));
   Case biased = ld({"nn", 1024, 1000, 512}, 0, 24);
