@@ -22,7 +22,8 @@
 // tensor maps need 16-byte aligned rows (the launch checks; GemmLaunch.cpp).
 //
 // Tunables: bm (64 per consumer warpgroup, times 1 or 2), bn, bk (64),
-// stages, consumers, group, tmastore; pingpong (the two consumers take
+// stages, consumers, group, raster (groups of tile rows or of columns),
+// persistent (0: one program per tile), tmastore; pingpong (the two consumers take
 // turns, each multiplying whole tiles, so that one's epilogue runs while the other's
 // products do; an mbarrier pair orders their main loops) and inflight (a
 // consumer keeps one K step's products running while it waits for the
@@ -61,14 +62,16 @@ constexpr int64_t kStoreBuffers = 2;
 
 struct Shape {
   int64_t bm, bn, bk, stages, consumers, group, splitK;
-  bool pingpong, inflight, tmaStore;
+  bool pingpong, inflight, tmaStore, byColumns, persistent;
   explicit Shape(const TileConfig &c)
       : bm(c.get("bm")), bn(c.get("bn")), bk(c.get("bk")), stages(c.get("stages")),
         consumers(c.get("consumers")), group(c.get("group")),
         splitK(c.has("splitk") ? c.get("splitk") : 1),
         pingpong(c.has("pingpong") && c.get("pingpong") != 0),
         inflight(c.has("inflight") && c.get("inflight") != 0),
-        tmaStore(c.has("tmastore") && c.get("tmastore") != 0) {}
+        tmaStore(c.has("tmastore") && c.get("tmastore") != 0),
+        byColumns(c.has("raster") && c.get("raster") != 0),
+        persistent(!c.has("persistent") || c.get("persistent") != 0) {}
   /// Rows of a tile one consumer multiplies: its share of the tile, or the
   /// whole tile when the consumers take turns (ping-pong).
   int64_t rowsPerConsumer() const { return pingpong ? bm : bm / consumers; }
@@ -101,7 +104,15 @@ public:
         {"bk", 64, 64, false, "K per pipeline stage"},
         {"stages", 2, 8, false, "stages of the TMA ring"},
         {"consumers", 1, 2, false, "consumer warpgroups"},
-        {"group", 1, 64, false, "tile rows walked together (grouped raster order)"},
+        {"group", 1, 64, false,
+         "tile rows (columns with raster = 1) walked together (grouped raster order)"},
+        {"raster", 0, 1, true,
+         "1: groups of `group` tile columns, each walked row by row (0: groups of tile rows, "
+         "each walked column by column)"},
+        {"persistent", 0, 1, true,
+         "0: one program per tile (the grid is not capped: no multiprocessors are left to "
+         "other work); 1 (the default): at most one program per multiprocessor, each "
+         "walking tiles"},
         {"pingpong", 0, 1, true,
          "the consumers take turns, each a whole tile: one's epilogue runs while the other "
          "multiplies"},
@@ -120,7 +131,7 @@ public:
 
   TileConfig make(int64_t bm, int64_t bn, int64_t stages, int64_t consumers, int64_t group,
                   bool pingpong = false, bool inflight = false, bool tmaStore = false,
-                  int64_t splitK = 1) const {
+                  int64_t splitK = 1, bool byColumns = false, bool persistent = true) const {
     TileConfig c;
     c.set("bm", bm)
         .set("bn", bn)
@@ -138,6 +149,10 @@ public:
       c.set("tmastore", 1);
     if (splitK > 1)
       c.set("splitk", splitK);
+    if (byColumns)
+      c.set("raster", 1);
+    if (!persistent)
+      c.set("persistent", 0);
     return c;
   }
 
@@ -174,16 +189,30 @@ public:
               else
                 out.push_back(std::move(c));
             }
+    auto add = [&](TileConfig c) {
+      if (llvm::Error err = checkConfig(ks, c))
+        llvm::consumeError(std::move(err));
+      else
+        out.push_back(std::move(c));
+    };
     for (bool inflight : {false, true})
-      for (int64_t group : {8, 16, 4})
+      for (int64_t group : {8, 16, 4}) {
         for (int64_t stages : {4, 3, 5, 6, 2})
-          for (const auto &t : tiles) {
-            TileConfig c = make(t[0], t[1], stages, t[2], group, t[3] != 0, inflight, t[4] != 0);
-            if (llvm::Error err = checkConfig(ks, c))
-              llvm::consumeError(std::move(err));
-            else
-              out.push_back(std::move(c));
+          for (const auto &t : tiles)
+            add(make(t[0], t[1], stages, t[2], group, t[3] != 0, inflight, t[4] != 0));
+        // The order of the tiles and a grid of one program per tile, for
+        // the first two tile shapes, after the ring depths of the first
+        // group.
+        if (inflight || group != 8)
+          continue;
+        for (const auto &t : {tiles[0], tiles[1], tiles[3]})
+          for (int64_t g : {8, 16}) {
+            add(make(t[0], t[1], 4, t[2], g, false, false, t[4] != 0, 1, /*byColumns=*/true));
+            if (g == 8)
+              add(make(t[0], t[1], 4, t[2], g, false, false, t[4] != 0, 1, false,
+                       /*persistent=*/false));
           }
+      }
     return out;
   }
 
@@ -240,6 +269,9 @@ public:
     if (auto err = cfg.checkKeys(hopperKeys()))
       return err;
     Shape s(cfg);
+    if (!s.persistent && s.splitK > 1)
+      return configError("splitk needs a persistent grid (its last part waits for the others, "
+                         "which must all be resident): persistent = 0 cannot split K");
     if (s.pingpong && s.consumers != 2)
       return configError("pingpong needs 2 consumers, got consumers = " + llvm::Twine(s.consumers));
     if (s.pingpong && s.bm != 64 && s.bm != 128)
@@ -375,7 +407,10 @@ private:
     int64_t progsArg = int64_t(args.size()) - 1;
     // Programs: min(ceil(M / bm) * tiles along N * splits, the cap).
     AffineExpr m = getAffineSymbolExpr(0, &ctx), cap = getAffineSymbolExpr(1, &ctx);
-    AffineMap grid = AffineMap::get(0, 2, {m.ceilDiv(s.bm) * (nTiles * s.splitK), cap}, &ctx);
+    // Not persistent: one program per unit, the cap ignored.
+    AffineExpr unitCount = m.ceilDiv(s.bm) * (nTiles * s.splitK);
+    AffineMap grid = s.persistent ? AffineMap::get(0, 2, {unitCount, cap}, &ctx)
+                                  : AffineMap::get(0, 2, {unitCount}, &ctx);
     // One block per multiprocessor: the register limit at entry that
     // setmaxnreg redistributes.
     auto kernel = makeKernel(b, loc, kernelName(p), args, 128 * (s.consumers + 1), grid,
@@ -416,17 +451,22 @@ private:
     Value nprog = tt::NumProgramsOp::create(b, loc, tt::Dim::x);
 
     // The tile's (row, column) block in the grouped order: `group` tile
-    // rows are walked column by column before the next group starts.
+    // rows are walked column by column before the next group starts (with
+    // raster = 1, `group` tile columns row by row).
     auto tileAt = [&](Value t) -> std::pair<Value, Value> {
-      Value perGroup = cst(s.group * nTiles);
+      Value across = s.byColumns ? mTiles : cst(nTiles), along = s.byColumns ? cst(nTiles) : mTiles;
+      Value perGroup = s.byColumns ? arith::MulIOp::create(b, loc, across, cst(s.group)).getResult()
+                                   : cst(s.group * nTiles);
       Value g = arith::DivUIOp::create(b, loc, t, perGroup);
-      Value firstM = arith::MulIOp::create(b, loc, g, cst(s.group));
-      Value left = arith::SubIOp::create(b, loc, mTiles, firstM);
+      Value first = arith::MulIOp::create(b, loc, g, cst(s.group));
+      Value left = arith::SubIOp::create(b, loc, along, first);
       Value size = arith::MinUIOp::create(b, loc, left, cst(s.group));
       Value in = arith::RemUIOp::create(b, loc, t, perGroup);
-      Value tm = arith::AddIOp::create(b, loc, firstM, arith::RemUIOp::create(b, loc, in, size));
-      Value tn = arith::DivUIOp::create(b, loc, in, size);
-      return {tm, tn};
+      Value inGroup = arith::AddIOp::create(b, loc, first, arith::RemUIOp::create(b, loc, in, size));
+      Value acrossAt = arith::DivUIOp::create(b, loc, in, size);
+      if (s.byColumns)
+        return {acrossAt, inGroup};
+      return {inGroup, acrossAt};
     };
     // Unit u: its tile, its part of K and the K steps [begin, end) of it.
     struct Unit {

@@ -257,6 +257,42 @@ TEST(GemmCompile, CallsAreCheckedBeforeAnyLaunch) {
   EXPECT_NE(llvm::toString(s.takeError()).find("bf16 or f16"), std::string::npos);
 }
 
+// raster = 1 walks groups of tile columns; persistent = 0 gives one program
+// per tile whatever the cap, and cannot split K (its last part would wait
+// on parts that need not be resident).
+TEST(GemmCompile, RasterOrderAndOneProgramPerTile) {
+  KernelSpec spec = params("nt", DType::BF16, DType::BF16, false).spec();
+  auto one = TileConfig::parse("bk=64 bm=128 bn=256 consumers=2 group=8 persistent=0 stages=4");
+  ASSERT_TRUE(bool(one));
+  auto k = compileKernel(spec, *one);
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  const EntryInfo &e = k->entries.front();
+  // 8192 rows of 128 by 4096 / 256 columns: 1024 programs, a cap of 7 or not.
+  KernelArg args[5] = {KernelArg::tensorMap(CUtensorMap{}), KernelArg::tensorMap(CUtensorMap{}),
+                       KernelArg::view(1, {8192, 4096}), KernelArg::f32(1), KernelArg::index(7)};
+  std::vector<int64_t> sym;
+  for (auto [arg, dim] : e.grid[0].symbols)
+    sym.push_back(dim < 0 ? args[arg].i : args[arg].sizes[dim]);
+  EXPECT_EQ(e.grid[0].evaluate(sym.data(), sym.size()), 1024);
+  auto capped = compileKernel(spec, *TileConfig::parse(
+                                        "bk=64 bm=128 bn=256 consumers=2 group=8 stages=4"));
+  ASSERT_TRUE(bool(capped));
+  EXPECT_EQ(capped->entries.front().grid[0].evaluate(sym.data(), sym.size()), 7);
+  auto split = TileConfig::parse("bk=64 bm=128 bn=256 consumers=2 group=8 persistent=0 splitk=2 "
+                                 "stages=4");
+  llvm::Error err = getTemplate(gemm::op()).checkConfig(spec, *split);
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("splitk needs a persistent grid"),
+            std::string::npos);
+  // Both are in the tuning space.
+  bool byColumns = false, perTile = false;
+  for (const TileConfig &c : getTemplate(gemm::op()).configSpace(spec)) {
+    byColumns |= c.has("raster") && c.get("raster") == 1;
+    perTile |= c.has("persistent") && c.get("persistent") == 0;
+  }
+  EXPECT_TRUE(byColumns && perTile);
+}
+
 // C and D a leading dimension wide (spec ld = 1): their views take a row
 // stride at launch, every layout and output type builds without spills;
 // 16-bit D leaves through TMA stores where rows are whole multiples of 16
