@@ -65,7 +65,14 @@ struct AllocBarriersOpLowering : ConvertOpToLLVMPattern<AllocBarriersOp> {
       NVVM::MBarrierInitOp::create(rw, e.loc, e.offset(*ptr, e.i64(8 * i)), e.i32(op.getArrivals()),
                                    first);
     NVVM::FenceMbarrierInitOp::create(rw, e.loc);
-    NVVM::Barrier0Op::create(rw, e.loc);
+    // In a cluster the other blocks' copies and arrivals may reach these
+    // barriers: every block's are initialized before any block goes on.
+    if (state.kernelOf(op).clusterBlocks > 1) {
+      NVVM::ClusterArriveOp::create(rw, e.loc, rw.getUnitAttr());
+      NVVM::ClusterWaitOp::create(rw, e.loc, rw.getUnitAttr());
+    } else {
+      NVVM::Barrier0Op::create(rw, e.loc);
+    }
     rw.replaceOp(op, *ptr);
     return success();
   }
@@ -93,18 +100,33 @@ struct BarrierWaitOpLowering : ConvertOpToLLVMPattern<BarrierWaitOp> {
 /// first of its warpgroup, and a consumer's on a whole warpgroup, so the
 /// first thread of each warpgroup arrives.
 struct BarrierArriveOpLowering : ConvertOpToLLVMPattern<BarrierArriveOp> {
-  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  BarrierArriveOpLowering(TileTypeConverter &tc, LoweringState &state)
+      : ConvertOpToLLVMPattern(tc), state(state) {}
   LogicalResult matchAndRewrite(BarrierArriveOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rw) const override {
     Emitter e{rw, op.getLoc()};
     Value bar = barrierAt(e, adaptor.getBarriers(), adaptor.getIndex());
     Value leader = e.isZero(e.urem(e.threadId(), 128));
-    e.asmOp({}, ValueRange{e.addr64(bar), leader},
-            "{\n\t.reg .b64 state;\n\t@$1 mbarrier.arrive.shared::cta.b64 state, [$0];\n\t}", "l,b",
-            /*sideEffects=*/true);
+    if (!op.getCluster()) {
+      e.asmOp({}, ValueRange{e.addr64(bar), leader},
+              "{\n\t.reg .b64 state;\n\t@$1 mbarrier.arrive.shared::cta.b64 state, [$0];\n\t}",
+              "l,b", /*sideEffects=*/true);
+      rw.eraseOp(op);
+      return success();
+    }
+    // The same barrier in each block of the cluster (mapa), arrived on with
+    // release at cluster scope.
+    Value bar32 = LLVM::PtrToIntOp::create(rw, e.loc, e.i32(), bar);
+    std::string text = "{\n\t.reg .b32 remote;\n";
+    for (int64_t r = 0; r < state.kernelOf(op).clusterBlocks; ++r)
+      text += "\t@$1 mapa.shared::cluster.u32 remote, $0, " + std::to_string(r) +
+              ";\n\t@$1 mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n";
+    text += "\t}";
+    e.asmOp({}, ValueRange{bar32, leader}, text, "r,b", /*sideEffects=*/true);
     rw.eraseOp(op);
     return success();
   }
+  LoweringState &state;
 };
 
 /// `fn(address, column)` for each 128-byte panel of the stage at `slot`: the
@@ -137,13 +159,48 @@ struct TmaLoadOpLowering : ConvertOpToLLVMPattern<TmaLoadOp> {
                                            e.i32(int32_t(ring.getStageBytes())), {}, {}, Value());
     Value row = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getRow());
     Value col = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getCol());
-    forEachPanel(e, ring, slot, col, [&](Value dst, Value c) {
+    if (!op.getMulticast()) {
+      forEachPanel(e, ring, slot, col, [&](Value dst, Value c) {
+        NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
+            rw, e.loc, dst, adaptor.getMap(), tmaCoords(e, c, row, adaptor.getOuter()), bar,
+            ValueRange{},
+            /*multicastMask=*/Value(), /*l2CacheHint=*/Value(), NVVM::TMALoadModeAttr(),
+            rw.getBoolAttr(true), NVVM::CTAGroupKindAttr(), Value());
+      });
+      rw.eraseOp(op);
+      return success();
+    }
+    // Multicast: this block's part of the stage's boxes (row blocks of the
+    // map's rows, outer; panels inner) into the same place of every block.
+    int64_t n = *op.getMulticast(), boxRows = op.getMap().getType().getRows();
+    int64_t panels = ring.getCols() / ring.getPanelCols();
+    int64_t boxes = ring.getRows() / boxRows * panels, perBlock = boxes / n;
+    Value rank = NVVM::ClusterId::create(rw, e.loc, e.i32());
+    Value mask = LLVM::ConstantOp::create(rw, e.loc, rw.getI16Type(), int64_t((1 << n) - 1));
+    Value first = LLVM::MulOp::create(rw, e.loc, rank, e.i32(int32_t(perBlock)));
+    for (int64_t i = 0; i < perBlock; ++i) {
+      // Box `first + i`: row block (first + i) / panels, panel (first + i) % panels.
+      Value box = LLVM::AddOp::create(rw, e.loc, first, e.i32(int32_t(i)));
+      Value rowBlock = LLVM::UDivOp::create(rw, e.loc, box, e.i32(int32_t(panels)));
+      Value panel = LLVM::URemOp::create(rw, e.loc, box, e.i32(int32_t(panels)));
+      Value rowOff = LLVM::MulOp::create(rw, e.loc, rowBlock, e.i32(int32_t(boxRows)));
+      Value colOff = LLVM::MulOp::create(rw, e.loc, panel, e.i32(int32_t(ring.getPanelCols())));
+      Value bytes = LLVM::AddOp::create(
+          rw, e.loc, LLVM::MulOp::create(rw, e.loc, panel, e.i32(int32_t(ring.getPanelBytes()))),
+          LLVM::MulOp::create(rw, e.loc, rowOff,
+                              e.i32(int32_t(ring.getPanelCols() * ring.getElementBytes()))));
+      // The destination in the shared::cluster window (this block's own
+      // address there; the mask names the blocks).
+      Value dst = LLVM::AddrSpaceCastOp::create(rw, e.loc,
+                                                LLVM::LLVMPointerType::get(rw.getContext(), 7),
+                                                e.offset(slot, e.zext64(bytes)));
       NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
-          rw, e.loc, dst, adaptor.getMap(), tmaCoords(e, c, row, adaptor.getOuter()), bar,
-          ValueRange{},
-          /*multicastMask=*/Value(), /*l2CacheHint=*/Value(), NVVM::TMALoadModeAttr(),
-          rw.getBoolAttr(true), NVVM::CTAGroupKindAttr(), Value());
-    });
+          rw, e.loc, dst, adaptor.getMap(),
+          tmaCoords(e, LLVM::AddOp::create(rw, e.loc, col, colOff),
+                    LLVM::AddOp::create(rw, e.loc, row, rowOff), adaptor.getOuter()),
+          bar, ValueRange{}, mask, /*l2CacheHint=*/Value(), NVVM::TMALoadModeAttr(),
+          /*isCTAOnly=*/rw.getBoolAttr(false), NVVM::CTAGroupKindAttr(), Value());
+    }
     rw.eraseOp(op);
     return success();
   }
@@ -329,9 +386,10 @@ struct WarpSpecializeOpLowering : ConvertOpToLLVMPattern<WarpSpecializeOp> {
 
 void populateAsyncOpToLLVMPatterns(TileTypeConverter &converter, LoweringState &state,
                                    RewritePatternSet &patterns) {
-  patterns.add<AllocRingOpLowering, AllocBarriersOpLowering>(converter, state);
+  patterns.add<AllocRingOpLowering, AllocBarriersOpLowering, BarrierArriveOpLowering>(converter,
+                                                                                     state);
   patterns
-      .add<BarrierWaitOpLowering, BarrierArriveOpLowering, TmaLoadOpLowering, TmaStoreOpLowering,
+      .add<BarrierWaitOpLowering, TmaLoadOpLowering, TmaStoreOpLowering,
            TmaStoreWaitOpLowering, FlagWaitOpLowering, FlagSetOpLowering, WarpSpecializeOpLowering>(
           converter);
 }

@@ -412,7 +412,19 @@ static FailureOr<Region *> specializedRegion(Operation *op) {
 
 LogicalResult BarrierWaitOp::verify() { return verifyInKernel(*this); }
 
-LogicalResult BarrierArriveOp::verify() { return specializedRegion(*this); }
+/// The cluster size of the kernel around `op` (1 without clusters).
+static int64_t clusterBlocksOf(Operation *op) {
+  auto kernel = op->getParentOfType<KernelOp>();
+  return kernel ? kernel.getClusterBlocks() : 1;
+}
+
+LogicalResult BarrierArriveOp::verify() {
+  if (failed(specializedRegion(*this)))
+    return failure();
+  if (getCluster() && clusterBlocksOf(*this) < 2)
+    return emitOpError() << "arrives across a cluster, but its kernel has no cluster_size";
+  return success();
+}
 
 /// `op` in the producer (`consumer` false) or a consumer region of
 /// tile.warp_specialize.
@@ -454,8 +466,34 @@ static LogicalResult verifyTmaCopy(Operation *op, TensorMapType map, RingType ri
 }
 
 LogicalResult TmaLoadOp::verify() {
-  return verifyTmaCopy(*this, getMap().getType(), getRing().getType(), getOuter(),
-                       /*consumer=*/false);
+  TensorMapType map = getMap().getType();
+  RingType ring = getRing().getType();
+  if (!getMulticast())
+    return verifyTmaCopy(*this, map, ring, getOuter(), /*consumer=*/false);
+  // Multicast: boxes of the map's rows (dividing the ring's) by a panel,
+  // split evenly over the cluster.
+  if (failed(verifyInRegion(*this, /*consumer=*/false)))
+    return failure();
+  int64_t n = *getMulticast();
+  if (n < 2 || n > 8)
+    return emitOpError() << "multicast = " << n << " must be 2 to 8 blocks";
+  if (clusterBlocksOf(*this) != n)
+    return emitOpError() << "multicast = " << n << " needs a kernel in clusters of " << n
+                         << ", got cluster_size = " << clusterBlocksOf(*this);
+  if (map.getElementType() != ring.getElementType() || map.getCols() != ring.getPanelCols() ||
+      ring.getRows() % map.getRows() != 0)
+    return emitOpError() << "box of " << map.getRows() << " x " << map.getCols()
+                         << " does not tile the ring's panels of " << ring.getRows() << " x "
+                         << ring.getPanelCols() << " " << ring.getElementType();
+  int64_t boxes = ring.getRows() / map.getRows() * (ring.getCols() / ring.getPanelCols());
+  if (boxes % n != 0)
+    return emitOpError() << "the stage's " << boxes << " boxes do not split over " << n
+                         << " blocks";
+  if (int64_t(getOuter().size()) != map.getRank() - 2)
+    return emitOpError() << "a tensor map of rank " << map.getRank() << " takes "
+                         << map.getRank() - 2 << " outer coordinates, got "
+                         << getOuter().size();
+  return success();
 }
 
 /// Ops every thread of the block runs together: in a kernel, outside any

@@ -621,8 +621,13 @@ def Tile_BarrierArriveOp : Tile_Op<"barrier_arrive"> {
     after every thread of the group has reached this point in program order
     (a consumer's `tile.dot` has completed its reads of shared memory by
     then).
+
+    With `cluster` (in a kernel with `cluster_size`), it arrives once on
+    barrier `index` of every block of the cluster, its own included (a
+    release at cluster scope): a stage that multicast copies fill in every
+    block is free only once every block's consumers are done with it.
   }];
-  let arguments = (ins Tile_BarriersType:$barriers, Index:$index);
+  let arguments = (ins Tile_BarriersType:$barriers, Index:$index, UnitAttr:$cluster);
   let assemblyFormat = "$barriers `[` $index `]` attr-dict `:` type($barriers)";
   let hasVerifier = 1;
 }
@@ -642,6 +647,13 @@ def Tile_TmaLoadOp : Tile_Op<"tma_load"> {
     outer coordinates after `at`, innermost first; the box is one element
     deep along them.
 
+    With `multicast = N` (in a kernel with `cluster_size = N`) the blocks of
+    a cluster share the tile: its boxes (the map's rows, which divide the
+    ring's, by a panel; in order, row blocks outer) fall in N equal parts,
+    the block of cluster rank r copies part r into the stage of every block
+    of the cluster, and each block announces the whole stage's bytes on its
+    own barrier, which completes when every part has landed.
+
     ```mlir
     tile.tma_load %k[%row, %c0] at [%head, %batch], %ring[%s], %full[%s]
         : !tile.tensormap<rows = 128, cols = 64, bf16>, !tile.ring<...>, !tile.barriers<2>
@@ -650,7 +662,8 @@ def Tile_TmaLoadOp : Tile_Op<"tma_load"> {
   let arguments = (ins Tile_TensorMapType:$map, Index:$row, Index:$col,
                        Variadic<Index>:$outer,
                        Tile_RingType:$ring, Index:$stage,
-                       Tile_BarriersType:$barriers, Index:$barrier);
+                       Tile_BarriersType:$barriers, Index:$barrier,
+                       OptionalAttr<I64Attr>:$multicast);
   let assemblyFormat = [{
     $map `[` $row `,` $col `]` (`at` ` ` `[` $outer^ `]`)? `,` $ring `[` $stage `]` `,`
     $barriers `[` $barrier `]` attr-dict `:` type($map) `,` type($ring) `,` type($barriers)
@@ -660,7 +673,12 @@ def Tile_TmaLoadOp : Tile_Op<"tma_load"> {
                    "::mlir::Value":$ring, "::mlir::Value":$stage, "::mlir::Value":$barriers,
                    "::mlir::Value":$barrier), [{
       build($_builder, $_state, map, row, col, ::mlir::ValueRange{}, ring, stage, barriers,
-            barrier);
+            barrier, nullptr);
+    }]>,
+    OpBuilder<(ins "::mlir::Value":$map, "::mlir::Value":$row, "::mlir::Value":$col,
+                   "::mlir::ValueRange":$outer, "::mlir::Value":$ring, "::mlir::Value":$stage,
+                   "::mlir::Value":$barriers, "::mlir::Value":$barrier), [{
+      build($_builder, $_state, map, row, col, outer, ring, stage, barriers, barrier, nullptr);
     }]>
   ];
   let hasVerifier = 1;

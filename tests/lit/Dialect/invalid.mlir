@@ -1150,3 +1150,56 @@ tile.kernel @flag_outside(%f: memref<?xf32>, %t: index) attributes {block_thread
   }
   tile.return
 }
+
+// -----
+
+// A multicast copy needs the kernel in clusters of as many blocks.
+tile.kernel @multicast_no_cluster(%b: !tile.tensormap<rows = 128, cols = 64, bf16>) attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %rb = tile.alloc_ring : !tile.ring<stages = 2, rows = 256, cols = 64, bf16>
+  %full = tile.alloc_barriers {arrivals = 1} : !tile.barriers<2>
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    // expected-error @+1 {{'tile.tma_load' op multicast = 2 needs a kernel in clusters of 2, got cluster_size = 1}}
+    tile.tma_load %b[%c0, %c0], %rb[%c0], %full[%c0] {multicast = 2} : !tile.tensormap<rows = 128, cols = 64, bf16>, !tile.ring<stages = 2, rows = 256, cols = 64, bf16>, !tile.barriers<2>
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    tile.yield
+  }
+  tile.return
+}
+
+// -----
+
+// Its boxes must split evenly over the cluster.
+tile.kernel @multicast_uneven(%b: !tile.tensormap<rows = 256, cols = 64, bf16>) attributes {block_threads = 256 : i64, cluster_size = 2 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %rb = tile.alloc_ring : !tile.ring<stages = 2, rows = 256, cols = 64, bf16>
+  %full = tile.alloc_barriers {arrivals = 1} : !tile.barriers<2>
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    // expected-error @+1 {{'tile.tma_load' op the stage's 1 boxes do not split over 2 blocks}}
+    tile.tma_load %b[%c0, %c0], %rb[%c0], %full[%c0] {multicast = 2} : !tile.tensormap<rows = 256, cols = 64, bf16>, !tile.ring<stages = 2, rows = 256, cols = 64, bf16>, !tile.barriers<2>
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    tile.yield
+  }
+  tile.return
+}
+
+// -----
+
+// Arriving across a cluster needs one.
+tile.kernel @arrive_no_cluster() attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %empty = tile.alloc_barriers {arrivals = 1} : !tile.barriers<2>
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    // expected-error @+1 {{'tile.barrier_arrive' op arrives across a cluster, but its kernel has no cluster_size}}
+    tile.barrier_arrive %empty[%c0] {cluster} : !tile.barriers<2>
+    tile.yield
+  }
+  tile.return
+}
