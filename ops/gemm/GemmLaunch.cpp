@@ -313,6 +313,8 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
   int64_t programs = c.maxPrograms > 0 ? c.maxPrograms : smCount;
   if (shape.split && smCount > 0)
     programs = std::min<int64_t>(programs, smCount);
+  // A program of a kernel in clusters is a cluster: the cap counts blocks.
+  programs = std::max<int64_t>(1, programs / e.clusterBlocks());
   KernelArg args[kMaxArgs];
   size_t n = 0;
   args[n++] = KernelArg::tensorMap(*mapA);

@@ -31,8 +31,9 @@ struct Call {
   int64_t lda = 0, ldb = 0, ldc = 0, ldd = 0;
   float alpha = 1.0f, beta = 0.0f;
   bool hasC = false;
-  /// Most programs the persistent grid may have (0: one per multiprocessor
-  /// of the kernel's target); fewer leave multiprocessors to other work.
+  /// Most blocks the persistent grid may have (0: one per multiprocessor
+  /// of the kernel's target); fewer leave multiprocessors to other work. A
+  /// kernel in clusters runs this many / the cluster size clusters.
   int64_t maxPrograms = 0;
   /// Device memory for a kernel that splits K (config splitk): at least
   /// workspaceBytes(kernel, call) bytes, 16-byte aligned, used by one launch

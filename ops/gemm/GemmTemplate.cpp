@@ -63,6 +63,7 @@ constexpr int64_t kStoreBuffers = 2;
 struct Shape {
   int64_t bm, bn, bk, stages, consumers, group, splitK;
   bool pingpong, inflight, tmaStore, byColumns, persistent;
+  int64_t cluster;
   explicit Shape(const TileConfig &c)
       : bm(c.get("bm")), bn(c.get("bn")), bk(c.get("bk")), stages(c.get("stages")),
         consumers(c.get("consumers")), group(c.get("group")),
@@ -71,7 +72,8 @@ struct Shape {
         inflight(c.has("inflight") && c.get("inflight") != 0),
         tmaStore(c.has("tmastore") && c.get("tmastore") != 0),
         byColumns(c.has("raster") && c.get("raster") != 0),
-        persistent(!c.has("persistent") || c.get("persistent") != 0) {}
+        persistent(!c.has("persistent") || c.get("persistent") != 0),
+        cluster(c.has("cluster") ? c.get("cluster") : 1) {}
   /// Rows of a tile one consumer multiplies: its share of the tile, or the
   /// whole tile when the consumers take turns (ping-pong).
   int64_t rowsPerConsumer() const { return pingpong ? bm : bm / consumers; }
@@ -109,6 +111,10 @@ public:
         {"raster", 0, 1, true,
          "1: groups of `group` tile columns, each walked row by row (0: groups of tile rows, "
          "each walked column by column)"},
+        {"cluster", 1, 2, true,
+         "2: programs are pairs of blocks on neighbouring multiprocessors (a cluster) that "
+         "take two tiles of D one above the other and share B's tile: each block loads half "
+         "of it and the copy engine delivers it to both (multicast)"},
         {"persistent", 0, 1, true,
          "0: one program per tile (the grid is not capped: no multiprocessors are left to "
          "other work); 1 (the default): at most one program per multiprocessor, each "
@@ -200,18 +206,22 @@ public:
         for (int64_t stages : {4, 3, 5, 6, 2})
           for (const auto &t : tiles)
             add(make(t[0], t[1], stages, t[2], group, t[3] != 0, inflight, t[4] != 0));
-        // The order of the tiles and a grid of one program per tile, for
-        // the first two tile shapes, after the ring depths of the first
-        // group.
+        // Clusters of two, the order of the tiles and a grid of one program
+        // per tile, for the first tile shapes, after the ring depths of the
+        // first group.
         if (inflight || group != 8)
           continue;
-        for (const auto &t : {tiles[0], tiles[1], tiles[3]})
+        for (const auto &t : {tiles[0], tiles[1], tiles[3]}) {
+          TileConfig pair = make(t[0], t[1], 4, t[2], 8, false, false, t[4] != 0);
+          pair.set("cluster", 2);
+          add(pair);
           for (int64_t g : {8, 16}) {
             add(make(t[0], t[1], 4, t[2], g, false, false, t[4] != 0, 1, /*byColumns=*/true));
             if (g == 8)
               add(make(t[0], t[1], 4, t[2], g, false, false, t[4] != 0, 1, false,
                        /*persistent=*/false));
           }
+        }
       }
     return out;
   }
@@ -269,6 +279,15 @@ public:
     if (auto err = cfg.checkKeys(hopperKeys()))
       return err;
     Shape s(cfg);
+    if (s.cluster == 2) {
+      if (s.pingpong || s.splitK > 1)
+        return configError("cluster = 2 takes neither pingpong nor splitk");
+      // B's tile falls in two halves of whole boxes: rows of the N x K
+      // tile, or 64-column panels of the K x N one.
+      if (p.transB ? s.bn % 16 != 0 : s.bn % 128 != 0)
+        return configError("with cluster = 2 bn = " + llvm::Twine(s.bn) + " must split into two " +
+                           (p.transB ? "halves of whole 8-row groups" : "sets of 64-column panels"));
+    }
     if (!s.persistent && s.splitK > 1)
       return configError("splitk needs a persistent grid (its last part waits for the others, "
                          "which must all be resident): persistent = 0 cannot split K");
@@ -379,7 +398,10 @@ private:
     auto ringB = p.transB ? tt::RingType::get(&ctx, s.stages, s.bn, s.bk, ab)
                           : tt::RingType::get(&ctx, s.stages, s.bk, s.bn, ab);
     auto mapA = tt::TensorMapType::get(&ctx, ringA.getRows(), 64, ab, 2);
-    auto mapB = tt::TensorMapType::get(&ctx, ringB.getRows(), 64, ab, 2);
+    // With clusters of two, each block copies half of B's boxes (half the
+    // rows of an N x K tile; a K x N tile's panels are whole boxes already).
+    int64_t bBoxRows = s.cluster == 2 && p.transB ? ringB.getRows() / 2 : ringB.getRows();
+    auto mapB = tt::TensorMapType::get(&ctx, bBoxRows, 64, ab, 2);
     auto dType = gemm::outType(ctx, p);
     // With tmastore each consumer writes D's tile in panels of its rows x 64
     // columns into its own buffers, which TMA copies out.
@@ -408,13 +430,15 @@ private:
     // Programs: min(ceil(M / bm) * tiles along N * splits, the cap).
     AffineExpr m = getAffineSymbolExpr(0, &ctx), cap = getAffineSymbolExpr(1, &ctx);
     // Not persistent: one program per unit, the cap ignored.
-    AffineExpr unitCount = m.ceilDiv(s.bm) * (nTiles * s.splitK);
+    // With clusters a unit is two tiles one above the other.
+    AffineExpr unitCount = m.ceilDiv(s.bm * s.cluster) * (nTiles * s.splitK);
     AffineMap grid = s.persistent ? AffineMap::get(0, 2, {unitCount, cap}, &ctx)
                                   : AffineMap::get(0, 2, {unitCount}, &ctx);
     // One block per multiprocessor: the register limit at entry that
     // setmaxnreg redistributes.
     auto kernel = makeKernel(b, loc, kernelName(p), args, 128 * (s.consumers + 1), grid,
-                             {2, 0, progsArg, -1}, cfg, /*cluster=*/1, /*minBlocks=*/1);
+                             {2, 0, progsArg, -1}, cfg, /*cluster=*/s.cluster,
+                             /*minBlocks=*/1);
     Block *entry = &kernel.getBody().front();
     Value a = entry->getArgument(0), bm = entry->getArgument(1), d = entry->getArgument(2);
     Value dMap = s.tmaStore ? entry->getArgument(3) : Value();
@@ -430,8 +454,10 @@ private:
     Value full = tt::AllocBarriersOp::create(b, loc, barsType, 2, nullptr);
     // A stage is released by every consumer that reads it: all of them, or
     // with ping-pong the one whose tile it belongs to.
-    Value empty =
-        tt::AllocBarriersOp::create(b, loc, barsType, s.pingpong ? 1 : s.consumers, nullptr);
+    // With clusters, by every consumer of both blocks (B's halves land in
+    // both).
+    Value empty = tt::AllocBarriersOp::create(
+        b, loc, barsType, (s.pingpong ? 1 : s.consumers) * s.cluster, nullptr);
     // With ping-pong, consumer c may start a tile's K steps once the other
     // has issued its previous tile's (barrier c, arrived on by the other):
     // the products run in turn, and a consumer never waits on a stage's
@@ -446,15 +472,25 @@ private:
         b, loc, arith::AddIOp::create(b, loc, mSize, cst(s.bm - 1)), cst(s.bm));
     // Work units: each tile's K split in splitk parts, a tile's parts
     // consecutive (so they run at the same time on neighbouring programs).
-    Value units = arith::MulIOp::create(b, loc, mTiles, cst(nTiles * s.splitK));
+    // With clusters: pairs of tile rows (a cluster's program), the block
+    // of rank r taking row 2 i + r of pair i.
+    Value unitRows = s.cluster == 1
+                         ? mTiles
+                         : arith::DivUIOp::create(
+                               b, loc, arith::AddIOp::create(b, loc, mTiles, cst(s.cluster - 1)),
+                               cst(s.cluster))
+                               .getResult();
+    Value units = arith::MulIOp::create(b, loc, unitRows, cst(nTiles * s.splitK));
     Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
     Value nprog = tt::NumProgramsOp::create(b, loc, tt::Dim::x);
+    Value rank = s.cluster == 1 ? Value() : tt::ClusterRankOp::create(b, loc).getResult();
 
     // The tile's (row, column) block in the grouped order: `group` tile
     // rows are walked column by column before the next group starts (with
     // raster = 1, `group` tile columns row by row).
     auto tileAt = [&](Value t) -> std::pair<Value, Value> {
-      Value across = s.byColumns ? mTiles : cst(nTiles), along = s.byColumns ? cst(nTiles) : mTiles;
+      Value across = s.byColumns ? unitRows : cst(nTiles),
+            along = s.byColumns ? cst(nTiles) : unitRows;
       Value perGroup = s.byColumns ? arith::MulIOp::create(b, loc, across, cst(s.group)).getResult()
                                    : cst(s.group * nTiles);
       Value g = arith::DivUIOp::create(b, loc, t, perGroup);
@@ -464,9 +500,10 @@ private:
       Value in = arith::RemUIOp::create(b, loc, t, perGroup);
       Value inGroup = arith::AddIOp::create(b, loc, first, arith::RemUIOp::create(b, loc, in, size));
       Value acrossAt = arith::DivUIOp::create(b, loc, in, size);
-      if (s.byColumns)
-        return {acrossAt, inGroup};
-      return {inGroup, acrossAt};
+      Value tm = s.byColumns ? acrossAt : inGroup, tn = s.byColumns ? inGroup : acrossAt;
+      if (rank)
+        tm = arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, tm, cst(s.cluster)), rank);
+      return {tm, tn};
     };
     // Unit u: its tile, its part of K and the K steps [begin, end) of it.
     struct Unit {
@@ -491,6 +528,12 @@ private:
                             arith::DivUIOp::create(b, loc, it, cst(s.stages)).getResult());
     };
 
+    // A consumer done with a stage frees it (in both blocks of a cluster).
+    auto releaseStage = [&](Value stage) {
+      auto arrive = tt::BarrierArriveOp::create(b, loc, empty, stage);
+      if (s.cluster > 1)
+        arrive.setCluster(true);
+    };
     auto ws = tt::WarpSpecializeOp::create(b, loc, s.consumers, 40, s.consumers == 1 ? 240 : 232);
     {
       // The producer: the stages of every tile this program computes, in
@@ -515,10 +558,10 @@ private:
         tt::TmaLoadOp::create(b, loc, a, k0, row0, ra, stage, full, stage);
       else
         tt::TmaLoadOp::create(b, loc, a, row0, k0, ra, stage, full, stage);
-      if (p.transB)
-        tt::TmaLoadOp::create(b, loc, bm, col0, k0, rb, stage, full, stage);
-      else
-        tt::TmaLoadOp::create(b, loc, bm, k0, col0, rb, stage, full, stage);
+      auto loadB = p.transB ? tt::TmaLoadOp::create(b, loc, bm, col0, k0, rb, stage, full, stage)
+                            : tt::TmaLoadOp::create(b, loc, bm, k0, col0, rb, stage, full, stage);
+      if (s.cluster > 1)
+        loadB.setMulticast(s.cluster);
       scf::YieldOp::create(b, loc, ValueRange{arith::AddIOp::create(b, loc, it, cst(1))});
       b.setInsertionPointAfter(kLoop);
       scf::YieldOp::create(b, loc, kLoop.getResults());
@@ -577,11 +620,11 @@ private:
         OpBuilder::InsertionGuard g(b);
         b.setInsertionPointToStart(ifOp.thenBlock());
         Value prev = arith::SubIOp::create(b, loc, it, cst(1));
-        tt::BarrierArriveOp::create(b, loc, empty, stageOf(prev).first);
+        releaseStage(stageOf(prev).first);
       } else {
         next = tt::DotOp::create(b, loc, accType, ra, stage, myRows, rb, stage, cst(0), acc,
                                  p.transA, !p.transB);
-        tt::BarrierArriveOp::create(b, loc, empty, stage);
+        releaseStage(stage);
       }
       scf::YieldOp::create(b, loc, ValueRange{next, arith::AddIOp::create(b, loc, it, cst(1))});
       b.setInsertionPointAfter(kLoop);
@@ -590,8 +633,7 @@ private:
         tt::BarrierArriveOp::create(b, loc, order, arith::SubIOp::create(b, loc, cst(1), consumer));
       if (s.inflight) {
         accDone = tt::DotWaitOp::create(b, loc, ValueRange{accDone}, 0).getResult(0);
-        tt::BarrierArriveOp::create(b, loc, empty,
-                                    stageOf(arith::SubIOp::create(b, loc, itEnd, cst(1))).first);
+        releaseStage(stageOf(arith::SubIOp::create(b, loc, itEnd, cst(1))).first);
       }
 
       Value row0 =

@@ -35,6 +35,11 @@ inline constexpr const char *kGemmConfigs[] = {
     "bk=64 bm=128 bn=256 consumers=2 group=8 raster=1 stages=4 tmastore=1",
     "bk=64 bm=128 bn=128 consumers=2 group=3 persistent=0 stages=4",
     "bk=64 bm=128 bn=128 consumers=2 group=2 pingpong=1 persistent=0 raster=1 stages=4",
+    // Clusters of two blocks sharing B's tile (multicast): with TMA stores,
+    // with products in flight and groups of columns, one consumer.
+    "bk=64 bm=128 bn=256 cluster=2 consumers=2 group=8 stages=4 tmastore=1",
+    "bk=64 bm=128 bn=128 cluster=2 consumers=2 group=3 inflight=1 raster=1 stages=4",
+    "bk=64 bm=64 bn=256 cluster=2 consumers=1 group=8 stages=4",
 };
 
 } // namespace tilejit::testing

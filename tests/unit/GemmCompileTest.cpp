@@ -293,6 +293,39 @@ TEST(GemmCompile, RasterOrderAndOneProgramPerTile) {
   EXPECT_TRUE(byColumns && perTile);
 }
 
+// cluster = 2: blocks in pairs that share B's tile, each copying half of it
+// to both (multicast) and releasing stages in both; refused with ping-pong,
+// a split K, or a B tile that does not halve into whole boxes.
+TEST(GemmCompile, ClustersOfTwoShareB) {
+  for (const char *layout : {"nt", "nn", "tn"}) {
+    KernelSpec spec = params(layout, DType::BF16, DType::BF16, false).spec();
+    auto cfg = TileConfig::parse("bk=64 bm=128 bn=256 cluster=2 consumers=2 group=8 stages=4 "
+                                 "tmastore=1");
+    ASSERT_TRUE(bool(cfg));
+    expectClean(spec, *cfg);
+    auto k = compileKernel(spec, *cfg);
+    ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+    EXPECT_EQ(k->entries.front().clusterBlocks(), 2);
+    EXPECT_NE(k->ptx.find(".multicast::cluster"), std::string::npos);
+    EXPECT_NE(k->ptx.find("mapa.shared::cluster.u32"), std::string::npos);
+    EXPECT_NE(k->ptx.find("mbarrier.arrive.release.cluster.shared::cluster.b64"),
+              std::string::npos);
+  }
+  auto refusal = [](const char *layout, const char *config) {
+    KernelSpec spec = params(layout, DType::BF16, DType::BF16, false).spec();
+    llvm::Error err = getTemplate(gemm::op()).checkConfig(spec, *TileConfig::parse(config));
+    return err ? llvm::toString(std::move(err)) : std::string();
+  };
+  EXPECT_NE(refusal("nt", "bk=64 bm=128 bn=128 cluster=2 consumers=2 group=8 pingpong=1 "
+                          "stages=4")
+                .find("cluster = 2 takes neither pingpong nor splitk"),
+            std::string::npos);
+  EXPECT_NE(refusal("nn", "bk=64 bm=128 bn=192 cluster=2 consumers=2 group=8 stages=4")
+                .find("must split into two sets of 64-column panels"),
+            std::string::npos);
+  EXPECT_EQ(refusal("nt", "bk=64 bm=128 bn=192 cluster=2 consumers=2 group=8 stages=4"), "");
+}
+
 // C and D a leading dimension wide (spec ld = 1): their views take a row
 // stride at launch, every layout and output type builds without spills;
 // 16-bit D leaves through TMA stores where rows are whole multiples of 16
