@@ -95,6 +95,7 @@ int main(int argc, char **argv) {
   std::string shapesPath = "bench/gemm_shapes.json", outPath, only, configText, db, arch;
   bool withBias = false, ownWorkspace = false;
   int64_t ldPad = 0; // D's rows this many elements wider (a leading dimension)
+  int64_t maxPrograms = 0; // the persistent grid's cap in blocks (0: every multiprocessor)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -120,10 +121,12 @@ int main(int argc, char **argv) {
       withBias = true;
     else if (a == "--ld-pad")
       ldPad = std::stoll(next());
+    else if (a == "--max-programs")
+      maxPrograms = std::stoll(next());
     else
       die("unknown argument '" + a +
           "' (--shapes FILE --out FILE --only SUBSTRING --config TEXT --db FILE --arch ARCH "
-          "--bias --workspace --ld-pad ELEMENTS)");
+          "--bias --workspace --ld-pad ELEMENTS --max-programs BLOCKS)");
   }
   if (outPath.empty())
     die("--out FILE is required");
@@ -199,6 +202,7 @@ int main(int argc, char **argv) {
     call.k = c.k;
     call.hasBias = withBias;
     call.ldd = ldPad ? c.n + ldPad : 0;
+    call.maxPrograms = maxPrograms;
     int64_t ldd = c.n + ldPad;
     KernelSpec spec = must(gemm::specOf(call, target));
     TileConfig config;
@@ -305,6 +309,7 @@ int main(int argc, char **argv) {
                        {"tuned", tuned},
                        {"bias", withBias},
                        {"ldd", call.ldd},
+                       {"max_programs", maxPrograms},
                        {"registers", compiled->entries.front().registers},
                        {"spill_bytes", compiled->entries.front().spillBytes},
                        {"compile_ms", compileMs},
