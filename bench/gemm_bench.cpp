@@ -94,7 +94,7 @@ float fromBf16(uint16_t h) {
 int main(int argc, char **argv) {
   std::string shapesPath = "bench/gemm_shapes.json", outPath, only, configText, db, arch;
   bool withBias = false, ownWorkspace = false;
-  int64_t ldPad = 0; // D's rows this many elements wider (a leading dimension)
+  int64_t ldPad = 0;       // D's rows this many elements wider (a leading dimension)
   int64_t maxPrograms = 0; // the persistent grid's cap in blocks (0: every multiprocessor)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];

@@ -26,7 +26,7 @@ namespace tilejit {
 ///    parameter the TMA unit reads).
 struct ParamInfo {
   enum Kind { View, F32, Index, I32, Ptr, TensorMap } kind = View;
-  DType elem = DType::F32;          // for View and TensorMap
+  DType elem = DType::F32; // for View and TensorMap
   /// View: each size, -1 where dynamic; TensorMap: the box one copy moves
   /// (rows, columns), which the launch encodes into the map.
   std::vector<int64_t> staticSizes;

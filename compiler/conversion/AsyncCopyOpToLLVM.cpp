@@ -118,8 +118,7 @@ struct AsyncCopyOpLowering : ConvertOpToLLVMPattern<AsyncCopyOp> {
     RingType ring = op.getRing().getType();
     int64_t vec = op.getVec(), elemBytes = ring.getElementBytes();
     int64_t elements = ring.getRows() * ring.getCols();
-    llvmx::GlobalView src =
-        llvmx::unpackGlobal(e, adaptor.getSource(), op.getSource().getType());
+    llvmx::GlobalView src = llvmx::unpackGlobal(e, adaptor.getSource(), op.getSource().getType());
     Copy x{ring,
            src.ptr(e),
            src.sizes[0],
@@ -141,9 +140,10 @@ struct AsyncCopyOpLowering : ConvertOpToLLVMPattern<AsyncCopyOp> {
       // whole copies is unrolled, the last round of a tile that is not
       // whole rounds guarded.
       int64_t mask = vec * elemBytes - 1;
-      Value bits = LLVM::OrOp::create(rw, e.loc, e.addr64(x.base),
-                                      LLVM::OrOp::create(rw, e.loc, e.mul(x.pitch, e.i64(elemBytes)),
-                                                         e.mul(x.col, e.i64(elemBytes))));
+      Value bits =
+          LLVM::OrOp::create(rw, e.loc, e.addr64(x.base),
+                             LLVM::OrOp::create(rw, e.loc, e.mul(x.pitch, e.i64(elemBytes)),
+                                                e.mul(x.col, e.i64(elemBytes))));
       Value aligned = e.isZero(LLVM::AndOp::create(rw, e.loc, bits, e.i64(mask)));
       branchInto(rw, e, aligned, elementwise);
       int64_t copies = elements / vec;

@@ -191,9 +191,9 @@ struct TmaLoadOpLowering : ConvertOpToLLVMPattern<TmaLoadOp> {
                               e.i32(int32_t(ring.getPanelCols() * ring.getElementBytes()))));
       // The destination in the shared::cluster window (this block's own
       // address there; the mask names the blocks).
-      Value dst = LLVM::AddrSpaceCastOp::create(rw, e.loc,
-                                                LLVM::LLVMPointerType::get(rw.getContext(), 7),
-                                                e.offset(slot, e.zext64(bytes)));
+      Value dst =
+          LLVM::AddrSpaceCastOp::create(rw, e.loc, LLVM::LLVMPointerType::get(rw.getContext(), 7),
+                                        e.offset(slot, e.zext64(bytes)));
       NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
           rw, e.loc, dst, adaptor.getMap(),
           tmaCoords(e, LLVM::AddOp::create(rw, e.loc, col, colOff),
@@ -387,11 +387,9 @@ struct WarpSpecializeOpLowering : ConvertOpToLLVMPattern<WarpSpecializeOp> {
 void populateAsyncOpToLLVMPatterns(TileTypeConverter &converter, LoweringState &state,
                                    RewritePatternSet &patterns) {
   patterns.add<AllocRingOpLowering, AllocBarriersOpLowering, BarrierArriveOpLowering>(converter,
-                                                                                     state);
-  patterns
-      .add<BarrierWaitOpLowering, TmaLoadOpLowering, TmaStoreOpLowering,
-           TmaStoreWaitOpLowering, FlagWaitOpLowering, FlagSetOpLowering, WarpSpecializeOpLowering>(
-          converter);
+                                                                                      state);
+  patterns.add<BarrierWaitOpLowering, TmaLoadOpLowering, TmaStoreOpLowering, TmaStoreWaitOpLowering,
+               FlagWaitOpLowering, FlagSetOpLowering, WarpSpecializeOpLowering>(converter);
 }
 
 } // namespace tilejit

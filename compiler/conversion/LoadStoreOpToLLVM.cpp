@@ -173,10 +173,9 @@ void forEachRun(Emitter &e, const Place &pl, const RunVisitor &v) {
   // is not a multiple of the run would shift the runs of the rows after it.
   // Row strides are multiples of 16 bytes (the kernel's contract with its
   // launch), so only dense rows can shift runs.
-  bool vectors =
-      pl.contig * pl.bytes >= 4 &&
-      (!pl.ncolsStatic || *pl.ncolsStatic % pl.contig == 0 || pl.strided ||
-       llvm::all_of(pl.runRows, [](int64_t r) { return r == 0; }));
+  bool vectors = pl.contig * pl.bytes >= 4 &&
+                 (!pl.ncolsStatic || *pl.ncolsStatic % pl.contig == 0 || pl.strided ||
+                  llvm::all_of(pl.runRows, [](int64_t r) { return r == 0; }));
   // (A run of one element is always wholly inside or outside.)
   bool even = pl.contig == 1 || (pl.ncolsStatic && *pl.ncolsStatic % pl.contig == 0);
   for (auto [k, runOff] : llvm::enumerate(pl.runOffsets)) {
@@ -392,7 +391,8 @@ struct StoreOpLowering : ConvertOpToLLVMPattern<StoreOp> {
         if (p.never())
           continue;
         SmallVector<Value> operands = {
-            pl->runPtr(k), words ? LLVM::BitcastOp::create(rw, e.loc, i16, el[i]).getResult() : el[i]};
+            pl->runPtr(k),
+            words ? LLVM::BitcastOp::create(rw, e.loc, i16, el[i]).getResult() : el[i]};
         std::string constraints = words ? "l,h" : "l,f";
         if (!p.always()) {
           operands.push_back(p.reg);

@@ -217,11 +217,11 @@ GlobalView unpackGlobal(Emitter &e, Value memref, MemRefType type) {
   if (auto strided = dyn_cast<StridedLayoutAttr>(type.getLayout()))
     for (int64_t d = 0; d + 1 < rank; ++d) {
       int64_t s = strided.getStrides()[d];
-      v.strides[d] = ShapedType::isDynamic(s)
-                         ? LLVM::ExtractValueOp::create(e.b, e.loc, memref,
-                                                        ArrayRef<int64_t>{1 + rank + d})
-                               .getResult()
-                         : e.i64(s);
+      v.strides[d] =
+          ShapedType::isDynamic(s)
+              ? LLVM::ExtractValueOp::create(e.b, e.loc, memref, ArrayRef<int64_t>{1 + rank + d})
+                    .getResult()
+              : e.i64(s);
     }
   return v;
 }

@@ -491,8 +491,7 @@ LogicalResult TmaLoadOp::verify() {
                          << " blocks";
   if (int64_t(getOuter().size()) != map.getRank() - 2)
     return emitOpError() << "a tensor map of rank " << map.getRank() << " takes "
-                         << map.getRank() - 2 << " outer coordinates, got "
-                         << getOuter().size();
+                         << map.getRank() - 2 << " outer coordinates, got " << getOuter().size();
   return success();
 }
 

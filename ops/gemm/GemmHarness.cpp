@@ -147,8 +147,8 @@ public:
       return e;
     if (auto e = allocate(td_, size_t(full_.m * ldd_) * ob + size_t(dShift_)))
       return e;
-    if (auto e = ta_.upload(pitched(randomValues(p.ab, size_t(full_.m * p.k), seed * 4 + 5),
-                                    taRows, taCols, lda, ab)))
+    if (auto e = ta_.upload(pitched(randomValues(p.ab, size_t(full_.m * p.k), seed * 4 + 5), taRows,
+                                    taCols, lda, ab)))
       return e;
     full_.a = ta_.ptr();
     full_.b = db_.ptr();

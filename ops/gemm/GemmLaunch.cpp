@@ -77,13 +77,13 @@ llvm::Expected<KernelSpec> specOf(const Call &c, const Target &target) {
     const char *name, *what;
     int64_t ld, row;
   };
-  for (const Ld &l : {Ld{"lda", "A", c.lda, c.transA ? c.m : c.k},
-                      Ld{"ldb", "B", c.ldb, c.transB ? c.k : c.n}, Ld{"ldc", "C", c.ldc, c.n},
-                      Ld{"ldd", "D", c.ldd, c.n}})
+  for (const Ld &l :
+       {Ld{"lda", "A", c.lda, c.transA ? c.m : c.k}, Ld{"ldb", "B", c.ldb, c.transB ? c.k : c.n},
+        Ld{"ldc", "C", c.ldc, c.n}, Ld{"ldd", "D", c.ldd, c.n}})
     if (l.ld < 0 || (l.ld > 0 && l.ld < l.row))
       return error(llvm::Twine(l.name) + " = " + llvm::Twine(l.ld) + " is " +
-                   (l.ld < 0 ? "negative" : "shorter than a row of " + llvm::Twine(l.what)) +
-                   " (" + llvm::Twine(l.row) + " elements; 0: packed rows)");
+                   (l.ld < 0 ? "negative" : "shorter than a row of " + llvm::Twine(l.what)) + " (" +
+                   llvm::Twine(l.row) + " elements; 0: packed rows)");
   Params p;
   p.ab = c.ab;
   p.out = c.out;
@@ -111,8 +111,10 @@ llvm::Expected<KernelSpec> specOf(const Call &c, const Target &target) {
     int bytes = dtypeBytes(l.what[0] == 'A' || l.what[0] == 'B' ? c.ab : c.out);
     if ((l.ld * bytes) % 16 != 0)
       return error(llvm::Twine(l.name) + " = " + llvm::Twine(l.ld) + ": rows of " +
-                   llvm::Twine(l.what) + " that are not packed must lie a multiple of 16 bytes "
-                   "apart (a multiple of " + llvm::Twine(16 / bytes) + " elements)");
+                   llvm::Twine(l.what) +
+                   " that are not packed must lie a multiple of 16 bytes "
+                   "apart (a multiple of " +
+                   llvm::Twine(16 / bytes) + " elements)");
     p.ld = true;
   }
   p.dAligned = c.d % 16 == 0;
@@ -212,8 +214,8 @@ SplitLayout splitLayout(const KernelShape &k, const Call &c) {
 /// A rows x cols view at `addr` whose rows are `ld` apart (0: cols), for
 /// parameter `p`: with strides where the kernel takes them, else dense (a
 /// leading dimension it cannot take is an error naming `name`).
-llvm::Expected<KernelArg> rowsArg(const ParamInfo &p, const char *name, uint64_t addr,
-                                  int64_t rows, int64_t cols, int64_t ld) {
+llvm::Expected<KernelArg> rowsArg(const ParamInfo &p, const char *name, uint64_t addr, int64_t rows,
+                                  int64_t cols, int64_t ld) {
   if (!p.staticStrides.empty())
     return KernelArg::strided(addr, {rows, cols}, {ld ? ld : cols});
   if (ld != 0 && ld != cols)

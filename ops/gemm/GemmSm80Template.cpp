@@ -80,9 +80,8 @@ TileConfig make(int64_t bm, int64_t bn, int64_t stages, int64_t warps, int64_t v
 
 std::string kernelName(const Params &p) {
   return "gemm_sm80_" + std::string(dtypeName(p.ab)) + "_" + std::string(dtypeName(p.out)) + "_" +
-         p.layoutName() + (p.hasC ? "_c" : "") + (p.hasBias ? "_bias" : "") +
-         (p.ld ? "_ld" : "") + "_n" +
-         std::to_string(p.n) + "_k" + std::to_string(p.k);
+         p.layoutName() + (p.hasC ? "_c" : "") + (p.hasBias ? "_bias" : "") + (p.ld ? "_ld" : "") +
+         "_n" + std::to_string(p.n) + "_k" + std::to_string(p.k);
 }
 
 } // namespace

@@ -285,8 +285,9 @@ public:
       // B's tile falls in two halves of whole boxes: rows of the N x K
       // tile, or 64-column panels of the K x N one.
       if (p.transB ? s.bn % 16 != 0 : s.bn % 128 != 0)
-        return configError("with cluster = 2 bn = " + llvm::Twine(s.bn) + " must split into two " +
-                           (p.transB ? "halves of whole 8-row groups" : "sets of 64-column panels"));
+        return configError(
+            "with cluster = 2 bn = " + llvm::Twine(s.bn) + " must split into two " +
+            (p.transB ? "halves of whole 8-row groups" : "sets of 64-column panels"));
     }
     if (!s.persistent && s.splitK > 1)
       return configError("splitk needs a persistent grid (its last part waits for the others, "
@@ -338,9 +339,9 @@ public:
       // of 100 bf16 (200 bytes) 208 bytes apart also wrote the 8 bytes past
       // its end, up to the next 16-byte boundary.
       if ((p.n * dtypeBytes(p.out)) % 16 != 0)
-        return configError("with tmastore D's rows must be whole multiples of 16 bytes; N = " +
-                           llvm::Twine(p.n) + " is not a multiple of " +
-                           llvm::Twine(16 / dtypeBytes(p.out)));
+        return configError(
+            "with tmastore D's rows must be whole multiples of 16 bytes; N = " + llvm::Twine(p.n) +
+            " is not a multiple of " + llvm::Twine(16 / dtypeBytes(p.out)));
     }
     // Registers: the accumulator (bm / consumers x bn / 128 threads f32)
     // under the consumers' limit with room for addresses and the epilogue.
@@ -382,8 +383,7 @@ private:
   static std::string kernelName(const gemm::Params &p) {
     return "gemm_" + std::string(dtypeName(p.ab)) + "_" + std::string(dtypeName(p.out)) + "_" +
            p.layoutName() + (p.hasC ? "_c" : "") + (p.hasBias ? "_bias" : "") +
-           (p.ld ? "_ld" : "") + "_n" +
-           std::to_string(p.n) + "_k" + std::to_string(p.k);
+           (p.ld ? "_ld" : "") + "_n" + std::to_string(p.n) + "_k" + std::to_string(p.k);
   }
 
   void buildKernel(OpBuilder &b, Location loc, const gemm::Params &p, const Shape &s,
@@ -456,8 +456,8 @@ private:
     // with ping-pong the one whose tile it belongs to.
     // With clusters, by every consumer of both blocks (B's halves land in
     // both).
-    Value empty = tt::AllocBarriersOp::create(
-        b, loc, barsType, (s.pingpong ? 1 : s.consumers) * s.cluster, nullptr);
+    Value empty = tt::AllocBarriersOp::create(b, loc, barsType,
+                                              (s.pingpong ? 1 : s.consumers) * s.cluster, nullptr);
     // With ping-pong, consumer c may start a tile's K steps once the other
     // has issued its previous tile's (barrier c, arrived on by the other):
     // the products run in turn, and a consumer never waits on a stage's
@@ -474,12 +474,12 @@ private:
     // consecutive (so they run at the same time on neighbouring programs).
     // With clusters: pairs of tile rows (a cluster's program), the block
     // of rank r taking row 2 i + r of pair i.
-    Value unitRows = s.cluster == 1
-                         ? mTiles
-                         : arith::DivUIOp::create(
-                               b, loc, arith::AddIOp::create(b, loc, mTiles, cst(s.cluster - 1)),
-                               cst(s.cluster))
-                               .getResult();
+    Value unitRows =
+        s.cluster == 1
+            ? mTiles
+            : arith::DivUIOp::create(
+                  b, loc, arith::AddIOp::create(b, loc, mTiles, cst(s.cluster - 1)), cst(s.cluster))
+                  .getResult();
     Value units = arith::MulIOp::create(b, loc, unitRows, cst(nTiles * s.splitK));
     Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
     Value nprog = tt::NumProgramsOp::create(b, loc, tt::Dim::x);
@@ -498,7 +498,8 @@ private:
       Value left = arith::SubIOp::create(b, loc, along, first);
       Value size = arith::MinUIOp::create(b, loc, left, cst(s.group));
       Value in = arith::RemUIOp::create(b, loc, t, perGroup);
-      Value inGroup = arith::AddIOp::create(b, loc, first, arith::RemUIOp::create(b, loc, in, size));
+      Value inGroup =
+          arith::AddIOp::create(b, loc, first, arith::RemUIOp::create(b, loc, in, size));
       Value acrossAt = arith::DivUIOp::create(b, loc, in, size);
       Value tm = s.byColumns ? acrossAt : inGroup, tn = s.byColumns ? inGroup : acrossAt;
       if (rank)

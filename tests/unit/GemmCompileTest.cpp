@@ -274,8 +274,8 @@ TEST(GemmCompile, RasterOrderAndOneProgramPerTile) {
   for (auto [arg, dim] : e.grid[0].symbols)
     sym.push_back(dim < 0 ? args[arg].i : args[arg].sizes[dim]);
   EXPECT_EQ(e.grid[0].evaluate(sym.data(), sym.size()), 1024);
-  auto capped = compileKernel(spec, *TileConfig::parse(
-                                        "bk=64 bm=128 bn=256 consumers=2 group=8 stages=4"));
+  auto capped =
+      compileKernel(spec, *TileConfig::parse("bk=64 bm=128 bn=256 consumers=2 group=8 stages=4"));
   ASSERT_TRUE(bool(capped));
   EXPECT_EQ(capped->entries.front().grid[0].evaluate(sym.data(), sym.size()), 7);
   auto split = TileConfig::parse("bk=64 bm=128 bn=256 consumers=2 group=8 persistent=0 splitk=2 "

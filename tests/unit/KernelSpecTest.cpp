@@ -94,8 +94,9 @@ TEST(KernelSpec, TargetMultiprocessors) {
 TEST(KernelSpec, BadInputNamesTheField) {
   EXPECT_NE(errorOf(KernelSpec::parse("attention dtype=bf16")).find("unknown op 'attention'"),
             std::string::npos);
-  EXPECT_NE(errorOf(KernelSpec::parse("gemm dtype=bf16")).find("unknown spec field 'dtype' for gemm"),
-            std::string::npos)
+  EXPECT_NE(
+      errorOf(KernelSpec::parse("gemm dtype=bf16")).find("unknown spec field 'dtype' for gemm"),
+      std::string::npos)
       << errorOf(KernelSpec::parse("gemm dtype=bf16"));
   EXPECT_NE(errorOf(KernelSpec::parse("rmsnorm_fwd dtype=int8")).find("unknown dtype 'int8'"),
             std::string::npos);
