@@ -127,7 +127,8 @@ FailureOr<Place> place(Emitter &e, Operation *op, Value memref, MemRefType type,
     if (llvm::any_of(ArrayRef<int64_t>(o).drop_back(o.size() >= 2 ? 2 : 1),
                      [](int64_t v) { return v != 0; }))
       return failure();
-    if (rowOff != 0 && !pl.row)
+    // Runs on later rows need the row pitch: static, or a row stride.
+    if (rowOff != 0 && (!pl.row || (!pl.pitchStatic && !pl.strided)))
       return failure();
     if (i % pl.contig == 0) {
       pl.runOffsets.push_back(o.back());

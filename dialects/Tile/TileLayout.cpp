@@ -193,12 +193,26 @@ bool tilejit::tile::isGlobalMemRef(Type type) {
     auto strided = dyn_cast<StridedLayoutAttr>(memref.getLayout());
     if (!strided || strided.getOffset() != 0 || strided.getStrides().back() != 1)
       return false;
-    for (int64_t s : strided.getStrides().drop_back())
-      if (!ShapedType::isDynamic(s) && s < 1)
-        return false;
   }
   Type elem = memref.getElementType();
-  return elem.isBF16() || elem.isF16() || elem.isF32();
+  if (!elem.isBF16() && !elem.isF16() && !elem.isF32())
+    return false;
+  // A static stride keeps rows apart (at least the next dimension's
+  // extent, where static) and 16-byte aligned, as a launch's must.
+  if (auto strided = dyn_cast<StridedLayoutAttr>(memref.getLayout())) {
+    int64_t bytes = elem.isF32() ? 4 : 2;
+    ArrayRef<int64_t> strides = strided.getStrides();
+    for (int64_t d = 0; d + 1 < memref.getRank(); ++d) {
+      int64_t s = strides[d], next = strides[d + 1], size = memref.getDimSize(d + 1);
+      if (ShapedType::isDynamic(s))
+        continue;
+      if (s < 1 || (s * bytes) % 16 != 0)
+        return false;
+      if (!ShapedType::isDynamic(next) && !ShapedType::isDynamic(size) && s < next * size)
+        return false;
+    }
+  }
+  return true;
 }
 
 bool tilejit::tile::hasRowStrides(MemRefType type) { return !type.getLayout().isIdentity(); }

@@ -480,8 +480,10 @@ LogicalResult TmaLoadOp::verify() {
   if (clusterBlocksOf(*this) != n)
     return emitOpError() << "multicast = " << n << " needs a kernel in clusters of " << n
                          << ", got cluster_size = " << clusterBlocksOf(*this);
+  // (Boxes of whole 8-row groups keep each inside the 128-byte swizzle's
+  // 1024-byte blocks.)
   if (map.getElementType() != ring.getElementType() || map.getCols() != ring.getPanelCols() ||
-      ring.getRows() % map.getRows() != 0)
+      ring.getRows() % map.getRows() != 0 || map.getRows() % 8 != 0)
     return emitOpError() << "box of " << map.getRows() << " x " << map.getCols()
                          << " does not tile the ring's panels of " << ring.getRows() << " x "
                          << ring.getPanelCols() << " " << ring.getElementType();

@@ -113,13 +113,15 @@ TJ_API tj_status tj_rms_norm_bwd(tj_engine *engine, tj_dtype dtype, tj_dtype wdt
 /* D = alpha * op(A) @ op(B) + beta * C + bias, f32 accumulation. Row-major
  * storage: A is m x k (k x m with trans_a), B is k x n (n x k with trans_b:
  * the weight of a linear layer), C and D are m x n (C may be D:
- * accumulation into D; C null: beta ignored); bias: n elements of `ab`,
- * added to every row (null: none). lda, ldb, ldc, ldd: elements from one
- * row to the next, at least a row (0: packed rows). Rows that are not
- * packed must lie a multiple of 16 bytes apart, and on sm_90a so must A's
- * and B's, packed or not (they are read by the copy engine). A D that does
- * not start on a 16-byte boundary is written by the threads themselves,
- * not through TMA stores. ab: bf16 or f16; out: bf16, f16 or f32. A GEMM
+ * accumulation into D, with ldc = ldd; C null: beta ignored); bias: n
+ * elements of `ab`, added to every row (null: none). lda, ldb, ldc, ldd:
+ * elements from one row to the next, at least a row (0: packed rows).
+ * Rows that are not packed must lie a multiple of 16 bytes apart, and then
+ * so must C's and D's (on sm_80 also A's and B's) even where packed; on
+ * sm_90a A's and B's must, packed or not (they are read by the copy
+ * engine). C and D start on a boundary of two elements; a D that does not
+ * start on a 16-byte boundary is written by the threads themselves, not
+ * through TMA stores. ab: bf16 or f16; out: bf16, f16 or f32. A GEMM
  * with few tiles over a long K splits K and takes its workspace from a
  * memory pool of tilejit's, ordered on `stream` (CUDA graph capture
  * records it).

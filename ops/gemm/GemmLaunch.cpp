@@ -105,18 +105,32 @@ llvm::Expected<KernelSpec> specOf(const Call &c, const Target &target) {
     strides.push_back({"lda", "A", c.lda, c.transA ? c.m : c.k});
     strides.push_back({"ldb", "B", c.ldb, c.transB ? c.k : c.n});
   }
+  auto bytesOf = [&](const Ld &l) {
+    return dtypeBytes(l.what[0] == 'A' || l.what[0] == 'B' ? c.ab : c.out);
+  };
   for (const Ld &l : strides) {
     if (!strided(l.ld, l.row))
       continue;
-    int bytes = dtypeBytes(l.what[0] == 'A' || l.what[0] == 'B' ? c.ab : c.out);
+    int bytes = bytesOf(l);
     if ((l.ld * bytes) % 16 != 0)
       return error(llvm::Twine(l.name) + " = " + llvm::Twine(l.ld) + ": rows of " +
-                   llvm::Twine(l.what) +
-                   " that are not packed must lie a multiple of 16 bytes "
-                   "apart (a multiple of " +
-                   llvm::Twine(16 / bytes) + " elements)");
+                   llvm::Twine(l.what) + " that are not packed must lie a multiple of 16 bytes " +
+                   "apart (a multiple of " + llvm::Twine(16 / bytes) + " elements)");
     p.ld = true;
   }
+  // The kernel then takes every one of these with row strides, packed ones
+  // too: their rows must be 16 bytes apart as well.
+  if (p.ld)
+    for (const Ld &l : strides)
+      if (!strided(l.ld, l.row) && (l.row * bytesOf(l)) % 16 != 0)
+        return error(llvm::Twine(l.what) + "'s rows are packed (" + llvm::Twine(l.row) +
+                     " elements) beside another operand's leading dimension: then its rows " +
+                     "too must lie a multiple of 16 bytes apart (give " + llvm::Twine(l.name) +
+                     " a multiple of " + llvm::Twine(16 / bytesOf(l)) + ")");
+  // C in place of D is read and written with one stride.
+  if (c.hasC && c.c == c.d && c.d != 0 && (c.ldc ? c.ldc : c.n) != (c.ldd ? c.ldd : c.n))
+    return error("C is D but ldc = " + llvm::Twine(c.ldc) + " and ldd = " + llvm::Twine(c.ldd) +
+                 " differ");
   p.dAligned = c.d % 16 == 0;
   KernelSpec s = p.spec();
   if (auto err = s.validate())
@@ -209,8 +223,6 @@ SplitLayout splitLayout(const KernelShape &k, const Call &c) {
   return l;
 }
 
-/// D and the epilogue's arguments, in GemmTemplate.cpp's order (D's tensor
-/// map, with tmastore, comes after D: the caller adds it).
 /// A rows x cols view at `addr` whose rows are `ld` apart (0: cols), for
 /// parameter `p`: with strides where the kernel takes them, else dense (a
 /// leading dimension it cannot take is an error naming `name`).
@@ -224,6 +236,8 @@ llvm::Expected<KernelArg> rowsArg(const ParamInfo &p, const char *name, uint64_t
   return KernelArg::view(addr, {rows, cols});
 }
 
+/// D and the epilogue's arguments, in GemmTemplate.cpp's order (D's tensor
+/// map, with tmastore, comes after D: the caller adds it).
 llvm::Error addEpilogueArgs(const EntryInfo &e, const Call &c, KernelArg *args, size_t &n,
                             const CUtensorMap *dMap) {
   const ParamInfo &dParam = e.params[2];

@@ -33,7 +33,8 @@ struct Call {
   bool hasC = false;
   /// Most blocks the persistent grid may have (0: one per multiprocessor
   /// of the kernel's target); fewer leave multiprocessors to other work. A
-  /// kernel in clusters runs this many / the cluster size clusters.
+  /// kernel in clusters runs this many / the cluster size clusters (at
+  /// least one).
   int64_t maxPrograms = 0;
   /// Device memory for a kernel that splits K (config splitk): at least
   /// workspaceBytes(kernel, call) bytes, 16-byte aligned, used by one launch

@@ -206,9 +206,10 @@ public:
         for (int64_t stages : {4, 3, 5, 6, 2})
           for (const auto &t : tiles)
             add(make(t[0], t[1], stages, t[2], group, t[3] != 0, inflight, t[4] != 0));
-        // Clusters of two, the order of the tiles and a grid of one program
-        // per tile, for the first tile shapes, after the ring depths of the
-        // first group.
+        // Clusters of two and the order of the tiles, for the first tile
+        // shapes, after the ring depths of the first group. (Not one program
+        // per tile: its grid cannot leave multiprocessors free, so a tuned
+        // winner could not honour a caller's margin.)
         if (inflight || group != 8)
           continue;
         for (const auto &t : {tiles[0], tiles[1], tiles[3]}) {
@@ -217,9 +218,6 @@ public:
           add(pair);
           for (int64_t g : {8, 16}) {
             add(make(t[0], t[1], 4, t[2], g, false, false, t[4] != 0, 1, /*byColumns=*/true));
-            if (g == 8)
-              add(make(t[0], t[1], 4, t[2], g, false, false, t[4] != 0, 1, false,
-                       /*persistent=*/false));
           }
         }
       }
@@ -289,6 +287,9 @@ public:
             "with cluster = 2 bn = " + llvm::Twine(s.bn) + " must split into two " +
             (p.transB ? "halves of whole 8-row groups" : "sets of 64-column panels"));
     }
+    if (!s.persistent && s.pingpong)
+      return configError("pingpong needs a persistent grid (with one tile per program the "
+                         "second consumer would have none)");
     if (!s.persistent && s.splitK > 1)
       return configError("splitk needs a persistent grid (its last part waits for the others, "
                          "which must all be resident): persistent = 0 cannot split K");

@@ -597,6 +597,19 @@ class Ops(unittest.TestCase):
         _close(self, c, ref, 2e-2, "accumulated off alignment")
         self.assertTrue(store[:2].isnan().all().item(), "written before c")
 
+    def test_accumulate_into_a_c_off_two_elements(self):
+        # The kernel reads and writes C and D two elements at a time: a c one
+        # element off goes through an aligned copy.
+        a = torch.randn(64, 128, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(128, 96, device="cuda", dtype=torch.bfloat16)
+        store = torch.randn(64 * 96 + 1, device="cuda", dtype=torch.bfloat16)
+        store[:1] = float("nan")
+        c = store[1:].view(64, 96)
+        ref = a.double() @ b.double() + c.double()
+        tilejit.ops.mm_accumulate_(a, b, c)
+        _close(self, c, ref, 2e-2, "accumulated one element off")
+        self.assertTrue(store[:1].isnan().all().item(), "written before c")
+
     def test_accumulate_into_columns_of_a_wider_tensor(self):
         # c a slice of columns (rows a leading dimension apart): the GEMM
         # takes the stride (spec ld=1) and leaves the other columns alone,

@@ -350,10 +350,11 @@ def _mm_accumulate_impl(a, b, c, alpha=1.0, beta=1.0):
     if c.dtype not in _CODE:
         raise ValueError(f"tilejit.mm_accumulate_: c is {c.dtype}; bf16, f16 or f32 only")
     ld = _rows_ld(c)
-    if ld is None or (ld and (ld * c.element_size()) % 16):
-        # Rows that are not dense, or not 16 bytes apart: accumulate into a
-        # contiguous copy.
-        tmp = c.contiguous()
+    if ld is None or (ld and (ld * c.element_size()) % 16) or \
+            c.data_ptr() % (2 * c.element_size()):
+        # Rows that are not dense or not 16 bytes apart, or a c off a
+        # boundary of two elements: accumulate into a contiguous copy.
+        tmp = c.clone(memory_format=torch.contiguous_format)
         _mm_into(a, b, tmp, tmp, alpha, beta)
         c.copy_(tmp)
         return

@@ -30,11 +30,11 @@ inline constexpr const char *kGemmConfigs[] = {
     "bk=64 bm=128 bn=256 consumers=2 group=8 splitk=3 stages=4 tmastore=1",
     "bk=64 bm=128 bn=128 consumers=2 group=8 inflight=1 splitk=4 stages=4",
     "bk=64 bm=64 bn=128 consumers=1 group=4 splitk=2 stages=3",
-    // Groups of tile columns (raster = 1), a grid of one program per tile,
-    // and both with ping-pong.
+    // Groups of tile columns (raster = 1), also with ping-pong, and a grid
+    // of one program per tile.
     "bk=64 bm=128 bn=256 consumers=2 group=8 raster=1 stages=4 tmastore=1",
     "bk=64 bm=128 bn=128 consumers=2 group=3 persistent=0 stages=4",
-    "bk=64 bm=128 bn=128 consumers=2 group=2 pingpong=1 persistent=0 raster=1 stages=4",
+    "bk=64 bm=128 bn=128 consumers=2 group=2 pingpong=1 raster=1 stages=4",
     // Clusters of two blocks sharing B's tile (multicast): with TMA stores,
     // with products in flight and groups of columns, one consumer.
     "bk=64 bm=128 bn=256 cluster=2 consumers=2 group=8 stages=4 tmastore=1",

@@ -284,13 +284,21 @@ TEST(GemmCompile, RasterOrderAndOneProgramPerTile) {
   ASSERT_TRUE(bool(err));
   EXPECT_NE(llvm::toString(std::move(err)).find("splitk needs a persistent grid"),
             std::string::npos);
-  // Both are in the tuning space.
+  auto pp = TileConfig::parse("bk=64 bm=128 bn=128 consumers=2 group=8 pingpong=1 persistent=0 "
+                              "stages=4");
+  err = getTemplate(gemm::op()).checkConfig(spec, *pp);
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("pingpong needs a persistent grid"),
+            std::string::npos);
+  // Groups of columns are in the tuning space; one program per tile is
+  // not (its grid cannot leave multiprocessors to a caller's margin).
   bool byColumns = false, perTile = false;
   for (const TileConfig &c : getTemplate(gemm::op()).configSpace(spec)) {
     byColumns |= c.has("raster") && c.get("raster") == 1;
     perTile |= c.has("persistent") && c.get("persistent") == 0;
   }
-  EXPECT_TRUE(byColumns && perTile);
+  EXPECT_TRUE(byColumns);
+  EXPECT_FALSE(perTile);
 }
 
 // cluster = 2: blocks in pairs that share B's tile, each copying half of it
@@ -421,12 +429,34 @@ TEST(GemmCompile, LeadingDimensionsOfACallAreChecked) {
   call.ldc = 104; // no C: ignored
   EXPECT_EQ(specLd(hopper), 0);
   call.hasC = true;
+  call.ldd = 104;
   EXPECT_EQ(specLd(hopper), 1);
   call.hasC = false;
-  call.ldc = 0;
+  call.ldc = call.ldd = 0;
   call.lda = 72; // A's stride is its tensor map's on sm_90a, a view's on sm_80
   EXPECT_EQ(specLd(hopper), 0);
+  EXPECT_NE(errorOf(ampere).find("D's rows are packed"), std::string::npos) << errorOf(ampere);
+  call.ldd = 104;
   EXPECT_EQ(specLd(ampere), 1);
+  call.ldd = 0;
+  // With a leading dimension, a packed C or D beside it is passed with
+  // row strides too: 100 bf16 (200 bytes) is refused by name.
+  call.lda = 0;
+  call.hasC = true;
+  call.ldc = 104;
+  EXPECT_NE(errorOf(hopper).find("D's rows are packed (100 elements) beside another operand's "
+                                 "leading dimension"),
+            std::string::npos)
+      << errorOf(hopper);
+  // C in place of D takes one stride.
+  call.c = call.d;
+  call.ldd = 112;
+  EXPECT_NE(errorOf(hopper).find("C is D but ldc = 104 and ldd = 112 differ"), std::string::npos)
+      << errorOf(hopper);
+  call.ldc = 112;
+  EXPECT_EQ(specLd(hopper), 1);
+  call.hasC = false;
+  call.ldc = call.ldd = 0;
   call.d += 4;
   auto s = gemm::specOf(call, hopper);
   ASSERT_TRUE(bool(s));

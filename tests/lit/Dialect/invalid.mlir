@@ -38,6 +38,23 @@ tile.kernel @strided(%a: memref<4x4xf32, strided<[8, 2]>>) attributes {block_thr
 
 // -----
 
+// Nor a static row stride that is not a multiple of 16 bytes (8 f32 rows
+// of 4 are 16 bytes, 6 are 24)...
+// expected-error @+1 {{'tile.kernel' op argument 0 has type 'memref<4x4xf32, strided<[6, 1]>>'; kernel arguments}}
+tile.kernel @stride_unaligned(%a: memref<4x4xf32, strided<[6, 1]>>) attributes {block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
+// ... or shorter than a row.
+// expected-error @+1 {{'tile.kernel' op argument 0 has type 'memref<4x16xf32, strided<[8, 1]>>'; kernel arguments}}
+tile.kernel @stride_short(%a: memref<4x16xf32, strided<[8, 1]>>) attributes {block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  tile.return
+}
+
+// -----
+
 // Nor one with an offset.
 // expected-error @+1 {{'tile.kernel' op argument 0 has type 'memref<4x4xf32, strided<[?, 1], offset: 4>>'; kernel arguments}}
 tile.kernel @offset(%a: memref<4x4xf32, strided<[?, 1], offset: 4>>) attributes {block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
