@@ -582,33 +582,23 @@ class Ops(unittest.TestCase):
         _close(self, out, x.double() @ w.double().t(), 1e-2, "replayed")
         self.assertFalse(torch.equal(out, y))
 
-    def test_accumulate_into_a_16bit_c_off_16_bytes(self):
+    def test_accumulate_into_a_16bit_c_off_alignment(self):
         # A 16-bit D leaves through TMA stores, which need 16-byte alignment:
-        # a c off 16 bytes is a spec of its own (d16=0) whose kernel stores
-        # from registers, in place.
+        # a c off 16 bytes (two elements here) is a spec of its own (d16=0)
+        # whose kernel stores from registers, in place; the kernel reads and
+        # writes C and D two elements at a time, so a c one element off goes
+        # through an aligned copy.
         a = torch.randn(64, 128, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(128, 96, device="cuda", dtype=torch.bfloat16)
-        store = torch.randn(64 * 96 + 2, device="cuda", dtype=torch.bfloat16)
-        store[:2] = float("nan")
-        c = store[2:].view(64, 96)
-        self.assertNotEqual(c.data_ptr() % 16, 0)
-        ref = a.double() @ b.double() + c.double()
-        tilejit.ops.mm_accumulate_(a, b, c)
-        _close(self, c, ref, 2e-2, "accumulated off alignment")
-        self.assertTrue(store[:2].isnan().all().item(), "written before c")
-
-    def test_accumulate_into_a_c_off_two_elements(self):
-        # The kernel reads and writes C and D two elements at a time: a c one
-        # element off goes through an aligned copy.
-        a = torch.randn(64, 128, device="cuda", dtype=torch.bfloat16)
-        b = torch.randn(128, 96, device="cuda", dtype=torch.bfloat16)
-        store = torch.randn(64 * 96 + 1, device="cuda", dtype=torch.bfloat16)
-        store[:1] = float("nan")
-        c = store[1:].view(64, 96)
-        ref = a.double() @ b.double() + c.double()
-        tilejit.ops.mm_accumulate_(a, b, c)
-        _close(self, c, ref, 2e-2, "accumulated one element off")
-        self.assertTrue(store[:1].isnan().all().item(), "written before c")
+        for off in (2, 1):
+            store = torch.randn(64 * 96 + off, device="cuda", dtype=torch.bfloat16)
+            store[:off] = float("nan")
+            c = store[off:].view(64, 96)
+            self.assertNotEqual(c.data_ptr() % 16, 0)
+            ref = a.double() @ b.double() + c.double()
+            tilejit.ops.mm_accumulate_(a, b, c)
+            _close(self, c, ref, 2e-2, f"accumulated {off} elements off")
+            self.assertTrue(store[:off].isnan().all().item(), f"written before c ({off})")
 
     def test_accumulate_into_columns_of_a_wider_tensor(self):
         # c a slice of columns (rows a leading dimension apart): the GEMM
