@@ -17,9 +17,27 @@
 // B's whole stage (256 x 64 bf16) is expected, though this block copies half.
 // CHECK: %[[BYTES:.*]] = llvm.mlir.constant(32768 : i32) : i32
 // CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %[[BYTES]] : !llvm.ptr<3>, i32
-// CHECK: nvvm.read.ptx.sreg.cluster.ctarank : i32
+// Block r copies box r: rows 128 r to 128 r + 127 of the tile, landing
+// 128 r rows of 128 bytes into the stage; the box's coordinates are the
+// tile's (column, row + 128 r).
+// CHECK: %[[RANK:.*]] = nvvm.read.ptx.sreg.cluster.ctarank : i32
 // CHECK: %[[MASK:.*]] = llvm.mlir.constant(3 : i16) : i16
-// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg1, %{{.*}}, box[%{{.*}}, %{{.*}}] multicast_mask = %[[MASK]] : !llvm.ptr<7>
+// CHECK: %[[FIRST:.*]] = llvm.mul %[[RANK]], %{{.*}} : i32
+// CHECK: %[[BOX:.*]] = llvm.add %[[FIRST]], %{{.*}} : i32
+// CHECK: %[[RB:.*]] = llvm.udiv %[[BOX]], %{{.*}} : i32
+// CHECK: %[[PANEL:.*]] = llvm.urem %[[BOX]], %{{.*}} : i32
+// CHECK: %[[ROWS:.*]] = llvm.mlir.constant(128 : i32) : i32
+// CHECK: %[[ROWOFF:.*]] = llvm.mul %[[RB]], %[[ROWS]] : i32
+// CHECK: %[[COLOFF:.*]] = llvm.mul %[[PANEL]], %{{.*}} : i32
+// CHECK: %[[ROWBYTES:.*]] = llvm.mul %[[ROWOFF]], %{{.*}} : i32
+// CHECK: %[[PANELBYTES:.*]] = llvm.mul %[[PANEL]], %{{.*}} : i32
+// CHECK: %[[BYTES:.*]] = llvm.add %[[PANELBYTES]], %[[ROWBYTES]] : i32
+// CHECK: %[[WIDE:.*]] = llvm.zext %[[BYTES]] : i32 to i64
+// CHECK: %[[DST:.*]] = llvm.getelementptr %{{.*}}[%[[WIDE]]]
+// CHECK: %[[CLUSTERDST:.*]] = llvm.addrspacecast %[[DST]] : !llvm.ptr<3> to !llvm.ptr<7>
+// CHECK: %[[ROW:.*]] = llvm.add %{{.*}}, %[[ROWOFF]] : i32
+// CHECK: %[[COL:.*]] = llvm.add %{{.*}}, %[[COLOFF]] : i32
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %[[CLUSTERDST]], %arg1, %{{.*}}, box[%[[COL]], %[[ROW]]] multicast_mask = %[[MASK]] : !llvm.ptr<7>
 // CHECK-NOT: nvvm.cp.async.bulk.tensor
 // CHECK: mapa.shared::cluster.u32 remote, $0, 0;
 // CHECK-SAME: mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];
