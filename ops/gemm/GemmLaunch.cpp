@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
-#include <vector>
 
 #include "llvm/ADT/Twine.h"
 
@@ -72,18 +71,43 @@ llvm::Expected<KernelSpec> specOf(const Call &c, const Target &target) {
                  " k=" + llvm::Twine(c.k));
   if (c.ab == DType::F32)
     return error("A and B must be bf16 or f16");
-  // Each leading dimension: 0 (the row length) or at least a row.
+  // Each leading dimension: 0 (the row length) or at least a row. Those of
+  // C and D (on a target without wgmma, of A and B too) share the spec's
+  // `ld`: one that is not the row length makes the kernel take all of them
+  // with row strides, which must be multiples of 16 bytes.
   struct Ld {
     const char *name, *what;
     int64_t ld, row;
+    DType type;
+    bool shares;
   };
-  for (const Ld &l :
-       {Ld{"lda", "A", c.lda, c.transA ? c.m : c.k}, Ld{"ldb", "B", c.ldb, c.transB ? c.k : c.n},
-        Ld{"ldc", "C", c.ldc, c.n}, Ld{"ldd", "D", c.ldd, c.n}})
+  bool views = !target.hasWgmma();
+  const Ld lds[] = {{"lda", "A", c.lda, c.transA ? c.m : c.k, c.ab, views},
+                    {"ldb", "B", c.ldb, c.transB ? c.k : c.n, c.ab, views},
+                    {"ldc", "C", c.ldc, c.n, c.out, c.hasC},
+                    {"ldd", "D", c.ldd, c.n, c.out, true}};
+  bool ld = false;
+  for (const Ld &l : lds) {
     if (l.ld < 0 || (l.ld > 0 && l.ld < l.row))
       return error(llvm::Twine(l.name) + " = " + llvm::Twine(l.ld) + " is " +
                    (l.ld < 0 ? "negative" : "shorter than a row of " + llvm::Twine(l.what)) + " (" +
                    llvm::Twine(l.row) + " elements; 0: packed rows)");
+    int bytes = dtypeBytes(l.type);
+    if (l.shares && l.ld != 0 && l.ld != l.row) {
+      if ((l.ld * bytes) % 16 != 0)
+        return error(llvm::Twine(l.name) + " = " + llvm::Twine(l.ld) + ": rows of " +
+                     llvm::Twine(l.what) + " that are not packed must lie a multiple of 16 " +
+                     "bytes apart (a multiple of " + llvm::Twine(16 / bytes) + " elements)");
+      ld = true;
+    }
+  }
+  if (ld)
+    for (const Ld &l : lds)
+      if (l.shares && (l.ld == 0 || l.ld == l.row) && (l.row * dtypeBytes(l.type)) % 16 != 0)
+        return error(llvm::Twine(l.what) + "'s rows are packed (" + llvm::Twine(l.row) +
+                     " elements) beside another operand's leading dimension: then its rows " +
+                     "too must lie a multiple of 16 bytes apart (give " + llvm::Twine(l.name) +
+                     " a multiple of " + llvm::Twine(16 / dtypeBytes(l.type)) + ")");
   Params p;
   p.ab = c.ab;
   p.out = c.out;
@@ -95,38 +119,7 @@ llvm::Expected<KernelSpec> specOf(const Call &c, const Target &target) {
   p.n = c.n;
   p.k = c.k;
   p.target = target;
-  // A leading dimension other than the row length makes the kernel take
-  // row strides, which must be multiples of 16 bytes.
-  auto strided = [](int64_t ld, int64_t cols) { return ld != 0 && ld != cols; };
-  std::vector<Ld> strides = {{"ldd", "D", c.ldd, c.n}};
-  if (c.hasC)
-    strides.push_back({"ldc", "C", c.ldc, c.n});
-  if (!target.hasWgmma()) {
-    strides.push_back({"lda", "A", c.lda, c.transA ? c.m : c.k});
-    strides.push_back({"ldb", "B", c.ldb, c.transB ? c.k : c.n});
-  }
-  auto bytesOf = [&](const Ld &l) {
-    return dtypeBytes(l.what[0] == 'A' || l.what[0] == 'B' ? c.ab : c.out);
-  };
-  for (const Ld &l : strides) {
-    if (!strided(l.ld, l.row))
-      continue;
-    int bytes = bytesOf(l);
-    if ((l.ld * bytes) % 16 != 0)
-      return error(llvm::Twine(l.name) + " = " + llvm::Twine(l.ld) + ": rows of " +
-                   llvm::Twine(l.what) + " that are not packed must lie a multiple of 16 bytes " +
-                   "apart (a multiple of " + llvm::Twine(16 / bytes) + " elements)");
-    p.ld = true;
-  }
-  // The kernel then takes every one of these with row strides, packed ones
-  // too: their rows must be 16 bytes apart as well.
-  if (p.ld)
-    for (const Ld &l : strides)
-      if (!strided(l.ld, l.row) && (l.row * bytesOf(l)) % 16 != 0)
-        return error(llvm::Twine(l.what) + "'s rows are packed (" + llvm::Twine(l.row) +
-                     " elements) beside another operand's leading dimension: then its rows " +
-                     "too must lie a multiple of 16 bytes apart (give " + llvm::Twine(l.name) +
-                     " a multiple of " + llvm::Twine(16 / bytesOf(l)) + ")");
+  p.ld = ld;
   // C in place of D is read and written with one stride.
   if (c.hasC && c.c == c.d && c.d != 0 && (c.ldc ? c.ldc : c.n) != (c.ldd ? c.ldd : c.n))
     return error("C is D but ldc = " + llvm::Twine(c.ldc) + " and ldd = " + llvm::Twine(c.ldd) +

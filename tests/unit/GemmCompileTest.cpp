@@ -40,7 +40,9 @@ gemm::Params params(const char *layout, DType ab, DType out, bool hasC, int64_t 
   return p;
 }
 
-void expectClean(const KernelSpec &spec, const TileConfig &config) {
+/// Builds `spec` with `config` and checks ptxas's report and the PTX;
+/// `kept`, if given, receives the kernel for further checks.
+void expectClean(const KernelSpec &spec, const TileConfig &config, CompiledKernel *kept = nullptr) {
   SCOPED_TRACE(spec.canonical() + " [" + config.canonical() + "]");
   auto k = compileKernel(spec, config);
   ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
@@ -84,6 +86,8 @@ void expectClean(const KernelSpec &spec, const TileConfig &config) {
   } else {
     EXPECT_EQ(k->ptx.find("cp.async.bulk.tensor.2d.global.shared::cta"), std::string::npos);
   }
+  if (kept)
+    *kept = std::move(*k);
 }
 
 TEST(GemmCompile, EveryLayoutAndTypeBuildsWithoutSpills) {
@@ -319,9 +323,10 @@ TEST(GemmCompile, ClustersOfTwoShareB) {
     auto cfg = TileConfig::parse("bk=64 bm=128 bn=256 cluster=2 consumers=2 group=8 stages=4 "
                                  "tmastore=1");
     ASSERT_TRUE(bool(cfg));
-    expectClean(spec, *cfg);
-    auto k = compileKernel(spec, *cfg);
-    ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+    CompiledKernel kept;
+    expectClean(spec, *cfg, &kept);
+    ASSERT_EQ(kept.entries.size(), 1u);
+    auto *k = &kept;
     EXPECT_EQ(k->entries.front().clusterBlocks(), 2);
     EXPECT_NE(k->ptx.find(".multicast::cluster"), std::string::npos);
     EXPECT_NE(k->ptx.find("mapa.shared::cluster.u32"), std::string::npos);
@@ -354,9 +359,10 @@ TEST(GemmCompile, LeadingDimensionsOfCAndDBuildWithoutSpills) {
       for (bool hasC : {false, true}) {
         gemm::Params p = params(layout, DType::BF16, out, hasC);
         p.ld = true;
-        expectClean(p.spec(), {});
-        auto k = compileKernel(p.spec(), {});
-        ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+        CompiledKernel kept;
+        expectClean(p.spec(), {}, &kept);
+        ASSERT_EQ(kept.entries.size(), 1u);
+        auto *k = &kept;
         const EntryInfo &e = k->entries.front();
         EXPECT_EQ(e.params[2].staticStrides, (std::vector<int64_t>{-1}));
         EXPECT_EQ(e.params[2].bytes(), 32u);
@@ -483,7 +489,8 @@ size_t count(const std::string &text, const std::string &what) {
   return n;
 }
 
-void expectCleanSm80(const gemm::Params &p, const TileConfig &config) {
+void expectCleanSm80(const gemm::Params &p, const TileConfig &config,
+                     CompiledKernel *kept = nullptr) {
   KernelSpec spec = p.spec();
   SCOPED_TRACE(spec.canonical() + " [" + config.canonical() + "]");
   auto k = compileKernel(spec, config);
@@ -522,6 +529,8 @@ void expectCleanSm80(const gemm::Params &p, const TileConfig &config) {
   ASSERT_EQ(e.params.size(), 4u + (p.hasC ? 2u : 0u) + (p.hasBias ? 1u : 0u));
   EXPECT_EQ(e.params[0].kind, ParamInfo::View);
   EXPECT_EQ(e.params[1].kind, ParamInfo::View);
+  if (kept)
+    *kept = std::move(*k);
 }
 
 TEST(GemmCompileSm80, EveryLayoutAndTypeBuildsWithoutSpills) {
@@ -625,11 +634,11 @@ TEST(GemmCompileSm80, LeadingDimensionsBuild) {
     for (bool hasC : {false, true}) {
       gemm::Params p = params(layout, DType::BF16, DType::F32, hasC, 255, 63, "sm_80");
       p.ld = true;
-      expectCleanSm80(p, {});
-      auto k = compileKernel(p.spec(), {});
-      ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+      CompiledKernel kept;
+      expectCleanSm80(p, {}, &kept);
+      ASSERT_EQ(kept.entries.size(), 1u);
       for (size_t i = 0; i < (hasC ? 4u : 3u); ++i)
-        EXPECT_EQ(k->entries.front().params[i].staticStrides, (std::vector<int64_t>{-1})) << i;
+        EXPECT_EQ(kept.entries.front().params[i].staticStrides, (std::vector<int64_t>{-1})) << i;
     }
 }
 
