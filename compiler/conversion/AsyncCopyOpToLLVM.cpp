@@ -272,6 +272,51 @@ struct StoreRingOpLowering : ConvertOpToLLVMPattern<StoreRingOp> {
   }
 };
 
+/// tile.load_ring: each thread reads the elements it holds of one row of a
+/// stage, each run of consecutive columns (the layout's contiguity, aligned
+/// to its size, so never across a 16-byte chunk of the swizzle) as one
+/// vector load from shared memory.
+struct LoadRingOpLowering : ConvertOpToLLVMPattern<LoadRingOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+
+  LogicalResult matchAndRewrite(LoadRingOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    RankedTensorType tile = op.getResult().getType();
+    RingType ring = op.getRing().getType();
+    auto layout = cast<LayoutAttrInterface>(tile.getEncoding());
+    Type elem = getTypeConverter()->convertType(ring.getElementType());
+    int64_t n = getElemsPerThread(tile), bytes = ring.getElementBytes();
+    int64_t run = std::max<int64_t>(1, std::min<int64_t>(layout.getContiguity(), 16 / bytes));
+    Value col0 = e.apply(layout.getThreadBase(), e.threadId())[0];
+    Value stage = ringStage(e, ring, adaptor.getRing(), adaptor.getStage());
+    SmallVector<Value> elems;
+    for (int64_t i = 0; i < n;) {
+      int64_t at = layout.getElemOffset(tile.getShape(), i)[0];
+      // The run: elements i, i + 1, ... at consecutive columns.
+      int64_t len = 1;
+      while (len < run && i + len < n && at % run == 0 &&
+             layout.getElemOffset(tile.getShape(), i + len)[0] == at + len)
+        ++len;
+      if (len != run)
+        len = 1;
+      Value where =
+          e.offset(stage, ringElementOffset(e, ring, adaptor.getRow(), e.add(col0, e.i64(at))));
+      if (len == 1) {
+        elems.push_back(LLVM::LoadOp::create(rw, e.loc, elem, where, /*alignment=*/bytes));
+      } else {
+        auto vec = VectorType::get({len}, elem);
+        Value v = LLVM::LoadOp::create(rw, e.loc, vec, where, /*alignment=*/len * bytes);
+        for (int64_t j = 0; j < len; ++j)
+          elems.push_back(e.extract(v, j));
+      }
+      i += len;
+    }
+    rw.replaceOp(op, e.pack(getTypeConverter()->convertType(tile), elems));
+    return success();
+  }
+};
+
 struct AsyncCommitOpLowering : ConvertOpToLLVMPattern<AsyncCommitOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult matchAndRewrite(AsyncCommitOp op, OpAdaptor,
@@ -316,7 +361,7 @@ void populateAsyncCopyOpToLLVMPatterns(TileTypeConverter &converter, LoweringSta
                                        RewritePatternSet &patterns) {
   patterns.add<AsyncCopyOpLowering>(converter, state);
   patterns.add<AsyncCommitOpLowering, AsyncWaitOpLowering, BlockBarrierOpLowering,
-               WarpgroupIdOpLowering, StoreRingOpLowering>(converter);
+               WarpgroupIdOpLowering, StoreRingOpLowering, LoadRingOpLowering>(converter);
 }
 
 } // namespace tilejit

@@ -7,8 +7,11 @@
 // vector of some of the source's elements), and the math
 // functions whose LLVM intrinsics NVPTX does not serve as CUDA does:
 // math.rsqrt is rsqrt.approx (CUDA's rsqrtf; LLVM's lowering would divide by
-// a square root), math.exp and math.exp2 are ex2.approx (NVPTX has no libcall
-// for llvm.exp), math.log2 is lg2.approx.
+// a square root), math.exp and math.exp2 are ex2.approx.ftz (NVPTX has no
+// libcall for llvm.exp; results below 2^-126 flush to zero, as CUDA's exp2f
+// under --use_fast_math: without ftz ptxas wraps every MUFU.EX2 in a range
+// check, a halving and a squaring, three instructions more for each of
+// attention's probabilities), math.log2 is lg2.approx.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/conversion/TileToLLVM.h"
@@ -177,9 +180,9 @@ void populateElementwiseOpToLLVMPatterns(TileTypeConverter &converter,
       .add<SplatOpLowering, SliceOpLowering, BroadcastOpLowering, IotaOpLowering, ExtFOpLowering>(
           converter);
   patterns.add<NvvmMathLowering<math::RsqrtOp>>(converter, "llvm.nvvm.rsqrt.approx.f", 1.0f);
-  patterns.add<NvvmMathLowering<math::ExpOp>>(converter, "llvm.nvvm.ex2.approx.f32",
+  patterns.add<NvvmMathLowering<math::ExpOp>>(converter, "llvm.nvvm.ex2.approx.ftz.f32",
                                               float(M_LOG2E));
-  patterns.add<NvvmMathLowering<math::Exp2Op>>(converter, "llvm.nvvm.ex2.approx.f32", 1.0f);
+  patterns.add<NvvmMathLowering<math::Exp2Op>>(converter, "llvm.nvvm.ex2.approx.ftz.f32", 1.0f);
   patterns.add<NvvmMathLowering<math::Log2Op>>(converter, "llvm.nvvm.lg2.approx.f", 1.0f);
 }
 

@@ -1,6 +1,7 @@
 //===- TileOps.cpp - operations of the tile dialect --------------------------===//
 #include "dialects/Tile/TileDialect.h"
 
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/FunctionImplementation.h"
 
@@ -603,6 +604,27 @@ LogicalResult StoreRingOp::verify() {
   if (!v.getElementType().isF32() && v.getDimSize(1) % 16 != 0)
     return emitOpError() << "stores 16 x 16 blocks: " << v.getDimSize(1)
                          << " columns are not a multiple of 16";
+  return success();
+}
+
+LogicalResult LoadRingOp::verify() {
+  if (failed(verifyInKernel(*this)))
+    return failure();
+  RankedTensorType t = getResult().getType();
+  RingType ring = getRing().getType();
+  if (t.getRank() != 1)
+    return emitOpError() << "reads one row into a rank-1 tile, got " << t;
+  if (t.getElementType() != ring.getElementType())
+    return emitOpError() << "the tile is " << t.getElementType() << " and the ring "
+                         << ring.getElementType();
+  if (t.getDimSize(0) > ring.getCols())
+    return emitOpError() << "a tile of " << t.getDimSize(0)
+                         << " elements is longer than the ring's " << ring.getCols() << " columns";
+  APInt row;
+  if (matchPattern(getRow(), m_ConstantInt(&row)) &&
+      (row.getSExtValue() < 0 || row.getSExtValue() >= ring.getRows()))
+    return emitOpError() << "row " << row.getSExtValue() << " is outside the ring's "
+                         << ring.getRows() << " rows";
   return success();
 }
 

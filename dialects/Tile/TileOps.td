@@ -712,6 +712,34 @@ def Tile_StoreRingOp : Tile_Op<"store_ring"> {
   let hasVerifier = 1;
 }
 
+def Tile_LoadRingOp : Tile_Op<"load_ring"> {
+  let summary = "Reads one row of a ring stage into registers";
+  let description = [{
+    Reads columns `[0, N)` of row `row` of stage `stage` of `ring` (as a TMA
+    copy placed them: panels, 128-byte swizzle) into a rank-1 tile of `N`
+    elements of the ring's type, in any layout (each thread reads the
+    elements it holds; a `#tile.slice` of `#tile.wgmma`'s columns gives every
+    column of an accumulator its value). For values a producer copies in
+    beside a product's operands, as attention's backward pass does with the
+    log-sum-exp and D of a tile of queries: read where they are used, from
+    shared memory, instead of from global memory ahead of the wait.
+
+    The reads keep their place in program order; the stage must be whole
+    (its barrier waited for) before them.
+
+    ```mlir
+    %lse = tile.load_ring %r[%s, %c0]
+        : !tile.ring<stages = 2, rows = 8, cols = 64, f32> -> tensor<64xf32, #tile.slice<dim = 0, parent = #tile.wgmma>>
+    ```
+  }];
+  let arguments = (ins Tile_RingType:$ring, Index:$stage, Index:$row);
+  let results = (outs Tile_Tile:$result);
+  let assemblyFormat = [{
+    $ring `[` $stage `,` $row `]` attr-dict `:` type($ring) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tile_TmaStoreOp : Tile_Op<"tma_store"> {
   let summary = "Copies a ring stage to global memory with TMA";
   let description = [{

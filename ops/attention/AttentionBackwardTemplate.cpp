@@ -93,13 +93,13 @@ struct Shape {
   int64_t dqSmem(int64_t d, int64_t e) const {
     return (2 * bm() + 2 * stages * bn) * d * e + 8 * (4 * stages + 2) + 3 * 1024;
   }
-  /// Of the dK/dV kernel: K and V tiles, the Q and dO rings; fused, the
-  /// two stages of dS^T and their barriers, and each consumer's f32 part of
-  /// dQ on its way out.
+  /// Of the dK/dV kernel: K and V tiles, the Q and dO rings, the LSE and
+  /// D rings (8 f32 rows each); fused, the two stages of dS^T and their
+  /// barriers, and each consumer's f32 part of dQ on its way out.
   int64_t dkvSmem(int64_t d, int64_t e) const {
     int64_t ds = fused ? 2 * bm() * kvBm * e + 8 * 2 + consumers * kvBm * dqCols(d) * 4 : 0;
-    return (2 * bm() + 2 * stages * kvBm) * d * e + ds + 8 * (3 * stages + 2) +
-           (fused ? 4 : 3) * 1024;
+    return (2 * bm() + 2 * stages * kvBm) * d * e + 2 * stages * 8 * kvBm * 4 + ds +
+           8 * (4 * stages + 2) + (fused ? 4 : 3) * 1024;
   }
 };
 
@@ -115,7 +115,7 @@ public:
     static const ConfigKeyDecl keys[] = {
         {"consumers", 1, 2, false, "consumer warpgroups, 64 query rows (dQ) or keys (dK, dV) each"},
         {"bn", 16, 128, false, "keys per step of the dQ kernel"},
-        {"kv_bm", 16, 128, false, "query rows per step of the dK/dV kernel"},
+        {"kv_bm", 32, 128, false, "query rows per step of the dK/dV kernel (a multiple of 32)"},
         {"stages", 1, 4, false, "stages of the rings"},
         {"overlap", 0, 1, true,
          "start both products of a step before its exponentials, and the two gradient "
@@ -167,7 +167,7 @@ public:
     TileConfig c = programs < 128 ? make(1, 128, 32, 2, 1) : make(2, 128, 64, 2, 1);
     if (llvm::Error err = checkConfig(ks, c)) {
       llvm::consumeError(std::move(err));
-      return make(2, 32, 16, 2);
+      return make(2, 32, 32, 2);
     }
     return c;
   }
@@ -184,9 +184,12 @@ public:
                          ": a warpgroup's dK and dV would need " + llvm::Twine(p.d) +
                          " registers a thread, more than it has beside the scores)");
     Shape s(cfg);
-    if (s.bn % 16 != 0 || s.kvBm % 16 != 0)
-      return configError("bn = " + llvm::Twine(s.bn) + " and kv_bm = " + llvm::Twine(s.kvBm) +
-                         " must be multiples of 16");
+    if (s.bn % 16 != 0)
+      return configError("bn = " + llvm::Twine(s.bn) + " must be a multiple of 16");
+    if (s.kvBm % 32 != 0)
+      return configError("kv_bm = " + llvm::Twine(s.kvBm) +
+                         " must be a multiple of 32 (the queries' LSE and D come into shared "
+                         "memory in 128-byte panels of f32)");
     if (kWorkspaceRows % s.bm() != 0 || kWorkspaceRows % s.kvBm != 0)
       return configError("consumers * 64 and kv_bm must divide " + llvm::Twine(kWorkspaceRows));
     // Registers of a consumer thread. dQ kernel: dQ (d / 2), S and dP
@@ -565,11 +568,21 @@ private:
       auto mapKV = tt::TensorMapType::get(&c, bn, 64, dt, 4);
       auto mapQ = tt::TensorMapType::get(&c, s.kvBm, 64, dt, 4);
       auto kType = rowsType(p.hkv, dt);
-      // K, V, Q, dO maps; workspace, dK, dV; scale * log2(e), scale, sq, sk;
-      // the partial sums and the head split; fused, the map of dQ's f32
-      // sums (as Q's, rows padded), whose boxes are a consumer's panels.
-      SmallVector<Type> args = {mapKV, mapKV, mapQ, mapQ, workspaceType(), kType, kType,
-                                f32,   f32,   idx,  idx,  partialsType(),  idx};
+      // The workspace's LSE and D of a step's queries come in with its Q
+      // and dO, each in a ring of its own (row 0 of a box of 8 rows: the
+      // rows below it are other heads' or past the end, zeros), and are
+      // read from shared memory where they are used: loaded from global
+      // memory before the wait for Q, they cost a quarter of a step (ncu:
+      // per-column bounds checks, two predicated loads into one register
+      // pair, 32 registers held across the products; bench/NOTES.md b5).
+      auto ringStat = tt::RingType::get(&c, s.stages, 8, s.kvBm, f32);
+      auto mapStat = tt::TensorMapType::get(&c, 8, 32, f32, 3);
+      // K, V, Q, dO maps; the workspace's map ([2, b * hq, rows]), dK, dV;
+      // scale * log2(e), scale, sq, sk; the partial sums and the head split;
+      // fused, the map of dQ's f32 sums (as Q's, rows padded), whose boxes
+      // are a consumer's panels.
+      SmallVector<Type> args = {mapKV, mapKV, mapQ, mapQ, mapStat,        kType, kType,
+                                f32,   f32,   idx,  idx,  partialsType(), idx};
       if (s.fused)
         args.push_back(tt::TensorMapType::get(&c, s.kvBm, 32, f32, 4));
       // Programs: ceil(sk / bn) * batch * hkv * split; dK's first size is
@@ -585,7 +598,7 @@ private:
       Block *entry = &kernel.getBody().front();
       Value kMap = entry->getArgument(0), vMap = entry->getArgument(1),
             qMap = entry->getArgument(2), doMap = entry->getArgument(3);
-      Value ws = entry->getArgument(4), dK = entry->getArgument(5), dV = entry->getArgument(6);
+      Value statMap = entry->getArgument(4), dK = entry->getArgument(5), dV = entry->getArgument(6);
       Value scaleLog2 = entry->getArgument(7), scale = entry->getArgument(8);
       Value sqV = entry->getArgument(9), skV = entry->getArgument(10);
       Value partials = entry->getArgument(11), split = entry->getArgument(12);
@@ -595,11 +608,14 @@ private:
       Value rv = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
       Value rq = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
       Value rdo = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
+      Value rlse = tt::AllocRingOp::create(b, loc, ringStat, nullptr);
+      Value rd = tt::AllocRingOp::create(b, loc, ringStat, nullptr);
       auto one = tt::BarriersType::get(&c, 1), bars = tt::BarriersType::get(&c, s.stages);
       Value kFull = tt::AllocBarriersOp::create(b, loc, one, 1, nullptr);
       Value vFull = tt::AllocBarriersOp::create(b, loc, one, 1, nullptr);
       Value qFull = tt::AllocBarriersOp::create(b, loc, bars, 1, nullptr);
       Value doFull = tt::AllocBarriersOp::create(b, loc, bars, 1, nullptr);
+      Value statFull = tt::AllocBarriersOp::create(b, loc, bars, 2, nullptr);
       Value empty = tt::AllocBarriersOp::create(b, loc, bars, s.consumers, nullptr);
       // Fused: each step's dS^T, every consumer's keys as rows, in one of two
       // stages; a stage is whole once every consumer arrived on its barrier.
@@ -659,6 +675,11 @@ private:
                                 stage);
           tt::TmaLoadOp::create(b, loc, doMap, m0, cst(0), ValueRange{head, seq}, rdo, stage,
                                 doFull, stage);
+          Value bhq = add(mul(seq, cst(p.hq)), head);
+          tt::TmaLoadOp::create(b, loc, statMap, bhq, m0, ValueRange{cst(0)}, rlse, stage, statFull,
+                                stage);
+          tt::TmaLoadOp::create(b, loc, statMap, bhq, m0, ValueRange{cst(1)}, rd, stage, statFull,
+                                stage);
           Value next = add(mi, cst(1));
           Value wrap = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, next, mEnd);
           return SmallVector<Value>{arith::SelectOp::create(b, loc, wrap, add(head, cst(1)), head),
@@ -688,16 +709,16 @@ private:
                         bool masked) -> SmallVector<Value> {
           auto [stage, round] = stageOf(carried[2]);
           Value m0 = mul(mi, cst(s.kvBm));
-          Value bhq = add(mul(seq, cst(p.hq)), head);
-          // The columns' LSE and D, read before the wait for Q.
-          Value lseCol = tt::LoadOp::create(b, loc, colType, ws, ValueRange{cst(0), bhq, m0},
-                                            nullptr, nullptr);
-          Value dCol = tt::LoadOp::create(b, loc, colType, ws, ValueRange{cst(1), bhq, m0}, nullptr,
-                                          nullptr);
           tt::BarrierWaitOp::create(b, loc, qFull, stage, round);
           Value st = tt::DotOp::create(b, loc, sType, rk, cst(0), myRows, rq, stage, cst(0), zeroS,
                                        false, false, s.overlap);
           Value dpt;
+          // The columns' LSE, read while the products run.
+          auto readLse = [&] {
+            tt::BarrierWaitOp::create(b, loc, statFull, stage, round);
+            return tt::LoadRingOp::create(b, loc, colType, rlse, stage, cst(0)).getResult();
+          };
+          Value lseCol;
           if (s.overlap) {
             // dP^T's product starts now and runs under P^T's exponentials,
             // overwriting its accumulator (zeros written beside S^T's
@@ -707,7 +728,10 @@ private:
             tt::BarrierWaitOp::create(b, loc, doFull, stage, round);
             dpt = tt::DotOp::create(b, loc, sType, rv, cst(0), myRows, rdo, stage, cst(0), zeroS,
                                     false, false, true, /*overwrite=*/!masked);
+            lseCol = readLse();
             st = tt::DotWaitOp::create(b, loc, ValueRange{st}, 1).getResult(0);
+          } else {
+            lseCol = readLse();
           }
           if (masked) {
             // Key (row) j is seen by query (column) i when j <= i.
@@ -735,6 +759,7 @@ private:
           Value p16 = arith::TruncFOp::create(b, loc, pType, pt);
           Value dv = tt::DotRegOp::create(b, loc, accType, p16, rdo, stage, cst(0), carried[1],
                                           true, s.overlap);
+          Value dCol = tt::LoadRingOp::create(b, loc, colType, rd, stage, cst(0));
           Value dst = arith::MulFOp::create(
               b, loc, pt,
               arith::SubFOp::create(b, loc, dpt, tt::BroadcastOp::create(b, loc, sType, dCol)));

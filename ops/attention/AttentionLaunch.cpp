@@ -268,6 +268,30 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
   }
   float scale = scaleOf(c);
   KernelArg ws = KernelArg::view(c.workspace, {2, c.b * c.hq, workspaceRows(c)});
+  // The dK/dV kernel reads the workspace through a tensor map: [rows, b *
+  // hq, 2] innermost first, boxes of the kernel's (8 x 32 f32, one deep).
+  CUtensorMap statMap = {};
+  {
+    const std::vector<int64_t> &box = dkv.params[4].staticSizes;
+    if (box.size() != 3)
+      return error("the kernel's tensor map of the workspace is not 3-D", op);
+    TensorMapDesc t;
+    t.dtype = DType::F32;
+    t.rank = 3;
+    t.address = c.workspace;
+    t.dims[0] = workspaceRows(c);
+    t.dims[1] = c.b * c.hq;
+    t.dims[2] = 2;
+    t.strideBytes[0] = workspaceRows(c) * 4;
+    t.strideBytes[1] = c.b * c.hq * workspaceRows(c) * 4;
+    t.box[0] = uint32_t(box[1]);
+    t.box[1] = uint32_t(box[0]);
+    t.swizzle = TensorMapDesc::B128;
+    auto m = encodeTensorMap(t);
+    if (!m)
+      return error("the workspace's tensor map: " + llvm::toString(m.takeError()), op);
+    statMap = *m;
+  }
   KernelArg scaleLog2 = KernelArg::f32(float(double(scale) * M_LOG2E));
   KernelArg dqSums = w.dqSums(c);
   // Fused: the dK/dV kernel adds its parts of dQ into the sums through a
@@ -315,7 +339,7 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
                         KernelArg::tensorMap(maps[5]),
                         KernelArg::tensorMap(maps[6]),
                         KernelArg::tensorMap(maps[7]),
-                        ws,
+                        KernelArg::tensorMap(statMap),
                         dK,
                         dV,
                         scaleLog2,

@@ -496,7 +496,7 @@ TEST_F(GpuAttention, BackwardTypesScalesAndConfigs) {
   runBackward({1, 300, 300, 2, 2, 64, false, Layout::BHSD, DType::F16});
   runBackward({1, 500, 500, 2, 2, 64, true, Layout::BSHD, DType::BF16, 1.0f});
   runBackward({1, 333, 333, 2, 1, 64, true, Layout::BSHD, DType::BF16, 0.0f,
-               "bn=32 consumers=1 kv_bm=16 stages=3"});
+               "bn=32 consumers=1 kv_bm=32 stages=3"});
   runBackward({1, 333, 333, 2, 2, 64, false, Layout::BSHD, DType::BF16, 0.0f,
                "bn=64 consumers=2 kv_bm=32 stages=1"});
   runBackward({1, 500, 500, 2, 2, 64, true, Layout::BHSD, DType::BF16, 0.0f,

@@ -144,7 +144,7 @@ TEST(AttentionCompile, BackwardBuildsWithoutSpillsForEveryHeadDimMaskLayoutAndTy
   expectClean(backward(64, false, Layout::BHSD, DType::F16), {});
   // The configs of the GPU tests, and the largest the register rule allows.
   for (const char *cfg :
-       {"bn=32 consumers=1 kv_bm=16 stages=3", "bn=64 consumers=2 kv_bm=32 stages=1",
+       {"bn=32 consumers=1 kv_bm=32 stages=3", "bn=64 consumers=2 kv_bm=32 stages=1",
         "bn=128 consumers=2 kv_bm=64 stages=2"})
     expectClean(backward(64, true), *TileConfig::parse(cfg));
   expectClean(backward(128, false), *TileConfig::parse("bn=64 consumers=1 kv_bm=32 stages=3"));
@@ -288,6 +288,11 @@ TEST(AttentionCompile, BackwardErrorsNameWhatWasWrong) {
             std::string::npos);
   err =
       t.checkConfig(backward(64, true), *TileConfig::parse("bn=64 consumers=2 kv_bm=48 stages=2"));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("kv_bm = 48 must be a multiple of 32"),
+            std::string::npos);
+  err =
+      t.checkConfig(backward(64, true), *TileConfig::parse("bn=64 consumers=2 kv_bm=96 stages=2"));
   ASSERT_TRUE(bool(err));
   EXPECT_NE(llvm::toString(std::move(err)).find("kv_bm must divide 128"), std::string::npos);
 

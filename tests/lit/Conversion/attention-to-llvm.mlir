@@ -5,9 +5,9 @@
 // The rows of a warpgroup tile reduce over the quad: lanes xor 1, then 2.
 // CHECK: nvvm.shfl.sync  bfly %{{.*}}, %{{.*}}, %[[ONE:.*]], %{{.*}} : f32 -> f32
 // CHECK: nvvm.shfl.sync  bfly
-// exp2 is ex2.approx; P V is wgmma with A in four 32-bit registers and the
+// exp2 is ex2.approx.ftz; P V is wgmma with A in four 32-bit registers and the
 // accumulator tied to the results.
-// CHECK: llvm.nvvm.ex2.approx.f32
+// CHECK: llvm.nvvm.ex2.approx.ftz.f32
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {$0, {{.*}}, $31}, {$32, $33, $34, $35}, $36, p, 1, 1, 1;
 // CHECK-SAME: "=f,{{.*}},=f,r,r,r,r,l,0,1,{{.*}},31"

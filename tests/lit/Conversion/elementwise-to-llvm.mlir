@@ -3,7 +3,7 @@
 // Tiles are vectors of the thread's elements: arith on tiles goes through
 // MLIR's own conversion as vector arithmetic; a splat is a shuffle of one
 // element; a broadcast of a row's value splats it, one of a row of columns
-// is the same vector; rsqrt is rsqrt.approx and exp is ex2.approx of x *
+// is the same vector; rsqrt is rsqrt.approx and exp is ex2.approx.ftz of x *
 // log2(e).
 
 // CHECK-LABEL: llvm.func @elementwise(
@@ -12,7 +12,7 @@
 // CHECK: llvm.fadd %{{.*}}, %{{.*}} : vector<8xf32>
 // CHECK: llvm.call_intrinsic "llvm.nvvm.rsqrt.approx.f"
 // CHECK: llvm.mlir.constant(1.44269502 : f32)
-// CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
+// CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
 // CHECK: llvm.extractelement
 // CHECK: llvm.shufflevector
 #L = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 32>

@@ -1220,3 +1220,45 @@ tile.kernel @arrive_no_cluster() attributes {block_threads = 256 : i64, grid = a
   }
   tile.return
 }
+
+// -----
+// A row of a ring stage into registers
+
+tile.kernel @load_ring_rank(%d: memref<?x128xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 8, cols = 64, f32>
+  // expected-error @+1 {{'tile.load_ring' op reads one row into a rank-1 tile, got 'tensor<64x64xf32, #tile.wgmma>'}}
+  %t = tile.load_ring %r[%c0, %c0] : !tile.ring<stages = 2, rows = 8, cols = 64, f32> -> tensor<64x64xf32, #tile.wgmma>
+  tile.return
+}
+
+// -----
+
+tile.kernel @load_ring_type(%d: memref<?x128xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 8, cols = 64, bf16>
+  // expected-error @+1 {{'tile.load_ring' op the tile is 'f32' and the ring 'bf16'}}
+  %t = tile.load_ring %r[%c0, %c0] : !tile.ring<stages = 2, rows = 8, cols = 64, bf16> -> tensor<64xf32, #tile.slice<dim = 0, parent = #tile.wgmma>>
+  tile.return
+}
+
+// -----
+
+tile.kernel @load_ring_length(%d: memref<?x128xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 8, cols = 32, f32>
+  // expected-error @+1 {{'tile.load_ring' op a tile of 64 elements is longer than the ring's 32 columns}}
+  %t = tile.load_ring %r[%c0, %c0] : !tile.ring<stages = 2, rows = 8, cols = 32, f32> -> tensor<64xf32, #tile.slice<dim = 0, parent = #tile.wgmma>>
+  tile.return
+}
+
+// -----
+
+tile.kernel @load_ring_row(%d: memref<?x128xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %c8 = arith.constant 8 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 8, cols = 64, f32>
+  // expected-error @+1 {{'tile.load_ring' op row 8 is outside the ring's 8 rows}}
+  %t = tile.load_ring %r[%c0, %c8] : !tile.ring<stages = 2, rows = 8, cols = 64, f32> -> tensor<64xf32, #tile.slice<dim = 0, parent = #tile.wgmma>>
+  tile.return
+}
