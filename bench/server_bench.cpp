@@ -4,12 +4,16 @@
 // fresh directory) on 127.0.0.1, or uses one already running (--server),
 // has it compile a handful of RMSNorm kernels (real cubins; no GPU needed),
 // then hammers it from many client threads, each with a connection of its
-// own, through the generated stub: Lookup hits, then GetKernel hits, for
+// own and --inflight calls under way on it at any time (the generated async
+// stub and a completion queue; 1: one call after the other): Lookup hits
+// (the client holding the kernel's cubin, as a client that asks whether its
+// kernel is still the best one does: the answer names it without its
+// bytes), Lookup hits that carry the cubin, then GetKernel hits, for
 // --seconds each after a one-second warm-up. Reports calls per second, p50,
 // p99 and the largest latency, and errors (any call that is not an OK hit
 // is one), and writes OUT.json and OUT.md.
 //
-//   server_bench [--threads 8] [--seconds 30] [--server HOST:PORT]
+//   server_bench [--threads 8] [--inflight 1] [--seconds 30] [--server HOST:PORT]
 //                [--out bench/results/server_throughput]
 //
 //===----------------------------------------------------------------------===//
@@ -23,6 +27,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,7 +52,7 @@ namespace {
 }
 
 struct Args {
-  int threads = 8;
+  int threads = 8, inflight = 1;
   double seconds = 30;
   std::string server, out = "bench/results/server_throughput";
 };
@@ -65,6 +70,11 @@ Args parse(int argc, char **argv) {
       if (*end || n < 1 || n > 1024)
         die("--threads " + v + ": a number in [1, 1024]");
       a.threads = int(n);
+    } else if (flag == "--inflight") {
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (*end || n < 1 || n > 256)
+        die("--inflight " + v + ": a number in [1, 256]");
+      a.inflight = int(n);
     } else if (flag == "--seconds") {
       double s = std::strtod(v.c_str(), &end);
       if (*end || !(s > 0) || s > 3600)
@@ -75,7 +85,7 @@ Args parse(int argc, char **argv) {
     } else if (flag == "--out") {
       a.out = v;
     } else {
-      die("unknown flag " + flag + " (--threads, --seconds, --server, --out)");
+      die("unknown flag " + flag + " (--threads, --inflight, --seconds, --server, --out)");
     }
   }
   return a;
@@ -123,11 +133,20 @@ double cpuSeconds() {
          1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
-/// `threads` threads call `call(stub, spec)` (true: an OK hit) for
-/// `seconds` after a second of warm-up; latencies of the timed part only.
-template <typename Call>
-Phase run(const std::string &name, const std::string &address, int threads, double seconds,
-          const std::vector<std::string> &specList, Call call) {
+std::unique_ptr<grpc::ClientContext> context() {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  return ctx;
+}
+
+/// `threads` threads, each keeping `inflight` calls under way on its own
+/// connection for `seconds` after a second of warm-up: `start(stub, ctx,
+/// spec, cq)` begins one call (an async reader of Resp), `check(status,
+/// resp, spec, why)` says whether it was an OK hit. Latencies of the timed part
+/// only.
+template <typename Resp, typename Start, typename Check>
+Phase run(const std::string &name, const std::string &address, int threads, int inflight,
+          double seconds, const std::vector<std::string> &specList, Start start, Check check) {
   std::vector<std::vector<double>> latencies{size_t(threads)};
   std::vector<uint64_t> errors(size_t(threads), 0);
   std::vector<std::string> firstError{size_t(threads)};
@@ -135,26 +154,58 @@ Phase run(const std::string &name, const std::string &address, int threads, doub
   auto warmEnd = Clock::now() + std::chrono::seconds(1);
   auto end =
       warmEnd + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  struct Slot {
+    std::unique_ptr<grpc::ClientContext> ctx;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<Resp>> reader;
+    Resp resp;
+    grpc::Status status;
+    Clock::time_point t0;
+    const std::string *spec = nullptr;
+  };
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
       auto stub = stubFor(address, t);
+      grpc::CompletionQueue cq;
+      std::vector<Slot> slots(static_cast<size_t>(inflight));
       auto &mine = latencies[size_t(t)];
       mine.reserve(1 << 20);
+      uint64_t next = uint64_t(t);
+      auto begin = [&](Slot &slot) {
+        // The reader lives in the call's memory, which its context owns:
+        // gone before the context it came from.
+        slot.reader.reset();
+        slot.ctx = context();
+        slot.resp.Clear();
+        slot.t0 = Clock::now();
+        slot.spec = &specList[next++ % specList.size()];
+        slot.reader = start(*stub, slot.ctx.get(), *slot.spec, &cq);
+        slot.reader->Finish(&slot.resp, &slot.status, &slot);
+      };
       while (!go.load())
         std::this_thread::yield();
-      for (uint64_t i = uint64_t(t);; ++i) {
-        auto t0 = Clock::now();
-        if (t0 >= end)
-          break;
-        std::string why;
-        bool ok = call(*stub, specList[i % specList.size()], why);
+      for (Slot &slot : slots)
+        begin(slot);
+      size_t pending = slots.size();
+      void *tag = nullptr;
+      bool ok = false;
+      while (pending > 0 && cq.Next(&tag, &ok)) {
+        Slot &slot = *static_cast<Slot *>(tag);
         auto t1 = Clock::now();
-        if (t0 < warmEnd)
-          continue;
-        mine.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-        if (!ok && errors[size_t(t)]++ == 0)
-          firstError[size_t(t)] = why;
+        std::string why;
+        bool hit = ok && check(slot.status, slot.resp, *slot.spec, why);
+        if (slot.t0 >= warmEnd && t1 < end) {
+          mine.push_back(std::chrono::duration<double, std::milli>(t1 - slot.t0).count());
+          if (!hit && errors[size_t(t)]++ == 0)
+            firstError[size_t(t)] = ok ? why : "the completion queue failed the call";
+        }
+        if (t1 < end)
+          begin(slot);
+        else
+          --pending;
+      }
+      cq.Shutdown();
+      while (cq.Next(&tag, &ok)) {
       }
     });
   go = true;
@@ -185,12 +236,6 @@ Phase run(const std::string &name, const std::string &address, int threads, doub
     p.maxMs = all.back();
   }
   return p;
-}
-
-std::unique_ptr<grpc::ClientContext> context() {
-  auto ctx = std::make_unique<grpc::ClientContext>();
-  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  return ctx;
 }
 
 } // namespace
@@ -229,6 +274,7 @@ int main(int argc, char **argv) {
   std::vector<std::string> specList = specs();
   auto stub = stubFor(address, -1);
   size_t cubinBytes = 0;
+  std::map<std::string, std::string> sha256s; // of each spec's cubin, as a client holding it knows
   for (const std::string &spec : specList) {
     v1::KernelRequest req;
     req.set_spec(spec);
@@ -239,39 +285,58 @@ int main(int argc, char **argv) {
     if (!s.ok())
       die("GetKernel " + spec + ": " + s.error_message());
     cubinBytes += resp.kernel().cubin().size();
+    sha256s[spec] = resp.kernel().sha256();
   }
   std::printf("server %s%s, %zu kernels stored (cubins of %zu bytes on average); %d threads, "
-              "%.0f s a phase\n",
+              "%d calls in flight each, %.0f s a phase\n",
               address.c_str(), server ? " (in this process)" : "", specList.size(),
-              cubinBytes / specList.size(), a.threads, a.seconds);
+              cubinBytes / specList.size(), a.threads, a.inflight, a.seconds);
 
   auto request = [](const std::string &spec) {
     v1::KernelRequest req;
     req.set_spec(spec);
     return req;
   };
-  Phase lookup = run("Lookup", address, a.threads, a.seconds, specList,
-                     [&](v1::TileJit::Stub &st, const std::string &spec, std::string &why) {
-                       v1::LookupResponse resp;
-                       grpc::Status s = st.Lookup(context().get(), request(spec), &resp);
-                       if (!s.ok())
-                         why = s.error_message();
-                       else if (!resp.found() || resp.kernel().cubin().empty())
-                         why = "not found: " + spec;
-                       return s.ok() && resp.found() && !resp.kernel().cubin().empty();
-                     });
-  Phase get = run("GetKernel", address, a.threads, a.seconds, specList,
-                  [&](v1::TileJit::Stub &st, const std::string &spec, std::string &why) {
-                    v1::GetKernelResponse resp;
-                    grpc::Status s = st.GetKernel(context().get(), request(spec), &resp);
-                    bool hit = s.ok() && resp.source() == v1::GetKernelResponse::SOURCE_STORE &&
-                               !resp.kernel().cubin().empty();
-                    if (!s.ok())
-                      why = s.error_message();
-                    else if (!hit)
-                      why = "not a store hit: " + spec;
-                    return hit;
-                  });
+  auto lookupHit = [](const grpc::Status &s, const v1::LookupResponse &resp, bool held,
+                      const std::string &spec, std::string &why) {
+    bool hit = s.ok() && resp.found() &&
+               (held ? resp.cubin_omitted() && resp.kernel().cubin().empty()
+                     : !resp.cubin_omitted() && !resp.kernel().cubin().empty());
+    if (!s.ok())
+      why = s.error_message();
+    else if (!hit)
+      why =
+          std::string(held ? "not a hit without the cubin: " : "not a hit with the cubin: ") + spec;
+    return hit;
+  };
+  std::vector<Phase> phases;
+  for (bool held : {true, false})
+    phases.push_back(run<v1::LookupResponse>(
+        held ? "Lookup hits (cubin held)" : "Lookup hits (cubin sent)", address, a.threads,
+        a.inflight, a.seconds, specList,
+        [&, held](v1::TileJit::Stub &st, grpc::ClientContext *ctx, const std::string &spec,
+                  grpc::CompletionQueue *cq) {
+          v1::KernelRequest req = request(spec);
+          if (held)
+            req.set_have_sha256(sha256s.at(spec));
+          return st.AsyncLookup(ctx, req, cq);
+        },
+        [&, held](const grpc::Status &s, const v1::LookupResponse &resp, const std::string &spec,
+                  std::string &why) { return lookupHit(s, resp, held, spec, why); }));
+  phases.push_back(run<v1::GetKernelResponse>(
+      "GetKernel hits", address, a.threads, a.inflight, a.seconds, specList,
+      [&](v1::TileJit::Stub &st, grpc::ClientContext *ctx, const std::string &spec,
+          grpc::CompletionQueue *cq) { return st.AsyncGetKernel(ctx, request(spec), cq); },
+      [](const grpc::Status &s, const v1::GetKernelResponse &resp, const std::string &spec,
+         std::string &why) {
+        bool hit = s.ok() && resp.source() == v1::GetKernelResponse::SOURCE_STORE &&
+                   !resp.kernel().cubin().empty();
+        if (!s.ok())
+          why = s.error_message();
+        else if (!hit)
+          why = "not a store hit: " + spec;
+        return hit;
+      }));
 
   char date[32];
   std::time_t now = std::time(nullptr);
@@ -286,13 +351,16 @@ int main(int argc, char **argv) {
       {"server", server ? "in this process (Server::start, as tilejit serve), 127.0.0.1"
                         : "external " + address},
       {"threads", a.threads},
+      {"inflight_per_thread", a.inflight},
       {"seconds_per_phase", a.seconds},
       {"kernels", specList.size()},
       {"cubin_bytes_mean", cubinBytes / specList.size()},
       {"phases", nlohmann::json::array()}};
   std::string md = "| call | calls/s | p50 ms | p99 ms | max ms | CPU us/call | calls | errors |\n"
                    "| --- | --- | --- | --- | --- | --- | --- | --- |\n";
-  for (const Phase &p : {lookup, get}) {
+  bool anyErrors = false;
+  for (const Phase &p : phases) {
+    anyErrors = anyErrors || p.errors;
     j["phases"].push_back({{"call", p.name},
                            {"calls", p.calls},
                            {"errors", p.errors},
@@ -303,7 +371,7 @@ int main(int argc, char **argv) {
                            {"cpu_us_per_call", p.cpuUsPerCall},
                            {"first_error", p.firstError}});
     char row[256];
-    std::snprintf(row, sizeof row, "| %s hits | %.0f | %.3f | %.3f | %.1f | %.0f | %llu | %llu |\n",
+    std::snprintf(row, sizeof row, "| %s | %.0f | %.3f | %.3f | %.1f | %.0f | %llu | %llu |\n",
                   p.name.c_str(), p.perSecond, p.p50Ms, p.p99Ms, p.maxMs, p.cpuUsPerCall,
                   (unsigned long long)p.calls, (unsigned long long)p.errors);
     md += row;
@@ -315,7 +383,8 @@ int main(int argc, char **argv) {
   std::ofstream(a.out + ".json") << j.dump(2) << "\n";
   std::ofstream(a.out + ".md") << "Server throughput, " << date << ", " << host << " ("
                                << std::thread::hardware_concurrency() << " cores), " << a.threads
-                               << " client threads, " << a.seconds << " s a phase, "
+                               << " client threads with " << a.inflight << " calls in flight each, "
+                               << a.seconds << " s a phase, "
                                << (server ? "server in the same process" : "server " + address)
                                << ", load average " << loadBefore << " before and " << loadAverage()
                                << " after:\n\n"
@@ -326,5 +395,5 @@ int main(int argc, char **argv) {
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
   }
-  return lookup.errors || get.errors ? 1 : 0;
+  return anyErrors ? 1 : 0;
 }

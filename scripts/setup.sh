@@ -19,7 +19,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git python3
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   zlib1g-dev libzstd-dev
-  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
   libsqlite3-dev libssl-dev openssl
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libcpp-httplib-dev

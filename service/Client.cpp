@@ -200,8 +200,9 @@ llvm::Error statusError(const std::string &address, const grpc::Status &s) {
              s.error_message());
 }
 
-llvm::Expected<RemoteKernel> remoteOf(const v1::Kernel &k, bool tuned, std::string source) {
-  auto binary = wire::binaryFrom(k);
+llvm::Expected<RemoteKernel> remoteOf(const v1::Kernel &k, bool tuned, std::string source,
+                                      bool withCode = true) {
+  auto binary = wire::binaryFrom(k, withCode);
   if (!binary)
     return binary.takeError();
   RemoteKernel r;
@@ -209,6 +210,7 @@ llvm::Expected<RemoteKernel> remoteOf(const v1::Kernel &k, bool tuned, std::stri
   r.sha256 = k.sha256();
   r.tuned = tuned;
   r.source = std::move(source);
+  r.codeOmitted = !withCode;
   return r;
 }
 
@@ -236,9 +238,12 @@ llvm::Expected<RemoteKernel> Client::getKernel(const KernelSpec &spec, const Til
   return remoteOf(resp.kernel(), resp.tuned(), sourceName(resp.source()));
 }
 
-llvm::Expected<std::optional<RemoteKernel>>
-Client::lookup(const KernelSpec &spec, const TileConfig &config, Backend backend) {
+llvm::Expected<std::optional<RemoteKernel>> Client::lookup(const KernelSpec &spec,
+                                                           const TileConfig &config,
+                                                           Backend backend,
+                                                           const std::string &haveSha256) {
   v1::KernelRequest req = requestOf(spec, config, backend);
+  req.set_have_sha256(haveSha256);
   v1::LookupResponse resp;
   grpc::Status s = withRetries(options_, *channel_, [&](grpc::ClientContext &ctx) {
     resp.Clear();
@@ -248,7 +253,11 @@ Client::lookup(const KernelSpec &spec, const TileConfig &config, Backend backend
     return statusError(options_.address, s);
   if (!resp.found())
     return std::nullopt;
-  auto r = remoteOf(resp.kernel(), resp.tuned(), "store");
+  if (resp.cubin_omitted() && (haveSha256.empty() || resp.kernel().sha256() != haveSha256))
+    return err("server " + options_.address + " left out the cubin of kernel " +
+               resp.kernel().key() + " (SHA-256 " + resp.kernel().sha256() +
+               "), which is not the one this client holds");
+  auto r = remoteOf(resp.kernel(), resp.tuned(), "store", !resp.cubin_omitted());
   if (!r)
     return r.takeError();
   return std::optional<RemoteKernel>(std::move(*r));

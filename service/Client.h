@@ -69,6 +69,9 @@ struct RemoteKernel {
   std::string sha256;
   bool tuned = false; ///< the config is a published winner
   std::string source; ///< "store", "compiled" or "shared" (the server's side)
+  /// Lookup with the SHA-256 of a cubin the caller holds: this is that
+  /// kernel, sent without its cubin and entry points (binary has neither).
+  bool codeOmitted = false;
 };
 
 /// The server's answer to a request for a tuning lease.
@@ -156,9 +159,14 @@ public:
   /// asks for the best the server knows.
   llvm::Expected<RemoteKernel> getKernel(const KernelSpec &spec, const TileConfig &config = {},
                                          Backend backend = Backend::Nvptx);
-  /// Lookup: the server's store only; nullopt on a miss.
-  llvm::Expected<std::optional<RemoteKernel>>
-  lookup(const KernelSpec &spec, const TileConfig &config = {}, Backend backend = Backend::Nvptx);
+  /// Lookup: the server's store only; nullopt on a miss. With `haveSha256`
+  /// (the SHA-256 of a cubin the caller holds), a hit on that very kernel
+  /// comes without its bytes (RemoteKernel::codeOmitted): whether the
+  /// caller's kernel is still the best one costs a small answer.
+  llvm::Expected<std::optional<RemoteKernel>> lookup(const KernelSpec &spec,
+                                                     const TileConfig &config = {},
+                                                     Backend backend = Backend::Nvptx,
+                                                     const std::string &haveSha256 = {});
 
   /// AcquireTuningLease, with the token: the right to tune the key of
   /// `spec` for `ttl`, or a renewal of lease `leaseId`.

@@ -108,16 +108,23 @@ v1::Backend backendTo(Backend b) {
   return b == Backend::Cuda ? v1::BACKEND_CUDA : v1::BACKEND_NVPTX;
 }
 
-void kernelTo(const StoredKernel &k, Backend backend, v1::Kernel &out) {
+std::string sha256Of(const StoredKernel &k) {
+  return k.sha256.empty() ? sha256Hex(std::string_view(k.cubin.data(), k.cubin.size())) : k.sha256;
+}
+
+bool isSha256Hex(const std::string &s) { return isHex64(s); }
+
+void kernelTo(const StoredKernel &k, Backend backend, v1::Kernel &out, bool withCode) {
   out.set_spec(k.spec);
   out.set_config(k.config);
   out.set_key(k.key);
   out.set_backend(backendTo(backend));
-  out.set_cubin(k.cubin.data(), k.cubin.size());
-  out.set_entries_json(k.launch);
+  if (withCode) {
+    out.set_cubin(k.cubin.data(), k.cubin.size());
+    out.set_entries_json(k.launch);
+  }
   out.set_workspace_bytes(k.workspaceBytes);
-  out.set_sha256(k.sha256.empty() ? sha256Hex(std::string_view(k.cubin.data(), k.cubin.size()))
-                                  : k.sha256);
+  out.set_sha256(sha256Of(k));
 }
 
 StoredKernel storedFrom(const KernelBinary &k, const std::string &ptx,
@@ -160,7 +167,7 @@ grpc::Status kernelFrom(const v1::Kernel &k, const std::string &field, StoredKer
   return grpc::Status::OK;
 }
 
-llvm::Expected<KernelBinary> binaryFrom(const v1::Kernel &k) {
+llvm::Expected<KernelBinary> binaryFrom(const v1::Kernel &k, bool withCode) {
   auto fail = [](const std::string &msg) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "kernel from the server: " + msg);
@@ -172,17 +179,24 @@ llvm::Expected<KernelBinary> binaryFrom(const v1::Kernel &k) {
   auto config = TileConfig::parse(k.config());
   if (!config)
     return fail("config: " + llvm::toString(config.takeError()));
-  if (sha256Hex(k.cubin()) != k.sha256())
-    return fail("the cubin's SHA-256 does not match " + k.sha256());
-  auto entries = entriesFromJson(k.entries_json());
-  if (!entries)
-    return fail("entries_json: " + llvm::toString(entries.takeError()));
+  if (!withCode) {
+    if (!isHex64(k.sha256()))
+      return fail("sha256 is not 64 lower-case hex digits");
+    if (!k.cubin().empty() || !k.entries_json().empty())
+      return fail("a kernel sent without its code carries a cubin or entry points");
+  } else {
+    if (sha256Hex(k.cubin()) != k.sha256())
+      return fail("the cubin's SHA-256 does not match " + k.sha256());
+    auto entries = entriesFromJson(k.entries_json());
+    if (!entries)
+      return fail("entries_json: " + llvm::toString(entries.takeError()));
+    b.entries = std::move(*entries);
+  }
   b.spec = *spec;
   b.config = *config;
   b.key = k.key();
   b.backend = k.backend() == v1::BACKEND_CUDA ? "cuda" : "nvptx";
   b.cubin.assign(k.cubin().begin(), k.cubin().end());
-  b.entries = std::move(*entries);
   b.workspaceBytes = k.workspace_bytes();
   return b;
 }

@@ -40,16 +40,23 @@ grpc::Status configFrom(const std::string &text, const std::string &field, TileC
 grpc::Status backendFrom(v1::Backend b, const std::string &field, Backend &out);
 v1::Backend backendTo(Backend b);
 
-/// A stored kernel as the wire's Kernel.
-void kernelTo(const StoredKernel &k, Backend backend, v1::Kernel &out);
+/// A stored kernel as the wire's Kernel; without `withCode`, its identity
+/// alone (no cubin, no entry points).
+void kernelTo(const StoredKernel &k, Backend backend, v1::Kernel &out, bool withCode = true);
+/// The SHA-256 of a stored kernel's cubin, lower-case hex.
+std::string sha256Of(const StoredKernel &k);
+/// 64 lower-case hex digits.
+bool isSha256Hex(const std::string &s);
 /// A compiled kernel as the store's record (key and toolchain as given).
 StoredKernel storedFrom(const KernelBinary &k, const std::string &ptx,
                         const std::string &toolchain);
 /// A kernel a client sent: its entries parse, its SHA-256 matches its cubin,
 /// its key is 64 hex digits.
 grpc::Status kernelFrom(const v1::Kernel &k, const std::string &field, StoredKernel &out);
-/// A kernel the server sent, as a loader's binary (the client side).
-llvm::Expected<KernelBinary> binaryFrom(const v1::Kernel &k);
+/// A kernel the server sent, as a loader's binary (the client side);
+/// without `withCode`, one sent without its cubin and entry points (their
+/// SHA-256 alone).
+llvm::Expected<KernelBinary> binaryFrom(const v1::Kernel &k, bool withCode = true);
 
 grpc::Status timingFrom(const v1::Timing &t, const std::string &field, Timing &out);
 void timingTo(const Timing &t, v1::Timing &out);

@@ -11,7 +11,8 @@
 // async_wait -> cp.async.commit_group / wait_group; tile.block_barrier ->
 // bar.sync 0; tile.warpgroup_id -> tid.x / 128; tile.store_ring ->
 // stmatrix (16-bit) or 8-byte stores (f32) at the swizzled places, a proxy
-// fence, the warpgroup's barrier.
+// fence, the warpgroup's barrier; tile.load_ring -> each thread's runs of
+// a stage row's columns as vector loads from the swizzled places.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/conversion/TileToLLVM.h"

@@ -620,6 +620,22 @@ LogicalResult LoadRingOp::verify() {
   if (t.getDimSize(0) > ring.getCols())
     return emitOpError() << "a tile of " << t.getDimSize(0)
                          << " elements is longer than the ring's " << ring.getCols() << " columns";
+  // The reads are not masked: every element a thread holds must be one of
+  // the tile's columns (a #tile.blocked parent may pad a row to its
+  // threads' reach, past the stage).
+  auto layout = cast<LayoutAttrInterface>(t.getEncoding());
+  int64_t reach = 0;
+  for (int64_t i = 0, n = getElemsPerThread(t); i < n; ++i)
+    reach = std::max(reach, layout.getElemOffset(t.getShape(), i)[0]);
+  AffineMap base = layout.getThreadBase();
+  int64_t farthest = 0;
+  for (int64_t th = 0; th < layout.getNumThreads(); ++th)
+    farthest = std::max(farthest, base.compose(ArrayRef<int64_t>{th})[0]);
+  if (farthest + reach >= t.getDimSize(0))
+    return emitOpError() << "the layout places elements up to column " << farthest + reach
+                         << " of a " << t.getDimSize(0)
+                         << "-element tile: a row is read without masks, so every element "
+                            "must be one of its columns";
   APInt row;
   if (matchPattern(getRow(), m_ConstantInt(&row)) &&
       (row.getSExtValue() < 0 || row.getSExtValue() >= ring.getRows()))

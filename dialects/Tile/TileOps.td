@@ -623,9 +623,11 @@ def Tile_BarrierArriveOp : Tile_Op<"barrier_arrive"> {
     then).
 
     With `cluster` (in a kernel with `cluster_size`), it arrives once on
-    barrier `index` of every block of the cluster, its own included (a
-    release at cluster scope): a stage that multicast copies fill in every
-    block is free only once every block's consumers are done with it.
+    barrier `index` of every block of the cluster, its own included (with
+    `mbarrier.arrive`'s default release at CTA scope, which orders the
+    tensor cores' completed reads of the stage before it): a stage that
+    multicast copies fill in every block is free only once every block's
+    consumers are done with it.
   }];
   let arguments = (ins Tile_BarriersType:$barriers, Index:$index, UnitAttr:$cluster);
   let assemblyFormat = "$barriers `[` $index `]` attr-dict `:` type($barriers)";

@@ -34,8 +34,9 @@
 // order.
 //
 // Fused (config `fused`, not a default nor tuned: not bitwise repeatable;
-// at head dim 128 4 to 9 % faster than the two kernels from 8192 keys
-// causal or 4 x 2048 not, 3 % slower at 4096 causal, with spills): a
+// at head dim 128 3 % faster than the two kernels at 16384 keys causal and
+// 4 x 2048 not, 12 % slower at 4096 causal, with spills; bench/NOTES.md
+// b5): a
 // first kernel writes the workspace's LSE and D and zeroes f32 sums of dQ;
 // the dK/dV kernel stores each step's dS^T into a ring (tile.store_ring),
 // and once every consumer's is in, computes its columns of dS K and adds
@@ -201,8 +202,8 @@ public:
     // accumulator), so it adds none. The limits are the largest that built
     // without spills for d = 128 (bn = 128: 224; kv_bm = 64: 240 with two
     // consumers and two stages; one stage spilled 44 bytes, one consumer 20
-    // bytes, causal). Fused at d = 128 with two consumers spills 28 to 112
-    // bytes (it is not a default; bench/NOTES.md b4).
+    // bytes, causal). Fused at d = 128 with two consumers spills 8 to 48
+    // bytes (it is not a default; bench/NOTES.md b4, b5).
     int64_t dqRegs = p.d / 2 + s.bn + s.bn / 4;
     int64_t dkvRegs = p.d + s.kvBm + 3 * s.kvBm / 4;
     // (Fused builds no dQ kernel: bn is not used.)

@@ -203,7 +203,8 @@ public:
     };
     // Groups of tile columns for the first tile shapes, right after the
     // first ring depth (run 3 of bench/NOTES.md g6 moved single shapes by
-    // up to 13 % either way); clusters of two last (0.59 x on the H200, g7).
+    // up to 13 % either way); clusters of two last (0.98 x the default on
+    // the H200 over 32 shapes, 0.83 to 1.06: g8).
     // Not one program per tile: its grid cannot leave multiprocessors free,
     // so a tuned winner could not honour a caller's margin.
     const int64_t(*first[])[5] = {&tiles[0], &tiles[1], &tiles[3]};

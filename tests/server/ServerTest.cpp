@@ -595,6 +595,20 @@ TEST(Server, MalformedRequestsAreAnsweredAndNameTheField) {
          return lookupOf(f, r);
        },
        C::INVALID_ARGUMENT, "backend: unknown back end 7"},
+      {"have_sha256 not hex",
+       [](Fixture &f) {
+         v1::KernelRequest r = request(kSpec);
+         r.set_have_sha256(std::string(64, 'G'));
+         return lookupOf(f, r);
+       },
+       C::INVALID_ARGUMENT, "have_sha256: not 64 lower-case hex digits"},
+      {"have_sha256 short",
+       [](Fixture &f) {
+         v1::KernelRequest r = request(kSpec);
+         r.set_have_sha256("abc");
+         return lookupOf(f, r);
+       },
+       C::INVALID_ARGUMENT, "have_sha256: not 64 lower-case hex digits"},
       {"lease without holder", leaseOf(leaseRequest(kSpec, "", 1000)), C::INVALID_ARGUMENT,
        "holder: empty"},
       {"lease ttl zero", leaseOf(leaseRequest(kSpec, "t", 0)), C::INVALID_ARGUMENT,
@@ -1027,6 +1041,51 @@ std::string listing(Fixture &f) {
 std::string errorText(llvm::Error e) { return e ? llvm::toString(std::move(e)) : ""; }
 
 } // namespace
+
+TEST(Server, LookupLeavesOutTheCubinTheCallerHolds) {
+  Fixture f;
+  ASSERT_TRUE(f.server);
+  KernelSpec spec = specOf(kSpec);
+  v1::GetKernelResponse got;
+  ASSERT_TRUE(f.getKernel(request(kSpec), got).ok());
+  // The caller's hash is the stored kernel's: its identity without bytes.
+  v1::KernelRequest held = request(kSpec);
+  held.set_have_sha256(got.kernel().sha256());
+  v1::LookupResponse small;
+  ASSERT_TRUE(f.lookup(held, small).ok());
+  ASSERT_TRUE(small.found());
+  EXPECT_TRUE(small.cubin_omitted());
+  EXPECT_TRUE(small.kernel().cubin().empty());
+  EXPECT_TRUE(small.kernel().entries_json().empty());
+  EXPECT_EQ(small.kernel().sha256(), got.kernel().sha256());
+  EXPECT_EQ(small.kernel().key(), got.kernel().key());
+  EXPECT_EQ(small.kernel().config(), got.kernel().config());
+  // Another hash: the whole kernel.
+  held.set_have_sha256(std::string(64, '0'));
+  v1::LookupResponse full;
+  ASSERT_TRUE(f.lookup(held, full).ok());
+  EXPECT_FALSE(full.cubin_omitted());
+  EXPECT_EQ(full.kernel().cubin(), got.kernel().cubin());
+
+  // Through the client: the held kernel comes back marked, with no code;
+  // once a winner is published, the same question gets the winner whole.
+  Client c = clientOf(f);
+  auto same = c.lookup(spec, {}, Backend::Nvptx, got.kernel().sha256());
+  ASSERT_TRUE(bool(same)) << llvm::toString(same.takeError());
+  ASSERT_TRUE(same->has_value());
+  EXPECT_TRUE((*same)->codeOmitted);
+  EXPECT_TRUE((*same)->binary.cubin.empty());
+  EXPECT_EQ((*same)->binary.key, got.kernel().key());
+  TileConfig winner = *TileConfig::parse(otherConfig(spec));
+  publishWinner(f, winner);
+  auto changed = c.lookup(spec, {}, Backend::Nvptx, got.kernel().sha256());
+  ASSERT_TRUE(bool(changed)) << llvm::toString(changed.takeError());
+  ASSERT_TRUE(changed->has_value());
+  EXPECT_FALSE((*changed)->codeOmitted);
+  EXPECT_EQ((*changed)->binary.config, winner);
+  EXPECT_FALSE((*changed)->binary.cubin.empty());
+  EXPECT_NE((*changed)->sha256, got.kernel().sha256());
+}
 
 /// `a`'s store, exported through the RPC after `winner` is published there.
 llvm::Expected<std::string> exportWithWinner(Fixture &a, const TileConfig &winner) {

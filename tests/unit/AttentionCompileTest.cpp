@@ -224,8 +224,8 @@ TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
     EXPECT_NE(llvm::toString(std::move(err)).find(what), std::string::npos) << cfg;
   }
   // Not the default, not in the tuning space: its dQ is not bitwise
-  // repeatable (and at d = 128 only 4 to 9 % faster than the two kernels
-  // on long sequences, 3 % slower at 4096 causal, with spills).
+  // repeatable (and at d = 128 at most 3 % faster than the two kernels,
+  // 12 % slower at 4096 causal, with spills).
   for (int64_t d : {64, 128}) {
     TileConfig def = t.defaultConfig(backward(d, true));
     EXPECT_FALSE(def.has("fused") && def.get("fused"));

@@ -12,9 +12,10 @@
 // Each read: a thread holds 16 of the 64 columns (8 j + 2 (lane % 4) + {0,
 // 1}), in 8 pairs, each one 8-byte shared load at its place in the
 // 128-byte swizzle (the 16-byte chunk XOR the row).
-// CHECK: %[[CHUNK:.*]] = llvm.xor %{{.*}}, %{{.*}} : i64
+// CHECK: llvm.xor %{{.*}}, %{{.*}} : i64
 // CHECK: llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<3> -> vector<2xf32>
 
 // Three reads, 8 loads each, and no other load from shared memory.
+// LOADS-NOT: llvm.load %{{.*}} : !llvm.ptr<3>
 // LOADS-COUNT-24: llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<3> -> vector<2xf32>
 // LOADS-NOT: llvm.load %{{.*}} : !llvm.ptr<3>

@@ -4,7 +4,8 @@
 // (one 128-row box of the ring's 256 rows) into both blocks' stage with a
 // multicast mask of 0b11, and announces the whole stage's bytes on its own
 // barrier. A consumer releases a stage in both blocks (mapa to each rank,
-// then a release at cluster scope). The barriers are initialized in every
+// then an arrive with the default semantics: no cluster-scope release,
+// which costs a GPU-wide memory barrier). The barriers are initialized in every
 // block before any block goes on (a cluster barrier, not the block's).
 
 // CHECK-LABEL: llvm.func @shared_b(
@@ -40,7 +41,7 @@
 // CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %[[CLUSTERDST]], %arg1, %{{.*}}, box[%[[COL]], %[[ROW]]] multicast_mask = %[[MASK]] : !llvm.ptr<7>
 // CHECK-NOT: nvvm.cp.async.bulk.tensor
 // CHECK: mapa.shared::cluster.u32 remote, $0, 0;
-// CHECK-SAME: mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];
+// CHECK-SAME: mbarrier.arrive.shared::cluster.b64 _, [remote];
 // CHECK-SAME: mapa.shared::cluster.u32 remote, $0, 1;
 // CHECK: nvvm.cluster.arrive
 // CHECK: nvvm.cluster.wait

@@ -1262,3 +1262,13 @@ tile.kernel @load_ring_row(%d: memref<?x128xf32>) attributes {block_threads = 12
   %t = tile.load_ring %r[%c0, %c8] : !tile.ring<stages = 2, rows = 8, cols = 64, f32> -> tensor<64xf32, #tile.slice<dim = 0, parent = #tile.wgmma>>
   tile.return
 }
+
+// -----
+
+tile.kernel @load_ring_padded(%d: memref<?x128xf32>) attributes {block_threads = 32 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 8, cols = 64, f32>
+  // expected-error @+1 {{'tile.load_ring' op the layout places elements up to column 127 of a 64-element tile: a row is read without masks, so every element must be one of its columns}}
+  %t = tile.load_ring %r[%c0, %c0] : !tile.ring<stages = 2, rows = 8, cols = 64, f32> -> tensor<64xf32, #tile.slice<dim = 0, parent = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 32>>>
+  tile.return
+}
