@@ -570,26 +570,36 @@ llvm::Expected<RemoteKernel> fetchBest(const KernelSpec &spec, Backend backend, 
 
 llvm::Expected<KernelBinary> fetchOrCompile(const KernelSpec &spec, const TileConfig &config,
                                             Backend backend, Store *local, Client *remote,
-                                            KernelSource *source, std::string *remoteError) {
+                                            KernelSource *source, std::string *remoteError,
+                                            std::string *storeError) {
   std::string key = kernelKey(spec, config, backend);
   if (local) {
     std::string problem;
-    auto stored = local->getKernel(key, &problem);
-    if (!stored)
-      return stored.takeError();
+    std::optional<StoredKernel> found;
+    if (auto stored = local->getKernel(key, &problem)) {
+      found = std::move(*stored);
+    } else {
+      // The kernel is still to be had: from the server, else compiled.
+      std::string why = "the kernel store " + local->path() + " could not be read (" +
+                        llvm::toString(stored.takeError()) + ")";
+      if (storeError)
+        *storeError = why;
+      else
+        std::fprintf(stderr, "tilejit: %s; going on without it\n", why.c_str());
+    }
     if (!problem.empty())
       std::fprintf(stderr, "tilejit: %s; fetching it again\n", problem.c_str());
-    if (*stored) {
-      auto entries = entriesFromJson((*stored)->launch);
+    if (found) {
+      auto entries = entriesFromJson(found->launch);
       if (entries) {
         KernelBinary b;
         b.spec = spec;
         b.config = config;
         b.key = key;
         b.backend = backendName(backend);
-        b.cubin = std::move((*stored)->cubin);
+        b.cubin = std::move(found->cubin);
         b.entries = std::move(*entries);
-        b.workspaceBytes = (*stored)->workspaceBytes;
+        b.workspaceBytes = found->workspaceBytes;
         if (source)
           *source = KernelSource::Store;
         return b;

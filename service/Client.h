@@ -233,10 +233,13 @@ enum class KernelSource { Store, Server, Compiled };
 /// `remote` (may be null) within its deadline, else compiled here. What came
 /// from the server or was compiled is recorded in `local`. A server that
 /// failed is not an error: `remoteError` (if non-null) gets why, and the
-/// kernel is compiled.
+/// kernel is compiled. Nor is a local store that cannot be read (locked
+/// past its timeout, damaged, gone): `storeError` (if non-null, else
+/// stderr) gets why, and the kernel comes from the server or is compiled.
 llvm::Expected<KernelBinary> fetchOrCompile(const KernelSpec &spec, const TileConfig &config,
                                             Backend backend, Store *local, Client *remote,
                                             KernelSource *source = nullptr,
-                                            std::string *remoteError = nullptr);
+                                            std::string *remoteError = nullptr,
+                                            std::string *storeError = nullptr);
 
 } // namespace tilejit

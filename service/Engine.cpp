@@ -86,6 +86,15 @@ void Engine::serverProblem(const std::string &why) {
                why.c_str());
 }
 
+void Engine::storeProblem(const std::string &why) {
+  std::unique_lock lock(mu_);
+  storeProblem_ = why;
+  if (std::exchange(storeProblemSaid_, true))
+    return;
+  std::fprintf(stderr, "tilejit: %s; going on without it (explain shows later problems)\n",
+               why.c_str());
+}
+
 Engine::~Engine() { llvm::consumeError(waitForBackground()); }
 
 llvm::Error Engine::waitForBackground() {
@@ -225,10 +234,12 @@ llvm::Expected<TileConfig> Engine::chooseConfig(const KernelSpec &spec, bool &tu
   if (auto it = winners_.find(key); it != winners_.end())
     return it->second; // tuned in this process, for another row count of the bucket
   if (store_) {
+    // A store that cannot be read costs its winner, not the launch.
     auto w = store_->winner(key);
     if (!w)
-      return w.takeError();
-    if (*w) {
+      storeProblem("the kernel store " + store_->path() + " could not be read (" +
+                   llvm::toString(w.takeError()) + ")");
+    else if (*w) {
       // A winner the template no longer accepts (its rules changed since it
       // was stored) is passed over.
       auto cfg = TileConfig::parse((*w)->config);
@@ -333,8 +344,9 @@ llvm::Expected<std::string> Engine::explain(const KernelSpec &spec) {
   if (store_) {
     auto w = store_->winner(key);
     if (!w)
-      return w.takeError();
-    if (*w)
+      out += "store    " + store_->path() + " could not be read (" + llvm::toString(w.takeError()) +
+             "): launches go on without it\n";
+    else if (*w)
       return out + "next     " + (*w)->config + " (the store's winner, " + store_->path() + ")\n";
   }
   std::string def = getTemplate(spec).defaultConfig(spec).canonical();
@@ -382,10 +394,13 @@ llvm::Expected<std::shared_ptr<LoadedKernel>> Engine::obtain(const KernelSpec &s
       return std::move(*fetched);
     }
     KernelSource from = KernelSource::Compiled;
-    std::string why;
-    auto b = fetchOrCompile(spec, config, Backend::Nvptx, store_.get(), client_.get(), &from, &why);
+    std::string why, storeWhy;
+    auto b = fetchOrCompile(spec, config, Backend::Nvptx, store_.get(), client_.get(), &from, &why,
+                            &storeWhy);
     if (!why.empty())
       serverProblem(why);
+    if (!storeWhy.empty())
+      storeProblem(storeWhy);
     if (b && from == KernelSource::Store && source == "compiled")
       source = "store";
     else if (b && from == KernelSource::Server && source == "compiled")

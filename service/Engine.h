@@ -120,6 +120,9 @@ private:
                                           std::optional<KernelBinary> &fetched);
   /// A server that could not answer: said once on stderr, kept for explain.
   void serverProblem(const std::string &why);
+  /// A store that could not be read: said once on stderr, kept for explain;
+  /// the kernel is had without it.
+  void storeProblem(const std::string &why);
 
   EngineOptions options_;
   Target target_;
@@ -145,6 +148,9 @@ private:
   /// The server's last failure (under mu_), and whether one was said.
   std::string serverProblem_;
   bool serverProblemSaid_ = false;
+  /// The store's last read failure (under mu_), and whether one was said.
+  std::string storeProblem_;
+  bool storeProblemSaid_ = false;
   /// Winners tuned in this process, by tune key (a row bucket); under missMu_.
   std::unordered_map<std::string, TileConfig> winners_;
   /// Row buckets tuned or being tuned in the background; under missMu_.

@@ -18,6 +18,7 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
+#include <sqlite3.h>
 
 #include "autotune/Tuner.h"
 #include "compiler/templates/Template.h"
@@ -986,6 +987,35 @@ TEST(Client, ServerAndLocalProcessShareOneStoreFile) {
   EXPECT_EQ(source, KernelSource::Store);
   EXPECT_EQ(std::string(there->cubin.begin(), there->cubin.end()), got.kernel().cubin());
   EXPECT_EQ(f.stats().compiles(), 1u);
+}
+
+TEST(Client, AStoreThatCannotBeReadCostsNoKernel) {
+  tilejit::testing::TempDir dir;
+  auto local = Store::open(dir.file("t.db"));
+  ASSERT_TRUE(bool(local)) << llvm::toString(local.takeError());
+  KernelSpec spec = specOf("rmsnorm_fwd rows=8 cols=2048");
+  TileConfig config = getTemplate(spec).defaultConfig(spec);
+  KernelSource source;
+  auto first = fetchOrCompile(spec, config, Backend::Nvptx, local->get(), nullptr, &source);
+  ASSERT_TRUE(bool(first)) << llvm::toString(first.takeError());
+  // Another process breaks the file under the open store: its kernel table
+  // is gone, so every read of it fails.
+  sqlite3 *other = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.file("t.db").c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "DROP TABLE kernels", nullptr, nullptr, nullptr), SQLITE_OK)
+      << sqlite3_errmsg(other);
+  sqlite3_close(other);
+  std::string remoteWhy, storeWhy;
+  auto again = fetchOrCompile(spec, config, Backend::Nvptx, local->get(), nullptr, &source,
+                              &remoteWhy, &storeWhy);
+  ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
+  EXPECT_EQ(source, KernelSource::Compiled);
+  EXPECT_EQ(again->key, first->key);
+  EXPECT_FALSE(again->cubin.empty());
+  EXPECT_NE(storeWhy.find("the kernel store " + dir.file("t.db") + " could not be read"),
+            std::string::npos)
+      << storeWhy;
+  EXPECT_TRUE(remoteWhy.empty());
 }
 
 namespace {
