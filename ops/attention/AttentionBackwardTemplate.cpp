@@ -196,14 +196,16 @@ public:
     // Registers of a consumer thread. dQ kernel: dQ (d / 2), S and dP
     // (bn / 2 each), P or dS in 16 bits (bn / 4). dK/dV kernel: dK and dV
     // (d / 2 each), S^T and dP^T (kv_bm / 2 each), P^T in 16 bits and the
-    // columns' LSE and D (kv_bm / 4 each); fused, dQ's part (kv_bm rows of
-    // its d / consumers columns: at most kv_bm / 2) takes the scores'
-    // registers once they are dead (its product overwrites its
-    // accumulator), so it adds none. The limits are the largest that built
-    // without spills for d = 128 (bn = 128: 224; kv_bm = 64: 240 with two
-    // consumers and two stages; one stage spilled 44 bytes, one consumer 20
-    // bytes, causal). Fused at d = 128 with two consumers spills 8 to 48
-    // bytes (it is not a default; bench/NOTES.md b4, b5).
+    // columns' LSE and D (kv_bm / 4 each: read from shared memory where
+    // they are used, so held only briefly; the count leaves that room);
+    // fused, dQ's part (kv_bm rows of its d / consumers columns: at most
+    // kv_bm / 2) takes the scores' registers once they are dead (its
+    // product overwrites its accumulator), so it adds none. The limits are
+    // the largest that built without spills for d = 128 (bn = 128: 224;
+    // kv_bm = 64: 240 with two consumers and two stages; one stage spilled
+    // 44 bytes, one consumer 20 bytes, causal). Fused at d = 128 with two
+    // consumers spills 8 to 48 bytes (it is not a default; bench/NOTES.md
+    // b4, b5).
     int64_t dqRegs = p.d / 2 + s.bn + s.bn / 4;
     int64_t dkvRegs = p.d + s.kvBm + 3 * s.kvBm / 4;
     // (Fused builds no dQ kernel: bn is not used.)
