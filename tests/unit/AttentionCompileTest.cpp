@@ -66,6 +66,16 @@ void expectClean(const KernelSpec &spec, const TileConfig &config) {
   EXPECT_NE(k->ptx.find("}, {%r"), std::string::npos) << "no wgmma with A from registers";
   EXPECT_NE(k->ptx.find("cp.async.bulk.tensor.4d"), std::string::npos);
   EXPECT_NE(k->ptx.find("ex2.approx"), std::string::npos);
+  if (bwd) {
+    // The dK/dV kernel takes each step's LSE and D through a rank-3 f32
+    // tensor map of the workspace ([rows, b * hq, 2]), boxes of 8 rows of
+    // 32, which the launch encodes from these sizes.
+    const ParamInfo &stat = k->entries[1].params[4];
+    EXPECT_EQ(stat.kind, ParamInfo::TensorMap);
+    EXPECT_EQ(stat.elem, DType::F32);
+    EXPECT_EQ(stat.staticSizes, (std::vector<int64_t>{8, 32, 1}));
+    EXPECT_NE(k->ptx.find("cp.async.bulk.tensor.3d"), std::string::npos);
+  }
   if (fused) {
     // dS^T into shared memory for dQ's product; dQ's parts added into the
     // sums by TMA from shared memory.
