@@ -77,23 +77,20 @@ llvm::Expected<std::unique_ptr<Engine>> Engine::create(EngineOptions options) {
   return e;
 }
 
-void Engine::serverProblem(const std::string &why) {
+void Engine::sayProblem(Problem &p, const std::string &why, const char *without) {
   std::unique_lock lock(mu_);
-  serverProblem_ = why;
-  if (std::exchange(serverProblemSaid_, true))
+  p.last = why;
+  if (std::exchange(p.said, true))
     return;
-  std::fprintf(stderr, "tilejit: %s; going on without the server (explain shows later problems)\n",
-               why.c_str());
+  std::fprintf(stderr, "tilejit: %s; going on without %s (explain shows later problems)\n",
+               why.c_str(), without);
 }
 
-void Engine::storeProblem(const std::string &why) {
-  std::unique_lock lock(mu_);
-  storeProblem_ = why;
-  if (std::exchange(storeProblemSaid_, true))
-    return;
-  std::fprintf(stderr, "tilejit: %s; going on without it (explain shows later problems)\n",
-               why.c_str());
+void Engine::serverProblem(const std::string &why) {
+  sayProblem(serverProblem_, why, "the server");
 }
+
+void Engine::storeProblem(const std::string &why) { sayProblem(storeProblem_, why, "it"); }
 
 Engine::~Engine() { llvm::consumeError(waitForBackground()); }
 
@@ -354,7 +351,7 @@ llvm::Expected<std::string> Engine::explain(const KernelSpec &spec) {
     std::string problem;
     {
       std::shared_lock lock(mu_);
-      problem = serverProblem_;
+      problem = serverProblem_.last;
     }
     bool tunes = !options_.deterministic && options_.policy != TunePolicy::Off;
     return out + "next     the server " + client_->options().address +

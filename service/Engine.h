@@ -120,9 +120,17 @@ private:
                                           std::optional<KernelBinary> &fetched);
   /// A server that could not answer: said once on stderr, kept for explain.
   void serverProblem(const std::string &why);
-  /// A store that could not be read: said once on stderr, kept for explain;
-  /// the kernel is had without it.
+  /// A store that could not be read: said once on stderr; the kernel is had
+  /// without it (explain reads the store again and says whether it can).
   void storeProblem(const std::string &why);
+  /// The last failure of something the engine goes on without (under mu_),
+  /// and whether one was said.
+  struct Problem {
+    std::string last;
+    bool said = false;
+  };
+  /// Keeps `why` in `p` and says it on stderr the first time.
+  void sayProblem(Problem &p, const std::string &why, const char *without);
 
   EngineOptions options_;
   Target target_;
@@ -145,12 +153,8 @@ private:
   /// Kernels replaced by a background winner: callers may still hold them.
   std::vector<std::shared_ptr<LoadedKernel>> retired_;
   std::string lastSource_;
-  /// The server's last failure (under mu_), and whether one was said.
-  std::string serverProblem_;
-  bool serverProblemSaid_ = false;
-  /// The store's last read failure (under mu_), and whether one was said.
-  std::string storeProblem_;
-  bool storeProblemSaid_ = false;
+  /// The server's and the store's last failures.
+  Problem serverProblem_, storeProblem_;
   /// Winners tuned in this process, by tune key (a row bucket); under missMu_.
   std::unordered_map<std::string, TileConfig> winners_;
   /// Row buckets tuned or being tuned in the background; under missMu_.
