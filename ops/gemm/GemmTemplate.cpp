@@ -178,6 +178,13 @@ public:
         {256, 128, 2, 0, 0}, {128, 128, 2, 0, 0}, {128, 192, 2, 0, 0}, {128, 64, 2, 0, 0},
         {64, 256, 1, 0, 1},  {64, 128, 1, 0, 0},  {128, 128, 2, 1, 0}, {64, 256, 2, 1, 0}};
     std::vector<TileConfig> out;
+    // Each candidate the rules accept, in order.
+    auto add = [&](TileConfig c) {
+      if (llvm::Error err = checkConfig(ks, c))
+        llvm::consumeError(std::move(err));
+      else
+        out.push_back(std::move(c));
+    };
     // Few tiles over a long K: the default tile with K split 2 to 8 ways
     // first.
     gemm::Params p(ks);
@@ -188,19 +195,8 @@ public:
       for (int64_t bn : {256, 128})
         for (int64_t split : {2, 3, 4, 6, 8})
           for (bool tma : {true, false})
-            if (split * 8 <= kSteps) {
-              TileConfig c = make(128, bn, 4, 2, 8, false, false, tma, split);
-              if (llvm::Error err = checkConfig(ks, c))
-                llvm::consumeError(std::move(err));
-              else
-                out.push_back(std::move(c));
-            }
-    auto add = [&](TileConfig c) {
-      if (llvm::Error err = checkConfig(ks, c))
-        llvm::consumeError(std::move(err));
-      else
-        out.push_back(std::move(c));
-    };
+            if (split * 8 <= kSteps)
+              add(make(128, bn, 4, 2, 8, false, false, tma, split));
     // Groups of tile columns for the first tile shapes, right after the
     // first ring depth (run 3 of bench/NOTES.md g6 moved single shapes by
     // up to 13 % either way); clusters of two last (0.98 x the default on
