@@ -6,7 +6,9 @@
 //===----------------------------------------------------------------------===//
 #include "autotune/Harness.h"
 
+#include <algorithm>
 #include <random>
+#include <thread>
 
 #include "runtime/DeviceBuffer.h"
 
@@ -23,13 +25,32 @@ std::vector<unsigned char> randomValues(DType t, size_t count, uint64_t seed) {
   for (float &x : table)
     x = normal(rng);
   std::vector<unsigned char> out(count * size_t(dtypeBytes(t)));
-  uint64_t state = rng();
-  for (size_t i = 0; i < count; ++i) {
-    state += 0x9e3779b97f4a7c15ull;
-    uint64_t z = (state ^ (state >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    storeElement(out.data(), t, i, table[(z ^ (z >> 31)) & 0xFFF]);
+  // Element i draws from a counter (SplitMix64 of state0 + (i + 1) * the
+  // golden ratio), so that threads can fill parts of a large input (an
+  // LM head's weights: half a billion elements) and the values are the same
+  // whatever the split.
+  const uint64_t state0 = rng();
+  auto fill = [&](size_t begin, size_t end) {
+    uint64_t state = state0 + uint64_t(begin) * 0x9e3779b97f4a7c15ull;
+    for (size_t i = begin; i < end; ++i) {
+      state += 0x9e3779b97f4a7c15ull;
+      uint64_t z = (state ^ (state >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      storeElement(out.data(), t, i, table[(z ^ (z >> 31)) & 0xFFF]);
+    }
+  };
+  size_t threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()),
+                                    count / (size_t(1) << 22) + 1);
+  if (threads <= 1) {
+    fill(0, count);
+    return out;
   }
+  std::vector<std::thread> pool;
+  size_t per = (count + threads - 1) / threads;
+  for (size_t w = 0; w < threads; ++w)
+    pool.emplace_back(fill, std::min(count, w * per), std::min(count, (w + 1) * per));
+  for (auto &th : pool)
+    th.join();
   return out;
 }
 

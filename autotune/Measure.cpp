@@ -2,6 +2,7 @@
 #include "autotune/Measure.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace tilejit {
@@ -25,8 +26,13 @@ timeSamples(int reps, double cutoffMs, const std::function<llvm::Expected<float>
     if (s == 0) {
       inner = std::clamp(int(0.2 / std::max(*t, 1e-4f)), 1, 1000);
       // Samples of a slow kernel (milliseconds each) vary little: about
-      // 60 ms of them, and at least 10, say as much as 30 short ones.
-      reps = std::clamp(int(60.0 / std::max(double(*t) * inner, 1e-3)), std::min(reps, 10), reps);
+      // 60 ms of them, at least 5 (3 of 5 ms or more), where short ones take
+      // `reps`; a kernel of 2 ms or more needs no second warm-up.
+      bool slow = *t >= 2.0f;
+      int least = std::min(reps, *t >= 5.0f ? 3 : 5);
+      reps = std::clamp(int(60.0 / std::max(double(*t) * inner, 1e-3)), least, reps);
+      if (slow)
+        s = 2; // the next sample is the first one kept
       continue;
     }
     if (s < 3)
@@ -34,6 +40,24 @@ timeSamples(int reps, double cutoffMs, const std::function<llvm::Expected<float>
     ms.push_back(double(*t) / inner);
     if (s == 3 && cutoffMs > 0 && ms.back() > cutoffMs)
       break;
+  }
+  return ms;
+}
+
+llvm::Expected<std::vector<double>>
+timeSustained(int samples, double sampleMs,
+              const std::function<llvm::Expected<float>(int)> &sample) {
+  auto t = sample(1);
+  if (!t)
+    return t.takeError();
+  int inner = std::clamp(int(std::ceil(sampleMs / std::max(double(*t), 1e-4))), 1, 10000);
+  std::vector<double> ms;
+  for (int s = 0; s <= samples; ++s) {
+    auto x = sample(inner);
+    if (!x)
+      return x.takeError();
+    if (s > 0) // the first: the load comes up to its clocks
+      ms.push_back(double(*x) / inner);
   }
   return ms;
 }
@@ -74,7 +98,8 @@ CandidateRunner::~CandidateRunner() {
     drv_->cuStreamDestroy_v2(stream_);
 }
 
-Measurement CandidateRunner::measure(const CompiledKernel &compiled, double cutoffMs) {
+Measurement CandidateRunner::measure(const CompiledKernel &compiled, double cutoffMs,
+                                     TimingMode timing) {
   const CudaDriver &drv = *drv_;
   Measurement m;
   // A launch-stage error may have poisoned the context (an illegal address,
@@ -128,9 +153,11 @@ Measurement CandidateRunner::measure(const CompiledKernel &compiled, double cuto
   // here (the full problem may fail where the checked one ran) is the
   // candidate's.
   uint8_t fillValue = 0; // a new value per sample: the flush writes every byte
-  auto ms = timeSamples(reps_, cutoffMs, [&](int inner) -> llvm::Expected<float> {
-    if (auto e = flush_.fill(fillValue++, stream_))
-      return e;
+  bool sustained = timing == TimingMode::Sustained;
+  auto sample = [&](int inner) -> llvm::Expected<float> {
+    if (!sustained)
+      if (auto e = flush_.fill(fillValue++, stream_))
+        return e;
     TJ_CU_CHECK(drv, cuEventRecord(a_, stream_));
     for (int r = 0; r < inner; ++r)
       if (auto e = harness_->run(**kernel, stream_, /*check=*/false))
@@ -140,7 +167,8 @@ Measurement CandidateRunner::measure(const CompiledKernel &compiled, double cuto
     float t = 0;
     TJ_CU_CHECK(drv, cuEventElapsedTime_v2(&t, a_, b_));
     return t;
-  });
+  };
+  auto ms = sustained ? timeSustained(3, 10.0, sample) : timeSamples(reps_, cutoffMs, sample);
   if (!ms)
     return launchFailed(ms.takeError());
   summarizeSamples(std::move(*ms), m);

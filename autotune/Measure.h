@@ -51,8 +51,29 @@ void summarizeSamples(std::vector<double> ms, Measurement &m);
 /// kept, each divided by `inner`, or fewer for a slow kernel: about 60 ms of
 /// samples, at least 10. With `cutoffMs` > 0 a first kept sample slower than
 /// that is the only one: the candidate cannot win.
+/// Timed samples of `sample(inner)` (the milliseconds of `inner` launches),
+/// per launch. The first sample sizes `inner` so that a sample lasts about
+/// 0.2 ms and the count: about 60 ms of samples, at least min(reps, 5)
+/// (3 of 5 ms or more), at most `reps`; two warm-up samples follow (none after a first sample of
+/// 2 ms or more), not kept. With `cutoffMs` > 0 a first
+/// timed sample slower than that is the only one.
 llvm::Expected<std::vector<double>>
 timeSamples(int reps, double cutoffMs, const std::function<llvm::Expected<float>(int)> &sample);
+
+/// Samples under sustained load: each sample `inner` launches back to back
+/// lasting about `sampleMs` (sized by the first, a warm-up), `samples` of
+/// them kept, per launch.
+llvm::Expected<std::vector<double>>
+timeSustained(int samples, double sampleMs,
+              const std::function<llvm::Expected<float>(int)> &sample);
+
+/// How a candidate is timed. Cold: each sample after an L2 flush, the GPU
+/// idle between samples (screening every candidate; the timings of a
+/// memory-bound kernel as training sees it). Sustained: samples of about
+/// 10 ms of back-to-back launches, no flush in between: the clocks an
+/// arithmetic-bound kernel keeps under a training step's load, which
+/// differ by config (bench/NOTES.md, GEMM g9).
+enum class TimingMode { Cold, Sustained };
 
 /// Checks and times candidates of one spec on the current context's device.
 class CandidateRunner {
@@ -70,7 +91,8 @@ public:
   /// runner. With `cutoffMs` > 0, a candidate whose first timed sample is
   /// slower than that is not timed further (one sample, reps = 1): it cannot
   /// win, and a hopeless config must not eat the tuning budget.
-  Measurement measure(const CompiledKernel &kernel, double cutoffMs = 0);
+  Measurement measure(const CompiledKernel &kernel, double cutoffMs = 0,
+                      TimingMode timing = TimingMode::Cold);
 
 private:
   CandidateRunner() = default;

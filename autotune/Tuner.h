@@ -33,6 +33,9 @@ struct CandidateResult {
   double medianMs = 0, p20Ms = 0, p80Ms = 0;
   int reps = 0;
   int registers = -1, spillBytes = 0;
+  /// In the finals: the mean of its rounds' medians under sustained load
+  /// (0: not a finalist); medianMs stays the screening's.
+  double sustainedMs = 0;
 };
 
 struct TuneOptions {
@@ -41,6 +44,12 @@ struct TuneOptions {
   int compileThreads = 0;   // 0: all cores but one
   int reps = 30;            // timed samples per candidate
   double noise = 0.03;      // candidates within this fraction of the best tie
+  /// Templates tuned under load (KernelTemplate::tunedUnderLoad): the
+  /// fastest this many candidates and the default config are timed again
+  /// under sustained load, in turns, and the winner is chosen among them by
+  /// those timings. 0: no finals.
+  int finalists = 4;
+  int finalRounds = 2;
   uint64_t seed = 0;        // 0: fresh random inputs
   int device = 0;           // the GPU to tune on
   /// Where candidates are checked and timed. In a worker process
@@ -82,6 +91,8 @@ struct TuneResult {
   double readySeconds = 0;   // until the measuring side had inputs and reference
   double waitSeconds = 0;    // measuring side idle, waiting for compiles
   double measureSeconds = 0; // checking and timing candidates
+  double finalsSeconds = 0;  // timing the finalists again under sustained load
+  int finalists = 0;         // candidates in the finals (0: none held)
   int measured = 0, reused = 0;
   int workersLost = 0; // workers replaced after a fault, crash or timeout
 };

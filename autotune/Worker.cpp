@@ -353,7 +353,8 @@ std::string WorkerProcess::reap(bool kill) {
 
 WorkerProcess::~WorkerProcess() { reap(false); }
 
-llvm::Expected<Measurement> WorkerProcess::measure(const CompiledKernel &k, double cutoffMs) {
+llvm::Expected<Measurement> WorkerProcess::measure(const CompiledKernel &k, double cutoffMs,
+                                                   TimingMode timing) {
   if (prepare_.is_null())
     return err("the measuring worker was not told what to prepare");
   if (pid_ < 0) {
@@ -374,7 +375,8 @@ llvm::Expected<Measurement> WorkerProcess::measure(const CompiledKernel &k, doub
               {"cubin", json::binary_t(std::vector<uint8_t>(k.cubin.begin(), k.cubin.end()))},
               {"entries", entriesToJson(k.entries)},
               {"workspace", k.workspaceBytes},
-              {"cutoff_ms", cutoffMs}};
+              {"cutoff_ms", cutoffMs},
+              {"timing", timing == TimingMode::Sustained ? "sustained" : "cold"}};
   if (!sendMessage(fd_, req)) {
     // It died between candidates: not this candidate's doing. One retry on a
     // fresh worker.
@@ -493,7 +495,9 @@ int runWorker(int fd, int device) {
       return k;
     }();
     if (k) {
-      m = runner->measure(*k, msg.value("cutoff_ms", 0.0));
+      std::string timing = msg.value("timing", std::string("cold"));
+      m = runner->measure(*k, msg.value("cutoff_ms", 0.0),
+                          timing == "sustained" ? TimingMode::Sustained : TimingMode::Cold);
     } else {
       m.status = "launch";
       m.detail = "malformed request: " + llvm::toString(k.takeError());

@@ -16,6 +16,11 @@ def main():
     ap.add_argument("--name", default="gemm")
     ap.add_argument("--outdir", default="bench/results")
     ap.add_argument("--command", default="bench/run_gemm.sh")
+    ap.add_argument("--default", default="",
+                    help="gemm_bench's results with default configs, from the same run: a column "
+                         "and a ratio beside the tuned ones")
+    ap.add_argument("--tune-walls", default="",
+                    help="'name|milliseconds' lines: each shape's tuning wall time")
     a = ap.parse_args()
     tj = json.load(open(a.tilejit))
     peer = json.load(open(a.peer))
@@ -25,27 +30,73 @@ def main():
         p = by.get(r["name"])
         ratio = r["tflops"] / p["tflops"] if p else None
         rows.append(dict(r, peer_tflops=p["tflops"] if p else None, ratio=ratio))
+    dflt = {r["name"]: r for r in json.load(open(a.default))["results"]} if a.default else {}
+    walls = {}
+    if a.tune_walls:
+        for line in open(a.tune_walls):
+            nm, _, ms = line.rstrip("\n").rpartition("|")
+            walls[nm] = int(ms) / 1000.0
+    for r in rows:
+        d = dflt.get(r["name"])
+        r["default_tflops"] = d["tflops"] if d else None
+        r["default_config"] = d["config"] if d else None
+        r["default_check_bad"] = d["check_bad"] if d else None
+        r["default_ratio"] = (d["tflops"] / r["peer_tflops"]
+                              if d and r["peer_tflops"] else None)
+        r["tune_wall_s"] = walls.get(r["name"])
+
+    def geomean(xs):
+        return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
     ratios = [r["ratio"] for r in rows if r["ratio"]]
-    geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else None
+    geo = geomean(ratios)
+    dratios = [r["default_ratio"] for r in rows if r["default_ratio"]]
+    dgeo = geomean(dratios)
     os.makedirs(a.outdir, exist_ok=True)
     json.dump({"gpu": tj["gpu"], "torch": peer.get("torch"), "geomean_ratio": geo,
-               "rows": rows}, open(os.path.join(a.outdir, a.name + ".json"), "w"), indent=1)
+               "default_geomean_ratio": dgeo, "rows": rows}, open(os.path.join(a.outdir, a.name + ".json"), "w"), indent=1)
     tuned = sum(1 for r in rows if r.get("tuned"))
     md = [f"# {a.name}: {tj['gpu']}", "",
           f"Command: `{a.command}`. Peer: cuBLAS through torch {peer.get('torch')} "
           "`torch.matmul`, same run, random bf16 inputs, bf16 output. tilejit's config is in "
           f"each row: {tuned} of {len(rows)} from tuning, the others its default config (changed "
           "by the command's --config where it has one).", "",
-          "| shape | layout | M | N | K | tilejit TFLOP/s | cuBLAS TFLOP/s | ratio | config | check |",
-          "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+          ]
+    if dflt:
+        md += ["| shape | layout | M | N | K | tuned TFLOP/s | default TFLOP/s | cuBLAS TFLOP/s "
+               "| tuned ratio | default ratio | tuned config | tuning s | check |",
+               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    else:
+        md += ["| shape | layout | M | N | K | tilejit TFLOP/s | cuBLAS TFLOP/s | ratio | config "
+               "| check |",
+               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+
+    def num(x, f):
+        return "n/a" if x is None else format(x, f)
+
     for r in rows:
-        pt = "n/a" if r["peer_tflops"] is None else f"{r['peer_tflops']:.0f}"
-        ra = "n/a" if r["ratio"] is None else f"{r['ratio']:.2f}"
-        chk = "ok" if r["check_bad"] == 0 else f"{r['check_bad']} of 64 wrong"
-        md.append(f"| {r['name']} | {r['layout']} | {r['m']} | {r['n']} | {r['k']} | "
-                  f"{r['tflops']:.0f} | {pt} | {ra} | `{r['config']}` | {chk} |")
+        bad = r["check_bad"] + (r["default_check_bad"] or 0)
+        chk = "ok" if bad == 0 else f"{bad} of the sampled elements wrong"
+        if dflt:
+            md.append(f"| {r['name']} | {r['layout']} | {r['m']} | {r['n']} | {r['k']} | "
+                      f"{r['tflops']:.0f} | {num(r['default_tflops'], '.0f')} | "
+                      f"{num(r['peer_tflops'], '.0f')} | {num(r['ratio'], '.2f')} | "
+                      f"{num(r['default_ratio'], '.2f')} | `{r['config']}` | "
+                      f"{num(r['tune_wall_s'], '.1f')} | {chk} |")
+        else:
+            md.append(f"| {r['name']} | {r['layout']} | {r['m']} | {r['n']} | {r['k']} | "
+                      f"{r['tflops']:.0f} | {num(r['peer_tflops'], '.0f')} | "
+                      f"{num(r['ratio'], '.2f')} | `{r['config']}` | {chk} |")
     if geo:
-        md += ["", f"Geometric mean of the ratio: {geo:.3f}; lowest {min(ratios):.3f}."]
+        md += ["", f"Geometric mean of the ratio{' (tuned)' if dflt else ''}: {geo:.3f}; "
+               f"lowest {min(ratios):.3f}."]
+    if dgeo:
+        md += [f"Default configs: geometric mean {dgeo:.3f}; lowest {min(dratios):.3f}."]
+    tw = [r["tune_wall_s"] for r in rows if r["tune_wall_s"] is not None]
+    if tw:
+        md += [f"Tuning wall time per shape (`tilejit tune gemm --max-configs 48`, process start "
+               f"to exit, compile included): median {sorted(tw)[len(tw) // 2]:.1f} s, "
+               f"longest {max(tw):.1f} s."]
     open(os.path.join(a.outdir, a.name + ".md"), "w").write("\n".join(md) + "\n")
     try:
         import matplotlib
@@ -53,8 +104,17 @@ def main():
         import matplotlib.pyplot as plt
         names = [r["name"] for r in rows if r["ratio"]]
         fig, ax = plt.subplots(figsize=(12, 5))
-        ax.bar(range(len(names)), ratios, color=["tab:blue" if x >= 1 else "tab:orange"
-                                                 for x in ratios])
+        if dflt:
+            xs = range(len(names))
+            dr = [r["default_ratio"] or 0 for r in rows if r["ratio"]]
+            ax.bar([x - 0.2 for x in xs], ratios, width=0.4, color="tab:blue",
+                   label=f"tuned (geomean {geo:.2f})")
+            ax.bar([x + 0.2 for x in xs], dr, width=0.4, color="tab:gray",
+                   label=f"default (geomean {dgeo:.2f})" if dgeo else "default")
+            ax.legend()
+        else:
+            ax.bar(range(len(names)), ratios, color=["tab:blue" if x >= 1 else "tab:orange"
+                                                     for x in ratios])
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(names)))
         ax.set_xticklabels(names, rotation=75, ha="right", fontsize=7)

@@ -113,6 +113,8 @@ public:
   int64_t workspaceBytes() const { return workspaceBytes_; }
   const std::string &key() const { return key_; }
   CUcontext context() const { return context_; }
+  /// The driver's handle of entry `i` (benchmarks of the launch path).
+  CUfunction function(size_t i) const { return functions_[i]; }
 
 private:
   LoadedKernel() = default;

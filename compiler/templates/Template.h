@@ -45,6 +45,10 @@ public:
   /// Whether the reference back end (tile IR to CUDA C++, NVRTC) can build
   /// the template's kernels: only for the ops whose tile ops it lowers.
   virtual bool hasCudaBackend() const { return false; }
+  /// Whether the tuner ranks its fastest candidates again under sustained
+  /// load (autotune TimingMode::Sustained): for arithmetic-bound kernels, whose
+  /// clocks under a training step's load differ by config.
+  virtual bool tunedUnderLoad() const { return false; }
 };
 
 /// The template that builds `op`, or null.

@@ -63,6 +63,7 @@
 #include "dialects/Tile/TileDialect.h"
 #include "ops/attention/AttentionDecl.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -82,12 +83,18 @@ llvm::Error configError(const llvm::Twine &msg) {
 
 struct Shape {
   int64_t consumers, bn, kvBm, stages;
-  bool overlap, fused;
+  bool overlap, fused, dsplit;
   explicit Shape(const TileConfig &c)
       : consumers(c.get("consumers")), bn(c.get("bn")), kvBm(c.get("kv_bm")),
         stages(c.get("stages")), overlap(c.has("overlap") && c.get("overlap") != 0),
-        fused(c.has("fused") && c.get("fused") != 0) {}
+        fused(c.has("fused") && c.get("fused") != 0),
+        dsplit(c.has("dsplit") && c.get("dsplit") != 0) {}
   int64_t bm() const { return 64 * consumers; }
+  /// The dK/dV kernel's keys per program: 64 per consumer, or 64 shared by
+  /// the consumers with `dsplit`.
+  int64_t dkvKeys() const { return dsplit ? 64 : bm(); }
+  /// The columns of dK and dV each consumer holds.
+  int64_t dkvCols(int64_t d) const { return dsplit ? d / consumers : d; }
   /// Fused: the columns of dQ each consumer computes.
   int64_t dqCols(int64_t d) const { return d / consumers; }
   /// Shared memory of the dQ kernel: Q and dO tiles, the K and V rings.
@@ -99,7 +106,7 @@ struct Shape {
   /// barriers, and each consumer's f32 part of dQ on its way out.
   int64_t dkvSmem(int64_t d, int64_t e) const {
     int64_t ds = fused ? 2 * bm() * kvBm * e + 8 * 2 + consumers * kvBm * dqCols(d) * 4 : 0;
-    return (2 * bm() + 2 * stages * kvBm) * d * e + 2 * stages * 8 * kvBm * 4 + ds +
+    return (2 * dkvKeys() + 2 * stages * kvBm) * d * e + 2 * stages * 8 * kvBm * 4 + ds +
            8 * (4 * stages + 2) + (fused ? 4 : 3) * 1024;
   }
 };
@@ -124,26 +131,34 @@ public:
         {"fused", 0, 1, true,
          "dQ in the dK/dV kernel, added into an f32 sum in any order: no recomputed products, "
          "not bitwise repeatable (0 when left out)"},
+        {"dsplit", 0, 1, true,
+         "the dK/dV kernel's consumers split the head dim, not the keys: each holds half "
+         "of dK's and dV's columns for the same 64 keys and computes the step's scores "
+         "itself (head dim 256; 0 when left out)"},
     };
     return keys;
   }
 
   static TileConfig make(int64_t consumers, int64_t bn, int64_t kvBm, int64_t stages,
-                         int64_t overlap = 0) {
+                         int64_t overlap = 0, int64_t dsplit = 0) {
     TileConfig c;
     c.set("consumers", consumers).set("bn", bn).set("kv_bm", kvBm).set("stages", stages);
     c.set("overlap", overlap);
+    if (dsplit)
+      c.set("dsplit", 1);
     return c;
   }
 
   std::vector<TileConfig> configSpace(const KernelSpec &ks) const override {
     std::vector<TileConfig> out = {defaultConfig(ks)};
+    // Head dim 256 only with the head dim split over the consumers.
+    int64_t dsplit = attention::Params(ks).d > 128 ? 1 : 0;
     for (int64_t overlap : {1, 0})
       for (int64_t consumers : {2, 1})
         for (int64_t bn : {128, 64, 32})
           for (int64_t kvBm : {64, 32, 128})
             for (int64_t stages : {2, 3}) {
-              TileConfig c = make(consumers, bn, kvBm, stages, overlap);
+              TileConfig c = make(consumers, bn, kvBm, stages, overlap, dsplit);
               if (llvm::Error err = checkConfig(ks, c))
                 llvm::consumeError(std::move(err));
               else if (c != out.front())
@@ -166,6 +181,11 @@ public:
     int64_t programs =
         (p.sk + 127) / 128 * p.b * p.hkv * attention::backwardHeadSplit(p.b, p.hq, p.hkv, p.sk);
     TileConfig c = programs < 128 ? make(1, 128, 32, 2, 1) : make(2, 128, 64, 2, 1);
+    // Head dim 256: dK and dV split by columns over two consumers (64 keys
+    // a program); the dQ kernel's Q, dO and K, V rings then fit in shared
+    // memory with 32 keys a step.
+    if (p.d > 128)
+      c = make(2, 32, 32, 2, 1, 1);
     if (llvm::Error err = checkConfig(ks, c)) {
       llvm::consumeError(std::move(err));
       return make(2, 32, 32, 2);
@@ -180,11 +200,15 @@ public:
     if (!p.target.hasWgmma())
       return configError("attn_bwd runs on sm_90a (wgmma, TMA, setmaxnreg); the target is " +
                          llvm::Twine(p.target.archName()));
-    if (p.d > 128)
-      return configError("attn_bwd takes head dim 64 or 128 (d = " + llvm::Twine(p.d) +
-                         ": a warpgroup's dK and dV would need " + llvm::Twine(p.d) +
-                         " registers a thread, more than it has beside the scores)");
     Shape s(cfg);
+    if (p.d > 128 && !s.dsplit)
+      return configError("attn_bwd at head dim " + llvm::Twine(p.d) +
+                         " needs dsplit = 1: a warpgroup's dK and dV would need " +
+                         llvm::Twine(p.d) +
+                         " registers a thread, more than it has beside the scores");
+    if (s.dsplit && (s.consumers != 2 || s.fused))
+      return configError("dsplit needs two consumers (each holds half of the head dim) and no "
+                         "fused dQ");
     if (s.bn % 16 != 0)
       return configError("bn = " + llvm::Twine(s.bn) + " must be a multiple of 16");
     if (s.kvBm % 32 != 0)
@@ -206,13 +230,22 @@ public:
     // 44 bytes, one consumer 20 bytes, causal). Fused at d = 128 with two
     // consumers spills 8 to 48 bytes (it is not a default; bench/NOTES.md
     // b4, b5).
-    int64_t dqRegs = p.d / 2 + s.bn + s.bn / 4;
-    int64_t dkvRegs = p.d + s.kvBm + 3 * s.kvBm / 4;
+    // (At head dim 256 the dQ kernel spilled 8 bytes at 208: its limit
+    // there is 192. The dK/dV kernel with dsplit built clean with kv_bm = 32,
+    // overlap and two or more stages only: 208 bytes spilled at kv_bm = 64,
+    // 348 without overlap, 308 with one stage.)
+    int64_t dqRegs = p.d / 2 + s.bn + s.bn / 4, dqLimit = p.d > 128 ? 192 : 224;
+    int64_t dkvRegs = s.dkvCols(p.d) + s.kvBm + 3 * s.kvBm / 4;
     // (Fused builds no dQ kernel: bn is not used.)
-    if (!s.fused && dqRegs > 224)
+    if (!s.fused && dqRegs > dqLimit)
       return configError("a dQ consumer thread would hold " + llvm::Twine(dqRegs) +
-                         " registers of dQ, S, dP and dS (at most 224 of its 240): use a "
-                         "smaller bn");
+                         " registers of dQ, S, dP and dS (at most " + llvm::Twine(dqLimit) +
+                         " at head dim " + llvm::Twine(p.d) + "): use a smaller bn");
+    if (s.dsplit && (s.kvBm != 32 || !s.overlap || s.stages < 2))
+      return configError("dsplit needs kv_bm = 32, overlap = 1 and 2 or more stages (other "
+                         "configs spilled), got kv_bm = " +
+                         llvm::Twine(s.kvBm) + ", overlap = " + llvm::Twine(int(s.overlap)) +
+                         ", stages = " + llvm::Twine(s.stages));
     if (s.fused && s.kvBm != 64)
       return configError("fused needs kv_bm = 64 (a step's queries are one warpgroup's rows of "
                          "dQ's product), got " +
@@ -241,6 +274,10 @@ public:
                            " allows " + llvm::Twine(limit));
     return llvm::Error::success();
   }
+
+  // Arithmetic-bound: ranked again under sustained load (bench/NOTES.md,
+  // GEMM g9).
+  bool tunedUnderLoad() const override { return true; }
 
   std::string_view sourceHash() const override {
     return embedded::templateSourceHash("AttentionBackwardTemplate.cpp");
@@ -565,7 +602,7 @@ private:
       MLIRContext &c = ctx();
       Type dt = elemType(c, p.dt), f32 = b.getF32Type(), i32 = b.getI32Type();
       Type idx = b.getIndexType();
-      int64_t bn = s.bm(), group = p.hq / p.hkv;
+      int64_t bn = s.dkvKeys(), group = p.hq / p.hkv;
       auto ringKV = tt::RingType::get(&c, 1, bn, p.d, dt);
       auto ringQ = tt::RingType::get(&c, s.stages, s.kvBm, p.d, dt);
       auto mapKV = tt::TensorMapType::get(&c, bn, 64, dt, 4);
@@ -694,14 +731,18 @@ private:
         OpBuilder::InsertionGuard guard(b);
         Block *body = b.createBlock(&ws_.getConsumer());
         Value consumer = body->addArgument(idx, loc);
-        Value myRows = mul(consumer, cst(64));
+        // The consumer's keys (rows of K and V, of dK and dV) and its
+        // columns of dK and dV: 64 keys each and every column, or with
+        // dsplit the program's 64 keys and half the columns each.
+        Value myRows = s.dsplit ? cst(0) : mul(consumer, cst(64));
+        Value myCols = s.dsplit ? mul(consumer, cst(s.dkvCols(p.d))) : cst(0);
         Value key0 = add(n0, myRows);
         auto wg = tt::WgmmaLayoutAttr::get(&c);
         auto colType = RankedTensorType::get({s.kvBm}, f32, tt::SliceLayoutAttr::get(&c, 0, wg));
         auto sType = RankedTensorType::get({64, s.kvBm}, f32, wg);
         auto pType = RankedTensorType::get({64, s.kvBm}, dt, wg);
         auto iType = RankedTensorType::get({64, s.kvBm}, i32, wg);
-        auto accType = RankedTensorType::get({64, p.d}, f32, wg);
+        auto accType = RankedTensorType::get({64, s.dkvCols(p.d)}, f32, wg);
         Value zeroS = splat(sType, f32c(0.0));
 
         tt::BarrierWaitOp::create(b, loc, kFull, cst(0), cst(0));
@@ -760,7 +801,7 @@ private:
           // beside it; both are waited for at the end of the step (with the
           // 16-bit P^T and dS^T they read).
           Value p16 = arith::TruncFOp::create(b, loc, pType, pt);
-          Value dv = tt::DotRegOp::create(b, loc, accType, p16, rdo, stage, cst(0), carried[1],
+          Value dv = tt::DotRegOp::create(b, loc, accType, p16, rdo, stage, myCols, carried[1],
                                           true, s.overlap);
           Value dCol = tt::LoadRingOp::create(b, loc, colType, rd, stage, cst(0));
           Value dst = arith::MulFOp::create(
@@ -815,7 +856,7 @@ private:
             tt::TmaStoreOp::create(b, loc, rdq, consumer, dqMap, m0, mul(consumer, cst(dqCols)),
                                    ValueRange{head, seq}, /*reduce=*/true);
           };
-          Value dk = tt::DotRegOp::create(b, loc, accType, ds16, rq, stage, cst(0), carried[0],
+          Value dk = tt::DotRegOp::create(b, loc, accType, ds16, rq, stage, myCols, carried[0],
                                           true, s.overlap);
           Value dq = s.fused && s.overlap ? dqPart(/*async=*/true) : Value();
           if (s.overlap) {
@@ -844,8 +885,14 @@ private:
         });
         // dV first, so that its registers are free before dK's stores.
         auto dk = [&] { return arith::MulFOp::create(b, loc, acc[0], splat(accType, scale)); };
-        auto storeWhole = [&] {
+        // Where this consumer's part of dK and dV goes.
+        auto mine = [&] {
           SmallVector<Value> at = rowAt(seq, kvHead, p.hkv, key0);
+          at[2] = add(at[2], myCols);
+          return at;
+        };
+        auto storeWhole = [&] {
+          SmallVector<Value> at = mine();
           tt::StoreOp::create(b, loc, acc[1], dV, at);
           tt::StoreOp::create(b, loc, dk(), dK, at);
         };
@@ -864,11 +911,11 @@ private:
           b.setInsertionPointToStart(whole.thenBlock());
           storeWhole();
           b.setInsertionPointToStart(whole.elseBlock());
-          Value mine = arith::DivUIOp::create(b, loc, remu(head0, group), heads);
+          Value part = arith::DivUIOp::create(b, loc, remu(head0, group), heads);
           Value parts = arith::DivUIOp::create(b, loc, cst(group), heads);
-          SmallVector<Value> at = rowAt(seq, kvHead, p.hkv, key0);
-          tt::StoreOp::create(b, loc, acc[1], partials, partAt(add(parts, mine), dK, at));
-          tt::StoreOp::create(b, loc, dk(), partials, partAt(mine, dK, at));
+          SmallVector<Value> at = mine();
+          tt::StoreOp::create(b, loc, acc[1], partials, partAt(add(parts, part), dK, at));
+          tt::StoreOp::create(b, loc, dk(), partials, partAt(part, dK, at));
         }
         // Fused: the last additions into dQ's sums are done before the
         // program ends (and the conversion kernel reads them).
@@ -902,17 +949,23 @@ private:
       Value row0 = mul(arith::RemUIOp::create(b, loc, pid, blocks), cst(64));
       Value bkv = arith::DivUIOp::create(b, loc, pid, blocks);
       Value seq = divu(bkv, p.hkv), kvHead = remu(bkv, p.hkv);
-      SmallVector<Value> at = rowAt(seq, kvHead, p.hkv, row0);
-      auto tile = RankedTensorType::get({64, p.d}, f32, tt::WgmmaLayoutAttr::get(&c));
+      // At most 128 columns at a time: the sum and a part of 64 x 256 f32
+      // would not fit in a thread's registers.
+      int64_t cols = std::min<int64_t>(p.d, 128);
+      auto tile = RankedTensorType::get({64, cols}, f32, tt::WgmmaLayoutAttr::get(&c));
       Value zero = splat(tile, f32c(0.0));
-      // dK's parts (0 .. split - 1), then dV's (split .. 2 split - 1).
-      for (auto [first, grad] : {std::pair{cst(0), dK}, std::pair{split, dV}}) {
-        Value sum = loop(cst(0), split, {zero}, [&](Value j, ValueRange acc) {
-          Value part =
-              tt::LoadOp::create(b, loc, tile, partials, partAt(add(first, j), dK, at), nullptr);
-          return SmallVector<Value>{arith::AddFOp::create(b, loc, acc[0], part)};
-        })[0];
-        tt::StoreOp::create(b, loc, sum, grad, at);
+      for (int64_t c0 = 0; c0 < p.d; c0 += cols) {
+        SmallVector<Value> at = rowAt(seq, kvHead, p.hkv, row0);
+        at[2] = add(at[2], cst(c0));
+        // dK's parts (0 .. split - 1), then dV's (split .. 2 split - 1).
+        for (auto [first, grad] : {std::pair{cst(0), dK}, std::pair{split, dV}}) {
+          Value sum = loop(cst(0), split, {zero}, [&](Value j, ValueRange acc) {
+            Value part =
+                tt::LoadOp::create(b, loc, tile, partials, partAt(add(first, j), dK, at), nullptr);
+            return SmallVector<Value>{arith::AddFOp::create(b, loc, acc[0], part)};
+          })[0];
+          tt::StoreOp::create(b, loc, sum, grad, at);
+        }
       }
       b.setInsertionPointToEnd(entry);
       tt::ReturnOp::create(b, loc);

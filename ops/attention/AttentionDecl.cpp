@@ -17,9 +17,6 @@ llvm::Error check(const KernelSpec &spec) {
     return error(llvm::Twine(op) + " takes bf16 or f16 Q, K and V, got dt=f32");
   if (p.d != 64 && p.d != 128 && p.d != 256)
     return error(llvm::Twine(op) + " head dim d must be 64, 128 or 256, got d=" + llvm::Twine(p.d));
-  if (p.backward && p.d > 128)
-    return error("attn_bwd head dim d must be 64 or 128, got d=" + llvm::Twine(p.d) +
-                 " (the backward of head dim 256 is not built)");
   if (p.hq % p.hkv != 0)
     return error(llvm::Twine(op) + " kv heads must divide query heads, got hq=" +
                  llvm::Twine(p.hq) + " hkv=" + llvm::Twine(p.hkv));

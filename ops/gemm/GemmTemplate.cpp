@@ -364,6 +364,10 @@ public:
     return llvm::Error::success();
   }
 
+  // Arithmetic-bound: ranked again under sustained load (bench/NOTES.md,
+  // GEMM g9).
+  bool tunedUnderLoad() const override { return true; }
+
   std::string_view sourceHash() const override {
     static const std::string hash =
         std::string(embedded::templateSourceHash("GemmTemplate.cpp")) +

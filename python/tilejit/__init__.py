@@ -158,10 +158,6 @@ def _sdpa_unsupported(q, k, v, a):
         return f"k {tuple(k.shape)} and v {tuple(v.shape)} do not match q {tuple(q.shape)}"
     if d not in _SDPA_HEAD_DIMS:
         return f"head dim {d} (64, 128 or 256 only)"
-    if d not in ops.ATTN_BWD_HEAD_DIMS and torch.is_grad_enabled() and \
-            (q.requires_grad or k.requires_grad or v.requires_grad):
-        return f"an input requires grad and head dim {d} has no backward kernel " \
-               f"({ops.ATTN_BWD_HEAD_DIMS} only)"
     if b * hq * hkv * sq * sk == 0:
         return f"an empty size (b={b}, hq={hq}, hkv={hkv}, sq={sq}, sk={sk})"
     if hkv != hq and not (a["enable_gqa"] and hq % hkv == 0):
@@ -192,9 +188,8 @@ def _sdpa(query, key, value, *args, **kwargs):
 
 def enable(include=("linear", "rms_norm", "sdpa"), exclude=()):
     """Routes F.linear, F.rms_norm (so torch.nn.Linear and torch.nn.RMSNorm)
-    and F.scaled_dot_product_attention ("sdpa", also "attention"; a call that
-    needs a gradient with head dim 256 stays torch's) to tilejit where
-    supported, in this process."""
+    and F.scaled_dot_product_attention ("sdpa", also "attention") to tilejit
+    where supported, in this process."""
     if torch is None:
         raise TilejitError("tilejit.enable() needs torch")
     include = tuple(_ALIASES.get(n, n) for n in include)

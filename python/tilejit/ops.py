@@ -74,18 +74,42 @@ _lib._deterministic[0] = torch.are_deterministic_algorithms_enabled
 
 # ---- RMSNorm ---------------------------------------------------------------
 
-def _rms_fwd_impl(x, weight, eps, zero_centered_gamma):
+# Where a forward that nobody differentiates writes its rstd: one f32 buffer
+# per device, grown and never freed (a CUDA graph captured earlier may still
+# write into an older one). Launches on several streams may write it at once;
+# nobody reads it.
+_rstd_scratch = {}
+_rstd_kept = []
+
+
+def _scratch_rstd(dev, rows):
+    s = _rstd_scratch.get(dev)
+    if s is None or s[1] < rows:
+        n = max(rows, 4096, 2 * s[1] if s is not None else 0)
+        t = torch.empty(n, device=torch.device("cuda", dev), dtype=torch.float32)
+        _rstd_kept.append(t)
+        s = _rstd_scratch[dev] = (t.data_ptr(), n)
+    return s[0]
+
+
+def _rms_fwd_impl(x, weight, eps, zero_centered_gamma, want_rstd=True):
+    """(y, rstd); rstd is None when not wanted (it then goes to a scratch
+    buffer: one allocation fewer on the inference path)."""
     dev = _rms_check("rms_norm_fwd", x, weight)
     shape = x.shape
     h = shape[-1]
     xc = x.contiguous()
     wc = weight.contiguous()
     y = torch.empty_like(xc)
-    rstd = xc.new_empty(shape[:-1], dtype=torch.float32)
     rows = xc.numel() // h if h else 0
+    if want_rstd:
+        rstd = xc.new_empty(shape[:-1], dtype=torch.float32)
+        rstd_ptr = rstd.data_ptr()
+    else:
+        rstd, rstd_ptr = None, _scratch_rstd(dev, rows)
     status = _lib.lib().tj_rms_norm_fwd(
         _lib.engine(dev), _CODES[x.dtype], _CODES[weight.dtype], xc.data_ptr(), wc.data_ptr(),
-        y.data_ptr(), rstd.data_ptr(), rows, h, eps, zero_centered_gamma,
+        y.data_ptr(), rstd_ptr, rows, h, eps, zero_centered_gamma,
         _raw_stream(dev) if _raw_stream is not None else _stream(x.device))
     if status:
         _lib.check(status)
@@ -187,7 +211,7 @@ def rms_norm(x, weight, eps=1e-6, zero_centered_gamma=False):
         return rms_norm_fwd(x, weight, eps, zcg)[0]
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
         return _RmsNorm.apply(x, weight, eps, zcg)
-    return _rms_fwd_impl(x, weight, eps, zcg)[0]
+    return _rms_fwd_impl(x, weight, eps, zcg, False)[0]
 
 
 # ---- GEMM ------------------------------------------------------------------
@@ -417,9 +441,7 @@ def linear(x, weight, bias=None):
 # ---- Attention ---------------------------------------------------------------
 
 BSHD, BHSD = 0, 1  # how Q, K, V and O are stored: [b, s, h, d] or [b, h, s, d]
-_ATTN_HEAD_DIMS = (64, 128, 256)
-# Head dims the backward kernel takes.
-ATTN_BWD_HEAD_DIMS = (64, 128)
+_ATTN_HEAD_DIMS = (64, 128, 256)  # forward and backward
 _LAYOUTS = {"bshd": BSHD, "bhsd": BHSD, BSHD: BSHD, BHSD: BHSD}
 
 
@@ -523,10 +545,6 @@ def _(q, k, v, causal, scale, layout):
 
 
 def _attn_bwd_impl(do, q, k, v, o, lse, causal, scale, layout):
-    d = _attn_shapes("attn_bwd", q, k, v, layout)[5]
-    if d not in ATTN_BWD_HEAD_DIMS:
-        raise NotImplementedError(f"tilejit.attn_bwd: head dim {d}; the backward kernel takes "
-                                  f"{ATTN_BWD_HEAD_DIMS} only")
     b, sq, sk, hq, hkv, d = _attn_check("attn_bwd", q, k, v, layout)
     _on_gpu("attn_bwd", q=q, do=do, o=o, lse=lse)
     if do.shape != q.shape or o.shape != q.shape or do.dtype != q.dtype or o.dtype != q.dtype:
@@ -598,8 +616,7 @@ def attention(q, k, v, causal=False, scale=None, layout=BHSD):
     """Attention through tilejit; returns o (as q). q, k, v: bf16/f16,
     [b, h, s, d] (layout BHSD, torch's) or [b, s, h, d] (BSHD), d 64, 128 or
     256, kv heads dividing q heads. scale: None for 1/sqrt(d). Differentiable
-    for head dims 64 and 128 (tilejit::attn_bwd); a gradient with 256 raises
-    NotImplementedError."""
+    (tilejit::attn_bwd)."""
     layout = _layout_code(layout)
     if scale is None:
         scale = 0.0  # the op's 1/sqrt(d)
@@ -648,9 +665,8 @@ def warmup(linear=(), rms_norm=(), attention=(), dtype=torch.bfloat16, device=No
     for b, sq, sk, hq, hkv, d, causal, layout in attention:
         _lib.check(lib.tj_attn_fwd_prepare(eng, code, _layout_code(layout), b, sq, sk, hq, hkv, d,
                                            int(bool(causal))))
-        if d in ATTN_BWD_HEAD_DIMS:
-            _lib.check(lib.tj_attn_bwd_prepare(eng, code, _layout_code(layout), b, sq, sk, hq,
-                                               hkv, d, int(bool(causal))))
+        _lib.check(lib.tj_attn_bwd_prepare(eng, code, _layout_code(layout), b, sq, sk, hq, hkv, d,
+                                           int(bool(causal))))
 
 
 def set_sm_margin(sm_margin, device=None):

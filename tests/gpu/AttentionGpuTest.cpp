@@ -481,6 +481,21 @@ TEST_F(GpuAttention, BackwardHeadDimsMasksAndGroups) {
   runBackward({2, 100, 100, 8, 2, 128, false, Layout::BHSD});
 }
 
+TEST_F(GpuAttention, BackwardHeadDim256SplitsTheColumns) {
+  // Head dim 256: the dK/dV kernel's two consumers hold half of dK's and
+  // dV's columns each for the same 64 keys (dsplit). Ragged, causal, both
+  // layouts, f16, GQA and MQA; the query heads split over programs (the
+  // parts' sum kernel adds 128 columns at a time).
+  runBackward({1, 256, 256, 2, 2, 256});
+  runBackward({2, 200, 200, 4, 1, 256, true});
+  runBackward({1, 300, 300, 4, 2, 256, false, Layout::BHSD});
+  runBackward({1, 129, 129, 2, 2, 256, true, Layout::BSHD, DType::F16});
+  runBackward({64, 128, 128, 4, 1, 256, true});
+  runBackward({1, 100, 250, 2, 2, 256, true}); // keys no query sees: zero dK, dV
+  runBackward({1, 333, 333, 2, 1, 256, false, Layout::BSHD, DType::BF16, 0.0f,
+               "bn=16 consumers=2 dsplit=1 kv_bm=32 overlap=1 stages=3"});
+}
+
 TEST_F(GpuAttention, BackwardRaggedAndCrossLengths) {
   for (int64_t s : {1, 63, 65, 129, 383})
     runBackward({1, s, s, 2, 2, 128, true});

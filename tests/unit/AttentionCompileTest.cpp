@@ -167,6 +167,14 @@ TEST(AttentionCompile, BackwardBuildsWithoutSpillsForEveryHeadDimMaskLayoutAndTy
       expectClean(backward(128, true, l), *TileConfig::parse(cfg));
   expectClean(backward(64, false),
               *TileConfig::parse("bn=128 consumers=2 kv_bm=64 overlap=1 stages=2"));
+  // Head dim 256: the consumers split dK's and dV's columns (dsplit); the
+  // default, both layouts and masks, f16, and the largest the rules allow.
+  for (bool causal : {false, true})
+    for (Layout l : {Layout::BSHD, Layout::BHSD})
+      expectClean(backward(256, causal, l), {});
+  expectClean(backward(256, true, Layout::BSHD, DType::F16), {});
+  expectClean(backward(256, false),
+              *TileConfig::parse("bn=16 consumers=2 dsplit=1 kv_bm=32 overlap=1 stages=3"));
 }
 
 TEST(AttentionCompile, PtxasInjectsNoWaitBetweenTheOverlappedScoreProducts) {
@@ -285,8 +293,26 @@ TEST(AttentionCompile, BackwardErrorsNameWhatWasWrong) {
   const KernelTemplate &t = getTemplate(attention::backwardOp());
   auto err = t.checkConfig(backward(256, true), t.defaultConfig(backward(128, true)));
   ASSERT_TRUE(bool(err));
-  EXPECT_NE(llvm::toString(std::move(err)).find("attn_bwd takes head dim 64 or 128 (d = 256"),
+  EXPECT_NE(llvm::toString(std::move(err)).find("attn_bwd at head dim 256 needs dsplit = 1"),
             std::string::npos);
+  err = t.checkConfig(backward(256, true),
+                      *TileConfig::parse("bn=32 consumers=1 dsplit=1 kv_bm=32 stages=2"));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("dsplit needs two consumers"), std::string::npos);
+  err = t.checkConfig(backward(256, true),
+                      *TileConfig::parse("bn=64 consumers=2 dsplit=1 kv_bm=32 overlap=1 stages=2"));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("(at most 192 at head dim 256): use a smaller bn"),
+            std::string::npos);
+  for (const char *cfg : {"bn=32 consumers=2 dsplit=1 kv_bm=64 overlap=1 stages=2",
+                          "bn=32 consumers=2 dsplit=1 kv_bm=32 overlap=0 stages=2",
+                          "bn=32 consumers=2 dsplit=1 kv_bm=32 overlap=1 stages=1"}) {
+    err = t.checkConfig(backward(256, true), *TileConfig::parse(cfg));
+    ASSERT_TRUE(bool(err)) << cfg;
+    EXPECT_NE(llvm::toString(std::move(err))
+                  .find("dsplit needs kv_bm = 32, overlap = 1 and 2 or more stages"),
+              std::string::npos);
+  }
   err = t.checkConfig(backward(128, true),
                       *TileConfig::parse("bn=64 consumers=2 kv_bm=128 stages=2"));
   ASSERT_TRUE(bool(err));
@@ -312,9 +338,8 @@ TEST(AttentionCompile, BackwardErrorsNameWhatWasWrong) {
   ASSERT_FALSE(bool(k));
   EXPECT_NE(llvm::toString(k.takeError()).find("attn_bwd runs on sm_90a"), std::string::npos);
 
-  EXPECT_NE(llvm::toString(backward(256, true).spec().validate())
-                .find("attn_bwd head dim d must be 64 or 128, got d=256"),
-            std::string::npos);
+  if (llvm::Error e = backward(256, true).spec().validate())
+    ADD_FAILURE() << "head dim 256 has a backward: " << llvm::toString(std::move(e));
 
   attention::Call call;
   call.b = 0;
@@ -369,7 +394,7 @@ TEST(AttentionCompile, BackwardDefaultKeepsMultiprocessorsBusy) {
 
 TEST(AttentionCompile, DefaultConfigsAreValidAndTheSpaceIsNotEmpty) {
   for (attention::Params p : {params(64, true), params(128, true), params(256, true),
-                              backward(64, true), backward(128, false)}) {
+                              backward(64, true), backward(128, false), backward(256, true)}) {
     const KernelTemplate &t = getTemplate(p.spec());
     TileConfig c = t.defaultConfig(p);
     EXPECT_FALSE(bool(t.checkConfig(p, c))) << p.spec().canonical() << " " << c.canonical();

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "autotune/Harness.h"
 #include "autotune/Measure.h"
 
 using namespace tilejit;
@@ -91,7 +92,7 @@ TEST(Measure, TheLaunchCountStaysBetweenOneAndAThousand) {
 }
 
 TEST(Measure, ASampleAboveTheCutoffIsTheOnlyOne) {
-  // First kept sample 4 ms, cutoff 3 ms (three times the best so far).
+  // First kept sample 4 ms, cutoff 3 ms (a multiple of the best so far).
   FakeClock clock{{1.0f, 1.0f, 1.0f, 4.0f, 1.0f}};
   std::vector<double> ms = samples(30, 3.0, clock);
   ASSERT_EQ(ms.size(), 1u);
@@ -115,10 +116,49 @@ TEST(Measure, SlowKernelsTakeAboutSixtyMillisecondsOfSamples) {
   EXPECT_EQ(fast.inners.back(), 20);
   FakeClock slow{{5.0f}}; // 5 ms a launch: 12 samples make 60 ms
   EXPECT_EQ(samples(30, 0, slow).size(), 12u);
+  EXPECT_EQ(slow.inners.size(), 13u) << "2 ms or more: the calibration is the only warm-up";
   FakeClock slower{{40.0f}};
-  EXPECT_EQ(samples(30, 0, slower).size(), 10u) << "never fewer than 10";
+  EXPECT_EQ(samples(30, 0, slower).size(), 3u) << "never fewer than 3 of 5 ms or more";
+  FakeClock three{{3.0f}};
+  EXPECT_EQ(samples(30, 0, three).size(), 20u);
+  FakeClock four{{15.0f}}; // 60 ms: 4 samples
+  EXPECT_EQ(samples(30, 0, four).size(), 4u);
+  FakeClock two{{25.0f}}; // 2.4 samples make 60 ms; at least 3
+  EXPECT_EQ(samples(30, 0, two).size(), 3u);
+  FakeClock shorter{{1.5f}};
+  EXPECT_EQ(samples(30, 0, shorter).size(), 30u);
+  EXPECT_EQ(shorter.inners.size(), 33u) << "under 2 ms: two more warm-up samples";
   FakeClock few{{40.0f}};
   EXPECT_EQ(samples(3, 0, few).size(), 3u) << "never more than asked";
+}
+
+TEST(Measure, SustainedSamplesLastAboutTheirLengthAfterAWarmUp) {
+  // A first launch of 0.5 ms: samples of 20 launches (10 ms), one more
+  // warm-up, then 3 kept, per launch.
+  FakeClock clock{{0.5f, 99.0f, 8.0f, 10.0f, 12.0f}};
+  auto ms = timeSustained(3, 10.0, std::ref(clock));
+  ASSERT_TRUE(bool(ms)) << llvm::toString(ms.takeError());
+  EXPECT_EQ(clock.inners, (std::vector<int>{1, 20, 20, 20, 20}));
+  ASSERT_EQ(ms->size(), 3u);
+  EXPECT_FLOAT_EQ((*ms)[0], 8.0f / 20);
+  EXPECT_FLOAT_EQ((*ms)[2], 12.0f / 20);
+  // A launch longer than a sample: one launch a sample.
+  FakeClock slow{{30.0f}};
+  auto one = timeSustained(2, 10.0, std::ref(slow));
+  ASSERT_TRUE(bool(one));
+  EXPECT_EQ(slow.inners, (std::vector<int>{1, 1, 1, 1}));
+}
+
+TEST(Measure, RandomInputsAreTheSameWhateverTheThreads) {
+  // A large input is filled by several threads, a small one by one: the
+  // values depend on the seed and the position only.
+  auto small = randomValues(DType::BF16, 1000, 7);
+  auto large = randomValues(DType::BF16, size_t(10) << 20, 7);
+  auto larger = randomValues(DType::BF16, size_t(23) << 20, 7);
+  ASSERT_EQ(large.size(), size_t(20) << 20);
+  EXPECT_TRUE(std::equal(small.begin(), small.end(), large.begin()));
+  EXPECT_TRUE(std::equal(large.begin(), large.end(), larger.begin()));
+  EXPECT_NE(randomValues(DType::BF16, 1000, 8), small) << "another seed, other values";
 }
 
 TEST(Measure, AFailedSampleIsTheCandidatesError) {

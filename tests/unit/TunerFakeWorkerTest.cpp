@@ -21,6 +21,7 @@
 #include "autotune/Worker.h"
 #include "compiler/templates/Template.h"
 #include "core/Sha256.h"
+#include "ops/gemm/GemmDecl.h"
 #include "ops/rmsnorm/RmsNormDecl.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/Store.h"
@@ -37,6 +38,7 @@ namespace {
 struct Plan {
   int behaviour = 1;
   int us = 1000;
+  int sustainedUs = 0; // the time under sustained load (0: us)
 };
 
 class TunerFakeWorker : public ::testing::Test {
@@ -80,6 +82,8 @@ protected:
       CompiledKernel k;
       k.spec = s;
       k.config.set("vec", p.behaviour).set("us", p.us);
+      if (p.sustainedUs)
+        k.config.set("sus", p.sustainedUs);
       k.key = sha256Hex("fake " + c.canonical());
       k.cubin = {'f', 'a', 'k', 'e'};
       return k;
@@ -149,6 +153,49 @@ TEST_F(TunerFakeWorker, ChoosesOnTheMeasuredMediansAndRecordsEverything) {
   auto k = store->getKernel((*w)->kernelKey);
   ASSERT_TRUE(k && *k);
   EXPECT_EQ((*k)->config, space[1].canonical());
+}
+
+TEST_F(TunerFakeWorker, GemmFinalistsAreRankedAgainUnderSustainedLoad) {
+  // A GEMM (tuned under load): the screening's fastest four and the default
+  // are timed again in turns; the winner is the fastest under load, which
+  // the screening ranked third.
+  gemm::Params g;
+  g.m = g.n = g.k = 8192;
+  g.target = *device.target();
+  KernelSpec gs = g;
+  space = getTemplate(gs).configSpace(gs.tuningSpec());
+  ASSERT_GE(space.size(), 8u);
+  ASSERT_EQ(space[0], getTemplate(gs).defaultConfig(gs.tuningSpec())) << "the default comes first";
+  plan[space[0].canonical()] = {1, 1100, 1200}; // the default: fifth in the screening
+  plan[space[1].canonical()] = {1, 1000, 1300};
+  plan[space[2].canonical()] = {1, 1010, 1250};
+  plan[space[3].canonical()] = {1, 1020, 1150};
+  plan[space[4].canonical()] = {1, 1030, 1400};
+  plan[space[5].canonical()] = {1, 1200, 1000}; // out of the finals: not its sustained time
+  for (size_t i = 6; i < 8; ++i)
+    plan[space[i].canonical()] = {1, 1300, 900};
+  auto r = tune(gs, store.get(), options(8));
+  ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+  EXPECT_EQ(r->finalists, 5);
+  EXPECT_EQ(r->winner, space[3]) << r->reason;
+  EXPECT_DOUBLE_EQ(r->winnerMs, 1.15);
+  const double sustained[] = {1.2, 1.3, 1.25, 1.15, 1.4, 0, 0, 0};
+  for (size_t i = 0; i < 8; ++i) {
+    SCOPED_TRACE(space[i].canonical());
+    EXPECT_DOUBLE_EQ(r->candidates[i].sustainedMs, sustained[i]);
+  }
+  EXPECT_NE(r->reason.find("sustained load (5 finalists"), std::string::npos) << r->reason;
+  // The store keeps the screening's timings, the winner the sustained one.
+  auto w = store->winner(r->tuneKey);
+  ASSERT_TRUE(w && *w);
+  EXPECT_EQ((*w)->config, space[3].canonical());
+  EXPECT_DOUBLE_EQ((*w)->medianMs, 1.15);
+  // RMSNorm (memory-bound) has no finals.
+  auto rr = tune(spec, store.get(), options(4));
+  ASSERT_TRUE(bool(rr)) << llvm::toString(rr.takeError());
+  EXPECT_EQ(rr->finalists, 0);
+  for (const CandidateResult &c : rr->candidates)
+    EXPECT_EQ(c.sustainedMs, 0);
 }
 
 TEST_F(TunerFakeWorker, ARetuneSkipsKnownBadConfigsAndReusesTimings) {

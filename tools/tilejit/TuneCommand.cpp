@@ -60,6 +60,7 @@ nlohmann::json candidateJson(const CandidateResult &c) {
           {"reps", c.reps},
           {"registers", c.registers},
           {"spill_bytes", c.spillBytes},
+          {"sustained_ms", c.sustainedMs},
           {"detail", c.detail}};
 }
 
@@ -225,7 +226,9 @@ int runTune(const TuneArgs &a) {
                         {"workers_lost", r->workersLost},
                         {"ready_s", r->readySeconds},
                         {"wait_s", r->waitSeconds},
-                        {"measure_s", r->measureSeconds}};
+                        {"measure_s", r->measureSeconds},
+                        {"finalists", r->finalists},
+                        {"finals_s", r->finalsSeconds}};
     for (auto &c : r->candidates)
       j["candidates"].push_back(candidateJson(c));
     std::printf("%s\n", dumped(j).c_str());
@@ -245,6 +248,15 @@ int runTune(const TuneArgs &a) {
   std::printf("time     measuring side ready after %.2f s; then %.2f s measuring, %.2f s waiting "
               "for compiles\n",
               r->readySeconds, r->measureSeconds, r->waitSeconds);
+  if (r->finalists > 0) {
+    std::printf("finals   %d candidates timed again under sustained load in %.2f s "
+                "(screening ms -> sustained ms):\n",
+                r->finalists, r->finalsSeconds);
+    for (auto &c : r->candidates)
+      if (c.sustainedMs > 0)
+        std::printf("  %-60s %.4f -> %.4f\n", c.config.canonical().c_str(), c.medianMs,
+                    c.sustainedMs);
+  }
   for (auto &c : r->candidates)
     if (c.status == "fault" || c.status == "timeout")
       std::printf("  [%s] %s: %s\n", c.config.canonical().c_str(), c.status.c_str(),
