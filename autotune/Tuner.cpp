@@ -447,7 +447,9 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
   // candidates and the default config are timed again that way, in turns,
   // and the winner is chosen among them.
   std::vector<size_t> finals;
-  if (!cancelled && opt.finalists > 0 && opt.finalRounds > 0 && tmpl.tunedUnderLoad()) {
+  bool overBudget = opt.budgetSeconds > 0 && secondsSince(t0) > opt.budgetSeconds;
+  if (!cancelled && !overBudget && opt.finalists > 0 && opt.finalRounds > 0 &&
+      tmpl.tunedUnderLoad()) {
     auto good = [&](size_t i) {
       const std::string &st = result.candidates[i].status;
       return st == "ok" || st == "stored";
@@ -510,8 +512,11 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
       ++result.finalists;
     }
     result.finalsSeconds = secondsSince(tf);
-    if (result.finalists < 2)
+    if (result.finalists < 2) {
       result.finalists = 0; // nothing to rank by: the screening decides
+      for (CandidateResult &c : result.candidates)
+        c.sustainedMs = 0;
+    }
   }
   if (worker)
     result.workersLost = worker->lost();

@@ -47,7 +47,7 @@ struct TuneOptions {
   /// Templates tuned under load (KernelTemplate::tunedUnderLoad): the
   /// fastest this many candidates and the default config are timed again
   /// under sustained load, in turns, and the winner is chosen among them by
-  /// those timings. 0: no finals.
+  /// those timings (not past budgetSeconds). 0: no finals.
   int finalists = 4;
   int finalRounds = 2;
   uint64_t seed = 0;        // 0: fresh random inputs

@@ -784,12 +784,14 @@ class Attention(unittest.TestCase):
             _ref_attention(qd, kd, vd, True, 0.125, 1)[0].sum().backward()
             _close(self, q.grad, qd.grad, 3e-2, "dq through sdpa")
             _close(self, v.grad, vd.grad, 3e-2, "dv through sdpa")
-            # Head dim 256 with a gradient: torch's.
+            # Head dim 256 with a gradient: tilejit's too.
             q, k, v = (t.requires_grad_() for t in _qkv(1, 1, 64, 64, 2, 2, 256, torch.bfloat16))
             n = len(calls)
             F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
-            self.assertEqual(len(calls), n)
-            self.assertIsNotNone(q.grad)
+            self.assertEqual(len(calls), n + 1)
+            qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+            _ref_attention(qd, kd, vd, True, 256 ** -0.5, 1)[0].sum().backward()
+            _close(self, k.grad, kd.grad, 3e-2, "dk through sdpa at head dim 256")
             with torch.no_grad():  # a mask: torch's
                 F.scaled_dot_product_attention(q, k, v, torch.ones(64, 64, device="cuda",
                                                                    dtype=torch.bool))
