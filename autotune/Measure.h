@@ -47,16 +47,11 @@ void summarizeSamples(std::vector<double> ms, Measurement &m);
 /// The timing schedule of one candidate, apart from the GPU: `sample(inner)`
 /// runs one sample of `inner` back-to-back launches and returns its elapsed
 /// milliseconds. The first sample sizes `inner` so that a sample lasts about
-/// 0.2 ms (1 to 1000 launches); the next two warm up; then `reps` samples are
-/// kept, each divided by `inner`, or fewer for a slow kernel: about 60 ms of
-/// samples, at least 10. With `cutoffMs` > 0 a first kept sample slower than
-/// that is the only one: the candidate cannot win.
-/// Timed samples of `sample(inner)` (the milliseconds of `inner` launches),
-/// per launch. The first sample sizes `inner` so that a sample lasts about
-/// 0.2 ms and the count: about 60 ms of samples, at least min(reps, 5)
-/// (3 of 5 ms or more), at most `reps`; two warm-up samples follow (none after a first sample of
-/// 2 ms or more), not kept. With `cutoffMs` > 0 a first
-/// timed sample slower than that is the only one.
+/// 0.2 ms (1 to 1000 launches); the next two warm up (none follow a first
+/// sample of 2 ms or more); then `reps` samples are kept, each divided by
+/// `inner`, or fewer for a slow kernel: about 60 ms of samples, at least
+/// min(reps, 5) (3 of 5 ms or more). With `cutoffMs` > 0 a first kept
+/// sample slower than that is the only one: the candidate cannot win.
 llvm::Expected<std::vector<double>>
 timeSamples(int reps, double cutoffMs, const std::function<llvm::Expected<float>(int)> &sample);
 

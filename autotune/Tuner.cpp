@@ -374,7 +374,8 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
     }
     auto tl = std::chrono::steady_clock::now();
     // A candidate 1.5x slower than the best so far stops after one sample:
-    // it cannot win, nor reach the finals.
+    // it cannot win (it reaches the finals only where fewer than their
+    // number are faster, or as the default).
     double cutoff = bestMs > 0 ? 1.5 * bestMs : 0;
     llvm::Expected<Measurement> measured =
         worker ? worker->measure(*item.kernel, cutoff) : runner->measure(*item.kernel, cutoff);
@@ -446,9 +447,11 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
   // which differ by config (bench/NOTES.md, GEMM g9). The fastest
   // candidates and the default config are timed again that way, in turns,
   // and the winner is chosen among them.
+  // (Not past the budget, and only with a measuring side: where every
+  // timing came from the store, none was started, and they decide.)
   std::vector<size_t> finals;
   bool overBudget = opt.budgetSeconds > 0 && secondsSince(t0) > opt.budgetSeconds;
-  if (!cancelled && !overBudget && opt.finalists > 0 && opt.finalRounds > 0 &&
+  if (!cancelled && !overBudget && (worker || runner) && opt.finalists > 0 && opt.finalRounds > 0 &&
       tmpl.tunedUnderLoad()) {
     auto good = [&](size_t i) {
       const std::string &st = result.candidates[i].status;
@@ -484,24 +487,46 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
   if (finals.size() > 1) {
     auto tf = std::chrono::steady_clock::now();
     std::vector<std::vector<double>> rounds(finals.size());
-    for (int r = 0; r < opt.finalRounds; ++r)
-      for (size_t f = 0; f < finals.size(); ++f) {
+    bool noWorker = false;
+    // Odd rounds in the reverse order: a drift of the clocks over the finals
+    // favours no candidate.
+    for (int r = 0; r < opt.finalRounds && !noWorker && !cancelled; ++r)
+      for (size_t n = 0; n < finals.size() && !noWorker; ++n) {
+        size_t f = r % 2 ? finals.size() - 1 - n : n;
         if (r > 0 && rounds[f].empty())
-          continue; // failed in an earlier round
+          continue; // out since an earlier round
+        if (opt.cancelled && opt.cancelled()) {
+          cancelled = true;
+          break;
+        }
+        CandidateResult &c = result.candidates[finals[f]];
         llvm::Expected<Measurement> m =
             worker ? worker->measure(binaries[finals[f]], 0, TimingMode::Sustained)
                    : runner->measure(binaries[finals[f]], 0, TimingMode::Sustained);
-        if (!m)
-          return m.takeError(); // no worker could be started
+        if (!m) {
+          // No worker could be started again: the screening decides.
+          llvm::consumeError(m.takeError());
+          noWorker = true;
+          break;
+        }
         if (m->status != "ok") {
+          // A failure under load is the candidate's, as in the screening:
+          // recorded, and out of the finals and of the choice.
+          const char *stage = m->status == "verify"   ? "verify"
+                              : m->status == "spills" ? "compile"
+                                                      : "launch";
+          recordFailure(c, m->status, stage, m->detail + " (under sustained load)");
           if (!worker && m->status == "fault")
-            return err("tuning stopped: candidate [" + space[finals[f]].canonical() +
+            return err("tuning stopped: candidate [" + c.config.canonical() +
                        "] broke this process's GPU context under sustained load: " + m->detail);
-          rounds[f].clear(); // out of the finals; its screening result stands for the record
+          rounds[f].clear();
           continue;
         }
         rounds[f].push_back(m->medianMs);
       }
+    if (noWorker)
+      for (auto &x : rounds)
+        x.clear();
     for (size_t f = 0; f < finals.size(); ++f) {
       if (rounds[f].size() != size_t(opt.finalRounds))
         continue;
@@ -540,8 +565,8 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
     std::string why;
     int f = chooseWinner(ranked, opt.noise, &why);
     win = int(at[size_t(f)]);
-    result.reason = "under sustained load (" + std::to_string(result.finalists) +
-                    " finalists, " + std::to_string(opt.finalRounds) + " rounds): " + why;
+    result.reason = "under sustained load (" + std::to_string(result.finalists) + " finalists, " +
+                    std::to_string(opt.finalRounds) + " rounds): " + why;
   } else {
     win = chooseWinner(result.candidates, opt.noise, &result.reason);
   }
@@ -549,8 +574,9 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
     return err("no config of " + spec.canonical() + " compiled, ran and verified (" +
                std::to_string(space.size()) + " tried)");
   result.winner = result.candidates[size_t(win)].config;
-  const CandidateResult &won = result.candidates[size_t(win)];
-  result.winnerMs = won.sustainedMs > 0 ? won.sustainedMs : won.medianMs;
+  // The screening's median, as the store's timings have it (the sustained
+  // one is in the reason and the candidate's sustainedMs).
+  result.winnerMs = result.candidates[size_t(win)].medianMs;
   if (store) {
     if (binaries[size_t(win)].cubin.empty()) {
       std::unique_ptr<CompilerProcess> none;

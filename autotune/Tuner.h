@@ -34,7 +34,8 @@ struct CandidateResult {
   int reps = 0;
   int registers = -1, spillBytes = 0;
   /// In the finals: the mean of its rounds' medians under sustained load
-  /// (0: not a finalist); medianMs stays the screening's.
+  /// (0: not a finalist, or finals not held); medianMs stays the
+  /// screening's, which the store and TuneResult::winnerMs keep.
   double sustainedMs = 0;
 };
 
@@ -50,8 +51,8 @@ struct TuneOptions {
   /// those timings (not past budgetSeconds). 0: no finals.
   int finalists = 4;
   int finalRounds = 2;
-  uint64_t seed = 0;        // 0: fresh random inputs
-  int device = 0;           // the GPU to tune on
+  uint64_t seed = 0; // 0: fresh random inputs
+  int device = 0;    // the GPU to tune on
   /// Where candidates are checked and timed. In a worker process
   /// (`tilejit-worker`, see Worker.h) a candidate that faults or hangs the GPU
   /// is recorded and costs only that worker; in this process it stops the

@@ -100,20 +100,12 @@ void BM_LaunchRmsNormForward(benchmark::State &state) {
     state.SkipWithError(llvm::toString(grid.takeError()).c_str());
     return;
   }
-  const EntryInfo &e = k->entry(0);
-  for (const ParamInfo &p : e.params)
+  for (const ParamInfo &p : k->entry(0).params)
     if (!p.staticStrides.empty()) {
       state.SkipWithError("the kernel takes strides: the hand-packed arguments do not fit");
       return;
     }
-  CUlaunchConfig cfg = {};
-  cfg.gridDimX = unsigned((*grid)[0]);
-  cfg.gridDimY = unsigned((*grid)[1]);
-  cfg.gridDimZ = unsigned((*grid)[2]);
-  cfg.blockDimX = unsigned(e.blockThreads);
-  cfg.blockDimY = cfg.blockDimZ = 1;
-  cfg.sharedMemBytes = unsigned(e.dynamicSmemBytes);
-  cfg.hStream = stream;
+  CUlaunchConfig cfg = k->launchConfig(0, *grid, stream);
   CUfunction f = k->function(0);
   int64_t variant = state.range(0), n = 0;
   for (auto _ : state) {
@@ -121,11 +113,20 @@ void BM_LaunchRmsNormForward(benchmark::State &state) {
     switch (variant) {
     case 0: {
       auto kk = engine->get(spec, stream);
-      ok = kk && !launchRmsNormForward(*kk, a, stream);
+      if (!kk) {
+        llvm::consumeError(kk.takeError());
+        ok = false;
+      } else if (llvm::Error e = launchRmsNormForward(*kk, a, stream)) {
+        llvm::consumeError(std::move(e));
+        ok = false;
+      }
       break;
     }
     case 1:
-      ok = !k->launch(0, args, std::size(args), stream);
+      if (llvm::Error e = k->launch(0, args, std::size(args), stream)) {
+        llvm::consumeError(std::move(e));
+        ok = false;
+      }
       break;
     case 2:
       ok = drv->cuLaunchKernelEx(&cfg, f, params, nullptr) == CUDA_SUCCESS;

@@ -75,8 +75,11 @@ def main():
         return "n/a" if x is None else format(x, f)
 
     for r in rows:
-        bad = r["check_bad"] + (r["default_check_bad"] or 0)
-        chk = "ok" if bad == 0 else f"{bad} of the sampled elements wrong"
+        bad, dbad = r["check_bad"], r["default_check_bad"] or 0
+        chk = "ok" if bad + dbad == 0 else \
+            "; ".join(f"{n} {what} wrong" for n, what in ((bad, "sampled elements"),
+                                                          (dbad, "with the default config"))
+                      if n)
         if dflt:
             md.append(f"| {r['name']} | {r['layout']} | {r['m']} | {r['n']} | {r['k']} | "
                       f"{r['tflops']:.0f} | {num(r['default_tflops'], '.0f')} | "

@@ -30,7 +30,7 @@ PY
 while IFS='|' read -r nm layout m n k; do
   start=$(date +%s%N)
   "$cli" tune gemm --m "$m" --n "$n" --k "$k" --layout "$layout" --dtype bf16 \
-    --max-configs 48 --db "$tmp/tuned.db" ${TUNE_FLAGS:-} > "$tmp/tune.log" 2>&1 ||
+    --max-configs 48 --db "$tmp/tuned.db" ${TUNE_FLAGS:-} < /dev/null > "$tmp/tune.log" 2>&1 ||
     { echo "tuning $nm failed:"; cat "$tmp/tune.log"; }
   { echo "== $nm"; cat "$tmp/tune.log"; } >> "$tmp/tune_all.log"
   ms=$((($(date +%s%N) - start) / 1000000))

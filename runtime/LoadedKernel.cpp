@@ -299,16 +299,23 @@ llvm::Error LoadedKernel::launch(size_t entry, const KernelArg *args, size_t cou
   auto drv = CudaDriver::get();
   if (!drv)
     return drv.takeError();
+  CUlaunchConfig cfg = launchConfig(entry, *grid, stream);
+  TJ_CU_CHECK(*drv, cuLaunchKernelEx(&cfg, functions_[entry], params.data(), nullptr));
+  return llvm::Error::success();
+}
+
+CUlaunchConfig LoadedKernel::launchConfig(size_t entry, const std::array<int64_t, 3> &grid,
+                                          CUstream stream) const {
+  const EntryInfo &e = entries_[entry];
   CUlaunchConfig cfg = {};
-  cfg.gridDimX = unsigned((*grid)[0]);
-  cfg.gridDimY = unsigned((*grid)[1]);
-  cfg.gridDimZ = unsigned((*grid)[2]);
+  cfg.gridDimX = unsigned(grid[0]);
+  cfg.gridDimY = unsigned(grid[1]);
+  cfg.gridDimZ = unsigned(grid[2]);
   cfg.blockDimX = unsigned(e.blockThreads);
   cfg.blockDimY = cfg.blockDimZ = 1;
   cfg.sharedMemBytes = unsigned(e.dynamicSmemBytes);
   cfg.hStream = stream;
-  TJ_CU_CHECK(*drv, cuLaunchKernelEx(&cfg, functions_[entry], params.data(), nullptr));
-  return llvm::Error::success();
+  return cfg;
 }
 
 } // namespace tilejit

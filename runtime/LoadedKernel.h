@@ -113,8 +113,12 @@ public:
   int64_t workspaceBytes() const { return workspaceBytes_; }
   const std::string &key() const { return key_; }
   CUcontext context() const { return context_; }
-  /// The driver's handle of entry `i` (benchmarks of the launch path).
+  /// The driver's handle of entry `i` and the launch configuration of a
+  /// launch with `grid` (what launch() passes cuLaunchKernelEx; benchmarks
+  /// of the launch path).
   CUfunction function(size_t i) const { return functions_[i]; }
+  CUlaunchConfig launchConfig(size_t entry, const std::array<int64_t, 3> &grid,
+                              CUstream stream) const;
 
 private:
   LoadedKernel() = default;

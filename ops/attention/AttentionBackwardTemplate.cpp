@@ -188,7 +188,7 @@ public:
       c = make(2, 32, 32, 2, 1, 1);
     if (llvm::Error err = checkConfig(ks, c)) {
       llvm::consumeError(std::move(err));
-      return make(2, 32, 32, 2);
+      return p.d > 128 ? make(2, 16, 32, 2, 1, 1) : make(2, 32, 32, 2);
     }
     return c;
   }
@@ -206,9 +206,9 @@ public:
                          " needs dsplit = 1: a warpgroup's dK and dV would need " +
                          llvm::Twine(p.d) +
                          " registers a thread, more than it has beside the scores");
-    if (s.dsplit && (s.consumers != 2 || s.fused))
-      return configError("dsplit needs two consumers (each holds half of the head dim) and no "
-                         "fused dQ");
+    if (s.dsplit && (s.consumers != 2 || s.fused || p.d <= 128))
+      return configError("dsplit needs two consumers (each holds half of the head dim), no "
+                         "fused dQ, and head dim 256 (halves of whole 64-column panels)");
     if (s.bn % 16 != 0)
       return configError("bn = " + llvm::Twine(s.bn) + " must be a multiple of 16");
     if (s.kvBm % 32 != 0)

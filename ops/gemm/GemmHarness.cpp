@@ -1,7 +1,8 @@
 //===- GemmHarness.cpp - tuning harness for GEMM ----------------------------===//
 //
-// M is given at launch, so a candidate is checked on at most 256 rows (every
-// tile column, a ragged last tile row when M is not a multiple of the tile)
+// M is given at launch, so a candidate is checked on at most 256 rows (128
+// where N is above 65536; every tile column, a ragged last tile row when M
+// is not a multiple of the tile)
 // with a grid of at most 16 programs, so that each program walks several
 // tiles through the ring, and timed on the full problem with every
 // multiprocessor, each with its own random inputs. Verification: every
@@ -13,9 +14,11 @@
 //===----------------------------------------------------------------------===//
 #include "autotune/Harness.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "ops/gemm/GemmLaunch.h"
 #include "runtime/CudaDriver.h"
@@ -28,9 +31,10 @@ llvm::Error fail(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
-/// `packed` (rows x cols of `elemBytes`) as rows `ld` apart, the gaps 0xFF.
-std::vector<unsigned char> pitched(const std::vector<unsigned char> &packed, int64_t rows,
-                                   int64_t cols, int64_t ld, int elemBytes) {
+/// `packed` (rows x cols of `elemBytes`) as rows `ld` apart, the gaps 0xFF
+/// (taken as it is where they are dense: an LM head's inputs are gigabytes).
+std::vector<unsigned char> pitched(std::vector<unsigned char> packed, int64_t rows, int64_t cols,
+                                   int64_t ld, int elemBytes) {
   if (ld == cols)
     return packed;
   size_t e = size_t(elemBytes);
@@ -60,7 +64,9 @@ public:
       return info.takeError();
     sms_ = info->smCount;
     full_ = call_ = gemm::callOf(p);
-    call_.m = std::min<int64_t>(p.m, 256);
+    // 256 rows, or 128 where D is very wide (an LM head's 128256 columns:
+    // each candidate's checked D is downloaded and scanned whole).
+    call_.m = std::min<int64_t>(p.m, p.n > 65536 ? 128 : 256);
     call_.maxPrograms = std::min(sms_, 16);
     int ab = dtypeBytes(p.ab), ob = dtypeBytes(p.out);
     // What the spec compiles for: C and D (on sm_80 A and B too) a leading
@@ -82,17 +88,27 @@ public:
                 : std::vector<unsigned char>();
     bias_ =
         p.hasBias ? randomValues(p.ab, size_t(p.n), seed * 4 + 6) : std::vector<unsigned char>();
-    auto aDev = pitched(a_, p.transA ? p.k : call_.m, aCols, call_.lda ? call_.lda : aCols, ab);
-    auto bDev = pitched(b_, bRows, bCols, call_.ldb ? call_.ldb : bCols, ab);
-    if (auto e = allocate(da_, aDev.size()))
-      return e;
-    if (auto e = allocate(db_, bDev.size()))
-      return e;
+    {
+      auto aDev = pitched(a_, p.transA ? p.k : call_.m, aCols, call_.lda ? call_.lda : aCols, ab);
+      if (auto e = allocate(da_, aDev.size()))
+        return e;
+      if (auto e = da_.upload(aDev))
+        return e;
+    }
+    {
+      // B is shared with the timed problem: an LM head's weights, uploaded
+      // without a copy where its rows are dense.
+      bool dense = !call_.ldb || call_.ldb == bCols;
+      std::vector<unsigned char> bDev;
+      if (!dense)
+        bDev = pitched(b_, bRows, bCols, call_.ldb, ab);
+      const std::vector<unsigned char> &up = dense ? b_ : bDev;
+      if (auto e = allocate(db_, up.size()))
+        return e;
+      if (auto e = db_.upload(up))
+        return e;
+    }
     if (auto e = allocate(dd_, size_t(call_.m * ldd_) * ob + size_t(dShift_)))
-      return e;
-    if (auto e = da_.upload(aDev))
-      return e;
-    if (auto e = db_.upload(bDev))
       return e;
     if (p.hasC) {
       auto cDev = pitched(c_, call_.m, p.n, ldd_, ob);
@@ -123,22 +139,37 @@ public:
       samples_.push_back({i, j, 0, 0});
     while (samples_.size() < 512)
       samples_.push_back({pm(rng), pn(rng), 0, 0});
-    for (Sample &s : samples_) {
-      double sum = 0, mag = 0;
-      for (int64_t k = 0; k < p.k; ++k) {
-        size_t ai = p.transA ? size_t(k * call_.m + s.i) : size_t(s.i * p.k + k);
-        size_t bi = p.transB ? size_t(s.j * p.k + k) : size_t(k * p.n + s.j);
-        double x = loadElement(a_.data(), p.ab, ai), y = loadElement(b_.data(), p.ab, bi);
-        sum += x * y;
-        mag += std::fabs(x * y);
+    // The float64 references, the samples spread over the host's threads
+    // (512 dot products of an LM head's K = 128256 took a second on one).
+    auto reference = [&](size_t begin, size_t end) {
+      for (size_t n = begin; n < end; ++n) {
+        Sample &s = samples_[n];
+        double sum = 0, mag = 0;
+        for (int64_t k = 0; k < p.k; ++k) {
+          size_t ai = p.transA ? size_t(k * call_.m + s.i) : size_t(s.i * p.k + k);
+          size_t bi = p.transB ? size_t(s.j * p.k + k) : size_t(k * p.n + s.j);
+          double x = loadElement(a_.data(), p.ab, ai), y = loadElement(b_.data(), p.ab, bi);
+          sum += x * y;
+          mag += std::fabs(x * y);
+        }
+        if (p.hasC)
+          sum += loadElement(c_.data(), p.out, size_t(s.i * p.n + s.j));
+        if (p.hasBias)
+          sum += loadElement(bias_.data(), p.ab, size_t(s.j));
+        s.ref = sum;
+        s.mag = mag;
       }
-      if (p.hasC)
-        sum += loadElement(c_.data(), p.out, size_t(s.i * p.n + s.j));
-      if (p.hasBias)
-        sum += loadElement(bias_.data(), p.ab, size_t(s.j));
-      s.ref = sum;
-      s.mag = mag;
-    }
+    };
+    size_t threads =
+        std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), size_t(p.k / 4096) + 1);
+    std::vector<std::thread> pool;
+    size_t per = (samples_.size() + threads - 1) / threads;
+    for (size_t w = 1; w < threads; ++w)
+      pool.emplace_back(reference, std::min(samples_.size(), w * per),
+                        std::min(samples_.size(), (w + 1) * per));
+    reference(0, std::min(samples_.size(), per));
+    for (auto &th : pool)
+      th.join();
 
     // The timed problem: full size, its own random inputs, no reference.
     int64_t taRows = p.transA ? p.k : full_.m, taCols = p.transA ? full_.m : p.k;
@@ -147,9 +178,29 @@ public:
       return e;
     if (auto e = allocate(td_, size_t(full_.m * ldd_) * ob + size_t(dShift_)))
       return e;
-    if (auto e = ta_.upload(pitched(randomValues(p.ab, size_t(full_.m * p.k), seed * 4 + 5), taRows,
-                                    taCols, lda, ab)))
+    size_t taElems = size_t(full_.m * p.k);
+    constexpr size_t kPool = size_t(64) << 20; // elements
+    if (lda == taCols && taElems > kPool) {
+      // Gigabytes of A (an LM head's input gradient: 8192 x 128256): a pool
+      // of 64M random elements uploaded once, then repeated on the device
+      // (doubling copies), as gemm_bench fills its inputs; only the time of
+      // this problem is taken.
+      if (auto e = ta_.upload(randomValues(p.ab, kPool, seed * 4 + 5)))
+        return e;
+      auto drv = CudaDriver::get();
+      if (!drv)
+        return drv.takeError();
+      size_t total = taElems * size_t(ab), have = kPool * size_t(ab);
+      while (have < total) {
+        size_t n = std::min(have, total - have);
+        TJ_CU_CHECK(*drv, cuMemcpyDtoDAsync_v2(ta_.ptr() + have, ta_.ptr(), n, nullptr));
+        have += n;
+      }
+      TJ_CU_CHECK(*drv, cuCtxSynchronize());
+    } else if (auto e = ta_.upload(
+                   pitched(randomValues(p.ab, taElems, seed * 4 + 5), taRows, taCols, lda, ab))) {
       return e;
+    }
     full_.a = ta_.ptr();
     full_.b = db_.ptr();
     full_.d = td_.ptr() + uint64_t(dShift_);
@@ -168,20 +219,25 @@ public:
 
   llvm::Error verify() override {
     size_t n = size_t(call_.m * call_.n), e = size_t(dtypeBytes(call_.out));
-    std::vector<unsigned char> raw(dd_.bytes()), d(n * e);
+    std::vector<unsigned char> raw(dd_.bytes()), packed;
     if (auto err = dd_.download(raw))
       return err;
     // D's rows out of its buffer; nothing may be written before or between
-    // them (the poison's 0xFF bytes stay).
+    // them (the poison's 0xFF bytes stay). Dense rows are read in place.
     size_t outside = 0;
     for (size_t i = 0; i < size_t(dShift_); ++i)
       outside += raw[i] != 0xFF;
-    for (int64_t r = 0; r < call_.m; ++r) {
-      const unsigned char *row = raw.data() + size_t(dShift_) + size_t(r * ldd_) * e;
-      std::memcpy(d.data() + size_t(r * call_.n) * e, row, size_t(call_.n) * e);
-      for (size_t i = size_t(call_.n) * e; i < size_t(ldd_) * e; ++i)
-        outside += row[i] != 0xFF;
+    bool dense = dShift_ == 0 && ldd_ == call_.n;
+    if (!dense) {
+      packed.resize(n * e);
+      for (int64_t r = 0; r < call_.m; ++r) {
+        const unsigned char *row = raw.data() + size_t(dShift_) + size_t(r * ldd_) * e;
+        std::memcpy(packed.data() + size_t(r * call_.n) * e, row, size_t(call_.n) * e);
+        for (size_t i = size_t(call_.n) * e; i < size_t(ldd_) * e; ++i)
+          outside += row[i] != 0xFF;
+      }
     }
+    const std::vector<unsigned char> &d = dense ? raw : packed;
     if (outside)
       return fail(llvm::Twine(int64_t(outside)) + " bytes written outside D's rows");
     // Every element written and finite: the exponent bits, word by word (a

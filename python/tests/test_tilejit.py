@@ -571,12 +571,18 @@ class Ops(unittest.TestCase):
         w = torch.randn(256, device="cuda", dtype=torch.bfloat16)
         x = torch.randn(64, 256, device="cuda", dtype=torch.bfloat16)
         tilejit.ops.rms_norm(x, w, 1e-5)  # loaded before capture
+        dev = x.get_device()
+        captured = tilejit.ops._rstd_scratch[dev][0]
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
             out = tilejit.ops.rms_norm(x, w, 1e-5)
-        big = torch.randn(300000, 256, device="cuda", dtype=torch.bfloat16)
+        rows = tilejit.ops._rstd_scratch[dev][1] + 1  # more than the scratch holds: it grows
+        big = torch.randn(rows, 256, device="cuda", dtype=torch.bfloat16)
         ref_big, _ = _ref_rms(big, w, 1e-5, False)
         _close(self, tilejit.ops.rms_norm(big, w, 1e-5), ref_big, 2e-2, "large")
+        self.assertNotEqual(tilejit.ops._rstd_scratch[dev][0], captured, "the scratch grew")
+        # The buffer the graph writes is still held, so never handed out again.
+        self.assertIn(captured, [t.data_ptr() for t in tilejit.ops._rstd_kept])
         del big
         torch.cuda.empty_cache()
         x.copy_(torch.randn_like(x))
@@ -792,6 +798,7 @@ class Attention(unittest.TestCase):
             qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
             _ref_attention(qd, kd, vd, True, 256 ** -0.5, 1)[0].sum().backward()
             _close(self, k.grad, kd.grad, 3e-2, "dk through sdpa at head dim 256")
+            n = len(calls)
             with torch.no_grad():  # a mask: torch's
                 F.scaled_dot_product_attention(q, k, v, torch.ones(64, 64, device="cuda",
                                                                    dtype=torch.bool))

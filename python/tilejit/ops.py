@@ -441,7 +441,9 @@ def linear(x, weight, bias=None):
 # ---- Attention ---------------------------------------------------------------
 
 BSHD, BHSD = 0, 1  # how Q, K, V and O are stored: [b, s, h, d] or [b, h, s, d]
-_ATTN_HEAD_DIMS = (64, 128, 256)  # forward and backward
+_ATTN_HEAD_DIMS = (64, 128, 256)
+# Head dims the backward kernel takes: all of the forward's.
+ATTN_BWD_HEAD_DIMS = _ATTN_HEAD_DIMS
 _LAYOUTS = {"bshd": BSHD, "bhsd": BHSD, BSHD: BSHD, BHSD: BHSD}
 
 

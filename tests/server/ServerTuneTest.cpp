@@ -180,7 +180,9 @@ TEST_F(ServerTune, StreamsEachCandidateAndPublishesTheWinner) {
     } else {
       EXPECT_EQ(c.status, "ok") << c.detail;
       EXPECT_DOUBLE_EQ(c.medianMs, c.config == space[1] ? 0.5 : 1.0);
-      EXPECT_EQ(c.reps, 30);
+      // The last one is measured after the best (0.5 ms) and is slower than
+      // 1.5 x it: one sample.
+      EXPECT_EQ(c.reps, c.config == space[3] ? 1 : 30);
     }
   }
   EXPECT_EQ(r->candidates.size(), 4u);

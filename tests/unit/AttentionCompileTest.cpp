@@ -299,6 +299,11 @@ TEST(AttentionCompile, BackwardErrorsNameWhatWasWrong) {
                       *TileConfig::parse("bn=32 consumers=1 dsplit=1 kv_bm=32 stages=2"));
   ASSERT_TRUE(bool(err));
   EXPECT_NE(llvm::toString(std::move(err)).find("dsplit needs two consumers"), std::string::npos);
+  // Halves of a head dim of 128 are not whole 64-column panels.
+  err = t.checkConfig(backward(128, true),
+                      *TileConfig::parse("bn=32 consumers=2 dsplit=1 kv_bm=32 overlap=1 stages=2"));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("and head dim 256"), std::string::npos);
   err = t.checkConfig(backward(256, true),
                       *TileConfig::parse("bn=64 consumers=2 dsplit=1 kv_bm=32 overlap=1 stages=2"));
   ASSERT_TRUE(bool(err));

@@ -102,8 +102,12 @@ int main(int argc, char **argv) {
     int64_t us = config && config->has("us") ? config->get("us") : 1000;
     // Under sustained load (the tuner's finals) the time "sus" names, where
     // the config has one.
-    if (config && config->has("sus") && msg.value("timing", "") == "sustained")
+    bool sustained = msg.value("timing", "") == "sustained";
+    if (config && config->has("sus") && sustained)
       us = config->get("sus");
+    // And there the behaviour "susfail" names, where it has one.
+    if (config && config->has("susfail") && sustained)
+      behaviour = config->get("susfail");
     if (!config)
       llvm::consumeError(config.takeError());
     double median = double(us) / 1000, cutoff = msg.value("cutoff_ms", 0.0);

@@ -38,7 +38,8 @@ namespace {
 struct Plan {
   int behaviour = 1;
   int us = 1000;
-  int sustainedUs = 0; // the time under sustained load (0: us)
+  int sustainedUs = 0;        // the time under sustained load (0: us)
+  int sustainedBehaviour = 0; // the behaviour under sustained load (0: behaviour)
 };
 
 class TunerFakeWorker : public ::testing::Test {
@@ -84,6 +85,8 @@ protected:
       k.config.set("vec", p.behaviour).set("us", p.us);
       if (p.sustainedUs)
         k.config.set("sus", p.sustainedUs);
+      if (p.sustainedBehaviour)
+        k.config.set("susfail", p.sustainedBehaviour);
       k.key = sha256Hex("fake " + c.canonical());
       k.cubin = {'f', 'a', 'k', 'e'};
       return k;
@@ -91,6 +94,16 @@ protected:
     return o;
   }
   void setPlan(size_t i, int behaviour, int us) { plan[space[i].canonical()] = {behaviour, us}; }
+  /// A square GEMM of `size` (a template tuned under load) as the spec
+  /// tuned; `space` becomes its config space.
+  KernelSpec useGemm(int64_t size) {
+    gemm::Params g;
+    g.m = g.n = g.k = size;
+    g.target = *device.target();
+    KernelSpec gs = g;
+    space = getTemplate(gs).configSpace(gs.tuningSpec());
+    return gs;
+  }
   bool wasCompiled(size_t i) {
     std::lock_guard<std::mutex> lock(mu);
     return std::find(compiled.begin(), compiled.end(), space[i].canonical()) != compiled.end();
@@ -159,11 +172,7 @@ TEST_F(TunerFakeWorker, GemmFinalistsAreRankedAgainUnderSustainedLoad) {
   // A GEMM (tuned under load): the screening's fastest four and the default
   // are timed again in turns; the winner is the fastest under load, which
   // the screening ranked third.
-  gemm::Params g;
-  g.m = g.n = g.k = 8192;
-  g.target = *device.target();
-  KernelSpec gs = g;
-  space = getTemplate(gs).configSpace(gs.tuningSpec());
+  KernelSpec gs = useGemm(8192);
   ASSERT_GE(space.size(), 8u);
   ASSERT_EQ(space[0], getTemplate(gs).defaultConfig(gs.tuningSpec())) << "the default comes first";
   plan[space[0].canonical()] = {1, 1100, 1200}; // the default: fifth in the screening
@@ -178,24 +187,56 @@ TEST_F(TunerFakeWorker, GemmFinalistsAreRankedAgainUnderSustainedLoad) {
   ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
   EXPECT_EQ(r->finalists, 5);
   EXPECT_EQ(r->winner, space[3]) << r->reason;
-  EXPECT_DOUBLE_EQ(r->winnerMs, 1.15);
+  EXPECT_DOUBLE_EQ(r->winnerMs, 1.02) << "the screening's median, as the store's timings";
   const double sustained[] = {1.2, 1.3, 1.25, 1.15, 1.4, 0, 0, 0};
   for (size_t i = 0; i < 8; ++i) {
     SCOPED_TRACE(space[i].canonical());
     EXPECT_DOUBLE_EQ(r->candidates[i].sustainedMs, sustained[i]);
   }
   EXPECT_NE(r->reason.find("sustained load (5 finalists"), std::string::npos) << r->reason;
-  // The store keeps the screening's timings, the winner the sustained one.
+  EXPECT_NE(r->reason.find("fastest median 1.1500 ms"), std::string::npos) << r->reason;
+  // The store keeps the screening's timings and the winner.
   auto w = store->winner(r->tuneKey);
   ASSERT_TRUE(w && *w);
   EXPECT_EQ((*w)->config, space[3].canonical());
-  EXPECT_DOUBLE_EQ((*w)->medianMs, 1.15);
+  EXPECT_DOUBLE_EQ((*w)->medianMs, 1.02);
+  // A re-tune finds every timing stored: nothing is measured, so no finals
+  // (no measuring side), and the stored screening decides.
+  auto again = tune(gs, store.get(), options(8));
+  ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
+  EXPECT_EQ(again->reused, 8);
+  EXPECT_EQ(again->finalists, 0);
+  EXPECT_EQ(again->winner, space[1]) << again->reason;
   // RMSNorm (memory-bound) has no finals.
   auto rr = tune(spec, store.get(), options(4));
   ASSERT_TRUE(bool(rr)) << llvm::toString(rr.takeError());
   EXPECT_EQ(rr->finalists, 0);
   for (const CandidateResult &c : rr->candidates)
     EXPECT_EQ(c.sustainedMs, 0);
+}
+
+TEST_F(TunerFakeWorker, FinalistsThatFailUnderLoadAreRecordedAndPassedOver) {
+  // Four GEMM candidates; under sustained load three fail (wrong results,
+  // a launch error): recorded as failures, out of the choice; one finalist
+  // left is no ranking, so the screening decides among the rest.
+  KernelSpec gs = useGemm(4096);
+  plan[space[0].canonical()] = {1, 1100, 1100};
+  plan[space[1].canonical()] = {1, 1000, 900, 6};
+  plan[space[2].canonical()] = {1, 1010, 900, 5};
+  plan[space[3].canonical()] = {1, 1200, 1000, 6};
+  auto r = tune(gs, store.get(), options(4));
+  ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+  EXPECT_EQ(r->candidates[1].status, "verify");
+  EXPECT_EQ(r->candidates[2].status, "launch");
+  EXPECT_EQ(r->candidates[3].status, "verify");
+  EXPECT_NE(r->candidates[1].detail.find("under sustained load"), std::string::npos);
+  EXPECT_EQ(r->finalists, 0) << "two finalists are needed to rank";
+  EXPECT_EQ(r->winner, space[0]) << r->reason;
+  for (size_t i : {1, 2, 3}) {
+    auto bad = store->isKnownBad(r->tuneKey, space[i].canonical());
+    ASSERT_TRUE(bool(bad));
+    EXPECT_TRUE(*bad) << space[i].canonical();
+  }
 }
 
 TEST_F(TunerFakeWorker, ARetuneSkipsKnownBadConfigsAndReusesTimings) {
