@@ -54,7 +54,10 @@
 // kernel), stages (of every ring), overlap (within a warpgroup: a step's two
 // score products are started together and the first one's exponentials run
 // while the second is in flight; dV's and dK's products run together while
-// nothing waits between them), fused (above).
+// nothing waits between them), fused (above), dsplit (head dim 256, where
+// a warpgroup cannot hold dK and dV of 64 keys: the dK/dV kernel's two
+// consumers take the same 64 keys, each holding half of the columns and
+// computing the step's S^T and dP^T itself).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/EmbeddedSources.h"
