@@ -7,9 +7,11 @@
 #include "autotune/Harness.h"
 
 #include <algorithm>
+#include <atomic>
 #include <random>
 #include <thread>
 
+#include "runtime/CudaDriver.h"
 #include "runtime/DeviceBuffer.h"
 
 #include "ops/attention/AttentionDecl.h"
@@ -17,6 +19,41 @@
 #include "ops/rmsnorm/RmsNormDecl.h"
 
 namespace tilejit {
+
+void parallelBlocks(size_t count, size_t block,
+                    const std::function<void(size_t begin, size_t end)> &work) {
+  block = std::max<size_t>(block, 1);
+  size_t blocks = (count + block - 1) / block;
+  std::atomic<size_t> next{0};
+  auto run = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < blocks;)
+      work(k * block, std::min(count, (k + 1) * block));
+  };
+  size_t threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), blocks);
+  std::vector<std::thread> pool;
+  for (size_t i = 1; i < threads; ++i)
+    pool.emplace_back(run);
+  run();
+  for (auto &th : pool)
+    th.join();
+}
+
+llvm::Error repeatOnDevice(DeviceBuffer &dst, size_t from, CUdeviceptr src, size_t bytes) {
+  auto drv = CudaDriver::get();
+  if (!drv)
+    return drv.takeError();
+  CUstream s = nullptr;
+  TJ_CU_CHECK(*drv, cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUresult r = CUDA_SUCCESS;
+  for (size_t off = from; off < dst.bytes() && r == CUDA_SUCCESS; off += bytes)
+    r = drv->cuMemcpyDtoDAsync_v2(dst.ptr() + off, src, std::min(bytes, dst.bytes() - off), s);
+  if (r == CUDA_SUCCESS)
+    r = drv->cuStreamSynchronize(s);
+  drv->cuStreamDestroy_v2(s);
+  if (r != CUDA_SUCCESS)
+    return drv->error(r, "copying the timed inputs");
+  return llvm::Error::success();
+}
 
 std::vector<unsigned char> randomValues(DType t, size_t count, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -39,18 +76,7 @@ std::vector<unsigned char> randomValues(DType t, size_t count, uint64_t seed) {
       storeElement(out.data(), t, i, table[(z ^ (z >> 31)) & 0xFFF]);
     }
   };
-  size_t threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()),
-                                    count / (size_t(1) << 22) + 1);
-  if (threads <= 1) {
-    fill(0, count);
-    return out;
-  }
-  std::vector<std::thread> pool;
-  size_t per = (count + threads - 1) / threads;
-  for (size_t w = 0; w < threads; ++w)
-    pool.emplace_back(fill, std::min(count, w * per), std::min(count, (w + 1) * per));
-  for (auto &th : pool)
-    th.join();
+  parallelBlocks(count, size_t(1) << 22, fill);
   return out;
 }
 

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -39,6 +40,19 @@ public:
 /// table at random places: a draw per element would dominate the
 /// preparation of large operands.
 std::vector<unsigned char> randomValues(DType t, size_t count, uint64_t seed);
+
+/// Runs `work(begin, end)` over [0, count) in blocks of `block` elements
+/// (the last one shorter) on every host thread, the caller's among them, and
+/// returns once all are done: the preparation of large operands and of their
+/// references.
+void parallelBlocks(size_t count, size_t block,
+                    const std::function<void(size_t begin, size_t end)> &work);
+
+/// Fills `dst` from byte `from` to its end with copies of the `bytes` at
+/// device address `src` (outside that range), on a stream of its own (no
+/// device-wide synchronization): the timed problems' inputs, larger than what
+/// is worth drawing on the host.
+llvm::Error repeatOnDevice(DeviceBuffer &dst, size_t from, CUdeviceptr src, size_t bytes);
 
 /// `b` = a fresh device buffer of `bytes`.
 llvm::Error allocate(DeviceBuffer &b, size_t bytes);

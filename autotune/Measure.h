@@ -86,8 +86,10 @@ public:
   /// runner. With `cutoffMs` > 0, a candidate whose first timed sample is
   /// slower than that is not timed further (one sample, reps = 1): it cannot
   /// win, and a hopeless config must not eat the tuning budget.
+  /// `check` false: the binary passed the check on this runner's inputs
+  /// already (the tuner's finals); it is only timed.
   Measurement measure(const CompiledKernel &kernel, double cutoffMs = 0,
-                      TimingMode timing = TimingMode::Cold);
+                      TimingMode timing = TimingMode::Cold, bool check = true);
 
 private:
   CandidateRunner() = default;

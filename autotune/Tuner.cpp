@@ -500,9 +500,12 @@ llvm::Expected<TuneResult> tune(const KernelSpec &requested, Store *store, const
           break;
         }
         CandidateResult &c = result.candidates[finals[f]];
+        // Checked once per tuning: a candidate measured in this screening
+        // was, on the same inputs; a stored one is checked in the first round.
+        bool check = r == 0 && c.status == "stored";
         llvm::Expected<Measurement> m =
-            worker ? worker->measure(binaries[finals[f]], 0, TimingMode::Sustained)
-                   : runner->measure(binaries[finals[f]], 0, TimingMode::Sustained);
+            worker ? worker->measure(binaries[finals[f]], 0, TimingMode::Sustained, check)
+                   : runner->measure(binaries[finals[f]], 0, TimingMode::Sustained, check);
         if (!m) {
           // No worker could be started again: the screening decides.
           llvm::consumeError(m.takeError());

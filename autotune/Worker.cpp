@@ -354,7 +354,7 @@ std::string WorkerProcess::reap(bool kill) {
 WorkerProcess::~WorkerProcess() { reap(false); }
 
 llvm::Expected<Measurement> WorkerProcess::measure(const CompiledKernel &k, double cutoffMs,
-                                                   TimingMode timing) {
+                                                   TimingMode timing, bool check) {
   if (prepare_.is_null())
     return err("the measuring worker was not told what to prepare");
   if (pid_ < 0) {
@@ -376,7 +376,8 @@ llvm::Expected<Measurement> WorkerProcess::measure(const CompiledKernel &k, doub
               {"entries", entriesToJson(k.entries)},
               {"workspace", k.workspaceBytes},
               {"cutoff_ms", cutoffMs},
-              {"timing", timing == TimingMode::Sustained ? "sustained" : "cold"}};
+              {"timing", timing == TimingMode::Sustained ? "sustained" : "cold"},
+              {"check", check}};
   if (!sendMessage(fd_, req)) {
     // It died between candidates: not this candidate's doing. One retry on a
     // fresh worker.
@@ -497,7 +498,8 @@ int runWorker(int fd, int device) {
     if (k) {
       std::string timing = msg.value("timing", std::string("cold"));
       m = runner->measure(*k, msg.value("cutoff_ms", 0.0),
-                          timing == "sustained" ? TimingMode::Sustained : TimingMode::Cold);
+                          timing == "sustained" ? TimingMode::Sustained : TimingMode::Cold,
+                          msg.value("check", true));
     } else {
       m.status = "launch";
       m.detail = "malformed request: " + llvm::toString(k.takeError());

@@ -13,7 +13,7 @@
 // starts it first and compiles while it comes up. Protocol (WorkerProtocol.h):
 // one socket pair; the parent sends {"op":"prepare", spec, seed, reps} (fresh
 // inputs and reference; again for each spec tuned), then {"op":"measure", key,
-// config, cubin, entries, workspace, cutoff_ms, timing} per candidate; the worker
+// config, cubin, entries, workspace, cutoff_ms, timing, check} per candidate; the worker
 // replies once to each. EOF ends the worker. The same program, started with
 // --compile-fd, runs NVRTC for the tuner (CompilerProcess below).
 //
@@ -68,7 +68,7 @@ public:
   /// replaced before the next one. An error means no worker could be (re)started:
   /// the tuning cannot go on.
   llvm::Expected<Measurement> measure(const CompiledKernel &kernel, double cutoffMs = 0,
-                                      TimingMode timing = TimingMode::Cold);
+                                      TimingMode timing = TimingMode::Cold, bool check = true);
 
   /// Workers lost to candidates (fault, crash, timeout) since prepare().
   int lost() const { return lost_; }

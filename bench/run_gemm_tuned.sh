@@ -29,12 +29,14 @@ PY
 : > "$tmp/tune_walls.txt"
 while IFS='|' read -r nm layout m n k; do
   start=$(date +%s%N)
+  ok=1
   "$cli" tune gemm --m "$m" --n "$n" --k "$k" --layout "$layout" --dtype bf16 \
     --max-configs 48 --db "$tmp/tuned.db" ${TUNE_FLAGS:-} < /dev/null > "$tmp/tune.log" 2>&1 ||
-    { echo "tuning $nm failed:"; cat "$tmp/tune.log"; }
+    { ok=0; echo "tuning $nm failed:"; cat "$tmp/tune.log"; }
   { echo "== $nm"; cat "$tmp/tune.log"; } >> "$tmp/tune_all.log"
   ms=$((($(date +%s%N) - start) / 1000000))
-  printf '%s|%d\n' "$nm" "$ms" >> "$tmp/tune_walls.txt"
+  # A failed tuning has no time in the report (n/a), only its log.
+  [ "$ok" = 1 ] && printf '%s|%d\n' "$nm" "$ms" >> "$tmp/tune_walls.txt"
   printf 'tuned %-26s %s %6d %6d %6d in %d.%02d s\n' "$nm" "$layout" "$m" "$n" "$k" \
     $((ms / 1000)) $((ms % 1000 / 10))
 done < "$tmp/shapes.txt"

@@ -18,7 +18,6 @@
 #include <cmath>
 #include <cstring>
 #include <random>
-#include <thread>
 
 #include "ops/gemm/GemmLaunch.h"
 #include "runtime/CudaDriver.h"
@@ -31,18 +30,21 @@ llvm::Error fail(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
-/// `packed` (rows x cols of `elemBytes`) as rows `ld` apart, the gaps 0xFF
-/// (taken as it is where they are dense: an LM head's inputs are gigabytes).
-std::vector<unsigned char> pitched(std::vector<unsigned char> packed, int64_t rows, int64_t cols,
-                                   int64_t ld, int elemBytes) {
-  if (ld == cols)
-    return packed;
+/// `buf` = a fresh device buffer holding `packed` (rows x cols of
+/// `elemBytes`) as rows `ld` apart, the gaps 0xFF; dense rows (ld = cols) go
+/// up without a host copy (an LM head's operands are gigabytes).
+llvm::Error uploadPitched(DeviceBuffer &buf, const std::vector<unsigned char> &packed, int64_t rows,
+                          int64_t cols, int64_t ld, int elemBytes) {
   size_t e = size_t(elemBytes);
+  if (auto err = allocate(buf, size_t(rows * ld) * e))
+    return err;
+  if (ld == cols)
+    return buf.upload(packed);
   std::vector<unsigned char> out(size_t(rows * ld) * e, 0xFF);
   for (int64_t r = 0; r < rows; ++r)
     std::memcpy(out.data() + size_t(r * ld) * e, packed.data() + size_t(r * cols) * e,
                 size_t(cols) * e);
-  return out;
+  return buf.upload(out);
 }
 
 /// A leading dimension for rows of `cols`: one past the next 16-byte multiple
@@ -88,35 +90,17 @@ public:
                 : std::vector<unsigned char>();
     bias_ =
         p.hasBias ? randomValues(p.ab, size_t(p.n), seed * 4 + 6) : std::vector<unsigned char>();
-    {
-      auto aDev = pitched(a_, p.transA ? p.k : call_.m, aCols, call_.lda ? call_.lda : aCols, ab);
-      if (auto e = allocate(da_, aDev.size()))
-        return e;
-      if (auto e = da_.upload(aDev))
-        return e;
-    }
-    {
-      // B is shared with the timed problem: an LM head's weights, uploaded
-      // without a copy where its rows are dense.
-      bool dense = !call_.ldb || call_.ldb == bCols;
-      std::vector<unsigned char> bDev;
-      if (!dense)
-        bDev = pitched(b_, bRows, bCols, call_.ldb, ab);
-      const std::vector<unsigned char> &up = dense ? b_ : bDev;
-      if (auto e = allocate(db_, up.size()))
-        return e;
-      if (auto e = db_.upload(up))
-        return e;
-    }
+    if (auto e = uploadPitched(da_, a_, p.transA ? p.k : call_.m, aCols,
+                               call_.lda ? call_.lda : aCols, ab))
+      return e;
+    // (B is shared with the timed problem.)
+    if (auto e = uploadPitched(db_, b_, bRows, bCols, call_.ldb ? call_.ldb : bCols, ab))
+      return e;
     if (auto e = allocate(dd_, size_t(call_.m * ldd_) * ob + size_t(dShift_)))
       return e;
-    if (p.hasC) {
-      auto cDev = pitched(c_, call_.m, p.n, ldd_, ob);
-      if (auto e = allocate(dc_, cDev.size()))
+    if (p.hasC)
+      if (auto e = uploadPitched(dc_, c_, call_.m, p.n, ldd_, ob))
         return e;
-      if (auto e = dc_.upload(cDev))
-        return e;
-    }
     if (p.hasBias) {
       if (auto e = allocate(dbias_, bias_.size()))
         return e;
@@ -160,45 +144,30 @@ public:
         s.mag = mag;
       }
     };
-    size_t threads =
-        std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), size_t(p.k / 4096) + 1);
-    std::vector<std::thread> pool;
-    size_t per = (samples_.size() + threads - 1) / threads;
-    for (size_t w = 1; w < threads; ++w)
-      pool.emplace_back(reference, std::min(samples_.size(), w * per),
-                        std::min(samples_.size(), (w + 1) * per));
-    reference(0, std::min(samples_.size(), per));
-    for (auto &th : pool)
-      th.join();
+    // (Blocks of about a million multiply-adds.)
+    parallelBlocks(samples_.size(), size_t(std::max<int64_t>(1, (int64_t(1) << 20) / p.k)),
+                   reference);
 
     // The timed problem: full size, its own random inputs, no reference.
     int64_t taRows = p.transA ? p.k : full_.m, taCols = p.transA ? full_.m : p.k;
     int64_t lda = full_.lda ? full_.lda : taCols;
-    if (auto e = allocate(ta_, size_t(taRows * lda) * ab))
-      return e;
     if (auto e = allocate(td_, size_t(full_.m * ldd_) * ob + size_t(dShift_)))
       return e;
     size_t taElems = size_t(full_.m * p.k);
     constexpr size_t kPool = size_t(64) << 20; // elements
     if (lda == taCols && taElems > kPool) {
       // Gigabytes of A (an LM head's input gradient: 8192 x 128256): a pool
-      // of 64M random elements uploaded once, then repeated on the device
-      // (doubling copies), as gemm_bench fills its inputs; only the time of
-      // this problem is taken.
+      // of 64M random elements uploaded once, then repeated on the device, as
+      // gemm_bench fills its inputs; only the time of this problem is taken.
+      if (auto e = allocate(ta_, taElems * size_t(ab)))
+        return e;
       if (auto e = ta_.upload(randomValues(p.ab, kPool, seed * 4 + 5)))
         return e;
-      auto drv = CudaDriver::get();
-      if (!drv)
-        return drv.takeError();
-      size_t total = taElems * size_t(ab), have = kPool * size_t(ab);
-      while (have < total) {
-        size_t n = std::min(have, total - have);
-        TJ_CU_CHECK(*drv, cuMemcpyDtoDAsync_v2(ta_.ptr() + have, ta_.ptr(), n, nullptr));
-        have += n;
-      }
-      TJ_CU_CHECK(*drv, cuCtxSynchronize());
-    } else if (auto e = ta_.upload(
-                   pitched(randomValues(p.ab, taElems, seed * 4 + 5), taRows, taCols, lda, ab))) {
+      size_t poolBytes = kPool * size_t(ab);
+      if (auto e = repeatOnDevice(ta_, poolBytes, ta_.ptr(), poolBytes))
+        return e;
+    } else if (auto e = uploadPitched(ta_, randomValues(p.ab, taElems, seed * 4 + 5), taRows,
+                                      taCols, lda, ab)) {
       return e;
     }
     full_.a = ta_.ptr();

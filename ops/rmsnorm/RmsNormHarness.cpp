@@ -11,14 +11,12 @@
 #include "autotune/Harness.h"
 #include "ops/rmsnorm/RmsNormDecl.h"
 
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <random>
-#include <thread>
 
-#include "runtime/DeviceBuffer.h"
 #include "ops/rmsnorm/RmsNormLaunch.h"
+#include "runtime/DeviceBuffer.h"
 
 namespace tilejit {
 namespace {
@@ -155,33 +153,13 @@ public:
     }
     // The timed inputs repeat the checked random rows (never zeros or a
     // constant, which run faster than real data).
-    if (auto e = tile(tx_, dx_, x_.size()))
+    if (auto e = repeatOnDevice(tx_, 0, dx_.ptr(), x_.size()))
       return e;
-    if (auto e = tile(trstd_, drstd_, size_t(rows_) * 4))
+    if (auto e = repeatOnDevice(trstd_, 0, drstd_.ptr(), size_t(rows_) * 4))
       return e;
     if (backward_)
-      if (auto e = tile(tdy_, ddy_, dy_.size()))
+      if (auto e = repeatOnDevice(tdy_, 0, ddy_.ptr(), dy_.size()))
         return e;
-    return llvm::Error::success();
-  }
-
-  /// Fills `dst` with copies of the first `bytes` of `src`, on a stream of
-  /// its own (no device-wide synchronization: the caller's work goes on).
-  static llvm::Error tile(DeviceBuffer &dst, const DeviceBuffer &src, size_t bytes) {
-    auto drv = CudaDriver::get();
-    if (!drv)
-      return drv.takeError();
-    CUstream s = nullptr;
-    TJ_CU_CHECK(*drv, cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    CUresult r = CUDA_SUCCESS;
-    for (size_t off = 0; off < dst.bytes() && r == CUDA_SUCCESS; off += bytes)
-      r = drv->cuMemcpyDtoDAsync_v2(dst.ptr() + off, src.ptr(), std::min(bytes, dst.bytes() - off),
-                                    s);
-    if (r == CUDA_SUCCESS)
-      r = drv->cuStreamSynchronize(s);
-    drv->cuStreamDestroy_v2(s);
-    if (r != CUDA_SUCCESS)
-      return drv->error(r, "copying the timed inputs");
     return llvm::Error::success();
   }
 
@@ -269,23 +247,12 @@ private:
   /// so the values do not depend on the number of threads.
   static void fillNormal(std::vector<unsigned char> &b, DType t, size_t n, uint64_t seed) {
     constexpr size_t kBlock = size_t(1) << 16;
-    size_t blocks = (n + kBlock - 1) / kBlock;
-    std::atomic<size_t> next{0};
-    auto work = [&] {
-      for (size_t k; (k = next.fetch_add(1)) < blocks;) {
-        std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + k);
-        std::normal_distribution<float> normal(0.0f, 1.0f);
-        for (size_t i = k * kBlock; i < std::min(n, (k + 1) * kBlock); ++i)
-          storeElement(b.data(), t, i, normal(rng));
-      }
-    };
-    unsigned threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), blocks);
-    std::vector<std::thread> pool;
-    for (unsigned i = 1; i < threads; ++i)
-      pool.emplace_back(work);
-    work();
-    for (auto &th : pool)
-      th.join();
+    parallelBlocks(n, kBlock, [&](size_t begin, size_t end) {
+      std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + begin / kBlock);
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      for (size_t i = begin; i < end; ++i)
+        storeElement(b.data(), t, i, normal(rng));
+    });
   }
 
   static int64_t firstNonFinite(const std::vector<unsigned char> &b, DType t) {

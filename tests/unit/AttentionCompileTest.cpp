@@ -289,53 +289,38 @@ TEST(AttentionCompile, PersistentRefusesWhatSpilled) {
         ADD_FAILURE() << c.canonical() << ": " << llvm::toString(std::move(e));
 }
 
+/// `config` (config text) is refused for `spec` with a message containing
+/// `why`.
+void expectRefused(const KernelSpec &spec, const char *config, const char *why) {
+  SCOPED_TRACE(config);
+  llvm::Error err = getTemplate(spec).checkConfig(spec, *TileConfig::parse(config));
+  ASSERT_TRUE(bool(err));
+  std::string text = llvm::toString(std::move(err));
+  EXPECT_NE(text.find(why), std::string::npos) << text;
+}
+
 TEST(AttentionCompile, BackwardErrorsNameWhatWasWrong) {
   const KernelTemplate &t = getTemplate(attention::backwardOp());
-  auto err = t.checkConfig(backward(256, true), t.defaultConfig(backward(128, true)));
-  ASSERT_TRUE(bool(err));
-  EXPECT_NE(llvm::toString(std::move(err)).find("attn_bwd at head dim 256 needs dsplit = 1"),
-            std::string::npos);
-  err = t.checkConfig(backward(256, true),
-                      *TileConfig::parse("bn=32 consumers=1 dsplit=1 kv_bm=32 stages=2"));
-  ASSERT_TRUE(bool(err));
-  EXPECT_NE(llvm::toString(std::move(err)).find("dsplit needs two consumers"), std::string::npos);
+  expectRefused(backward(256, true), t.defaultConfig(backward(128, true)).canonical().c_str(),
+                "attn_bwd at head dim 256 needs dsplit = 1");
+  expectRefused(backward(256, true), "bn=32 consumers=1 dsplit=1 kv_bm=32 stages=2",
+                "dsplit needs two consumers");
   // Halves of a head dim of 128 are not whole 64-column panels.
-  err = t.checkConfig(backward(128, true),
-                      *TileConfig::parse("bn=32 consumers=2 dsplit=1 kv_bm=32 overlap=1 stages=2"));
-  ASSERT_TRUE(bool(err));
-  EXPECT_NE(llvm::toString(std::move(err)).find("and head dim 256"), std::string::npos);
-  err = t.checkConfig(backward(256, true),
-                      *TileConfig::parse("bn=64 consumers=2 dsplit=1 kv_bm=32 overlap=1 stages=2"));
-  ASSERT_TRUE(bool(err));
-  EXPECT_NE(llvm::toString(std::move(err)).find("(at most 192 at head dim 256): use a smaller bn"),
-            std::string::npos);
+  expectRefused(backward(128, true), "bn=32 consumers=2 dsplit=1 kv_bm=32 overlap=1 stages=2",
+                "and head dim 256");
+  expectRefused(backward(256, true), "bn=64 consumers=2 dsplit=1 kv_bm=32 overlap=1 stages=2",
+                "(at most 192 at head dim 256): use a smaller bn");
   for (const char *cfg : {"bn=32 consumers=2 dsplit=1 kv_bm=64 overlap=1 stages=2",
                           "bn=32 consumers=2 dsplit=1 kv_bm=32 overlap=0 stages=2",
-                          "bn=32 consumers=2 dsplit=1 kv_bm=32 overlap=1 stages=1"}) {
-    err = t.checkConfig(backward(256, true), *TileConfig::parse(cfg));
-    ASSERT_TRUE(bool(err)) << cfg;
-    EXPECT_NE(llvm::toString(std::move(err))
-                  .find("dsplit needs kv_bm = 32, overlap = 1 and 2 or more stages"),
-              std::string::npos);
-  }
-  err = t.checkConfig(backward(128, true),
-                      *TileConfig::parse("bn=64 consumers=2 kv_bm=128 stages=2"));
-  ASSERT_TRUE(bool(err));
-  EXPECT_NE(llvm::toString(std::move(err)).find("use a smaller kv_bm"), std::string::npos);
-  err = t.checkConfig(backward(128, true),
-                      *TileConfig::parse("bn=128 consumers=1 kv_bm=64 stages=2"));
-  ASSERT_TRUE(bool(err));
-  EXPECT_NE(llvm::toString(std::move(err)).find("(at most 232 with 1 consumers)"),
-            std::string::npos);
-  err =
-      t.checkConfig(backward(64, true), *TileConfig::parse("bn=64 consumers=2 kv_bm=48 stages=2"));
-  ASSERT_TRUE(bool(err));
-  EXPECT_NE(llvm::toString(std::move(err)).find("kv_bm = 48 must be a multiple of 32"),
-            std::string::npos);
-  err =
-      t.checkConfig(backward(64, true), *TileConfig::parse("bn=64 consumers=2 kv_bm=96 stages=2"));
-  ASSERT_TRUE(bool(err));
-  EXPECT_NE(llvm::toString(std::move(err)).find("kv_bm must divide 128"), std::string::npos);
+                          "bn=32 consumers=2 dsplit=1 kv_bm=32 overlap=1 stages=1"})
+    expectRefused(backward(256, true), cfg,
+                  "dsplit needs kv_bm = 32, overlap = 1 and 2 or more stages");
+  expectRefused(backward(128, true), "bn=64 consumers=2 kv_bm=128 stages=2", "use a smaller kv_bm");
+  expectRefused(backward(128, true), "bn=128 consumers=1 kv_bm=64 stages=2",
+                "(at most 232 with 1 consumers)");
+  expectRefused(backward(64, true), "bn=64 consumers=2 kv_bm=48 stages=2",
+                "kv_bm = 48 must be a multiple of 32");
+  expectRefused(backward(64, true), "bn=64 consumers=2 kv_bm=96 stages=2", "kv_bm must divide 128");
 
   attention::Params old = backward(128, false);
   old.target = *Target::parse("sm_80");

@@ -239,6 +239,26 @@ TEST_F(TunerFakeWorker, FinalistsThatFailUnderLoadAreRecordedAndPassedOver) {
   }
 }
 
+TEST_F(TunerFakeWorker, FinalsCheckOnlyWhatThisTuningDidNotCheck) {
+  // A first tuning of four configs, then one of six reusing their timings:
+  // the stored finalists are checked in the first round of the finals
+  // (behaviour 9 fails a check), those measured in this screening are only
+  // timed.
+  KernelSpec gs = useGemm(4096);
+  for (size_t i = 0; i < 6; ++i)
+    plan[space[i].canonical()] = {1, 1000 + 10 * int(i), 900, 0};
+  auto first = tune(gs, store.get(), options(4));
+  ASSERT_TRUE(bool(first)) << llvm::toString(first.takeError());
+  plan[space[1].canonical()] = {1, 1010, 900, 9}; // stored: checked, fails
+  plan[space[4].canonical()] = {1, 990, 800, 9};  // measured now: not checked again
+  auto r = tune(gs, store.get(), options(6));
+  ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+  EXPECT_EQ(r->reused, 4);
+  EXPECT_EQ(r->candidates[1].status, "verify") << "a stored finalist is checked";
+  EXPECT_EQ(r->candidates[4].status, "ok") << r->candidates[4].detail;
+  EXPECT_EQ(r->winner, space[4]) << r->reason;
+}
+
 TEST_F(TunerFakeWorker, ARetuneSkipsKnownBadConfigsAndReusesTimings) {
   setPlan(0, 1, 1000);
   setPlan(1, 5, 1000); // a launch failure: remembered
