@@ -10,9 +10,11 @@
 // to it), after checking sampled rows of dQ, dK and dV against float64
 // gradients that take P from the forward's LSE (checked first); --split N
 // splits the query heads of each KV head's group N ways in the dK/dV kernel
-// (where N divides the group) instead of the default.
+// (where N divides the group) instead of the default. --packed runs the
+// forward on the same tensors as packed sequences (THD: b sequences of s
+// rows each, with their cu_seqlens), the same work through the varlen path.
 //   attn_bench [--shapes FILE] [--only SUBSTRING] [--config "k=v ..."] [--backward] [--split N]
-//              --out FILE.json
+//              [--packed] --out FILE.json
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
@@ -22,6 +24,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -160,7 +163,7 @@ checkBackward(const Case &c, const std::vector<unsigned char> &hq,
 
 int main(int argc, char **argv) {
   std::string shapesPath = "bench/attn_shapes.json", outPath, only, configText;
-  bool backward = false;
+  bool backward = false, packed = false;
   int64_t split = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -181,10 +184,15 @@ int main(int argc, char **argv) {
       backward = true;
     else if (a == "--split")
       split = std::stoll(next());
+    else if (a == "--packed")
+      packed = true;
     else
       die("unknown argument '" + a +
-          "' (--shapes FILE --out FILE --only SUBSTRING --config TEXT --backward --split N)");
+          "' (--shapes FILE --out FILE --only SUBSTRING --config TEXT --backward --split N "
+          "--packed)");
   }
+  if (packed && backward)
+    die("--packed times the forward only (the backward does not take packed sequences yet)");
   if (outPath.empty())
     die("--out FILE is required");
   auto ctx = must(useDevice(0));
@@ -211,6 +219,18 @@ int main(int argc, char **argv) {
       call.headSplit = split;
     call.b = c.b;
     call.sq = call.sk = c.s;
+    // Packed: the same [b * s, h, d] rows, sequence i's from i * s.
+    std::optional<DeviceBuffer> cuSeqlens;
+    if (packed) {
+      call.layout = attention::Layout::THD;
+      call.totalQ = call.totalK = c.b * c.s;
+      std::vector<int32_t> offsets;
+      for (int64_t i = 0; i <= c.b; ++i)
+        offsets.push_back(int32_t(i * c.s));
+      cuSeqlens.emplace(must(DeviceBuffer::allocate(offsets.size() * 4)));
+      must(cuSeqlens->upload(offsets));
+      call.cuSeqlensQ = call.cuSeqlensK = cuSeqlens->ptr();
+    }
     KernelSpec spec = must(attention::specOf(call, target));
     // --config's keys over the pass's default (none: the default); false
     // where the template refuses the result, which is said and skipped.
@@ -409,6 +429,7 @@ int main(int argc, char **argv) {
     std::fflush(stdout);
     results.push_back({{"name", c.name},
                        {"pass", backward ? "backward" : "forward"},
+                       {"layout", packed ? "thd" : "bshd"},
                        {"b", c.b},
                        {"hq", c.hq},
                        {"hkv", c.hkv},

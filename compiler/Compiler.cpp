@@ -123,11 +123,14 @@ BuildIdentity buildIdentity(const KernelSpec &spec, Backend backend) {
   const KernelTemplate *tmpl = findTemplate(spec.op());
   // Every toolchain's version: either back end's binary depends on all of
   // them only through what it runs, but one recipe keeps the keys simple.
+  // The libraries a process loaded do not change under it, so their
+  // versions are asked once (a key is made on every server Lookup).
+  static const std::string versions =
+      std::string("\ntilejit=") + tilejitVersion() + "\nllvm=" + llvmVersionString() +
+      "\nnvrtc=" + nvrtcVersionString() + "\nptxas=" + ptxasVersionString() +
+      "\ndevice=" + std::string(embedded::deviceLibraryHash());
   id.toolchain = "template=" + std::string(tmpl ? tmpl->sourceHash() : "none") +
-                 "\ncompiler=" + std::string(embedded::compilerSourceHash()) +
-                 "\ntilejit=" + tilejitVersion() + "\nllvm=" + llvmVersionString() +
-                 "\nnvrtc=" + nvrtcVersionString() + "\nptxas=" + ptxasVersionString() +
-                 "\ndevice=" + std::string(embedded::deviceLibraryHash());
+                 "\ncompiler=" + std::string(embedded::compilerSourceHash()) + versions;
   return id;
 }
 

@@ -162,6 +162,41 @@ struct DimOpLowering : ConvertOpToLLVMPattern<memref::DimOp> {
   }
 };
 
+/// tile.load_word: every thread loads the word and widens it, signed.
+struct LoadWordOpLowering : ConvertOpToLLVMPattern<LoadWordOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(LoadWordOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    llvmx::Emitter e{rw, op.getLoc()};
+    llvmx::GlobalView v = llvmx::unpackGlobal(e, adaptor.getSource(), op.getSource().getType());
+    Value addr = e.offset(v.ptr(e), e.mul(v.offsetOf(e, adaptor.getIndices()), e.i64(4)));
+    Value word = LLVM::LoadOp::create(rw, e.loc, e.i32(), addr, /*alignment=*/4);
+    rw.replaceOpWithNewOp<LLVM::SExtOp>(op, rw.getI64Type(), word);
+    return success();
+  }
+};
+
+/// tile.narrow: the pointer moved to row `start`, the first size replaced;
+/// the other sizes and the row strides as they were.
+struct NarrowOpLowering : ConvertOpToLLVMPattern<NarrowOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(NarrowOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    llvmx::Emitter e{rw, op.getLoc()};
+    MemRefType type = op.getSource().getType();
+    llvmx::GlobalView v = llvmx::unpackGlobal(e, adaptor.getSource(), type);
+    SmallVector<Value> first(size_t(type.getRank()), e.i64(0));
+    first[0] = adaptor.getStart();
+    int64_t bytes = type.getElementType().getIntOrFloatBitWidth() / 8;
+    Value ptr = e.offset(v.ptr(e), e.mul(v.offsetOf(e, first), e.i64(bytes)));
+    Value out =
+        LLVM::InsertValueOp::create(rw, e.loc, adaptor.getSource(), ptr, ArrayRef<int64_t>{0});
+    out = LLVM::InsertValueOp::create(rw, e.loc, out, adaptor.getSize(), ArrayRef<int64_t>{1});
+    rw.replaceOp(op, out);
+    return success();
+  }
+};
+
 } // namespace
 
 KernelLowering &LoweringState::kernelOf(Operation *op) {
@@ -175,7 +210,8 @@ void populateKernelOpToLLVMPatterns(TileTypeConverter &converter, LoweringState 
                GridQueryLowering<ProgramIdOp, NVVM::BlockIdXOp, NVVM::ClusterIdXOp>,
                GridQueryLowering<NumProgramsOp, NVVM::GridDimXOp, NVVM::ClusterDimXOp>>(converter,
                                                                                         state);
-  patterns.add<ClusterRankOpLowering, DimOpLowering>(converter);
+  patterns.add<ClusterRankOpLowering, DimOpLowering, LoadWordOpLowering, NarrowOpLowering>(
+      converter);
 }
 
 } // namespace tilejit

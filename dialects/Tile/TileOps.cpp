@@ -256,6 +256,33 @@ LogicalResult StoreOp::verify() {
   return verifyAccess(*this, getDest().getType(), getValue().getType(), getIndices().size());
 }
 
+LogicalResult LoadWordOp::verify() {
+  if (failed(verifyInKernel(*this)))
+    return failure();
+  MemRefType type = getSource().getType();
+  if (!type.getElementType().isF32())
+    return emitOpError() << "reads the 32-bit words of an f32 memref, got " << type;
+  if (int64_t(getIndices().size()) != type.getRank())
+    return emitOpError() << "a memref of rank " << type.getRank() << " takes " << type.getRank()
+                         << " indices, got " << getIndices().size();
+  return success();
+}
+
+void LoadWordOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>> &effects) {
+  effects.emplace_back(MemoryEffects::Read::get(), &getSourceMutable(),
+                       SideEffects::DefaultResource::get());
+}
+
+LogicalResult NarrowOp::verify() {
+  if (failed(verifyInKernel(*this)))
+    return failure();
+  MemRefType type = getSource().getType();
+  if (!type.isDynamicDim(0))
+    return emitOpError() << "narrows a dynamic first dimension, got " << type;
+  return success();
+}
+
 void StoreOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>> &effects) {
   // An add reads what it adds to.

@@ -453,6 +453,47 @@ def Tile_LoadOp : Tile_Op<"load", [
   let hasCanonicalizer = 1;
 }
 
+def Tile_LoadWordOp : Tile_Op<"load_word", [
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
+  let summary = "Reads a 32-bit integer from global memory, the same in every thread";
+  let description = [{
+    The signed 32-bit integer whose bits are the word at `indices` of
+    `source` (an f32 memref whose words hold integers, as for `tile.flag_wait`),
+    as an index. Every thread reads it (one cached load). It reads what the
+    kernel's launch left there: offsets into packed sequences
+    (`cu_seqlens`), which no program writes. Indices past the memref's end
+    are the caller's error.
+
+    ```mlir
+    %start = tile.load_word %cu[%seq] : memref<?xf32>
+    ```
+  }];
+  let arguments = (ins Tile_GlobalMemRef:$source, Variadic<Index>:$indices);
+  let results = (outs Index:$result);
+  let assemblyFormat = "$source `[` $indices `]` attr-dict `:` type($source)";
+  let hasVerifier = 1;
+}
+
+def Tile_NarrowOp : Tile_Op<"narrow", [Pure, AllTypesMatch<["source", "result"]>]> {
+  let summary = "The rows [start, start + size) of a global memref's first dimension";
+  let description = [{
+    A view of `source` whose first index runs over `size` rows from row
+    `start` on: row i of the result is row start + i of the source. Loads and
+    stores through it are masked at its end, so a program can write the
+    rows of one sequence of a packed batch and none of the next one's. The
+    caller keeps start + size within the source. The first dimension must be
+    dynamic; the others, and the row strides, stay as they are.
+
+    ```mlir
+    %mine = tile.narrow %o[%start, %len] : memref<?x4096xbf16>
+    ```
+  }];
+  let arguments = (ins Tile_GlobalMemRef:$source, Index:$start, Index:$size);
+  let results = (outs Tile_GlobalMemRef:$result);
+  let assemblyFormat = "$source `[` $start `,` $size `]` attr-dict `:` type($source)";
+  let hasVerifier = 1;
+}
+
 def Tile_StoreOp : Tile_Op<"store", [
     DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
   let summary = "Stores a tile to global memory, masked at the edges";

@@ -19,6 +19,10 @@ enum Param : int { DT, HeadDim, QHeads, KvHeads, Causal, Storage, Batch, SeqQ, S
 enum class Layout : int64_t {
   BSHD = 0, ///< [batch, seq, heads, dim]: Megatron's and FlashAttention's
   BHSD = 1, ///< [batch, heads, seq, dim]: torch's scaled_dot_product_attention
+  /// [tokens, heads, dim]: packed sequences of different lengths (Megatron's
+  /// THD, FlashAttention's varlen), sequence i's rows from cu_seqlens[i] to
+  /// cu_seqlens[i + 1]; forward only.
+  THD = 2,
 };
 
 const OpDecl &forwardOp();
@@ -37,11 +41,12 @@ int64_t backwardHeadSplit(int64_t b, int64_t hq, int64_t hkv, int64_t sk);
 bool isForward(const KernelSpec &spec);
 bool isBackward(const KernelSpec &spec);
 
-/// A spec of attn_fwd or attn_bwd, field by field. Q is [b, sq, hq, d] (BSHD) or
-/// [b, hq, sq, d] (BHSD); K and V the same with hkv heads and sk rows; O as
-/// Q; LSE is [b, hq, sq] f32. Query head h reads kv head h / (hq / hkv).
-/// Causal: query row i sees keys 0..i (the upper-left diagonal, as torch's
-/// is_causal).
+/// A spec of attn_fwd or attn_bwd, field by field. Q is [b, sq, hq, d] (BSHD),
+/// [b, hq, sq, d] (BHSD) or [tokens, hq, d] (THD: b sequences of at most sq
+/// rows); K and V the same with hkv heads and sk rows; O as Q; LSE is
+/// [b, hq, sq] f32. Query head h reads kv head h / (hq / hkv). Causal: query
+/// row i of a sequence sees its keys 0..i (the upper-left diagonal, as
+/// torch's is_causal).
 struct Params {
   Params() = default;
   explicit Params(const KernelSpec &spec);

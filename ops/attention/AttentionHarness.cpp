@@ -35,9 +35,10 @@ llvm::Error fail(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
-/// Device buffers for Q, K, V, O and LSE of one call, filled from `seed`.
+/// Device buffers for Q, K, V, O and LSE of one call, filled from `seed`;
+/// packed sequences (THD): b of sq query and sk key rows each.
 struct Buffers {
-  DeviceBuffer q, k, v, o, lse;
+  DeviceBuffer q, k, v, o, lse, cuQ, cuK;
   std::vector<unsigned char> hq, hk, hv; // host copies, for the reference
 
   llvm::Error make(attention::Call &c, uint64_t seed, bool keepHost) {
@@ -63,6 +64,21 @@ struct Buffers {
     c.v = v.ptr();
     c.o = o.ptr();
     c.lse = lse.ptr();
+    if (c.layout == attention::Layout::THD) {
+      c.totalQ = c.b * c.sq;
+      c.totalK = c.b * c.sk;
+      for (auto [buf, rows, at] :
+           {std::tuple{&cuQ, c.sq, &c.cuSeqlensQ}, std::tuple{&cuK, c.sk, &c.cuSeqlensK}}) {
+        std::vector<int32_t> offsets(size_t(c.b + 1));
+        for (int64_t i = 0; i <= c.b; ++i)
+          offsets[size_t(i)] = int32_t(i * rows);
+        if (auto err = allocate(*buf, offsets.size() * 4))
+          return err;
+        if (auto err = buf->upload(offsets.data(), offsets.size() * 4))
+          return err;
+        *at = buf->ptr();
+      }
+    }
     if (keepHost) {
       hq = std::move(q_);
       hk = std::move(k_);
@@ -107,7 +123,8 @@ public:
     const attention::Call &c = check_;
     double scale = 1.0 / std::sqrt(double(c.d));
     auto at = [&](int64_t s, int64_t h, int64_t row, int64_t head) {
-      return c.layout == attention::Layout::BSHD ? size_t((row * h + head) * c.d)
+      // (One sequence: THD's rows are BSHD's.)
+      return c.layout != attention::Layout::BHSD ? size_t((row * h + head) * c.d)
                                                  : size_t((head * s + row) * c.d);
     };
     std::vector<double> w(size_t(c.sk));
@@ -172,7 +189,7 @@ public:
     double rounding = c.dt == DType::BF16 ? 1.6e-2 : 2e-3,
            pRounding = c.dt == DType::BF16 ? 8e-3 : 1e-3;
     for (const Sample &s : samples_) {
-      size_t base = c.layout == attention::Layout::BSHD ? size_t((s.row * c.hq + s.head) * c.d)
+      size_t base = c.layout != attention::Layout::BHSD ? size_t((s.row * c.hq + s.head) * c.d)
                                                         : size_t((s.head * c.sq + s.row) * c.d);
       for (int64_t x = 0; x < c.d; ++x) {
         double got = loadElement(o.data(), c.dt, base + size_t(x)), ref = s.o[size_t(x)];

@@ -34,8 +34,9 @@ llvm::Expected<CUtensorMap> mapOf(const char *op, const char *name, const Call &
   t.dims[0] = c.d;
   t.dims[1] = seq;
   t.dims[2] = heads;
-  t.dims[3] = c.b;
-  if (c.layout == Layout::BSHD) {
+  // Packed sequences: one batch of every row (`seq` is the rows in all).
+  t.dims[3] = c.layout == Layout::THD ? 1 : c.b;
+  if (c.layout != Layout::BHSD) {
     t.strideBytes[0] = heads * c.d * e;
     t.strideBytes[1] = c.d * e;
   } else {
@@ -57,6 +58,16 @@ llvm::Expected<CUtensorMap> mapOf(const char *op, const char *name, const Call &
   return mapOf(op, name, c, addr, seq, heads, box, c.dt);
 }
 
+/// Packed sequences: the rows of Q and of K in all, at least 1 each.
+llvm::Error checkTotals(const Call &c, const char *op) {
+  if (c.totalQ >= 1 && c.totalK >= 1)
+    return llvm::Error::success();
+  return error("packed sequences (THD) need totalQ and totalK, the rows of Q and of K in all, of "
+               "at least 1, got totalQ=" +
+                   llvm::Twine(c.totalQ) + " totalK=" + llvm::Twine(c.totalK),
+               op);
+}
+
 llvm::Expected<KernelSpec> makeSpec(const Call &c, const Target &target, bool backward) {
   const char *op = backward ? "attn_bwd" : "attn_fwd";
   if (c.b < 1 || c.sq < 1 || c.sk < 1 || c.hq < 1 || c.hkv < 1)
@@ -64,6 +75,9 @@ llvm::Expected<KernelSpec> makeSpec(const Call &c, const Target &target, bool ba
                      " sk=" + llvm::Twine(c.sk) + " hq=" + llvm::Twine(c.hq) +
                      " hkv=" + llvm::Twine(c.hkv),
                  op);
+  if (c.layout == Layout::THD)
+    if (auto err = checkTotals(c, op))
+      return err;
   if (!(c.scale >= 0.0f) || std::isinf(c.scale))
     return error("scale must be positive and finite (0: 1/sqrt(d)), got " + std::to_string(c.scale),
                  op);
@@ -161,6 +175,10 @@ Call callOf(const Params &p) {
   c.b = p.b;
   c.sq = p.sq;
   c.sk = p.sk;
+  if (p.layout == Layout::THD) { // b sequences of sq query and sk key rows
+    c.totalQ = p.b * p.sq;
+    c.totalK = p.b * p.sk;
+  }
   return c;
 }
 
@@ -181,33 +199,51 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
   if (kernel.numEntries() != 1)
     return error("the kernel has " + llvm::Twine(kernel.numEntries()) + " entries, not 1");
   const EntryInfo &e = kernel.entry(0);
-  if (e.params.size() != 9)
-    return error("the kernel takes " + llvm::Twine(e.params.size()) + " parameters, not 9");
+  bool thd = c.layout == Layout::THD;
+  size_t want = thd ? 11 : 9;
+  if (e.params.size() != want)
+    return error("the kernel takes " + llvm::Twine(e.params.size()) + " parameters, not " +
+                 llvm::Twine(want));
   if (!c.q || !c.k || !c.v || !c.o || !c.lse)
     return error("a null device pointer");
   if (c.o % 4 != 0 || c.lse % 4 != 0)
     return error("O and LSE must be 4-byte aligned");
-  auto mq = mapOf("attn_fwd", "Q", c, c.q, c.sq, c.hq, e.params[0].staticSizes);
+  if (thd) {
+    if (!c.cuSeqlensQ || !c.cuSeqlensK)
+      return error("packed sequences (THD) need cuSeqlensQ and cuSeqlensK");
+    if (c.cuSeqlensQ % 4 != 0 || c.cuSeqlensK % 4 != 0)
+      return error("cuSeqlensQ and cuSeqlensK must be 4-byte aligned (int32)");
+    if (auto err = checkTotals(c, "attn_fwd"))
+      return err;
+  }
+  // Rows of each map's sequence dimension: a sequence's, or every row.
+  int64_t rowsQ = thd ? c.totalQ : c.sq, rowsK = thd ? c.totalK : c.sk;
+  auto mq = mapOf("attn_fwd", "Q", c, c.q, rowsQ, c.hq, e.params[0].staticSizes);
   if (!mq)
     return mq.takeError();
-  auto mk = mapOf("attn_fwd", "K", c, c.k, c.sk, c.hkv, e.params[1].staticSizes);
+  auto mk = mapOf("attn_fwd", "K", c, c.k, rowsK, c.hkv, e.params[1].staticSizes);
   if (!mk)
     return mk.takeError();
-  auto mv = mapOf("attn_fwd", "V", c, c.v, c.sk, c.hkv, e.params[2].staticSizes);
+  auto mv = mapOf("attn_fwd", "V", c, c.v, rowsK, c.hkv, e.params[2].staticSizes);
   if (!mv)
     return mv.takeError();
   float scale = scaleOf(c);
-  KernelArg args[9];
+  KernelArg args[11];
   args[0] = KernelArg::tensorMap(*mq);
   args[1] = KernelArg::tensorMap(*mk);
   args[2] = KernelArg::tensorMap(*mv);
-  args[3] = rowsView(c, c.o, c.sq, c.hq);
+  args[3] = thd ? KernelArg::view(c.o, {c.totalQ, c.hq * c.d}) : rowsView(c, c.o, c.sq, c.hq);
   args[4] = KernelArg::view(c.lse, {c.b, c.hq, c.sq});
   args[5] = KernelArg::f32(float(double(scale) * M_LOG2E));
   args[6] = KernelArg::index(c.sq);
   args[7] = KernelArg::index(c.sk);
   args[8] = KernelArg::index(c.maxPrograms > 0 ? c.maxPrograms : std::max(smCount, 1));
-  return kernel.launch(0, args, 9, stream);
+  if (thd) {
+    // The offsets: b + 1 int32 words each.
+    args[9] = KernelArg::view(c.cuSeqlensQ, {c.b + 1});
+    args[10] = KernelArg::view(c.cuSeqlensK, {c.b + 1});
+  }
+  return kernel.launch(0, args, want, stream);
 }
 
 bool fusedBackward(const LoadedKernel &kernel) { return kernel.numEntries() == 4; }

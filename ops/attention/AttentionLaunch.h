@@ -14,7 +14,14 @@ namespace tilejit::attention {
 
 /// One forward call on contiguous tensors: Q and O are [b, sq, hq, d]
 /// (BSHD) or [b, hq, sq, d] (BHSD), K and V the same with hkv heads and sk
-/// rows; LSE is [b, hq, sq] f32.
+/// rows; LSE is [b, hq, sq] f32. THD (packed sequences): Q and O are
+/// [totalQ, hq, d], K and V [totalK, hkv, d]; sequence i's rows run from
+/// cuSeqlensQ[i] to cuSeqlensQ[i + 1] (int32, b + 1 of them, on the device;
+/// cuSeqlensK for K and V); sq and sk are at least the longest sequence's
+/// query and key rows (rows past them are not computed). LSE row r of
+/// sequence i is at [i, head, r]; its rows past the sequence's end hold
+/// unspecified values. A sequence with queries and no keys gets O = 0 and
+/// LSE = -inf.
 struct Call {
   DType dt = DType::BF16;
   int64_t d = 128, hq = 1, hkv = 1;
@@ -22,6 +29,9 @@ struct Call {
   Layout layout = Layout::BSHD;
   int64_t b = 0, sq = 0, sk = 0;
   uint64_t q = 0, k = 0, v = 0, o = 0, lse = 0;
+  /// THD only: the offsets of the sequences' rows, and the rows in all.
+  uint64_t cuSeqlensQ = 0, cuSeqlensK = 0;
+  int64_t totalQ = 0, totalK = 0;
   /// Multiplies Q K^T; 0 means 1 / sqrt(d).
   float scale = 0.0f;
   /// Forward with a persistent config: most programs the grid may have (0:

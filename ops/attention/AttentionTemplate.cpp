@@ -240,7 +240,9 @@ private:
   static std::string kernelName(const attention::Params &p) {
     return "attn_fwd_" + std::string(dtypeName(p.dt)) + "_d" + std::to_string(p.d) + "_h" +
            std::to_string(p.hq) + "_" + std::to_string(p.hkv) + (p.causal ? "_causal" : "") +
-           (p.layout == attention::Layout::BSHD ? "_bshd" : "_bhsd");
+           (p.layout == attention::Layout::BSHD   ? "_bshd"
+            : p.layout == attention::Layout::BHSD ? "_bhsd"
+                                                  : "_thd");
   }
 
   void buildKernel(OpBuilder &b, Location loc, const attention::Params &p, const Shape &s,
@@ -249,22 +251,33 @@ private:
     Type dt = elemType(ctx, p.dt), f32 = b.getF32Type(), i32 = b.getI32Type();
     Type idx = b.getIndexType();
     bool bshd = p.layout == attention::Layout::BSHD;
+    // Packed sequences (THD): Q, K, V and O are [tokens, heads, d], each
+    // sequence's rows from cu_seqlens[i] to cu_seqlens[i + 1].
+    bool thd = p.layout == attention::Layout::THD;
     // Q's tile, and the K and V rings: rows of keys, the head dim along
     // the columns (K-major for Q K^T; V is read MN-major for P V).
     auto ringQ = tt::RingType::get(&ctx, s.qStages, s.bm, p.d, dt);
     auto ringK = tt::RingType::get(&ctx, s.stages, s.bn, p.d, dt);
     auto ringV = tt::RingType::get(&ctx, s.stages, s.bn, p.d, dt);
-    // [dim, seq, heads, batch] for both layouts (the launch sets strides).
+    // [dim, seq, heads, batch] for every layout (the launch sets strides;
+    // THD: [dim, tokens, heads, 1]).
     auto mapQ = tt::TensorMapType::get(&ctx, s.bm, 64, dt, 4);
     auto mapKV = tt::TensorMapType::get(&ctx, s.bn, 64, dt, 4);
-    // O: [b, sq, hq * d] or [b * hq, sq, d]; LSE: [b, hq, sq].
-    auto oType = bshd
+    // O: [b, sq, hq * d], [b * hq, sq, d] or (THD) [tokens, hq * d]; LSE:
+    // [b, hq, sq] (THD: sq the longest sequence's rows).
+    auto oType = thd ? MemRefType::get({ShapedType::kDynamic, p.hq * p.d}, dt)
+                 : bshd
                      ? MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, p.hq * p.d}, dt)
                      : MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, p.d}, dt);
     auto lseType = MemRefType::get({ShapedType::kDynamic, p.hq, ShapedType::kDynamic}, f32);
     // Arguments: Q, K, V maps, O, LSE, scale * log2(e), sq, sk, the
-    // persistent grid's cap.
+    // persistent grid's cap; THD: then cu_seqlens of Q and of K (b + 1
+    // int32 offsets each, as the words of f32 memrefs), sq and sk the
+    // longest sequences'.
+    auto cuType = MemRefType::get({ShapedType::kDynamic}, f32);
     SmallVector<Type> args = {mapQ, mapKV, mapKV, oType, lseType, f32, idx, idx, idx};
+    if (thd)
+      args.append({cuType, cuType});
     // Programs: a tile each, ceil(sq / bm) * batch * hq; persistent, at most
     // the cap.
     AffineExpr sq = getAffineSymbolExpr(0, &ctx), batch = getAffineSymbolExpr(1, &ctx),
@@ -279,6 +292,7 @@ private:
     Value o = entry->getArgument(3), lse = entry->getArgument(4);
     Value scaleLog2 = entry->getArgument(5), sqV = entry->getArgument(6),
           skV = entry->getArgument(7);
+    Value cuQ = thd ? entry->getArgument(9) : Value(), cuK = thd ? entry->getArgument(10) : Value();
 
     KernelMath km{b, loc};
 
@@ -318,6 +332,12 @@ private:
     Value mTiles = km.ceilDiv(sqV, s.bm);
     struct Tile {
       Value seq, head, bh, kvHead, q0, kvTiles, whole;
+      // The sequence's keys; THD: its first rows in Q and K, its query
+      // rows, and whether the tile has rows (`rows`) and keys (`work`).
+      Value keys, qStart, kStart, qLen, rows, work;
+      /// Q's (K's) rows from `r` on, and the batch, as TMA coordinates.
+      Value qRow(KernelMath &km, Value r) const { return qStart ? km.add(qStart, r) : r; }
+      Value kRow(KernelMath &km, Value r) const { return kStart ? km.add(kStart, r) : r; }
     };
     auto tileAt = [&](Value t) {
       Tile tile;
@@ -330,11 +350,27 @@ private:
       tile.head = km.remu(tile.bh, p.hq);
       tile.kvHead = km.divu(tile.head, p.hq / p.hkv);
       tile.q0 = km.mul(mTile, km.cst(s.bm));
+      tile.keys = skV;
+      if (thd) {
+        // A tile past its sequence's rows has nothing to do (the grid is
+        // sized for the longest); one of a sequence without keys writes
+        // O = 0 and LSE = -inf.
+        Value next = km.add(tile.seq, km.cst(1));
+        tile.qStart = tt::LoadWordOp::create(b, loc, cuQ, ValueRange{tile.seq});
+        tile.kStart = tt::LoadWordOp::create(b, loc, cuK, ValueRange{tile.seq});
+        tile.qLen = km.sub(tt::LoadWordOp::create(b, loc, cuQ, ValueRange{next}), tile.qStart);
+        tile.keys = km.sub(tt::LoadWordOp::create(b, loc, cuK, ValueRange{next}), tile.kStart);
+        tile.rows = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, tile.q0, tile.qLen);
+        tile.work = arith::AndIOp::create(
+            b, loc, tile.rows,
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, tile.keys, km.cst(0)));
+      }
       // Key tiles: every tile up to the last key a row of the tile sees;
       // the first `whole` of them are seen whole by every row.
-      Value kvEnd = p.causal ? km.minu(skV, km.add(tile.q0, km.cst(s.bm))) : skV;
+      Value keys = tile.keys;
+      Value kvEnd = p.causal ? km.minu(keys, km.add(tile.q0, km.cst(s.bm))) : keys;
       tile.kvTiles = km.ceilDiv(kvEnd, s.bn);
-      tile.whole = km.divu(p.causal ? km.minu(skV, km.add(tile.q0, km.cst(1))) : skV, s.bn);
+      tile.whole = km.divu(p.causal ? km.minu(keys, km.add(tile.q0, km.cst(1))) : keys, s.bn);
       return tile;
     };
     auto stageOf = [&](Value it) {
@@ -348,11 +384,30 @@ private:
     // the lengths repeat every mTiles tiles within a round.)
     // `body(tile, ti, r0)` handles the program's tile number ti whose key
     // tiles take the rings' steps from r0 on, and returns the step after
-    // its last.
+    // its last. THD: only tiles with rows and keys count (ti numbers those:
+    // the Q stages and the consumers' turns follow it); `idle(tile)` runs
+    // for the others.
     Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
-    auto forEachTile = [&](auto body) {
+    // body(t, ti, r0) where the tile has work, else idle(t): the next ring
+    // step and tile count.
+    auto visit = [&](const Tile &t, Value ti, Value r0, auto body, auto idle) {
+      if (!thd)
+        return std::make_pair(body(t, ti, r0), km.add(ti, km.cst(1)));
+      auto guard = scf::IfOp::create(b, loc, TypeRange{idx, idx}, t.work, /*withElse=*/true);
+      {
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(&guard.getThenRegion().front());
+        Value r = body(t, ti, r0);
+        scf::YieldOp::create(b, loc, ValueRange{r, km.add(ti, km.cst(1))});
+        b.setInsertionPointToStart(&guard.getElseRegion().front());
+        idle(t);
+        scf::YieldOp::create(b, loc, ValueRange{r0, ti});
+      }
+      return std::make_pair(guard.getResult(0), guard.getResult(1));
+    };
+    auto forEachTile = [&](auto body, auto idle) {
       if (!s.persistent) {
-        body(tileAt(pid), km.cst(0), km.cst(0));
+        visit(tileAt(pid), km.cst(0), km.cst(0), body, idle);
         return;
       }
       Value programs = tt::NumProgramsOp::create(b, loc, tt::Dim::x);
@@ -368,44 +423,55 @@ private:
       Value left = arith::RemUIOp::create(b, loc, tiles, programs);
       Value more = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, inRound(rounds), left);
       Value count = km.add(rounds, arith::SelectOp::create(b, loc, more, km.cst(1), km.cst(0)));
-      km.loop(km.cst(0), count, {km.cst(0)}, [&](Value ti, ValueRange r0) {
-        Value t = km.add(km.mul(ti, programs), inRound(ti));
-        return SmallVector<Value>{body(tileAt(t), ti, r0[0])};
+      // Carried: the ring step, and (THD) the count of tiles with work.
+      SmallVector<Value> init = {km.cst(0)};
+      if (thd)
+        init.push_back(km.cst(0));
+      km.loop(km.cst(0), count, init, [&](Value round, ValueRange c) {
+        Value t = km.add(km.mul(round, programs), inRound(round));
+        auto [r, ti] = visit(tileAt(t), thd ? c[1] : round, c[0], body, idle);
+        return thd ? SmallVector<Value>{r, ti} : SmallVector<Value>{r};
       });
     };
+    auto nothing = [](const Tile &) {};
+
+    // The TMA batch coordinate: the sequence, or (THD) 0.
+    auto batchOf = [&](const Tile &t) { return thd ? km.cst(0) : t.seq; };
 
     auto ws = tt::WarpSpecializeOp::create(b, loc, s.consumers, 24, 240);
     {
       // The producer: each tile's Q, then its K and V tile by tile.
       OpBuilder::InsertionGuard guard(b);
       b.createBlock(&ws.getProducer());
-      forEachTile([&](const Tile &t, Value ti, Value r0) -> Value {
-        auto loadKV = [&](Value j) {
-          auto [stage, round] = stageOf(km.add(r0, j));
-          Value k0 = km.mul(j, km.cst(s.bn));
-          tt::BarrierWaitOp::create(b, loc, kEmpty, stage, km.add(round, km.cst(1)));
-          tt::TmaLoadOp::create(b, loc, kMap, k0, km.cst(0), ValueRange{t.kvHead, t.seq}, rk, stage,
-                                kFull, stage);
-          tt::BarrierWaitOp::create(b, loc, vEmpty, stage, km.add(round, km.cst(1)));
-          tt::TmaLoadOp::create(b, loc, vMap, k0, km.cst(0), ValueRange{t.kvHead, t.seq}, rv, stage,
-                                vFull, stage);
-          return SmallVector<Value>{};
-        };
-        Value qStage = km.remu(ti, s.qStages), qRound = km.divu(ti, s.qStages);
-        // With a persistent grid the first K and V tile goes first: its
-        // stage frees while the last tile's run, Q's (with one Q stage)
-        // only once they are done.
-        Value from = km.cst(0);
-        if (s.persistent) {
-          loadKV(km.cst(0)); // every tile has a key tile
-          from = km.cst(1);
-          tt::BarrierWaitOp::create(b, loc, qEmpty, qStage, km.add(qRound, km.cst(1)));
-        }
-        tt::TmaLoadOp::create(b, loc, qMap, t.q0, km.cst(0), ValueRange{t.head, t.seq}, rq, qStage,
-                              qFull, qStage);
-        km.loop(from, t.kvTiles, {}, [&](Value j, ValueRange) { return loadKV(j); });
-        return km.add(r0, t.kvTiles);
-      });
+      forEachTile(
+          [&](const Tile &t, Value ti, Value r0) -> Value {
+            auto loadKV = [&](Value j) {
+              auto [stage, round] = stageOf(km.add(r0, j));
+              Value k0 = km.mul(j, km.cst(s.bn));
+              tt::BarrierWaitOp::create(b, loc, kEmpty, stage, km.add(round, km.cst(1)));
+              tt::TmaLoadOp::create(b, loc, kMap, t.kRow(km, k0), km.cst(0),
+                                    ValueRange{t.kvHead, batchOf(t)}, rk, stage, kFull, stage);
+              tt::BarrierWaitOp::create(b, loc, vEmpty, stage, km.add(round, km.cst(1)));
+              tt::TmaLoadOp::create(b, loc, vMap, t.kRow(km, k0), km.cst(0),
+                                    ValueRange{t.kvHead, batchOf(t)}, rv, stage, vFull, stage);
+              return SmallVector<Value>{};
+            };
+            Value qStage = km.remu(ti, s.qStages), qRound = km.divu(ti, s.qStages);
+            // With a persistent grid the first K and V tile goes first: its
+            // stage frees while the last tile's run, Q's (with one Q stage)
+            // only once they are done.
+            Value from = km.cst(0);
+            if (s.persistent) {
+              loadKV(km.cst(0)); // every tile has a key tile
+              from = km.cst(1);
+              tt::BarrierWaitOp::create(b, loc, qEmpty, qStage, km.add(qRound, km.cst(1)));
+            }
+            tt::TmaLoadOp::create(b, loc, qMap, t.qRow(km, t.q0), km.cst(0),
+                                  ValueRange{t.head, batchOf(t)}, rq, qStage, qFull, qStage);
+            km.loop(from, t.kvTiles, {}, [&](Value j, ValueRange) { return loadKV(j); });
+            return km.add(r0, t.kvTiles);
+          },
+          nothing);
       tt::YieldOp::create(b, loc);
     }
     {
@@ -423,167 +489,191 @@ private:
       auto rowType = RankedTensorType::get({64}, f32, rowsLayout);
       Value negInf = km.f32c(-INFINITY);
       Value zeroS = km.splat(sType, km.f32c(0.0));
-
-      forEachTile([&](const Tile &t, Value ti, Value r0) -> Value {
-        Value qStage = km.remu(ti, s.qStages);
-        tt::BarrierWaitOp::create(b, loc, qFull, qStage, km.divu(ti, s.qStages));
-        // S = Q K^T of the tile in stage `stage`; K's stage is released
-        // once S is complete.
-        auto scores = [&](Value stage, Value round, bool async) -> Value {
-          tt::BarrierWaitOp::create(b, loc, kFull, stage, round);
-          Value sc = tt::DotOp::create(b, loc, sType, rq, qStage, myRows, rk, stage, km.cst(0),
-                                       zeroS, false, false, async);
-          if (!async)
-            tt::BarrierArriveOp::create(b, loc, kEmpty, stage);
-          return sc;
-        };
-        // The online softmax of S, the scores of keys [j bn, j bn + bn),
-        // after m and l: the new m and l, P, and alpha, the factor that
-        // rescales O.
-        auto softmax = [&](Value sc, Value j, Value m, Value l, bool masked) {
-          if (masked) {
-            Value cols = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 1),
-                                               km.splat(iType, km.toI32(km.mul(j, km.cst(s.bn)))));
-            Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, cols,
-                                             km.splat(iType, km.toI32(skV)));
-            if (p.causal) {
-              Value rows = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
-                                                 km.splat(iType, km.toI32(km.add(t.q0, myRows))));
-              ok = arith::AndIOp::create(
-                  b, loc, ok, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, cols, rows));
-            }
-            sc = arith::SelectOp::create(b, loc, ok, sc, km.splat(sType, negInf));
-          }
-          // The running max of the scaled scores, in the log2 domain.
-          Value rowMax = tt::ReduceOp::create(b, loc, rowType, tt::ReduceKind::max, sc, 1);
-          Value mNew = arith::MaxNumFOp::create(
-              b, loc, m, arith::MulFOp::create(b, loc, rowMax, km.splat(rowType, scaleLog2)));
-          Value negM = tt::BroadcastOp::create(b, loc, sType,
-                                               arith::NegFOp::create(b, loc, mNew).getResult());
-          Value pr = math::Exp2Op::create(
-              b, loc, math::FmaOp::create(b, loc, sc, km.splat(sType, scaleLog2), negM));
-          Value alpha = math::Exp2Op::create(b, loc, arith::SubFOp::create(b, loc, m, mNew));
-          Value lNew = arith::AddFOp::create(
-              b, loc, arith::MulFOp::create(b, loc, l, alpha),
-              tt::ReduceOp::create(b, loc, rowType, tt::ReduceKind::sum, pr, 1));
-          return SmallVector<Value>{mNew, lNew, pr, alpha};
-        };
-        auto to16 = [&](Value pr) -> Value { return arith::TruncFOp::create(b, loc, pType, pr); };
-        auto rescale = [&](Value acc, Value alpha) -> Value {
-          return arith::MulFOp::create(b, loc, acc,
-                                       tt::BroadcastOp::create(b, loc, accType, alpha));
-        };
-        Value mInit = km.splat(rowType, negInf), lInit = km.splat(rowType, km.f32c(0.0)),
-              accInit = km.splat(accType, km.f32c(0.0));
-        // Ping-pong: the consumers issue their products in turns (turn u of
-        // consumer c waits for phase u - 1 + c of its barrier; a fresh
-        // barrier's phase of parity 1 counts as complete, so consumer 0's
-        // first turn starts at once), then hand the turn over. Both take the
-        // same number of turns, in lockstep: no wait is ever two phases
-        // ahead. A tile takes one turn more than it has key tiles, so the
-        // turn of ring step `it` is it + ti.
-        auto takeTurn = [&](Value it) {
-          if (s.pingpong)
-            tt::BarrierWaitOp::create(b, loc, order, consumer,
-                                      km.add(km.add(it, ti), km.add(consumer, km.cst(1))));
-        };
-        auto passTurn = [&]() {
-          if (s.pingpong)
-            tt::BarrierArriveOp::create(b, loc, order, km.sub(km.cst(1), consumer));
-        };
-        SmallVector<Value> last;
-        if (!s.overlap) {
-          // Each step: S, its softmax, then P V, each waited for. Carried:
-          // m, l, O and the ring step.
-          auto step = [&](Value j, ValueRange c, bool masked) -> SmallVector<Value> {
-            auto [stage, round] = stageOf(c[3]);
-            auto sm = softmax(scores(stage, round, /*async=*/false), j, c[0], c[1], masked);
-            tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
-            Value acc = tt::DotRegOp::create(b, loc, accType, to16(sm[2]), rv, stage, km.cst(0),
-                                             rescale(c[2], sm[3]), true, false);
-            tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
-            return {sm[0], sm[1], acc, km.add(c[3], km.cst(1))};
-          };
-          SmallVector<Value> init = {mInit, lInit, accInit, r0};
-          SmallVector<Value> c = km.loop(km.cst(0), t.whole, init,
-                                         [&](Value j, ValueRange c) { return step(j, c, false); });
-          last = km.loop(t.whole, t.kvTiles, c,
-                         [&](Value j, ValueRange c) { return step(j, c, true); });
-        } else {
-          // FlashAttention-3's overlap within a warpgroup. Step j holds P of
-          // tile j and O rescaled for it: it starts Q K^T of tile j + 1 and
-          // P V of tile j, waits for the scores only, runs the softmax of
-          // tile j + 1 while P V runs, then waits for P V and rescales O.
-          // Nothing pending crosses the loop's back edge, and no register a
-          // running product reads is written before it completes (ptxas
-          // would serialize the products otherwise). Carried: m, l, O, P,
-          // the ring step.
-          auto step = [&](Value j, ValueRange c, bool masked) -> SmallVector<Value> {
-            Value it = c[4], itNext = km.add(it, km.cst(1));
-            auto [stage, round] = stageOf(it);
-            auto [stageNext, roundNext] = stageOf(itNext);
-            takeTurn(itNext);
-            Value sNext = scores(stageNext, roundNext, /*async=*/true);
-            tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
-            Value pv = tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, km.cst(0), c[2], true,
-                                            /*async=*/true);
-            passTurn();
-            sNext = tt::DotWaitOp::create(b, loc, ValueRange{sNext}, 1).getResult(0);
-            tt::BarrierArriveOp::create(b, loc, kEmpty, stageNext);
-            auto sm = softmax(sNext, km.add(j, km.cst(1)), c[0], c[1], masked);
-            // P V is complete, and with it the reads of P's registers.
-            Value acc = tt::DotWaitOp::create(b, loc, ValueRange{pv, c[3]}, 0).getResult(0);
-            tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
-            return {sm[0], sm[1], rescale(acc, sm[3]), to16(sm[2]), itNext};
-          };
-          // The first key tile's softmax (masked: a mask on a whole tile
-          // changes nothing), the steps whose next tile every row sees
-          // whole, the steps whose next tile is masked, then the last key
-          // tile's P V.
-          auto [stage0, round0] = stageOf(r0);
-          takeTurn(r0);
-          Value s0 = scores(stage0, round0, /*async=*/false);
-          passTurn();
-          auto first = softmax(s0, km.cst(0), mInit, lInit, true);
-          SmallVector<Value> init = {first[0], first[1], accInit, to16(first[2]), r0};
-          Value lastTile = km.sub(t.kvTiles, km.cst(1));
-          Value wholeNext = km.minu(
-              km.sub(arith::MaxUIOp::create(b, loc, t.whole, km.cst(1)), km.cst(1)), lastTile);
-          SmallVector<Value> c = km.loop(km.cst(0), wholeNext, init,
-                                         [&](Value j, ValueRange c) { return step(j, c, false); });
-          c = km.loop(wholeNext, lastTile, c,
-                      [&](Value j, ValueRange c) { return step(j, c, true); });
-          auto [stage, round] = stageOf(c[4]);
-          takeTurn(km.add(c[4], km.cst(1)));
-          tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
-          Value acc =
-              tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, km.cst(0), c[2], true, false);
-          passTurn();
-          // The last V stage is free too (a producer going on to the next
-          // tile waits for it).
-          tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
-          last = {c[0], c[1], acc, km.add(c[4], km.cst(1))};
-        }
-        // Q's stage may be refilled (for the tile that takes it next).
-        if (s.persistent)
-          tt::BarrierArriveOp::create(b, loc, qEmpty, qStage);
-
-        // Epilogue: O / l, and LSE = (m + log2 l) ln 2.
-        Value m = last[0], l = last[1], acc = last[2];
-        Value inv = arith::DivFOp::create(b, loc, km.splat(rowType, km.f32c(1.0)), l);
-        Value out =
-            arith::MulFOp::create(b, loc, acc, tt::BroadcastOp::create(b, loc, accType, inv));
+      // This consumer's rows of O and of LSE (rows past the sequence are
+      // not written; THD: LSE's rows past it, up to the longest, are).
+      auto storeRows = [&](const Tile &t, Value out, Value lseRow) {
         Value row0 = km.add(t.q0, myRows);
-        if (bshd)
+        if (thd)
+          tt::StoreOp::create(b, loc, out, tt::NarrowOp::create(b, loc, o, t.qStart, t.qLen),
+                              ValueRange{row0, km.mul(t.head, km.cst(p.d))});
+        else if (bshd)
           tt::StoreOp::create(b, loc, out, o, ValueRange{t.seq, row0, km.mul(t.head, km.cst(p.d))});
         else
           tt::StoreOp::create(b, loc, out, o, ValueRange{t.bh, row0, km.cst(0)});
-        Value lseRow = arith::MulFOp::create(
-            b, loc, arith::AddFOp::create(b, loc, m, math::Log2Op::create(b, loc, l)),
-            km.splat(rowType, km.f32c(M_LN2)));
         tt::StoreOp::create(b, loc, lseRow, lse, ValueRange{t.seq, t.head, row0});
-        return last[3];
-      });
+      };
+
+      forEachTile(
+          [&](const Tile &t, Value ti, Value r0) -> Value {
+            Value qStage = km.remu(ti, s.qStages);
+            tt::BarrierWaitOp::create(b, loc, qFull, qStage, km.divu(ti, s.qStages));
+            // S = Q K^T of the tile in stage `stage`; K's stage is released
+            // once S is complete.
+            auto scores = [&](Value stage, Value round, bool async) -> Value {
+              tt::BarrierWaitOp::create(b, loc, kFull, stage, round);
+              Value sc = tt::DotOp::create(b, loc, sType, rq, qStage, myRows, rk, stage, km.cst(0),
+                                           zeroS, false, false, async);
+              if (!async)
+                tt::BarrierArriveOp::create(b, loc, kEmpty, stage);
+              return sc;
+            };
+            // The online softmax of S, the scores of keys [j bn, j bn + bn),
+            // after m and l: the new m and l, P, and alpha, the factor that
+            // rescales O.
+            auto softmax = [&](Value sc, Value j, Value m, Value l, bool masked) {
+              if (masked) {
+                Value cols =
+                    arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 1),
+                                          km.splat(iType, km.toI32(km.mul(j, km.cst(s.bn)))));
+                Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, cols,
+                                                 km.splat(iType, km.toI32(t.keys)));
+                if (p.causal) {
+                  Value rows =
+                      arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
+                                            km.splat(iType, km.toI32(km.add(t.q0, myRows))));
+                  ok = arith::AndIOp::create(
+                      b, loc, ok,
+                      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, cols, rows));
+                }
+                sc = arith::SelectOp::create(b, loc, ok, sc, km.splat(sType, negInf));
+              }
+              // The running max of the scaled scores, in the log2 domain.
+              Value rowMax = tt::ReduceOp::create(b, loc, rowType, tt::ReduceKind::max, sc, 1);
+              Value mNew = arith::MaxNumFOp::create(
+                  b, loc, m, arith::MulFOp::create(b, loc, rowMax, km.splat(rowType, scaleLog2)));
+              Value negM = tt::BroadcastOp::create(b, loc, sType,
+                                                   arith::NegFOp::create(b, loc, mNew).getResult());
+              Value pr = math::Exp2Op::create(
+                  b, loc, math::FmaOp::create(b, loc, sc, km.splat(sType, scaleLog2), negM));
+              Value alpha = math::Exp2Op::create(b, loc, arith::SubFOp::create(b, loc, m, mNew));
+              Value lNew = arith::AddFOp::create(
+                  b, loc, arith::MulFOp::create(b, loc, l, alpha),
+                  tt::ReduceOp::create(b, loc, rowType, tt::ReduceKind::sum, pr, 1));
+              return SmallVector<Value>{mNew, lNew, pr, alpha};
+            };
+            auto to16 = [&](Value pr) -> Value {
+              return arith::TruncFOp::create(b, loc, pType, pr);
+            };
+            auto rescale = [&](Value acc, Value alpha) -> Value {
+              return arith::MulFOp::create(b, loc, acc,
+                                           tt::BroadcastOp::create(b, loc, accType, alpha));
+            };
+            Value mInit = km.splat(rowType, negInf), lInit = km.splat(rowType, km.f32c(0.0)),
+                  accInit = km.splat(accType, km.f32c(0.0));
+            // Ping-pong: the consumers issue their products in turns (turn u of
+            // consumer c waits for phase u - 1 + c of its barrier; a fresh
+            // barrier's phase of parity 1 counts as complete, so consumer 0's
+            // first turn starts at once), then hand the turn over. Both take the
+            // same number of turns, in lockstep: no wait is ever two phases
+            // ahead. A tile takes one turn more than it has key tiles, so the
+            // turn of ring step `it` is it + ti.
+            auto takeTurn = [&](Value it) {
+              if (s.pingpong)
+                tt::BarrierWaitOp::create(b, loc, order, consumer,
+                                          km.add(km.add(it, ti), km.add(consumer, km.cst(1))));
+            };
+            auto passTurn = [&]() {
+              if (s.pingpong)
+                tt::BarrierArriveOp::create(b, loc, order, km.sub(km.cst(1), consumer));
+            };
+            SmallVector<Value> last;
+            if (!s.overlap) {
+              // Each step: S, its softmax, then P V, each waited for. Carried:
+              // m, l, O and the ring step.
+              auto step = [&](Value j, ValueRange c, bool masked) -> SmallVector<Value> {
+                auto [stage, round] = stageOf(c[3]);
+                auto sm = softmax(scores(stage, round, /*async=*/false), j, c[0], c[1], masked);
+                tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
+                Value acc = tt::DotRegOp::create(b, loc, accType, to16(sm[2]), rv, stage, km.cst(0),
+                                                 rescale(c[2], sm[3]), true, false);
+                tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
+                return {sm[0], sm[1], acc, km.add(c[3], km.cst(1))};
+              };
+              SmallVector<Value> init = {mInit, lInit, accInit, r0};
+              SmallVector<Value> c = km.loop(km.cst(0), t.whole, init, [&](Value j, ValueRange c) {
+                return step(j, c, false);
+              });
+              last = km.loop(t.whole, t.kvTiles, c,
+                             [&](Value j, ValueRange c) { return step(j, c, true); });
+            } else {
+              // FlashAttention-3's overlap within a warpgroup. Step j holds P of
+              // tile j and O rescaled for it: it starts Q K^T of tile j + 1 and
+              // P V of tile j, waits for the scores only, runs the softmax of
+              // tile j + 1 while P V runs, then waits for P V and rescales O.
+              // Nothing pending crosses the loop's back edge, and no register a
+              // running product reads is written before it completes (ptxas
+              // would serialize the products otherwise). Carried: m, l, O, P,
+              // the ring step.
+              auto step = [&](Value j, ValueRange c, bool masked) -> SmallVector<Value> {
+                Value it = c[4], itNext = km.add(it, km.cst(1));
+                auto [stage, round] = stageOf(it);
+                auto [stageNext, roundNext] = stageOf(itNext);
+                takeTurn(itNext);
+                Value sNext = scores(stageNext, roundNext, /*async=*/true);
+                tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
+                Value pv =
+                    tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, km.cst(0), c[2], true,
+                                         /*async=*/true);
+                passTurn();
+                sNext = tt::DotWaitOp::create(b, loc, ValueRange{sNext}, 1).getResult(0);
+                tt::BarrierArriveOp::create(b, loc, kEmpty, stageNext);
+                auto sm = softmax(sNext, km.add(j, km.cst(1)), c[0], c[1], masked);
+                // P V is complete, and with it the reads of P's registers.
+                Value acc = tt::DotWaitOp::create(b, loc, ValueRange{pv, c[3]}, 0).getResult(0);
+                tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
+                return {sm[0], sm[1], rescale(acc, sm[3]), to16(sm[2]), itNext};
+              };
+              // The first key tile's softmax (masked: a mask on a whole tile
+              // changes nothing), the steps whose next tile every row sees
+              // whole, the steps whose next tile is masked, then the last key
+              // tile's P V.
+              auto [stage0, round0] = stageOf(r0);
+              takeTurn(r0);
+              Value s0 = scores(stage0, round0, /*async=*/false);
+              passTurn();
+              auto first = softmax(s0, km.cst(0), mInit, lInit, true);
+              SmallVector<Value> init = {first[0], first[1], accInit, to16(first[2]), r0};
+              Value lastTile = km.sub(t.kvTiles, km.cst(1));
+              Value wholeNext = km.minu(
+                  km.sub(arith::MaxUIOp::create(b, loc, t.whole, km.cst(1)), km.cst(1)), lastTile);
+              SmallVector<Value> c =
+                  km.loop(km.cst(0), wholeNext, init,
+                          [&](Value j, ValueRange c) { return step(j, c, false); });
+              c = km.loop(wholeNext, lastTile, c,
+                          [&](Value j, ValueRange c) { return step(j, c, true); });
+              auto [stage, round] = stageOf(c[4]);
+              takeTurn(km.add(c[4], km.cst(1)));
+              tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
+              Value acc = tt::DotRegOp::create(b, loc, accType, c[3], rv, stage, km.cst(0), c[2],
+                                               true, false);
+              passTurn();
+              // The last V stage is free too (a producer going on to the next
+              // tile waits for it).
+              tt::BarrierArriveOp::create(b, loc, vEmpty, stage);
+              last = {c[0], c[1], acc, km.add(c[4], km.cst(1))};
+            }
+            // Q's stage may be refilled (for the tile that takes it next).
+            if (s.persistent)
+              tt::BarrierArriveOp::create(b, loc, qEmpty, qStage);
+
+            // Epilogue: O / l, and LSE = (m + log2 l) ln 2.
+            Value m = last[0], l = last[1], acc = last[2];
+            Value inv = arith::DivFOp::create(b, loc, km.splat(rowType, km.f32c(1.0)), l);
+            Value out =
+                arith::MulFOp::create(b, loc, acc, tt::BroadcastOp::create(b, loc, accType, inv));
+            Value lseRow = arith::MulFOp::create(
+                b, loc, arith::AddFOp::create(b, loc, m, math::Log2Op::create(b, loc, l)),
+                km.splat(rowType, km.f32c(M_LN2)));
+            storeRows(t, out, lseRow);
+            return last[3];
+          },
+          [&](const Tile &t) {
+            // THD: a tile of a sequence without keys: O = 0, LSE = -inf.
+            auto some = scf::IfOp::create(b, loc, TypeRange{}, t.rows, /*withElse=*/false);
+            OpBuilder::InsertionGuard g(b);
+            b.setInsertionPointToStart(&some.getThenRegion().front());
+            storeRows(t, km.splat(accType, km.f32c(0.0)), km.splat(rowType, negInf));
+          });
       tt::YieldOp::create(b, loc);
     }
     b.setInsertionPointToEnd(entry);

@@ -44,15 +44,30 @@ struct Case {
   float scale = 0.0f;
   const char *config = ""; // empty: the default
   int64_t programs = 0;    // a persistent grid's cap (0: the multiprocessors)
+  // THD: each sequence's query and key rows (b of each; sq and sk the
+  // longest, or more).
+  std::vector<int64_t> lensQ = {}, lensK = {};
 };
+
+/// Where each sequence's rows start, and the rows in all (THD).
+std::vector<int64_t> startsOf(const std::vector<int64_t> &lens) {
+  std::vector<int64_t> starts = {0};
+  for (int64_t n : lens)
+    starts.push_back(starts.back() + n);
+  return starts;
+}
 
 std::string name(const Case &c) {
   return "b" + std::to_string(c.b) + " sq" + std::to_string(c.sq) + " sk" + std::to_string(c.sk) +
          " h" + std::to_string(c.hq) + "/" + std::to_string(c.hkv) + " d" + std::to_string(c.d) +
-         (c.causal ? " causal" : "") + (c.layout == Layout::BSHD ? " bshd " : " bhsd ") +
+         (c.causal ? " causal" : "") +
+         (c.layout == Layout::BSHD   ? " bshd "
+          : c.layout == Layout::BHSD ? " bhsd "
+                                     : " thd ") +
          std::string(dtypeName(c.dt)) + (c.scale ? " scale " + std::to_string(c.scale) : "") +
          (*c.config ? std::string(" [") + c.config + "]" : "") +
-         (c.programs ? " programs " + std::to_string(c.programs) : "");
+         (c.programs ? " programs " + std::to_string(c.programs) : "") +
+         (c.lensQ.empty() ? "" : " packed");
 }
 
 class GpuAttention : public ::testing::Test {
@@ -71,8 +86,12 @@ protected:
   }
 
   /// Offset of element (batch, row, head, 0) of a [b, s, h, d] or
-  /// [b, h, s, d] tensor.
-  static size_t at(const Case &c, int64_t s, int64_t h, int64_t batch, int64_t row, int64_t head) {
+  /// [b, h, s, d] tensor, or (`starts`: THD) of row starts[batch] + row of a
+  /// [tokens, h, d] one.
+  static size_t at(const Case &c, int64_t s, int64_t h, int64_t batch, int64_t row, int64_t head,
+                   const std::vector<int64_t> &starts = {}) {
+    if (!starts.empty())
+      return size_t(((starts[size_t(batch)] + row) * h + head) * c.d);
     if (c.layout == Layout::BSHD)
       return size_t(((batch * s + row) * h + head) * c.d);
     return size_t(((batch * h + head) * s + row) * c.d);
@@ -92,6 +111,10 @@ protected:
     call.sk = c.sk;
     call.scale = c.scale;
     call.maxPrograms = c.programs;
+    if (!c.lensQ.empty()) {
+      call.totalQ = startsOf(c.lensQ).back();
+      call.totalK = startsOf(c.lensK).back();
+    }
     return call;
   }
 
@@ -101,8 +124,21 @@ protected:
     SCOPED_TRACE(tilejit::testing::replayHint(seed));
     std::mt19937_64 rng(seed);
     attention::Call call = callOf(c);
+    bool packed = !c.lensQ.empty();
+    ASSERT_EQ(packed, c.layout == Layout::THD);
+    std::vector<int64_t> startsQ, startsK;
+    if (packed) {
+      ASSERT_EQ(int64_t(c.lensQ.size()), c.b);
+      ASSERT_EQ(int64_t(c.lensK.size()), c.b);
+      startsQ = startsOf(c.lensQ);
+      startsK = startsOf(c.lensK);
+    }
+    // Rows of sequence `batch`.
+    auto rowsQ = [&](int64_t batch) { return packed ? c.lensQ[size_t(batch)] : c.sq; };
+    auto rowsK = [&](int64_t batch) { return packed ? c.lensK[size_t(batch)] : c.sk; };
 
-    size_t nq = size_t(c.b * c.sq * c.hq * c.d), nk = size_t(c.b * c.sk * c.hkv * c.d);
+    size_t nq = size_t((packed ? call.totalQ : c.b * c.sq) * c.hq * c.d),
+           nk = size_t((packed ? call.totalK : c.b * c.sk) * c.hkv * c.d);
     HostTensor q(c.dt, nq), k(c.dt, nk), v(c.dt, nk);
     q.randomNormal(rng, 0.0f, 1.0f);
     k.randomNormal(rng, 0.0f, 1.0f);
@@ -133,6 +169,18 @@ protected:
     call.v = dv->ptr();
     call.o = dO->ptr();
     call.lse = dl->ptr();
+    std::optional<DeviceBuffer> cuQ, cuK;
+    if (packed) {
+      for (auto [buf, starts, at] : {std::tuple{&cuQ, &startsQ, &call.cuSeqlensQ},
+                                     std::tuple{&cuK, &startsK, &call.cuSeqlensK}}) {
+        std::vector<int32_t> words(starts->begin(), starts->end());
+        auto b = DeviceBuffer::allocate(words.size() * 4);
+        ASSERT_TRUE(bool(b)) << llvm::toString(b.takeError());
+        ASSERT_FALSE(bool(b->upload(words)));
+        *at = b->ptr();
+        buf->emplace(std::move(*b));
+      }
+    }
     if (auto err = attention::launch(**kernel, call, target.smCount(), nullptr))
       FAIL() << llvm::toString(std::move(err));
     auto drv = CudaDriver::get();
@@ -148,10 +196,10 @@ protected:
       int64_t batch, head, row;
     };
     std::vector<Row> rows;
-    if (c.b * c.hq * c.sq * c.sk * c.d <= (int64_t(1) << 26)) {
+    if (packed || c.b * c.hq * c.sq * c.sk * c.d <= (int64_t(1) << 26)) {
       for (int64_t bi = 0; bi < c.b; ++bi)
         for (int64_t h = 0; h < c.hq; ++h)
-          for (int64_t i = 0; i < c.sq; ++i)
+          for (int64_t i = 0; i < rowsQ(bi); ++i)
             rows.push_back({bi, h, i});
     } else {
       std::uniform_int_distribution<int64_t> pb(0, c.b - 1), ph(0, c.hq - 1), pr(0, c.sq - 1);
@@ -165,12 +213,12 @@ protected:
     std::vector<double> s(size_t(c.sk));
     for (size_t r = 0; r < rows.size(); ++r) {
       const Row &w = rows[r];
-      int64_t kvh = w.head / (c.hq / c.hkv);
-      int64_t keys = c.causal ? std::min(c.sk, w.row + 1) : c.sk;
-      size_t qo = at(c, c.sq, c.hq, w.batch, w.row, w.head);
+      int64_t kvh = w.head / (c.hq / c.hkv), sk = rowsK(w.batch);
+      int64_t keys = c.causal ? std::min(sk, w.row + 1) : sk;
+      size_t qo = at(c, c.sq, c.hq, w.batch, w.row, w.head, startsQ);
       double mx = -INFINITY;
       for (int64_t j = 0; j < keys; ++j) {
-        size_t ko = at(c, c.sk, c.hkv, w.batch, j, kvh);
+        size_t ko = at(c, c.sk, c.hkv, w.batch, j, kvh, startsK);
         double dot = 0;
         for (int64_t x = 0; x < c.d; ++x)
           dot += double(q.get(qo + size_t(x))) * double(k.get(ko + size_t(x)));
@@ -183,8 +231,8 @@ protected:
       for (int64_t x = 0; x < c.d; ++x) {
         double acc = 0, mag = 0;
         for (int64_t j = 0; j < keys; ++j) {
-          double t =
-              s[size_t(j)] / sum * double(v.get(at(c, c.sk, c.hkv, w.batch, j, kvh) + size_t(x)));
+          double t = s[size_t(j)] / sum *
+                     double(v.get(at(c, c.sk, c.hkv, w.batch, j, kvh, startsK) + size_t(x)));
           acc += t;
           mag += std::fabs(t);
         }
@@ -192,8 +240,14 @@ protected:
         magO.push_back(mag);
         gotO.set(r * size_t(c.d) + size_t(x), o.get(qo + size_t(x)));
       }
-      refL.push_back(mx + std::log(sum));
+      // No keys (a packed sequence's): O = 0 (the sums above are empty), LSE = -inf.
+      refL.push_back(keys ? mx + std::log(sum) : -INFINITY);
       gotL.set(r, lse.get(size_t((w.batch * c.hq + w.head) * c.sq + w.row)));
+    }
+    if (packed) {
+      // Every row of O was compared above: O is packed, so no row outside a
+      // sequence exists.
+      EXPECT_EQ(size_t(call.totalQ * c.hq), rows.size());
     }
     // O: the output's rounding, plus P rounded to 16 bits before P V
     // (relative to the magnitudes of the terms).
@@ -463,6 +517,54 @@ TEST_F(GpuAttention, PersistentGridAcrossTiles) {
   // Head dim 256: one Q stage (two do not fit beside the rings).
   run({1, 500, 500, 2, 2, 256, true, Layout::BSHD, DType::BF16, 0.0f,
        "bm=128 bn=64 consumers=2 persistent=1 stages=2", 3});
+}
+
+/// A THD case: sequences of lensQ query and lensK key rows (sq and sk the
+/// longest, or `atLeast` where larger).
+Case packed(std::vector<int64_t> lensQ, std::vector<int64_t> lensK, int64_t hq, int64_t hkv,
+            int64_t d, bool causal, const char *config = "", int64_t programs = 0,
+            DType dt = DType::BF16, int64_t atLeast = 1) {
+  Case c{int64_t(lensQ.size()), atLeast, atLeast, hq, hkv, d, causal, Layout::THD, dt};
+  for (int64_t n : lensQ)
+    c.sq = std::max(c.sq, n);
+  for (int64_t n : lensK)
+    c.sk = std::max(c.sk, n);
+  c.config = config;
+  c.programs = programs;
+  c.lensQ = std::move(lensQ);
+  c.lensK = std::move(lensK);
+  return c;
+}
+
+TEST_F(GpuAttention, PackedSequences) {
+  // Sequences of 1 row, ragged ones, one longer than a persistent round:
+  // each tile's keys and stores stop at its own sequence's end.
+  std::vector<int64_t> lens = {1, 127, 300, 64, 1000, 1};
+  for (int64_t d : {64, 128, 256})
+    for (bool causal : {true, false})
+      run(packed(lens, lens, 4, 2, d, causal));
+  run(packed({5, 200, 77}, {300, 17, 129}, 2, 2, 128, false));                // cross lengths
+  run(packed({5, 200, 77}, {5, 200, 77}, 8, 1, 64, true, "", 0, DType::F16)); // MQA, f16
+  // A sequence with queries and no keys (O = 0, LSE = -inf), one with
+  // neither, and a longest length given larger than any sequence.
+  run(packed({10, 0, 50}, {0, 0, 60}, 2, 1, 128, false));
+  run(packed({3, 190, 64}, {3, 190, 64}, 2, 2, 128, true, "", 0, DType::BF16, 2000));
+}
+
+TEST_F(GpuAttention, PackedSequencesOnPersistentGrids) {
+  // Programs that walk tiles, among them ones past their sequence's rows
+  // (skipped: the Q stages and the consumers' turns count only the tiles
+  // with work).
+  const char *configs[] = {
+      "bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2",
+      "bm=128 bn=128 consumers=2 overlap=1 persistent=1 raster=0 stages=2",
+      "bm=64 bn=64 consumers=1 overlap=1 persistent=1 stages=2",
+      "bm=128 bn=64 consumers=2 stages=2",
+  };
+  std::vector<int64_t> lensQ = {700, 1, 129, 0, 333}, lensK = {700, 1, 129, 40, 333};
+  for (const char *cfg : configs)
+    for (int64_t programs : {1, 3, 0})
+      run(packed(lensQ, lensK, 2, 1, 128, true, cfg, programs));
 }
 
 } // namespace

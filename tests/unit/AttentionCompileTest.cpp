@@ -93,7 +93,9 @@ void expectClean(const KernelSpec &spec, const TileConfig &config) {
     return;
   }
   const EntryInfo &e = k->entries.front();
-  ASSERT_EQ(e.params.size(), bwd ? 13u : 9u);
+  // THD: the offsets of Q's and K's sequences after the 9 the others take.
+  ASSERT_EQ(e.params.size(),
+            bwd ? 13u : (attention::Params(spec).layout == Layout::THD ? 11u : 9u));
   EXPECT_EQ(e.params[0].kind, ParamInfo::TensorMap);
   EXPECT_EQ(e.params[0].staticSizes.size(), 4u);
   if (bwd) {
@@ -144,6 +146,51 @@ TEST(AttentionCompile, EveryConfigOfTheGpuTestsBuilds) {
   // The largest the register rule allows.
   expectClean(params(256, false), *TileConfig::parse("bm=128 bn=128 consumers=2 stages=1"));
   expectClean(params(64, true), *TileConfig::parse("bm=128 bn=192 consumers=2 stages=2"));
+}
+
+TEST(AttentionCompile, PackedSequencesBuildWithoutSpillsAndNameWhatTheyNeed) {
+  for (int64_t d : {64, 128, 256})
+    for (bool causal : {false, true})
+      expectClean(params(d, causal, Layout::THD), {});
+  expectClean(params(64, true, Layout::THD, DType::F16), {});
+  // The configs of the GPU tests: persistent grids walking tiles past their
+  // sequences, and a program a tile.
+  for (const char *cfg :
+       {"bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2",
+        "bm=128 bn=128 consumers=2 overlap=1 persistent=1 raster=0 stages=2",
+        "bm=64 bn=64 consumers=1 overlap=1 persistent=1 stages=2",
+        "bm=128 bn=64 consumers=2 stages=2"})
+    expectClean(params(128, true, Layout::THD), *TileConfig::parse(cfg));
+  // The kernel reads cu_seqlens and stores O through a view of its
+  // sequence's rows.
+  auto k = compileKernel(params(128, true, Layout::THD), {});
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  EXPECT_NE(k->entries[0].name.find("_thd"), std::string::npos) << k->entries[0].name;
+  EXPECT_EQ(k->entries[0].params[9].elem, DType::F32);
+  EXPECT_EQ(k->entries[0].params[10].elem, DType::F32);
+
+  // The backward does not take them yet, and says so.
+  auto bad = compileKernel(backward(128, true, Layout::THD), {});
+  ASSERT_FALSE(bool(bad));
+  EXPECT_NE(llvm::toString(bad.takeError())
+                .find("attn_bwd does not take packed sequences (layout=2, THD) yet"),
+            std::string::npos);
+  // A call names the totals it lacks.
+  attention::Call call;
+  call.layout = Layout::THD;
+  call.b = 2;
+  call.sq = call.sk = 100;
+  call.totalQ = 150;
+  auto s = attention::specOf(call, *Target::parse("sm_90a"));
+  ASSERT_FALSE(bool(s));
+  EXPECT_NE(llvm::toString(s.takeError())
+                .find("need totalQ and totalK, the rows of Q and of K in "
+                      "all, of at least 1, got totalQ=150 totalK=0"),
+            std::string::npos);
+  call.totalK = 150;
+  s = attention::specOf(call, *Target::parse("sm_90a"));
+  ASSERT_TRUE(bool(s)) << llvm::toString(s.takeError());
+  EXPECT_NE(s->canonical().find("layout=2"), std::string::npos) << s->canonical();
 }
 
 TEST(AttentionCompile, BackwardBuildsWithoutSpillsForEveryHeadDimMaskLayoutAndType) {

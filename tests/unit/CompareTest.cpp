@@ -243,6 +243,25 @@ TEST(ComparatorBounds, RtolIsPerElementAndScaleCoversCancellation) {
   EXPECT_FALSE(allClose(a, ref, tol, 0, scale));
 }
 
+TEST(ComparatorBounds, AnInfiniteReferenceIsMatchedExactlyAndWidensNothing) {
+  // An LSE row without keys is -inf: it takes only -inf, and the finite
+  // elements beside it keep their own bounds (rms over the finite ones).
+  HostTensor a(DType::F32, 3);
+  std::vector<double> ref = {-INFINITY, 1.0, 2.0};
+  Tolerance tol{1e-3, 1e-3, 0};
+  a.set(0, -INFINITY);
+  a.set(1, 1.0f);
+  a.set(2, 2.0f);
+  EXPECT_TRUE(allClose(a, ref, tol, 0));
+  a.set(2, 2.5f);
+  EXPECT_FALSE(allClose(a, ref, tol, 0));
+  a.set(2, 2.0f);
+  a.set(0, -1e30f);
+  EXPECT_FALSE(allClose(a, ref, tol, 0));
+  a.set(0, INFINITY);
+  EXPECT_FALSE(allClose(a, ref, tol, 0));
+}
+
 TEST(ComparatorBounds, AShortResultFails) {
   HostTensor a(DType::F32, 2);
   a.set(0, 1.0f);

@@ -1272,3 +1272,27 @@ tile.kernel @load_ring_padded(%d: memref<?x128xf32>) attributes {block_threads =
   %t = tile.load_ring %r[%c0, %c0] : !tile.ring<stages = 2, rows = 8, cols = 64, f32> -> tensor<64xf32, #tile.slice<dim = 0, parent = #tile.blocked<vec = 4, rowThreads = 1, colThreads = 32>>>
   tile.return
 }
+
+// -----
+
+tile.kernel @load_word_type(%cu: memref<?xbf16>, %t: index) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  // expected-error @+1 {{'tile.load_word' op reads the 32-bit words of an f32 memref, got 'memref<?xbf16>'}}
+  %w = tile.load_word %cu[%t] : memref<?xbf16>
+  tile.return
+}
+
+// -----
+
+tile.kernel @load_word_indices(%cu: memref<?x2xf32>, %t: index) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  // expected-error @+1 {{'tile.load_word' op a memref of rank 2 takes 2 indices, got 1}}
+  %w = tile.load_word %cu[%t] : memref<?x2xf32>
+  tile.return
+}
+
+// -----
+
+tile.kernel @narrow_static(%o: memref<64x512xf32>, %t: index) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  // expected-error @+1 {{'tile.narrow' op narrows a dynamic first dimension, got 'memref<64x512xf32>'}}
+  %v = tile.narrow %o[%t, %t] : memref<64x512xf32>
+  tile.return
+}
