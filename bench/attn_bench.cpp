@@ -11,8 +11,8 @@
 // gradients that take P from the forward's LSE (checked first); --split N
 // splits the query heads of each KV head's group N ways in the dK/dV kernel
 // (where N divides the group) instead of the default. --packed runs the
-// forward on the same tensors as packed sequences (THD: b sequences of s
-// rows each, with their cu_seqlens), the same work through the varlen path.
+// pass on the same tensors as packed sequences (THD: b sequences of s rows
+// each, with their cu_seqlens), the same work through the varlen path.
 //   attn_bench [--shapes FILE] [--only SUBSTRING] [--config "k=v ..."] [--backward] [--split N]
 //              [--packed] --out FILE.json
 //
@@ -191,8 +191,6 @@ int main(int argc, char **argv) {
           "' (--shapes FILE --out FILE --only SUBSTRING --config TEXT --backward --split N "
           "--packed)");
   }
-  if (packed && backward)
-    die("--packed times the forward only (the backward does not take packed sequences yet)");
   if (outPath.empty())
     die("--out FILE is required");
   auto ctx = must(useDevice(0));

@@ -249,6 +249,8 @@ public:
                          "configs spilled), got kv_bm = " +
                          llvm::Twine(s.kvBm) + ", overlap = " + llvm::Twine(int(s.overlap)) +
                          ", stages = " + llvm::Twine(s.stages));
+    if (s.fused && p.layout == attention::Layout::THD)
+      return configError("fused does not take packed sequences (THD)");
     if (s.fused && s.kvBm != 64)
       return configError("fused needs kv_bm = 64 (a step's queries are one warpgroup's rows of "
                          "dQ's product), got " +
@@ -290,7 +292,7 @@ public:
                                               const TileConfig &cfg) const override {
     attention::Params p(ks);
     return buildModule(ctx, *this, ks, cfg, [&](OpBuilder &b, Location loc) {
-      Builder kb{{b, loc}, p, Shape(cfg), cfg};
+      Builder kb{{b, loc}, p, Shape(cfg), cfg, Value(), Value()};
       if (kb.s.fused) {
         kb.pre();
         kb.dkv();
@@ -313,17 +315,65 @@ private:
 
     MLIRContext &ctx() const { return *b.getContext(); }
     bool bshd() const { return p.layout == attention::Layout::BSHD; }
+    /// Packed sequences: Q, K, V, O and the gradients are [tokens, h, d],
+    /// sequence i's rows from cu_seqlens[i] (the kernels' last arguments);
+    /// the workspace and the parts' sums stay [b, rows] as with BSHD.
+    bool thd() const { return p.layout == attention::Layout::THD; }
     std::string suffix() const {
       return std::string(dtypeName(p.dt)) + "_d" + std::to_string(p.d) + "_h" +
              std::to_string(p.hq) + "_" + std::to_string(p.hkv) + (p.causal ? "_causal" : "") +
-             (bshd() ? "_bshd" : "_bhsd");
+             (bshd()  ? "_bshd"
+              : thd() ? "_thd"
+                      : "_bhsd");
     }
-    /// Q, O and their gradients ([b, s, h * d] or [b * h, s, d]) with
-    /// `heads` heads.
+    /// Q, O and their gradients ([b, s, h * d], [b * h, s, d] or [tokens,
+    /// h * d]) with `heads` heads.
     MemRefType rowsType(int64_t heads, Type elem) const {
+      if (thd())
+        return MemRefType::get({ShapedType::kDynamic, heads * p.d}, elem);
       return bshd()
                  ? MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, heads * p.d}, elem)
                  : MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, p.d}, elem);
+    }
+    /// THD: the offsets of the sequences' rows in Q (and O, dO, dQ) and in
+    /// K (and V, dK, dV): b + 1 int32 words each (as f32 memrefs).
+    MemRefType offsetsType() const {
+      return MemRefType::get({ShapedType::kDynamic}, b.getF32Type());
+    }
+    Value cuQ, cuK; // the current kernel's offsets (THD)
+    /// THD: sequence `seq`'s first rows and row counts in Q and in K.
+    struct Seq {
+      Value qStart, qLen, kStart, kLen;
+    };
+    Seq seqOf(Value seq) {
+      Seq r;
+      Value next = add(seq, cst(1));
+      r.qStart = tt::LoadWordOp::create(b, loc, cuQ, ValueRange{seq});
+      r.qLen = sub(tt::LoadWordOp::create(b, loc, cuQ, ValueRange{next}), r.qStart);
+      r.kStart = tt::LoadWordOp::create(b, loc, cuK, ValueRange{seq});
+      r.kLen = sub(tt::LoadWordOp::create(b, loc, cuK, ValueRange{next}), r.kStart);
+      return r;
+    }
+    /// The batch: the first size of `t` (BSHD's gradients, the parts' sums),
+    /// or (THD) the offsets' count less one.
+    Value batchOf(Value t) {
+      if (thd())
+        return sub(memref::DimOp::create(b, loc, cuK, 0), cst(1));
+      return memref::DimOp::create(b, loc, t, 0);
+    }
+    /// A TMA row coordinate and batch of row `row` of a sequence starting
+    /// at `start` (THD: one batch of every row).
+    std::pair<Value, Value> tmaRow(Value start, Value seq, Value row) {
+      return thd() ? std::make_pair(add(start, row), cst(0)) : std::make_pair(row, seq);
+    }
+    /// `t` (rowsType of `heads` heads) and the coordinates of row `row` of
+    /// sequence `seq`, head `head` in it; THD: a view of the sequence's
+    /// `len` rows from `start` (rows past it are not read or written).
+    std::pair<Value, SmallVector<Value>> rowIn(Value t, Value start, Value len, Value seq,
+                                               Value head, int64_t heads, Value row) {
+      if (thd())
+        return {tt::NarrowOp::create(b, loc, t, start, len), {row, mul(head, cst(p.d))}};
+      return {t, rowAt(seq, head, heads, row)};
     }
     /// The workspace: [2, b * hq, rows]: LSE * log2(e), then D.
     MemRefType workspaceType() const {
@@ -334,12 +384,23 @@ private:
     /// split over programs: as dK and dV, f32, 2 * split of them stacked
     /// along the first dimension (dK's parts, then dV's), rows padded to
     /// the workspace's multiple.
-    MemRefType partialsType() const { return rowsType(p.hkv, b.getF32Type()); }
+    /// (THD: as BSHD's, [2 * split * b, rows, hkv * d].)
+    MemRefType partialsType() const {
+      if (thd())
+        return MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, p.hkv * p.d},
+                               b.getF32Type());
+      return rowsType(p.hkv, b.getF32Type());
+    }
     /// Where part `j` of dK (j < split) or of dV (split + j) holds what dK or
-    /// dV hold at `at` (rowAt coordinates; `dK` the gradient's view).
+    /// dV hold at `at` (partRowAt coordinates; `dK` the gradient's view).
     SmallVector<Value> partAt(Value j, Value dK, ArrayRef<Value> at) {
-      Value lead = memref::DimOp::create(b, loc, dK, 0);
-      return {add(mul(j, lead), at[0]), at[1], at[2]};
+      return {add(mul(j, batchOf(dK)), at[0]), at[1], at[2]};
+    }
+    /// rowAt in the parts' sums (THD: BSHD's coordinates).
+    SmallVector<Value> partRowAt(Value seq, Value head, Value row) {
+      if (thd())
+        return {seq, row, mul(head, cst(p.d))};
+      return rowAt(seq, head, p.hkv, row);
     }
 
     std::pair<Value, Value> stageOf(Value it) { return {remu(it, s.stages), divu(it, s.stages)}; }
@@ -353,21 +414,24 @@ private:
     /// D = rowsum(dO * O) of the 64 query rows from `row0` of one head,
     /// 64 columns at a time, and LSE in the log2 domain (+inf past the
     /// sequence); both to the workspace, and returned (rows of the
-    /// #tile.wgmma layout). Run by one warpgroup.
+    /// #tile.wgmma layout). Run by one warpgroup. THD: the sequence's rows
+    /// from `ps.qStart`, its LSE rows past ps.qLen taken as +inf.
     std::pair<Value, Value> rowStats(Value o, Value dO, Value lse, Value ws, Value seq, Value head,
-                                     Value bh, Value row0) {
+                                     Value bh, Value row0, const Seq &ps = {}) {
       MLIRContext &c = ctx();
       Type f32 = b.getF32Type();
       auto wg = tt::WgmmaLayoutAttr::get(&c);
-      auto rowType = RankedTensorType::get({64}, f32, tt::SliceLayoutAttr::get(&c, 1, wg));
+      auto rowsLayout = tt::SliceLayoutAttr::get(&c, 1, wg);
+      auto rowType = RankedTensorType::get({64}, f32, rowsLayout);
       auto chunkType = RankedTensorType::get({64, 64}, f32, wg);
-      SmallVector<Value> at = rowAt(seq, head, p.hq, row0);
+      auto [oView, at] = rowIn(o, ps.qStart, ps.qLen, seq, head, p.hq, row0);
+      Value doView = thd() ? tt::NarrowOp::create(b, loc, dO, ps.qStart, ps.qLen).getResult() : dO;
       Value dRow = splat(rowType, f32c(0.0));
       for (int64_t c0 = 0; c0 < p.d; c0 += 64) {
         SmallVector<Value> chunk = at;
-        chunk[2] = add(at[2], cst(c0));
-        Value x = tt::LoadOp::create(b, loc, chunkType, dO, chunk, nullptr, nullptr);
-        Value y = tt::LoadOp::create(b, loc, chunkType, o, chunk, nullptr, nullptr);
+        chunk.back() = add(at.back(), cst(c0));
+        Value x = tt::LoadOp::create(b, loc, chunkType, doView, chunk, nullptr, nullptr);
+        Value y = tt::LoadOp::create(b, loc, chunkType, oView, chunk, nullptr, nullptr);
         dRow = arith::AddFOp::create(b, loc, dRow,
                                      tt::ReduceOp::create(b, loc, rowType, tt::ReduceKind::sum,
                                                           arith::MulFOp::create(b, loc, x, y), 1));
@@ -375,6 +439,16 @@ private:
       Value lseRow = tt::LoadOp::create(b, loc, rowType, lse, ValueRange{seq, head, row0},
                                         b.getF64FloatAttr(INFINITY), nullptr);
       lseRow = arith::MulFOp::create(b, loc, lseRow, splat(rowType, f32c(M_LOG2E)));
+      if (thd()) {
+        // The forward's LSE rows past the sequence (up to the longest) hold
+        // anything.
+        auto iRow = RankedTensorType::get({64}, b.getI32Type(), rowsLayout);
+        Value rows = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iRow, 0),
+                                           splat(iRow, toI32(row0)));
+        Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, rows,
+                                             splat(iRow, toI32(ps.qLen)));
+        lseRow = arith::SelectOp::create(b, loc, inside, lseRow, splat(rowType, f32c(INFINITY)));
+      }
       tt::StoreOp::create(b, loc, lseRow, ws, ValueRange{cst(0), bh, row0});
       tt::StoreOp::create(b, loc, dRow, ws, ValueRange{cst(1), bh, row0});
       return {lseRow, dRow};
@@ -451,9 +525,11 @@ private:
       auto oType = rowsType(p.hq, dt);
       auto lseType = MemRefType::get({ShapedType::kDynamic, p.hq, ShapedType::kDynamic}, f32);
       // Q, K, V, dO maps; O, dO, LSE, dQ, workspace; scale * log2(e),
-      // scale, sq, sk.
+      // scale, sq, sk; THD: Q's and K's offsets.
       SmallVector<Type> args = {mapQ,  mapKV,           mapKV, mapQ, oType, oType, lseType,
                                 oType, workspaceType(), f32,   f32,  idx,   idx};
+      if (thd())
+        args.append({offsetsType(), offsetsType()});
       // Programs: every tile of the workspace's rows, of every head.
       AffineExpr sq = getAffineSymbolExpr(0, &c), batch = getAffineSymbolExpr(1, &c);
       AffineMap grid = AffineMap::get(
@@ -467,6 +543,10 @@ private:
       Value dQ = entry->getArgument(7), ws = entry->getArgument(8);
       Value scaleLog2 = entry->getArgument(9), scale = entry->getArgument(10);
       Value sqV = entry->getArgument(11), skV = entry->getArgument(12);
+      if (thd()) {
+        cuQ = entry->getArgument(13);
+        cuK = entry->getArgument(14);
+      }
 
       Value rq = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
       Value rdo = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
@@ -491,31 +571,36 @@ private:
       Value seq = divu(bh, p.hq), head = remu(bh, p.hq);
       Value kvHead = divu(head, p.hq / p.hkv);
       Value q0 = mul(mTile, cst(bm));
+      // THD: the sequence's rows and keys (the grid covers the longest).
+      Seq ps = thd() ? seqOf(seq) : Seq{};
+      Value rowsV = thd() ? ps.qLen : sqV, keysV = thd() ? ps.kLen : skV;
       // Key tiles any row sees (none for a tile wholly past the sequence,
       // which only pads the workspace); the first `whole` every row sees
       // whole.
-      Value kvEnd = p.causal ? minu(skV, add(q0, cst(bm))) : skV;
-      Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, q0, sqV).getResult();
+      Value kvEnd = p.causal ? minu(keysV, add(q0, cst(bm))) : keysV;
+      Value inside =
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, q0, rowsV).getResult();
       Value kvTiles = arith::SelectOp::create(b, loc, inside, ceilDiv(kvEnd, s.bn), cst(0));
-      Value whole = minu(divu(p.causal ? minu(skV, add(q0, cst(1))) : skV, s.bn), kvTiles);
+      Value whole = minu(divu(p.causal ? minu(keysV, add(q0, cst(1))) : keysV, s.bn), kvTiles);
 
       auto ws_ = tt::WarpSpecializeOp::create(b, loc, s.consumers, 24, 240);
       {
         OpBuilder::InsertionGuard guard(b);
         b.createBlock(&ws_.getProducer());
-        tt::TmaLoadOp::create(b, loc, qMap, q0, cst(0), ValueRange{head, seq}, rq, cst(0), qFull,
-                              cst(0));
-        tt::TmaLoadOp::create(b, loc, doMap, q0, cst(0), ValueRange{head, seq}, rdo, cst(0), doFull,
-                              cst(0));
+        auto [qRow, qBatch] = tmaRow(ps.qStart, seq, q0);
+        tt::TmaLoadOp::create(b, loc, qMap, qRow, cst(0), ValueRange{head, qBatch}, rq, cst(0),
+                              qFull, cst(0));
+        tt::TmaLoadOp::create(b, loc, doMap, qRow, cst(0), ValueRange{head, qBatch}, rdo, cst(0),
+                              doFull, cst(0));
         loop(cst(0), kvTiles, {}, [&](Value j, ValueRange) {
           auto [stage, round] = stageOf(j);
-          Value k0 = mul(j, cst(s.bn));
+          auto [kRow, kBatch] = tmaRow(ps.kStart, seq, mul(j, cst(s.bn)));
           tt::BarrierWaitOp::create(b, loc, kEmpty, stage, add(round, cst(1)));
-          tt::TmaLoadOp::create(b, loc, kMap, k0, cst(0), ValueRange{kvHead, seq}, rk, stage, kFull,
-                                stage);
+          tt::TmaLoadOp::create(b, loc, kMap, kRow, cst(0), ValueRange{kvHead, kBatch}, rk, stage,
+                                kFull, stage);
           tt::BarrierWaitOp::create(b, loc, vEmpty, stage, add(round, cst(1)));
-          tt::TmaLoadOp::create(b, loc, vMap, k0, cst(0), ValueRange{kvHead, seq}, rv, stage, vFull,
-                                stage);
+          tt::TmaLoadOp::create(b, loc, vMap, kRow, cst(0), ValueRange{kvHead, kBatch}, rv, stage,
+                                vFull, stage);
           return SmallVector<Value>{};
         });
         tt::YieldOp::create(b, loc);
@@ -531,8 +616,7 @@ private:
         auto iType = RankedTensorType::get({64, s.bn}, i32, wg);
         auto accType = RankedTensorType::get({64, p.d}, f32, wg);
 
-        SmallVector<Value> at = rowAt(seq, head, p.hq, row0);
-        std::pair<Value, Value> stats = rowStats(o, dO, lse, ws, seq, head, bh, row0);
+        std::pair<Value, Value> stats = rowStats(o, dO, lse, ws, seq, head, bh, row0, ps);
         Value lseRow = stats.first, dRow = stats.second;
 
         tt::BarrierWaitOp::create(b, loc, qFull, cst(0), cst(0));
@@ -561,7 +645,7 @@ private:
             Value cols = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 1),
                                                splat(iType, toI32(mul(j, cst(s.bn)))));
             Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, cols,
-                                             splat(iType, toI32(skV)));
+                                             splat(iType, toI32(keysV)));
             if (p.causal) {
               Value rows = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
                                                  splat(iType, toI32(row0)));
@@ -592,7 +676,8 @@ private:
         acc = loop(cst(0), whole, acc, [&](Value j, ValueRange c) { return step(j, c, false); });
         acc = loop(whole, kvTiles, acc, [&](Value j, ValueRange c) { return step(j, c, true); });
         Value out = arith::MulFOp::create(b, loc, acc[0], splat(accType, scale));
-        tt::StoreOp::create(b, loc, out, dQ, at);
+        auto [dqView, at] = rowIn(dQ, ps.qStart, ps.qLen, seq, head, p.hq, row0);
+        tt::StoreOp::create(b, loc, out, dqView, at);
         tt::YieldOp::create(b, loc);
       }
       b.setInsertionPointToEnd(entry);
@@ -628,16 +713,20 @@ private:
                                 f32,   f32,   idx,  idx,  partialsType(), idx};
       if (s.fused)
         args.push_back(tt::TensorMapType::get(&c, s.kvBm, 32, f32, 4));
+      if (thd()) // (not fused)
+        args.append({offsetsType(), offsetsType()});
       // Programs: ceil(sk / bn) * batch * hkv * split; dK's first size is
-      // the batch (BSHD) or batch * hkv (BHSD).
+      // the batch (BSHD) or batch * hkv (BHSD); THD: K's offsets are the
+      // batch and one.
       AffineExpr sk = getAffineSymbolExpr(0, &c), first = getAffineSymbolExpr(1, &c),
                  parts = getAffineSymbolExpr(2, &c);
-      AffineMap grid =
-          AffineMap::get(0, 3, {sk.ceilDiv(bn) * first * (bshd() ? p.hkv : 1) * parts}, &c);
+      AffineExpr seqs = thd() ? (first - 1) * p.hkv : bshd() ? first * p.hkv : first;
+      AffineMap grid = AffineMap::get(0, 3, {sk.ceilDiv(bn) * seqs * parts}, &c);
       // (Fused, named for what it computes: dK, dV and dQ's parts.)
-      auto kernel = makeKernel(b, loc, (s.fused ? "attn_bwd_fused_" : "attn_bwd_dkdv_") + suffix(),
-                               args, 128 * (s.consumers + 1), grid, {10, -1, 5, 0, 12, -1}, cfg,
-                               /*cluster=*/1, /*minBlocks=*/1);
+      auto kernel =
+          makeKernel(b, loc, (s.fused ? "attn_bwd_fused_" : "attn_bwd_dkdv_") + suffix(), args,
+                     128 * (s.consumers + 1), grid, {10, -1, thd() ? 14 : 5, 0, 12, -1}, cfg,
+                     /*cluster=*/1, /*minBlocks=*/1);
       Block *entry = &kernel.getBody().front();
       Value kMap = entry->getArgument(0), vMap = entry->getArgument(1),
             qMap = entry->getArgument(2), doMap = entry->getArgument(3);
@@ -646,6 +735,10 @@ private:
       Value sqV = entry->getArgument(9), skV = entry->getArgument(10);
       Value partials = entry->getArgument(11), split = entry->getArgument(12);
       Value dqMap = s.fused ? entry->getArgument(13) : Value();
+      if (thd()) {
+        cuQ = entry->getArgument(13);
+        cuK = entry->getArgument(14);
+      }
 
       Value rk = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
       Value rv = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
@@ -690,10 +783,26 @@ private:
       Value heads = arith::DivUIOp::create(b, loc, cst(group), split);
       Value head0 = add(mul(kvHead, cst(group)), mul(part, heads));
       Value n0 = mul(nTile, cst(bn));
+      // THD: the sequence's rows. A program wholly past its keys stores
+      // nothing: without a mask it takes no query either; under a causal
+      // mask its first query tile is already past the last one where the
+      // sequence has as many queries as keys or fewer (where it has more, it
+      // computes what it does not store: the test for it spilled 8 bytes at
+      // head dim 256).
+      Seq ps = thd() ? seqOf(seq) : Seq{};
+      Value rowsV = sqV;
+      if (thd())
+        rowsV =
+            p.causal
+                ? ps.qLen
+                : arith::SelectOp::create(
+                      b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, n0, ps.kLen),
+                      ps.qLen, cst(0))
+                      .getResult();
       // Query tiles that see a key of the program: under a causal mask from
       // the one holding row n0; the first ones up to row n0 + bn see the
       // diagonal (masked).
-      Value mEnd = ceilDiv(sqV, s.kvBm);
+      Value mEnd = ceilDiv(rowsV, s.kvBm);
       Value mStart = p.causal ? minu(divu(n0, s.kvBm), mEnd) : cst(0);
       Value mMasked = p.causal ? minu(ceilDiv(add(n0, cst(bn)), s.kvBm), mEnd) : cst(0);
       mMasked = arith::MaxUIOp::create(b, loc, mMasked, mStart);
@@ -703,10 +812,11 @@ private:
       {
         OpBuilder::InsertionGuard guard(b);
         b.createBlock(&ws_.getProducer());
-        tt::TmaLoadOp::create(b, loc, kMap, n0, cst(0), ValueRange{kvHead, seq}, rk, cst(0), kFull,
-                              cst(0));
-        tt::TmaLoadOp::create(b, loc, vMap, n0, cst(0), ValueRange{kvHead, seq}, rv, cst(0), vFull,
-                              cst(0));
+        auto [kRow, kBatch] = tmaRow(ps.kStart, seq, n0);
+        tt::TmaLoadOp::create(b, loc, kMap, kRow, cst(0), ValueRange{kvHead, kBatch}, rk, cst(0),
+                              kFull, cst(0));
+        tt::TmaLoadOp::create(b, loc, vMap, kRow, cst(0), ValueRange{kvHead, kBatch}, rv, cst(0),
+                              vFull, cst(0));
         // Step `it` loads query tile mi of query head `head`, both carried
         // (a division by the runtime tile count would cost the producer's
         // few registers).
@@ -714,9 +824,10 @@ private:
           auto [stage, round] = stageOf(it);
           Value head = at[0], mi = at[1], m0 = mul(mi, cst(s.kvBm));
           tt::BarrierWaitOp::create(b, loc, empty, stage, add(round, cst(1)));
-          tt::TmaLoadOp::create(b, loc, qMap, m0, cst(0), ValueRange{head, seq}, rq, stage, qFull,
-                                stage);
-          tt::TmaLoadOp::create(b, loc, doMap, m0, cst(0), ValueRange{head, seq}, rdo, stage,
+          auto [qRow, qBatch] = tmaRow(ps.qStart, seq, m0);
+          tt::TmaLoadOp::create(b, loc, qMap, qRow, cst(0), ValueRange{head, qBatch}, rq, stage,
+                                qFull, stage);
+          tt::TmaLoadOp::create(b, loc, doMap, qRow, cst(0), ValueRange{head, qBatch}, rdo, stage,
                                 doFull, stage);
           Value bhq = add(mul(seq, cst(p.hq)), head);
           tt::TmaLoadOp::create(b, loc, statMap, bhq, m0, ValueRange{cst(0)}, rlse, stage, statFull,
@@ -888,16 +999,23 @@ private:
         });
         // dV first, so that its registers are free before dK's stores.
         auto dk = [&] { return arith::MulFOp::create(b, loc, acc[0], splat(accType, scale)); };
-        // Where this consumer's part of dK and dV goes.
+        // Where this consumer's part of dK and dV goes, in the parts'
+        // sums.
         auto mine = [&] {
-          SmallVector<Value> at = rowAt(seq, kvHead, p.hkv, key0);
+          SmallVector<Value> at = partRowAt(seq, kvHead, key0);
           at[2] = add(at[2], myCols);
           return at;
         };
         auto storeWhole = [&] {
-          SmallVector<Value> at = mine();
-          tt::StoreOp::create(b, loc, acc[1], dV, at);
-          tt::StoreOp::create(b, loc, dk(), dK, at);
+          // (THD: views of the sequence's keys, whose offsets are read
+          // again here: held through the loop, they spilled.)
+          Seq tail = thd() ? seqOf(seq) : Seq{};
+          auto [dvView, at] = rowIn(dV, tail.kStart, tail.kLen, seq, kvHead, p.hkv, key0);
+          at.back() = add(at.back(), myCols);
+          tt::StoreOp::create(b, loc, acc[1], dvView, at);
+          Value dkView =
+              thd() ? tt::NarrowOp::create(b, loc, dK, tail.kStart, tail.kLen).getResult() : dK;
+          tt::StoreOp::create(b, loc, dk(), dkView, at);
         };
         if (group == 1) {
           storeWhole(); // nothing to split
@@ -937,28 +1055,40 @@ private:
       MLIRContext &c = ctx();
       Type f32 = b.getF32Type(), idx = b.getIndexType();
       auto kType = rowsType(p.hkv, elemType(c, p.dt));
-      // Partials, dK, dV; sk, split.
+      // Partials, dK, dV; sk, split; THD: K's offsets.
       SmallVector<Type> args = {partialsType(), kType, kType, idx, idx};
+      if (thd())
+        args.push_back(offsetsType());
       // Programs: 64 rows of one KV head each.
       AffineExpr sk = getAffineSymbolExpr(0, &c), first = getAffineSymbolExpr(1, &c);
-      AffineMap grid = AffineMap::get(0, 2, {sk.ceilDiv(64) * first * (bshd() ? p.hkv : 1)}, &c);
-      auto kernel =
-          makeKernel(b, loc, "attn_bwd_dkdv_sum_" + suffix(), args, 128, grid, {3, -1, 1, 0}, cfg);
+      AffineExpr seqs = thd() ? (first - 1) * p.hkv : bshd() ? first * p.hkv : first;
+      AffineMap grid = AffineMap::get(0, 2, {sk.ceilDiv(64) * seqs}, &c);
+      auto kernel = makeKernel(b, loc, "attn_bwd_dkdv_sum_" + suffix(), args, 128, grid,
+                               {3, -1, thd() ? 5 : 1, 0}, cfg);
       Block *entry = &kernel.getBody().front();
       Value partials = entry->getArgument(0), dK = entry->getArgument(1),
             dV = entry->getArgument(2), skV = entry->getArgument(3), split = entry->getArgument(4);
+      if (thd())
+        cuK = entry->getArgument(5);
       Value blocks = ceilDiv(skV, 64);
       Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
       Value row0 = mul(arith::RemUIOp::create(b, loc, pid, blocks), cst(64));
       Value bkv = arith::DivUIOp::create(b, loc, pid, blocks);
       Value seq = divu(bkv, p.hkv), kvHead = remu(bkv, p.hkv);
+      // THD: the sums of the sequence's keys go to its rows of dK and dV.
+      Value kStart, kLen;
+      if (thd()) {
+        Value next = add(seq, cst(1));
+        kStart = tt::LoadWordOp::create(b, loc, cuK, ValueRange{seq});
+        kLen = sub(tt::LoadWordOp::create(b, loc, cuK, ValueRange{next}), kStart);
+      }
       // At most 128 columns at a time: the sum and a part of 64 x 256 f32
       // would not fit in a thread's registers.
       int64_t cols = std::min<int64_t>(p.d, 128);
       auto tile = RankedTensorType::get({64, cols}, f32, tt::WgmmaLayoutAttr::get(&c));
       Value zero = splat(tile, f32c(0.0));
       for (int64_t c0 = 0; c0 < p.d; c0 += cols) {
-        SmallVector<Value> at = rowAt(seq, kvHead, p.hkv, row0);
+        SmallVector<Value> at = partRowAt(seq, kvHead, row0);
         at[2] = add(at[2], cst(c0));
         // dK's parts (0 .. split - 1), then dV's (split .. 2 split - 1).
         for (auto [first, grad] : {std::pair{cst(0), dK}, std::pair{split, dV}}) {
@@ -967,7 +1097,9 @@ private:
                 tt::LoadOp::create(b, loc, tile, partials, partAt(add(first, j), dK, at), nullptr);
             return SmallVector<Value>{arith::AddFOp::create(b, loc, acc[0], part)};
           })[0];
-          tt::StoreOp::create(b, loc, sum, grad, at);
+          auto [view, to] = rowIn(grad, kStart, kLen, seq, kvHead, p.hkv, row0);
+          to.back() = add(to.back(), cst(c0));
+          tt::StoreOp::create(b, loc, sum, view, to);
         }
       }
       b.setInsertionPointToEnd(entry);

@@ -20,8 +20,6 @@ llvm::Error check(const KernelSpec &spec) {
   if (p.hq % p.hkv != 0)
     return error(llvm::Twine(op) + " kv heads must divide query heads, got hq=" +
                  llvm::Twine(p.hq) + " hkv=" + llvm::Twine(p.hkv));
-  if (p.backward && p.layout == Layout::THD)
-    return error("attn_bwd does not take packed sequences (layout=2, THD) yet; the forward does");
   return llvm::Error::success();
 }
 
@@ -37,7 +35,7 @@ std::vector<ParamDecl> params() {
       {"hkv", ParamDecl::Int, 1, 1024, 1, false, 0, "key and value heads (divide hq)"},
       {"causal", ParamDecl::Bool, 0, 1, 0, false, 0, "row i sees keys 0..i"},
       {"layout", ParamDecl::Int, 0, 2, 0, false, 0,
-       "0: [b, s, h, d]; 1: [b, h, s, d]; 2: packed sequences [tokens, h, d] (forward)"},
+       "0: [b, s, h, d]; 1: [b, h, s, d]; 2: packed sequences [tokens, h, d]"},
       {"b", ParamDecl::Int, 1, 1 << 20, 1, true, 64, "batch: given at launch"},
       {"sq", ParamDecl::Int, 1, kMaxSeq, 1, true, kTuningSeqCap,
        "query rows per sequence: given at launch"},

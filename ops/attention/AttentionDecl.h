@@ -21,7 +21,7 @@ enum class Layout : int64_t {
   BHSD = 1, ///< [batch, heads, seq, dim]: torch's scaled_dot_product_attention
   /// [tokens, heads, dim]: packed sequences of different lengths (Megatron's
   /// THD, FlashAttention's varlen), sequence i's rows from cu_seqlens[i] to
-  /// cu_seqlens[i + 1]; forward only.
+  /// cu_seqlens[i + 1].
   THD = 2,
 };
 

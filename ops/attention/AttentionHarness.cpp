@@ -444,13 +444,14 @@ private:
   /// head query head `h` reads (K, V).
   size_t qat(int64_t h, int64_t row) const {
     const attention::Call &c = check_;
-    return c.layout == attention::Layout::BSHD ? size_t((row * c.hq + h) * c.d)
+    // (One sequence: THD's rows are BSHD's.)
+    return c.layout != attention::Layout::BHSD ? size_t((row * c.hq + h) * c.d)
                                                : size_t((h * c.sq + row) * c.d);
   }
   size_t kat(int64_t h, int64_t row) const {
     const attention::Call &c = check_;
     int64_t kvh = h / (c.hq / c.hkv);
-    return c.layout == attention::Layout::BSHD ? size_t((row * c.hkv + kvh) * c.d)
+    return c.layout != attention::Layout::BHSD ? size_t((row * c.hkv + kvh) * c.d)
                                                : size_t((kvh * c.sk + row) * c.d);
   }
   int64_t visible(int64_t i) const {

@@ -146,7 +146,7 @@ struct Workspace {
   KernelArg partials(const BackwardCall &c) const {
     uint64_t at = c.workspace + uint64_t(lseBytes);
     int64_t rows = paddedRows(c.sk);
-    if (c.layout == Layout::BSHD)
+    if (c.layout != Layout::BHSD) // (THD: as BSHD's)
       return KernelArg::view(at, {2 * split * c.b, rows, c.hkv * c.d});
     return KernelArg::view(at, {2 * split * c.b * c.hkv, rows, c.d});
   }
@@ -257,7 +257,9 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
   if (kernel.numEntries() != 3 && !fused)
     return error("the kernel has " + llvm::Twine(kernel.numEntries()) + " entries, not 3 or 4", op);
   const EntryInfo &dq = kernel.entry(0), &dkv = kernel.entry(1);
-  size_t want[4] = {fused ? 6u : 13u, fused ? 14u : 13u, 5u, 4u};
+  // THD (never fused): Q's and K's offsets after the others' arguments.
+  bool thd = c.layout == Layout::THD;
+  size_t want[4] = {fused ? 6u : thd ? 15u : 13u, fused ? 14u : thd ? 15u : 13u, thd ? 6u : 5u, 4u};
   for (size_t i = 0; i < kernel.numEntries(); ++i)
     if (kernel.entry(i).params.size() != want[i])
       return error("kernel " + llvm::Twine(i) + " (" + kernel.entry(i).name + ") takes " +
@@ -277,6 +279,12 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
     return error("the workspace (" + llvm::Twine(backwardWorkspaceBytes(c, fused)) +
                      " bytes) must be given, 16-byte aligned",
                  op);
+  if (thd) {
+    if (!c.cuSeqlensQ || !c.cuSeqlensK || c.cuSeqlensQ % 4 != 0 || c.cuSeqlensK % 4 != 0)
+      return error("packed sequences (THD) need cuSeqlensQ and cuSeqlensK, 4-byte aligned", op);
+    if (auto err = checkTotals(c, op))
+      return err;
+  }
   for (auto [name, addr] : {std::pair{"O", c.o}, std::pair{"dO", c.dO}, std::pair{"dQ", c.dQ},
                             std::pair{"dK", c.dK}, std::pair{"dV", c.dV}, std::pair{"LSE", c.lse}})
     if (addr % 4 != 0)
@@ -288,8 +296,10 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
     uint64_t addr;
     int64_t seq, heads;
   };
-  const Operand q{"Q", c.q, c.sq, c.hq}, k{"K", c.k, c.sk, c.hkv}, v{"V", c.v, c.sk, c.hkv},
-      dout{"dO", c.dO, c.sq, c.hq};
+  // (THD: a map's sequence dimension is every row.)
+  int64_t rowsQ = thd ? c.totalQ : c.sq, rowsK = thd ? c.totalK : c.sk;
+  const Operand q{"Q", c.q, rowsQ, c.hq}, k{"K", c.k, rowsK, c.hkv}, v{"V", c.v, rowsK, c.hkv},
+      dout{"dO", c.dO, rowsQ, c.hq};
   const std::pair<const Operand *, const EntryInfo *> operands[8] = {
       {&q, &dq},  {&k, &dq},  {&v, &dq},  {&dout, &dq},
       {&k, &dkv}, {&v, &dkv}, {&q, &dkv}, {&dout, &dkv}};
@@ -342,8 +352,18 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
   }
   // Kernel 0: dQ (with the workspace's LSE and D), or fused the workspace's
   // kernel alone.
+  // THD: Q's rows (O, dO, dQ) and K's (dK, dV) as [tokens, h * d], and
+  // the offsets.
+  auto qRows = [&](uint64_t addr) {
+    return thd ? KernelArg::view(addr, {c.totalQ, c.hq * c.d}) : rowsView(c, addr, c.sq, c.hq);
+  };
+  auto kRows = [&](uint64_t addr) {
+    return thd ? KernelArg::view(addr, {c.totalK, c.hkv * c.d}) : rowsView(c, addr, c.sk, c.hkv);
+  };
+  KernelArg cuQ = KernelArg::view(c.cuSeqlensQ, {c.b + 1}),
+            cuK = KernelArg::view(c.cuSeqlensK, {c.b + 1});
   auto launchFirst = [&]() -> llvm::Error {
-    KernelArg o = rowsView(c, c.o, c.sq, c.hq), dO = rowsView(c, c.dO, c.sq, c.hq);
+    KernelArg o = qRows(c.o), dO = qRows(c.dO);
     KernelArg lse = KernelArg::view(c.lse, {c.b, c.hq, c.sq});
     if (fused) {
       KernelArg pre[] = {o, dO, lse, ws, dqSums, KernelArg::index(c.sq)};
@@ -356,13 +376,15 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
                          o,
                          dO,
                          lse,
-                         rowsView(c, c.dQ, c.sq, c.hq),
+                         qRows(c.dQ),
                          ws,
                          scaleLog2,
                          KernelArg::f32(scale),
                          KernelArg::index(c.sq),
-                         KernelArg::index(c.sk)};
-    return kernel.launch(0, first, std::size(first), stream);
+                         KernelArg::index(c.sk),
+                         cuQ,
+                         cuK};
+    return kernel.launch(0, first, std::size(first) - (thd ? 0 : 2), stream);
   };
   if (c.only != 1)
     if (auto err = launchFirst())
@@ -370,7 +392,7 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
   if (c.only == 0)
     return llvm::Error::success();
   KernelArg partials = w.partials(c);
-  KernelArg dK = rowsView(c, c.dK, c.sk, c.hkv), dV = rowsView(c, c.dV, c.sk, c.hkv);
+  KernelArg dK = kRows(c.dK), dV = kRows(c.dV);
   KernelArg second[] = {KernelArg::tensorMap(maps[4]),
                         KernelArg::tensorMap(maps[5]),
                         KernelArg::tensorMap(maps[6]),
@@ -384,12 +406,13 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
                         KernelArg::index(c.sk),
                         partials,
                         KernelArg::index(w.split),
-                        KernelArg::tensorMap(sumsMap)};
-  if (auto err = kernel.launch(1, second, std::size(second) - (fused ? 0 : 1), stream))
+                        fused ? KernelArg::tensorMap(sumsMap) : cuQ,
+                        cuK};
+  if (auto err = kernel.launch(1, second, want[1], stream))
     return err;
   if (w.split > 1) {
-    KernelArg third[] = {partials, dK, dV, KernelArg::index(c.sk), KernelArg::index(w.split)};
-    if (auto err = kernel.launch(2, third, std::size(third), stream))
+    KernelArg third[] = {partials, dK, dV, KernelArg::index(c.sk), KernelArg::index(w.split), cuK};
+    if (auto err = kernel.launch(2, third, want[2], stream))
       return err;
   }
   if (!fused)

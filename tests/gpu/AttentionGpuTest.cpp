@@ -264,22 +264,29 @@ protected:
   struct Grads {
     std::vector<double> dq, dk, dv, mq, mk, mv;
   };
+  /// (Packed sequences: `starts` of Q's and K's rows; the gradients still
+  /// [b, h, s, d], rows past a sequence's length left 0.)
   void reference(const Case &c, const HostTensor &q, const HostTensor &k, const HostTensor &v,
-                 const HostTensor &dout, int64_t batch, int64_t head, Grads &g) {
+                 const HostTensor &dout, int64_t batch, int64_t head, Grads &g,
+                 const std::vector<int64_t> &startsQ = {},
+                 const std::vector<int64_t> &startsK = {}) {
     int64_t kvh = head / (c.hq / c.hkv), d = c.d;
     double scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(d));
     // Row r of head h of a tensor of `s` rows and `heads` heads.
-    auto row = [&](const HostTensor &t, int64_t s, int64_t heads, int64_t h, int64_t r) {
+    auto row = [&](const HostTensor &t, int64_t s, int64_t heads, int64_t h, int64_t r,
+                   const std::vector<int64_t> &starts) {
       std::vector<double> out(static_cast<size_t>(d));
-      size_t o = at(c, s, heads, batch, r, h);
+      size_t o = at(c, s, heads, batch, r, h, starts);
       for (int64_t x = 0; x < d; ++x)
         out[size_t(x)] = t.get(o + size_t(x));
       return out;
     };
+    int64_t sq = c.lensQ.empty() ? c.sq : c.lensQ[size_t(batch)];
+    int64_t sk = c.lensK.empty() ? c.sk : c.lensK[size_t(batch)];
     std::vector<std::vector<double>> ks, vs;
-    for (int64_t j = 0; j < c.sk; ++j) {
-      ks.push_back(row(k, c.sk, c.hkv, kvh, j));
-      vs.push_back(row(v, c.sk, c.hkv, kvh, j));
+    for (int64_t j = 0; j < sk; ++j) {
+      ks.push_back(row(k, c.sk, c.hkv, kvh, j, startsK));
+      vs.push_back(row(v, c.sk, c.hkv, kvh, j, startsK));
     }
     auto dot = [&](const std::vector<double> &a, const std::vector<double> &b) {
       double r = 0;
@@ -288,9 +295,10 @@ protected:
       return r;
     };
     std::vector<double> p(size_t(c.sk)), dp(size_t(c.sk));
-    for (int64_t i = 0; i < c.sq; ++i) {
-      std::vector<double> qi = row(q, c.sq, c.hq, head, i), doi = row(dout, c.sq, c.hq, head, i);
-      int64_t keys = c.causal ? std::min(c.sk, i + 1) : c.sk;
+    for (int64_t i = 0; i < sq; ++i) {
+      std::vector<double> qi = row(q, c.sq, c.hq, head, i, startsQ),
+                          doi = row(dout, c.sq, c.hq, head, i, startsQ);
+      int64_t keys = c.causal ? std::min(sk, i + 1) : sk;
       double mx = -INFINITY, sum = 0, dsum = 0, e = 0;
       for (int64_t j = 0; j < keys; ++j)
         mx = std::max(mx, p[size_t(j)] = scale * dot(qi, ks[size_t(j)]));
@@ -332,7 +340,14 @@ protected:
     std::mt19937_64 rng(seed);
     attention::BackwardCall call;
     static_cast<attention::Call &>(call) = callOf(c);
-    size_t nq = size_t(c.b * c.sq * c.hq * c.d), nk = size_t(c.b * c.sk * c.hkv * c.d);
+    bool packed = !c.lensQ.empty();
+    std::vector<int64_t> startsQ, startsK;
+    if (packed) {
+      startsQ = startsOf(c.lensQ);
+      startsK = startsOf(c.lensK);
+    }
+    size_t nq = size_t((packed ? call.totalQ : c.b * c.sq) * c.hq * c.d),
+           nk = size_t((packed ? call.totalK : c.b * c.sk) * c.hkv * c.d);
     HostTensor q(c.dt, nq), k(c.dt, nk), v(c.dt, nk), dout(c.dt, nq);
     q.randomNormal(rng, 0.0f, 1.0f);
     k.randomNormal(rng, 0.0f, 1.0f);
@@ -381,6 +396,18 @@ protected:
     call.dK = bufs[7].ptr();
     call.dV = bufs[8].ptr();
     call.workspace = bufs[9].ptr();
+    std::optional<DeviceBuffer> cuQ, cuK;
+    if (packed) {
+      for (auto [buf, starts, at] : {std::tuple{&cuQ, &startsQ, &call.cuSeqlensQ},
+                                     std::tuple{&cuK, &startsK, &call.cuSeqlensK}}) {
+        std::vector<int32_t> words(starts->begin(), starts->end());
+        auto b = DeviceBuffer::allocate(words.size() * 4);
+        ASSERT_TRUE(bool(b)) << llvm::toString(b.takeError());
+        ASSERT_FALSE(bool(b->upload(words)));
+        *at = b->ptr();
+        buf->emplace(std::move(*b));
+      }
+    }
     if (auto err = attention::launch(**fk, call, target.smCount(), nullptr))
       FAIL() << llvm::toString(std::move(err));
     auto drv = CudaDriver::get();
@@ -408,32 +435,49 @@ protected:
     EXPECT_EQ(gk[0].bytes, gk[1].bytes) << "dK differs between two runs";
     EXPECT_EQ(gv[0].bytes, gv[1].bytes) << "dV differs between two runs";
 
-    // The reference, in [b, h, s, d] order.
+    // The reference, in [b, h, s, d] order (packed: s the longest, rows
+    // past a sequence's end 0 in both).
     Grads g;
+    size_t rq = size_t(c.b * c.hq * c.sq * c.d), rk = size_t(c.b * c.hkv * c.sk * c.d);
     for (auto *vec : {&g.dq, &g.mq})
-      vec->assign(nq, 0.0);
+      vec->assign(rq, 0.0);
     for (auto *vec : {&g.dk, &g.dv, &g.mk, &g.mv})
-      vec->assign(nk, 0.0);
+      vec->assign(rk, 0.0);
     for (int64_t bi = 0; bi < c.b; ++bi)
       for (int64_t h = 0; h < c.hq; ++h)
-        reference(c, q, k, v, dout, bi, h, g);
-    auto reorder = [&](const HostTensor &t, int64_t s, int64_t h) {
-      HostTensor out(c.dt, t.count);
+        reference(c, q, k, v, dout, bi, h, g, startsQ, startsK);
+    auto reorder = [&](const HostTensor &t, int64_t s, int64_t h, const std::vector<int64_t> &lens,
+                       const std::vector<int64_t> &starts) {
+      HostTensor out(c.dt, size_t(c.b * h * s * c.d));
+      for (size_t i = 0; i < out.count; ++i)
+        out.set(i, 0.0f);
       for (int64_t bi = 0; bi < c.b; ++bi)
         for (int64_t hh = 0; hh < h; ++hh)
-          for (int64_t r = 0; r < s; ++r)
+          for (int64_t r = 0; r < (lens.empty() ? s : lens[size_t(bi)]); ++r)
             for (int64_t x = 0; x < c.d; ++x)
               out.set(size_t(((bi * h + hh) * s + r) * c.d + x),
-                      t.get(at(c, s, h, bi, r, hh) + size_t(x)));
+                      t.get(at(c, s, h, bi, r, hh, starts) + size_t(x)));
       return out;
     };
+    if (packed) {
+      // Every row of a packed gradient is some sequence's: all were written
+      // (nothing NaN from the poison).
+      for (const HostTensor *t : {&gq[0], &gk[0], &gv[0]})
+        for (size_t i = 0; i < t->count; ++i)
+          ASSERT_TRUE(std::isfinite(t->get(i))) << "element " << i << " not written";
+    }
     auto tol = tilejit::testing::tolerance(c.dt);
     tol.accum = c.dt == DType::BF16 ? 8e-3 : 1e-3;
     for (int run = 0; run < (fused ? 2 : 1); ++run)
-      EXPECT_TRUE(allClose(reorder(gq[run], c.sq, c.hq), g.dq, tol, size_t(c.d), g.mq))
+      EXPECT_TRUE(
+          allClose(reorder(gq[run], c.sq, c.hq, c.lensQ, startsQ), g.dq, tol, size_t(c.d), g.mq))
           << "dQ of run " << run;
-    EXPECT_TRUE(allClose(reorder(gk[0], c.sk, c.hkv), g.dk, tol, size_t(c.d), g.mk)) << "dK";
-    EXPECT_TRUE(allClose(reorder(gv[0], c.sk, c.hkv), g.dv, tol, size_t(c.d), g.mv)) << "dV";
+    EXPECT_TRUE(
+        allClose(reorder(gk[0], c.sk, c.hkv, c.lensK, startsK), g.dk, tol, size_t(c.d), g.mk))
+        << "dK";
+    EXPECT_TRUE(
+        allClose(reorder(gv[0], c.sk, c.hkv, c.lensK, startsK), g.dv, tol, size_t(c.d), g.mv))
+        << "dV";
   }
 
   Target target;
@@ -632,6 +676,26 @@ TEST_F(GpuAttention, BackwardTypesScalesAndConfigs) {
                "bn=128 consumers=1 kv_bm=32 overlap=1 stages=2"});
   runBackward({1, 257, 257, 2, 2, 64, false, Layout::BSHD, DType::BF16, 0.0f,
                "bn=128 consumers=2 kv_bm=64 overlap=1 stages=3"});
+}
+
+TEST_F(GpuAttention, BackwardPackedSequences) {
+  // Each program's queries, keys and stores stop at its sequence's end;
+  // the workspace's rows past it are +inf whatever the forward's LSE holds
+  // there. MQA splits the group's heads over programs (the parts' sum).
+  std::vector<int64_t> lens = {1, 127, 300, 64, 1000, 1};
+  for (int64_t d : {64, 128})
+    for (bool causal : {true, false})
+      runBackward(packed(lens, lens, 4, 2, d, causal));
+  runBackward(packed({3, 333, 129}, {3, 333, 129}, 2, 2, 256, true));
+  runBackward(packed({5, 200, 77}, {300, 17, 129}, 2, 2, 128, false)); // cross lengths
+  runBackward(packed({5, 200, 77}, {5, 200, 77}, 8, 1, 64, true, "", 0, DType::F16)); // MQA
+  // Queries without keys, a sequence of neither, and the longest given
+  // larger than any.
+  runBackward(packed({10, 0, 50}, {0, 0, 60}, 2, 1, 128, false));
+  runBackward(packed({3, 190, 64}, {3, 190, 64}, 2, 2, 128, true, "", 0, DType::BF16, 700));
+  // One consumer, 32 queries a step (the default where programs are few).
+  runBackward(packed({700, 1, 129}, {700, 1, 129}, 2, 1, 128, true,
+                     "bn=128 consumers=1 kv_bm=32 overlap=1 stages=2"));
 }
 
 TEST_F(GpuAttention, BackwardFusedAddsDqOverKeyTiles) {

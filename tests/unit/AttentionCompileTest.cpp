@@ -93,15 +93,15 @@ void expectClean(const KernelSpec &spec, const TileConfig &config) {
     return;
   }
   const EntryInfo &e = k->entries.front();
-  // THD: the offsets of Q's and K's sequences after the 9 the others take.
-  ASSERT_EQ(e.params.size(),
-            bwd ? 13u : (attention::Params(spec).layout == Layout::THD ? 11u : 9u));
+  // THD: the offsets of Q's and K's sequences after the others.
+  bool thd = attention::Params(spec).layout == Layout::THD;
+  ASSERT_EQ(e.params.size(), bwd ? (thd ? 15u : 13u) : (thd ? 11u : 9u));
   EXPECT_EQ(e.params[0].kind, ParamInfo::TensorMap);
   EXPECT_EQ(e.params[0].staticSizes.size(), 4u);
   if (bwd) {
-    ASSERT_EQ(k->entries[1].params.size(), 13u);
+    ASSERT_EQ(k->entries[1].params.size(), thd ? 15u : 13u);
     EXPECT_EQ(k->entries[1].params[2].kind, ParamInfo::TensorMap);
-    ASSERT_EQ(k->entries[2].params.size(), 5u);
+    ASSERT_EQ(k->entries[2].params.size(), thd ? 6u : 5u);
     EXPECT_EQ(k->entries[2].params[0].elem, DType::F32);
   }
 }
@@ -169,11 +169,24 @@ TEST(AttentionCompile, PackedSequencesBuildWithoutSpillsAndNameWhatTheyNeed) {
   EXPECT_EQ(k->entries[0].params[9].elem, DType::F32);
   EXPECT_EQ(k->entries[0].params[10].elem, DType::F32);
 
-  // The backward does not take them yet, and says so.
-  auto bad = compileKernel(backward(128, true, Layout::THD), {});
-  ASSERT_FALSE(bool(bad));
-  EXPECT_NE(llvm::toString(bad.takeError())
-                .find("attn_bwd does not take packed sequences (layout=2, THD) yet"),
+  // The backward: its three kernels take the offsets last; not fused.
+  for (int64_t d : {64, 128, 256})
+    for (bool causal : {false, true})
+      expectClean(backward(d, causal, Layout::THD), {});
+  expectClean(backward(64, true, Layout::THD, DType::F16), {});
+  expectClean(backward(128, true, Layout::THD),
+              *TileConfig::parse("bn=128 consumers=1 kv_bm=32 overlap=1 stages=2"));
+  auto bwd = compileKernel(backward(128, true, Layout::THD), {});
+  ASSERT_TRUE(bool(bwd)) << llvm::toString(bwd.takeError());
+  ASSERT_EQ(bwd->entries.size(), 3u);
+  EXPECT_EQ(bwd->entries[0].params.size(), 15u);
+  EXPECT_EQ(bwd->entries[1].params.size(), 15u);
+  EXPECT_EQ(bwd->entries[2].params.size(), 6u);
+  const KernelTemplate &bt = getTemplate(attention::backwardOp());
+  auto bad = bt.checkConfig(backward(128, true, Layout::THD),
+                            *TileConfig::parse("consumers=2 bn=128 kv_bm=64 stages=2 fused=1"));
+  ASSERT_TRUE(bool(bad));
+  EXPECT_NE(llvm::toString(std::move(bad)).find("fused does not take packed sequences (THD)"),
             std::string::npos);
   // A call names the totals it lacks.
   attention::Call call;
