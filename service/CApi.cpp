@@ -87,14 +87,21 @@ A rmsArgs(tilejit::DType dt, tilejit::DType wdt, int64_t rows, int64_t cols, int
 }
 
 /// The shape of an attention forward call, no buffers yet; false if `layout`
-/// is not a tj_attn_layout.
+/// is not a tj_attn_layout (or, unless `packed`, is TJ_THD). THD: sq and sk
+/// are the longest sequences', and the totals as if every sequence were.
 bool attnCall(tilejit::DType dt, tj_attn_layout layout, int64_t b, int64_t sq, int64_t sk,
-              int64_t hq, int64_t hkv, int64_t d, int causal, tilejit::attention::Call &c) {
-  if (layout != TJ_BSHD && layout != TJ_BHSD)
+              int64_t hq, int64_t hkv, int64_t d, int causal, tilejit::attention::Call &c,
+              bool packed = false) {
+  using tilejit::attention::Layout;
+  if (layout != TJ_BSHD && layout != TJ_BHSD && !(packed && layout == TJ_THD))
     return false;
   c.dt = dt;
-  c.layout =
-      layout == TJ_BSHD ? tilejit::attention::Layout::BSHD : tilejit::attention::Layout::BHSD;
+  c.layout = layout == TJ_BSHD ? Layout::BSHD : layout == TJ_BHSD ? Layout::BHSD : Layout::THD;
+  if (c.layout == Layout::THD && b > 0 && sq > 0 && sk > 0 && b < (int64_t(1) << 31) &&
+      sq < (int64_t(1) << 31) && sk < (int64_t(1) << 31)) {
+    c.totalQ = b * sq;
+    c.totalK = b * sk;
+  }
   c.b = b;
   c.sq = sq;
   c.sk = sk;
@@ -106,6 +113,9 @@ bool attnCall(tilejit::DType dt, tj_attn_layout layout, int64_t b, int64_t sq, i
 }
 
 tj_status badLayout(tj_attn_layout layout) {
+  if (layout == TJ_THD)
+    return invalid("layout TJ_THD (2), packed sequences, goes through tj_attn_varlen_fwd and "
+                   "tj_attn_varlen_bwd, which take cu_seqlens");
   return invalid("layout must be TJ_BSHD (0) or TJ_BHSD (1), got " + std::to_string(int(layout)));
 }
 
@@ -125,8 +135,9 @@ tj_status attnPrepare(tj_engine *e, bool backward, tj_dtype dtype, tj_attn_layou
   TJ_ENGINE(e);
   TJ_DTYPE(dt, dtype);
   tilejit::attention::Call call;
-  if (!attnCall(dt, layout, b, sq, sk, hq, hkv, d, causal, call))
-    return badLayout(layout);
+  if (!attnCall(dt, layout, b, sq, sk, hq, hkv, d, causal, call, /*packed=*/true))
+    return invalid("layout must be TJ_BSHD (0), TJ_BHSD (1) or TJ_THD (2), got " +
+                   std::to_string(int(layout)));
   auto spec = backward ? tilejit::attention::backwardSpecOf(call, e->engine->target())
                        : tilejit::attention::specOf(call, e->engine->target());
   if (!spec)
@@ -157,13 +168,30 @@ checkAttnTensors(std::initializer_list<std::pair<const char *, const void *>> te
 
 /// The forward's part of an attention call: its sizes, scale and tensors
 /// (each a device pointer, 16-byte aligned), or the status that refuses them.
+/// `packed` (TJ_THD): the rows in all and each sequence's offsets too.
+struct Packed {
+  int64_t totalQ, totalK;
+  const int32_t *cuQ, *cuK;
+};
 std::optional<tj_status> attnForward(tilejit::DType dt, tj_attn_layout layout, int64_t b,
                                      int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d,
                                      int causal, float scale, const void *q, const void *k,
                                      const void *v, const void *o, const float *lse,
-                                     tilejit::attention::Call &call) {
-  if (!attnCall(dt, layout, b, sq, sk, hq, hkv, d, causal, call))
+                                     tilejit::attention::Call &call,
+                                     const Packed *packed = nullptr) {
+  if (!attnCall(dt, layout, b, sq, sk, hq, hkv, d, causal, call, packed != nullptr))
     return badLayout(layout);
+  if (packed) {
+    for (auto [name, ptr] : {std::pair{"cu_seqlens_q", packed->cuQ},
+                             std::pair{"cu_seqlens_k", packed->cuK}})
+      if (!ptr || uintptr_t(ptr) % 4 != 0)
+        return invalid(std::string(name) + (ptr ? " is not 4-byte aligned" : " is null") +
+                       "; cu_seqlens_q and cu_seqlens_k must be device pointers to int32");
+    call.totalQ = packed->totalQ;
+    call.totalK = packed->totalK;
+    call.cuSeqlensQ = uint64_t(packed->cuQ);
+    call.cuSeqlensK = uint64_t(packed->cuK);
+  }
   call.scale = scale;
   if (auto bad = checkAttnTensors({{"q", q}, {"k", k}, {"v", v}, {"o", o}, {"lse", lse}},
                                   "q, k, v, o and lse"))
@@ -439,15 +467,16 @@ tj_status tj_gemm(tj_engine *e, tj_dtype ab, tj_dtype out, int trans_a, int tran
   });
 }
 
-tj_status tj_attn_fwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64_t b, int64_t sq,
-                      int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal, float scale,
-                      const void *q, const void *k, const void *v, void *o, float *lse,
-                      void *stream) {
+namespace {
+tj_status attnFwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64_t b, int64_t sq,
+                  int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal, float scale,
+                  const void *q, const void *k, const void *v, void *o, float *lse, void *stream,
+                  const Packed *packed) {
   TJ_ENGINE(e);
   TJ_DTYPE(dt, dtype);
   tilejit::attention::Call call;
-  if (auto bad =
-          attnForward(dt, layout, b, sq, sk, hq, hkv, d, causal, scale, q, k, v, o, lse, call))
+  if (auto bad = attnForward(dt, layout, b, sq, sk, hq, hkv, d, causal, scale, q, k, v, o, lse,
+                             call, packed))
     return *bad;
   auto spec = tilejit::attention::specOf(call, e->engine->target());
   if (!spec)
@@ -458,6 +487,26 @@ tj_status tj_attn_fwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64
   return withKernel(e, *spec, stream, [&](const tilejit::LoadedKernel &kernel) {
     return tilejit::attention::launch(kernel, call, sms, static_cast<CUstream>(stream));
   });
+}
+} // namespace
+
+tj_status tj_attn_fwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64_t b, int64_t sq,
+                      int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal, float scale,
+                      const void *q, const void *k, const void *v, void *o, float *lse,
+                      void *stream) {
+  return attnFwd(e, dtype, layout, b, sq, sk, hq, hkv, d, causal, scale, q, k, v, o, lse, stream,
+                 nullptr);
+}
+
+tj_status tj_attn_varlen_fwd(tj_engine *e, tj_dtype dtype, int64_t b, int64_t max_sq,
+                             int64_t max_sk, int64_t total_q, int64_t total_k, int64_t hq,
+                             int64_t hkv, int64_t d, int causal, float scale,
+                             const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k,
+                             const void *q, const void *k, const void *v, void *o, float *lse,
+                             void *stream) {
+  Packed packed{total_q, total_k, cu_seqlens_q, cu_seqlens_k};
+  return attnFwd(e, dtype, TJ_THD, b, max_sq, max_sk, hq, hkv, d, causal, scale, q, k, v, o, lse,
+                 stream, &packed);
 }
 
 tj_status tj_attn_bwd_workspace_size(tj_engine *e, int64_t b, int64_t sq, int64_t sk, int64_t hq,
@@ -488,16 +537,17 @@ tj_status tj_attn_bwd_workspace_size(tj_engine *e, int64_t b, int64_t sq, int64_
   return ok();
 }
 
-tj_status tj_attn_bwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64_t b, int64_t sq,
-                      int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal, float scale,
-                      const void *q, const void *k, const void *v, const void *o, const float *lse,
-                      const void *dout, void *dq, void *dk, void *dv, void *workspace,
-                      void *stream) {
+namespace {
+tj_status attnBwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64_t b, int64_t sq,
+                  int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal, float scale,
+                  const void *q, const void *k, const void *v, const void *o, const float *lse,
+                  const void *dout, void *dq, void *dk, void *dv, void *workspace, void *stream,
+                  const Packed *packed) {
   TJ_ENGINE(e);
   TJ_DTYPE(dt, dtype);
   tilejit::attention::BackwardCall call;
-  if (auto bad =
-          attnForward(dt, layout, b, sq, sk, hq, hkv, d, causal, scale, q, k, v, o, lse, call))
+  if (auto bad = attnForward(dt, layout, b, sq, sk, hq, hkv, d, causal, scale, q, k, v, o, lse,
+                             call, packed))
     return *bad;
   if (auto bad = checkAttnTensors(
           {{"dout", dout}, {"dq", dq}, {"dk", dk}, {"dv", dv}, {"workspace", workspace}},
@@ -521,6 +571,28 @@ tj_status tj_attn_bwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64
           "workspace is larger than tj_attn_bwd_workspace_size); use another config");
     return tilejit::attention::launchBackward(kernel, call, static_cast<CUstream>(stream));
   });
+}
+} // namespace
+
+tj_status tj_attn_bwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64_t b, int64_t sq,
+                      int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal, float scale,
+                      const void *q, const void *k, const void *v, const void *o, const float *lse,
+                      const void *dout, void *dq, void *dk, void *dv, void *workspace,
+                      void *stream) {
+  return attnBwd(e, dtype, layout, b, sq, sk, hq, hkv, d, causal, scale, q, k, v, o, lse, dout, dq,
+                 dk, dv, workspace, stream, nullptr);
+}
+
+tj_status tj_attn_varlen_bwd(tj_engine *e, tj_dtype dtype, int64_t b, int64_t max_sq,
+                             int64_t max_sk, int64_t total_q, int64_t total_k, int64_t hq,
+                             int64_t hkv, int64_t d, int causal, float scale,
+                             const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k,
+                             const void *q, const void *k, const void *v, const void *o,
+                             const float *lse, const void *dout, void *dq, void *dk, void *dv,
+                             void *workspace, void *stream) {
+  Packed packed{total_q, total_k, cu_seqlens_q, cu_seqlens_k};
+  return attnBwd(e, dtype, TJ_THD, b, max_sq, max_sk, hq, hkv, d, causal, scale, q, k, v, o, lse,
+                 dout, dq, dk, dv, workspace, stream, &packed);
 }
 
 } // extern "C"

@@ -45,7 +45,8 @@ typedef enum tj_dtype { TJ_BF16 = 0, TJ_F16 = 1, TJ_F32 = 2 } tj_dtype;
 /* How attention's Q, K, V and O are stored (row-major, head dim innermost). */
 typedef enum tj_attn_layout {
   TJ_BSHD = 0, /* [batch, seq, heads, dim]: Megatron's and FlashAttention's */
-  TJ_BHSD = 1  /* [batch, heads, seq, dim]: torch's scaled_dot_product_attention */
+  TJ_BHSD = 1, /* [batch, heads, seq, dim]: torch's scaled_dot_product_attention */
+  TJ_THD = 2   /* [tokens, heads, dim]: packed sequences (tj_attn_varlen_fwd and _bwd) */
 } tj_attn_layout;
 
 /* "0.1.0" */
@@ -161,6 +162,35 @@ TJ_API tj_status tj_attn_bwd(tj_engine *engine, tj_dtype dtype, tj_attn_layout l
                              float scale, const void *q, const void *k, const void *v,
                              const void *o, const float *lse, const void *dout, void *dq, void *dk,
                              void *dv, void *workspace, void *stream);
+
+/* Attention over b packed sequences of different lengths (TJ_THD:
+ * FlashAttention's varlen, Megatron's THD): q and o are total_q x hq x d, k
+ * and v total_k x hkv x d, contiguous. Sequence i's query rows run from
+ * cu_seqlens_q[i] to cu_seqlens_q[i + 1] and its key rows from cu_seqlens_k[i]
+ * to cu_seqlens_k[i + 1]: int32, b + 1 of each, on the device, 4-byte
+ * aligned, starting at 0, non-decreasing, ending at total_q and total_k (the
+ * kernels read them as they are). max_sq and max_sk are at least the longest
+ * sequence's query and key rows (rows past them are not computed). lse is
+ * b x hq x max_sq: row r of sequence i at [i, head, r]; its rows past a
+ * sequence's end hold unspecified values. causal: a sequence's query row r
+ * sees its keys 0..r. A sequence with queries and no keys gets o = 0 and
+ * lse = -inf. Otherwise as tj_attn_fwd; tj_attn_fwd_prepare with TJ_THD and
+ * (b, max_sq, max_sk) loads the kernel ahead. */
+TJ_API tj_status tj_attn_varlen_fwd(tj_engine *engine, tj_dtype dtype, int64_t b, int64_t max_sq,
+                                    int64_t max_sk, int64_t total_q, int64_t total_k, int64_t hq,
+                                    int64_t hkv, int64_t d, int causal, float scale,
+                                    const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k,
+                                    const void *q, const void *k, const void *v, void *o,
+                                    float *lse, void *stream);
+/* Its backward, as tj_attn_bwd: dq as q, dk and dv as k. workspace:
+ * tj_attn_bwd_workspace_size(b, max_sq, max_sk, hq, hkv, d) bytes. */
+TJ_API tj_status tj_attn_varlen_bwd(tj_engine *engine, tj_dtype dtype, int64_t b, int64_t max_sq,
+                                    int64_t max_sk, int64_t total_q, int64_t total_k, int64_t hq,
+                                    int64_t hkv, int64_t d, int causal, float scale,
+                                    const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k,
+                                    const void *q, const void *k, const void *v, const void *o,
+                                    const float *lse, const void *dout, void *dq, void *dk,
+                                    void *dv, void *workspace, void *stream);
 
 #ifdef __cplusplus
 }

@@ -98,7 +98,9 @@ class CInterfaceAttentionArguments(unittest.TestCase):
         self.assertIn(message, error, f"{args}")
 
     def test_each_bad_argument_is_named(self):
-        self.assertRefused("layout must be TJ_BSHD (0) or TJ_BHSD (1), got 2", layout=2)
+        self.assertRefused("layout must be TJ_BSHD (0) or TJ_BHSD (1), got 3", layout=3)
+        self.assertRefused("layout TJ_THD (2), packed sequences, goes through tj_attn_varlen_fwd",
+                           layout=2)
         self.assertRefused("dtype is not a tj_dtype (7)", dtype=7)
         self.assertRefused("bf16 or f16", dtype=2)
         self.assertRefused("head dim d must be 64, 128 or 256, got d=96", d=96)
@@ -112,6 +114,20 @@ class CInterfaceAttentionArguments(unittest.TestCase):
         for name in ("q", "k", "v", "o", "lse"):
             self.assertRefused(f"{name} is null", **{name: None})
             self.assertRefused(f"{name} is at 0x60008, not 16-byte aligned", **{name: 0x60008})
+
+    def test_packed_sequences_name_their_arguments(self):
+        def varlen(total_q=600, total_k=500, cu_q=0x70000, cu_k=0x71000, d=64):
+            status = self.lib.tj_attn_varlen_fwd(self.engine, 0, 3, 300, 250, total_q, total_k, 4,
+                                                 2, d, 1, 0.0, cu_q, cu_k, 0x10000, 0x20000,
+                                                 0x30000, 0x40000, 0x50000, None)
+            return status, self.lib.tj_last_error().decode()
+        for args, message in (({"cu_q": None}, "cu_seqlens_q is null"),
+                              ({"cu_k": 0x71002}, "cu_seqlens_k is not 4-byte aligned"),
+                              ({"total_k": 0}, "need totalQ and totalK"),
+                              ({"d": 96}, "head dim d must be 64, 128 or 256, got d=96")):
+            status, error = varlen(**args)
+            self.assertEqual(status, 1, f"{args}: status {status}, {error!r}")
+            self.assertIn(message, error, f"{args}")
 
     def test_prepare_checks_the_same_shape(self):
         lib = self.lib
@@ -178,6 +194,33 @@ class AttentionWithoutGpu(unittest.TestCase):
         o, lse = torch.ops.tilejit.attn_fwd(q, k, k, False, 0.0, 1)
         self.assertTrue(o.requires_grad)
         self.assertFalse(lse.requires_grad)  # as torch's attention kernels' log-sum-exp
+
+    def test_packed_sequences_fake_kernels_and_bad_calls(self):
+        # 3 sequences, 600 query and 500 key rows in all, the longest 300 and 250.
+        q = torch.empty(600, 8, 128, device="meta", dtype=torch.bfloat16, requires_grad=True)
+        k = torch.empty(500, 2, 128, device="meta", dtype=torch.bfloat16)
+        cu = torch.empty(4, device="meta", dtype=torch.int32)
+        o, lse = torch.ops.tilejit.attn_varlen_fwd(q, k, k, cu, cu, 300, 250, True, 0.0)
+        self.assertEqual((o.shape, lse.shape, lse.dtype), (q.shape, (3, 8, 300), torch.float32))
+        self.assertTrue(o.requires_grad)
+        self.assertFalse(lse.requires_grad)
+        dq, dk, dv = torch.ops.tilejit.attn_varlen_bwd(o, q, k, k, o, lse, cu, cu, 300, 250, True,
+                                                       0.0)
+        self.assertEqual((dq.shape, dk.shape, dv.shape), (q.shape, k.shape, k.shape))
+        with self.assertRaisesRegex(ValueError, "cu_seqlens_q .* must be int32"):
+            torch.ops.tilejit.attn_varlen_fwd(q, k, k, cu.long(), cu, 300, 250, True, 0.0)
+        with self.assertRaisesRegex(ValueError, "must name the same sequences"):
+            torch.ops.tilejit.attn_varlen_fwd(q, k, k, cu, cu[:3], 300, 250, True, 0.0)
+        with self.assertRaisesRegex(ValueError, "max_seqlen_k must be a positive int"):
+            torch.ops.tilejit.attn_varlen_fwd(q, k, k, cu, cu, 300, 0, True, 0.0)
+        with self.assertRaisesRegex(ValueError, "must be 3-D"):
+            torch.ops.tilejit.attn_varlen_fwd(q[None], k, k, cu, cu, 300, 250, True, 0.0)
+        with FakeTensorMode():
+            qf = torch.empty(6, 2, 64, device="cuda:0", dtype=torch.bfloat16)
+            on_gpu = torch.zeros(2, device="cuda:0", dtype=torch.int32)
+            with self.assertRaisesRegex(ValueError, "cu_seqlens_q is on cpu"):
+                tilejit.ops.attention_varlen(qf, qf, qf, torch.zeros(2, dtype=torch.int32),
+                                             on_gpu, 6, 6)
 
     def test_compile_traces_attention_through_the_fake_kernel(self):
         def f(q, k, v):
@@ -746,6 +789,59 @@ class Attention(unittest.TestCase):
                 for got, want, what in ((dq, rq, "dq"), (dk, rk, "dk"), (dv, rv, "dv")):
                     self.assertEqual((got.shape, got.dtype), (want.shape, dt))
                     _close(self, got, want, 3e-2, what)
+
+    def test_packed_sequences_against_float64(self):
+        bf, f16 = torch.bfloat16, torch.float16
+        # query and key lengths, causal, hq, hkv, d, dtype: sequences of 1 row, ragged ones,
+        # cross lengths, a sequence with queries and no keys, GQA and MQA.
+        cases = [([1, 127, 300, 64, 1], None, True, 4, 2, 128, bf),
+                 ([5, 200, 77], [300, 17, 129], False, 2, 2, 64, f16),
+                 ([130, 3, 250], None, True, 8, 1, 256, bf),
+                 ([10, 0, 50], [0, 0, 60], False, 2, 1, 128, bf)]
+        for lens_q, lens_k, causal, hq, hkv, d, dt in cases:
+            lens_k = lens_k or lens_q
+            with self.subTest(lens_q=lens_q, lens_k=lens_k, causal=causal, hq=hq, hkv=hkv, d=d,
+                              dtype=dt):
+                def offsets(lens):
+                    return torch.tensor([0] + lens, device="cuda").cumsum(0).to(torch.int32)
+                cu_q, cu_k = offsets(lens_q), offsets(lens_k)
+                q = torch.randn(sum(lens_q), hq, d, device="cuda", dtype=dt, requires_grad=True)
+                k = torch.randn(sum(lens_k), hkv, d, device="cuda", dtype=dt, requires_grad=True)
+                v = torch.randn(sum(lens_k), hkv, d, device="cuda", dtype=dt, requires_grad=True)
+                do = torch.randn_like(q)
+                o = tilejit.ops.attention_varlen(q, k, v, cu_q, cu_k, max(lens_q), max(lens_k),
+                                                 causal)
+                dq, dk, dv = torch.autograd.grad(o, (q, k, v), do)
+                # float64, sequence by sequence, each as a batch of one ([1, h, s, d]).
+                qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+                ref, keyless = [], []
+                for i in range(len(lens_q)):
+                    qs = qd[cu_q[i]:cu_q[i + 1]]
+                    ks, vs = kd[cu_k[i]:cu_k[i + 1]], vd[cu_k[i]:cu_k[i + 1]]
+                    if lens_k[i] == 0:  # o = 0 (softmax over no keys)
+                        ref.append(qs * 0)
+                        keyless.append(i)
+                        continue
+                    oi = _ref_attention(qs.transpose(0, 1)[None], ks.transpose(0, 1)[None],
+                                        vs.transpose(0, 1)[None], causal, d ** -0.5, 1)[0]
+                    ref.append(oi[0].transpose(0, 1))
+                ref = torch.cat(ref)
+                _close(self, o, ref, 2e-2, "o")
+                rq, rk, rv = torch.autograd.grad(ref, (qd, kd, vd), do.double())
+                for got, want, what in ((dq, rq, "dq"), (dk, rk, "dk"), (dv, rv, "dv")):
+                    self.assertEqual((got.shape, got.dtype), (want.shape, dt))
+                    _close(self, got, want, 3e-2, what)
+                _, lse = torch.ops.tilejit.attn_varlen_fwd(q, k, v, cu_q, cu_k, max(lens_q),
+                                                           max(lens_k), causal, 0.0)
+                for i in keyless:
+                    self.assertTrue(torch.all(lse[i, :, :lens_q[i]] == float("-inf")).item())
+                # The same bits again (no atomics).
+                again = torch.ops.tilejit.attn_varlen_bwd(do, q, k, v, o, lse, cu_q, cu_k,
+                                                          max(lens_q), max(lens_k), causal, 0.0)
+                first = torch.ops.tilejit.attn_varlen_bwd(do, q, k, v, o, lse, cu_q, cu_k,
+                                                          max(lens_q), max(lens_k), causal, 0.0)
+                for a, b in zip(first, again):
+                    self.assertTrue(torch.equal(a, b))
 
     def test_backward_is_bitwise_repeatable(self):
         q, k, v = _qkv(1, 2, 300, 300, 4, 2, 128, torch.bfloat16)

@@ -75,12 +75,20 @@ def lib():
                                                 c.POINTER(i64)]
             l.tj_attn_bwd.argtypes = [vp, i32, i32, i64, i64, i64, i64, i64, i64, i32, f32,
                                       vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp]
+            # (b, max_sq, max_sk, total_q, total_k, hq, hkv, d, causal, scale,
+            # cu_seqlens_q, cu_seqlens_k, then the tensors as tj_attn_fwd / _bwd's)
+            l.tj_attn_varlen_fwd.argtypes = [vp, i32, i64, i64, i64, i64, i64, i64, i64, i64, i32,
+                                             f32, vp, vp, vp, vp, vp, vp, vp, vp]
+            l.tj_attn_varlen_bwd.argtypes = [vp, i32, i64, i64, i64, i64, i64, i64, i64, i64, i32,
+                                             f32, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp,
+                                             vp]
             for fn in ("tj_engine_create", "tj_engine_device", "tj_engine_set_sm_margin",
                        "tj_engine_set_deterministic", "tj_rms_norm_prepare", "tj_gemm_prepare",
                        "tj_explain",
                        "tj_rms_norm_fwd", "tj_rms_norm_bwd_workspace", "tj_rms_norm_bwd",
                        "tj_gemm", "tj_attn_fwd_prepare", "tj_attn_fwd", "tj_attn_bwd_prepare",
-                       "tj_attn_bwd_workspace_size", "tj_attn_bwd"):
+                       "tj_attn_bwd_workspace_size", "tj_attn_bwd", "tj_attn_varlen_fwd",
+                       "tj_attn_varlen_bwd"):
                 getattr(l, fn).restype = i32
             _lib = l
         return _lib

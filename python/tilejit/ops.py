@@ -631,6 +631,184 @@ def attention(q, k, v, causal=False, scale=None, layout=BHSD):
     return attn_fwd(q, k, v, bool(causal), float(scale), layout)[0]
 
 
+# ---- Attention over packed sequences (THD, varlen) ------------------------
+
+THD = 2  # q [total_q, hq, d], k and v [total_k, hkv, d]; sequences by cu_seqlens
+
+
+def _varlen_check(op, q, k, v, cu_q, cu_k, max_sq, max_sk, on_gpu=True):
+    """(b, total_q, total_k, hq, hkv, d) of a packed call, or ValueError naming
+    what is wrong. The offsets' values stay on the device (not read here)."""
+    if on_gpu:
+        _on_gpu(op, q=q, k=k, v=v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+    if q.dim() != 3 or k.dim() != 3 or v.dim() != 3:
+        raise ValueError(f"tilejit.{op}: q {tuple(q.shape)}, k {tuple(k.shape)} and v "
+                         f"{tuple(v.shape)} must be 3-D: [tokens, heads, head dim]")
+    tq, hq, d = q.shape
+    tk, hkv = k.shape[0], k.shape[1]
+    if k.shape != v.shape or k.shape[2] != d:
+        raise ValueError(f"tilejit.{op}: k {tuple(k.shape)} and v {tuple(v.shape)} do not fit q "
+                         f"{tuple(q.shape)} (same shape, q's head dim)")
+    for name, cu in (("cu_seqlens_q", cu_q), ("cu_seqlens_k", cu_k)):
+        if cu.dtype != torch.int32 or cu.dim() != 1 or cu.shape[0] < 2:
+            raise ValueError(f"tilejit.{op}: {name} {tuple(cu.shape)} {cu.dtype} must be int32 "
+                             "[b + 1] (each sequence's first row, then the rows in all)")
+    if cu_q.shape != cu_k.shape:
+        raise ValueError(f"tilejit.{op}: cu_seqlens_q {tuple(cu_q.shape)} and cu_seqlens_k "
+                         f"{tuple(cu_k.shape)} must name the same sequences")
+    for name, m in (("max_seqlen_q", max_sq), ("max_seqlen_k", max_sk)):
+        if not isinstance(m, int) or m < 1:
+            raise ValueError(f"tilejit.{op}: {name} must be a positive int (at least the "
+                             f"longest sequence's rows), got {m!r}")
+    if q.dtype not in (torch.bfloat16, torch.float16) or k.dtype != q.dtype or \
+            v.dtype != q.dtype:
+        raise ValueError(f"tilejit.{op}: q, k and v are {q.dtype}, {k.dtype} and {v.dtype}; all "
+                         "bf16 or all f16")
+    if d not in _ATTN_HEAD_DIMS:
+        raise ValueError(f"tilejit.{op}: head dim {d}; 64, 128 or 256 only")
+    if hkv < 1 or hq % hkv:
+        raise ValueError(f"tilejit.{op}: {hkv} kv heads do not divide {hq} query heads")
+    return cu_q.shape[0] - 1, tq, tk, hq, hkv, d
+
+
+def _attn_varlen_fwd_impl(q, k, v, cu_q, cu_k, max_sq, max_sk, causal, scale):
+    b, tq, tk, hq, hkv, d = _varlen_check("attn_varlen_fwd", q, k, v, cu_q, cu_k, max_sq, max_sk)
+    qc, kc, vc = _packed(q), _packed(k), _packed(v)
+    cq, ck = cu_q.contiguous(), cu_k.contiguous()
+    o = torch.empty(qc.shape, dtype=q.dtype, device=q.device)
+    lse = torch.empty((b, hq, max_sq), dtype=torch.float32, device=q.device)
+    if tq == 0:
+        return o, lse
+    if tk == 0:  # no sequence has keys
+        return o.zero_(), lse.fill_(float("-inf"))
+    dev = q.get_device()
+    status = _lib.lib().tj_attn_varlen_fwd(
+        _lib.engine(dev), _CODES[q.dtype], b, max_sq, max_sk, tq, tk, hq, hkv, d, int(causal),
+        scale, cq.data_ptr(), ck.data_ptr(), qc.data_ptr(), kc.data_ptr(), vc.data_ptr(),
+        o.data_ptr(), lse.data_ptr(),
+        _raw_stream(dev) if _raw_stream is not None else _stream(q.device))
+    if status:
+        _lib.check(status)
+    return o, lse
+
+
+@torch.library.custom_op("tilejit::attn_varlen_fwd", mutates_args=())
+def attn_varlen_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
+                    cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int,
+                    causal: bool, scale: float) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Attention over b packed sequences (FlashAttention's varlen, Megatron's
+    THD): q [total_q, hq, d], k and v [total_k, hkv, d], bf16/f16; sequence i's
+    query rows are cu_seqlens_q[i]:cu_seqlens_q[i + 1] (int32 [b + 1], starting
+    at 0, non-decreasing, ending at total_q; cu_seqlens_k likewise for k and
+    v), and it attends to its own keys only. max_seqlen_q and max_seqlen_k: at
+    least the longest sequence's rows (rows past them are not computed).
+    Returns o (as q) and lse [b, hq, max_seqlen_q] f32 (row r of sequence i at
+    [i, :, r]; rows past a sequence's end unspecified). causal: a sequence's
+    row r sees its keys 0..r. scale 0: 1/sqrt(d). A sequence with queries and
+    no keys gets o = 0, lse = -inf. Its gradient is
+    tilejit::attn_varlen_bwd's."""
+    return _attn_varlen_fwd_impl(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                 causal, scale)
+
+
+@attn_varlen_fwd.register_fake
+def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, scale):
+    b, _, _, hq, _, _ = _varlen_check("attn_varlen_fwd", q, k, v, cu_seqlens_q, cu_seqlens_k,
+                                      max_seqlen_q, max_seqlen_k, on_gpu=False)
+    return q.new_empty(q.shape), q.new_empty((b, hq, max_seqlen_q), dtype=torch.float32)
+
+
+def _attn_varlen_bwd_impl(do, q, k, v, o, lse, cu_q, cu_k, max_sq, max_sk, causal, scale):
+    b, tq, tk, hq, hkv, d = _varlen_check("attn_varlen_bwd", q, k, v, cu_q, cu_k, max_sq,
+                                          max_sk)
+    _on_gpu("attn_varlen_bwd", do=do, o=o, lse=lse)
+    if do.shape != q.shape or o.shape != q.shape or do.dtype != q.dtype or o.dtype != q.dtype:
+        raise ValueError(f"tilejit.attn_varlen_bwd: do {tuple(do.shape)} {do.dtype} and o "
+                         f"{tuple(o.shape)} {o.dtype} must match q {tuple(q.shape)} {q.dtype}")
+    if lse.shape != (b, hq, max_sq) or lse.dtype != torch.float32:
+        raise ValueError(f"tilejit.attn_varlen_bwd: lse {tuple(lse.shape)} {lse.dtype} must be "
+                         f"({b}, {hq}, {max_sq}) float32")
+    qc, kc, vc, oc, doc, lsec = (_packed(t) for t in (q, k, v, o, do, lse))
+    cq, ck = cu_q.contiguous(), cu_k.contiguous()
+    dq = torch.empty(qc.shape, dtype=q.dtype, device=q.device)
+    dk = torch.empty(kc.shape, dtype=q.dtype, device=q.device)
+    dv = torch.empty(vc.shape, dtype=q.dtype, device=q.device)
+    if tq == 0 or tk == 0:
+        return dq.zero_(), dk.zero_(), dv.zero_()
+    dev = q.get_device()
+    lib, eng = _lib.lib(), _lib.engine(dev)
+    need = ctypes.c_int64()
+    _lib.check(lib.tj_attn_bwd_workspace_size(eng, b, max_sq, max_sk, hq, hkv, d,
+                                              ctypes.byref(need)))
+    ws = torch.empty(need.value, dtype=torch.uint8, device=q.device)
+    status = lib.tj_attn_varlen_bwd(
+        eng, _CODES[q.dtype], b, max_sq, max_sk, tq, tk, hq, hkv, d, int(causal), scale,
+        cq.data_ptr(), ck.data_ptr(), qc.data_ptr(), kc.data_ptr(), vc.data_ptr(), oc.data_ptr(),
+        lsec.data_ptr(), doc.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
+        ws.data_ptr(), _raw_stream(dev) if _raw_stream is not None else _stream(q.device))
+    if status:
+        _lib.check(status)
+    return dq, dk, dv
+
+
+@torch.library.custom_op("tilejit::attn_varlen_bwd", mutates_args=())
+def attn_varlen_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                    o: torch.Tensor, lse: torch.Tensor, cu_seqlens_q: torch.Tensor,
+                    cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int,
+                    causal: bool, scale: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dq, dk, dv of tilejit::attn_varlen_fwd for the gradient do of o.
+    Deterministic: no atomics, the same inputs give the same bits."""
+    return _attn_varlen_bwd_impl(do, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                 max_seqlen_k, causal, scale)
+
+
+@attn_varlen_bwd.register_fake
+def _(do, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
+      scale):
+    _varlen_check("attn_varlen_bwd", q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                  max_seqlen_k, on_gpu=False)
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _attn_varlen_setup(ctx, inputs, output):
+    q, k, v, cu_q, cu_k, max_sq, max_sk, causal, scale = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k)
+    ctx.max_sq, ctx.max_sk, ctx.causal, ctx.scale = max_sq, max_sk, causal, scale
+    ctx.mark_non_differentiable(lse)
+    ctx.set_materialize_grads(False)
+
+
+def _attn_varlen_backward(ctx, do, dlse):
+    q, k, v, o, lse, cu_q, cu_k = ctx.saved_tensors
+    if do is None:
+        return (None,) * 9
+    dq, dk, dv = attn_varlen_bwd(do, q, k, v, o, lse, cu_q, cu_k, ctx.max_sq, ctx.max_sk,
+                                 ctx.causal, ctx.scale)
+    return (dq, dk, dv) + (None,) * 6
+
+
+attn_varlen_fwd.register_autograd(_attn_varlen_backward, setup_context=_attn_varlen_setup)
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                     causal=False, scale=None):
+    """Attention over packed sequences through tilejit (as FlashAttention's
+    flash_attn_varlen_func); returns o (as q). See tilejit::attn_varlen_fwd
+    for the arguments; scale None: 1/sqrt(d). Differentiable."""
+    if scale is None:
+        scale = 0.0  # the op's 1/sqrt(d)
+    elif not 0.0 < float(scale) < float("inf"):
+        raise ValueError(f"tilejit.attention_varlen: scale must be positive and finite (None: "
+                         f"1/sqrt(d)), got {scale}")
+    args = (q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
+            bool(causal), float(scale))
+    if _eager() and not (torch.is_grad_enabled() and
+                         (q.requires_grad or k.requires_grad or v.requires_grad)):
+        return _attn_varlen_fwd_impl(*args)[0]
+    return attn_varlen_fwd(*args)[0]
+
+
 def warmup(linear=(), rms_norm=(), attention=(), dtype=torch.bfloat16, device=None):
     """Loads the kernels of the given calls ahead of time (compiling, or tuning
     where TILEJIT_TUNE says so), so that the first step and CUDA graph captures
