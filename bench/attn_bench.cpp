@@ -13,8 +13,10 @@
 // (where N divides the group) instead of the default. --packed runs the
 // pass on the same tensors as packed sequences (THD: b sequences of s rows
 // each, with their cu_seqlens), the same work through the varlen path.
+// --arch ARCH builds for another target of the GPU (sm_90 on Hopper: the
+// forward kernel of targets without wgmma, cp.async and mma.sync).
 //   attn_bench [--shapes FILE] [--only SUBSTRING] [--config "k=v ..."] [--backward] [--split N]
-//              [--packed] --out FILE.json
+//              [--packed] [--arch ARCH] --out FILE.json
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
@@ -162,7 +164,7 @@ checkBackward(const Case &c, const std::vector<unsigned char> &hq,
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string shapesPath = "bench/attn_shapes.json", outPath, only, configText;
+  std::string shapesPath = "bench/attn_shapes.json", outPath, only, configText, arch;
   bool backward = false, packed = false;
   int64_t split = 0;
   for (int i = 1; i < argc; ++i) {
@@ -186,10 +188,12 @@ int main(int argc, char **argv) {
       split = std::stoll(next());
     else if (a == "--packed")
       packed = true;
+    else if (a == "--arch")
+      arch = next();
     else
       die("unknown argument '" + a +
           "' (--shapes FILE --out FILE --only SUBSTRING --config TEXT --backward --split N "
-          "--packed)");
+          "--packed --arch ARCH)");
   }
   if (outPath.empty())
     die("--out FILE is required");
@@ -197,6 +201,13 @@ int main(int argc, char **argv) {
   (void)ctx;
   auto info = must(queryDevice(0));
   Target target = must(info.target());
+  if (!arch.empty()) {
+    std::optional<Target> t = Target::parse(arch);
+    if (!t)
+      die("--arch " + arch + " is not a target (sm_80, sm_86, sm_89, sm_90, sm_90a)");
+    target = *t;
+    target.setSMs(info.smCount);
+  }
   const CudaDriver &d = must(CudaDriver::get());
   CUstream s;
   cu(d.cuStreamCreate(&s, 0), "cuStreamCreate");
@@ -428,6 +439,7 @@ int main(int argc, char **argv) {
     results.push_back({{"name", c.name},
                        {"pass", backward ? "backward" : "forward"},
                        {"layout", packed ? "thd" : "bshd"},
+                       {"arch", std::string(target.archName())},
                        {"b", c.b},
                        {"hq", c.hq},
                        {"hkv", c.hkv},

@@ -97,11 +97,11 @@ bool attnCall(tilejit::DType dt, tj_attn_layout layout, int64_t b, int64_t sq, i
     return false;
   c.dt = dt;
   c.layout = layout == TJ_BSHD ? Layout::BSHD : layout == TJ_BHSD ? Layout::BHSD : Layout::THD;
-  if (c.layout == Layout::THD && b > 0 && sq > 0 && sk > 0 && b < (int64_t(1) << 31) &&
-      sq < (int64_t(1) << 31) && sk < (int64_t(1) << 31)) {
-    c.totalQ = b * sq;
-    c.totalK = b * sk;
-  }
+  // (Sizes out of range are named by the spec's check; their product is
+  // not formed then.)
+  if (c.layout == Layout::THD && b > 0 && sq > 0 && sk > 0 &&
+      (__builtin_mul_overflow(b, sq, &c.totalQ) || __builtin_mul_overflow(b, sk, &c.totalK)))
+    c.totalQ = c.totalK = 0;
   c.b = b;
   c.sq = sq;
   c.sk = sk;

@@ -176,8 +176,10 @@ struct LoadWordOpLowering : ConvertOpToLLVMPattern<LoadWordOp> {
   }
 };
 
-/// tile.narrow: the pointer moved to row `start`, the first size replaced;
-/// the other sizes and the row strides as they were.
+/// tile.narrow: the pointer moved to row `start`, the first size replaced
+/// by `size` cut to the source's rows (0 for a start outside them or a
+/// negative size): offsets read from memory never move an access outside
+/// the source. The other sizes and the row strides as they were.
 struct NarrowOpLowering : ConvertOpToLLVMPattern<NarrowOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult matchAndRewrite(NarrowOp op, OpAdaptor adaptor,
@@ -185,13 +187,27 @@ struct NarrowOpLowering : ConvertOpToLLVMPattern<NarrowOp> {
     llvmx::Emitter e{rw, op.getLoc()};
     MemRefType type = op.getSource().getType();
     llvmx::GlobalView v = llvmx::unpackGlobal(e, adaptor.getSource(), type);
+    Value start = adaptor.getStart(), rows = v.sizes[0];
     SmallVector<Value> first(size_t(type.getRank()), e.i64(0));
-    first[0] = adaptor.getStart();
+    first[0] = start;
     int64_t bytes = type.getElementType().getIntOrFloatBitWidth() / 8;
     Value ptr = e.offset(v.ptr(e), e.mul(v.offsetOf(e, first), e.i64(bytes)));
+    // min(size, rows - start) at least 0, and 0 unless 0 <= start < rows.
+    auto pred = [&](LLVM::ICmpPredicate p, Value a, Value b) {
+      return LLVM::ICmpOp::create(rw, e.loc, p, a, b).getResult();
+    };
+    Value zero = e.i64(0), left = LLVM::SubOp::create(rw, e.loc, rows, start);
+    Value size = adaptor.getSize();
+    size = LLVM::SelectOp::create(rw, e.loc, pred(LLVM::ICmpPredicate::slt, size, left), size,
+                                  left);
+    size = LLVM::SelectOp::create(rw, e.loc, pred(LLVM::ICmpPredicate::sgt, size, zero), size,
+                                  zero);
+    Value inside = LLVM::AndOp::create(rw, e.loc, pred(LLVM::ICmpPredicate::sge, start, zero),
+                                       pred(LLVM::ICmpPredicate::slt, start, rows));
+    size = LLVM::SelectOp::create(rw, e.loc, inside, size, zero);
     Value out =
         LLVM::InsertValueOp::create(rw, e.loc, adaptor.getSource(), ptr, ArrayRef<int64_t>{0});
-    out = LLVM::InsertValueOp::create(rw, e.loc, out, adaptor.getSize(), ArrayRef<int64_t>{1});
+    out = LLVM::InsertValueOp::create(rw, e.loc, out, size, ArrayRef<int64_t>{1});
     rw.replaceOp(op, out);
     return success();
   }

@@ -47,6 +47,82 @@ SmallVector<Value> ldmatrix4(Emitter &e, Value addr, bool trans) {
   return out;
 }
 
+/// The products of one tile.dot or tile.dot_reg on mma.sync: for each 16 of
+/// K, A's fragment of each 64-row block from `fragA(blk, kk)` (four 32-bit
+/// words), B's fragments of each pair of 8-column tiles by ldmatrix from
+/// stage `stageB` of `rb` (columns from `bOffset`; `bMn`: the ring holds B
+/// K x N), and one m16n8k16 per block and 8-column tile, accumulating into
+/// `accs` (the #tile.wgmma elements of an m x n f32 tile, in order).
+void mmaSyncProducts(Emitter &e, int64_t m, int64_t n, int64_t k, bool bf16, RingType rb,
+                     Value stageB, Value bOffset, bool bMn,
+                     llvm::function_ref<SmallVector<Value>(int64_t blk, int64_t kk)> fragA,
+                     SmallVector<Value> &accs) {
+  OpBuilder &rw = e.b;
+  MLIRContext *ctx = rw.getContext();
+  Value t = e.urem(e.threadId(), 128);
+  Value lane = e.urem(t, 32);
+  Value lane8 = e.urem(lane, 8), matrix = e.udiv(lane, 8);
+  // Lane parts of B's row addresses (see the file comment).
+  Value bRowLane = bMn ? e.add(e.mul(e.urem(matrix, 2), e.i64(8)), lane8)
+                       : e.add(e.mul(e.udiv(matrix, 2), e.i64(8)), lane8);
+  Value bColLane = bMn ? e.mul(e.udiv(matrix, 2), e.i64(8)) : e.mul(e.urem(matrix, 2), e.i64(8));
+  // B's fragments of 8-column tiles 2 p and 2 p + 1 at `kk`.
+  auto loadB = [&](int64_t p, int64_t kk) {
+    Value nn = e.add(bOffset, e.i64(16 * p));
+    Value row = bMn ? e.add(bRowLane, e.i64(kk)) : e.add(nn, bRowLane);
+    Value col = bMn ? e.add(nn, bColLane) : e.add(bColLane, e.i64(kk));
+    return ldmatrix4(e, e.offset(stageB, ringElementOffset(e, rb, row, col)), bMn);
+  };
+  int64_t blocks = m / 64, perBlock = n / 2;
+  Type f32 = rw.getF32Type();
+  auto resultTy = LLVM::LLVMStructType::getLiteral(ctx, {f32, f32, f32, f32});
+  auto half2 = VectorType::get({2}, rw.getF16Type());
+  // bf16 fragments pass as i32 registers; f16 as pairs of f16.
+  auto operand = [&](Value word) -> Value {
+    return bf16 ? word : LLVM::BitcastOp::create(rw, e.loc, half2, word).getResult();
+  };
+  NVVM::MMATypes type = bf16 ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
+  std::array<NVVM::MMATypes, 2> types = {type, type};
+  std::array<NVVM::MMALayout, 2> layouts = {NVVM::MMALayout::row, NVVM::MMALayout::col};
+
+  for (int64_t kk = 0; kk < k; kk += 16) {
+    SmallVector<SmallVector<Value>> a;
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      SmallVector<Value> frag;
+      for (Value w : fragA(blk, kk))
+        frag.push_back(operand(w));
+      a.push_back(frag);
+    }
+    for (int64_t p = 0; p < n / 16; ++p) {
+      SmallVector<Value> bw = loadB(p, kk);
+      for (int64_t half = 0; half < 2; ++half) {
+        int64_t tile = 2 * p + half;
+        SmallVector<Value> b = {operand(bw[2 * half]), operand(bw[2 * half + 1])};
+        for (int64_t blk = 0; blk < blocks; ++blk) {
+          size_t at = size_t(blk * perBlock + 4 * tile);
+          SmallVector<Value> c(accs.begin() + at, accs.begin() + at + 4);
+          Value d =
+              NVVM::MmaOp::create(rw, e.loc, resultTy, a[blk], b, c, ArrayRef<int64_t>{16, 8, 16},
+                                  std::nullopt, std::nullopt, types, layouts);
+          for (int64_t i = 0; i < 4; ++i)
+            accs[at + size_t(i)] =
+                LLVM::ExtractValueOp::create(rw, e.loc, d, ArrayRef<int64_t>{i});
+        }
+      }
+    }
+  }
+}
+
+/// The accumulator's elements: `acc`'s, or zeros with `overwrite` (mma.sync
+/// has no scale for its accumulator).
+SmallVector<Value> accElements(Emitter &e, Value acc, int64_t count, bool overwrite) {
+  Value zero = overwrite ? e.f32(0.0f) : Value();
+  SmallVector<Value> accs;
+  for (int64_t i = 0; i < count; ++i)
+    accs.push_back(zero ? zero : e.extract(acc, i));
+  return accs;
+}
+
 struct MmaSyncDotOpLowering : ConvertOpToLLVMPattern<DotOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
 
@@ -55,27 +131,21 @@ struct MmaSyncDotOpLowering : ConvertOpToLLVMPattern<DotOp> {
     if (op.getAsync())
       return rw.notifyMatchFailure(op, "mma.sync has no asynchronous form");
     Emitter e{rw, op.getLoc()};
-    MLIRContext *ctx = rw.getContext();
     RankedTensorType acc = op.getAcc().getType();
     int64_t m = acc.getDimSize(0), n = acc.getDimSize(1);
     RingType ra = op.getA().getType(), rb = op.getB().getType();
     bool aMn = op.getAMnMajor(), bMn = op.getBMnMajor();
     int64_t k = aMn ? ra.getRows() : ra.getCols();
-    bool bf16 = ra.getElementType().isBF16();
 
     Value stageA = ringStage(e, ra, adaptor.getA(), adaptor.getAStage());
     Value stageB = ringStage(e, rb, adaptor.getB(), adaptor.getBStage());
     Value t = e.urem(e.threadId(), 128);
     Value warp = e.udiv(t, 32), lane = e.urem(t, 32);
     Value lane8 = e.urem(lane, 8), matrix = e.udiv(lane, 8);
-    // Lane parts of the row addresses (see the file comment).
+    // Lane parts of A's row addresses (see the file comment).
     Value aRowLane = aMn ? e.add(e.mul(e.udiv(lane, 16), e.i64(8)), lane8) : e.urem(lane, 16);
     Value aColLane = aMn ? e.mul(e.urem(matrix, 2), e.i64(8)) : e.mul(e.udiv(lane, 16), e.i64(8));
-    Value bRowLane = bMn ? e.add(e.mul(e.urem(matrix, 2), e.i64(8)), lane8)
-                         : e.add(e.mul(e.udiv(matrix, 2), e.i64(8)), lane8);
-    Value bColLane = bMn ? e.mul(e.udiv(matrix, 2), e.i64(8)) : e.mul(e.urem(matrix, 2), e.i64(8));
     Value aStrip = e.add(adaptor.getAOffset(), e.mul(warp, e.i64(16)));
-
     // A's fragment of strip `blk` at `kk`: rows are M (K-major) or K.
     auto loadA = [&](int64_t blk, int64_t kk) {
       Value mm = e.add(aStrip, e.i64(64 * blk));
@@ -83,59 +153,46 @@ struct MmaSyncDotOpLowering : ConvertOpToLLVMPattern<DotOp> {
       Value col = aMn ? e.add(mm, aColLane) : e.add(aColLane, e.i64(kk));
       return ldmatrix4(e, e.offset(stageA, ringElementOffset(e, ra, row, col)), aMn);
     };
-    // B's fragments of 8-column tiles 2 p and 2 p + 1 at `kk`.
-    auto loadB = [&](int64_t p, int64_t kk) {
-      Value nn = e.add(adaptor.getBOffset(), e.i64(16 * p));
-      Value row = bMn ? e.add(bRowLane, e.i64(kk)) : e.add(nn, bRowLane);
-      Value col = bMn ? e.add(nn, bColLane) : e.add(bColLane, e.i64(kk));
-      return ldmatrix4(e, e.offset(stageB, ringElementOffset(e, rb, row, col)), bMn);
+    SmallVector<Value> accs =
+        accElements(e, adaptor.getAcc(), m / 64 * n / 2, op.getOverwrite());
+    mmaSyncProducts(e, m, n, k, ra.getElementType().isBF16(), rb, stageB, adaptor.getBOffset(),
+                    bMn, loadA, accs);
+    rw.replaceOp(op, e.pack(getTypeConverter()->convertType(acc), accs));
+    return success();
+  }
+};
+
+/// tile.dot_reg on mma.sync: A's fragment for 16 of K is four words of the
+/// register tile, as #tile.wgmma holds it: the m16n8 fragments of the 8
+/// columns kk and kk + 8 (row g, then g + 8, of each) are, pair by pair,
+/// the m16n8k16 A fragment's (rows g and g + 8 at k 2t and 2t + 8) in
+/// order.
+struct MmaSyncDotRegOpLowering : ConvertOpToLLVMPattern<DotRegOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+
+  LogicalResult matchAndRewrite(DotRegOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    if (op.getAsync())
+      return rw.notifyMatchFailure(op, "mma.sync has no asynchronous form");
+    Emitter e{rw, op.getLoc()};
+    RankedTensorType acc = op.getAcc().getType(), aType = op.getA().getType();
+    int64_t m = acc.getDimSize(0), n = acc.getDimSize(1), k = aType.getDimSize(1);
+    RingType rb = op.getB().getType();
+    Value stageB = ringStage(e, rb, adaptor.getB(), adaptor.getBStage());
+    // A's elements per 64-row block: k / 2 (4 for each 8 columns), paired
+    // into words.
+    int64_t aPerBlock = k / 2;
+    auto fragA = [&](int64_t blk, int64_t kk) {
+      SmallVector<Value> words;
+      int64_t first = blk * aPerBlock + kk / 2;
+      for (int64_t w = 0; w < 4; ++w)
+        words.push_back(e.word(e.extract(adaptor.getA(), first + 2 * w),
+                               e.extract(adaptor.getA(), first + 2 * w + 1)));
+      return words;
     };
-
-    int64_t blocks = m / 64, perBlock = n / 2;
-    Type f32 = rw.getF32Type();
-    // With `overwrite` the products start from zero: mma.sync has no scale
-    // for its accumulator.
-    Value zero = op.getOverwrite() ? e.f32(0.0f) : Value();
-    SmallVector<Value> accs;
-    for (int64_t i = 0; i < blocks * perBlock; ++i)
-      accs.push_back(zero ? zero : e.extract(adaptor.getAcc(), i));
-
-    auto resultTy = LLVM::LLVMStructType::getLiteral(ctx, {f32, f32, f32, f32});
-    auto half2 = VectorType::get({2}, rw.getF16Type());
-    // bf16 fragments pass as i32 registers; f16 as pairs of f16.
-    auto operand = [&](Value word) -> Value {
-      return bf16 ? word : LLVM::BitcastOp::create(rw, e.loc, half2, word).getResult();
-    };
-    NVVM::MMATypes type = bf16 ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
-    std::array<NVVM::MMATypes, 2> types = {type, type};
-    std::array<NVVM::MMALayout, 2> layouts = {NVVM::MMALayout::row, NVVM::MMALayout::col};
-
-    for (int64_t kk = 0; kk < k; kk += 16) {
-      SmallVector<SmallVector<Value>> a;
-      for (int64_t blk = 0; blk < blocks; ++blk) {
-        SmallVector<Value> frag;
-        for (Value w : loadA(blk, kk))
-          frag.push_back(operand(w));
-        a.push_back(frag);
-      }
-      for (int64_t p = 0; p < n / 16; ++p) {
-        SmallVector<Value> bw = loadB(p, kk);
-        for (int64_t half = 0; half < 2; ++half) {
-          int64_t tile = 2 * p + half;
-          SmallVector<Value> b = {operand(bw[2 * half]), operand(bw[2 * half + 1])};
-          for (int64_t blk = 0; blk < blocks; ++blk) {
-            size_t at = size_t(blk * perBlock + 4 * tile);
-            SmallVector<Value> c(accs.begin() + at, accs.begin() + at + 4);
-            Value d =
-                NVVM::MmaOp::create(rw, e.loc, resultTy, a[blk], b, c, ArrayRef<int64_t>{16, 8, 16},
-                                    std::nullopt, std::nullopt, types, layouts);
-            for (int64_t i = 0; i < 4; ++i)
-              accs[at + size_t(i)] =
-                  LLVM::ExtractValueOp::create(rw, e.loc, d, ArrayRef<int64_t>{i});
-          }
-        }
-      }
-    }
+    SmallVector<Value> accs = accElements(e, adaptor.getAcc(), m / 64 * n / 2, false);
+    mmaSyncProducts(e, m, n, k, aType.getElementType().isBF16(), rb, stageB,
+                    adaptor.getBOffset(), op.getBMnMajor(), fragA, accs);
     rw.replaceOp(op, e.pack(getTypeConverter()->convertType(acc), accs));
     return success();
   }
@@ -144,7 +201,7 @@ struct MmaSyncDotOpLowering : ConvertOpToLLVMPattern<DotOp> {
 } // namespace
 
 void populateMmaSyncDotOpToLLVMPatterns(TileTypeConverter &converter, RewritePatternSet &patterns) {
-  patterns.add<MmaSyncDotOpLowering>(converter);
+  patterns.add<MmaSyncDotOpLowering, MmaSyncDotRegOpLowering>(converter);
 }
 
 } // namespace tilejit

@@ -80,14 +80,16 @@ struct TileCheckTargetPass : impl::TileCheckTargetBase<TileCheckTargetPass> {
                         << "' needs the copy engine of sm_90; the target is " << arch;
         return WalkResult::interrupt();
       }
-      // tile.dot runs everywhere (mma.sync below sm_90a), but not started
-      // asynchronously there.
-      if (auto dot = dyn_cast<DotOp>(op); dot && dot.getAsync() && !target.hasWgmma()) {
+      // tile.dot and tile.dot_reg run everywhere (mma.sync below sm_90a),
+      // but not started asynchronously there.
+      auto dot = dyn_cast<DotOp>(op);
+      auto dotReg = dyn_cast<DotRegOp>(op);
+      if (((dot && dot.getAsync()) || (dotReg && dotReg.getAsync())) && !target.hasWgmma()) {
         op->emitError() << "'" << op->getName()
                         << "' with async needs sm_90a (wgmma); the target is " << arch;
         return WalkResult::interrupt();
       }
-      if (isa<DotRegOp, DotWaitOp, WarpSpecializeOp>(op) && !target.hasWgmma()) {
+      if (isa<DotWaitOp, WarpSpecializeOp>(op) && !target.hasWgmma()) {
         op->emitError() << "'" << op->getName()
                         << "' needs sm_90a (wgmma, setmaxnreg); the target is " << arch;
         return WalkResult::interrupt();

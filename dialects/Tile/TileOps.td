@@ -481,8 +481,10 @@ def Tile_NarrowOp : Tile_Op<"narrow", [Pure, AllTypesMatch<["source", "result"]>
     `start` on: row i of the result is row start + i of the source. Loads and
     stores through it are masked at its end, so a program can write the
     rows of one sequence of a packed batch and none of the next one's. The
-    caller keeps start + size within the source. The first dimension must be
-    dynamic; the others, and the row strides, stay as they are.
+    view never reaches outside the source: its rows are cut at the source's
+    end, and it has none where `start` lies outside the source or `size` is
+    negative (offsets read from memory may be anything). The first dimension
+    must be dynamic; the others, and the row strides, stay as they are.
 
     ```mlir
     %mine = tile.narrow %o[%start, %len] : memref<?x4096xbf16>

@@ -169,13 +169,18 @@ TJ_API tj_status tj_attn_bwd(tj_engine *engine, tj_dtype dtype, tj_attn_layout l
  * cu_seqlens_q[i] to cu_seqlens_q[i + 1] and its key rows from cu_seqlens_k[i]
  * to cu_seqlens_k[i + 1]: int32, b + 1 of each, on the device, 4-byte
  * aligned, starting at 0, non-decreasing, ending at total_q and total_k (the
- * kernels read them as they are). max_sq and max_sk are at least the longest
- * sequence's query and key rows (rows past them are not computed). lse is
- * b x hq x max_sq: row r of sequence i at [i, head, r]; its rows past a
- * sequence's end hold unspecified values. causal: a sequence's query row r
- * sees its keys 0..r. A sequence with queries and no keys gets o = 0 and
- * lse = -inf. Otherwise as tj_attn_fwd; tj_attn_fwd_prepare with TJ_THD and
- * (b, max_sq, max_sk) loads the kernel ahead. */
+ * kernels read them as they are, unchecked; no write reaches outside q's,
+ * k's and their gradients' rows whatever they hold). max_sq and max_sk are at
+ * least the longest sequence's query and key rows (smaller values give
+ * wrong results). lse is b x hq x max_sq: row r of sequence i at [i, head,
+ * r]; its rows past a sequence's end hold unspecified values. causal: a
+ * sequence's query row r sees its keys 0..r (top-left, as tj_attn_fwd;
+ * FlashAttention aligns the diagonal bottom-right where a sequence's query
+ * and key lengths differ). A sequence with queries and no keys gets o = 0
+ * and lse = -inf. Inputs must be finite: a tile's rows past a sequence are
+ * the next sequence's, multiplied by zero probabilities, so an Inf or NaN
+ * there reaches this one. Otherwise as tj_attn_fwd; tj_attn_fwd_prepare
+ * with TJ_THD and (b, max_sq, max_sk) loads the kernel ahead. */
 TJ_API tj_status tj_attn_varlen_fwd(tj_engine *engine, tj_dtype dtype, int64_t b, int64_t max_sq,
                                     int64_t max_sk, int64_t total_q, int64_t total_k, int64_t hq,
                                     int64_t hkv, int64_t d, int causal, float scale,

@@ -75,9 +75,6 @@ llvm::Expected<KernelSpec> makeSpec(const Call &c, const Target &target, bool ba
                      " sk=" + llvm::Twine(c.sk) + " hq=" + llvm::Twine(c.hq) +
                      " hkv=" + llvm::Twine(c.hkv),
                  op);
-  if (c.layout == Layout::THD)
-    if (auto err = checkTotals(c, op))
-      return err;
   if (!(c.scale >= 0.0f) || std::isinf(c.scale))
     return error("scale must be positive and finite (0: 1/sqrt(d)), got " + std::to_string(c.scale),
                  op);
@@ -96,6 +93,9 @@ llvm::Expected<KernelSpec> makeSpec(const Call &c, const Target &target, bool ba
   KernelSpec s = p.spec();
   if (auto err = s.validate())
     return err;
+  if (c.layout == Layout::THD)
+    if (auto err = checkTotals(c, op))
+      return err;
   return s;
 }
 
@@ -200,7 +200,9 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
     return error("the kernel has " + llvm::Twine(kernel.numEntries()) + " entries, not 1");
   const EntryInfo &e = kernel.entry(0);
   bool thd = c.layout == Layout::THD;
-  size_t want = thd ? 11 : 9;
+  // Below sm_90a (no tensor maps): Q, K and V as rows, and no grid cap.
+  bool sm80 = !e.params.empty() && e.params[0].kind != ParamInfo::TensorMap;
+  size_t want = (sm80 ? 8 : 9) + (thd ? 2 : 0);
   if (e.params.size() != want)
     return error("the kernel takes " + llvm::Twine(e.params.size()) + " parameters, not " +
                  llvm::Twine(want));
@@ -218,6 +220,35 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
   }
   // Rows of each map's sequence dimension: a sequence's, or every row.
   int64_t rowsQ = thd ? c.totalQ : c.sq, rowsK = thd ? c.totalK : c.sk;
+  float scale = scaleOf(c);
+  KernelArg o = thd ? KernelArg::view(c.o, {c.totalQ, c.hq * c.d}) : rowsView(c, c.o, c.sq, c.hq);
+  KernelArg lse = KernelArg::view(c.lse, {c.b, c.hq, c.sq});
+  KernelArg scaleLog2 = KernelArg::f32(float(double(scale) * M_LOG2E));
+  KernelArg cuQ = KernelArg::view(c.cuSeqlensQ, {c.b + 1}),
+            cuK = KernelArg::view(c.cuSeqlensK, {c.b + 1});
+  if (sm80) {
+    // Every row of Q (K, V) as [rows, h * d], or [b * h * s, d] (BHSD);
+    // the kernel's copies move 16 bytes, from 16-byte aligned rows.
+    for (auto [name, addr] : {std::pair{"Q", c.q}, std::pair{"K", c.k}, std::pair{"V", c.v}})
+      if (addr % 16 != 0)
+        return error(llvm::Twine(name) + " is at an address that is not 16-byte aligned");
+    auto rows = [&](uint64_t addr, int64_t all, int64_t heads) {
+      return c.layout == Layout::BHSD ? KernelArg::view(addr, {all * heads, c.d})
+                                      : KernelArg::view(addr, {all, heads * c.d});
+    };
+    int64_t allQ = thd ? c.totalQ : c.b * c.sq, allK = thd ? c.totalK : c.b * c.sk;
+    KernelArg args[10] = {rows(c.q, allQ, c.hq),
+                          rows(c.k, allK, c.hkv),
+                          rows(c.v, allK, c.hkv),
+                          o,
+                          lse,
+                          scaleLog2,
+                          KernelArg::index(c.sq),
+                          KernelArg::index(c.sk),
+                          cuQ,
+                          cuK};
+    return kernel.launch(0, args, want, stream);
+  }
   auto mq = mapOf("attn_fwd", "Q", c, c.q, rowsQ, c.hq, e.params[0].staticSizes);
   if (!mq)
     return mq.takeError();
@@ -227,22 +258,17 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
   auto mv = mapOf("attn_fwd", "V", c, c.v, rowsK, c.hkv, e.params[2].staticSizes);
   if (!mv)
     return mv.takeError();
-  float scale = scaleOf(c);
-  KernelArg args[11];
-  args[0] = KernelArg::tensorMap(*mq);
-  args[1] = KernelArg::tensorMap(*mk);
-  args[2] = KernelArg::tensorMap(*mv);
-  args[3] = thd ? KernelArg::view(c.o, {c.totalQ, c.hq * c.d}) : rowsView(c, c.o, c.sq, c.hq);
-  args[4] = KernelArg::view(c.lse, {c.b, c.hq, c.sq});
-  args[5] = KernelArg::f32(float(double(scale) * M_LOG2E));
-  args[6] = KernelArg::index(c.sq);
-  args[7] = KernelArg::index(c.sk);
-  args[8] = KernelArg::index(c.maxPrograms > 0 ? c.maxPrograms : std::max(smCount, 1));
-  if (thd) {
-    // The offsets: b + 1 int32 words each.
-    args[9] = KernelArg::view(c.cuSeqlensQ, {c.b + 1});
-    args[10] = KernelArg::view(c.cuSeqlensK, {c.b + 1});
-  }
+  KernelArg args[11] = {KernelArg::tensorMap(*mq),
+                        KernelArg::tensorMap(*mk),
+                        KernelArg::tensorMap(*mv),
+                        o,
+                        lse,
+                        scaleLog2,
+                        KernelArg::index(c.sq),
+                        KernelArg::index(c.sk),
+                        KernelArg::index(c.maxPrograms > 0 ? c.maxPrograms : std::max(smCount, 1)),
+                        cuQ,
+                        cuK};
   return kernel.launch(0, args, want, stream);
 }
 

@@ -17,8 +17,9 @@ namespace tilejit::attention {
 /// rows; LSE is [b, hq, sq] f32. THD (packed sequences): Q and O are
 /// [totalQ, hq, d], K and V [totalK, hkv, d]; sequence i's rows run from
 /// cuSeqlensQ[i] to cuSeqlensQ[i + 1] (int32, b + 1 of them, on the device;
-/// cuSeqlensK for K and V); sq and sk are at least the longest sequence's
-/// query and key rows (rows past them are not computed). LSE row r of
+/// cuSeqlensK for K and V; read as they are: stores are cut at the tensors'
+/// rows whatever they hold); sq and sk are at least the longest sequence's
+/// query and key rows (smaller values give wrong results). LSE row r of
 /// sequence i is at [i, head, r]; its rows past the sequence's end hold
 /// unspecified values. A sequence with queries and no keys gets O = 0 and
 /// LSE = -inf.

@@ -87,6 +87,49 @@ struct Shape {
   }
 };
 
+/// The online softmax of S (a 64-row #tile.wgmma tile of f32 scores of the
+/// keys from column `col0`) after the running max m and sum l of its rows
+/// (log2 domain): the new m and l, P, and alpha = exp2(m - m_new), which
+/// rescales O. `masked`: columns at or past `keys` take -inf, and, where
+/// `row0` (the first row's index) is given, those past each row's diagonal
+/// (causal).
+SmallVector<Value> onlineSoftmax(KernelMath &km, RankedTensorType sType, Value sc, Value col0,
+                                 Value keys, Value row0, Value m, Value l, Value scaleLog2,
+                                 bool masked) {
+  OpBuilder &b = km.b;
+  Location loc = km.loc;
+  MLIRContext *ctx = b.getContext();
+  auto iType = RankedTensorType::get(sType.getShape(), b.getI32Type(), sType.getEncoding());
+  auto rowType = RankedTensorType::get({sType.getDimSize(0)}, b.getF32Type(),
+                                       tt::SliceLayoutAttr::get(ctx, 1, sType.getEncoding()));
+  if (masked) {
+    Value cols = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 1),
+                                       km.splat(iType, km.toI32(col0)));
+    Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, cols,
+                                     km.splat(iType, km.toI32(keys)));
+    if (row0) {
+      Value rows = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
+                                         km.splat(iType, km.toI32(row0)));
+      ok = arith::AndIOp::create(
+          b, loc, ok, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, cols, rows));
+    }
+    sc = arith::SelectOp::create(b, loc, ok, sc, km.splat(sType, km.f32c(-INFINITY)));
+  }
+  // The running max of the scaled scores, in the log2 domain.
+  Value rowMax = tt::ReduceOp::create(b, loc, rowType, tt::ReduceKind::max, sc, 1);
+  Value mNew = arith::MaxNumFOp::create(
+      b, loc, m, arith::MulFOp::create(b, loc, rowMax, km.splat(rowType, scaleLog2)));
+  Value negM =
+      tt::BroadcastOp::create(b, loc, sType, arith::NegFOp::create(b, loc, mNew).getResult());
+  Value pr = math::Exp2Op::create(
+      b, loc, math::FmaOp::create(b, loc, sc, km.splat(sType, scaleLog2), negM));
+  Value alpha = math::Exp2Op::create(b, loc, arith::SubFOp::create(b, loc, m, mNew));
+  Value lNew = arith::AddFOp::create(
+      b, loc, arith::MulFOp::create(b, loc, l, alpha),
+      tt::ReduceOp::create(b, loc, rowType, tt::ReduceKind::sum, pr, 1));
+  return {mNew, lNew, pr, alpha};
+}
+
 class AttentionForwardTemplate : public KernelTemplate {
 public:
   const OpDecl &op() const override { return attention::forwardOp(); }
@@ -129,6 +172,19 @@ public:
     // The default first, so that a tuning capped at a few configs never
     // does worse than no tuning.
     std::vector<TileConfig> out = {defaultConfig(ks)};
+    if (!attention::Params(ks).target.hasWgmma()) {
+      for (int64_t raster : {0, 1})
+        for (int64_t consumers : {2, 1})
+          for (int64_t bn : {64, 32, 128})
+            for (int64_t stages : {2, 3}) {
+              TileConfig c = make(consumers, bn, stages, 0, raster, false, false);
+              if (llvm::Error err = checkConfig(ks, c))
+                llvm::consumeError(std::move(err));
+              else if (c != out.front())
+                out.push_back(std::move(c));
+            }
+      return out;
+    }
     // Ping-pong last: each config with overlap and two consumers again,
     // taking turns; each with a persistent grid first, then a program a tile.
     for (bool pingpong : {false, true})
@@ -151,6 +207,19 @@ public:
 
   TileConfig defaultConfig(const KernelSpec &ks) const override {
     attention::Params p(ks);
+    if (!p.target.hasWgmma()) {
+      // sm_80 (mma.sync, cp.async): two warpgroups of 64 rows and 64 keys a
+      // step where shared memory and registers allow; at head dim 256 one
+      // warpgroup and 32 keys (not measured on an A100).
+      for (TileConfig c : {make(2, 64, 2, 0, 0, false, false), make(1, 64, 2, 0, 0, false, false),
+                           make(1, 32, 2, 0, 0, false, false)}) {
+        llvm::Error err = checkConfig(ks, c);
+        if (!err)
+          return c;
+        llvm::consumeError(std::move(err));
+      }
+      return make(1, 32, 2, 0, 0, false, false);
+    }
     // Two consumers of 64 rows and the fastest measured on the H200
     // (bench/NOTES.md, attention a2 and a3): head dims 64 and 128, overlap
     // with the consumers taking turns (ping-pong gained 1-11 % at 128 and
@@ -175,8 +244,7 @@ public:
     if (auto err = cfg.checkKeys(configKeys()))
       return err;
     if (!p.target.hasWgmma())
-      return configError("attn_fwd runs on sm_90a (wgmma, TMA, setmaxnreg); the target is " +
-                         llvm::Twine(p.target.archName()));
+      return checkSm80(p, cfg);
     Shape s = shapeOf(p, cfg);
     if (s.bm != 64 * s.consumers)
       return configError("bm = " + llvm::Twine(s.bm) + " must be 64 rows for each of " +
@@ -228,7 +296,10 @@ public:
                                               const TileConfig &cfg) const override {
     return buildModule(ctx, *this, ks, cfg, [&](OpBuilder &b, Location loc) {
       attention::Params p(ks);
-      buildKernel(b, loc, p, shapeOf(p, cfg), cfg);
+      if (p.target.hasWgmma())
+        buildKernel(b, loc, p, shapeOf(p, cfg), cfg);
+      else
+        buildSm80(b, loc, p, shapeOf(p, cfg), cfg);
     });
   }
 
@@ -245,10 +316,202 @@ private:
                                                   : "_thd");
   }
 
+  /// Below sm_90a (sm_80: mma.sync from ldmatrix, cp.async into rings):
+  /// no warp specialization, persistent grid or overlap.
+  llvm::Error checkSm80(const attention::Params &p, const TileConfig &cfg) const {
+    Shape s = shapeOf(p, cfg);
+    if (s.overlap || s.pingpong || s.persistent)
+      return configError("overlap, pingpong and persistent need sm_90a (asynchronous products, "
+                         "warp specialization); the target is " +
+                         llvm::Twine(p.target.archName()));
+    if (s.bm != 64 * s.consumers)
+      return configError("bm = " + llvm::Twine(s.bm) + " must be 64 rows for each of " +
+                         llvm::Twine(s.consumers) + " warpgroups");
+    if (s.bn % 16 != 0)
+      return configError("bn = " + llvm::Twine(s.bn) + " must be a multiple of 16");
+    if (s.stages < 2)
+      return configError("stages = " + llvm::Twine(s.stages) +
+                         ": the cp.async pipeline needs 2 or more (one landing while one is read)");
+    // Registers of a thread: O (d / 2), S (bn / 2) and P (bn / 4), with
+    // room for fragments and addresses under 255 (no setmaxnreg).
+    int64_t regs = p.d / 2 + 3 * s.bn / 4;
+    if (regs > 176)
+      return configError("each thread would hold " + llvm::Twine(regs) +
+                         " registers of O, S and P (at most 176 below sm_90a): use a smaller bn");
+    int64_t smem = (s.bm + 2 * s.stages * s.bn) * p.d * dtypeBytes(p.dt) + 3 * 1024;
+    if (smem > p.target.maxSharedBytesPerBlock())
+      return configError("bm, bn and stages need " + llvm::Twine(smem) +
+                         " bytes of shared memory; " + llvm::Twine(p.target.archName()) +
+                         " allows " + llvm::Twine(p.target.maxSharedBytesPerBlock()));
+    return llvm::Error::success();
+  }
+
+  /// The sm_80 kernel: a program per tile of bm query rows of one head of
+  /// one sequence (the tiles with the most keys first, as the Hopper
+  /// kernel's); every thread copies Q once and each tile of bn keys of K
+  /// and V into `stages`-deep rings (cp.async, one group a tile, the next
+  /// tiles in flight while this one is used); each warpgroup owns 64 rows:
+  /// S = Q K^T (mma.sync from ldmatrix), the online softmax in registers as
+  /// the Hopper kernel's, O += P V with P from registers.
+  void buildSm80(OpBuilder &b, Location loc, const attention::Params &p, const Shape &s,
+                 const TileConfig &cfg) const {
+    MLIRContext &ctx = *b.getContext();
+    Type dt = elemType(ctx, p.dt), f32 = b.getF32Type();
+    bool bhsd = p.layout == attention::Layout::BHSD, thd = p.layout == attention::Layout::THD;
+    int64_t dyn = ShapedType::kDynamic;
+    // Q, K and V as rows: [tokens, h * d] (BSHD: b * s tokens; THD) or
+    // [b * h * s, d] (BHSD); rows of a copy past a sequence's are another
+    // sequence's (or head's), which the masks and the stores leave out.
+    auto rowsOf = [&](int64_t heads) {
+      return bhsd ? MemRefType::get({dyn, p.d}, dt) : MemRefType::get({dyn, heads * p.d}, dt);
+    };
+    auto oType = thd     ? MemRefType::get({dyn, p.hq * p.d}, dt)
+                 : !bhsd ? MemRefType::get({dyn, dyn, p.hq * p.d}, dt)
+                         : MemRefType::get({dyn, dyn, p.d}, dt);
+    auto lseType = MemRefType::get({dyn, p.hq, dyn}, f32);
+    auto cuType = MemRefType::get({dyn}, f32);
+    // Q, K, V, O, LSE, scale * log2(e), sq, sk; THD: Q's and K's offsets.
+    SmallVector<Type> args = {rowsOf(p.hq), rowsOf(p.hkv), rowsOf(p.hkv), oType, lseType,
+                              f32,          b.getIndexType(), b.getIndexType()};
+    if (thd)
+      args.append({cuType, cuType});
+    AffineExpr sq = getAffineSymbolExpr(0, &ctx), batch = getAffineSymbolExpr(1, &ctx);
+    AffineMap grid = AffineMap::get(0, 2, {sq.ceilDiv(s.bm) * batch * p.hq}, &ctx);
+    auto kernel = makeKernel(b, loc, kernelName(p), args, 128 * s.consumers, grid, {6, -1, 4, 0},
+                             cfg);
+    Block *entry = &kernel.getBody().front();
+    Value q = entry->getArgument(0), k = entry->getArgument(1), v = entry->getArgument(2);
+    Value o = entry->getArgument(3), lse = entry->getArgument(4);
+    Value scaleLog2 = entry->getArgument(5), sqV = entry->getArgument(6),
+          skV = entry->getArgument(7);
+    KernelMath km{b, loc};
+    auto cst = [&](int64_t x) { return km.cst(x); };
+
+    Value rq = tt::AllocRingOp::create(b, loc, tt::RingType::get(&ctx, 1, s.bm, p.d, dt), nullptr);
+    auto ringKV = tt::RingType::get(&ctx, s.stages, s.bn, p.d, dt);
+    Value rk = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
+    Value rv = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
+
+    // The tile (as the Hopper kernel numbers them, a program each).
+    Value heads = km.mul(memref::DimOp::create(b, loc, lse, 0), cst(p.hq));
+    Value mTiles = km.ceilDiv(sqV, s.bm);
+    Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
+    Value fromLast = s.byHead ? arith::RemUIOp::create(b, loc, pid, mTiles).getResult()
+                              : arith::DivUIOp::create(b, loc, pid, heads).getResult();
+    Value bh = s.byHead ? arith::DivUIOp::create(b, loc, pid, mTiles).getResult()
+                        : arith::RemUIOp::create(b, loc, pid, heads).getResult();
+    Value mTile = km.sub(km.sub(mTiles, cst(1)), fromLast);
+    Value seq = km.divu(bh, p.hq), head = km.remu(bh, p.hq);
+    Value kvHead = km.divu(head, p.hq / p.hkv);
+    Value q0 = km.mul(mTile, cst(s.bm));
+    // The sequence's rows and keys, and where its rows start in Q's and
+    // K's rows.
+    Value rowsV = sqV, keys = skV, qBase, kBase;
+    if (thd) {
+      Value next = km.add(seq, cst(1));
+      qBase = tt::LoadWordOp::create(b, loc, entry->getArgument(8), ValueRange{seq});
+      kBase = tt::LoadWordOp::create(b, loc, entry->getArgument(9), ValueRange{seq});
+      rowsV = km.sub(tt::LoadWordOp::create(b, loc, entry->getArgument(8), ValueRange{next}),
+                     qBase);
+      keys = km.sub(tt::LoadWordOp::create(b, loc, entry->getArgument(9), ValueRange{next}),
+                    kBase);
+    } else if (bhsd) {
+      qBase = km.mul(bh, sqV);
+      kBase = km.mul(km.add(km.mul(seq, cst(p.hkv)), kvHead), skV);
+    } else {
+      qBase = km.mul(seq, sqV);
+      kBase = km.mul(seq, skV);
+    }
+    Value qCol = bhsd ? cst(0) : km.mul(head, cst(p.d));
+    Value kCol = bhsd ? cst(0) : km.mul(kvHead, cst(p.d));
+    // Key tiles any row sees (none past the sequence's rows); the first
+    // `whole` every row sees whole.
+    Value kvEnd = p.causal ? km.minu(keys, km.add(q0, cst(s.bm))) : keys;
+    Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, q0, rowsV);
+    Value kvTiles = arith::SelectOp::create(b, loc, inside, km.ceilDiv(kvEnd, s.bn), cst(0));
+    Value whole =
+        km.minu(km.divu(p.causal ? km.minu(keys, km.add(q0, cst(1))) : keys, s.bn), kvTiles);
+
+    // Copies as wide as 16 bytes (the launch checks the alignment).
+    int64_t vec = 8;
+    auto copyKV = [&](Value j, Value stage) {
+      Value row = km.add(kBase, km.mul(j, cst(s.bn)));
+      tt::AsyncCopyOp::create(b, loc, k, row, kCol, rk, stage, vec);
+      tt::AsyncCopyOp::create(b, loc, v, row, kCol, rv, stage, vec);
+      tt::AsyncCommitOp::create(b, loc);
+    };
+    // Q joins the first group; the first stages - 1 tiles are in flight
+    // before the loop (tiles past the last are copied and never used).
+    tt::AsyncCopyOp::create(b, loc, q, km.add(qBase, q0), qCol, rq, cst(0), vec);
+    for (int64_t i = 0; i + 1 < s.stages; ++i)
+      copyKV(cst(i), cst(i));
+
+    Value wg = tt::WarpgroupIdOp::create(b, loc);
+    Value myRows = km.mul(wg, cst(64));
+    auto layout = tt::WgmmaLayoutAttr::get(&ctx);
+    auto sType = RankedTensorType::get({64, s.bn}, f32, layout);
+    auto pType = RankedTensorType::get({64, s.bn}, dt, layout);
+    auto accType = RankedTensorType::get({64, p.d}, f32, layout);
+    auto rowType =
+        RankedTensorType::get({64}, f32, tt::SliceLayoutAttr::get(&ctx, 1, layout));
+    Value zeroS = km.splat(sType, km.f32c(0.0));
+    auto step = [&](Value j, ValueRange c, bool masked) -> SmallVector<Value> {
+      // Tile j has landed once at most stages - 2 younger groups are
+      // pending; the barrier makes it visible to all and frees the stage
+      // tile j - 1 used, which the copies of tile j + stages - 1 refill.
+      tt::AsyncWaitOp::create(b, loc, s.stages - 2);
+      tt::BlockBarrierOp::create(b, loc);
+      Value next = km.add(j, cst(s.stages - 1));
+      copyKV(next, km.remu(next, s.stages));
+      Value stage = km.remu(j, s.stages);
+      Value sc = tt::DotOp::create(b, loc, sType, rq, cst(0), myRows, rk, stage, cst(0), zeroS,
+                                   false, false, false, /*overwrite=*/true);
+      auto sm = onlineSoftmax(km, sType, sc, km.mul(j, cst(s.bn)), keys,
+                              p.causal ? km.add(q0, myRows) : Value(), c[0], c[1], scaleLog2,
+                              masked);
+      Value acc = arith::MulFOp::create(b, loc, c[2],
+                                        tt::BroadcastOp::create(b, loc, accType, sm[3]));
+      acc = tt::DotRegOp::create(b, loc, accType, arith::TruncFOp::create(b, loc, pType, sm[2]),
+                                 rv, stage, cst(0), acc, true, false);
+      return {sm[0], sm[1], acc};
+    };
+    SmallVector<Value> init = {km.splat(rowType, km.f32c(-INFINITY)),
+                               km.splat(rowType, km.f32c(0.0)), km.splat(accType, km.f32c(0.0))};
+    SmallVector<Value> c =
+        km.loop(cst(0), whole, init, [&](Value j, ValueRange c) { return step(j, c, false); });
+    c = km.loop(whole, kvTiles, c, [&](Value j, ValueRange c) { return step(j, c, true); });
+    // No copy may still be writing shared memory when the block exits.
+    tt::AsyncWaitOp::create(b, loc, 0);
+
+    // O / l, and LSE = (m + log2 l) ln 2. A row without keys (a packed
+    // sequence's) has O's sums 0 and l = 0: O = 0 through l's floor (a row
+    // with keys has l >= 1), LSE = -inf.
+    Value m = c[0], l = c[1];
+    Value inv = arith::DivFOp::create(
+        b, loc, km.splat(rowType, km.f32c(1.0)),
+        arith::MaxNumFOp::create(b, loc, l, km.splat(rowType, km.f32c(1e-30))));
+    Value out =
+        arith::MulFOp::create(b, loc, c[2], tt::BroadcastOp::create(b, loc, accType, inv));
+    Value lseRow = arith::MulFOp::create(
+        b, loc, arith::AddFOp::create(b, loc, m, math::Log2Op::create(b, loc, l)),
+        km.splat(rowType, km.f32c(M_LN2)));
+    Value row0 = km.add(q0, myRows);
+    if (thd)
+      tt::StoreOp::create(b, loc, out, tt::NarrowOp::create(b, loc, o, qBase, rowsV),
+                          ValueRange{row0, km.mul(head, cst(p.d))});
+    else if (!bhsd)
+      tt::StoreOp::create(b, loc, out, o, ValueRange{seq, row0, km.mul(head, cst(p.d))});
+    else
+      tt::StoreOp::create(b, loc, out, o, ValueRange{bh, row0, cst(0)});
+    tt::StoreOp::create(b, loc, lseRow, lse, ValueRange{seq, head, row0});
+    tt::ReturnOp::create(b, loc);
+    b.setInsertionPointAfter(kernel);
+  }
+
   void buildKernel(OpBuilder &b, Location loc, const attention::Params &p, const Shape &s,
                    const TileConfig &cfg) const {
     MLIRContext &ctx = *b.getContext();
-    Type dt = elemType(ctx, p.dt), f32 = b.getF32Type(), i32 = b.getI32Type();
+    Type dt = elemType(ctx, p.dt), f32 = b.getF32Type();
     Type idx = b.getIndexType();
     bool bshd = p.layout == attention::Layout::BSHD;
     // Packed sequences (THD): Q, K, V and O are [tokens, heads, d], each
@@ -484,7 +747,6 @@ private:
       auto rowsLayout = tt::SliceLayoutAttr::get(&ctx, 1, wg);
       auto sType = RankedTensorType::get({64, s.bn}, f32, wg);
       auto pType = RankedTensorType::get({64, s.bn}, dt, wg);
-      auto iType = RankedTensorType::get({64, s.bn}, i32, wg);
       auto accType = RankedTensorType::get({64, p.d}, f32, wg);
       auto rowType = RankedTensorType::get({64}, f32, rowsLayout);
       Value negInf = km.f32c(-INFINITY);
@@ -521,35 +783,9 @@ private:
             // after m and l: the new m and l, P, and alpha, the factor that
             // rescales O.
             auto softmax = [&](Value sc, Value j, Value m, Value l, bool masked) {
-              if (masked) {
-                Value cols =
-                    arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 1),
-                                          km.splat(iType, km.toI32(km.mul(j, km.cst(s.bn)))));
-                Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, cols,
-                                                 km.splat(iType, km.toI32(t.keys)));
-                if (p.causal) {
-                  Value rows =
-                      arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
-                                            km.splat(iType, km.toI32(km.add(t.q0, myRows))));
-                  ok = arith::AndIOp::create(
-                      b, loc, ok,
-                      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, cols, rows));
-                }
-                sc = arith::SelectOp::create(b, loc, ok, sc, km.splat(sType, negInf));
-              }
-              // The running max of the scaled scores, in the log2 domain.
-              Value rowMax = tt::ReduceOp::create(b, loc, rowType, tt::ReduceKind::max, sc, 1);
-              Value mNew = arith::MaxNumFOp::create(
-                  b, loc, m, arith::MulFOp::create(b, loc, rowMax, km.splat(rowType, scaleLog2)));
-              Value negM = tt::BroadcastOp::create(b, loc, sType,
-                                                   arith::NegFOp::create(b, loc, mNew).getResult());
-              Value pr = math::Exp2Op::create(
-                  b, loc, math::FmaOp::create(b, loc, sc, km.splat(sType, scaleLog2), negM));
-              Value alpha = math::Exp2Op::create(b, loc, arith::SubFOp::create(b, loc, m, mNew));
-              Value lNew = arith::AddFOp::create(
-                  b, loc, arith::MulFOp::create(b, loc, l, alpha),
-                  tt::ReduceOp::create(b, loc, rowType, tt::ReduceKind::sum, pr, 1));
-              return SmallVector<Value>{mNew, lNew, pr, alpha};
+              return onlineSoftmax(km, sType, sc, km.mul(j, km.cst(s.bn)), t.keys,
+                                   p.causal ? km.add(t.q0, myRows) : Value(), m, l, scaleLog2,
+                                   masked);
             };
             auto to16 = [&](Value pr) -> Value {
               return arith::TruncFOp::create(b, loc, pType, pr);

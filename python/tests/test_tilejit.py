@@ -215,6 +215,15 @@ class AttentionWithoutGpu(unittest.TestCase):
             torch.ops.tilejit.attn_varlen_fwd(q, k, k, cu, cu, 300, 0, True, 0.0)
         with self.assertRaisesRegex(ValueError, "must be 3-D"):
             torch.ops.tilejit.attn_varlen_fwd(q[None], k, k, cu, cu, 300, 250, True, 0.0)
+        # torch.compile with lengths that change from call to call (SymInts).
+        def f(q, k, v, cu, m):
+            return tilejit.ops.attention_varlen(q, k, v, cu, cu, m, m, causal=True) * 2
+        torch._dynamo.reset()
+        g = torch.compile(f, backend="aot_eager", fullgraph=True, dynamic=True)
+        for m in (300, 310):
+            qm = torch.empty(600, 8, 128, device="meta", dtype=torch.bfloat16)
+            out = g(qm, qm, qm, cu, m)
+            self.assertEqual((out.shape, out.dtype), (qm.shape, qm.dtype))
         with FakeTensorMode():
             qf = torch.empty(6, 2, 64, device="cuda:0", dtype=torch.bfloat16)
             on_gpu = torch.zeros(2, device="cuda:0", dtype=torch.int32)

@@ -657,7 +657,8 @@ def _varlen_check(op, q, k, v, cu_q, cu_k, max_sq, max_sk, on_gpu=True):
         raise ValueError(f"tilejit.{op}: cu_seqlens_q {tuple(cu_q.shape)} and cu_seqlens_k "
                          f"{tuple(cu_k.shape)} must name the same sequences")
     for name, m in (("max_seqlen_q", max_sq), ("max_seqlen_k", max_sk)):
-        if not isinstance(m, int) or m < 1:
+        # (A SymInt where torch.compile traces a changing length.)
+        if isinstance(m, bool) or not isinstance(m, (int, torch.SymInt)) or m < 1:
             raise ValueError(f"tilejit.{op}: {name} must be a positive int (at least the "
                              f"longest sequence's rows), got {m!r}")
     if q.dtype not in (torch.bfloat16, torch.float16) or k.dtype != q.dtype or \
@@ -701,11 +702,17 @@ def attn_varlen_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlen
     query rows are cu_seqlens_q[i]:cu_seqlens_q[i + 1] (int32 [b + 1], starting
     at 0, non-decreasing, ending at total_q; cu_seqlens_k likewise for k and
     v), and it attends to its own keys only. max_seqlen_q and max_seqlen_k: at
-    least the longest sequence's rows (rows past them are not computed).
+    least the longest sequence's rows (the offsets stay on the device and are
+    not checked here: smaller values give wrong results, and offsets past the
+    tensors' rows are cut off there).
     Returns o (as q) and lse [b, hq, max_seqlen_q] f32 (row r of sequence i at
     [i, :, r]; rows past a sequence's end unspecified). causal: a sequence's
-    row r sees its keys 0..r. scale 0: 1/sqrt(d). A sequence with queries and
-    no keys gets o = 0, lse = -inf. Its gradient is
+    row r sees its keys 0..r (top-left, as torch's is_causal; FlashAttention
+    aligns the diagonal bottom-right where a sequence's query and key lengths
+    differ). scale 0: 1/sqrt(d). A sequence with queries and no keys gets
+    o = 0, lse = -inf. Inputs must be finite: a key tile's rows past a
+    sequence are the next one's, multiplied by zero probabilities, so an
+    Inf or NaN there reaches this sequence. Its gradient is
     tilejit::attn_varlen_bwd's."""
     return _attn_varlen_fwd_impl(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                  causal, scale)
@@ -718,16 +725,20 @@ def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, s
     return q.new_empty(q.shape), q.new_empty((b, hq, max_seqlen_q), dtype=torch.float32)
 
 
-def _attn_varlen_bwd_impl(do, q, k, v, o, lse, cu_q, cu_k, max_sq, max_sk, causal, scale):
-    b, tq, tk, hq, hkv, d = _varlen_check("attn_varlen_bwd", q, k, v, cu_q, cu_k, max_sq,
-                                          max_sk)
-    _on_gpu("attn_varlen_bwd", do=do, o=o, lse=lse)
+def _varlen_grads_check(do, q, o, lse, b, hq, max_sq):
     if do.shape != q.shape or o.shape != q.shape or do.dtype != q.dtype or o.dtype != q.dtype:
         raise ValueError(f"tilejit.attn_varlen_bwd: do {tuple(do.shape)} {do.dtype} and o "
                          f"{tuple(o.shape)} {o.dtype} must match q {tuple(q.shape)} {q.dtype}")
-    if lse.shape != (b, hq, max_sq) or lse.dtype != torch.float32:
+    if tuple(lse.shape) != (b, hq, max_sq) or lse.dtype != torch.float32:
         raise ValueError(f"tilejit.attn_varlen_bwd: lse {tuple(lse.shape)} {lse.dtype} must be "
                          f"({b}, {hq}, {max_sq}) float32")
+
+
+def _attn_varlen_bwd_impl(do, q, k, v, o, lse, cu_q, cu_k, max_sq, max_sk, causal, scale):
+    b, tq, tk, hq, hkv, d = _varlen_check("attn_varlen_bwd", q, k, v, cu_q, cu_k, max_sq,
+                                          max_sk)
+    _on_gpu("attn_varlen_bwd", q=q, do=do, o=o, lse=lse)
+    _varlen_grads_check(do, q, o, lse, b, hq, max_sq)
     qc, kc, vc, oc, doc, lsec = (_packed(t) for t in (q, k, v, o, do, lse))
     cq, ck = cu_q.contiguous(), cu_k.contiguous()
     dq = torch.empty(qc.shape, dtype=q.dtype, device=q.device)
@@ -765,8 +776,9 @@ def attn_varlen_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch
 @attn_varlen_bwd.register_fake
 def _(do, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
       scale):
-    _varlen_check("attn_varlen_bwd", q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                  max_seqlen_k, on_gpu=False)
+    b, _, _, hq, _, _ = _varlen_check("attn_varlen_bwd", q, k, v, cu_seqlens_q, cu_seqlens_k,
+                                      max_seqlen_q, max_seqlen_k, on_gpu=False)
+    _varlen_grads_check(do, q, o, lse, b, hq, max_seqlen_q)
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
@@ -793,8 +805,8 @@ attn_varlen_fwd.register_autograd(_attn_varlen_backward, setup_context=_attn_var
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                      causal=False, scale=None):
-    """Attention over packed sequences through tilejit (as FlashAttention's
-    flash_attn_varlen_func); returns o (as q). See tilejit::attn_varlen_fwd
+    """Attention over packed sequences through tilejit (FlashAttention's
+    flash_attn_varlen_func's arguments; causal top-left); returns o (as q). See tilejit::attn_varlen_fwd
     for the arguments; scale None: 1/sqrt(d). Differentiable."""
     if scale is None:
         scale = 0.0  # the op's 1/sqrt(d)

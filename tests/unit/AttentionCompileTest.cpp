@@ -206,6 +206,45 @@ TEST(AttentionCompile, PackedSequencesBuildWithoutSpillsAndNameWhatTheyNeed) {
   EXPECT_NE(s->canonical().find("layout=2"), std::string::npos) << s->canonical();
 }
 
+TEST(AttentionCompile, Sm80ForwardBuildsWithoutSpillsAndRefusesHopperKeys) {
+  // cp.async, ldmatrix and mma.sync: no TMA, wgmma or warp specialization.
+  for (const char *arch : {"sm_80", "sm_86"})
+    for (int64_t d : {64, 128, 256})
+      for (Layout layout : {Layout::BSHD, Layout::BHSD, Layout::THD})
+        for (bool causal : {false, true}) {
+          attention::Params p = params(d, causal, layout);
+          p.target = *Target::parse(arch);
+          SCOPED_TRACE(p.spec().canonical());
+          auto k = compileKernel(p, {});
+          ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+          ASSERT_EQ(k->entries.size(), 1u);
+          EXPECT_EQ(k->entries[0].spillBytes, 0) << k->log;
+          EXPECT_NE(k->ptx.find("mma.sync.aligned.m16n8k16"), std::string::npos);
+          EXPECT_NE(k->ptx.find("cp.async"), std::string::npos);
+          EXPECT_NE(k->ptx.find("ldmatrix"), std::string::npos);
+          EXPECT_EQ(k->ptx.find("wgmma"), std::string::npos);
+          EXPECT_EQ(k->ptx.find("cp.async.bulk.tensor"), std::string::npos);
+          EXPECT_EQ(k->entries[0].params.size(), layout == Layout::THD ? 10u : 8u);
+        }
+  attention::Params p = params(128, true);
+  p.target = *Target::parse("sm_80");
+  const KernelTemplate &t = getTemplate(attention::forwardOp());
+  for (const TileConfig &c : t.configSpace(p)) {
+    SCOPED_TRACE(c.canonical());
+    auto k = compileKernel(p, c);
+    ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+    EXPECT_EQ(k->entries[0].spillBytes, 0) << k->log;
+  }
+  auto err = t.checkConfig(p, *TileConfig::parse("bm=128 bn=128 consumers=2 overlap=1 stages=2"));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("overlap, pingpong and persistent need sm_90a"),
+            std::string::npos);
+  err = t.checkConfig(p, *TileConfig::parse("bm=128 bn=64 consumers=2 stages=1"));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("the cp.async pipeline needs 2 or more"),
+            std::string::npos);
+}
+
 TEST(AttentionCompile, BackwardBuildsWithoutSpillsForEveryHeadDimMaskLayoutAndType) {
   for (int64_t d : {64, 128})
     for (bool causal : {false, true})
@@ -489,11 +528,11 @@ TEST(AttentionCompile, BadSpecsConfigsCallsAndTargetsAreNamed) {
   ASSERT_TRUE(bool(err));
   EXPECT_NE(llvm::toString(std::move(err)).find("bytes of shared memory"), std::string::npos);
 
-  attention::Params old = params(128, false);
+  attention::Params old = backward(128, false);
   old.target = *Target::parse("sm_80");
   auto k = compileKernel(old, {});
   ASSERT_FALSE(bool(k));
-  EXPECT_NE(llvm::toString(k.takeError()).find("attn_fwd runs on sm_90a"), std::string::npos);
+  EXPECT_NE(llvm::toString(k.takeError()).find("attn_bwd runs on sm_90a"), std::string::npos);
 
   attention::Params odd = params(96, false);
   EXPECT_NE(

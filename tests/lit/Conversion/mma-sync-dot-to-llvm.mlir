@@ -69,3 +69,47 @@ tile.kernel @dot_overwrite(%d: memref<?x64xf32>) attributes {block_threads = 128
   tile.store %r, %d[%c0, %c0] : tensor<64x64xf32, #tile.wgmma>, memref<?x64xf32>
   tile.return
 }
+
+// -----
+
+// tile.dot_reg below sm_90a: P V of attention with P in registers. A's
+// fragment for each 16 of K is four words packed from the register tile (no
+// ldmatrix of A); B, stored K x N (V's rows are the keys), is read
+// transposed. 64 rows, K = 32 keys, N = 64: per warp two steps, each of
+// four ldmatrix.x4 .trans of B, each followed by the two mma.sync of its
+// pair of 8-column tiles.
+// CHECK-LABEL: llvm.func @dot_reg_pv
+// CHECK-NOT: layout = #nvvm.mma_layout<row>, num = 4
+// CHECK: nvvm.ldmatrix %{{.*}} {eltType = #nvvm.ld_st_matrix_elt_type<b16>, layout = #nvvm.mma_layout<col>, num = 4 : i32
+// CHECK-NEXT: llvm.extractvalue
+// CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>}
+// CHECK: nvvm.mma.sync
+// CHECK: nvvm.ldmatrix %{{.*}} {eltType = #nvvm.ld_st_matrix_elt_type<b16>, layout = #nvvm.mma_layout<col>, num = 4 : i32
+// CHECK-COUNT-2: nvvm.mma.sync
+// CHECK: nvvm.ldmatrix %{{.*}} {eltType = #nvvm.ld_st_matrix_elt_type<b16>, layout = #nvvm.mma_layout<col>, num = 4 : i32
+// CHECK-COUNT-2: nvvm.mma.sync
+// CHECK: nvvm.ldmatrix %{{.*}} {eltType = #nvvm.ld_st_matrix_elt_type<b16>, layout = #nvvm.mma_layout<col>, num = 4 : i32
+// CHECK-COUNT-2: nvvm.mma.sync
+// CHECK: nvvm.ldmatrix %{{.*}} {eltType = #nvvm.ld_st_matrix_elt_type<b16>, layout = #nvvm.mma_layout<col>, num = 4 : i32
+// CHECK-COUNT-2: nvvm.mma.sync
+// CHECK: nvvm.ldmatrix %{{.*}} {eltType = #nvvm.ld_st_matrix_elt_type<b16>, layout = #nvvm.mma_layout<col>, num = 4 : i32
+// CHECK-COUNT-2: nvvm.mma.sync
+// CHECK: nvvm.ldmatrix %{{.*}} {eltType = #nvvm.ld_st_matrix_elt_type<b16>, layout = #nvvm.mma_layout<col>, num = 4 : i32
+// CHECK-COUNT-2: nvvm.mma.sync
+// CHECK: nvvm.ldmatrix %{{.*}} {eltType = #nvvm.ld_st_matrix_elt_type<b16>, layout = #nvvm.mma_layout<col>, num = 4 : i32
+// CHECK-COUNT-2: nvvm.mma.sync
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: llvm.return
+// WGMMA-LABEL: llvm.func @dot_reg_pv
+// WGMMA-COUNT-2: wgmma.mma_async
+tile.kernel @dot_reg_pv(%d: memref<?x64xf32>, %p: memref<?x32xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %f0 = arith.constant 0.0 : f32
+  %v = tile.alloc_ring : !tile.ring<stages = 2, rows = 32, cols = 64, bf16>
+  %z = tile.splat %f0 : f32 -> tensor<64x64xf32, #tile.wgmma>
+  %pf = tile.load %p[%c0, %c0] : memref<?x32xf32> -> tensor<64x32xf32, #tile.wgmma>
+  %pb = arith.truncf %pf : tensor<64x32xf32, #tile.wgmma> to tensor<64x32xbf16, #tile.wgmma>
+  %r = tile.dot_reg %pb, %v[%c0, %c0], %z {b_mn_major = true} : tensor<64x32xbf16, #tile.wgmma>, !tile.ring<stages = 2, rows = 32, cols = 64, bf16>, tensor<64x64xf32, #tile.wgmma> -> tensor<64x64xf32, #tile.wgmma>
+  tile.store %r, %d[%c0, %c0] : tensor<64x64xf32, #tile.wgmma>, memref<?x64xf32>
+  tile.return
+}
