@@ -182,8 +182,8 @@ std::optional<tj_status> attnForward(tilejit::DType dt, tj_attn_layout layout, i
   if (!attnCall(dt, layout, b, sq, sk, hq, hkv, d, causal, call, packed != nullptr))
     return badLayout(layout);
   if (packed) {
-    for (auto [name, ptr] : {std::pair{"cu_seqlens_q", packed->cuQ},
-                             std::pair{"cu_seqlens_k", packed->cuK}})
+    for (auto [name, ptr] :
+         {std::pair{"cu_seqlens_q", packed->cuQ}, std::pair{"cu_seqlens_k", packed->cuK}})
       if (!ptr || uintptr_t(ptr) % 4 != 0)
         return invalid(std::string(name) + (ptr ? " is not 4-byte aligned" : " is null") +
                        "; cu_seqlens_q and cu_seqlens_k must be device pointers to int32");

@@ -198,10 +198,10 @@ struct NarrowOpLowering : ConvertOpToLLVMPattern<NarrowOp> {
     };
     Value zero = e.i64(0), left = LLVM::SubOp::create(rw, e.loc, rows, start);
     Value size = adaptor.getSize();
-    size = LLVM::SelectOp::create(rw, e.loc, pred(LLVM::ICmpPredicate::slt, size, left), size,
-                                  left);
-    size = LLVM::SelectOp::create(rw, e.loc, pred(LLVM::ICmpPredicate::sgt, size, zero), size,
-                                  zero);
+    size =
+        LLVM::SelectOp::create(rw, e.loc, pred(LLVM::ICmpPredicate::slt, size, left), size, left);
+    size =
+        LLVM::SelectOp::create(rw, e.loc, pred(LLVM::ICmpPredicate::sgt, size, zero), size, zero);
     Value inside = LLVM::AndOp::create(rw, e.loc, pred(LLVM::ICmpPredicate::sge, start, zero),
                                        pred(LLVM::ICmpPredicate::slt, start, rows));
     size = LLVM::SelectOp::create(rw, e.loc, inside, size, zero);

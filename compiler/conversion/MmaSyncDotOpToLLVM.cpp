@@ -105,8 +105,7 @@ void mmaSyncProducts(Emitter &e, int64_t m, int64_t n, int64_t k, bool bf16, Rin
               NVVM::MmaOp::create(rw, e.loc, resultTy, a[blk], b, c, ArrayRef<int64_t>{16, 8, 16},
                                   std::nullopt, std::nullopt, types, layouts);
           for (int64_t i = 0; i < 4; ++i)
-            accs[at + size_t(i)] =
-                LLVM::ExtractValueOp::create(rw, e.loc, d, ArrayRef<int64_t>{i});
+            accs[at + size_t(i)] = LLVM::ExtractValueOp::create(rw, e.loc, d, ArrayRef<int64_t>{i});
         }
       }
     }
@@ -153,10 +152,9 @@ struct MmaSyncDotOpLowering : ConvertOpToLLVMPattern<DotOp> {
       Value col = aMn ? e.add(mm, aColLane) : e.add(aColLane, e.i64(kk));
       return ldmatrix4(e, e.offset(stageA, ringElementOffset(e, ra, row, col)), aMn);
     };
-    SmallVector<Value> accs =
-        accElements(e, adaptor.getAcc(), m / 64 * n / 2, op.getOverwrite());
-    mmaSyncProducts(e, m, n, k, ra.getElementType().isBF16(), rb, stageB, adaptor.getBOffset(),
-                    bMn, loadA, accs);
+    SmallVector<Value> accs = accElements(e, adaptor.getAcc(), m / 64 * n / 2, op.getOverwrite());
+    mmaSyncProducts(e, m, n, k, ra.getElementType().isBF16(), rb, stageB, adaptor.getBOffset(), bMn,
+                    loadA, accs);
     rw.replaceOp(op, e.pack(getTypeConverter()->convertType(acc), accs));
     return success();
   }
@@ -191,8 +189,8 @@ struct MmaSyncDotRegOpLowering : ConvertOpToLLVMPattern<DotRegOp> {
       return words;
     };
     SmallVector<Value> accs = accElements(e, adaptor.getAcc(), m / 64 * n / 2, false);
-    mmaSyncProducts(e, m, n, k, aType.getElementType().isBF16(), rb, stageB,
-                    adaptor.getBOffset(), op.getBMnMajor(), fragA, accs);
+    mmaSyncProducts(e, m, n, k, aType.getElementType().isBF16(), rb, stageB, adaptor.getBOffset(),
+                    op.getBMnMajor(), fragA, accs);
     rw.replaceOp(op, e.pack(getTypeConverter()->convertType(acc), accs));
     return success();
   }

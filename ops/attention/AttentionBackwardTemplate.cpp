@@ -47,7 +47,10 @@
 // Masks: the dQ kernel masks as the forward does (keys past the sequence,
 // the causal diagonal); the dK/dV kernel masks the causal diagonal only:
 // queries past the sequence have LSE = +inf in the workspace (P = 0), and
-// keys past it are never stored.
+// keys past it are never stored. Packed sequences (THD, not fused): every
+// kernel reads its sequence's offsets, loads at its rows (TMA rows past it
+// are the next sequence's: P = 0 there) and stores through views of them;
+// the workspace and the parts' sums keep BSHD's [b, rows] shape.
 //
 // Tunables: consumers (bm = the dK/dV kernel's keys = 64 per consumer), bn
 // (keys per step of the dQ kernel), kv_bm (queries per step of the dK/dV

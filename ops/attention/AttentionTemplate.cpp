@@ -29,7 +29,15 @@
 // Every shape works: TMA reads zeros past the end of a sequence (its own
 // sequence: the tensor maps are 4-D, [dim, seq, heads, batch]), masked
 // columns take -inf, stores are masked. Query head h reads kv head
-// h / (hq / hkv) (GQA, MQA).
+// h / (hq / hkv) (GQA, MQA). Packed sequences (THD): each tile reads its
+// sequence's offsets (tile.load_word), loads at the sequence's rows of a
+// [dim, tokens, heads, 1] map (rows past it are the next sequence's, which
+// the key mask and P = 0 leave out) and stores through a view of its rows
+// (tile.narrow).
+//
+// Below sm_90a (buildSm80): no TMA, warp specialization or asynchronous
+// products; cp.async rings, mma.sync from ldmatrix, and P V with P from
+// registers on mma.sync, the same softmax (onlineSoftmax).
 //
 // Tunables: bm (64 per consumer warpgroup), bn, stages, consumers, overlap
 // (FlashAttention-3's overlap of the softmax with the products within a
@@ -124,9 +132,9 @@ SmallVector<Value> onlineSoftmax(KernelMath &km, RankedTensorType sType, Value s
   Value pr = math::Exp2Op::create(
       b, loc, math::FmaOp::create(b, loc, sc, km.splat(sType, scaleLog2), negM));
   Value alpha = math::Exp2Op::create(b, loc, arith::SubFOp::create(b, loc, m, mNew));
-  Value lNew = arith::AddFOp::create(
-      b, loc, arith::MulFOp::create(b, loc, l, alpha),
-      tt::ReduceOp::create(b, loc, rowType, tt::ReduceKind::sum, pr, 1));
+  Value lNew =
+      arith::AddFOp::create(b, loc, arith::MulFOp::create(b, loc, l, alpha),
+                            tt::ReduceOp::create(b, loc, rowType, tt::ReduceKind::sum, pr, 1));
   return {mNew, lNew, pr, alpha};
 }
 
@@ -371,14 +379,14 @@ private:
     auto lseType = MemRefType::get({dyn, p.hq, dyn}, f32);
     auto cuType = MemRefType::get({dyn}, f32);
     // Q, K, V, O, LSE, scale * log2(e), sq, sk; THD: Q's and K's offsets.
-    SmallVector<Type> args = {rowsOf(p.hq), rowsOf(p.hkv), rowsOf(p.hkv), oType, lseType,
-                              f32,          b.getIndexType(), b.getIndexType()};
+    SmallVector<Type> args = {rowsOf(p.hq), rowsOf(p.hkv), rowsOf(p.hkv),    oType,
+                              lseType,      f32,           b.getIndexType(), b.getIndexType()};
     if (thd)
       args.append({cuType, cuType});
     AffineExpr sq = getAffineSymbolExpr(0, &ctx), batch = getAffineSymbolExpr(1, &ctx);
     AffineMap grid = AffineMap::get(0, 2, {sq.ceilDiv(s.bm) * batch * p.hq}, &ctx);
-    auto kernel = makeKernel(b, loc, kernelName(p), args, 128 * s.consumers, grid, {6, -1, 4, 0},
-                             cfg);
+    auto kernel =
+        makeKernel(b, loc, kernelName(p), args, 128 * s.consumers, grid, {6, -1, 4, 0}, cfg);
     Block *entry = &kernel.getBody().front();
     Value q = entry->getArgument(0), k = entry->getArgument(1), v = entry->getArgument(2);
     Value o = entry->getArgument(3), lse = entry->getArgument(4);
@@ -411,10 +419,9 @@ private:
       Value next = km.add(seq, cst(1));
       qBase = tt::LoadWordOp::create(b, loc, entry->getArgument(8), ValueRange{seq});
       kBase = tt::LoadWordOp::create(b, loc, entry->getArgument(9), ValueRange{seq});
-      rowsV = km.sub(tt::LoadWordOp::create(b, loc, entry->getArgument(8), ValueRange{next}),
-                     qBase);
-      keys = km.sub(tt::LoadWordOp::create(b, loc, entry->getArgument(9), ValueRange{next}),
-                    kBase);
+      rowsV =
+          km.sub(tt::LoadWordOp::create(b, loc, entry->getArgument(8), ValueRange{next}), qBase);
+      keys = km.sub(tt::LoadWordOp::create(b, loc, entry->getArgument(9), ValueRange{next}), kBase);
     } else if (bhsd) {
       qBase = km.mul(bh, sqV);
       kBase = km.mul(km.add(km.mul(seq, cst(p.hkv)), kvHead), skV);
@@ -452,8 +459,7 @@ private:
     auto sType = RankedTensorType::get({64, s.bn}, f32, layout);
     auto pType = RankedTensorType::get({64, s.bn}, dt, layout);
     auto accType = RankedTensorType::get({64, p.d}, f32, layout);
-    auto rowType =
-        RankedTensorType::get({64}, f32, tt::SliceLayoutAttr::get(&ctx, 1, layout));
+    auto rowType = RankedTensorType::get({64}, f32, tt::SliceLayoutAttr::get(&ctx, 1, layout));
     Value zeroS = km.splat(sType, km.f32c(0.0));
     auto step = [&](Value j, ValueRange c, bool masked) -> SmallVector<Value> {
       // Tile j has landed once at most stages - 2 younger groups are
@@ -466,13 +472,13 @@ private:
       Value stage = km.remu(j, s.stages);
       Value sc = tt::DotOp::create(b, loc, sType, rq, cst(0), myRows, rk, stage, cst(0), zeroS,
                                    false, false, false, /*overwrite=*/true);
-      auto sm = onlineSoftmax(km, sType, sc, km.mul(j, cst(s.bn)), keys,
-                              p.causal ? km.add(q0, myRows) : Value(), c[0], c[1], scaleLog2,
-                              masked);
-      Value acc = arith::MulFOp::create(b, loc, c[2],
-                                        tt::BroadcastOp::create(b, loc, accType, sm[3]));
-      acc = tt::DotRegOp::create(b, loc, accType, arith::TruncFOp::create(b, loc, pType, sm[2]),
-                                 rv, stage, cst(0), acc, true, false);
+      auto sm =
+          onlineSoftmax(km, sType, sc, km.mul(j, cst(s.bn)), keys,
+                        p.causal ? km.add(q0, myRows) : Value(), c[0], c[1], scaleLog2, masked);
+      Value acc =
+          arith::MulFOp::create(b, loc, c[2], tt::BroadcastOp::create(b, loc, accType, sm[3]));
+      acc = tt::DotRegOp::create(b, loc, accType, arith::TruncFOp::create(b, loc, pType, sm[2]), rv,
+                                 stage, cst(0), acc, true, false);
       return {sm[0], sm[1], acc};
     };
     SmallVector<Value> init = {km.splat(rowType, km.f32c(-INFINITY)),
@@ -490,8 +496,7 @@ private:
     Value inv = arith::DivFOp::create(
         b, loc, km.splat(rowType, km.f32c(1.0)),
         arith::MaxNumFOp::create(b, loc, l, km.splat(rowType, km.f32c(1e-30))));
-    Value out =
-        arith::MulFOp::create(b, loc, c[2], tt::BroadcastOp::create(b, loc, accType, inv));
+    Value out = arith::MulFOp::create(b, loc, c[2], tt::BroadcastOp::create(b, loc, accType, inv));
     Value lseRow = arith::MulFOp::create(
         b, loc, arith::AddFOp::create(b, loc, m, math::Log2Op::create(b, loc, l)),
         km.splat(rowType, km.f32c(M_LN2)));
@@ -598,7 +603,7 @@ private:
       // The sequence's keys; THD: its first rows in Q and K, its query
       // rows, and whether the tile has rows (`rows`) and keys (`work`).
       Value keys, qStart, kStart, qLen, rows, work;
-      /// Q's (K's) rows from `r` on, and the batch, as TMA coordinates.
+      /// The TMA row of the sequence's row `r` of Q (of K and V).
       Value qRow(KernelMath &km, Value r) const { return qStart ? km.add(qStart, r) : r; }
       Value kRow(KernelMath &km, Value r) const { return kStart ? km.add(kStart, r) : r; }
     };

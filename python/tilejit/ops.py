@@ -488,9 +488,9 @@ def _attn_shapes(op, q, k, v, layout):
     return b, sq, sk, hq, hkv, d
 
 
-def _attn_check(op, q, k, v, layout):
-    _on_gpu(op, q=q, k=k, v=v)
-    b, sq, sk, hq, hkv, d = _attn_shapes(op, q, k, v, layout)
+def _attn_types(op, q, k, v, hq, hkv, d):
+    """q, k and v all bf16 or all f16, a head dim the kernels take, kv heads
+    dividing the query heads; else ValueError naming what is wrong."""
     if q.dtype not in (torch.bfloat16, torch.float16) or k.dtype != q.dtype or \
             v.dtype != q.dtype:
         raise ValueError(f"tilejit.{op}: q, k and v are {q.dtype}, {k.dtype} and {v.dtype}; all "
@@ -499,6 +499,12 @@ def _attn_check(op, q, k, v, layout):
         raise ValueError(f"tilejit.{op}: head dim {d}; 64, 128 or 256 only")
     if hkv < 1 or hq % hkv:
         raise ValueError(f"tilejit.{op}: {hkv} kv heads do not divide {hq} query heads")
+
+
+def _attn_check(op, q, k, v, layout):
+    _on_gpu(op, q=q, k=k, v=v)
+    b, sq, sk, hq, hkv, d = _attn_shapes(op, q, k, v, layout)
+    _attn_types(op, q, k, v, hq, hkv, d)
     if sk == 0 and b * sq * hq:
         raise ValueError(f"tilejit.{op}: no keys (sk = 0): softmax over an empty row")
     return b, sq, sk, hq, hkv, d
@@ -661,14 +667,7 @@ def _varlen_check(op, q, k, v, cu_q, cu_k, max_sq, max_sk, on_gpu=True):
         if isinstance(m, bool) or not isinstance(m, (int, torch.SymInt)) or m < 1:
             raise ValueError(f"tilejit.{op}: {name} must be a positive int (at least the "
                              f"longest sequence's rows), got {m!r}")
-    if q.dtype not in (torch.bfloat16, torch.float16) or k.dtype != q.dtype or \
-            v.dtype != q.dtype:
-        raise ValueError(f"tilejit.{op}: q, k and v are {q.dtype}, {k.dtype} and {v.dtype}; all "
-                         "bf16 or all f16")
-    if d not in _ATTN_HEAD_DIMS:
-        raise ValueError(f"tilejit.{op}: head dim {d}; 64, 128 or 256 only")
-    if hkv < 1 or hq % hkv:
-        raise ValueError(f"tilejit.{op}: {hkv} kv heads do not divide {hq} query heads")
+    _attn_types(op, q, k, v, hq, hkv, d)
     return cu_q.shape[0] - 1, tq, tk, hq, hkv, d
 
 

@@ -26,6 +26,7 @@
 #include "runtime/CudaDriver.h"
 #include "runtime/DeviceBuffer.h"
 #include "tests/support/Compare.h"
+#include "tests/support/GpuTarget.h"
 #include "tests/support/Seed.h"
 #include "tests/support/SpillRule.h"
 
@@ -73,16 +74,12 @@ std::string name(const Case &c) {
 class GpuAttention : public ::testing::Test {
 protected:
   void SetUp() override {
-    auto ctx = useDevice(0);
-    if (!ctx)
-      GTEST_SKIP() << "no GPU here: " << llvm::toString(ctx.takeError());
-    auto info = queryDevice(0);
-    ASSERT_TRUE(bool(info)) << llvm::toString(info.takeError());
-    auto t = info->target();
-    ASSERT_TRUE(bool(t)) << llvm::toString(t.takeError());
-    if (!t->hasWgmma())
-      GTEST_SKIP() << info->name << " (" << info->arch() << ") has no wgmma";
-    target = *t;
+    tilejit::testing::Gpu gpu = tilejit::testing::currentGpu();
+    if (!gpu.why.empty())
+      GTEST_SKIP() << gpu.why;
+    if (!gpu.target.hasWgmma())
+      GTEST_SKIP() << "the GPU (" << gpu.target.archName() << ") has no wgmma";
+    target = gpu.target;
   }
 
   /// Offset of element (batch, row, head, 0) of a [b, s, h, d] or
@@ -95,6 +92,22 @@ protected:
     if (c.layout == Layout::BSHD)
       return size_t(((batch * s + row) * h + head) * c.d);
     return size_t(((batch * h + head) * s + row) * c.d);
+  }
+
+  /// Packed sequences: the offsets of Q's and K's rows into device buffers
+  /// (kept in cuQ and cuK), named in `call`.
+  static void uploadOffsets(const std::vector<int64_t> &startsQ,
+                            const std::vector<int64_t> &startsK, attention::Call &call,
+                            std::optional<DeviceBuffer> &cuQ, std::optional<DeviceBuffer> &cuK) {
+    for (auto [buf, starts, at] : {std::tuple{&cuQ, &startsQ, &call.cuSeqlensQ},
+                                   std::tuple{&cuK, &startsK, &call.cuSeqlensK}}) {
+      std::vector<int32_t> words(starts->begin(), starts->end());
+      auto b = DeviceBuffer::allocate(words.size() * 4);
+      ASSERT_TRUE(bool(b)) << llvm::toString(b.takeError());
+      ASSERT_FALSE(bool(b->upload(words)));
+      *at = b->ptr();
+      buf->emplace(std::move(*b));
+    }
   }
 
   /// The call `c` describes, no buffers yet.
@@ -171,15 +184,7 @@ protected:
     call.lse = dl->ptr();
     std::optional<DeviceBuffer> cuQ, cuK;
     if (packed) {
-      for (auto [buf, starts, at] : {std::tuple{&cuQ, &startsQ, &call.cuSeqlensQ},
-                                     std::tuple{&cuK, &startsK, &call.cuSeqlensK}}) {
-        std::vector<int32_t> words(starts->begin(), starts->end());
-        auto b = DeviceBuffer::allocate(words.size() * 4);
-        ASSERT_TRUE(bool(b)) << llvm::toString(b.takeError());
-        ASSERT_FALSE(bool(b->upload(words)));
-        *at = b->ptr();
-        buf->emplace(std::move(*b));
-      }
+      ASSERT_NO_FATAL_FAILURE(uploadOffsets(startsQ, startsK, call, cuQ, cuK));
     }
     if (auto err = attention::launch(**kernel, call, target.smCount(), nullptr))
       FAIL() << llvm::toString(std::move(err));
@@ -393,15 +398,7 @@ protected:
     call.workspace = bufs[9].ptr();
     std::optional<DeviceBuffer> cuQ, cuK;
     if (packed) {
-      for (auto [buf, starts, at] : {std::tuple{&cuQ, &startsQ, &call.cuSeqlensQ},
-                                     std::tuple{&cuK, &startsK, &call.cuSeqlensK}}) {
-        std::vector<int32_t> words(starts->begin(), starts->end());
-        auto b = DeviceBuffer::allocate(words.size() * 4);
-        ASSERT_TRUE(bool(b)) << llvm::toString(b.takeError());
-        ASSERT_FALSE(bool(b->upload(words)));
-        *at = b->ptr();
-        buf->emplace(std::move(*b));
-      }
+      ASSERT_NO_FATAL_FAILURE(uploadOffsets(startsQ, startsK, call, cuQ, cuK));
     }
     if (auto err = attention::launch(**fk, call, target.smCount(), nullptr))
       FAIL() << llvm::toString(std::move(err));
@@ -679,17 +676,10 @@ TEST_F(GpuAttention, BackwardTypesScalesAndConfigs) {
 class GpuAttentionSm80 : public GpuAttention {
 protected:
   void SetUp() override {
-    auto ctx = useDevice(0);
-    if (!ctx)
-      GTEST_SKIP() << "no GPU here: " << llvm::toString(ctx.takeError());
-    auto info = queryDevice(0);
-    ASSERT_TRUE(bool(info)) << llvm::toString(info.takeError());
-    auto t = info->target();
-    ASSERT_TRUE(bool(t)) << llvm::toString(t.takeError());
-    if (t->computeCapability() < 80)
-      GTEST_SKIP() << info->name << " (" << info->arch() << ") predates sm_80";
-    target = t->hasWgmma() ? *Target::parse("sm_90") : *t;
-    target.setSMs(info->smCount);
+    tilejit::testing::Gpu gpu = tilejit::testing::currentGpu(80);
+    if (!gpu.why.empty())
+      GTEST_SKIP() << gpu.why;
+    target = tilejit::testing::withoutWgmma(gpu.target);
   }
 };
 
@@ -700,10 +690,10 @@ TEST_F(GpuAttentionSm80, HeadDimsMasksLayoutsAgainstFloat64) {
   }
   for (int64_t s : {1, 63, 65, 129, 1000})
     run({1, s, s, 2, 2, 128, true});
-  run({2, 64, 300, 2, 2, 128});                                    // fewer queries than keys
-  run({1, 250, 100, 2, 2, 64, true});                              // causal, sq > sk
-  run({2, 333, 333, 8, 2, 64, false, Layout::BHSD});               // GQA, BHSD
-  run({1, 300, 300, 2, 2, 128, true, Layout::BSHD, DType::F16});   // f16
+  run({2, 64, 300, 2, 2, 128});                                        // fewer queries than keys
+  run({1, 250, 100, 2, 2, 64, true});                                  // causal, sq > sk
+  run({2, 333, 333, 8, 2, 64, false, Layout::BHSD});                   // GQA, BHSD
+  run({1, 300, 300, 2, 2, 128, true, Layout::BSHD, DType::F16});       // f16
   run({1, 500, 500, 2, 2, 64, true, Layout::BSHD, DType::BF16, 1.0f}); // a large scale
   run({1, 700, 700, 2, 1, 128, true, Layout::BHSD, DType::BF16, 0.0f,
        "bm=64 bn=32 consumers=1 stages=3 raster=1"});

@@ -27,6 +27,7 @@
 #include "runtime/DeviceBuffer.h"
 #include "tests/support/Compare.h"
 #include "tests/support/GemmConfigs.h"
+#include "tests/support/GpuTarget.h"
 #include "tests/support/Seed.h"
 
 using namespace tilejit;
@@ -581,19 +582,11 @@ TEST_F(GpuGemm, UnalignedRowsAreRefusedByName) {
 class GpuGemmSm80 : public GpuGemm {
 protected:
   void SetUp() override {
-    auto ctx = useDevice(0);
-    if (!ctx)
-      GTEST_SKIP() << "no GPU here: " << llvm::toString(ctx.takeError());
-    auto info = queryDevice(0);
-    ASSERT_TRUE(bool(info)) << llvm::toString(info.takeError());
-    auto t = info->target();
-    ASSERT_TRUE(bool(t)) << llvm::toString(t.takeError());
-    if (t->computeCapability() < 80)
-      GTEST_SKIP() << info->name << " (" << info->arch() << ") predates sm_80";
-    // The newest target of the GPU's major version that takes this kernel.
-    target = t->hasWgmma() ? *Target::parse("sm_90") : *t;
-    target.setSMs(info->smCount);
-    sms = info->smCount;
+    tilejit::testing::Gpu gpu = tilejit::testing::currentGpu(80);
+    if (!gpu.why.empty())
+      GTEST_SKIP() << gpu.why;
+    target = tilejit::testing::withoutWgmma(gpu.target);
+    sms = gpu.target.smCount();
   }
 };
 
