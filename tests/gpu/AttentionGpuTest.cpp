@@ -579,7 +579,9 @@ TEST_F(GpuAttention, PackedSequences) {
   for (int64_t d : {64, 128, 256})
     for (bool causal : {true, false})
       run(packed(lens, lens, 4, 2, d, causal));
-  run(packed({5, 200, 77}, {300, 17, 129}, 2, 2, 128, false));                // cross lengths
+  run(packed({5, 200, 77}, {300, 17, 129}, 2, 2, 128, false)); // cross lengths
+  // Causal with cross lengths: row r sees the sequence's keys 0..r (top-left).
+  run(packed({5, 200, 77}, {300, 17, 129}, 2, 2, 128, true));
   run(packed({5, 200, 77}, {5, 200, 77}, 8, 1, 64, true, "", 0, DType::F16)); // MQA, f16
   // A sequence with queries and no keys (O = 0, LSE = -inf), one with
   // neither, and a longest length given larger than any sequence.
@@ -715,6 +717,10 @@ TEST_F(GpuAttention, BackwardPackedSequences) {
       runBackward(packed(lens, lens, 4, 2, d, causal));
   runBackward(packed({3, 333, 129}, {3, 333, 129}, 2, 2, 256, true));
   runBackward(packed({5, 200, 77}, {300, 17, 129}, 2, 2, 128, false)); // cross lengths
+  // Causal with cross lengths (top-left): more queries than keys in one
+  // sequence (its dK/dV programs past the keys compute what they do not
+  // store), fewer in the others.
+  runBackward(packed({5, 200, 77}, {300, 17, 129}, 2, 1, 128, true));
   runBackward(packed({5, 200, 77}, {5, 200, 77}, 8, 1, 64, true, "", 0, DType::F16)); // MQA
   // Queries without keys, a sequence of neither, and the longest given
   // larger than any.
