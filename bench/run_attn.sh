@@ -6,12 +6,9 @@
 # times the backward pass instead of the forward.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-build="${1:-$here/../build}"
-out="${2:-$here/results}"
+source "$here/run_common.sh"
 name="${3:-attn}"
-bench="$build/bench/attn_bench"
-[ -x "$bench" ] || bench="$(command -v attn_bench)"
-tmp="$(mktemp -d)"
+bench="$(program bench attn_bench)"
 bwd=()
 [ "${ATTN_BACKWARD:-0}" = 1 ] && bwd=(--backward)
 "$bench" --shapes "$here/attn_shapes.json" --out "$tmp/tilejit.json" ${ATTN_ONLY:+--only "$ATTN_ONLY"} \

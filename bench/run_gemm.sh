@@ -7,12 +7,9 @@
 # kernel (cp.async, ldmatrix, mma.sync) beside the same cuBLAS.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-build="${1:-$here/../build}"
-out="${2:-$here/results}"
+source "$here/run_common.sh"
 name="${3:-gemm}"
-bench="$build/bench/gemm_bench"
-[ -x "$bench" ] || bench="$(command -v gemm_bench)"
-tmp="$(mktemp -d)"
+bench="$(program bench gemm_bench)"
 "$bench" --shapes "$here/gemm_shapes.json" --out "$tmp/tilejit.json" ${GEMM_ONLY:+--only "$GEMM_ONLY"} \
   ${GEMM_ARCH:+--arch "$GEMM_ARCH"}
 python3 "$here/gemm_peer.py" --shapes "$here/gemm_shapes.json" --out "$tmp/peer.json" \

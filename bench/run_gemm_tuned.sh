@@ -8,15 +8,10 @@
 # TUNE_FLAGS adds flags to each `tilejit tune` (e.g. --in-process).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-build="${1:-$here/../build}"
-out="${2:-$here/results}"
+source "$here/run_common.sh"
 name="${3:-gemm_tuned_all}"
-bench="$build/bench/gemm_bench"
-[ -x "$bench" ] || bench="$(command -v gemm_bench)"
-cli="$build/tools/tilejit"
-[ -x "$cli" ] || cli="$(command -v tilejit)"
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
+bench="$(program bench gemm_bench)"
+cli="$(program tools tilejit)"
 shapes="$here/gemm_shapes.json"
 # One line per shape: name|layout|m|n|k (the expansion gemm_peer.py and gemm_bench use).
 python3 - "$shapes" > "$tmp/shapes.txt" <<'PY'

@@ -8,13 +8,10 @@
 # RMSNORM_BACKEND (nvptx, the default, or cuda) the back end.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-build="${1:-$here/../build}"
-out="${2:-$here/results}"
+source "$here/run_common.sh"
 name="${3:-rmsnorm}"
 shapes="${RMSNORM_SHAPES:-16384x4096,16384x8192}"
-bench="$build/bench/rmsnorm_bench"
-[ -x "$bench" ] || bench="$(command -v rmsnorm_bench)"
-tmp="$(mktemp -d)"
+bench="$(program bench rmsnorm_bench)"
 "$bench" --shapes "$shapes" --out "$tmp/tilejit.json" ${RMSNORM_DB:+--db "$RMSNORM_DB"} \
   --backend "${RMSNORM_BACKEND:-nvptx}"
 python3 "$here/rmsnorm_peer.py" --shapes "$shapes" --out "$tmp/peer.json"

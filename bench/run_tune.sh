@@ -5,12 +5,9 @@
 #   bench/run_tune.sh [BUILD_DIR] [extra `tilejit tune` flags, e.g. --in-process]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-build="${1:-$here/../build}"
+source "$here/run_common.sh"
 shift || true
-cli="$build/tools/tilejit"
-[ -x "$cli" ] || cli="$(command -v tilejit)"
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
+cli="$(program tools tilejit)"
 for op in rmsnorm_fwd rmsnorm_bwd; do
   for shape in 16384x4096 16384x8192; do
     start=$(date +%s%N)

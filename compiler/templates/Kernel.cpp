@@ -57,6 +57,11 @@ Value KernelMath::f32c(double v) {
 }
 Value KernelMath::toI32(Value v) { return arith::IndexCastOp::create(b, loc, b.getI32Type(), v); }
 Value KernelMath::splat(Type t, Value v) { return tile::SplatOp::create(b, loc, t, v); }
+std::pair<Value, Value> KernelMath::sequenceRows(Value offsets, Value seq) {
+  Value start = tile::LoadWordOp::create(b, loc, offsets, ValueRange{seq});
+  Value end = tile::LoadWordOp::create(b, loc, offsets, ValueRange{add(seq, cst(1))});
+  return {start, sub(end, start)};
+}
 
 llvm::Expected<OwningOpRef<ModuleOp>>
 buildModule(MLIRContext &ctx, const KernelTemplate &tmpl, const KernelSpec &spec,

@@ -43,6 +43,10 @@ struct KernelMath {
   mlir::Value toI32(mlir::Value v);
   /// A tile of type `t` whose every element is `v`.
   mlir::Value splat(mlir::Type t, mlir::Value v);
+  /// Packed sequences: the first row of sequence `seq` and its row count,
+  /// from `offsets` (b + 1 int32 offsets, cu_seqlens, as the words of an
+  /// f32 memref).
+  std::pair<mlir::Value, mlir::Value> sequenceRows(mlir::Value offsets, mlir::Value seq);
   /// for (i = from; i < to; ++i) carrying `init`, `body(i, carried)`
   /// returning the next values; the builder is left after the loop. (A loop
   /// that carries nothing comes with its yield.)

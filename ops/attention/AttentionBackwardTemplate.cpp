@@ -350,11 +350,8 @@ private:
     };
     Seq seqOf(Value seq) {
       Seq r;
-      Value next = add(seq, cst(1));
-      r.qStart = tt::LoadWordOp::create(b, loc, cuQ, ValueRange{seq});
-      r.qLen = sub(tt::LoadWordOp::create(b, loc, cuQ, ValueRange{next}), r.qStart);
-      r.kStart = tt::LoadWordOp::create(b, loc, cuK, ValueRange{seq});
-      r.kLen = sub(tt::LoadWordOp::create(b, loc, cuK, ValueRange{next}), r.kStart);
+      std::tie(r.qStart, r.qLen) = sequenceRows(cuQ, seq);
+      std::tie(r.kStart, r.kLen) = sequenceRows(cuK, seq);
       return r;
     }
     /// The batch: the first size of `t` (BSHD's gradients, the parts' sums),
@@ -1080,11 +1077,8 @@ private:
       Value seq = divu(bkv, p.hkv), kvHead = remu(bkv, p.hkv);
       // THD: the sums of the sequence's keys go to its rows of dK and dV.
       Value kStart, kLen;
-      if (thd()) {
-        Value next = add(seq, cst(1));
-        kStart = tt::LoadWordOp::create(b, loc, cuK, ValueRange{seq});
-        kLen = sub(tt::LoadWordOp::create(b, loc, cuK, ValueRange{next}), kStart);
-      }
+      if (thd())
+        std::tie(kStart, kLen) = sequenceRows(cuK, seq);
       // At most 128 columns at a time: the sum and a part of 64 x 256 f32
       // would not fit in a thread's registers.
       int64_t cols = std::min<int64_t>(p.d, 128);

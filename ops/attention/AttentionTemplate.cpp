@@ -138,6 +138,31 @@ SmallVector<Value> onlineSoftmax(KernelMath &km, RankedTensorType sType, Value s
   return {mNew, lNew, pr, alpha};
 }
 
+/// Where tile `t` of the problem lies: bm query rows from q0 of one head of
+/// one sequence, the tiles of the last query rows (the most keys under a
+/// causal mask) first; by raster 0 that row tile of every head before the
+/// next, by raster 1 every row tile of one head before the next head (the
+/// programs running together then read the same K and V, which L2 keeps).
+struct TilePlace {
+  Value seq, head, bh, kvHead, q0;
+};
+TilePlace placeTile(KernelMath &km, const attention::Params &p, const Shape &s, Value t,
+                    Value mTiles, Value heads) {
+  OpBuilder &b = km.b;
+  Location loc = km.loc;
+  TilePlace tile;
+  Value fromLast = s.byHead ? arith::RemUIOp::create(b, loc, t, mTiles).getResult()
+                            : arith::DivUIOp::create(b, loc, t, heads).getResult();
+  Value mTile = km.sub(km.sub(mTiles, km.cst(1)), fromLast);
+  tile.bh = s.byHead ? arith::DivUIOp::create(b, loc, t, mTiles).getResult()
+                     : arith::RemUIOp::create(b, loc, t, heads).getResult();
+  tile.seq = km.divu(tile.bh, p.hq);
+  tile.head = km.remu(tile.bh, p.hq);
+  tile.kvHead = km.divu(tile.head, p.hq / p.hkv);
+  tile.q0 = km.mul(mTile, km.cst(s.bm));
+  return tile;
+}
+
 class AttentionForwardTemplate : public KernelTemplate {
 public:
   const OpDecl &op() const override { return attention::forwardOp(); }
@@ -403,25 +428,15 @@ private:
     // The tile (as the Hopper kernel numbers them, a program each).
     Value heads = km.mul(memref::DimOp::create(b, loc, lse, 0), cst(p.hq));
     Value mTiles = km.ceilDiv(sqV, s.bm);
-    Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
-    Value fromLast = s.byHead ? arith::RemUIOp::create(b, loc, pid, mTiles).getResult()
-                              : arith::DivUIOp::create(b, loc, pid, heads).getResult();
-    Value bh = s.byHead ? arith::DivUIOp::create(b, loc, pid, mTiles).getResult()
-                        : arith::RemUIOp::create(b, loc, pid, heads).getResult();
-    Value mTile = km.sub(km.sub(mTiles, cst(1)), fromLast);
-    Value seq = km.divu(bh, p.hq), head = km.remu(bh, p.hq);
-    Value kvHead = km.divu(head, p.hq / p.hkv);
-    Value q0 = km.mul(mTile, cst(s.bm));
+    TilePlace place =
+        placeTile(km, p, s, tt::ProgramIdOp::create(b, loc, tt::Dim::x), mTiles, heads);
+    Value bh = place.bh, seq = place.seq, head = place.head, kvHead = place.kvHead, q0 = place.q0;
     // The sequence's rows and keys, and where its rows start in Q's and
     // K's rows.
     Value rowsV = sqV, keys = skV, qBase, kBase;
     if (thd) {
-      Value next = km.add(seq, cst(1));
-      qBase = tt::LoadWordOp::create(b, loc, entry->getArgument(8), ValueRange{seq});
-      kBase = tt::LoadWordOp::create(b, loc, entry->getArgument(9), ValueRange{seq});
-      rowsV =
-          km.sub(tt::LoadWordOp::create(b, loc, entry->getArgument(8), ValueRange{next}), qBase);
-      keys = km.sub(tt::LoadWordOp::create(b, loc, entry->getArgument(9), ValueRange{next}), kBase);
+      std::tie(qBase, rowsV) = km.sequenceRows(entry->getArgument(8), seq);
+      std::tie(kBase, keys) = km.sequenceRows(entry->getArgument(9), seq);
     } else if (bhsd) {
       qBase = km.mul(bh, sqV);
       kBase = km.mul(km.add(km.mul(seq, cst(p.hkv)), kvHead), skV);
@@ -589,17 +604,12 @@ private:
                          .getResult()
                    : Value();
 
-    // A tile of the problem (bm query rows of one head of one sequence),
-    // numbered so that the tiles of the last query rows (the most keys under
-    // a causal mask) come first: with raster 0 that row tile of every head
-    // before the next; with raster 1 every row tile of one head before the
-    // next head (programs that run together then read the same K and V,
-    // which L2 keeps).
+    // A tile of the problem (placeTile), its keys and, THD, its sequence.
     Value batchV = memref::DimOp::create(b, loc, lse, 0);
     Value heads = km.mul(batchV, km.cst(p.hq));
     Value mTiles = km.ceilDiv(sqV, s.bm);
-    struct Tile {
-      Value seq, head, bh, kvHead, q0, kvTiles, whole;
+    struct Tile : TilePlace {
+      Value kvTiles, whole;
       // The sequence's keys; THD: its first rows in Q and K, its query
       // rows, and whether the tile has rows (`rows`) and keys (`work`).
       Value keys, qStart, kStart, qLen, rows, work;
@@ -609,25 +619,14 @@ private:
     };
     auto tileAt = [&](Value t) {
       Tile tile;
-      Value fromLast = s.byHead ? arith::RemUIOp::create(b, loc, t, mTiles).getResult()
-                                : arith::DivUIOp::create(b, loc, t, heads).getResult();
-      Value mTile = km.sub(km.sub(mTiles, km.cst(1)), fromLast);
-      tile.bh = s.byHead ? arith::DivUIOp::create(b, loc, t, mTiles).getResult()
-                         : arith::RemUIOp::create(b, loc, t, heads).getResult();
-      tile.seq = km.divu(tile.bh, p.hq);
-      tile.head = km.remu(tile.bh, p.hq);
-      tile.kvHead = km.divu(tile.head, p.hq / p.hkv);
-      tile.q0 = km.mul(mTile, km.cst(s.bm));
+      static_cast<TilePlace &>(tile) = placeTile(km, p, s, t, mTiles, heads);
       tile.keys = skV;
       if (thd) {
         // A tile past its sequence's rows has nothing to do (the grid is
         // sized for the longest); one of a sequence without keys writes
         // O = 0 and LSE = -inf.
-        Value next = km.add(tile.seq, km.cst(1));
-        tile.qStart = tt::LoadWordOp::create(b, loc, cuQ, ValueRange{tile.seq});
-        tile.kStart = tt::LoadWordOp::create(b, loc, cuK, ValueRange{tile.seq});
-        tile.qLen = km.sub(tt::LoadWordOp::create(b, loc, cuQ, ValueRange{next}), tile.qStart);
-        tile.keys = km.sub(tt::LoadWordOp::create(b, loc, cuK, ValueRange{next}), tile.kStart);
+        std::tie(tile.qStart, tile.qLen) = km.sequenceRows(cuQ, tile.seq);
+        std::tie(tile.kStart, tile.keys) = km.sequenceRows(cuK, tile.seq);
         tile.rows = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, tile.q0, tile.qLen);
         tile.work = arith::AndIOp::create(
             b, loc, tile.rows,

@@ -626,15 +626,28 @@ def attention(q, k, v, causal=False, scale=None, layout=BHSD):
     256, kv heads dividing q heads. scale: None for 1/sqrt(d). Differentiable
     (tilejit::attn_bwd)."""
     layout = _layout_code(layout)
+    scale = _scale_code("attention", scale)
+    if _eager_without_grad(q, k, v):
+        return _attn_fwd_impl(q, k, v, bool(causal), scale, layout)[0]
+    return attn_fwd(q, k, v, bool(causal), scale, layout)[0]
+
+
+def _scale_code(op, scale):
+    """The ops' scale: 0.0 (their 1/sqrt(d)) for None, else positive and
+    finite; ValueError naming it otherwise."""
     if scale is None:
-        scale = 0.0  # the op's 1/sqrt(d)
-    elif not 0.0 < float(scale) < float("inf"):
-        raise ValueError(f"tilejit.attention: scale must be positive and finite (None: "
-                         f"1/sqrt(d)), got {scale}")
-    if _eager() and not (torch.is_grad_enabled() and
-                         (q.requires_grad or k.requires_grad or v.requires_grad)):
-        return _attn_fwd_impl(q, k, v, bool(causal), float(scale), layout)[0]
-    return attn_fwd(q, k, v, bool(causal), float(scale), layout)[0]
+        return 0.0
+    if not 0.0 < float(scale) < float("inf"):
+        raise ValueError(f"tilejit.{op}: scale must be positive and finite (None: 1/sqrt(d)), "
+                         f"got {scale}")
+    return float(scale)
+
+
+def _eager_without_grad(q, k, v):
+    """An eager call whose output needs no gradient: the kernel is called
+    directly (no custom op, no autograd node)."""
+    return _eager() and not (torch.is_grad_enabled() and
+                             (q.requires_grad or k.requires_grad or v.requires_grad))
 
 
 # ---- Attention over packed sequences (THD, varlen) ------------------------
@@ -805,17 +818,12 @@ attn_varlen_fwd.register_autograd(_attn_varlen_backward, setup_context=_attn_var
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                      causal=False, scale=None):
     """Attention over packed sequences through tilejit (FlashAttention's
-    flash_attn_varlen_func's arguments; causal top-left); returns o (as q). See tilejit::attn_varlen_fwd
-    for the arguments; scale None: 1/sqrt(d). Differentiable."""
-    if scale is None:
-        scale = 0.0  # the op's 1/sqrt(d)
-    elif not 0.0 < float(scale) < float("inf"):
-        raise ValueError(f"tilejit.attention_varlen: scale must be positive and finite (None: "
-                         f"1/sqrt(d)), got {scale}")
+    flash_attn_varlen_func's arguments; causal top-left); returns o (as q).
+    See tilejit::attn_varlen_fwd for the arguments; scale None: 1/sqrt(d).
+    Differentiable."""
     args = (q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
-            bool(causal), float(scale))
-    if _eager() and not (torch.is_grad_enabled() and
-                         (q.requires_grad or k.requires_grad or v.requires_grad)):
+            bool(causal), _scale_code("attention_varlen", scale))
+    if _eager_without_grad(q, k, v):
         return _attn_varlen_fwd_impl(*args)[0]
     return attn_varlen_fwd(*args)[0]
 
