@@ -54,11 +54,12 @@
 //
 // Tunables: consumers (bm = the dK/dV kernel's keys = 64 per consumer), bn
 // (keys per step of the dQ kernel), kv_bm (queries per step of the dK/dV
-// kernel), stages (of every ring), overlap (within a warpgroup: a step's two
-// score products are started together and the first one's exponentials run
-// while the second is in flight; dV's and dK's products run together while
-// nothing waits between them), fused (above), dsplit (head dim 256, where
-// a warpgroup cannot hold dK and dV of 64 keys: the dK/dV kernel's two
+// kernel), stages (of every ring), overlap (within a warpgroup: a step's
+// two score products in flight together; dV's and dK's products run
+// together while nothing waits between them), sfirst (the dQ kernel's dP
+// product started once S's is done: only so does ptxas run P's
+// exponentials under it), fused (above), dsplit (head dim 256, where a
+// warpgroup cannot hold dK and dV of 64 keys: the dK/dV kernel's two
 // consumers take the same 64 keys, each holding half of the columns and
 // computing the step's S^T and dP^T itself).
 //
@@ -89,12 +90,13 @@ llvm::Error configError(const llvm::Twine &msg) {
 
 struct Shape {
   int64_t consumers, bn, kvBm, stages;
-  bool overlap, fused, dsplit;
+  bool overlap, fused, dsplit, sfirst;
   explicit Shape(const TileConfig &c)
       : consumers(c.get("consumers")), bn(c.get("bn")), kvBm(c.get("kv_bm")),
         stages(c.get("stages")), overlap(c.has("overlap") && c.get("overlap") != 0),
         fused(c.has("fused") && c.get("fused") != 0),
-        dsplit(c.has("dsplit") && c.get("dsplit") != 0) {}
+        dsplit(c.has("dsplit") && c.get("dsplit") != 0),
+        sfirst(c.has("sfirst") && c.get("sfirst") != 0) {}
   int64_t bm() const { return 64 * consumers; }
   /// The dK/dV kernel's keys per program: 64 per consumer, or 64 shared by
   /// the consumers with `dsplit`.
@@ -132,7 +134,7 @@ public:
         {"kv_bm", 32, 128, false, "query rows per step of the dK/dV kernel (a multiple of 32)"},
         {"stages", 1, 4, false, "stages of the rings"},
         {"overlap", 0, 1, true,
-         "start both products of a step before its exponentials, and the two gradient "
+         "start both score products of a step before its exponentials, and the two gradient "
          "products before waiting (0 when left out)"},
         {"fused", 0, 1, true,
          "dQ in the dK/dV kernel, added into an f32 sum in any order: no recomputed products, "
@@ -141,17 +143,22 @@ public:
          "the dK/dV kernel's consumers split the head dim, not the keys: each holds half "
          "of dK's and dV's columns for the same 64 keys and computes the step's scores "
          "itself (head dim 256; 0 when left out)"},
+        {"sfirst", 0, 1, true,
+         "the dQ kernel starts a step's dP product once its S product is done, so that P's "
+         "exponentials run under dP's (with overlap; 0 when left out)"},
     };
     return keys;
   }
 
   static TileConfig make(int64_t consumers, int64_t bn, int64_t kvBm, int64_t stages,
-                         int64_t overlap = 0, int64_t dsplit = 0) {
+                         int64_t overlap = 0, int64_t dsplit = 0, int64_t sfirst = 0) {
     TileConfig c;
     c.set("consumers", consumers).set("bn", bn).set("kv_bm", kvBm).set("stages", stages);
     c.set("overlap", overlap);
     if (dsplit)
       c.set("dsplit", 1);
+    if (sfirst)
+      c.set("sfirst", 1);
     return c;
   }
 
@@ -160,16 +167,19 @@ public:
     // Head dim 256 only with the head dim split over the consumers.
     int64_t dsplit = attention::Params(ks).d > 128 ? 1 : 0;
     for (int64_t overlap : {1, 0})
-      for (int64_t consumers : {2, 1})
-        for (int64_t bn : {128, 64, 32})
-          for (int64_t kvBm : {64, 32, 128})
-            for (int64_t stages : {2, 3}) {
-              TileConfig c = make(consumers, bn, kvBm, stages, overlap, dsplit);
-              if (llvm::Error err = checkConfig(ks, c))
-                llvm::consumeError(std::move(err));
-              else if (c != out.front())
-                out.push_back(std::move(c));
-            }
+      for (int64_t sfirst : {1, 0})
+        for (int64_t consumers : {2, 1})
+          for (int64_t bn : {128, 64, 32})
+            for (int64_t kvBm : {64, 32, 128})
+              for (int64_t stages : {2, 3}) {
+                if (sfirst && !overlap)
+                  continue;
+                TileConfig c = make(consumers, bn, kvBm, stages, overlap, dsplit, sfirst);
+                if (llvm::Error err = checkConfig(ks, c))
+                  llvm::consumeError(std::move(err));
+                else if (c != out.front())
+                  out.push_back(std::move(c));
+              }
     return out;
   }
 
@@ -186,12 +196,18 @@ public:
     // 150 with one and 32 queries a step; split 8 ways, 321 with two).
     int64_t programs =
         (p.sk + 127) / 128 * p.b * p.hkv * attention::backwardHeadSplit(p.b, p.hq, p.hkv, p.sk);
-    TileConfig c = programs < 128 ? make(1, 128, 32, 2, 1) : make(2, 128, 64, 2, 1);
+    // The dQ kernel's dP product started once S's is done (sfirst) at head
+    // dims 128 and 256: its kernel 4-8 % faster at 128 (S8192 causal 1.41
+    // -> 1.31 ms, MQA 0.32 -> 0.31), 0-3 % at 256, 5 % slower at 64
+    // (bench/NOTES.md b8).
+    int64_t sfirst = p.d >= 128 ? 1 : 0;
+    TileConfig c =
+        programs < 128 ? make(1, 128, 32, 2, 1, 0, sfirst) : make(2, 128, 64, 2, 1, 0, sfirst);
     // Head dim 256: dK and dV split by columns over two consumers (64 keys
     // a program); the dQ kernel's Q, dO and K, V rings then fit in shared
     // memory with 32 keys a step.
     if (p.d > 128)
-      c = make(2, 32, 32, 2, 1, 1);
+      c = make(2, 32, 32, 2, 1, 1, sfirst);
     if (llvm::Error err = checkConfig(ks, c)) {
       llvm::consumeError(std::move(err));
       return p.d > 128 ? make(2, 16, 32, 2, 1, 1) : make(2, 32, 32, 2);
@@ -252,6 +268,10 @@ public:
                          "configs spilled), got kv_bm = " +
                          llvm::Twine(s.kvBm) + ", overlap = " + llvm::Twine(int(s.overlap)) +
                          ", stages = " + llvm::Twine(s.stages));
+    if (s.sfirst && (!s.overlap || s.fused))
+      return configError("sfirst needs overlap = 1 and the dQ kernel (no fused dQ); got overlap "
+                         "= " +
+                         llvm::Twine(int(s.overlap)) + ", fused = " + llvm::Twine(int(s.fused)));
     if (s.fused && p.layout == attention::Layout::THD)
       return configError("fused does not take packed sequences (THD)");
     if (s.fused && s.kvBm != 64)
@@ -635,11 +655,17 @@ private:
                                        false, false, s.overlap, /*overwrite=*/true);
           Value dp;
           if (s.overlap) {
-            // dP's product starts now and runs under P's exponentials.
+            // dP's product starts now, or with `sfirst` once S's is done: S
+            // waited for with dP's in flight, ptxas waits for both before
+            // the first exponential; waited for alone, the exponentials run
+            // under dP's product (bench/NOTES.md b8).
+            if (s.sfirst)
+              sc = tt::DotWaitOp::create(b, loc, ValueRange{sc}, 0).getResult(0);
             tt::BarrierWaitOp::create(b, loc, vFull, stage, round);
             dp = tt::DotOp::create(b, loc, sType, rdo, cst(0), myRows, rv, stage, cst(0), zeroS,
                                    false, false, true, /*overwrite=*/true);
-            sc = tt::DotWaitOp::create(b, loc, ValueRange{sc}, 1).getResult(0);
+            if (!s.sfirst)
+              sc = tt::DotWaitOp::create(b, loc, ValueRange{sc}, 1).getResult(0);
           }
           if (masked) {
             Value cols = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 1),
@@ -878,11 +904,14 @@ private:
           };
           Value lseCol;
           if (s.overlap) {
-            // dP^T's product starts now and runs under P^T's exponentials,
-            // overwriting its accumulator (zeros written beside S^T's
-            // product in flight made ptxas wait for it first, C7517), but on
-            // the diagonal's few steps, where the mask's registers beside
-            // it spilled (56 bytes at d = 128).
+            // dP^T's product starts now, overwriting its accumulator (zeros
+            // written beside S^T's product in flight made ptxas wait for it
+            // first, C7517), but on the diagonal's few steps, where the
+            // mask's registers beside it spilled (56 bytes at d = 128).
+            // (ptxas then waits for both products before the first
+            // exponential; started once S^T's is done, as the dQ kernel's
+            // dP with `sfirst`, it ran under them, but the kernel took 2-8 %
+            // longer: bench/NOTES.md b8.)
             tt::BarrierWaitOp::create(b, loc, doFull, stage, round);
             dpt = tt::DotOp::create(b, loc, sType, rv, cst(0), myRows, rdo, stage, cst(0), zeroS,
                                     false, false, true, /*overwrite=*/!masked);
@@ -902,8 +931,16 @@ private:
           }
           Value negLse = tt::BroadcastOp::create(b, loc, sType,
                                                  arith::NegFOp::create(b, loc, lseCol).getResult());
-          Value pt = math::Exp2Op::create(
-              b, loc, math::FmaOp::create(b, loc, st, splat(sType, scaleLog2), negLse));
+          Value exponent = math::FmaOp::create(b, loc, st, splat(sType, scaleLog2), negLse);
+          // Fused: keys past the sequence (TMA's zeros) have S = 0, so P =
+          // exp2(-LSE), which overflows where a row's LSE is very negative,
+          // and inf * 0 would reach dQ's product. Every real exponent is at
+          // most 0 (LSE is at least each of its row's scores): capped there,
+          // P is at most 1 everywhere and those keys' dS (K's rows are zeros)
+          // adds nothing to dQ.
+          if (s.fused)
+            exponent = arith::MinNumFOp::create(b, loc, exponent, zeroS);
+          Value pt = math::Exp2Op::create(b, loc, exponent);
           if (s.overlap) {
             dpt = tt::DotWaitOp::create(b, loc, ValueRange{dpt}, 0).getResult(0);
           } else {
@@ -921,16 +958,6 @@ private:
           Value dst = arith::MulFOp::create(
               b, loc, pt,
               arith::SubFOp::create(b, loc, dpt, tt::BroadcastOp::create(b, loc, sType, dCol)));
-          if (s.fused) {
-            // Keys past the sequence (TMA's zeros) have S = 0, so P =
-            // exp2(-LSE), which overflows where a row's LSE is very
-            // negative: their dS must not reach dQ's product (inf * 0).
-            Value keys = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
-                                               splat(iType, toI32(key0)));
-            Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, keys,
-                                                 splat(iType, toI32(skV)));
-            dst = arith::SelectOp::create(b, loc, inside, dst, zeroS);
-          }
           Value ds16 = arith::TruncFOp::create(b, loc, pType, dst);
           // Fused: dS^T into this consumer's rows of a stage (before dK's
           // product reads its registers); once every consumer's is in, this
@@ -970,22 +997,29 @@ private:
             tt::TmaStoreOp::create(b, loc, rdq, consumer, dqMap, m0, mul(consumer, cst(dqCols)),
                                    ValueRange{head, seq}, /*reduce=*/true);
           };
+          if (s.fused && s.overlap) {
+            // dQ's part goes behind dV's product and ahead of dK's; once
+            // dV's and dQ's are done, the part goes out through shared
+            // memory while dK's runs (FlashAttention-3's order).
+            Value dq = dqPart(/*async=*/true);
+            Value dk = tt::DotRegOp::create(b, loc, accType, ds16, rq, stage, myCols, carried[0],
+                                            true, /*async=*/true);
+            auto first = tt::DotWaitOp::create(b, loc, ValueRange{dv, p16, dq}, 1);
+            addDqPart(first.getResult(2));
+            auto done = tt::DotWaitOp::create(b, loc, ValueRange{dk, ds16}, 0);
+            tt::BarrierArriveOp::create(b, loc, empty, stage);
+            return {done.getResult(0), first.getResult(0), add(carried[2], cst(1))};
+          }
           Value dk = tt::DotRegOp::create(b, loc, accType, ds16, rq, stage, myCols, carried[0],
                                           true, s.overlap);
-          Value dq = s.fused && s.overlap ? dqPart(/*async=*/true) : Value();
           if (s.overlap) {
-            SmallVector<Value> pending = {dk, dv, p16, ds16};
-            if (dq)
-              pending.push_back(dq);
-            auto done = tt::DotWaitOp::create(b, loc, pending, 0);
+            auto done = tt::DotWaitOp::create(b, loc, ValueRange{dk, dv, p16, ds16}, 0);
             dk = done.getResult(0);
             dv = done.getResult(1);
-            if (dq)
-              dq = done.getResult(4);
           }
           tt::BarrierArriveOp::create(b, loc, empty, stage);
           if (s.fused)
-            addDqPart(dq ? dq : dqPart(/*async=*/false));
+            addDqPart(dqPart(/*async=*/false));
           return {dk, dv, add(carried[2], cst(1))};
         };
         Value zeroAcc = splat(accType, f32c(0.0));

@@ -670,6 +670,12 @@ TEST_F(GpuAttention, BackwardTypesScalesAndConfigs) {
                "bn=128 consumers=1 kv_bm=32 overlap=1 stages=2"});
   runBackward({1, 257, 257, 2, 2, 64, false, Layout::BSHD, DType::BF16, 0.0f,
                "bn=128 consumers=2 kv_bm=64 overlap=1 stages=3"});
+  // The dQ kernel's dP product started once S's is done (sfirst: the default
+  // at head dims 128 and 256), at 64 and without it at 128.
+  runBackward({1, 383, 383, 4, 1, 64, true, Layout::BSHD, DType::BF16, 0.0f,
+               "bn=128 consumers=2 kv_bm=64 overlap=1 sfirst=1 stages=2"});
+  runBackward({1, 333, 333, 2, 2, 128, true, Layout::BHSD, DType::F16, 0.0f,
+               "bn=128 consumers=2 kv_bm=64 overlap=1 stages=2"});
 }
 
 // The kernel of targets without wgmma (cp.async, ldmatrix, mma.sync), on

@@ -266,6 +266,12 @@ TEST(AttentionCompile, BackwardBuildsWithoutSpillsForEveryHeadDimMaskLayoutAndTy
       expectClean(backward(128, true, l), *TileConfig::parse(cfg));
   expectClean(backward(64, false),
               *TileConfig::parse("bn=128 consumers=2 kv_bm=64 overlap=1 stages=2"));
+  // The dQ kernel's dP product started once S's is done (sfirst, the default
+  // at head dims 128 and 256), at 64 and with one consumer.
+  expectClean(backward(64, true),
+              *TileConfig::parse("bn=128 consumers=2 kv_bm=64 overlap=1 sfirst=1 stages=2"));
+  expectClean(backward(128, true, Layout::BHSD),
+              *TileConfig::parse("bn=128 consumers=1 kv_bm=32 overlap=1 sfirst=1 stages=2"));
   // Head dim 256: the consumers split dK's and dV's columns (dsplit); the
   // default, both layouts and masks, f16, and the largest the rules allow.
   for (bool causal : {false, true})
@@ -335,7 +341,10 @@ TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
                    "product), got 32"},
         std::tuple{128, "bn=128 consumers=1 fused=1 kv_bm=64 stages=2",
                    "fused at head dim 128 needs two consumers: with one, a consumer thread would "
-                   "hold 240 registers of dK, dV, S^T, dP^T and P^T (at most 232)"}}) {
+                   "hold 240 registers of dK, dV, S^T, dP^T and P^T (at most 232)"},
+        std::tuple{128, "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 sfirst=1 stages=2",
+                   "sfirst needs overlap = 1 and the dQ kernel (no fused dQ); got overlap = 1, "
+                   "fused = 1"}}) {
     auto err = t.checkConfig(backward(d, true), *TileConfig::parse(cfg));
     ASSERT_TRUE(bool(err)) << cfg;
     EXPECT_NE(llvm::toString(std::move(err)).find(what), std::string::npos) << cfg;
