@@ -498,12 +498,93 @@ tj_status tj_attn_fwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64
                  nullptr);
 }
 
+} // extern "C"
+
+namespace {
+/// A packed call with no query rows in all, or no key rows: no kernel runs.
+/// Without keys every query row's o (and dq) is 0 and its lse -inf; without
+/// queries dk and dv are 0 (no query sees a key). What it writes is filled on
+/// `stream`; a tensor of no rows may be null. The sizes are checked as for a
+/// call with rows (the longest sequence may be 0 where there are none).
+/// nullopt: the call has rows of both.
+struct Fill {
+  const char *name;
+  const void *ptr;
+  int64_t rows, heads; // of the tensor; a fill of 0 rows reads no pointer
+  bool write;          // filled (else only checked)
+};
+std::optional<tj_status> varlenWithoutRows(tj_engine *e, tilejit::DType dt, bool backward,
+                                           int64_t b, int64_t maxSq, int64_t maxSk, int64_t totalQ,
+                                           int64_t totalK, int64_t hq, int64_t hkv, int64_t d,
+                                           int causal, std::initializer_list<Fill> tensors,
+                                           float *lse, void *stream) {
+  if (totalQ < 0 || totalK < 0)
+    return invalid("total_q and total_k (the rows of q and of k in all) must be >= 0, got "
+                   "total_q=" +
+                   std::to_string(totalQ) + " total_k=" + std::to_string(totalK));
+  if (totalQ > 0 && totalK > 0)
+    return std::nullopt;
+  // (The longest sequence may be given as 0 where there are no rows.)
+  tilejit::attention::Call call;
+  attnCall(dt, TJ_THD, b, totalQ == 0 ? std::max<int64_t>(maxSq, 1) : maxSq,
+           totalK == 0 ? std::max<int64_t>(maxSk, 1) : maxSk, hq, hkv, d, causal, call,
+           /*packed=*/true);
+  call.totalQ = std::max<int64_t>(totalQ, 1);
+  call.totalK = std::max<int64_t>(totalK, 1);
+  auto spec = backward ? tilejit::attention::backwardSpecOf(call, e->engine->target())
+                       : tilejit::attention::specOf(call, e->engine->target());
+  if (!spec)
+    return invalid(llvm::toString(spec.takeError()));
+  for (const Fill &f : tensors)
+    if (f.rows > 0)
+      if (auto bad = checkAttnTensors({{f.name, f.ptr}}, f.name))
+        return bad;
+  bool lseFill = lse && totalQ > 0;
+  if (lseFill)
+    if (auto bad = checkAttnTensors({{"lse", lse}}, "lse"))
+      return bad;
+  auto scope = tilejit::ScopedDevice::enter(e->device);
+  if (!scope)
+    return failed(scope.takeError());
+  auto drv = tilejit::CudaDriver::get();
+  if (!drv)
+    return failed(drv.takeError());
+  CUstream s = static_cast<CUstream>(stream);
+  int64_t elem = tilejit::dtypeBytes(dt);
+  for (const Fill &f : tensors) {
+    if (!f.write || f.rows == 0)
+      continue;
+    // (rows * heads * d * elem fits: the spec's check bounds every size.)
+    size_t bytes = size_t(f.rows) * size_t(f.heads) * size_t(d) * size_t(elem);
+    if (CUresult r = drv->cuMemsetD8Async(CUdeviceptr(f.ptr), 0, bytes, s); r != CUDA_SUCCESS)
+      return failed(drv->error(r, std::string("zeroing ") + f.name + " (cuMemsetD8Async)"));
+  }
+  if (lseFill) {
+    // Every row of [b, hq, max_sq]: rows past a sequence's end are unspecified.
+    size_t n = size_t(b) * size_t(hq) * size_t(maxSq);
+    if (CUresult r = drv->cuMemsetD32Async(CUdeviceptr(lse), 0xff800000u, n, s); r != CUDA_SUCCESS)
+      return failed(drv->error(r, "filling lse with -inf (cuMemsetD32Async)"));
+  }
+  return ok();
+}
+} // namespace
+
+extern "C" {
+
 tj_status tj_attn_varlen_fwd(tj_engine *e, tj_dtype dtype, int64_t b, int64_t max_sq,
                              int64_t max_sk, int64_t total_q, int64_t total_k, int64_t hq,
                              int64_t hkv, int64_t d, int causal, float scale,
                              const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k,
                              const void *q, const void *k, const void *v, void *o, float *lse,
                              void *stream) {
+  TJ_ENGINE(e);
+  TJ_DTYPE(dt, dtype);
+  // No keys: o = 0, lse = -inf; no queries: nothing to write.
+  if (auto done =
+          varlenWithoutRows(e, dt, false, b, max_sq, max_sk, total_q, total_k, hq, hkv, d, causal,
+                            {{"q", q, total_q, hq, false}, {"o", o, total_q, hq, true}},
+                            total_k == 0 ? lse : nullptr, stream))
+    return *done;
   Packed packed{total_q, total_k, cu_seqlens_q, cu_seqlens_k};
   return attnFwd(e, dtype, TJ_THD, b, max_sq, max_sk, hq, hkv, d, causal, scale, q, k, v, o, lse,
                  stream, &packed);
@@ -590,6 +671,20 @@ tj_status tj_attn_varlen_bwd(tj_engine *e, tj_dtype dtype, int64_t b, int64_t ma
                              const void *q, const void *k, const void *v, const void *o,
                              const float *lse, const void *dout, void *dq, void *dk, void *dv,
                              void *workspace, void *stream) {
+  TJ_ENGINE(e);
+  TJ_DTYPE(dt, dtype);
+  // No keys: dq = 0; no queries: dk = dv = 0 (no query sees a key).
+  if (auto done =
+          varlenWithoutRows(e, dt, true, b, max_sq, max_sk, total_q, total_k, hq, hkv, d, causal,
+                            {{"q", q, total_q, hq, false},
+                             {"dout", dout, total_q, hq, false},
+                             {"dq", dq, total_q, hq, true},
+                             {"k", k, total_k, hkv, false},
+                             {"v", v, total_k, hkv, false},
+                             {"dk", dk, total_k, hkv, true},
+                             {"dv", dv, total_k, hkv, true}},
+                            nullptr, stream))
+    return *done;
   Packed packed{total_q, total_k, cu_seqlens_q, cu_seqlens_k};
   return attnBwd(e, dtype, TJ_THD, b, max_sq, max_sk, hq, hkv, d, causal, scale, q, k, v, o, lse,
                  dout, dq, dk, dv, workspace, stream, &packed);

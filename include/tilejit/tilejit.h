@@ -179,8 +179,12 @@ TJ_API tj_status tj_attn_bwd(tj_engine *engine, tj_dtype dtype, tj_attn_layout l
  * and key lengths differ). A sequence with queries and no keys gets o = 0
  * and lse = -inf. Inputs must be finite: a tile's rows past a sequence are
  * the next sequence's, multiplied by zero probabilities, so an Inf or NaN
- * there reaches this one. Otherwise as tj_attn_fwd; tj_attn_fwd_prepare
- * with TJ_THD and (b, max_sq, max_sk) loads the kernel ahead. */
+ * there reaches this one. total_q or total_k of 0 (no query or no key rows
+ * at all) runs no kernel: without keys o = 0 and lse = -inf (the backward's
+ * dq = 0), without queries the backward's dk = dv = 0, filled on the stream;
+ * a tensor without rows (and the workspace) may be null there, and max_sq or
+ * max_sk 0. Otherwise as tj_attn_fwd; tj_attn_fwd_prepare with TJ_THD and
+ * (b, max_sq, max_sk) loads the kernel ahead. */
 TJ_API tj_status tj_attn_varlen_fwd(tj_engine *engine, tj_dtype dtype, int64_t b, int64_t max_sq,
                                     int64_t max_sk, int64_t total_q, int64_t total_k, int64_t hq,
                                     int64_t hkv, int64_t d, int causal, float scale,

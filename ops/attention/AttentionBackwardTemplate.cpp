@@ -268,6 +268,14 @@ public:
                          "configs spilled), got kv_bm = " +
                          llvm::Twine(s.kvBm) + ", overlap = " + llvm::Twine(int(s.overlap)) +
                          ", stages = " + llvm::Twine(s.stages));
+    // Three stages of the dK/dV kernel's rings spilled (ptxas's reports over
+    // the tuning space, bench/NOTES.md b8): at head dim 128 with a causal
+    // mask or 64 queries a step (12 to 508 bytes), at 64 with both (8 to 12).
+    if (!s.fused && !s.dsplit && s.stages > 2 &&
+        ((p.d == 128 && (p.causal || s.kvBm >= 64)) || (p.d == 64 && p.causal && s.kvBm >= 64)))
+      return configError("stages = " + llvm::Twine(s.stages) + " with kv_bm = " +
+                         llvm::Twine(s.kvBm) + (p.causal ? ", causal," : "") + " at head dim " +
+                         llvm::Twine(p.d) + " spills in the dK/dV kernel: use 2 stages");
     if (s.sfirst && (!s.overlap || s.fused))
       return configError("sfirst needs overlap = 1 and the dQ kernel (no fused dQ); got overlap "
                          "= " +

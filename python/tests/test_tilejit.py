@@ -123,7 +123,9 @@ class CInterfaceAttentionArguments(unittest.TestCase):
             return status, self.lib.tj_last_error().decode()
         for args, message in (({"cu_q": None}, "cu_seqlens_q is null"),
                               ({"cu_k": 0x71002}, "cu_seqlens_k is not 4-byte aligned"),
-                              ({"total_k": 0}, "need totalQ and totalK"),
+                              ({"total_k": -1}, "total_q and total_k (the rows of q and of "
+                                                "k in all) must be >= 0, got total_q=600 "
+                                                "total_k=-1"),
                               ({"d": 96}, "head dim d must be 64, 128 or 256, got d=96")):
             status, error = varlen(**args)
             self.assertEqual(status, 1, f"{args}: status {status}, {error!r}")
@@ -851,6 +853,57 @@ class Attention(unittest.TestCase):
                                                           max(lens_q), max(lens_k), causal, 0.0)
                 for a, b in zip(first, again):
                     self.assertTrue(torch.equal(a, b))
+
+    def test_packed_calls_without_rows_through_c(self):
+        """The C interface's packed calls with no key rows in all (o = 0, lse =
+        -inf, dq = 0) or no query rows (dk = dv = 0) run no kernel: they fill
+        what they write on the stream and take no pointer for a tensor without
+        rows (the package answers such calls itself)."""
+        lib, eng = _lib.lib(), _lib.engine(0)
+        stream = torch.cuda.current_stream().cuda_stream
+        hq, hkv, d, bf = 4, 2, 64, torch.bfloat16
+        cu_q = torch.tensor([0, 5, 9], dtype=torch.int32, device="cuda")
+        cu_0 = torch.zeros(3, dtype=torch.int32, device="cuda")
+        q = torch.randn(9, hq, d, device="cuda", dtype=bf)
+        do = torch.randn_like(q)
+        o = torch.full_like(q, float("nan"))
+        lse = torch.zeros(2, hq, 5, device="cuda")
+        dq = torch.full_like(q, float("nan"))
+        # No keys (max_sk 0): o = 0, lse = -inf; dq = 0.
+        st = lib.tj_attn_varlen_fwd(eng, 0, 2, 5, 0, 9, 0, hq, hkv, d, 1, 0.0, cu_q.data_ptr(),
+                                    cu_0.data_ptr(), q.data_ptr(), None, None, o.data_ptr(),
+                                    lse.data_ptr(), stream)
+        self.assertEqual(st, 0, lib.tj_last_error().decode())
+        st = lib.tj_attn_varlen_bwd(eng, 0, 2, 5, 0, 9, 0, hq, hkv, d, 1, 0.0, cu_q.data_ptr(),
+                                    cu_0.data_ptr(), q.data_ptr(), None, None, o.data_ptr(),
+                                    lse.data_ptr(), do.data_ptr(), dq.data_ptr(), None, None,
+                                    None, stream)
+        self.assertEqual(st, 0, lib.tj_last_error().decode())
+        torch.cuda.synchronize()
+        self.assertTrue(torch.all(o == 0).item())
+        self.assertTrue(torch.all(lse == float("-inf")).item())
+        self.assertTrue(torch.all(dq == 0).item())
+        # No queries (max_sq 0): dk = dv = 0; the forward writes nothing.
+        k = torch.randn(7, hkv, d, device="cuda", dtype=bf)
+        v = torch.randn_like(k)
+        dk, dv = torch.full_like(k, float("nan")), torch.full_like(k, float("nan"))
+        cu_k = torch.tensor([0, 3, 7], dtype=torch.int32, device="cuda")
+        st = lib.tj_attn_varlen_fwd(eng, 0, 2, 0, 4, 0, 7, hq, hkv, d, 0, 0.0, cu_0.data_ptr(),
+                                    cu_k.data_ptr(), None, k.data_ptr(), v.data_ptr(), None, None,
+                                    stream)
+        self.assertEqual(st, 0, lib.tj_last_error().decode())
+        st = lib.tj_attn_varlen_bwd(eng, 0, 2, 0, 4, 0, 7, hq, hkv, d, 0, 0.0, cu_0.data_ptr(),
+                                    cu_k.data_ptr(), None, k.data_ptr(), v.data_ptr(), None, None,
+                                    None, None, dk.data_ptr(), dv.data_ptr(), None, stream)
+        self.assertEqual(st, 0, lib.tj_last_error().decode())
+        torch.cuda.synchronize()
+        self.assertTrue(torch.all(dk == 0).item() and torch.all(dv == 0).item())
+        # A tensor with rows is still named when it is missing.
+        st = lib.tj_attn_varlen_bwd(eng, 0, 2, 0, 4, 0, 7, hq, hkv, d, 0, 0.0, cu_0.data_ptr(),
+                                    cu_k.data_ptr(), None, k.data_ptr(), v.data_ptr(), None, None,
+                                    None, None, None, dv.data_ptr(), None, stream)
+        self.assertEqual(st, 1)
+        self.assertIn("dk is null", lib.tj_last_error().decode())
 
     def test_backward_is_bitwise_repeatable(self):
         q, k, v = _qkv(1, 2, 300, 300, 4, 2, 128, torch.bfloat16)

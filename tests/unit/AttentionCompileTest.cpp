@@ -272,6 +272,18 @@ TEST(AttentionCompile, BackwardBuildsWithoutSpillsForEveryHeadDimMaskLayoutAndTy
               *TileConfig::parse("bn=128 consumers=2 kv_bm=64 overlap=1 sfirst=1 stages=2"));
   expectClean(backward(128, true, Layout::BHSD),
               *TileConfig::parse("bn=128 consumers=1 kv_bm=32 overlap=1 sfirst=1 stages=2"));
+  // Three stages where the dK/dV kernel spilled are refused by name.
+  const KernelTemplate &bt = getTemplate(attention::backwardOp());
+  for (auto [d, causal, cfg] :
+       {std::tuple{128, true, "bn=64 consumers=1 kv_bm=32 stages=3"},
+        std::tuple{128, false, "bn=64 consumers=2 kv_bm=64 overlap=1 stages=3"},
+        std::tuple{64, true, "bn=128 consumers=2 kv_bm=64 overlap=1 stages=3"}}) {
+    auto err = bt.checkConfig(backward(d, causal), *TileConfig::parse(cfg));
+    ASSERT_TRUE(bool(err)) << cfg;
+    EXPECT_NE(llvm::toString(std::move(err)).find("spills in the dK/dV kernel: use 2 stages"),
+              std::string::npos)
+        << cfg;
+  }
   // Head dim 256: the consumers split dK's and dV's columns (dsplit); the
   // default, both layouts and masks, f16, and the largest the rules allow.
   for (bool causal : {false, true})
