@@ -644,6 +644,8 @@ template <typename Body> llvm::Error Store::write(Body &&body) {
     e = exec("COMMIT");
   if (e && !sqlite3_get_autocommit(db_.get()))
     llvm::consumeError(exec("ROLLBACK"));
+  if (!e)
+    commits_.fetch_add(1, std::memory_order_acq_rel);
   return e;
 }
 
@@ -1333,6 +1335,19 @@ llvm::Expected<std::optional<Winner>> Store::winner(const std::string &tuneKey) 
   if (!*row)
     return std::nullopt;
   return winnerOf(*st);
+}
+
+llvm::Expected<int64_t> Store::dataVersion() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto st = statement("PRAGMA data_version");
+  if (!st)
+    return st.takeError();
+  auto row = st->step();
+  if (!row)
+    return row.takeError();
+  if (!*row)
+    return fail("tilejit store " + path_ + ": PRAGMA data_version returned no row");
+  return st->int64(0);
 }
 
 llvm::Error Store::addFailure(const Failure &f) {

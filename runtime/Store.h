@@ -27,6 +27,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -229,6 +230,13 @@ public:
   /// One winner per tuning key; replaces the previous one.
   llvm::Error setWinner(const Winner &w);
   llvm::Expected<std::optional<Winner>> winner(const std::string &tuneKey);
+
+  /// Transactions this object committed (counted in memory: no lock).
+  uint64_t commits() const { return commits_.load(std::memory_order_acquire); }
+  /// SQLite's data_version of the file: it changes when another connection
+  /// (another process, or another Store on the same file) commits. With
+  /// commits(), two equal readings mean that nothing changed in between.
+  llvm::Expected<int64_t> dataVersion();
   /// Every winner whose tuning key starts with `prefix` (one spec's winners
   /// under every build identity), the latest chosen first.
   llvm::Expected<std::vector<Winner>> winnersWithPrefix(const std::string &prefix);
@@ -330,6 +338,7 @@ private:
   bool readOnly_ = false;
   std::string notice_; // what configure() has to say (the journal mode it followed)
   mutable std::mutex mu_;
+  std::atomic<uint64_t> commits_{0};
   detail::SqlitePtr db_; // declared before stmts_, so statements are finalized first
   std::unordered_map<std::string, detail::SqliteStmtPtr> stmts_;
 };

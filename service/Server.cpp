@@ -2,8 +2,10 @@
 #include "service/Server.h"
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <shared_mutex>
@@ -948,9 +950,86 @@ private:
 
   /// The published winner of r.spec's tuning key when the template still
   /// accepts it, else the template's default.
+  /// The winners bestConfig resolved, by tuning key, while the store is
+  /// unchanged: its own commits are compared on every call (an atomic read),
+  /// its data_version (commits by other processes sharing the file) once a
+  /// millisecond at most, so another process's winner is served within a
+  /// millisecond and this server's own at once. A Lookup without a config no
+  /// longer reads SQLite each time (bench/NOTES.md, the server's section).
+  struct CachedWinner {
+    TileConfig config;
+    bool tuned = false;
+  };
+  static constexpr int64_t kDataVersionEveryNs = 1000000;
+
+  /// True with `r`'s config and tuned filled from the cache.
+  bool cachedWinner(const std::string &tuneKey, Resolved &r, uint64_t &commits, int64_t &version) {
+    commits = store_->commits();
+    version = dataVersion_.load(std::memory_order_acquire);
+    int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count();
+    int64_t checked = versionCheckedNs_.load(std::memory_order_acquire);
+    if (now - checked >= kDataVersionEveryNs &&
+        versionCheckedNs_.compare_exchange_strong(checked, now)) {
+      auto v = store_->dataVersion();
+      if (!v) {
+        llvm::consumeError(v.takeError());
+        version = -1; // unknown: read the store
+      } else {
+        version = *v;
+        dataVersion_.store(version, std::memory_order_release);
+      }
+    }
+    {
+      std::shared_lock<std::shared_mutex> lock(winnersMu_);
+      if (version >= 0 && commits == winnersCommits_ && version == winnersVersion_) {
+        auto it = winners_.find(tuneKey);
+        if (it != winners_.end()) {
+          r.config = it->second.config;
+          r.tuned = it->second.tuned;
+          return true;
+        }
+        return false;
+      }
+    }
+    std::unique_lock<std::shared_mutex> lock(winnersMu_);
+    if (commits != winnersCommits_ || version != winnersVersion_) {
+      winners_.clear();
+      winnersCommits_ = commits;
+      winnersVersion_ = version;
+    }
+    return false;
+  }
+
+  /// Keeps what bestConfig read under the stamps read before it.
+  void keepWinner(const std::string &tuneKey, const Resolved &r, uint64_t commits,
+                  int64_t version) {
+    if (version < 0)
+      return;
+    std::unique_lock<std::shared_mutex> lock(winnersMu_);
+    if (commits != winnersCommits_ || version != winnersVersion_)
+      return; // the store changed since: the next call reads it again
+    if (winners_.size() >= kMaxCachedWinners)
+      winners_.clear();
+    winners_.emplace(tuneKey, CachedWinner{r.config, r.tuned});
+  }
+
   Status bestConfig(Resolved &r) {
     const KernelTemplate &tmpl = getTemplate(r.spec);
-    auto w = store_->winner(tuneKey(r.spec, r.backend));
+    std::string key = tuneKey(r.spec, r.backend);
+    uint64_t commits = 0;
+    int64_t version = -1;
+    if (cachedWinner(key, r, commits, version))
+      return Status::OK;
+    Status s = readBestConfig(tmpl, key, r);
+    if (s.ok())
+      keepWinner(key, r, commits, version);
+    return s;
+  }
+
+  Status readBestConfig(const KernelTemplate &tmpl, const std::string &tuneKey, Resolved &r) {
+    auto w = store_->winner(tuneKey);
     if (!w)
       return storeError(w.takeError());
     if (*w) {
@@ -1102,6 +1181,14 @@ private:
   std::timed_mutex gpuMu_;           ///< held by the tuning on the GPU
   std::mutex flightsMu_;
   std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;
+  /// Winners by tuning key (cachedWinner), and the store's stamps they hold
+  /// for.
+  static constexpr size_t kMaxCachedWinners = 65536;
+  std::shared_mutex winnersMu_;
+  std::unordered_map<std::string, CachedWinner> winners_;
+  uint64_t winnersCommits_ = 0;
+  int64_t winnersVersion_ = -2;
+  std::atomic<int64_t> dataVersion_{-1}, versionCheckedNs_{INT64_MIN / 2};
   /// Kernels read once (readKernel), by key, up to kHotBytes.
   std::shared_mutex hotMu_;
   std::unordered_map<std::string, std::shared_ptr<const StoredKernel>> hot_;

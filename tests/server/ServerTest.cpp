@@ -989,6 +989,50 @@ TEST(Client, ServerAndLocalProcessShareOneStoreFile) {
   EXPECT_EQ(f.stats().compiles(), 1u);
 }
 
+TEST(Client, AWinnerAnotherProcessWritesIsServedWithinAMillisecond) {
+  // The server keeps the winners it resolved in memory; one written into its
+  // file by another connection (another process's) is served once a
+  // millisecond has passed, one published through the server at once
+  // (PublishedWinnerReachesEveryClientAfter).
+  Fixture f;
+  ASSERT_TRUE(f.server);
+  KernelSpec spec = specOf("rmsnorm_fwd rows=8 cols=3000");
+  const KernelTemplate &t = getTemplate(spec);
+  v1::GetKernelResponse first;
+  ASSERT_TRUE(f.getKernel(request(spec.canonical()), first).ok());
+  EXPECT_FALSE(first.tuned());
+  EXPECT_EQ(first.kernel().config(), t.defaultConfig(spec).canonical());
+  // Kept in memory now (the compile's commit is behind it).
+  v1::LookupResponse kept;
+  ASSERT_TRUE(f.lookup(request(spec.canonical()), kept).ok());
+  ASSERT_TRUE(kept.found());
+  EXPECT_FALSE(kept.tuned());
+  std::string other;
+  for (const TileConfig &c : t.configSpace(spec))
+    if (c != t.defaultConfig(spec)) {
+      other = c.canonical();
+      break;
+    }
+  ASSERT_FALSE(other.empty());
+  auto local = Store::open(f.dir.file("t.db"));
+  ASSERT_TRUE(bool(local)) << llvm::toString(local.takeError());
+  Winner w;
+  w.tuneKey = tuneKey(spec);
+  w.config = other;
+  w.medianMs = 1;
+  if (llvm::Error e = (*local)->setWinner(w))
+    FAIL() << llvm::toString(std::move(e));
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  v1::GetKernelResponse second;
+  ASSERT_TRUE(f.getKernel(request(spec.canonical()), second).ok());
+  EXPECT_TRUE(second.tuned());
+  EXPECT_EQ(second.kernel().config(), other);
+  v1::LookupResponse l;
+  ASSERT_TRUE(f.lookup(request(spec.canonical()), l).ok());
+  EXPECT_TRUE(l.tuned());
+  EXPECT_EQ(l.kernel().config(), other);
+}
+
 TEST(Client, AStoreThatCannotBeReadCostsNoKernel) {
   tilejit::testing::TempDir dir;
   auto local = Store::open(dir.file("t.db"));
