@@ -504,20 +504,22 @@ namespace {
 /// A packed call with no query rows in all, or no key rows: no kernel runs.
 /// Without keys every query row's o (and dq) is 0 and its lse -inf; without
 /// queries dk and dv are 0 (no query sees a key). What it writes is filled on
-/// `stream`; a tensor of no rows may be null. The sizes are checked as for a
-/// call with rows (the longest sequence may be 0 where there are none).
-/// nullopt: the call has rows of both.
+/// `stream`. It is checked as a call with rows is (sizes, scale, the
+/// offsets, every tensor that has rows); a tensor of no rows may be null, and
+/// the longest sequence given as 0 where there are none. nullopt: the call
+/// has rows of both.
 struct Fill {
   const char *name;
   const void *ptr;
-  int64_t rows, heads; // of the tensor; a fill of 0 rows reads no pointer
-  bool write;          // filled (else only checked)
+  int64_t rows, heads; // of the tensor (d wide); 0 rows: the pointer is not read
+  bool write;          // zeroed (else only checked)
 };
 std::optional<tj_status> varlenWithoutRows(tj_engine *e, tilejit::DType dt, bool backward,
                                            int64_t b, int64_t maxSq, int64_t maxSk, int64_t totalQ,
                                            int64_t totalK, int64_t hq, int64_t hkv, int64_t d,
-                                           int causal, std::initializer_list<Fill> tensors,
-                                           float *lse, void *stream) {
+                                           int causal, float scale, const int32_t *cuQ,
+                                           const int32_t *cuK, std::initializer_list<Fill> tensors,
+                                           const float *lse, bool fillLse, void *stream) {
   if (totalQ < 0 || totalK < 0)
     return invalid("total_q and total_k (the rows of q and of k in all) must be >= 0, got "
                    "total_q=" +
@@ -531,16 +533,28 @@ std::optional<tj_status> varlenWithoutRows(tj_engine *e, tilejit::DType dt, bool
            /*packed=*/true);
   call.totalQ = std::max<int64_t>(totalQ, 1);
   call.totalK = std::max<int64_t>(totalK, 1);
+  call.scale = scale;
   auto spec = backward ? tilejit::attention::backwardSpecOf(call, e->engine->target())
                        : tilejit::attention::specOf(call, e->engine->target());
   if (!spec)
     return invalid(llvm::toString(spec.takeError()));
+  // b sequences of at most max rows each: more rows in all is a wrong call
+  // (and bounds the byte counts below).
+  for (auto [name, total, longest] :
+       {std::tuple{"total_q", totalQ, call.sq}, std::tuple{"total_k", totalK, call.sk}})
+    if (total / b > longest || (total / b == longest && total % b != 0))
+      return invalid(std::string(name) + "=" + std::to_string(total) +
+                     " is more than b=" + std::to_string(b) + " sequences of the longest's " +
+                     std::to_string(longest) + " rows");
+  for (auto [name, ptr] : {std::pair{"cu_seqlens_q", cuQ}, std::pair{"cu_seqlens_k", cuK}})
+    if (!ptr || uintptr_t(ptr) % 4 != 0)
+      return invalid(std::string(name) + (ptr ? " is not 4-byte aligned" : " is null") +
+                     "; cu_seqlens_q and cu_seqlens_k must be device pointers to int32");
   for (const Fill &f : tensors)
     if (f.rows > 0)
       if (auto bad = checkAttnTensors({{f.name, f.ptr}}, f.name))
         return bad;
-  bool lseFill = lse && totalQ > 0;
-  if (lseFill)
+  if (totalQ > 0) // lse is b x hq x max_sq
     if (auto bad = checkAttnTensors({{"lse", lse}}, "lse"))
       return bad;
   auto scope = tilejit::ScopedDevice::enter(e->device);
@@ -550,16 +564,17 @@ std::optional<tj_status> varlenWithoutRows(tj_engine *e, tilejit::DType dt, bool
   if (!drv)
     return failed(drv.takeError());
   CUstream s = static_cast<CUstream>(stream);
+  // (Each count below is at most b * max rows * heads * d * 4 bytes, which
+  // the spec's check and the bound above keep in 64 bits.)
   int64_t elem = tilejit::dtypeBytes(dt);
   for (const Fill &f : tensors) {
     if (!f.write || f.rows == 0)
       continue;
-    // (rows * heads * d * elem fits: the spec's check bounds every size.)
     size_t bytes = size_t(f.rows) * size_t(f.heads) * size_t(d) * size_t(elem);
     if (CUresult r = drv->cuMemsetD8Async(CUdeviceptr(f.ptr), 0, bytes, s); r != CUDA_SUCCESS)
       return failed(drv->error(r, std::string("zeroing ") + f.name + " (cuMemsetD8Async)"));
   }
-  if (lseFill) {
+  if (fillLse && totalQ > 0) {
     // Every row of [b, hq, max_sq]: rows past a sequence's end are unspecified.
     size_t n = size_t(b) * size_t(hq) * size_t(maxSq);
     if (CUresult r = drv->cuMemsetD32Async(CUdeviceptr(lse), 0xff800000u, n, s); r != CUDA_SUCCESS)
@@ -580,10 +595,13 @@ tj_status tj_attn_varlen_fwd(tj_engine *e, tj_dtype dtype, int64_t b, int64_t ma
   TJ_ENGINE(e);
   TJ_DTYPE(dt, dtype);
   // No keys: o = 0, lse = -inf; no queries: nothing to write.
-  if (auto done =
-          varlenWithoutRows(e, dt, false, b, max_sq, max_sk, total_q, total_k, hq, hkv, d, causal,
-                            {{"q", q, total_q, hq, false}, {"o", o, total_q, hq, true}},
-                            total_k == 0 ? lse : nullptr, stream))
+  if (auto done = varlenWithoutRows(e, dt, false, b, max_sq, max_sk, total_q, total_k, hq, hkv, d,
+                                    causal, scale, cu_seqlens_q, cu_seqlens_k,
+                                    {{"q", q, total_q, hq, false},
+                                     {"k", k, total_k, hkv, false},
+                                     {"v", v, total_k, hkv, false},
+                                     {"o", o, total_q, hq, true}},
+                                    lse, /*fillLse=*/true, stream))
     return *done;
   Packed packed{total_q, total_k, cu_seqlens_q, cu_seqlens_k};
   return attnFwd(e, dtype, TJ_THD, b, max_sq, max_sk, hq, hkv, d, causal, scale, q, k, v, o, lse,
@@ -674,16 +692,17 @@ tj_status tj_attn_varlen_bwd(tj_engine *e, tj_dtype dtype, int64_t b, int64_t ma
   TJ_ENGINE(e);
   TJ_DTYPE(dt, dtype);
   // No keys: dq = 0; no queries: dk = dv = 0 (no query sees a key).
-  if (auto done =
-          varlenWithoutRows(e, dt, true, b, max_sq, max_sk, total_q, total_k, hq, hkv, d, causal,
-                            {{"q", q, total_q, hq, false},
-                             {"dout", dout, total_q, hq, false},
-                             {"dq", dq, total_q, hq, true},
-                             {"k", k, total_k, hkv, false},
-                             {"v", v, total_k, hkv, false},
-                             {"dk", dk, total_k, hkv, true},
-                             {"dv", dv, total_k, hkv, true}},
-                            nullptr, stream))
+  if (auto done = varlenWithoutRows(e, dt, true, b, max_sq, max_sk, total_q, total_k, hq, hkv, d,
+                                    causal, scale, cu_seqlens_q, cu_seqlens_k,
+                                    {{"q", q, total_q, hq, false},
+                                     {"o", o, total_q, hq, false},
+                                     {"dout", dout, total_q, hq, false},
+                                     {"dq", dq, total_q, hq, true},
+                                     {"k", k, total_k, hkv, false},
+                                     {"v", v, total_k, hkv, false},
+                                     {"dk", dk, total_k, hkv, true},
+                                     {"dv", dv, total_k, hkv, true}},
+                                    lse, /*fillLse=*/false, stream))
     return *done;
   Packed packed{total_q, total_k, cu_seqlens_q, cu_seqlens_k};
   return attnBwd(e, dtype, TJ_THD, b, max_sq, max_sk, hq, hkv, d, causal, scale, q, k, v, o, lse,

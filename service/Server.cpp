@@ -950,20 +950,24 @@ private:
 
   /// The published winner of r.spec's tuning key when the template still
   /// accepts it, else the template's default.
-  /// The winners bestConfig resolved, by tuning key, while the store is
+  /// The stored winners bestConfig read, by tuning key (the config parsed,
+  /// or none where the key has no usable winner), while the store is
   /// unchanged: its own commits are compared on every call (an atomic read),
   /// its data_version (commits by other processes sharing the file) once a
   /// millisecond at most, so another process's winner is served within a
   /// millisecond and this server's own at once. A Lookup without a config no
   /// longer reads SQLite each time (bench/NOTES.md, the server's section).
+  /// The check of a winner against the spec and the default config are not
+  /// kept: a tuning key covers specs whose launch sizes differ, and both
+  /// read them.
   struct CachedWinner {
-    TileConfig config;
-    bool tuned = false;
+    std::optional<TileConfig> config;
   };
   static constexpr int64_t kDataVersionEveryNs = 1000000;
 
-  /// True with `r`'s config and tuned filled from the cache.
-  bool cachedWinner(const std::string &tuneKey, Resolved &r, uint64_t &commits, int64_t &version) {
+  /// True with `config` filled from the cache.
+  bool cachedWinner(const std::string &tuneKey, std::optional<TileConfig> &config,
+                    uint64_t &commits, int64_t &version) {
     commits = store_->commits();
     version = dataVersion_.load(std::memory_order_acquire);
     int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -975,7 +979,8 @@ private:
       auto v = store_->dataVersion();
       if (!v) {
         llvm::consumeError(v.takeError());
-        version = -1; // unknown: read the store
+        version = -1;                                                // unknown: read the store
+        versionCheckedNs_.store(checked, std::memory_order_release); // and ask again
       } else {
         version = *v;
         dataVersion_.store(version, std::memory_order_release);
@@ -985,12 +990,10 @@ private:
       std::shared_lock<std::shared_mutex> lock(winnersMu_);
       if (version >= 0 && commits == winnersCommits_ && version == winnersVersion_) {
         auto it = winners_.find(tuneKey);
-        if (it != winners_.end()) {
-          r.config = it->second.config;
-          r.tuned = it->second.tuned;
-          return true;
-        }
-        return false;
+        if (it == winners_.end())
+          return false;
+        config = it->second.config;
+        return true;
       }
     }
     std::unique_lock<std::shared_mutex> lock(winnersMu_);
@@ -1003,8 +1006,8 @@ private:
   }
 
   /// Keeps what bestConfig read under the stamps read before it.
-  void keepWinner(const std::string &tuneKey, const Resolved &r, uint64_t commits,
-                  int64_t version) {
+  void keepWinner(const std::string &tuneKey, const std::optional<TileConfig> &config,
+                  uint64_t commits, int64_t version) {
     if (version < 0)
       return;
     std::unique_lock<std::shared_mutex> lock(winnersMu_);
@@ -1012,34 +1015,35 @@ private:
       return; // the store changed since: the next call reads it again
     if (winners_.size() >= kMaxCachedWinners)
       winners_.clear();
-    winners_.emplace(tuneKey, CachedWinner{r.config, r.tuned});
+    winners_.emplace(tuneKey, CachedWinner{config});
   }
 
+  /// The published winner of `r`'s tuning key where it holds for `r`'s spec,
+  /// else the template's default for it.
   Status bestConfig(Resolved &r) {
     const KernelTemplate &tmpl = getTemplate(r.spec);
     std::string key = tuneKey(r.spec, r.backend);
     uint64_t commits = 0;
     int64_t version = -1;
-    if (cachedWinner(key, r, commits, version))
-      return Status::OK;
-    Status s = readBestConfig(tmpl, key, r);
-    if (s.ok())
-      keepWinner(key, r, commits, version);
-    return s;
-  }
-
-  Status readBestConfig(const KernelTemplate &tmpl, const std::string &tuneKey, Resolved &r) {
-    auto w = store_->winner(tuneKey);
-    if (!w)
-      return storeError(w.takeError());
-    if (*w) {
-      auto cfg = TileConfig::parse((*w)->config);
-      if (!cfg) {
-        llvm::consumeError(cfg.takeError());
-      } else if (auto bad = tmpl.checkConfig(r.spec, *cfg)) {
+    std::optional<TileConfig> stored;
+    if (!cachedWinner(key, stored, commits, version)) {
+      auto w = store_->winner(key);
+      if (!w)
+        return storeError(w.takeError());
+      if (*w) {
+        auto cfg = TileConfig::parse((*w)->config);
+        if (cfg)
+          stored = std::move(*cfg);
+        else
+          llvm::consumeError(cfg.takeError());
+      }
+      keepWinner(key, stored, commits, version);
+    }
+    if (stored) {
+      if (auto bad = tmpl.checkConfig(r.spec, *stored)) {
         llvm::consumeError(std::move(bad));
       } else {
-        r.config = *cfg;
+        r.config = std::move(*stored);
         r.tuned = true;
         return Status::OK;
       }

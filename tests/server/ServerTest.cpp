@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <map>
 #include <random>
 #include <set>
 #include <thread>
@@ -1031,6 +1032,42 @@ TEST(Client, AWinnerAnotherProcessWritesIsServedWithinAMillisecond) {
   ASSERT_TRUE(f.lookup(request(spec.canonical()), l).ok());
   EXPECT_TRUE(l.tuned());
   EXPECT_EQ(l.kernel().config(), other);
+}
+
+TEST(Server, SpecsOfOneTuningKeyKeepTheirOwnDefaults) {
+  // A tuning key covers specs whose launch sizes differ (rows, m, lengths
+  // in buckets), and the template's default reads those sizes: the winners
+  // the server keeps in memory must not hand one spec's default to another.
+  std::optional<std::pair<KernelSpec, KernelSpec>> pair;
+  for (const char *form : {"rmsnorm_fwd rows=%d cols=3000", "gemm m=%d n=4096 k=4096"}) {
+    std::map<std::string, KernelSpec> seen;
+    for (int m = 1; m <= 100000 && !pair; m = m < 64 ? m + 1 : m + m / 16) {
+      char text[160];
+      std::snprintf(text, sizeof text, form, m);
+      KernelSpec spec = specOf(text);
+      auto [it, fresh] = seen.emplace(tuneKey(spec), spec);
+      const KernelTemplate &t = getTemplate(spec);
+      if (!fresh && t.defaultConfig(it->second) != t.defaultConfig(spec))
+        pair = std::make_pair(it->second, spec);
+    }
+    if (pair)
+      break;
+  }
+  ASSERT_TRUE(pair) << "no two specs of one tuning key with different defaults";
+  const KernelTemplate &t = getTemplate(pair->first);
+  Fixture f;
+  ASSERT_TRUE(f.server);
+  for (const KernelSpec &spec : {pair->first, pair->second, pair->first}) {
+    SCOPED_TRACE(spec.canonical());
+    v1::GetKernelResponse got;
+    ASSERT_TRUE(f.getKernel(request(spec.canonical()), got).ok());
+    EXPECT_FALSE(got.tuned());
+    EXPECT_EQ(got.kernel().config(), t.defaultConfig(spec).canonical());
+    v1::LookupResponse l;
+    ASSERT_TRUE(f.lookup(request(spec.canonical()), l).ok());
+    ASSERT_TRUE(l.found());
+    EXPECT_EQ(l.kernel().config(), t.defaultConfig(spec).canonical());
+  }
 }
 
 TEST(Client, AStoreThatCannotBeReadCostsNoKernel) {
