@@ -294,6 +294,19 @@ TEST(AttentionCompile, BackwardBuildsWithoutSpillsForEveryHeadDimMaskLayoutAndTy
               *TileConfig::parse("bn=16 consumers=2 dsplit=1 kv_bm=32 overlap=1 stages=3"));
 }
 
+TEST(AttentionCompile, BackwardTuningSpaceBuildsWithoutSpills) {
+  // Every config the tuner may measure at head dims 64 and 128, causal or
+  // not, builds clean: the register and stage rules refuse what spilled
+  // (ptxas's reports over this space found three-stage dK/dV kernels the
+  // register rule had let through, bench/NOTES.md b8).
+  for (int64_t d : {64, 128})
+    for (bool causal : {false, true}) {
+      attention::Params p = backward(d, causal);
+      for (const TileConfig &c : getTemplate(attention::backwardOp()).configSpace(p.spec()))
+        expectClean(p, c);
+    }
+}
+
 TEST(AttentionCompile, PtxasInjectsNoWaitBetweenTheOverlappedScoreProducts) {
   // With overlap, a step's two score products run together. Zeros written
   // into the second's accumulator beside the first in flight made ptxas
