@@ -973,9 +973,8 @@ private:
           // (dS^T read transposed: the queries as rows), added into dQ's
           // sums (the scale comes with the conversion), in the scores'
           // registers (overwrite: none zeroed beside them). With overlap
-          // the part is started behind dK's and dV's products and the three
-          // are waited for together (5 to 6 % faster at d = 128 than after
-          // them, bench/NOTES.md b4); without, after them. (The zero tile
+          // the part is started behind dV's product and ahead of dK's, and
+          // goes out while dK's runs (below); without, after them. (The zero tile
           // passed as its accumulator is not read: overwrite.) Each consumer's
           // next step writes the other stage, which is rewritten only after
           // every consumer passed this step's barrier, so after their
