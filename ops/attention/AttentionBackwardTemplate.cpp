@@ -58,7 +58,9 @@
 // two score products in flight together; dV's and dK's products run
 // together while nothing waits between them), sfirst (the dQ kernel's dP
 // product started once S's is done: only so does ptxas run P's
-// exponentials under it), fused (above), dsplit (head dim 256, where a
+// exponentials under it), kvsfirst (the same in the dK/dV kernel off the
+// causal diagonal, with dV's product started behind dP^T's: not measured
+// yet), fused (above), dsplit (head dim 256, where a
 // warpgroup cannot hold dK and dV of 64 keys: the dK/dV kernel's two
 // consumers take the same 64 keys, each holding half of the columns and
 // computing the step's S^T and dP^T itself).
@@ -90,13 +92,14 @@ llvm::Error configError(const llvm::Twine &msg) {
 
 struct Shape {
   int64_t consumers, bn, kvBm, stages;
-  bool overlap, fused, dsplit, sfirst;
+  bool overlap, fused, dsplit, sfirst, kvsfirst;
   explicit Shape(const TileConfig &c)
       : consumers(c.get("consumers")), bn(c.get("bn")), kvBm(c.get("kv_bm")),
         stages(c.get("stages")), overlap(c.has("overlap") && c.get("overlap") != 0),
         fused(c.has("fused") && c.get("fused") != 0),
         dsplit(c.has("dsplit") && c.get("dsplit") != 0),
-        sfirst(c.has("sfirst") && c.get("sfirst") != 0) {}
+        sfirst(c.has("sfirst") && c.get("sfirst") != 0),
+        kvsfirst(c.has("kvsfirst") && c.get("kvsfirst") != 0) {}
   int64_t bm() const { return 64 * consumers; }
   /// The dK/dV kernel's keys per program: 64 per consumer, or 64 shared by
   /// the consumers with `dsplit`.
@@ -146,6 +149,10 @@ public:
         {"sfirst", 0, 1, true,
          "the dQ kernel starts a step's dP product once its S product is done, so that P's "
          "exponentials run under dP's (with overlap; 0 when left out)"},
+        {"kvsfirst", 0, 1, true,
+         "the dK/dV kernel starts a step's dP^T product once its S^T product is done, and dV's "
+         "product behind dP^T's before waiting for it (with overlap, not fused; 0 when left "
+         "out; not measured yet, so neither a default nor tuned)"},
     };
     return keys;
   }
@@ -276,6 +283,9 @@ public:
       return configError("stages = " + llvm::Twine(s.stages) + " with kv_bm = " +
                          llvm::Twine(s.kvBm) + (p.causal ? ", causal," : "") + " at head dim " +
                          llvm::Twine(p.d) + " spills in the dK/dV kernel: use 2 stages");
+    if (s.kvsfirst && (!s.overlap || s.fused))
+      return configError("kvsfirst needs overlap = 1 and no fused dQ; got overlap = " +
+                         llvm::Twine(int(s.overlap)) + ", fused = " + llvm::Twine(int(s.fused)));
     if (s.sfirst && (!s.overlap || s.fused))
       return configError("sfirst needs overlap = 1 and the dQ kernel (no fused dQ); got overlap "
                          "= " +
@@ -911,7 +921,19 @@ private:
             return tt::LoadRingOp::create(b, loc, colType, rlse, stage, cst(0)).getResult();
           };
           Value lseCol;
-          if (s.overlap) {
+          // (kvsfirst off the causal diagonal only: on it, beside the mask,
+          // it spilled 4 bytes at head dim 128.)
+          bool sFirst = s.kvsfirst && !masked;
+          if (sFirst) {
+            // dP^T's product once S^T's is done (as the dQ kernel's with
+            // `sfirst`), so that the exponentials run under it; dV's goes
+            // behind it below.
+            lseCol = readLse();
+            st = tt::DotWaitOp::create(b, loc, ValueRange{st}, 0).getResult(0);
+            tt::BarrierWaitOp::create(b, loc, doFull, stage, round);
+            dpt = tt::DotOp::create(b, loc, sType, rv, cst(0), myRows, rdo, stage, cst(0), zeroS,
+                                    false, false, true, /*overwrite=*/true);
+          } else if (s.overlap) {
             // dP^T's product starts now, overwriting its accumulator (zeros
             // written beside S^T's product in flight made ptxas wait for it
             // first, C7517), but on the diagonal's few steps, where the
@@ -949,19 +971,28 @@ private:
           if (s.fused)
             exponent = arith::MinNumFOp::create(b, loc, exponent, zeroS);
           Value pt = math::Exp2Op::create(b, loc, exponent);
-          if (s.overlap) {
+          // With overlap dV's product runs while dS^T is computed, and dK's
+          // beside it; both are waited for at the end of the step (with the
+          // 16-bit P^T and dS^T they read). With kvsfirst dV's starts behind
+          // dP^T's, before the wait for it.
+          Value p16, dv;
+          auto startDv = [&](bool async) {
+            p16 = arith::TruncFOp::create(b, loc, pType, pt);
+            dv = tt::DotRegOp::create(b, loc, accType, p16, rdo, stage, myCols, carried[1], true,
+                                      async);
+          };
+          if (sFirst) {
+            startDv(/*async=*/true);
+            dpt = tt::DotWaitOp::create(b, loc, ValueRange{dpt}, 1).getResult(0);
+          } else if (s.overlap) {
             dpt = tt::DotWaitOp::create(b, loc, ValueRange{dpt}, 0).getResult(0);
           } else {
             tt::BarrierWaitOp::create(b, loc, doFull, stage, round);
             dpt = tt::DotOp::create(b, loc, sType, rv, cst(0), myRows, rdo, stage, cst(0), zeroS,
                                     false, false, false, /*overwrite=*/true);
           }
-          // With overlap dV's product runs while dS^T is computed, and dK's
-          // beside it; both are waited for at the end of the step (with the
-          // 16-bit P^T and dS^T they read).
-          Value p16 = arith::TruncFOp::create(b, loc, pType, pt);
-          Value dv = tt::DotRegOp::create(b, loc, accType, p16, rdo, stage, myCols, carried[1],
-                                          true, s.overlap);
+          if (!dv)
+            startDv(s.overlap);
           Value dCol = tt::LoadRingOp::create(b, loc, colType, rd, stage, cst(0));
           Value dst = arith::MulFOp::create(
               b, loc, pt,

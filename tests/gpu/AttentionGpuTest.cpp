@@ -676,6 +676,16 @@ TEST_F(GpuAttention, BackwardTypesScalesAndConfigs) {
                "bn=128 consumers=2 kv_bm=64 overlap=1 sfirst=1 stages=2"});
   runBackward({1, 333, 333, 2, 2, 128, true, Layout::BHSD, DType::F16, 0.0f,
                "bn=128 consumers=2 kv_bm=64 overlap=1 stages=2"});
+  // The dK/dV kernel's dP^T after S^T and dV's product behind it
+  // (kvsfirst): GQA, causal and not, one consumer, the head dim split.
+  runBackward({2, 383, 383, 4, 2, 128, true, Layout::BSHD, DType::BF16, 0.0f,
+               "bn=128 consumers=2 kv_bm=64 kvsfirst=1 overlap=1 stages=2"});
+  runBackward({1, 300, 300, 4, 1, 64, false, Layout::BHSD, DType::F16, 0.0f,
+               "bn=128 consumers=2 kv_bm=64 kvsfirst=1 overlap=1 stages=2"});
+  runBackward({1, 333, 333, 4, 1, 128, true, Layout::BSHD, DType::BF16, 0.0f,
+               "bn=128 consumers=1 kv_bm=32 kvsfirst=1 overlap=1 stages=2"});
+  runBackward({1, 300, 300, 2, 2, 256, true, Layout::BSHD, DType::BF16, 0.0f,
+               "bn=32 consumers=2 dsplit=1 kv_bm=32 kvsfirst=1 overlap=1 stages=2"});
 }
 
 // The kernel of targets without wgmma (cp.async, ldmatrix, mma.sync), on

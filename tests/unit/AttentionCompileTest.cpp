@@ -272,6 +272,15 @@ TEST(AttentionCompile, BackwardBuildsWithoutSpillsForEveryHeadDimMaskLayoutAndTy
               *TileConfig::parse("bn=128 consumers=2 kv_bm=64 overlap=1 sfirst=1 stages=2"));
   expectClean(backward(128, true, Layout::BHSD),
               *TileConfig::parse("bn=128 consumers=1 kv_bm=32 overlap=1 sfirst=1 stages=2"));
+  // The dK/dV kernel's dP^T after S^T, dV's product behind it (kvsfirst).
+  for (int64_t d : {64, 128})
+    for (bool causal : {false, true})
+      expectClean(backward(d, causal), *TileConfig::parse("bn=128 consumers=2 kv_bm=64 "
+                                                          "kvsfirst=1 overlap=1 stages=2"));
+  expectClean(backward(128, true, Layout::THD),
+              *TileConfig::parse("bn=128 consumers=1 kv_bm=32 kvsfirst=1 overlap=1 stages=2"));
+  expectClean(backward(256, true), *TileConfig::parse("bn=32 consumers=2 dsplit=1 kv_bm=32 "
+                                                      "kvsfirst=1 overlap=1 stages=2"));
   // Three stages where the dK/dV kernel spilled are refused by name.
   const KernelTemplate &bt = getTemplate(attention::backwardOp());
   for (auto [d, causal, cfg] :
@@ -369,7 +378,9 @@ TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
                    "hold 240 registers of dK, dV, S^T, dP^T and P^T (at most 232)"},
         std::tuple{128, "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 sfirst=1 stages=2",
                    "sfirst needs overlap = 1 and the dQ kernel (no fused dQ); got overlap = 1, "
-                   "fused = 1"}}) {
+                   "fused = 1"},
+        std::tuple{128, "bn=128 consumers=2 kv_bm=64 kvsfirst=1 overlap=0 stages=2",
+                   "kvsfirst needs overlap = 1 and no fused dQ; got overlap = 0, fused = 0"}}) {
     auto err = t.checkConfig(backward(d, true), *TileConfig::parse(cfg));
     ASSERT_TRUE(bool(err)) << cfg;
     EXPECT_NE(llvm::toString(std::move(err)).find(what), std::string::npos) << cfg;
