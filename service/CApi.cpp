@@ -166,6 +166,16 @@ checkAttnTensors(std::initializer_list<std::pair<const char *, const void *>> te
   return std::nullopt;
 }
 
+/// Packed sequences' offsets: device pointers to int32, 4-byte aligned;
+/// else an error naming the first that is not.
+std::optional<tj_status> checkOffsets(const int32_t *cuQ, const int32_t *cuK) {
+  for (auto [name, ptr] : {std::pair{"cu_seqlens_q", cuQ}, std::pair{"cu_seqlens_k", cuK}})
+    if (!ptr || uintptr_t(ptr) % 4 != 0)
+      return invalid(std::string(name) + (ptr ? " is not 4-byte aligned" : " is null") +
+                     "; cu_seqlens_q and cu_seqlens_k must be device pointers to int32");
+  return std::nullopt;
+}
+
 /// The forward's part of an attention call: its sizes, scale and tensors
 /// (each a device pointer, 16-byte aligned), or the status that refuses them.
 /// `packed` (TJ_THD): the rows in all and each sequence's offsets too.
@@ -182,11 +192,8 @@ std::optional<tj_status> attnForward(tilejit::DType dt, tj_attn_layout layout, i
   if (!attnCall(dt, layout, b, sq, sk, hq, hkv, d, causal, call, packed != nullptr))
     return badLayout(layout);
   if (packed) {
-    for (auto [name, ptr] :
-         {std::pair{"cu_seqlens_q", packed->cuQ}, std::pair{"cu_seqlens_k", packed->cuK}})
-      if (!ptr || uintptr_t(ptr) % 4 != 0)
-        return invalid(std::string(name) + (ptr ? " is not 4-byte aligned" : " is null") +
-                       "; cu_seqlens_q and cu_seqlens_k must be device pointers to int32");
+    if (auto bad = checkOffsets(packed->cuQ, packed->cuK))
+      return bad;
     call.totalQ = packed->totalQ;
     call.totalK = packed->totalK;
     call.cuSeqlensQ = uint64_t(packed->cuQ);
@@ -546,10 +553,8 @@ std::optional<tj_status> varlenWithoutRows(tj_engine *e, tilejit::DType dt, bool
       return invalid(std::string(name) + "=" + std::to_string(total) +
                      " is more than b=" + std::to_string(b) + " sequences of the longest's " +
                      std::to_string(longest) + " rows");
-  for (auto [name, ptr] : {std::pair{"cu_seqlens_q", cuQ}, std::pair{"cu_seqlens_k", cuK}})
-    if (!ptr || uintptr_t(ptr) % 4 != 0)
-      return invalid(std::string(name) + (ptr ? " is not 4-byte aligned" : " is null") +
-                     "; cu_seqlens_q and cu_seqlens_k must be device pointers to int32");
+  if (auto bad = checkOffsets(cuQ, cuK))
+    return bad;
   for (const Fill &f : tensors)
     if (f.rows > 0)
       if (auto bad = checkAttnTensors({{f.name, f.ptr}}, f.name))

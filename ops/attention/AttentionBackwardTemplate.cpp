@@ -924,16 +924,7 @@ private:
           // (kvsfirst off the causal diagonal only: on it, beside the mask,
           // it spilled 4 bytes at head dim 128.)
           bool sFirst = s.kvsfirst && !masked;
-          if (sFirst) {
-            // dP^T's product once S^T's is done (as the dQ kernel's with
-            // `sfirst`), so that the exponentials run under it; dV's goes
-            // behind it below.
-            lseCol = readLse();
-            st = tt::DotWaitOp::create(b, loc, ValueRange{st}, 0).getResult(0);
-            tt::BarrierWaitOp::create(b, loc, doFull, stage, round);
-            dpt = tt::DotOp::create(b, loc, sType, rv, cst(0), myRows, rdo, stage, cst(0), zeroS,
-                                    false, false, true, /*overwrite=*/true);
-          } else if (s.overlap) {
+          if (s.overlap) {
             // dP^T's product starts now, overwriting its accumulator (zeros
             // written beside S^T's product in flight made ptxas wait for it
             // first, C7517), but on the diagonal's few steps, where the
@@ -941,12 +932,19 @@ private:
             // (ptxas then waits for both products before the first
             // exponential; started once S^T's is done, as the dQ kernel's
             // dP with `sfirst`, it ran under them, but the kernel took 2-8 %
-            // longer: bench/NOTES.md b8.)
+            // longer: bench/NOTES.md b8. With kvsfirst it does so, and dV's
+            // product goes behind it below.)
+            if (sFirst) {
+              lseCol = readLse();
+              st = tt::DotWaitOp::create(b, loc, ValueRange{st}, 0).getResult(0);
+            }
             tt::BarrierWaitOp::create(b, loc, doFull, stage, round);
             dpt = tt::DotOp::create(b, loc, sType, rv, cst(0), myRows, rdo, stage, cst(0), zeroS,
                                     false, false, true, /*overwrite=*/!masked);
-            lseCol = readLse();
-            st = tt::DotWaitOp::create(b, loc, ValueRange{st}, 1).getResult(0);
+            if (!sFirst) {
+              lseCol = readLse();
+              st = tt::DotWaitOp::create(b, loc, ValueRange{st}, 1).getResult(0);
+            }
           } else {
             lseCol = readLse();
           }

@@ -582,10 +582,10 @@ TEST_F(GpuGemm, UnalignedRowsAreRefusedByName) {
 class GpuGemmSm80 : public GpuGemm {
 protected:
   void SetUp() override {
-    tilejit::testing::Gpu gpu = tilejit::testing::currentGpu(80);
+    tilejit::testing::Gpu gpu = tilejit::testing::currentGpuWithoutWgmma();
     if (!gpu.why.empty())
       GTEST_SKIP() << gpu.why;
-    target = tilejit::testing::withoutWgmma(gpu.target);
+    target = gpu.target;
     sms = gpu.target.smCount();
   }
 };

@@ -50,4 +50,13 @@ inline Target withoutWgmma(const Target &gpu) {
   return t;
 }
 
+/// GPU 0 (sm_80 or later) with the target the kernels without wgmma build
+/// for on it (withoutWgmma), or in `why` the reason their tests skip.
+inline Gpu currentGpuWithoutWgmma() {
+  Gpu g = currentGpu(80);
+  if (g.why.empty())
+    g.target = withoutWgmma(g.target);
+  return g;
+}
+
 } // namespace tilejit::testing
