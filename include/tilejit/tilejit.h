@@ -132,15 +132,16 @@ TJ_API tj_status tj_gemm(tj_engine *engine, tj_dtype ab, tj_dtype out, int trans
                          int64_t ldb, const void *c, int64_t ldc, const void *bias, void *d,
                          int64_t ldd, float alpha, float beta, int sm_margin, void *stream);
 
-/* Attention forward (sm_90a): O = softmax(scale * Q K^T + mask) V with f32
- * accumulation, and lse = the natural log-sum-exp of each row of scale * Q K^T
- * (masked), f32. Q and O are b x sq x hq x d (TJ_BSHD) or b x hq x sq x d
- * (TJ_BHSD), K and V the same with hkv heads and sk rows, all contiguous;
- * lse is b x hq x sq. Query head h reads kv head h / (hq / hkv) (GQA; hkv
- * divides hq). causal: query row i sees keys 0..i (the upper-left diagonal,
- * as torch's is_causal). scale: 0 means 1/sqrt(d). dtype: bf16 or f16; d:
- * 64, 128 or 256; every size >= 1, hq at most 1024, sq and sk at most 2^22.
- * Each tensor's address 16-byte aligned. */
+/* Attention forward (sm_80 and later; TMA and wgmma on sm_90a): O =
+ * softmax(scale * Q K^T + mask) V with f32 accumulation, and lse = the
+ * natural log-sum-exp of each row of scale * Q K^T (masked), f32. Q and O are
+ * b x sq x hq x d (TJ_BSHD) or b x hq x sq x d (TJ_BHSD), K and V the same
+ * with hkv heads and sk rows, all contiguous; lse is b x hq x sq. Query head
+ * h reads kv head h / (hq / hkv) (GQA; hkv divides hq). causal: query row i
+ * sees keys 0..i (the upper-left diagonal, as torch's is_causal). scale: 0
+ * means 1/sqrt(d). dtype: bf16 or f16; d: 64, 128 or 256; every size >= 1,
+ * hq at most 1024, sq and sk at most 2^22. Each tensor's address 16-byte
+ * aligned. */
 TJ_API tj_status tj_attn_fwd(tj_engine *engine, tj_dtype dtype, tj_attn_layout layout, int64_t b,
                              int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal,
                              float scale, const void *q, const void *k, const void *v, void *o,
@@ -152,11 +153,13 @@ TJ_API tj_status tj_attn_fwd(tj_engine *engine, tj_dtype dtype, tj_attn_layout l
  * programs), the f32 dK and dV of each part. */
 TJ_API tj_status tj_attn_bwd_workspace_size(tj_engine *engine, int64_t b, int64_t sq, int64_t sk,
                                             int64_t hq, int64_t hkv, int64_t d, int64_t *bytes);
-/* Attention backward (sm_90a): dQ, dK and dV of tj_attn_fwd from dO and the
- * forward's O and lse, for the same arguments (head dim 64, 128 or 256). dO, dQ
+/* Attention backward: dQ, dK and dV of tj_attn_fwd from dO and the forward's
+ * O and lse, for the same arguments (head dim 64, 128 or 256 on sm_90a; 64 or
+ * 128 on the targets without wgmma: sm_80, sm_86, sm_89 and sm_90). dO, dQ
  * are stored as O and Q, dK and dV as K and V; all contiguous, 16-byte
- * aligned. workspace: tj_attn_bwd_workspace_size bytes, 16-byte aligned, contents
- * irrelevant. Deterministic: no atomics; the same inputs give the same bits. */
+ * aligned. workspace: tj_attn_bwd_workspace_size bytes, 16-byte aligned,
+ * contents irrelevant. Deterministic: no atomics; the same inputs give the
+ * same bits. */
 TJ_API tj_status tj_attn_bwd(tj_engine *engine, tj_dtype dtype, tj_attn_layout layout, int64_t b,
                              int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal,
                              float scale, const void *q, const void *k, const void *v,

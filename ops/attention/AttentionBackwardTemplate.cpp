@@ -52,6 +52,13 @@
 // are the next sequence's: P = 0 there) and stores through views of them;
 // the workspace and the parts' sums keep BSHD's [b, rows] shape.
 //
+// Below sm_90a (dqSm80, dkvSm80; head dims 64 and 128): the same kernels,
+// programs and masks without warp specialization or asynchronous products:
+// every thread copies its share of the tiles into cp.async rings, the
+// products run on mma.sync, the dK/dV kernel reads the columns' LSE and D
+// from the workspace in global memory, and holds dK and dV by panels of 64
+// columns.
+//
 // Tunables: consumers (bm = the dK/dV kernel's keys = 64 per consumer), bn
 // (keys per step of the dQ kernel), kv_bm (queries per step of the dK/dV
 // kernel), stages (of every ring), overlap (within a warpgroup: a step's
@@ -134,7 +141,8 @@ public:
     static const ConfigKeyDecl keys[] = {
         {"consumers", 1, 2, false, "consumer warpgroups, 64 query rows (dQ) or keys (dK, dV) each"},
         {"bn", 16, 128, false, "keys per step of the dQ kernel"},
-        {"kv_bm", 32, 128, false, "query rows per step of the dK/dV kernel (a multiple of 32)"},
+        {"kv_bm", 16, 128, false,
+         "query rows per step of the dK/dV kernel (a multiple of 32; below sm_90a of 16)"},
         {"stages", 1, 4, false, "stages of the rings"},
         {"overlap", 0, 1, true,
          "start both score products of a step before its exponentials, and the two gradient "
@@ -171,6 +179,19 @@ public:
 
   std::vector<TileConfig> configSpace(const KernelSpec &ks) const override {
     std::vector<TileConfig> out = {defaultConfig(ks)};
+    if (!attention::Params(ks).target.hasWgmma()) {
+      for (int64_t consumers : {2, 1})
+        for (int64_t bn : {64, 48, 32})
+          for (int64_t kvBm : {16, 32, 64})
+            for (int64_t stages : {2, 3}) {
+              TileConfig c = make(consumers, bn, kvBm, stages);
+              if (llvm::Error err = checkConfig(ks, c))
+                llvm::consumeError(std::move(err));
+              else if (c != out.front())
+                out.push_back(std::move(c));
+            }
+      return out;
+    }
     // Head dim 256 only with the head dim split over the consumers.
     int64_t dsplit = attention::Params(ks).d > 128 ? 1 : 0;
     for (int64_t overlap : {1, 0})
@@ -192,6 +213,8 @@ public:
 
   TileConfig defaultConfig(const KernelSpec &ks) const override {
     attention::Params p(ks);
+    if (!p.target.hasWgmma())
+      return defaultSm80(ks);
     // The fastest of runs 3 and 4 on the H200 (bench/NOTES.md, attention
     // b1): 128 keys a step for dQ, 64 queries a step for dK and dV, for head
     // dims 64 and 128 alike (against 64 and 32: 12-14 % faster at d = 128),
@@ -227,8 +250,7 @@ public:
     if (auto err = cfg.checkKeys(configKeys()))
       return err;
     if (!p.target.hasWgmma())
-      return configError("attn_bwd runs on sm_90a (wgmma, TMA, setmaxnreg); the target is " +
-                         llvm::Twine(p.target.archName()));
+      return checkSm80(p, cfg);
     Shape s(cfg);
     if (p.d > 128 && !s.dsplit)
       return configError("attn_bwd at head dim " + llvm::Twine(p.d) +
@@ -321,6 +343,85 @@ public:
     return llvm::Error::success();
   }
 
+  /// Below sm_90a: two warpgroups where the dK/dV kernel's programs fill
+  /// the GPU, 32 keys a step for dQ and 16 queries a step for dK and dV at
+  /// head dim 128 (64 and 64 at 64: what the register rule allows), two
+  /// stages; the first of those (then one consumer, then 32 keys and 16
+  /// queries a step) that fits the target's shared memory.
+  /// Not measured on an sm_80 part (none here).
+  TileConfig defaultSm80(const KernelSpec &ks) const {
+    attention::Params p(ks);
+    int64_t programs =
+        (p.sk + 127) / 128 * p.b * p.hkv * attention::backwardHeadSplit(p.b, p.hq, p.hkv, p.sk);
+    int64_t bn = p.d > 64 ? 32 : 64, kvBm = p.d > 64 ? 16 : 64;
+    std::vector<TileConfig> tries = {make(1, bn, kvBm, 2), make(1, 32, 16, 2)};
+    if (programs >= 128)
+      tries.insert(tries.begin(), make(2, bn, kvBm, 2));
+    for (const TileConfig &c : tries) {
+      if (llvm::Error err = checkConfig(ks, c))
+        llvm::consumeError(std::move(err));
+      else
+        return c;
+    }
+    return tries.back();
+  }
+
+  /// The rules below sm_90a: no keys of the Hopper kernels, head dims 64
+  /// and 128, two or more stages, what a thread's registers hold (no
+  /// setmaxnreg: at most 255 each, the same for every warp), shared memory.
+  llvm::Error checkSm80(const attention::Params &p, const TileConfig &cfg) const {
+    Shape s(cfg);
+    if (s.overlap || s.fused || s.dsplit || s.sfirst || s.kvsfirst)
+      return configError("overlap, fused, dsplit, sfirst and kvsfirst need sm_90a (asynchronous "
+                         "products, TMA); the target is " +
+                         llvm::Twine(p.target.archName()));
+    if (p.d > 128)
+      return configError("attn_bwd below sm_90a takes head dims 64 and 128: at " +
+                         llvm::Twine(p.d) + " a thread would hold " + llvm::Twine(p.d) +
+                         " registers of dK and dV; the target is " +
+                         llvm::Twine(p.target.archName()));
+    if (s.bn % 16 != 0)
+      return configError("bn = " + llvm::Twine(s.bn) + " must be a multiple of 16");
+    if (s.kvBm % 16 != 0)
+      return configError("kv_bm = " + llvm::Twine(s.kvBm) + " must be a multiple of 16");
+    if (kWorkspaceRows % s.bm() != 0 || kWorkspaceRows % s.kvBm != 0)
+      return configError("consumers * 64 and kv_bm must divide " + llvm::Twine(kWorkspaceRows));
+    if (s.stages < 2)
+      return configError("stages = " + llvm::Twine(s.stages) +
+                         ": the cp.async pipeline needs 2 or more (one landing while one is read)");
+    // Registers of a thread: dQ (d / 2), S and dP (bn / 2 each), dS in 16
+    // bits (bn / 4); dK and dV (d / 2 each), S^T and dP^T (kv_bm / 2 each)
+    // and P^T or dS^T in 16 bits (kv_bm / 4), with room for fragments and
+    // addresses under 255. The limits are the largest that built without
+    // spills: at head dim 128 the dK/dV kernel spilled 4 to 72 bytes with
+    // 32 queries a step (168), none with 16 (148); the dQ kernel 8 bytes
+    // with 64 keys a step (144, packed sequences, causal), none with 48.
+    int64_t dqRegs = p.d / 2 + s.bn + s.bn / 4, dkvRegs = p.d + s.kvBm + s.kvBm / 4;
+    if (dqRegs > 128)
+      return configError("a dQ thread would hold " + llvm::Twine(dqRegs) +
+                         " registers of dQ, S, dP and dS (at most 128 below sm_90a): use a "
+                         "smaller bn");
+    if (dkvRegs > 160)
+      return configError("a dK/dV thread would hold " + llvm::Twine(dkvRegs) +
+                         " registers of dK, dV, S^T, dP^T and P^T (at most 160 below sm_90a): "
+                         "use a smaller kv_bm");
+    // Three stages with 64 queries a step spilled 4 bytes (head dim 64,
+    // causal).
+    if (s.stages > 2 && s.kvBm >= 64)
+      return configError("stages = " + llvm::Twine(s.stages) +
+                         " with kv_bm = " + llvm::Twine(s.kvBm) +
+                         " spills in the dK/dV kernel below sm_90a: use 2 stages");
+    int64_t e = dtypeBytes(p.dt), limit = p.target.maxSharedBytesPerBlock();
+    int64_t dqSmem = (2 * s.bm() + 2 * s.stages * s.bn) * p.d * e + 1024;
+    int64_t dkvSmem = (2 * s.bm() + 2 * s.stages * s.kvBm) * p.d * e + 1024;
+    for (int64_t smem : {dqSmem, dkvSmem})
+      if (smem > limit)
+        return configError("consumers, bn, kv_bm and stages need " + llvm::Twine(smem) +
+                           " bytes of shared memory; " + llvm::Twine(p.target.archName()) +
+                           " allows " + llvm::Twine(limit));
+    return llvm::Error::success();
+  }
+
   // Arithmetic-bound: ranked again under sustained load (bench/NOTES.md,
   // GEMM g9).
   bool tunedUnderLoad() const override { return true; }
@@ -334,7 +435,11 @@ public:
     attention::Params p(ks);
     return buildModule(ctx, *this, ks, cfg, [&](OpBuilder &b, Location loc) {
       Builder kb{{b, loc}, p, Shape(cfg), cfg, Value(), Value()};
-      if (kb.s.fused) {
+      if (!p.target.hasWgmma()) {
+        kb.dqSm80();
+        kb.dkvSm80();
+        kb.sum();
+      } else if (kb.s.fused) {
         kb.pre();
         kb.dkv();
         kb.sum();
@@ -439,6 +544,50 @@ private:
       if (thd())
         return {seq, row, mul(head, cst(p.d))};
       return rowAt(seq, head, p.hkv, row);
+    }
+
+    /// Stores a consumer's dK (its sums times `scale`) and dV, the rows of
+    /// keys from `key0` and the columns from `myCols`: into dK and dV where
+    /// the program took every query head of its KV head's group (`heads`
+    /// from `head0`), else into its part's f32 sums, for sum() to add.
+    void storeGrads(Value dkSum, Value dvSum, Value seq, Value kvHead, Value key0, Value myCols,
+                    Value heads, Value head0, Value dK, Value dV, Value partials, Value scale) {
+      int64_t group = p.hq / p.hkv;
+      auto accType = cast<RankedTensorType>(dkSum.getType());
+      // dV first, so that its registers are free before dK's stores.
+      auto dk = [&] { return arith::MulFOp::create(b, loc, dkSum, splat(accType, scale)); };
+      auto storeWhole = [&] {
+        // (THD: views of the sequence's keys, whose offsets are read
+        // again here: held through the loop, they spilled.)
+        Seq tail = thd() ? seqOf(seq) : Seq{};
+        auto [dvView, at] = rowIn(dV, tail.kStart, tail.kLen, seq, kvHead, p.hkv, key0);
+        at.back() = add(at.back(), myCols);
+        tt::StoreOp::create(b, loc, dvSum, dvView, at);
+        Value dkView =
+            thd() ? tt::NarrowOp::create(b, loc, dK, tail.kStart, tail.kLen).getResult() : dK;
+        tt::StoreOp::create(b, loc, dk(), dkView, at);
+      };
+      if (group == 1) {
+        storeWhole(); // nothing to split
+        return;
+      }
+      // One part: dK and dV as they are; several: each part's sums, f32,
+      // for the sum kernel to add in order. The split and the part from
+      // values the loop kept (heads = group / split, head0 = kvHead * group
+      // + part * heads): one more held through the loop would spill.
+      auto whole = scf::IfOp::create(
+          b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, heads, cst(group)),
+          /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(whole.thenBlock());
+      storeWhole();
+      b.setInsertionPointToStart(whole.elseBlock());
+      Value part = arith::DivUIOp::create(b, loc, remu(head0, group), heads);
+      Value parts = arith::DivUIOp::create(b, loc, cst(group), heads);
+      SmallVector<Value> at = partRowAt(seq, kvHead, key0);
+      at[2] = add(at[2], myCols);
+      tt::StoreOp::create(b, loc, dvSum, partials, partAt(add(parts, part), dK, at));
+      tt::StoreOp::create(b, loc, dk(), partials, partAt(part, dK, at));
     }
 
     std::pair<Value, Value> stageOf(Value it) { return {remu(it, s.stages), divu(it, s.stages)}; }
@@ -1067,47 +1216,8 @@ private:
           return loop(mMasked, mEnd, c1,
                       [&](Value mi, ValueRange c) { return step(head, mi, c, false); });
         });
-        // dV first, so that its registers are free before dK's stores.
-        auto dk = [&] { return arith::MulFOp::create(b, loc, acc[0], splat(accType, scale)); };
-        // Where this consumer's part of dK and dV goes, in the parts'
-        // sums.
-        auto mine = [&] {
-          SmallVector<Value> at = partRowAt(seq, kvHead, key0);
-          at[2] = add(at[2], myCols);
-          return at;
-        };
-        auto storeWhole = [&] {
-          // (THD: views of the sequence's keys, whose offsets are read
-          // again here: held through the loop, they spilled.)
-          Seq tail = thd() ? seqOf(seq) : Seq{};
-          auto [dvView, at] = rowIn(dV, tail.kStart, tail.kLen, seq, kvHead, p.hkv, key0);
-          at.back() = add(at.back(), myCols);
-          tt::StoreOp::create(b, loc, acc[1], dvView, at);
-          Value dkView =
-              thd() ? tt::NarrowOp::create(b, loc, dK, tail.kStart, tail.kLen).getResult() : dK;
-          tt::StoreOp::create(b, loc, dk(), dkView, at);
-        };
-        if (group == 1) {
-          storeWhole(); // nothing to split
-        } else {
-          // One part: dK and dV as they are; several: each part's sums,
-          // f32, for the sum kernel to add in order.
-          // The split and the part from values the loop kept (heads = group
-          // / split, head0 = kvHead * group + part * heads): one more held
-          // through the loop would spill.
-          auto whole = scf::IfOp::create(
-              b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, heads, cst(group)),
-              /*withElseRegion=*/true);
-          OpBuilder::InsertionGuard g(b);
-          b.setInsertionPointToStart(whole.thenBlock());
-          storeWhole();
-          b.setInsertionPointToStart(whole.elseBlock());
-          Value part = arith::DivUIOp::create(b, loc, remu(head0, group), heads);
-          Value parts = arith::DivUIOp::create(b, loc, cst(group), heads);
-          SmallVector<Value> at = mine();
-          tt::StoreOp::create(b, loc, acc[1], partials, partAt(add(parts, part), dK, at));
-          tt::StoreOp::create(b, loc, dk(), partials, partAt(part, dK, at));
-        }
+        storeGrads(acc[0], acc[1], seq, kvHead, key0, myCols, heads, head0, dK, dV, partials,
+                   scale);
         // Fused: the last additions into dQ's sums are done before the
         // program ends (and the conversion kernel reads them).
         if (s.fused)
@@ -1115,6 +1225,370 @@ private:
         tt::YieldOp::create(b, loc);
       }
       b.setInsertionPointToEnd(entry);
+      tt::ReturnOp::create(b, loc);
+      b.setInsertionPointAfter(kernel);
+    }
+
+    /// Below sm_90a: Q, K, V and dO as rows for the copies into the rings,
+    /// [tokens, h * d] (BSHD: b * s tokens; THD) or [b * h * s, d] (BHSD),
+    /// as the forward's sm_80 kernel takes them.
+    MemRefType copyRowsType(int64_t heads) const {
+      Type dt = elemType(ctx(), p.dt);
+      return p.layout == attention::Layout::BHSD
+                 ? MemRefType::get({ShapedType::kDynamic, p.d}, dt)
+                 : MemRefType::get({ShapedType::kDynamic, heads * p.d}, dt);
+    }
+    /// Where row 0 of head `head` (of `heads`) of sequence `seq` is in
+    /// copyRowsType's rows (THD: the sequence starts at `start`; else each
+    /// sequence has `len` rows), and its first column.
+    std::pair<Value, Value> copyAt(Value start, Value len, Value seq, Value head, int64_t heads) {
+      if (thd())
+        return {start, mul(head, cst(p.d))};
+      if (bshd())
+        return {mul(seq, len), mul(head, cst(p.d))};
+      return {mul(add(mul(seq, cst(heads)), head), len), cst(0)};
+    }
+
+    /// dQ and the workspace below sm_90a: the dQ kernel's tiles and math
+    /// without warp specialization or asynchronous products: every thread
+    /// copies its share of Q and dO once and of each tile of bn keys of K
+    /// and V into `stages`-deep rings (cp.async, one group a tile, the next
+    /// tiles in flight while this one is used, as the forward's sm_80
+    /// kernel); each warpgroup owns 64 query rows: S = Q K^T and dP = dO
+    /// V^T (mma.sync from ldmatrix), P and dS in registers, dQ += dS K with
+    /// dS from registers.
+    void dqSm80() {
+      MLIRContext &c = ctx();
+      Type dt = elemType(c, p.dt), f32 = b.getF32Type(), i32 = b.getI32Type();
+      Type idx = b.getIndexType();
+      int64_t bm = s.bm();
+      auto ringQ = tt::RingType::get(&c, 1, bm, p.d, dt);
+      auto ringKV = tt::RingType::get(&c, s.stages, s.bn, p.d, dt);
+      auto oType = rowsType(p.hq, dt);
+      auto lseType = MemRefType::get({ShapedType::kDynamic, p.hq, ShapedType::kDynamic}, f32);
+      // Q, K, V, dO as rows; O, dO, LSE, dQ, workspace; scale * log2(e),
+      // scale, sq, sk; THD: Q's and K's offsets. (The Hopper kernel's
+      // arguments, with rows where it takes tensor maps.)
+      SmallVector<Type> args = {copyRowsType(p.hq),
+                                copyRowsType(p.hkv),
+                                copyRowsType(p.hkv),
+                                copyRowsType(p.hq),
+                                oType,
+                                oType,
+                                lseType,
+                                oType,
+                                workspaceType(),
+                                f32,
+                                f32,
+                                idx,
+                                idx};
+      if (thd())
+        args.append({offsetsType(), offsetsType()});
+      AffineExpr sq = getAffineSymbolExpr(0, &c), batch = getAffineSymbolExpr(1, &c);
+      AffineMap grid = AffineMap::get(
+          0, 2, {sq.ceilDiv(kWorkspaceRows) * (kWorkspaceRows / bm) * batch * p.hq}, &c);
+      auto kernel = makeKernel(b, loc, "attn_bwd_dq_" + suffix(), args, 128 * s.consumers, grid,
+                               {11, -1, 6, 0}, cfg);
+      Block *entry = &kernel.getBody().front();
+      Value q = entry->getArgument(0), k = entry->getArgument(1), v = entry->getArgument(2),
+            dORows = entry->getArgument(3);
+      Value o = entry->getArgument(4), dO = entry->getArgument(5), lse = entry->getArgument(6);
+      Value dQ = entry->getArgument(7), ws = entry->getArgument(8);
+      Value scaleLog2 = entry->getArgument(9), scale = entry->getArgument(10);
+      Value sqV = entry->getArgument(11), skV = entry->getArgument(12);
+      if (thd()) {
+        cuQ = entry->getArgument(13);
+        cuK = entry->getArgument(14);
+      }
+      Value rq = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
+      Value rdo = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
+      Value rk = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
+      Value rv = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
+
+      // The tiles as the Hopper kernel places them.
+      Value heads = mul(memref::DimOp::create(b, loc, lse, 0), cst(p.hq));
+      Value mTiles = mul(ceilDiv(sqV, kWorkspaceRows), cst(kWorkspaceRows / bm));
+      Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
+      Value mTile = sub(sub(mTiles, cst(1)), arith::DivUIOp::create(b, loc, pid, heads));
+      Value bh = arith::RemUIOp::create(b, loc, pid, heads);
+      Value seq = divu(bh, p.hq), head = remu(bh, p.hq);
+      Value kvHead = divu(head, p.hq / p.hkv);
+      Value q0 = mul(mTile, cst(bm));
+      Seq ps = thd() ? seqOf(seq) : Seq{};
+      Value rowsV = thd() ? ps.qLen : sqV, keysV = thd() ? ps.kLen : skV;
+      Value kvEnd = p.causal ? minu(keysV, add(q0, cst(bm))) : keysV;
+      Value inside =
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, q0, rowsV).getResult();
+      Value kvTiles = arith::SelectOp::create(b, loc, inside, ceilDiv(kvEnd, s.bn), cst(0));
+      Value whole = minu(divu(p.causal ? minu(keysV, add(q0, cst(1))) : keysV, s.bn), kvTiles);
+
+      // Copies of 16 bytes (8 elements); rows past a sequence's are another
+      // sequence's or head's (the masks leave them out), past the tensor
+      // zeros.
+      // (Not structured bindings: copyKV captures them.)
+      Value qBase, qCol, kBase, kCol;
+      std::tie(qBase, qCol) = copyAt(ps.qStart, sqV, seq, head, p.hq);
+      std::tie(kBase, kCol) = copyAt(ps.kStart, skV, seq, kvHead, p.hkv);
+      int64_t vec = 8;
+      auto copyKV = [&](Value j, Value stage) {
+        Value row = add(kBase, mul(j, cst(s.bn)));
+        tt::AsyncCopyOp::create(b, loc, k, row, kCol, rk, stage, vec);
+        tt::AsyncCopyOp::create(b, loc, v, row, kCol, rv, stage, vec);
+        tt::AsyncCommitOp::create(b, loc);
+      };
+      // Q and dO join the first group; the first stages - 1 tiles are in
+      // flight before the loop (tiles past the last are copied, not used).
+      tt::AsyncCopyOp::create(b, loc, q, add(qBase, q0), qCol, rq, cst(0), vec);
+      tt::AsyncCopyOp::create(b, loc, dORows, add(qBase, q0), qCol, rdo, cst(0), vec);
+      for (int64_t i = 0; i + 1 < s.stages; ++i)
+        copyKV(cst(i), cst(i));
+
+      Value myRows = mul(tt::WarpgroupIdOp::create(b, loc), cst(64));
+      Value row0 = add(q0, myRows);
+      auto wg = tt::WgmmaLayoutAttr::get(&c);
+      auto sType = RankedTensorType::get({64, s.bn}, f32, wg);
+      auto iType = RankedTensorType::get({64, s.bn}, i32, wg);
+      auto accType = RankedTensorType::get({64, p.d}, f32, wg);
+      auto [lseRow, dRow] = rowStats(o, dO, lse, ws, seq, head, bh, row0, ps);
+      Value zeroS = splat(sType, f32c(0.0));
+      Value negLse =
+          tt::BroadcastOp::create(b, loc, sType, arith::NegFOp::create(b, loc, lseRow).getResult());
+      Value dBcast = tt::BroadcastOp::create(b, loc, sType, dRow);
+      auto step = [&](Value j, ValueRange carried, bool masked) -> SmallVector<Value> {
+        // Tile j has landed once at most stages - 2 younger groups are
+        // pending; the barrier makes it visible to all and frees the stage
+        // tile j - 1 used, which the copies of tile j + stages - 1 refill.
+        tt::AsyncWaitOp::create(b, loc, s.stages - 2);
+        tt::BlockBarrierOp::create(b, loc);
+        Value next = add(j, cst(s.stages - 1));
+        copyKV(next, remu(next, s.stages));
+        Value stage = remu(j, s.stages);
+        // S and P first, then dP: S and dP are never held together.
+        Value sc = tt::DotOp::create(b, loc, sType, rq, cst(0), myRows, rk, stage, cst(0), zeroS,
+                                     false, false, false, /*overwrite=*/true);
+        if (masked) {
+          Value cols = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 1),
+                                             splat(iType, toI32(mul(j, cst(s.bn)))));
+          Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, cols,
+                                           splat(iType, toI32(keysV)));
+          if (p.causal) {
+            Value rows = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
+                                               splat(iType, toI32(row0)));
+            ok = arith::AndIOp::create(
+                b, loc, ok, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, cols, rows));
+          }
+          sc = arith::SelectOp::create(b, loc, ok, sc, splat(sType, f32c(-INFINITY)));
+        }
+        Value pr = math::Exp2Op::create(
+            b, loc, math::FmaOp::create(b, loc, sc, splat(sType, scaleLog2), negLse));
+        Value dp = tt::DotOp::create(b, loc, sType, rdo, cst(0), myRows, rv, stage, cst(0), zeroS,
+                                     false, false, false, /*overwrite=*/true);
+        Value ds = arith::MulFOp::create(b, loc, pr, arith::SubFOp::create(b, loc, dp, dBcast));
+        Value ds16 = arith::TruncFOp::create(b, loc, RankedTensorType::get({64, s.bn}, dt, wg), ds);
+        return {tt::DotRegOp::create(b, loc, accType, ds16, rk, stage, cst(0), carried[0], true,
+                                     false)};
+      };
+      SmallVector<Value> acc = {splat(accType, f32c(0.0))};
+      acc = loop(cst(0), whole, acc, [&](Value j, ValueRange c) { return step(j, c, false); });
+      acc = loop(whole, kvTiles, acc, [&](Value j, ValueRange c) { return step(j, c, true); });
+      // No copy may still be writing shared memory when the block exits.
+      tt::AsyncWaitOp::create(b, loc, 0);
+      Value out = arith::MulFOp::create(b, loc, acc[0], splat(accType, scale));
+      auto [dqView, at] = rowIn(dQ, ps.qStart, ps.qLen, seq, head, p.hq, row0);
+      tt::StoreOp::create(b, loc, out, dqView, at);
+      tt::ReturnOp::create(b, loc);
+      b.setInsertionPointAfter(kernel);
+    }
+
+    /// dK and dV below sm_90a: the Hopper kernel's programs and steps
+    /// without warp specialization: every thread copies its share of K and
+    /// V once and of each step's Q and dO into `stages`-deep rings
+    /// (cp.async), the columns' LSE and D come from the workspace in global
+    /// memory, and each warpgroup owns 64 keys: S^T = K Q^T and dP^T = V
+    /// dO^T (mma.sync), dV += P^T dO and dK += dS^T Q with P^T and dS^T from
+    /// registers.
+    void dkvSm80() {
+      MLIRContext &c = ctx();
+      Type dt = elemType(c, p.dt), f32 = b.getF32Type(), i32 = b.getI32Type();
+      Type idx = b.getIndexType();
+      int64_t bn = s.bm(), group = p.hq / p.hkv;
+      auto ringKV = tt::RingType::get(&c, 1, bn, p.d, dt);
+      auto ringQ = tt::RingType::get(&c, s.stages, s.kvBm, p.d, dt);
+      auto kType = rowsType(p.hkv, dt);
+      // K, V, Q, dO as rows; the workspace, dK, dV; scale * log2(e), scale,
+      // sq, sk; the partial sums and the head split; THD: the offsets.
+      SmallVector<Type> args = {copyRowsType(p.hkv),
+                                copyRowsType(p.hkv),
+                                copyRowsType(p.hq),
+                                copyRowsType(p.hq),
+                                workspaceType(),
+                                kType,
+                                kType,
+                                f32,
+                                f32,
+                                idx,
+                                idx,
+                                partialsType(),
+                                idx};
+      if (thd())
+        args.append({offsetsType(), offsetsType()});
+      AffineExpr sk = getAffineSymbolExpr(0, &c), first = getAffineSymbolExpr(1, &c),
+                 parts = getAffineSymbolExpr(2, &c);
+      AffineExpr seqs = thd() ? (first - 1) * p.hkv : bshd() ? first * p.hkv : first;
+      AffineMap grid = AffineMap::get(0, 3, {sk.ceilDiv(bn) * seqs * parts}, &c);
+      auto kernel = makeKernel(b, loc, "attn_bwd_dkdv_" + suffix(), args, 128 * s.consumers, grid,
+                               {10, -1, thd() ? 14 : 5, 0, 12, -1}, cfg);
+      Block *entry = &kernel.getBody().front();
+      Value k = entry->getArgument(0), v = entry->getArgument(1), q = entry->getArgument(2),
+            dORows = entry->getArgument(3);
+      Value ws = entry->getArgument(4), dK = entry->getArgument(5), dV = entry->getArgument(6);
+      Value scaleLog2 = entry->getArgument(7), scale = entry->getArgument(8);
+      Value sqV = entry->getArgument(9), skV = entry->getArgument(10);
+      Value partials = entry->getArgument(11), split = entry->getArgument(12);
+      if (thd()) {
+        cuQ = entry->getArgument(13);
+        cuK = entry->getArgument(14);
+      }
+      Value rk = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
+      Value rv = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
+      Value rq = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
+      Value rdo = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
+
+      // The programs, their query heads and tiles as the Hopper kernel's.
+      Value nTiles = ceilDiv(skV, bn);
+      Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
+      Value perPart =
+          arith::DivUIOp::create(b, loc, tt::NumProgramsOp::create(b, loc, tt::Dim::x), split);
+      Value part = arith::DivUIOp::create(b, loc, pid, perPart);
+      Value inPart = arith::RemUIOp::create(b, loc, pid, perPart);
+      Value nTile = arith::RemUIOp::create(b, loc, inPart, nTiles);
+      Value bkv = arith::DivUIOp::create(b, loc, inPart, nTiles);
+      Value seq = divu(bkv, p.hkv), kvHead = remu(bkv, p.hkv);
+      Value heads = arith::DivUIOp::create(b, loc, cst(group), split);
+      Value head0 = add(mul(kvHead, cst(group)), mul(part, heads));
+      Value n0 = mul(nTile, cst(bn));
+      Seq ps = thd() ? seqOf(seq) : Seq{};
+      Value rowsV = sqV;
+      if (thd())
+        rowsV =
+            p.causal
+                ? ps.qLen
+                : arith::SelectOp::create(
+                      b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, n0, ps.kLen),
+                      ps.qLen, cst(0))
+                      .getResult();
+      Value mEnd = ceilDiv(rowsV, s.kvBm);
+      Value mStart = p.causal ? minu(divu(n0, s.kvBm), mEnd) : cst(0);
+      Value mMasked = p.causal ? minu(ceilDiv(add(n0, cst(bn)), s.kvBm), mEnd) : cst(0);
+      mMasked = arith::MaxUIOp::create(b, loc, mMasked, mStart);
+
+      // K and V join the first group; each step's Q and dO tiles are copied
+      // stages - 1 steps ahead (past the last step: rows not used).
+      int64_t vec = 8;
+      auto [kBase, kCol] = copyAt(ps.kStart, skV, seq, kvHead, p.hkv);
+      tt::AsyncCopyOp::create(b, loc, k, add(kBase, n0), kCol, rk, cst(0), vec);
+      tt::AsyncCopyOp::create(b, loc, v, add(kBase, n0), kCol, rv, cst(0), vec);
+      // The step after query tile mi of query head `head`: the next tile,
+      // or the next head's first.
+      auto advance = [&](std::pair<Value, Value> at) -> std::pair<Value, Value> {
+        Value next = add(at.second, cst(1));
+        Value wrap = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, next, mEnd);
+        return {arith::SelectOp::create(b, loc, wrap, add(at.first, cst(1)), at.first),
+                arith::SelectOp::create(b, loc, wrap, mStart, next)};
+      };
+      auto copyQ = [&](std::pair<Value, Value> at, Value stage) {
+        auto [qBase, qCol] = copyAt(ps.qStart, sqV, seq, at.first, p.hq);
+        Value row = add(qBase, mul(at.second, cst(s.kvBm)));
+        tt::AsyncCopyOp::create(b, loc, q, row, qCol, rq, stage, vec);
+        tt::AsyncCopyOp::create(b, loc, dORows, row, qCol, rdo, stage, vec);
+        tt::AsyncCommitOp::create(b, loc);
+      };
+      {
+        std::pair<Value, Value> at{head0, mStart};
+        for (int64_t i = 0; i + 1 < s.stages; ++i, at = advance(at))
+          copyQ(at, cst(i));
+      }
+
+      Value myRows = mul(tt::WarpgroupIdOp::create(b, loc), cst(64));
+      Value key0 = add(n0, myRows);
+      auto wg = tt::WgmmaLayoutAttr::get(&c);
+      auto colType = RankedTensorType::get({s.kvBm}, f32, tt::SliceLayoutAttr::get(&c, 0, wg));
+      auto sType = RankedTensorType::get({64, s.kvBm}, f32, wg);
+      auto pType = RankedTensorType::get({64, s.kvBm}, dt, wg);
+      auto iType = RankedTensorType::get({64, s.kvBm}, i32, wg);
+      // dK and dV by panels of 64 columns, each product's B fragments a
+      // panel's at a time (at head dim 128 whole, the kernel spilled).
+      int64_t panels = p.d / 64;
+      auto accType = RankedTensorType::get({64, 64}, f32, wg);
+      Value zeroS = splat(sType, f32c(0.0));
+      // One step: query tile mi of query head `head`; carried dK's and dV's
+      // panels and the step counter.
+      auto step = [&](Value head, Value mi, ValueRange carried, bool masked) -> SmallVector<Value> {
+        Value it = carried[2 * panels];
+        tt::AsyncWaitOp::create(b, loc, s.stages - 2);
+        tt::BlockBarrierOp::create(b, loc);
+        std::pair<Value, Value> ahead{head, mi};
+        for (int64_t i = 0; i + 1 < s.stages; ++i)
+          ahead = advance(ahead);
+        copyQ(ahead, remu(add(it, cst(s.stages - 1)), s.stages));
+        Value stage = remu(it, s.stages);
+        Value m0 = mul(mi, cst(s.kvBm));
+        // S^T, P^T and dV's product first, then dP^T, dS^T and dK's: S^T
+        // and dP^T are never held together (beside dK and dV, both spilled
+        // at head dim 128 under a causal mask).
+        Value st = tt::DotOp::create(b, loc, sType, rk, cst(0), myRows, rq, stage, cst(0), zeroS,
+                                     false, false, false, /*overwrite=*/true);
+        // The columns' LSE * log2(e) and D (the workspace's padded rows:
+        // +inf and 0).
+        Value bhq = add(mul(seq, cst(p.hq)), head);
+        Value lseCol =
+            tt::LoadOp::create(b, loc, colType, ws, ValueRange{cst(0), bhq, m0}, nullptr, nullptr);
+        if (masked) {
+          // Key (row) j is seen by query (column) i when j <= i.
+          Value keys = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
+                                             splat(iType, toI32(key0)));
+          Value queries = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 1),
+                                                splat(iType, toI32(m0)));
+          Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, keys, queries);
+          st = arith::SelectOp::create(b, loc, ok, st, splat(sType, f32c(-INFINITY)));
+        }
+        Value negLse = tt::BroadcastOp::create(b, loc, sType,
+                                               arith::NegFOp::create(b, loc, lseCol).getResult());
+        Value pt = math::Exp2Op::create(
+            b, loc, math::FmaOp::create(b, loc, st, splat(sType, scaleLog2), negLse));
+        SmallVector<Value> next(2 * panels);
+        Value p16 = arith::TruncFOp::create(b, loc, pType, pt);
+        for (int64_t i = 0; i < panels; ++i)
+          next[panels + i] = tt::DotRegOp::create(b, loc, accType, p16, rdo, stage, cst(64 * i),
+                                                  carried[panels + i], true, false);
+        Value dpt = tt::DotOp::create(b, loc, sType, rv, cst(0), myRows, rdo, stage, cst(0), zeroS,
+                                      false, false, false, /*overwrite=*/true);
+        Value dCol =
+            tt::LoadOp::create(b, loc, colType, ws, ValueRange{cst(1), bhq, m0}, nullptr, nullptr);
+        Value dst = arith::MulFOp::create(
+            b, loc, pt,
+            arith::SubFOp::create(b, loc, dpt, tt::BroadcastOp::create(b, loc, sType, dCol)));
+        Value ds16 = arith::TruncFOp::create(b, loc, pType, dst);
+        for (int64_t i = 0; i < panels; ++i)
+          next[i] = tt::DotRegOp::create(b, loc, accType, ds16, rq, stage, cst(64 * i), carried[i],
+                                         true, false);
+        next.push_back(add(it, cst(1)));
+        return next;
+      };
+      SmallVector<Value> init(2 * panels, splat(accType, f32c(0.0)));
+      init.push_back(cst(0));
+      SmallVector<Value> acc = loop(cst(0), heads, init, [&](Value h, ValueRange c0) {
+        Value head = add(head0, h);
+        SmallVector<Value> c1 = loop(
+            mStart, mMasked, c0, [&](Value mi, ValueRange c) { return step(head, mi, c, true); });
+        return loop(mMasked, mEnd, c1,
+                    [&](Value mi, ValueRange c) { return step(head, mi, c, false); });
+      });
+      // No copy may still be writing shared memory when the block exits.
+      tt::AsyncWaitOp::create(b, loc, 0);
+      for (int64_t i = 0; i < panels; ++i)
+        storeGrads(acc[i], acc[panels + i], seq, kvHead, key0, cst(64 * i), heads, head0, dK, dV,
+                   partials, scale);
       tt::ReturnOp::create(b, loc);
       b.setInsertionPointAfter(kernel);
     }

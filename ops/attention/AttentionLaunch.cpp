@@ -162,6 +162,26 @@ struct Workspace {
     return KernelArg::view(at, {c.b * c.hq, workspaceRows(c), c.d});
   }
 };
+
+/// Below sm_90a: every row of Q (K, V, dO) for the kernels' copies, as
+/// [rows, h * d] (BSHD: b * s rows; THD: the total), or [b * h * s, d]
+/// (BHSD); `queries`: Q's rows, else K's.
+KernelArg copyRows(const Call &c, uint64_t addr, int64_t heads, bool queries) {
+  int64_t all =
+      c.layout == Layout::THD ? (queries ? c.totalQ : c.totalK) : c.b * (queries ? c.sq : c.sk);
+  return c.layout == Layout::BHSD ? KernelArg::view(addr, {all * heads, c.d})
+                                  : KernelArg::view(addr, {all, heads * c.d});
+}
+
+/// The tensors the kernels below sm_90a copy from: their copies move 16
+/// bytes, from 16-byte aligned rows.
+llvm::Error copiesAligned(std::initializer_list<std::pair<const char *, uint64_t>> tensors,
+                          const char *op) {
+  for (auto [name, addr] : tensors)
+    if (addr % 16 != 0)
+      return error(llvm::Twine(name) + " is at an address that is not 16-byte aligned", op);
+  return llvm::Error::success();
+}
 } // namespace
 
 Call callOf(const Params &p) {
@@ -227,19 +247,11 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
   KernelArg cuQ = KernelArg::view(c.cuSeqlensQ, {c.b + 1}),
             cuK = KernelArg::view(c.cuSeqlensK, {c.b + 1});
   if (sm80) {
-    // Every row of Q (K, V) as [rows, h * d], or [b * h * s, d] (BHSD);
-    // the kernel's copies move 16 bytes, from 16-byte aligned rows.
-    for (auto [name, addr] : {std::pair{"Q", c.q}, std::pair{"K", c.k}, std::pair{"V", c.v}})
-      if (addr % 16 != 0)
-        return error(llvm::Twine(name) + " is at an address that is not 16-byte aligned");
-    auto rows = [&](uint64_t addr, int64_t all, int64_t heads) {
-      return c.layout == Layout::BHSD ? KernelArg::view(addr, {all * heads, c.d})
-                                      : KernelArg::view(addr, {all, heads * c.d});
-    };
-    int64_t allQ = thd ? c.totalQ : c.b * c.sq, allK = thd ? c.totalK : c.b * c.sk;
-    KernelArg args[10] = {rows(c.q, allQ, c.hq),
-                          rows(c.k, allK, c.hkv),
-                          rows(c.v, allK, c.hkv),
+    if (auto err = copiesAligned({{"Q", c.q}, {"K", c.k}, {"V", c.v}}, "attn_fwd"))
+      return err;
+    KernelArg args[10] = {copyRows(c, c.q, c.hq, true),
+                          copyRows(c, c.k, c.hkv, false),
+                          copyRows(c, c.v, c.hkv, false),
                           o,
                           lse,
                           scaleLog2,
@@ -315,6 +327,13 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
                             std::pair{"dK", c.dK}, std::pair{"dV", c.dV}, std::pair{"LSE", c.lse}})
     if (addr % 4 != 0)
       return error(llvm::Twine(name) + " must be 4-byte aligned", op);
+  // Below sm_90a (no tensor maps; never fused): Q, K, V and dO as rows
+  // for the copies, [rows, h * d] or [b * h * s, d] (BHSD), the workspace
+  // as a memref where the Hopper kernels take maps.
+  bool sm80 = !fused && dq.params[0].kind != ParamInfo::TensorMap;
+  if (sm80)
+    if (auto err = copiesAligned({{"Q", c.q}, {"K", c.k}, {"V", c.v}, {"dO", c.dO}}, op))
+      return err;
   // The tensor maps of both kernels (their boxes differ): Q, K, V, dO of
   // the dQ kernel, then K, V, Q, dO of the dK/dV kernel.
   struct Operand {
@@ -330,7 +349,7 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
       {&q, &dq},  {&k, &dq},  {&v, &dq},  {&dout, &dq},
       {&k, &dkv}, {&v, &dkv}, {&q, &dkv}, {&dout, &dkv}};
   CUtensorMap maps[8] = {}; // fused: the dK/dV kernel's only
-  for (int i = fused ? 4 : 0; i < 8; ++i) {
+  for (int i = fused ? 4 : 0; i < (sm80 ? 0 : 8); ++i) {
     const Operand &t = *operands[i].first;
     auto m =
         mapOf(op, t.name, c, t.addr, t.seq, t.heads, operands[i].second->params[i % 4].staticSizes);
@@ -343,7 +362,7 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
   // The dK/dV kernel reads the workspace through a tensor map: [rows, b *
   // hq, 2] innermost first, boxes of the kernel's (8 x 32 f32, one deep).
   CUtensorMap statMap = {};
-  {
+  if (!sm80) {
     const std::vector<int64_t> &box = dkv.params[4].staticSizes;
     if (box.size() != 3)
       return error("the kernel's tensor map of the workspace is not 3-D", op);
@@ -395,10 +414,10 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
       KernelArg pre[] = {o, dO, lse, ws, dqSums, KernelArg::index(c.sq)};
       return kernel.launch(0, pre, std::size(pre), stream);
     }
-    KernelArg first[] = {KernelArg::tensorMap(maps[0]),
-                         KernelArg::tensorMap(maps[1]),
-                         KernelArg::tensorMap(maps[2]),
-                         KernelArg::tensorMap(maps[3]),
+    KernelArg first[] = {sm80 ? copyRows(c, c.q, c.hq, true) : KernelArg::tensorMap(maps[0]),
+                         sm80 ? copyRows(c, c.k, c.hkv, false) : KernelArg::tensorMap(maps[1]),
+                         sm80 ? copyRows(c, c.v, c.hkv, false) : KernelArg::tensorMap(maps[2]),
+                         sm80 ? copyRows(c, c.dO, c.hq, true) : KernelArg::tensorMap(maps[3]),
                          o,
                          dO,
                          lse,
@@ -419,11 +438,11 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
     return llvm::Error::success();
   KernelArg partials = w.partials(c);
   KernelArg dK = kRows(c.dK), dV = kRows(c.dV);
-  KernelArg second[] = {KernelArg::tensorMap(maps[4]),
-                        KernelArg::tensorMap(maps[5]),
-                        KernelArg::tensorMap(maps[6]),
-                        KernelArg::tensorMap(maps[7]),
-                        KernelArg::tensorMap(statMap),
+  KernelArg second[] = {sm80 ? copyRows(c, c.k, c.hkv, false) : KernelArg::tensorMap(maps[4]),
+                        sm80 ? copyRows(c, c.v, c.hkv, false) : KernelArg::tensorMap(maps[5]),
+                        sm80 ? copyRows(c, c.q, c.hq, true) : KernelArg::tensorMap(maps[6]),
+                        sm80 ? copyRows(c, c.dO, c.hq, true) : KernelArg::tensorMap(maps[7]),
+                        sm80 ? ws : KernelArg::tensorMap(statMap),
                         dK,
                         dV,
                         scaleLog2,

@@ -723,6 +723,33 @@ TEST_F(GpuAttentionSm80, HeadDimsMasksLayoutsAgainstFloat64) {
   run(packed({10, 0, 50}, {0, 0, 60}, 2, 1, 64, false)); // a sequence without keys
 }
 
+TEST_F(GpuAttentionSm80, BackwardAgainstFloat64) {
+  // The backward's kernels below sm_90a (cp.async, ldmatrix, mma.sync): both
+  // head dims, masks, ragged and cross lengths, MQA with the heads split,
+  // both layouts and types, packed sequences, configs of the tuning space.
+  for (int64_t d : {64, 128}) {
+    runBackward({1, 256, 256, 2, 2, d});
+    runBackward({2, 200, 200, 4, 1, d, true}); // ragged, causal, MQA
+  }
+  for (int64_t s : {1, 63, 65, 129, 1000})
+    runBackward({1, s, s, 2, 2, 128, true});
+  runBackward({2, 64, 300, 2, 2, 128});                                  // fewer queries than keys
+  runBackward({1, 250, 100, 2, 2, 64, true});                            // causal, sq > sk
+  runBackward({2, 333, 333, 8, 2, 64, false, Layout::BHSD});             // GQA, BHSD
+  runBackward({1, 300, 300, 2, 2, 128, true, Layout::BSHD, DType::F16}); // f16
+  runBackward({1, 500, 500, 2, 2, 64, true, Layout::BSHD, DType::BF16, 1.0f}); // a large scale
+  runBackward({1, 700, 700, 4, 1, 128, true, Layout::BHSD, DType::BF16, 0.0f,
+               "bn=48 consumers=1 kv_bm=16 stages=3"});
+  runBackward({1, 333, 333, 2, 2, 64, false, Layout::BSHD, DType::BF16, 0.0f,
+               "bn=64 consumers=2 kv_bm=32 stages=2"});
+  std::vector<int64_t> lens = {1, 127, 300, 64, 1000, 1};
+  for (int64_t d : {64, 128})
+    for (bool causal : {true, false})
+      runBackward(packed(lens, lens, 4, 2, d, causal));
+  runBackward(packed({5, 200, 77}, {300, 17, 129}, 2, 1, 128, true)); // cross lengths
+  runBackward(packed({10, 0, 50}, {0, 0, 60}, 2, 1, 128, false));     // queries without keys
+}
+
 TEST_F(GpuAttention, BackwardPackedSequences) {
   // Each program's queries, keys and stores stop at its sequence's end;
   // the workspace's rows past it are +inf whatever the forward's LSE holds
