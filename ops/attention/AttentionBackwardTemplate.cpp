@@ -590,6 +590,96 @@ private:
       tt::StoreOp::create(b, loc, dk(), partials, partAt(part, dK, at));
     }
 
+    /// Where a dQ program is: its tile of bm query rows (the tiles with
+    /// the most keys first), head and sequence, and the key tiles its rows
+    /// see (`lse` gives the batch).
+    struct DqTile {
+      Value bh, seq, head, kvHead, q0;
+      Seq ps;
+      Value keys, kvTiles, whole;
+    };
+    DqTile placeDq(Value lse, Value sqV, Value skV) {
+      int64_t bm = s.bm();
+      // The tiles with the most keys (the last rows under a causal mask)
+      // first, a row tile of every head at a time.
+      Value batchV = memref::DimOp::create(b, loc, lse, 0);
+      Value heads = mul(batchV, cst(p.hq));
+      Value mTiles = mul(ceilDiv(sqV, kWorkspaceRows), cst(kWorkspaceRows / bm));
+      Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
+      Value mTile = sub(sub(mTiles, cst(1)), arith::DivUIOp::create(b, loc, pid, heads));
+      Value bh = arith::RemUIOp::create(b, loc, pid, heads);
+      Value seq = divu(bh, p.hq), head = remu(bh, p.hq);
+      Value kvHead = divu(head, p.hq / p.hkv);
+      Value q0 = mul(mTile, cst(bm));
+      // THD: the sequence's rows and keys (the grid covers the longest).
+      Seq ps = thd() ? seqOf(seq) : Seq{};
+      Value rowsV = thd() ? ps.qLen : sqV, keysV = thd() ? ps.kLen : skV;
+      // Key tiles any row sees (none for a tile wholly past the sequence,
+      // which only pads the workspace); the first `whole` every row sees
+      // whole.
+      Value kvEnd = p.causal ? minu(keysV, add(q0, cst(bm))) : keysV;
+      Value inside =
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, q0, rowsV).getResult();
+      Value kvTiles = arith::SelectOp::create(b, loc, inside, ceilDiv(kvEnd, s.bn), cst(0));
+      Value whole = minu(divu(p.causal ? minu(keysV, add(q0, cst(1))) : keysV, s.bn), kvTiles);
+
+      return {bh, seq, head, kvHead, q0, ps, keysV, kvTiles, whole};
+    }
+
+    /// Where a dK/dV program is: its tile of bn keys of one KV head, the
+    /// query heads of its part of the group (`heads` from `head0`) and the
+    /// query tiles that see its keys (the masked ones first).
+    struct DkvTile {
+      Value seq, kvHead, heads, head0, n0;
+      Seq ps;
+      Value mEnd, mStart, mMasked;
+    };
+    DkvTile placeDkv(Value sqV, Value skV, Value split, int64_t bn) {
+      int64_t group = p.hq / p.hkv;
+      // Every key tile of one KV head before the next (the programs running
+      // together read the same Q and dO, which L2 keeps), the first tiles
+      // (under a causal mask the most queries) first.
+      // With the group's query heads split `split` ways, part j of every
+      // tile before part j + 1.
+      Value nTiles = ceilDiv(skV, bn);
+      Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
+      Value perPart =
+          arith::DivUIOp::create(b, loc, tt::NumProgramsOp::create(b, loc, tt::Dim::x), split);
+      Value part = arith::DivUIOp::create(b, loc, pid, perPart);
+      Value inPart = arith::RemUIOp::create(b, loc, pid, perPart);
+      Value nTile = arith::RemUIOp::create(b, loc, inPart, nTiles);
+      Value bkv = arith::DivUIOp::create(b, loc, inPart, nTiles);
+      Value seq = divu(bkv, p.hkv), kvHead = remu(bkv, p.hkv);
+      // The part's query heads: `heads` of them from `head0`.
+      Value heads = arith::DivUIOp::create(b, loc, cst(group), split);
+      Value head0 = add(mul(kvHead, cst(group)), mul(part, heads));
+      Value n0 = mul(nTile, cst(bn));
+      // THD: the sequence's rows. A program wholly past its keys stores
+      // nothing: without a mask it takes no query either; under a causal
+      // mask its first query tile is already past the last one where the
+      // sequence has as many queries as keys or fewer (where it has more, it
+      // computes what it does not store: the test for it spilled 8 bytes at
+      // head dim 256).
+      Seq ps = thd() ? seqOf(seq) : Seq{};
+      Value rowsV = sqV;
+      if (thd())
+        rowsV =
+            p.causal
+                ? ps.qLen
+                : arith::SelectOp::create(
+                      b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, n0, ps.kLen),
+                      ps.qLen, cst(0))
+                      .getResult();
+      // Query tiles that see a key of the program: under a causal mask from
+      // the one holding row n0; the first ones up to row n0 + bn see the
+      // diagonal (masked).
+      Value mEnd = ceilDiv(rowsV, s.kvBm);
+      Value mStart = p.causal ? minu(divu(n0, s.kvBm), mEnd) : cst(0);
+      Value mMasked = p.causal ? minu(ceilDiv(add(n0, cst(bn)), s.kvBm), mEnd) : cst(0);
+      mMasked = arith::MaxUIOp::create(b, loc, mMasked, mStart);
+      return {seq, kvHead, heads, head0, n0, ps, mEnd, mStart, mMasked};
+    }
+
     std::pair<Value, Value> stageOf(Value it) { return {remu(it, s.stages), divu(it, s.stages)}; }
     /// The coordinates of row `row` of sequence `seq`, head `head` in a
     /// rowsType tensor of `heads` heads.
@@ -747,28 +837,10 @@ private:
       Value kEmpty = tt::AllocBarriersOp::create(b, loc, bars, s.consumers, nullptr);
       Value vEmpty = tt::AllocBarriersOp::create(b, loc, bars, s.consumers, nullptr);
 
-      // The tiles with the most keys (the last rows under a causal mask)
-      // first, a row tile of every head at a time.
-      Value batchV = memref::DimOp::create(b, loc, lse, 0);
-      Value heads = mul(batchV, cst(p.hq));
-      Value mTiles = mul(ceilDiv(sqV, kWorkspaceRows), cst(kWorkspaceRows / bm));
-      Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
-      Value mTile = sub(sub(mTiles, cst(1)), arith::DivUIOp::create(b, loc, pid, heads));
-      Value bh = arith::RemUIOp::create(b, loc, pid, heads);
-      Value seq = divu(bh, p.hq), head = remu(bh, p.hq);
-      Value kvHead = divu(head, p.hq / p.hkv);
-      Value q0 = mul(mTile, cst(bm));
-      // THD: the sequence's rows and keys (the grid covers the longest).
-      Seq ps = thd() ? seqOf(seq) : Seq{};
-      Value rowsV = thd() ? ps.qLen : sqV, keysV = thd() ? ps.kLen : skV;
-      // Key tiles any row sees (none for a tile wholly past the sequence,
-      // which only pads the workspace); the first `whole` every row sees
-      // whole.
-      Value kvEnd = p.causal ? minu(keysV, add(q0, cst(bm))) : keysV;
-      Value inside =
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, q0, rowsV).getResult();
-      Value kvTiles = arith::SelectOp::create(b, loc, inside, ceilDiv(kvEnd, s.bn), cst(0));
-      Value whole = minu(divu(p.causal ? minu(keysV, add(q0, cst(1))) : keysV, s.bn), kvTiles);
+      DqTile t = placeDq(lse, sqV, skV);
+      Value bh = t.bh, seq = t.seq, head = t.head, kvHead = t.kvHead, q0 = t.q0;
+      Seq ps = t.ps;
+      Value keysV = t.keys, kvTiles = t.kvTiles, whole = t.whole;
 
       auto ws_ = tt::WarpSpecializeOp::create(b, loc, s.consumers, 24, 240);
       {
@@ -883,7 +955,7 @@ private:
       MLIRContext &c = ctx();
       Type dt = elemType(c, p.dt), f32 = b.getF32Type(), i32 = b.getI32Type();
       Type idx = b.getIndexType();
-      int64_t bn = s.dkvKeys(), group = p.hq / p.hkv;
+      int64_t bn = s.dkvKeys();
       auto ringKV = tt::RingType::get(&c, 1, bn, p.d, dt);
       auto ringQ = tt::RingType::get(&c, s.stages, s.kvBm, p.d, dt);
       auto mapKV = tt::TensorMapType::get(&c, bn, 64, dt, 4);
@@ -958,47 +1030,10 @@ private:
             tt::AllocBarriersOp::create(b, loc, tt::BarriersType::get(&c, 2), s.consumers, nullptr);
       }
 
-      // Every key tile of one KV head before the next (the programs running
-      // together read the same Q and dO, which L2 keeps), the first tiles
-      // (under a causal mask the most queries) first.
-      // With the group's query heads split `split` ways, part j of every
-      // tile before part j + 1.
-      Value nTiles = ceilDiv(skV, bn);
-      Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
-      Value perPart =
-          arith::DivUIOp::create(b, loc, tt::NumProgramsOp::create(b, loc, tt::Dim::x), split);
-      Value part = arith::DivUIOp::create(b, loc, pid, perPart);
-      Value inPart = arith::RemUIOp::create(b, loc, pid, perPart);
-      Value nTile = arith::RemUIOp::create(b, loc, inPart, nTiles);
-      Value bkv = arith::DivUIOp::create(b, loc, inPart, nTiles);
-      Value seq = divu(bkv, p.hkv), kvHead = remu(bkv, p.hkv);
-      // The part's query heads: `heads` of them from `head0`.
-      Value heads = arith::DivUIOp::create(b, loc, cst(group), split);
-      Value head0 = add(mul(kvHead, cst(group)), mul(part, heads));
-      Value n0 = mul(nTile, cst(bn));
-      // THD: the sequence's rows. A program wholly past its keys stores
-      // nothing: without a mask it takes no query either; under a causal
-      // mask its first query tile is already past the last one where the
-      // sequence has as many queries as keys or fewer (where it has more, it
-      // computes what it does not store: the test for it spilled 8 bytes at
-      // head dim 256).
-      Seq ps = thd() ? seqOf(seq) : Seq{};
-      Value rowsV = sqV;
-      if (thd())
-        rowsV =
-            p.causal
-                ? ps.qLen
-                : arith::SelectOp::create(
-                      b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, n0, ps.kLen),
-                      ps.qLen, cst(0))
-                      .getResult();
-      // Query tiles that see a key of the program: under a causal mask from
-      // the one holding row n0; the first ones up to row n0 + bn see the
-      // diagonal (masked).
-      Value mEnd = ceilDiv(rowsV, s.kvBm);
-      Value mStart = p.causal ? minu(divu(n0, s.kvBm), mEnd) : cst(0);
-      Value mMasked = p.causal ? minu(ceilDiv(add(n0, cst(bn)), s.kvBm), mEnd) : cst(0);
-      mMasked = arith::MaxUIOp::create(b, loc, mMasked, mStart);
+      DkvTile t = placeDkv(sqV, skV, split, bn);
+      Value seq = t.seq, kvHead = t.kvHead, heads = t.heads, head0 = t.head0, n0 = t.n0;
+      Seq ps = t.ps;
+      Value mEnd = t.mEnd, mStart = t.mStart, mMasked = t.mMasked;
       Value count = sub(mEnd, mStart);
 
       auto ws_ = tt::WarpSpecializeOp::create(b, loc, s.consumers, 24, 240);
@@ -1306,21 +1341,10 @@ private:
       Value rv = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
 
       // The tiles as the Hopper kernel places them.
-      Value heads = mul(memref::DimOp::create(b, loc, lse, 0), cst(p.hq));
-      Value mTiles = mul(ceilDiv(sqV, kWorkspaceRows), cst(kWorkspaceRows / bm));
-      Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
-      Value mTile = sub(sub(mTiles, cst(1)), arith::DivUIOp::create(b, loc, pid, heads));
-      Value bh = arith::RemUIOp::create(b, loc, pid, heads);
-      Value seq = divu(bh, p.hq), head = remu(bh, p.hq);
-      Value kvHead = divu(head, p.hq / p.hkv);
-      Value q0 = mul(mTile, cst(bm));
-      Seq ps = thd() ? seqOf(seq) : Seq{};
-      Value rowsV = thd() ? ps.qLen : sqV, keysV = thd() ? ps.kLen : skV;
-      Value kvEnd = p.causal ? minu(keysV, add(q0, cst(bm))) : keysV;
-      Value inside =
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, q0, rowsV).getResult();
-      Value kvTiles = arith::SelectOp::create(b, loc, inside, ceilDiv(kvEnd, s.bn), cst(0));
-      Value whole = minu(divu(p.causal ? minu(keysV, add(q0, cst(1))) : keysV, s.bn), kvTiles);
+      DqTile t = placeDq(lse, sqV, skV);
+      Value bh = t.bh, seq = t.seq, head = t.head, kvHead = t.kvHead, q0 = t.q0;
+      Seq ps = t.ps;
+      Value keysV = t.keys, kvTiles = t.kvTiles, whole = t.whole;
 
       // Copies of 16 bytes (8 elements); rows past a sequence's are another
       // sequence's or head's (the masks leave them out), past the tensor
@@ -1411,7 +1435,7 @@ private:
       MLIRContext &c = ctx();
       Type dt = elemType(c, p.dt), f32 = b.getF32Type(), i32 = b.getI32Type();
       Type idx = b.getIndexType();
-      int64_t bn = s.bm(), group = p.hq / p.hkv;
+      int64_t bn = s.bm();
       auto ringKV = tt::RingType::get(&c, 1, bn, p.d, dt);
       auto ringQ = tt::RingType::get(&c, s.stages, s.kvBm, p.d, dt);
       auto kType = rowsType(p.hkv, dt);
@@ -1455,32 +1479,10 @@ private:
       Value rdo = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
 
       // The programs, their query heads and tiles as the Hopper kernel's.
-      Value nTiles = ceilDiv(skV, bn);
-      Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
-      Value perPart =
-          arith::DivUIOp::create(b, loc, tt::NumProgramsOp::create(b, loc, tt::Dim::x), split);
-      Value part = arith::DivUIOp::create(b, loc, pid, perPart);
-      Value inPart = arith::RemUIOp::create(b, loc, pid, perPart);
-      Value nTile = arith::RemUIOp::create(b, loc, inPart, nTiles);
-      Value bkv = arith::DivUIOp::create(b, loc, inPart, nTiles);
-      Value seq = divu(bkv, p.hkv), kvHead = remu(bkv, p.hkv);
-      Value heads = arith::DivUIOp::create(b, loc, cst(group), split);
-      Value head0 = add(mul(kvHead, cst(group)), mul(part, heads));
-      Value n0 = mul(nTile, cst(bn));
-      Seq ps = thd() ? seqOf(seq) : Seq{};
-      Value rowsV = sqV;
-      if (thd())
-        rowsV =
-            p.causal
-                ? ps.qLen
-                : arith::SelectOp::create(
-                      b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, n0, ps.kLen),
-                      ps.qLen, cst(0))
-                      .getResult();
-      Value mEnd = ceilDiv(rowsV, s.kvBm);
-      Value mStart = p.causal ? minu(divu(n0, s.kvBm), mEnd) : cst(0);
-      Value mMasked = p.causal ? minu(ceilDiv(add(n0, cst(bn)), s.kvBm), mEnd) : cst(0);
-      mMasked = arith::MaxUIOp::create(b, loc, mMasked, mStart);
+      DkvTile t = placeDkv(sqV, skV, split, bn);
+      Value seq = t.seq, kvHead = t.kvHead, heads = t.heads, head0 = t.head0, n0 = t.n0;
+      Seq ps = t.ps;
+      Value mEnd = t.mEnd, mStart = t.mStart, mMasked = t.mMasked;
 
       // K and V join the first group; each step's Q and dO tiles are copied
       // stages - 1 steps ahead (past the last step: rows not used).

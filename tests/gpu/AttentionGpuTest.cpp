@@ -701,18 +701,25 @@ protected:
   }
 };
 
-TEST_F(GpuAttentionSm80, HeadDimsMasksLayoutsAgainstFloat64) {
-  for (int64_t d : {64, 128, 256}) {
-    run({1, 256, 256, 2, 2, d});
-    run({2, 200, 200, 4, 1, d, true}); // ragged, causal, MQA
+/// The cases both passes below sm_90a take, each given to `each`: head dims
+/// `dims`, masks, ragged and cross lengths, MQA, GQA with BHSD, f16, a large
+/// scale.
+template <class F> void sm80Cases(std::initializer_list<int64_t> dims, F each) {
+  for (int64_t d : dims) {
+    each(Case{1, 256, 256, 2, 2, d});
+    each(Case{2, 200, 200, 4, 1, d, true}); // ragged, causal, MQA
   }
   for (int64_t s : {1, 63, 65, 129, 1000})
-    run({1, s, s, 2, 2, 128, true});
-  run({2, 64, 300, 2, 2, 128});                                        // fewer queries than keys
-  run({1, 250, 100, 2, 2, 64, true});                                  // causal, sq > sk
-  run({2, 333, 333, 8, 2, 64, false, Layout::BHSD});                   // GQA, BHSD
-  run({1, 300, 300, 2, 2, 128, true, Layout::BSHD, DType::F16});       // f16
-  run({1, 500, 500, 2, 2, 64, true, Layout::BSHD, DType::BF16, 1.0f}); // a large scale
+    each(Case{1, s, s, 2, 2, 128, true});
+  each(Case{2, 64, 300, 2, 2, 128});                                  // fewer queries than keys
+  each(Case{1, 250, 100, 2, 2, 64, true});                            // causal, sq > sk
+  each(Case{2, 333, 333, 8, 2, 64, false, Layout::BHSD});             // GQA, BHSD
+  each(Case{1, 300, 300, 2, 2, 128, true, Layout::BSHD, DType::F16}); // f16
+  each(Case{1, 500, 500, 2, 2, 64, true, Layout::BSHD, DType::BF16, 1.0f}); // a large scale
+}
+
+TEST_F(GpuAttentionSm80, HeadDimsMasksLayoutsAgainstFloat64) {
+  sm80Cases({64, 128, 256}, [&](const Case &c) { run(c); });
   run({1, 700, 700, 2, 1, 128, true, Layout::BHSD, DType::BF16, 0.0f,
        "bm=64 bn=32 consumers=1 stages=3 raster=1"});
   run({1, 333, 333, 2, 2, 128, false, Layout::BSHD, DType::BF16, 0.0f,
@@ -727,17 +734,7 @@ TEST_F(GpuAttentionSm80, BackwardAgainstFloat64) {
   // The backward's kernels below sm_90a (cp.async, ldmatrix, mma.sync): both
   // head dims, masks, ragged and cross lengths, MQA with the heads split,
   // both layouts and types, packed sequences, configs of the tuning space.
-  for (int64_t d : {64, 128}) {
-    runBackward({1, 256, 256, 2, 2, d});
-    runBackward({2, 200, 200, 4, 1, d, true}); // ragged, causal, MQA
-  }
-  for (int64_t s : {1, 63, 65, 129, 1000})
-    runBackward({1, s, s, 2, 2, 128, true});
-  runBackward({2, 64, 300, 2, 2, 128});                                  // fewer queries than keys
-  runBackward({1, 250, 100, 2, 2, 64, true});                            // causal, sq > sk
-  runBackward({2, 333, 333, 8, 2, 64, false, Layout::BHSD});             // GQA, BHSD
-  runBackward({1, 300, 300, 2, 2, 128, true, Layout::BSHD, DType::F16}); // f16
-  runBackward({1, 500, 500, 2, 2, 64, true, Layout::BSHD, DType::BF16, 1.0f}); // a large scale
+  sm80Cases({64, 128}, [&](const Case &c) { runBackward(c); });
   runBackward({1, 700, 700, 4, 1, 128, true, Layout::BHSD, DType::BF16, 0.0f,
                "bn=48 consumers=1 kv_bm=16 stages=3"});
   runBackward({1, 333, 333, 2, 2, 64, false, Layout::BSHD, DType::BF16, 0.0f,
