@@ -1507,8 +1507,11 @@ private:
       };
       {
         std::pair<Value, Value> at{head0, mStart};
-        for (int64_t i = 0; i + 1 < s.stages; ++i, at = advance(at))
+        for (int64_t i = 0; i + 1 < s.stages; ++i) {
+          if (i > 0)
+            at = advance(at);
           copyQ(at, cst(i));
+        }
       }
 
       Value myRows = mul(tt::WarpgroupIdOp::create(b, loc), cst(64));

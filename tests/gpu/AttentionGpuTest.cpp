@@ -48,6 +48,9 @@ struct Case {
   // THD: each sequence's query and key rows (b of each; sq and sk the
   // longest, or more).
   std::vector<int64_t> lensQ = {}, lensK = {};
+  // The backward's split of each KV head's query heads over the dK/dV
+  // kernel's programs (0: backwardHeadSplit's choice).
+  int64_t headSplit = 0;
 };
 
 /// Where each sequence's rows start, and the rows in all (THD).
@@ -68,7 +71,8 @@ std::string name(const Case &c) {
          std::string(dtypeName(c.dt)) + (c.scale ? " scale " + std::to_string(c.scale) : "") +
          (*c.config ? std::string(" [") + c.config + "]" : "") +
          (c.programs ? " programs " + std::to_string(c.programs) : "") +
-         (c.lensQ.empty() ? "" : " packed");
+         (c.lensQ.empty() ? "" : " packed") +
+         (c.headSplit ? " split " + std::to_string(c.headSplit) : "");
 }
 
 class GpuAttention : public ::testing::Test {
@@ -124,6 +128,7 @@ protected:
     call.sk = c.sk;
     call.scale = c.scale;
     call.maxPrograms = c.programs;
+    call.headSplit = c.headSplit;
     if (!c.lensQ.empty()) {
       call.totalQ = startsOf(c.lensQ).back();
       call.totalK = startsOf(c.lensK).back();
@@ -745,6 +750,23 @@ TEST_F(GpuAttentionSm80, BackwardAgainstFloat64) {
       runBackward(packed(lens, lens, 4, 2, d, causal));
   runBackward(packed({5, 200, 77}, {300, 17, 129}, 2, 1, 128, true)); // cross lengths
   runBackward(packed({10, 0, 50}, {0, 0, 60}, 2, 1, 128, false));     // queries without keys
+  // Causal with keys no query sees (programs of no step), keys fewer than
+  // a tile, two consumers under the causal mask.
+  runBackward({1, 100, 250, 2, 2, 64, true});
+  runBackward({1, 300, 17, 2, 1, 64});
+  runBackward({1, 333, 333, 2, 2, 64, true, Layout::BSHD, DType::BF16, 0.0f,
+               "bn=64 consumers=2 kv_bm=64 stages=2"});
+  // A program over several query heads of its KV head's group (the head
+  // each step copies ahead wraps to the next head's first tile), the
+  // group whole (split 1: dK and dV stored directly) or in two parts.
+  for (int64_t split : {1, 2}) {
+    Case c{2, 200, 200, 4, 1, 128, true};
+    c.headSplit = split;
+    runBackward(c);
+    Case p = packed({5, 200, 77}, {5, 200, 77}, 4, 1, 64, false);
+    p.headSplit = split;
+    runBackward(p);
+  }
 }
 
 TEST_F(GpuAttention, BackwardPackedSequences) {

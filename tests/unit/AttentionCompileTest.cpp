@@ -14,6 +14,8 @@
 
 #include "compiler/Compiler.h"
 #include "compiler/templates/Template.h"
+#include "dialects/Tile/TileDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "ops/attention/AttentionLaunch.h"
 #include "tests/support/SpillRule.h"
 
@@ -331,6 +333,59 @@ TEST(AttentionCompile, Sm80BackwardBuildsWithoutSpillsAndRefusesWhatItCannotRun)
   ASSERT_TRUE(bool(err));
   EXPECT_NE(llvm::toString(std::move(err)).find("kv_bm = 16 must be a multiple of 32"),
             std::string::npos);
+}
+
+TEST(AttentionCompile, Sm80BackwardStepsWaitForTheirTileThenCopyAhead) {
+  // Each step of both kernels' loops (the dQ kernel's two, the dK/dV
+  // kernel's two inside its loop over query heads), before its first
+  // product: the wait until at most stages - 2 younger copy groups are
+  // pending, the block barrier, then the copies of the tiles stages - 1
+  // steps ahead and their commit; and both kernels wait for every copy
+  // before they end. (The GPU test checks the values; this keeps the
+  // pipeline's shape where no GPU runs.)
+  namespace tt = tilejit::tile;
+  for (int64_t stages : {2, 3})
+    for (int64_t d : {64, 128})
+      for (bool causal : {false, true}) {
+        attention::Params p = backward(d, causal, Layout::THD);
+        p.target = *Target::parse("sm_80");
+        auto cfg = TileConfig::parse("bn=32 consumers=1 kv_bm=16 stages=" + std::to_string(stages));
+        ASSERT_TRUE(bool(cfg));
+        mlir::MLIRContext ctx;
+        auto m = getTemplate(attention::backwardOp()).build(ctx, p.spec(), *cfg);
+        ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+        SCOPED_TRACE(p.spec().canonical() + " [" + cfg->canonical() + "]");
+        int steps = 0;
+        (*m)->walk([&](mlir::scf::ForOp loop) {
+          std::vector<std::string> before;
+          bool dot = false;
+          for (mlir::Operation &op : *loop.getBody()) {
+            if (mlir::isa<tt::DotOp>(op)) {
+              dot = true;
+              break;
+            }
+            if (op.getDialect() && op.getDialect()->getNamespace() == "tile")
+              before.push_back(op.getName().getStringRef().str());
+            if (auto wait = mlir::dyn_cast<tt::AsyncWaitOp>(op)) {
+              EXPECT_EQ(wait.getPending(), uint64_t(stages - 2));
+            }
+          }
+          if (!dot)
+            return;
+          ++steps;
+          EXPECT_EQ(before, (std::vector<std::string>{"tile.async_wait", "tile.block_barrier",
+                                                      "tile.async_copy", "tile.async_copy",
+                                                      "tile.async_commit"}));
+        });
+        EXPECT_EQ(steps, 4);
+        int drained = 0;
+        (*m)->walk([&](tt::KernelOp k) {
+          for (mlir::Operation &op : k.getBody().front())
+            if (auto wait = mlir::dyn_cast<tt::AsyncWaitOp>(op); wait && wait.getPending() == 0)
+              ++drained;
+        });
+        EXPECT_EQ(drained, 2); // the dQ and dK/dV kernels (not the parts' sum)
+      }
 }
 
 TEST(AttentionCompile, Sm80BackwardTuningSpaceBuildsWithoutSpills) {
