@@ -14,7 +14,8 @@
 // pass on the same tensors as packed sequences (THD: b sequences of s rows
 // each, with their cu_seqlens), the same work through the varlen path.
 // --arch ARCH builds for another target of the GPU (sm_90 on Hopper: the
-// forward kernel of targets without wgmma, cp.async and mma.sync).
+// kernels of targets without wgmma, cp.async and mma.sync, forward and
+// backward).
 //   attn_bench [--shapes FILE] [--only SUBSTRING] [--config "k=v ..."] [--backward] [--split N]
 //              [--packed] [--arch ARCH] --out FILE.json
 //
