@@ -142,7 +142,7 @@ public:
         {"consumers", 1, 2, false, "consumer warpgroups, 64 query rows (dQ) or keys (dK, dV) each"},
         {"bn", 16, 128, false, "keys per step of the dQ kernel"},
         {"kv_bm", 16, 128, false,
-         "query rows per step of the dK/dV kernel (a multiple of 32; below sm_90a of 16)"},
+         "query rows per step of the dK/dV kernel (a multiple of 32 on sm_90a, of 16 below)"},
         {"stages", 1, 4, false, "stages of the rings"},
         {"overlap", 0, 1, true,
          "start both score products of a step before its exponentials, and the two gradient "
@@ -622,7 +622,6 @@ private:
           arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, q0, rowsV).getResult();
       Value kvTiles = arith::SelectOp::create(b, loc, inside, ceilDiv(kvEnd, s.bn), cst(0));
       Value whole = minu(divu(p.causal ? minu(keysV, add(q0, cst(1))) : keysV, s.bn), kvTiles);
-
       return {bh, seq, head, kvHead, q0, ps, keysV, kvTiles, whole};
     }
 
