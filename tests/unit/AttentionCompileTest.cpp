@@ -627,8 +627,26 @@ TEST(AttentionCompile, BackwardErrorsNameWhatWasWrong) {
   old.target = *Target::parse("sm_80");
   auto k = compileKernel(old, {});
   ASSERT_FALSE(bool(k));
-  EXPECT_NE(llvm::toString(k.takeError()).find("attn_bwd below sm_90a takes head dims 64 and 128"),
+  EXPECT_NE(llvm::toString(k.takeError())
+                .find("attn_bwd at head dim 256 runs on sm_90a only; the target is sm_80 (head "
+                      "dims 64 and 128 there)"),
             std::string::npos);
+  // The call's spec says so first (the C interface's invalid argument).
+  attention::Call wide;
+  wide.b = wide.sq = wide.sk = 1;
+  wide.d = 256;
+  auto ws = attention::backwardSpecOf(wide, *Target::parse("sm_86"));
+  ASSERT_FALSE(bool(ws));
+  EXPECT_NE(llvm::toString(ws.takeError()).find("runs on sm_90a only; the target is sm_86"),
+            std::string::npos);
+  EXPECT_TRUE(bool(attention::specOf(wide, *Target::parse("sm_86")))); // the forward takes it
+  // The template's own rule, for a spec that skipped validation.
+  auto rule = getTemplate(attention::backwardOp())
+                  .checkConfig(old, *TileConfig::parse("bn=32 consumers=1 kv_bm=16 stages=2"));
+  ASSERT_TRUE(bool(rule));
+  EXPECT_NE(
+      llvm::toString(std::move(rule)).find("attn_bwd below sm_90a takes head dims 64 and 128"),
+      std::string::npos);
 
   if (llvm::Error e = backward(256, true).spec().validate())
     ADD_FAILURE() << "head dim 256 has a backward: " << llvm::toString(std::move(e));
