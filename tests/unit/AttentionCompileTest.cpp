@@ -400,6 +400,14 @@ TEST(AttentionCompile, Sm80BackwardTuningSpaceBuildsWithoutSpills) {
       for (const TileConfig &c : space)
         expectCleanSm80Backward(p, c);
     }
+  // Packed sequences (their offsets' loads beside the steps), causal, on
+  // sm_86's smaller shared memory (a space of its own).
+  for (int64_t d : {64, 128}) {
+    attention::Params p = backward(d, true, Layout::THD);
+    p.target = *Target::parse("sm_86");
+    for (const TileConfig &c : getTemplate(attention::backwardOp()).configSpace(p.spec()))
+      expectCleanSm80Backward(p, c);
+  }
 }
 
 TEST(AttentionCompile, BackwardBuildsWithoutSpillsForEveryHeadDimMaskLayoutAndType) {
