@@ -679,6 +679,121 @@ private:
       return {seq, kvHead, heads, head0, n0, ps, mEnd, mStart, mMasked};
     }
 
+    /// The dQ kernels' scores `sc` (64 rows from `row0`, the columns of
+    /// keys from `col0`) with -inf where a key is past `keys` or, causal,
+    /// past the row.
+    Value maskRows(Value sc, Value col0, Value keys, Value row0) {
+      auto sType = cast<RankedTensorType>(sc.getType());
+      auto iType = RankedTensorType::get(sType.getShape(), b.getI32Type(), sType.getEncoding());
+      Value cols = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 1),
+                                         splat(iType, toI32(col0)));
+      Value ok =
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, cols, splat(iType, toI32(keys)));
+      if (p.causal) {
+        Value rows = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
+                                           splat(iType, toI32(row0)));
+        ok = arith::AndIOp::create(
+            b, loc, ok, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, cols, rows));
+      }
+      return arith::SelectOp::create(b, loc, ok, sc, splat(sType, f32c(-INFINITY)));
+    }
+
+    /// The dK/dV kernels' transposed scores `st` (keys from `key0` as rows,
+    /// queries from `m0` as columns) with -inf where the causal mask hides
+    /// the key: key j is seen by query i when j <= i.
+    Value maskDiagonal(Value st, Value key0, Value m0) {
+      auto sType = cast<RankedTensorType>(st.getType());
+      auto iType = RankedTensorType::get(sType.getShape(), b.getI32Type(), sType.getEncoding());
+      Value keys = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
+                                         splat(iType, toI32(key0)));
+      Value queries = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 1),
+                                            splat(iType, toI32(m0)));
+      Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, keys, queries);
+      return arith::SelectOp::create(b, loc, ok, st, splat(sType, f32c(-INFINITY)));
+    }
+
+    /// dQ = scale * its sums `acc`, the 64 rows from `row0` of one head.
+    void storeDq(Value acc, Value scale, Value dQ, const Seq &ps, Value seq, Value head,
+                 Value row0) {
+      Value out =
+          arith::MulFOp::create(b, loc, acc, splat(cast<RankedTensorType>(acc.getType()), scale));
+      auto [dqView, at] = rowIn(dQ, ps.qStart, ps.qLen, seq, head, p.hq, row0);
+      tt::StoreOp::create(b, loc, out, dqView, at);
+    }
+
+    /// The dQ kernel and its arguments (both targets alike, but for how Q,
+    /// K, V and dO come in: `qIn` for Q and dO, `kvIn` for K and V): Q, K,
+    /// V, dO; O, dO, LSE, dQ, the workspace; scale * log2(e), scale, sq,
+    /// sk; THD: Q's and K's offsets (kept in cuQ and cuK). Programs: every
+    /// tile of the workspace's rows, of every head.
+    struct DqKernel {
+      tt::KernelOp kernel;
+      Block *entry;
+      Value q, k, v, dOIn, o, dO, lse, dQ, ws, scaleLog2, scale, sq, sk;
+    };
+    DqKernel makeDq(Type qIn, Type kvIn, int64_t threads, int64_t minBlocks) {
+      MLIRContext &c = ctx();
+      Type f32 = b.getF32Type(), idx = b.getIndexType();
+      auto oType = rowsType(p.hq, elemType(c, p.dt));
+      auto lseType = MemRefType::get({ShapedType::kDynamic, p.hq, ShapedType::kDynamic}, f32);
+      SmallVector<Type> args = {qIn, kvIn, kvIn, qIn, oType, oType, lseType, oType, workspaceType(),
+                                f32, f32,  idx,  idx};
+      if (thd())
+        args.append({offsetsType(), offsetsType()});
+      AffineExpr sq = getAffineSymbolExpr(0, &c), batch = getAffineSymbolExpr(1, &c);
+      AffineMap grid = AffineMap::get(
+          0, 2, {sq.ceilDiv(kWorkspaceRows) * (kWorkspaceRows / s.bm()) * batch * p.hq}, &c);
+      auto kernel = makeKernel(b, loc, "attn_bwd_dq_" + suffix(), args, threads, grid,
+                               {11, -1, 6, 0}, cfg, /*cluster=*/1, minBlocks);
+      Block *entry = &kernel.getBody().front();
+      auto a = [&](unsigned i) { return entry->getArgument(i); };
+      if (thd()) {
+        cuQ = a(13);
+        cuK = a(14);
+      }
+      return {kernel, entry, a(0), a(1), a(2),  a(3),  a(4), a(5),
+              a(6),   a(7),  a(8), a(9), a(10), a(11), a(12)};
+    }
+
+    /// The dK/dV kernel and its arguments (both targets alike, but for how
+    /// K and V (`kvIn`), Q and dO (`qIn`) and the workspace (`wsIn`) come
+    /// in): K, V, Q, dO, the workspace, dK, dV; scale * log2(e), scale, sq,
+    /// sk; the partial sums and the head split; fused, `dqSums` (a map of
+    /// dQ's f32 sums); THD: the offsets (kept in cuQ and cuK). Programs:
+    /// ceil(sk / bn) * batch * hkv * split; dK's first size is the batch
+    /// (BSHD) or batch * hkv (BHSD); THD: K's offsets are the batch and one.
+    struct DkvKernel {
+      tt::KernelOp kernel;
+      Block *entry;
+      Value k, v, q, dOIn, ws, dK, dV, scaleLog2, scale, sq, sk, partials, split, dqSums;
+    };
+    DkvKernel makeDkv(llvm::StringRef name, Type kvIn, Type qIn, Type wsIn, Type dqSums,
+                      int64_t threads, int64_t minBlocks) {
+      MLIRContext &c = ctx();
+      Type f32 = b.getF32Type(), idx = b.getIndexType();
+      auto kType = rowsType(p.hkv, elemType(c, p.dt));
+      SmallVector<Type> args = {kvIn, kvIn, qIn, qIn, wsIn,           kType, kType,
+                                f32,  f32,  idx, idx, partialsType(), idx};
+      if (dqSums)
+        args.push_back(dqSums);
+      if (thd()) // (not fused)
+        args.append({offsetsType(), offsetsType()});
+      AffineExpr sk = getAffineSymbolExpr(0, &c), first = getAffineSymbolExpr(1, &c),
+                 parts = getAffineSymbolExpr(2, &c);
+      AffineExpr seqs = thd() ? (first - 1) * p.hkv : bshd() ? first * p.hkv : first;
+      AffineMap grid = AffineMap::get(0, 3, {sk.ceilDiv(s.dkvKeys()) * seqs * parts}, &c);
+      auto kernel = makeKernel(b, loc, name.str() + suffix(), args, threads, grid,
+                               {10, -1, thd() ? 14 : 5, 0, 12, -1}, cfg, /*cluster=*/1, minBlocks);
+      Block *entry = &kernel.getBody().front();
+      auto a = [&](unsigned i) { return entry->getArgument(i); };
+      if (thd()) {
+        cuQ = a(13);
+        cuK = a(14);
+      }
+      return {kernel, entry, a(0), a(1), a(2),  a(3),  a(4),  a(5),
+              a(6),   a(7),  a(8), a(9), a(10), a(11), a(12), dqSums ? a(13) : Value()};
+    }
+
     std::pair<Value, Value> stageOf(Value it) { return {remu(it, s.stages), divu(it, s.stages)}; }
     /// The coordinates of row `row` of sequence `seq`, head `head` in a
     /// rowsType tensor of `heads` heads.
@@ -791,38 +906,20 @@ private:
     /// dQ, and the workspace: LSE * log2(e) and D of every query row.
     void dq() {
       MLIRContext &c = ctx();
-      Type dt = elemType(c, p.dt), f32 = b.getF32Type(), i32 = b.getI32Type();
+      Type dt = elemType(c, p.dt), f32 = b.getF32Type();
       Type idx = b.getIndexType();
       int64_t bm = s.bm();
       auto ringQ = tt::RingType::get(&c, 1, bm, p.d, dt);
       auto ringKV = tt::RingType::get(&c, s.stages, s.bn, p.d, dt);
       auto mapQ = tt::TensorMapType::get(&c, bm, 64, dt, 4);
       auto mapKV = tt::TensorMapType::get(&c, s.bn, 64, dt, 4);
-      auto oType = rowsType(p.hq, dt);
-      auto lseType = MemRefType::get({ShapedType::kDynamic, p.hq, ShapedType::kDynamic}, f32);
-      // Q, K, V, dO maps; O, dO, LSE, dQ, workspace; scale * log2(e),
-      // scale, sq, sk; THD: Q's and K's offsets.
-      SmallVector<Type> args = {mapQ,  mapKV,           mapKV, mapQ, oType, oType, lseType,
-                                oType, workspaceType(), f32,   f32,  idx,   idx};
-      if (thd())
-        args.append({offsetsType(), offsetsType()});
-      // Programs: every tile of the workspace's rows, of every head.
-      AffineExpr sq = getAffineSymbolExpr(0, &c), batch = getAffineSymbolExpr(1, &c);
-      AffineMap grid = AffineMap::get(
-          0, 2, {sq.ceilDiv(kWorkspaceRows) * (kWorkspaceRows / bm) * batch * p.hq}, &c);
-      auto kernel = makeKernel(b, loc, "attn_bwd_dq_" + suffix(), args, 128 * (s.consumers + 1),
-                               grid, {11, -1, 6, 0}, cfg, /*cluster=*/1, /*minBlocks=*/1);
-      Block *entry = &kernel.getBody().front();
-      Value qMap = entry->getArgument(0), kMap = entry->getArgument(1),
-            vMap = entry->getArgument(2), doMap = entry->getArgument(3);
-      Value o = entry->getArgument(4), dO = entry->getArgument(5), lse = entry->getArgument(6);
-      Value dQ = entry->getArgument(7), ws = entry->getArgument(8);
-      Value scaleLog2 = entry->getArgument(9), scale = entry->getArgument(10);
-      Value sqV = entry->getArgument(11), skV = entry->getArgument(12);
-      if (thd()) {
-        cuQ = entry->getArgument(13);
-        cuK = entry->getArgument(14);
-      }
+      // Q, K, V and dO through tensor maps.
+      DqKernel kk = makeDq(mapQ, mapKV, 128 * (s.consumers + 1), /*minBlocks=*/1);
+      auto kernel = kk.kernel;
+      Block *entry = kk.entry;
+      Value o = kk.o, dO = kk.dO, lse = kk.lse, dQ = kk.dQ, ws = kk.ws;
+      Value qMap = kk.q, kMap = kk.k, vMap = kk.v, doMap = kk.dOIn;
+      Value scaleLog2 = kk.scaleLog2, scale = kk.scale, sqV = kk.sq, skV = kk.sk;
 
       Value rq = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
       Value rdo = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
@@ -871,7 +968,6 @@ private:
         Value row0 = add(q0, myRows);
         auto wg = tt::WgmmaLayoutAttr::get(&c);
         auto sType = RankedTensorType::get({64, s.bn}, f32, wg);
-        auto iType = RankedTensorType::get({64, s.bn}, i32, wg);
         auto accType = RankedTensorType::get({64, p.d}, f32, wg);
 
         std::pair<Value, Value> stats = rowStats(o, dO, lse, ws, seq, head, bh, row0, ps);
@@ -905,19 +1001,8 @@ private:
             if (!s.sfirst)
               sc = tt::DotWaitOp::create(b, loc, ValueRange{sc}, 1).getResult(0);
           }
-          if (masked) {
-            Value cols = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 1),
-                                               splat(iType, toI32(mul(j, cst(s.bn)))));
-            Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, cols,
-                                             splat(iType, toI32(keysV)));
-            if (p.causal) {
-              Value rows = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
-                                                 splat(iType, toI32(row0)));
-              ok = arith::AndIOp::create(
-                  b, loc, ok, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, cols, rows));
-            }
-            sc = arith::SelectOp::create(b, loc, ok, sc, splat(sType, f32c(-INFINITY)));
-          }
+          if (masked)
+            sc = maskRows(sc, mul(j, cst(s.bn)), keysV, row0);
           Value pr = math::Exp2Op::create(
               b, loc, math::FmaOp::create(b, loc, sc, splat(sType, scaleLog2), negLse));
           if (s.overlap) {
@@ -939,9 +1024,7 @@ private:
         SmallVector<Value> acc = {splat(accType, f32c(0.0))};
         acc = loop(cst(0), whole, acc, [&](Value j, ValueRange c) { return step(j, c, false); });
         acc = loop(whole, kvTiles, acc, [&](Value j, ValueRange c) { return step(j, c, true); });
-        Value out = arith::MulFOp::create(b, loc, acc[0], splat(accType, scale));
-        auto [dqView, at] = rowIn(dQ, ps.qStart, ps.qLen, seq, head, p.hq, row0);
-        tt::StoreOp::create(b, loc, out, dqView, at);
+        storeDq(acc[0], scale, dQ, ps, seq, head, row0);
         tt::YieldOp::create(b, loc);
       }
       b.setInsertionPointToEnd(entry);
@@ -952,14 +1035,13 @@ private:
     /// dK and dV.
     void dkv() {
       MLIRContext &c = ctx();
-      Type dt = elemType(c, p.dt), f32 = b.getF32Type(), i32 = b.getI32Type();
+      Type dt = elemType(c, p.dt), f32 = b.getF32Type();
       Type idx = b.getIndexType();
       int64_t bn = s.dkvKeys();
       auto ringKV = tt::RingType::get(&c, 1, bn, p.d, dt);
       auto ringQ = tt::RingType::get(&c, s.stages, s.kvBm, p.d, dt);
       auto mapKV = tt::TensorMapType::get(&c, bn, 64, dt, 4);
       auto mapQ = tt::TensorMapType::get(&c, s.kvBm, 64, dt, 4);
-      auto kType = rowsType(p.hkv, dt);
       // The workspace's LSE and D of a step's queries come in with its Q
       // and dO, each in a ring of its own (row 0 of a box of 8 rows: the
       // rows below it are other heads' or past the end, zeros), and are
@@ -969,40 +1051,18 @@ private:
       // pair, 32 registers held across the products; bench/NOTES.md b5).
       auto ringStat = tt::RingType::get(&c, s.stages, 8, s.kvBm, f32);
       auto mapStat = tt::TensorMapType::get(&c, 8, 32, f32, 3);
-      // K, V, Q, dO maps; the workspace's map ([2, b * hq, rows]), dK, dV;
-      // scale * log2(e), scale, sq, sk; the partial sums and the head split;
-      // fused, the map of dQ's f32 sums (as Q's, rows padded), whose boxes
-      // are a consumer's panels.
-      SmallVector<Type> args = {mapKV, mapKV, mapQ, mapQ, mapStat,        kType, kType,
-                                f32,   f32,   idx,  idx,  partialsType(), idx};
-      if (s.fused)
-        args.push_back(tt::TensorMapType::get(&c, s.kvBm, 32, f32, 4));
-      if (thd()) // (not fused)
-        args.append({offsetsType(), offsetsType()});
-      // Programs: ceil(sk / bn) * batch * hkv * split; dK's first size is
-      // the batch (BSHD) or batch * hkv (BHSD); THD: K's offsets are the
-      // batch and one.
-      AffineExpr sk = getAffineSymbolExpr(0, &c), first = getAffineSymbolExpr(1, &c),
-                 parts = getAffineSymbolExpr(2, &c);
-      AffineExpr seqs = thd() ? (first - 1) * p.hkv : bshd() ? first * p.hkv : first;
-      AffineMap grid = AffineMap::get(0, 3, {sk.ceilDiv(bn) * seqs * parts}, &c);
-      // (Fused, named for what it computes: dK, dV and dQ's parts.)
-      auto kernel =
-          makeKernel(b, loc, (s.fused ? "attn_bwd_fused_" : "attn_bwd_dkdv_") + suffix(), args,
-                     128 * (s.consumers + 1), grid, {10, -1, thd() ? 14 : 5, 0, 12, -1}, cfg,
-                     /*cluster=*/1, /*minBlocks=*/1);
-      Block *entry = &kernel.getBody().front();
-      Value kMap = entry->getArgument(0), vMap = entry->getArgument(1),
-            qMap = entry->getArgument(2), doMap = entry->getArgument(3);
-      Value statMap = entry->getArgument(4), dK = entry->getArgument(5), dV = entry->getArgument(6);
-      Value scaleLog2 = entry->getArgument(7), scale = entry->getArgument(8);
-      Value sqV = entry->getArgument(9), skV = entry->getArgument(10);
-      Value partials = entry->getArgument(11), split = entry->getArgument(12);
-      Value dqMap = s.fused ? entry->getArgument(13) : Value();
-      if (thd()) {
-        cuQ = entry->getArgument(13);
-        cuK = entry->getArgument(14);
-      }
+      // K, V, Q and dO through tensor maps, the workspace through one
+      // ([2, b * hq, rows]); fused, the map of dQ's f32 sums (as Q's, rows
+      // padded), whose boxes are a consumer's panels. (Fused, named for what
+      // it computes: dK, dV and dQ's parts.)
+      DkvKernel kk = makeDkv(s.fused ? "attn_bwd_fused_" : "attn_bwd_dkdv_", mapKV, mapQ, mapStat,
+                             s.fused ? tt::TensorMapType::get(&c, s.kvBm, 32, f32, 4) : Type(),
+                             128 * (s.consumers + 1), /*minBlocks=*/1);
+      auto kernel = kk.kernel;
+      Block *entry = kk.entry;
+      Value kMap = kk.k, vMap = kk.v, qMap = kk.q, doMap = kk.dOIn, statMap = kk.ws;
+      Value dK = kk.dK, dV = kk.dV, scaleLog2 = kk.scaleLog2, scale = kk.scale;
+      Value sqV = kk.sq, skV = kk.sk, partials = kk.partials, split = kk.split, dqMap = kk.dqSums;
 
       Value rk = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
       Value rv = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
@@ -1082,7 +1142,6 @@ private:
         auto colType = RankedTensorType::get({s.kvBm}, f32, tt::SliceLayoutAttr::get(&c, 0, wg));
         auto sType = RankedTensorType::get({64, s.kvBm}, f32, wg);
         auto pType = RankedTensorType::get({64, s.kvBm}, dt, wg);
-        auto iType = RankedTensorType::get({64, s.kvBm}, i32, wg);
         auto accType = RankedTensorType::get({64, s.dkvCols(p.d)}, f32, wg);
         Value zeroS = splat(sType, f32c(0.0));
 
@@ -1131,15 +1190,8 @@ private:
           } else {
             lseCol = readLse();
           }
-          if (masked) {
-            // Key (row) j is seen by query (column) i when j <= i.
-            Value keys = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
-                                               splat(iType, toI32(key0)));
-            Value queries = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 1),
-                                                  splat(iType, toI32(m0)));
-            Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, keys, queries);
-            st = arith::SelectOp::create(b, loc, ok, st, splat(sType, f32c(-INFINITY)));
-          }
+          if (masked)
+            st = maskDiagonal(st, key0, m0);
           Value negLse = tt::BroadcastOp::create(b, loc, sType,
                                                  arith::NegFOp::create(b, loc, lseCol).getResult());
           Value exponent = math::FmaOp::create(b, loc, st, splat(sType, scaleLog2), negLse);
@@ -1293,47 +1345,16 @@ private:
     /// dS from registers.
     void dqSm80() {
       MLIRContext &c = ctx();
-      Type dt = elemType(c, p.dt), f32 = b.getF32Type(), i32 = b.getI32Type();
-      Type idx = b.getIndexType();
+      Type dt = elemType(c, p.dt), f32 = b.getF32Type();
       int64_t bm = s.bm();
       auto ringQ = tt::RingType::get(&c, 1, bm, p.d, dt);
       auto ringKV = tt::RingType::get(&c, s.stages, s.bn, p.d, dt);
-      auto oType = rowsType(p.hq, dt);
-      auto lseType = MemRefType::get({ShapedType::kDynamic, p.hq, ShapedType::kDynamic}, f32);
-      // Q, K, V, dO as rows; O, dO, LSE, dQ, workspace; scale * log2(e),
-      // scale, sq, sk; THD: Q's and K's offsets. (The Hopper kernel's
-      // arguments, with rows where it takes tensor maps.)
-      SmallVector<Type> args = {copyRowsType(p.hq),
-                                copyRowsType(p.hkv),
-                                copyRowsType(p.hkv),
-                                copyRowsType(p.hq),
-                                oType,
-                                oType,
-                                lseType,
-                                oType,
-                                workspaceType(),
-                                f32,
-                                f32,
-                                idx,
-                                idx};
-      if (thd())
-        args.append({offsetsType(), offsetsType()});
-      AffineExpr sq = getAffineSymbolExpr(0, &c), batch = getAffineSymbolExpr(1, &c);
-      AffineMap grid = AffineMap::get(
-          0, 2, {sq.ceilDiv(kWorkspaceRows) * (kWorkspaceRows / bm) * batch * p.hq}, &c);
-      auto kernel = makeKernel(b, loc, "attn_bwd_dq_" + suffix(), args, 128 * s.consumers, grid,
-                               {11, -1, 6, 0}, cfg);
-      Block *entry = &kernel.getBody().front();
-      Value q = entry->getArgument(0), k = entry->getArgument(1), v = entry->getArgument(2),
-            dORows = entry->getArgument(3);
-      Value o = entry->getArgument(4), dO = entry->getArgument(5), lse = entry->getArgument(6);
-      Value dQ = entry->getArgument(7), ws = entry->getArgument(8);
-      Value scaleLog2 = entry->getArgument(9), scale = entry->getArgument(10);
-      Value sqV = entry->getArgument(11), skV = entry->getArgument(12);
-      if (thd()) {
-        cuQ = entry->getArgument(13);
-        cuK = entry->getArgument(14);
-      }
+      // Q, K, V and dO as rows, where the Hopper kernel takes tensor maps.
+      DqKernel kk = makeDq(copyRowsType(p.hq), copyRowsType(p.hkv), 128 * s.consumers, 0);
+      auto kernel = kk.kernel;
+      Value o = kk.o, dO = kk.dO, lse = kk.lse, dQ = kk.dQ, ws = kk.ws;
+      Value q = kk.q, k = kk.k, v = kk.v, dORows = kk.dOIn;
+      Value scaleLog2 = kk.scaleLog2, scale = kk.scale, sqV = kk.sq, skV = kk.sk;
       Value rq = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
       Value rdo = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
       Value rk = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
@@ -1370,7 +1391,6 @@ private:
       Value row0 = add(q0, myRows);
       auto wg = tt::WgmmaLayoutAttr::get(&c);
       auto sType = RankedTensorType::get({64, s.bn}, f32, wg);
-      auto iType = RankedTensorType::get({64, s.bn}, i32, wg);
       auto accType = RankedTensorType::get({64, p.d}, f32, wg);
       auto [lseRow, dRow] = rowStats(o, dO, lse, ws, seq, head, bh, row0, ps);
       Value zeroS = splat(sType, f32c(0.0));
@@ -1389,19 +1409,8 @@ private:
         // S and P first, then dP: S and dP are never held together.
         Value sc = tt::DotOp::create(b, loc, sType, rq, cst(0), myRows, rk, stage, cst(0), zeroS,
                                      false, false, false, /*overwrite=*/true);
-        if (masked) {
-          Value cols = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 1),
-                                             splat(iType, toI32(mul(j, cst(s.bn)))));
-          Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, cols,
-                                           splat(iType, toI32(keysV)));
-          if (p.causal) {
-            Value rows = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
-                                               splat(iType, toI32(row0)));
-            ok = arith::AndIOp::create(
-                b, loc, ok, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, cols, rows));
-          }
-          sc = arith::SelectOp::create(b, loc, ok, sc, splat(sType, f32c(-INFINITY)));
-        }
+        if (masked)
+          sc = maskRows(sc, mul(j, cst(s.bn)), keysV, row0);
         Value pr = math::Exp2Op::create(
             b, loc, math::FmaOp::create(b, loc, sc, splat(sType, scaleLog2), negLse));
         Value dp = tt::DotOp::create(b, loc, sType, rdo, cst(0), myRows, rv, stage, cst(0), zeroS,
@@ -1416,9 +1425,7 @@ private:
       acc = loop(whole, kvTiles, acc, [&](Value j, ValueRange c) { return step(j, c, true); });
       // No copy may still be writing shared memory when the block exits.
       tt::AsyncWaitOp::create(b, loc, 0);
-      Value out = arith::MulFOp::create(b, loc, acc[0], splat(accType, scale));
-      auto [dqView, at] = rowIn(dQ, ps.qStart, ps.qLen, seq, head, p.hq, row0);
-      tt::StoreOp::create(b, loc, out, dqView, at);
+      storeDq(acc[0], scale, dQ, ps, seq, head, row0);
       tt::ReturnOp::create(b, loc);
       b.setInsertionPointAfter(kernel);
     }
@@ -1432,46 +1439,18 @@ private:
     /// registers.
     void dkvSm80() {
       MLIRContext &c = ctx();
-      Type dt = elemType(c, p.dt), f32 = b.getF32Type(), i32 = b.getI32Type();
-      Type idx = b.getIndexType();
+      Type dt = elemType(c, p.dt), f32 = b.getF32Type();
       int64_t bn = s.bm();
       auto ringKV = tt::RingType::get(&c, 1, bn, p.d, dt);
       auto ringQ = tt::RingType::get(&c, s.stages, s.kvBm, p.d, dt);
-      auto kType = rowsType(p.hkv, dt);
-      // K, V, Q, dO as rows; the workspace, dK, dV; scale * log2(e), scale,
-      // sq, sk; the partial sums and the head split; THD: the offsets.
-      SmallVector<Type> args = {copyRowsType(p.hkv),
-                                copyRowsType(p.hkv),
-                                copyRowsType(p.hq),
-                                copyRowsType(p.hq),
-                                workspaceType(),
-                                kType,
-                                kType,
-                                f32,
-                                f32,
-                                idx,
-                                idx,
-                                partialsType(),
-                                idx};
-      if (thd())
-        args.append({offsetsType(), offsetsType()});
-      AffineExpr sk = getAffineSymbolExpr(0, &c), first = getAffineSymbolExpr(1, &c),
-                 parts = getAffineSymbolExpr(2, &c);
-      AffineExpr seqs = thd() ? (first - 1) * p.hkv : bshd() ? first * p.hkv : first;
-      AffineMap grid = AffineMap::get(0, 3, {sk.ceilDiv(bn) * seqs * parts}, &c);
-      auto kernel = makeKernel(b, loc, "attn_bwd_dkdv_" + suffix(), args, 128 * s.consumers, grid,
-                               {10, -1, thd() ? 14 : 5, 0, 12, -1}, cfg);
-      Block *entry = &kernel.getBody().front();
-      Value k = entry->getArgument(0), v = entry->getArgument(1), q = entry->getArgument(2),
-            dORows = entry->getArgument(3);
-      Value ws = entry->getArgument(4), dK = entry->getArgument(5), dV = entry->getArgument(6);
-      Value scaleLog2 = entry->getArgument(7), scale = entry->getArgument(8);
-      Value sqV = entry->getArgument(9), skV = entry->getArgument(10);
-      Value partials = entry->getArgument(11), split = entry->getArgument(12);
-      if (thd()) {
-        cuQ = entry->getArgument(13);
-        cuK = entry->getArgument(14);
-      }
+      // K, V, Q and dO as rows, the workspace as a memref, where the Hopper
+      // kernel takes tensor maps.
+      DkvKernel kk = makeDkv("attn_bwd_dkdv_", copyRowsType(p.hkv), copyRowsType(p.hq),
+                             workspaceType(), Type(), 128 * s.consumers, 0);
+      auto kernel = kk.kernel;
+      Value k = kk.k, v = kk.v, q = kk.q, dORows = kk.dOIn, ws = kk.ws;
+      Value dK = kk.dK, dV = kk.dV, scaleLog2 = kk.scaleLog2, scale = kk.scale;
+      Value sqV = kk.sq, skV = kk.sk, partials = kk.partials, split = kk.split;
       Value rk = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
       Value rv = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
       Value rq = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
@@ -1519,7 +1498,6 @@ private:
       auto colType = RankedTensorType::get({s.kvBm}, f32, tt::SliceLayoutAttr::get(&c, 0, wg));
       auto sType = RankedTensorType::get({64, s.kvBm}, f32, wg);
       auto pType = RankedTensorType::get({64, s.kvBm}, dt, wg);
-      auto iType = RankedTensorType::get({64, s.kvBm}, i32, wg);
       // dK and dV by panels of 64 columns, each product's B fragments a
       // panel's at a time (at head dim 128 whole, the kernel spilled).
       int64_t panels = p.d / 64;
@@ -1547,15 +1525,8 @@ private:
         Value bhq = add(mul(seq, cst(p.hq)), head);
         Value lseCol =
             tt::LoadOp::create(b, loc, colType, ws, ValueRange{cst(0), bhq, m0}, nullptr, nullptr);
-        if (masked) {
-          // Key (row) j is seen by query (column) i when j <= i.
-          Value keys = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
-                                             splat(iType, toI32(key0)));
-          Value queries = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 1),
-                                                splat(iType, toI32(m0)));
-          Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, keys, queries);
-          st = arith::SelectOp::create(b, loc, ok, st, splat(sType, f32c(-INFINITY)));
-        }
+        if (masked)
+          st = maskDiagonal(st, key0, m0);
         Value negLse = tt::BroadcastOp::create(b, loc, sType,
                                                arith::NegFOp::create(b, loc, lseCol).getResult());
         Value pt = math::Exp2Op::create(
