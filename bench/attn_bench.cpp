@@ -15,9 +15,10 @@
 // each, with their cu_seqlens), the same work through the varlen path.
 // --arch ARCH builds for another target of the GPU (sm_90 on Hopper: the
 // kernels of targets without wgmma, cp.async and mma.sync, forward and
-// backward).
+// backward). --nondeterministic builds the backward's spec with
+// deterministic = 0, which takes configs that add dQ atomically (fused = 1).
 //   attn_bench [--shapes FILE] [--only SUBSTRING] [--config "k=v ..."] [--backward] [--split N]
-//              [--packed] [--arch ARCH] --out FILE.json
+//              [--packed] [--arch ARCH] [--nondeterministic] --out FILE.json
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
@@ -166,7 +167,7 @@ checkBackward(const Case &c, const std::vector<unsigned char> &hq,
 
 int main(int argc, char **argv) {
   std::string shapesPath = "bench/attn_shapes.json", outPath, only, configText, arch;
-  bool backward = false, packed = false;
+  bool backward = false, packed = false, nondeterministic = false;
   int64_t split = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -191,10 +192,12 @@ int main(int argc, char **argv) {
       packed = true;
     else if (a == "--arch")
       arch = next();
+    else if (a == "--nondeterministic")
+      nondeterministic = true;
     else
       die("unknown argument '" + a +
           "' (--shapes FILE --out FILE --only SUBSTRING --config TEXT --backward --split N "
-          "--packed --arch ARCH)");
+          "--packed --arch ARCH --nondeterministic)");
   }
   if (outPath.empty())
     die("--out FILE is required");
@@ -229,6 +232,7 @@ int main(int argc, char **argv) {
       call.headSplit = split;
     call.b = c.b;
     call.sq = call.sk = c.s;
+    call.deterministic = !nondeterministic;
     // Packed: the same [b * s, h, d] rows, sequence i's from i * s.
     std::optional<DeviceBuffer> cuSeqlens;
     if (packed) {
@@ -374,6 +378,7 @@ int main(int argc, char **argv) {
       bcall.dK = grads[2].ptr();
       bcall.dV = grads[3].ptr();
       bcall.workspace = grads[4].ptr();
+      bcall.workspaceSize = int64_t(grads[4].bytes());
       must(attention::launchBackward(*bwdKernel, bcall, s));
       cu(d.cuStreamSynchronize(s), "sync");
       std::vector<unsigned char> gq(nq * 2), gk(nk * 2), gv(nk * 2);

@@ -104,7 +104,14 @@ const Variable kVariables[] = {
        return oneOf(v, {"off", "on-miss", "background"});
      }},
     {"TILEJIT_DETERMINISTIC", "engine",
-     "1: never tune at run time; stored winners or defaults only (0: the default)",
+     "1: never tune at run time (stored winners or defaults only) and only bitwise repeatable "
+     "kernels (0: the default)",
+     [](std::string_view v) {
+       return oneOf(v, {"0", "1"});
+     }},
+    {"TILEJIT_ALLOW_NONDETERMINISTIC", "engine",
+     "1: kernels whose results are not bitwise repeatable may be chosen (the attention "
+     "backward's dQ added atomically); TILEJIT_DETERMINISTIC=1 overrides it (0: the default)",
      [](std::string_view v) {
        return oneOf(v, {"0", "1"});
      }},

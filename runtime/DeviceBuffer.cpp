@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 namespace tilejit {
 
@@ -35,6 +37,81 @@ DeviceBuffer::~DeviceBuffer() {
     llvm::consumeError(drv.takeError());
   ptr_ = 0;
 }
+
+namespace {
+/// tilejit's memory pool on `ctx`'s device (made at the first call).
+llvm::Expected<CUmemoryPool> scratchPool(const CudaDriver &drv, CUcontext ctx) {
+  static std::mutex mu;
+  static std::map<CUcontext, CUmemoryPool> pools;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = pools.find(ctx); it != pools.end())
+    return it->second;
+  CUdevice dev;
+  TJ_CU_CHECK(drv, cuCtxGetDevice(&dev));
+  CUmemPoolProps props = {};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = int(dev);
+  CUmemoryPool pool;
+  TJ_CU_CHECK(drv, cuMemPoolCreate(&pool, &props));
+  uint64_t keep = UINT64_MAX;
+  if (CUresult r = drv.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+      r != CUDA_SUCCESS) {
+    drv.cuMemPoolDestroy(pool);
+    return drv.error(r, "cuMemPoolSetAttribute (the scratch pool's threshold)");
+  }
+  pools.emplace(ctx, pool);
+  return pool;
+}
+} // namespace
+
+llvm::Expected<StreamBuffer> StreamBuffer::take(CUcontext ctx, size_t bytes, CUstream stream,
+                                                const llvm::Twine &what) {
+  auto drv = CudaDriver::get();
+  if (!drv)
+    return drv.takeError();
+  auto pool = scratchPool(*drv, ctx);
+  if (!pool)
+    return pool.takeError();
+  StreamBuffer b;
+  b.stream_ = stream;
+  if (CUresult r = drv->cuMemAllocFromPoolAsync(&b.ptr_, bytes ? bytes : 1, *pool, stream);
+      r != CUDA_SUCCESS)
+    return drv->error(r, what + " of " + llvm::Twine(uint64_t(bytes)) +
+                             " bytes, ordered on the stream (cuMemAllocFromPoolAsync)");
+  return b;
+}
+
+llvm::Error StreamBuffer::giveBack(llvm::Error err) {
+  if (!ptr_)
+    return err;
+  CUdeviceptr p = ptr_;
+  ptr_ = 0;
+  auto drv = CudaDriver::get();
+  if (!drv) {
+    if (err) {
+      llvm::consumeError(drv.takeError());
+      return err;
+    }
+    return drv.takeError();
+  }
+  CUresult r = drv->cuMemFreeAsync(p, stream_);
+  if (r != CUDA_SUCCESS && !err)
+    return drv->error(r, "giving scratch memory back (cuMemFreeAsync)");
+  return err;
+}
+
+StreamBuffer &StreamBuffer::operator=(StreamBuffer &&o) noexcept {
+  if (this != &o) {
+    llvm::consumeError(giveBack());
+    ptr_ = o.ptr_;
+    stream_ = o.stream_;
+    o.ptr_ = 0;
+  }
+  return *this;
+}
+
+StreamBuffer::~StreamBuffer() { llvm::consumeError(giveBack()); }
 
 llvm::Error DeviceBuffer::upload(const void *src, size_t bytes) {
   auto drv = CudaDriver::get();

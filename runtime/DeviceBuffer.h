@@ -41,6 +41,33 @@ private:
   size_t bytes_ = 0;
 };
 
+/// Device memory for one launch's scratch (split-K's partial sums, a fused
+/// attention backward's dQ sums): taken from a memory pool of tilejit's on
+/// the context's device, ordered on `stream` (CUDA graph capture records
+/// it), and given back on the stream after the work queued with it. The
+/// pool keeps what it reserved instead of returning it to the system at
+/// every synchronization (the process's default pool, with its threshold of
+/// 0, made every first launch after a synchronize map its memory anew); the
+/// process's default pool is left as others set it.
+class StreamBuffer {
+public:
+  /// `bytes` on `ctx`'s device; `what` names it in an error.
+  static llvm::Expected<StreamBuffer> take(CUcontext ctx, size_t bytes, CUstream stream,
+                                           const llvm::Twine &what);
+  StreamBuffer() = default;
+  StreamBuffer(StreamBuffer &&o) noexcept : ptr_(o.ptr_), stream_(o.stream_) { o.ptr_ = 0; }
+  StreamBuffer &operator=(StreamBuffer &&o) noexcept;
+  /// Gives it back if giveBack was not called (an error then is dropped).
+  ~StreamBuffer();
+  CUdeviceptr ptr() const { return ptr_; }
+  /// Gives it back on its stream; `err`, or else the driver's refusal.
+  llvm::Error giveBack(llvm::Error err = llvm::Error::success());
+
+private:
+  CUdeviceptr ptr_ = 0;
+  CUstream stream_ = nullptr;
+};
+
 /// Host conversions for the 16-bit storage types (round to nearest even).
 uint16_t floatToBf16(float f);
 float bf16ToFloat(uint16_t b);

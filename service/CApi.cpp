@@ -138,6 +138,7 @@ tj_status attnPrepare(tj_engine *e, bool backward, tj_dtype dtype, tj_attn_layou
   if (!attnCall(dt, layout, b, sq, sk, hq, hkv, d, causal, call, /*packed=*/true))
     return invalid("layout must be TJ_BSHD (0), TJ_BHSD (1) or TJ_THD (2), got " +
                    std::to_string(int(layout)));
+  call.deterministic = !e->engine->nondeterministic();
   auto spec = backward ? tilejit::attention::backwardSpecOf(call, e->engine->target())
                        : tilejit::attention::specOf(call, e->engine->target());
   if (!spec)
@@ -277,6 +278,12 @@ tj_status tj_engine_set_sm_margin(tj_engine *e, int margin) {
 tj_status tj_engine_set_deterministic(tj_engine *e, int on) {
   TJ_ENGINE(e);
   e->engine->setDeterministic(on != 0);
+  return ok();
+}
+
+tj_status tj_engine_set_allow_nondeterministic(tj_engine *e, int allow) {
+  TJ_ENGINE(e);
+  e->engine->setAllowNondeterministic(allow != 0);
   return ok();
 }
 
@@ -662,17 +669,14 @@ tj_status attnBwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64_t b
   call.dK = uint64_t(dk);
   call.dV = uint64_t(dv);
   call.workspace = uint64_t(workspace);
+  // What tj_attn_bwd_workspace_size promised: a fused config's dQ sums
+  // (only with nondeterministic kernels allowed) come from the pool.
+  call.workspaceSize = tilejit::attention::backwardWorkspaceBytes(call);
+  call.deterministic = !e->engine->nondeterministic();
   auto spec = tilejit::attention::backwardSpecOf(call, e->engine->target());
   if (!spec)
     return invalid(llvm::toString(spec.takeError()));
-  return withKernel(e, *spec, stream, [&](const tilejit::LoadedKernel &kernel) -> llvm::Error {
-    // tj_attn_bwd_workspace_size counts no room for a fused config's dQ
-    // sums (nor can it know the config).
-    if (tilejit::attention::fusedBackward(kernel))
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          "attn_bwd: the kernel's config is fused, which the C interface does not run (its "
-          "workspace is larger than tj_attn_bwd_workspace_size); use another config");
+  return withKernel(e, *spec, stream, [&](const tilejit::LoadedKernel &kernel) {
     return tilejit::attention::launchBackward(kernel, call, static_cast<CUstream>(stream));
   });
 }

@@ -27,6 +27,7 @@ llvm::Expected<EngineOptions> EngineOptions::fromEnvironment() {
              : tune == "background" ? TunePolicy::Background
                                     : TunePolicy::Off;
   o.deterministic = settings::value("TILEJIT_DETERMINISTIC") == "1";
+  o.allowNondeterministic = settings::value("TILEJIT_ALLOW_NONDETERMINISTIC") == "1";
   if (settings::value("TILEJIT_TUNE_ISOLATION") == "in-process")
     o.tune.isolation = TuneOptions::Isolation::InProcess;
   // The one rule of the store's place; where only the default decided it,

@@ -49,6 +49,9 @@ struct EngineOptions {
   bool storeOptional = false;
   TunePolicy policy = TunePolicy::Off;
   bool deterministic = false; // never tune; use stored winners or defaults
+  /// Kernels whose results are not bitwise repeatable may be asked for
+  /// (attn_bwd with deterministic = 0), unless `deterministic`.
+  bool allowNondeterministic = false;
   TuneOptions tune;
   int device = 0;
   /// The tuning-cache server to get kernels from; none: in process only.
@@ -56,7 +59,8 @@ struct EngineOptions {
 
   /// Checks every setting (core/Settings.h; a bad one is an error naming
   /// it), then reads TILEJIT_TUNE (off | on-miss | background),
-  /// TILEJIT_DETERMINISTIC (1: never tune), TILEJIT_TUNE_ISOLATION (process
+  /// TILEJIT_DETERMINISTIC (1: never tune), TILEJIT_ALLOW_NONDETERMINISTIC,
+  /// TILEJIT_TUNE_ISOLATION (process
   /// | in-process: where candidates run, see TuneOptions), the store's place
   /// (settings::storePath: TILEJIT_CACHE_DIR, else the user's cache folder)
   /// and the server's settings (ClientOptions::fromEnvironment:
@@ -92,6 +96,18 @@ public:
   void setDeterministic(bool on) {
     std::lock_guard<std::mutex> lock(missMu_);
     options_.deterministic = on;
+  }
+  /// Whether callers may ask for kernels whose results are not bitwise
+  /// repeatable (attn_bwd's deterministic = 0): allowed by the options (or
+  /// setAllowNondeterministic) and not in deterministic mode. The C
+  /// interface builds its specs so.
+  bool nondeterministic() {
+    std::lock_guard<std::mutex> lock(missMu_);
+    return options_.allowNondeterministic && !options_.deterministic;
+  }
+  void setAllowNondeterministic(bool on) {
+    std::lock_guard<std::mutex> lock(missMu_);
+    options_.allowNondeterministic = on;
   }
   /// The device's target: specs for it carry it (arch and multiprocessors).
   const Target &target() const { return target_; }

@@ -9,7 +9,8 @@
  * launch (a miss is an error): run each shape once before capturing.
  *
  * Settings come from the environment when the engine is created: TILEJIT_TUNE
- * (off | on-miss | background), TILEJIT_DETERMINISTIC, TILEJIT_CACHE_DIR (the
+ * (off | on-miss | background), TILEJIT_DETERMINISTIC,
+ * TILEJIT_ALLOW_NONDETERMINISTIC, TILEJIT_CACHE_DIR (the
  * store), TILEJIT_TUNE_ISOLATION, TILEJIT_WORKER, TILEJIT_SM_MARGIN
  * (multiprocessors persistent kernels leave free, as TransformerEngine's
  * NVTE_*_SM_MARGIN do).
@@ -63,8 +64,16 @@ TJ_API tj_status tj_engine_device(tj_engine *engine, int *sms, int *compute_capa
  * them (communication); 0: none. Takes effect at the next launch, without
  * recompiling. */
 TJ_API tj_status tj_engine_set_sm_margin(tj_engine *engine, int sm_margin);
-/* Deterministic mode (1): no tuning at run time; stored winners or defaults. */
+/* Deterministic mode (1): no tuning at run time; stored winners or defaults;
+ * only kernels whose results are bitwise repeatable, whatever
+ * tj_engine_set_allow_nondeterministic says. */
 TJ_API tj_status tj_engine_set_deterministic(tj_engine *engine, int on);
+/* 1: kernels whose results are not bitwise repeatable may be used where they
+ * are faster (tj_attn_bwd's configs that add dQ's parts atomically; packed
+ * sequences have none), unless in deterministic mode; 0 (the default, or
+ * TILEJIT_ALLOW_NONDETERMINISTIC's): the same inputs give the same bits.
+ * Their calls' kernels are tuned and stored apart from the others. */
+TJ_API tj_status tj_engine_set_allow_nondeterministic(tj_engine *engine, int allow);
 
 /* Warm-up: loads (compiles, tunes as the settings say) the kernel a call of
  * these arguments would use, without launching, so that later calls (and CUDA
@@ -158,8 +167,11 @@ TJ_API tj_status tj_attn_bwd_workspace_size(tj_engine *engine, int64_t b, int64_
  * 128 on the targets without wgmma: sm_80, sm_86, sm_89 and sm_90). dO, dQ
  * are stored as O and Q, dK and dV as K and V; all contiguous, 16-byte
  * aligned. workspace: tj_attn_bwd_workspace_size bytes, 16-byte aligned,
- * contents irrelevant. Deterministic: no atomics; the same inputs give the
- * same bits. */
+ * contents irrelevant. Deterministic (no atomics, the same inputs give the
+ * same bits) unless tj_engine_set_allow_nondeterministic allowed otherwise;
+ * a config that adds dQ's parts atomically then takes its f32 sums of dQ
+ * from a memory pool of tilejit's, ordered on `stream`, as tj_gemm's
+ * split-K does. */
 TJ_API tj_status tj_attn_bwd(tj_engine *engine, tj_dtype dtype, tj_attn_layout layout, int64_t b,
                              int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal,
                              float scale, const void *q, const void *k, const void *v,

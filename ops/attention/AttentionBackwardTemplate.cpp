@@ -33,10 +33,11 @@
 // Kernel 3, with a split only: dK and dV as the sum of the parts, added in
 // order.
 //
-// Fused (config `fused`, not a default nor tuned: not bitwise repeatable;
-// at head dim 128 3 % faster than the two kernels at 16384 keys causal and
-// 4 x 2048 not, 12 % slower at 4096 causal, with spills; bench/NOTES.md
-// b5): a
+// Fused (config `fused`, only where the spec says deterministic = 0: not
+// bitwise repeatable; not a default; tuned at head dim 64 only, where it
+// builds clean; at head dim 128 3 % faster than the two kernels at 16384
+// keys causal and 4 x 2048 not, 12 % slower at 4096 causal, with spills;
+// bench/NOTES.md b5): a
 // first kernel writes the workspace's LSE and D and zeroes f32 sums of dQ;
 // the dK/dV kernel stores each step's dS^T into a ring (tile.store_ring),
 // and once every consumer's is in, computes its columns of dS K and adds
@@ -149,7 +150,8 @@ public:
          "products before waiting (0 when left out)"},
         {"fused", 0, 1, true,
          "dQ in the dK/dV kernel, added into an f32 sum in any order: no recomputed products, "
-         "not bitwise repeatable (0 when left out)"},
+         "not bitwise repeatable (0 when left out; 1 only where the spec says deterministic = "
+         "0)"},
         {"dsplit", 0, 1, true,
          "the dK/dV kernel's consumers split the head dim, not the keys: each holds half "
          "of dK's and dV's columns for the same 64 keys and computes the step's scores "
@@ -166,7 +168,8 @@ public:
   }
 
   static TileConfig make(int64_t consumers, int64_t bn, int64_t kvBm, int64_t stages,
-                         int64_t overlap = 0, int64_t dsplit = 0, int64_t sfirst = 0) {
+                         int64_t overlap = 0, int64_t dsplit = 0, int64_t sfirst = 0,
+                         int64_t fused = 0) {
     TileConfig c;
     c.set("consumers", consumers).set("bn", bn).set("kv_bm", kvBm).set("stages", stages);
     c.set("overlap", overlap);
@@ -174,6 +177,8 @@ public:
       c.set("dsplit", 1);
     if (sfirst)
       c.set("sfirst", 1);
+    if (fused)
+      c.set("fused", 1);
     return c;
   }
 
@@ -208,6 +213,21 @@ public:
                 else if (c != out.front())
                   out.push_back(std::move(c));
               }
+    // Where the spec allows dQ added atomically (deterministic = 0), the
+    // fused configs too: 64 queries a step, every consumer's share of dQ's
+    // columns whole panels (bn is unused: the dQ kernel is not built), two
+    // stages. The tuner measures only configs that build clean: not at
+    // head dim 128, where the fused kernel spills 8 to 104 bytes, nor with
+    // three stages (8 bytes at 64 under a mask; bench/NOTES.md b4, b5, b9).
+    if (!attention::Params(ks).deterministic && attention::Params(ks).d < 128)
+      for (int64_t overlap : {1, 0})
+        for (int64_t consumers : {1, 2}) {
+          TileConfig c = make(consumers, 128, 64, 2, overlap, 0, 0, /*fused=*/1);
+          if (llvm::Error err = checkConfig(ks, c))
+            llvm::consumeError(std::move(err));
+          else
+            out.push_back(std::move(c));
+        }
     return out;
   }
 
@@ -252,6 +272,10 @@ public:
     if (!p.target.hasWgmma())
       return checkSm80(p, cfg);
     Shape s(cfg);
+    if (s.fused && p.deterministic)
+      return configError("fused adds dQ's parts atomically, in no fixed order (the results are "
+                         "not bitwise repeatable); the spec asks for deterministic = 1 (0 "
+                         "allows it)");
     if (p.d > 128 && !s.dsplit)
       return configError("attn_bwd at head dim " + llvm::Twine(p.d) +
                          " needs dsplit = 1: a warpgroup's dK and dV would need " +

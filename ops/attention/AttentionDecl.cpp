@@ -49,6 +49,15 @@ std::vector<ParamDecl> params() {
        "key rows per sequence: given at launch"},
   };
 }
+
+/// The forward's, and whether the results must be bitwise repeatable.
+std::vector<ParamDecl> backwardParams() {
+  std::vector<ParamDecl> p = params();
+  p.push_back({"deterministic", ParamDecl::Bool, 0, 1, 1, false, 0,
+               "1: dQ's parts added in a fixed order, the same inputs give the same bits; 0: "
+               "configs that add them atomically, in any order, may be chosen too"});
+  return p;
+}
 } // namespace
 
 const OpDecl &forwardOp() {
@@ -59,7 +68,7 @@ const OpDecl &forwardOp() {
 }
 
 const OpDecl &backwardOp() {
-  static const OpDecl decl{"attn_bwd", params(),
+  static const OpDecl decl{"attn_bwd", backwardParams(),
                            "dQ, dK and dV of attn_fwd from dO, O and its log-sum-exp", check};
   return decl;
 }
@@ -80,6 +89,8 @@ Params::Params(const KernelSpec &s) : target(s.target) {
   b = s[Batch];
   sq = s[SeqQ];
   sk = s[SeqK];
+  if (backward)
+    deterministic = s[Deterministic] != 0;
 }
 
 KernelSpec Params::spec() const {
@@ -93,6 +104,8 @@ KernelSpec Params::spec() const {
       .set(Batch, b)
       .set(SeqQ, sq)
       .set(SeqK, sk);
+  if (backward)
+    s.set(Deterministic, deterministic);
   return s;
 }
 

@@ -2,8 +2,11 @@
 //
 // attn_fwd: O = softmax(scale * Q K^T + mask) V with fp32 accumulation and
 // the fp32 log-sum-exp of each query row (natural log); attn_bwd: dQ, dK and
-// dV from dO, O and that LSE. Both take the same spec parameters; Params is
-// a typed view of either spec for the code that builds and launches it.
+// dV from dO, O and that LSE. Both take the same spec parameters, and
+// attn_bwd one more: `deterministic` (1, the default: dQ's parts are added
+// in a fixed order and the results are bitwise repeatable; 0: configs that
+// add them atomically, in any order, may be chosen too). Params is a typed
+// view of either spec for the code that builds and launches it.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -12,8 +15,20 @@
 
 namespace tilejit::attention {
 
-/// The parameters' positions in a spec, in canonical order.
-enum Param : int { DT, HeadDim, QHeads, KvHeads, Causal, Storage, Batch, SeqQ, SeqK };
+/// The parameters' positions in a spec, in canonical order (Deterministic:
+/// attn_bwd's only).
+enum Param : int {
+  DT,
+  HeadDim,
+  QHeads,
+  KvHeads,
+  Causal,
+  Storage,
+  Batch,
+  SeqQ,
+  SeqK,
+  Deterministic
+};
 
 /// How Q, K, V and O are stored (row-major, head dim innermost).
 enum class Layout : int64_t {
@@ -58,6 +73,9 @@ struct Params {
   bool causal = false;
   Layout layout = Layout::BSHD;
   int64_t b = 1, sq = 1, sk = 1; // launch-time sizes; tuning hints
+  /// attn_bwd: only configs whose results are bitwise repeatable (no fused
+  /// dQ, whose parts are added atomically).
+  bool deterministic = true;
   Target target;
 
   KernelSpec spec() const;

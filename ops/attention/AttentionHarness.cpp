@@ -240,6 +240,7 @@ struct Gradients {
     c.dK = dK.ptr();
     c.dV = dV.ptr();
     c.workspace = ws.ptr();
+    c.workspaceSize = int64_t(ws.bytes());
     return llvm::Error::success();
   }
 
@@ -252,6 +253,7 @@ struct Gradients {
     if (auto err = allocate(ws, bytes))
       return err;
     c.workspace = ws.ptr();
+    c.workspaceSize = int64_t(ws.bytes());
     return llvm::Error::success();
   }
 };

@@ -1,6 +1,7 @@
 //===- AttentionLaunch.cpp ------------------------------------------------===//
 #include "ops/attention/AttentionLaunch.h"
 
+#include "runtime/DeviceBuffer.h"
 #include "runtime/TensorMap.h"
 
 #include <algorithm>
@@ -89,6 +90,7 @@ llvm::Expected<KernelSpec> makeSpec(const Call &c, const Target &target, bool ba
   p.b = c.b;
   p.sq = c.sq;
   p.sk = c.sk;
+  p.deterministic = c.deterministic;
   p.target = target;
   KernelSpec s = p.spec();
   if (auto err = s.validate())
@@ -150,9 +152,12 @@ struct Workspace {
       return KernelArg::view(at, {2 * split * c.b, rows, c.hkv * c.d});
     return KernelArg::view(at, {2 * split * c.b * c.hkv, rows, c.d});
   }
+  /// Fused: where dQ's f32 sums are when not in the workspace (tilejit's
+  /// pool's memory for the launch); 0: after the parts' sums.
+  uint64_t sumsElsewhere = 0;
   /// Where dQ's f32 sums start: dQ's layout with its rows padded.
   uint64_t dqSumsAt(const BackwardCall &c) const {
-    return c.workspace + uint64_t(lseBytes + partialBytes);
+    return sumsElsewhere ? sumsElsewhere : c.workspace + uint64_t(lseBytes + partialBytes);
   }
   /// dQ's f32 sums, as dQ's view with its rows padded.
   KernelArg dqSums(const BackwardCall &c) const {
@@ -195,6 +200,7 @@ Call callOf(const Params &p) {
   c.b = p.b;
   c.sq = p.sq;
   c.sk = p.sk;
+  c.deterministic = p.deterministic;
   if (p.layout == Layout::THD) { // b sequences of sq query and sk key rows
     c.totalQ = p.b * p.sq;
     c.totalK = p.b * p.sk;
@@ -314,9 +320,31 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
                      llvm::Twine(c.hkv) + ") cannot be split " + llvm::Twine(w.split) + " ways",
                  op);
   if (!c.workspace || c.workspace % 16 != 0)
-    return error("the workspace (" + llvm::Twine(backwardWorkspaceBytes(c, fused)) +
+    return error("the workspace (" + llvm::Twine(backwardWorkspaceBytes(c)) +
                      " bytes) must be given, 16-byte aligned",
                  op);
+  // The caller's workspace holds LSE, D and the parts' sums; a fused
+  // kernel's dQ sums too where it has room, else they come from tilejit's
+  // pool for this launch (the C interface's callers size the workspace
+  // without knowing the config).
+  int64_t need = w.total - w.dqBytes, have = c.workspaceSize > 0 ? c.workspaceSize : need;
+  if (have < need)
+    return error("the workspace holds " + llvm::Twine(have) + " bytes; this call needs " +
+                     llvm::Twine(need) + " (backwardWorkspaceBytes)",
+                 op);
+  StreamBuffer sums;
+  if (fused && have < w.total) {
+    if (c.only != -1)
+      return error("launching the fused kernels one at a time needs dQ's sums in the workspace "
+                   "(backwardWorkspaceBytes(call, true) bytes)",
+                   op);
+    auto taken =
+        StreamBuffer::take(kernel.context(), size_t(w.dqBytes), stream, "attn_bwd: dQ's f32 sums");
+    if (!taken)
+      return taken.takeError();
+    sums = std::move(*taken);
+    w.sumsElsewhere = sums.ptr();
+  }
   if (thd) {
     if (!c.cuSeqlensQ || !c.cuSeqlensK || c.cuSeqlensQ % 4 != 0 || c.cuSeqlensK % 4 != 0)
       return error("packed sequences (THD) need cuSeqlensQ and cuSeqlensK, 4-byte aligned", op);
@@ -464,7 +492,9 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
     return llvm::Error::success();
   KernelArg fourth[] = {dqSums, rowsView(c, c.dQ, c.sq, c.hq), KernelArg::f32(scale),
                         KernelArg::index(c.sq)};
-  return kernel.launch(3, fourth, std::size(fourth), stream);
+  // (Pooled sums go back on the stream after the kernel that reads them;
+  // on an earlier error, when `sums` goes out of scope.)
+  return sums.giveBack(kernel.launch(3, fourth, std::size(fourth), stream));
 }
 
 } // namespace tilejit::attention

@@ -42,6 +42,9 @@ struct Call {
   /// split over the dK/dV kernel's programs (a divisor of hq / hkv); 0, the
   /// choice of backwardHeadSplit.
   int64_t headSplit = 0;
+  /// Backward only: the spec's `deterministic` (configs whose dQ is added
+  /// atomically are chosen only when false).
+  bool deterministic = true;
 };
 
 /// The call a spec describes (no buffers yet).
@@ -60,6 +63,11 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &call, int smCount, CU
 /// aligned; its contents on entry do not matter.
 struct BackwardCall : Call {
   uint64_t dO = 0, dQ = 0, dK = 0, dV = 0, workspace = 0;
+  /// The bytes `workspace` holds; 0: backwardWorkspaceBytes(call). A fused
+  /// kernel keeps dQ's f32 sums there when it holds
+  /// backwardWorkspaceBytes(call, true), else in memory of tilejit's pool,
+  /// taken and given back on the stream for the launch.
+  int64_t workspaceSize = 0;
   /// Launch only kernel 0 (dQ, which fills the workspace; fused: the
   /// workspace's kernel) or 1 (dK and dV, which reads it, the sum of their
   /// parts where the heads are split; fused: dQ's conversion too); -1, all.

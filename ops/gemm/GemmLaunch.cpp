@@ -2,12 +2,11 @@
 #include "ops/gemm/GemmLaunch.h"
 
 #include "runtime/CudaDriver.h"
+#include "runtime/DeviceBuffer.h"
 #include "runtime/TensorMap.h"
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
-#include <mutex>
 
 #include "llvm/ADT/Twine.h"
 
@@ -177,35 +176,6 @@ struct SplitLayout {
   int64_t bytes() const { return partialBytes + flagBytes; }
 };
 
-/// The memory pool split-K workspaces come from on `ctx`'s device: tilejit's
-/// own (the process's default pool is left as others set it), keeping what it
-/// reserved instead of returning it to the system at every synchronization
-/// (the default pool's threshold of 0 made every first launch after a
-/// synchronize map its workspace anew).
-llvm::Expected<CUmemoryPool> workspacePool(const CudaDriver &drv, CUcontext ctx) {
-  static std::mutex mu;
-  static std::map<CUcontext, CUmemoryPool> pools;
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = pools.find(ctx); it != pools.end())
-    return it->second;
-  CUdevice dev;
-  TJ_CU_CHECK(drv, cuCtxGetDevice(&dev));
-  CUmemPoolProps props = {};
-  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  props.location.id = int(dev);
-  CUmemoryPool pool;
-  TJ_CU_CHECK(drv, cuMemPoolCreate(&pool, &props));
-  uint64_t keep = UINT64_MAX;
-  if (CUresult r = drv.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
-      r != CUDA_SUCCESS) {
-    drv.cuMemPoolDestroy(pool);
-    return drv.error(r, "cuMemPoolSetAttribute (the split-K workspace pool's threshold)");
-  }
-  pools.emplace(ctx, pool);
-  return pool;
-}
-
 SplitLayout splitLayout(const KernelShape &k, const Call &c) {
   SplitLayout l;
   if (!k.split)
@@ -350,31 +320,23 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
     return error("the workspace holds " + llvm::Twine(c.workspaceSize) +
                  " bytes; a split of K into " + llvm::Twine(shape.others + 1) + " parts needs " +
                  llvm::Twine(l.bytes()) + " (gemm::workspaceBytes)");
+  StreamBuffer scratch;
   if (pooled) {
-    auto pool = workspacePool(*drv, kernel.context());
-    if (!pool)
-      return pool.takeError();
-    CUresult r = drv->cuMemAllocFromPoolAsync(&ws, size_t(l.bytes()), *pool, stream);
-    if (r != CUDA_SUCCESS)
-      return drv->error(r, "gemm: the split-K workspace of " + llvm::Twine(l.bytes()) +
-                               " bytes, ordered on the stream (cuMemAllocFromPoolAsync)");
+    auto taken = StreamBuffer::take(kernel.context(), size_t(l.bytes()), stream,
+                                    "gemm: the split-K workspace");
+    if (!taken)
+      return taken.takeError();
+    scratch = std::move(*taken);
+    ws = scratch.ptr();
   }
-  auto giveBack = [&](llvm::Error err) -> llvm::Error {
-    if (pooled) {
-      CUresult r = drv->cuMemFreeAsync(ws, stream);
-      if (r != CUDA_SUCCESS && !err)
-        return drv->error(r, "gemm: giving the split-K workspace back (cuMemFreeAsync)");
-    }
-    return err;
-  };
   uint64_t flags = uint64_t(ws) + uint64_t(l.partialBytes);
   CUresult r = drv->cuMemsetD8Async(CUdeviceptr(flags), 0, size_t(l.flagBytes), stream);
   if (r != CUDA_SUCCESS)
-    return giveBack(drv->error(r, "gemm: zeroing the split-K flags (cuMemsetD8Async)"));
+    return scratch.giveBack(drv->error(r, "gemm: zeroing the split-K flags (cuMemsetD8Async)"));
   args[n++] = KernelArg::view(uint64_t(ws), {l.tiles * shape.others, shape.bm, shape.bn});
   args[n++] = KernelArg::view(flags, {l.tiles, shape.others, shape.consumers});
   args[n++] = KernelArg::index(programs);
-  return giveBack(kernel.launch(0, args, n, stream));
+  return scratch.giveBack(kernel.launch(0, args, n, stream));
 }
 
 int64_t workspaceBytes(const LoadedKernel &kernel, const Call &call) {

@@ -914,6 +914,34 @@ class Attention(unittest.TestCase):
         for a, b in zip(first, second):
             self.assertTrue(torch.equal(a, b))
 
+    def test_nondeterministic_backward_when_allowed(self):
+        """set_allow_nondeterministic(True) builds the backward's specs with
+        deterministic=0 (kernels and winners apart from the others); the
+        gradients stay within bf16 bounds of float64. torch's deterministic
+        flag overrides it: those calls are bitwise repeatable again."""
+        q, k, v = (t.requires_grad_() for t in _qkv(0, 2, 200, 200, 4, 2, 64, torch.bfloat16))
+        do = torch.randn_like(q)
+        qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+        ref = _ref_attention(qd, kd, vd, True, 0.125, 0)[0]
+        want = torch.autograd.grad(ref, (qd, kd, vd), do.double())
+        tilejit.set_allow_nondeterministic(True)
+        try:
+            o = tilejit.ops.attention(q, k, v, True, None, "bshd")
+            for got, w, what in zip(torch.autograd.grad(o, (q, k, v), do), want,
+                                    ("dq", "dk", "dv")):
+                _close(self, got, w, 3e-2, what + " (nondeterministic allowed)")
+            torch.use_deterministic_algorithms(True)
+            try:
+                o = tilejit.ops.attention(q, k, v, True, None, "bshd")
+                first = torch.autograd.grad(o, (q, k, v), do)
+                o = tilejit.ops.attention(q, k, v, True, None, "bshd")
+                for a, b in zip(first, torch.autograd.grad(o, (q, k, v), do)):
+                    self.assertTrue(torch.equal(a, b))
+            finally:
+                torch.use_deterministic_algorithms(False)
+        finally:
+            tilejit.set_allow_nondeterministic(False)
+
     def test_sdpa_routes_where_supported_and_matches_torch(self):
         F = torch.nn.functional
         calls = []

@@ -10,7 +10,9 @@
     tilejit.set_sm_margin(8)                   # or TILEJIT_SM_MARGIN=8
 
 Settings: TILEJIT_TUNE, TILEJIT_CACHE_DIR, TILEJIT_DETERMINISTIC (also on while
-torch.are_deterministic_algorithms_enabled()), TILEJIT_SM_MARGIN,
+torch.are_deterministic_algorithms_enabled()), TILEJIT_ALLOW_NONDETERMINISTIC
+(or set_allow_nondeterministic(): the attention backward may add dQ
+atomically, where faster), TILEJIT_SM_MARGIN,
 TILEJIT_LOG_LEVEL (the "tilejit" logger; lines carry the rank once
 torch.distributed is up), TILEJIT_SERVER (kernels through a `tilejit serve`,
 with TILEJIT_TOKEN, TILEJIT_CA and the rest of the README's settings table).
@@ -61,7 +63,7 @@ _originals = {}
 try:
     import torch
     from . import nn, ops  # noqa: F401
-    from .ops import explain, set_sm_margin, warmup  # noqa: F401
+    from .ops import explain, set_allow_nondeterministic, set_sm_margin, warmup  # noqa: F401
 except ImportError:  # the C interface alone (ctypes) without torch
     torch = None
 

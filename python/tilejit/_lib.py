@@ -57,6 +57,7 @@ def lib():
             l.tj_engine_device.argtypes = [vp, c.POINTER(i32), c.POINTER(i32)]
             l.tj_engine_set_sm_margin.argtypes = [vp, i32]
             l.tj_engine_set_deterministic.argtypes = [vp, i32]
+            l.tj_engine_set_allow_nondeterministic.argtypes = [vp, i32]
             l.tj_explain.argtypes = [vp, c.c_char_p, c.c_char_p, i64, c.POINTER(i64)]
             l.tj_rms_norm_prepare.argtypes = [vp, i32, i32, i32, i64, i64, i32]
             l.tj_gemm_prepare.argtypes = [vp, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64,
@@ -83,7 +84,8 @@ def lib():
                                              f32, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp,
                                              vp]
             for fn in ("tj_engine_create", "tj_engine_device", "tj_engine_set_sm_margin",
-                       "tj_engine_set_deterministic", "tj_rms_norm_prepare", "tj_gemm_prepare",
+                       "tj_engine_set_deterministic", "tj_engine_set_allow_nondeterministic",
+                       "tj_rms_norm_prepare", "tj_gemm_prepare",
                        "tj_explain",
                        "tj_rms_norm_fwd", "tj_rms_norm_bwd_workspace", "tj_rms_norm_bwd",
                        "tj_gemm", "tj_attn_fwd_prepare", "tj_attn_fwd", "tj_attn_bwd_prepare",
@@ -115,11 +117,15 @@ def engine(device):
     e = _engines.get(device)
     if e is None:
         handle = ctypes.c_void_p()
+        # (TILEJIT_DETERMINISTIC as the engine reads it now: torch's flag
+        # below only adds to it.)
+        env_on = os.environ.get("TILEJIT_DETERMINISTIC") == "1"
         check(lib().tj_engine_create(device, ctypes.byref(handle)))
         with _lock:
             e = _engines.setdefault(device, handle)
+            _env_deterministic.setdefault(device, env_on)
     if _deterministic[0] is not None:
-        on = bool(_deterministic[0]())
+        on = bool(_deterministic[0]()) or _env_deterministic.get(device, False)
         if _det_state.get(device) != on:
             check(lib().tj_engine_set_deterministic(e, int(on)))
             _det_state[device] = on
@@ -127,6 +133,7 @@ def engine(device):
 
 
 _det_state = {}
+_env_deterministic = {}  # device: TILEJIT_DETERMINISTIC=1 when its engine was made
 
 
 def dtype_code(name):

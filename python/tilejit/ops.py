@@ -587,8 +587,10 @@ def attn_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
              lse: torch.Tensor, causal: bool, scale: float,
              layout: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dq, dk, dv of tilejit::attn_fwd(q, k, v, causal, scale, layout) = (o,
-    lse) for the gradient do of o (stored as o). Head dims 64 and 128.
-    Deterministic: no atomics, the same inputs give the same bits."""
+    lse) for the gradient do of o (stored as o). Head dims 64, 128 and 256.
+    Deterministic (no atomics, the same inputs give the same bits) unless
+    set_allow_nondeterministic() or TILEJIT_ALLOW_NONDETERMINISTIC=1 allowed
+    otherwise."""
     return _attn_bwd_impl(do, q, k, v, o, lse, causal, scale, layout)
 
 
@@ -780,7 +782,9 @@ def attn_varlen_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch
                     cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int,
                     causal: bool, scale: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dq, dk, dv of tilejit::attn_varlen_fwd for the gradient do of o.
-    Deterministic: no atomics, the same inputs give the same bits."""
+    Deterministic (no atomics, the same inputs give the same bits) unless
+    set_allow_nondeterministic() or TILEJIT_ALLOW_NONDETERMINISTIC=1 allowed
+    otherwise."""
     return _attn_varlen_bwd_impl(do, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                  max_seqlen_k, causal, scale)
 
@@ -872,6 +876,16 @@ def set_sm_margin(sm_margin, device=None):
     """Multiprocessors persistent kernels leave free from now on (0: none)."""
     dev = torch.device(device) if device is not None else torch.device("cuda")
     _lib.check(_lib.lib().tj_engine_set_sm_margin(_engine(dev), int(sm_margin)))
+
+
+def set_allow_nondeterministic(allow=True, device=None):
+    """From now on, kernels whose results are not bitwise repeatable may be
+    used where they are faster (the attention backward's configs that add dQ
+    atomically), as TILEJIT_ALLOW_NONDETERMINISTIC=1 says at start; never
+    while torch.use_deterministic_algorithms(True) or TILEJIT_DETERMINISTIC=1
+    holds. False (the default): the same inputs give the same bits."""
+    dev = torch.device(device) if device is not None else torch.device("cuda")
+    _lib.check(_lib.lib().tj_engine_set_allow_nondeterministic(_engine(dev), int(bool(allow))))
 
 
 _NAMES = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}

@@ -21,19 +21,25 @@
 #include <cstring>
 #include <random>
 
+#include "autotune/Tuner.h"
 #include "compiler/Compiler.h"
+#include "compiler/templates/Template.h"
 #include "ops/attention/AttentionLaunch.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/DeviceBuffer.h"
+#include "runtime/Store.h"
+#include "service/Engine.h"
 #include "tests/support/Compare.h"
 #include "tests/support/GpuTarget.h"
 #include "tests/support/Seed.h"
 #include "tests/support/SpillRule.h"
+#include "tests/support/TempDir.h"
 
 using namespace tilejit;
 using tilejit::attention::Layout;
 using tilejit::testing::allClose;
 using tilejit::testing::HostTensor;
+using tilejit::testing::TempDir;
 
 namespace {
 
@@ -359,12 +365,15 @@ protected:
     v.randomNormal(rng, 0.0f, 1.0f);
     dout.randomNormal(rng, 0.0f, 1.0f);
 
+    auto config = TileConfig::parse(c.config); // empty: the default
+    ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
+    // A fused config adds dQ's parts atomically: its spec must allow that.
+    bool fused = config->has("fused") && config->get("fused") != 0;
+    call.deterministic = !fused;
     auto fspec = attention::specOf(call, target);
     ASSERT_TRUE(bool(fspec)) << llvm::toString(fspec.takeError());
     auto bspec = attention::backwardSpecOf(call, target);
     ASSERT_TRUE(bool(bspec)) << llvm::toString(bspec.takeError());
-    auto config = TileConfig::parse(c.config); // empty: the default
-    ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
     auto fwd = compileKernel(*fspec, {});
     ASSERT_TRUE(bool(fwd)) << llvm::toString(fwd.takeError());
     auto bwd = compileKernel(*bspec, *config);
@@ -411,11 +420,15 @@ protected:
     ASSERT_TRUE(bool(drv));
     // Twice, each time into poisoned gradients and workspace: bitwise equal
     // (but with a fused config, whose dQ sums are added in any order), and
-    // each against float64 below.
+    // each against float64 below. A fused config's second run is told the
+    // workspace holds only what the C interface sizes (LSE, D, the parts):
+    // its dQ sums then come from tilejit's pool.
     HostTensor gq[2] = {HostTensor(c.dt, nq), HostTensor(c.dt, nq)};
     HostTensor gk[2] = {HostTensor(c.dt, nk), HostTensor(c.dt, nk)};
     HostTensor gv[2] = {HostTensor(c.dt, nk), HostTensor(c.dt, nk)};
     for (int run = 0; run < 2; ++run) {
+      call.workspaceSize =
+          run == 1 && fused ? attention::backwardWorkspaceBytes(call) : int64_t(wsBytes);
       for (int i : {6, 7, 8, 9})
         ASSERT_FALSE(bool(bufs[size_t(i)].fill(0xFF)));
       if (auto err = attention::launchBackward(**bk, call, nullptr))
@@ -425,7 +438,6 @@ protected:
       ASSERT_FALSE(bool(bufs[7].download(gk[run].bytes)));
       ASSERT_FALSE(bool(bufs[8].download(gv[run].bytes)));
     }
-    bool fused = config->has("fused") && config->get("fused") != 0;
     if (!fused) {
       EXPECT_EQ(gq[0].bytes, gq[1].bytes) << "dQ differs between two runs";
     }
@@ -817,6 +829,48 @@ TEST_F(GpuAttention, BackwardFusedAddsDqOverKeyTiles) {
     runBackward({64, 128, 128, 8, 1, v.d, true, Layout::BSHD, DType::BF16, 0.0f, cfg});
     runBackward({1, 700, 700, 4, 2, v.d, true, Layout::BHSD, DType::BF16, 1.0f, v.plain});
   }
+}
+
+TEST_F(GpuAttention, OnlyNondeterministicCallsGetAFusedWinner) {
+  // The same call's two specs, deterministic or not, are tuned and stored
+  // apart. A fused winner stored for the nondeterministic one is handed out
+  // for it; one planted for the deterministic spec is refused (the
+  // template's rules) and its default used. An engine builds
+  // nondeterministic specs only where allowed and not in deterministic
+  // mode.
+  TempDir dir;
+  attention::Call call = callOf({2, 300, 300, 4, 2, 64, true});
+  call.deterministic = false;
+  auto fast = attention::backwardSpecOf(call, target);
+  ASSERT_TRUE(bool(fast)) << llvm::toString(fast.takeError());
+  call.deterministic = true;
+  auto det = attention::backwardSpecOf(call, target);
+  ASSERT_TRUE(bool(det)) << llvm::toString(det.takeError());
+  EXPECT_NE(tuneKey(*fast), tuneKey(*det));
+  const char *fused = "bn=128 consumers=1 fused=1 kv_bm=64 overlap=1 stages=2";
+  EngineOptions o;
+  o.dbPath = dir.file("a.db");
+  {
+    auto store = Store::open(o.dbPath);
+    ASSERT_TRUE(bool(store)) << llvm::toString(store.takeError());
+    for (const KernelSpec *s : {&*fast, &*det})
+      ASSERT_FALSE(bool((*store)->setWinner({tuneKey(*s), fused, "", 0.5, "planted", 0})));
+  }
+  auto engine = Engine::create(o);
+  ASSERT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
+  auto kf = (*engine)->get(*fast);
+  ASSERT_TRUE(bool(kf)) << llvm::toString(kf.takeError());
+  EXPECT_TRUE(attention::fusedBackward(*kf));
+  EXPECT_EQ(kf->key(), kernelKey(*fast, *TileConfig::parse(fused)));
+  auto kd = (*engine)->get(*det);
+  ASSERT_TRUE(bool(kd)) << llvm::toString(kd.takeError());
+  EXPECT_FALSE(attention::fusedBackward(*kd));
+  EXPECT_EQ(kd->key(), kernelKey(*det, getTemplate(*det).defaultConfig(*det)));
+  EXPECT_FALSE((*engine)->nondeterministic()) << "not allowed by default";
+  (*engine)->setAllowNondeterministic(true);
+  EXPECT_TRUE((*engine)->nondeterministic());
+  (*engine)->setDeterministic(true);
+  EXPECT_FALSE((*engine)->nondeterministic()) << "deterministic mode overrides it";
 }
 
 } // namespace

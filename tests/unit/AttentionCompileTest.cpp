@@ -45,6 +45,15 @@ attention::Params backward(int64_t d, bool causal, Layout layout = Layout::BSHD,
   return params(d, causal, layout, dt, /*backward=*/true);
 }
 
+/// A backward spec that allows dQ added atomically (deterministic = 0): the
+/// fused configs'.
+attention::Params nondeterministic(int64_t d, bool causal, Layout layout = Layout::BSHD,
+                                   DType dt = DType::BF16) {
+  attention::Params p = backward(d, causal, layout, dt);
+  p.deterministic = false;
+  return p;
+}
+
 void expectClean(const KernelSpec &spec, const TileConfig &config) {
   SCOPED_TRACE(spec.canonical() + " [" + config.canonical() + "]");
   auto k = compileKernel(spec, config);
@@ -185,7 +194,7 @@ TEST(AttentionCompile, PackedSequencesBuildWithoutSpillsAndNameWhatTheyNeed) {
   EXPECT_EQ(bwd->entries[1].params.size(), 15u);
   EXPECT_EQ(bwd->entries[2].params.size(), 6u);
   const KernelTemplate &bt = getTemplate(attention::backwardOp());
-  auto bad = bt.checkConfig(backward(128, true, Layout::THD),
+  auto bad = bt.checkConfig(nondeterministic(128, true, Layout::THD),
                             *TileConfig::parse("consumers=2 bn=128 kv_bm=64 stages=2 fused=1"));
   ASSERT_TRUE(bool(bad));
   EXPECT_NE(llvm::toString(std::move(bad)).find("fused does not take packed sequences (THD)"),
@@ -521,12 +530,12 @@ TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
     for (bool causal : {false, true})
       for (Layout l : {Layout::BSHD, Layout::BHSD})
         expectClean(
-            backward(d, causal, l),
+            nondeterministic(d, causal, l),
             *TileConfig::parse(d == 64 ? "bn=128 consumers=1 fused=1 kv_bm=64 overlap=1 stages=2"
                                        : "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 stages=2"));
-  expectClean(backward(64, true, Layout::BSHD, DType::F16),
+  expectClean(nondeterministic(64, true, Layout::BSHD, DType::F16),
               *TileConfig::parse("bn=64 consumers=1 fused=1 kv_bm=64 stages=3"));
-  expectClean(backward(128, true, Layout::BSHD, DType::F16),
+  expectClean(nondeterministic(128, true, Layout::BSHD, DType::F16),
               *TileConfig::parse("bn=64 consumers=2 fused=1 kv_bm=64 stages=2"));
   // A step's queries are one warpgroup's rows, and each consumer's columns
   // of dQ whole panels.
@@ -546,19 +555,44 @@ TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
                    "fused = 1"},
         std::tuple{128, "bn=128 consumers=2 kv_bm=64 kvsfirst=1 overlap=0 stages=2",
                    "kvsfirst needs overlap = 1 and no fused dQ; got overlap = 0, fused = 0"}}) {
-    auto err = t.checkConfig(backward(d, true), *TileConfig::parse(cfg));
+    auto err = t.checkConfig(nondeterministic(d, true), *TileConfig::parse(cfg));
     ASSERT_TRUE(bool(err)) << cfg;
     EXPECT_NE(llvm::toString(std::move(err)).find(what), std::string::npos) << cfg;
   }
-  // Not the default, not in the tuning space: its dQ is not bitwise
-  // repeatable (and at d = 128 at most 3 % faster than the two kernels,
-  // 12 % slower at 4096 causal, with spills).
-  for (int64_t d : {64, 128}) {
-    TileConfig def = t.defaultConfig(backward(d, true));
-    EXPECT_FALSE(def.has("fused") && def.get("fused"));
-    for (const TileConfig &c : t.configSpace(backward(d, true)))
-      EXPECT_FALSE(c.has("fused") && c.get("fused")) << c.canonical();
-  }
+  // Its dQ is not bitwise repeatable: refused where the spec says
+  // deterministic = 1 (the default), by name.
+  auto refused = t.checkConfig(backward(64, true),
+                               *TileConfig::parse("bn=128 consumers=1 fused=1 kv_bm=64 stages=2"));
+  ASSERT_TRUE(bool(refused));
+  EXPECT_NE(llvm::toString(std::move(refused))
+                .find("fused adds dQ's parts atomically, in no fixed order (the results are not "
+                      "bitwise repeatable); the spec asks for deterministic = 1 (0 allows it)"),
+            std::string::npos);
+  // Never the default. Deterministic: never in the tuning space either.
+  // Nondeterministic: in it where it builds clean (head dim 64, two
+  // stages), not at 128 (at most 3 % faster than the two kernels there,
+  // 12 % slower at 4096 causal, with spills) nor with packed sequences.
+  for (int64_t d : {64, 128})
+    for (bool deterministic : {true, false}) {
+      attention::Params p = deterministic ? backward(d, true) : nondeterministic(d, true);
+      TileConfig def = t.defaultConfig(p);
+      EXPECT_FALSE(def.has("fused") && def.get("fused"));
+      EXPECT_EQ(def, t.defaultConfig(backward(d, true))) << "the same default either way";
+      int fusedInSpace = 0;
+      for (const TileConfig &c : t.configSpace(p)) {
+        bool fused = c.has("fused") && c.get("fused");
+        fusedInSpace += fused;
+        if (!fused)
+          continue;
+        auto k = compileKernel(p, c); // no spill at all (SpillRule.h allows fused some)
+        ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+        for (const EntryInfo &e : k->entries)
+          EXPECT_EQ(e.spillBytes, 0) << c.canonical() << " " << e.name << "\n" << k->log;
+      }
+      EXPECT_EQ(fusedInSpace, !deterministic && d == 64 ? 2 : 0) << d;
+    }
+  for (const TileConfig &c : t.configSpace(nondeterministic(64, true, Layout::THD)))
+    EXPECT_FALSE(c.has("fused") && c.get("fused")) << c.canonical();
 }
 
 TEST(AttentionCompile, PersistentGridIsTheTilesCappedAtLaunch) {
@@ -679,6 +713,46 @@ TEST(AttentionCompile, BackwardErrorsNameWhatWasWrong) {
   EXPECT_EQ(attention::backwardHeadSplit(call.b, call.hq, call.hkv, call.sk), 4);
   EXPECT_EQ(attention::backwardWorkspaceBytes(call),
             2 * 3 * 4 * 256 * 4 + 2 * 4 * 3 * 1 * 128 * 64 * 4);
+}
+
+TEST(AttentionCompile, TheBackwardSpecSaysWhetherItsResultsMustRepeat) {
+  // attn_bwd's `deterministic`: 1 by default, part of the kernel's identity
+  // (so the two are tuned and stored apart), carried by calls and specs.
+  KernelSpec det = backward(128, true).spec(), fast = nondeterministic(128, true).spec();
+  EXPECT_NE(det.canonical(false).find(" deterministic=1 "), std::string::npos) << det.canonical();
+  EXPECT_NE(fast.canonical(false).find(" deterministic=0 "), std::string::npos);
+  EXPECT_FALSE(det.sameKernel(fast));
+  EXPECT_NE(det.hash(false), fast.hash(false));
+  auto parsed = KernelSpec::parse("attn_bwd dt=bf16 d=128 hq=8 hkv=2 causal=1 arch=sm_90a");
+  ASSERT_TRUE(bool(parsed)) << llvm::toString(parsed.takeError());
+  EXPECT_TRUE(attention::Params(*parsed).deterministic) << "left out: the default";
+  auto parsedFast = KernelSpec::parse(fast.canonical());
+  ASSERT_TRUE(bool(parsedFast)) << llvm::toString(parsedFast.takeError());
+  EXPECT_EQ(*parsedFast, fast);
+  EXPECT_FALSE(attention::Params(*parsedFast).deterministic);
+  // The forward has no such parameter.
+  auto fwd = KernelSpec::parse("attn_fwd dt=bf16 d=128 hq=8 hkv=2 deterministic=0 arch=sm_90a");
+  ASSERT_FALSE(bool(fwd));
+  EXPECT_NE(llvm::toString(fwd.takeError()).find("deterministic"), std::string::npos);
+  EXPECT_EQ(params(128, true).spec().canonical().find("deterministic"), std::string::npos);
+  // From a call and back.
+  attention::Call call = attention::callOf(nondeterministic(64, false));
+  EXPECT_FALSE(call.deterministic);
+  auto spec = attention::backwardSpecOf(call, *Target::parse("sm_90a"));
+  ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
+  EXPECT_FALSE(attention::Params(*spec).deterministic);
+  call.deterministic = true;
+  spec = attention::backwardSpecOf(call, *Target::parse("sm_90a"));
+  ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
+  EXPECT_TRUE(attention::Params(*spec).deterministic);
+  // A fused kernel's workspace: the same LSE and D (and parts), then dQ's
+  // f32 sums, rows padded (the C interface sizes only the first part; the
+  // launch takes the sums from tilejit's pool then).
+  call.b = 2;
+  call.sq = call.sk = 130;
+  call.hq = call.hkv = 4;
+  EXPECT_EQ(attention::backwardWorkspaceBytes(call, true),
+            attention::backwardWorkspaceBytes(call) + 2 * 4 * 256 * 64 * 4);
 }
 
 TEST(AttentionCompile, BackwardHeadSplitFillsTheGpuWithTheFewestParts) {

@@ -25,9 +25,10 @@ private:
   static std::map<std::string, const char *>
   withTheRestUnset(std::map<std::string, const char *> values) {
     for (const char *name :
-         {"TILEJIT_TUNE", "TILEJIT_DETERMINISTIC", "TILEJIT_TUNE_ISOLATION", "TILEJIT_CACHE_DIR",
-          "TILEJIT_SERVER", "TILEJIT_TOKEN", "TILEJIT_TOKEN_FILE", "TILEJIT_SERVER_DEADLINE_MS",
-          "TILEJIT_STORE_JOURNAL", "XDG_CACHE_HOME"})
+         {"TILEJIT_TUNE", "TILEJIT_DETERMINISTIC", "TILEJIT_ALLOW_NONDETERMINISTIC",
+          "TILEJIT_TUNE_ISOLATION", "TILEJIT_CACHE_DIR", "TILEJIT_SERVER", "TILEJIT_TOKEN",
+          "TILEJIT_TOKEN_FILE", "TILEJIT_SERVER_DEADLINE_MS", "TILEJIT_STORE_JOURNAL",
+          "XDG_CACHE_HOME"})
       values.emplace(name, nullptr);
     return values;
   }
@@ -58,6 +59,7 @@ TEST(EngineOptions, NothingSetIsTheDefaults) {
   EngineOptions o = options({{"XDG_CACHE_HOME", "/xdg"}});
   EXPECT_EQ(o.policy, TunePolicy::Off);
   EXPECT_FALSE(o.deterministic);
+  EXPECT_FALSE(o.allowNondeterministic) << "bitwise repeatable results unless asked otherwise";
   EXPECT_EQ(o.tune.isolation, TuneOptions::Isolation::Process);
   // The store's one rule (the CLI's too): the user's cache folder, which an
   // engine may do without if it cannot be opened.
@@ -82,6 +84,8 @@ TEST(EngineOptions, EverySettingIsRead) {
   EXPECT_EQ(options({{"TILEJIT_TUNE", "background"}}).policy, TunePolicy::Background);
   EXPECT_TRUE(options({{"TILEJIT_DETERMINISTIC", "1"}}).deterministic);
   EXPECT_FALSE(options({{"TILEJIT_DETERMINISTIC", "0"}}).deterministic);
+  EXPECT_TRUE(options({{"TILEJIT_ALLOW_NONDETERMINISTIC", "1"}}).allowNondeterministic);
+  EXPECT_FALSE(options({{"TILEJIT_ALLOW_NONDETERMINISTIC", "0"}}).allowNondeterministic);
   EXPECT_EQ(options({{"TILEJIT_TUNE_ISOLATION", "in-process"}}).tune.isolation,
             TuneOptions::Isolation::InProcess);
   EXPECT_EQ(options({{"TILEJIT_TUNE_ISOLATION", "process"}}).tune.isolation,
@@ -128,6 +132,8 @@ TEST(EngineOptions, ABadValueIsAnErrorNamingTheVariable) {
             "TILEJIT_TUNE='always' is not one of off, on-miss, background");
   EXPECT_EQ(refusal({{"TILEJIT_DETERMINISTIC", "yes"}}),
             "TILEJIT_DETERMINISTIC='yes' is not 0 or 1");
+  EXPECT_EQ(refusal({{"TILEJIT_ALLOW_NONDETERMINISTIC", "true"}}),
+            "TILEJIT_ALLOW_NONDETERMINISTIC='true' is not 0 or 1");
   EXPECT_EQ(refusal({{"TILEJIT_TUNE_ISOLATION", "thread"}}),
             "TILEJIT_TUNE_ISOLATION='thread' is not process or in-process");
   // Case matters: the values are words, not flags.
