@@ -60,7 +60,8 @@ public:
   /// Gives it back if giveBack was not called (an error then is dropped).
   ~StreamBuffer();
   CUdeviceptr ptr() const { return ptr_; }
-  /// Gives it back on its stream; `err`, or else the driver's refusal.
+  /// Gives it back on its stream; `err`, or else the driver's refusal (with
+  /// `err` set, a refusal is dropped and the memory stays in the pool).
   llvm::Error giveBack(llvm::Error err = llvm::Error::success());
 
 private:

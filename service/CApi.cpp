@@ -130,6 +130,19 @@ tj_status withKernel(tj_engine *e, const tilejit::KernelSpec &spec, void *stream
   return ok();
 }
 
+/// The attn_bwd spec of `call` for `e`: deterministic = 0 where the engine
+/// allows results that are not bitwise repeatable and the shape has such
+/// configs (elsewhere the two specs would tune and store the same kernels
+/// twice).
+llvm::Expected<tilejit::KernelSpec> backwardSpecFor(tj_engine *e, tilejit::attention::Call call) {
+  call.deterministic = true;
+  auto spec = tilejit::attention::backwardSpecOf(call, e->engine->target());
+  if (spec && e->engine->nondeterministic() &&
+      tilejit::attention::atomicDqTunable(tilejit::attention::Params(*spec)))
+    spec->set(tilejit::attention::Deterministic, 0);
+  return spec;
+}
+
 tj_status attnPrepare(tj_engine *e, bool backward, tj_dtype dtype, tj_attn_layout layout, int64_t b,
                       int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal) {
   TJ_ENGINE(e);
@@ -138,9 +151,8 @@ tj_status attnPrepare(tj_engine *e, bool backward, tj_dtype dtype, tj_attn_layou
   if (!attnCall(dt, layout, b, sq, sk, hq, hkv, d, causal, call, /*packed=*/true))
     return invalid("layout must be TJ_BSHD (0), TJ_BHSD (1) or TJ_THD (2), got " +
                    std::to_string(int(layout)));
-  call.deterministic = !e->engine->nondeterministic();
-  auto spec = backward ? tilejit::attention::backwardSpecOf(call, e->engine->target())
-                       : tilejit::attention::specOf(call, e->engine->target());
+  auto spec =
+      backward ? backwardSpecFor(e, call) : tilejit::attention::specOf(call, e->engine->target());
   if (!spec)
     return invalid(llvm::toString(spec.takeError()));
   auto kernel = e->engine->get(*spec);
@@ -672,8 +684,7 @@ tj_status attnBwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64_t b
   // What tj_attn_bwd_workspace_size promised: a fused config's dQ sums
   // (only with nondeterministic kernels allowed) come from the pool.
   call.workspaceSize = tilejit::attention::backwardWorkspaceBytes(call);
-  call.deterministic = !e->engine->nondeterministic();
-  auto spec = tilejit::attention::backwardSpecOf(call, e->engine->target());
+  auto spec = backwardSpecFor(e, call);
   if (!spec)
     return invalid(llvm::toString(spec.takeError()));
   return withKernel(e, *spec, stream, [&](const tilejit::LoadedKernel &kernel) {

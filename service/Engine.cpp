@@ -48,6 +48,7 @@ llvm::Expected<EngineOptions> EngineOptions::fromEnvironment() {
 llvm::Expected<std::unique_ptr<Engine>> Engine::create(EngineOptions options) {
   std::unique_ptr<Engine> e(new Engine());
   e->options_ = std::move(options);
+  e->nondeterministic_ = e->options_.allowNondeterministic && !e->options_.deterministic;
   auto ctx = useDevice(e->options_.device);
   if (!ctx)
     return ctx.takeError();

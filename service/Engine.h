@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -48,7 +49,9 @@ struct EngineOptions {
   /// (its notice says why) instead of refusing it: the default place.
   bool storeOptional = false;
   TunePolicy policy = TunePolicy::Off;
-  bool deterministic = false; // never tune; use stored winners or defaults
+  /// Never tune; use stored winners or defaults; only bitwise repeatable
+  /// kernels (overrides allowNondeterministic).
+  bool deterministic = false;
   /// Kernels whose results are not bitwise repeatable may be asked for
   /// (attn_bwd with deterministic = 0), unless `deterministic`.
   bool allowNondeterministic = false;
@@ -92,22 +95,24 @@ public:
   /// any of them met (they never stop the caller's work).
   llvm::Error waitForBackground();
   /// Deterministic mode from now on: no tuning at run time, stored winners or
-  /// defaults only (a kernel already loaded stays).
+  /// defaults only (a kernel already loaded stays), and nondeterministic()
+  /// false.
   void setDeterministic(bool on) {
     std::lock_guard<std::mutex> lock(missMu_);
     options_.deterministic = on;
+    nondeterministic_ = options_.allowNondeterministic && !on;
   }
   /// Whether callers may ask for kernels whose results are not bitwise
   /// repeatable (attn_bwd's deterministic = 0): allowed by the options (or
   /// setAllowNondeterministic) and not in deterministic mode. The C
   /// interface builds its specs so.
-  bool nondeterministic() {
-    std::lock_guard<std::mutex> lock(missMu_);
-    return options_.allowNondeterministic && !options_.deterministic;
-  }
+  /// Read on every backward call, so without a lock (missMu_ is held
+  /// through whole compiles and tunings).
+  bool nondeterministic() const { return nondeterministic_.load(std::memory_order_relaxed); }
   void setAllowNondeterministic(bool on) {
     std::lock_guard<std::mutex> lock(missMu_);
     options_.allowNondeterministic = on;
+    nondeterministic_ = on && !options_.deterministic;
   }
   /// The device's target: specs for it carry it (arch and multiprocessors).
   const Target &target() const { return target_; }
@@ -149,6 +154,9 @@ private:
   void sayProblem(Problem &p, const std::string &why, const char *without);
 
   EngineOptions options_;
+  /// options_.allowNondeterministic && !options_.deterministic, kept by
+  /// create and the setters (under missMu_).
+  std::atomic<bool> nondeterministic_{false};
   Target target_;
   std::string notice_;
   std::unique_ptr<Store> store_;

@@ -50,7 +50,7 @@ typedef enum tj_attn_layout {
   TJ_THD = 2   /* [tokens, heads, dim]: packed sequences (tj_attn_varlen_fwd and _bwd) */
 } tj_attn_layout;
 
-/* "0.1.0" */
+/* The library's version, e.g. "0.4.0" (the soname carries its minor version). */
 TJ_API const char *tj_version(void);
 /* The message of this thread's last failed call ("" after a success). */
 TJ_API const char *tj_last_error(void);
@@ -68,11 +68,12 @@ TJ_API tj_status tj_engine_set_sm_margin(tj_engine *engine, int sm_margin);
  * only kernels whose results are bitwise repeatable, whatever
  * tj_engine_set_allow_nondeterministic says. */
 TJ_API tj_status tj_engine_set_deterministic(tj_engine *engine, int on);
-/* 1: kernels whose results are not bitwise repeatable may be used where they
- * are faster (tj_attn_bwd's configs that add dQ's parts atomically; packed
- * sequences have none), unless in deterministic mode; 0 (the default, or
- * TILEJIT_ALLOW_NONDETERMINISTIC's): the same inputs give the same bits.
- * Their calls' kernels are tuned and stored apart from the others. */
+/* 1: kernels whose results are not bitwise repeatable may be used
+ * (tj_attn_bwd's configs that add dQ's parts atomically, for the shapes that
+ * have them: sm_90a, head dim 64, not packed), unless in deterministic mode;
+ * 0 (the default, or TILEJIT_ALLOW_NONDETERMINISTIC's): the same inputs give
+ * the same bits. Those calls' kernels are tuned and stored apart from the
+ * others. */
 TJ_API tj_status tj_engine_set_allow_nondeterministic(tj_engine *engine, int allow);
 
 /* Warm-up: loads (compiles, tunes as the settings say) the kernel a call of
@@ -170,8 +171,9 @@ TJ_API tj_status tj_attn_bwd_workspace_size(tj_engine *engine, int64_t b, int64_
  * contents irrelevant. Deterministic (no atomics, the same inputs give the
  * same bits) unless tj_engine_set_allow_nondeterministic allowed otherwise;
  * a config that adds dQ's parts atomically then takes its f32 sums of dQ
- * from a memory pool of tilejit's, ordered on `stream`, as tj_gemm's
- * split-K does. */
+ * (b * hq * sq rounded up to 128 * d * 4 bytes) from a memory pool of
+ * tilejit's, ordered on `stream`, as tj_gemm's split-K does; the pool keeps
+ * the most it held for the process's life (outside PyTorch's allocator). */
 TJ_API tj_status tj_attn_bwd(tj_engine *engine, tj_dtype dtype, tj_attn_layout layout, int64_t b,
                              int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal,
                              float scale, const void *q, const void *k, const void *v,

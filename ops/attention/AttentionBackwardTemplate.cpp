@@ -37,8 +37,8 @@
 // bitwise repeatable; not a default; tuned at head dim 64 only, where it
 // builds clean; at head dim 128 3 % faster than the two kernels at 16384
 // keys causal and 4 x 2048 not, 12 % slower at 4096 causal, with spills;
-// bench/NOTES.md b5): a
-// first kernel writes the workspace's LSE and D and zeroes f32 sums of dQ;
+// bench/NOTES.md b5): a first kernel writes the workspace's LSE and D and
+// zeroes f32 sums of dQ;
 // the dK/dV kernel stores each step's dS^T into a ring (tile.store_ring),
 // and once every consumer's is in, computes its columns of dS K and adds
 // them into the sums through shared memory with TMA reductions
@@ -214,12 +214,11 @@ public:
                   out.push_back(std::move(c));
               }
     // Where the spec allows dQ added atomically (deterministic = 0), the
-    // fused configs too: 64 queries a step, every consumer's share of dQ's
-    // columns whole panels (bn is unused: the dQ kernel is not built), two
-    // stages. The tuner measures only configs that build clean: not at
-    // head dim 128, where the fused kernel spills 8 to 104 bytes, nor with
-    // three stages (8 bytes at 64 under a mask; bench/NOTES.md b4, b5, b9).
-    if (!attention::Params(ks).deterministic && attention::Params(ks).d < 128)
+    // fused configs too (where attention::atomicDqTunable says they build
+    // clean): 64 queries a step, every consumer's share of dQ's columns
+    // whole panels (bn is unused: the dQ kernel is not built), two stages
+    // (three spilled 8 bytes at 64 under a mask; bench/NOTES.md b4, b5, b9).
+    if (!attention::Params(ks).deterministic && attention::atomicDqTunable(attention::Params(ks)))
       for (int64_t overlap : {1, 0})
         for (int64_t consumers : {1, 2}) {
           TileConfig c = make(consumers, 128, 64, 2, overlap, 0, 0, /*fused=*/1);

@@ -73,6 +73,11 @@ const OpDecl &backwardOp() {
   return decl;
 }
 
+bool atomicDqTunable(const Params &p) {
+  // (The fused kernel spills at head dim 128, 8 to 104 bytes; 256 has none.)
+  return p.backward && p.target.hasWgmma() && p.layout != Layout::THD && p.d == 64;
+}
+
 bool isForward(const KernelSpec &spec) { return spec.is(forwardOp()); }
 bool isBackward(const KernelSpec &spec) { return spec.is(backwardOp()); }
 

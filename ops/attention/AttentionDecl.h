@@ -56,6 +56,14 @@ int64_t backwardHeadSplit(int64_t b, int64_t hq, int64_t hkv, int64_t sk);
 bool isForward(const KernelSpec &spec);
 bool isBackward(const KernelSpec &spec);
 
+struct Params;
+/// Whether attn_bwd of `p`'s shape has configs that add dQ's parts
+/// atomically and build without spills: those its tuning space takes where
+/// the spec says deterministic = 0 (sm_90a, not packed, head dim 64). Only
+/// there does a nondeterministic spec differ from the deterministic one,
+/// so only there do callers build one.
+bool atomicDqTunable(const Params &p);
+
 /// A spec of attn_fwd or attn_bwd, field by field. Q is [b, sq, hq, d] (BSHD),
 /// [b, hq, sq, d] (BHSD) or [tokens, hq, d] (THD: b sequences of at most sq
 /// rows); K and V the same with hkv heads and sk rows; O as Q; LSE is

@@ -915,10 +915,14 @@ class Attention(unittest.TestCase):
             self.assertTrue(torch.equal(a, b))
 
     def test_nondeterministic_backward_when_allowed(self):
-        """set_allow_nondeterministic(True) builds the backward's specs with
-        deterministic=0 (kernels and winners apart from the others); the
-        gradients stay within bf16 bounds of float64. torch's deterministic
-        flag overrides it: those calls are bitwise repeatable again."""
+        """With set_allow_nondeterministic(True) (the engine builds head dim
+        64's backward specs with deterministic=0, their own kernels and
+        winners; untuned, the default config, the same as deterministic's)
+        the gradients stay within bf16 bounds of float64; under torch's
+        deterministic flag the calls are bitwise repeatable. The fused
+        kernel itself, through the pool, is GpuAttention's
+        BackwardFusedAddsDqOverKeyTiles and
+        OnlyNondeterministicCallsGetAFusedWinner."""
         q, k, v = (t.requires_grad_() for t in _qkv(0, 2, 200, 200, 4, 2, 64, torch.bfloat16))
         do = torch.randn_like(q)
         qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))

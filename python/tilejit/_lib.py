@@ -11,7 +11,7 @@ _DTYPES = {"bf16": 0, "f16": 1, "f32": 2}
 
 # The libtilejit.so this package's ctypes declarations are written for: the
 # C interface may change between minor versions before 1.0.
-ABI_VERSION = "0.3.0"
+ABI_VERSION = "0.4.0"
 
 
 class TilejitError(RuntimeError):

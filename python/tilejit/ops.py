@@ -542,7 +542,7 @@ def attn_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sc
     q [b, sq, hq, d], or BHSD (1), q [b, hq, sq, d]; k and v the same with hkv
     heads (dividing hq) and sk rows; o as q; lse [b, hq, sq]. causal: row i
     sees keys 0..i (torch's is_causal); scale 0: 1/sqrt(d). Its gradient is
-    tilejit::attn_bwd's (head dims 64 and 128); lse is not differentiable."""
+    tilejit::attn_bwd's (head dims 64, 128 and 256); lse is not differentiable."""
     return _attn_fwd_impl(q, k, v, causal, scale, layout)
 
 
@@ -782,9 +782,7 @@ def attn_varlen_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch
                     cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int,
                     causal: bool, scale: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dq, dk, dv of tilejit::attn_varlen_fwd for the gradient do of o.
-    Deterministic (no atomics, the same inputs give the same bits) unless
-    set_allow_nondeterministic() or TILEJIT_ALLOW_NONDETERMINISTIC=1 allowed
-    otherwise."""
+    Deterministic: no atomics, the same inputs give the same bits."""
     return _attn_varlen_bwd_impl(do, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                  max_seqlen_k, causal, scale)
 
@@ -883,7 +881,9 @@ def set_allow_nondeterministic(allow=True, device=None):
     used where they are faster (the attention backward's configs that add dQ
     atomically), as TILEJIT_ALLOW_NONDETERMINISTIC=1 says at start; never
     while torch.use_deterministic_algorithms(True) or TILEJIT_DETERMINISTIC=1
-    holds. False (the default): the same inputs give the same bits."""
+    holds. False (the default): the same inputs give the same bits. For
+    `device`'s engine (the current CUDA device's when None); the variable
+    covers every device's."""
     dev = torch.device(device) if device is not None else torch.device("cuda")
     _lib.check(_lib.lib().tj_engine_set_allow_nondeterministic(_engine(dev), int(bool(allow))))
 
