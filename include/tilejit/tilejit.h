@@ -164,8 +164,8 @@ TJ_API tj_status tj_attn_fwd(tj_engine *engine, tj_dtype dtype, tj_attn_layout l
 TJ_API tj_status tj_attn_bwd_workspace_size(tj_engine *engine, int64_t b, int64_t sq, int64_t sk,
                                             int64_t hq, int64_t hkv, int64_t d, int64_t *bytes);
 /* Attention backward: dQ, dK and dV of tj_attn_fwd from dO and the forward's
- * O and lse, for the same arguments (head dim 64, 128 or 256 on sm_90a; 64 or
- * 128 on the targets without wgmma: sm_80, sm_86, sm_89 and sm_90). dO, dQ
+ * O and lse, for the same arguments (head dim 64, 128 or 256; on the targets
+ * without wgmma, sm_80, sm_86, sm_89 and sm_90, too). dO, dQ
  * are stored as O and Q, dK and dV as K and V; all contiguous, 16-byte
  * aligned. workspace: tj_attn_bwd_workspace_size bytes, 16-byte aligned,
  * contents irrelevant. Deterministic (no atomics, the same inputs give the

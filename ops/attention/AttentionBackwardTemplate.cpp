@@ -185,11 +185,15 @@ public:
   std::vector<TileConfig> configSpace(const KernelSpec &ks) const override {
     std::vector<TileConfig> out = {defaultConfig(ks)};
     if (!attention::Params(ks).target.hasWgmma()) {
+      // (Head dim 256: dsplit, two consumers, fewer keys a step.)
+      int64_t dsplit = attention::Params(ks).d > 128 ? 1 : 0;
+      std::vector<int64_t> bns =
+          dsplit ? std::vector<int64_t>{48, 32, 16} : std::vector<int64_t>{64, 48, 32};
       for (int64_t consumers : {2, 1})
-        for (int64_t bn : {64, 48, 32})
+        for (int64_t bn : bns)
           for (int64_t kvBm : {16, 32, 64})
             for (int64_t stages : {2, 3}) {
-              TileConfig c = make(consumers, bn, kvBm, stages);
+              TileConfig c = make(consumers, bn, kvBm, stages, 0, dsplit);
               if (llvm::Error err = checkConfig(ks, c))
                 llvm::consumeError(std::move(err));
               else if (c != out.front())
@@ -380,6 +384,10 @@ public:
     std::vector<TileConfig> tries = {make(1, bn, kvBm, 2), make(1, 32, 16, 2)};
     if (programs >= 128)
       tries.insert(tries.begin(), make(2, bn, kvBm, 2));
+    // Head dim 256: two consumers splitting the columns, 16 keys a step
+    // where 32 do not fit the target's shared memory (sm_86, sm_89).
+    if (p.d > 128)
+      tries = {make(2, 32, 16, 2, 0, 1), make(2, 16, 16, 2, 0, 1)};
     for (const TileConfig &c : tries) {
       if (llvm::Error err = checkConfig(ks, c))
         llvm::consumeError(std::move(err));
@@ -394,15 +402,20 @@ public:
   /// setmaxnreg: at most 255 each, the same for every warp), shared memory.
   llvm::Error checkSm80(const attention::Params &p, const TileConfig &cfg) const {
     Shape s(cfg);
-    if (s.overlap || s.fused || s.dsplit || s.sfirst || s.kvsfirst)
-      return configError("overlap, fused, dsplit, sfirst and kvsfirst need sm_90a (asynchronous "
+    if (s.overlap || s.fused || s.sfirst || s.kvsfirst)
+      return configError("overlap, fused, sfirst and kvsfirst need sm_90a (asynchronous "
                          "products, TMA); the target is " +
                          llvm::Twine(p.target.archName()));
-    if (p.d > 128)
-      return configError("attn_bwd below sm_90a takes head dims 64 and 128: at " +
-                         llvm::Twine(p.d) + " a thread would hold " + llvm::Twine(p.d) +
-                         " registers of dK and dV; the target is " +
+    // Head dim 256: a thread would hold 256 registers of dK and dV; the two
+    // warpgroups split the columns instead (each computing the step's S^T
+    // and dP^T for the same 64 keys).
+    if (p.d > 128 && (!s.dsplit || s.consumers != 2))
+      return configError("attn_bwd at head dim " + llvm::Twine(p.d) +
+                         " needs dsplit = 1 and two consumers (each holds half of dK's and "
+                         "dV's columns); the target is " +
                          llvm::Twine(p.target.archName()));
+    if (s.dsplit && p.d <= 128)
+      return configError("dsplit is for head dim 256 (halves of whole 64-column panels)");
     if (s.bn % 16 != 0)
       return configError("bn = " + llvm::Twine(s.bn) + " must be a multiple of 16");
     if (s.kvBm % 16 != 0)
@@ -419,7 +432,9 @@ public:
     // spills: at head dim 128 the dK/dV kernel spilled 4 to 72 bytes with
     // 32 queries a step (168), none with 16 (148); the dQ kernel 8 bytes
     // with 64 keys a step (144, packed sequences, causal), none with 48.
-    int64_t dqRegs = p.d / 2 + s.bn + s.bn / 4, dkvRegs = p.d + s.kvBm + s.kvBm / 4;
+    // (dsplit: half of dQ's, dK's and dV's columns each.)
+    int64_t cols = s.dsplit ? p.d / 2 : p.d;
+    int64_t dqRegs = cols / 2 + s.bn + s.bn / 4, dkvRegs = cols + s.kvBm + s.kvBm / 4;
     if (dqRegs > 128)
       return configError("a dQ thread would hold " + llvm::Twine(dqRegs) +
                          " registers of dQ, S, dP and dS (at most 128 below sm_90a): use a "
@@ -435,8 +450,9 @@ public:
                          " with kv_bm = " + llvm::Twine(s.kvBm) +
                          " spills in the dK/dV kernel below sm_90a: use 2 stages");
     int64_t e = dtypeBytes(p.dt), limit = p.target.maxSharedBytesPerBlock();
-    int64_t dqSmem = (2 * s.bm() + 2 * s.stages * s.bn) * p.d * e + 1024;
-    int64_t dkvSmem = (2 * s.bm() + 2 * s.stages * s.kvBm) * p.d * e + 1024;
+    int64_t dqRows = s.dsplit ? 64 : s.bm();
+    int64_t dqSmem = (2 * dqRows + 2 * s.stages * s.bn) * p.d * e + 1024;
+    int64_t dkvSmem = (2 * s.dkvKeys() + 2 * s.stages * s.kvBm) * p.d * e + 1024;
     for (int64_t smem : {dqSmem, dkvSmem})
       if (smem > limit)
         return configError("consumers, bn, kv_bm and stages need " + llvm::Twine(smem) +
@@ -488,6 +504,9 @@ private:
     /// sequence i's rows from cu_seqlens[i] (the kernels' last arguments);
     /// the workspace and the parts' sums stay [b, rows] as with BSHD.
     bool thd() const { return p.layout == attention::Layout::THD; }
+    /// Query rows of a dQ program: 64 per consumer, or below sm_90a with
+    /// dsplit (head dim 256) 64 whose columns of dQ the consumers split.
+    int64_t dqRows() const { return s.dsplit && !p.target.hasWgmma() ? 64 : s.bm(); }
     std::string suffix() const {
       return std::string(dtypeName(p.dt)) + "_d" + std::to_string(p.d) + "_h" +
              std::to_string(p.hq) + "_" + std::to_string(p.hkv) + (p.causal ? "_causal" : "") +
@@ -622,7 +641,7 @@ private:
       Value keys, kvTiles, whole;
     };
     DqTile placeDq(Value lse, Value sqV, Value skV) {
-      int64_t bm = s.bm();
+      int64_t bm = dqRows();
       // The tiles with the most keys (the last rows under a causal mask)
       // first, a row tile of every head at a time.
       Value batchV = memref::DimOp::create(b, loc, lse, 0);
@@ -736,11 +755,13 @@ private:
     }
 
     /// dQ = scale * its sums `acc`, the 64 rows from `row0` of one head.
-    void storeDq(Value acc, Value scale, Value dQ, const Seq &ps, Value seq, Value head,
-                 Value row0) {
+    void storeDq(Value acc, Value scale, Value dQ, const Seq &ps, Value seq, Value head, Value row0,
+                 Value col0 = {}) {
       Value out =
           arith::MulFOp::create(b, loc, acc, splat(cast<RankedTensorType>(acc.getType()), scale));
       auto [dqView, at] = rowIn(dQ, ps.qStart, ps.qLen, seq, head, p.hq, row0);
+      if (col0)
+        at.back() = add(at.back(), col0);
       tt::StoreOp::create(b, loc, out, dqView, at);
     }
 
@@ -765,7 +786,7 @@ private:
         args.append({offsetsType(), offsetsType()});
       AffineExpr sq = getAffineSymbolExpr(0, &c), batch = getAffineSymbolExpr(1, &c);
       AffineMap grid = AffineMap::get(
-          0, 2, {sq.ceilDiv(kWorkspaceRows) * (kWorkspaceRows / s.bm()) * batch * p.hq}, &c);
+          0, 2, {sq.ceilDiv(kWorkspaceRows) * (kWorkspaceRows / dqRows()) * batch * p.hq}, &c);
       auto kernel = makeKernel(b, loc, "attn_bwd_dq_" + suffix(), args, threads, grid,
                                {11, -1, 6, 0}, cfg, /*cluster=*/1, minBlocks);
       Block *entry = &kernel.getBody().front();
@@ -1369,7 +1390,7 @@ private:
     void dqSm80() {
       MLIRContext &c = ctx();
       Type dt = elemType(c, p.dt), f32 = b.getF32Type();
-      int64_t bm = s.bm();
+      int64_t bm = dqRows();
       auto ringQ = tt::RingType::get(&c, 1, bm, p.d, dt);
       auto ringKV = tt::RingType::get(&c, s.stages, s.bn, p.d, dt);
       // Q, K, V and dO as rows, where the Hopper kernel takes tensor maps.
@@ -1410,11 +1431,18 @@ private:
       for (int64_t i = 0; i + 1 < s.stages; ++i)
         copyKV(cst(i), cst(i));
 
-      Value myRows = mul(tt::WarpgroupIdOp::create(b, loc), cst(64));
+      // Each warpgroup's 64 rows and every column of dQ, or (dsplit, head
+      // dim 256: 64 x 256 f32 spilled 36 to 104 bytes) the program's 64
+      // rows and half the columns: both then compute the step's S and dP,
+      // and write the same LSE and D to the workspace.
+      Value wgId = tt::WarpgroupIdOp::create(b, loc);
+      Value myRows = s.dsplit ? cst(0) : mul(wgId, cst(64));
+      int64_t width = s.dsplit ? p.d / s.consumers : p.d;
+      Value myCols = s.dsplit ? mul(wgId, cst(width)) : cst(0);
       Value row0 = add(q0, myRows);
       auto wg = tt::WgmmaLayoutAttr::get(&c);
       auto sType = RankedTensorType::get({64, s.bn}, f32, wg);
-      auto accType = RankedTensorType::get({64, p.d}, f32, wg);
+      auto accType = RankedTensorType::get({64, width}, f32, wg);
       auto [lseRow, dRow] = rowStats(o, dO, lse, ws, seq, head, bh, row0, ps);
       Value zeroS = splat(sType, f32c(0.0));
       Value negLse =
@@ -1440,7 +1468,7 @@ private:
                                      false, false, false, /*overwrite=*/true);
         Value ds = arith::MulFOp::create(b, loc, pr, arith::SubFOp::create(b, loc, dp, dBcast));
         Value ds16 = arith::TruncFOp::create(b, loc, RankedTensorType::get({64, s.bn}, dt, wg), ds);
-        return {tt::DotRegOp::create(b, loc, accType, ds16, rk, stage, cst(0), carried[0], true,
+        return {tt::DotRegOp::create(b, loc, accType, ds16, rk, stage, myCols, carried[0], true,
                                      false)};
       };
       SmallVector<Value> acc = {splat(accType, f32c(0.0))};
@@ -1448,7 +1476,7 @@ private:
       acc = loop(whole, kvTiles, acc, [&](Value j, ValueRange c) { return step(j, c, true); });
       // No copy may still be writing shared memory when the block exits.
       tt::AsyncWaitOp::create(b, loc, 0);
-      storeDq(acc[0], scale, dQ, ps, seq, head, row0);
+      storeDq(acc[0], scale, dQ, ps, seq, head, row0, myCols);
       tt::ReturnOp::create(b, loc);
       b.setInsertionPointAfter(kernel);
     }
@@ -1463,7 +1491,7 @@ private:
     void dkvSm80() {
       MLIRContext &c = ctx();
       Type dt = elemType(c, p.dt), f32 = b.getF32Type();
-      int64_t bn = s.bm();
+      int64_t bn = s.dkvKeys();
       auto ringKV = tt::RingType::get(&c, 1, bn, p.d, dt);
       auto ringQ = tt::RingType::get(&c, s.stages, s.kvBm, p.d, dt);
       // K, V, Q and dO as rows, the workspace as a memref, where the Hopper
@@ -1515,7 +1543,12 @@ private:
         }
       }
 
-      Value myRows = mul(tt::WarpgroupIdOp::create(b, loc), cst(64));
+      // Each warpgroup's 64 keys and every column, or (dsplit, head dim
+      // 256) the program's 64 keys and half the columns: both then compute
+      // the step's S^T and dP^T.
+      Value wgId = tt::WarpgroupIdOp::create(b, loc);
+      Value myRows = s.dsplit ? cst(0) : mul(wgId, cst(64));
+      Value myCols = s.dsplit ? mul(wgId, cst(s.dkvCols(p.d))) : cst(0);
       Value key0 = add(n0, myRows);
       auto wg = tt::WgmmaLayoutAttr::get(&c);
       auto colType = RankedTensorType::get({s.kvBm}, f32, tt::SliceLayoutAttr::get(&c, 0, wg));
@@ -1523,7 +1556,8 @@ private:
       auto pType = RankedTensorType::get({64, s.kvBm}, dt, wg);
       // dK and dV by panels of 64 columns, each product's B fragments a
       // panel's at a time (at head dim 128 whole, the kernel spilled).
-      int64_t panels = p.d / 64;
+      int64_t panels = s.dkvCols(p.d) / 64;
+      auto panelCol = [&](int64_t i) { return add(myCols, cst(64 * i)); };
       auto accType = RankedTensorType::get({64, 64}, f32, wg);
       Value zeroS = splat(sType, f32c(0.0));
       // One step: query tile mi of query head `head`; carried dK's and dV's
@@ -1557,7 +1591,7 @@ private:
         SmallVector<Value> next(2 * panels);
         Value p16 = arith::TruncFOp::create(b, loc, pType, pt);
         for (int64_t i = 0; i < panels; ++i)
-          next[panels + i] = tt::DotRegOp::create(b, loc, accType, p16, rdo, stage, cst(64 * i),
+          next[panels + i] = tt::DotRegOp::create(b, loc, accType, p16, rdo, stage, panelCol(i),
                                                   carried[panels + i], true, false);
         Value dpt = tt::DotOp::create(b, loc, sType, rv, cst(0), myRows, rdo, stage, cst(0), zeroS,
                                       false, false, false, /*overwrite=*/true);
@@ -1568,7 +1602,7 @@ private:
             arith::SubFOp::create(b, loc, dpt, tt::BroadcastOp::create(b, loc, sType, dCol)));
         Value ds16 = arith::TruncFOp::create(b, loc, pType, dst);
         for (int64_t i = 0; i < panels; ++i)
-          next[i] = tt::DotRegOp::create(b, loc, accType, ds16, rq, stage, cst(64 * i), carried[i],
+          next[i] = tt::DotRegOp::create(b, loc, accType, ds16, rq, stage, panelCol(i), carried[i],
                                          true, false);
         next.push_back(add(it, cst(1)));
         return next;
@@ -1585,7 +1619,7 @@ private:
       // No copy may still be writing shared memory when the block exits.
       tt::AsyncWaitOp::create(b, loc, 0);
       for (int64_t i = 0; i < panels; ++i)
-        storeGrads(acc[i], acc[panels + i], seq, kvHead, key0, cst(64 * i), heads, head0, dK, dV,
+        storeGrads(acc[i], acc[panels + i], seq, kvHead, key0, panelCol(i), heads, head0, dK, dV,
                    partials, scale);
       tt::ReturnOp::create(b, loc);
       b.setInsertionPointAfter(kernel);

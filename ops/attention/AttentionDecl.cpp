@@ -20,12 +20,6 @@ llvm::Error check(const KernelSpec &spec) {
   if (p.hq % p.hkv != 0)
     return error(llvm::Twine(op) + " kv heads must divide query heads, got hq=" +
                  llvm::Twine(p.hq) + " hkv=" + llvm::Twine(p.hkv));
-  // Below sm_90a a thread's registers cannot hold dK and dV at head dim 256
-  // (the Hopper kernel splits them over two warpgroups' setmaxnreg budgets).
-  if (p.backward && p.d > 128 && !p.target.hasWgmma())
-    return error("attn_bwd at head dim " + llvm::Twine(p.d) +
-                 " runs on sm_90a only; the target is " + llvm::Twine(p.target.archName()) +
-                 " (head dims 64 and 128 there)");
   return llvm::Error::success();
 }
 

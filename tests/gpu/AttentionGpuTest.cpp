@@ -748,10 +748,16 @@ TEST_F(GpuAttentionSm80, HeadDimsMasksLayoutsAgainstFloat64) {
 }
 
 TEST_F(GpuAttentionSm80, BackwardAgainstFloat64) {
-  // The backward's kernels below sm_90a (cp.async, ldmatrix, mma.sync): both
-  // head dims, masks, ragged and cross lengths, MQA with the heads split,
-  // both layouts and types, packed sequences, configs of the tuning space.
-  sm80Cases({64, 128}, [&](const Case &c) { runBackward(c); });
+  // The backward's kernels below sm_90a (cp.async, ldmatrix, mma.sync):
+  // every head dim (256: the consumers split dQ's, dK's and dV's columns),
+  // masks, ragged and cross lengths, MQA with the heads split, both layouts
+  // and types, packed sequences, configs of the tuning space.
+  sm80Cases({64, 128, 256}, [&](const Case &c) { runBackward(c); });
+  runBackward({1, 300, 300, 4, 2, 256, true, Layout::BHSD, DType::F16, 0.0f,
+               "bn=48 consumers=2 dsplit=1 kv_bm=16 stages=2"});
+  runBackward({1, 200, 333, 2, 1, 256, false, Layout::BSHD, DType::BF16, 0.0f,
+               "bn=16 consumers=2 dsplit=1 kv_bm=16 stages=3"});
+  runBackward(packed({1, 127, 300}, {1, 127, 300}, 4, 2, 256, true));
   runBackward({1, 700, 700, 4, 1, 128, true, Layout::BHSD, DType::BF16, 0.0f,
                "bn=48 consumers=1 kv_bm=16 stages=3"});
   runBackward({1, 333, 333, 2, 2, 64, false, Layout::BSHD, DType::BF16, 0.0f,
