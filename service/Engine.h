@@ -63,8 +63,8 @@ struct EngineOptions {
   /// Checks every setting (core/Settings.h; a bad one is an error naming
   /// it), then reads TILEJIT_TUNE (off | on-miss | background),
   /// TILEJIT_DETERMINISTIC (1: never tune), TILEJIT_ALLOW_NONDETERMINISTIC,
-  /// TILEJIT_TUNE_ISOLATION (process
-  /// | in-process: where candidates run, see TuneOptions), the store's place
+  /// TILEJIT_TUNE_ISOLATION (process | in-process: where candidates run,
+  /// see TuneOptions), the store's place
   /// (settings::storePath: TILEJIT_CACHE_DIR, else the user's cache folder)
   /// and the server's settings (ClientOptions::fromEnvironment:
   /// TILEJIT_SERVER and the rest) once. The tuner itself reads
@@ -105,9 +105,8 @@ public:
   /// Whether callers may ask for kernels whose results are not bitwise
   /// repeatable (attn_bwd's deterministic = 0): allowed by the options (or
   /// setAllowNondeterministic) and not in deterministic mode. The C
-  /// interface builds its specs so.
-  /// Read on every backward call, so without a lock (missMu_ is held
-  /// through whole compiles and tunings).
+  /// interface builds its specs so, reading it on every backward call:
+  /// without a lock (missMu_ is held through whole compiles and tunings).
   bool nondeterministic() const { return nondeterministic_.load(std::memory_order_relaxed); }
   void setAllowNondeterministic(bool on) {
     std::lock_guard<std::mutex> lock(missMu_);

@@ -53,12 +53,14 @@
 // are the next sequence's: P = 0 there) and stores through views of them;
 // the workspace and the parts' sums keep BSHD's [b, rows] shape.
 //
-// Below sm_90a (dqSm80, dkvSm80; head dims 64 and 128): the same kernels,
+// Below sm_90a (dqSm80, dkvSm80; every head dim): the same kernels,
 // programs and masks without warp specialization or asynchronous products:
 // every thread copies its share of the tiles into cp.async rings, the
 // products run on mma.sync, the dK/dV kernel reads the columns' LSE and D
 // from the workspace in global memory, and holds dK and dV by panels of 64
-// columns.
+// columns. At head dim 256 (dsplit) the two warpgroups of both kernels
+// take the same rows (a dQ program's 64 queries, a dK/dV program's 64
+// keys) and half the columns of dQ, dK and dV each.
 //
 // Tunables: consumers (bm = the dK/dV kernel's keys = 64 per consumer), bn
 // (keys per step of the dQ kernel), kv_bm (queries per step of the dK/dV
@@ -114,6 +116,9 @@ struct Shape {
   int64_t dkvKeys() const { return dsplit ? 64 : bm(); }
   /// The columns of dK and dV each consumer holds.
   int64_t dkvCols(int64_t d) const { return dsplit ? d / consumers : d; }
+  /// Query rows of a dQ program: 64 per consumer, or below sm_90a (no
+  /// `wgmma`) with dsplit 64 whose columns of dQ the consumers split.
+  int64_t dqRows(bool wgmma) const { return dsplit && !wgmma ? 64 : bm(); }
   /// Fused: the columns of dQ each consumer computes.
   int64_t dqCols(int64_t d) const { return d / consumers; }
   /// Shared memory of the dQ kernel: Q and dO tiles, the K and V rings.
@@ -155,7 +160,8 @@ public:
         {"dsplit", 0, 1, true,
          "the dK/dV kernel's consumers split the head dim, not the keys: each holds half "
          "of dK's and dV's columns for the same 64 keys and computes the step's scores "
-         "itself (head dim 256; 0 when left out)"},
+         "itself; below sm_90a the dQ kernel's too, for the same 64 query rows (head dim "
+         "256; 0 when left out)"},
         {"sfirst", 0, 1, true,
          "the dQ kernel starts a step's dP product once its S product is done, so that P's "
          "exponentials run under dP's (with overlap; 0 when left out)"},
@@ -397,8 +403,8 @@ public:
     return tries.back();
   }
 
-  /// The rules below sm_90a: no keys of the Hopper kernels, head dims 64
-  /// and 128, two or more stages, what a thread's registers hold (no
+  /// The rules below sm_90a: no asynchronous Hopper keys, dsplit exactly at
+  /// head dim 256, two or more stages, what a thread's registers hold (no
   /// setmaxnreg: at most 255 each, the same for every warp), shared memory.
   llvm::Error checkSm80(const attention::Params &p, const TileConfig &cfg) const {
     Shape s(cfg);
@@ -450,8 +456,7 @@ public:
                          " with kv_bm = " + llvm::Twine(s.kvBm) +
                          " spills in the dK/dV kernel below sm_90a: use 2 stages");
     int64_t e = dtypeBytes(p.dt), limit = p.target.maxSharedBytesPerBlock();
-    int64_t dqRows = s.dsplit ? 64 : s.bm();
-    int64_t dqSmem = (2 * dqRows + 2 * s.stages * s.bn) * p.d * e + 1024;
+    int64_t dqSmem = (2 * s.dqRows(false) + 2 * s.stages * s.bn) * p.d * e + 1024;
     int64_t dkvSmem = (2 * s.dkvKeys() + 2 * s.stages * s.kvBm) * p.d * e + 1024;
     for (int64_t smem : {dqSmem, dkvSmem})
       if (smem > limit)
@@ -504,9 +509,7 @@ private:
     /// sequence i's rows from cu_seqlens[i] (the kernels' last arguments);
     /// the workspace and the parts' sums stay [b, rows] as with BSHD.
     bool thd() const { return p.layout == attention::Layout::THD; }
-    /// Query rows of a dQ program: 64 per consumer, or below sm_90a with
-    /// dsplit (head dim 256) 64 whose columns of dQ the consumers split.
-    int64_t dqRows() const { return s.dsplit && !p.target.hasWgmma() ? 64 : s.bm(); }
+    int64_t dqRows() const { return s.dqRows(p.target.hasWgmma()); }
     std::string suffix() const {
       return std::string(dtypeName(p.dt)) + "_d" + std::to_string(p.d) + "_h" +
              std::to_string(p.hq) + "_" + std::to_string(p.hkv) + (p.causal ? "_causal" : "") +
@@ -1384,9 +1387,9 @@ private:
     /// copies its share of Q and dO once and of each tile of bn keys of K
     /// and V into `stages`-deep rings (cp.async, one group a tile, the next
     /// tiles in flight while this one is used, as the forward's sm_80
-    /// kernel); each warpgroup owns 64 query rows: S = Q K^T and dP = dO
-    /// V^T (mma.sync from ldmatrix), P and dS in registers, dQ += dS K with
-    /// dS from registers.
+    /// kernel); each warpgroup owns 64 query rows (dsplit: the program's 64
+    /// and half of dQ's columns): S = Q K^T and dP = dO V^T (mma.sync from
+    /// ldmatrix), P and dS in registers, dQ += dS K with dS from registers.
     void dqSm80() {
       MLIRContext &c = ctx();
       Type dt = elemType(c, p.dt), f32 = b.getF32Type();
@@ -1485,8 +1488,9 @@ private:
     /// without warp specialization: every thread copies its share of K and
     /// V once and of each step's Q and dO into `stages`-deep rings
     /// (cp.async), the columns' LSE and D come from the workspace in global
-    /// memory, and each warpgroup owns 64 keys: S^T = K Q^T and dP^T = V
-    /// dO^T (mma.sync), dV += P^T dO and dK += dS^T Q with P^T and dS^T from
+    /// memory, and each warpgroup owns 64 keys (dsplit: the program's 64 and
+    /// half of dK's and dV's columns): S^T = K Q^T and dP^T = V dO^T
+    /// (mma.sync), dV += P^T dO and dK += dS^T Q with P^T and dS^T from
     /// registers.
     void dkvSm80() {
       MLIRContext &c = ctx();

@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <tuple>
 
 #include "compiler/Compiler.h"
@@ -414,6 +416,58 @@ TEST(AttentionCompile, Sm80BackwardStepsWaitForTheirTileThenCopyAhead) {
         });
         EXPECT_EQ(drained, 2); // the dQ and dK/dV kernels (not the parts' sum)
       }
+}
+
+TEST(AttentionCompile, Sm80BackwardAtHeadDim256SplitsTheColumnsByWarpgroup) {
+  // Below sm_90a at head dim 256 the two warpgroups hold different halves
+  // of dQ's, dK's and dV's columns: every dQ/dV/dK product's B columns (and
+  // the dQ kernel's store) are placed by the warpgroup's index, each
+  // panel at its own offset; at 128 (no split) none is. (The GPU test
+  // checks the values.)
+  namespace tt = tilejit::tile;
+  std::function<bool(mlir::Value)> byWarpgroup = [&](mlir::Value v) {
+    mlir::Operation *op = v.getDefiningOp();
+    if (!op)
+      return false;
+    if (mlir::isa<tt::WarpgroupIdOp>(op))
+      return true;
+    for (mlir::Value in : op->getOperands())
+      if (byWarpgroup(in))
+        return true;
+    return false;
+  };
+  for (int64_t d : {256, 128}) {
+    attention::Params p = backward(d, true);
+    p.target = *Target::parse("sm_80");
+    const KernelTemplate &t = getTemplate(attention::backwardOp());
+    mlir::MLIRContext ctx;
+    auto m = t.build(ctx, p.spec(), t.defaultConfig(p));
+    ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+    SCOPED_TRACE(p.spec().canonical());
+    std::map<std::string, std::vector<mlir::Value>> offsets; // by kernel
+    (*m)->walk([&](tt::DotRegOp dot) {
+      auto k = dot->getParentOfType<tt::KernelOp>();
+      offsets[k.getSymName().str()].push_back(dot.getBOffset());
+    });
+    ASSERT_EQ(offsets.size(), 2u); // the dQ and dK/dV kernels
+    for (auto &[kernel, offs] : offsets) {
+      bool dq = kernel.rfind("attn_bwd_dq_", 0) == 0;
+      // dQ: one product; dK/dV: dV's and dK's by panels of 64 columns of
+      // the warpgroup's columns (two each at 256 split, 128 whole); each in
+      // both loops (the masked steps' and the rest).
+      EXPECT_EQ(offs.size(), dq ? 2u : 8u) << kernel;
+      for (mlir::Value off : offs)
+        EXPECT_EQ(byWarpgroup(off), d == 256) << kernel;
+    }
+    bool storedByWarpgroup = false;
+    (*m)->walk([&](tt::StoreOp st) {
+      auto k = st->getParentOfType<tt::KernelOp>();
+      if (k.getSymName().starts_with("attn_bwd_dq_") &&
+          mlir::cast<mlir::ShapedType>(st.getValue().getType()).getRank() == 2)
+        storedByWarpgroup |= byWarpgroup(st.getIndices().back());
+    });
+    EXPECT_EQ(storedByWarpgroup, d == 256) << "dQ's columns stored by the warpgroup's index";
+  }
 }
 
 TEST(AttentionCompile, Sm80BackwardTuningSpaceBuildsWithoutSpills) {
