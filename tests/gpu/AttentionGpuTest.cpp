@@ -773,7 +773,7 @@ TEST_F(GpuAttentionSm80, BackwardAgainstFloat64) {
   runBackward({1, 100, 250, 2, 2, 64, true});
   runBackward({1, 300, 17, 2, 1, 64});
   runBackward({1, 333, 333, 2, 2, 64, true, Layout::BSHD, DType::BF16, 0.0f,
-               "bn=64 consumers=2 kv_bm=64 stages=2"});
+               "bn=64 consumers=2 kv_bm=32 stages=2"});
   // A program over several query heads of its KV head's group (the head
   // each step copies ahead wraps to the next head's first tile), the
   // group whole (split 1: dK and dV stored directly) or in two parts.
