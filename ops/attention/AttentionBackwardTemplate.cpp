@@ -768,6 +768,17 @@ private:
       tt::StoreOp::create(b, loc, out, dqView, at);
     }
 
+    /// The entry block of a dQ or dK/dV kernel; THD: Q's and K's offsets,
+    /// their arguments 13 and 14 in both, kept in cuQ and cuK.
+    Block *entryOf(tt::KernelOp kernel) {
+      Block *entry = &kernel.getBody().front();
+      if (thd()) {
+        cuQ = entry->getArgument(13);
+        cuK = entry->getArgument(14);
+      }
+      return entry;
+    }
+
     /// The dQ kernel and its arguments (both targets alike, but for how Q,
     /// K, V and dO come in: `qIn` for Q and dO, `kvIn` for K and V): Q, K,
     /// V, dO; O, dO, LSE, dQ, the workspace; scale * log2(e), scale, sq,
@@ -792,12 +803,8 @@ private:
           0, 2, {sq.ceilDiv(kWorkspaceRows) * (kWorkspaceRows / dqRows()) * batch * p.hq}, &c);
       auto kernel = makeKernel(b, loc, "attn_bwd_dq_" + suffix(), args, threads, grid,
                                {11, -1, 6, 0}, cfg, /*cluster=*/1, minBlocks);
-      Block *entry = &kernel.getBody().front();
+      Block *entry = entryOf(kernel);
       auto a = [&](unsigned i) { return entry->getArgument(i); };
-      if (thd()) {
-        cuQ = a(13);
-        cuK = a(14);
-      }
       return {kernel, entry, a(0), a(1), a(2),  a(3),  a(4), a(5),
               a(6),   a(7),  a(8), a(9), a(10), a(11), a(12)};
     }
@@ -831,12 +838,8 @@ private:
       AffineMap grid = AffineMap::get(0, 3, {sk.ceilDiv(s.dkvKeys()) * seqs * parts}, &c);
       auto kernel = makeKernel(b, loc, name.str() + suffix(), args, threads, grid,
                                {10, -1, thd() ? 14 : 5, 0, 12, -1}, cfg, /*cluster=*/1, minBlocks);
-      Block *entry = &kernel.getBody().front();
+      Block *entry = entryOf(kernel);
       auto a = [&](unsigned i) { return entry->getArgument(i); };
-      if (thd()) {
-        cuQ = a(13);
-        cuK = a(14);
-      }
       return {kernel, entry, a(0), a(1), a(2),  a(3),  a(4),  a(5),
               a(6),   a(7),  a(8), a(9), a(10), a(11), a(12), dqSums ? a(13) : Value()};
     }
