@@ -17,8 +17,10 @@
 // kernels of targets without wgmma, cp.async and mma.sync, forward and
 // backward). --nondeterministic builds the backward's spec with
 // deterministic = 0, which takes configs that add dQ atomically (fused = 1).
+// --db FILE runs the winner `tilejit tune` recorded there for the pass's
+// spec (the default where it has none, or where the template refuses it).
 //   attn_bench [--shapes FILE] [--only SUBSTRING] [--config "k=v ..."] [--backward] [--split N]
-//              [--packed] [--arch ARCH] [--nondeterministic] --out FILE.json
+//              [--packed] [--arch ARCH] [--nondeterministic] [--db FILE] --out FILE.json
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
@@ -36,12 +38,14 @@
 #include <nlohmann/json.hpp>
 
 #include "autotune/Harness.h"
+#include "autotune/Tuner.h"
 #include "bench/BenchUtil.h"
 #include "compiler/Compiler.h"
 #include "compiler/templates/Template.h"
 #include "ops/attention/AttentionLaunch.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/DeviceBuffer.h"
+#include "runtime/Store.h"
 
 using namespace tilejit;
 using namespace tilejit::bench;
@@ -166,7 +170,7 @@ checkBackward(const Case &c, const std::vector<unsigned char> &hq,
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string shapesPath = "bench/attn_shapes.json", outPath, only, configText, arch;
+  std::string shapesPath = "bench/attn_shapes.json", outPath, only, configText, arch, db;
   bool backward = false, packed = false, nondeterministic = false;
   int64_t split = 0;
   for (int i = 1; i < argc; ++i) {
@@ -194,13 +198,20 @@ int main(int argc, char **argv) {
       arch = next();
     else if (a == "--nondeterministic")
       nondeterministic = true;
+    else if (a == "--db")
+      db = next();
     else
       die("unknown argument '" + a +
           "' (--shapes FILE --out FILE --only SUBSTRING --config TEXT --backward --split N "
-          "--packed --arch ARCH --nondeterministic)");
+          "--packed --arch ARCH --nondeterministic --db FILE)");
   }
   if (outPath.empty())
     die("--out FILE is required");
+  if (!db.empty() && !configText.empty())
+    die("--db and --config both choose the config: give one");
+  std::unique_ptr<Store> store;
+  if (!db.empty())
+    store = must(Store::open(db));
   auto ctx = must(useDevice(0));
   (void)ctx;
   auto info = must(queryDevice(0));
@@ -248,7 +259,20 @@ int main(int argc, char **argv) {
     KernelSpec spec = must(attention::specOf(call, target));
     // --config's keys over the pass's default (none: the default); false
     // where the template refuses the result, which is said and skipped.
+    // --db: the stored winner, where there is one the template takes.
+    bool tuned = false;
     auto configFor = [&](const KernelSpec &s, const char *pass, TileConfig &config) {
+      if (store) {
+        if (auto w = must(store->winner(tuneKey(s)))) {
+          TileConfig won = must(TileConfig::parse(w->config));
+          if (llvm::Error err = getTemplate(s).checkConfig(s, won))
+            std::printf("%-32s stored winner %s refused (%s): the default instead\n",
+                        c.name.c_str(), w->config.c_str(), llvm::toString(std::move(err)).c_str());
+          else
+            config = won, tuned = true;
+        }
+        return true;
+      }
       if (configText.empty())
         return true;
       const KernelTemplate &t = getTemplate(s);
@@ -455,6 +479,7 @@ int main(int argc, char **argv) {
                        {"ms", med},
                        {"tflops", tflops},
                        {"config", compiled->config.canonical()},
+                       {"tuned", tuned},
                        {"registers", compiled->entries.front().registers},
                        {"spill_bytes", compiled->entries.front().spillBytes},
                        {"compile_ms", compileMs},

@@ -2,6 +2,10 @@
 chart of TFLOP/s per case: tilejit, torch SDPA with cuDNN, with flash.
 
     python3 bench/attn_report.py tilejit.json peer.json --name attn_h200 --outdir bench/results
+
+With --default (attn_bench's results with default configs, same run) the
+first file is the tuned run (attn_bench --db): the table shows both, and
+--tune-walls ('name|milliseconds' lines) each case's tuning wall time.
 """
 import argparse
 import json
@@ -21,7 +25,16 @@ def main():
     ap.add_argument("--name", default="attn")
     ap.add_argument("--outdir", default="bench/results")
     ap.add_argument("--command", default="bench/run_attn.sh")
+    ap.add_argument("--default", default="")
+    ap.add_argument("--tune-walls", default="")
     a = ap.parse_args()
+    dflt = ({r["name"]: r for r in json.load(open(a.default))["results"] if "skipped" not in r}
+            if a.default else {})
+    walls = {}
+    if a.tune_walls:
+        for line in open(a.tune_walls):
+            nm, _, ms = line.rstrip("\n").rpartition("|")
+            walls[nm] = int(ms) / 1000.0
     tj = json.load(open(a.tilejit))
     peer = json.load(open(a.peer))
     by = {r["name"]: r for r in peer["results"]}
@@ -32,33 +45,59 @@ def main():
             continue
         p = by.get(r["name"], {})
         cu, fl = p.get("cudnn_tflops"), p.get("flash_tflops")
+        d = dflt.get(r["name"])
         rows.append(dict(r, cudnn_tflops=cu, flash_tflops=fl,
                          vs_cudnn=r["tflops"] / cu if cu else None,
-                         vs_flash=r["tflops"] / fl if fl else None))
+                         vs_flash=r["tflops"] / fl if fl else None,
+                         default_tflops=d["tflops"] if d else None,
+                         default_config=d["config"] if d else None,
+                         default_check_bad=d["check_bad"] if d else 0,
+                         default_vs_cudnn=d["tflops"] / cu if d and cu else None,
+                         tune_wall_s=walls.get(r["name"])))
     gc, gf = geomean([r["vs_cudnn"] for r in rows]), geomean([r["vs_flash"] for r in rows])
+    gd = geomean([r["default_vs_cudnn"] for r in rows])
     bwd = peer.get("pass") == "backward"
     what = "Backward only (dQ, dK, dV from a saved forward)" if bwd else "Forward only"
     os.makedirs(a.outdir, exist_ok=True)
     json.dump({"gpu": tj["gpu"], "torch": peer.get("torch"), "geomean_vs_cudnn": gc,
-               "geomean_vs_flash": gf, "rows": rows, "skipped": skipped},
+               "geomean_vs_flash": gf, "default_geomean_vs_cudnn": gd, "rows": rows,
+               "skipped": skipped},
               open(os.path.join(a.outdir, a.name + ".json"), "w"), indent=1)
     f = lambda x, fmt="{:.0f}": "n/a" if x is None else fmt.format(x)
     md = [f"# {a.name}: {tj['gpu']}", "",
           f"Command: `{a.command}`. {what}, bf16, random inputs. Peers in the same run: "
           f"torch {peer.get('torch')} `F.scaled_dot_product_attention` with the cuDNN and the "
-          "flash back ends ([b, h, s, d] inputs); tilejit takes [b, s, h, d] and runs its "
-          "default config. TFLOP/s count a causal mask as half the work"
-          + (", and the backward pass as 2.5 times the forward." if bwd else "."), "",
-          "| case | tilejit TFLOP/s | cuDNN | flash | vs cuDNN | vs flash | config | check |",
-          "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+          "flash back ends ([b, h, s, d] inputs); tilejit takes [b, s, h, d] and runs "
+          + (f"the config `tilejit tune` chose ({sum(1 for r in rows if r.get('tuned'))} of "
+             f"{len(rows)} cases; the others their default) beside its default config."
+             if dflt else "its default config.")
+          + " TFLOP/s count a causal mask as half the work"
+          + (", and the backward pass as 2.5 times the forward." if bwd else "."), ""]
+    if dflt:
+        md += ["| case | tuned TFLOP/s | default | cuDNN | flash | tuned vs cuDNN | default vs "
+               "cuDNN | tuned vs flash | tuned config | tuning s | check |",
+               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    else:
+        md += ["| case | tilejit TFLOP/s | cuDNN | flash | vs cuDNN | vs flash | config | check |",
+               "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
-        chk = "ok" if r["check_bad"] == 0 else f"{r['check_bad']} wrong"
-        md.append(f"| {r['name']} | {r['tflops']:.0f} | {f(r['cudnn_tflops'])} | "
-                  f"{f(r['flash_tflops'])} | {f(r['vs_cudnn'], '{:.2f}')} | "
-                  f"{f(r['vs_flash'], '{:.2f}')} | `{r['config']}` | {chk} |")
+        bad = r["check_bad"] + r["default_check_bad"]
+        chk = "ok" if bad == 0 else f"{bad} wrong"
+        if dflt:
+            md.append(f"| {r['name']} | {r['tflops']:.0f} | {f(r['default_tflops'])} | "
+                      f"{f(r['cudnn_tflops'])} | {f(r['flash_tflops'])} | "
+                      f"{f(r['vs_cudnn'], '{:.2f}')} | {f(r['default_vs_cudnn'], '{:.2f}')} | "
+                      f"{f(r['vs_flash'], '{:.2f}')} | `{r['config']}` | "
+                      f"{f(r['tune_wall_s'], '{:.1f}')} | {chk} |")
+        else:
+            md.append(f"| {r['name']} | {r['tflops']:.0f} | {f(r['cudnn_tflops'])} | "
+                      f"{f(r['flash_tflops'])} | {f(r['vs_cudnn'], '{:.2f}')} | "
+                      f"{f(r['vs_flash'], '{:.2f}')} | `{r['config']}` | {chk} |")
     md += [f"| {r['name']} | skipped: {r['skipped']} | | | | | | |" for r in skipped]
-    md += ["", f"Geometric mean: {f(gc, '{:.3f}')} x cuDNN, {f(gf, '{:.3f}')} x flash"
-           + (" (over the cases tilejit ran)." if skipped else ".")]
+    md += ["", f"Geometric mean{' (tuned)' if dflt else ''}: {f(gc, '{:.3f}')} x cuDNN, "
+           f"{f(gf, '{:.3f}')} x flash" + (" (over the cases tilejit ran)." if skipped else ".")]
+    if dflt:
+        md += [f"Default configs: {f(gd, '{:.3f}')} x cuDNN."]
     open(os.path.join(a.outdir, a.name + ".md"), "w").write("\n".join(md) + "\n")
     try:
         import matplotlib
@@ -67,10 +106,13 @@ def main():
         names = [r["name"] for r in rows]
         x = range(len(names))
         fig, ax = plt.subplots(figsize=(11, 5))
-        w = 0.27
-        for i, (key, label) in enumerate((("tflops", "tilejit"), ("cudnn_tflops", "cuDNN"),
-                                          ("flash_tflops", "flash (FA2)"))):
-            ax.bar([xi + (i - 1) * w for xi in x], [r[key] or 0 for r in rows], w, label=label)
+        bars = (("tflops", "tilejit tuned" if dflt else "tilejit"),) + \
+            ((("default_tflops", "tilejit default"),) if dflt else ()) + \
+            (("cudnn_tflops", "cuDNN"), ("flash_tflops", "flash (FA2)"))
+        w = 0.8 / len(bars)
+        for i, (key, label) in enumerate(bars):
+            ax.bar([xi + (i - (len(bars) - 1) / 2) * w for xi in x], [r[key] or 0 for r in rows],
+                   w, label=label)
         ax.set_xticks(list(x))
         ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
         ax.set_ylabel("TFLOP/s")

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Tunes every case of bench/attn_shapes.json into a fresh store (`tilejit
+# tune attn_fwd`, or attn_bwd with ATTN_BACKWARD=1; wall time per case),
+# then times tilejit's tuned winners (`attn_bench --db`), its default configs
+# and the peers (torch SDPA with cuDNN and flash) in one run, and writes
+# bench/results/NAME.{json,md,png} and each tuning's report to NAME_tune.log.
+#   bench/run_attn_tuned.sh [BUILD_DIR] [OUT_DIR] [NAME]
+# TUNE_BUDGET (seconds, default 60) bounds each tuning; TUNE_FLAGS adds
+# flags to each `tilejit tune`; ATTN_ONLY (a substring of the case names)
+# limits the cases.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/run_common.sh"
+bwd=()
+op=attn_fwd
+if [ "${ATTN_BACKWARD:-0}" = 1 ]; then bwd=(--backward); op=attn_bwd; fi
+name="${3:-${op}_tuned}"
+bench="$(program bench attn_bench)"
+cli="$(program tools tilejit)"
+shapes="$here/attn_shapes.json"
+# One line per case: name|b|hq|hkv|s|d|causal.
+python3 - "$shapes" "${ATTN_ONLY:-}" > "$tmp/cases.txt" <<'PY'
+import json, sys
+for c in json.load(open(sys.argv[1]))["cases"]:
+    if sys.argv[2] in c["name"]:
+        print("|".join(str(x) for x in (c["name"], c["b"], c["hq"], c["hkv"], c["s"], c["d"],
+                                        int(c["causal"]))))
+PY
+: > "$tmp/tune_walls.txt"
+while IFS='|' read -r nm b hq hkv s d causal; do
+  start=$(date +%s%N)
+  ok=1
+  "$cli" tune "$op" --set b="$b" --set hq="$hq" --set hkv="$hkv" --set sq="$s" --set sk="$s" \
+    --set d="$d" --set causal="$causal" --budget "${TUNE_BUDGET:-60}" --db "$tmp/tuned.db" \
+    ${TUNE_FLAGS:-} < /dev/null > "$tmp/tune.log" 2>&1 ||
+    { ok=0; echo "tuning $nm failed:"; cat "$tmp/tune.log"; }
+  { echo "== $nm"; cat "$tmp/tune.log"; } >> "$tmp/tune_all.log"
+  ms=$((($(date +%s%N) - start) / 1000000))
+  [ "$ok" = 1 ] && printf '%s|%d\n' "$nm" "$ms" >> "$tmp/tune_walls.txt"
+  printf 'tuned %-32s in %d.%02d s\n' "$nm" $((ms / 1000)) $((ms % 1000 / 10))
+done < "$tmp/cases.txt"
+only=()
+[ -n "${ATTN_ONLY:-}" ] && only=(--only "$ATTN_ONLY")
+"$bench" --shapes "$shapes" --out "$tmp/default.json" "${only[@]}" "${bwd[@]}"
+"$bench" --shapes "$shapes" --db "$tmp/tuned.db" --out "$tmp/tuned.json" "${only[@]}" "${bwd[@]}"
+python3 "$here/attn_peer.py" --shapes "$shapes" --out "$tmp/peer.json" "${only[@]}" "${bwd[@]}"
+mkdir -p "$out"
+cp "$tmp/tune_all.log" "$out/${name}_tune.log"
+python3 "$here/attn_report.py" "$tmp/tuned.json" "$tmp/peer.json" --default "$tmp/default.json" \
+  --tune-walls "$tmp/tune_walls.txt" --name "$name" --outdir "$out" \
+  --command "${ATTN_ONLY:+ATTN_ONLY=$ATTN_ONLY }${bwd:+ATTN_BACKWARD=1 }bench/run_attn_tuned.sh"
