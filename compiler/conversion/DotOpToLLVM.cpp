@@ -47,27 +47,37 @@ struct Operand {
   RingType ring;
   bool mnMajor;
 
-  /// Byte address of the block at (`mn` elements past `offset`, `k`).
+  /// Byte address of the block at (`mn` elements past `offset`, `k`), in
+  /// 32 bits: a shared-window address fits them, and the descriptors built
+  /// from it in 64 bits held twice the registers through a kernel's loops
+  /// (the fused attention backward spilled 8-104 bytes of them).
   Value address(Emitter &e, int64_t mn, int64_t k) const {
     int64_t panelCols = ring.getPanelCols(), elemBytes = ring.getElementBytes();
-    Value off = mn ? e.add(offset, e.i64(mn)) : offset;
+    Value off = LLVM::TruncOp::create(e.b, e.loc, e.i32(), offset);
+    if (mn)
+      off = e.add(off, e.i32(mn));
     Value byOffset;
     int64_t kBytes;
     if (mnMajor) {
-      byOffset = e.mul(e.udiv(off, panelCols), e.i64(ring.getPanelBytes()));
+      Value panel = panelCols == 1
+                        ? off
+                        : LLVM::UDivOp::create(e.b, e.loc, off, e.i32(panelCols)).getResult();
+      byOffset = e.mul(panel, e.i32(ring.getPanelBytes()));
       kBytes = k * 128;
     } else {
-      byOffset = e.mul(off, e.i64(128));
+      byOffset = e.mul(off, e.i32(128));
       kBytes = (k / panelCols) * ring.getPanelBytes() + (k % panelCols) * elemBytes;
     }
-    return e.add(e.add(stage, byOffset), e.i64(kBytes));
+    Value base = LLVM::TruncOp::create(e.b, e.loc, e.i32(), stage);
+    return e.add(e.add(base, byOffset), e.i32(kBytes));
   }
 
   Value descriptor(Emitter &e, int64_t mn, int64_t k) const {
     int64_t leading = mnMajor ? ring.getPanelBytes() : 16;
     Value start = LLVM::AndOp::create(
-        e.b, e.loc, LLVM::LShrOp::create(e.b, e.loc, address(e, mn, k), e.i64(4)), e.i64(0x3FFF));
-    return LLVM::OrOp::create(e.b, e.loc, start, e.i64(int64_t(descriptorHigh(leading, 1024))));
+        e.b, e.loc, LLVM::LShrOp::create(e.b, e.loc, address(e, mn, k), e.i32(4)), e.i32(0x3FFF));
+    return LLVM::OrOp::create(e.b, e.loc, e.zext64(start),
+                              e.i64(int64_t(descriptorHigh(leading, 1024))));
   }
 };
 

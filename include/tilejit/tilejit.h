@@ -70,7 +70,7 @@ TJ_API tj_status tj_engine_set_sm_margin(tj_engine *engine, int sm_margin);
 TJ_API tj_status tj_engine_set_deterministic(tj_engine *engine, int on);
 /* 1: kernels whose results are not bitwise repeatable may be used
  * (tj_attn_bwd's configs that add dQ's parts atomically, for the shapes that
- * have them: sm_90a, head dim 64, not packed), unless in deterministic mode;
+ * have them: sm_90a, not packed, head dims 64 and 128), unless in deterministic mode;
  * 0 (the default, or TILEJIT_ALLOW_NONDETERMINISTIC's): the same inputs give
  * the same bits. Those calls' kernels are tuned and stored apart from the
  * others. */

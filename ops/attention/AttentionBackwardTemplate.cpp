@@ -34,12 +34,13 @@
 // order.
 //
 // Fused (config `fused`, only where the spec says deterministic = 0: not
-// bitwise repeatable; not a default; tuned at head dim 64 only, where it
-// builds clean; at head dim 128 3 % faster than the two kernels at 16384
-// keys causal and 4 x 2048 not, 12 % slower at 4096 causal, with spills;
-// bench/NOTES.md b5): a first kernel writes the workspace's LSE and D and
-// zeroes f32 sums of dQ;
-// the dK/dV kernel stores each step's dS^T into a ring (tile.store_ring),
+// bitwise repeatable; not a default; tuned at head dims 64 and 128, where
+// it builds clean; at head dim 128, before 32-bit descriptors and 32-bit
+// loop bounds, 3 % faster than the two kernels at 16384 keys causal and
+// 4 x 2048 not, 12 % slower at 4096 causal, with spills; bench/NOTES.md
+// b5, b10): a first kernel writes the workspace's LSE and D and zeroes f32
+// sums of dQ; the dK/dV kernel stores each step's dS^T into a ring
+// (tile.store_ring),
 // and once every consumer's is in, computes its columns of dS K and adds
 // them into the sums through shared memory with TMA reductions
 // (tile.tma_store {reduce}); a last kernel writes dQ = scale * sums. Head
@@ -227,7 +228,7 @@ public:
     // fused configs too (where attention::atomicDqTunable says they build
     // clean): 64 queries a step, every consumer's share of dQ's columns
     // whole panels (bn is unused: the dQ kernel is not built), two stages
-    // (three spilled 8 bytes at 64 under a mask; bench/NOTES.md b4, b5, b9).
+    // (bench/NOTES.md b10).
     if (!attention::Params(ks).deterministic && attention::atomicDqTunable(attention::Params(ks)))
       for (int64_t overlap : {1, 0})
         for (int64_t consumers : {1, 2}) {
@@ -1202,10 +1203,11 @@ private:
         auto step = [&](Value head, Value mi, ValueRange carried,
                         bool masked) -> SmallVector<Value> {
           auto [stage, round] = stageOf(carried[2]);
+          bool overlap = s.overlap && !(s.fused && masked);
           Value m0 = mul(mi, cst(s.kvBm));
           tt::BarrierWaitOp::create(b, loc, qFull, stage, round);
           Value st = tt::DotOp::create(b, loc, sType, rk, cst(0), myRows, rq, stage, cst(0), zeroS,
-                                       false, false, s.overlap);
+                                       false, false, overlap);
           Value dpt;
           // The columns' LSE, read while the products run.
           auto readLse = [&] {
@@ -1216,7 +1218,7 @@ private:
           // (kvsfirst off the causal diagonal only: on it, beside the mask,
           // it spilled 4 bytes at head dim 128.)
           bool sFirst = s.kvsfirst && !masked;
-          if (s.overlap) {
+          if (overlap) {
             // dP^T's product starts now, overwriting its accumulator (zeros
             // written beside S^T's product in flight made ptxas wait for it
             // first, C7517), but on the diagonal's few steps, where the
@@ -1267,7 +1269,7 @@ private:
           if (sFirst) {
             startDv(/*async=*/true);
             dpt = tt::DotWaitOp::create(b, loc, ValueRange{dpt}, 1).getResult(0);
-          } else if (s.overlap) {
+          } else if (overlap) {
             dpt = tt::DotWaitOp::create(b, loc, ValueRange{dpt}, 0).getResult(0);
           } else {
             tt::BarrierWaitOp::create(b, loc, doFull, stage, round);
@@ -1275,7 +1277,7 @@ private:
                                     false, false, false, /*overwrite=*/true);
           }
           if (!dv)
-            startDv(s.overlap);
+            startDv(overlap);
           Value dCol = tt::LoadRingOp::create(b, loc, colType, rd, stage, cst(0));
           Value dst = arith::MulFOp::create(
               b, loc, pt,
@@ -1318,7 +1320,7 @@ private:
             tt::TmaStoreOp::create(b, loc, rdq, consumer, dqMap, m0, mul(consumer, cst(dqCols)),
                                    ValueRange{head, seq}, /*reduce=*/true);
           };
-          if (s.fused && s.overlap) {
+          if (s.fused && overlap) {
             // dQ's part goes behind dV's product and ahead of dK's; once
             // dV's and dQ's are done, the part goes out through shared
             // memory while dK's runs (FlashAttention-3's order).
@@ -1332,8 +1334,8 @@ private:
             return {done.getResult(0), first.getResult(0), add(carried[2], cst(1))};
           }
           Value dk = tt::DotRegOp::create(b, loc, accType, ds16, rq, stage, myCols, carried[0],
-                                          true, s.overlap);
-          if (s.overlap) {
+                                          true, overlap);
+          if (overlap) {
             auto done = tt::DotWaitOp::create(b, loc, ValueRange{dk, dv, p16, ds16}, 0);
             dk = done.getResult(0);
             dv = done.getResult(1);
@@ -1345,14 +1347,68 @@ private:
         };
         Value zeroAcc = splat(accType, f32c(0.0));
         SmallVector<Value> init = {zeroAcc, zeroAcc, cst(0)};
-        SmallVector<Value> acc = loop(cst(0), heads, init, [&](Value h, ValueRange c0) {
-          Value head = add(head0, h);
-          SmallVector<Value> c1 = loop(
-              mStart, mMasked, c0, [&](Value mi, ValueRange c) { return step(head, mi, c, true); });
-          return loop(mMasked, mEnd, c1,
-                      [&](Value mi, ValueRange c) { return step(head, mi, c, false); });
-        });
-        storeGrads(acc[0], acc[1], seq, kvHead, key0, myCols, heads, head0, dK, dV, partials,
+        SmallVector<Value> acc;
+        Value keyEnd = key0;
+        if (!s.fused) {
+          acc = loop(cst(0), heads, init, [&](Value h, ValueRange c0) {
+            Value head = add(head0, h);
+            SmallVector<Value> c1 = loop(mStart, mMasked, c0, [&](Value mi, ValueRange c) {
+              return step(head, mi, c, true);
+            });
+            return loop(mMasked, mEnd, c1,
+                        [&](Value mi, ValueRange c) { return step(head, mi, c, false); });
+          });
+        } else {
+          // Fused (every register counts beside dQ's part): the query
+          // tiles' loops count in 32 bits, their bounds computed here
+          // from 32-bit values (not the 64-bit ones the producer shares,
+          // which were kept through the steps or spilled: 12 bytes at
+          // head dim 128 under the causal mask), and the keys' first row
+          // for the stores computed again after the loops (n0 is a
+          // multiple of 128, so the or is the add; the value from before
+          // them was a 64-bit one live through them).
+          auto i32 = [&](int64_t v) {
+            return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v).getResult();
+          };
+          auto div32 = [&](Value x, int64_t d) {
+            return arith::DivUIOp::create(b, loc, x, i32(d)).getResult();
+          };
+          auto min32 = [&](Value x, Value y) {
+            return arith::MinUIOp::create(b, loc, x, y).getResult();
+          };
+          Value n032 = toI32(n0);
+          Value end32 = div32(arith::AddIOp::create(b, loc, toI32(sqV), i32(s.kvBm - 1)), s.kvBm);
+          Value from32 = p.causal ? min32(div32(n032, s.kvBm), end32) : i32(0);
+          Value masked32 =
+              p.causal ? arith::MaxUIOp::create(
+                             b, loc,
+                             min32(div32(arith::AddIOp::create(b, loc, n032, i32(bn + s.kvBm - 1)),
+                                         s.kvBm),
+                                   end32),
+                             from32)
+                             .getResult()
+                       : i32(0);
+          auto loop32 = [&](Value head, Value from, Value to, ValueRange carried, bool masked) {
+            auto l = scf::ForOp::create(b, loc, from, to, i32(1), carried);
+            b.setInsertionPointToStart(l.getBody());
+            Value mi = arith::IndexCastUIOp::create(b, loc, b.getIndexType(), l.getInductionVar());
+            ValueRange c = l.getRegionIterArgs();
+            Value it = arith::IndexCastUIOp::create(b, loc, b.getIndexType(), c[2]);
+            SmallVector<Value> next = step(head, mi, ValueRange{c[0], c[1], it}, masked);
+            next[2] = toI32(next[2]);
+            scf::YieldOp::create(b, loc, next);
+            b.setInsertionPointAfter(l);
+            return SmallVector<Value>(l.getResults());
+          };
+          init[2] = i32(0);
+          acc = loop(cst(0), heads, init, [&](Value h, ValueRange c0) {
+            Value head = add(head0, h);
+            SmallVector<Value> c1 = loop32(head, from32, masked32, c0, true);
+            return loop32(head, masked32, end32, c1, false);
+          });
+          keyEnd = arith::OrIOp::create(b, loc, n0, myRows);
+        }
+        storeGrads(acc[0], acc[1], seq, kvHead, keyEnd, myCols, heads, head0, dK, dV, partials,
                    scale);
         // Fused: the last additions into dQ's sums are done before the
         // program ends (and the conversion kernel reads them).
