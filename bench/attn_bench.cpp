@@ -210,8 +210,11 @@ int main(int argc, char **argv) {
   if (!db.empty() && !configText.empty())
     die("--db and --config both choose the config: give one");
   std::unique_ptr<Store> store;
-  if (!db.empty())
-    store = must(Store::open(db));
+  if (!db.empty()) {
+    store = must(Store::openForReading(db));
+    if (!store)
+      die("--db " + db + ": no store there");
+  }
   auto ctx = must(useDevice(0));
   (void)ctx;
   auto info = must(queryDevice(0));

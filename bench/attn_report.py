@@ -93,7 +93,8 @@ def main():
             md.append(f"| {r['name']} | {r['tflops']:.0f} | {f(r['cudnn_tflops'])} | "
                       f"{f(r['flash_tflops'])} | {f(r['vs_cudnn'], '{:.2f}')} | "
                       f"{f(r['vs_flash'], '{:.2f}')} | `{r['config']}` | {chk} |")
-    md += [f"| {r['name']} | skipped: {r['skipped']} | | | | | | |" for r in skipped]
+    blank = " |" * (9 if dflt else 6)
+    md += [f"| {r['name']} | skipped: {r['skipped']} |{blank}" for r in skipped]
     md += ["", f"Geometric mean{' (tuned)' if dflt else ''}: {f(gc, '{:.3f}')} x cuDNN, "
            f"{f(gf, '{:.3f}')} x flash" + (" (over the cases tilejit ran)." if skipped else ".")]
     if dflt:

@@ -27,6 +27,7 @@ for c in json.load(open(sys.argv[1]))["cases"]:
                                         int(c["causal"]))))
 PY
 : > "$tmp/tune_walls.txt"
+: > "$tmp/tune_all.log"
 while IFS='|' read -r nm b hq hkv s d causal; do
   start=$(date +%s%N)
   ok=1
@@ -48,4 +49,4 @@ mkdir -p "$out"
 cp "$tmp/tune_all.log" "$out/${name}_tune.log"
 python3 "$here/attn_report.py" "$tmp/tuned.json" "$tmp/peer.json" --default "$tmp/default.json" \
   --tune-walls "$tmp/tune_walls.txt" --name "$name" --outdir "$out" \
-  --command "${ATTN_ONLY:+ATTN_ONLY=$ATTN_ONLY }${bwd:+ATTN_BACKWARD=1 }bench/run_attn_tuned.sh"
+  --command "${ATTN_ONLY:+ATTN_ONLY=\"$ATTN_ONLY\" }${bwd:+ATTN_BACKWARD=1 }TUNE_BUDGET=${TUNE_BUDGET:-60} ${TUNE_FLAGS:+TUNE_FLAGS=\"$TUNE_FLAGS\" }bench/run_attn_tuned.sh"

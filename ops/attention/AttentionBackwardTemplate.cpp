@@ -35,12 +35,11 @@
 //
 // Fused (config `fused`, only where the spec says deterministic = 0: not
 // bitwise repeatable; not a default; tuned at head dims 64 and 128, where
-// it builds clean; at head dim 128, before 32-bit descriptors and 32-bit
-// loop bounds, 3 % faster than the two kernels at 16384 keys causal and
-// 4 x 2048 not, 12 % slower at 4096 causal, with spills; bench/NOTES.md
-// b5, b10): a first kernel writes the workspace's LSE and D and zeroes f32
-// sums of dQ; the dK/dV kernel stores each step's dS^T into a ring
-// (tile.store_ring),
+// it builds clean; at head dim 128 6 % faster than the two kernels at 16384
+// keys causal, even at 4 x 2048 not, 2-11 % slower at 4096 and 8192 causal
+// and at one KV head; bench/NOTES.md b5, b10, b13): a first kernel writes
+// the workspace's LSE and D and zeroes f32 sums of dQ; the dK/dV kernel
+// stores each step's dS^T into a ring (tile.store_ring),
 // and once every consumer's is in, computes its columns of dS K and adds
 // them into the sums through shared memory with TMA reductions
 // (tile.tma_store {reduce}); a last kernel writes dQ = scale * sums. Head
@@ -228,7 +227,8 @@ public:
     // fused configs too (where attention::atomicDqTunable says they build
     // clean): 64 queries a step, every consumer's share of dQ's columns
     // whole panels (bn is unused: the dQ kernel is not built), two stages
-    // (bench/NOTES.md b10).
+    // (the defaults' number; three built clean too, bench/NOTES.md b10, and
+    // are not measured).
     if (!attention::Params(ks).deterministic && attention::atomicDqTunable(attention::Params(ks)))
       for (int64_t overlap : {1, 0})
         for (int64_t consumers : {1, 2}) {
@@ -313,8 +313,8 @@ public:
     // the largest that built without spills for d = 128 (bn = 128: 224;
     // kv_bm = 64: 240 with two consumers and two stages; one stage spilled
     // 44 bytes, one consumer 20 bytes, causal). Fused at d = 128 with two
-    // consumers spills 8 to 48 bytes (it is not a default; bench/NOTES.md
-    // b4, b5).
+    // consumers builds clean since its loops count in 32 bits
+    // (bench/NOTES.md b10).
     // (At head dim 256 the dQ kernel spilled 8 bytes at 208: its limit
     // there is 192. The dK/dV kernel with dsplit built clean with kv_bm = 32,
     // overlap and two or more stages only: 208 bytes spilled at kv_bm = 64,
@@ -1365,7 +1365,8 @@ private:
           // which were kept through the steps or spilled: 12 bytes at
           // head dim 128 under the causal mask), and the keys' first row
           // for the stores computed again after the loops (n0 is a
-          // multiple of 128, so the or is the add; the value from before
+          // multiple of 64 * consumers and myRows below it, so the or is
+          // the add; the value from before
           // them was a 64-bit one live through them).
           auto i32 = [&](int64_t v) {
             return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v).getResult();

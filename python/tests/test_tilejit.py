@@ -916,7 +916,7 @@ class Attention(unittest.TestCase):
 
     def test_nondeterministic_backward_when_allowed(self):
         """With set_allow_nondeterministic(True) (the engine builds head dim
-        64's backward specs with deterministic=0, their own kernels and
+        64's and 128's backward specs with deterministic=0, their own kernels and
         winners; untuned, the default config, the same as deterministic's)
         the gradients stay within bf16 bounds of float64; under torch's
         deterministic flag the calls are bitwise repeatable. The fused
