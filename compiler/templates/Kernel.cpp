@@ -48,10 +48,19 @@ Value KernelMath::cst(int64_t v) { return arith::ConstantIndexOp::create(b, loc,
 Value KernelMath::add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
 Value KernelMath::sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
 Value KernelMath::mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
-Value KernelMath::divu(Value x, int64_t c) { return arith::DivUIOp::create(b, loc, x, cst(c)); }
-Value KernelMath::remu(Value x, int64_t c) { return arith::RemUIOp::create(b, loc, x, cst(c)); }
+Value KernelMath::cstLike(Value like, int64_t v) {
+  if (like.getType().isIndex())
+    return cst(v);
+  return arith::ConstantIntOp::create(b, loc, like.getType(), v);
+}
+Value KernelMath::divu(Value x, int64_t c) {
+  return arith::DivUIOp::create(b, loc, x, cstLike(x, c));
+}
+Value KernelMath::remu(Value x, int64_t c) {
+  return arith::RemUIOp::create(b, loc, x, cstLike(x, c));
+}
 Value KernelMath::minu(Value x, Value y) { return arith::MinUIOp::create(b, loc, x, y); }
-Value KernelMath::ceilDiv(Value x, int64_t c) { return divu(add(x, cst(c - 1)), c); }
+Value KernelMath::ceilDiv(Value x, int64_t c) { return divu(add(x, cstLike(x, c - 1)), c); }
 Value KernelMath::f32c(double v) {
   return arith::ConstantFloatOp::create(b, loc, b.getF32Type(), APFloat(float(v)));
 }

@@ -26,12 +26,16 @@ tile::KernelOp makeKernel(mlir::OpBuilder &b, mlir::Location loc, llvm::StringRe
                           int64_t cluster = 1, int64_t minBlocks = 0);
 
 /// Index arithmetic, scalars and loops as the templates write them, each
-/// created at the builder's insertion point.
+/// created at the builder's insertion point. The divisions, remainders and
+/// loops take integers of any width as well as indices (their constants
+/// of the operand's type).
 struct KernelMath {
   mlir::OpBuilder &b;
   mlir::Location loc;
 
   mlir::Value cst(int64_t v);
+  /// `v` as a constant of `like`'s type (index or an integer).
+  mlir::Value cstLike(mlir::Value like, int64_t v);
   mlir::Value add(mlir::Value x, mlir::Value y);
   mlir::Value sub(mlir::Value x, mlir::Value y);
   mlir::Value mul(mlir::Value x, mlir::Value y);
@@ -53,7 +57,7 @@ struct KernelMath {
   template <typename Body>
   llvm::SmallVector<mlir::Value> loop(mlir::Value from, mlir::Value to, mlir::ValueRange init,
                                       Body body) {
-    auto l = mlir::scf::ForOp::create(b, loc, from, to, cst(1), init);
+    auto l = mlir::scf::ForOp::create(b, loc, from, to, cstLike(from, 1), init);
     b.setInsertionPointToStart(l.getBody());
     llvm::SmallVector<mlir::Value> next = body(l.getInductionVar(), l.getRegionIterArgs());
     if (!init.empty())

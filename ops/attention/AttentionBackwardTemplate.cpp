@@ -715,14 +715,25 @@ private:
                       b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, n0, ps.kLen),
                       ps.qLen, cst(0))
                       .getResult();
-      // Query tiles that see a key of the program: under a causal mask from
-      // the one holding row n0; the first ones up to row n0 + bn see the
-      // diagonal (masked).
-      Value mEnd = ceilDiv(rowsV, s.kvBm);
-      Value mStart = p.causal ? minu(divu(n0, s.kvBm), mEnd) : cst(0);
-      Value mMasked = p.causal ? minu(ceilDiv(add(n0, cst(bn)), s.kvBm), mEnd) : cst(0);
-      mMasked = arith::MaxUIOp::create(b, loc, mMasked, mStart);
-      return {seq, kvHead, heads, head0, n0, ps, mEnd, mStart, mMasked};
+      QueryTiles m = queryTiles(n0, rowsV, bn);
+      return {seq, kvHead, heads, head0, n0, ps, m.end, m.start, m.masked};
+    }
+
+    /// The query tiles that see a key of a dK/dV program's `bn` keys from
+    /// row `n0`, of `rows` query rows: under a causal mask from the one
+    /// holding row n0; the first ones up to row n0 + bn see the diagonal
+    /// (masked): [start, masked) masked, [masked, end) not. In the type of
+    /// `n0` and `rows` (indices, or 32-bit integers).
+    struct QueryTiles {
+      Value start, masked, end;
+    };
+    QueryTiles queryTiles(Value n0, Value rows, int64_t bn) {
+      Value end = ceilDiv(rows, s.kvBm);
+      Value start = p.causal ? minu(divu(n0, s.kvBm), end) : cstLike(n0, 0);
+      Value masked =
+          p.causal ? minu(ceilDiv(add(n0, cstLike(n0, bn)), s.kvBm), end) : cstLike(n0, 0);
+      masked = arith::MaxUIOp::create(b, loc, masked, start);
+      return {start, masked, end};
     }
 
     /// The dQ kernels' scores `sc` (64 rows from `row0`, the columns of
@@ -1203,6 +1214,9 @@ private:
         auto step = [&](Value head, Value mi, ValueRange carried,
                         bool masked) -> SmallVector<Value> {
           auto [stage, round] = stageOf(carried[2]);
+          // (Fused: the causal diagonal's few steps run their products one
+          // after another; overlapped beside the mask and dQ's part they
+          // spilled, bench/NOTES.md b9.)
           bool overlap = s.overlap && !(s.fused && masked);
           Value m0 = mul(mi, cst(s.kvBm));
           tt::BarrierWaitOp::create(b, loc, qFull, stage, round);
@@ -1366,46 +1380,26 @@ private:
           // head dim 128 under the causal mask), and the keys' first row
           // for the stores computed again after the loops (n0 is a
           // multiple of 64 * consumers and myRows below it, so the or is
-          // the add; the value from before
-          // them was a 64-bit one live through them).
-          auto i32 = [&](int64_t v) {
-            return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v).getResult();
+          // the add; the value from before them was a 64-bit one live
+          // through them). (Not packed: the rows are sq.)
+          Value n32 = toI32(n0), rows32 = toI32(sqV);
+          QueryTiles m = queryTiles(n32, rows32, bn);
+          auto steps = [&](Value head, Value from, Value to, ValueRange carried, bool masked) {
+            return loop(from, to, carried, [&](Value mi, ValueRange c) {
+              auto index = [&](Value v) {
+                return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v).getResult();
+              };
+              SmallVector<Value> next =
+                  step(head, index(mi), ValueRange{c[0], c[1], index(c[2])}, masked);
+              next[2] = toI32(next[2]);
+              return next;
+            });
           };
-          auto div32 = [&](Value x, int64_t d) {
-            return arith::DivUIOp::create(b, loc, x, i32(d)).getResult();
-          };
-          auto min32 = [&](Value x, Value y) {
-            return arith::MinUIOp::create(b, loc, x, y).getResult();
-          };
-          Value n032 = toI32(n0);
-          Value end32 = div32(arith::AddIOp::create(b, loc, toI32(sqV), i32(s.kvBm - 1)), s.kvBm);
-          Value from32 = p.causal ? min32(div32(n032, s.kvBm), end32) : i32(0);
-          Value masked32 =
-              p.causal ? arith::MaxUIOp::create(
-                             b, loc,
-                             min32(div32(arith::AddIOp::create(b, loc, n032, i32(bn + s.kvBm - 1)),
-                                         s.kvBm),
-                                   end32),
-                             from32)
-                             .getResult()
-                       : i32(0);
-          auto loop32 = [&](Value head, Value from, Value to, ValueRange carried, bool masked) {
-            auto l = scf::ForOp::create(b, loc, from, to, i32(1), carried);
-            b.setInsertionPointToStart(l.getBody());
-            Value mi = arith::IndexCastUIOp::create(b, loc, b.getIndexType(), l.getInductionVar());
-            ValueRange c = l.getRegionIterArgs();
-            Value it = arith::IndexCastUIOp::create(b, loc, b.getIndexType(), c[2]);
-            SmallVector<Value> next = step(head, mi, ValueRange{c[0], c[1], it}, masked);
-            next[2] = toI32(next[2]);
-            scf::YieldOp::create(b, loc, next);
-            b.setInsertionPointAfter(l);
-            return SmallVector<Value>(l.getResults());
-          };
-          init[2] = i32(0);
+          init[2] = arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0);
           acc = loop(cst(0), heads, init, [&](Value h, ValueRange c0) {
             Value head = add(head0, h);
-            SmallVector<Value> c1 = loop32(head, from32, masked32, c0, true);
-            return loop32(head, masked32, end32, c1, false);
+            SmallVector<Value> c1 = steps(head, m.start, m.masked, c0, true);
+            return steps(head, m.masked, m.end, c1, false);
           });
           keyEnd = arith::OrIOp::create(b, loc, n0, myRows);
         }
