@@ -38,14 +38,13 @@
 #include <nlohmann/json.hpp>
 
 #include "autotune/Harness.h"
-#include "autotune/Tuner.h"
 #include "bench/BenchUtil.h"
+#include "bench/StoredWinners.h"
 #include "compiler/Compiler.h"
 #include "compiler/templates/Template.h"
 #include "ops/attention/AttentionLaunch.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/DeviceBuffer.h"
-#include "runtime/Store.h"
 
 using namespace tilejit;
 using namespace tilejit::bench;
@@ -210,11 +209,8 @@ int main(int argc, char **argv) {
   if (!db.empty() && !configText.empty())
     die("--db and --config both choose the config: give one");
   std::unique_ptr<Store> store;
-  if (!db.empty()) {
-    store = must(Store::openForReading(db));
-    if (!store)
-      die("--db " + db + ": no store there");
-  }
+  if (!db.empty())
+    store = openStoredWinners(db);
   auto ctx = must(useDevice(0));
   (void)ctx;
   auto info = must(queryDevice(0));
@@ -266,14 +262,8 @@ int main(int argc, char **argv) {
     bool tuned = false;
     auto configFor = [&](const KernelSpec &s, const char *pass, TileConfig &config) {
       if (store) {
-        if (auto w = must(store->winner(tuneKey(s)))) {
-          TileConfig won = must(TileConfig::parse(w->config));
-          if (llvm::Error err = getTemplate(s).checkConfig(s, won))
-            std::printf("%-32s stored winner %s refused (%s): the default instead\n",
-                        c.name.c_str(), w->config.c_str(), llvm::toString(std::move(err)).c_str());
-          else
-            config = won, tuned = true;
-        }
+        if (auto won = storedWinner(*store, s, c.name))
+          config = *won, tuned = true;
         return true;
       }
       if (configText.empty())

@@ -9,13 +9,9 @@ first file is the tuned run (attn_bench --db): the table shows both, and
 """
 import argparse
 import json
-import math
 import os
 
-
-def geomean(xs):
-    xs = [x for x in xs if x]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+from report_common import geomean, tune_walls
 
 
 def main():
@@ -30,11 +26,7 @@ def main():
     a = ap.parse_args()
     dflt = ({r["name"]: r for r in json.load(open(a.default))["results"] if "skipped" not in r}
             if a.default else {})
-    walls = {}
-    if a.tune_walls:
-        for line in open(a.tune_walls):
-            nm, _, ms = line.rstrip("\n").rpartition("|")
-            walls[nm] = int(ms) / 1000.0
+    walls = tune_walls(a.tune_walls)
     tj = json.load(open(a.tilejit))
     peer = json.load(open(a.peer))
     by = {r["name"]: r for r in peer["results"]}

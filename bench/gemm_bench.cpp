@@ -7,7 +7,7 @@
 // the kernel with events (median of 20 samples of 5 back-to-back launches)
 // and writes one JSON record per shape.
 // With --db, each shape runs the winner `tilejit tune` recorded there (the
-// default where none is).
+// default where none is, or where the template refuses it).
 //   gemm_bench [--shapes FILE] [--only SUBSTRING] [--config "k=v ..."] [--db FILE]
 //              [--arch sm_80] [--bias] [--workspace] --out FILE.json
 // --bias adds a bias vector in the epilogue (F.linear's). --workspace gives a
@@ -27,14 +27,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "autotune/Tuner.h"
 #include "bench/BenchUtil.h"
+#include "bench/StoredWinners.h"
 #include "compiler/Compiler.h"
 #include "compiler/templates/Template.h"
 #include "ops/gemm/GemmLaunch.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/DeviceBuffer.h"
-#include "runtime/Store.h"
 
 using namespace tilejit;
 using namespace tilejit::bench;
@@ -186,7 +185,7 @@ int main(int argc, char **argv) {
 
   std::unique_ptr<Store> store;
   if (!db.empty())
-    store = must(Store::open(db));
+    store = openStoredWinners(db);
   std::vector<ShapeCase> shapes = readShapes(shapesPath);
   nlohmann::json results = nlohmann::json::array();
   std::printf("%-26s %-3s %6s %6s %6s  %8s %8s  %s\n", "shape", "lay", "M", "N", "K", "ms",
@@ -212,10 +211,8 @@ int main(int argc, char **argv) {
       config =
           getTemplate(spec).defaultConfig(spec).mergedWith(must(TileConfig::parse(configText)));
     } else if (store) {
-      if (auto w = must(store->winner(tuneKey(spec)))) {
-        config = must(TileConfig::parse(w->config));
-        tuned = true;
-      }
+      if (auto won = storedWinner(*store, spec, c.name))
+        config = *won, tuned = true;
     }
     auto t0 = std::chrono::steady_clock::now();
     auto compiled = compileKernel(spec, config);

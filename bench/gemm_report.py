@@ -5,8 +5,9 @@ chart of tilejit's TFLOP/s over cuBLAS's, shape by shape.
 """
 import argparse
 import json
-import math
 import os
+
+from report_common import geomean, tune_walls
 
 
 def main():
@@ -31,11 +32,7 @@ def main():
         ratio = r["tflops"] / p["tflops"] if p else None
         rows.append(dict(r, peer_tflops=p["tflops"] if p else None, ratio=ratio))
     dflt = {r["name"]: r for r in json.load(open(a.default))["results"]} if a.default else {}
-    walls = {}
-    if a.tune_walls:
-        for line in open(a.tune_walls):
-            nm, _, ms = line.rstrip("\n").rpartition("|")
-            walls[nm] = int(ms) / 1000.0
+    walls = tune_walls(a.tune_walls)
     for r in rows:
         d = dflt.get(r["name"])
         r["default_tflops"] = d["tflops"] if d else None
@@ -44,9 +41,6 @@ def main():
         r["default_ratio"] = (d["tflops"] / r["peer_tflops"]
                               if d and r["peer_tflops"] else None)
         r["tune_wall_s"] = walls.get(r["name"])
-
-    def geomean(xs):
-        return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
     ratios = [r["ratio"] for r in rows if r["ratio"]]
     geo = geomean(ratios)

@@ -26,19 +26,11 @@ for c in json.load(open(sys.argv[1]))["cases"]:
         print("|".join(str(x) for x in (c["name"], c["b"], c["hq"], c["hkv"], c["s"], c["d"],
                                         int(c["causal"]))))
 PY
-: > "$tmp/tune_walls.txt"
-: > "$tmp/tune_all.log"
 while IFS='|' read -r nm b hq hkv s d causal; do
-  start=$(date +%s%N)
-  ok=1
-  "$cli" tune "$op" --set b="$b" --set hq="$hq" --set hkv="$hkv" --set sq="$s" --set sk="$s" \
-    --set d="$d" --set causal="$causal" --budget "${TUNE_BUDGET:-60}" --db "$tmp/tuned.db" \
-    ${TUNE_FLAGS:-} < /dev/null > "$tmp/tune.log" 2>&1 ||
-    { ok=0; echo "tuning $nm failed:"; cat "$tmp/tune.log"; }
-  { echo "== $nm"; cat "$tmp/tune.log"; } >> "$tmp/tune_all.log"
-  ms=$((($(date +%s%N) - start) / 1000000))
-  [ "$ok" = 1 ] && printf '%s|%d\n' "$nm" "$ms" >> "$tmp/tune_walls.txt"
-  printf 'tuned %-32s in %d.%02d s\n' "$nm" $((ms / 1000)) $((ms % 1000 / 10))
+  tune_case "$nm" "$cli" tune "$op" --set b="$b" --set hq="$hq" --set hkv="$hkv" --set sq="$s" \
+    --set sk="$s" --set d="$d" --set causal="$causal" --budget "${TUNE_BUDGET:-60}" \
+    --db "$tmp/tuned.db" ${TUNE_FLAGS:-}
+  printf 'tuned %-32s in %d.%02d s\n' "$nm" $((tune_ms / 1000)) $((tune_ms % 1000 / 10))
 done < "$tmp/cases.txt"
 only=()
 [ -n "${ATTN_ONLY:-}" ] && only=(--only "$ATTN_ONLY")

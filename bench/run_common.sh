@@ -12,3 +12,19 @@ trap 'rm -rf "$tmp"' EXIT
 program() {
   if [ -x "$build/$1/$2" ]; then echo "$build/$1/$2"; else command -v "$2"; fi
 }
+
+# tune_case NAME COMMAND...: runs one tuning (`tilejit tune ...`, its input
+# closed), adds its report to $tmp/tune_all.log and, where it succeeded, its
+# wall time to $tmp/tune_walls.txt as 'NAME|milliseconds' (a failed one has
+# only its log, and says so); the time is left in $tune_ms.
+: > "$tmp/tune_walls.txt"
+: > "$tmp/tune_all.log"
+tune_case() {
+  local nm=$1 start ok=1
+  shift
+  start=$(date +%s%N)
+  "$@" < /dev/null > "$tmp/tune.log" 2>&1 || { ok=0; echo "tuning $nm failed:"; cat "$tmp/tune.log"; }
+  { echo "== $nm"; cat "$tmp/tune.log"; } >> "$tmp/tune_all.log"
+  tune_ms=$((($(date +%s%N) - start) / 1000000))
+  if [ "$ok" = 1 ]; then printf '%s|%d\n' "$nm" "$tune_ms" >> "$tmp/tune_walls.txt"; fi
+}

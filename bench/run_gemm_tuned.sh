@@ -21,19 +21,12 @@ from gemm_peer import shapes
 for nm, layout, m, n, k in shapes(sys.argv[1]):
     print(f"{nm}|{layout}|{m}|{n}|{k}")
 PY
-: > "$tmp/tune_walls.txt"
 while IFS='|' read -r nm layout m n k; do
-  start=$(date +%s%N)
-  ok=1
-  "$cli" tune gemm --m "$m" --n "$n" --k "$k" --layout "$layout" --dtype bf16 \
-    --max-configs 48 --db "$tmp/tuned.db" ${TUNE_FLAGS:-} < /dev/null > "$tmp/tune.log" 2>&1 ||
-    { ok=0; echo "tuning $nm failed:"; cat "$tmp/tune.log"; }
-  { echo "== $nm"; cat "$tmp/tune.log"; } >> "$tmp/tune_all.log"
-  ms=$((($(date +%s%N) - start) / 1000000))
-  # A failed tuning has no time in the report (n/a), only its log.
-  [ "$ok" = 1 ] && printf '%s|%d\n' "$nm" "$ms" >> "$tmp/tune_walls.txt"
+  # (A failed tuning has no time in the report, n/a, only its log.)
+  tune_case "$nm" "$cli" tune gemm --m "$m" --n "$n" --k "$k" --layout "$layout" --dtype bf16 \
+    --max-configs 48 --db "$tmp/tuned.db" ${TUNE_FLAGS:-}
   printf 'tuned %-26s %s %6d %6d %6d in %d.%02d s\n' "$nm" "$layout" "$m" "$n" "$k" \
-    $((ms / 1000)) $((ms % 1000 / 10))
+    $((tune_ms / 1000)) $((tune_ms % 1000 / 10))
 done < "$tmp/shapes.txt"
 "$bench" --shapes "$shapes" --out "$tmp/default.json"
 "$bench" --shapes "$shapes" --db "$tmp/tuned.db" --out "$tmp/tuned.json"
