@@ -143,21 +143,55 @@ llvm::Expected<tilejit::KernelSpec> backwardSpecFor(tj_engine *e, tilejit::atten
   return spec;
 }
 
-tj_status attnPrepare(tj_engine *e, bool backward, tj_dtype dtype, tj_attn_layout layout, int64_t b,
-                      int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal) {
-  TJ_ENGINE(e);
+/// The spec of an attention call of these arguments (packed sequences'
+/// sizes as tj_attn_fwd_prepare takes them) into `spec`, as the call builds
+/// it; else the status that names what was wrong. (The engine is checked by
+/// the caller.)
+tj_status attnSpec(tj_engine *e, bool backward, tj_dtype dtype, tj_attn_layout layout, int64_t b,
+                   int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal,
+                   std::optional<tilejit::KernelSpec> &spec) {
   TJ_DTYPE(dt, dtype);
   tilejit::attention::Call call;
   if (!attnCall(dt, layout, b, sq, sk, hq, hkv, d, causal, call, /*packed=*/true))
     return invalid("layout must be TJ_BSHD (0), TJ_BHSD (1) or TJ_THD (2), got " +
                    std::to_string(int(layout)));
-  auto spec =
+  auto built =
       backward ? backwardSpecFor(e, call) : tilejit::attention::specOf(call, e->engine->target());
-  if (!spec)
-    return invalid(llvm::toString(spec.takeError()));
+  if (!built)
+    return invalid(llvm::toString(built.takeError()));
+  spec = std::move(*built);
+  return ok();
+}
+
+tj_status attnPrepare(tj_engine *e, bool backward, tj_dtype dtype, tj_attn_layout layout, int64_t b,
+                      int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal) {
+  TJ_ENGINE(e);
+  std::optional<tilejit::KernelSpec> spec;
+  if (tj_status st = attnSpec(e, backward, dtype, layout, b, sq, sk, hq, hkv, d, causal, spec);
+      st != TJ_OK)
+    return st;
   auto kernel = e->engine->get(*spec);
   if (!kernel)
     return failed(kernel.takeError());
+  return ok();
+}
+
+/// tj_explain's text for `spec` into `out` (up to `capacity` bytes,
+/// NUL-terminated; `*needed`, if not null, the whole text's size).
+tj_status explainInto(tj_engine *e, const tilejit::KernelSpec &spec, char *out, int64_t capacity,
+                      int64_t *needed) {
+  if (capacity < 0 || (capacity > 0 && !out))
+    return invalid("out is null or capacity negative");
+  auto text = e->engine->explain(spec);
+  if (!text)
+    return failed(text.takeError());
+  if (needed)
+    *needed = int64_t(text->size()) + 1;
+  if (capacity > 0) {
+    size_t n = std::min<size_t>(text->size(), size_t(capacity - 1));
+    std::memcpy(out, text->data(), n);
+    out[n] = '\0';
+  }
   return ok();
 }
 
@@ -304,23 +338,22 @@ tj_status tj_explain(tj_engine *e, const char *specText, char *out, int64_t capa
   TJ_ENGINE(e);
   if (!specText)
     return invalid("spec is null");
-  if (capacity < 0 || (capacity > 0 && !out))
-    return invalid("out is null or capacity negative");
   auto spec = tilejit::KernelSpec::parse(specText);
   if (!spec)
     return invalid(llvm::toString(spec.takeError()));
   spec->target = e->engine->target();
-  auto text = e->engine->explain(*spec);
-  if (!text)
-    return failed(text.takeError());
-  if (needed)
-    *needed = int64_t(text->size()) + 1;
-  if (capacity > 0) {
-    size_t n = std::min<size_t>(text->size(), size_t(capacity - 1));
-    std::memcpy(out, text->data(), n);
-    out[n] = '\0';
-  }
-  return ok();
+  return explainInto(e, *spec, out, capacity, needed);
+}
+
+tj_status tj_attn_explain(tj_engine *e, int backward, tj_dtype dtype, tj_attn_layout layout,
+                          int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d,
+                          int causal, char *out, int64_t capacity, int64_t *needed) {
+  TJ_ENGINE(e);
+  std::optional<tilejit::KernelSpec> spec;
+  if (tj_status st = attnSpec(e, backward != 0, dtype, layout, b, sq, sk, hq, hkv, d, causal, spec);
+      st != TJ_OK)
+    return st;
+  return explainInto(e, *spec, out, capacity, needed);
 }
 
 tj_status tj_rms_norm_prepare(tj_engine *e, int backward, tj_dtype dtype, tj_dtype wdtype,

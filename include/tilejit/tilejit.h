@@ -103,6 +103,15 @@ TJ_API tj_status tj_attn_bwd_prepare(tj_engine *engine, tj_dtype dtype, tj_attn_
  * size the whole text needs. Never compiles or tunes. */
 TJ_API tj_status tj_explain(tj_engine *engine, const char *spec, char *out, int64_t capacity,
                             int64_t *needed);
+/* tj_explain for the attention call of these arguments (backward 0: the
+ * forward, 1: the backward), as tj_attn_fwd_prepare and tj_attn_bwd_prepare
+ * would build its spec: for the backward, whether dQ may be added atomically
+ * follows the engine's settings (tj_engine_set_deterministic,
+ * tj_engine_set_allow_nondeterministic). Never compiles or tunes. */
+TJ_API tj_status tj_attn_explain(tj_engine *engine, int backward, tj_dtype dtype,
+                                 tj_attn_layout layout, int64_t b, int64_t sq, int64_t sk,
+                                 int64_t hq, int64_t hkv, int64_t d, int causal, char *out,
+                                 int64_t capacity, int64_t *needed);
 
 /* RMSNorm forward: rstd = 1/sqrt(mean(x^2) + eps), y = x * rstd * g with
  * g = w, or 1 + w when zero_centered_gamma. x, y: rows x cols of `dtype`,

@@ -59,6 +59,9 @@ class CInterface(unittest.TestCase):
         self.assertIn("engine is null", lib.tj_last_error().decode())
         self.assertEqual(lib.tj_attn_fwd_prepare(None, 0, 1, 1, 64, 64, 1, 1, 64, 0), 1)
         self.assertIn("engine is null", lib.tj_last_error().decode())
+        self.assertEqual(lib.tj_attn_explain(None, 1, 0, 1, 1, 64, 64, 1, 1, 64, 0, None, 0,
+                                             None), 1)
+        self.assertIn("engine is null", lib.tj_last_error().decode())
 
     @unittest.skipIf(HAVE_GPU, "a GPU is present")
     def test_no_gpu_is_a_clean_error(self):
@@ -913,6 +916,37 @@ class Attention(unittest.TestCase):
         second = torch.ops.tilejit.attn_bwd(do, q, k, v, o, lse, True, 0.0, 1)
         for a, b in zip(first, second):
             self.assertTrue(torch.equal(a, b))
+
+    def test_explain_the_backward(self):
+        """The backward's spec comes from the engine, as the call's own: by
+        default deterministic=1; with set_allow_nondeterministic(True)
+        deterministic=0 at head dims 64 and 128 (its own kernels and
+        winners), but 1 at 256 (no such config there) and under torch's
+        deterministic flag."""
+        views = [t.transpose(1, 2) for t in _qkv(0, 2, 96, 96, 4, 2, 64, torch.bfloat16)]
+        wide = [t.transpose(1, 2) for t in _qkv(0, 1, 80, 80, 2, 2, 256, torch.bfloat16)]
+        text = tilejit.explain("sdpa_bwd", *views, causal=True)
+        self.assertIn("attn_bwd dt=bf16 d=64 hq=4 hkv=2 causal=1 layout=0 b=2 sq=96 sk=96 "
+                      "deterministic=1", text)
+        self.assertIn("attn_fwd dt=bf16 d=64 hq=4 hkv=2 causal=1 layout=0 b=2 sq=96 sk=96",
+                      tilejit.explain("sdpa", *views, causal=True))
+        tilejit.set_allow_nondeterministic(True)
+        try:
+            self.assertIn("deterministic=0", tilejit.explain("sdpa_bwd", *views, causal=True))
+            self.assertIn("deterministic=1", tilejit.explain("attention_bwd", *wide))
+            torch.use_deterministic_algorithms(True)
+            try:
+                self.assertIn("deterministic=1",
+                              tilejit.explain("sdpa_bwd", *views, causal=True))
+            finally:
+                torch.use_deterministic_algorithms(False)
+        finally:
+            tilejit.set_allow_nondeterministic(False)
+        # Sizes the call would refuse are named, as the call names them.
+        bad = [t[:, :, :, :48] for t in views]
+        with self.assertRaisesRegex(tilejit.TilejitError,
+                                    "head dim d must be 64, 128 or 256, got d=48"):
+            tilejit.explain("sdpa_bwd", *bad, causal=True)
 
     def test_nondeterministic_backward_when_allowed(self):
         """With set_allow_nondeterministic(True) (the engine builds head dim

@@ -59,6 +59,8 @@ def lib():
             l.tj_engine_set_deterministic.argtypes = [vp, i32]
             l.tj_engine_set_allow_nondeterministic.argtypes = [vp, i32]
             l.tj_explain.argtypes = [vp, c.c_char_p, c.c_char_p, i64, c.POINTER(i64)]
+            l.tj_attn_explain.argtypes = [vp, i32, i32, i32, i64, i64, i64, i64, i64, i64, i32,
+                                          c.c_char_p, i64, c.POINTER(i64)]
             l.tj_rms_norm_prepare.argtypes = [vp, i32, i32, i32, i64, i64, i32]
             l.tj_gemm_prepare.argtypes = [vp, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64,
                                           i32, i32, i32]
@@ -86,7 +88,7 @@ def lib():
             for fn in ("tj_engine_create", "tj_engine_device", "tj_engine_set_sm_margin",
                        "tj_engine_set_deterministic", "tj_engine_set_allow_nondeterministic",
                        "tj_rms_norm_prepare", "tj_gemm_prepare",
-                       "tj_explain",
+                       "tj_explain", "tj_attn_explain",
                        "tj_rms_norm_fwd", "tj_rms_norm_bwd_workspace", "tj_rms_norm_bwd",
                        "tj_gemm", "tj_attn_fwd_prepare", "tj_attn_fwd", "tj_attn_bwd_prepare",
                        "tj_attn_bwd_workspace_size", "tj_attn_bwd", "tj_attn_varlen_fwd",

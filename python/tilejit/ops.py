@@ -901,7 +901,13 @@ def explain(op, *tensors, device=None, causal=False):
         tilejit.explain("mm", a, b)
         tilejit.explain("rms_norm", x, weight)
         tilejit.explain("sdpa", q, k, v, causal=True)  # F.scaled_dot_product_attention
-    """
+        tilejit.explain("sdpa_bwd", q, k, v, causal=True)  # its backward
+
+    The attention backward's spec (whether dQ may be added atomically) is the
+    engine's to decide, as for the call itself (set_allow_nondeterministic,
+    torch.use_deterministic_algorithms)."""
+    need = ctypes.c_int64()
+    buf = ctypes.create_string_buffer(4096)
     if op in ("linear", "mm"):
         bias = None
         if op == "linear":
@@ -926,21 +932,23 @@ def explain(op, *tensors, device=None, causal=False):
         spec = (f"{name} dtype={_NAMES[x.dtype]} wdtype={_NAMES[w.dtype]} rows={max(rows, 1)} "
                 f"cols={h} zcg=0 align={max(align, x.element_size())}")
         dev = x.device
-    elif op in ("sdpa", "attention"):
+    elif op in ("sdpa", "attention", "sdpa_bwd", "attention_bwd"):
         q, k, v = tensors  # [b, h, s, d], as F.scaled_dot_product_attention gets them
         stored = sdpa_layout(q, k, v)
         layout = stored[0] if stored is not None else BHSD
         b, hq, sq, d = q.shape
-        spec = (f"attn_fwd dt={_NAMES[q.dtype]} d={d} hq={hq} hkv={k.shape[1]} "
-                f"causal={int(bool(causal))} layout={layout} b={b} sq={sq} sk={k.shape[2]}")
-        dev = q.device
+        dev = torch.device(device) if device is not None else q.device
+        # The spec is built in C, as the call's own (tj_attn_fwd_prepare's);
+        # the engine follows torch's determinism setting (_lib.engine).
+        _lib.check(_lib.lib().tj_attn_explain(
+            _engine(dev), int(op.endswith("_bwd")), _dt(q.dtype), layout, b, sq, k.shape[2], hq,
+            k.shape[1], d, int(bool(causal)), buf, 4096, ctypes.byref(need)))
+        return buf.value.decode()
     else:
         raise ValueError(f"tilejit.explain: unknown op {op!r} (linear, mm, rms_norm, rms_norm_bwd, "
-                         "sdpa)")
+                         "sdpa, sdpa_bwd)")
     if device is not None:
         dev = torch.device(device)
     eng = _engine(dev)
-    need = ctypes.c_int64()
-    buf = ctypes.create_string_buffer(4096)
     _lib.check(_lib.lib().tj_explain(eng, spec.encode(), buf, 4096, ctypes.byref(need)))
     return buf.value.decode()
