@@ -7,14 +7,23 @@
 #   bench/run_attn_tuned.sh [BUILD_DIR] [OUT_DIR] [NAME]
 # TUNE_BUDGET (seconds, default 60) bounds each tuning; TUNE_FLAGS adds
 # flags to each `tilejit tune`; ATTN_ONLY (a substring of the case names)
-# limits the cases.
+# limits the cases. ATTN_NONDET=1 (with ATTN_BACKWARD=1): the backward's
+# fast mode, whose specs allow dQ added atomically (deterministic=0: the
+# fused configs join the tuning space), tuned and timed (attn_bench
+# --nondeterministic) as such (for peers whose backward need not repeat
+# bitwise).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/run_common.sh"
 bwd=()
 op=attn_fwd
 if [ "${ATTN_BACKWARD:-0}" = 1 ]; then bwd=(--backward); op=attn_bwd; fi
-name="${3:-${op}_tuned}"
+nondet=()
+if [ "${ATTN_NONDET:-0}" = 1 ]; then
+  [ "$op" = attn_bwd ] || { echo "ATTN_NONDET=1 needs ATTN_BACKWARD=1" >&2; exit 2; }
+  nondet=(--nondeterministic)
+fi
+name="${3:-${op}${nondet:+_fast}_tuned}"
 bench="$(program bench attn_bench)"
 cli="$(program tools tilejit)"
 shapes="$here/attn_shapes.json"
@@ -28,17 +37,18 @@ for c in json.load(open(sys.argv[1]))["cases"]:
 PY
 while IFS='|' read -r nm b hq hkv s d causal; do
   tune_case "$nm" "$cli" tune "$op" --set b="$b" --set hq="$hq" --set hkv="$hkv" --set sq="$s" \
-    --set sk="$s" --set d="$d" --set causal="$causal" --budget "${TUNE_BUDGET:-60}" \
-    --db "$tmp/tuned.db" ${TUNE_FLAGS:-}
+    --set sk="$s" --set d="$d" --set causal="$causal" ${nondet:+--set deterministic=0} \
+    --budget "${TUNE_BUDGET:-60}" --db "$tmp/tuned.db" ${TUNE_FLAGS:-}
   printf 'tuned %-32s in %d.%02d s\n' "$nm" $((tune_ms / 1000)) $((tune_ms % 1000 / 10))
 done < "$tmp/cases.txt"
 only=()
 [ -n "${ATTN_ONLY:-}" ] && only=(--only "$ATTN_ONLY")
-"$bench" --shapes "$shapes" --out "$tmp/default.json" "${only[@]}" "${bwd[@]}"
-"$bench" --shapes "$shapes" --db "$tmp/tuned.db" --out "$tmp/tuned.json" "${only[@]}" "${bwd[@]}"
+"$bench" --shapes "$shapes" --out "$tmp/default.json" "${only[@]}" "${bwd[@]}" "${nondet[@]}"
+"$bench" --shapes "$shapes" --db "$tmp/tuned.db" --out "$tmp/tuned.json" "${only[@]}" "${bwd[@]}" \
+  "${nondet[@]}"
 python3 "$here/attn_peer.py" --shapes "$shapes" --out "$tmp/peer.json" "${only[@]}" "${bwd[@]}"
 mkdir -p "$out"
 cp "$tmp/tune_all.log" "$out/${name}_tune.log"
 python3 "$here/attn_report.py" "$tmp/tuned.json" "$tmp/peer.json" --default "$tmp/default.json" \
   --tune-walls "$tmp/tune_walls.txt" --name "$name" --outdir "$out" \
-  --command "${ATTN_ONLY:+ATTN_ONLY=\"$ATTN_ONLY\" }${bwd:+ATTN_BACKWARD=1 }TUNE_BUDGET=${TUNE_BUDGET:-60} ${TUNE_FLAGS:+TUNE_FLAGS=\"$TUNE_FLAGS\" }bench/run_attn_tuned.sh"
+  --command "${ATTN_ONLY:+ATTN_ONLY=\"$ATTN_ONLY\" }${bwd:+ATTN_BACKWARD=1 }${nondet:+ATTN_NONDET=1 }TUNE_BUDGET=${TUNE_BUDGET:-60} ${TUNE_FLAGS:+TUNE_FLAGS=\"$TUNE_FLAGS\" }bench/run_attn_tuned.sh"
