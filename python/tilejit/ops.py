@@ -937,18 +937,20 @@ def explain(op, *tensors, device=None, causal=False):
         stored = sdpa_layout(q, k, v)
         layout = stored[0] if stored is not None else BHSD
         b, hq, sq, d = q.shape
-        dev = torch.device(device) if device is not None else q.device
         # The spec is built in C, as the call's own (tj_attn_fwd_prepare's);
         # the engine follows torch's determinism setting (_lib.engine).
-        _lib.check(_lib.lib().tj_attn_explain(
-            _engine(dev), int(op.endswith("_bwd")), _dt(q.dtype), layout, b, sq, k.shape[2], hq,
-            k.shape[1], d, int(bool(causal)), buf, 4096, ctypes.byref(need)))
-        return buf.value.decode()
+        spec = None
+        attn = (int(op.endswith("_bwd")), _dt(q.dtype), layout, b, sq, k.shape[2], hq, k.shape[1],
+                d, int(bool(causal)))
+        dev = q.device
     else:
         raise ValueError(f"tilejit.explain: unknown op {op!r} (linear, mm, rms_norm, rms_norm_bwd, "
                          "sdpa, sdpa_bwd)")
     if device is not None:
         dev = torch.device(device)
     eng = _engine(dev)
-    _lib.check(_lib.lib().tj_explain(eng, spec.encode(), buf, 4096, ctypes.byref(need)))
+    if spec is None:
+        _lib.check(_lib.lib().tj_attn_explain(eng, *attn, buf, 4096, ctypes.byref(need)))
+    else:
+        _lib.check(_lib.lib().tj_explain(eng, spec.encode(), buf, 4096, ctypes.byref(need)))
     return buf.value.decode()
