@@ -47,35 +47,47 @@ struct Operand {
   RingType ring;
   bool mnMajor;
 
-  /// Byte address of the block at (`mn` elements past `offset`, `k`), in
-  /// 32 bits: a shared-window address fits them, and the descriptors built
-  /// from it in 64 bits held twice the registers through a kernel's loops
-  /// (the fused attention backward spilled 8-104 bytes of them).
-  Value address(Emitter &e, int64_t mn, int64_t k) const {
-    int64_t panelCols = ring.getPanelCols(), elemBytes = ring.getElementBytes();
+  /// Byte address of the block at `mn` elements past `offset` and K = 0,
+  /// in 32 bits: a shared-window address fits them, and the descriptors
+  /// built from it in 64 bits held twice the registers through a kernel's
+  /// loops (the fused attention backward spilled 8-104 bytes of them).
+  Value address(Emitter &e, int64_t mn) const {
+    int64_t panelCols = ring.getPanelCols();
     Value off = LLVM::TruncOp::create(e.b, e.loc, e.i32(), offset);
     if (mn)
       off = e.add(off, e.i32(mn));
     Value byOffset;
-    int64_t kBytes;
     if (mnMajor) {
       Value panel = panelCols == 1
                         ? off
                         : LLVM::UDivOp::create(e.b, e.loc, off, e.i32(panelCols)).getResult();
       byOffset = e.mul(panel, e.i32(ring.getPanelBytes()));
-      kBytes = k * 128;
     } else {
       byOffset = e.mul(off, e.i32(128));
-      kBytes = (k / panelCols) * ring.getPanelBytes() + (k % panelCols) * elemBytes;
     }
     Value base = LLVM::TruncOp::create(e.b, e.loc, e.i32(), stage);
-    return e.add(e.add(base, byOffset), e.i32(kBytes));
+    return e.add(base, byOffset);
   }
 
+  /// Bytes from the block at K = 0 to the one at `k` (a multiple of 16).
+  int64_t kBytes(int64_t k) const {
+    if (mnMajor)
+      return k * 128;
+    int64_t panelCols = ring.getPanelCols();
+    return (k / panelCols) * ring.getPanelBytes() + (k % panelCols) * ring.getElementBytes();
+  }
+
+  /// The descriptor's start field is the address / 16 in 14 bits: every
+  /// address in a block's shared window (at most 227 KB on sm_90) fits
+  /// them, so the field is the block at K = 0's plus kBytes / 16 (both
+  /// addresses are multiples of 16), one addition per step of K on a start
+  /// shared by the steps (computed per step, with the mask, it took four
+  /// dependent instructions before every wgmma).
   Value descriptor(Emitter &e, int64_t mn, int64_t k) const {
     int64_t leading = mnMajor ? ring.getPanelBytes() : 16;
-    Value start = LLVM::AndOp::create(
-        e.b, e.loc, LLVM::LShrOp::create(e.b, e.loc, address(e, mn, k), e.i32(4)), e.i32(0x3FFF));
+    Value start = LLVM::LShrOp::create(e.b, e.loc, address(e, mn), e.i32(4));
+    if (int64_t step = kBytes(k) >> 4)
+      start = e.add(start, e.i32(step));
     return LLVM::OrOp::create(e.b, e.loc, e.zext64(start),
                               e.i64(int64_t(descriptorHigh(leading, 1024))));
   }

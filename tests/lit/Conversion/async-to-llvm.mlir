@@ -19,8 +19,18 @@
 // CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg1, %{{.*}}, box[%{{.*}}, %{{.*}}] {isCTAOnly = true}
 // The consumers: more registers, the tensor cores over K = 64 in four steps.
 // CHECK: nvvm.setmaxregister  increase 232
+// A descriptor's start field is the block's shared-window address / 16,
+// unmasked (every such address fits its 14 bits); each later step of K adds
+// its offset (16 bf16 = 32 bytes: 2) to the first step's.
 // CHECK: nvvm.wgmma.fence.aligned
-// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
+// CHECK-NOT: 16383
+// CHECK: llvm.lshr %{{.*}}, %{{.*}} : i32
+// CHECK-NOT: 16383
+// CHECK: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
+// CHECK: %[[START:.*]] = llvm.lshr %{{.*}}, %{{.*}} : i32
+// CHECK-NEXT: %[[STEP:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK-NEXT: llvm.add %[[START]], %[[STEP]] : i32
+// CHECK-COUNT-3: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 // CHECK: nvvm.wgmma.commit.group.sync.aligned
 // CHECK: "wgmma.wait_group.sync.aligned 0;"
 // CHECK: @$1 mbarrier.arrive.shared::cta.b64
