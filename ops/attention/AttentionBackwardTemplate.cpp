@@ -39,11 +39,12 @@
 // keys causal, even at 4 x 2048 not, 2-11 % slower at 4096 and 8192 causal
 // and at one KV head; bench/NOTES.md b5, b10, b13): a first kernel writes
 // the workspace's LSE and D and zeroes f32 sums of dQ; the dK/dV kernel
-// stores each step's dS^T into a ring (tile.store_ring),
-// and once every consumer's is in, computes its columns of dS K and adds
+// stores each step's dS^T into a ring (tile.store_ring), and one step
+// later, once every consumer's is in, computes its columns of dS K and adds
 // them into the sums through shared memory with TMA reductions
 // (tile.tma_store {reduce}); a last kernel writes dQ = scale * sums. Head
-// dim 64 with one consumer, 128 with two.
+// dim 64 with one consumer, 128 with two. (The figures above are of the
+// part computed in its own step; one step late, not measured yet.)
 //
 // Masks: the dQ kernel masks as the forward does (keys past the sequence,
 // the causal diagonal); the dK/dV kernel masks the causal diagonal only:
@@ -100,6 +101,12 @@ llvm::Error configError(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
+/// Fused: stages of the dS^T ring. A consumer's step i stores dS^T(i) once
+/// every consumer stored dS^T(i - 1) (it waits for that to compute dQ's
+/// part of step i - 1), so no consumer still reads dS^T(i - 3) for its part
+/// of step i - 3: three stages are enough.
+constexpr int64_t kDsStages = 3;
+
 struct Shape {
   int64_t consumers, bn, kvBm, stages;
   bool overlap, fused, dsplit, sfirst, kvsfirst;
@@ -129,7 +136,8 @@ struct Shape {
   /// D rings (8 f32 rows each); fused, the two stages of dS^T and their
   /// barriers, and each consumer's f32 part of dQ on its way out.
   int64_t dkvSmem(int64_t d, int64_t e) const {
-    int64_t ds = fused ? 2 * bm() * kvBm * e + 8 * 2 + consumers * kvBm * dqCols(d) * 4 : 0;
+    int64_t ds =
+        fused ? kDsStages * bm() * kvBm * e + 8 * kDsStages + consumers * kvBm * dqCols(d) * 4 : 0;
     return (2 * dkvKeys() + 2 * stages * kvBm) * d * e + 2 * stages * 8 * kvBm * 4 + ds +
            8 * (4 * stages + 2) + (fused ? 4 : 3) * 1024;
   }
@@ -1139,16 +1147,18 @@ private:
       Value doFull = tt::AllocBarriersOp::create(b, loc, bars, 1, nullptr);
       Value statFull = tt::AllocBarriersOp::create(b, loc, bars, 2, nullptr);
       Value empty = tt::AllocBarriersOp::create(b, loc, bars, s.consumers, nullptr);
-      // Fused: each step's dS^T, every consumer's keys as rows, in one of two
-      // stages; a stage is whole once every consumer arrived on its barrier.
+      // Fused: each step's dS^T, every consumer's keys as rows, in one of
+      // kDsStages stages; a stage is whole once every consumer arrived on its
+      // barrier.
       // And each consumer's part of dQ (f32), added into the sums by TMA.
       Value rds, dsFull, rdq;
       if (s.fused) {
-        rds = tt::AllocRingOp::create(b, loc, tt::RingType::get(&c, 2, bn, s.kvBm, dt), nullptr);
+        rds = tt::AllocRingOp::create(b, loc, tt::RingType::get(&c, kDsStages, bn, s.kvBm, dt),
+                                      nullptr);
         rdq = tt::AllocRingOp::create(
             b, loc, tt::RingType::get(&c, s.consumers, s.kvBm, s.dqCols(p.d), f32), nullptr);
-        dsFull =
-            tt::AllocBarriersOp::create(b, loc, tt::BarriersType::get(&c, 2), s.consumers, nullptr);
+        dsFull = tt::AllocBarriersOp::create(b, loc, tt::BarriersType::get(&c, kDsStages),
+                                             s.consumers, nullptr);
       }
 
       DkvTile t = placeDkv(sqV, skV, split, bn);
@@ -1209,6 +1219,96 @@ private:
 
         tt::BarrierWaitOp::create(b, loc, kFull, cst(0), cst(0));
         tt::BarrierWaitOp::create(b, loc, vFull, cst(0), cst(0));
+        // Fused: dQ's part of each step, dS K over the program's keys for
+        // this consumer's columns (dS^T read transposed: the queries as
+        // rows), comes from the dS^T every consumer stored into a stage
+        // (tile.store_ring). It is computed one step late: step i waits
+        // until every consumer stored dS^T(i - 1), stores its own dS^T(i),
+        // then computes step i - 1's part. So a consumer waits for the
+        // other's dS^T of a step one step later than it would for its own
+        // step's part, and the two may drift apart by up to a step (computed
+        // in the same step, every step met the other consumer at a barrier;
+        // bench/NOTES.md b13, b14). Once every
+        // consumer stored dS^T(i - 1), each has finished step i - 2 and its
+        // part of step i - 3, so none still reads the stage dS^T(i) goes
+        // to: kDsStages = 3 are enough. `done` steps came before; the
+        // barrier's round of step done - 1 (-1 for step -1: complete from
+        // the start; its part reads a stage not yet written and is not
+        // added). (The stages' arithmetic in 32 bits: divisions by 3 in 64
+        // took instructions and registers of their own.)
+        int64_t dqCols = s.dqCols(p.d);
+        auto dqType = RankedTensorType::get({s.kvBm, dqCols}, f32, wg);
+        auto index = [&](Value v) {
+          return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v).getResult();
+        };
+        auto dsStageOf = [&](Value done) { return index(remu(toI32(done), kDsStages)); };
+        auto waitPrevDs = [&](Value done) {
+          Value at = add(toI32(done), cstLike(toI32(done), kDsStages - 1));
+          Value stage = index(remu(at, kDsStages));
+          tt::BarrierWaitOp::create(b, loc, dsFull, stage,
+                                    index(sub(divu(at, kDsStages), cstLike(at, 1))));
+          return stage;
+        };
+        // The part, in the scores' registers (overwrite: the zero tile
+        // passed is not read).
+        auto dqPartOf = [&](Value stage, bool async) -> Value {
+          return tt::DotOp::create(b, loc, dqType, rds, stage, cst(0), rk, cst(0),
+                                   mul(consumer, cst(dqCols)), splat(dqType, f32c(0.0)), true, true,
+                                   async, /*overwrite=*/true);
+        };
+        // The part goes out through shared memory, where `done` > 0: once
+        // the previous addition has read the consumer's stage of `rdq`, the
+        // part is written there and one thread adds it into the sums (query
+        // tile mi of `head`) with TMA (a reduction per panel, not a red
+        // instruction per pair of elements; the scale comes with the
+        // conversion).
+        auto addDqPart = [&](Value dq, Value done, Value head, Value mi) {
+          Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, done, cst(0));
+          auto some = scf::IfOp::create(b, loc, any, /*withElseRegion=*/false);
+          OpBuilder::InsertionGuard g(b);
+          b.setInsertionPointToStart(some.thenBlock());
+          tt::TmaStoreWaitOp::create(b, loc, 0, /*read=*/true);
+          tt::StoreRingOp::create(b, loc, dq, rdq, consumer, cst(0));
+          tt::TmaStoreOp::create(b, loc, rdq, consumer, dqMap, mul(mi, cst(s.kvBm)),
+                                 mul(consumer, cst(dqCols)), ValueRange{head, seq},
+                                 /*reduce=*/true);
+        };
+        // The rest of a fused step (carried: dK, dV and the step counter):
+        // dS^T into this consumer's rows of its stage, the previous step's
+        // part of dQ and dK's product; with overlap the part runs behind
+        // dV's product and ahead of dK's, and goes out while dK's runs
+        // (FlashAttention-3's order). The previous step's query tile and
+        // head: every head of the program runs the same query tiles,
+        // [firstTile, endTile) (computed here from the bounds the loops
+        // keep, not carried through them beside the products' registers).
+        Value firstTile, endTile;
+        auto fusedTail = [&](Value head, Value mi, ValueRange carried, bool overlap, Value p16,
+                             Value dv, Value ds16) -> SmallVector<Value> {
+          Value done = carried[2];
+          auto [stage, round] = stageOf(done);
+          (void)round;
+          Value prevStage = waitPrevDs(done);
+          tt::StoreRingOp::create(b, loc, ds16, rds, dsStageOf(done), myRows);
+          tt::BarrierArriveOp::create(b, loc, dsFull, dsStageOf(done));
+          Value dq = dqPartOf(prevStage, overlap);
+          Value dk = tt::DotRegOp::create(b, loc, accType, ds16, rq, stage, myCols, carried[0],
+                                          true, overlap);
+          if (overlap) {
+            auto first = tt::DotWaitOp::create(b, loc, ValueRange{dv, p16, dq}, 1);
+            dv = first.getResult(0);
+            dq = first.getResult(2);
+          }
+          Value mi32 = toI32(mi);
+          Value wrap = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, mi32, firstTile);
+          Value prevMi = arith::SelectOp::create(b, loc, wrap, sub(endTile, cstLike(mi32, 1)),
+                                                 sub(mi32, cstLike(mi32, 1)));
+          addDqPart(dq, done, arith::SelectOp::create(b, loc, wrap, sub(head, cst(1)), head),
+                    index(prevMi));
+          if (overlap)
+            dk = tt::DotWaitOp::create(b, loc, ValueRange{dk, ds16}, 0).getResult(0);
+          tt::BarrierArriveOp::create(b, loc, empty, stage);
+          return {dk, dv, add(done, cst(1))};
+        };
         // One step: query tile mi of query head `head`; carried dK, dV and
         // the step counter.
         auto step = [&](Value head, Value mi, ValueRange carried,
@@ -1297,56 +1397,8 @@ private:
               b, loc, pt,
               arith::SubFOp::create(b, loc, dpt, tt::BroadcastOp::create(b, loc, sType, dCol)));
           Value ds16 = arith::TruncFOp::create(b, loc, pType, dst);
-          // Fused: dS^T into this consumer's rows of a stage (before dK's
-          // product reads its registers); once every consumer's is in, this
-          // consumer's columns of dQ's part, dS K over the program's keys
-          // (dS^T read transposed: the queries as rows), added into dQ's
-          // sums (the scale comes with the conversion), in the scores'
-          // registers (overwrite: none zeroed beside them). With overlap
-          // the part is started behind dV's product and ahead of dK's, and
-          // goes out while dK's runs (below); without, after them. (The zero tile
-          // passed as its accumulator is not read: overwrite.) Each consumer's
-          // next step writes the other stage, which is rewritten only after
-          // every consumer passed this step's barrier, so after their
-          // products read it. The part goes out through shared memory: once
-          // the previous step's addition has read the consumer's stage, the
-          // part is written there and one thread adds it into the sums with
-          // TMA (a reduction per panel, not a red instruction per pair of
-          // elements).
-          Value dsStage, dsRound;
-          if (s.fused) {
-            dsStage = remu(carried[2], 2);
-            dsRound = divu(carried[2], 2);
-            tt::StoreRingOp::create(b, loc, ds16, rds, dsStage, myRows);
-          }
-          int64_t dqCols = s.dqCols(p.d);
-          auto dqPart = [&](bool async) -> Value {
-            tt::BarrierArriveOp::create(b, loc, dsFull, dsStage);
-            tt::BarrierWaitOp::create(b, loc, dsFull, dsStage, dsRound);
-            auto dqType = RankedTensorType::get({s.kvBm, dqCols}, f32, wg);
-            return tt::DotOp::create(b, loc, dqType, rds, dsStage, cst(0), rk, cst(0),
-                                     mul(consumer, cst(dqCols)), splat(dqType, f32c(0.0)), true,
-                                     true, async, /*overwrite=*/true);
-          };
-          auto addDqPart = [&](Value dq) {
-            tt::TmaStoreWaitOp::create(b, loc, 0, /*read=*/true);
-            tt::StoreRingOp::create(b, loc, dq, rdq, consumer, cst(0));
-            tt::TmaStoreOp::create(b, loc, rdq, consumer, dqMap, m0, mul(consumer, cst(dqCols)),
-                                   ValueRange{head, seq}, /*reduce=*/true);
-          };
-          if (s.fused && overlap) {
-            // dQ's part goes behind dV's product and ahead of dK's; once
-            // dV's and dQ's are done, the part goes out through shared
-            // memory while dK's runs (FlashAttention-3's order).
-            Value dq = dqPart(/*async=*/true);
-            Value dk = tt::DotRegOp::create(b, loc, accType, ds16, rq, stage, myCols, carried[0],
-                                            true, /*async=*/true);
-            auto first = tt::DotWaitOp::create(b, loc, ValueRange{dv, p16, dq}, 1);
-            addDqPart(first.getResult(2));
-            auto done = tt::DotWaitOp::create(b, loc, ValueRange{dk, ds16}, 0);
-            tt::BarrierArriveOp::create(b, loc, empty, stage);
-            return {done.getResult(0), first.getResult(0), add(carried[2], cst(1))};
-          }
+          if (s.fused)
+            return fusedTail(head, mi, carried, overlap, p16, dv, ds16);
           Value dk = tt::DotRegOp::create(b, loc, accType, ds16, rq, stage, myCols, carried[0],
                                           true, overlap);
           if (overlap) {
@@ -1355,14 +1407,12 @@ private:
             dv = done.getResult(1);
           }
           tt::BarrierArriveOp::create(b, loc, empty, stage);
-          if (s.fused)
-            addDqPart(dqPart(/*async=*/false));
           return {dk, dv, add(carried[2], cst(1))};
         };
         Value zeroAcc = splat(accType, f32c(0.0));
         SmallVector<Value> init = {zeroAcc, zeroAcc, cst(0)};
         SmallVector<Value> acc;
-        Value keyEnd = key0;
+        Value keyEnd = key0, headsAfter = heads, head0After = head0;
         if (!s.fused) {
           acc = loop(cst(0), heads, init, [&](Value h, ValueRange c0) {
             Value head = add(head0, h);
@@ -1386,9 +1436,6 @@ private:
           QueryTiles m = queryTiles(n32, rows32, bn);
           auto steps = [&](Value head, Value from, Value to, ValueRange carried, bool masked) {
             return loop(from, to, carried, [&](Value mi, ValueRange c) {
-              auto index = [&](Value v) {
-                return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v).getResult();
-              };
               SmallVector<Value> next =
                   step(head, index(mi), ValueRange{c[0], c[1], index(c[2])}, masked);
               next[2] = toI32(next[2]);
@@ -1396,15 +1443,30 @@ private:
             });
           };
           init[2] = arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0);
-          acc = loop(cst(0), heads, init, [&](Value h, ValueRange c0) {
-            Value head = add(head0, h);
+          firstTile = m.start;
+          endTile = m.end;
+          // (The heads' loop counts in 32 bits too, its bound computed
+          // again here as placeDkv does, and the stores after the loops
+          // take the heads from there: the 64-bit values the producer
+          // shares were kept through the loops or spilled.)
+          Value split32 = toI32(split), head032 = toI32(head0);
+          Value heads32 = arith::DivUIOp::create(b, loc, cstLike(split32, p.hq / p.hkv), split32);
+          headsAfter = index(heads32);
+          head0After = index(head032);
+          acc = loop(cstLike(heads32, 0), heads32, init, [&](Value h, ValueRange c0) {
+            Value head = index(add(head032, h));
             SmallVector<Value> c1 = steps(head, m.start, m.masked, c0, true);
             return steps(head, m.masked, m.end, c1, false);
           });
-          keyEnd = arith::OrIOp::create(b, loc, n0, myRows);
+          // The last step's part of dQ.
+          Value done = index(acc[2]);
+          addDqPart(dqPartOf(waitPrevDs(done), /*async=*/false), done,
+                    index(sub(add(head032, heads32), cstLike(heads32, 1))),
+                    index(sub(endTile, cstLike(endTile, 1))));
+          keyEnd = index(arith::OrIOp::create(b, loc, n32, toI32(myRows)));
         }
-        storeGrads(acc[0], acc[1], seq, kvHead, keyEnd, myCols, heads, head0, dK, dV, partials,
-                   scale);
+        storeGrads(acc[0], acc[1], seq, kvHead, keyEnd, myCols, headsAfter, head0After, dK, dV,
+                   partials, scale);
         // Fused: the last additions into dQ's sums are done before the
         // program ends (and the conversion kernel reads them).
         if (s.fused)
