@@ -639,8 +639,28 @@ LogicalResult LoadRingOp::verify() {
     return failure();
   RankedTensorType t = getResult().getType();
   RingType ring = getRing().getType();
+  if (t.getRank() == 2) {
+    // A warpgroup's tile, as tile.store_ring's f32 path stores it.
+    if (!isWarpgroupTile(t) || !t.getElementType().isF32())
+      return emitOpError() << "reads a rank-2 tile only as an f32 #tile.wgmma tile, got " << t;
+    if (ring.getElementType() != t.getElementType())
+      return emitOpError() << "the tile is " << t.getElementType() << " and the ring "
+                           << ring.getElementType();
+    if (t.getDimSize(1) != ring.getCols() || t.getDimSize(0) > ring.getRows())
+      return emitOpError() << "a " << t.getDimSize(0) << "x" << t.getDimSize(1)
+                           << " tile is not whole rows of a stage of " << ring.getRows() << "x"
+                           << ring.getCols();
+    APInt row;
+    if (matchPattern(getRow(), m_ConstantInt(&row)) &&
+        (row.getSExtValue() < 0 || row.getSExtValue() + t.getDimSize(0) > ring.getRows()))
+      return emitOpError() << "rows " << row.getSExtValue() << " to "
+                           << row.getSExtValue() + t.getDimSize(0) - 1 << " are outside the ring's "
+                           << ring.getRows() << " rows";
+    return success();
+  }
   if (t.getRank() != 1)
-    return emitOpError() << "reads one row into a rank-1 tile, got " << t;
+    return emitOpError() << "reads one row into a rank-1 tile or a warpgroup's rank-2 tile, got "
+                         << t;
   if (t.getElementType() != ring.getElementType())
     return emitOpError() << "the tile is " << t.getElementType() << " and the ring "
                          << ring.getElementType();

@@ -74,7 +74,10 @@
 // yet), fused (above), dsplit (head dim 256, where a
 // warpgroup cannot hold dK and dV of 64 keys: the dK/dV kernel's two
 // consumers take the same 64 keys, each holding half of the columns and
-// computing the step's S^T and dP^T itself).
+// computing the step's S^T and dP^T itself), sshare (with dsplit: one
+// consumer computes S^T, the other dP^T, and each reads the other's from
+// shared memory (tile.store_ring, tile.load_ring of f32 tiles); not
+// measured yet, so not a default; tuned).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/EmbeddedSources.h"
@@ -109,14 +112,15 @@ constexpr int64_t kDsStages = 3;
 
 struct Shape {
   int64_t consumers, bn, kvBm, stages;
-  bool overlap, fused, dsplit, sfirst, kvsfirst;
+  bool overlap, fused, dsplit, sfirst, kvsfirst, sshare;
   explicit Shape(const TileConfig &c)
       : consumers(c.get("consumers")), bn(c.get("bn")), kvBm(c.get("kv_bm")),
         stages(c.get("stages")), overlap(c.has("overlap") && c.get("overlap") != 0),
         fused(c.has("fused") && c.get("fused") != 0),
         dsplit(c.has("dsplit") && c.get("dsplit") != 0),
         sfirst(c.has("sfirst") && c.get("sfirst") != 0),
-        kvsfirst(c.has("kvsfirst") && c.get("kvsfirst") != 0) {}
+        kvsfirst(c.has("kvsfirst") && c.get("kvsfirst") != 0),
+        sshare(c.has("sshare") && c.get("sshare") != 0) {}
   int64_t bm() const { return 64 * consumers; }
   /// The dK/dV kernel's keys per program: 64 per consumer, or 64 shared by
   /// the consumers with `dsplit`.
@@ -138,8 +142,11 @@ struct Shape {
   int64_t dkvSmem(int64_t d, int64_t e) const {
     int64_t ds =
         fused ? kDsStages * bm() * kvBm * e + 8 * kDsStages + consumers * kvBm * dqCols(d) * 4 : 0;
-    return (2 * dkvKeys() + 2 * stages * kvBm) * d * e + 2 * stages * 8 * kvBm * 4 + ds +
-           8 * (4 * stages + 2) + (fused ? 4 : 3) * 1024;
+    // sshare: two steps of both consumers' score products (f32) and their
+    // barriers.
+    int64_t x = sshare ? 2 * consumers * dkvKeys() * kvBm * 4 + 8 * 2 : 0;
+    return (2 * dkvKeys() + 2 * stages * kvBm) * d * e + 2 * stages * 8 * kvBm * 4 + ds + x +
+           8 * (4 * stages + 2) + (fused || sshare ? 4 : 3) * 1024;
   }
 };
 
@@ -177,6 +184,10 @@ public:
          "the dK/dV kernel starts a step's dP^T product once its S^T product is done, and dV's "
          "product behind dP^T's before waiting for it (with overlap, not fused; 0 when left "
          "out; not measured yet, so neither a default nor tuned)"},
+        {"sshare", 0, 1, true,
+         "with dsplit, the dK/dV kernel's consumers share a step's score products: one "
+         "computes S^T, the other dP^T, and each reads the other's from shared memory (0 when "
+         "left out)"},
     };
     return keys;
   }
@@ -226,10 +237,17 @@ public:
                 if (sfirst && !overlap)
                   continue;
                 TileConfig c = make(consumers, bn, kvBm, stages, overlap, dsplit, sfirst);
-                if (llvm::Error err = checkConfig(ks, c))
-                  llvm::consumeError(std::move(err));
-                else if (c != out.front())
-                  out.push_back(std::move(c));
+                // (dsplit: with and without the score products shared.)
+                for (int64_t sshare :
+                     dsplit ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0}) {
+                  TileConfig v = c;
+                  if (sshare)
+                    v.set("sshare", 1);
+                  if (llvm::Error err = checkConfig(ks, v))
+                    llvm::consumeError(std::move(err));
+                  else if (v != out.front())
+                    out.push_back(std::move(v));
+                }
               }
     // Where the spec allows dQ added atomically (deterministic = 0), the
     // fused configs too (where attention::atomicDqTunable says they build
@@ -347,6 +365,11 @@ public:
       return configError("stages = " + llvm::Twine(s.stages) + " with kv_bm = " +
                          llvm::Twine(s.kvBm) + (p.causal ? ", causal," : "") + " at head dim " +
                          llvm::Twine(p.d) + " spills in the dK/dV kernel: use 2 stages");
+    if (s.sshare && (!s.dsplit || s.kvsfirst))
+      return configError("sshare needs dsplit (the consumers take the same keys) and no "
+                         "kvsfirst; got dsplit = " +
+                         llvm::Twine(int(s.dsplit)) +
+                         ", kvsfirst = " + llvm::Twine(int(s.kvsfirst)));
     if (s.kvsfirst && (!s.overlap || s.fused))
       return configError("kvsfirst needs overlap = 1 and no fused dQ; got overlap = " +
                          llvm::Twine(int(s.overlap)) + ", fused = " + llvm::Twine(int(s.fused)));
@@ -417,8 +440,8 @@ public:
   /// setmaxnreg: at most 255 each, the same for every warp), shared memory.
   llvm::Error checkSm80(const attention::Params &p, const TileConfig &cfg) const {
     Shape s(cfg);
-    if (s.overlap || s.fused || s.sfirst || s.kvsfirst)
-      return configError("overlap, fused, sfirst and kvsfirst need sm_90a (asynchronous "
+    if (s.overlap || s.fused || s.sfirst || s.kvsfirst || s.sshare)
+      return configError("overlap, fused, sfirst, kvsfirst and sshare need sm_90a (asynchronous "
                          "products, TMA); the target is " +
                          llvm::Twine(p.target.archName()));
     // Head dim 256: a thread would hold 256 registers of dK and dV; the two
@@ -1134,10 +1157,22 @@ private:
       Value dK = kk.dK, dV = kk.dV, scaleLog2 = kk.scaleLog2, scale = kk.scale;
       Value sqV = kk.sq, skV = kk.sk, partials = kk.partials, split = kk.split, dqMap = kk.dqSums;
 
-      Value rk = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
-      Value rv = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
-      Value rq = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
-      Value rdo = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
+      // K and V, Q and dO in rings of their own; with sshare each pair in
+      // one ring (K at stage 0, V at 1; dO's stages after Q's), so that
+      // either consumer's score product is the same op at its own stages.
+      Value rk, rv, rq, rdo, kSt = cst(0), vSt = cst(0);
+      if (s.sshare) {
+        rk = rv = tt::AllocRingOp::create(b, loc, tt::RingType::get(&c, 2, bn, p.d, dt), nullptr);
+        rq = rdo = tt::AllocRingOp::create(
+            b, loc, tt::RingType::get(&c, 2 * s.stages, s.kvBm, p.d, dt), nullptr);
+        vSt = cst(1);
+      } else {
+        rk = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
+        rv = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
+        rq = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
+        rdo = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
+      }
+      auto doSt = [&](Value stage) { return s.sshare ? add(stage, cst(s.stages)) : stage; };
       Value rlse = tt::AllocRingOp::create(b, loc, ringStat, nullptr);
       Value rd = tt::AllocRingOp::create(b, loc, ringStat, nullptr);
       auto one = tt::BarriersType::get(&c, 1), bars = tt::BarriersType::get(&c, s.stages);
@@ -1160,6 +1195,18 @@ private:
         dsFull = tt::AllocBarriersOp::create(b, loc, tt::BarriersType::get(&c, kDsStages),
                                              s.consumers, nullptr);
       }
+      // sshare: each step's two score products (stage 2 (step % 2) + c:
+      // consumer c's), whole once both consumers arrived on the step's
+      // barrier. A consumer stores step i + 2's only after passing step
+      // i + 1's barrier, so after the other stored step i + 1's, which it
+      // does after reading step i's: two steps are enough.
+      Value rx, xFull;
+      if (s.sshare) {
+        rx = tt::AllocRingOp::create(
+            b, loc, tt::RingType::get(&c, 2 * s.consumers, bn, s.kvBm, f32), nullptr);
+        xFull =
+            tt::AllocBarriersOp::create(b, loc, tt::BarriersType::get(&c, 2), s.consumers, nullptr);
+      }
 
       DkvTile t = placeDkv(sqV, skV, split, bn);
       Value seq = t.seq, kvHead = t.kvHead, heads = t.heads, head0 = t.head0, n0 = t.n0;
@@ -1172,9 +1219,9 @@ private:
         OpBuilder::InsertionGuard guard(b);
         b.createBlock(&ws_.getProducer());
         auto [kRow, kBatch] = tmaRow(ps.kStart, seq, n0);
-        tt::TmaLoadOp::create(b, loc, kMap, kRow, cst(0), ValueRange{kvHead, kBatch}, rk, cst(0),
+        tt::TmaLoadOp::create(b, loc, kMap, kRow, cst(0), ValueRange{kvHead, kBatch}, rk, kSt,
                               kFull, cst(0));
-        tt::TmaLoadOp::create(b, loc, vMap, kRow, cst(0), ValueRange{kvHead, kBatch}, rv, cst(0),
+        tt::TmaLoadOp::create(b, loc, vMap, kRow, cst(0), ValueRange{kvHead, kBatch}, rv, vSt,
                               vFull, cst(0));
         // Step `it` loads query tile mi of query head `head`, both carried
         // (a division by the runtime tile count would cost the producer's
@@ -1186,8 +1233,8 @@ private:
           auto [qRow, qBatch] = tmaRow(ps.qStart, seq, m0);
           tt::TmaLoadOp::create(b, loc, qMap, qRow, cst(0), ValueRange{head, qBatch}, rq, stage,
                                 qFull, stage);
-          tt::TmaLoadOp::create(b, loc, doMap, qRow, cst(0), ValueRange{head, qBatch}, rdo, stage,
-                                doFull, stage);
+          tt::TmaLoadOp::create(b, loc, doMap, qRow, cst(0), ValueRange{head, qBatch}, rdo,
+                                doSt(stage), doFull, stage);
           Value bhq = add(mul(seq, cst(p.hq)), head);
           tt::TmaLoadOp::create(b, loc, statMap, bhq, m0, ValueRange{cst(0)}, rlse, stage, statFull,
                                 stage);
@@ -1319,20 +1366,39 @@ private:
           // spilled, bench/NOTES.md b9.)
           bool overlap = s.overlap && !(s.fused && masked);
           Value m0 = mul(mi, cst(s.kvBm));
-          tt::BarrierWaitOp::create(b, loc, qFull, stage, round);
-          Value st = tt::DotOp::create(b, loc, sType, rk, cst(0), myRows, rq, stage, cst(0), zeroS,
-                                       false, false, overlap);
-          Value dpt;
           // The columns' LSE, read while the products run.
           auto readLse = [&] {
             tt::BarrierWaitOp::create(b, loc, statFull, stage, round);
             return tt::LoadRingOp::create(b, loc, colType, rlse, stage, cst(0)).getResult();
           };
-          Value lseCol;
+          Value st, dpt, lseCol;
           // (kvsfirst off the causal diagonal only: on it, beside the mask,
           // it spilled 4 bytes at head dim 128.)
           bool sFirst = s.kvsfirst && !masked;
-          if (overlap) {
+          if (s.sshare) {
+            // Consumer 0 computes S^T = K Q^T, consumer 1 dP^T = V dO^T
+            // (each over the whole head dim), stores it for the other, and
+            // reads both once the other's is in: no product is computed
+            // twice (without sshare each consumer computes both:
+            // bench/NOTES.md b6, b14).
+            tt::BarrierWaitOp::create(b, loc, qFull, stage, round);
+            tt::BarrierWaitOp::create(b, loc, doFull, stage, round);
+            Value mine = tt::DotOp::create(b, loc, sType, rk, consumer, cst(0), rq,
+                                           add(stage, mul(consumer, cst(s.stages))), cst(0), zeroS,
+                                           false, false, /*async=*/false, /*overwrite=*/true);
+            Value step2 = remu(carried[2], 2), xs = mul(step2, cst(2));
+            tt::StoreRingOp::create(b, loc, mine, rx, add(xs, consumer), cst(0));
+            tt::BarrierArriveOp::create(b, loc, xFull, step2);
+            tt::BarrierWaitOp::create(b, loc, xFull, step2, divu(carried[2], 2));
+            st = tt::LoadRingOp::create(b, loc, sType, rx, xs, cst(0));
+            dpt = tt::LoadRingOp::create(b, loc, sType, rx, add(xs, cst(1)), cst(0));
+            lseCol = readLse();
+          } else {
+            tt::BarrierWaitOp::create(b, loc, qFull, stage, round);
+            st = tt::DotOp::create(b, loc, sType, rk, kSt, myRows, rq, stage, cst(0), zeroS, false,
+                                   false, overlap);
+          }
+          if (overlap && !s.sshare) {
             // dP^T's product starts now, overwriting its accumulator (zeros
             // written beside S^T's product in flight made ptxas wait for it
             // first, C7517), but on the diagonal's few steps, where the
@@ -1347,13 +1413,13 @@ private:
               st = tt::DotWaitOp::create(b, loc, ValueRange{st}, 0).getResult(0);
             }
             tt::BarrierWaitOp::create(b, loc, doFull, stage, round);
-            dpt = tt::DotOp::create(b, loc, sType, rv, cst(0), myRows, rdo, stage, cst(0), zeroS,
+            dpt = tt::DotOp::create(b, loc, sType, rv, vSt, myRows, rdo, doSt(stage), cst(0), zeroS,
                                     false, false, true, /*overwrite=*/!masked);
             if (!sFirst) {
               lseCol = readLse();
               st = tt::DotWaitOp::create(b, loc, ValueRange{st}, 1).getResult(0);
             }
-          } else {
+          } else if (!s.sshare) {
             lseCol = readLse();
           }
           if (masked)
@@ -1377,17 +1443,18 @@ private:
           Value p16, dv;
           auto startDv = [&](bool async) {
             p16 = arith::TruncFOp::create(b, loc, pType, pt);
-            dv = tt::DotRegOp::create(b, loc, accType, p16, rdo, stage, myCols, carried[1], true,
-                                      async);
+            dv = tt::DotRegOp::create(b, loc, accType, p16, rdo, doSt(stage), myCols, carried[1],
+                                      true, async);
           };
+          // (With sshare dP^T came with S^T.)
           if (sFirst) {
             startDv(/*async=*/true);
             dpt = tt::DotWaitOp::create(b, loc, ValueRange{dpt}, 1).getResult(0);
-          } else if (overlap) {
+          } else if (overlap && !s.sshare) {
             dpt = tt::DotWaitOp::create(b, loc, ValueRange{dpt}, 0).getResult(0);
-          } else {
+          } else if (!s.sshare) {
             tt::BarrierWaitOp::create(b, loc, doFull, stage, round);
-            dpt = tt::DotOp::create(b, loc, sType, rv, cst(0), myRows, rdo, stage, cst(0), zeroS,
+            dpt = tt::DotOp::create(b, loc, sType, rv, vSt, myRows, rdo, doSt(stage), cst(0), zeroS,
                                     false, false, false, /*overwrite=*/true);
           }
           if (!dv)

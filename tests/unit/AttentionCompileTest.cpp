@@ -320,14 +320,15 @@ TEST(AttentionCompile, Sm80BackwardBuildsWithoutSpillsAndRefusesWhatItCannotRun)
   expectCleanSm80Backward(wide, *TileConfig::parse("bn=16 consumers=2 dsplit=1 kv_bm=16 stages=3"));
 
   const KernelTemplate &t = getTemplate(attention::backwardOp());
-  for (const char *why : {"overlap=1", "fused=1", "sfirst=1", "kvsfirst=1"}) {
+  for (const char *why : {"overlap=1", "fused=1", "sfirst=1", "kvsfirst=1", "sshare=1"}) {
     auto err = t.checkConfig(mha, *TileConfig::parse(std::string("bn=32 consumers=1 kv_bm=16 "
                                                                  "stages=2 ") +
                                                      why));
     ASSERT_TRUE(bool(err)) << why;
-    EXPECT_NE(
-        llvm::toString(std::move(err)).find("overlap, fused, sfirst and kvsfirst need sm_90a"),
-        std::string::npos)
+    EXPECT_NE(llvm::toString(std::move(err))
+                  .find("overlap, fused, sfirst, kvsfirst and sshare need "
+                        "sm_90a"),
+              std::string::npos)
         << why;
   }
   attention::Params d64 = mha;
@@ -554,16 +555,79 @@ TEST(AttentionCompile, BackwardBuildsWithoutSpillsForEveryHeadDimMaskLayoutAndTy
 }
 
 TEST(AttentionCompile, BackwardTuningSpaceBuildsWithoutSpills) {
-  // Every config the tuner may measure at head dims 64 and 128, causal or
-  // not, builds clean: the register and stage rules refuse what spilled
+  // Every config the tuner may measure at head dims 64, 128 and 256, causal
+  // or not, builds clean: the register and stage rules refuse what spilled
   // (ptxas's reports over this space found three-stage dK/dV kernels the
   // register rule had let through, bench/NOTES.md b8).
-  for (int64_t d : {64, 128})
+  for (int64_t d : {64, 128, 256})
     for (bool causal : {false, true}) {
       attention::Params p = backward(d, causal);
       for (const TileConfig &c : getTemplate(attention::backwardOp()).configSpace(p.spec()))
         expectClean(p, c);
     }
+}
+
+TEST(AttentionCompile, BackwardSharedScoresComputeEachScoreProductOnce) {
+  // sshare (head dim 256, with dsplit): the dK/dV kernel's consumers each
+  // compute one of a step's score products (S^T, dP^T: 64 x 32 over the
+  // whole head dim, 16 wgmma of n32 each) and read the other's from shared
+  // memory, where without sshare both compute both: half the n32 products in
+  // the kernel's two loops (the diagonal's and the others). Clean for both
+  // masks and layouts, packed sequences, f16 and three stages; in the tuning
+  // space; refused without dsplit, with kvsfirst and below sm_90a.
+  const char *shared = "bn=32 consumers=2 dsplit=1 kv_bm=32 overlap=1 sshare=1 stages=2";
+  // Occurrences of `what` in the dK/dV kernel's PTX.
+  auto inDkv = [](const std::string &ptx, const std::string &what) {
+    size_t from = ptx.find(".entry attn_bwd_dkdv_bf16"), to = ptx.find(".entry", from + 1);
+    std::string dkv = ptx.substr(from, to == std::string::npos ? to : to - from);
+    size_t n = 0;
+    for (size_t at = dkv.find(what); at != std::string::npos; at = dkv.find(what, at + 1))
+      ++n;
+    return n;
+  };
+  auto plain = compileKernel(backward(256, true), {});
+  ASSERT_TRUE(bool(plain)) << llvm::toString(plain.takeError());
+  auto k = compileKernel(backward(256, true), *TileConfig::parse(shared));
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  const char *n32 = "wgmma.mma_async.sync.aligned.m64n32k16";
+  EXPECT_EQ(inDkv(plain->ptx, n32), 2u * 2u * 16u);
+  EXPECT_EQ(inDkv(k->ptx, n32), 2u * 16u);
+  // A consumer's product (16 elements a thread) goes out in 8 8-byte
+  // stores, and both come back in 16 8-byte loads, in each loop (beside
+  // the LSE's and D's loads, the same in both).
+  EXPECT_EQ(inDkv(plain->ptx, "st.shared.v2"), 0u);
+  EXPECT_EQ(inDkv(k->ptx, "st.shared.v2"), 2u * 8u);
+  EXPECT_EQ(inDkv(k->ptx, "ld.shared.v2"), inDkv(plain->ptx, "ld.shared.v2") + 2u * 16u);
+  for (bool causal : {false, true})
+    for (Layout l : {Layout::BSHD, Layout::BHSD, Layout::THD})
+      expectClean(backward(256, causal, l), *TileConfig::parse(shared));
+  expectClean(backward(256, true, Layout::BSHD, DType::F16), *TileConfig::parse(shared));
+  expectClean(backward(256, false),
+              *TileConfig::parse("bn=16 consumers=2 dsplit=1 kv_bm=32 overlap=1 sshare=1 "
+                                 "stages=3"));
+  const KernelTemplate &t = getTemplate(attention::backwardOp());
+  int inSpace = 0;
+  for (const TileConfig &c : t.configSpace(backward(256, true)))
+    inSpace += c.has("sshare") && c.get("sshare");
+  EXPECT_GT(inSpace, 0);
+  for (auto [d, cfg, what] :
+       {std::tuple{128, "bn=128 consumers=2 kv_bm=64 overlap=1 sshare=1 stages=2",
+                   "sshare needs dsplit (the consumers take the same keys) and no kvsfirst; got "
+                   "dsplit = 0, kvsfirst = 0"},
+        std::tuple{256,
+                   "bn=32 consumers=2 dsplit=1 kv_bm=32 kvsfirst=1 overlap=1 sshare=1 stages=2",
+                   "sshare needs dsplit (the consumers take the same keys) and no kvsfirst; got "
+                   "dsplit = 1, kvsfirst = 1"}}) {
+    auto err = t.checkConfig(backward(d, true), *TileConfig::parse(cfg));
+    ASSERT_TRUE(bool(err)) << cfg;
+    EXPECT_NE(llvm::toString(std::move(err)).find(what), std::string::npos) << cfg;
+  }
+  attention::Params sm80 = backward(256, true);
+  sm80.target = *Target::parse("sm_80");
+  auto err = t.checkConfig(sm80, *TileConfig::parse("bn=32 consumers=2 dsplit=1 kv_bm=16 "
+                                                    "sshare=1 stages=2"));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("and sshare need sm_90a"), std::string::npos);
 }
 
 TEST(AttentionCompile, PtxasInjectsNoWaitBetweenTheOverlappedScoreProducts) {
