@@ -19,6 +19,7 @@
 #include "compiler/conversion/TileToLLVM.h"
 #include "compiler/conversion/Utility.h"
 
+#include <cassert>
 #include <map>
 
 #include "mlir/Conversion/LLVMCommon/Pattern.h"
@@ -64,10 +65,15 @@ static void forEachPair(Emitter &e, RankedTensorType tile, RingType ring, Value 
   auto layout = cast<LayoutAttrInterface>(tile.getEncoding());
   SmallVector<Value> base = e.apply(layout.getThreadBase(), e.threadId());
   Value row0 = e.add(row, base[0]);
-  for (auto [at, i] : elementsByOffset(tile))
-    if (at.second % 2 == 0)
-      each(i, ringElementOffset(e, ring, e.add(row0, e.i64(at.first)),
-                                e.add(base[1], e.i64(at.second))));
+  auto index = elementsByOffset(tile);
+  for (auto [at, i] : index) {
+    if (at.second % 2 != 0)
+      continue;
+    assert(index.count({at.first, at.second + 1}) && index.at({at.first, at.second + 1}) == i + 1 &&
+           "a #tile.wgmma thread holds a row's elements in pairs");
+    each(i, ringElementOffset(e, ring, e.add(row0, e.i64(at.first)),
+                              e.add(base[1], e.i64(at.second))));
+  }
 }
 
 namespace {

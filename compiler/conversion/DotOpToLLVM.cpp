@@ -24,6 +24,8 @@
 #include "compiler/conversion/TileToLLVM.h"
 #include "compiler/conversion/Utility.h"
 
+#include <cassert>
+
 #include "mlir/Conversion/LLVMCommon/Pattern.h"
 #include "mlir/Transforms/DialectConversion.h"
 
@@ -78,13 +80,15 @@ struct Operand {
   }
 
   /// The descriptor's start field is the address / 16 in 14 bits: every
-  /// address in a block's shared window (at most 227 KB on sm_90) fits
-  /// them, so the field is the block at K = 0's plus kBytes / 16 (both
-  /// addresses are multiples of 16), one addition per step of K on a start
-  /// shared by the steps (computed per step, with the mask, it took four
-  /// dependent instructions before every wgmma).
+  /// address in a block's shared window (below 256 KB: sm_90 gives a block
+  /// at most 228 KB; never a shared::cluster address, whose high bits would
+  /// reach the next field) fits them, so the field is the block at K = 0's
+  /// plus kBytes / 16 (a multiple of 16), one addition per step of K on a
+  /// start shared by the steps (computed per step, with the mask, it took
+  /// four dependent instructions before every wgmma).
   Value descriptor(Emitter &e, int64_t mn, int64_t k) const {
     int64_t leading = mnMajor ? ring.getPanelBytes() : 16;
+    assert(kBytes(k) % 16 == 0 && "a step of K moves by whole 16-byte units");
     Value start = LLVM::LShrOp::create(e.b, e.loc, address(e, mn), e.i32(4));
     if (int64_t step = kBytes(k) >> 4)
       start = e.add(start, e.i32(step));

@@ -77,7 +77,7 @@
 // computing the step's S^T and dP^T itself), sshare (with dsplit: one
 // consumer computes S^T, the other dP^T, and each reads the other's from
 // shared memory (tile.store_ring, tile.load_ring of f32 tiles); not
-// measured yet, so not a default; tuned).
+// measured yet, so neither a default nor tuned).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/EmbeddedSources.h"
@@ -137,16 +137,16 @@ struct Shape {
     return (2 * bm() + 2 * stages * bn) * d * e + 8 * (4 * stages + 2) + 3 * 1024;
   }
   /// Of the dK/dV kernel: K and V tiles, the Q and dO rings, the LSE and
-  /// D rings (8 f32 rows each); fused, the two stages of dS^T and their
-  /// barriers, and each consumer's f32 part of dQ on its way out.
+  /// D rings (8 f32 rows each); fused, kDsStages stages of dS^T and their
+  /// barriers, and each consumer's f32 part of dQ on its way out; sshare,
+  /// two steps of both consumers' f32 score products and their barriers
+  /// (whole KBs: no alignment lost).
   int64_t dkvSmem(int64_t d, int64_t e) const {
     int64_t ds =
         fused ? kDsStages * bm() * kvBm * e + 8 * kDsStages + consumers * kvBm * dqCols(d) * 4 : 0;
-    // sshare: two steps of both consumers' score products (f32) and their
-    // barriers.
     int64_t x = sshare ? 2 * consumers * dkvKeys() * kvBm * 4 + 8 * 2 : 0;
     return (2 * dkvKeys() + 2 * stages * kvBm) * d * e + 2 * stages * 8 * kvBm * 4 + ds + x +
-           8 * (4 * stages + 2) + (fused || sshare ? 4 : 3) * 1024;
+           8 * (4 * stages + 2) + (fused ? 4 : 3) * 1024;
   }
 };
 
@@ -175,8 +175,8 @@ public:
         {"dsplit", 0, 1, true,
          "the dK/dV kernel's consumers split the head dim, not the keys: each holds half "
          "of dK's and dV's columns for the same 64 keys and computes the step's scores "
-         "itself; below sm_90a the dQ kernel's too, for the same 64 query rows (head dim "
-         "256; 0 when left out)"},
+         "itself (with sshare, one of the two); below sm_90a the dQ kernel's too, for the "
+         "same 64 query rows (head dim 256; 0 when left out)"},
         {"sfirst", 0, 1, true,
          "the dQ kernel starts a step's dP product once its S product is done, so that P's "
          "exponentials run under dP's (with overlap; 0 when left out)"},
@@ -187,7 +187,7 @@ public:
         {"sshare", 0, 1, true,
          "with dsplit, the dK/dV kernel's consumers share a step's score products: one "
          "computes S^T, the other dP^T, and each reads the other's from shared memory (0 when "
-         "left out)"},
+         "left out; not measured yet, so neither a default nor tuned)"},
     };
     return keys;
   }
@@ -237,17 +237,10 @@ public:
                 if (sfirst && !overlap)
                   continue;
                 TileConfig c = make(consumers, bn, kvBm, stages, overlap, dsplit, sfirst);
-                // (dsplit: with and without the score products shared.)
-                for (int64_t sshare :
-                     dsplit ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0}) {
-                  TileConfig v = c;
-                  if (sshare)
-                    v.set("sshare", 1);
-                  if (llvm::Error err = checkConfig(ks, v))
-                    llvm::consumeError(std::move(err));
-                  else if (v != out.front())
-                    out.push_back(std::move(v));
-                }
+                if (llvm::Error err = checkConfig(ks, c))
+                  llvm::consumeError(std::move(err));
+                else if (c != out.front())
+                  out.push_back(std::move(c));
               }
     // Where the spec allows dQ added atomically (deterministic = 0), the
     // fused configs too (where attention::atomicDqTunable says they build
@@ -1332,8 +1325,9 @@ private:
         auto fusedTail = [&](Value head, Value mi, ValueRange carried, bool overlap, Value p16,
                              Value dv, Value ds16) -> SmallVector<Value> {
           Value done = carried[2];
-          auto [stage, round] = stageOf(done);
-          (void)round;
+          Value stage = stageOf(done).first;
+          // (Wait, then store: storing dS^T(i) before every consumer stored
+          // dS^T(i - 1) would need a fourth stage.)
           Value prevStage = waitPrevDs(done);
           tt::StoreRingOp::create(b, loc, ds16, rds, dsStageOf(done), myRows);
           tt::BarrierArriveOp::create(b, loc, dsFull, dsStageOf(done));
@@ -1386,7 +1380,7 @@ private:
             Value mine = tt::DotOp::create(b, loc, sType, rk, consumer, cst(0), rq,
                                            add(stage, mul(consumer, cst(s.stages))), cst(0), zeroS,
                                            false, false, /*async=*/false, /*overwrite=*/true);
-            Value step2 = remu(carried[2], 2), xs = mul(step2, cst(2));
+            Value step2 = remu(carried[2], 2), xs = mul(step2, cst(s.consumers));
             tt::StoreRingOp::create(b, loc, mine, rx, add(xs, consumer), cst(0));
             tt::BarrierArriveOp::create(b, loc, xFull, step2);
             tt::BarrierWaitOp::create(b, loc, xFull, step2, divu(carried[2], 2));

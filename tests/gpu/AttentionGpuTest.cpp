@@ -845,6 +845,9 @@ TEST_F(GpuAttention, BackwardFusedAddsDqOverKeyTiles) {
     }
     runBackward({1, 65, 300, 2, 2, v.d, false, Layout::BSHD, DType::F16, 0.0f, cfg});
     runBackward({1, 250, 100, 2, 2, v.d, true, Layout::BSHD, DType::BF16, 0.0f, cfg});
+    // Keys no query sees: programs without a query tile (no step, so no
+    // part of dQ to add after the loops).
+    runBackward({1, 100, 250, 2, 2, v.d, true, Layout::BSHD, DType::BF16, 0.0f, cfg});
     runBackward({64, 128, 128, 8, 1, v.d, true, Layout::BSHD, DType::BF16, 0.0f, cfg});
     runBackward({1, 700, 700, 4, 2, v.d, true, Layout::BHSD, DType::BF16, 1.0f, v.plain});
   }
