@@ -613,6 +613,19 @@ LogicalResult DotOp::verify() {
   return success();
 }
 
+/// A warpgroup's tile stored into or read from rows of a ring stage: the
+/// ring's element type, as many columns as a stage, no more rows.
+static LogicalResult verifyStageRows(Operation *op, RankedTensorType v, RingType ring) {
+  if (v.getElementType() != ring.getElementType())
+    return op->emitOpError() << "the tile is " << v.getElementType() << " and the ring "
+                             << ring.getElementType();
+  if (v.getDimSize(1) != ring.getCols() || v.getDimSize(0) > ring.getRows())
+    return op->emitOpError() << "a " << v.getDimSize(0) << "x" << v.getDimSize(1)
+                             << " tile does not fit whole rows of a stage of " << ring.getRows()
+                             << "x" << ring.getCols();
+  return success();
+}
+
 LogicalResult StoreRingOp::verify() {
   if (failed(verifyInKernel(*this)))
     return failure();
@@ -621,13 +634,8 @@ LogicalResult StoreRingOp::verify() {
   if (!isWarpgroupTile(v) ||
       (v.getElementType().getIntOrFloatBitWidth() != 16 && !v.getElementType().isF32()))
     return emitOpError() << "stores a 16-bit or f32 #tile.wgmma tile, got " << v;
-  if (v.getElementType() != ring.getElementType())
-    return emitOpError() << "the tile is " << v.getElementType() << " and the ring "
-                         << ring.getElementType();
-  if (v.getDimSize(1) != ring.getCols() || v.getDimSize(0) > ring.getRows())
-    return emitOpError() << "a " << v.getDimSize(0) << "x" << v.getDimSize(1)
-                         << " tile does not fit whole rows of a stage of " << ring.getRows() << "x"
-                         << ring.getCols();
+  if (failed(verifyStageRows(*this, v, ring)))
+    return failure();
   if (!v.getElementType().isF32() && v.getDimSize(1) % 16 != 0)
     return emitOpError() << "stores 16 x 16 blocks: " << v.getDimSize(1)
                          << " columns are not a multiple of 16";
@@ -643,13 +651,8 @@ LogicalResult LoadRingOp::verify() {
     // A warpgroup's tile, as tile.store_ring's f32 path stores it.
     if (!isWarpgroupTile(t) || !t.getElementType().isF32())
       return emitOpError() << "reads a rank-2 tile only as an f32 #tile.wgmma tile, got " << t;
-    if (ring.getElementType() != t.getElementType())
-      return emitOpError() << "the tile is " << t.getElementType() << " and the ring "
-                           << ring.getElementType();
-    if (t.getDimSize(1) != ring.getCols() || t.getDimSize(0) > ring.getRows())
-      return emitOpError() << "a " << t.getDimSize(0) << "x" << t.getDimSize(1)
-                           << " tile is not whole rows of a stage of " << ring.getRows() << "x"
-                           << ring.getCols();
+    if (failed(verifyStageRows(*this, t, ring)))
+      return failure();
     APInt row;
     if (matchPattern(getRow(), m_ConstantInt(&row)) &&
         (row.getSExtValue() < 0 || row.getSExtValue() + t.getDimSize(0) > ring.getRows()))

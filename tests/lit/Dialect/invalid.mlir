@@ -1227,7 +1227,7 @@ tile.kernel @arrive_no_cluster() attributes {block_threads = 256 : i64, grid = a
 tile.kernel @load_ring_rank(%d: memref<?x128xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   %c0 = arith.constant 0 : index
   %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 8, cols = 64, f32>
-  // expected-error @+1 {{'tile.load_ring' op a 64x64 tile is not whole rows of a stage of 8x64}}
+  // expected-error @+1 {{'tile.load_ring' op a 64x64 tile does not fit whole rows of a stage of 8x64}}
   %t = tile.load_ring %r[%c0, %c0] : !tile.ring<stages = 2, rows = 8, cols = 64, f32> -> tensor<64x64xf32, #tile.wgmma>
   tile.return
 }
