@@ -1266,16 +1266,16 @@ private:
         // until every consumer stored dS^T(i - 1), stores its own dS^T(i),
         // then computes step i - 1's part. So a consumer waits for the
         // other's dS^T of a step one step later than it would for its own
-        // step's part, and the two may drift apart by up to a step (computed
-        // in the same step, every step met the other consumer at a barrier;
-        // bench/NOTES.md b13, b14). Once every
-        // consumer stored dS^T(i - 1), each has finished step i - 2 and its
-        // part of step i - 3, so none still reads the stage dS^T(i) goes
-        // to: kDsStages = 3 are enough. `done` steps came before; the
-        // barrier's round of step done - 1 (-1 for step -1: complete from
-        // the start; its part reads a stage not yet written and is not
-        // added). (The stages' arithmetic in 32 bits: divisions by 3 in 64
-        // took instructions and registers of their own.)
+        // step's part, and the two may drift apart by up to a step
+        // (computed in the same step, every step met the other consumer at
+        // a barrier; bench/NOTES.md b13, b14). Once every consumer stored
+        // dS^T(i - 1), each has finished step i - 2 and its part of step
+        // i - 3, so none still reads the stage dS^T(i) goes to: kDsStages =
+        // 3 are enough. `done` steps came before; the barrier's round of
+        // step done - 1 (-1 for step -1: complete from the start; its part
+        // reads a stage not yet written and is not added). (The stages'
+        // arithmetic in 32 bits: divisions by 3 in 64 took instructions and
+        // registers of their own.)
         int64_t dqCols = s.dqCols(p.d);
         auto dqType = RankedTensorType::get({s.kvBm, dqCols}, f32, wg);
         auto index = [&](Value v) {
