@@ -65,6 +65,9 @@ Value KernelMath::f32c(double v) {
   return arith::ConstantFloatOp::create(b, loc, b.getF32Type(), APFloat(float(v)));
 }
 Value KernelMath::toI32(Value v) { return arith::IndexCastOp::create(b, loc, b.getI32Type(), v); }
+Value KernelMath::toIndex(Value v) {
+  return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v);
+}
 Value KernelMath::splat(Type t, Value v) { return tile::SplatOp::create(b, loc, t, v); }
 std::pair<Value, Value> KernelMath::sequenceRows(Value offsets, Value seq) {
   Value start = tile::LoadWordOp::create(b, loc, offsets, ValueRange{seq});

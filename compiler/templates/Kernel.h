@@ -45,6 +45,8 @@ struct KernelMath {
   mlir::Value ceilDiv(mlir::Value x, int64_t c);
   mlir::Value f32c(double v);
   mlir::Value toI32(mlir::Value v);
+  /// An unsigned integer (a count in 32 bits) as an index.
+  mlir::Value toIndex(mlir::Value v);
   /// A tile of type `t` whose every element is `v`.
   mlir::Value splat(mlir::Type t, mlir::Value v);
   /// Packed sequences: the first row of sequence `seq` and its row count,

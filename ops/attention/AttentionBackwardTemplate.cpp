@@ -1278,15 +1278,12 @@ private:
         // registers of their own.)
         int64_t dqCols = s.dqCols(p.d);
         auto dqType = RankedTensorType::get({s.kvBm, dqCols}, f32, wg);
-        auto index = [&](Value v) {
-          return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v).getResult();
-        };
-        auto dsStageOf = [&](Value done) { return index(remu(toI32(done), kDsStages)); };
+        auto dsStageOf = [&](Value done) { return toIndex(remu(toI32(done), kDsStages)); };
         auto waitPrevDs = [&](Value done) {
           Value at = add(toI32(done), cstLike(toI32(done), kDsStages - 1));
-          Value stage = index(remu(at, kDsStages));
+          Value stage = toIndex(remu(at, kDsStages));
           tt::BarrierWaitOp::create(b, loc, dsFull, stage,
-                                    index(sub(divu(at, kDsStages), cstLike(at, 1))));
+                                    toIndex(sub(divu(at, kDsStages), cstLike(at, 1))));
           return stage;
         };
         // The part, in the scores' registers (overwrite: the zero tile
@@ -1344,7 +1341,7 @@ private:
           Value prevMi = arith::SelectOp::create(b, loc, wrap, sub(endTile, cstLike(mi32, 1)),
                                                  sub(mi32, cstLike(mi32, 1)));
           addDqPart(dq, done, arith::SelectOp::create(b, loc, wrap, sub(head, cst(1)), head),
-                    index(prevMi));
+                    toIndex(prevMi));
           if (overlap)
             dk = tt::DotWaitOp::create(b, loc, ValueRange{dk, ds16}, 0).getResult(0);
           tt::BarrierArriveOp::create(b, loc, empty, stage);
@@ -1498,7 +1495,7 @@ private:
           auto steps = [&](Value head, Value from, Value to, ValueRange carried, bool masked) {
             return loop(from, to, carried, [&](Value mi, ValueRange c) {
               SmallVector<Value> next =
-                  step(head, index(mi), ValueRange{c[0], c[1], index(c[2])}, masked);
+                  step(head, toIndex(mi), ValueRange{c[0], c[1], toIndex(c[2])}, masked);
               next[2] = toI32(next[2]);
               return next;
             });
@@ -1512,19 +1509,19 @@ private:
           // shares were kept through the loops or spilled.)
           Value split32 = toI32(split), head032 = toI32(head0);
           Value heads32 = arith::DivUIOp::create(b, loc, cstLike(split32, p.hq / p.hkv), split32);
-          headsAfter = index(heads32);
-          head0After = index(head032);
+          headsAfter = toIndex(heads32);
+          head0After = toIndex(head032);
           acc = loop(cstLike(heads32, 0), heads32, init, [&](Value h, ValueRange c0) {
-            Value head = index(add(head032, h));
+            Value head = toIndex(add(head032, h));
             SmallVector<Value> c1 = steps(head, m.start, m.masked, c0, true);
             return steps(head, m.masked, m.end, c1, false);
           });
           // The last step's part of dQ.
-          Value done = index(acc[2]);
+          Value done = toIndex(acc[2]);
           addDqPart(dqPartOf(waitPrevDs(done), /*async=*/false), done,
-                    index(sub(add(head032, heads32), cstLike(heads32, 1))),
-                    index(sub(endTile, cstLike(endTile, 1))));
-          keyEnd = index(arith::OrIOp::create(b, loc, n32, toI32(myRows)));
+                    toIndex(sub(add(head032, heads32), cstLike(heads32, 1))),
+                    toIndex(sub(endTile, cstLike(endTile, 1))));
+          keyEnd = toIndex(arith::OrIOp::create(b, loc, n32, toI32(myRows)));
         }
         storeGrads(acc[0], acc[1], seq, kvHead, keyEnd, myCols, headsAfter, head0After, dK, dV,
                    partials, scale);
