@@ -79,17 +79,22 @@ struct Operand {
     return (k / panelCols) * ring.getPanelBytes() + (k % panelCols) * ring.getElementBytes();
   }
 
-  /// The descriptor's start field is the address / 16 in 14 bits: every
-  /// address in a block's shared window (below 256 KB: sm_90 gives a block
-  /// at most 228 KB; never a shared::cluster address, whose high bits would
-  /// reach the next field) fits them, so the field is the block at K = 0's
-  /// plus kBytes / 16 (a multiple of 16), one addition per step of K on a
-  /// start shared by the steps (computed per step, with the mask, it took
-  /// four dependent instructions before every wgmma).
+  /// The descriptor's start field is the address / 16 in 14 bits. A
+  /// block's own shared-window offsets are below 256 KB (sm_90 gives a block
+  /// at most 228 KB) and fit them, but the address itself can carry bits
+  /// above (in a cluster launch it does), and unmasked
+  /// they reach the leading-byte-offset field, which MN-major operands read
+  /// (wrong products on the GPU at cluster=2 for the nn and tn layouts). So
+  /// the block at K = 0's address is masked once and each step of K adds
+  /// kBytes / 16 (a multiple of 16) to it: the offset plus it stays below
+  /// 256 KB, so the sum never carries out of the field. One addition per
+  /// step on a start shared by the steps (computed per step, with the mask,
+  /// it took four dependent instructions before every wgmma).
   Value descriptor(Emitter &e, int64_t mn, int64_t k) const {
     int64_t leading = mnMajor ? ring.getPanelBytes() : 16;
     assert(kBytes(k) % 16 == 0 && "a step of K moves by whole 16-byte units");
-    Value start = LLVM::LShrOp::create(e.b, e.loc, address(e, mn), e.i32(4));
+    Value start = LLVM::AndOp::create(
+        e.b, e.loc, LLVM::LShrOp::create(e.b, e.loc, address(e, mn), e.i32(4)), e.i32(0x3FFF));
     if (int64_t step = kBytes(k) >> 4)
       start = e.add(start, e.i32(step));
     return LLVM::OrOp::create(e.b, e.loc, e.zext64(start),

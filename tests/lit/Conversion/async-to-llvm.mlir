@@ -19,15 +19,17 @@
 // CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg1, %{{.*}}, box[%{{.*}}, %{{.*}}] {isCTAOnly = true}
 // The consumers: more registers, the tensor cores over K = 64 in four steps.
 // CHECK: nvvm.setmaxregister  increase 232
-// A descriptor's start field is the block's shared-window address / 16,
-// unmasked (every such address fits its 14 bits); each later step of K adds
-// its offset (16 bf16 = 32 bytes: 2) to the first step's.
+// A descriptor's start field is the block's shared-window address / 16 in
+// 14 bits, masked once (the address may carry bits above them); each later
+// step of K adds its offset (16 bf16 = 32 bytes: 2) to the first step's.
 // CHECK: nvvm.wgmma.fence.aligned
-// CHECK-NOT: 16383
-// CHECK: llvm.lshr %{{.*}}, %{{.*}} : i32
-// CHECK-NOT: 16383
+// CHECK: %[[MASK0:.*]] = llvm.mlir.constant(16383 : i32) : i32
+// CHECK: %[[SHR0:.*]] = llvm.lshr %{{.*}}, %{{.*}} : i32
+// CHECK-NEXT: llvm.and %[[SHR0]], %[[MASK0]] : i32
 // CHECK: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
-// CHECK: %[[START:.*]] = llvm.lshr %{{.*}}, %{{.*}} : i32
+// CHECK: %[[MASK:.*]] = llvm.mlir.constant(16383 : i32) : i32
+// CHECK: %[[SHR:.*]] = llvm.lshr %{{.*}}, %{{.*}} : i32
+// CHECK-NEXT: %[[START:.*]] = llvm.and %[[SHR]], %[[MASK]] : i32
 // CHECK-NEXT: %[[STEP:.*]] = llvm.mlir.constant(2 : i32) : i32
 // CHECK-NEXT: llvm.add %[[START]], %[[STEP]] : i32
 // CHECK-COUNT-3: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
