@@ -74,10 +74,7 @@
 // yet), fused (above), dsplit (head dim 256, where a
 // warpgroup cannot hold dK and dV of 64 keys: the dK/dV kernel's two
 // consumers take the same 64 keys, each holding half of the columns and
-// computing the step's S^T and dP^T itself), sshare (with dsplit: one
-// consumer computes S^T, the other dP^T, and each reads the other's from
-// shared memory (tile.store_ring, tile.load_ring of f32 tiles); not
-// measured yet, so neither a default nor tuned).
+// computing the step's S^T and dP^T itself).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/EmbeddedSources.h"
@@ -112,15 +109,14 @@ constexpr int64_t kDsStages = 3;
 
 struct Shape {
   int64_t consumers, bn, kvBm, stages;
-  bool overlap, fused, dsplit, sfirst, kvsfirst, sshare;
+  bool overlap, fused, dsplit, sfirst, kvsfirst;
   explicit Shape(const TileConfig &c)
       : consumers(c.get("consumers")), bn(c.get("bn")), kvBm(c.get("kv_bm")),
         stages(c.get("stages")), overlap(c.has("overlap") && c.get("overlap") != 0),
         fused(c.has("fused") && c.get("fused") != 0),
         dsplit(c.has("dsplit") && c.get("dsplit") != 0),
         sfirst(c.has("sfirst") && c.get("sfirst") != 0),
-        kvsfirst(c.has("kvsfirst") && c.get("kvsfirst") != 0),
-        sshare(c.has("sshare") && c.get("sshare") != 0) {}
+        kvsfirst(c.has("kvsfirst") && c.get("kvsfirst") != 0) {}
   int64_t bm() const { return 64 * consumers; }
   /// The dK/dV kernel's keys per program: 64 per consumer, or 64 shared by
   /// the consumers with `dsplit`.
@@ -138,14 +134,11 @@ struct Shape {
   }
   /// Of the dK/dV kernel: K and V tiles, the Q and dO rings, the LSE and
   /// D rings (8 f32 rows each); fused, kDsStages stages of dS^T and their
-  /// barriers, and each consumer's f32 part of dQ on its way out; sshare,
-  /// two steps of both consumers' f32 score products and their barriers
-  /// (whole KBs: no alignment lost).
+  /// barriers, and each consumer's f32 part of dQ on its way out.
   int64_t dkvSmem(int64_t d, int64_t e) const {
     int64_t ds =
         fused ? kDsStages * bm() * kvBm * e + 8 * kDsStages + consumers * kvBm * dqCols(d) * 4 : 0;
-    int64_t x = sshare ? 2 * consumers * dkvKeys() * kvBm * 4 + 8 * 2 : 0;
-    return (2 * dkvKeys() + 2 * stages * kvBm) * d * e + 2 * stages * 8 * kvBm * 4 + ds + x +
+    return (2 * dkvKeys() + 2 * stages * kvBm) * d * e + 2 * stages * 8 * kvBm * 4 + ds +
            8 * (4 * stages + 2) + (fused ? 4 : 3) * 1024;
   }
 };
@@ -175,8 +168,8 @@ public:
         {"dsplit", 0, 1, true,
          "the dK/dV kernel's consumers split the head dim, not the keys: each holds half "
          "of dK's and dV's columns for the same 64 keys and computes the step's scores "
-         "itself (with sshare, one of the two); below sm_90a the dQ kernel's too, for the "
-         "same 64 query rows (head dim 256; 0 when left out)"},
+         "itself; below sm_90a the dQ kernel's too, for the same 64 query rows (head dim "
+         "256; 0 when left out)"},
         {"sfirst", 0, 1, true,
          "the dQ kernel starts a step's dP product once its S product is done, so that P's "
          "exponentials run under dP's (with overlap; 0 when left out)"},
@@ -184,10 +177,6 @@ public:
          "the dK/dV kernel starts a step's dP^T product once its S^T product is done, and dV's "
          "product behind dP^T's before waiting for it (with overlap, not fused; 0 when left "
          "out; not measured yet, so neither a default nor tuned)"},
-        {"sshare", 0, 1, true,
-         "with dsplit, the dK/dV kernel's consumers share a step's score products: one "
-         "computes S^T, the other dP^T, and each reads the other's from shared memory (0 when "
-         "left out; not measured yet, so neither a default nor tuned)"},
     };
     return keys;
   }
@@ -254,7 +243,7 @@ public:
           TileConfig c = make(consumers, 128, 64, 2, overlap, 0, 0, /*fused=*/1);
           if (llvm::Error err = checkConfig(ks, c))
             llvm::consumeError(std::move(err));
-          else
+          else if (c != out.front())
             out.push_back(std::move(c));
         }
     return out;
@@ -287,6 +276,14 @@ public:
     // memory with 32 keys a step.
     if (p.d > 128)
       c = make(2, 32, 32, 2, 1, 1, sfirst);
+    // Where dQ may be added atomically (deterministic = 0), head dim 128
+    // with two consumers' worth of programs: the fused kernel, dQ's part of
+    // a step one step late. On the H100 against the unfused default
+    // (bench/NOTES.md b15): 13-14 % faster at S16384 causal and B4 S2048,
+    // 5-7 % at S8192 causal, 1-2 % at Llama-3.1-70B TP8, 1 % slower at
+    // S4096 causal. (Head dim 64's tuned winners stayed unfused.)
+    if (!p.deterministic && attention::atomicDqTunable(p) && p.d == 128 && programs >= 128)
+      c = make(2, 128, 64, 2, 1, 0, 0, /*fused=*/1);
     if (llvm::Error err = checkConfig(ks, c)) {
       llvm::consumeError(std::move(err));
       return p.d > 128 ? make(2, 16, 32, 2, 1, 1) : make(2, 32, 32, 2);
@@ -358,11 +355,6 @@ public:
       return configError("stages = " + llvm::Twine(s.stages) + " with kv_bm = " +
                          llvm::Twine(s.kvBm) + (p.causal ? ", causal," : "") + " at head dim " +
                          llvm::Twine(p.d) + " spills in the dK/dV kernel: use 2 stages");
-    if (s.sshare && (!s.dsplit || s.kvsfirst))
-      return configError("sshare needs dsplit (the consumers take the same keys) and no "
-                         "kvsfirst; got dsplit = " +
-                         llvm::Twine(int(s.dsplit)) +
-                         ", kvsfirst = " + llvm::Twine(int(s.kvsfirst)));
     if (s.kvsfirst && (!s.overlap || s.fused))
       return configError("kvsfirst needs overlap = 1 and no fused dQ; got overlap = " +
                          llvm::Twine(int(s.overlap)) + ", fused = " + llvm::Twine(int(s.fused)));
@@ -433,8 +425,8 @@ public:
   /// setmaxnreg: at most 255 each, the same for every warp), shared memory.
   llvm::Error checkSm80(const attention::Params &p, const TileConfig &cfg) const {
     Shape s(cfg);
-    if (s.overlap || s.fused || s.sfirst || s.kvsfirst || s.sshare)
-      return configError("overlap, fused, sfirst, kvsfirst and sshare need sm_90a (asynchronous "
+    if (s.overlap || s.fused || s.sfirst || s.kvsfirst)
+      return configError("overlap, fused, sfirst and kvsfirst need sm_90a (asynchronous "
                          "products, TMA); the target is " +
                          llvm::Twine(p.target.archName()));
     // Head dim 256: a thread would hold 256 registers of dK and dV; the two
@@ -1150,22 +1142,10 @@ private:
       Value dK = kk.dK, dV = kk.dV, scaleLog2 = kk.scaleLog2, scale = kk.scale;
       Value sqV = kk.sq, skV = kk.sk, partials = kk.partials, split = kk.split, dqMap = kk.dqSums;
 
-      // K and V, Q and dO in rings of their own; with sshare each pair in
-      // one ring (K at stage 0, V at 1; dO's stages after Q's), so that
-      // either consumer's score product is the same op at its own stages.
-      Value rk, rv, rq, rdo, kSt = cst(0), vSt = cst(0);
-      if (s.sshare) {
-        rk = rv = tt::AllocRingOp::create(b, loc, tt::RingType::get(&c, 2, bn, p.d, dt), nullptr);
-        rq = rdo = tt::AllocRingOp::create(
-            b, loc, tt::RingType::get(&c, 2 * s.stages, s.kvBm, p.d, dt), nullptr);
-        vSt = cst(1);
-      } else {
-        rk = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
-        rv = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
-        rq = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
-        rdo = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
-      }
-      auto doSt = [&](Value stage) { return s.sshare ? add(stage, cst(s.stages)) : stage; };
+      Value rk = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
+      Value rv = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
+      Value rq = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
+      Value rdo = tt::AllocRingOp::create(b, loc, ringQ, nullptr);
       Value rlse = tt::AllocRingOp::create(b, loc, ringStat, nullptr);
       Value rd = tt::AllocRingOp::create(b, loc, ringStat, nullptr);
       auto one = tt::BarriersType::get(&c, 1), bars = tt::BarriersType::get(&c, s.stages);
@@ -1188,18 +1168,6 @@ private:
         dsFull = tt::AllocBarriersOp::create(b, loc, tt::BarriersType::get(&c, kDsStages),
                                              s.consumers, nullptr);
       }
-      // sshare: each step's two score products (stage 2 (step % 2) + c:
-      // consumer c's), whole once both consumers arrived on the step's
-      // barrier. A consumer stores step i + 2's only after passing step
-      // i + 1's barrier, so after the other stored step i + 1's, which it
-      // does after reading step i's: two steps are enough.
-      Value rx, xFull;
-      if (s.sshare) {
-        rx = tt::AllocRingOp::create(
-            b, loc, tt::RingType::get(&c, 2 * s.consumers, bn, s.kvBm, f32), nullptr);
-        xFull =
-            tt::AllocBarriersOp::create(b, loc, tt::BarriersType::get(&c, 2), s.consumers, nullptr);
-      }
 
       DkvTile t = placeDkv(sqV, skV, split, bn);
       Value seq = t.seq, kvHead = t.kvHead, heads = t.heads, head0 = t.head0, n0 = t.n0;
@@ -1212,9 +1180,9 @@ private:
         OpBuilder::InsertionGuard guard(b);
         b.createBlock(&ws_.getProducer());
         auto [kRow, kBatch] = tmaRow(ps.kStart, seq, n0);
-        tt::TmaLoadOp::create(b, loc, kMap, kRow, cst(0), ValueRange{kvHead, kBatch}, rk, kSt,
+        tt::TmaLoadOp::create(b, loc, kMap, kRow, cst(0), ValueRange{kvHead, kBatch}, rk, cst(0),
                               kFull, cst(0));
-        tt::TmaLoadOp::create(b, loc, vMap, kRow, cst(0), ValueRange{kvHead, kBatch}, rv, vSt,
+        tt::TmaLoadOp::create(b, loc, vMap, kRow, cst(0), ValueRange{kvHead, kBatch}, rv, cst(0),
                               vFull, cst(0));
         // Step `it` loads query tile mi of query head `head`, both carried
         // (a division by the runtime tile count would cost the producer's
@@ -1226,8 +1194,8 @@ private:
           auto [qRow, qBatch] = tmaRow(ps.qStart, seq, m0);
           tt::TmaLoadOp::create(b, loc, qMap, qRow, cst(0), ValueRange{head, qBatch}, rq, stage,
                                 qFull, stage);
-          tt::TmaLoadOp::create(b, loc, doMap, qRow, cst(0), ValueRange{head, qBatch}, rdo,
-                                doSt(stage), doFull, stage);
+          tt::TmaLoadOp::create(b, loc, doMap, qRow, cst(0), ValueRange{head, qBatch}, rdo, stage,
+                                doFull, stage);
           Value bhq = add(mul(seq, cst(p.hq)), head);
           tt::TmaLoadOp::create(b, loc, statMap, bhq, m0, ValueRange{cst(0)}, rlse, stage, statFull,
                                 stage);
@@ -1357,39 +1325,20 @@ private:
           // spilled, bench/NOTES.md b9.)
           bool overlap = s.overlap && !(s.fused && masked);
           Value m0 = mul(mi, cst(s.kvBm));
+          tt::BarrierWaitOp::create(b, loc, qFull, stage, round);
+          Value st = tt::DotOp::create(b, loc, sType, rk, cst(0), myRows, rq, stage, cst(0), zeroS,
+                                       false, false, overlap);
+          Value dpt;
           // The columns' LSE, read while the products run.
           auto readLse = [&] {
             tt::BarrierWaitOp::create(b, loc, statFull, stage, round);
             return tt::LoadRingOp::create(b, loc, colType, rlse, stage, cst(0)).getResult();
           };
-          Value st, dpt, lseCol;
+          Value lseCol;
           // (kvsfirst off the causal diagonal only: on it, beside the mask,
           // it spilled 4 bytes at head dim 128.)
           bool sFirst = s.kvsfirst && !masked;
-          if (s.sshare) {
-            // Consumer 0 computes S^T = K Q^T, consumer 1 dP^T = V dO^T
-            // (each over the whole head dim), stores it for the other, and
-            // reads both once the other's is in: no product is computed
-            // twice (without sshare each consumer computes both:
-            // bench/NOTES.md b6, b14).
-            tt::BarrierWaitOp::create(b, loc, qFull, stage, round);
-            tt::BarrierWaitOp::create(b, loc, doFull, stage, round);
-            Value mine = tt::DotOp::create(b, loc, sType, rk, consumer, cst(0), rq,
-                                           add(stage, mul(consumer, cst(s.stages))), cst(0), zeroS,
-                                           false, false, /*async=*/false, /*overwrite=*/true);
-            Value step2 = remu(carried[2], 2), xs = mul(step2, cst(s.consumers));
-            tt::StoreRingOp::create(b, loc, mine, rx, add(xs, consumer), cst(0));
-            tt::BarrierArriveOp::create(b, loc, xFull, step2);
-            tt::BarrierWaitOp::create(b, loc, xFull, step2, divu(carried[2], 2));
-            st = tt::LoadRingOp::create(b, loc, sType, rx, xs, cst(0));
-            dpt = tt::LoadRingOp::create(b, loc, sType, rx, add(xs, cst(1)), cst(0));
-            lseCol = readLse();
-          } else {
-            tt::BarrierWaitOp::create(b, loc, qFull, stage, round);
-            st = tt::DotOp::create(b, loc, sType, rk, kSt, myRows, rq, stage, cst(0), zeroS, false,
-                                   false, overlap);
-          }
-          if (overlap && !s.sshare) {
+          if (overlap) {
             // dP^T's product starts now, overwriting its accumulator (zeros
             // written beside S^T's product in flight made ptxas wait for it
             // first, C7517), but on the diagonal's few steps, where the
@@ -1404,13 +1353,13 @@ private:
               st = tt::DotWaitOp::create(b, loc, ValueRange{st}, 0).getResult(0);
             }
             tt::BarrierWaitOp::create(b, loc, doFull, stage, round);
-            dpt = tt::DotOp::create(b, loc, sType, rv, vSt, myRows, rdo, doSt(stage), cst(0), zeroS,
+            dpt = tt::DotOp::create(b, loc, sType, rv, cst(0), myRows, rdo, stage, cst(0), zeroS,
                                     false, false, true, /*overwrite=*/!masked);
             if (!sFirst) {
               lseCol = readLse();
               st = tt::DotWaitOp::create(b, loc, ValueRange{st}, 1).getResult(0);
             }
-          } else if (!s.sshare) {
+          } else {
             lseCol = readLse();
           }
           if (masked)
@@ -1434,18 +1383,17 @@ private:
           Value p16, dv;
           auto startDv = [&](bool async) {
             p16 = arith::TruncFOp::create(b, loc, pType, pt);
-            dv = tt::DotRegOp::create(b, loc, accType, p16, rdo, doSt(stage), myCols, carried[1],
-                                      true, async);
+            dv = tt::DotRegOp::create(b, loc, accType, p16, rdo, stage, myCols, carried[1], true,
+                                      async);
           };
-          // (With sshare dP^T came with S^T.)
           if (sFirst) {
             startDv(/*async=*/true);
             dpt = tt::DotWaitOp::create(b, loc, ValueRange{dpt}, 1).getResult(0);
-          } else if (overlap && !s.sshare) {
+          } else if (overlap) {
             dpt = tt::DotWaitOp::create(b, loc, ValueRange{dpt}, 0).getResult(0);
-          } else if (!s.sshare) {
+          } else {
             tt::BarrierWaitOp::create(b, loc, doFull, stage, round);
-            dpt = tt::DotOp::create(b, loc, sType, rv, vSt, myRows, rdo, doSt(stage), cst(0), zeroS,
+            dpt = tt::DotOp::create(b, loc, sType, rv, cst(0), myRows, rdo, stage, cst(0), zeroS,
                                     false, false, false, /*overwrite=*/true);
           }
           if (!dv)

@@ -651,17 +651,6 @@ TEST_F(GpuAttention, BackwardHeadDim256SplitsTheColumns) {
   runBackward({1, 100, 250, 2, 2, 256, true}); // keys no query sees: zero dK, dV
   runBackward({1, 333, 333, 2, 1, 256, false, Layout::BSHD, DType::BF16, 0.0f,
                "bn=16 consumers=2 dsplit=1 kv_bm=32 overlap=1 stages=3"});
-  // The consumers share the score products (sshare): one computes S^T, the
-  // other dP^T, each reads the other's from shared memory.
-  const char *shared = "bn=32 consumers=2 dsplit=1 kv_bm=32 overlap=1 sshare=1 stages=2";
-  runBackward({1, 256, 256, 2, 2, 256, false, Layout::BSHD, DType::BF16, 0.0f, shared});
-  runBackward({2, 200, 200, 4, 1, 256, true, Layout::BSHD, DType::BF16, 0.0f, shared});
-  runBackward({1, 300, 300, 4, 2, 256, false, Layout::BHSD, DType::BF16, 0.0f, shared});
-  runBackward({1, 129, 129, 2, 2, 256, true, Layout::BSHD, DType::F16, 0.0f, shared});
-  runBackward({64, 128, 128, 4, 1, 256, true, Layout::BSHD, DType::BF16, 0.0f, shared});
-  runBackward({1, 100, 250, 2, 2, 256, true, Layout::BSHD, DType::BF16, 0.0f, shared});
-  runBackward({1, 333, 333, 2, 1, 256, false, Layout::BSHD, DType::BF16, 0.0f,
-               "bn=16 consumers=2 dsplit=1 kv_bm=32 overlap=1 sshare=1 stages=3"});
 }
 
 TEST_F(GpuAttention, BackwardRaggedAndCrossLengths) {
@@ -807,8 +796,6 @@ TEST_F(GpuAttention, BackwardPackedSequences) {
     for (bool causal : {true, false})
       runBackward(packed(lens, lens, 4, 2, d, causal));
   runBackward(packed({3, 333, 129}, {3, 333, 129}, 2, 2, 256, true));
-  runBackward(packed({3, 333, 129}, {3, 333, 129}, 2, 1, 256, true,
-                     "bn=32 consumers=2 dsplit=1 kv_bm=32 overlap=1 sshare=1 stages=2"));
   runBackward(packed({5, 200, 77}, {300, 17, 129}, 2, 2, 128, false)); // cross lengths
   // Causal with cross lengths (top-left): more queries than keys in one
   // sequence (its dK/dV programs past the keys compute what they do not
