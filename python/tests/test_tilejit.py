@@ -943,15 +943,18 @@ class Attention(unittest.TestCase):
         finally:
             tilejit.set_allow_nondeterministic(False)
         # Sizes the call would refuse are named, as the call names them.
-        bad = [t[:, :, :, :48] for t in views]
+        bad = [t[:, :, :, :96] for t in wide]
         with self.assertRaisesRegex(tilejit.TilejitError,
-                                    "head dim d must be 64, 128 or 256, got d=48"):
+                                    "head dim d must be 64, 128 or 256, got d=96"):
             tilejit.explain("sdpa_bwd", *bad, causal=True)
+        with self.assertRaisesRegex(tilejit.TilejitError, "d must be >= 64, got 48"):
+            tilejit.explain("sdpa_bwd", *[t[:, :, :, :48] for t in views], causal=True)
 
     def test_nondeterministic_backward_when_allowed(self):
         """With set_allow_nondeterministic(True) (the engine builds head dim
         64's and 128's backward specs with deterministic=0, their own kernels and
-        winners; untuned, the default config, the same as deterministic's)
+        winners; untuned at head dim 64, the default config, the same as
+        deterministic's)
         the gradients stay within bf16 bounds of float64; under torch's
         deterministic flag the calls are bitwise repeatable. The fused
         kernel itself, through the pool, is GpuAttention's
