@@ -15,14 +15,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/run_common.sh"
-bwd=()
-op=attn_fwd
-if [ "${ATTN_BACKWARD:-0}" = 1 ]; then bwd=(--backward); op=attn_bwd; fi
-nondet=()
-if [ "${ATTN_NONDET:-0}" = 1 ]; then
-  [ "$op" = attn_bwd ] || { echo "ATTN_NONDET=1 needs ATTN_BACKWARD=1" >&2; exit 2; }
-  nondet=(--nondeterministic)
-fi
+attn_modes
 name="${3:-${op}${nondet:+_fast}_tuned}"
 bench="$(program bench attn_bench)"
 cli="$(program tools tilejit)"

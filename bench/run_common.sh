@@ -28,3 +28,18 @@ tune_case() {
   tune_ms=$((($(date +%s%N) - start) / 1000000))
   if [ "$ok" = 1 ]; then printf '%s|%d\n' "$nm" "$tune_ms" >> "$tmp/tune_walls.txt"; fi
 }
+
+# attn_modes: the attention scripts' mode from ATTN_BACKWARD=1 (the
+# backward: bwd=(--backward), op=attn_bwd; else attn_fwd) and ATTN_NONDET=1
+# (with ATTN_BACKWARD=1: its fast mode, dQ added atomically,
+# nondet=(--nondeterministic)); exits naming the mistake otherwise.
+attn_modes() {
+  bwd=()
+  op=attn_fwd
+  if [ "${ATTN_BACKWARD:-0}" = 1 ]; then bwd=(--backward); op=attn_bwd; fi
+  nondet=()
+  if [ "${ATTN_NONDET:-0}" = 1 ]; then
+    [ "$op" = attn_bwd ] || { echo "ATTN_NONDET=1 needs ATTN_BACKWARD=1" >&2; exit 2; }
+    nondet=(--nondeterministic)
+  fi
+}
