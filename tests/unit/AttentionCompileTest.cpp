@@ -866,7 +866,8 @@ TEST(AttentionCompile, NondeterministicDefaultIsFusedAtHeadDim128) {
   };
   attention::Params p = nondeterministic(128, true);
   EXPECT_TRUE(fusedDefault(p));
-  EXPECT_EQ(t.defaultConfig(p).canonical(), "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 stages=2");
+  EXPECT_EQ(t.defaultConfig(p).canonical(),
+            "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 stages=2");
   EXPECT_TRUE(fusedDefault(nondeterministic(128, false)));
   EXPECT_TRUE(fusedDefault(nondeterministic(128, true, Layout::BHSD)));
   p.hq = 8;
@@ -885,10 +886,9 @@ TEST(AttentionCompile, NondeterministicDefaultIsFusedAtHeadDim128) {
 }
 
 TEST(AttentionCompile, DefaultConfigsAreValidAndTheSpaceIsNotEmpty) {
-  for (attention::Params p :
-       {params(64, true), params(128, true), params(256, true), backward(64, true),
-        backward(128, false), backward(256, true), nondeterministic(64, true),
-        nondeterministic(128, true)}) {
+  for (attention::Params p : {params(64, true), params(128, true), params(256, true),
+                              backward(64, true), backward(128, false), backward(256, true),
+                              nondeterministic(64, true), nondeterministic(128, true)}) {
     const KernelTemplate &t = getTemplate(p.spec());
     TileConfig c = t.defaultConfig(p);
     EXPECT_FALSE(bool(t.checkConfig(p, c))) << p.spec().canonical() << " " << c.canonical();
