@@ -1,7 +1,9 @@
 //===- DeviceBuffer.cpp -----------------------------------------------------===//
 #include "runtime/DeviceBuffer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -39,11 +41,19 @@ DeviceBuffer::~DeviceBuffer() {
 }
 
 namespace {
+std::mutex poolsMu;
+std::map<CUcontext, CUmemoryPool> pools;
+
+/// tilejit's memory pool on `ctx`'s device, or null where none was made.
+CUmemoryPool existingPool(CUcontext ctx) {
+  std::lock_guard<std::mutex> lock(poolsMu);
+  auto it = pools.find(ctx);
+  return it == pools.end() ? nullptr : it->second;
+}
+
 /// tilejit's memory pool on `ctx`'s device (made at the first call).
 llvm::Expected<CUmemoryPool> scratchPool(const CudaDriver &drv, CUcontext ctx) {
-  static std::mutex mu;
-  static std::map<CUcontext, CUmemoryPool> pools;
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(poolsMu);
   if (auto it = pools.find(ctx); it != pools.end())
     return it->second;
   CUdevice dev;
@@ -80,6 +90,29 @@ llvm::Expected<StreamBuffer> StreamBuffer::take(CUcontext ctx, size_t bytes, CUs
     return drv->error(r, what + " of " + llvm::Twine(uint64_t(bytes)) +
                              " bytes, ordered on the stream (cuMemAllocFromPoolAsync)");
   return b;
+}
+
+llvm::Expected<uint64_t> StreamBuffer::reserved(CUcontext ctx) {
+  CUmemoryPool pool = existingPool(ctx);
+  if (!pool)
+    return 0;
+  auto drv = CudaDriver::get();
+  if (!drv)
+    return drv.takeError();
+  uint64_t bytes = 0;
+  TJ_CU_CHECK(*drv, cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &bytes));
+  return bytes;
+}
+
+llvm::Expected<uint64_t> StreamBuffer::release(CUcontext ctx, uint64_t keepBytes) {
+  CUmemoryPool pool = existingPool(ctx);
+  if (!pool)
+    return 0;
+  auto drv = CudaDriver::get();
+  if (!drv)
+    return drv.takeError();
+  TJ_CU_CHECK(*drv, cuMemPoolTrimTo(pool, size_t(std::min<uint64_t>(keepBytes, SIZE_MAX))));
+  return reserved(ctx);
 }
 
 llvm::Error StreamBuffer::giveBack(llvm::Error err) {

@@ -25,6 +25,7 @@
 #include "ops/gemm/GemmLaunch.h"
 #include "ops/rmsnorm/RmsNormLaunch.h"
 #include "runtime/CudaDriver.h"
+#include "runtime/DeviceBuffer.h"
 #include "service/Engine.h"
 
 struct tj_engine {
@@ -330,6 +331,22 @@ tj_status tj_engine_set_deterministic(tj_engine *e, int on) {
 tj_status tj_engine_set_allow_nondeterministic(tj_engine *e, int allow) {
   TJ_ENGINE(e);
   e->engine->setAllowNondeterministic(allow != 0);
+  return ok();
+}
+
+tj_status tj_engine_release_scratch(tj_engine *e, uint64_t keep_bytes, uint64_t *reserved) {
+  TJ_ENGINE(e);
+  auto scope = tilejit::ScopedDevice::enter(e->device);
+  if (!scope)
+    return failed(scope.takeError());
+  auto ctx = tilejit::useDevice(e->device);
+  if (!ctx)
+    return failed(ctx.takeError());
+  auto left = tilejit::StreamBuffer::release(*ctx, keep_bytes);
+  if (!left)
+    return failed(left.takeError());
+  if (reserved)
+    *reserved = *left;
   return ok();
 }
 

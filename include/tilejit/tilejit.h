@@ -50,7 +50,7 @@ typedef enum tj_attn_layout {
   TJ_THD = 2   /* [tokens, heads, dim]: packed sequences (tj_attn_varlen_fwd and _bwd) */
 } tj_attn_layout;
 
-/* The library's version, e.g. "0.4.0" (the soname carries its minor version). */
+/* The library's version, e.g. "0.5.0" (the soname carries its minor version). */
 TJ_API const char *tj_version(void);
 /* The message of this thread's last failed call ("" after a success). */
 TJ_API const char *tj_last_error(void);
@@ -75,6 +75,15 @@ TJ_API tj_status tj_engine_set_deterministic(tj_engine *engine, int on);
  * the same bits. Those calls' kernels are tuned and stored apart from the
  * others. */
 TJ_API tj_status tj_engine_set_allow_nondeterministic(tj_engine *engine, int allow);
+/* tilejit's scratch memory on the engine's device (a fused attention
+ * backward's dQ sums, split-K's partial sums) comes from a memory pool of its
+ * own, ordered on the caller's stream, which keeps what it reserved between
+ * calls. This returns the pool's memory to the system down to keep_bytes
+ * reserved (0: all it can), except what work still queued on a stream uses,
+ * and writes what the pool then holds to *reserved (if not null). The next
+ * call that needs scratch reserves it again. */
+TJ_API tj_status tj_engine_release_scratch(tj_engine *engine, uint64_t keep_bytes,
+                                           uint64_t *reserved);
 
 /* Warm-up: loads (compiles, tunes as the settings say) the kernel a call of
  * these arguments would use, without launching, so that later calls (and CUDA

@@ -62,6 +62,8 @@ class CInterface(unittest.TestCase):
         self.assertEqual(lib.tj_attn_explain(None, 1, 0, 1, 1, 64, 64, 1, 1, 64, 0, None, 0,
                                              None), 1)
         self.assertIn("engine is null", lib.tj_last_error().decode())
+        self.assertEqual(lib.tj_engine_release_scratch(None, 0, None), 1)
+        self.assertIn("engine is null", lib.tj_last_error().decode())
 
     @unittest.skipIf(HAVE_GPU, "a GPU is present")
     def test_no_gpu_is_a_clean_error(self):
@@ -980,6 +982,35 @@ class Attention(unittest.TestCase):
                     self.assertTrue(torch.equal(a, b))
             finally:
                 torch.use_deterministic_algorithms(False)
+        finally:
+            tilejit.set_allow_nondeterministic(False)
+
+    def test_release_scratch_gives_the_pool_back(self):
+        """A fused backward (head dim 128 with two consumers' worth of
+        programs, dQ may be added atomically: the default then) takes dQ's
+        f32 sums from tilejit's pool, which keeps them after the call;
+        release_scratch() gives them back, keep_bytes above what it holds
+        keeps it all, and the next call reserves again and is still right."""
+        q, k, v = (t.requires_grad_() for t in _qkv(0, 1, 512, 512, 32, 32, 128, torch.bfloat16))
+        do = torch.randn_like(q)
+        qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+        want = torch.autograd.grad(_ref_attention(qd, kd, vd, True, 128 ** -0.5, 0)[0],
+                                   (qd, kd, vd), do.double())
+        everything = 1 << 50
+        with self.assertRaisesRegex(ValueError, "keep_bytes must be >= 0, got -1"):
+            tilejit.release_scratch(-1)
+        tilejit.set_allow_nondeterministic(True)
+        try:
+            for round_ in range(2):
+                o = tilejit.ops.attention(q, k, v, True, None, "bshd")
+                for got, w, what in zip(torch.autograd.grad(o, (q, k, v), do), want,
+                                        ("dq", "dk", "dv")):
+                    _close(self, got, w, 3e-2, f"{what} (round {round_})")
+                torch.cuda.synchronize()
+                held = tilejit.release_scratch(everything)
+                self.assertGreaterEqual(held, 32 * 512 * 128 * 4, "dQ's f32 sums were taken")
+                self.assertEqual(tilejit.release_scratch(everything), held)
+                self.assertEqual(tilejit.release_scratch(), 0)
         finally:
             tilejit.set_allow_nondeterministic(False)
 

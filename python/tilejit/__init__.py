@@ -63,7 +63,8 @@ _originals = {}
 try:
     import torch
     from . import nn, ops  # noqa: F401
-    from .ops import explain, set_allow_nondeterministic, set_sm_margin, warmup  # noqa: F401
+    from .ops import (explain, release_scratch, set_allow_nondeterministic,  # noqa: F401
+                      set_sm_margin, warmup)
 except ImportError:  # the C interface alone (ctypes) without torch
     torch = None
 

@@ -11,7 +11,7 @@ _DTYPES = {"bf16": 0, "f16": 1, "f32": 2}
 
 # The libtilejit.so this package's ctypes declarations are written for: the
 # C interface may change between minor versions before 1.0.
-ABI_VERSION = "0.4.0"
+ABI_VERSION = "0.5.0"
 
 
 class TilejitError(RuntimeError):
@@ -58,6 +58,7 @@ def lib():
             l.tj_engine_set_sm_margin.argtypes = [vp, i32]
             l.tj_engine_set_deterministic.argtypes = [vp, i32]
             l.tj_engine_set_allow_nondeterministic.argtypes = [vp, i32]
+            l.tj_engine_release_scratch.argtypes = [vp, c.c_uint64, c.POINTER(c.c_uint64)]
             l.tj_explain.argtypes = [vp, c.c_char_p, c.c_char_p, i64, c.POINTER(i64)]
             l.tj_attn_explain.argtypes = [vp, i32, i32, i32, i64, i64, i64, i64, i64, i64, i32,
                                           c.c_char_p, i64, c.POINTER(i64)]
@@ -87,6 +88,7 @@ def lib():
                                              vp]
             for fn in ("tj_engine_create", "tj_engine_device", "tj_engine_set_sm_margin",
                        "tj_engine_set_deterministic", "tj_engine_set_allow_nondeterministic",
+                       "tj_engine_release_scratch",
                        "tj_rms_norm_prepare", "tj_gemm_prepare",
                        "tj_explain", "tj_attn_explain",
                        "tj_rms_norm_fwd", "tj_rms_norm_bwd_workspace", "tj_rms_norm_bwd",

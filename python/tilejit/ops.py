@@ -888,6 +888,23 @@ def set_allow_nondeterministic(allow=True, device=None):
     _lib.check(_lib.lib().tj_engine_set_allow_nondeterministic(_engine(dev), int(bool(allow))))
 
 
+def release_scratch(keep_bytes=0, device=None):
+    """Returns tilejit's scratch memory (a fused attention backward's dQ sums,
+    split-K's partial sums: a pool of its own, outside PyTorch's allocator,
+    which keeps what it reserved between calls) to the system, down to
+    `keep_bytes`, except what work still queued on a stream uses; the bytes
+    the pool then holds. For `device` (the current CUDA device when None); the
+    next call that needs scratch reserves it again. tilejit's counterpart of
+    torch.cuda.empty_cache()."""
+    dev = torch.device(device) if device is not None else torch.device("cuda")
+    if int(keep_bytes) < 0:
+        raise ValueError(f"keep_bytes must be >= 0, got {keep_bytes}")
+    left = ctypes.c_uint64(0)
+    _lib.check(_lib.lib().tj_engine_release_scratch(_engine(dev), int(keep_bytes),
+                                                    ctypes.byref(left)))
+    return left.value
+
+
 _NAMES = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
 
 
