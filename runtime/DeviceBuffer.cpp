@@ -7,7 +7,6 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <optional>
 
 namespace tilejit {
 
@@ -93,30 +92,17 @@ llvm::Expected<StreamBuffer> StreamBuffer::take(CUcontext ctx, size_t bytes, CUs
   return b;
 }
 
-namespace {
-/// The bytes the pool on `ctx`'s device holds reserved (0 where none was
-/// made), after trimming it to `trimTo` where given.
-llvm::Expected<uint64_t> poolReserved(CUcontext ctx, std::optional<uint64_t> trimTo) {
+llvm::Expected<uint64_t> StreamBuffer::release(CUcontext ctx, uint64_t keepBytes) {
   CUmemoryPool pool = existingPool(ctx);
   if (!pool)
     return 0;
   auto drv = CudaDriver::get();
   if (!drv)
     return drv.takeError();
-  if (trimTo)
-    TJ_CU_CHECK(*drv, cuMemPoolTrimTo(pool, size_t(std::min<uint64_t>(*trimTo, SIZE_MAX))));
+  TJ_CU_CHECK(*drv, cuMemPoolTrimTo(pool, size_t(std::min<uint64_t>(keepBytes, SIZE_MAX))));
   uint64_t bytes = 0;
   TJ_CU_CHECK(*drv, cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &bytes));
   return bytes;
-}
-} // namespace
-
-llvm::Expected<uint64_t> StreamBuffer::reserved(CUcontext ctx) {
-  return poolReserved(ctx, std::nullopt);
-}
-
-llvm::Expected<uint64_t> StreamBuffer::release(CUcontext ctx, uint64_t keepBytes) {
-  return poolReserved(ctx, keepBytes);
 }
 
 llvm::Error StreamBuffer::giveBack(llvm::Error err) {

@@ -59,12 +59,10 @@ public:
   StreamBuffer &operator=(StreamBuffer &&o) noexcept;
   /// Gives it back if giveBack was not called (an error then is dropped).
   ~StreamBuffer();
-  /// Bytes the pool on `ctx`'s device holds reserved (0 where no scratch
-  /// was ever taken there).
-  static llvm::Expected<uint64_t> reserved(CUcontext ctx);
-  /// Returns the pool's memory to the system down to `keepBytes` reserved,
-  /// except what backs scratch still taken or still in use by work queued
-  /// on a stream (the driver keeps that); what it then holds.
+  /// Returns the pool on `ctx`'s device's memory to the system down to
+  /// `keepBytes` reserved, except what backs scratch still taken or still
+  /// in use by work queued on a stream (the driver keeps that); the bytes
+  /// it then holds reserved (0 where no scratch was ever taken there).
   static llvm::Expected<uint64_t> release(CUcontext ctx, uint64_t keepBytes);
   CUdeviceptr ptr() const { return ptr_; }
   /// Gives it back on its stream; `err`, or else the driver's refusal (with

@@ -81,7 +81,7 @@ struct Operand {
 
   /// The descriptor's start field is the address / 16 in 14 bits. A
   /// block's own shared-window offsets are below 256 KB (sm_90 gives a block
-  /// at most 228 KB) and fit them, but the address itself can carry bits
+  /// at most 227 KB) and fit them, but the address itself can carry bits
   /// above (in a cluster launch it does), and unmasked
   /// they reach the leading-byte-offset field, which MN-major operands read
   /// (wrong products on the GPU at cluster=2 for the nn and tn layouts). So
@@ -93,8 +93,11 @@ struct Operand {
   Value descriptor(Emitter &e, int64_t mn, int64_t k) const {
     int64_t leading = mnMajor ? ring.getPanelBytes() : 16;
     assert(kBytes(k) % 16 == 0 && "a step of K moves by whole 16-byte units");
-    Value start = LLVM::AndOp::create(
-        e.b, e.loc, LLVM::LShrOp::create(e.b, e.loc, address(e, mn), e.i32(4)), e.i32(0x3FFF));
+    // (One op at a time: the order of the IR does not hang on the order in
+    // which a compiler evaluates arguments.)
+    Value four = e.i32(4), mask = e.i32(0x3FFF);
+    Value shifted = LLVM::LShrOp::create(e.b, e.loc, address(e, mn), four);
+    Value start = LLVM::AndOp::create(e.b, e.loc, shifted, mask);
     if (int64_t step = kBytes(k) >> 4)
       start = e.add(start, e.i32(step));
     return LLVM::OrOp::create(e.b, e.loc, e.zext64(start),

@@ -34,17 +34,18 @@
 // order.
 //
 // Fused (config `fused`, only where the spec says deterministic = 0: not
-// bitwise repeatable; not a default; tuned at head dims 64 and 128, where
-// it builds clean; at head dim 128 6 % faster than the two kernels at 16384
-// keys causal, even at 4 x 2048 not, 2-11 % slower at 4096 and 8192 causal
-// and at one KV head; bench/NOTES.md b5, b10, b13): a first kernel writes
-// the workspace's LSE and D and zeroes f32 sums of dQ; the dK/dV kernel
-// stores each step's dS^T into a ring (tile.store_ring), and one step
-// later, once every consumer's is in, computes its columns of dS K and adds
-// them into the sums through shared memory with TMA reductions
-// (tile.tma_store {reduce}); a last kernel writes dQ = scale * sums. Head
-// dim 64 with one consumer, 128 with two. (The figures above are of the
-// part computed in its own step; one step late, not measured yet.)
+// bitwise repeatable; tuned at head dims 64 and 128, where it builds clean;
+// the default at head dim 128 with enough programs for two consumers): a
+// first kernel writes the workspace's LSE and D and zeroes f32 sums of dQ;
+// the dK/dV kernel stores each step's dS^T into a ring (tile.store_ring),
+// and one step later, once every consumer's is in, computes its columns of
+// dS K and adds them into the sums through shared memory with TMA
+// reductions (tile.tma_store {reduce}); a last kernel writes dQ = scale *
+// sums. Head dim 64 with one consumer, 128 with two. At head dim 128 on the
+// H100 against the two kernels: 12-14 % less time at 16384 keys causal and
+// at 4 x 2048 keys, 3-7 % at 8192 causal, 1-2 % at one KV head, 1 % more at
+// 4096 causal (bench/NOTES.md b15; computed in its own step, b5, b10, b13,
+// it was slower at most of them).
 //
 // Masks: the dQ kernel masks as the forward does (keys past the sequence,
 // the causal diagonal); the dK/dV kernel masks the causal diagonal only:
@@ -277,13 +278,16 @@ public:
     if (p.d > 128)
       c = make(2, 32, 32, 2, 1, 1, sfirst);
     // Where dQ may be added atomically (deterministic = 0), head dim 128
-    // with two consumers' worth of programs: the fused kernel, dQ's part of
-    // a step one step late. On the H100 against the unfused default
-    // (bench/NOTES.md b15): 13-14 % faster at S16384 causal and B4 S2048,
-    // 5-7 % at S8192 causal, 1-2 % at Llama-3.1-70B TP8, 1 % slower at
-    // S4096 causal. (Head dim 64's tuned winners stayed unfused.)
-    if (!p.deterministic && attention::atomicDqTunable(p) && p.d == 128 && programs >= 128)
-      c = make(2, 128, 64, 2, 1, 0, 0, /*fused=*/1);
+    // with two consumers' worth of programs: the fused kernel (the figures
+    // above, against this default; head dim 64's tuned winners stayed
+    // unfused), where it passes the rules; else the unfused default.
+    if (!p.deterministic && attention::atomicDqTunable(p) && p.d == 128 && programs >= 128) {
+      TileConfig fused = make(2, 128, 64, 2, 1, 0, 0, /*fused=*/1);
+      if (llvm::Error err = checkConfig(ks, fused))
+        llvm::consumeError(std::move(err));
+      else
+        return fused;
+    }
     if (llvm::Error err = checkConfig(ks, c)) {
       llvm::consumeError(std::move(err));
       return p.d > 128 ? make(2, 16, 32, 2, 1, 1) : make(2, 32, 32, 2);

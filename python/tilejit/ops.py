@@ -900,8 +900,8 @@ def release_scratch(keep_bytes=0, device=None):
     if int(keep_bytes) < 0:
         raise ValueError(f"keep_bytes must be >= 0, got {keep_bytes}")
     left = ctypes.c_uint64(0)
-    _lib.check(_lib.lib().tj_engine_release_scratch(_engine(dev), int(keep_bytes),
-                                                    ctypes.byref(left)))
+    keep = min(int(keep_bytes), 2 ** 64 - 1)  # (more than any pool holds: keep it all)
+    _lib.check(_lib.lib().tj_engine_release_scratch(_engine(dev), keep, ctypes.byref(left)))
     return left.value
 
 
