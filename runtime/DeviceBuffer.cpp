@@ -41,20 +41,30 @@ DeviceBuffer::~DeviceBuffer() {
 }
 
 namespace {
-std::mutex poolsMu;
-std::map<CUcontext, CUmemoryPool> pools;
+/// tilejit's memory pools, one per context (made at the first use, never
+/// destroyed), and their lock.
+struct Pools {
+  std::mutex mu;
+  std::map<CUcontext, CUmemoryPool> byContext;
+};
+Pools &pools() {
+  static Pools p;
+  return p;
+}
 
 /// tilejit's memory pool on `ctx`'s device, or null where none was made.
 CUmemoryPool existingPool(CUcontext ctx) {
-  std::lock_guard<std::mutex> lock(poolsMu);
-  auto it = pools.find(ctx);
-  return it == pools.end() ? nullptr : it->second;
+  Pools &ps = pools();
+  std::lock_guard<std::mutex> lock(ps.mu);
+  auto it = ps.byContext.find(ctx);
+  return it == ps.byContext.end() ? nullptr : it->second;
 }
 
 /// tilejit's memory pool on `ctx`'s device (made at the first call).
 llvm::Expected<CUmemoryPool> scratchPool(const CudaDriver &drv, CUcontext ctx) {
-  std::lock_guard<std::mutex> lock(poolsMu);
-  if (auto it = pools.find(ctx); it != pools.end())
+  Pools &ps = pools();
+  std::lock_guard<std::mutex> lock(ps.mu);
+  if (auto it = ps.byContext.find(ctx); it != ps.byContext.end())
     return it->second;
   CUdevice dev;
   TJ_CU_CHECK(drv, cuCtxGetDevice(&dev));
@@ -70,7 +80,7 @@ llvm::Expected<CUmemoryPool> scratchPool(const CudaDriver &drv, CUcontext ctx) {
     drv.cuMemPoolDestroy(pool);
     return drv.error(r, "cuMemPoolSetAttribute (the scratch pool's threshold)");
   }
-  pools.emplace(ctx, pool);
+  ps.byContext.emplace(ctx, pool);
   return pool;
 }
 } // namespace

@@ -80,12 +80,12 @@ struct Operand {
   }
 
   /// The descriptor's start field is the address / 16 in 14 bits. A
-  /// block's own shared-window offsets are below 256 KB (sm_90 gives a block
-  /// at most 227 KB) and fit them, but the address itself can carry bits
-  /// above (in a cluster launch it does), and unmasked
-  /// they reach the leading-byte-offset field, which MN-major operands read
-  /// (wrong products on the GPU at cluster=2 for the nn and tn layouts). So
-  /// the block at K = 0's address is masked once and each step of K adds
+  /// block's own shared-window offsets are below 256 KB (sm_90 gives a
+  /// block at most 227 KB) and fit them, but the address itself can carry
+  /// bits above (in a cluster launch it does), and unmasked they reach the
+  /// leading-byte-offset field, which MN-major operands read (wrong
+  /// products on the GPU at cluster=2 for the nn and tn layouts). So the
+  /// block at K = 0's address is masked once and each step of K adds
   /// kBytes / 16 (a multiple of 16) to it: the offset plus it stays below
   /// 256 KB, so the sum never carries out of the field. One addition per
   /// step on a start shared by the steps (computed per step, with the mask,
