@@ -12,8 +12,7 @@
 // bar.sync 0; tile.warpgroup_id -> tid.x / 128; tile.store_ring ->
 // stmatrix (16-bit) or 8-byte stores (f32) at the swizzled places, a proxy
 // fence, the warpgroup's barrier; tile.load_ring -> each thread's runs of
-// a stage row's columns as vector loads from the swizzled places (a rank-2
-// f32 tile: 8-byte loads where tile.store_ring put its pairs).
+// a stage row's columns as vector loads from the swizzled places.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/conversion/TileToLLVM.h"
@@ -54,26 +53,6 @@ Value ringElementOffset(Emitter &e, RingType ring, Value row, Value col) {
   Value swizzled = LLVM::XOrOp::create(e.b, e.loc, chunk, e.urem(row, 8));
   Value inChunk = e.mul(e.urem(within, chunkElems), e.i64(elemBytes));
   return e.add(e.add(panel, e.mul(row, e.i64(128))), e.add(e.mul(swizzled, e.i64(16)), inChunk));
-}
-
-/// An f32 #tile.wgmma tile at rows [row, ...) of a ring stage, walked by
-/// pairs of a row's elements (2 c, 2 c + 1: a 16-byte chunk holds 4, so a
-/// pair never straddles two): `each(i, offset)` for the thread's element i
-/// (its pair is i, i + 1) and the pair's byte offset in the stage.
-static void forEachPair(Emitter &e, RankedTensorType tile, RingType ring, Value row,
-                        llvm::function_ref<void(int64_t, Value)> each) {
-  auto layout = cast<LayoutAttrInterface>(tile.getEncoding());
-  SmallVector<Value> base = e.apply(layout.getThreadBase(), e.threadId());
-  Value row0 = e.add(row, base[0]);
-  auto index = elementsByOffset(tile);
-  for (auto [at, i] : index) {
-    if (at.second % 2 != 0)
-      continue;
-    assert(index.count({at.first, at.second + 1}) && index.at({at.first, at.second + 1}) == i + 1 &&
-           "a #tile.wgmma thread holds a row's elements in pairs");
-    each(i, ringElementOffset(e, ring, e.add(row0, e.i64(at.first)),
-                              e.add(base[1], e.i64(at.second))));
-  }
 }
 
 namespace {
@@ -236,19 +215,32 @@ struct StoreRingOpLowering : ConvertOpToLLVMPattern<StoreRingOp> {
     return success();
   }
 
-  /// f32: each pair of a row's elements as one 8-byte store.
+  /// f32: each pair of a row's elements (2 c, 2 c + 1) as one 8-byte store
+  /// (a 16-byte chunk holds 4 elements, so a pair never straddles two).
   static void storeWords(ConversionPatternRewriter &rw, Emitter &e, StoreRingOp op,
                          OpAdaptor adaptor) {
+    RankedTensorType tile = op.getValue().getType();
     RingType ring = op.getRing().getType();
     Value stage = ringStage(e, ring, adaptor.getRing(), adaptor.getStage());
     Value frag = adaptor.getValue();
     auto pair = VectorType::get({2}, rw.getF32Type());
-    forEachPair(e, op.getValue().getType(), ring, adaptor.getRow(), [&](int64_t i, Value off) {
+    auto layout = cast<LayoutAttrInterface>(tile.getEncoding());
+    SmallVector<Value> base = e.apply(layout.getThreadBase(), e.threadId());
+    Value row0 = e.add(adaptor.getRow(), base[0]);
+    auto index = elementsByOffset(tile);
+    for (auto [at, i] : index) {
+      if (at.second % 2 != 0)
+        continue;
+      assert(index.count({at.first, at.second + 1}) &&
+             index.at({at.first, at.second + 1}) == i + 1 &&
+             "a #tile.wgmma thread holds a row's elements in pairs");
+      Value off = ringElementOffset(e, ring, e.add(row0, e.i64(at.first)),
+                                    e.add(base[1], e.i64(at.second)));
       Value word = LLVM::PoisonOp::create(rw, e.loc, pair);
       word = LLVM::InsertElementOp::create(rw, e.loc, word, e.extract(frag, i), e.i32(0));
       word = LLVM::InsertElementOp::create(rw, e.loc, word, e.extract(frag, i + 1), e.i32(1));
       LLVM::StoreOp::create(rw, e.loc, word, e.offset(stage, off), /*alignment=*/8);
-    });
+    }
   }
 
   /// 16-bit: stmatrix.x4 per 16 x 16 block.
@@ -289,8 +281,7 @@ struct StoreRingOpLowering : ConvertOpToLLVMPattern<StoreRingOp> {
 /// tile.load_ring: each thread reads the elements it holds of one row of a
 /// stage, each run of consecutive columns (the layout's contiguity, aligned
 /// to its size, so never across a 16-byte chunk of the swizzle) as one
-/// vector load from shared memory; a rank-2 (f32 #tile.wgmma) tile as
-/// tile.store_ring stores it, one 8-byte load per pair of a row's elements.
+/// vector load from shared memory.
 struct LoadRingOpLowering : ConvertOpToLLVMPattern<LoadRingOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
 
@@ -299,18 +290,6 @@ struct LoadRingOpLowering : ConvertOpToLLVMPattern<LoadRingOp> {
     Emitter e{rw, op.getLoc()};
     RankedTensorType tile = op.getResult().getType();
     RingType ring = op.getRing().getType();
-    if (tile.getRank() == 2) {
-      Value stage = ringStage(e, ring, adaptor.getRing(), adaptor.getStage());
-      SmallVector<Value> elems(size_t(getElemsPerThread(tile)));
-      auto pair = VectorType::get({2}, rw.getF32Type());
-      forEachPair(e, tile, ring, adaptor.getRow(), [&](int64_t i, Value off) {
-        Value word = LLVM::LoadOp::create(rw, e.loc, pair, e.offset(stage, off), /*alignment=*/8);
-        elems[size_t(i)] = e.extract(word, 0);
-        elems[size_t(i + 1)] = e.extract(word, 1);
-      });
-      rw.replaceOp(op, e.pack(getTypeConverter()->convertType(tile), elems));
-      return success();
-    }
     auto layout = cast<LayoutAttrInterface>(tile.getEncoding());
     Type elem = getTypeConverter()->convertType(ring.getElementType());
     int64_t n = getElemsPerThread(tile), bytes = ring.getElementBytes();

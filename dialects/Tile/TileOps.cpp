@@ -613,19 +613,6 @@ LogicalResult DotOp::verify() {
   return success();
 }
 
-/// A warpgroup's tile stored into or read from rows of a ring stage: the
-/// ring's element type, as many columns as a stage, no more rows.
-static LogicalResult verifyStageRows(Operation *op, RankedTensorType v, RingType ring) {
-  if (v.getElementType() != ring.getElementType())
-    return op->emitOpError() << "the tile is " << v.getElementType() << " and the ring "
-                             << ring.getElementType();
-  if (v.getDimSize(1) != ring.getCols() || v.getDimSize(0) > ring.getRows())
-    return op->emitOpError() << "a " << v.getDimSize(0) << "x" << v.getDimSize(1)
-                             << " tile does not fit whole rows of a stage of " << ring.getRows()
-                             << "x" << ring.getCols();
-  return success();
-}
-
 LogicalResult StoreRingOp::verify() {
   if (failed(verifyInKernel(*this)))
     return failure();
@@ -634,8 +621,13 @@ LogicalResult StoreRingOp::verify() {
   if (!isWarpgroupTile(v) ||
       (v.getElementType().getIntOrFloatBitWidth() != 16 && !v.getElementType().isF32()))
     return emitOpError() << "stores a 16-bit or f32 #tile.wgmma tile, got " << v;
-  if (failed(verifyStageRows(*this, v, ring)))
-    return failure();
+  if (v.getElementType() != ring.getElementType())
+    return emitOpError() << "the tile is " << v.getElementType() << " and the ring "
+                         << ring.getElementType();
+  if (v.getDimSize(1) != ring.getCols() || v.getDimSize(0) > ring.getRows())
+    return emitOpError() << "a " << v.getDimSize(0) << "x" << v.getDimSize(1)
+                         << " tile does not fit whole rows of a stage of " << ring.getRows() << "x"
+                         << ring.getCols();
   if (!v.getElementType().isF32() && v.getDimSize(1) % 16 != 0)
     return emitOpError() << "stores 16 x 16 blocks: " << v.getDimSize(1)
                          << " columns are not a multiple of 16";
@@ -647,23 +639,8 @@ LogicalResult LoadRingOp::verify() {
     return failure();
   RankedTensorType t = getResult().getType();
   RingType ring = getRing().getType();
-  if (t.getRank() == 2) {
-    // A warpgroup's tile, as tile.store_ring's f32 path stores it.
-    if (!isWarpgroupTile(t) || !t.getElementType().isF32())
-      return emitOpError() << "reads a rank-2 tile only as an f32 #tile.wgmma tile, got " << t;
-    if (failed(verifyStageRows(*this, t, ring)))
-      return failure();
-    APInt row;
-    if (matchPattern(getRow(), m_ConstantInt(&row)) &&
-        (row.getSExtValue() < 0 || row.getSExtValue() + t.getDimSize(0) > ring.getRows()))
-      return emitOpError() << "rows " << row.getSExtValue() << " to "
-                           << row.getSExtValue() + t.getDimSize(0) - 1 << " are outside the ring's "
-                           << ring.getRows() << " rows";
-    return success();
-  }
   if (t.getRank() != 1)
-    return emitOpError() << "reads one row into a rank-1 tile or a warpgroup's rank-2 tile, got "
-                         << t;
+    return emitOpError() << "reads one row into a rank-1 tile, got " << t;
   if (t.getElementType() != ring.getElementType())
     return emitOpError() << "the tile is " << t.getElementType() << " and the ring "
                          << ring.getElementType();

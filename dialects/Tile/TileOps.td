@@ -758,10 +758,10 @@ def Tile_StoreRingOp : Tile_Op<"store_ring"> {
 }
 
 def Tile_LoadRingOp : Tile_Op<"load_ring"> {
-  let summary = "Reads one row, or a warpgroup's tile, of a ring stage into registers";
+  let summary = "Reads one row of a ring stage into registers";
   let description = [{
-    Rank 1: reads columns `[0, N)` of row `row` of stage `stage` of `ring`
-    (as a TMA copy placed them: panels, 128-byte swizzle) into a tile of `N`
+    Reads columns `[0, N)` of row `row` of stage `stage` of `ring` (as a TMA
+    copy placed them: panels, 128-byte swizzle) into a rank-1 tile of `N`
     elements of the ring's type, in any layout (each thread reads the
     elements it holds; a `#tile.slice` of `#tile.wgmma`'s columns gives every
     column of an accumulator its value). For values a producer copies in
@@ -769,20 +769,12 @@ def Tile_LoadRingOp : Tile_Op<"load_ring"> {
     log-sum-exp and D of a tile of queries: read where they are used, from
     shared memory, instead of from global memory ahead of the wait.
 
-    Rank 2: reads an f32 `#tile.wgmma` tile of `M x N` (N the ring's
-    columns) from rows `[row, row + M)` of the stage, where `tile.store_ring`
-    put it (one 8-byte load per pair of a row's elements): a warpgroup reads
-    what another stored, as attention's backward pass at head dim 256 passes
-    one consumer's score product to the other.
-
     The reads keep their place in program order; the stage must be whole
     (its barrier waited for) before them.
 
     ```mlir
     %lse = tile.load_ring %r[%s, %c0]
         : !tile.ring<stages = 2, rows = 8, cols = 64, f32> -> tensor<64xf32, #tile.slice<dim = 0, parent = #tile.wgmma>>
-    %st = tile.load_ring %x[%s, %c0]
-        : !tile.ring<stages = 4, rows = 64, cols = 32, f32> -> tensor<64x32xf32, #tile.wgmma>
     ```
   }];
   let arguments = (ins Tile_RingType:$ring, Index:$stage, Index:$row);

@@ -16,16 +16,6 @@
 // CHECK: llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<3> -> vector<2xf32>
 
 // Three reads, 8 loads each, and no other load from shared memory.
-// LOADS-LABEL: llvm.func @stats
 // LOADS-NOT: llvm.load %{{.*}} : !llvm.ptr<3>
 // LOADS-COUNT-24: llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<3> -> vector<2xf32>
-// LOADS-NOT: llvm.load %{{.*}} : !llvm.ptr<3>
-
-// A 64 x 32 f32 tile (16 elements a thread) goes out as 8 pairs and comes
-// back as 8 pairs at the same places, once the barrier is passed.
-// LOADS-LABEL: llvm.func @exchange
-// LOADS-COUNT-8: llvm.store %{{.*}}, %{{.*}} {alignment = 8 : i64} : vector<2xf32>, !llvm.ptr<3>
-// LOADS: mbarrier.arrive.shared::cta.b64
-// LOADS: mbarrier.try_wait.parity.shared::cta.b64
-// LOADS-COUNT-8: llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<3> -> vector<2xf32>
 // LOADS-NOT: llvm.load %{{.*}} : !llvm.ptr<3>

@@ -1227,49 +1227,8 @@ tile.kernel @arrive_no_cluster() attributes {block_threads = 256 : i64, grid = a
 tile.kernel @load_ring_rank(%d: memref<?x128xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   %c0 = arith.constant 0 : index
   %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 8, cols = 64, f32>
-  // expected-error @+1 {{'tile.load_ring' op a 64x64 tile does not fit whole rows of a stage of 8x64}}
+  // expected-error @+1 {{'tile.load_ring' op reads one row into a rank-1 tile, got 'tensor<64x64xf32, #tile.wgmma>'}}
   %t = tile.load_ring %r[%c0, %c0] : !tile.ring<stages = 2, rows = 8, cols = 64, f32> -> tensor<64x64xf32, #tile.wgmma>
-  tile.return
-}
-
-// -----
-
-tile.kernel @load_ring_tile_type(%d: memref<?x128xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
-  %c0 = arith.constant 0 : index
-  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
-  // expected-error @+1 {{'tile.load_ring' op reads a rank-2 tile only as an f32 #tile.wgmma tile, got 'tensor<64x64xbf16, #tile.wgmma>'}}
-  %t = tile.load_ring %r[%c0, %c0] : !tile.ring<stages = 2, rows = 64, cols = 64, bf16> -> tensor<64x64xbf16, #tile.wgmma>
-  tile.return
-}
-
-// -----
-
-tile.kernel @load_ring_tile_rows(%d: memref<?x128xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
-  %c0 = arith.constant 0 : index
-  %c65 = arith.constant 65 : index
-  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 128, cols = 32, f32>
-  // expected-error @+1 {{'tile.load_ring' op rows 65 to 128 are outside the ring's 128 rows}}
-  %t = tile.load_ring %r[%c0, %c65] : !tile.ring<stages = 2, rows = 128, cols = 32, f32> -> tensor<64x32xf32, #tile.wgmma>
-  tile.return
-}
-
-// -----
-
-tile.kernel @load_ring_tile_ring_type(%d: memref<?x128xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
-  %c0 = arith.constant 0 : index
-  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
-  // expected-error @+1 {{'tile.load_ring' op the tile is 'f32' and the ring 'bf16'}}
-  %t = tile.load_ring %r[%c0, %c0] : !tile.ring<stages = 2, rows = 64, cols = 64, bf16> -> tensor<64x64xf32, #tile.wgmma>
-  tile.return
-}
-
-// -----
-
-tile.kernel @load_ring_tile_layout(%d: memref<?x128xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
-  %c0 = arith.constant 0 : index
-  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, f32>
-  // expected-error @+1 {{'tile.load_ring' op reads a rank-2 tile only as an f32 #tile.wgmma tile, got 'tensor<8x64xf32, #tile.blocked<vec = 4, rowThreads = 8, colThreads = 16>>'}}
-  %t = tile.load_ring %r[%c0, %c0] : !tile.ring<stages = 2, rows = 64, cols = 64, f32> -> tensor<8x64xf32, #tile.blocked<vec = 4, rowThreads = 8, colThreads = 16>>
   tile.return
 }
 

@@ -34,29 +34,3 @@ tile.kernel @stats(%ws: !tile.tensormap<rows = 8, cols = 32, f32, rank = 3>, %ou
   }
   tile.return
 }
-
-// A warpgroup's f32 tile: one consumer stores its product, the other reads
-// it once both arrived on the stage's barrier.
-// CHECK-LABEL: tile.kernel @exchange
-tile.kernel @exchange(%out: memref<64x32xf32>) attributes {block_threads = 384 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
-  %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  %x = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 32, f32>
-  %full = tile.alloc_barriers {arrivals = 2} : !tile.barriers<1>
-  tile.warp_specialize attributes {consumers = 2, producer_regs = 40, consumer_regs = 232} {
-    tile.yield
-  }, {
-  ^bb0(%c: index):
-    %one = arith.constant 1.0 : f32
-    %v = tile.splat %one : f32 -> tensor<64x32xf32, #tile.wgmma>
-    tile.store_ring %v, %x[%c, %c0] : tensor<64x32xf32, #tile.wgmma>, !tile.ring<stages = 2, rows = 64, cols = 32, f32>
-    tile.barrier_arrive %full[%c0] : !tile.barriers<1>
-    tile.barrier_wait %full[%c0], %c0 : !tile.barriers<1>
-    %other = arith.subi %c1, %c : index
-    // CHECK: tile.load_ring %{{.*}}[%{{.*}}, %{{.*}}] : <stages = 2, rows = 64, cols = 32, f32> -> tensor<64x32xf32, #tile.wgmma>
-    %t = tile.load_ring %x[%other, %c0] : !tile.ring<stages = 2, rows = 64, cols = 32, f32> -> tensor<64x32xf32, #tile.wgmma>
-    tile.store %t, %out[%c0, %c0] : tensor<64x32xf32, #tile.wgmma>, memref<64x32xf32>
-    tile.yield
-  }
-  tile.return
-}
