@@ -699,6 +699,12 @@ private:
       Seq ps;
       Value mEnd, mStart, mMasked;
     };
+    /// The query heads of one part of a group split `split` ways, in
+    /// `split`'s integer type.
+    Value headsPerPart(Value split) {
+      return arith::DivUIOp::create(b, loc, cstLike(split, p.hq / p.hkv), split);
+    }
+
     DkvTile placeDkv(Value sqV, Value skV, Value split, int64_t bn) {
       int64_t group = p.hq / p.hkv;
       // Every key tile of one KV head before the next (the programs running
@@ -716,7 +722,7 @@ private:
       Value bkv = arith::DivUIOp::create(b, loc, inPart, nTiles);
       Value seq = divu(bkv, p.hkv), kvHead = remu(bkv, p.hkv);
       // The part's query heads: `heads` of them from `head0`.
-      Value heads = arith::DivUIOp::create(b, loc, cst(group), split);
+      Value heads = headsPerPart(split);
       Value head0 = add(mul(kvHead, cst(group)), mul(part, heads));
       Value n0 = mul(nTile, cst(bn));
       // THD: the sequence's rows. A program wholly past its keys stores
@@ -1456,11 +1462,11 @@ private:
           firstTile = m.start;
           endTile = m.end;
           // (The heads' loop counts in 32 bits too, its bound computed
-          // again here as placeDkv does, and the stores after the loops
-          // take the heads from there: the 64-bit values the producer
-          // shares were kept through the loops or spilled.)
-          Value split32 = toI32(split), head032 = toI32(head0);
-          Value heads32 = arith::DivUIOp::create(b, loc, cstLike(split32, p.hq / p.hkv), split32);
+          // again here from the split, and the stores after the loops take
+          // the heads from there: the 64-bit values the producer shares
+          // were kept through the loops or spilled.)
+          Value head032 = toI32(head0);
+          Value heads32 = headsPerPart(toI32(split));
           headsAfter = toIndex(heads32);
           head0After = toIndex(head032);
           acc = loop(cstLike(heads32, 0), heads32, init, [&](Value h, ValueRange c0) {
