@@ -106,6 +106,7 @@ llvm::Expected<ScopedDevice> ScopedDevice::enter(int ordinal) {
   auto ctx = useDevice(ordinal);
   if (!ctx)
     return ctx.takeError();
+  scope.context_ = *ctx;
   scope.active_ = true;
   return scope;
 }

@@ -44,15 +44,19 @@ llvm::Expected<CUcontext> useDevice(int ordinal = 0);
 class ScopedDevice {
 public:
   static llvm::Expected<ScopedDevice> enter(int ordinal);
-  ScopedDevice(ScopedDevice &&o) noexcept : previous_(o.previous_), active_(o.active_) {
+  ScopedDevice(ScopedDevice &&o) noexcept
+      : previous_(o.previous_), context_(o.context_), active_(o.active_) {
     o.active_ = false;
   }
   ScopedDevice(const ScopedDevice &) = delete;
   ~ScopedDevice();
+  /// The device's primary context, current for the scope.
+  CUcontext context() const { return context_; }
 
 private:
   ScopedDevice() = default;
   CUcontext previous_ = nullptr;
+  CUcontext context_ = nullptr;
   bool active_ = false;
 };
 

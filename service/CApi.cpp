@@ -339,10 +339,7 @@ tj_status tj_engine_release_scratch(tj_engine *e, uint64_t keep_bytes, uint64_t 
   auto scope = tilejit::ScopedDevice::enter(e->device);
   if (!scope)
     return failed(scope.takeError());
-  auto ctx = tilejit::useDevice(e->device);
-  if (!ctx)
-    return failed(ctx.takeError());
-  auto left = tilejit::StreamBuffer::release(*ctx, keep_bytes);
+  auto left = tilejit::StreamBuffer::release(scope->context(), keep_bytes);
   if (!left)
     return failed(left.takeError());
   if (reserved)
