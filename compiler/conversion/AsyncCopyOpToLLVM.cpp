@@ -12,7 +12,8 @@
 // bar.sync 0; tile.warpgroup_id -> tid.x / 128; tile.store_ring ->
 // stmatrix (16-bit) or 8-byte stores (f32) at the swizzled places, a proxy
 // fence, the warpgroup's barrier; tile.load_ring -> each thread's runs of
-// a stage row's columns as vector loads from the swizzled places.
+// a stage row's columns as vector loads from the swizzled places. Both
+// from a column offset where one is given.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/conversion/TileToLLVM.h"
@@ -227,6 +228,7 @@ struct StoreRingOpLowering : ConvertOpToLLVMPattern<StoreRingOp> {
     auto layout = cast<LayoutAttrInterface>(tile.getEncoding());
     SmallVector<Value> base = e.apply(layout.getThreadBase(), e.threadId());
     Value row0 = e.add(adaptor.getRow(), base[0]);
+    Value col0 = adaptor.getCol() ? e.add(adaptor.getCol(), base[1]) : base[1];
     auto index = elementsByOffset(tile);
     for (auto [at, i] : index) {
       if (at.second % 2 != 0)
@@ -234,8 +236,8 @@ struct StoreRingOpLowering : ConvertOpToLLVMPattern<StoreRingOp> {
       assert(index.count({at.first, at.second + 1}) &&
              index.at({at.first, at.second + 1}) == i + 1 &&
              "a #tile.wgmma thread holds a row's elements in pairs");
-      Value off = ringElementOffset(e, ring, e.add(row0, e.i64(at.first)),
-                                    e.add(base[1], e.i64(at.second)));
+      Value off =
+          ringElementOffset(e, ring, e.add(row0, e.i64(at.first)), e.add(col0, e.i64(at.second)));
       Value word = LLVM::PoisonOp::create(rw, e.loc, pair);
       word = LLVM::InsertElementOp::create(rw, e.loc, word, e.extract(frag, i), e.i32(0));
       word = LLVM::InsertElementOp::create(rw, e.loc, word, e.extract(frag, i + 1), e.i32(1));
@@ -257,6 +259,8 @@ struct StoreRingOpLowering : ConvertOpToLLVMPattern<StoreRingOp> {
     Value rowInBlock = e.add(e.mul(e.udiv(t, 32), e.i64(16)),
                              e.add(e.mul(e.urem(e.udiv(lane, 8), 2), e.i64(8)), e.urem(lane, 8)));
     Value colInBlock = e.mul(e.udiv(lane, 16), e.i64(8));
+    if (adaptor.getCol())
+      colInBlock = e.add(adaptor.getCol(), colInBlock);
     Value row0 = e.add(adaptor.getRow(), rowInBlock);
     Value stage = ringStage(e, ring, adaptor.getRing(), adaptor.getStage());
     Value frag = adaptor.getValue();
@@ -295,6 +299,8 @@ struct LoadRingOpLowering : ConvertOpToLLVMPattern<LoadRingOp> {
     int64_t n = getElemsPerThread(tile), bytes = ring.getElementBytes();
     int64_t run = std::max<int64_t>(1, std::min<int64_t>(layout.getContiguity(), 16 / bytes));
     Value col0 = e.apply(layout.getThreadBase(), e.threadId())[0];
+    if (adaptor.getCol())
+      col0 = e.add(adaptor.getCol(), col0);
     Value stage = ringStage(e, ring, adaptor.getRing(), adaptor.getStage());
     SmallVector<Value> elems;
     for (int64_t i = 0; i < n;) {

@@ -624,13 +624,26 @@ LogicalResult StoreRingOp::verify() {
   if (v.getElementType() != ring.getElementType())
     return emitOpError() << "the tile is " << v.getElementType() << " and the ring "
                          << ring.getElementType();
-  if (v.getDimSize(1) != ring.getCols() || v.getDimSize(0) > ring.getRows())
+  if (!getCol() && (v.getDimSize(1) != ring.getCols() || v.getDimSize(0) > ring.getRows()))
     return emitOpError() << "a " << v.getDimSize(0) << "x" << v.getDimSize(1)
                          << " tile does not fit whole rows of a stage of " << ring.getRows() << "x"
+                         << ring.getCols() << " (a column offset stores part of the rows)";
+  if (v.getDimSize(1) > ring.getCols() || v.getDimSize(0) > ring.getRows())
+    return emitOpError() << "a " << v.getDimSize(0) << "x" << v.getDimSize(1)
+                         << " tile does not fit a stage of " << ring.getRows() << "x"
                          << ring.getCols();
   if (!v.getElementType().isF32() && v.getDimSize(1) % 16 != 0)
     return emitOpError() << "stores 16 x 16 blocks: " << v.getDimSize(1)
                          << " columns are not a multiple of 16";
+  APInt col;
+  if (getCol() && matchPattern(getCol(), m_ConstantInt(&col))) {
+    int64_t at = col.getSExtValue(), unit = v.getElementType().isF32() ? 2 : 8;
+    if (at < 0 || at % unit != 0 || at + v.getDimSize(1) > ring.getCols())
+      return emitOpError() << "column " << at << " must be a multiple of " << unit
+                           << " (whole 16-byte chunks of a row" << (unit == 2 ? ", pairs" : "")
+                           << ") with the tile's " << v.getDimSize(1)
+                           << " columns inside the stage's " << ring.getCols();
+  }
   return success();
 }
 
@@ -647,6 +660,14 @@ LogicalResult LoadRingOp::verify() {
   if (t.getDimSize(0) > ring.getCols())
     return emitOpError() << "a tile of " << t.getDimSize(0)
                          << " elements is longer than the ring's " << ring.getCols() << " columns";
+  APInt col;
+  if (getCol() && matchPattern(getCol(), m_ConstantInt(&col))) {
+    int64_t at = col.getSExtValue(), chunk = 16 / ring.getElementBytes();
+    if (at < 0 || at % chunk != 0 || at + t.getDimSize(0) > ring.getCols())
+      return emitOpError() << "column " << at << " must be a multiple of " << chunk
+                           << " (a 16-byte chunk) with the tile's " << t.getDimSize(0)
+                           << " elements inside the ring's " << ring.getCols() << " columns";
+  }
   // The reads are not masked: every element a thread holds must be one of
   // the tile's columns (a #tile.blocked parent may pad a row to its
   // threads' reach, past the stage).

@@ -735,7 +735,11 @@ def Tile_StoreRingOp : Tile_Op<"store_ring"> {
     Writes `value` (16-bit or f32 elements, `#tile.wgmma`, as many columns
     as the ring has) into stage `stage` of `ring`, its first row at row `row`
     of the stage, where a TMA copy would have put those elements (panels,
-    128-byte swizzle), so that `tile.dot` can read the stage as an operand:
+    128-byte swizzle), so that `tile.dot` can read the stage as an operand.
+    With `col`, the tile's columns go to the stage's columns from `col` (a
+    multiple of 8 for 16-bit tiles, of 2 for f32, and no wider than the
+    stage from there), so that two warpgroups can each write part of a
+    stage's columns:
     an accumulator's tile (the gradient of attention's scores) becomes the A
     or B of another product (sm_90: stmatrix), or `tile.tma_store` copies it
     out (f32: one 8-byte store per pair of a row's elements). The writes are then made
@@ -750,19 +754,26 @@ def Tile_StoreRingOp : Tile_Op<"store_ring"> {
         : tensor<64x64xbf16, #tile.wgmma>, !tile.ring<stages = 2, rows = 128, cols = 64, bf16>
     ```
   }];
-  let arguments = (ins Tile_Tile:$value, Tile_RingType:$ring, Index:$stage, Index:$row);
+  let arguments = (ins Tile_Tile:$value, Tile_RingType:$ring, Index:$stage, Index:$row,
+                       Optional<Index>:$col);
   let assemblyFormat = [{
-    $value `,` $ring `[` $stage `,` $row `]` attr-dict `:` type($value) `,` type($ring)
+    $value `,` $ring `[` $stage `,` $row (`,` $col^)? `]` attr-dict `:` type($value) `,` type($ring)
   }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$value, "::mlir::Value":$ring, "::mlir::Value":$stage, "::mlir::Value":$row), [{
+      build($_builder, $_state, value, ring, stage, row, ::mlir::Value());
+    }]>
+  ];
   let hasVerifier = 1;
 }
 
 def Tile_LoadRingOp : Tile_Op<"load_ring"> {
   let summary = "Reads one row of a ring stage into registers";
   let description = [{
-    Reads columns `[0, N)` of row `row` of stage `stage` of `ring` (as a TMA
-    copy placed them: panels, 128-byte swizzle) into a rank-1 tile of `N`
-    elements of the ring's type, in any layout (each thread reads the
+    Reads columns `[col, col + N)` (`col` 0 when left out, else a multiple
+    of a 16-byte chunk's elements) of row `row` of stage `stage` of `ring` (as a TMA copy placed them: panels, 128-byte
+    swizzle) into a rank-1 tile of `N` elements of the ring's type, in any
+    layout (each thread reads the
     elements it holds; a `#tile.slice` of `#tile.wgmma`'s columns gives every
     column of an accumulator its value). For values a producer copies in
     beside a product's operands, as attention's backward pass does with the
@@ -777,11 +788,16 @@ def Tile_LoadRingOp : Tile_Op<"load_ring"> {
         : !tile.ring<stages = 2, rows = 8, cols = 64, f32> -> tensor<64xf32, #tile.slice<dim = 0, parent = #tile.wgmma>>
     ```
   }];
-  let arguments = (ins Tile_RingType:$ring, Index:$stage, Index:$row);
+  let arguments = (ins Tile_RingType:$ring, Index:$stage, Index:$row, Optional<Index>:$col);
   let results = (outs Tile_Tile:$result);
   let assemblyFormat = [{
-    $ring `[` $stage `,` $row `]` attr-dict `:` type($ring) `->` type($result)
+    $ring `[` $stage `,` $row (`,` $col^)? `]` attr-dict `:` type($ring) `->` type($result)
   }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$ring, "::mlir::Value":$stage, "::mlir::Value":$row), [{
+      build($_builder, $_state, result, ring, stage, row, ::mlir::Value());
+    }]>
+  ];
   let hasVerifier = 1;
 }
 

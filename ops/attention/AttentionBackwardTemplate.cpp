@@ -110,14 +110,15 @@ constexpr int64_t kDsStages = 3;
 
 struct Shape {
   int64_t consumers, bn, kvBm, stages;
-  bool overlap, fused, dsplit, sfirst, kvsfirst;
+  bool overlap, fused, dsplit, sfirst, kvsfirst, qsplit;
   explicit Shape(const TileConfig &c)
       : consumers(c.get("consumers")), bn(c.get("bn")), kvBm(c.get("kv_bm")),
         stages(c.get("stages")), overlap(c.has("overlap") && c.get("overlap") != 0),
         fused(c.has("fused") && c.get("fused") != 0),
         dsplit(c.has("dsplit") && c.get("dsplit") != 0),
         sfirst(c.has("sfirst") && c.get("sfirst") != 0),
-        kvsfirst(c.has("kvsfirst") && c.get("kvsfirst") != 0) {}
+        kvsfirst(c.has("kvsfirst") && c.get("kvsfirst") != 0),
+        qsplit(c.has("qsplit") && c.get("qsplit") != 0) {}
   int64_t bm() const { return 64 * consumers; }
   /// The dK/dV kernel's keys per program: 64 per consumer, or 64 shared by
   /// the consumers with `dsplit`.
@@ -135,12 +136,15 @@ struct Shape {
   }
   /// Of the dK/dV kernel: K and V tiles, the Q and dO rings, the LSE and
   /// D rings (8 f32 rows each); fused, kDsStages stages of dS^T and their
-  /// barriers, and each consumer's f32 part of dQ on its way out.
+  /// barriers, and each consumer's f32 part of dQ on its way out; qsplit,
+  /// a step's P^T and dS^T and two barriers.
   int64_t dkvSmem(int64_t d, int64_t e) const {
     int64_t ds =
         fused ? kDsStages * bm() * kvBm * e + 8 * kDsStages + consumers * kvBm * dqCols(d) * 4 : 0;
+    if (qsplit)
+      ds = 2 * dkvKeys() * kvBm * e + 2 * 8;
     return (2 * dkvKeys() + 2 * stages * kvBm) * d * e + 2 * stages * 8 * kvBm * 4 + ds +
-           8 * (4 * stages + 2) + (fused ? 4 : 3) * 1024;
+           8 * (4 * stages + 2) + (fused || qsplit ? 4 : 3) * 1024;
   }
 };
 
@@ -178,6 +182,12 @@ public:
          "the dK/dV kernel starts a step's dP^T product once its S^T product is done, and dV's "
          "product behind dP^T's before waiting for it (with overlap, not fused; 0 when left "
          "out; not measured yet, so neither a default nor tuned)"},
+        {"qsplit", 0, 1, true,
+         "with dsplit, the dK/dV kernel's consumers split each step's queries for the score "
+         "products instead of each computing them for all (no product computed twice); P^T "
+         "and dS^T of both halves meet in shared memory, where dV's and dK's products read "
+         "them (head dim 256 on sm_90a, kv_bm = 64, two stages; 0 when left out; not "
+         "measured yet, so neither a default nor tuned)"},
     };
     return keys;
   }
@@ -340,13 +350,24 @@ public:
     // overlap and two or more stages only: 208 bytes spilled at kv_bm = 64,
     // 348 without overlap, 308 with one stage.)
     int64_t dqRegs = p.d / 2 + s.bn + s.bn / 4, dqLimit = p.d > 128 ? 192 : 224;
-    int64_t dkvRegs = s.dkvCols(p.d) + s.kvBm + 3 * s.kvBm / 4;
+    // (qsplit: half of a step's scores each.)
+    int64_t scores = s.qsplit ? s.kvBm / 2 : s.kvBm;
+    int64_t dkvRegs = s.dkvCols(p.d) + scores + 3 * scores / 4;
     // (Fused builds no dQ kernel: bn is not used.)
     if (!s.fused && dqRegs > dqLimit)
       return configError("a dQ consumer thread would hold " + llvm::Twine(dqRegs) +
                          " registers of dQ, S, dP and dS (at most " + llvm::Twine(dqLimit) +
                          " at head dim " + llvm::Twine(p.d) + "): use a smaller bn");
-    if (s.dsplit && (s.kvBm != 32 || !s.overlap || s.stages < 2))
+    if (s.qsplit && (!s.dsplit || s.kvBm != 64 || s.stages != 2 || !s.overlap || s.kvsfirst))
+      return configError("qsplit needs dsplit, kv_bm = 64 (each consumer's half of a step's "
+                         "queries, and the step's P^T and dS^T whole 128-byte panels), two "
+                         "stages (three do not fit shared memory), overlap = 1 and no kvsfirst; "
+                         "got dsplit = " +
+                         llvm::Twine(int(s.dsplit)) + ", kv_bm = " + llvm::Twine(s.kvBm) +
+                         ", stages = " + llvm::Twine(s.stages) +
+                         ", overlap = " + llvm::Twine(int(s.overlap)) +
+                         ", kvsfirst = " + llvm::Twine(int(s.kvsfirst)));
+    if (s.dsplit && !s.qsplit && (s.kvBm != 32 || !s.overlap || s.stages < 2))
       return configError("dsplit needs kv_bm = 32, overlap = 1 and 2 or more stages (other "
                          "configs spilled), got kv_bm = " +
                          llvm::Twine(s.kvBm) + ", overlap = " + llvm::Twine(int(s.overlap)) +
@@ -429,8 +450,8 @@ public:
   /// setmaxnreg: at most 255 each, the same for every warp), shared memory.
   llvm::Error checkSm80(const attention::Params &p, const TileConfig &cfg) const {
     Shape s(cfg);
-    if (s.overlap || s.fused || s.sfirst || s.kvsfirst)
-      return configError("overlap, fused, sfirst and kvsfirst need sm_90a (asynchronous "
+    if (s.overlap || s.fused || s.sfirst || s.kvsfirst || s.qsplit)
+      return configError("overlap, fused, sfirst, kvsfirst and qsplit need sm_90a (asynchronous "
                          "products, TMA); the target is " +
                          llvm::Twine(p.target.archName()));
     // Head dim 256: a thread would hold 256 registers of dK and dV; the two
@@ -1178,6 +1199,16 @@ private:
         dsFull = tt::AllocBarriersOp::create(b, loc, tt::BarriersType::get(&c, kDsStages),
                                              s.consumers, nullptr);
       }
+      // qsplit: the step's P^T (stage 0) and dS^T (stage 1), each
+      // consumer's half of the queries in its half of the columns; full
+      // once both consumers stored theirs, free once both consumers' dV and
+      // dK products of the step are done.
+      Value rx, xFull, xFree;
+      if (s.qsplit) {
+        rx = tt::AllocRingOp::create(b, loc, tt::RingType::get(&c, 2, bn, s.kvBm, dt), nullptr);
+        xFull = tt::AllocBarriersOp::create(b, loc, one, s.consumers, nullptr);
+        xFree = tt::AllocBarriersOp::create(b, loc, one, s.consumers, nullptr);
+      }
 
       DkvTile t = placeDkv(sqV, skV, split, bn);
       Value seq = t.seq, kvHead = t.kvHead, heads = t.heads, head0 = t.head0, n0 = t.n0;
@@ -1325,10 +1356,79 @@ private:
           tt::BarrierArriveOp::create(b, loc, empty, stage);
           return {dk, dv, add(done, cst(1))};
         };
+        // qsplit, one step: each consumer computes S^T and dP^T for the
+        // program's 64 keys and its half of the step's queries (every score
+        // product once, where dsplit alone computes each twice, and 64
+        // queries a step where it takes 32), their exponentials and dS^T,
+        // and stores P^T and dS^T into its half of the exchange's columns;
+        // once both halves are there, dV's and dK's products read them whole
+        // for the consumer's half of the columns (A from shared memory). Those
+        // two are left running into the next step, which waits for them
+        // behind its own score products and only then frees the step's Q
+        // and dO and the exchange. Carried: dK and dV (in flight past the
+        // first step) and the step counter.
+        int64_t half = s.kvBm / 2;
+        auto qsplitStep = [&](Value mi, ValueRange carried, bool masked) -> SmallVector<Value> {
+          Value done = carried[2];
+          auto [stage, round] = stageOf(done);
+          Value myQ = mul(consumer, cst(half)), m0 = mul(mi, cst(s.kvBm));
+          auto hType = RankedTensorType::get({64, half}, f32, wg);
+          auto h16Type = RankedTensorType::get({64, half}, dt, wg);
+          auto hColType = RankedTensorType::get({half}, f32, tt::SliceLayoutAttr::get(&c, 0, wg));
+          Value zeroH = splat(hType, f32c(0.0));
+          tt::BarrierWaitOp::create(b, loc, qFull, stage, round);
+          Value st = tt::DotOp::create(b, loc, hType, rk, cst(0), cst(0), rq, stage, myQ, zeroH,
+                                       false, false, true, /*overwrite=*/true);
+          tt::BarrierWaitOp::create(b, loc, doFull, stage, round);
+          Value dpt = tt::DotOp::create(b, loc, hType, rv, cst(0), cst(0), rdo, stage, myQ, zeroH,
+                                        false, false, true, /*overwrite=*/true);
+          // The previous step's dV and dK products, started before these
+          // two, are done once at most these two run: its Q and dO go back
+          // to the producer and the exchange is free (on this side).
+          auto prev = tt::DotWaitOp::create(b, loc, ValueRange{carried[0], carried[1]}, 2);
+          {
+            Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, done, cst(0));
+            auto some = scf::IfOp::create(b, loc, any, /*withElseRegion=*/false);
+            OpBuilder::InsertionGuard g(b);
+            b.setInsertionPointToStart(some.thenBlock());
+            tt::BarrierArriveOp::create(b, loc, empty, stageOf(add(done, cst(s.stages - 1))).first);
+            tt::BarrierArriveOp::create(b, loc, xFree, cst(0));
+          }
+          tt::BarrierWaitOp::create(b, loc, statFull, stage, round);
+          Value lseCol = tt::LoadRingOp::create(b, loc, hColType, rlse, stage, cst(0), myQ);
+          st = tt::DotWaitOp::create(b, loc, ValueRange{st}, 1).getResult(0);
+          if (masked)
+            st = maskDiagonal(st, key0, add(m0, myQ));
+          Value negLse = tt::BroadcastOp::create(b, loc, hType,
+                                                 arith::NegFOp::create(b, loc, lseCol).getResult());
+          Value pt = math::Exp2Op::create(
+              b, loc, math::FmaOp::create(b, loc, st, splat(hType, scaleLog2), negLse));
+          dpt = tt::DotWaitOp::create(b, loc, ValueRange{dpt}, 0).getResult(0);
+          Value dCol = tt::LoadRingOp::create(b, loc, hColType, rd, stage, cst(0), myQ);
+          Value dst = arith::MulFOp::create(
+              b, loc, pt,
+              arith::SubFOp::create(b, loc, dpt, tt::BroadcastOp::create(b, loc, hType, dCol)));
+          Value p16 = arith::TruncFOp::create(b, loc, h16Type, pt);
+          Value ds16 = arith::TruncFOp::create(b, loc, h16Type, dst);
+          // Both consumers' products of the previous step have read the
+          // exchange (round -1 at the first step: complete from the start).
+          tt::BarrierWaitOp::create(b, loc, xFree, cst(0), sub(done, cst(1)));
+          tt::StoreRingOp::create(b, loc, p16, rx, cst(0), cst(0), myQ);
+          tt::StoreRingOp::create(b, loc, ds16, rx, cst(1), cst(0), myQ);
+          tt::BarrierArriveOp::create(b, loc, xFull, cst(0));
+          tt::BarrierWaitOp::create(b, loc, xFull, cst(0), done);
+          Value dv = tt::DotOp::create(b, loc, accType, rx, cst(0), cst(0), rdo, stage, myCols,
+                                       prev.getResult(1), false, true, true);
+          Value dk = tt::DotOp::create(b, loc, accType, rx, cst(1), cst(0), rq, stage, myCols,
+                                       prev.getResult(0), false, true, true);
+          return {dk, dv, add(done, cst(1))};
+        };
         // One step: query tile mi of query head `head`; carried dK, dV and
         // the step counter.
         auto step = [&](Value head, Value mi, ValueRange carried,
                         bool masked) -> SmallVector<Value> {
+          if (s.qsplit)
+            return qsplitStep(mi, carried, masked);
           auto [stage, round] = stageOf(carried[2]);
           // (Fused: the causal diagonal's few steps run their products one
           // after another; overlapped beside the mask and dQ's part they
@@ -1438,6 +1538,12 @@ private:
             return loop(mMasked, mEnd, c1,
                         [&](Value mi, ValueRange c) { return step(head, mi, c, false); });
           });
+          // qsplit: the last step's dV and dK products.
+          if (s.qsplit) {
+            auto last = tt::DotWaitOp::create(b, loc, ValueRange{acc[0], acc[1]}, 0);
+            acc[0] = last.getResult(0);
+            acc[1] = last.getResult(1);
+          }
         } else {
           // Fused (every register counts beside dQ's part): the query
           // tiles' loops count in 32 bits, their bounds computed here

@@ -653,6 +653,25 @@ TEST_F(GpuAttention, BackwardHeadDim256SplitsTheColumns) {
                "bn=16 consumers=2 dsplit=1 kv_bm=32 overlap=1 stages=3"});
 }
 
+TEST_F(GpuAttention, BackwardHeadDim256SplitsTheQueries) {
+  // qsplit (with dsplit): each of the dK/dV kernel's consumers computes the
+  // scores of half a step's 64 queries, and both read P^T and dS^T whole
+  // from shared memory for their halves of dV's and dK's columns. Ragged,
+  // causal (the diagonal's steps mask each half at its own queries), both
+  // layouts and packed sequences, f16, GQA and MQA (split over programs),
+  // keys no query sees, more queries than keys.
+  const char *q = "bn=32 consumers=2 dsplit=1 kv_bm=64 overlap=1 qsplit=1 stages=2";
+  runBackward({1, 256, 256, 2, 2, 256, false, Layout::BSHD, DType::BF16, 0.0f, q});
+  runBackward({2, 200, 200, 4, 1, 256, true, Layout::BSHD, DType::BF16, 0.0f, q});
+  runBackward({1, 300, 300, 4, 2, 256, false, Layout::BHSD, DType::BF16, 0.0f, q});
+  runBackward({1, 129, 129, 2, 2, 256, true, Layout::BSHD, DType::F16, 0.0f, q});
+  runBackward({16, 128, 128, 4, 1, 256, true, Layout::BSHD, DType::BF16, 0.0f, q});
+  runBackward({1, 100, 250, 2, 2, 256, true, Layout::BSHD, DType::BF16, 0.0f, q});
+  runBackward({1, 250, 100, 2, 2, 256, true, Layout::BHSD, DType::BF16, 0.0f, q});
+  runBackward({1, 1, 1, 2, 1, 256, true, Layout::BSHD, DType::BF16, 0.0f, q});
+  runBackward(packed({3, 333, 129}, {3, 333, 129}, 2, 2, 256, true, q));
+}
+
 TEST_F(GpuAttention, BackwardRaggedAndCrossLengths) {
   for (int64_t s : {1, 63, 65, 129, 383})
     runBackward({1, s, s, 2, 2, 128, true});

@@ -320,14 +320,14 @@ TEST(AttentionCompile, Sm80BackwardBuildsWithoutSpillsAndRefusesWhatItCannotRun)
   expectCleanSm80Backward(wide, *TileConfig::parse("bn=16 consumers=2 dsplit=1 kv_bm=16 stages=3"));
 
   const KernelTemplate &t = getTemplate(attention::backwardOp());
-  for (const char *why : {"overlap=1", "fused=1", "sfirst=1", "kvsfirst=1"}) {
+  for (const char *why : {"overlap=1", "fused=1", "sfirst=1", "kvsfirst=1", "qsplit=1"}) {
     auto err = t.checkConfig(mha, *TileConfig::parse(std::string("bn=32 consumers=1 kv_bm=16 "
                                                                  "stages=2 ") +
                                                      why));
     ASSERT_TRUE(bool(err)) << why;
-    EXPECT_NE(
-        llvm::toString(std::move(err)).find("overlap, fused, sfirst and kvsfirst need sm_90a"),
-        std::string::npos)
+    EXPECT_NE(llvm::toString(std::move(err))
+                  .find("overlap, fused, sfirst, kvsfirst and qsplit need sm_90a"),
+              std::string::npos)
         << why;
   }
   attention::Params d64 = mha;
@@ -564,6 +564,93 @@ TEST(AttentionCompile, BackwardTuningSpaceBuildsWithoutSpills) {
       for (const TileConfig &c : getTemplate(attention::backwardOp()).configSpace(p.spec()))
         expectClean(p, c);
     }
+}
+
+TEST(AttentionCompile, BackwardQuerySplitComputesEachScoreProductOnce) {
+  // qsplit (head dim 256, with dsplit): the dK/dV kernel's consumers each
+  // compute S^T and dP^T for half of a step's 64 queries (64 x 32 over the
+  // whole head dim, 16 wgmma of n32 each), where dsplit alone has both
+  // compute both for all of a step's 32: the same n32 products a step for
+  // twice the queries. dV's and dK's products read P^T and dS^T from shared
+  // memory (A by descriptor: no n128 product takes A from registers), which
+  // each consumer stores half of with stmatrix. Clean for both masks, the
+  // three layouts and f16; neither a default nor in the tuning space until
+  // measured; refused without dsplit, with other steps or stages, and
+  // below sm_90a.
+  const char *split = "bn=32 consumers=2 dsplit=1 kv_bm=64 overlap=1 qsplit=1 stages=2";
+  // Occurrences of `what` in the dK/dV kernel's PTX.
+  auto inDkv = [](const std::string &ptx, const std::string &what) {
+    size_t from = ptx.find(".entry attn_bwd_dkdv_bf16"), to = ptx.find(".entry", from + 1);
+    std::string dkv = ptx.substr(from, to == std::string::npos ? to : to - from);
+    size_t n = 0;
+    for (size_t at = dkv.find(what); at != std::string::npos; at = dkv.find(what, at + 1))
+      ++n;
+    return n;
+  };
+  auto plain = compileKernel(backward(256, true), {});
+  ASSERT_TRUE(bool(plain)) << llvm::toString(plain.takeError());
+  auto k = compileKernel(backward(256, true), *TileConfig::parse(split));
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  // Two loops (the diagonal's steps and the others).
+  const char *n32 = "wgmma.mma_async.sync.aligned.m64n32k16";
+  const char *n128 = "wgmma.mma_async.sync.aligned.m64n128k16";
+  EXPECT_EQ(inDkv(plain->ptx, n32), 2u * 2u * 16u);
+  EXPECT_EQ(inDkv(k->ptx, n32), 2u * 2u * 16u);
+  EXPECT_EQ(inDkv(plain->ptx, n128), 2u * 2u * 2u);
+  EXPECT_EQ(inDkv(k->ptx, n128), 2u * 2u * 4u);
+  // dV's and dK's products (n128): A from registers without qsplit, from
+  // shared memory with it.
+  auto aFromRegisters = [&](const std::string &ptx) {
+    size_t from = ptx.find(".entry attn_bwd_dkdv_bf16"), to = ptx.find(".entry", from + 1);
+    size_t n = 0;
+    for (size_t at = ptx.find(n128, from); at != std::string::npos && at < to;
+         at = ptx.find(n128, at + 1)) {
+      // The operands after the accumulator's: "}, {%r" (A's registers) or
+      // "}, %rd" (A's descriptor).
+      size_t accEnd = ptx.find("}", at);
+      n += ptx.compare(accEnd, 6, "}, {%r") == 0;
+    }
+    return n;
+  };
+  EXPECT_EQ(aFromRegisters(plain->ptx), 2u * 2u * 2u);
+  EXPECT_EQ(aFromRegisters(k->ptx), 0u);
+  EXPECT_EQ(inDkv(plain->ptx, "stmatrix.sync.aligned"), 0u);
+  EXPECT_EQ(inDkv(k->ptx, "stmatrix.sync.aligned"), 2u * 2u * 2u);
+  for (bool causal : {false, true})
+    for (Layout l : {Layout::BSHD, Layout::BHSD, Layout::THD})
+      expectClean(backward(256, causal, l), *TileConfig::parse(split));
+  expectClean(backward(256, true, Layout::BSHD, DType::F16), *TileConfig::parse(split));
+  const KernelTemplate &t = getTemplate(attention::backwardOp());
+  for (bool causal : {false, true}) {
+    EXPECT_FALSE(t.defaultConfig(backward(256, causal).spec()).has("qsplit"));
+    for (const TileConfig &c : t.configSpace(backward(256, causal).spec()))
+      EXPECT_FALSE(c.has("qsplit") && c.get("qsplit")) << c.canonical();
+  }
+  const std::string why = "qsplit needs dsplit, kv_bm = 64 (each consumer's half of a step's "
+                          "queries, and the step's P^T and dS^T whole 128-byte panels), two "
+                          "stages (three do not fit shared memory), overlap = 1 and no kvsfirst; ";
+  for (auto [d, cfg, got] :
+       {std::tuple{128, "bn=128 consumers=2 kv_bm=64 overlap=1 qsplit=1 stages=2",
+                   "got dsplit = 0, kv_bm = 64, stages = 2, overlap = 1, kvsfirst = 0"},
+        std::tuple{256, "bn=32 consumers=2 dsplit=1 kv_bm=32 overlap=1 qsplit=1 stages=2",
+                   "got dsplit = 1, kv_bm = 32, stages = 2, overlap = 1, kvsfirst = 0"},
+        std::tuple{256, "bn=32 consumers=2 dsplit=1 kv_bm=64 overlap=1 qsplit=1 stages=3",
+                   "got dsplit = 1, kv_bm = 64, stages = 3, overlap = 1, kvsfirst = 0"},
+        std::tuple{256, "bn=32 consumers=2 dsplit=1 kv_bm=64 overlap=0 qsplit=1 stages=2",
+                   "got dsplit = 1, kv_bm = 64, stages = 2, overlap = 0, kvsfirst = 0"},
+        std::tuple{256,
+                   "bn=32 consumers=2 dsplit=1 kv_bm=64 kvsfirst=1 overlap=1 qsplit=1 stages=2",
+                   "got dsplit = 1, kv_bm = 64, stages = 2, overlap = 1, kvsfirst = 1"}}) {
+    auto err = t.checkConfig(backward(d, true), *TileConfig::parse(cfg));
+    ASSERT_TRUE(bool(err)) << cfg;
+    EXPECT_NE(llvm::toString(std::move(err)).find(why + got), std::string::npos) << cfg;
+  }
+  attention::Params sm80 = backward(256, true);
+  sm80.target = *Target::parse("sm_80");
+  auto err = t.checkConfig(sm80, *TileConfig::parse("bn=32 consumers=2 dsplit=1 kv_bm=16 "
+                                                    "qsplit=1 stages=2"));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("and qsplit need sm_90a"), std::string::npos);
 }
 
 TEST(AttentionCompile, PtxasInjectsNoWaitBetweenTheOverlappedScoreProducts) {

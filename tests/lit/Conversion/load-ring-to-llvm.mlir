@@ -15,7 +15,8 @@
 // CHECK: llvm.xor %{{.*}}, %{{.*}} : i64
 // CHECK: llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<3> -> vector<2xf32>
 
-// Three reads, 8 loads each, and no other load from shared memory.
+// Three reads of 64 columns, 8 loads each, one of 32 from column 32, 4
+// loads, and no other load from shared memory.
 // LOADS-NOT: llvm.load %{{.*}} : !llvm.ptr<3>
-// LOADS-COUNT-24: llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<3> -> vector<2xf32>
+// LOADS-COUNT-28: llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<3> -> vector<2xf32>
 // LOADS-NOT: llvm.load %{{.*}} : !llvm.ptr<3>

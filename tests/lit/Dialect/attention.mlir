@@ -97,6 +97,7 @@ tile.kernel @columns(%w: memref<?x?xf32>, %o: memref<?x64xf32>) attributes {bloc
 // CHECK-LABEL: tile.kernel @scores_gradient
 tile.kernel @scores_gradient(%acc: memref<?x64xf32>) attributes {block_threads = 256 : i64, min_blocks = 1 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
   %c64 = arith.constant 64 : index
   %ds = tile.alloc_ring : !tile.ring<stages = 2, rows = 128, cols = 64, bf16>
   %k = tile.alloc_ring : !tile.ring<stages = 1, rows = 128, cols = 64, bf16>
@@ -109,6 +110,13 @@ tile.kernel @scores_gradient(%acc: memref<?x64xf32>) attributes {block_threads =
     %g = arith.truncf %z : tensor<64x64xf32, #acc> to tensor<64x64xbf16, #acc>
     // CHECK: store_ring %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] : tensor<64x64xbf16, #tile.wgmma>, {{.*}}<stages = 2, rows = 128, cols = 64, bf16>
     tile.store_ring %g, %ds[%c0, %c64] : tensor<64x64xbf16, #acc>, !tile.ring<stages = 2, rows = 128, cols = 64, bf16>
+    // Half of a stage's columns, from column 32 (two warpgroups' halves of
+    // one tile).
+    %h = tile.splat %zero : f32 -> tensor<64x32xf32, #acc>
+    %h16 = arith.truncf %h : tensor<64x32xf32, #acc> to tensor<64x32xbf16, #acc>
+    %c32 = arith.constant 32 : index
+    // CHECK: store_ring %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : tensor<64x32xbf16, #tile.wgmma>, {{.*}}<stages = 2, rows = 128, cols = 64, bf16>
+    tile.store_ring %h16, %ds[%c1, %c0, %c32] : tensor<64x32xbf16, #acc>, !tile.ring<stages = 2, rows = 128, cols = 64, bf16>
     %dq = tile.dot %ds[%c0, %c0], %k[%c0, %c0], %z {a_mn_major = true, b_mn_major = true} : !tile.ring<stages = 2, rows = 128, cols = 64, bf16>, !tile.ring<stages = 1, rows = 128, cols = 64, bf16>, tensor<64x64xf32, #acc> -> tensor<64x64xf32, #acc>
     // CHECK: store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] {add} : tensor<64x64xf32, #tile.wgmma>, memref<?x64xf32>
     tile.store %dq, %acc[%c0, %c0] {add} : tensor<64x64xf32, #acc>, memref<?x64xf32>

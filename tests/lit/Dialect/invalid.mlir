@@ -1030,6 +1030,32 @@ tile.kernel @store_ring_shape(%d: memref<?x128xf32>) attributes {block_threads =
 
 // -----
 
+tile.kernel @store_ring_column(%d: memref<?x128xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  %z = arith.constant 0.0 : bf16
+  %t = tile.splat %z : bf16 -> tensor<64x32xbf16, #tile.wgmma>
+  // expected-error @+1 {{'tile.store_ring' op column 4 must be a multiple of 8 (whole 16-byte chunks of a row) with the tile's 32 columns inside the stage's 64}}
+  tile.store_ring %t, %r[%c0, %c0, %c4] : tensor<64x32xbf16, #tile.wgmma>, !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  tile.return
+}
+
+// -----
+
+tile.kernel @store_ring_past_the_stage(%d: memref<?x128xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %c48 = arith.constant 48 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  %z = arith.constant 0.0 : bf16
+  %t = tile.splat %z : bf16 -> tensor<64x32xbf16, #tile.wgmma>
+  // expected-error @+1 {{'tile.store_ring' op column 48 must be a multiple of 8 (whole 16-byte chunks of a row) with the tile's 32 columns inside the stage's 64}}
+  tile.store_ring %t, %r[%c0, %c0, %c48] : tensor<64x32xbf16, #tile.wgmma>, !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
+  tile.return
+}
+
+// -----
+
 tile.kernel @store_add_type(%d: memref<?x64xbf16>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   %c0 = arith.constant 0 : index
   %z = arith.constant 0.0 : f32
@@ -1260,6 +1286,17 @@ tile.kernel @load_ring_row(%d: memref<?x128xf32>) attributes {block_threads = 12
   %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 8, cols = 64, f32>
   // expected-error @+1 {{'tile.load_ring' op row 8 is outside the ring's 8 rows}}
   %t = tile.load_ring %r[%c0, %c8] : !tile.ring<stages = 2, rows = 8, cols = 64, f32> -> tensor<64xf32, #tile.slice<dim = 0, parent = #tile.wgmma>>
+  tile.return
+}
+
+// -----
+
+tile.kernel @load_ring_column(%d: memref<?x128xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %c40 = arith.constant 40 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 8, cols = 64, f32>
+  // expected-error @+1 {{'tile.load_ring' op column 40 must be a multiple of 4 (a 16-byte chunk) with the tile's 32 elements inside the ring's 64 columns}}
+  %t = tile.load_ring %r[%c0, %c0, %c40] : !tile.ring<stages = 2, rows = 8, cols = 64, f32> -> tensor<32xf32, #tile.slice<dim = 0, parent = #tile.wgmma>>
   tile.return
 }
 
