@@ -640,23 +640,28 @@ TEST_F(GpuAttention, BackwardHeadDimsMasksAndGroups) {
 
 TEST_F(GpuAttention, BackwardHeadDim256SplitsTheColumns) {
   // Head dim 256: the dK/dV kernel's two consumers hold half of dK's and
-  // dV's columns each for the same 64 keys (dsplit). Ragged, causal, both
-  // layouts, f16, GQA and MQA; the query heads split over programs (the
-  // parts' sum kernel adds 128 columns at a time).
-  runBackward({1, 256, 256, 2, 2, 256});
-  runBackward({2, 200, 200, 4, 1, 256, true});
-  runBackward({1, 300, 300, 4, 2, 256, false, Layout::BHSD});
-  runBackward({1, 129, 129, 2, 2, 256, true, Layout::BSHD, DType::F16});
-  runBackward({64, 128, 128, 4, 1, 256, true});
-  runBackward({1, 100, 250, 2, 2, 256, true}); // keys no query sees: zero dK, dV
+  // dV's columns each for the same 64 keys (dsplit), here each computing a
+  // step's scores for all of its 32 queries (the default, qsplit, splits
+  // them: the next test). Ragged, causal, both layouts, f16, GQA and MQA;
+  // the query heads split over programs (the parts' sum kernel adds 128
+  // columns at a time).
+  const char *d = "bn=32 consumers=2 dsplit=1 kv_bm=32 overlap=1 sfirst=1 stages=2";
+  runBackward({1, 256, 256, 2, 2, 256, false, Layout::BSHD, DType::BF16, 0.0f, d});
+  runBackward({2, 200, 200, 4, 1, 256, true, Layout::BSHD, DType::BF16, 0.0f, d});
+  runBackward({1, 300, 300, 4, 2, 256, false, Layout::BHSD, DType::BF16, 0.0f, d});
+  runBackward({1, 129, 129, 2, 2, 256, true, Layout::BSHD, DType::F16, 0.0f, d});
+  runBackward({64, 128, 128, 4, 1, 256, true, Layout::BSHD, DType::BF16, 0.0f, d});
+  // Keys no query sees: zero dK, dV.
+  runBackward({1, 100, 250, 2, 2, 256, true, Layout::BSHD, DType::BF16, 0.0f, d});
   runBackward({1, 333, 333, 2, 1, 256, false, Layout::BSHD, DType::BF16, 0.0f,
                "bn=16 consumers=2 dsplit=1 kv_bm=32 overlap=1 stages=3"});
 }
 
 TEST_F(GpuAttention, BackwardHeadDim256SplitsTheQueries) {
-  // qsplit (with dsplit): each of the dK/dV kernel's consumers computes the
-  // scores of half a step's 64 queries, and both read P^T and dS^T whole
-  // from shared memory for their halves of dV's and dK's columns. Ragged,
+  // qsplit (with dsplit; the default at head dim 256): each of the dK/dV
+  // kernel's consumers computes the scores of half a step's 64 queries, and
+  // both read P^T and dS^T whole from shared memory for their halves of
+  // dV's and dK's columns. Ragged,
   // causal (the diagonal's steps mask each half at its own queries), both
   // layouts and packed sequences, f16, GQA and MQA (split over programs),
   // keys no query sees, more queries than keys.
