@@ -635,14 +635,18 @@ LogicalResult StoreRingOp::verify() {
   if (!v.getElementType().isF32() && v.getDimSize(1) % 16 != 0)
     return emitOpError() << "stores 16 x 16 blocks: " << v.getDimSize(1)
                          << " columns are not a multiple of 16";
+  // (A column offset known only at run time is the caller's to keep to
+  // these rules.)
   APInt col;
   if (getCol() && matchPattern(getCol(), m_ConstantInt(&col))) {
-    int64_t at = col.getSExtValue(), unit = v.getElementType().isF32() ? 2 : 8;
-    if (at < 0 || at % unit != 0 || at + v.getDimSize(1) > ring.getCols())
+    bool f32 = v.getElementType().isF32();
+    int64_t at = col.getSExtValue(), unit = f32 ? 2 : 8;
+    if (at < 0 || at % unit != 0)
       return emitOpError() << "column " << at << " must be a multiple of " << unit
-                           << " (whole 16-byte chunks of a row" << (unit == 2 ? ", pairs" : "")
-                           << ") with the tile's " << v.getDimSize(1)
-                           << " columns inside the stage's " << ring.getCols();
+                           << (f32 ? " (8-byte pairs)" : " (whole 16-byte chunks of a row)");
+    if (at + v.getDimSize(1) > ring.getCols())
+      return emitOpError() << "columns " << at << " to " << at + v.getDimSize(1)
+                           << " pass the stage's " << ring.getCols();
   }
   return success();
 }
@@ -660,13 +664,17 @@ LogicalResult LoadRingOp::verify() {
   if (t.getDimSize(0) > ring.getCols())
     return emitOpError() << "a tile of " << t.getDimSize(0)
                          << " elements is longer than the ring's " << ring.getCols() << " columns";
+  // (A column offset known only at run time is the caller's to keep to
+  // these rules.)
   APInt col;
   if (getCol() && matchPattern(getCol(), m_ConstantInt(&col))) {
     int64_t at = col.getSExtValue(), chunk = 16 / ring.getElementBytes();
-    if (at < 0 || at % chunk != 0 || at + t.getDimSize(0) > ring.getCols())
+    if (at < 0 || at % chunk != 0)
       return emitOpError() << "column " << at << " must be a multiple of " << chunk
-                           << " (a 16-byte chunk) with the tile's " << t.getDimSize(0)
-                           << " elements inside the ring's " << ring.getCols() << " columns";
+                           << " (a 16-byte chunk)";
+    if (at + t.getDimSize(0) > ring.getCols())
+      return emitOpError() << "columns " << at << " to " << at + t.getDimSize(0)
+                           << " pass the ring's " << ring.getCols();
   }
   // The reads are not masked: every element a thread holds must be one of
   // the tile's columns (a #tile.blocked parent may pad a row to its

@@ -24,7 +24,8 @@
 // works on the transposed products, so that what it accumulates has its keys
 // as rows: S^T = K Q^T and dP^T = V dO^T (shared memory), P^T from S^T and
 // the workspace's LSE of each column (a #tile.slice of the columns), then
-// dV += P^T dO and dK += dS^T Q with P^T and dS^T from registers. Where the
+// dV += P^T dO and dK += dS^T Q with P^T and dS^T from registers (with
+// qsplit, from shared memory: below). Where the
 // KV heads' tiles are too few to keep the GPU busy (one KV head of
 // Llama-3.1-70B at TP8: 64), the group's query heads are split over
 // `split` programs per tile (a launch argument, attention::backwardHeadSplit),
@@ -75,7 +76,11 @@
 // yet), fused (above), dsplit (head dim 256, where a
 // warpgroup cannot hold dK and dV of 64 keys: the dK/dV kernel's two
 // consumers take the same 64 keys, each holding half of the columns and
-// computing the step's S^T and dP^T itself).
+// computing the step's S^T and dP^T itself), qsplit (with dsplit, the
+// default on sm_90a: each consumer computes S^T and dP^T for half of a
+// step's 64 queries, and the two pass P^T and dS^T to each other through
+// shared memory, where dV's and dK's products read them; 18 % less time
+// than dsplit alone, bench/NOTES.md b17).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/EmbeddedSources.h"

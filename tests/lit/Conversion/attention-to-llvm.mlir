@@ -39,10 +39,18 @@
 // swizzled places (chunk xor row % 8), then the proxy fence and the
 // warpgroup's barrier before a product reads the stage; the f32 result
 // added into memory two columns at a time.
+// Then a 64 x 32 tile into columns 32 to 63: the offset added to each
+// lane's column, two stmatrix.x4, the fence and the barrier again.
 // CHECK-LABEL: llvm.func @scores_gradient
+// CHECK: %[[COL:.*]] = llvm.mlir.constant(32 : index) : i64
 // CHECK: llvm.xor
 // CHECK: nvvm.stmatrix %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {eltType = #nvvm.ld_st_matrix_elt_type<b16>, layout = #nvvm.mma_layout<row>, shape = #nvvm.ld_st_matrix_shape<m = 8, n = 8>}
 // CHECK-COUNT-3: nvvm.stmatrix
+// CHECK-NOT: nvvm.stmatrix
+// CHECK: "fence.proxy.async.shared::cta;"
+// CHECK: "bar.sync $0, 128;"
+// CHECK: llvm.add %[[COL]], %{{.*}} : i64
+// CHECK-COUNT-2: nvvm.stmatrix
 // CHECK-NOT: nvvm.stmatrix
 // CHECK: "fence.proxy.async.shared::cta;"
 // CHECK: "bar.sync $0, 128;"

@@ -1,6 +1,8 @@
 // RUN: tilejit-opt %S/../Dialect/load-ring.mlir --tile-allocate-shared --convert-tile-to-llvm | FileCheck %s
 // RUN: tilejit-opt %S/../Dialect/load-ring.mlir --tile-allocate-shared --convert-tile-to-llvm | FileCheck %s --check-prefix=LOADS
 
+// CHECK: %[[COL:.*]] = llvm.mlir.constant(32 : index) : i64
+
 // The producer's two copies of the workspace's rows: each a 32-column
 // panel at a time (two per 64-column stage), the map's coordinates
 // (column, head, LSE or D) innermost first.
@@ -14,6 +16,11 @@
 // 128-byte swizzle (the 16-byte chunk XOR the row).
 // CHECK: llvm.xor %{{.*}}, %{{.*}} : i64
 // CHECK: llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<3> -> vector<2xf32>
+
+// The read from column 32 adds the offset (COL, above) to each thread's
+// first column.
+// CHECK: llvm.add %[[COL]], %{{.*}} : i64
+// CHECK-COUNT-4: llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<3> -> vector<2xf32>
 
 // Three reads of 64 columns, 8 loads each, one of 32 from column 32, 4
 // loads, and no other load from shared memory.

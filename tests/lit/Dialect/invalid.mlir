@@ -1036,7 +1036,7 @@ tile.kernel @store_ring_column(%d: memref<?x128xf32>) attributes {block_threads 
   %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
   %z = arith.constant 0.0 : bf16
   %t = tile.splat %z : bf16 -> tensor<64x32xbf16, #tile.wgmma>
-  // expected-error @+1 {{'tile.store_ring' op column 4 must be a multiple of 8 (whole 16-byte chunks of a row) with the tile's 32 columns inside the stage's 64}}
+  // expected-error @+1 {{'tile.store_ring' op column 4 must be a multiple of 8 (whole 16-byte chunks of a row)}}
   tile.store_ring %t, %r[%c0, %c0, %c4] : tensor<64x32xbf16, #tile.wgmma>, !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
   tile.return
 }
@@ -1049,7 +1049,7 @@ tile.kernel @store_ring_past_the_stage(%d: memref<?x128xf32>) attributes {block_
   %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
   %z = arith.constant 0.0 : bf16
   %t = tile.splat %z : bf16 -> tensor<64x32xbf16, #tile.wgmma>
-  // expected-error @+1 {{'tile.store_ring' op column 48 must be a multiple of 8 (whole 16-byte chunks of a row) with the tile's 32 columns inside the stage's 64}}
+  // expected-error @+1 {{'tile.store_ring' op columns 48 to 80 pass the stage's 64}}
   tile.store_ring %t, %r[%c0, %c0, %c48] : tensor<64x32xbf16, #tile.wgmma>, !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
   tile.return
 }
@@ -1295,8 +1295,32 @@ tile.kernel @load_ring_column(%d: memref<?x128xf32>) attributes {block_threads =
   %c0 = arith.constant 0 : index
   %c40 = arith.constant 40 : index
   %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 8, cols = 64, f32>
-  // expected-error @+1 {{'tile.load_ring' op column 40 must be a multiple of 4 (a 16-byte chunk) with the tile's 32 elements inside the ring's 64 columns}}
+  // expected-error @+1 {{'tile.load_ring' op columns 40 to 72 pass the ring's 64}}
   %t = tile.load_ring %r[%c0, %c0, %c40] : !tile.ring<stages = 2, rows = 8, cols = 64, f32> -> tensor<32xf32, #tile.slice<dim = 0, parent = #tile.wgmma>>
+  tile.return
+}
+
+// -----
+
+tile.kernel @load_ring_chunk(%d: memref<?x128xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %c6 = arith.constant 6 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 8, cols = 64, f32>
+  // expected-error @+1 {{'tile.load_ring' op column 6 must be a multiple of 4 (a 16-byte chunk)}}
+  %t = tile.load_ring %r[%c0, %c0, %c6] : !tile.ring<stages = 2, rows = 8, cols = 64, f32> -> tensor<32xf32, #tile.slice<dim = 0, parent = #tile.wgmma>>
+  tile.return
+}
+
+// -----
+
+tile.kernel @store_ring_pair(%d: memref<?x128xf32>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %c3 = arith.constant 3 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, f32>
+  %z = arith.constant 0.0 : f32
+  %t = tile.splat %z : f32 -> tensor<64x32xf32, #tile.wgmma>
+  // expected-error @+1 {{'tile.store_ring' op column 3 must be a multiple of 2 (8-byte pairs)}}
+  tile.store_ring %t, %r[%c0, %c0, %c3] : tensor<64x32xf32, #tile.wgmma>, !tile.ring<stages = 2, rows = 64, cols = 64, f32>
   tile.return
 }
 
