@@ -344,6 +344,19 @@ protected:
     }
   }
 
+  /// Head dim 256's backward under `config`: ragged, causal, both layouts,
+  /// f16, GQA and MQA (`mqaBatch` sequences: the query heads split over
+  /// programs, whose parts' sum adds 128 columns at a time), keys no query
+  /// sees (zero dK and dV).
+  void runHeadDim256(const char *config, int64_t mqaBatch) {
+    runBackward({1, 256, 256, 2, 2, 256, false, Layout::BSHD, DType::BF16, 0.0f, config});
+    runBackward({2, 200, 200, 4, 1, 256, true, Layout::BSHD, DType::BF16, 0.0f, config});
+    runBackward({1, 300, 300, 4, 2, 256, false, Layout::BHSD, DType::BF16, 0.0f, config});
+    runBackward({1, 129, 129, 2, 2, 256, true, Layout::BSHD, DType::F16, 0.0f, config});
+    runBackward({mqaBatch, 128, 128, 4, 1, 256, true, Layout::BSHD, DType::BF16, 0.0f, config});
+    runBackward({1, 100, 250, 2, 2, 256, true, Layout::BSHD, DType::BF16, 0.0f, config});
+  }
+
   void runBackward(const Case &c) {
     SCOPED_TRACE("backward " + name(c));
     uint64_t seed = tilejit::testing::testSeed();
@@ -642,17 +655,8 @@ TEST_F(GpuAttention, BackwardHeadDim256SplitsTheColumns) {
   // Head dim 256: the dK/dV kernel's two consumers hold half of dK's and
   // dV's columns each for the same 64 keys (dsplit), here each computing a
   // step's scores for all of its 32 queries (the default, qsplit, splits
-  // them: the next test). Ragged, causal, both layouts, f16, GQA and MQA;
-  // the query heads split over programs (the parts' sum kernel adds 128
-  // columns at a time).
-  const char *d = "bn=32 consumers=2 dsplit=1 kv_bm=32 overlap=1 sfirst=1 stages=2";
-  runBackward({1, 256, 256, 2, 2, 256, false, Layout::BSHD, DType::BF16, 0.0f, d});
-  runBackward({2, 200, 200, 4, 1, 256, true, Layout::BSHD, DType::BF16, 0.0f, d});
-  runBackward({1, 300, 300, 4, 2, 256, false, Layout::BHSD, DType::BF16, 0.0f, d});
-  runBackward({1, 129, 129, 2, 2, 256, true, Layout::BSHD, DType::F16, 0.0f, d});
-  runBackward({64, 128, 128, 4, 1, 256, true, Layout::BSHD, DType::BF16, 0.0f, d});
-  // Keys no query sees: zero dK, dV.
-  runBackward({1, 100, 250, 2, 2, 256, true, Layout::BSHD, DType::BF16, 0.0f, d});
+  // them: the next test); and three stages.
+  runHeadDim256("bn=32 consumers=2 dsplit=1 kv_bm=32 overlap=1 sfirst=1 stages=2", 64);
   runBackward({1, 333, 333, 2, 1, 256, false, Layout::BSHD, DType::BF16, 0.0f,
                "bn=16 consumers=2 dsplit=1 kv_bm=32 overlap=1 stages=3"});
 }
@@ -661,17 +665,10 @@ TEST_F(GpuAttention, BackwardHeadDim256SplitsTheQueries) {
   // qsplit (with dsplit; the default at head dim 256): each of the dK/dV
   // kernel's consumers computes the scores of half a step's 64 queries, and
   // both read P^T and dS^T whole from shared memory for their halves of
-  // dV's and dK's columns. Ragged,
-  // causal (the diagonal's steps mask each half at its own queries), both
-  // layouts and packed sequences, f16, GQA and MQA (split over programs),
-  // keys no query sees, more queries than keys.
+  // dV's and dK's columns. The diagonal's steps mask each half at its own
+  // queries; also packed sequences, more queries than keys, one row.
   const char *q = "bn=32 consumers=2 dsplit=1 kv_bm=64 overlap=1 qsplit=1 stages=2";
-  runBackward({1, 256, 256, 2, 2, 256, false, Layout::BSHD, DType::BF16, 0.0f, q});
-  runBackward({2, 200, 200, 4, 1, 256, true, Layout::BSHD, DType::BF16, 0.0f, q});
-  runBackward({1, 300, 300, 4, 2, 256, false, Layout::BHSD, DType::BF16, 0.0f, q});
-  runBackward({1, 129, 129, 2, 2, 256, true, Layout::BSHD, DType::F16, 0.0f, q});
-  runBackward({16, 128, 128, 4, 1, 256, true, Layout::BSHD, DType::BF16, 0.0f, q});
-  runBackward({1, 100, 250, 2, 2, 256, true, Layout::BSHD, DType::BF16, 0.0f, q});
+  runHeadDim256(q, 16);
   runBackward({1, 250, 100, 2, 2, 256, true, Layout::BHSD, DType::BF16, 0.0f, q});
   runBackward({1, 1, 1, 2, 1, 256, true, Layout::BSHD, DType::BF16, 0.0f, q});
   runBackward(packed({3, 333, 129}, {3, 333, 129}, 2, 2, 256, true, q));
