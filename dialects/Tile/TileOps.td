@@ -735,11 +735,7 @@ def Tile_StoreRingOp : Tile_Op<"store_ring"> {
     Writes `value` (16-bit or f32 elements, `#tile.wgmma`, as many columns
     as the ring has) into stage `stage` of `ring`, its first row at row `row`
     of the stage, where a TMA copy would have put those elements (panels,
-    128-byte swizzle), so that `tile.dot` can read the stage as an operand.
-    With `col`, the tile's columns go to the stage's columns from `col` (a
-    multiple of 8 for 16-bit tiles, of 2 for f32, and no wider than the
-    stage from there), so that two warpgroups can each write part of a
-    stage's columns:
+    128-byte swizzle), so that `tile.dot` can read the stage as an operand:
     an accumulator's tile (the gradient of attention's scores) becomes the A
     or B of another product (sm_90: stmatrix), or `tile.tma_store` copies it
     out (f32: one 8-byte store per pair of a row's elements). The writes are then made
@@ -748,6 +744,11 @@ def Tile_StoreRingOp : Tile_Op<"store_ring"> {
     its 128 threads); a product of another warpgroup may read them once
     that warpgroup has synchronized with this one (a barrier this one
     arrives on after the store). 16-bit tiles: columns a multiple of 16.
+
+    With `col`, the tile may be narrower than the stage: its columns go to
+    the stage's columns from `col` (a multiple of 8 for 16-bit tiles, of 2
+    for f32, the tile's columns inside the stage from there), so that two
+    warpgroups can each write part of a stage's columns.
 
     ```mlir
     tile.store_ring %ds, %r[%s, %row]
@@ -760,7 +761,9 @@ def Tile_StoreRingOp : Tile_Op<"store_ring"> {
     $value `,` $ring `[` $stage `,` $row (`,` $col^)? `]` attr-dict `:` type($value) `,` type($ring)
   }];
   let builders = [
-    OpBuilder<(ins "::mlir::Value":$value, "::mlir::Value":$ring, "::mlir::Value":$stage, "::mlir::Value":$row), [{
+    // Without a column offset.
+    OpBuilder<(ins "::mlir::Value":$value, "::mlir::Value":$ring, "::mlir::Value":$stage,
+                   "::mlir::Value":$row), [{
       build($_builder, $_state, value, ring, stage, row, ::mlir::Value());
     }]>
   ];
@@ -771,9 +774,9 @@ def Tile_LoadRingOp : Tile_Op<"load_ring"> {
   let summary = "Reads one row of a ring stage into registers";
   let description = [{
     Reads columns `[col, col + N)` (`col` 0 when left out, else a multiple
-    of a 16-byte chunk's elements) of row `row` of stage `stage` of `ring` (as a TMA copy placed them: panels, 128-byte
-    swizzle) into a rank-1 tile of `N` elements of the ring's type, in any
-    layout (each thread reads the
+    of a 16-byte chunk's elements) of row `row` of stage `stage` of `ring`
+    (as a TMA copy placed them: panels, 128-byte swizzle) into a rank-1 tile
+    of `N` elements of the ring's type, in any layout (each thread reads the
     elements it holds; a `#tile.slice` of `#tile.wgmma`'s columns gives every
     column of an accumulator its value). For values a producer copies in
     beside a product's operands, as attention's backward pass does with the
@@ -794,7 +797,9 @@ def Tile_LoadRingOp : Tile_Op<"load_ring"> {
     $ring `[` $stage `,` $row (`,` $col^)? `]` attr-dict `:` type($ring) `->` type($result)
   }];
   let builders = [
-    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$ring, "::mlir::Value":$stage, "::mlir::Value":$row), [{
+    // Without a column offset.
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$ring, "::mlir::Value":$stage,
+                   "::mlir::Value":$row), [{
       build($_builder, $_state, result, ring, stage, row, ::mlir::Value());
     }]>
   ];
