@@ -1382,6 +1382,27 @@ private:
           tt::BarrierArriveOp::create(b, loc, empty, stage);
           return {dk, dv, add(done, cst(1))};
         };
+        // P^T from S^T and each column's LSE (log2 domain, read from shared
+        // memory): exp2(S^T * scale * log2(e) - LSE); with `cap` (a zero
+        // tile of S^T's type) the exponent capped at 0 first (fused: the
+        // step's comment says why).
+        auto probsT = [&](Value st, Value lseCol, Value cap) -> Value {
+          Type type = st.getType();
+          Value negLse = tt::BroadcastOp::create(b, loc, type,
+                                                 arith::NegFOp::create(b, loc, lseCol).getResult());
+          Value exponent = math::FmaOp::create(
+              b, loc, st, splat(cast<RankedTensorType>(type), scaleLog2), negLse);
+          if (cap)
+            exponent = arith::MinNumFOp::create(b, loc, exponent, cap);
+          return math::Exp2Op::create(b, loc, exponent);
+        };
+        // dS^T = P^T (dP^T - D), each column's D.
+        auto gradT = [&](Value pt, Value dpt, Value dCol) -> Value {
+          return arith::MulFOp::create(
+              b, loc, pt,
+              arith::SubFOp::create(b, loc, dpt,
+                                    tt::BroadcastOp::create(b, loc, dpt.getType(), dCol)));
+        };
         // qsplit, one step: each consumer computes S^T and dP^T for the
         // program's 64 keys and its half of the step's queries (every score
         // product once, where dsplit alone computes each twice, and 64
@@ -1425,15 +1446,10 @@ private:
           st = tt::DotWaitOp::create(b, loc, ValueRange{st}, 1).getResult(0);
           if (masked)
             st = maskDiagonal(st, key0, add(m0, myQ));
-          Value negLse = tt::BroadcastOp::create(b, loc, hType,
-                                                 arith::NegFOp::create(b, loc, lseCol).getResult());
-          Value pt = math::Exp2Op::create(
-              b, loc, math::FmaOp::create(b, loc, st, splat(hType, scaleLog2), negLse));
+          Value pt = probsT(st, lseCol, Value());
           dpt = tt::DotWaitOp::create(b, loc, ValueRange{dpt}, 0).getResult(0);
           Value dCol = tt::LoadRingOp::create(b, loc, hColType, rd, stage, cst(0), myQ);
-          Value dst = arith::MulFOp::create(
-              b, loc, pt,
-              arith::SubFOp::create(b, loc, dpt, tt::BroadcastOp::create(b, loc, hType, dCol)));
+          Value dst = gradT(pt, dpt, dCol);
           Value p16 = arith::TruncFOp::create(b, loc, h16Type, pt);
           Value ds16 = arith::TruncFOp::create(b, loc, h16Type, dst);
           // Both consumers' products of the previous step have read the
@@ -1500,18 +1516,13 @@ private:
           }
           if (masked)
             st = maskDiagonal(st, key0, m0);
-          Value negLse = tt::BroadcastOp::create(b, loc, sType,
-                                                 arith::NegFOp::create(b, loc, lseCol).getResult());
-          Value exponent = math::FmaOp::create(b, loc, st, splat(sType, scaleLog2), negLse);
           // Fused: keys past the sequence (TMA's zeros) have S = 0, so P =
           // exp2(-LSE), which overflows where a row's LSE is very negative,
           // and inf * 0 would reach dQ's product. Every real exponent is at
           // most 0 (LSE is at least each of its row's scores): capped there,
           // P is at most 1 everywhere and those keys' dS (K's rows are zeros)
           // adds nothing to dQ.
-          if (s.fused)
-            exponent = arith::MinNumFOp::create(b, loc, exponent, zeroS);
-          Value pt = math::Exp2Op::create(b, loc, exponent);
+          Value pt = probsT(st, lseCol, s.fused ? zeroS : Value());
           // With overlap dV's product runs while dS^T is computed, and dK's
           // beside it; both are waited for at the end of the step (with the
           // 16-bit P^T and dS^T they read). With kvsfirst dV's starts behind
@@ -1535,9 +1546,7 @@ private:
           if (!dv)
             startDv(overlap);
           Value dCol = tt::LoadRingOp::create(b, loc, colType, rd, stage, cst(0));
-          Value dst = arith::MulFOp::create(
-              b, loc, pt,
-              arith::SubFOp::create(b, loc, dpt, tt::BroadcastOp::create(b, loc, sType, dCol)));
+          Value dst = gradT(pt, dpt, dCol);
           Value ds16 = arith::TruncFOp::create(b, loc, pType, dst);
           if (s.fused)
             return fusedTail(head, mi, carried, overlap, p16, dv, ds16);
