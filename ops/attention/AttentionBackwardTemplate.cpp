@@ -34,15 +34,21 @@
 // Kernel 3, with a split only: dK and dV as the sum of the parts, added in
 // order.
 //
-// Fused (config `fused`, only where the spec says deterministic = 0: not
-// bitwise repeatable; tuned at head dims 64 and 128, where it builds clean;
-// the default at head dim 128 with enough programs for two consumers): a
-// first kernel writes the workspace's LSE and D and zeroes f32 sums of dQ;
-// the dK/dV kernel stores each step's dS^T into a ring (tile.store_ring),
-// and one step later, once every consumer's is in, computes its columns of
-// dS K and adds them into the sums through shared memory with TMA
-// reductions (tile.tma_store {reduce}); a last kernel writes dQ = scale *
-// sums. Head dim 64 with one consumer, 128 with two. At head dim 128 on the
+// Fused (config `fused`; tuned at head dims 64 and 128, where it builds
+// clean; the default at head dim 128 with enough programs for two consumers
+// where the spec says deterministic = 0): a first kernel writes the
+// workspace's LSE and D and zeroes f32 sums of dQ; the dK/dV kernel stores
+// each step's dS^T into a ring (tile.store_ring), and one step later, once
+// every consumer's is in, computes its columns of dS K and adds them into
+// the sums through shared memory with TMA reductions (tile.tma_store
+// {reduce}); a last kernel writes dQ = scale * sums. The additions come in
+// any order (not bitwise repeatable) where the spec says deterministic =
+// 0; else (causal only) in a fixed one: the programs run the last key
+// tiles first, and each waits on a flag per query tile of a head and
+// consumer (tile.flag_wait) until the key tiles after its own have added
+// theirs, then adds, and sets the flag once the addition is whole (8-37 %
+// slower than the two kernels, so only where a config asks for it:
+// bench/NOTES.md b18). Head dim 64 with one consumer, 128 with two. At head dim 128 on the
 // H100 against the two kernels: 12-14 % less time at 16384 keys causal and
 // at 4 x 2048 keys, 3-7 % at 8192 causal, 1-2 % at one KV head, 1 % more at
 // 4096 causal (bench/NOTES.md b15; computed in its own step, b5, b10, b13,
@@ -172,9 +178,10 @@ public:
          "start both score products of a step before its exponentials, and the two gradient "
          "products before waiting (0 when left out)"},
         {"fused", 0, 1, true,
-         "dQ in the dK/dV kernel, added into an f32 sum in any order: no recomputed products, "
-         "not bitwise repeatable (0 when left out; 1 only where the spec says deterministic = "
-         "0)"},
+         "dQ in the dK/dV kernel, added into an f32 sum: no recomputed products; in any order "
+         "where the spec says deterministic = 0 (not bitwise repeatable), else in the order of "
+         "the key tiles, each program waiting for its turn (causal only; slower than the two "
+         "kernels there, so neither a default nor tuned; 0 when left out)"},
         {"dsplit", 0, 1, true,
          "the dK/dV kernel's consumers split the head dim, not the keys: each holds half "
          "of dK's and dV's columns for the same 64 keys and computes the step's scores "
@@ -264,7 +271,9 @@ public:
     // clean): 64 queries a step, every consumer's share of dQ's columns
     // whole panels (bn is unused: the dQ kernel is not built), two stages
     // (the defaults' number; three built clean too, bench/NOTES.md b10, and
-    // are not measured).
+    // are not measured). (Not where it asks for deterministic = 1: adding
+    // in order, the fused kernel took 8-37 % longer than the default's two
+    // kernels at every case measured, bench/NOTES.md b18.)
     if (!attention::Params(ks).deterministic && attention::atomicDqTunable(attention::Params(ks)))
       for (int64_t overlap : {1, 0})
         for (int64_t consumers : {1, 2}) {
@@ -338,10 +347,13 @@ public:
     if (!p.target.hasWgmma())
       return checkSm80(p, cfg);
     Shape s(cfg);
-    if (s.fused && p.deterministic)
-      return configError("fused adds dQ's parts atomically, in no fixed order (the results are "
-                         "not bitwise repeatable); the spec asks for deterministic = 1 (0 "
-                         "allows it)");
+    // (Without a mask every key tile's program comes to the query tiles in
+    // the same order, each a step behind the program it waits for.)
+    if (s.fused && p.deterministic && !p.causal)
+      return configError("fused with deterministic = 1 adds each query tile's parts of dQ in "
+                         "the order of the key tiles, which needs a causal mask (without one "
+                         "each program would wait a step for the one before it); the spec has "
+                         "causal = 0");
     if (p.d > 128 && !s.dsplit)
       return configError("attn_bwd at head dim " + llvm::Twine(p.d) +
                          " needs dsplit = 1: a warpgroup's dK and dV would need " +
@@ -577,6 +589,17 @@ private:
     /// sequence i's rows from cu_seqlens[i] (the kernels' last arguments);
     /// the workspace and the parts' sums stay [b, rows] as with BSHD.
     bool thd() const { return p.layout == attention::Layout::THD; }
+    /// Fused where the spec asks for bitwise repeatable results: each query
+    /// tile's parts of dQ are added in a fixed order of the key tiles
+    /// (the dK/dV kernel's comment).
+    bool ordered() const { return s.fused && p.deterministic; }
+    /// Ordered: a flag word per query tile of kv_bm rows of every head of
+    /// every sequence, one per consumer: how many key tiles have added
+    /// their part into it ([b * hq, tiles, 2], as f32 words; zeroed before
+    /// the kernel).
+    MemRefType flagsType() const {
+      return MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, 2}, b.getF32Type());
+    }
     int64_t dqRows() const { return s.dqRows(p.target.hasWgmma()); }
     std::string suffix() const {
       return std::string(dtypeName(p.dt)) + "_d" + std::to_string(p.d) + "_h" +
@@ -766,6 +789,14 @@ private:
       Value part = arith::DivUIOp::create(b, loc, pid, perPart);
       Value inPart = arith::RemUIOp::create(b, loc, pid, perPart);
       Value nTile = arith::RemUIOp::create(b, loc, inPart, nTiles);
+      // Ordered: the last tiles first. A query tile's parts are added from
+      // its last key tile to its first, and a program waits only for
+      // programs before it in the grid, which run already or are done (no
+      // wait on a program not yet started). Under the causal mask (which
+      // ordering needs) a program comes to each query tile bn / kv_bm
+      // steps after the next key tile's program did (two at head dim 128).
+      if (ordered())
+        nTile = sub(sub(nTiles, cst(1)), nTile);
       Value bkv = arith::DivUIOp::create(b, loc, inPart, nTiles);
       Value seq = divu(bkv, p.hkv), kvHead = remu(bkv, p.hkv);
       // The part's query heads: `heads` of them from `head0`.
@@ -904,7 +935,7 @@ private:
     struct DkvKernel {
       tt::KernelOp kernel;
       Block *entry;
-      Value k, v, q, dOIn, ws, dK, dV, scaleLog2, scale, sq, sk, partials, split, dqSums;
+      Value k, v, q, dOIn, ws, dK, dV, scaleLog2, scale, sq, sk, partials, split, dqSums, flags;
     };
     DkvKernel makeDkv(llvm::StringRef name, Type kvIn, Type qIn, Type wsIn, Type dqSums,
                       int64_t threads, int64_t minBlocks) {
@@ -915,6 +946,8 @@ private:
                                 f32,  f32,  idx, idx, partialsType(), idx};
       if (dqSums)
         args.push_back(dqSums);
+      if (ordered())
+        args.push_back(flagsType());
       if (thd()) // (not fused)
         args.append({offsetsType(), offsetsType()});
       AffineExpr sk = getAffineSymbolExpr(0, &c), first = getAffineSymbolExpr(1, &c),
@@ -925,8 +958,23 @@ private:
                                {10, -1, thd() ? 14 : 5, 0, 12, -1}, cfg, /*cluster=*/1, minBlocks);
       Block *entry = entryOf(kernel);
       auto a = [&](unsigned i) { return entry->getArgument(i); };
-      return {kernel, entry, a(0), a(1), a(2),  a(3),  a(4),  a(5),
-              a(6),   a(7),  a(8), a(9), a(10), a(11), a(12), dqSums ? a(13) : Value()};
+      return {kernel,
+              entry,
+              a(0),
+              a(1),
+              a(2),
+              a(3),
+              a(4),
+              a(5),
+              a(6),
+              a(7),
+              a(8),
+              a(9),
+              a(10),
+              a(11),
+              a(12),
+              dqSums ? a(13) : Value(),
+              ordered() ? a(14) : Value()};
     }
 
     std::pair<Value, Value> stageOf(Value it) { return {remu(it, s.stages), divu(it, s.stages)}; }
@@ -1198,6 +1246,7 @@ private:
       Value kMap = kk.k, vMap = kk.v, qMap = kk.q, doMap = kk.dOIn, statMap = kk.ws;
       Value dK = kk.dK, dV = kk.dV, scaleLog2 = kk.scaleLog2, scale = kk.scale;
       Value sqV = kk.sq, skV = kk.sk, partials = kk.partials, split = kk.split, dqMap = kk.dqSums;
+      Value flags = kk.flags;
 
       Value rk = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
       Value rv = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
@@ -1328,18 +1377,50 @@ private:
                                    mul(consumer, cst(dqCols)), splat(dqType, f32c(0.0)), true, true,
                                    async, /*overwrite=*/true);
         };
+        // Ordered: this consumer's flag word of query tile mi of `head`,
+        // and the program's turn there: the key tiles after its own whose
+        // keys the tile's queries see (the causal mask's query tiles from
+        // n0 / kv_bm on: key tiles up to mi * kv_bm / bn) add first.
+        auto flagAt = [&](Value head, Value mi) -> SmallVector<Value> {
+          return {add(mul(seq, cst(p.hq)), head), mi, consumer};
+        };
+        auto turnAt = [&](Value mi) {
+          Value mi32 = toI32(mi);
+          Value last = sub(ceilDiv(toI32(skV), bn), cstLike(mi32, 1));
+          Value seen = minu(divu(mul(mi32, cstLike(mi32, s.kvBm)), bn), last);
+          return toIndex(sub(seen, divu(toI32(n0), bn)));
+        };
+        // Where `cond` holds: the flag of query tile mi of `head` says this
+        // program's part is in (its turn + 1).
+        auto markAddedIf = [&](Value cond, Value head, Value mi) {
+          auto when = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
+          OpBuilder::InsertionGuard g(b);
+          b.setInsertionPointToStart(when.thenBlock());
+          tt::FlagSetOp::create(b, loc, flags, flagAt(head, mi), add(turnAt(mi), cst(1)));
+        };
         // The part goes out through shared memory, where `done` > 0: once
         // the previous addition has read the consumer's stage of `rdq`, the
         // part is written there and one thread adds it into the sums (query
         // tile mi of `head`) with TMA (a reduction per panel, not a red
         // instruction per pair of elements; the scale comes with the
-        // conversion).
-        auto addDqPart = [&](Value dq, Value done, Value head, Value mi) {
+        // conversion). Ordered: once the previous addition (query tile
+        // prevMi of prevHead, where done > 1) is in the sums, its flag is
+        // set, and the part waits for its turn; each element's sum then
+        // takes its parts in the same order on every run.
+        auto addDqPart = [&](Value dq, Value done, Value head, Value mi, Value prevHead,
+                             Value prevMi) {
           Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, done, cst(0));
           auto some = scf::IfOp::create(b, loc, any, /*withElseRegion=*/false);
           OpBuilder::InsertionGuard g(b);
           b.setInsertionPointToStart(some.thenBlock());
-          tt::TmaStoreWaitOp::create(b, loc, 0, /*read=*/true);
+          if (ordered()) {
+            tt::TmaStoreWaitOp::create(b, loc, 0, /*read=*/false);
+            markAddedIf(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, done, cst(1)),
+                        prevHead, prevMi);
+            tt::FlagWaitOp::create(b, loc, flags, flagAt(head, mi), turnAt(mi));
+          } else {
+            tt::TmaStoreWaitOp::create(b, loc, 0, /*read=*/true);
+          }
           tt::StoreRingOp::create(b, loc, dq, rdq, consumer, cst(0));
           tt::TmaStoreOp::create(b, loc, rdq, consumer, dqMap, mul(mi, cst(s.kvBm)),
                                  mul(consumer, cst(dqCols)), ValueRange{head, seq},
@@ -1354,6 +1435,14 @@ private:
         // [firstTile, endTile) (computed here from the bounds the loops
         // keep, not carried through them beside the products' registers).
         Value firstTile, endTile;
+        auto tileBefore = [&](Value head, Value mi) -> std::pair<Value, Value> {
+          Value mi32 = toI32(mi);
+          Value wrap = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, mi32, firstTile);
+          Value prevMi = arith::SelectOp::create(b, loc, wrap, sub(endTile, cstLike(mi32, 1)),
+                                                 sub(mi32, cstLike(mi32, 1)));
+          Value at = toIndex(prevMi);
+          return {arith::SelectOp::create(b, loc, wrap, sub(head, cst(1)), head), at};
+        };
         auto fusedTail = [&](Value head, Value mi, ValueRange carried, bool overlap, Value p16,
                              Value dv, Value ds16) -> SmallVector<Value> {
           Value done = carried[2];
@@ -1371,12 +1460,11 @@ private:
             dv = first.getResult(0);
             dq = first.getResult(2);
           }
-          Value mi32 = toI32(mi);
-          Value wrap = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, mi32, firstTile);
-          Value prevMi = arith::SelectOp::create(b, loc, wrap, sub(endTile, cstLike(mi32, 1)),
-                                                 sub(mi32, cstLike(mi32, 1)));
-          addDqPart(dq, done, arith::SelectOp::create(b, loc, wrap, sub(head, cst(1)), head),
-                    toIndex(prevMi));
+          auto [prevHead, prevMi] = tileBefore(head, mi);
+          Value beforeHead, beforeMi;
+          if (ordered())
+            std::tie(beforeHead, beforeMi) = tileBefore(prevHead, prevMi);
+          addDqPart(dq, done, prevHead, prevMi, beforeHead, beforeMi);
           if (overlap)
             dk = tt::DotWaitOp::create(b, loc, ValueRange{dk, ds16}, 0).getResult(0);
           tt::BarrierArriveOp::create(b, loc, empty, stage);
@@ -1564,6 +1652,7 @@ private:
         SmallVector<Value> init = {zeroAcc, zeroAcc, cst(0)};
         SmallVector<Value> acc;
         Value keyEnd = key0, headsAfter = heads, head0After = head0;
+        Value lastHead, lastMi, stepsDone; // fused: the last step's query tile, the steps
         if (!s.fused) {
           acc = loop(cst(0), heads, init, [&](Value h, ValueRange c0) {
             Value head = add(head0, h);
@@ -1617,17 +1706,26 @@ private:
           });
           // The last step's part of dQ.
           Value done = toIndex(acc[2]);
-          addDqPart(dqPartOf(waitPrevDs(done), /*async=*/false), done,
-                    toIndex(sub(add(head032, heads32), cstLike(heads32, 1))),
-                    toIndex(sub(endTile, cstLike(endTile, 1))));
+          lastMi = toIndex(sub(endTile, cstLike(endTile, 1)));
+          lastHead = toIndex(sub(add(head032, heads32), cstLike(heads32, 1)));
+          Value beforeHead, beforeMi;
+          if (ordered())
+            std::tie(beforeHead, beforeMi) = tileBefore(lastHead, lastMi);
+          addDqPart(dqPartOf(waitPrevDs(done), /*async=*/false), done, lastHead, lastMi, beforeHead,
+                    beforeMi);
+          stepsDone = done;
           keyEnd = toIndex(arith::OrIOp::create(b, loc, n32, toI32(myRows)));
         }
         storeGrads(acc[0], acc[1], seq, kvHead, keyEnd, myCols, headsAfter, head0After, dK, dV,
                    partials, scale);
         // Fused: the last additions into dQ's sums are done before the
         // program ends (and the conversion kernel reads them).
+        // Ordered: and the last one's flag is set.
         if (s.fused)
           tt::TmaStoreWaitOp::create(b, loc, 0, /*read=*/false);
+        if (ordered())
+          markAddedIf(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, stepsDone, cst(0)),
+                      lastHead, lastMi);
         tt::YieldOp::create(b, loc);
       }
       b.setInsertionPointToEnd(entry);

@@ -1,6 +1,7 @@
 //===- AttentionLaunch.cpp ------------------------------------------------===//
 #include "ops/attention/AttentionLaunch.h"
 
+#include "runtime/CudaDriver.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/TensorMap.h"
 
@@ -122,9 +123,11 @@ int64_t workspaceRows(const Call &c) { return paddedRows(c.sq); }
 
 /// The backward's workspace: LSE and D of every query row, then (with the
 /// query heads split) the parts' sums of dK and dV, then the f32 sums of dQ
-/// (a fused config's).
+/// (a fused config's) and, where the call asks for deterministic results,
+/// the flags the fused kernel orders its additions by (a word per consumer,
+/// at most 2, of each query tile of 64 rows of every head).
 struct Workspace {
-  int64_t split = 1, lseBytes = 0, partialBytes = 0, dqBytes = 0;
+  int64_t split = 1, lseBytes = 0, partialBytes = 0, dqBytes = 0, flagBytes = 0;
   bool overflows = false; // sizes whose bytes do not fit in int64_t
   Workspace(const Call &c, bool fused)
       : split(c.headSplit > 0 ? c.headSplit : backwardHeadSplit(c.b, c.hq, c.hkv, c.sk)) {
@@ -139,9 +142,18 @@ struct Workspace {
       partialBytes = product({2, split, c.b, c.hkv, paddedRows(c.sk), c.d, 4});
     if (fused)
       dqBytes = product({c.b, c.hq, workspaceRows(c), c.d, 4});
+    if (fused && c.deterministic)
+      flagBytes = product({c.b, c.hq, flagTiles(c), 2, 4});
     overflows |= __builtin_add_overflow(lseBytes, partialBytes, &total) ||
-                 __builtin_add_overflow(total, dqBytes, &total);
+                 __builtin_add_overflow(total, dqBytes, &total) ||
+                 __builtin_add_overflow(total, flagBytes, &total);
   }
+  /// Query tiles of 64 rows per head, for the flags.
+  static int64_t flagTiles(const Call &c) { return (c.sq + 63) / 64; }
+  /// dQ's sums and the flags (which follow them): the bytes the fused
+  /// kernels take from tilejit's pool where the caller's workspace has no
+  /// room for them.
+  int64_t fusedBytes() const { return dqBytes + flagBytes; }
   int64_t total = 0;
   /// The parts' sums as the kernels view them: dK and dV's view, f32, rows
   /// padded, 2 * split of them along the first dimension.
@@ -158,6 +170,11 @@ struct Workspace {
   /// Where dQ's f32 sums start: dQ's layout with its rows padded.
   uint64_t dqSumsAt(const BackwardCall &c) const {
     return sumsElsewhere ? sumsElsewhere : c.workspace + uint64_t(lseBytes + partialBytes);
+  }
+  /// The flags, after dQ's sums: [b * hq, query tiles, 2] words.
+  uint64_t flagsAt(const BackwardCall &c) const { return dqSumsAt(c) + uint64_t(dqBytes); }
+  KernelArg flags(const BackwardCall &c) const {
+    return KernelArg::view(flagsAt(c), {c.b * c.hq, flagTiles(c), 2});
   }
   /// dQ's f32 sums, as dQ's view with its rows padded.
   KernelArg dqSums(const BackwardCall &c) const {
@@ -301,9 +318,23 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
   if (kernel.numEntries() != 3 && !fused)
     return error("the kernel has " + llvm::Twine(kernel.numEntries()) + " entries, not 3 or 4", op);
   const EntryInfo &dq = kernel.entry(0), &dkv = kernel.entry(1);
+  // Fused for a deterministic call: the dK/dV kernel orders its additions
+  // by flags (its last argument). One built to add in any order is not
+  // handed a call that asks for bitwise repeatable results.
+  bool ordered = fused && c.deterministic;
+  if (fused && dkv.params.size() == 14 && c.deterministic)
+    return error("the kernel adds dQ's parts in no fixed order (built for deterministic = 0); the "
+                 "call asks for deterministic results",
+                 op);
   // THD (never fused): Q's and K's offsets after the others' arguments.
   bool thd = c.layout == Layout::THD;
-  size_t want[4] = {fused ? 6u : thd ? 15u : 13u, fused ? 14u : thd ? 15u : 13u, thd ? 6u : 5u, 4u};
+  size_t want[4] = {fused ? 6u
+                    : thd ? 15u
+                          : 13u,
+                    fused ? (ordered ? 15u : 14u)
+                    : thd ? 15u
+                          : 13u,
+                    thd ? 6u : 5u, 4u};
   for (size_t i = 0; i < kernel.numEntries(); ++i)
     if (kernel.entry(i).params.size() != want[i])
       return error("kernel " + llvm::Twine(i) + " (" + kernel.entry(i).name + ") takes " +
@@ -327,7 +358,7 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
   // kernel's dQ sums too where it has room, else they come from tilejit's
   // pool for this launch (the C interface's callers size the workspace
   // without knowing the config).
-  int64_t need = w.total - w.dqBytes, have = c.workspaceSize > 0 ? c.workspaceSize : need;
+  int64_t need = w.total - w.fusedBytes(), have = c.workspaceSize > 0 ? c.workspaceSize : need;
   if (have < need)
     return error("the workspace holds " + llvm::Twine(have) + " bytes; this call needs " +
                      llvm::Twine(need) + " (backwardWorkspaceBytes)",
@@ -338,8 +369,8 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
       return error("launching the fused kernels one at a time needs dQ's sums in the workspace "
                    "(backwardWorkspaceBytes(call, true) bytes)",
                    op);
-    auto taken =
-        StreamBuffer::take(kernel.context(), size_t(w.dqBytes), stream, "attn_bwd: dQ's f32 sums");
+    auto taken = StreamBuffer::take(kernel.context(), size_t(w.fusedBytes()), stream,
+                                    "attn_bwd: dQ's f32 sums");
     if (!taken)
       return taken.takeError();
     sums = std::move(*taken);
@@ -480,7 +511,17 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
                         partials,
                         KernelArg::index(w.split),
                         fused ? KernelArg::tensorMap(sumsMap) : cuQ,
-                        cuK};
+                        ordered ? w.flags(c) : cuK};
+  // Ordered: the flags start at 0 (what the kernel counts from).
+  if (ordered) {
+    auto drv = CudaDriver::get();
+    if (!drv)
+      return drv.takeError();
+    if (CUresult r =
+            drv->cuMemsetD8Async(CUdeviceptr(w.flagsAt(c)), 0, size_t(w.flagBytes), stream);
+        r != CUDA_SUCCESS)
+      return drv->error(r, "attn_bwd: zeroing the flags (cuMemsetD8Async)");
+  }
   if (auto err = kernel.launch(1, second, want[1], stream))
     return err;
   if (w.split > 1) {

@@ -57,7 +57,16 @@ struct Case {
   // The backward's split of each KV head's query heads over the dK/dV
   // kernel's programs (0: backwardHeadSplit's choice).
   int64_t headSplit = 0;
+  // A fused config for a deterministic call (its dQ added in order);
+  // otherwise a fused config's call allows any order.
+  bool ordered = false;
 };
+
+/// `c` with its fused config run for a deterministic call.
+Case inOrder(Case c) {
+  c.ordered = true;
+  return c;
+}
 
 /// Where each sequence's rows start, and the rows in all (THD).
 std::vector<int64_t> startsOf(const std::vector<int64_t> &lens) {
@@ -380,9 +389,10 @@ protected:
 
     auto config = TileConfig::parse(c.config); // empty: the default
     ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
-    // A fused config adds dQ's parts atomically: its spec must allow that.
+    // A fused config adds dQ's parts in any order where its spec allows
+    // that, in a fixed one where the case asks for deterministic results.
     bool fused = config->has("fused") && config->get("fused") != 0;
-    call.deterministic = !fused;
+    call.deterministic = !fused || c.ordered;
     auto fspec = attention::specOf(call, target);
     ASSERT_TRUE(bool(fspec)) << llvm::toString(fspec.takeError());
     auto bspec = attention::backwardSpecOf(call, target);
@@ -432,10 +442,11 @@ protected:
     auto drv = CudaDriver::get();
     ASSERT_TRUE(bool(drv));
     // Twice, each time into poisoned gradients and workspace: bitwise equal
-    // (but with a fused config, whose dQ sums are added in any order), and
-    // each against float64 below. A fused config's second run is told the
-    // workspace holds only what the C interface sizes (LSE, D, the parts):
-    // its dQ sums then come from tilejit's pool.
+    // (but dQ with a fused config for a nondeterministic call, whose sums
+    // are added in any order), and each against float64 below. A fused
+    // config's second run is told the workspace holds only what the C
+    // interface sizes (LSE, D, the parts): its dQ sums (and flags) then come
+    // from tilejit's pool.
     HostTensor gq[2] = {HostTensor(c.dt, nq), HostTensor(c.dt, nq)};
     HostTensor gk[2] = {HostTensor(c.dt, nk), HostTensor(c.dt, nk)};
     HostTensor gv[2] = {HostTensor(c.dt, nk), HostTensor(c.dt, nk)};
@@ -451,7 +462,7 @@ protected:
       ASSERT_FALSE(bool(bufs[7].download(gk[run].bytes)));
       ASSERT_FALSE(bool(bufs[8].download(gv[run].bytes)));
     }
-    if (!fused) {
+    if (call.deterministic) {
       EXPECT_EQ(gq[0].bytes, gq[1].bytes) << "dQ differs between two runs";
     }
     EXPECT_EQ(gk[0].bytes, gk[1].bytes) << "dK differs between two runs";
@@ -861,15 +872,41 @@ TEST_F(GpuAttention, BackwardFusedAddsDqOverKeyTiles) {
   }
 }
 
+TEST_F(GpuAttention, BackwardFusedInOrderRepeatsBitwise) {
+  // The fused kernel for a deterministic call (causal only): each query
+  // tile's parts of dQ added from its last key tile to its first, each
+  // program waiting for its turn on flags. dQ bitwise equal over two runs
+  // (the second with its sums and flags from tilejit's pool) and against
+  // float64: ragged and long sequences (up to 32 key tiles of 64 or 16 of
+  // 128 adding into a query tile), GQA and MQA with the heads split (flags
+  // per query head),
+  // more queries than keys, keys no query sees (programs without a turn),
+  // f16, both layouts, without overlap; head dim 64 (one consumer) and 128
+  // (two, each with its own flags).
+  for (auto [d, cfg] :
+       {std::pair{int64_t(64), "bn=128 consumers=1 fused=1 kv_bm=64 overlap=1 stages=2"},
+        std::pair{int64_t(128), "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 stages=2"}}) {
+    runBackward(inOrder({1, 383, 383, 2, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg}));
+    runBackward(inOrder({2, 1024, 1024, 4, 1, d, true, Layout::BHSD, DType::BF16, 0.0f, cfg}));
+    runBackward(inOrder({1, 2048, 2048, 2, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg}));
+    runBackward(inOrder({1, 250, 100, 2, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg}));
+    runBackward(inOrder({1, 100, 250, 2, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg}));
+    runBackward(inOrder({16, 512, 512, 8, 1, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg}));
+    runBackward(inOrder({1, 129, 129, 2, 2, d, true, Layout::BSHD, DType::F16, 1.0f, cfg}));
+  }
+  runBackward(inOrder({1, 700, 700, 4, 2, 128, true, Layout::BHSD, DType::BF16, 0.0f,
+                       "bn=128 consumers=2 fused=1 kv_bm=64 stages=2"}));
+}
+
 TEST_F(GpuAttention, OnlyNondeterministicCallsGetAFusedWinner) {
   // The same call's two specs, deterministic or not, are tuned and stored
   // apart. A fused winner stored for the nondeterministic one is handed out
   // for it; one planted for the deterministic spec is refused (the
-  // template's rules) and its default used. An engine builds
-  // nondeterministic specs only where allowed and not in deterministic
-  // mode.
+  // template's rules: without a causal mask no fused config adds in order)
+  // and its default used. An engine builds nondeterministic specs only
+  // where allowed and not in deterministic mode.
   TempDir dir;
-  attention::Call call = callOf({2, 300, 300, 4, 2, 64, true});
+  attention::Call call = callOf({2, 300, 300, 4, 2, 64, false});
   call.deterministic = false;
   auto fast = attention::backwardSpecOf(call, target);
   ASSERT_TRUE(bool(fast)) << llvm::toString(fast.takeError());

@@ -97,7 +97,18 @@ void expectClean(const KernelSpec &spec, const TileConfig &config) {
               std::string::npos);
     EXPECT_EQ(k->ptx.find("red.global.add"), std::string::npos);
     EXPECT_EQ(k->entries[0].params.size(), 6u);
-    EXPECT_EQ(k->entries[1].params.size(), 14u);
+    // For a deterministic spec the flags its additions are ordered by come
+    // last ([b * hq, query tiles, 2] words), waited for and set at GPU scope
+    // once the previous addition is whole (not only read).
+    bool ordered = attention::Params(spec).deterministic;
+    EXPECT_EQ(k->entries[1].params.size(), ordered ? 15u : 14u);
+    EXPECT_EQ(k->ptx.find("ld.acquire.gpu") != std::string::npos, ordered);
+    EXPECT_EQ(k->ptx.find("fence.acq_rel.gpu") != std::string::npos, ordered);
+    if (ordered) {
+      const ParamInfo &flags = k->entries[1].params[14];
+      EXPECT_EQ(flags.kind, ParamInfo::View);
+      EXPECT_EQ(flags.staticSizes, (std::vector<int64_t>{-1, -1, 2}));
+    }
     // dQ's sums: an f32 tensor map whose box is one 32-column panel.
     EXPECT_EQ(k->entries[1].params[13].kind, ParamInfo::TensorMap);
     EXPECT_EQ(k->entries[1].params[13].elem, DType::F32);
@@ -706,18 +717,27 @@ TEST(AttentionCompile, PtxasInjectsNoWaitBetweenTheOverlappedScoreProducts) {
 TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
   // dQ in the dK/dV kernel: head dim 64 with one consumer, 128 with two
   // (each 64 of dQ's columns; no spills: SpillRule.h allows none),
-  // both masks and layouts, f16, without overlap.
+  // both masks and layouts, f16, without overlap; for a deterministic
+  // spec (causal), adding in order.
   for (int64_t d : {64, 128})
     for (bool causal : {false, true})
       for (Layout l : {Layout::BSHD, Layout::BHSD})
-        expectClean(
-            nondeterministic(d, causal, l),
-            *TileConfig::parse(d == 64 ? "bn=128 consumers=1 fused=1 kv_bm=64 overlap=1 stages=2"
-                                       : "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 stages=2"));
-  expectClean(nondeterministic(64, true, Layout::BSHD, DType::F16),
-              *TileConfig::parse("bn=64 consumers=1 fused=1 kv_bm=64 stages=3"));
-  expectClean(nondeterministic(128, true, Layout::BSHD, DType::F16),
-              *TileConfig::parse("bn=64 consumers=2 fused=1 kv_bm=64 stages=2"));
+        for (bool deterministic : {false, true}) {
+          if (deterministic && !causal)
+            continue;
+          expectClean(deterministic ? backward(d, causal, l) : nondeterministic(d, causal, l),
+                      *TileConfig::parse(
+                          d == 64 ? "bn=128 consumers=1 fused=1 kv_bm=64 overlap=1 stages=2"
+                                  : "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 stages=2"));
+        }
+  for (bool deterministic : {false, true}) {
+    auto spec = [&](int64_t d) {
+      return deterministic ? backward(d, true, Layout::BSHD, DType::F16)
+                           : nondeterministic(d, true, Layout::BSHD, DType::F16);
+    };
+    expectClean(spec(64), *TileConfig::parse("bn=64 consumers=1 fused=1 kv_bm=64 stages=3"));
+    expectClean(spec(128), *TileConfig::parse("bn=64 consumers=2 fused=1 kv_bm=64 stages=2"));
+  }
   // A step's queries are one warpgroup's rows, and each consumer's columns
   // of dQ whole panels.
   const KernelTemplate &t = getTemplate(attention::backwardOp());
@@ -740,20 +760,21 @@ TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
     ASSERT_TRUE(bool(err)) << cfg;
     EXPECT_NE(llvm::toString(std::move(err)).find(what), std::string::npos) << cfg;
   }
-  // Its dQ is not bitwise repeatable: refused where the spec says
-  // deterministic = 1 (the default), by name.
-  auto refused = t.checkConfig(backward(64, true),
+  // Where the spec says deterministic = 1 (the default) it adds in order,
+  // which needs a causal mask: refused without one, by name.
+  auto refused = t.checkConfig(backward(64, false),
                                *TileConfig::parse("bn=128 consumers=1 fused=1 kv_bm=64 stages=2"));
   ASSERT_TRUE(bool(refused));
   EXPECT_NE(llvm::toString(std::move(refused))
-                .find("fused adds dQ's parts atomically, in no fixed order (the results are not "
-                      "bitwise repeatable); the spec asks for deterministic = 1 (0 allows it)"),
+                .find("fused with deterministic = 1 adds each query tile's parts of dQ in the "
+                      "order of the key tiles, which needs a causal mask (without one each "
+                      "program would wait a step for the one before it); the spec has causal = 0"),
             std::string::npos);
-  // Deterministic: never the default nor in the tuning space.
-  // Nondeterministic: in it (head dims 64 and 128, two stages, overlap on
-  // and off; at 128 the default is one of them:
-  // NondeterministicDefaultIsFusedAtHeadDim128), built without a spill
-  // byte; not with packed sequences.
+  // Deterministic: never the default nor in the tuning space (slower in
+  // order than the two kernels, bench/NOTES.md b18). Nondeterministic: in
+  // it (head dims 64 and 128, two stages, overlap on and off; at 128 the
+  // default is one of them: NondeterministicDefaultIsFusedAtHeadDim128),
+  // built without a spill byte; not with packed sequences.
   for (int64_t d : {64, 128})
     for (bool deterministic : {true, false})
       for (bool causal : {true, false}) {
@@ -924,11 +945,18 @@ TEST(AttentionCompile, TheBackwardSpecSaysWhetherItsResultsMustRepeat) {
   // A fused kernel's workspace: the same LSE and D (and parts), then dQ's
   // f32 sums, rows padded (the C interface sizes only the first part; the
   // launch takes the sums from tilejit's pool then).
+  call.deterministic = false;
   call.b = 2;
   call.sq = call.sk = 130;
   call.hq = call.hkv = 4;
   EXPECT_EQ(attention::backwardWorkspaceBytes(call, true),
             attention::backwardWorkspaceBytes(call) + 2 * 4 * 256 * 64 * 4);
+  // For a deterministic call, the flags after them: two words for each
+  // query tile of 64 rows of every head.
+  int64_t sums = attention::backwardWorkspaceBytes(call, true);
+  call.deterministic = true;
+  EXPECT_EQ(attention::backwardWorkspaceBytes(call, true), sums + 2 * 4 * 3 * 2 * 4);
+  EXPECT_EQ(attention::backwardWorkspaceBytes(call), sums - 2 * 4 * 256 * 64 * 4);
 }
 
 TEST(AttentionCompile, BackwardHeadSplitFillsTheGpuWithTheFewestParts) {
