@@ -186,12 +186,15 @@ TJ_API tj_status tj_attn_bwd_workspace_size(tj_engine *engine, int64_t b, int64_
  * without wgmma, sm_80, sm_86, sm_89 and sm_90, too). dO, dQ
  * are stored as O and Q, dK and dV as K and V; all contiguous, 16-byte
  * aligned. workspace: tj_attn_bwd_workspace_size bytes, 16-byte aligned,
- * contents irrelevant. Deterministic (no atomics, the same inputs give the
- * same bits) unless tj_engine_set_allow_nondeterministic allowed otherwise;
- * a config that adds dQ's parts atomically then takes its f32 sums of dQ
- * (b * hq * sq rounded up to 128 * d * 4 bytes) from a memory pool of
- * tilejit's, ordered on `stream`, as tj_gemm's split-K does; the pool keeps
- * the most it held for the process's life (outside PyTorch's allocator). */
+ * contents irrelevant. Deterministic (what is summed over programs is added
+ * in a fixed order: the same inputs give the same bits) unless
+ * tj_engine_set_allow_nondeterministic allowed otherwise; a config that adds
+ * dQ's parts atomically then takes its f32 sums of dQ (b * hq * sq rounded
+ * up to 128 * d * 4 bytes) from a memory pool of tilejit's, ordered on
+ * `stream`, as tj_gemm's split-K does; the pool keeps the most it held for
+ * the process's life (outside PyTorch's allocator). (A fused config stored
+ * as a deterministic spec's winner adds them in order, and takes the flags
+ * that order them, 8 bytes per 64 query rows of each head, beside them.) */
 TJ_API tj_status tj_attn_bwd(tj_engine *engine, tj_dtype dtype, tj_attn_layout layout, int64_t b,
                              int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal,
                              float scale, const void *q, const void *k, const void *v,

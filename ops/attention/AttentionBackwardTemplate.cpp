@@ -4,7 +4,8 @@
 // forward's LSE, on sm_90a, in kernels that each own what they write (no
 // atomics; what is reduced across programs is added in a fixed order: the
 // results are bitwise repeatable), or with `fused` in one dK/dV kernel that
-// also adds dQ's parts atomically (below). With P = exp(scale * Q K^T -
+// also adds dQ's parts into f32 sums, in any order or in a fixed one
+// (below). With P = exp(scale * Q K^T -
 // LSE) (the probabilities, masked entries 0), D = rowsum(dO * O) and
 // dS = P * (dO V^T - D):
 //   dQ = scale * dS K,   dK = scale * dS^T Q,   dV = P^T dO.
@@ -46,8 +47,9 @@
 // 0; else (causal only) in a fixed one: the programs run the last key
 // tiles first, and each waits on a flag per query tile of a head and
 // consumer (tile.flag_wait) until the key tiles after its own have added
-// theirs, then adds, and sets the flag once the addition is whole (8-37 %
-// slower than the two kernels, so only where a config asks for it:
+// theirs, then adds, and sets the flag once the addition is whole (on an
+// H200 8-37 % slower than the two kernels at head dim 128, 2.3 x the time
+// at 64 with one consumer, so only where a config asks for it:
 // bench/NOTES.md b18). Head dim 64 with one consumer, 128 with two. At head dim 128 on the
 // H100 against the two kernels: 12-14 % less time at 16384 keys causal and
 // at 4 x 2048 keys, 3-7 % at 8192 causal, 1-2 % at one KV head, 1 % more at
@@ -273,7 +275,8 @@ public:
     // (the defaults' number; three built clean too, bench/NOTES.md b10, and
     // are not measured). (Not where it asks for deterministic = 1: adding
     // in order, the fused kernel took 8-37 % longer than the default's two
-    // kernels at every case measured, bench/NOTES.md b18.)
+    // kernels at every head dim 128 case measured and 2.3 x as long at head
+    // dim 64, bench/NOTES.md b18.)
     if (!attention::Params(ks).deterministic && attention::atomicDqTunable(attention::Params(ks)))
       for (int64_t overlap : {1, 0})
         for (int64_t consumers : {1, 2}) {
@@ -793,8 +796,9 @@ private:
       // its last key tile to its first, and a program waits only for
       // programs before it in the grid, which run already or are done (no
       // wait on a program not yet started). Under the causal mask (which
-      // ordering needs) a program comes to each query tile bn / kv_bm
-      // steps after the next key tile's program did (two at head dim 128).
+      // ordering needs) a program comes to each query tile of its first
+      // head bn / kv_bm steps after the next key tile's program did (two at
+      // head dim 128), and to those of its later heads more steps after.
       if (ordered())
         nTile = sub(sub(nTiles, cst(1)), nTile);
       Value bkv = arith::DivUIOp::create(b, loc, inPart, nTiles);

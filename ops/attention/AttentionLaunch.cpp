@@ -318,13 +318,17 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
   if (kernel.numEntries() != 3 && !fused)
     return error("the kernel has " + llvm::Twine(kernel.numEntries()) + " entries, not 3 or 4", op);
   const EntryInfo &dq = kernel.entry(0), &dkv = kernel.entry(1);
-  // Fused for a deterministic call: the dK/dV kernel orders its additions
-  // by flags (its last argument). One built to add in any order is not
-  // handed a call that asks for bitwise repeatable results.
-  bool ordered = fused && c.deterministic;
-  if (fused && dkv.params.size() == 14 && c.deterministic)
-    return error("the kernel adds dQ's parts in no fixed order (built for deterministic = 0); the "
-                 "call asks for deterministic results",
+  // Fused for a deterministic spec: the dK/dV kernel orders its additions
+  // by flags (its last argument). The call's mode must be the kernel's: one
+  // built to add in any order is not run for a call that asks for bitwise
+  // repeatable results, nor an ordered one where the call's workspace has
+  // no room for the flags.
+  bool ordered = fused && dkv.params.size() == 15;
+  if (fused && ordered != c.deterministic)
+    return error(ordered ? "the kernel adds dQ's parts in a fixed order (built for deterministic = "
+                           "1); the call says deterministic = 0"
+                         : "the kernel adds dQ's parts in no fixed order (built for deterministic "
+                           "= 0); the call asks for deterministic results",
                  op);
   // THD (never fused): Q's and K's offsets after the others' arguments.
   bool thd = c.layout == Layout::THD;
@@ -370,7 +374,8 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
                    "(backwardWorkspaceBytes(call, true) bytes)",
                    op);
     auto taken = StreamBuffer::take(kernel.context(), size_t(w.fusedBytes()), stream,
-                                    "attn_bwd: dQ's f32 sums");
+                                    ordered ? "attn_bwd: dQ's f32 sums and flags"
+                                            : "attn_bwd: dQ's f32 sums");
     if (!taken)
       return taken.takeError();
     sums = std::move(*taken);

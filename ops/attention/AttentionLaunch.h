@@ -43,7 +43,9 @@ struct Call {
   /// choice of backwardHeadSplit.
   int64_t headSplit = 0;
   /// Backward only: the spec's `deterministic` (configs whose dQ is added
-  /// atomically are chosen only when false).
+  /// atomically are chosen only when false; a fused config adds in order
+  /// when true). launchBackward refuses a fused kernel built for the other
+  /// value.
   bool deterministic = true;
 };
 
@@ -64,7 +66,8 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &call, int smCount, CU
 struct BackwardCall : Call {
   uint64_t dO = 0, dQ = 0, dK = 0, dV = 0, workspace = 0;
   /// The bytes `workspace` holds; 0: backwardWorkspaceBytes(call). A fused
-  /// kernel keeps dQ's f32 sums there when it holds
+  /// kernel keeps dQ's f32 sums (and, for a deterministic call, the flags
+  /// that order their additions) there when it holds
   /// backwardWorkspaceBytes(call, true), else in memory of tilejit's pool,
   /// taken and given back on the stream for the launch.
   int64_t workspaceSize = 0;
@@ -83,8 +86,9 @@ llvm::Expected<KernelSpec> backwardSpecOf(const Call &call, const Target &target
 /// few KV heads would leave the GPU idle (backwardHeadSplit > 1), the f32
 /// sums of dK and dV of each part of the query heads too; for a kernel built
 /// with a fused config (fusedBackward), room for dQ's f32 sums (as many as
-/// dQ's elements, rows padded) too. -1 for sizes whose bytes would not fit
-/// in 64 bits.
+/// dQ's elements, rows padded) too, and for a deterministic call the flags
+/// that order their additions (8 bytes per query tile of 64 rows of each
+/// head). -1 for sizes whose bytes would not fit in 64 bits.
 int64_t backwardWorkspaceBytes(const Call &call, bool fused = false);
 
 /// Whether `kernel` (built for backwardSpecOf) is a fused config's: dQ

@@ -893,18 +893,24 @@ TEST_F(GpuAttention, BackwardFusedInOrderRepeatsBitwise) {
     runBackward(inOrder({1, 100, 250, 2, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg}));
     runBackward(inOrder({16, 512, 512, 8, 1, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg}));
     runBackward(inOrder({1, 129, 129, 2, 2, d, true, Layout::BSHD, DType::F16, 1.0f, cfg}));
+    // Four query heads a program (the group whole): the tile before a
+    // head's first is the previous head's last.
+    Case group{1, 512, 512, 8, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg};
+    group.headSplit = 1;
+    runBackward(inOrder(group));
   }
   runBackward(inOrder({1, 700, 700, 4, 2, 128, true, Layout::BHSD, DType::BF16, 0.0f,
                        "bn=128 consumers=2 fused=1 kv_bm=64 stages=2"}));
 }
 
-TEST_F(GpuAttention, OnlyNondeterministicCallsGetAFusedWinner) {
+TEST_F(GpuAttention, AFusedWinnerRunsOnlyInTheModeItWasBuiltFor) {
   // The same call's two specs, deterministic or not, are tuned and stored
   // apart. A fused winner stored for the nondeterministic one is handed out
   // for it; one planted for the deterministic spec is refused (the
   // template's rules: without a causal mask no fused config adds in order)
-  // and its default used. An engine builds nondeterministic specs only
-  // where allowed and not in deterministic mode.
+  // and its default used; under a causal mask it is built to add in order
+  // (the flags its last argument). An engine builds nondeterministic specs
+  // only where allowed and not in deterministic mode.
   TempDir dir;
   attention::Call call = callOf({2, 300, 300, 4, 2, 64, false});
   call.deterministic = false;
@@ -914,13 +920,16 @@ TEST_F(GpuAttention, OnlyNondeterministicCallsGetAFusedWinner) {
   auto det = attention::backwardSpecOf(call, target);
   ASSERT_TRUE(bool(det)) << llvm::toString(det.takeError());
   EXPECT_NE(tuneKey(*fast), tuneKey(*det));
+  call.causal = true;
+  auto ordered = attention::backwardSpecOf(call, target);
+  ASSERT_TRUE(bool(ordered)) << llvm::toString(ordered.takeError());
   const char *fused = "bn=128 consumers=1 fused=1 kv_bm=64 overlap=1 stages=2";
   EngineOptions o;
   o.dbPath = dir.file("a.db");
   {
     auto store = Store::open(o.dbPath);
     ASSERT_TRUE(bool(store)) << llvm::toString(store.takeError());
-    for (const KernelSpec *s : {&*fast, &*det})
+    for (const KernelSpec *s : {&*fast, &*det, &*ordered})
       ASSERT_FALSE(bool((*store)->setWinner({tuneKey(*s), fused, "", 0.5, "planted", 0})));
   }
   auto engine = Engine::create(o);
@@ -933,6 +942,11 @@ TEST_F(GpuAttention, OnlyNondeterministicCallsGetAFusedWinner) {
   ASSERT_TRUE(bool(kd)) << llvm::toString(kd.takeError());
   EXPECT_FALSE(attention::fusedBackward(*kd));
   EXPECT_EQ(kd->key(), kernelKey(*det, getTemplate(*det).defaultConfig(*det)));
+  auto ko = (*engine)->get(*ordered);
+  ASSERT_TRUE(bool(ko)) << llvm::toString(ko.takeError());
+  EXPECT_TRUE(attention::fusedBackward(*ko));
+  EXPECT_EQ(ko->key(), kernelKey(*ordered, *TileConfig::parse(fused)));
+  EXPECT_EQ(ko->entry(1).params.size(), 15u) << "ordered: the flags come last";
   EXPECT_FALSE((*engine)->nondeterministic()) << "not allowed by default";
   (*engine)->setAllowNondeterministic(true);
   EXPECT_TRUE((*engine)->nondeterministic());

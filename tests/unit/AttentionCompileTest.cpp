@@ -104,6 +104,15 @@ void expectClean(const KernelSpec &spec, const TileConfig &config) {
     EXPECT_EQ(k->entries[1].params.size(), ordered ? 15u : 14u);
     EXPECT_EQ(k->ptx.find("ld.acquire.gpu") != std::string::npos, ordered);
     EXPECT_EQ(k->ptx.find("fence.acq_rel.gpu") != std::string::npos, ordered);
+    // (Unordered, the one wait for whole additions is the program's last.)
+    size_t whole = 0;
+    for (size_t at = k->ptx.find("cp.async.bulk.wait_group \t0;"); at != std::string::npos;
+         at = k->ptx.find("cp.async.bulk.wait_group \t0;", at + 1))
+      ++whole;
+    if (ordered)
+      EXPECT_GT(whole, 1u);
+    else
+      EXPECT_EQ(whole, 1u);
     if (ordered) {
       const ParamInfo &flags = k->entries[1].params[14];
       EXPECT_EQ(flags.kind, ParamInfo::View);
