@@ -98,7 +98,8 @@ struct BarrierWaitOpLowering : ConvertOpToLLVMPattern<BarrierWaitOp> {
 
 /// One arrival per group: the producer's region runs on one thread, the
 /// first of its warpgroup, and a consumer's on a whole warpgroup, so the
-/// first thread of each warpgroup arrives.
+/// first thread of each warpgroup arrives; the helper's one thread arrives
+/// for itself.
 struct BarrierArriveOpLowering : ConvertOpToLLVMPattern<BarrierArriveOp> {
   BarrierArriveOpLowering(TileTypeConverter &tc, LoweringState &state)
       : ConvertOpToLLVMPattern(tc), state(state) {}
@@ -106,7 +107,11 @@ struct BarrierArriveOpLowering : ConvertOpToLLVMPattern<BarrierArriveOp> {
                                 ConversionPatternRewriter &rw) const override {
     Emitter e{rw, op.getLoc()};
     Value bar = barrierAt(e, adaptor.getBarriers(), adaptor.getIndex());
-    Value leader = e.isZero(e.urem(e.threadId(), 128));
+    Value leader = state.helperOps.contains(op)
+                       ? LLVM::ConstantOp::create(rw, e.loc, rw.getI1Type(),
+                                                  rw.getIntegerAttr(rw.getI1Type(), 1))
+                             .getResult()
+                       : e.isZero(e.urem(e.threadId(), 128));
     if (!op.getCluster()) {
       e.asmOp({}, ValueRange{e.addr64(bar), leader},
               "{\n\t.reg .b64 state;\n\t@$1 mbarrier.arrive.shared::cta.b64 state, [$0];\n\t}",
@@ -211,9 +216,30 @@ struct TmaLoadOpLowering : ConvertOpToLLVMPattern<TmaLoadOp> {
   }
 };
 
+/// A lowering that reads the pass's LoweringState.
+template <typename Op> struct StatefulLowering : ConvertOpToLLVMPattern<Op> {
+  StatefulLowering(TileTypeConverter &tc, LoweringState &state)
+      : ConvertOpToLLVMPattern<Op>(tc), state(state) {}
+  /// Whether `op` runs on tile.warp_specialize's helper thread alone: no
+  /// warpgroup leader to pick, no warpgroup to meet.
+  bool runsAlone(Operation *op) const { return state.helperOps.contains(op); }
+  LoweringState &state;
+};
+
+/// The warpgroup's barrier, but for an op that runs alone.
+void warpgroupBarrierOf(bool alone, Emitter &e) {
+  if (!alone)
+    e.warpgroupBarrier();
+}
+
 /// Runs `body` on the first thread of the calling warpgroup only (a branch
-/// around it for the others).
-template <typename Fn> void onWarpgroupLeader(ConversionPatternRewriter &rw, Emitter &e, Fn body) {
+/// around it for the others); for an op that runs `alone`, on its thread.
+template <typename Fn>
+void onWarpgroupLeader(bool alone, ConversionPatternRewriter &rw, Emitter &e, Fn body) {
+  if (alone) {
+    body();
+    return;
+  }
   Block *before = rw.getInsertionBlock();
   Block *after = rw.splitBlock(before, rw.getInsertionPoint());
   Block *leader = rw.createBlock(after);
@@ -230,8 +256,8 @@ template <typename Fn> void onWarpgroupLeader(ConversionPatternRewriter &rw, Emi
 /// cp.async.bulk.tensor (shared::cta -> global), or with `reduce`
 /// cp.reduce.async.bulk.tensor .add, per panel of the stage and commits them
 /// as one bulk group.
-struct TmaStoreOpLowering : ConvertOpToLLVMPattern<TmaStoreOp> {
-  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+struct TmaStoreOpLowering : StatefulLowering<TmaStoreOp> {
+  using StatefulLowering::StatefulLowering;
   LogicalResult matchAndRewrite(TmaStoreOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rw) const override {
     Emitter e{rw, op.getLoc()};
@@ -239,7 +265,7 @@ struct TmaStoreOpLowering : ConvertOpToLLVMPattern<TmaStoreOp> {
     Value slot = ringStage(e, ring, adaptor.getRing(), adaptor.getStage());
     Value row = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getRow());
     Value col = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getCol());
-    onWarpgroupLeader(rw, e, [&] {
+    onWarpgroupLeader(runsAlone(op), rw, e, [&] {
       forEachPanel(e, ring, slot, col, [&](Value src, Value c) {
         SmallVector<Value> coords = tmaCoords(e, c, row, adaptor.getOuter());
         if (op.getReduce())
@@ -261,16 +287,16 @@ struct TmaStoreOpLowering : ConvertOpToLLVMPattern<TmaStoreOp> {
 
 /// tile.tma_store_wait: the first thread waits for its bulk groups
 /// (cp.async.bulk.wait_group[.read]), then the warpgroup meets.
-struct TmaStoreWaitOpLowering : ConvertOpToLLVMPattern<TmaStoreWaitOp> {
-  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+struct TmaStoreWaitOpLowering : StatefulLowering<TmaStoreWaitOp> {
+  using StatefulLowering::StatefulLowering;
   LogicalResult matchAndRewrite(TmaStoreWaitOp op, OpAdaptor,
                                 ConversionPatternRewriter &rw) const override {
     Emitter e{rw, op.getLoc()};
-    onWarpgroupLeader(rw, e, [&] {
+    onWarpgroupLeader(runsAlone(op), rw, e, [&] {
       NVVM::CpAsyncBulkWaitGroupOp::create(rw, e.loc, int32_t(op.getPending()),
                                            op.getRead() ? rw.getUnitAttr() : UnitAttr());
     });
-    e.warpgroupBarrier();
+    warpgroupBarrierOf(runsAlone(op), e);
     rw.eraseOp(op);
     return success();
   }
@@ -285,21 +311,21 @@ Value wordAddress(Emitter &e, Value memref, MemRefType type, ValueRange indices)
 
 /// tile.flag_wait: the warpgroup's first thread spins on an acquiring load,
 /// then the warpgroup meets.
-struct FlagWaitOpLowering : ConvertOpToLLVMPattern<FlagWaitOp> {
-  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+struct FlagWaitOpLowering : StatefulLowering<FlagWaitOp> {
+  using StatefulLowering::StatefulLowering;
   LogicalResult matchAndRewrite(FlagWaitOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rw) const override {
     Emitter e{rw, op.getLoc()};
     Value addr = wordAddress(e, adaptor.getFlags(), op.getFlags().getType(), adaptor.getIndices());
     Value want = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getValue());
-    onWarpgroupLeader(rw, e, [&] {
+    onWarpgroupLeader(runsAlone(op), rw, e, [&] {
       e.asmOp({}, ValueRange{e.addr64(addr), want},
               "{\n\t.reg .b32 seen;\n\t.reg .pred done;\n\twait:\n\t"
               "ld.acquire.gpu.global.b32 seen, [$0];\n\tsetp.eq.b32 done, seen, $1;\n\t"
               "@!done bra wait;\n\t}",
               "l,r", /*sideEffects=*/true);
     });
-    e.warpgroupBarrier();
+    warpgroupBarrierOf(runsAlone(op), e);
     rw.eraseOp(op);
     return success();
   }
@@ -307,15 +333,15 @@ struct FlagWaitOpLowering : ConvertOpToLLVMPattern<FlagWaitOp> {
 
 /// tile.flag_set: the warpgroup meets, then its first thread fences at GPU
 /// scope and stores the word.
-struct FlagSetOpLowering : ConvertOpToLLVMPattern<FlagSetOp> {
-  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+struct FlagSetOpLowering : StatefulLowering<FlagSetOp> {
+  using StatefulLowering::StatefulLowering;
   LogicalResult matchAndRewrite(FlagSetOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rw) const override {
     Emitter e{rw, op.getLoc()};
     Value addr = wordAddress(e, adaptor.getFlags(), op.getFlags().getType(), adaptor.getIndices());
     Value value = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getValue());
-    e.warpgroupBarrier();
-    onWarpgroupLeader(rw, e, [&] {
+    warpgroupBarrierOf(runsAlone(op), e);
+    onWarpgroupLeader(runsAlone(op), rw, e, [&] {
       e.asmOp({}, ValueRange{e.addr64(addr), value},
               "fence.acq_rel.gpu;\n\tst.relaxed.gpu.global.b32 [$0], $1;", "l,r",
               /*sideEffects=*/true);
@@ -328,8 +354,8 @@ struct FlagSetOpLowering : ConvertOpToLLVMPattern<FlagSetOp> {
 /// Splits the block at the op: the warpgroup index picks the producer's
 /// branch (warpgroup 0, its first thread) or a consumer's (index - 1); both
 /// regions end by branching past the op.
-struct WarpSpecializeOpLowering : ConvertOpToLLVMPattern<WarpSpecializeOp> {
-  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+struct WarpSpecializeOpLowering : StatefulLowering<WarpSpecializeOp> {
+  using StatefulLowering::StatefulLowering;
   LogicalResult matchAndRewrite(WarpSpecializeOp op, OpAdaptor,
                                 ConversionPatternRewriter &rw) const override {
     Location loc = op.getLoc();
@@ -337,8 +363,15 @@ struct WarpSpecializeOpLowering : ConvertOpToLLVMPattern<WarpSpecializeOp> {
     Block *before = rw.getInsertionBlock();
     Block *after = rw.splitBlock(before, std::next(Block::iterator(op)));
     Region &parent = *before->getParent();
+    bool helper = !op.getHelper().empty();
+    SmallVector<Region *, 3> regions = {&op.getProducer(), &op.getConsumer()};
+    if (helper) {
+      regions.push_back(&op.getHelper());
+      // Its ops lower for one thread (runsAlone), once moved out of it too.
+      op.getHelper().walk([&](Operation *inner) { state.helperOps.insert(inner); });
+    }
 
-    for (Region *r : {&op.getProducer(), &op.getConsumer()}) {
+    for (Region *r : regions) {
       SmallVector<YieldOp> yields(r->getOps<YieldOp>());
       r->walk([&](YieldOp y) {
         if (!llvm::is_contained(yields, y))
@@ -352,16 +385,21 @@ struct WarpSpecializeOpLowering : ConvertOpToLLVMPattern<WarpSpecializeOp> {
     }
     // Every block's arguments (loops lowered to blocks carry tiles and
     // indices) in LLVM types, as the kernel's own body has them.
-    for (Region *r : {&op.getProducer(), &op.getConsumer()})
+    for (Region *r : regions)
       if (failed(rw.convertRegionTypes(r, *getTypeConverter())))
         return failure();
     Block *producerEntry = &op.getProducer().front();
     Block *consumerEntry = &op.getConsumer().front();
+    Block *helperEntry = helper ? &op.getHelper().front() : nullptr;
     rw.inlineRegionBefore(op.getProducer(), parent, after->getIterator());
     rw.inlineRegionBefore(op.getConsumer(), parent, after->getIterator());
+    if (helper)
+      rw.inlineRegionBefore(op.getHelper(), parent, after->getIterator());
 
     Block *producerPre = rw.createBlock(producerEntry);
     Block *consumerPre = rw.createBlock(consumerEntry);
+    // The helper: thread 32 (its warp's first), past the producer's.
+    Block *helperPre = helper ? rw.createBlock(helperEntry) : nullptr;
 
     rw.setInsertionPointToEnd(before);
     Value tid = e.threadId();
@@ -373,8 +411,13 @@ struct WarpSpecializeOpLowering : ConvertOpToLLVMPattern<WarpSpecializeOp> {
     NVVM::SetMaxRegisterOp::create(
         rw, loc, rw.getI32IntegerAttr(int32_t(op.getProducerRegs())),
         NVVM::SetMaxRegisterActionAttr::get(rw.getContext(), NVVM::SetMaxRegisterAction::decrease));
-    LLVM::CondBrOp::create(rw, loc, e.isZero(e.threadId()), producerEntry, ValueRange{}, after,
-                           ValueRange{});
+    LLVM::CondBrOp::create(rw, loc, e.isZero(e.threadId()), producerEntry, ValueRange{},
+                           helper ? helperPre : after, ValueRange{});
+    if (helper) {
+      rw.setInsertionPointToEnd(helperPre);
+      Value first = LLVM::ICmpOp::create(rw, loc, LLVM::ICmpPredicate::eq, e.threadId(), e.i64(32));
+      LLVM::CondBrOp::create(rw, loc, first, helperEntry, ValueRange{}, after, ValueRange{});
+    }
 
     rw.setInsertionPointToEnd(consumerPre);
     NVVM::SetMaxRegisterOp::create(
@@ -391,10 +434,10 @@ struct WarpSpecializeOpLowering : ConvertOpToLLVMPattern<WarpSpecializeOp> {
 
 void populateAsyncOpToLLVMPatterns(TileTypeConverter &converter, LoweringState &state,
                                    RewritePatternSet &patterns) {
-  patterns.add<AllocRingOpLowering, AllocBarriersOpLowering, BarrierArriveOpLowering>(converter,
-                                                                                      state);
-  patterns.add<BarrierWaitOpLowering, TmaLoadOpLowering, TmaStoreOpLowering, TmaStoreWaitOpLowering,
-               FlagWaitOpLowering, FlagSetOpLowering, WarpSpecializeOpLowering>(converter);
+  patterns.add<AllocRingOpLowering, AllocBarriersOpLowering, BarrierArriveOpLowering,
+               TmaStoreOpLowering, TmaStoreWaitOpLowering, FlagWaitOpLowering, FlagSetOpLowering,
+               WarpSpecializeOpLowering>(converter, state);
+  patterns.add<BarrierWaitOpLowering, TmaLoadOpLowering>(converter);
 }
 
 } // namespace tilejit

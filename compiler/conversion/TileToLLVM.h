@@ -61,6 +61,10 @@ struct KernelLowering {
 
 struct LoweringState {
   llvm::StringMap<KernelLowering> kernels;
+  /// The ops of tile.warp_specialize's helper regions, noted before the
+  /// regions are moved out (their own lowerings come after): they run on
+  /// one thread.
+  llvm::DenseSet<mlir::Operation *> helperOps;
 
   /// The kernel that `op` (being converted) belongs to.
   KernelLowering &kernelOf(mlir::Operation *op);

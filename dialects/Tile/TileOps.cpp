@@ -455,14 +455,17 @@ LogicalResult BarrierArriveOp::verify() {
 }
 
 /// `op` in the producer (`consumer` false) or a consumer region of
-/// tile.warp_specialize.
-static LogicalResult verifyInRegion(Operation *op, bool consumer) {
+/// tile.warp_specialize; with `helper`, in the helper region too.
+static LogicalResult verifyInRegion(Operation *op, bool consumer, bool helper = false) {
   auto region = specializedRegion(op);
   if (failed(region))
     return failure();
   auto ws = cast<WarpSpecializeOp>((*region)->getParentOp());
+  if (helper && *region == &ws.getHelper())
+    return success();
   if (*region != (consumer ? &ws.getConsumer() : &ws.getProducer()))
     return op->emitOpError() << "must be in the " << (consumer ? "consumer" : "producer")
+                             << (helper ? " or the helper" : "")
                              << " region of tile.warp_specialize";
   return success();
 }
@@ -481,11 +484,12 @@ static LogicalResult verifyBoxIsPanel(Operation *op, TensorMapType map, RingType
 }
 
 /// A TMA copy between a ring and the tensor `map` describes, in the producer
-/// region (loads) or a consumer's (stores): a panel per box, and one outer
-/// coordinate per dimension beyond two.
+/// region (loads) or a consumer's or the helper's (stores): a panel per box,
+/// and one outer coordinate per dimension beyond two.
 static LogicalResult verifyTmaCopy(Operation *op, TensorMapType map, RingType ring,
                                    ValueRange outer, bool consumer) {
-  if (failed(verifyInRegion(op, consumer)) || failed(verifyBoxIsPanel(op, map, ring)))
+  if (failed(verifyInRegion(op, consumer, /*helper=*/consumer)) ||
+      failed(verifyBoxIsPanel(op, map, ring)))
     return failure();
   if (int64_t(outer.size()) != map.getRank() - 2)
     return op->emitOpError() << "a tensor map of rank " << map.getRank() << " takes "
@@ -706,16 +710,17 @@ LogicalResult TmaStoreOp::verify() {
 }
 
 LogicalResult TmaStoreWaitOp::verify() {
-  if (failed(verifyInRegion(*this, /*consumer=*/true)))
+  if (failed(verifyInRegion(*this, /*consumer=*/true, /*helper=*/true)))
     return failure();
   if (getPendingAttr().getInt() < 0)
     return emitOpError() << "pending = " << getPendingAttr().getInt() << " is negative";
   return success();
 }
 
-/// A flag word: f32 memref, one index per dimension, in a consumer region.
+/// A flag word: f32 memref, one index per dimension, in a consumer region
+/// or the helper region.
 static LogicalResult verifyFlag(Operation *op, MemRefType flags, ValueRange indices) {
-  if (failed(verifyInRegion(op, /*consumer=*/true)))
+  if (failed(verifyInRegion(op, /*consumer=*/true, /*helper=*/true)))
     return failure();
   if (!flags.getElementType().isF32())
     return op->emitOpError() << "flags are the 32-bit words of an f32 memref, got " << flags;
@@ -823,6 +828,23 @@ LogicalResult WarpSpecializeOp::verify() {
   if (getConsumer().empty() || getConsumer().front().getNumArguments() != 1 ||
       !getConsumer().front().getArgument(0).getType().isIndex())
     return emitOpError() << "consumer region's entry block takes one index, the consumer's";
+  if (!getHelper().empty() && getHelper().front().getNumArguments() != 0)
+    return emitOpError() << "helper region must have one entry block without arguments";
+  // The helper is one thread: of the tile ops, those a thread runs alone.
+  Operation *collective = nullptr;
+  getHelper().walk([&](Operation *op) {
+    if (isa<TileDialect>(op->getDialect()) &&
+        !isa<BarrierWaitOp, BarrierArriveOp, TmaStoreOp, TmaStoreWaitOp, FlagWaitOp, FlagSetOp,
+             ProgramIdOp, NumProgramsOp, ClusterRankOp, LoadWordOp, YieldOp>(op))
+      collective = op;
+    return collective ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  if (collective)
+    return collective->emitOpError()
+           << "cannot run in the helper region of tile.warp_specialize, which is one thread "
+              "(there: "
+              "tile.barrier_wait, barrier_arrive, tma_store, tma_store_wait, flag_wait, flag_set, "
+              "program_id, num_programs, cluster_rank, load_word)";
   return success();
 }
 

@@ -1137,9 +1137,16 @@ def Tile_WarpSpecializeOp : Tile_Op<"warp_specialize", [
     `128 * (consumers + 1)` threads). The producer lowers its register limit
     to `producer_regs` and runs the `producer` region on one thread (its
     first); each consumer raises its limit to `consumer_regs` and runs the
-    `consumer` region, whose argument is its index in `[0, consumers)`. The
-    producer's other threads do nothing. Regions end with `tile.yield`.
-    Top level of a kernel only; nothing after it may wait for the whole block.
+    `consumer` region, whose argument is its index in `[0, consumers)`. An
+    optional `helper` region runs on one more thread of the producer's
+    warpgroup (the first of its second warp): work that waits on memory
+    beside the producer's copies and the consumers' products (a turn on a
+    flag, a TMA store waited for whole), in step with them through
+    mbarriers. Ops there that a consumer runs on its warpgroup's first
+    thread (TMA stores and their waits, flags, barrier arrivals) run on the
+    helper's one thread, with no warpgroup to meet. The producer's other
+    threads do nothing. Regions end with `tile.yield`. Top level of a kernel
+    only; nothing after it may wait for the whole block.
 
     ```mlir
     tile.warp_specialize {consumers = 2, producer_regs = 40, consumer_regs = 232} {
@@ -1153,8 +1160,8 @@ def Tile_WarpSpecializeOp : Tile_Op<"warp_specialize", [
     ```
   }];
   let arguments = (ins I64Attr:$consumers, I64Attr:$producer_regs, I64Attr:$consumer_regs);
-  let regions = (region AnyRegion:$producer, AnyRegion:$consumer);
-  let assemblyFormat = "attr-dict-with-keyword $producer `,` $consumer";
+  let regions = (region AnyRegion:$producer, AnyRegion:$consumer, AnyRegion:$helper);
+  let assemblyFormat = "attr-dict-with-keyword $producer `,` $consumer (`,` `helper` $helper^)?";
   let hasVerifier = 1;
 }
 

@@ -1082,7 +1082,7 @@ tile.kernel @tma_store_outside_consumer(%m: !tile.tensormap<rows = 64, cols = 64
   %c0 = arith.constant 0 : index
   %r = tile.alloc_ring : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>
   tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
-    // expected-error @+1 {{'tile.tma_store' op must be in the consumer region of tile.warp_specialize}}
+    // expected-error @+1 {{'tile.tma_store' op must be in the consumer or the helper region of tile.warp_specialize}}
     tile.tma_store %r[%c0], %m[%c0, %c0] : !tile.ring<stages = 2, rows = 64, cols = 64, bf16>, !tile.tensormap<rows = 64, cols = 64, bf16>
     tile.yield
   }, {
@@ -1184,7 +1184,7 @@ tile.kernel @flag_indices(%f: memref<?x2xf32>, %t: index) attributes {block_thre
 
 tile.kernel @flag_outside(%f: memref<?xf32>, %t: index) attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
-    // expected-error @+1 {{'tile.flag_set' op must be in the consumer region of tile.warp_specialize}}
+    // expected-error @+1 {{'tile.flag_set' op must be in the consumer or the helper region of tile.warp_specialize}}
     tile.flag_set %f[%t], %t : memref<?xf32>
     tile.yield
   }, {
@@ -1355,5 +1355,41 @@ tile.kernel @load_word_indices(%cu: memref<?x2xf32>, %t: index) attributes {bloc
 tile.kernel @narrow_static(%o: memref<64x512xf32>, %t: index) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   // expected-error @+1 {{'tile.narrow' op narrows a dynamic first dimension, got 'memref<64x512xf32>'}}
   %v = tile.narrow %o[%t, %t] : memref<64x512xf32>
+  tile.return
+}
+
+// -----
+
+tile.kernel @helper_with_argument() attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  // expected-error @+1 {{'tile.warp_specialize' op helper region must have one entry block without arguments}}
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    tile.yield
+  }, helper {
+  ^bb0(%h: index):
+    tile.yield
+  }
+  tile.return
+}
+
+// -----
+
+tile.kernel @warpgroup_op_in_helper() attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 1, rows = 64, cols = 64, f32>
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    tile.yield
+  }, helper {
+    %one = arith.constant 1.0 : f32
+    // expected-error @+1 {{'tile.splat' op cannot run in the helper region of tile.warp_specialize, which is one thread}}
+    %t = tile.splat %one : f32 -> tensor<64x64xf32, #tile.wgmma>
+    tile.store_ring %t, %r[%c0, %c0] : tensor<64x64xf32, #tile.wgmma>, !tile.ring<stages = 1, rows = 64, cols = 64, f32>
+    tile.yield
+  }
   tile.return
 }
