@@ -8,10 +8,11 @@
 // tile.tma_store / tma_store_wait -> the warpgroup leader's bulk copies out
 // of a stage, its commit and wait, and a barrier of the warpgroup;
 // tile.flag_wait / flag_set -> the leader's acquiring spin or fenced store
-// of a word in global memory, and a barrier of the warpgroup;
-// tile.warp_specialize -> a branch on the warpgroup index, setmaxnreg in each
-// branch, the producer's region on one thread, the consumers' with their
-// index.
+// of a word in global memory, and a barrier of the warpgroup (in a helper
+// region, these four and barrier_arrive on the helper's one thread, with no
+// leader to pick and no barrier); tile.warp_specialize -> a branch on the
+// warpgroup index, setmaxnreg in each branch, the producer's region on one
+// thread, the helper's on another, the consumers' with their index.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/conversion/TileToLLVM.h"
@@ -352,8 +353,9 @@ struct FlagSetOpLowering : StatefulLowering<FlagSetOp> {
 };
 
 /// Splits the block at the op: the warpgroup index picks the producer's
-/// branch (warpgroup 0, its first thread) or a consumer's (index - 1); both
-/// regions end by branching past the op.
+/// branch (warpgroup 0, its first thread, or with a helper region its
+/// thread 32 the helper's) or a consumer's (index - 1); every region ends
+/// by branching past the op.
 struct WarpSpecializeOpLowering : StatefulLowering<WarpSpecializeOp> {
   using StatefulLowering::StatefulLowering;
   LogicalResult matchAndRewrite(WarpSpecializeOp op, OpAdaptor,
@@ -367,7 +369,10 @@ struct WarpSpecializeOpLowering : StatefulLowering<WarpSpecializeOp> {
     SmallVector<Region *, 3> regions = {&op.getProducer(), &op.getConsumer()};
     if (helper) {
       regions.push_back(&op.getHelper());
-      // Its ops lower for one thread (runsAlone), once moved out of it too.
+      // Its ops lower for one thread (runsAlone), once moved out of it too:
+      // the conversion reaches them after this op (pre-order), as the same
+      // ops (moved, not rebuilt; none freed before it ends), and no pattern
+      // makes tile ops, so the set names every op to lower alone.
       op.getHelper().walk([&](Operation *inner) { state.helperOps.insert(inner); });
     }
 
@@ -415,7 +420,8 @@ struct WarpSpecializeOpLowering : StatefulLowering<WarpSpecializeOp> {
                            helper ? helperPre : after, ValueRange{});
     if (helper) {
       rw.setInsertionPointToEnd(helperPre);
-      Value first = LLVM::ICmpOp::create(rw, loc, LLVM::ICmpPredicate::eq, e.threadId(), e.i64(32));
+      Value tid = e.threadId(), c32 = e.i64(32);
+      Value first = LLVM::ICmpOp::create(rw, loc, LLVM::ICmpPredicate::eq, tid, c32);
       LLVM::CondBrOp::create(rw, loc, first, helperEntry, ValueRange{}, after, ValueRange{});
     }
 

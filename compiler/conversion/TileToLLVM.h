@@ -16,6 +16,7 @@
 #include "dialects/Tile/TileDialect.h"
 #include "mlir/Conversion/LLVMCommon/TypeConverter.h"
 #include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 
 namespace tilejit {
@@ -63,7 +64,8 @@ struct LoweringState {
   llvm::StringMap<KernelLowering> kernels;
   /// The ops of tile.warp_specialize's helper regions, noted before the
   /// regions are moved out (their own lowerings come after): they run on
-  /// one thread.
+  /// one thread. (Pointers: the conversion moves ops and frees none before
+  /// it ends.)
   llvm::DenseSet<mlir::Operation *> helperOps;
 
   /// The kernel that `op` (being converted) belongs to.

@@ -833,7 +833,7 @@ LogicalResult WarpSpecializeOp::verify() {
   // The helper is one thread: of the tile ops, those a thread runs alone.
   Operation *collective = nullptr;
   getHelper().walk([&](Operation *op) {
-    if (isa<TileDialect>(op->getDialect()) &&
+    if (isa_and_nonnull<TileDialect>(op->getDialect()) &&
         !isa<BarrierWaitOp, BarrierArriveOp, TmaStoreOp, TmaStoreWaitOp, FlagWaitOp, FlagSetOp,
              ProgramIdOp, NumProgramsOp, ClusterRankOp, LoadWordOp, YieldOp>(op))
       collective = op;

@@ -660,7 +660,8 @@ def Tile_BarrierArriveOp : Tile_Op<"barrier_arrive"> {
   let summary = "Arrives once on one barrier of a ring";
   let description = [{
     In a warp-specialized region: the group that runs the region (a consumer
-    warpgroup, or the producer's one thread) arrives once on barrier `index`,
+    warpgroup, the producer's one thread or the helper's) arrives once on
+    barrier `index`,
     after every thread of the group has reached this point in program order
     (a consumer's `tile.dot` has completed its reads of shared memory by
     then).
@@ -811,7 +812,8 @@ def Tile_TmaStoreOp : Tile_Op<"tma_store"> {
   let description = [{
     In a consumer region of `tile.warp_specialize`, after the warpgroup
     wrote stage `stage` of `ring` (`tile.store_ring`): one thread of the
-    warpgroup starts the copies of the stage (one per 128-byte panel) to the
+    warpgroup (in the helper region, its one thread, once the stage's
+    writers said so on a barrier) starts the copies of the stage (one per 128-byte panel) to the
     `rows x cols` tile whose first element is at (`row`, `col`) of the tensor
     `map` describes, and closes them into one group of its bulk copies
     (`cp.async.bulk.tensor` ... `.bulk_group`, `cp.async.bulk.commit_group`).
@@ -856,7 +858,8 @@ def Tile_TmaStoreWaitOp : Tile_Op<"tma_store_wait"> {
     In a consumer region: the thread that started the warpgroup's
     `tile.tma_store` copies waits until at most the `pending` groups started
     last are incomplete, then the warpgroup synchronizes (a barrier of its
-    128 threads), so that every thread may go on. With `read`, a group is
+    128 threads), so that every thread may go on. In the helper region its
+    one thread waits for its own copies, with no warpgroup to meet. With `read`, a group is
     complete once its copies have read shared memory (its stage may be
     written again); without, once their writes are done and visible.
 
@@ -879,7 +882,8 @@ def Tile_FlagWaitOp : Tile_Op<"flag_wait"> {
     warpgroup synchronizes. Every write the warpgroup that stored `value`
     (`tile.flag_set`) made before it is then visible to every thread of this
     one, on any multiprocessor. Splits of a reduction hand their partial
-    sums on this way in a fixed order.
+    sums on this way in a fixed order. In the helper region its one thread
+    spins, with no warpgroup to meet.
 
     ```mlir
     tile.flag_wait %flags[%tile, %c], %split : memref<?x2xf32>
@@ -896,7 +900,9 @@ def Tile_FlagSetOp : Tile_Op<"flag_set"> {
     In a consumer region: the warpgroup synchronizes, then one thread makes
     its writes and those the warpgroup made before the op visible at GPU
     scope (`fence.acq_rel.gpu`) and stores `value` into the 32-bit word at
-    `indices` of `flags` (see `tile.flag_wait`).
+    `indices` of `flags` (see `tile.flag_wait`); in the helper region its
+    one thread does, after its own writes (its TMA stores waited for
+    whole).
 
     ```mlir
     tile.flag_set %flags[%tile, %c], %next : memref<?x2xf32>
@@ -1155,6 +1161,9 @@ def Tile_WarpSpecializeOp : Tile_Op<"warp_specialize", [
     }, {
     ^bb0(%c: index):
       ...                          // tile.dot, epilogue
+      tile.yield
+    }, helper {                    // optional
+      ...                          // waits on flags, TMA stores
       tile.yield
     }
     ```

@@ -1,14 +1,14 @@
 // RUN: tilejit-opt %s | tilejit-opt | FileCheck %s
 
 // A helper beside the producer and the consumer: the consumer leaves its
-// f32 part in a stage and arrives on `full`; the helper (one thread) waits
-// for it and for its turn on a flag, adds the part into the sums by TMA,
-// gives the stage back once it is read (`free`), and sets the flag once
-// the addition is whole.
+// f32 part in a stage and arrives on `full`; the helper (one thread), step
+// by step, waits for it and for its turn on a flag, adds the part into the
+// sums by TMA, gives the stage back once it is read (`free`), and sets the
+// flag once the addition is whole.
 
 #acc = #tile.wgmma
 // CHECK-LABEL: tile.kernel @in_turn
-tile.kernel @in_turn(%sums: !tile.tensormap<rows = 64, cols = 32, f32, rank = 4>, %flags: memref<?x?x2xf32>, %t: index, %turn: index) attributes {block_threads = 256 : i64, min_blocks = 1 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+tile.kernel @in_turn(%sums: !tile.tensormap<rows = 64, cols = 32, f32, rank = 4>, %flags: memref<?x?x2xf32>, %t: index, %turn: index, %steps: index) attributes {block_threads = 256 : i64, min_blocks = 1 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %part = tile.alloc_ring : !tile.ring<stages = 1, rows = 64, cols = 64, f32>
@@ -26,21 +26,24 @@ tile.kernel @in_turn(%sums: !tile.tensormap<rows = 64, cols = 32, f32, rank = 4>
     tile.yield
   // CHECK: }, helper {
   }, helper {
-    // CHECK: tile.barrier_wait
-    tile.barrier_wait %full[%c0], %c0 : !tile.barriers<1>
-    // CHECK-NEXT: tile.flag_wait
-    tile.flag_wait %flags[%t, %c0, %c0], %turn : memref<?x?x2xf32>
-    // CHECK-NEXT: tile.tma_store {{.*}} {reduce}
-    tile.tma_store %part[%c0], %sums[%c0, %c0] at [%c0, %c0] {reduce} : !tile.ring<stages = 1, rows = 64, cols = 64, f32>, !tile.tensormap<rows = 64, cols = 32, f32, rank = 4>
-    // CHECK-NEXT: tile.tma_store_wait {pending = 0 : i64, read}
-    tile.tma_store_wait {pending = 0 : i64, read}
-    // CHECK-NEXT: tile.barrier_arrive
-    tile.barrier_arrive %free[%c0] : !tile.barriers<1>
-    // CHECK-NEXT: tile.tma_store_wait {pending = 0 : i64}
-    tile.tma_store_wait {pending = 0 : i64}
-    %next = arith.addi %turn, %c1 : index
-    // CHECK: tile.flag_set
-    tile.flag_set %flags[%t, %c0, %c0], %next : memref<?x?x2xf32>
+    // CHECK: scf.for
+    scf.for %i = %c0 to %steps step %c1 {
+      // CHECK: tile.barrier_wait
+      tile.barrier_wait %full[%c0], %i : !tile.barriers<1>
+      // CHECK-NEXT: tile.flag_wait
+      tile.flag_wait %flags[%t, %i, %c0], %turn : memref<?x?x2xf32>
+      // CHECK-NEXT: tile.tma_store {{.*}} {reduce}
+      tile.tma_store %part[%c0], %sums[%c0, %c0] at [%c0, %c0] {reduce} : !tile.ring<stages = 1, rows = 64, cols = 64, f32>, !tile.tensormap<rows = 64, cols = 32, f32, rank = 4>
+      // CHECK-NEXT: tile.tma_store_wait {pending = 0 : i64, read}
+      tile.tma_store_wait {pending = 0 : i64, read}
+      // CHECK-NEXT: tile.barrier_arrive
+      tile.barrier_arrive %free[%c0] : !tile.barriers<1>
+      // CHECK-NEXT: tile.tma_store_wait {pending = 0 : i64}
+      tile.tma_store_wait {pending = 0 : i64}
+      %next = arith.addi %turn, %c1 : index
+      // CHECK: tile.flag_set
+      tile.flag_set %flags[%t, %i, %c0], %next : memref<?x?x2xf32>
+    }
     tile.yield
   }
   tile.return
