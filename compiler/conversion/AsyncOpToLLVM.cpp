@@ -325,6 +325,8 @@ struct FlagWaitOpLowering : StatefulLowering<FlagWaitOp> {
               "ld.acquire.gpu.global.b32 seen, [$0];\n\tsetp.eq.b32 done, seen, $1;\n\t"
               "@!done bra wait;\n\t}",
               "l,r", /*sideEffects=*/true);
+      if (op.getAsyncProxy())
+        e.asmOp({}, ValueRange{}, "fence.proxy.async.global;", "", /*sideEffects=*/true);
     });
     warpgroupBarrierOf(runsAlone(op), e);
     rw.eraseOp(op);
@@ -343,6 +345,8 @@ struct FlagSetOpLowering : StatefulLowering<FlagSetOp> {
     Value value = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getValue());
     warpgroupBarrierOf(runsAlone(op), e);
     onWarpgroupLeader(runsAlone(op), rw, e, [&] {
+      if (op.getAsyncProxy())
+        e.asmOp({}, ValueRange{}, "fence.proxy.async.global;", "", /*sideEffects=*/true);
       e.asmOp({}, ValueRange{e.addr64(addr), value},
               "fence.acq_rel.gpu;\n\tst.relaxed.gpu.global.b32 [$0], $1;", "l,r",
               /*sideEffects=*/true);

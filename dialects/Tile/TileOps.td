@@ -883,13 +883,16 @@ def Tile_FlagWaitOp : Tile_Op<"flag_wait"> {
     (`tile.flag_set`) made before it is then visible to every thread of this
     one, on any multiprocessor. Splits of a reduction hand their partial
     sums on this way in a fixed order. In the helper region its one thread
-    spins, with no warpgroup to meet.
+    spins, with no warpgroup to meet. With `async_proxy`, what the thread
+    does next to global memory through TMA (a reduction into what the flag
+    guards) is ordered after the acquire too (`fence.proxy.async.global`).
 
     ```mlir
     tile.flag_wait %flags[%tile, %c], %split : memref<?x2xf32>
     ```
   }];
-  let arguments = (ins Tile_GlobalMemRef:$flags, Variadic<Index>:$indices, Index:$value);
+  let arguments = (ins Tile_GlobalMemRef:$flags, Variadic<Index>:$indices, Index:$value,
+                       UnitAttr:$async_proxy);
   let assemblyFormat = "$flags `[` $indices `]` `,` $value attr-dict `:` type($flags)";
   let hasVerifier = 1;
 }
@@ -902,13 +905,16 @@ def Tile_FlagSetOp : Tile_Op<"flag_set"> {
     scope (`fence.acq_rel.gpu`) and stores `value` into the 32-bit word at
     `indices` of `flags` (see `tile.flag_wait`); in the helper region its
     one thread does, after its own writes (its TMA stores waited for
-    whole).
+    whole). With `async_proxy`, the thread's TMA writes to global memory
+    (waited for whole) are ordered before the release too
+    (`fence.proxy.async.global` first).
 
     ```mlir
     tile.flag_set %flags[%tile, %c], %next : memref<?x2xf32>
     ```
   }];
-  let arguments = (ins Tile_GlobalMemRef:$flags, Variadic<Index>:$indices, Index:$value);
+  let arguments = (ins Tile_GlobalMemRef:$flags, Variadic<Index>:$indices, Index:$value,
+                       UnitAttr:$async_proxy);
   let assemblyFormat = "$flags `[` $indices `]` `,` $value attr-dict `:` type($flags)";
   let hasVerifier = 1;
 }

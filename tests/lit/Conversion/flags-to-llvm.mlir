@@ -1,4 +1,6 @@
-// RUN: tilejit-opt %S/../Dialect/flags.mlir --tilejit-lower-to-llvm=arch=sm_90a | FileCheck %s
+// RUN: tilejit-opt %S/../Dialect/flags.mlir --tilejit-lower-to-llvm=arch=sm_90a | FileCheck %s --implicit-check-not=fence.proxy.async
+
+// (Without async_proxy, no proxy fence.)
 
 // The wait: the warpgroup's first thread spins on an acquiring load of the
 // word at (tile, consumer), 4 bytes a word, then the warpgroup meets.

@@ -32,6 +32,7 @@
 // CHECK-NOT: llvm.urem
 // CHECK-NOT: llvm.cond_br
 // CHECK: ld.acquire.gpu.global.b32
+// CHECK-NEXT: "fence.proxy.async.global;"
 // CHECK-NOT: bar.sync
 // CHECK-NOT: llvm.cond_br
 // CHECK: nvvm.cp.async.bulk.tensor.reduce
@@ -45,6 +46,8 @@
 // CHECK-NEXT: nvvm.cp.async.bulk.wait_group 0
 // CHECK-NOT: bar.sync
 // CHECK-NOT: llvm.cond_br
-// CHECK: "fence.acq_rel.gpu;\0A\09st.relaxed.gpu.global.b32 [$0], $1;"
+// CHECK: "fence.proxy.async.global;"
+// CHECK-NOT: nvvm.cp.async.bulk
+// CHECK: llvm.inline_asm {{.*}}"fence.acq_rel.gpu;\0A\09st.relaxed.gpu.global.b32 [$0], $1;"
 // CHECK: llvm.br ^[[HEADER]](
 // CHECK: llvm.br ^[[AFTER]]

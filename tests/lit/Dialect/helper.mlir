@@ -4,7 +4,8 @@
 // f32 part in a stage and arrives on `full`; the helper (one thread), step
 // by step, waits for it and for its turn on a flag, adds the part into the
 // sums by TMA, gives the stage back once it is read (`free`), and sets the
-// flag once the addition is whole.
+// flag once the addition is whole (the flags ordered with the TMA
+// reductions they guard: async_proxy).
 
 #acc = #tile.wgmma
 // CHECK-LABEL: tile.kernel @in_turn
@@ -30,8 +31,8 @@ tile.kernel @in_turn(%sums: !tile.tensormap<rows = 64, cols = 32, f32, rank = 4>
     scf.for %i = %c0 to %steps step %c1 {
       // CHECK: tile.barrier_wait
       tile.barrier_wait %full[%c0], %i : !tile.barriers<1>
-      // CHECK-NEXT: tile.flag_wait
-      tile.flag_wait %flags[%t, %i, %c0], %turn : memref<?x?x2xf32>
+      // CHECK-NEXT: tile.flag_wait {{.*}} {async_proxy}
+      tile.flag_wait %flags[%t, %i, %c0], %turn {async_proxy} : memref<?x?x2xf32>
       // CHECK-NEXT: tile.tma_store {{.*}} {reduce}
       tile.tma_store %part[%c0], %sums[%c0, %c0] at [%c0, %c0] {reduce} : !tile.ring<stages = 1, rows = 64, cols = 64, f32>, !tile.tensormap<rows = 64, cols = 32, f32, rank = 4>
       // CHECK-NEXT: tile.tma_store_wait {pending = 0 : i64, read}
@@ -41,8 +42,8 @@ tile.kernel @in_turn(%sums: !tile.tensormap<rows = 64, cols = 32, f32, rank = 4>
       // CHECK-NEXT: tile.tma_store_wait {pending = 0 : i64}
       tile.tma_store_wait {pending = 0 : i64}
       %next = arith.addi %turn, %c1 : index
-      // CHECK: tile.flag_set
-      tile.flag_set %flags[%t, %i, %c0], %next : memref<?x?x2xf32>
+      // CHECK: tile.flag_set {{.*}} {async_proxy}
+      tile.flag_set %flags[%t, %i, %c0], %next {async_proxy} : memref<?x?x2xf32>
     }
     tile.yield
   }
