@@ -287,7 +287,8 @@ struct TmaStoreOpLowering : StatefulLowering<TmaStoreOp> {
 };
 
 /// tile.tma_store_wait: the first thread waits for its bulk groups
-/// (cp.async.bulk.wait_group[.read]), then the warpgroup meets.
+/// (cp.async.bulk.wait_group[.read]), then the warpgroup meets (a helper's
+/// thread waits alone).
 struct TmaStoreWaitOpLowering : StatefulLowering<TmaStoreWaitOp> {
   using StatefulLowering::StatefulLowering;
   LogicalResult matchAndRewrite(TmaStoreWaitOp op, OpAdaptor,
@@ -310,8 +311,9 @@ Value wordAddress(Emitter &e, Value memref, MemRefType type, ValueRange indices)
   return e.offset(v.ptr(e), e.mul(off, e.i64(4)));
 }
 
-/// tile.flag_wait: the warpgroup's first thread spins on an acquiring load,
-/// then the warpgroup meets.
+/// tile.flag_wait: the warpgroup's first thread spins on an acquiring load
+/// (with async_proxy, then fences the async proxy), then the warpgroup meets
+/// (a helper's thread spins alone).
 struct FlagWaitOpLowering : StatefulLowering<FlagWaitOp> {
   using StatefulLowering::StatefulLowering;
   LogicalResult matchAndRewrite(FlagWaitOp op, OpAdaptor adaptor,
@@ -334,8 +336,9 @@ struct FlagWaitOpLowering : StatefulLowering<FlagWaitOp> {
   }
 };
 
-/// tile.flag_set: the warpgroup meets, then its first thread fences at GPU
-/// scope and stores the word.
+/// tile.flag_set: the warpgroup meets, then its first thread fences (with
+/// async_proxy the async proxy first) at GPU scope and stores the word (a
+/// helper's thread alone).
 struct FlagSetOpLowering : StatefulLowering<FlagSetOp> {
   using StatefulLowering::StatefulLowering;
   LogicalResult matchAndRewrite(FlagSetOp op, OpAdaptor adaptor,
@@ -424,8 +427,8 @@ struct WarpSpecializeOpLowering : StatefulLowering<WarpSpecializeOp> {
                            helper ? helperPre : after, ValueRange{});
     if (helper) {
       rw.setInsertionPointToEnd(helperPre);
-      Value tid = e.threadId(), c32 = e.i64(32);
-      Value first = LLVM::ICmpOp::create(rw, loc, LLVM::ICmpPredicate::eq, tid, c32);
+      Value thread = e.threadId(), c32 = e.i64(32);
+      Value first = LLVM::ICmpOp::create(rw, loc, LLVM::ICmpPredicate::eq, thread, c32);
       LLVM::CondBrOp::create(rw, loc, first, helperEntry, ValueRange{}, after, ValueRange{});
     }
 
