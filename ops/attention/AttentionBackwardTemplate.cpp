@@ -430,9 +430,9 @@ public:
                          llvm::Twine(int(s.overlap)) + ", fused = " + llvm::Twine(int(s.fused)));
     if (s.fused && p.layout == attention::Layout::THD)
       return configError("fused does not take packed sequences (THD)");
-    if (s.fused && s.kvBm != 64)
-      return configError("fused needs kv_bm = 64 (a step's queries are one warpgroup's rows of "
-                         "dQ's product), got " +
+    if (s.fused && s.kvBm != attention::kFusedQueryRows)
+      return configError("fused needs kv_bm = " + llvm::Twine(attention::kFusedQueryRows) +
+                         " (a step's queries are one warpgroup's rows of dQ's product), got " +
                          llvm::Twine(s.kvBm));
     if (s.fused && s.dqCols(p.d) % 64 != 0)
       return configError("fused needs whole panels of dQ's columns for each consumer: d / "
@@ -601,7 +601,8 @@ private:
     /// their part into it ([b * hq, tiles, 2], as f32 words; zeroed before
     /// the kernel).
     MemRefType flagsType() const {
-      return MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, 2}, b.getF32Type());
+      return MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, attention::kFlagsPerTile},
+                             b.getF32Type());
     }
     int64_t dqRows() const { return s.dqRows(p.target.hasWgmma()); }
     std::string suffix() const {

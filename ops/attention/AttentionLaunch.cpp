@@ -124,8 +124,8 @@ int64_t workspaceRows(const Call &c) { return paddedRows(c.sq); }
 /// The backward's workspace: LSE and D of every query row, then (with the
 /// query heads split) the parts' sums of dK and dV, then the f32 sums of dQ
 /// (a fused config's) and, where the call asks for deterministic results,
-/// the flags the fused kernel orders its additions by (a word per consumer,
-/// at most 2, of each query tile of 64 rows of every head).
+/// the flags the fused kernel orders its additions by (kFlagsPerTile words
+/// of each query tile of kFusedQueryRows rows of every head).
 struct Workspace {
   int64_t split = 1, lseBytes = 0, partialBytes = 0, dqBytes = 0, flagBytes = 0;
   bool overflows = false; // sizes whose bytes do not fit in int64_t
@@ -143,13 +143,13 @@ struct Workspace {
     if (fused)
       dqBytes = product({c.b, c.hq, workspaceRows(c), c.d, 4});
     if (fused && c.deterministic)
-      flagBytes = product({c.b, c.hq, flagTiles(c), 2, 4});
+      flagBytes = product({c.b, c.hq, flagTiles(c), kFlagsPerTile, 4});
     overflows |= __builtin_add_overflow(lseBytes, partialBytes, &total) ||
                  __builtin_add_overflow(total, dqBytes, &total) ||
                  __builtin_add_overflow(total, flagBytes, &total);
   }
-  /// Query tiles of 64 rows per head, for the flags.
-  static int64_t flagTiles(const Call &c) { return (c.sq + 63) / 64; }
+  /// Query tiles of a fused kernel's step per head, for the flags.
+  static int64_t flagTiles(const Call &c) { return (c.sq + kFusedQueryRows - 1) / kFusedQueryRows; }
   /// dQ's sums and the flags (which follow them): the bytes the fused
   /// kernels take from tilejit's pool where the caller's workspace has no
   /// room for them.
@@ -174,7 +174,7 @@ struct Workspace {
   /// The flags, after dQ's sums: [b * hq, query tiles, 2] words.
   uint64_t flagsAt(const BackwardCall &c) const { return dqSumsAt(c) + uint64_t(dqBytes); }
   KernelArg flags(const BackwardCall &c) const {
-    return KernelArg::view(flagsAt(c), {c.b * c.hq, flagTiles(c), 2});
+    return KernelArg::view(flagsAt(c), {c.b * c.hq, flagTiles(c), kFlagsPerTile});
   }
   /// dQ's f32 sums, as dQ's view with its rows padded.
   KernelArg dqSums(const BackwardCall &c) const {

@@ -599,13 +599,16 @@ TEST(AttentionCompile, BackwardQuerySplitTakesTwiceTheQueriesForTheSameScoreProd
   const char *split = "bn=32 consumers=2 dsplit=1 kv_bm=64 overlap=1 qsplit=1 stages=2";
   // (Which half of the queries each consumer takes, the PTX does not show:
   // the GPU test BackwardHeadDim256SplitsTheQueries checks every element.)
-  // Occurrences of `what` in the dK/dV kernel's PTX.
-  auto inDkv = [](const std::string &ptx, const std::string &what) {
+  // The dK/dV kernel's PTX, and the occurrences of `what` in it.
+  auto dkvOf = [](const std::string &ptx) {
     size_t from = ptx.find(".entry attn_bwd_dkdv_bf16"), to = ptx.find(".entry", from + 1);
     EXPECT_NE(from, std::string::npos) << "no dK/dV kernel";
     if (from == std::string::npos)
-      return size_t(0);
-    std::string dkv = ptx.substr(from, to == std::string::npos ? to : to - from);
+      return std::string();
+    return ptx.substr(from, to == std::string::npos ? to : to - from);
+  };
+  auto inDkv = [&](const std::string &ptx, const std::string &what) {
+    std::string dkv = dkvOf(ptx);
     size_t n = 0;
     for (size_t at = dkv.find(what); at != std::string::npos; at = dkv.find(what, at + 1))
       ++n;
@@ -627,17 +630,13 @@ TEST(AttentionCompile, BackwardQuerySplitTakesTwiceTheQueriesForTheSameScoreProd
   // dV's and dK's products (n128): A from registers without qsplit, from
   // shared memory with it.
   auto aFromRegisters = [&](const std::string &ptx) {
-    size_t from = ptx.find(".entry attn_bwd_dkdv_bf16"), to = ptx.find(".entry", from + 1);
-    EXPECT_NE(from, std::string::npos) << "no dK/dV kernel";
-    if (from == std::string::npos)
-      return size_t(0);
+    std::string dkv = dkvOf(ptx);
     size_t n = 0;
-    for (size_t at = ptx.find(n128, from); at != std::string::npos && at < to;
-         at = ptx.find(n128, at + 1)) {
+    for (size_t at = dkv.find(n128); at != std::string::npos; at = dkv.find(n128, at + 1)) {
       // The operands after the accumulator's: "}, {%r" (A's registers) or
       // "}, %rd" (A's descriptor).
-      size_t accEnd = ptx.find("}", at);
-      n += ptx.compare(accEnd, 6, "}, {%r") == 0;
+      size_t accEnd = dkv.find("}", at);
+      n += dkv.compare(accEnd, 6, "}, {%r") == 0;
     }
     return n;
   };
