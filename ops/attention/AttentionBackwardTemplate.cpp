@@ -36,25 +36,28 @@
 // order.
 //
 // Fused (config `fused`; tuned at head dims 64 and 128, where it builds
-// clean; the default at head dim 128 with enough programs for two consumers
-// where the spec says deterministic = 0): a first kernel writes the
-// workspace's LSE and D and zeroes f32 sums of dQ; the dK/dV kernel stores
-// each step's dS^T into a ring (tile.store_ring), and one step later, once
-// every consumer's is in, computes its columns of dS K and adds them into
-// the sums through shared memory with TMA reductions (tile.tma_store
-// {reduce}); a last kernel writes dQ = scale * sums. The additions come in
-// any order (not bitwise repeatable) where the spec says deterministic =
-// 0; else (causal only) in a fixed one: the programs run the last key
-// tiles first, and each waits on a flag per query tile of a head and
-// consumer (tile.flag_wait) until the key tiles after its own have added
-// theirs, then adds, and sets the flag once the addition is whole (on an
-// H200 8-37 % slower than the two kernels at head dim 128, 2.3 x the time
-// at 64 with one consumer, so only where a config asks for it:
-// bench/NOTES.md b18). Head dim 64 with one consumer, 128 with two. At head dim 128 on the
-// H100 against the two kernels: 12-14 % less time at 16384 keys causal and
-// at 4 x 2048 keys, 3-7 % at 8192 causal, 1-2 % at one KV head, 1 % more at
-// 4096 causal (bench/NOTES.md b15; computed in its own step, b5, b10, b13,
-// it was slower at most of them).
+// clean, and adding in order at 128; the default at head dim 128 with
+// enough programs for two consumers where the spec says deterministic = 0):
+// a first kernel writes the workspace's LSE and D and zeroes f32 sums of
+// dQ; the dK/dV kernel stores each step's dS^T into a ring
+// (tile.store_ring), and one step later, once every consumer's is in,
+// computes its columns of dS K and adds them into the sums through shared
+// memory with TMA reductions (tile.tma_store {reduce}); a last kernel
+// writes dQ = scale * sums. Head dim 64 with one consumer, 128 with two.
+// The additions come in any order (not bitwise repeatable) where the spec
+// says deterministic = 0: at head dim 128 on the H100 against the two
+// kernels 12-14 % less time at 16384 keys causal and at 4 x 2048 keys,
+// 3-7 % at 8192 causal, 1-2 % at one KV head, 1 % more at 4096 causal
+// (bench/NOTES.md b15; computed in its own step, b5, b10, b13, it was
+// slower at most of them). Else (causal only; at head dim 128 with as
+// many KV heads as query heads) in a fixed order: the programs run the
+// last key tiles first, and a helper thread beside the producer takes the
+// consumers' parts, waits on a flag per query tile of a head
+// (tile.flag_wait) until the key tiles after its own have added theirs,
+// adds them, and sets the flag once the additions are whole: the default
+// at head dim 128 with 2048 programs or more (on the H100 5-9 % less time
+// than the two kernels at 8192 and 16384 keys, 4 % more at 4096; 1.8 x the
+// time at head dim 64 with one consumer: bench/NOTES.md b20).
 //
 // Masks: the dQ kernel masks as the forward does (keys past the sequence,
 // the causal diagonal); the dK/dV kernel masks the causal diagonal only:
@@ -273,11 +276,14 @@ public:
     // clean): 64 queries a step, every consumer's share of dQ's columns
     // whole panels (bn is unused: the dQ kernel is not built), two stages
     // (the defaults' number; three built clean too, bench/NOTES.md b10, and
-    // are not measured). (Not where it asks for deterministic = 1: adding
-    // in order, the fused kernel took 8-37 % longer than the default's two
-    // kernels at every head dim 128 case measured and 2.3 x as long at head
-    // dim 64, bench/NOTES.md b18.)
-    if (!attention::Params(ks).deterministic && attention::atomicDqTunable(attention::Params(ks)))
+    // are not measured). Where it asks for deterministic = 1, at head dim
+    // 128 only (where the rules let them add in order: causal, as many KV
+    // heads as query heads): with the helper's additions 4 % slower to 9 %
+    // faster than the two kernels, by the sequence's length (bench/NOTES.md
+    // b20); at head dim 64 (one consumer, 64 keys a program, each a step
+    // behind the next) 1.8 x as long as the default.
+    attention::Params pk(ks);
+    if ((!pk.deterministic || pk.d == 128) && attention::atomicDqTunable(pk))
       for (int64_t overlap : {1, 0})
         for (int64_t consumers : {1, 2}) {
           TileConfig c = make(consumers, 128, 64, 2, overlap, 0, 0, /*fused=*/1);
@@ -329,7 +335,14 @@ public:
     // with two consumers' worth of programs: the fused kernel (the figures
     // above, against this default; head dim 64's tuned winners stayed
     // unfused), where it passes the rules; else the unfused default.
-    if (!p.deterministic && attention::atomicDqTunable(p) && p.d == 128 && programs >= 128) {
+    // Where the spec says deterministic, the fused kernel adding in order
+    // (causal, as many KV heads as query heads, by the rules) with 2048
+    // programs or more: on the H100 5-9 % less time than the two kernels
+    // at 8192 and 16384 keys, 4 % more at 4096 (1024 programs: the longest
+    // programs run last, and wait in turn; bench/NOTES.md b20).
+    bool ordered = p.deterministic && programs >= 2048;
+    if ((ordered || !p.deterministic) && attention::atomicDqTunable(p) && p.d == 128 &&
+        programs >= 128) {
       TileConfig fused = make(2, 128, 64, 2, 1, 0, 0, /*fused=*/1);
       if (llvm::Error err = checkConfig(ks, fused))
         llvm::consumeError(std::move(err));
@@ -357,6 +370,11 @@ public:
                          "the order of the key tiles, which needs a causal mask (without one "
                          "each program would wait a step for the one before it); the spec has "
                          "causal = 0");
+    if (s.fused && p.deterministic && p.d == 128 && p.hq != p.hkv)
+      return configError("fused with deterministic = 1 at head dim 128 takes as many KV heads as "
+                         "query heads (with fewer its consumers spilled 8 bytes); the spec has " +
+                         llvm::Twine(p.hq) + " query heads and " + llvm::Twine(p.hkv) +
+                         " KV heads");
     if (p.d > 128 && !s.dsplit)
       return configError("attn_bwd at head dim " + llvm::Twine(p.d) +
                          " needs dsplit = 1: a warpgroup's dK and dV would need " +
@@ -597,9 +615,8 @@ private:
     /// (the dK/dV kernel's comment).
     bool ordered() const { return s.fused && p.deterministic; }
     /// Ordered: a flag word per query tile of kv_bm rows of every head of
-    /// every sequence, one per consumer: how many key tiles have added
-    /// their part into it ([b * hq, tiles, 2], as f32 words; zeroed before
-    /// the kernel).
+    /// every sequence: how many key tiles have added their parts into it
+    /// ([b * hq, tiles, 1], as f32 words; zeroed before the kernel).
     MemRefType flagsType() const {
       return MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, attention::kFlagsPerTile},
                              b.getF32Type());
@@ -779,20 +796,21 @@ private:
       return arith::DivUIOp::create(b, loc, cstLike(split, p.hq / p.hkv), split);
     }
 
-    DkvTile placeDkv(Value sqV, Value skV, Value split, int64_t bn) {
-      int64_t group = p.hq / p.hkv;
-      // Every key tile of one KV head before the next (the programs running
-      // together read the same Q and dO, which L2 keeps), the first tiles
-      // (under a causal mask the most queries) first.
-      // With the group's query heads split `split` ways, part j of every
-      // tile before part j + 1.
-      Value nTiles = ceilDiv(skV, bn);
-      Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
-      Value perPart =
-          arith::DivUIOp::create(b, loc, tt::NumProgramsOp::create(b, loc, tt::Dim::x), split);
+    /// A dK/dV program's place (in the type of `nTiles`, the key tiles of a
+    /// sequence, and `split`): its sequence and KV head, its query heads
+    /// (`heads` of them from `head0`) and its keys from row n0.
+    struct DkvPlace {
+      Value seq, kvHead, heads, head0, nTile, n0;
+    };
+    DkvPlace placeProgram(Value nTiles, Value split, int64_t bn) {
+      auto like = [&](Value v) -> Value { return nTiles.getType().isIndex() ? v : toI32(v); };
+      Value pid = like(tt::ProgramIdOp::create(b, loc, tt::Dim::x));
+      Value perPart = arith::DivUIOp::create(
+          b, loc, like(tt::NumProgramsOp::create(b, loc, tt::Dim::x)), split);
       Value part = arith::DivUIOp::create(b, loc, pid, perPart);
       Value inPart = arith::RemUIOp::create(b, loc, pid, perPart);
       Value nTile = arith::RemUIOp::create(b, loc, inPart, nTiles);
+      Value bkv = arith::DivUIOp::create(b, loc, inPart, nTiles);
       // Ordered: the last tiles first. A query tile's parts are added from
       // its last key tile to its first, and a program waits only for
       // programs before it in the grid, which run already or are done (no
@@ -801,13 +819,22 @@ private:
       // head bn / kv_bm steps after the next key tile's program did (two at
       // head dim 128), and to those of its later heads more steps after.
       if (ordered())
-        nTile = sub(sub(nTiles, cst(1)), nTile);
-      Value bkv = arith::DivUIOp::create(b, loc, inPart, nTiles);
+        nTile = sub(sub(nTiles, cstLike(nTiles, 1)), nTile);
       Value seq = divu(bkv, p.hkv), kvHead = remu(bkv, p.hkv);
-      // The part's query heads: `heads` of them from `head0`.
       Value heads = headsPerPart(split);
-      Value head0 = add(mul(kvHead, cst(group)), mul(part, heads));
-      Value n0 = mul(nTile, cst(bn));
+      Value head0 = add(mul(kvHead, cstLike(kvHead, p.hq / p.hkv)), mul(part, heads));
+      return {seq, kvHead, heads, head0, nTile, mul(nTile, cstLike(nTile, bn))};
+    }
+
+    DkvTile placeDkv(Value sqV, Value skV, Value split, int64_t bn) {
+      // Every key tile of one KV head before the next (the programs running
+      // together read the same Q and dO, which L2 keeps), the first tiles
+      // (under a causal mask the most queries) first.
+      // With the group's query heads split `split` ways, part j of every
+      // tile before part j + 1.
+      Value nTiles = ceilDiv(skV, bn);
+      DkvPlace pl = placeProgram(nTiles, split, bn);
+      Value seq = pl.seq, head0 = pl.head0, heads = pl.heads, n0 = pl.n0;
       // THD: the sequence's rows. A program wholly past its keys stores
       // nothing: without a mask it takes no query either; under a causal
       // mask its first query tile is already past the last one where the
@@ -825,7 +852,7 @@ private:
                       ps.qLen, cst(0))
                       .getResult();
       QueryTiles m = queryTiles(n0, rowsV, bn);
-      return {seq, kvHead, heads, head0, n0, ps, m.end, m.start, m.masked};
+      return {seq, pl.kvHead, heads, head0, n0, ps, m.end, m.start, m.masked};
     }
 
     /// The query tiles that see a key of a dK/dV program's `bn` keys from
@@ -1279,6 +1306,15 @@ private:
         dsFull = tt::AllocBarriersOp::create(b, loc, tt::BarriersType::get(&c, kDsStages),
                                              s.consumers, nullptr);
       }
+      // Ordered: the helper adds the consumers' parts: full once every
+      // consumer stored its part into its stage of `rdq`, free once the
+      // helper's additions have read them.
+      Value dqFull, dqFree;
+      if (ordered()) {
+        auto perConsumer = tt::BarriersType::get(&c, s.consumers);
+        dqFull = tt::AllocBarriersOp::create(b, loc, perConsumer, 1, nullptr);
+        dqFree = tt::AllocBarriersOp::create(b, loc, perConsumer, 1, nullptr);
+      }
       // qsplit: the step's P^T (stage 0) and dS^T (stage 1), each
       // consumer's half of the queries in its half of the columns; full
       // once both consumers stored theirs, free once both consumers' dV and
@@ -1382,50 +1418,27 @@ private:
                                    mul(consumer, cst(dqCols)), splat(dqType, f32c(0.0)), true, true,
                                    async, /*overwrite=*/true);
         };
-        // Ordered: this consumer's flag word of query tile mi of `head`,
-        // and the program's turn there: the key tiles after its own whose
-        // keys the tile's queries see (the causal mask's query tiles from
-        // n0 / kv_bm on: key tiles up to mi * kv_bm / bn) add first.
-        auto flagAt = [&](Value head, Value mi) -> SmallVector<Value> {
-          return {add(mul(seq, cst(p.hq)), head), mi, consumer};
-        };
-        auto turnAt = [&](Value mi) {
-          Value mi32 = toI32(mi);
-          Value last = sub(ceilDiv(toI32(skV), bn), cstLike(mi32, 1));
-          Value seen = minu(divu(mul(mi32, cstLike(mi32, s.kvBm)), bn), last);
-          return toIndex(sub(seen, divu(toI32(n0), bn)));
-        };
-        // Where `cond` holds: the flag of query tile mi of `head` says this
-        // program's part is in (its turn + 1).
-        auto markAddedIf = [&](Value cond, Value head, Value mi) {
-          auto when = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
-          OpBuilder::InsertionGuard g(b);
-          b.setInsertionPointToStart(when.thenBlock());
-          tt::FlagSetOp::create(b, loc, flags, flagAt(head, mi), add(turnAt(mi), cst(1)));
-        };
         // The part goes out through shared memory, where `done` > 0: once
         // the previous addition has read the consumer's stage of `rdq`, the
         // part is written there and one thread adds it into the sums (query
         // tile mi of `head`) with TMA (a reduction per panel, not a red
         // instruction per pair of elements; the scale comes with the
-        // conversion). Ordered: once the previous addition (query tile
-        // prevMi of prevHead, where done > 1) is in the sums, its flag is
-        // set, and the part waits for its turn; each element's sum then
-        // takes its parts in the same order on every run.
-        auto addDqPart = [&](Value dq, Value done, Value head, Value mi, Value prevHead,
-                             Value prevMi) {
+        // conversion). Ordered: the helper adds it, in its turn (its
+        // region's comment); the consumer waits only for its stage to be
+        // free (the addition before, `done` - 2: round -1 at the first,
+        // complete from the start) and says the part is in.
+        auto addDqPart = [&](Value dq, Value done, Value head, Value mi) {
           Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, done, cst(0));
           auto some = scf::IfOp::create(b, loc, any, /*withElseRegion=*/false);
           OpBuilder::InsertionGuard g(b);
           b.setInsertionPointToStart(some.thenBlock());
           if (ordered()) {
-            tt::TmaStoreWaitOp::create(b, loc, 0, /*read=*/false);
-            markAddedIf(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, done, cst(1)),
-                        prevHead, prevMi);
-            tt::FlagWaitOp::create(b, loc, flags, flagAt(head, mi), turnAt(mi));
-          } else {
-            tt::TmaStoreWaitOp::create(b, loc, 0, /*read=*/true);
+            tt::BarrierWaitOp::create(b, loc, dqFree, consumer, sub(done, cst(2)));
+            tt::StoreRingOp::create(b, loc, dq, rdq, consumer, cst(0));
+            tt::BarrierArriveOp::create(b, loc, dqFull, consumer);
+            return;
           }
+          tt::TmaStoreWaitOp::create(b, loc, 0, /*read=*/true);
           tt::StoreRingOp::create(b, loc, dq, rdq, consumer, cst(0));
           tt::TmaStoreOp::create(b, loc, rdq, consumer, dqMap, mul(mi, cst(s.kvBm)),
                                  mul(consumer, cst(dqCols)), ValueRange{head, seq},
@@ -1466,10 +1479,7 @@ private:
             dq = first.getResult(2);
           }
           auto [prevHead, prevMi] = tileBefore(head, mi);
-          Value beforeHead, beforeMi;
-          if (ordered())
-            std::tie(beforeHead, beforeMi) = tileBefore(prevHead, prevMi);
-          addDqPart(dq, done, prevHead, prevMi, beforeHead, beforeMi);
+          addDqPart(dq, done, prevHead, prevMi);
           if (overlap)
             dk = tt::DotWaitOp::create(b, loc, ValueRange{dk, ds16}, 0).getResult(0);
           tt::BarrierArriveOp::create(b, loc, empty, stage);
@@ -1657,7 +1667,6 @@ private:
         SmallVector<Value> init = {zeroAcc, zeroAcc, cst(0)};
         SmallVector<Value> acc;
         Value keyEnd = key0, headsAfter = heads, head0After = head0;
-        Value lastHead, lastMi, stepsDone; // fused: the last step's query tile, the steps
         if (!s.fused) {
           acc = loop(cst(0), heads, init, [&](Value h, ValueRange c0) {
             Value head = add(head0, h);
@@ -1711,26 +1720,66 @@ private:
           });
           // The last step's part of dQ.
           Value done = toIndex(acc[2]);
-          lastMi = toIndex(sub(endTile, cstLike(endTile, 1)));
-          lastHead = toIndex(sub(add(head032, heads32), cstLike(heads32, 1)));
-          Value beforeHead, beforeMi;
-          if (ordered())
-            std::tie(beforeHead, beforeMi) = tileBefore(lastHead, lastMi);
-          addDqPart(dqPartOf(waitPrevDs(done), /*async=*/false), done, lastHead, lastMi, beforeHead,
-                    beforeMi);
-          stepsDone = done;
+          Value lastMi = toIndex(sub(endTile, cstLike(endTile, 1)));
+          Value lastHead = toIndex(sub(add(head032, heads32), cstLike(heads32, 1)));
+          addDqPart(dqPartOf(waitPrevDs(done), /*async=*/false), done, lastHead, lastMi);
           keyEnd = toIndex(arith::OrIOp::create(b, loc, n32, toI32(myRows)));
         }
         storeGrads(acc[0], acc[1], seq, kvHead, keyEnd, myCols, headsAfter, head0After, dK, dV,
                    partials, scale);
         // Fused: the last additions into dQ's sums are done before the
-        // program ends (and the conversion kernel reads them).
-        // Ordered: and the last one's flag is set.
-        if (s.fused)
+        // program ends (and the conversion kernel reads them); ordered, the
+        // helper waits for each of its own.
+        if (s.fused && !ordered())
           tt::TmaStoreWaitOp::create(b, loc, 0, /*read=*/false);
-        if (ordered())
-          markAddedIf(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, stepsDone, cst(0)),
-                      lastHead, lastMi);
+        tt::YieldOp::create(b, loc);
+      }
+      // Ordered: the helper (one thread beside the producer) adds the
+      // consumers' parts of dQ in the consumers' order of steps (query tile
+      // mi of `head`, as the producer loads them): once every consumer's
+      // part is in its stage, it waits on the tile's flag word for this
+      // program's turn (the key tiles after its own whose keys the tile's
+      // queries see, up to mi * kv_bm / bn, add first), adds the parts with
+      // TMA, gives the stages back once the additions have read them and,
+      // once they are whole in the sums, sets the flag to the turn after.
+      // Each element's sum takes its parts in one order on every run, and
+      // no consumer waits on global memory (FlashAttention-3's
+      // deterministic backward gives this to a warp of its own). The
+      // program's place is computed again here, in 32 bits (the helper has
+      // the producer's 24 registers).
+      if (ordered()) {
+        OpBuilder::InsertionGuard guard(b);
+        b.createBlock(&ws_.getHelper());
+        int64_t dqCols = s.dqCols(p.d);
+        Value keyTiles = ceilDiv(toI32(skV), bn);
+        DkvPlace own = placeProgram(keyTiles, toI32(split), bn);
+        QueryTiles m = queryTiles(own.n0, toI32(sqV), bn);
+        Value steps = mul(sub(m.end, m.start), own.heads);
+        Value bhBase = mul(own.seq, cstLike(own.seq, p.hq));
+        Value lastTurn = sub(sub(keyTiles, cstLike(keyTiles, 1)), own.nTile);
+        loop(cstLike(steps, 0), steps, {own.head0, m.start}, [&](Value it, ValueRange at) {
+          Value head = at[0], mi = at[1];
+          Value turn = minu(sub(divu(mi, bn / s.kvBm), own.nTile), lastTurn);
+          SmallVector<Value> flag = {toIndex(add(bhBase, head)), toIndex(mi), cst(0)};
+          for (int64_t k = 0; k < s.consumers; ++k)
+            tt::BarrierWaitOp::create(b, loc, dqFull, cst(k), toIndex(it));
+          tt::FlagWaitOp::create(b, loc, flags, flag, toIndex(turn), /*async_proxy=*/true);
+          for (int64_t k = 0; k < s.consumers; ++k)
+            tt::TmaStoreOp::create(b, loc, rdq, cst(k), dqMap,
+                                   toIndex(mul(mi, cstLike(mi, s.kvBm))), cst(k * dqCols),
+                                   ValueRange{toIndex(head), toIndex(own.seq)}, /*reduce=*/true);
+          tt::TmaStoreWaitOp::create(b, loc, 0, /*read=*/true);
+          for (int64_t k = 0; k < s.consumers; ++k)
+            tt::BarrierArriveOp::create(b, loc, dqFree, cst(k));
+          tt::TmaStoreWaitOp::create(b, loc, 0, /*read=*/false);
+          tt::FlagSetOp::create(b, loc, flags, flag, toIndex(add(turn, cstLike(turn, 1))),
+                                /*async_proxy=*/true);
+          Value next = add(mi, cstLike(mi, 1));
+          Value wrap = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, next, m.end);
+          return SmallVector<Value>{
+              arith::SelectOp::create(b, loc, wrap, add(head, cstLike(head, 1)), head),
+              arith::SelectOp::create(b, loc, wrap, m.start, next)};
+        });
         tt::YieldOp::create(b, loc);
       }
       b.setInsertionPointToEnd(entry);

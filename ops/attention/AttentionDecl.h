@@ -48,10 +48,9 @@ const OpDecl &backwardOp();
 constexpr int64_t kBackwardWorkspaceRows = 128;
 /// A fused backward config's query rows per step (kv_bm: a warpgroup's rows
 /// of dQ's product), and so the rows of a query tile whose additions a flag
-/// orders for a deterministic spec; flag words per such tile (one per
-/// consumer, at most two).
+/// orders for a deterministic spec; flag words per such tile.
 constexpr int64_t kFusedQueryRows = 64;
-constexpr int64_t kFlagsPerTile = 2;
+constexpr int64_t kFlagsPerTile = 1;
 /// Ways attn_bwd's dK/dV kernel splits the query heads of each KV head's
 /// group over programs: 1 while the KV heads' tiles of 128 keys make 512
 /// programs or more (about four per multiprocessor, so that under a causal

@@ -171,7 +171,7 @@ struct Workspace {
   uint64_t dqSumsAt(const BackwardCall &c) const {
     return sumsElsewhere ? sumsElsewhere : c.workspace + uint64_t(lseBytes + partialBytes);
   }
-  /// The flags, after dQ's sums: [b * hq, query tiles, 2] words.
+  /// The flags, after dQ's sums: [b * hq, query tiles, kFlagsPerTile] words.
   uint64_t flagsAt(const BackwardCall &c) const { return dqSumsAt(c) + uint64_t(dqBytes); }
   KernelArg flags(const BackwardCall &c) const {
     return KernelArg::view(flagsAt(c), {c.b * c.hq, flagTiles(c), kFlagsPerTile});

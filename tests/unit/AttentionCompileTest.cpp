@@ -98,25 +98,26 @@ void expectClean(const KernelSpec &spec, const TileConfig &config) {
     EXPECT_EQ(k->ptx.find("red.global.add"), std::string::npos);
     EXPECT_EQ(k->entries[0].params.size(), 6u);
     // For a deterministic spec the flags its additions are ordered by come
-    // last ([b * hq, query tiles, 2] words), waited for and set at GPU scope
-    // once the previous addition is whole (not only read).
+    // last ([b * hq, query tiles, 1] words), waited for and set at GPU scope
+    // (ordered with the TMA reductions: fence.proxy.async.global) by the
+    // helper thread (thread 32), once its additions are whole (not only
+    // read).
     bool ordered = attention::Params(spec).deterministic;
     EXPECT_EQ(k->entries[1].params.size(), ordered ? 15u : 14u);
     EXPECT_EQ(k->ptx.find("ld.acquire.gpu") != std::string::npos, ordered);
     EXPECT_EQ(k->ptx.find("fence.acq_rel.gpu") != std::string::npos, ordered);
-    // (Unordered, the one wait for whole additions is the program's last.)
+    EXPECT_EQ(k->ptx.find("fence.proxy.async.global") != std::string::npos, ordered);
+    // One wait for whole additions: unordered the program's last, ordered
+    // the helper's before each flag.
     size_t whole = 0;
     for (size_t at = k->ptx.find("cp.async.bulk.wait_group \t0;"); at != std::string::npos;
          at = k->ptx.find("cp.async.bulk.wait_group \t0;", at + 1))
       ++whole;
-    if (ordered)
-      EXPECT_GT(whole, 1u);
-    else
-      EXPECT_EQ(whole, 1u);
+    EXPECT_EQ(whole, 1u);
     if (ordered) {
       const ParamInfo &flags = k->entries[1].params[14];
       EXPECT_EQ(flags.kind, ParamInfo::View);
-      EXPECT_EQ(flags.staticSizes, (std::vector<int64_t>{-1, -1, 2}));
+      EXPECT_EQ(flags.staticSizes, (std::vector<int64_t>{-1, -1, attention::kFlagsPerTile}));
     }
     // dQ's sums: an f32 tensor map whose box is one 32-column panel.
     EXPECT_EQ(k->entries[1].params[13].kind, ParamInfo::TensorMap);
@@ -726,63 +727,78 @@ TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
   // dQ in the dK/dV kernel: head dim 64 with one consumer, 128 with two
   // (each 64 of dQ's columns; no spills: SpillRule.h allows none),
   // both masks and layouts, f16, without overlap; for a deterministic
-  // spec (causal), adding in order.
+  // spec (causal; at head dim 128 as many KV heads as query heads), adding
+  // in order.
+  auto inOrder = [](attention::Params p) {
+    if (p.d == 128)
+      p.hkv = p.hq;
+    return p;
+  };
   for (int64_t d : {64, 128})
     for (bool causal : {false, true})
       for (Layout l : {Layout::BSHD, Layout::BHSD})
         for (bool deterministic : {false, true}) {
           if (deterministic && !causal)
             continue;
-          expectClean(deterministic ? backward(d, causal, l) : nondeterministic(d, causal, l),
-                      *TileConfig::parse(
-                          d == 64 ? "bn=128 consumers=1 fused=1 kv_bm=64 overlap=1 stages=2"
-                                  : "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 stages=2"));
+          expectClean(
+              deterministic ? inOrder(backward(d, causal, l)) : nondeterministic(d, causal, l),
+              *TileConfig::parse(d == 64
+                                     ? "bn=128 consumers=1 fused=1 kv_bm=64 overlap=1 stages=2"
+                                     : "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 stages=2"));
         }
   for (bool deterministic : {false, true}) {
     auto spec = [&](int64_t d) {
-      return deterministic ? backward(d, true, Layout::BSHD, DType::F16)
+      return deterministic ? inOrder(backward(d, true, Layout::BSHD, DType::F16))
                            : nondeterministic(d, true, Layout::BSHD, DType::F16);
     };
     expectClean(spec(64), *TileConfig::parse("bn=64 consumers=1 fused=1 kv_bm=64 stages=3"));
     expectClean(spec(128), *TileConfig::parse("bn=64 consumers=2 fused=1 kv_bm=64 stages=2"));
   }
   // A step's queries are one warpgroup's rows, and each consumer's columns
-  // of dQ whole panels.
+  // of dQ whole panels. Where the spec says deterministic = 1 (the default)
+  // it adds in order, which needs a causal mask, and at head dim 128 as
+  // many KV heads as query heads (with fewer the consumers spilled).
+  // Refused by name.
   const KernelTemplate &t = getTemplate(attention::backwardOp());
-  for (auto [d, cfg, what] :
-       {std::tuple{64, "bn=128 consumers=2 fused=1 kv_bm=64 stages=2",
+  auto fast = [](int64_t d) { return nondeterministic(d, true); };
+  for (auto [p, cfg, what] :
+       {std::tuple{fast(64), "bn=128 consumers=2 fused=1 kv_bm=64 stages=2",
                    "fused needs whole panels of dQ's columns for each consumer: d / consumers = "
                    "64 / 2 is not a multiple of 64"},
-        std::tuple{128, "bn=128 consumers=2 fused=1 kv_bm=32 stages=2",
+        std::tuple{fast(128), "bn=128 consumers=2 fused=1 kv_bm=32 stages=2",
                    "fused needs kv_bm = 64 (a step's queries are one warpgroup's rows of dQ's "
                    "product), got 32"},
-        std::tuple{128, "bn=128 consumers=1 fused=1 kv_bm=64 stages=2",
+        std::tuple{fast(128), "bn=128 consumers=1 fused=1 kv_bm=64 stages=2",
                    "fused at head dim 128 needs two consumers: with one, a consumer thread would "
                    "hold 240 registers of dK, dV, S^T, dP^T and P^T (at most 232)"},
-        std::tuple{128, "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 sfirst=1 stages=2",
+        std::tuple{fast(128), "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 sfirst=1 stages=2",
                    "sfirst needs overlap = 1 and the dQ kernel (no fused dQ); got overlap = 1, "
                    "fused = 1"},
-        std::tuple{128, "bn=128 consumers=2 kv_bm=64 kvsfirst=1 overlap=0 stages=2",
-                   "kvsfirst needs overlap = 1 and no fused dQ; got overlap = 0, fused = 0"}}) {
-    auto err = t.checkConfig(nondeterministic(d, true), *TileConfig::parse(cfg));
+        std::tuple{fast(128), "bn=128 consumers=2 kv_bm=64 kvsfirst=1 overlap=0 stages=2",
+                   "kvsfirst needs overlap = 1 and no fused dQ; got overlap = 0, fused = 0"},
+        std::tuple{backward(64, false), "bn=128 consumers=1 fused=1 kv_bm=64 stages=2",
+                   "fused with deterministic = 1 adds each query tile's parts of dQ in the order "
+                   "of the key tiles, which needs a causal mask (without one each program would "
+                   "wait a step for the one before it); the spec has causal = 0"},
+        std::tuple{backward(128, true), "bn=128 consumers=2 fused=1 kv_bm=64 stages=2",
+                   "fused with deterministic = 1 at head dim 128 takes as many KV heads as query "
+                   "heads (with fewer its consumers spilled 8 bytes); the spec has 8 query heads "
+                   "and 2 KV heads"}}) {
+    auto err = t.checkConfig(p, *TileConfig::parse(cfg));
     ASSERT_TRUE(bool(err)) << cfg;
     EXPECT_NE(llvm::toString(std::move(err)).find(what), std::string::npos) << cfg;
   }
-  // Where the spec says deterministic = 1 (the default) it adds in order,
-  // which needs a causal mask: refused without one, by name.
-  auto refused = t.checkConfig(backward(64, false),
-                               *TileConfig::parse("bn=128 consumers=1 fused=1 kv_bm=64 stages=2"));
-  ASSERT_TRUE(bool(refused));
-  EXPECT_NE(llvm::toString(std::move(refused))
-                .find("fused with deterministic = 1 adds each query tile's parts of dQ in the "
-                      "order of the key tiles, which needs a causal mask (without one each "
-                      "program would wait a step for the one before it); the spec has causal = 0"),
-            std::string::npos);
-  // Deterministic: never the default nor in the tuning space (slower in
-  // order than the two kernels, bench/NOTES.md b18). Nondeterministic: in
-  // it (head dims 64 and 128, two stages, overlap on and off; at 128 the
-  // default is one of them: NondeterministicDefaultIsFusedAtHeadDim128),
-  // built without a spill byte; not with packed sequences.
+  EXPECT_FALSE(bool(
+      t.checkConfig(backward(64, true), *TileConfig::parse("bn=128 consumers=1 fused=1 kv_bm=64 "
+                                                           "stages=2"))))
+      << "head dim 64 adds in order with GQA";
+  // Nondeterministic: in the tuning space (head dims 64 and 128, two
+  // stages, overlap on and off; at 128 the default is one of them:
+  // NondeterministicDefaultIsFusedAtHeadDim128), built without a spill
+  // byte; not with packed sequences. Deterministic: at head dim 128 where
+  // the rules let it add in order (DeterministicDefaultAddsInOrderWithManyPrograms
+  // says where it is the default); not with GQA (these specs: 8 query
+  // heads, 2 KV heads), not at head dim 64.
   for (int64_t d : {64, 128})
     for (bool deterministic : {true, false})
       for (bool causal : {true, false}) {
@@ -805,6 +821,10 @@ TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
         }
         EXPECT_EQ(fusedInSpace, !deterministic ? 2 : 0) << d << causal;
       }
+  int orderedInSpace = 0;
+  for (const TileConfig &c : t.configSpace(inOrder(backward(128, true))))
+    orderedInSpace += c.has("fused") && c.get("fused");
+  EXPECT_EQ(orderedInSpace, 2) << "overlap on and off";
   for (const TileConfig &c : t.configSpace(nondeterministic(64, true, Layout::THD)))
     EXPECT_FALSE(c.has("fused") && c.get("fused")) << c.canonical();
 }
@@ -959,11 +979,11 @@ TEST(AttentionCompile, TheBackwardSpecSaysWhetherItsResultsMustRepeat) {
   call.hq = call.hkv = 4;
   EXPECT_EQ(attention::backwardWorkspaceBytes(call, true),
             attention::backwardWorkspaceBytes(call) + 2 * 4 * 256 * 64 * 4);
-  // For a deterministic call, the flags after them: two words for each
-  // query tile of 64 rows of every head.
+  // For a deterministic call, the flags after them: a word for each query
+  // tile of 64 rows of every head.
   int64_t sums = attention::backwardWorkspaceBytes(call, true);
   call.deterministic = true;
-  EXPECT_EQ(attention::backwardWorkspaceBytes(call, true), sums + 2 * 4 * 3 * 2 * 4);
+  EXPECT_EQ(attention::backwardWorkspaceBytes(call, true), sums + 2 * 4 * 3 * 4);
   EXPECT_EQ(attention::backwardWorkspaceBytes(call), sums - 2 * 4 * 256 * 64 * 4);
 }
 
@@ -996,6 +1016,15 @@ TEST(AttentionCompile, BackwardDefaultKeepsMultiprocessorsBusy) {
   EXPECT_EQ(t.defaultConfig(p).get("consumers"), 1);
 }
 
+/// Whether the backward's default config for `p` is a fused one (checked
+/// against the rules too).
+bool fusedDefault(const attention::Params &p) {
+  const KernelTemplate &t = getTemplate(attention::backwardOp());
+  TileConfig c = t.defaultConfig(p);
+  EXPECT_FALSE(bool(t.checkConfig(p, c))) << c.canonical();
+  return c.has("fused") && c.get("fused") == 1;
+}
+
 TEST(AttentionCompile, NondeterministicDefaultIsFusedAtHeadDim128) {
   // Where dQ may be added atomically, head dim 128's default is the fused
   // kernel (faster at every bench case but S4096 causal, 1 % slower there:
@@ -1003,11 +1032,6 @@ TEST(AttentionCompile, NondeterministicDefaultIsFusedAtHeadDim128) {
   // and 256, with the packed layout (no fused kernel) and with too few
   // programs for two consumers, it is not.
   const KernelTemplate &t = getTemplate(attention::backwardOp());
-  auto fusedDefault = [&](const attention::Params &p) {
-    TileConfig c = t.defaultConfig(p);
-    EXPECT_FALSE(bool(t.checkConfig(p, c))) << c.canonical();
-    return c.has("fused") && c.get("fused") == 1;
-  };
   attention::Params p = nondeterministic(128, true);
   EXPECT_TRUE(fusedDefault(p));
   EXPECT_EQ(t.defaultConfig(p).canonical(),
@@ -1027,6 +1051,38 @@ TEST(AttentionCompile, NondeterministicDefaultIsFusedAtHeadDim128) {
   p.b = 1;
   p.sq = p.sk = 2048; // 64 programs: one consumer, no fused config with one at 128
   EXPECT_FALSE(fusedDefault(p));
+}
+
+TEST(AttentionCompile, DeterministicDefaultAddsInOrderWithManyPrograms) {
+  // Where the spec says deterministic, head dim 128's default is the fused
+  // kernel adding in order with 2048 programs or more (causal, as many KV
+  // heads as query heads): faster than the two kernels at 8192 and 16384
+  // keys, slower at 4096 (bench/NOTES.md b20).
+  const KernelTemplate &t = getTemplate(attention::backwardOp());
+  auto orderedDefault = fusedDefault;
+  attention::Params p = backward(128, true);
+  p.b = 1;
+  p.hq = p.hkv = 32;
+  p.sq = p.sk = 8192; // 64 key tiles x 32 heads
+  EXPECT_TRUE(orderedDefault(p));
+  EXPECT_EQ(t.defaultConfig(p).canonical(),
+            "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 stages=2");
+  p.layout = Layout::BHSD;
+  EXPECT_TRUE(orderedDefault(p));
+  p.layout = Layout::THD;
+  EXPECT_FALSE(orderedDefault(p)) << "packed sequences";
+  p.layout = Layout::BSHD;
+  p.sq = p.sk = 4096; // 1024 programs
+  EXPECT_FALSE(orderedDefault(p));
+  p.sq = p.sk = 8192;
+  p.causal = false;
+  EXPECT_FALSE(orderedDefault(p)) << "adds in order under a causal mask only";
+  p.causal = true;
+  p.hkv = 8;
+  EXPECT_FALSE(orderedDefault(p)) << "GQA";
+  p.hkv = 32;
+  p.d = 64;
+  EXPECT_FALSE(orderedDefault(p)) << "head dim 64";
 }
 
 TEST(AttentionCompile, DefaultConfigsAreValidAndTheSpaceIsNotEmpty) {
