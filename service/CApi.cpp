@@ -729,8 +729,8 @@ tj_status attnBwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64_t b
   call.dV = uint64_t(dv);
   call.workspace = uint64_t(workspace);
   // The workspace holds what tj_attn_bwd_workspace_size promised
-  // (workspaceSize 0): a fused config's dQ sums (only with nondeterministic
-  // kernels allowed) come from the pool.
+  // (workspaceSize 0): a fused config's dQ sums (and, adding in order for
+  // a deterministic spec, its flags) come from the pool.
   auto spec = backwardSpecFor(e, call);
   if (!spec)
     return invalid(llvm::toString(spec.takeError()));

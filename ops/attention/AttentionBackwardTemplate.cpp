@@ -49,8 +49,8 @@
 // kernels 12-14 % less time at 16384 keys causal and at 4 x 2048 keys,
 // 3-7 % at 8192 causal, 1-2 % at one KV head, 1 % more at 4096 causal
 // (bench/NOTES.md b15; computed in its own step, b5, b10, b13, it was
-// slower at most of them). Else (causal only; at head dim 128 with as
-// many KV heads as query heads) in a fixed order: the programs run the
+// slower at most of them). Else (causal only; at head dim 128 only with
+// as many KV heads as query heads) in a fixed order: the programs run the
 // last key tiles first, and a helper thread beside the producer takes the
 // consumers' parts, waits on a flag per query tile of a head
 // (tile.flag_wait) until the key tiles after its own have added theirs,
@@ -185,8 +185,9 @@ public:
         {"fused", 0, 1, true,
          "dQ in the dK/dV kernel, added into an f32 sum: no recomputed products; in any order "
          "where the spec says deterministic = 0 (not bitwise repeatable), else in the order of "
-         "the key tiles, each program waiting for its turn (causal only; slower than the two "
-         "kernels there, so neither a default nor tuned; 0 when left out)"},
+         "the key tiles, a helper thread waiting for each program's turn (causal only; at head "
+         "dim 128 only with as many KV heads as query heads, where it is tuned and, with 2048 "
+         "programs or more, the default; 0 when left out)"},
         {"dsplit", 0, 1, true,
          "the dK/dV kernel's consumers split the head dim, not the keys: each holds half "
          "of dK's and dV's columns for the same 64 keys and computes the step's scores "

@@ -87,8 +87,8 @@ struct Params {
   bool causal = false;
   Layout layout = Layout::BSHD;
   int64_t b = 1, sq = 1, sk = 1; // launch-time sizes; tuning hints
-  /// attn_bwd: only configs whose results are bitwise repeatable (no fused
-  /// dQ, whose parts are added atomically).
+  /// attn_bwd: only configs whose results are bitwise repeatable (a fused
+  /// dQ's parts added in a fixed order, not atomically in any).
   bool deterministic = true;
   Target target;
 

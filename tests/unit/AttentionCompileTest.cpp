@@ -1078,17 +1078,24 @@ TEST(AttentionCompile, DeterministicDefaultAddsInOrderWithManyPrograms) {
   p.causal = false;
   EXPECT_FALSE(orderedDefault(p)) << "adds in order under a causal mask only";
   p.causal = true;
-  p.hkv = 8;
+  p.b = 4;
+  p.hkv = 8; // 64 key tiles x 4 sequences x 8 KV heads: 2048 programs
   EXPECT_FALSE(orderedDefault(p)) << "GQA";
+  p.b = 1;
   p.hkv = 32;
   p.d = 64;
   EXPECT_FALSE(orderedDefault(p)) << "head dim 64";
 }
 
 TEST(AttentionCompile, DefaultConfigsAreValidAndTheSpaceIsNotEmpty) {
+  // (And one whose default adds dQ in order: 64 key tiles x 32 heads.)
+  attention::Params ordered = backward(128, true);
+  ordered.b = 1;
+  ordered.hq = ordered.hkv = 32;
+  ordered.sq = ordered.sk = 8192;
   for (attention::Params p : {params(64, true), params(128, true), params(256, true),
                               backward(64, true), backward(128, false), backward(256, true),
-                              nondeterministic(64, true), nondeterministic(128, true)}) {
+                              nondeterministic(64, true), nondeterministic(128, true), ordered}) {
     const KernelTemplate &t = getTemplate(p.spec());
     TileConfig c = t.defaultConfig(p);
     EXPECT_FALSE(bool(t.checkConfig(p, c))) << p.spec().canonical() << " " << c.canonical();
