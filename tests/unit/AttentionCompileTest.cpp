@@ -746,14 +746,15 @@ TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
                                      ? "bn=128 consumers=1 fused=1 kv_bm=64 overlap=1 stages=2"
                                      : "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 stages=2"));
         }
-  for (bool deterministic : {false, true}) {
-    auto spec = [&](int64_t d) {
-      return deterministic ? inOrder(backward(d, true, Layout::BSHD, DType::F16))
-                           : nondeterministic(d, true, Layout::BSHD, DType::F16);
-    };
-    expectClean(spec(64), *TileConfig::parse("bn=64 consumers=1 fused=1 kv_bm=64 stages=3"));
-    expectClean(spec(128), *TileConfig::parse("bn=64 consumers=2 fused=1 kv_bm=64 stages=2"));
-  }
+  for (bool deterministic : {false, true})
+    for (Layout l : {Layout::BSHD, Layout::BHSD}) {
+      auto spec = [&](int64_t d) {
+        return deterministic ? inOrder(backward(d, true, l, DType::F16))
+                             : nondeterministic(d, true, l, DType::F16);
+      };
+      expectClean(spec(64), *TileConfig::parse("bn=64 consumers=1 fused=1 kv_bm=64 stages=3"));
+      expectClean(spec(128), *TileConfig::parse("bn=64 consumers=2 fused=1 kv_bm=64 stages=2"));
+    }
   // A step's queries are one warpgroup's rows, and each consumer's columns
   // of dQ whole panels. Where the spec says deterministic = 1 (the default)
   // it adds in order, which needs a causal mask, and at head dim 128 as
