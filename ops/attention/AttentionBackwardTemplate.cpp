@@ -341,8 +341,7 @@ public:
     // programs or more: on the H100 5-9 % less time than the two kernels
     // at 8192 and 16384 keys, 4 % more at 4096 (1024 programs: the longest
     // programs run last, and wait in turn; bench/NOTES.md b20).
-    bool ordered = p.deterministic && programs >= 2048;
-    if ((ordered || !p.deterministic) && attention::atomicDqTunable(p) && p.d == 128 &&
+    if ((!p.deterministic || programs >= 2048) && attention::atomicDqTunable(p) && p.d == 128 &&
         programs >= 128) {
       TileConfig fused = make(2, 128, 64, 2, 1, 0, 0, /*fused=*/1);
       if (llvm::Error err = checkConfig(ks, fused))
@@ -797,21 +796,20 @@ private:
       return arith::DivUIOp::create(b, loc, cstLike(split, p.hq / p.hkv), split);
     }
 
-    /// A dK/dV program's place (in the type of `nTiles`, the key tiles of a
-    /// sequence, and `split`): its sequence and KV head, its query heads
-    /// (`heads` of them from `head0`) and its keys from row n0.
-    struct DkvPlace {
-      Value seq, kvHead, heads, head0, nTile, n0;
-    };
-    DkvPlace placeProgram(Value nTiles, Value split, int64_t bn) {
-      auto like = [&](Value v) -> Value { return nTiles.getType().isIndex() ? v : toI32(v); };
-      Value pid = like(tt::ProgramIdOp::create(b, loc, tt::Dim::x));
-      Value perPart = arith::DivUIOp::create(
-          b, loc, like(tt::NumProgramsOp::create(b, loc, tt::Dim::x)), split);
+    DkvTile placeDkv(Value sqV, Value skV, Value split, int64_t bn) {
+      int64_t group = p.hq / p.hkv;
+      // Every key tile of one KV head before the next (the programs running
+      // together read the same Q and dO, which L2 keeps), the first tiles
+      // (under a causal mask the most queries) first.
+      // With the group's query heads split `split` ways, part j of every
+      // tile before part j + 1.
+      Value nTiles = ceilDiv(skV, bn);
+      Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
+      Value perPart =
+          arith::DivUIOp::create(b, loc, tt::NumProgramsOp::create(b, loc, tt::Dim::x), split);
       Value part = arith::DivUIOp::create(b, loc, pid, perPart);
       Value inPart = arith::RemUIOp::create(b, loc, pid, perPart);
       Value nTile = arith::RemUIOp::create(b, loc, inPart, nTiles);
-      Value bkv = arith::DivUIOp::create(b, loc, inPart, nTiles);
       // Ordered: the last tiles first. A query tile's parts are added from
       // its last key tile to its first, and a program waits only for
       // programs before it in the grid, which run already or are done (no
@@ -820,22 +818,13 @@ private:
       // head bn / kv_bm steps after the next key tile's program did (two at
       // head dim 128), and to those of its later heads more steps after.
       if (ordered())
-        nTile = sub(sub(nTiles, cstLike(nTiles, 1)), nTile);
+        nTile = sub(sub(nTiles, cst(1)), nTile);
+      Value bkv = arith::DivUIOp::create(b, loc, inPart, nTiles);
       Value seq = divu(bkv, p.hkv), kvHead = remu(bkv, p.hkv);
+      // The part's query heads: `heads` of them from `head0`.
       Value heads = headsPerPart(split);
-      Value head0 = add(mul(kvHead, cstLike(kvHead, p.hq / p.hkv)), mul(part, heads));
-      return {seq, kvHead, heads, head0, nTile, mul(nTile, cstLike(nTile, bn))};
-    }
-
-    DkvTile placeDkv(Value sqV, Value skV, Value split, int64_t bn) {
-      // Every key tile of one KV head before the next (the programs running
-      // together read the same Q and dO, which L2 keeps), the first tiles
-      // (under a causal mask the most queries) first.
-      // With the group's query heads split `split` ways, part j of every
-      // tile before part j + 1.
-      Value nTiles = ceilDiv(skV, bn);
-      DkvPlace pl = placeProgram(nTiles, split, bn);
-      Value seq = pl.seq, head0 = pl.head0, heads = pl.heads, n0 = pl.n0;
+      Value head0 = add(mul(kvHead, cst(group)), mul(part, heads));
+      Value n0 = mul(nTile, cst(bn));
       // THD: the sequence's rows. A program wholly past its keys stores
       // nothing: without a mask it takes no query either; under a causal
       // mask its first query tile is already past the last one where the
@@ -853,7 +842,7 @@ private:
                       ps.qLen, cst(0))
                       .getResult();
       QueryTiles m = queryTiles(n0, rowsV, bn);
-      return {seq, pl.kvHead, heads, head0, n0, ps, m.end, m.start, m.masked};
+      return {seq, kvHead, heads, head0, n0, ps, m.end, m.start, m.masked};
     }
 
     /// The query tiles that see a key of a dK/dV program's `bn` keys from
@@ -871,6 +860,15 @@ private:
           p.causal ? minu(ceilDiv(add(n0, cstLike(n0, bn)), s.kvBm), end) : cstLike(n0, 0);
       masked = arith::MaxUIOp::create(b, loc, masked, start);
       return {start, masked, end};
+    }
+
+    /// A dK/dV program's step after query tile mi of `head`, its query
+    /// tiles [start, end) of every head in turn: {head, mi} (in their type).
+    SmallVector<Value> tileAfter(Value head, Value mi, Value start, Value end) {
+      Value next = add(mi, cstLike(mi, 1));
+      Value wrap = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, next, end);
+      return {arith::SelectOp::create(b, loc, wrap, add(head, cstLike(head, 1)), head),
+              arith::SelectOp::create(b, loc, wrap, start, next)};
     }
 
     /// The dQ kernels' scores `sc` (64 rows from `row0`, the columns of
@@ -1359,10 +1357,7 @@ private:
                                 stage);
           tt::TmaLoadOp::create(b, loc, statMap, bhq, m0, ValueRange{cst(1)}, rd, stage, statFull,
                                 stage);
-          Value next = add(mi, cst(1));
-          Value wrap = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, next, mEnd);
-          return SmallVector<Value>{arith::SelectOp::create(b, loc, wrap, add(head, cst(1)), head),
-                                    arith::SelectOp::create(b, loc, wrap, mStart, next)};
+          return tileAfter(head, mi, mStart, mEnd);
         });
         tt::YieldOp::create(b, loc);
       }
@@ -1746,21 +1741,20 @@ private:
       // Each element's sum takes its parts in one order on every run, and
       // no consumer waits on global memory (FlashAttention-3's
       // deterministic backward gives this to a warp of its own). The
-      // program's place is computed again here, in 32 bits (the helper has
+      // program's place is the producer's, taken in 32 bits (the helper has
       // the producer's 24 registers).
       if (ordered()) {
         OpBuilder::InsertionGuard guard(b);
         b.createBlock(&ws_.getHelper());
         int64_t dqCols = s.dqCols(p.d);
-        Value keyTiles = ceilDiv(toI32(skV), bn);
-        DkvPlace own = placeProgram(keyTiles, toI32(split), bn);
-        QueryTiles m = queryTiles(own.n0, toI32(sqV), bn);
-        Value steps = mul(sub(m.end, m.start), own.heads);
-        Value bhBase = mul(own.seq, cstLike(own.seq, p.hq));
-        Value lastTurn = sub(sub(keyTiles, cstLike(keyTiles, 1)), own.nTile);
-        loop(cstLike(steps, 0), steps, {own.head0, m.start}, [&](Value it, ValueRange at) {
+        Value keyTiles = ceilDiv(toI32(skV), bn), nTile = divu(toI32(n0), bn);
+        Value start = toI32(mStart), end = toI32(mEnd), seq32 = toI32(seq);
+        Value steps = toI32(mul(count, heads));
+        Value bhBase = mul(seq32, cstLike(seq32, p.hq));
+        Value lastTurn = sub(sub(keyTiles, cstLike(keyTiles, 1)), nTile);
+        loop(cstLike(steps, 0), steps, {toI32(head0), start}, [&](Value it, ValueRange at) {
           Value head = at[0], mi = at[1];
-          Value turn = minu(sub(divu(mi, bn / s.kvBm), own.nTile), lastTurn);
+          Value turn = minu(sub(divu(mi, bn / s.kvBm), nTile), lastTurn);
           SmallVector<Value> flag = {toIndex(add(bhBase, head)), toIndex(mi), cst(0)};
           for (int64_t k = 0; k < s.consumers; ++k)
             tt::BarrierWaitOp::create(b, loc, dqFull, cst(k), toIndex(it));
@@ -1768,18 +1762,14 @@ private:
           for (int64_t k = 0; k < s.consumers; ++k)
             tt::TmaStoreOp::create(b, loc, rdq, cst(k), dqMap,
                                    toIndex(mul(mi, cstLike(mi, s.kvBm))), cst(k * dqCols),
-                                   ValueRange{toIndex(head), toIndex(own.seq)}, /*reduce=*/true);
+                                   ValueRange{toIndex(head), seq}, /*reduce=*/true);
           tt::TmaStoreWaitOp::create(b, loc, 0, /*read=*/true);
           for (int64_t k = 0; k < s.consumers; ++k)
             tt::BarrierArriveOp::create(b, loc, dqFree, cst(k));
           tt::TmaStoreWaitOp::create(b, loc, 0, /*read=*/false);
           tt::FlagSetOp::create(b, loc, flags, flag, toIndex(add(turn, cstLike(turn, 1))),
                                 /*async_proxy=*/true);
-          Value next = add(mi, cstLike(mi, 1));
-          Value wrap = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, next, m.end);
-          return SmallVector<Value>{
-              arith::SelectOp::create(b, loc, wrap, add(head, cstLike(head, 1)), head),
-              arith::SelectOp::create(b, loc, wrap, m.start, next)};
+          return tileAfter(head, mi, start, end);
         });
         tt::YieldOp::create(b, loc);
       }

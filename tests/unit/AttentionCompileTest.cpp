@@ -1060,32 +1060,31 @@ TEST(AttentionCompile, DeterministicDefaultAddsInOrderWithManyPrograms) {
   // heads as query heads): faster than the two kernels at 8192 and 16384
   // keys, slower at 4096 (bench/NOTES.md b20).
   const KernelTemplate &t = getTemplate(attention::backwardOp());
-  auto orderedDefault = fusedDefault;
   attention::Params p = backward(128, true);
   p.b = 1;
   p.hq = p.hkv = 32;
   p.sq = p.sk = 8192; // 64 key tiles x 32 heads
-  EXPECT_TRUE(orderedDefault(p));
+  EXPECT_TRUE(fusedDefault(p));
   EXPECT_EQ(t.defaultConfig(p).canonical(),
             "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 stages=2");
   p.layout = Layout::BHSD;
-  EXPECT_TRUE(orderedDefault(p));
+  EXPECT_TRUE(fusedDefault(p));
   p.layout = Layout::THD;
-  EXPECT_FALSE(orderedDefault(p)) << "packed sequences";
+  EXPECT_FALSE(fusedDefault(p)) << "packed sequences";
   p.layout = Layout::BSHD;
   p.sq = p.sk = 4096; // 1024 programs
-  EXPECT_FALSE(orderedDefault(p));
+  EXPECT_FALSE(fusedDefault(p));
   p.sq = p.sk = 8192;
   p.causal = false;
-  EXPECT_FALSE(orderedDefault(p)) << "adds in order under a causal mask only";
+  EXPECT_FALSE(fusedDefault(p)) << "adds in order under a causal mask only";
   p.causal = true;
   p.b = 4;
   p.hkv = 8; // 64 key tiles x 4 sequences x 8 KV heads: 2048 programs
-  EXPECT_FALSE(orderedDefault(p)) << "GQA";
+  EXPECT_FALSE(fusedDefault(p)) << "GQA";
   p.b = 1;
   p.hkv = 32;
   p.d = 64;
-  EXPECT_FALSE(orderedDefault(p)) << "head dim 64";
+  EXPECT_FALSE(fusedDefault(p)) << "head dim 64";
 }
 
 TEST(AttentionCompile, DefaultConfigsAreValidAndTheSpaceIsNotEmpty) {
