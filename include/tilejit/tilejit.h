@@ -193,10 +193,10 @@ TJ_API tj_status tj_attn_bwd_workspace_size(tj_engine *engine, int64_t b, int64_
  * up to 128 * d * 4 bytes) from a memory pool of tilejit's, ordered on
  * `stream`, as tj_gemm's split-K does; the pool keeps the most it held for
  * the process's life (outside PyTorch's allocator). (A fused config for a
- * deterministic spec, the default at head dim 128 under a causal mask with
- * as many KV heads as query heads and enough programs, or a stored winner,
- * adds them in order, and takes the flags that order them, 4 bytes per 64
- * query rows of each head, beside them from the same pool.) */
+ * deterministic spec, the default at head dim 128 with as many KV heads as
+ * query heads and enough programs, or a stored winner, adds them in order,
+ * and takes the flags that order them, 4 bytes per 64 query rows of each
+ * head, beside them from the same pool.) */
 TJ_API tj_status tj_attn_bwd(tj_engine *engine, tj_dtype dtype, tj_attn_layout layout, int64_t b,
                              int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal,
                              float scale, const void *q, const void *k, const void *v,

@@ -49,15 +49,17 @@
 // kernels 12-14 % less time at 16384 keys causal and at 4 x 2048 keys,
 // 3-7 % at 8192 causal, 1-2 % at one KV head, 1 % more at 4096 causal
 // (bench/NOTES.md b15; computed in its own step, b5, b10, b13, it was
-// slower at most of them). Else (causal only; at head dim 128 only with
-// as many KV heads as query heads) in a fixed order: the programs run the
-// last key tiles first, and a helper thread beside the producer takes the
-// consumers' parts, waits on a flag per query tile of a head
+// slower at most of them). Else (at head dim 128 under a causal mask,
+// only with as many KV heads as query heads) in a fixed order: the
+// programs run the last key tiles first, and a helper thread beside the producer takes
+// the consumers' parts, waits on a flag per query tile of a head
 // (tile.flag_wait) until the key tiles after its own have added theirs,
 // adds them, and sets the flag once the additions are whole: the default
-// at head dim 128 with 2048 programs or more (on the H100 5-9 % less time
-// than the two kernels at 8192 and 16384 keys, 4 % more at 4096; 1.8 x the
-// time at head dim 64 with one consumer: bench/NOTES.md b20).
+// at head dim 128 with 2048 programs or more (on the H100, against the two
+// kernels, causal: 5-9 % less time at 8192 and 16384 keys, 4 % more at
+// 4096, bench/NOTES.md b20; without a mask: 4-13 % less at 2048 programs,
+// 5-22 % more at 1024 and fewer, b21; 1.8 x the time at head dim 64 with
+// one consumer, b20).
 //
 // Masks: the dQ kernel masks as the forward does (keys past the sequence,
 // the causal diagonal); the dK/dV kernel masks the causal diagonal only:
@@ -185,9 +187,10 @@ public:
         {"fused", 0, 1, true,
          "dQ in the dK/dV kernel, added into an f32 sum: no recomputed products; in any order "
          "where the spec says deterministic = 0 (not bitwise repeatable), else in the order of "
-         "the key tiles, a helper thread waiting for each program's turn (causal only; at head "
-         "dim 128 only with as many KV heads as query heads, where it is tuned and, with 2048 "
-         "programs or more, the default; 0 when left out)"},
+         "the key tiles, a helper thread waiting for each program's turn (at head dim 128, "
+         "where it is tuned and, with 2048 programs or more and as many KV heads as query "
+         "heads, the default; there under a causal mask, only with as many KV heads as query "
+         "heads; 0 when left out)"},
         {"dsplit", 0, 1, true,
          "the dK/dV kernel's consumers split the head dim, not the keys: each holds half "
          "of dK's and dV's columns for the same 64 keys and computes the step's scores "
@@ -278,11 +281,12 @@ public:
     // whole panels (bn is unused: the dQ kernel is not built), two stages
     // (the defaults' number; three built clean too, bench/NOTES.md b10, and
     // are not measured). Where it asks for deterministic = 1, at head dim
-    // 128 only (where the rules let them add in order: causal, as many KV
-    // heads as query heads): with the helper's additions 4 % slower to 9 %
-    // faster than the two kernels, by the sequence's length (bench/NOTES.md
-    // b20); at head dim 64 (one consumer, 64 keys a program, each a step
-    // behind the next) 1.8 x as long as the default.
+    // 128 only, where the rules let them add in order (under a causal mask,
+    // only with as many KV heads as query heads): with the helper's
+    // additions 22 % slower to 13 % faster than the two kernels, by the
+    // programs' count (bench/NOTES.md b20, b21); at head dim 64 (one
+    // consumer, 64 keys a program, each a step behind the next) 1.8 x as
+    // long as the default under a causal mask.
     attention::Params pk(ks);
     if ((!pk.deterministic || pk.d == 128) && attention::atomicDqTunable(pk))
       for (int64_t overlap : {1, 0})
@@ -337,11 +341,16 @@ public:
     // above, against this default; head dim 64's tuned winners stayed
     // unfused), where it passes the rules; else the unfused default.
     // Where the spec says deterministic, the fused kernel adding in order
-    // (causal, as many KV heads as query heads, by the rules) with 2048
-    // programs or more: on the H100 5-9 % less time than the two kernels
-    // at 8192 and 16384 keys, 4 % more at 4096 (1024 programs: the longest
-    // programs run last, and wait in turn; bench/NOTES.md b20).
-    if ((!p.deterministic || programs >= 2048) && attention::atomicDqTunable(p) && p.d == 128 &&
+    // with 2048 programs or more and as many KV heads as query heads (with
+    // fewer the rules refuse it under a causal mask, and without one it is
+    // not measured): on the H100, causal, 5-9 % less time than the two
+    // kernels at 8192 and 16384 keys, 4 % more at 4096 (1024 programs: the
+    // longest programs run last, and wait in turn; bench/NOTES.md b20);
+    // without a mask 4-13 % less at 2048 programs (B4 H32 S2048, B1 H32
+    // S8192), 5-22 % more at 1024 to 128 (each program a turn behind the
+    // one before: the first programs' ramp is a larger share; b21).
+    bool ordered = programs >= 2048 && p.hq == p.hkv;
+    if ((!p.deterministic || ordered) && attention::atomicDqTunable(p) && p.d == 128 &&
         programs >= 128) {
       TileConfig fused = make(2, 128, 64, 2, 1, 0, 0, /*fused=*/1);
       if (llvm::Error err = checkConfig(ks, fused))
@@ -363,16 +372,10 @@ public:
     if (!p.target.hasWgmma())
       return checkSm80(p, cfg);
     Shape s(cfg);
-    // (Without a mask every key tile's program comes to the query tiles in
-    // the same order, each a step behind the program it waits for.)
-    if (s.fused && p.deterministic && !p.causal)
-      return configError("fused with deterministic = 1 adds each query tile's parts of dQ in "
-                         "the order of the key tiles, which needs a causal mask (without one "
-                         "each program would wait a step for the one before it); the spec has "
-                         "causal = 0");
-    if (s.fused && p.deterministic && p.d == 128 && p.hq != p.hkv)
-      return configError("fused with deterministic = 1 at head dim 128 takes as many KV heads as "
-                         "query heads (with fewer its consumers spilled 8 bytes); the spec has " +
+    if (s.fused && p.deterministic && p.d == 128 && p.causal && p.hq != p.hkv)
+      return configError("fused with deterministic = 1 at head dim 128 under a causal mask takes "
+                         "as many KV heads as query heads (with fewer its consumers spilled 8 "
+                         "bytes); the spec has " +
                          llvm::Twine(p.hq) + " query heads and " + llvm::Twine(p.hkv) +
                          " KV heads");
     if (p.d > 128 && !s.dsplit)
@@ -813,10 +816,12 @@ private:
       // Ordered: the last tiles first. A query tile's parts are added from
       // its last key tile to its first, and a program waits only for
       // programs before it in the grid, which run already or are done (no
-      // wait on a program not yet started). Under the causal mask (which
-      // ordering needs) a program comes to each query tile of its first
-      // head bn / kv_bm steps after the next key tile's program did (two at
-      // head dim 128), and to those of its later heads more steps after.
+      // wait on a program not yet started). Under the causal mask a program
+      // comes to each query tile of its first head bn / kv_bm steps after
+      // the next key tile's program did (two at head dim 128), and to those
+      // of its later heads more steps after; without one at the same step,
+      // and its additions run a turn behind the next key tile's (from the
+      // first wave on: programs of one length stay so staggered).
       if (ordered())
         nTile = sub(sub(nTiles, cst(1)), nTile);
       Value bkv = arith::DivUIOp::create(b, loc, inPart, nTiles);
@@ -1735,14 +1740,17 @@ private:
       // mi of `head`, as the producer loads them): once every consumer's
       // part is in its stage, it waits on the tile's flag word for this
       // program's turn (the key tiles after its own whose keys the tile's
-      // queries see, up to mi * kv_bm / bn, add first), adds the parts with
-      // TMA, gives the stages back once the additions have read them and,
-      // once they are whole in the sums, sets the flag to the turn after.
+      // queries see add first: under a causal mask up to mi * kv_bm / bn,
+      // without one every key tile), adds the parts with TMA, gives the
+      // stages back once the additions have read them and, once they are
+      // whole in the sums, sets the flag to the turn after.
       // Each element's sum takes its parts in one order on every run, and
       // no consumer waits on global memory (FlashAttention-3's
       // deterministic backward gives this to a warp of its own). The
       // program's place is the producer's, taken in 32 bits (the helper has
-      // the producer's 24 registers).
+      // the producer's 24 registers). (Not packed: the rules refuse fused
+      // with THD, where a program past its sequence's keys would take no
+      // step and the turns after its own would never come.)
       if (ordered()) {
         OpBuilder::InsertionGuard guard(b);
         b.createBlock(&ws_.getHelper());
@@ -1754,7 +1762,7 @@ private:
         Value lastTurn = sub(sub(keyTiles, cstLike(keyTiles, 1)), nTile);
         loop(cstLike(steps, 0), steps, {toI32(head0), start}, [&](Value it, ValueRange at) {
           Value head = at[0], mi = at[1];
-          Value turn = minu(sub(divu(mi, bn / s.kvBm), nTile), lastTurn);
+          Value turn = p.causal ? minu(sub(divu(mi, bn / s.kvBm), nTile), lastTurn) : lastTurn;
           SmallVector<Value> flag = {toIndex(add(bhBase, head)), toIndex(mi), cst(0)};
           for (int64_t k = 0; k < s.consumers; ++k)
             tt::BarrierWaitOp::create(b, loc, dqFull, cst(k), toIndex(it));

@@ -873,16 +873,17 @@ TEST_F(GpuAttention, BackwardFusedAddsDqOverKeyTiles) {
 }
 
 TEST_F(GpuAttention, BackwardFusedInOrderRepeatsBitwise) {
-  // The fused kernel for a deterministic call (causal only): each query
-  // tile's parts of dQ added from its last key tile to its first, the
-  // helper thread waiting for each program's turn on flags. dQ bitwise
-  // equal over two runs (the second with its sums and flags from tilejit's
-  // pool) and against float64: ragged and long sequences (up to 32 key
-  // tiles of 64 or 16 of 128 adding into a query tile), more queries than
-  // keys, keys no query sees (programs without a turn), f16, both layouts,
-  // with and without overlap; head dim 64 (one consumer) and 128 (two).
-  // GQA and MQA with the heads split (flags per query head) and four query
-  // heads a program at head dim 64 (the rules refuse them at 128).
+  // The fused kernel for a deterministic call: each query tile's parts of
+  // dQ added from its last key tile to its first, the helper thread
+  // waiting for each program's turn on flags. dQ bitwise equal over two
+  // runs (the second with its sums and flags from tilejit's pool) and
+  // against float64: causal and not, ragged and long sequences (up to 32
+  // key tiles of 64 or 16 of 128 adding into a query tile), more queries
+  // than keys, keys no query sees (programs without a turn), f16, both
+  // layouts, with and without overlap; head dim 64 (one consumer) and 128
+  // (two). GQA and MQA with the heads split (flags per query head), and
+  // four query heads a program: under a causal mask at head dim 64 (the
+  // rules refuse them at 128), without one at both.
   for (auto [d, cfg] :
        {std::pair{int64_t(64), "bn=128 consumers=1 fused=1 kv_bm=64 overlap=1 stages=2"},
         std::pair{int64_t(128), "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 stages=2"}}) {
@@ -897,6 +898,17 @@ TEST_F(GpuAttention, BackwardFusedInOrderRepeatsBitwise) {
     runBackward(
         inOrder({16, 512, 512, 8, kv(8, 1), d, true, Layout::BSHD, DType::BF16, 0.0f, cfg}));
     runBackward(inOrder({1, 129, 129, 2, 2, d, true, Layout::BSHD, DType::F16, 1.0f, cfg}));
+    // Without a mask every key tile adds into every query tile, each
+    // program a turn after the one before it in the grid (GQA and MQA at
+    // both head dims).
+    runBackward(inOrder({1, 383, 383, 2, 2, d, false, Layout::BSHD, DType::BF16, 0.0f, cfg}));
+    runBackward(inOrder({2, 2048, 2048, 4, 2, d, false, Layout::BHSD, DType::BF16, 0.0f, cfg}));
+    runBackward(inOrder({4, 512, 512, 8, 1, d, false, Layout::BSHD, DType::BF16, 0.0f, cfg}));
+    Case whole{1, 512, 512, 8, 2, d, false, Layout::BHSD, DType::BF16, 0.0f, cfg};
+    whole.headSplit = 1;
+    runBackward(inOrder(whole));
+    runBackward(inOrder({1, 250, 100, 2, 2, d, false, Layout::BSHD, DType::F16, 0.0f, cfg}));
+    runBackward(inOrder({1, 100, 250, 2, 2, d, false, Layout::BSHD, DType::BF16, 0.0f, cfg}));
     // Four query heads a program (the group whole): the tile before a
     // head's first is the previous head's last.
     if (d == 64) {
@@ -907,6 +919,8 @@ TEST_F(GpuAttention, BackwardFusedInOrderRepeatsBitwise) {
   }
   runBackward(inOrder({1, 700, 700, 4, 4, 128, true, Layout::BHSD, DType::BF16, 0.0f,
                        "bn=128 consumers=2 fused=1 kv_bm=64 stages=2"}));
+  runBackward(inOrder({2, 700, 700, 4, 4, 128, false, Layout::BSHD, DType::BF16, 0.0f,
+                       "bn=128 consumers=2 fused=1 kv_bm=64 stages=2"}));
   runBackward(inOrder({1, 700, 700, 4, 2, 64, true, Layout::BHSD, DType::BF16, 0.0f,
                        "bn=128 consumers=1 fused=1 kv_bm=64 stages=2"}));
 }
@@ -915,12 +929,13 @@ TEST_F(GpuAttention, AFusedWinnerRunsOnlyInTheModeItWasBuiltFor) {
   // The same call's two specs, deterministic or not, are tuned and stored
   // apart. A fused winner stored for the nondeterministic one is handed out
   // for it; one planted for the deterministic spec is refused (the
-  // template's rules: without a causal mask no fused config adds in order)
-  // and its default used; under a causal mask it is built to add in order
-  // (the flags its last argument). An engine builds nondeterministic specs
-  // only where allowed and not in deterministic mode.
+  // template's rules: at head dim 128 under a causal mask no fused config
+  // adds in order with fewer KV heads than query heads) and its default
+  // used; with as many KV heads it is built to add in order (the flags its
+  // last argument). An engine builds nondeterministic specs only where
+  // allowed and not in deterministic mode.
   TempDir dir;
-  attention::Call call = callOf({2, 300, 300, 4, 2, 64, false});
+  attention::Call call = callOf({2, 300, 300, 4, 2, 128, true});
   call.deterministic = false;
   auto fast = attention::backwardSpecOf(call, target);
   ASSERT_TRUE(bool(fast)) << llvm::toString(fast.takeError());
@@ -928,10 +943,10 @@ TEST_F(GpuAttention, AFusedWinnerRunsOnlyInTheModeItWasBuiltFor) {
   auto det = attention::backwardSpecOf(call, target);
   ASSERT_TRUE(bool(det)) << llvm::toString(det.takeError());
   EXPECT_NE(tuneKey(*fast), tuneKey(*det));
-  call.causal = true;
+  call.hkv = 4;
   auto ordered = attention::backwardSpecOf(call, target);
   ASSERT_TRUE(bool(ordered)) << llvm::toString(ordered.takeError());
-  const char *fused = "bn=128 consumers=1 fused=1 kv_bm=64 overlap=1 stages=2";
+  const char *fused = "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 stages=2";
   EngineOptions o;
   o.dbPath = dir.file("a.db");
   {
