@@ -49,17 +49,16 @@
 // kernels 12-14 % less time at 16384 keys causal and at 4 x 2048 keys,
 // 3-7 % at 8192 causal, 1-2 % at one KV head, 1 % more at 4096 causal
 // (bench/NOTES.md b15; computed in its own step, b5, b10, b13, it was
-// slower at most of them). Else (at head dim 128 under a causal mask,
-// only with as many KV heads as query heads) in a fixed order: the
-// programs run the last key tiles first, and a helper thread beside the producer takes
+// slower at most of them). Else in a fixed order: the programs run the
+// last key tiles first, and a helper thread beside the producer takes
 // the consumers' parts, waits on a flag per query tile of a head
 // (tile.flag_wait) until the key tiles after its own have added theirs,
 // adds them, and sets the flag once the additions are whole: the default
-// at head dim 128 with 2048 programs or more (on the H100, against the two
-// kernels, causal: 5-9 % less time at 8192 and 16384 keys, 4 % more at
-// 4096, bench/NOTES.md b20; without a mask: 4-13 % less at 2048 programs,
-// 5-22 % more at 1024 and fewer, b21; 1.8 x the time at head dim 64 with
-// one consumer, b20).
+// at head dim 128 with 2048 programs or more and as many KV heads as query
+// heads (on the H100, against the two kernels, causal: 5-9 % less time at
+// 8192 and 16384 keys, 4 % more at 4096, bench/NOTES.md b20; without a
+// mask: 4-13 % less at 2048 programs, 5-22 % more at 1024 and fewer, b21;
+// 1.8 x the time at head dim 64 with one consumer, b20).
 //
 // Masks: the dQ kernel masks as the forward does (keys past the sequence,
 // the causal diagonal); the dK/dV kernel masks the causal diagonal only:
@@ -189,8 +188,7 @@ public:
          "where the spec says deterministic = 0 (not bitwise repeatable), else in the order of "
          "the key tiles, a helper thread waiting for each program's turn (at head dim 128, "
          "where it is tuned and, with 2048 programs or more and as many KV heads as query "
-         "heads, the default; there under a causal mask, only with as many KV heads as query "
-         "heads; 0 when left out)"},
+         "heads, the default; 0 when left out)"},
         {"dsplit", 0, 1, true,
          "the dK/dV kernel's consumers split the head dim, not the keys: each holds half "
          "of dK's and dV's columns for the same 64 keys and computes the step's scores "
@@ -281,12 +279,10 @@ public:
     // whole panels (bn is unused: the dQ kernel is not built), two stages
     // (the defaults' number; three built clean too, bench/NOTES.md b10, and
     // are not measured). Where it asks for deterministic = 1, at head dim
-    // 128 only, where the rules let them add in order (under a causal mask,
-    // only with as many KV heads as query heads): with the helper's
-    // additions 22 % slower to 13 % faster than the two kernels, by the
-    // programs' count (bench/NOTES.md b20, b21); at head dim 64 (one
-    // consumer, 64 keys a program, each a step behind the next) 1.8 x as
-    // long as the default under a causal mask.
+    // 128 only: with the helper's additions 22 % slower to 13 % faster than
+    // the two kernels, by the programs' count (bench/NOTES.md b20, b21); at
+    // head dim 64 (one consumer, 64 keys a program, each a step behind the
+    // next) 1.8 x as long as the default under a causal mask.
     attention::Params pk(ks);
     if ((!pk.deterministic || pk.d == 128) && attention::atomicDqTunable(pk))
       for (int64_t overlap : {1, 0})
@@ -342,8 +338,7 @@ public:
     // unfused), where it passes the rules; else the unfused default.
     // Where the spec says deterministic, the fused kernel adding in order
     // with 2048 programs or more and as many KV heads as query heads (with
-    // fewer the rules refuse it under a causal mask, and without one it is
-    // not measured): on the H100, causal, 5-9 % less time than the two
+    // fewer not measured): on the H100, causal, 5-9 % less time than the two
     // kernels at 8192 and 16384 keys, 4 % more at 4096 (1024 programs: the
     // longest programs run last, and wait in turn; bench/NOTES.md b20);
     // without a mask 4-13 % less at 2048 programs (B4 H32 S2048, B1 H32
@@ -372,12 +367,6 @@ public:
     if (!p.target.hasWgmma())
       return checkSm80(p, cfg);
     Shape s(cfg);
-    if (s.fused && p.deterministic && p.d == 128 && p.causal && p.hq != p.hkv)
-      return configError("fused with deterministic = 1 at head dim 128 under a causal mask takes "
-                         "as many KV heads as query heads (with fewer its consumers spilled 8 "
-                         "bytes); the spec has " +
-                         llvm::Twine(p.hq) + " query heads and " + llvm::Twine(p.hkv) +
-                         " KV heads");
     if (p.d > 128 && !s.dsplit)
       return configError("attn_bwd at head dim " + llvm::Twine(p.d) +
                          " needs dsplit = 1: a warpgroup's dK and dV would need " +
@@ -742,8 +731,17 @@ private:
       b.setInsertionPointToStart(whole.thenBlock());
       storeWhole();
       b.setInsertionPointToStart(whole.elseBlock());
-      Value part = arith::DivUIOp::create(b, loc, remu(head0, group), heads);
+      // (Adding dQ in order, the part from the program's index, as placeDkv
+      // has it: from head0, the consumers spilled 8 bytes at head dim 128
+      // under a causal mask.)
+      Value part;
+      if (!ordered())
+        part = arith::DivUIOp::create(b, loc, remu(head0, group), heads);
       Value parts = arith::DivUIOp::create(b, loc, cst(group), heads);
+      if (ordered())
+        part = arith::DivUIOp::create(
+            b, loc, tt::ProgramIdOp::create(b, loc, tt::Dim::x),
+            arith::DivUIOp::create(b, loc, tt::NumProgramsOp::create(b, loc, tt::Dim::x), parts));
       SmallVector<Value> at = partRowAt(seq, kvHead, key0);
       at[2] = add(at[2], myCols);
       tt::StoreOp::create(b, loc, dvSum, partials, partAt(add(parts, part), dK, at));
