@@ -338,7 +338,7 @@ public:
     // unfused), where it passes the rules; else the unfused default.
     // Where the spec says deterministic, the fused kernel adding in order
     // with 2048 programs or more and as many KV heads as query heads (with
-    // fewer not measured): on the H100, causal, 5-9 % less time than the two
+    // fewer not measured there): on the H100, causal, 5-9 % less time than the two
     // kernels at 8192 and 16384 keys, 4 % more at 4096 (1024 programs: the
     // longest programs run last, and wait in turn; bench/NOTES.md b20);
     // without a mask 4-13 % less at 2048 programs (B4 H32 S2048, B1 H32
@@ -723,7 +723,8 @@ private:
       // One part: dK and dV as they are; several: each part's sums, f32,
       // for the sum kernel to add in order. The split and the part from
       // values the loop kept (heads = group / split, head0 = kvHead * group
-      // + part * heads): one more held through the loop would spill.
+      // + part * heads): one more held through the loop would spill. (The
+      // split divides the group: the launch checks it.)
       auto whole = scf::IfOp::create(
           b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, heads, cst(group)),
           /*withElseRegion=*/true);
@@ -732,7 +733,7 @@ private:
       storeWhole();
       b.setInsertionPointToStart(whole.elseBlock());
       // (Adding dQ in order, the part from the program's index, as placeDkv
-      // has it: from head0, the consumers spilled 8 bytes at head dim 128
+      // has it: from head0 the consumers spilled 8 bytes at head dim 128
       // under a causal mask.)
       Value part;
       if (!ordered())

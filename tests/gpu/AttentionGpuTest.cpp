@@ -904,11 +904,14 @@ TEST_F(GpuAttention, BackwardFusedInOrderRepeatsBitwise) {
     runBackward(inOrder(whole));
     runBackward(inOrder({1, 250, 100, 2, 2, d, false, Layout::BSHD, DType::F16, 0.0f, cfg}));
     runBackward(inOrder({1, 100, 250, 2, 2, d, false, Layout::BSHD, DType::BF16, 0.0f, cfg}));
-    // Four query heads a program (the group whole): the tile before a
-    // head's first is the previous head's last.
-    Case group{1, 512, 512, 8, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg};
-    group.headSplit = 1;
-    runBackward(inOrder(group));
+    // Four query heads a program (the group whole), and two (the group
+    // split in two): the tile before a head's first is the previous head's
+    // last.
+    for (int64_t split : {1, 2}) {
+      Case group{1, 512, 512, 8, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg};
+      group.headSplit = split;
+      runBackward(inOrder(group));
+    }
   }
   runBackward(inOrder({1, 700, 700, 4, 2, 128, true, Layout::BHSD, DType::BF16, 0.0f,
                        "bn=128 consumers=2 fused=1 kv_bm=64 stages=2"}));

@@ -727,10 +727,10 @@ TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
   // dQ in the dK/dV kernel: head dim 64 with one consumer, 128 with two
   // (each 64 of dQ's columns; no spills: SpillRule.h allows none),
   // both masks and layouts, f16, without overlap; for a deterministic
-  // spec (GQA, and at head dim 128 under a causal mask also as many KV
-  // heads as query heads), adding in order.
+  // spec, adding in order (GQA; at head dim 128 under a causal mask, as many
+  // KV heads as query heads in one layout).
   auto inOrder = [](attention::Params p) {
-    if (p.d == 128 && p.causal)
+    if (p.d == 128 && p.causal && p.layout == Layout::BHSD)
       p.hkv = p.hq;
     return p;
   };
