@@ -338,12 +338,13 @@ public:
     // unfused), where it passes the rules; else the unfused default.
     // Where the spec says deterministic, the fused kernel adding in order
     // with 2048 programs or more and as many KV heads as query heads (with
-    // fewer not measured there): on the H100, causal, 5-9 % less time than the two
-    // kernels at 8192 and 16384 keys, 4 % more at 4096 (1024 programs: the
-    // longest programs run last, and wait in turn; bench/NOTES.md b20);
-    // without a mask 4-13 % less at 2048 programs (B4 H32 S2048, B1 H32
-    // S8192), 5-22 % more at 1024 to 128 (each program a turn behind the
-    // one before: the first programs' ramp is a larger share; b21).
+    // fewer not measured there): on the H100, causal, 5-9 % less time than
+    // the two kernels at 8192 and 16384 keys, 4 % more at 4096 (1024
+    // programs: the longest programs run last, and wait in turn;
+    // bench/NOTES.md b20); without a mask 4-13 % less at 2048 programs (B4
+    // H32 S2048, B1 H32 S8192), 5-22 % more at 1024 to 128 (each program a
+    // turn behind the one before: the first programs' ramp is a larger
+    // share; b21).
     bool ordered = programs >= 2048 && p.hq == p.hkv;
     if ((!p.deterministic || ordered) && attention::atomicDqTunable(p) && p.d == 128 &&
         programs >= 128) {

@@ -813,14 +813,9 @@ TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
           for (const EntryInfo &e : k->entries)
             EXPECT_EQ(e.spillBytes, 0) << c.canonical() << " " << e.name << "\n" << k->log;
         }
+        // (Deterministic at 128: the two in order, overlap on and off.)
         EXPECT_EQ(fusedInSpace, !deterministic || d == 128 ? 2 : 0) << d << causal;
       }
-  for (bool causal : {true, false}) {
-    int orderedInSpace = 0;
-    for (const TileConfig &c : t.configSpace(inOrder(backward(128, causal))))
-      orderedInSpace += c.has("fused") && c.get("fused");
-    EXPECT_EQ(orderedInSpace, 2) << "overlap on and off, causal = " << causal;
-  }
   for (const TileConfig &c : t.configSpace(nondeterministic(64, true, Layout::THD)))
     EXPECT_FALSE(c.has("fused") && c.get("fused")) << c.canonical();
 }
