@@ -193,8 +193,9 @@ TJ_API tj_status tj_attn_bwd_workspace_size(tj_engine *engine, int64_t b, int64_
  * up to 128 * d * 4 bytes) from a memory pool of tilejit's, ordered on
  * `stream`, as tj_gemm's split-K does; the pool keeps the most it held for
  * the process's life (outside PyTorch's allocator). (A fused config for a
- * deterministic spec, the default at head dim 128 with as many KV heads as
- * query heads and enough programs, or a stored winner, adds them in order,
+ * deterministic spec, the default at head dim 128 with enough programs
+ * (under a causal mask only with as many KV heads as query heads), or a
+ * stored winner, adds them in order,
  * and takes the flags that order them, 4 bytes per 64 query rows of each
  * head, beside them from the same pool.) */
 TJ_API tj_status tj_attn_bwd(tj_engine *engine, tj_dtype dtype, tj_attn_layout layout, int64_t b,

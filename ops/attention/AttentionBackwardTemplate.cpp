@@ -54,11 +54,13 @@
 // the consumers' parts, waits on a flag per query tile of a head
 // (tile.flag_wait) until the key tiles after its own have added theirs,
 // adds them, and sets the flag once the additions are whole: the default
-// at head dim 128 with 2048 programs or more and as many KV heads as query
-// heads (on the H100, against the two kernels, causal: 5-9 % less time at
-// 8192 and 16384 keys, 4 % more at 4096, bench/NOTES.md b20; without a
-// mask: 4-13 % less at 2048 programs, 5-22 % more at 1024 and fewer, b21;
-// 1.8 x the time at head dim 64 with one consumer, b20).
+// at head dim 128 with 2048 programs or more, under a causal mask only with
+// as many KV heads as query heads (on the H100, against the two kernels,
+// causal: 5-9 % less time at 8192 and 16384 keys, 4 % more at 4096,
+// bench/NOTES.md b20; GQA 2-4 % more at 2048 programs, 8 % more at one KV
+// head, b22; without a mask: 4-13 % less at 2048 programs, GQA 8-10 % less,
+// 5-22 % more at 1024 and fewer, b21, b22; 1.8 x the time at head dim 64
+// with one consumer, b20).
 //
 // Masks: the dQ kernel masks as the forward does (keys past the sequence,
 // the causal diagonal); the dK/dV kernel masks the causal diagonal only:
@@ -187,8 +189,8 @@ public:
          "dQ in the dK/dV kernel, added into an f32 sum: no recomputed products; in any order "
          "where the spec says deterministic = 0 (not bitwise repeatable), else in the order of "
          "the key tiles, a helper thread waiting for each program's turn (at head dim 128, "
-         "where it is tuned and, with 2048 programs or more and as many KV heads as query "
-         "heads, the default; 0 when left out)"},
+         "where it is tuned and, with 2048 programs or more, the default, under a causal mask "
+         "only with as many KV heads as query heads; 0 when left out)"},
         {"dsplit", 0, 1, true,
          "the dK/dV kernel's consumers split the head dim, not the keys: each holds half "
          "of dK's and dV's columns for the same 64 keys and computes the step's scores "
@@ -337,15 +339,18 @@ public:
     // above, against this default; head dim 64's tuned winners stayed
     // unfused), where it passes the rules; else the unfused default.
     // Where the spec says deterministic, the fused kernel adding in order
-    // with 2048 programs or more and as many KV heads as query heads (with
-    // fewer not measured there): on the H100, causal, 5-9 % less time than
+    // with 2048 programs or more: on the H100, causal, 5-9 % less time than
     // the two kernels at 8192 and 16384 keys, 4 % more at 4096 (1024
     // programs: the longest programs run last, and wait in turn;
     // bench/NOTES.md b20); without a mask 4-13 % less at 2048 programs (B4
     // H32 S2048, B1 H32 S8192), 5-22 % more at 1024 to 128 (each program a
     // turn behind the one before: the first programs' ramp is a larger
-    // share; b21).
-    bool ordered = programs >= 2048 && p.hq == p.hkv;
+    // share; b21). GQA: without a mask 8-10 % less at 2048 programs (B4 H32
+    // KV8 S8192, B8 H32 KV8 S4096), 4 % more at 512 (b21, b22); under a
+    // causal mask 2-4 % more at 2048 programs, whose four query heads a
+    // program make it four times as long, and 8 % more at one KV head
+    // (Llama-3.1-70B TP8; b22): not the default there.
+    bool ordered = programs >= 2048 && (p.hq == p.hkv || !p.causal);
     if ((!p.deterministic || ordered) && attention::atomicDqTunable(p) && p.d == 128 &&
         programs >= 128) {
       TileConfig fused = make(2, 128, 64, 2, 1, 0, 0, /*fused=*/1);

@@ -1046,10 +1046,10 @@ TEST(AttentionCompile, NondeterministicDefaultIsFusedAtHeadDim128) {
 
 TEST(AttentionCompile, DeterministicDefaultAddsInOrderWithManyPrograms) {
   // Where the spec says deterministic, head dim 128's default is the fused
-  // kernel adding in order with 2048 programs or more and as many KV heads
-  // as query heads: faster than the two kernels at 8192 and 16384 keys
-  // causal, at 4 x 2048 and 8192 keys without a mask, slower with fewer
-  // programs (bench/NOTES.md b20, b21). (GQA: not measured.)
+  // kernel adding in order with 2048 programs or more: faster than the two
+  // kernels at 8192 and 16384 keys causal, at 4 x 2048 and 8192 keys
+  // without a mask (GQA too), slower with fewer programs and with GQA under
+  // a causal mask (bench/NOTES.md b20, b21, b22).
   const KernelTemplate &t = getTemplate(attention::backwardOp());
   attention::Params p = backward(128, true);
   p.b = 1;
@@ -1076,11 +1076,23 @@ TEST(AttentionCompile, DeterministicDefaultAddsInOrderWithManyPrograms) {
   p.b = 4;
   p.sq = p.sk = 8192;
   p.hkv = 8; // 64 key tiles x 4 sequences x 8 KV heads: 2048 programs
-  EXPECT_FALSE(fusedDefault(p)) << "GQA without a mask";
+  EXPECT_TRUE(fusedDefault(p)) << "GQA without a mask";
+  EXPECT_EQ(t.defaultConfig(p).canonical(),
+            "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 stages=2");
+  p.b = 2; // 1024 programs
+  EXPECT_FALSE(fusedDefault(p)) << "GQA without a mask, 1024 programs";
+  p.b = 4;
   p.causal = true;
   EXPECT_FALSE(fusedDefault(p)) << "GQA under a causal mask";
+  p.hq = 8;
+  p.hkv = 1;
+  p.b = 32; // MQA: 64 key tiles x 32 sequences, 2048 programs
+  EXPECT_FALSE(fusedDefault(p)) << "MQA under a causal mask";
+  p.causal = false;
+  EXPECT_TRUE(fusedDefault(p)) << "MQA without a mask";
+  p.causal = true;
   p.b = 1;
-  p.hkv = 32;
+  p.hq = p.hkv = 32;
   p.d = 64;
   EXPECT_FALSE(fusedDefault(p)) << "head dim 64";
 }
