@@ -194,7 +194,8 @@ struct AsyncCopyOpLowering : ConvertOpToLLVMPattern<AsyncCopyOp> {
 /// block of a warp's rows: matrices (rows 0-7, columns 0-7), (8-15, 0-7),
 /// (0-7, 8-15), (8-15, 8-15) of the block, whose fragments are the
 /// #tile.wgmma elements at those offsets; lanes 8 m to 8 m + 7 give the
-/// swizzled addresses of matrix m's rows. An f32 tile with 8-byte stores.
+/// swizzled addresses of matrix m's rows. An f32 tile with 8-byte stores;
+/// with `fragments`, in its registers' order with 16-byte stores.
 /// Then fence.proxy.async.shared::cta (generic-proxy writes a wgmma or a TMA
 /// copy may read) and a barrier of the warpgroup.
 struct StoreRingOpLowering : ConvertOpToLLVMPattern<StoreRingOp> {
@@ -203,7 +204,9 @@ struct StoreRingOpLowering : ConvertOpToLLVMPattern<StoreRingOp> {
   LogicalResult matchAndRewrite(StoreRingOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rw) const override {
     Emitter e{rw, op.getLoc()};
-    if (op.getValue().getType().getElementType().isF32()) {
+    if (op.getFragments()) {
+      storeFragments(rw, e, op, adaptor);
+    } else if (op.getValue().getType().getElementType().isF32()) {
       storeWords(rw, e, op, adaptor);
     } else if (failed(storeMatrices(rw, e, op, adaptor))) {
       return failure();
@@ -214,6 +217,27 @@ struct StoreRingOpLowering : ConvertOpToLLVMPattern<StoreRingOp> {
     e.warpgroupBarrier();
     rw.eraseOp(op);
     return success();
+  }
+
+  /// fragments: the thread's elements in register order, chunk j of four at
+  /// 16 * (128 j + t) bytes from the row's start (t: the thread's place in
+  /// its warpgroup): one 16-byte store a chunk, a warp's 32 side by side.
+  static void storeFragments(ConversionPatternRewriter &rw, Emitter &e, StoreRingOp op,
+                             OpAdaptor adaptor) {
+    RankedTensorType tile = op.getValue().getType();
+    RingType ring = op.getRing().getType();
+    Value stage = ringStage(e, ring, adaptor.getRing(), adaptor.getStage());
+    Value start = e.offset(stage, e.mul(adaptor.getRow(), e.i64(ring.getCols() * 4)));
+    Value base = e.offset(start, e.mul(e.urem(e.threadId(), 128), e.i64(16)));
+    auto quad = VectorType::get({4}, rw.getF32Type());
+    Value frag = adaptor.getValue();
+    for (int64_t j = 0, n = getElemsPerThread(tile); 4 * j < n; ++j) {
+      SmallVector<Value> four;
+      for (int64_t k = 0; k < 4; ++k)
+        four.push_back(e.extract(frag, 4 * j + k));
+      LLVM::StoreOp::create(rw, e.loc, e.pack(quad, four), e.offset(base, e.i64(j * 128 * 16)),
+                            /*alignment=*/16);
+    }
   }
 
   /// f32: each pair of a row's elements (2 c, 2 c + 1) as one 8-byte store

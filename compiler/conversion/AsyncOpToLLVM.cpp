@@ -7,8 +7,9 @@
 // mbarrier.arrive.expect_tx and one cp.async.bulk.tensor per 128-byte panel;
 // tile.tma_store / tma_store_wait -> the warpgroup leader's bulk copies out
 // of a stage, its commit and wait, and a barrier of the warpgroup;
-// tile.flag_wait / flag_set -> the leader's acquiring spin or fenced store
-// of a word in global memory, and a barrier of the warpgroup (in a helper
+// tile.bulk_reduce -> the leader's one non-tensor bulk addition of a stage
+// into global memory, committed as a group; tile.flag_wait / flag_set -> the leader's acquiring
+// spin or fenced store of a word in global memory, and a barrier of the warpgroup (in a helper
 // region, these four and barrier_arrive on the helper's one thread, with no
 // leader to pick and no barrier); tile.warp_specialize -> a branch on the
 // warpgroup index, setmaxnreg in each branch, the producer's region on one
@@ -304,12 +305,30 @@ struct TmaStoreWaitOpLowering : StatefulLowering<TmaStoreWaitOp> {
   }
 };
 
-/// The address of the 32-bit word at `indices` of a global memref.
-Value wordAddress(Emitter &e, Value memref, MemRefType type, ValueRange indices) {
-  llvmx::GlobalView v = llvmx::unpackGlobal(e, memref, type);
-  Value off = v.offsetOf(e, indices);
-  return e.offset(v.ptr(e), e.mul(off, e.i64(4)));
-}
+/// tile.bulk_reduce: the warpgroup's first thread (a helper's thread alone)
+/// adds the stage's bytes into global memory with one
+/// cp.reduce.async.bulk (non-tensor) and commits it as a bulk group.
+struct BulkReduceOpLowering : StatefulLowering<BulkReduceOp> {
+  using StatefulLowering::StatefulLowering;
+  LogicalResult matchAndRewrite(BulkReduceOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    RingType ring = op.getRing().getType();
+    Value src = e.addr64(ringStage(e, ring, adaptor.getRing(), adaptor.getStage()));
+    Value dst = e.addr64(
+        llvmx::wordAddress(e, adaptor.getDest(), op.getDest().getType(), adaptor.getIndices()));
+    int64_t bytes = ring.getRows() * ring.getCols() * 4;
+    onWarpgroupLeader(runsAlone(op), rw, e, [&] {
+      e.asmOp({}, ValueRange{dst, src},
+              "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], " +
+                  std::to_string(bytes) + ";",
+              "l,l", /*sideEffects=*/true);
+      NVVM::CpAsyncBulkCommitGroupOp::create(rw, e.loc);
+    });
+    rw.eraseOp(op);
+    return success();
+  }
+};
 
 /// tile.flag_wait: the warpgroup's first thread spins on an acquiring load
 /// (with async_proxy, then fences the async proxy), then the warpgroup meets
@@ -319,7 +338,8 @@ struct FlagWaitOpLowering : StatefulLowering<FlagWaitOp> {
   LogicalResult matchAndRewrite(FlagWaitOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rw) const override {
     Emitter e{rw, op.getLoc()};
-    Value addr = wordAddress(e, adaptor.getFlags(), op.getFlags().getType(), adaptor.getIndices());
+    Value addr =
+        llvmx::wordAddress(e, adaptor.getFlags(), op.getFlags().getType(), adaptor.getIndices());
     Value want = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getValue());
     onWarpgroupLeader(runsAlone(op), rw, e, [&] {
       e.asmOp({}, ValueRange{e.addr64(addr), want},
@@ -344,7 +364,8 @@ struct FlagSetOpLowering : StatefulLowering<FlagSetOp> {
   LogicalResult matchAndRewrite(FlagSetOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rw) const override {
     Emitter e{rw, op.getLoc()};
-    Value addr = wordAddress(e, adaptor.getFlags(), op.getFlags().getType(), adaptor.getIndices());
+    Value addr =
+        llvmx::wordAddress(e, adaptor.getFlags(), op.getFlags().getType(), adaptor.getIndices());
     Value value = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getValue());
     warpgroupBarrierOf(runsAlone(op), e);
     onWarpgroupLeader(runsAlone(op), rw, e, [&] {
@@ -448,8 +469,8 @@ struct WarpSpecializeOpLowering : StatefulLowering<WarpSpecializeOp> {
 void populateAsyncOpToLLVMPatterns(TileTypeConverter &converter, LoweringState &state,
                                    RewritePatternSet &patterns) {
   patterns.add<AllocRingOpLowering, AllocBarriersOpLowering, BarrierArriveOpLowering,
-               TmaStoreOpLowering, TmaStoreWaitOpLowering, FlagWaitOpLowering, FlagSetOpLowering,
-               WarpSpecializeOpLowering>(converter, state);
+               TmaStoreOpLowering, BulkReduceOpLowering, TmaStoreWaitOpLowering, FlagWaitOpLowering,
+               FlagSetOpLowering, WarpSpecializeOpLowering>(converter, state);
   patterns.add<BarrierWaitOpLowering, TmaLoadOpLowering>(converter);
 }
 

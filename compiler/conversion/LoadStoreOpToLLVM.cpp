@@ -8,6 +8,8 @@
 // access is one PTX instruction under a predicate (inline assembly: LLVM has
 // no predicated load or store, nor the cache qualifiers); a masked-off load
 // leaves the padding in its registers (the outputs are tied to it).
+// (tile.load_fragments is the exception: a #tile.wgmma tile in its
+// registers' order from sums padded for it, 16-byte loads, no mask.)
 //
 // Cache paths: every load is `ld.global` (with `streaming`, not allocated in
 // L1), stores `st.global` (streaming: evict-first, `st.global.cs`). Not the
@@ -231,6 +233,36 @@ std::string guarded(const Pred &p, int64_t index, const std::string &text) {
   return (p.always() ? "" : "@$" + std::to_string(index) + " ") + text;
 }
 
+/// tile.load_fragments: chunk j of four of the warpgroup's thread t at
+/// element 4 * (128 j + t) from `indices`, one 16-byte load each (a warp's
+/// 32 side by side), into the thread's elements in register order.
+struct LoadFragmentsOpLowering : ConvertOpToLLVMPattern<LoadFragmentsOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+
+  LogicalResult matchAndRewrite(LoadFragmentsOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    RankedTensorType tile = op.getType();
+    Value first =
+        llvmx::wordAddress(e, adaptor.getSource(), op.getSource().getType(), adaptor.getIndices());
+    Value base = e.offset(first, e.mul(e.urem(e.threadId(), 128), e.i64(16)));
+    int64_t n = getElemsPerThread(tile);
+    SmallVector<Value> el;
+    Type f32 = rw.getF32Type();
+    for (int64_t j = 0; 4 * j < n; ++j) {
+      Operation *ld =
+          e.asmOp(SmallVector<Type>(4, f32), ValueRange{e.offset(base, e.i64(j * 128 * 16))},
+                  "ld.global.v4.f32 {$0, $1, $2, $3}, [$4];", "=f,=f,=f,=f,l",
+                  /*sideEffects=*/true);
+      for (int64_t k = 0; k < 4; ++k)
+        el.push_back(LLVM::ExtractValueOp::create(rw, e.loc, ld->getResult(0), ArrayRef<int64_t>{k})
+                         .getResult());
+    }
+    rw.replaceOp(op, e.pack(VectorType::get({n}, f32), el));
+    return success();
+  }
+};
+
 struct LoadOpLowering : ConvertOpToLLVMPattern<LoadOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
 
@@ -414,7 +446,7 @@ struct StoreOpLowering : ConvertOpToLLVMPattern<StoreOp> {
 } // namespace
 
 void populateLoadStoreOpToLLVMPatterns(TileTypeConverter &converter, RewritePatternSet &patterns) {
-  patterns.add<LoadOpLowering, StoreOpLowering>(converter);
+  patterns.add<LoadOpLowering, LoadFragmentsOpLowering, StoreOpLowering>(converter);
 }
 
 } // namespace tilejit

@@ -226,6 +226,12 @@ GlobalView unpackGlobal(Emitter &e, Value memref, MemRefType type) {
   return v;
 }
 
+Value wordAddress(Emitter &e, Value memref, MemRefType type, ValueRange indices) {
+  GlobalView v = unpackGlobal(e, memref, type);
+  Value off = v.offsetOf(e, indices);
+  return e.offset(v.ptr(e), e.mul(off, e.i64(4)));
+}
+
 Value GlobalView::ptr(Emitter &e) const {
   return LLVM::ExtractValueOp::create(e.b, e.loc, memref, ArrayRef<int64_t>{0});
 }

@@ -96,6 +96,9 @@ struct GlobalView {
   mlir::Value offsetOf(Emitter &e, mlir::ValueRange indices) const;
 };
 GlobalView unpackGlobal(Emitter &e, mlir::Value memref, mlir::MemRefType type);
+/// The address of the 32-bit word at `indices` of a global memref of them.
+mlir::Value wordAddress(Emitter &e, mlir::Value memref, mlir::MemRefType type,
+                        mlir::ValueRange indices);
 
 /// A predicate known at compile time (true or false) or held in an i1.
 struct Pred {

@@ -75,7 +75,8 @@ struct TileCheckTargetPass : impl::TileCheckTargetBase<TileCheckTargetPass> {
       return true;
     }
     WalkResult walk = kernel.walk([&](Operation *op) {
-      if (isa<TmaLoadOp, TmaStoreOp, TmaStoreWaitOp, AllocBarriersOp>(op) && !target.hasTma()) {
+      if (isa<TmaLoadOp, TmaStoreOp, BulkReduceOp, TmaStoreWaitOp, AllocBarriersOp>(op) &&
+          !target.hasTma()) {
         op->emitError() << "'" << op->getName()
                         << "' needs the copy engine of sm_90; the target is " << arch;
         return WalkResult::interrupt();

@@ -628,6 +628,21 @@ LogicalResult StoreRingOp::verify() {
   if (v.getElementType() != ring.getElementType())
     return emitOpError() << "the tile is " << v.getElementType() << " and the ring "
                          << ring.getElementType();
+  if (getFragments()) {
+    if (!v.getElementType().isF32() || getCol())
+      return emitOpError() << "stores fragments of an f32 tile, without a column offset";
+    if (getElemsPerThread(v) % 4 != 0 || ring.getCols() % 4 != 0)
+      return emitOpError() << "stores fragments in 16-byte chunks from a row's start: "
+                           << getElemsPerThread(v) << " elements a thread and " << ring.getCols()
+                           << " columns a row must be multiples of 4";
+    APInt row;
+    int64_t at = matchPattern(getRow(), m_ConstantInt(&row)) ? row.getSExtValue() : 0;
+    if (at < 0 || at * ring.getCols() + v.getNumElements() > ring.getRows() * ring.getCols())
+      return emitOpError() << "a tile of " << v.getNumElements() << " elements from row " << at
+                           << " does not fit a stage of " << ring.getRows() << "x"
+                           << ring.getCols();
+    return success();
+  }
   if (!getCol() && (v.getDimSize(1) != ring.getCols() || v.getDimSize(0) > ring.getRows()))
     return emitOpError() << "a " << v.getDimSize(0) << "x" << v.getDimSize(1)
                          << " tile does not fit whole rows of a stage of " << ring.getRows() << "x"
@@ -707,6 +722,58 @@ LogicalResult LoadRingOp::verify() {
 LogicalResult TmaStoreOp::verify() {
   return verifyTmaCopy(*this, getMap().getType(), getRing().getType(), getOuter(),
                        /*consumer=*/true);
+}
+
+LogicalResult BulkReduceOp::verify() {
+  if (failed(verifyInRegion(*this, /*consumer=*/true, /*helper=*/true)))
+    return failure();
+  RingType ring = getRing().getType();
+  MemRefType dest = getDest().getType();
+  if (!ring.getElementType().isF32() || !dest.getElementType().isF32())
+    return emitOpError() << "adds an f32 stage into f32 memory, got " << ring.getElementType()
+                         << " into " << dest.getElementType();
+  if (ring.getRows() * ring.getCols() * 4 % 16 != 0)
+    return emitOpError() << "a stage of " << ring.getRows() * ring.getCols() * 4
+                         << " bytes is not a multiple of 16";
+  if (int64_t(getIndices().size()) != dest.getRank())
+    return emitOpError() << "a memref of rank " << dest.getRank() << " takes " << dest.getRank()
+                         << " indices, got " << getIndices().size();
+  if (!dest.getLayout().isIdentity())
+    return emitOpError() << "adds into consecutive elements: the memref's rows must be dense, got "
+                         << dest;
+  return success();
+}
+
+LogicalResult LoadFragmentsOp::verify() {
+  if (failed(verifyInKernel(*this)))
+    return failure();
+  RankedTensorType t = getResult().getType();
+  MemRefType source = getSource().getType();
+  if (!isWarpgroupTile(t) || !t.getElementType().isF32() || !source.getElementType().isF32())
+    return emitOpError() << "loads an f32 #tile.wgmma tile from f32 memory, got " << source
+                         << " -> " << t;
+  if (getElemsPerThread(t) % 4 != 0)
+    return emitOpError() << "loads fragments in 16-byte chunks: " << getElemsPerThread(t)
+                         << " elements a thread are not a multiple of 4";
+  if (int64_t(getIndices().size()) != source.getRank())
+    return emitOpError() << "a memref of rank " << source.getRank() << " takes " << source.getRank()
+                         << " indices, got " << getIndices().size();
+  if (!source.getLayout().isIdentity())
+    return emitOpError() << "reads consecutive elements: the memref's rows must be dense, got "
+                         << source;
+  // A warpgroup's 128 threads read the tile: not in a producer or helper
+  // region (one thread each).
+  if (auto ws = (*this)->getParentOfType<WarpSpecializeOp>();
+      ws && !ws.getConsumer().isAncestor((*this)->getParentRegion()))
+    return emitOpError() << "reads a warpgroup's tile: outside tile.warp_specialize or in its "
+                            "consumer region";
+  return success();
+}
+
+void LoadFragmentsOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>> &effects) {
+  effects.emplace_back(MemoryEffects::Read::get(), &getSourceMutable(),
+                       SideEffects::DefaultResource::get());
 }
 
 LogicalResult TmaStoreWaitOp::verify() {
@@ -834,8 +901,8 @@ LogicalResult WarpSpecializeOp::verify() {
   Operation *collective = nullptr;
   getHelper().walk([&](Operation *op) {
     if (isa_and_nonnull<TileDialect>(op->getDialect()) &&
-        !isa<BarrierWaitOp, BarrierArriveOp, TmaStoreOp, TmaStoreWaitOp, FlagWaitOp, FlagSetOp,
-             ProgramIdOp, NumProgramsOp, ClusterRankOp, LoadWordOp, YieldOp>(op))
+        !isa<BarrierWaitOp, BarrierArriveOp, TmaStoreOp, BulkReduceOp, TmaStoreWaitOp, FlagWaitOp,
+             FlagSetOp, ProgramIdOp, NumProgramsOp, ClusterRankOp, LoadWordOp, YieldOp>(op))
       collective = op;
     return collective ? WalkResult::interrupt() : WalkResult::advance();
   });
@@ -843,7 +910,8 @@ LogicalResult WarpSpecializeOp::verify() {
     return collective->emitOpError()
            << "cannot run in the helper region of tile.warp_specialize, which is one thread "
               "(there: "
-              "tile.barrier_wait, barrier_arrive, tma_store, tma_store_wait, flag_wait, flag_set, "
+              "tile.barrier_wait, barrier_arrive, tma_store, bulk_reduce, tma_store_wait, "
+              "flag_wait, flag_set, "
               "program_id, num_programs, cluster_rank, load_word)";
   return success();
 }

@@ -751,13 +751,20 @@ def Tile_StoreRingOp : Tile_Op<"store_ring"> {
     for f32, the tile's columns inside the stage from there), so that two
     warpgroups can each write part of a stage's columns.
 
+    With `fragments` (f32, no `col`), the stage's bytes from row `row` hold
+    the tile in the order of the threads' registers instead: chunk j of
+    four elements of the warpgroup's thread t at 16 * (128 j + t) bytes (one
+    16-byte store each, consecutive threads side by side), a layout only
+    `tile.load_fragments` reads back, after `tile.bulk_reduce` or a copy
+    carried it to global memory as it is.
+
     ```mlir
     tile.store_ring %ds, %r[%s, %row]
         : tensor<64x64xbf16, #tile.wgmma>, !tile.ring<stages = 2, rows = 128, cols = 64, bf16>
     ```
   }];
   let arguments = (ins Tile_Tile:$value, Tile_RingType:$ring, Index:$stage, Index:$row,
-                       Optional<Index>:$col);
+                       Optional<Index>:$col, UnitAttr:$fragments);
   let assemblyFormat = [{
     $value `,` $ring `[` $stage `,` $row (`,` $col^)? `]` attr-dict `:` type($value) `,` type($ring)
   }];
@@ -765,7 +772,7 @@ def Tile_StoreRingOp : Tile_Op<"store_ring"> {
     // Without a column offset.
     OpBuilder<(ins "::mlir::Value":$value, "::mlir::Value":$ring, "::mlir::Value":$stage,
                    "::mlir::Value":$row), [{
-      build($_builder, $_state, value, ring, stage, row, ::mlir::Value());
+      build($_builder, $_state, value, ring, stage, row, ::mlir::Value(), false);
     }]>
   ];
   let hasVerifier = 1;
@@ -849,6 +856,57 @@ def Tile_TmaStoreOp : Tile_Op<"tma_store"> {
       build($_builder, $_state, ring, stage, map, row, col, ::mlir::ValueRange{}, false);
     }]>
   ];
+  let hasVerifier = 1;
+}
+
+def Tile_BulkReduceOp : Tile_Op<"bulk_reduce"> {
+  let summary = "Adds a ring stage's bytes into global memory as they are, with one bulk copy";
+  let description = [{
+    As `tile.tma_store {reduce}`, without a tensor map: one thread of the
+    warpgroup (in the helper region, its one thread) starts one bulk copy
+    that adds the f32 elements of stage `stage` of `ring`, all of its
+    rows x cols in the stage's byte order, to as many consecutive elements
+    of `dest` from the one at `indices` (rows packed, as `dest`'s strides
+    say), each addition atomic
+    (`cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32`), and
+    closes it into a group of its bulk copies; `tile.tma_store_wait` waits
+    for it. A stage written with `tile.store_ring {fragments}` thus adds a
+    tile in its registers' order into sums that `tile.load_fragments`
+    reads. The first element's address and the stage's bytes are
+    multiples of 16; nothing is masked (the sums are padded).
+
+    ```mlir
+    tile.bulk_reduce %part[%s], %sums[%block, %c0]
+        : !tile.ring<stages = 2, rows = 64, cols = 64, f32>, memref<?x4096xf32>
+    ```
+  }];
+  let arguments = (ins Tile_RingType:$ring, Index:$stage, Tile_GlobalMemRef:$dest,
+                       Variadic<Index>:$indices);
+  let assemblyFormat = [{
+    $ring `[` $stage `]` `,` $dest `[` $indices `]` attr-dict `:` type($ring) `,` type($dest)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tile_LoadFragmentsOp : Tile_Op<"load_fragments", [
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
+  let summary = "Loads a #tile.wgmma f32 tile stored in the order of its threads' registers";
+  let description = [{
+    Reads the tile `tile.store_ring {fragments}` wrote (and `tile.bulk_reduce`
+    added into global memory) from the consecutive elements of `source`
+    from the one at `indices`: chunk j of four elements of the warpgroup's
+    thread t at element 4 * (128 j + t) from there (one 16-byte load each,
+    consecutive threads side by side). Nothing is masked.
+
+    ```mlir
+    %part = tile.load_fragments %sums[%block, %c0] : memref<?x4096xf32> -> tensor<64x64xf32, #tile.wgmma>
+    ```
+  }];
+  let arguments = (ins Tile_GlobalMemRef:$source, Variadic<Index>:$indices);
+  let results = (outs Tile_Tile:$result);
+  let assemblyFormat = [{
+    $source `[` $indices `]` attr-dict `:` type($source) `->` type($result)
+  }];
   let hasVerifier = 1;
 }
 

@@ -43,7 +43,14 @@
 // (tile.store_ring), and one step later, once every consumer's is in,
 // computes its columns of dS K and adds them into the sums through shared
 // memory with TMA reductions (tile.tma_store {reduce}); a last kernel
-// writes dQ = scale * sums. Head dim 64 with one consumer, 128 with two.
+// writes dQ = scale * sums. With `dqfrag` the part goes into shared memory
+// in its registers' order (16-byte stores without a swizzle's arithmetic,
+// tile.store_ring {fragments}) and into the sums, laid out in that order,
+// by one bulk copy (tile.bulk_reduce), as FlashAttention-3 adds its dQ; the
+// last kernel reads it back so (tile.load_fragments): 2-4 % less time on the
+// H100 (bench/NOTES.md b22), the default but where the additions come in
+// order without a causal mask (4-5 % more there). Head dim 64 with one
+// consumer, 128 with two.
 // The additions come in any order (not bitwise repeatable) where the spec
 // says deterministic = 0: at head dim 128 on the H100 against the two
 // kernels 12-14 % less time at 16384 keys causal and at 4 x 2048 keys,
@@ -129,7 +136,7 @@ constexpr int64_t kDsStages = 3;
 
 struct Shape {
   int64_t consumers, bn, kvBm, stages;
-  bool overlap, fused, dsplit, sfirst, kvsfirst, qsplit;
+  bool overlap, fused, dsplit, sfirst, kvsfirst, qsplit, dqfrag;
   explicit Shape(const TileConfig &c)
       : consumers(c.get("consumers")), bn(c.get("bn")), kvBm(c.get("kv_bm")),
         stages(c.get("stages")), overlap(c.has("overlap") && c.get("overlap") != 0),
@@ -137,7 +144,8 @@ struct Shape {
         dsplit(c.has("dsplit") && c.get("dsplit") != 0),
         sfirst(c.has("sfirst") && c.get("sfirst") != 0),
         kvsfirst(c.has("kvsfirst") && c.get("kvsfirst") != 0),
-        qsplit(c.has("qsplit") && c.get("qsplit") != 0) {}
+        qsplit(c.has("qsplit") && c.get("qsplit") != 0),
+        dqfrag(c.has("dqfrag") && c.get("dqfrag") != 0) {}
   int64_t bm() const { return 64 * consumers; }
   /// The dK/dV kernel's keys per program: 64 per consumer, or 64 shared by
   /// the consumers with `dsplit`.
@@ -209,6 +217,12 @@ public:
          "and dS^T of both halves meet in shared memory, where dV's and dK's products read "
          "them (head dim 256 on sm_90a, kv_bm = 64, two stages; the default there; 0 when "
          "left out)"},
+        {"dqfrag", 0, 1, true,
+         "with fused, each consumer's part of dQ goes into shared memory in its registers' "
+         "order (16-byte stores, no swizzle) and is added into the f32 sums, laid out in that "
+         "order, by one bulk copy (no tensor map); the last kernel reads them back in that "
+         "order (with fused at head dim 128 the default, but adding in order without a causal "
+         "mask, and tuned; 0 when left out)"},
     };
     return keys;
   }
@@ -284,17 +298,22 @@ public:
     // 128 only: with the helper's additions 22 % slower to 13 % faster than
     // the two kernels, by the programs' count (bench/NOTES.md b20, b21); at
     // head dim 64 (one consumer, 64 keys a program, each a step behind the
-    // next) 1.8 x as long as the default under a causal mask.
+    // next) 1.8 x as long as the default under a causal mask. Each with
+    // the parts of dQ handed over in the registers' order (dqfrag) and
+    // through the tensor map.
     attention::Params pk(ks);
     if ((!pk.deterministic || pk.d == 128) && attention::atomicDqTunable(pk))
       for (int64_t overlap : {1, 0})
-        for (int64_t consumers : {1, 2}) {
-          TileConfig c = make(consumers, 128, 64, 2, overlap, 0, 0, /*fused=*/1);
-          if (llvm::Error err = checkConfig(ks, c))
-            llvm::consumeError(std::move(err));
-          else if (c != out.front())
-            out.push_back(std::move(c));
-        }
+        for (int64_t consumers : {1, 2})
+          for (int64_t dqfrag : {1, 0}) {
+            TileConfig c = make(consumers, 128, 64, 2, overlap, 0, 0, /*fused=*/1);
+            if (dqfrag)
+              c.set("dqfrag", 1);
+            if (llvm::Error err = checkConfig(ks, c))
+              llvm::consumeError(std::move(err));
+            else if (c != out.front())
+              out.push_back(std::move(c));
+          }
     return out;
   }
 
@@ -350,10 +369,18 @@ public:
     // causal mask 2-4 % more at 2048 programs, whose four query heads a
     // program make it four times as long, and 8 % more at one KV head
     // (Llama-3.1-70B TP8; b22): not the default there.
+    // The parts of dQ handed over in the registers' order (dqfrag; b22, on
+    // the H100 in the same call): in any order 2-4 % less time at every
+    // head dim 128 case (S4096, S8192 and S16384 causal, B4 S2048, Llama,
+    // and without a mask 1024 to 16384 keys); in order 2-4 % less under a
+    // causal mask (S4096 to S16384, Llama) but 4-5 % more without one (B4
+    // S2048): there the tensor map's.
     bool ordered = programs >= 2048 && (p.hq == p.hkv || !p.causal);
     if ((!p.deterministic || ordered) && attention::atomicDqTunable(p) && p.d == 128 &&
         programs >= 128) {
       TileConfig fused = make(2, 128, 64, 2, 1, 0, 0, /*fused=*/1);
+      if (!p.deterministic || p.causal)
+        fused.set("dqfrag", 1);
       if (llvm::Error err = checkConfig(ks, fused))
         llvm::consumeError(std::move(err));
       else
@@ -446,6 +473,8 @@ public:
                          llvm::Twine(int(s.overlap)) + ", fused = " + llvm::Twine(int(s.fused)));
     if (s.fused && p.layout == attention::Layout::THD)
       return configError("fused does not take packed sequences (THD)");
+    if (s.dqfrag && !s.fused)
+      return configError("dqfrag needs fused = 1 (it is how the fused kernel adds dQ's parts)");
     if (s.fused && s.kvBm != attention::kFusedQueryRows)
       return configError("fused needs kv_bm = " + llvm::Twine(attention::kFusedQueryRows) +
                          " (a step's queries are one warpgroup's rows of dQ's product), got " +
@@ -699,6 +728,23 @@ private:
       if (thd())
         return {seq, row, mul(head, cst(p.d))};
       return rowAt(seq, head, p.hkv, row);
+    }
+
+    /// dqfrag: where the part of dQ of consumer `k` for query tile `mi` (of
+    /// 64 rows) of `head` of sequence `seq` starts in the f32 sums (as
+    /// rowsType(hq, f32), dense rows): BHSD, each tile's 64 x d elements,
+    /// its consumers' parts one after another, fill its head's 64 rows of
+    /// the tile; BSHD, the tiles of every head of the sequence, the heads in
+    /// order, fill the 64 rows of the tile (a head's part no longer in that
+    /// head's columns), the part's first element given as the tile's first
+    /// row and an offset past its columns (addresses are linear in the
+    /// indices: no division by hq * d).
+    SmallVector<Value> fragAt(Value seq, Value head, Value mi, Value k) {
+      int64_t part = 64 * s.dqCols(p.d);
+      Value row0 = mul(mi, cst(64));
+      if (!bshd())
+        return {add(mul(seq, cst(p.hq)), head), add(row0, mul(k, cst(part / p.d))), cst(0)};
+      return {seq, row0, mul(add(mul(head, cst(s.consumers)), k), cst(part))};
     }
 
     /// Stores a consumer's dK (its sums times `scale`) and dV, the rows of
@@ -969,10 +1015,10 @@ private:
     /// The dK/dV kernel and its arguments (both targets alike, but for how
     /// K and V (`kvIn`), Q and dO (`qIn`) and the workspace (`wsIn`) come
     /// in): K, V, Q, dO, the workspace, dK, dV; scale * log2(e), scale, sq,
-    /// sk; the partial sums and the head split; fused, `dqSums` (a map of
-    /// dQ's f32 sums); THD: the offsets (kept in cuQ and cuK). Programs:
-    /// ceil(sk / bn) * batch * hkv * split; dK's first size is the batch
-    /// (BSHD) or batch * hkv (BHSD); THD: K's offsets are the batch and one.
+    /// sk; the partial sums and the head split; fused, `dqSums` (a tensor
+    /// map of dQ's f32 sums, or with dqfrag their view); THD: the offsets (kept in cuQ and cuK).
+    /// Programs: ceil(sk / bn) * batch * hkv * split; dK's first size is the batch (BSHD) or batch
+    /// * hkv (BHSD); THD: K's offsets are the batch and one.
     struct DkvKernel {
       tt::KernelOp kernel;
       Block *entry;
@@ -1120,6 +1166,23 @@ private:
       Value row0 = mul(arith::RemUIOp::create(b, loc, pid, blocks), cst(64));
       Value bh = arith::DivUIOp::create(b, loc, pid, blocks);
       SmallVector<Value> at = rowAt(divu(bh, p.hq), remu(bh, p.hq), p.hq, row0);
+      if (s.fused && s.dqfrag) {
+        // The consumers' parts, each in its registers' order (fragAt).
+        int64_t cols = s.dqCols(p.d);
+        auto part = RankedTensorType::get({64, cols}, f32, tt::WgmmaLayoutAttr::get(&c));
+        Value seq = divu(bh, p.hq), head = remu(bh, p.hq), mi = divu(row0, 64);
+        for (int64_t k = 0; k < s.consumers; ++k) {
+          Value sum =
+              tt::LoadFragmentsOp::create(b, loc, part, dqSum, fragAt(seq, head, mi, cst(k)));
+          SmallVector<Value> to = at;
+          to.back() = add(to.back(), cst(k * cols));
+          tt::StoreOp::create(b, loc, arith::MulFOp::create(b, loc, sum, splat(part, scale)), dQ,
+                              to);
+        }
+        tt::ReturnOp::create(b, loc);
+        b.setInsertionPointAfter(kernel);
+        return;
+      }
       auto tile = RankedTensorType::get({64, p.d}, f32, tt::WgmmaLayoutAttr::get(&c));
       Value sum = tt::LoadOp::create(b, loc, tile, dqSum, at, nullptr, nullptr);
       tt::StoreOp::create(b, loc, arith::MulFOp::create(b, loc, sum, splat(tile, scale)), dQ, at);
@@ -1277,16 +1340,19 @@ private:
       auto mapStat = tt::TensorMapType::get(&c, 8, 32, f32, 3);
       // K, V, Q and dO through tensor maps, the workspace through one
       // ([2, b * hq, rows]); fused, the map of dQ's f32 sums (as Q's, rows
-      // padded), whose boxes are a consumer's panels. (Fused, named for what
-      // it computes: dK, dV and dQ's parts.)
+      // padded), whose boxes are a consumer's panels, or with dqfrag the
+      // sums' view (fragAt). (Fused, named for what it computes: dK, dV and
+      // dQ's parts.)
       DkvKernel kk = makeDkv(s.fused ? "attn_bwd_fused_" : "attn_bwd_dkdv_", mapKV, mapQ, mapStat,
-                             s.fused ? tt::TensorMapType::get(&c, s.kvBm, 32, f32, 4) : Type(),
+                             !s.fused   ? Type()
+                             : s.dqfrag ? Type(rowsType(p.hq, f32))
+                                        : Type(tt::TensorMapType::get(&c, s.kvBm, 32, f32, 4)),
                              128 * (s.consumers + 1), /*minBlocks=*/1);
       auto kernel = kk.kernel;
       Block *entry = kk.entry;
       Value kMap = kk.k, vMap = kk.v, qMap = kk.q, doMap = kk.dOIn, statMap = kk.ws;
       Value dK = kk.dK, dV = kk.dV, scaleLog2 = kk.scaleLog2, scale = kk.scale;
-      Value sqV = kk.sq, skV = kk.sk, partials = kk.partials, split = kk.split, dqMap = kk.dqSums;
+      Value sqV = kk.sq, skV = kk.sk, partials = kk.partials, split = kk.split, dqSums = kk.dqSums;
       Value flags = kk.flags;
 
       Value rk = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
@@ -1305,7 +1371,8 @@ private:
       // Fused: each step's dS^T, every consumer's keys as rows, in one of
       // kDsStages stages; a stage is whole once every consumer arrived on its
       // barrier.
-      // And each consumer's part of dQ (f32), added into the sums by TMA.
+      // And each consumer's part of dQ (f32), added into the sums by TMA
+      // (dqfrag: by a bulk copy).
       Value rds, dsFull, rdq;
       if (s.fused) {
         rds = tt::AllocRingOp::create(b, loc, tt::RingType::get(&c, kDsStages, bn, s.kvBm, dt),
@@ -1340,6 +1407,22 @@ private:
       Seq ps = t.ps;
       Value mEnd = t.mEnd, mStart = t.mStart, mMasked = t.mMasked;
       Value count = sub(mEnd, mStart);
+      // A consumer's part into its stage of `rdq` (dqfrag: in its
+      // registers' order), and stage k's part added into the sums (query
+      // tile mi of `head`): by TMA through the sums' tensor map, a
+      // reduction per panel, or (dqfrag) by one bulk copy into the block
+      // fragAt places.
+      auto storePart = [&](Value dq, Value k) {
+        tt::StoreRingOp::create(b, loc, dq, rdq, k, cst(0), Value(), s.dqfrag);
+      };
+      auto addPart = [&](Value k, Value head, Value mi) {
+        if (s.dqfrag) {
+          tt::BulkReduceOp::create(b, loc, rdq, k, dqSums, fragAt(seq, head, mi, k));
+          return;
+        }
+        tt::TmaStoreOp::create(b, loc, rdq, k, dqSums, mul(mi, cst(s.kvBm)),
+                               mul(k, cst(s.dqCols(p.d))), ValueRange{head, seq}, /*reduce=*/true);
+      };
 
       auto ws_ = tt::WarpSpecializeOp::create(b, loc, s.consumers, 24, 240);
       {
@@ -1429,10 +1512,10 @@ private:
         // part is written there and one thread adds it into the sums (query
         // tile mi of `head`) with TMA (a reduction per panel, not a red
         // instruction per pair of elements; the scale comes with the
-        // conversion). Ordered: the helper adds it, in its turn (its
-        // region's comment); the consumer waits only for its stage to be
-        // free (the addition before, `done` - 2: round -1 at the first,
-        // complete from the start) and says the part is in.
+        // conversion), or with dqfrag one bulk copy (addPart). Ordered: the helper adds it, in its
+        // turn (its region's comment); the consumer waits only for its stage to be free (the
+        // addition before, `done` - 2: round -1 at the first, complete from the start) and says the
+        // part is in.
         auto addDqPart = [&](Value dq, Value done, Value head, Value mi) {
           Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, done, cst(0));
           auto some = scf::IfOp::create(b, loc, any, /*withElseRegion=*/false);
@@ -1440,15 +1523,13 @@ private:
           b.setInsertionPointToStart(some.thenBlock());
           if (ordered()) {
             tt::BarrierWaitOp::create(b, loc, dqFree, consumer, sub(done, cst(2)));
-            tt::StoreRingOp::create(b, loc, dq, rdq, consumer, cst(0));
+            storePart(dq, consumer);
             tt::BarrierArriveOp::create(b, loc, dqFull, consumer);
             return;
           }
           tt::TmaStoreWaitOp::create(b, loc, 0, /*read=*/true);
-          tt::StoreRingOp::create(b, loc, dq, rdq, consumer, cst(0));
-          tt::TmaStoreOp::create(b, loc, rdq, consumer, dqMap, mul(mi, cst(s.kvBm)),
-                                 mul(consumer, cst(dqCols)), ValueRange{head, seq},
-                                 /*reduce=*/true);
+          storePart(dq, consumer);
+          addPart(consumer, head, mi);
         };
         // The rest of a fused step (carried: dK, dV and the step counter):
         // dS^T into this consumer's rows of its stage, the previous step's
@@ -1746,7 +1827,7 @@ private:
       // part is in its stage, it waits on the tile's flag word for this
       // program's turn (the key tiles after its own whose keys the tile's
       // queries see add first: under a causal mask up to mi * kv_bm / bn,
-      // without one every key tile), adds the parts with TMA, gives the
+      // without one every key tile), adds the parts (addPart), gives the
       // stages back once the additions have read them and, once they are
       // whole in the sums, sets the flag to the turn after.
       // Each element's sum takes its parts in one order on every run, and
@@ -1759,7 +1840,6 @@ private:
       if (ordered()) {
         OpBuilder::InsertionGuard guard(b);
         b.createBlock(&ws_.getHelper());
-        int64_t dqCols = s.dqCols(p.d);
         Value keyTiles = ceilDiv(toI32(skV), bn), nTile = divu(toI32(n0), bn);
         Value start = toI32(mStart), end = toI32(mEnd), seq32 = toI32(seq);
         Value steps = toI32(mul(count, heads));
@@ -1773,9 +1853,7 @@ private:
             tt::BarrierWaitOp::create(b, loc, dqFull, cst(k), toIndex(it));
           tt::FlagWaitOp::create(b, loc, flags, flag, toIndex(turn), /*async_proxy=*/true);
           for (int64_t k = 0; k < s.consumers; ++k)
-            tt::TmaStoreOp::create(b, loc, rdq, cst(k), dqMap,
-                                   toIndex(mul(mi, cstLike(mi, s.kvBm))), cst(k * dqCols),
-                                   ValueRange{toIndex(head), seq}, /*reduce=*/true);
+            addPart(cst(k), toIndex(head), toIndex(mi));
           tt::TmaStoreWaitOp::create(b, loc, 0, /*read=*/true);
           for (int64_t k = 0; k < s.consumers; ++k)
             tt::BarrierArriveOp::create(b, loc, dqFree, cst(k));

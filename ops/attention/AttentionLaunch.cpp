@@ -450,9 +450,11 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
   KernelArg scaleLog2 = KernelArg::f32(float(double(scale) * M_LOG2E));
   KernelArg dqSums = w.dqSums(c);
   // Fused: the dK/dV kernel adds its parts of dQ into the sums through a
-  // tensor map of them (f32, as Q's with the rows padded).
+  // tensor map of them (f32, as Q's with the rows padded), or (config
+  // dqfrag) into the sums' view, in its registers' order.
   CUtensorMap sumsMap = {};
-  if (fused) {
+  bool sumsByMap = fused && dkv.params[13].kind == ParamInfo::TensorMap;
+  if (sumsByMap) {
     auto m = mapOf(op, "dQ's sums", c, w.dqSumsAt(c), workspaceRows(c), c.hq,
                    dkv.params[13].staticSizes, DType::F32);
     if (!m)
@@ -515,7 +517,9 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
                         KernelArg::index(c.sk),
                         partials,
                         KernelArg::index(w.split),
-                        fused ? KernelArg::tensorMap(sumsMap) : cuQ,
+                        sumsByMap ? KernelArg::tensorMap(sumsMap)
+                        : fused   ? dqSums
+                                  : cuQ,
                         ordered ? w.flags(c) : cuK};
   // Ordered: the flags start at 0 (what the kernel counts from).
   if (ordered) {

@@ -921,6 +921,37 @@ TEST_F(GpuAttention, BackwardFusedInOrderRepeatsBitwise) {
                        "bn=128 consumers=1 fused=1 kv_bm=64 stages=2"}));
 }
 
+TEST_F(GpuAttention, BackwardFusedPartsInRegisterOrder) {
+  // dqfrag: each consumer's part of dQ stored in its registers' order and
+  // added by one bulk copy into sums laid out so, which the last kernel
+  // reads back so: every element against float64, in any order and in a
+  // fixed one (then bitwise equal over two runs), both layouts (their
+  // blocks of the sums are placed apart), causal or not, ragged and long
+  // sequences, GQA and MQA with the heads split, f16, without overlap;
+  // head dims 64 (one consumer) and 128 (two).
+  for (auto [d, cfg] :
+       {std::pair{int64_t(64), "bn=128 consumers=1 dqfrag=1 fused=1 kv_bm=64 overlap=1 stages=2"},
+        std::pair{int64_t(128),
+                  "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 stages=2"}}) {
+    for (bool ordered : {false, true}) {
+      auto run = [&](Case c) { runBackward(ordered ? inOrder(c) : c); };
+      for (bool causal : {true, false}) {
+        run({1, 383, 383, 2, 2, d, causal, Layout::BSHD, DType::BF16, 0.0f, cfg});
+        run({2, 1024, 1024, 4, 1, d, causal, Layout::BHSD, DType::BF16, 0.0f, cfg});
+        run({2, 300, 300, 3, 3, d, causal, Layout::BSHD, DType::BF16, 0.0f, cfg});
+      }
+      run({1, 65, 300, 2, 2, d, false, Layout::BSHD, DType::F16, 0.0f, cfg});
+      run({1, 250, 100, 2, 2, d, true, Layout::BHSD, DType::BF16, 0.0f, cfg});
+      run({1, 100, 250, 2, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg});
+      run({4, 256, 256, 8, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg});
+    }
+  }
+  runBackward({1, 700, 700, 4, 2, 128, true, Layout::BHSD, DType::BF16, 1.0f,
+               "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 stages=2"});
+  runBackward(inOrder({1, 700, 700, 4, 2, 128, false, Layout::BSHD, DType::BF16, 0.0f,
+                       "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 stages=2"}));
+}
+
 TEST_F(GpuAttention, AFusedWinnerRunsOnlyInTheModeItWasBuiltFor) {
   // The same call's two specs, deterministic or not, are tuned and stored
   // apart. A fused winner stored for the nondeterministic one is handed out

@@ -91,10 +91,18 @@ void expectClean(const KernelSpec &spec, const TileConfig &config) {
   }
   if (fused) {
     // dS^T into shared memory for dQ's product; dQ's parts added into the
-    // sums by TMA from shared memory.
+    // sums by TMA from shared memory (dqfrag: in the registers' order, one
+    // bulk copy a part, no tensor map, read back so by the last kernel).
+    bool frag = config.has("dqfrag") && config.get("dqfrag") != 0;
     EXPECT_NE(k->ptx.find("stmatrix.sync.aligned"), std::string::npos);
-    EXPECT_NE(k->ptx.find("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group"),
-              std::string::npos);
+    EXPECT_EQ(
+        k->ptx.find("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group") !=
+            std::string::npos,
+        !frag);
+    EXPECT_EQ(k->ptx.find("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32") !=
+                  std::string::npos,
+              frag);
+    EXPECT_EQ(k->ptx.find("ld.global.v4.f32") != std::string::npos, frag);
     EXPECT_EQ(k->ptx.find("red.global.add"), std::string::npos);
     EXPECT_EQ(k->entries[0].params.size(), 6u);
     // For a deterministic spec the flags its additions are ordered by come
@@ -119,10 +127,14 @@ void expectClean(const KernelSpec &spec, const TileConfig &config) {
       EXPECT_EQ(flags.kind, ParamInfo::View);
       EXPECT_EQ(flags.staticSizes, (std::vector<int64_t>{-1, -1, attention::kFlagsPerTile}));
     }
-    // dQ's sums: an f32 tensor map whose box is one 32-column panel.
-    EXPECT_EQ(k->entries[1].params[13].kind, ParamInfo::TensorMap);
+    // dQ's sums: an f32 tensor map whose box is one 32-column panel
+    // (dqfrag: a view of them, as the other kernels take them).
+    EXPECT_EQ(k->entries[1].params[13].kind, frag ? ParamInfo::View : ParamInfo::TensorMap);
     EXPECT_EQ(k->entries[1].params[13].elem, DType::F32);
-    EXPECT_EQ(k->entries[1].params[13].staticSizes[1], 32);
+    if (frag)
+      EXPECT_EQ(k->entries[1].params[13].staticSizes, k->entries[0].params[4].staticSizes);
+    else
+      EXPECT_EQ(k->entries[1].params[13].staticSizes[1], 32);
     EXPECT_EQ(k->entries[3].params.size(), 4u);
     return;
   }
@@ -723,6 +735,40 @@ TEST(AttentionCompile, PtxasInjectsNoWaitBetweenTheOverlappedScoreProducts) {
   }
 }
 
+TEST(AttentionCompile, FusedPartsInRegisterOrderBuildClean) {
+  // dqfrag: the parts of dQ in the registers' order, added by bulk copies:
+  // head dims 64 (one consumer) and 128 (two), both masks and layouts, in
+  // any order and in a fixed one (GQA with the heads split), f16, without
+  // overlap; no spill byte. The other fused configs' kernels take the
+  // tensor map (expectClean checks both).
+  for (int64_t d : {64, 128})
+    for (bool causal : {false, true})
+      for (Layout l : {Layout::BSHD, Layout::BHSD})
+        for (bool deterministic : {false, true}) {
+          attention::Params p =
+              deterministic ? backward(d, causal, l) : nondeterministic(d, causal, l);
+          expectClean(p, *TileConfig::parse(
+                             d == 64 ? "bn=128 consumers=1 dqfrag=1 fused=1 kv_bm=64 overlap=1 "
+                                       "stages=2"
+                                     : "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 "
+                                       "stages=2"));
+        }
+  expectClean(nondeterministic(128, true, Layout::BSHD, DType::F16),
+              *TileConfig::parse("bn=64 consumers=2 dqfrag=1 fused=1 kv_bm=64 stages=2"));
+  expectClean(backward(128, false, Layout::BHSD, DType::F16),
+              *TileConfig::parse("bn=64 consumers=2 dqfrag=1 fused=1 kv_bm=64 stages=2"));
+  // Head counts whose hq * d is no power of two (BSHD places the parts
+  // across the heads' columns).
+  for (auto [hq, hkv] : {std::pair{int64_t(3), int64_t(3)}, std::pair{int64_t(12), int64_t(4)}})
+    for (bool deterministic : {false, true}) {
+      attention::Params p = deterministic ? backward(128, true) : nondeterministic(128, true);
+      p.hq = hq;
+      p.hkv = hkv;
+      expectClean(
+          p, *TileConfig::parse("bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 stages=2"));
+    }
+}
+
 TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
   // dQ in the dK/dV kernel: head dim 64 with one consumer, 128 with two
   // (each 64 of dQ's columns; no spills: SpillRule.h allows none),
@@ -773,7 +819,9 @@ TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
                    "sfirst needs overlap = 1 and the dQ kernel (no fused dQ); got overlap = 1, "
                    "fused = 1"},
         std::tuple{fast(128), "bn=128 consumers=2 kv_bm=64 kvsfirst=1 overlap=0 stages=2",
-                   "kvsfirst needs overlap = 1 and no fused dQ; got overlap = 0, fused = 0"}}) {
+                   "kvsfirst needs overlap = 1 and no fused dQ; got overlap = 0, fused = 0"},
+        std::tuple{fast(128), "bn=128 consumers=2 dqfrag=1 kv_bm=64 overlap=1 stages=2",
+                   "dqfrag needs fused = 1"}}) {
     auto err = t.checkConfig(p, *TileConfig::parse(cfg));
     ASSERT_TRUE(bool(err)) << cfg;
     EXPECT_NE(llvm::toString(std::move(err)).find(what), std::string::npos) << cfg;
@@ -787,7 +835,8 @@ TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
         << "head dim 128 adds in order with GQA, causal = " << causal;
   }
   // Nondeterministic: in the tuning space (head dims 64 and 128, two
-  // stages, overlap on and off; at 128 the default is one of them:
+  // stages, overlap on and off, the parts of dQ in the registers' order
+  // or through the tensor map; at 128 the default is one of them:
   // NondeterministicDefaultIsFusedAtHeadDim128), built without a spill
   // byte; not with packed sequences. Deterministic: at head dim 128 where
   // the rules let it add in order (DeterministicDefaultAddsInOrderWithManyPrograms
@@ -813,8 +862,9 @@ TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
           for (const EntryInfo &e : k->entries)
             EXPECT_EQ(e.spillBytes, 0) << c.canonical() << " " << e.name << "\n" << k->log;
         }
-        // (Deterministic at 128: the two in order, overlap on and off.)
-        EXPECT_EQ(fusedInSpace, !deterministic || d == 128 ? 2 : 0) << d << causal;
+        // (Deterministic at 128: the ones in order, overlap on and off,
+        // dqfrag on and off.)
+        EXPECT_EQ(fusedInSpace, !deterministic || d == 128 ? 4 : 0) << d << causal;
       }
   for (const TileConfig &c : t.configSpace(nondeterministic(64, true, Layout::THD)))
     EXPECT_FALSE(c.has("fused") && c.get("fused")) << c.canonical();
@@ -1026,7 +1076,9 @@ TEST(AttentionCompile, NondeterministicDefaultIsFusedAtHeadDim128) {
   attention::Params p = nondeterministic(128, true);
   EXPECT_TRUE(fusedDefault(p));
   EXPECT_EQ(t.defaultConfig(p).canonical(),
-            "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 stages=2");
+            "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 stages=2");
+  EXPECT_EQ(t.defaultConfig(nondeterministic(128, false)).canonical(),
+            "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 stages=2");
   EXPECT_TRUE(fusedDefault(nondeterministic(128, false)));
   EXPECT_TRUE(fusedDefault(nondeterministic(128, true, Layout::BHSD)));
   p.hq = 8;
@@ -1057,7 +1109,8 @@ TEST(AttentionCompile, DeterministicDefaultAddsInOrderWithManyPrograms) {
   p.sq = p.sk = 8192; // 64 key tiles x 32 heads
   EXPECT_TRUE(fusedDefault(p));
   EXPECT_EQ(t.defaultConfig(p).canonical(),
-            "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 stages=2");
+            "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 stages=2")
+      << "under a causal mask, the parts in the registers' order";
   p.layout = Layout::BHSD;
   EXPECT_TRUE(fusedDefault(p));
   p.layout = Layout::THD;
@@ -1068,6 +1121,9 @@ TEST(AttentionCompile, DeterministicDefaultAddsInOrderWithManyPrograms) {
   p.sq = p.sk = 8192;
   p.causal = false;
   EXPECT_TRUE(fusedDefault(p)) << "without a mask";
+  EXPECT_EQ(t.defaultConfig(p).canonical(),
+            "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 stages=2")
+      << "without one, through the tensor map";
   p.b = 4;
   p.sq = p.sk = 2048; // 16 key tiles x 4 sequences x 32 heads
   EXPECT_TRUE(fusedDefault(p)) << "without a mask";

@@ -1393,3 +1393,100 @@ tile.kernel @warpgroup_op_in_helper() attributes {block_threads = 256 : i64, gri
   }
   tile.return
 }
+
+// -----
+
+#acc = #tile.wgmma
+tile.kernel @fragments_of_bf16() attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 1, rows = 64, cols = 64, bf16>
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    %one = arith.constant 1.0 : bf16
+    %t = tile.splat %one : bf16 -> tensor<64x64xbf16, #acc>
+    // expected-error @+1 {{stores fragments of an f32 tile, without a column offset}}
+    tile.store_ring %t, %r[%c0, %c0] {fragments} : tensor<64x64xbf16, #acc>, !tile.ring<stages = 1, rows = 64, cols = 64, bf16>
+    tile.yield
+  }
+  tile.return
+}
+
+// -----
+
+tile.kernel @bulk_reduce_bf16(%m: memref<?x64xbf16>) attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 1, rows = 64, cols = 64, bf16>
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    // expected-error @+1 {{adds an f32 stage into f32 memory}}
+    tile.bulk_reduce %r[%c0], %m[%c0, %c0] : !tile.ring<stages = 1, rows = 64, cols = 64, bf16>, memref<?x64xbf16>
+    tile.yield
+  }
+  tile.return
+}
+
+// -----
+
+tile.kernel @bulk_reduce_strided(%m: memref<?x64xf32, strided<[?, 1]>>) attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 1, rows = 64, cols = 64, f32>
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    // expected-error @+1 {{adds into consecutive elements: the memref's rows must be dense}}
+    tile.bulk_reduce %r[%c0], %m[%c0, %c0] : !tile.ring<stages = 1, rows = 64, cols = 64, f32>, memref<?x64xf32, strided<[?, 1]>>
+    tile.yield
+  }
+  tile.return
+}
+
+// -----
+
+#acc = #tile.wgmma
+tile.kernel @load_fragments_in_producer(%m: memref<?x64xf32>) attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    // expected-error @+1 {{reads a warpgroup's tile: outside tile.warp_specialize or in its consumer region}}
+    %t = tile.load_fragments %m[%c0, %c0] : memref<?x64xf32> -> tensor<64x64xf32, #acc>
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    tile.yield
+  }
+  tile.return
+}
+
+// -----
+
+#acc = #tile.wgmma
+tile.kernel @load_fragments_bf16(%m: memref<?x64xbf16>) attributes {block_threads = 128 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{loads an f32 #tile.wgmma tile from f32 memory}}
+  %t = tile.load_fragments %m[%c0, %c0] : memref<?x64xbf16> -> tensor<64x64xf32, #acc>
+  tile.return
+}
+
+// -----
+
+#acc = #tile.wgmma
+tile.kernel @fragments_past_the_stage() attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %r = tile.alloc_ring : !tile.ring<stages = 1, rows = 64, cols = 64, f32>
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    %one = arith.constant 1.0 : f32
+    %t = tile.splat %one : f32 -> tensor<64x64xf32, #acc>
+    // expected-error @+1 {{a tile of 4096 elements from row 32 does not fit a stage of 64x64}}
+    tile.store_ring %t, %r[%c0, %c32] {fragments} : tensor<64x64xf32, #acc>, !tile.ring<stages = 1, rows = 64, cols = 64, f32>
+    tile.yield
+  }
+  tile.return
+}
