@@ -8,10 +8,11 @@
 // tile.tma_store / tma_store_wait -> the warpgroup leader's bulk copies out
 // of a stage, its commit and wait, and a barrier of the warpgroup;
 // tile.bulk_reduce -> the leader's one non-tensor bulk addition of a stage
-// into global memory, committed as a group; tile.flag_wait / flag_set -> the leader's acquiring
-// spin or fenced store of a word in global memory, and a barrier of the warpgroup (in a helper
-// region, these four and barrier_arrive on the helper's one thread, with no
-// leader to pick and no barrier); tile.warp_specialize -> a branch on the
+// into global memory, committed as a group; tile.flag_wait / flag_set ->
+// the leader's acquiring spin or fenced store of a word in global memory,
+// and a barrier of the warpgroup (in a helper region, these five and
+// barrier_arrive on the helper's one thread, with no leader to pick and no
+// barrier); tile.warp_specialize -> a branch on the
 // warpgroup index, setmaxnreg in each branch, the producer's region on one
 // thread, the helper's on another, the consumers' with their index.
 //

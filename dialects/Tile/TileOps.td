@@ -866,8 +866,9 @@ def Tile_BulkReduceOp : Tile_Op<"bulk_reduce"> {
     warpgroup (in the helper region, its one thread) starts one bulk copy
     that adds the f32 elements of stage `stage` of `ring`, all of its
     rows x cols in the stage's byte order, to as many consecutive elements
-    of `dest` from the one at `indices` (rows packed, as `dest`'s strides
-    say), each addition atomic
+    of `dest` (dense rows) from the one at `indices` (its offset is linear
+    in them: the last may run past its dimension into the rows after),
+    each addition atomic
     (`cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32`), and
     closes it into a group of its bulk copies; `tile.tma_store_wait` waits
     for it. A stage written with `tile.store_ring {fragments}` thus adds a
@@ -894,7 +895,8 @@ def Tile_LoadFragmentsOp : Tile_Op<"load_fragments", [
   let description = [{
     Reads the tile `tile.store_ring {fragments}` wrote (and `tile.bulk_reduce`
     added into global memory) from the consecutive elements of `source`
-    from the one at `indices`: chunk j of four elements of the warpgroup's
+    (dense rows) from the one at `indices` (as for `tile.bulk_reduce`, the
+    last may run past its dimension): chunk j of four elements of the warpgroup's
     thread t at element 4 * (128 j + t) from there (one 16-byte load each,
     consecutive threads side by side). Nothing is masked.
 

@@ -1016,9 +1016,10 @@ private:
     /// K and V (`kvIn`), Q and dO (`qIn`) and the workspace (`wsIn`) come
     /// in): K, V, Q, dO, the workspace, dK, dV; scale * log2(e), scale, sq,
     /// sk; the partial sums and the head split; fused, `dqSums` (a tensor
-    /// map of dQ's f32 sums, or with dqfrag their view); THD: the offsets (kept in cuQ and cuK).
-    /// Programs: ceil(sk / bn) * batch * hkv * split; dK's first size is the batch (BSHD) or batch
-    /// * hkv (BHSD); THD: K's offsets are the batch and one.
+    /// map of dQ's f32 sums, or with dqfrag their view); THD: the offsets
+    /// (kept in cuQ and cuK). Programs: ceil(sk / bn) * batch * hkv * split;
+    /// dK's first size is the batch (BSHD) or batch * hkv (BHSD); THD: K's
+    /// offsets are the batch and one.
     struct DkvKernel {
       tt::KernelOp kernel;
       Block *entry;
@@ -1512,10 +1513,11 @@ private:
         // part is written there and one thread adds it into the sums (query
         // tile mi of `head`) with TMA (a reduction per panel, not a red
         // instruction per pair of elements; the scale comes with the
-        // conversion), or with dqfrag one bulk copy (addPart). Ordered: the helper adds it, in its
-        // turn (its region's comment); the consumer waits only for its stage to be free (the
-        // addition before, `done` - 2: round -1 at the first, complete from the start) and says the
-        // part is in.
+        // conversion), or with dqfrag one bulk copy (addPart). Ordered:
+        // the helper adds it, in its turn (its region's comment); the
+        // consumer waits only for its stage to be free (the addition before,
+        // `done` - 2: round -1 at the first, complete from the start) and
+        // says the part is in.
         auto addDqPart = [&](Value dq, Value done, Value head, Value mi) {
           Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, done, cst(0));
           auto some = scf::IfOp::create(b, loc, any, /*withElseRegion=*/false);
