@@ -1166,27 +1166,25 @@ private:
       Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
       Value row0 = mul(arith::RemUIOp::create(b, loc, pid, blocks), cst(64));
       Value bh = arith::DivUIOp::create(b, loc, pid, blocks);
-      SmallVector<Value> at = rowAt(divu(bh, p.hq), remu(bh, p.hq), p.hq, row0);
-      if (s.fused && s.dqfrag) {
+      Value seq = divu(bh, p.hq), head = remu(bh, p.hq);
+      SmallVector<Value> at = rowAt(seq, head, p.hq, row0);
+      if (s.dqfrag) {
         // The consumers' parts, each in its registers' order (fragAt).
         int64_t cols = s.dqCols(p.d);
         auto part = RankedTensorType::get({64, cols}, f32, tt::WgmmaLayoutAttr::get(&c));
-        Value seq = divu(bh, p.hq), head = remu(bh, p.hq), mi = divu(row0, 64);
         for (int64_t k = 0; k < s.consumers; ++k) {
-          Value sum =
-              tt::LoadFragmentsOp::create(b, loc, part, dqSum, fragAt(seq, head, mi, cst(k)));
+          Value sum = tt::LoadFragmentsOp::create(b, loc, part, dqSum,
+                                                  fragAt(seq, head, divu(row0, 64), cst(k)));
           SmallVector<Value> to = at;
           to.back() = add(to.back(), cst(k * cols));
           tt::StoreOp::create(b, loc, arith::MulFOp::create(b, loc, sum, splat(part, scale)), dQ,
                               to);
         }
-        tt::ReturnOp::create(b, loc);
-        b.setInsertionPointAfter(kernel);
-        return;
+      } else {
+        auto tile = RankedTensorType::get({64, p.d}, f32, tt::WgmmaLayoutAttr::get(&c));
+        Value sum = tt::LoadOp::create(b, loc, tile, dqSum, at, nullptr, nullptr);
+        tt::StoreOp::create(b, loc, arith::MulFOp::create(b, loc, sum, splat(tile, scale)), dQ, at);
       }
-      auto tile = RankedTensorType::get({64, p.d}, f32, tt::WgmmaLayoutAttr::get(&c));
-      Value sum = tt::LoadOp::create(b, loc, tile, dqSum, at, nullptr, nullptr);
-      tt::StoreOp::create(b, loc, arith::MulFOp::create(b, loc, sum, splat(tile, scale)), dQ, at);
       tt::ReturnOp::create(b, loc);
       b.setInsertionPointAfter(kernel);
     }
