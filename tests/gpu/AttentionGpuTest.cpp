@@ -19,6 +19,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <random>
 
 #include "autotune/Tuner.h"
@@ -31,6 +33,7 @@
 #include "service/Engine.h"
 #include "tests/support/Compare.h"
 #include "tests/support/GpuTarget.h"
+#include "tests/support/Parallel.h"
 #include "tests/support/Seed.h"
 #include "tests/support/SpillRule.h"
 #include "tests/support/TempDir.h"
@@ -113,6 +116,29 @@ protected:
     return size_t(((batch * h + head) * s + row) * c.d);
   }
 
+  /// A kernel compiled and loaded once per (spec, config) for the whole
+  /// test program: cases that differ only in their sizes share it. (Never
+  /// freed: modules outlive the tests, not the driver.)
+  struct Built {
+    CompiledKernel compiled;
+    std::unique_ptr<LoadedKernel> loaded;
+  };
+  static llvm::Expected<Built &> build(const KernelSpec &spec, const TileConfig &config) {
+    static auto *built = new std::map<std::string, std::unique_ptr<Built>>();
+    std::string key = kernelKey(spec, config);
+    auto it = built->find(key);
+    if (it != built->end())
+      return *it->second;
+    auto compiled = compileKernel(spec, config);
+    if (!compiled)
+      return compiled.takeError();
+    auto loaded = LoadedKernel::load(*compiled);
+    if (!loaded)
+      return loaded.takeError();
+    auto entry = std::make_unique<Built>(Built{std::move(*compiled), std::move(*loaded)});
+    return *built->emplace(key, std::move(entry)).first->second;
+  }
+
   /// Packed sequences: the offsets of Q's and K's rows into device buffers
   /// (kept in cuQ and cuK), named in `call`.
   static void uploadOffsets(const std::vector<int64_t> &startsQ,
@@ -181,11 +207,9 @@ protected:
     ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
     auto config = TileConfig::parse(c.config); // empty: the default
     ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
-    auto compiled = compileKernel(*spec, *config);
-    ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
-    EXPECT_EQ(compiled->entries.front().spillBytes, 0) << compiled->log;
-    auto kernel = LoadedKernel::load(*compiled);
+    auto kernel = build(*spec, *config);
     ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
+    EXPECT_EQ(kernel->compiled.entries.front().spillBytes, 0) << kernel->compiled.log;
 
     size_t nlse = size_t(c.b * c.hq * c.sq);
     auto dq = DeviceBuffer::allocate(q.bytes.size()), dk = DeviceBuffer::allocate(k.bytes.size());
@@ -206,7 +230,7 @@ protected:
     if (packed) {
       ASSERT_NO_FATAL_FAILURE(uploadOffsets(startsQ, startsK, call, cuQ, cuK));
     }
-    if (auto err = attention::launch(**kernel, call, target.smCount(), nullptr))
+    if (auto err = attention::launch(*kernel->loaded, call, target.smCount(), nullptr))
       FAIL() << llvm::toString(std::move(err));
     auto drv = CudaDriver::get();
     ASSERT_TRUE(bool(drv));
@@ -278,79 +302,127 @@ protected:
     EXPECT_TRUE(allClose(gotL, refL, {2e-5, 2e-5}, 0)) << "LSE";
   }
 
-  /// The float64 gradients of one (sequence, query head): P, dP and dS
-  /// from Q, K, V and dO, accumulated into dQ, dK and dV (dK and dV summed
-  /// over the query heads of a KV head), with the magnitudes of their terms.
+  /// Float64 gradients and the magnitudes of their terms, [b, h, s, d].
   struct Grads {
     std::vector<double> dq, dk, dv, mq, mk, mv;
   };
+  /// The float64 gradients of case `c`: P, dP and dS from Q, K, V and dO,
+  /// into dQ, dK and dV (dK and dV summed over the query heads of a KV
+  /// head). Two passes, each spread over the cores: each query row's
+  /// softmax (its LSE, D and the magnitude of D's terms) and dQ; then each
+  /// key row's dK and dV from those. No two tasks write the same element.
   /// (Packed sequences: `starts` of Q's and K's rows; the gradients still
   /// [b, h, s, d], rows past a sequence's length left 0.)
   void reference(const Case &c, const HostTensor &q, const HostTensor &k, const HostTensor &v,
-                 const HostTensor &dout, int64_t batch, int64_t head, Grads &g,
-                 const std::vector<int64_t> &startsQ = {},
+                 const HostTensor &dout, Grads &g, const std::vector<int64_t> &startsQ = {},
                  const std::vector<int64_t> &startsK = {}) {
-    int64_t kvh = head / (c.hq / c.hkv), d = c.d;
-    double scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(d));
-    // Row r of head h of a tensor of `s` rows and `heads` heads.
-    auto row = [&](const HostTensor &t, int64_t s, int64_t heads, int64_t h, int64_t r,
-                   const std::vector<int64_t> &starts) {
-      std::vector<double> out(static_cast<size_t>(d));
-      size_t o = at(c, s, heads, batch, r, h, starts);
-      for (int64_t x = 0; x < d; ++x)
-        out[size_t(x)] = t.get(o + size_t(x));
+    const int64_t d = c.d, group = c.hq / c.hkv, block = 64;
+    const double scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(d));
+    auto rowsQ = [&](int64_t b) { return c.lensQ.empty() ? c.sq : c.lensQ[size_t(b)]; };
+    auto rowsK = [&](int64_t b) { return c.lensK.empty() ? c.sk : c.lensK[size_t(b)]; };
+    // The inputs as float64, [b, h, s, d] (rows past a sequence's end 0).
+    auto widen = [&](const HostTensor &t, int64_t s, int64_t heads, bool isQ) {
+      std::vector<double> out(size_t(c.b * heads * s * d), 0.0);
+      for (int64_t b = 0; b < c.b; ++b)
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t r = 0; r < (isQ ? rowsQ(b) : rowsK(b)); ++r) {
+            size_t from = at(c, s, heads, b, r, h, isQ ? startsQ : startsK);
+            size_t to = size_t(((b * heads + h) * s + r) * d);
+            for (int64_t x = 0; x < d; ++x)
+              out[to + size_t(x)] = t.get(from + size_t(x));
+          }
       return out;
     };
-    int64_t sq = c.lensQ.empty() ? c.sq : c.lensQ[size_t(batch)];
-    int64_t sk = c.lensK.empty() ? c.sk : c.lensK[size_t(batch)];
-    std::vector<std::vector<double>> ks, vs;
-    for (int64_t j = 0; j < sk; ++j) {
-      ks.push_back(row(k, c.sk, c.hkv, kvh, j, startsK));
-      vs.push_back(row(v, c.sk, c.hkv, kvh, j, startsK));
-    }
-    auto dot = [&](const std::vector<double> &a, const std::vector<double> &b) {
+    const std::vector<double> Q = widen(q, c.sq, c.hq, true), dO = widen(dout, c.sq, c.hq, true),
+                              K = widen(k, c.sk, c.hkv, false), V = widen(v, c.sk, c.hkv, false);
+    auto rowQ = [&](const std::vector<double> &t, int64_t b, int64_t h, int64_t i) {
+      return &t[size_t(((b * c.hq + h) * c.sq + i) * d)];
+    };
+    auto rowK = [&](const std::vector<double> &t, int64_t b, int64_t h, int64_t j) {
+      return &t[size_t(((b * c.hkv + h) * c.sk + j) * d)];
+    };
+    auto dot = [&](const double *a, const double *b) {
       double r = 0;
       for (int64_t x = 0; x < d; ++x)
-        r += a[size_t(x)] * b[size_t(x)];
+        r += a[x] * b[x];
       return r;
     };
-    std::vector<double> p(size_t(c.sk)), dp(size_t(c.sk));
-    for (int64_t i = 0; i < sq; ++i) {
-      std::vector<double> qi = row(q, c.sq, c.hq, head, i, startsQ),
-                          doi = row(dout, c.sq, c.hq, head, i, startsQ);
-      int64_t keys = c.causal ? std::min(sk, i + 1) : sk;
-      double mx = -INFINITY, sum = 0, dsum = 0, e = 0;
-      for (int64_t j = 0; j < keys; ++j)
-        mx = std::max(mx, p[size_t(j)] = scale * dot(qi, ks[size_t(j)]));
-      for (int64_t j = 0; j < keys; ++j)
-        sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
-      std::vector<double> oi(size_t(d), 0.0);
-      for (int64_t j = 0; j < keys; ++j) {
-        p[size_t(j)] /= sum;
-        dp[size_t(j)] = dot(doi, vs[size_t(j)]);
-        dsum += p[size_t(j)] * dp[size_t(j)];
+    // Keys query row i of sequence b sees.
+    auto keysOf = [&](int64_t b, int64_t i) {
+      return c.causal ? std::min(rowsK(b), i + 1) : rowsK(b);
+    };
+    size_t rq = size_t(c.b * c.hq * c.sq * d), rk = size_t(c.b * c.hkv * c.sk * d);
+    for (auto *vec : {&g.dq, &g.mq})
+      vec->assign(rq, 0.0);
+    for (auto *vec : {&g.dk, &g.dv, &g.mk, &g.mv})
+      vec->assign(rk, 0.0);
+    // Per query row: LSE, D = rowsum(dO * O) and the magnitude of D's terms.
+    std::vector<double> lse(size_t(c.b * c.hq * c.sq)), dsum(lse.size()), dmag(lse.size());
+    int64_t qBlocks = (c.sq + block - 1) / block, kBlocks = (c.sk + block - 1) / block;
+    tilejit::testing::parallelFor(size_t(c.b * c.hq * qBlocks), [&](size_t task) {
+      int64_t b = int64_t(task) / (c.hq * qBlocks), h = int64_t(task) / qBlocks % c.hq;
+      int64_t kvh = h / group, first = int64_t(task) % qBlocks * block;
+      std::vector<double> p(size_t(c.sk)), dp(size_t(c.sk)), o(size_t(d), 0.0);
+      for (int64_t i = first; i < std::min(rowsQ(b), first + block); ++i) {
+        const double *qi = rowQ(Q, b, h, i), *doi = rowQ(dO, b, h, i);
+        int64_t keys = keysOf(b, i);
+        double mx = -INFINITY, sum = 0, ds = 0, e = 0;
+        for (int64_t j = 0; j < keys; ++j)
+          mx = std::max(mx, p[size_t(j)] = scale * dot(qi, rowK(K, b, kvh, j)));
+        for (int64_t j = 0; j < keys; ++j)
+          sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
+        std::fill(o.begin(), o.end(), 0.0);
+        for (int64_t j = 0; j < keys; ++j) {
+          const double *vj = rowK(V, b, kvh, j);
+          p[size_t(j)] /= sum;
+          dp[size_t(j)] = dot(doi, vj);
+          ds += p[size_t(j)] * dp[size_t(j)];
+          for (int64_t x = 0; x < d; ++x)
+            o[size_t(x)] += p[size_t(j)] * vj[x];
+        }
         for (int64_t x = 0; x < d; ++x)
-          oi[size_t(x)] += p[size_t(j)] * vs[size_t(j)][size_t(x)];
-      }
-      for (int64_t x = 0; x < d; ++x)
-        e += std::fabs(doi[size_t(x)] * oi[size_t(x)]);
-      size_t qo = size_t(((batch * c.hq + head) * c.sq + i) * d);
-      for (int64_t j = 0; j < keys; ++j) {
-        double pj = p[size_t(j)], ds = pj * (dp[size_t(j)] - dsum);
-        // dS's terms: its rounding to 16 bits, and D's (from O in 16 bits).
-        double as = pj * (std::fabs(dp[size_t(j)]) + e);
-        size_t ko = size_t(((batch * c.hkv + kvh) * c.sk + j) * d);
-        for (int64_t x = 0; x < d; ++x) {
-          double kx = ks[size_t(j)][size_t(x)];
-          g.dq[qo + size_t(x)] += scale * ds * kx;
-          g.mq[qo + size_t(x)] += scale * as * std::fabs(kx);
-          g.dk[ko + size_t(x)] += scale * ds * qi[size_t(x)];
-          g.mk[ko + size_t(x)] += scale * as * std::fabs(qi[size_t(x)]);
-          g.dv[ko + size_t(x)] += pj * doi[size_t(x)];
-          g.mv[ko + size_t(x)] += pj * std::fabs(doi[size_t(x)]);
+          e += std::fabs(doi[x] * o[size_t(x)]);
+        size_t r = size_t((b * c.hq + h) * c.sq + i);
+        lse[r] = mx + std::log(sum);
+        dsum[r] = ds;
+        dmag[r] = e;
+        double *gq = &g.dq[r * size_t(d)], *mq = &g.mq[r * size_t(d)];
+        for (int64_t j = 0; j < keys; ++j) {
+          const double *kj = rowK(K, b, kvh, j);
+          double pj = p[size_t(j)], s = pj * (dp[size_t(j)] - ds);
+          // dS's terms: its rounding to 16 bits, and D's (from O in 16 bits).
+          double as = pj * (std::fabs(dp[size_t(j)]) + e);
+          for (int64_t x = 0; x < d; ++x) {
+            gq[x] += scale * s * kj[x];
+            mq[x] += scale * as * std::fabs(kj[x]);
+          }
         }
       }
-    }
+    });
+    tilejit::testing::parallelFor(size_t(c.b * c.hkv * kBlocks), [&](size_t task) {
+      int64_t b = int64_t(task) / (c.hkv * kBlocks), kvh = int64_t(task) / kBlocks % c.hkv;
+      int64_t first = int64_t(task) % kBlocks * block;
+      for (int64_t j = first; j < std::min(rowsK(b), first + block); ++j) {
+        const double *kj = rowK(K, b, kvh, j), *vj = rowK(V, b, kvh, j);
+        size_t ko = size_t(((b * c.hkv + kvh) * c.sk + j) * d);
+        double *gk = &g.dk[ko], *gv = &g.dv[ko], *mk = &g.mk[ko], *mv = &g.mv[ko];
+        for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h)
+          for (int64_t i = 0; i < rowsQ(b); ++i) {
+            if (j >= keysOf(b, i))
+              continue;
+            const double *qi = rowQ(Q, b, h, i), *doi = rowQ(dO, b, h, i);
+            size_t r = size_t((b * c.hq + h) * c.sq + i);
+            double pj = std::exp(scale * dot(qi, kj) - lse[r]), dp = dot(doi, vj);
+            double s = pj * (dp - dsum[r]), as = pj * (std::fabs(dp) + dmag[r]);
+            for (int64_t x = 0; x < d; ++x) {
+              gk[x] += scale * s * qi[x];
+              mk[x] += scale * as * std::fabs(qi[x]);
+              gv[x] += pj * doi[x];
+              mv[x] += pj * std::fabs(doi[x]);
+            }
+          }
+      }
+    });
   }
 
   /// Head dim 256's backward under `config`: ragged, causal, both layouts,
@@ -397,21 +469,17 @@ protected:
     ASSERT_TRUE(bool(fspec)) << llvm::toString(fspec.takeError());
     auto bspec = attention::backwardSpecOf(call, target);
     ASSERT_TRUE(bool(bspec)) << llvm::toString(bspec.takeError());
-    auto fwd = compileKernel(*fspec, {});
+    auto fwd = build(*fspec, {});
     ASSERT_TRUE(bool(fwd)) << llvm::toString(fwd.takeError());
-    auto bwd = compileKernel(*bspec, *config);
+    auto bwd = build(*bspec, *config);
     ASSERT_TRUE(bool(bwd)) << llvm::toString(bwd.takeError());
-    for (const EntryInfo &e : bwd->entries)
+    for (const EntryInfo &e : bwd->compiled.entries)
       EXPECT_LE(e.spillBytes, tilejit::testing::allowedSpillBytes(*bspec, e)) << e.name << "\n"
-                                                                              << bwd->log;
-    auto fk = LoadedKernel::load(*fwd);
-    ASSERT_TRUE(bool(fk)) << llvm::toString(fk.takeError());
-    auto bk = LoadedKernel::load(*bwd);
-    ASSERT_TRUE(bool(bk)) << llvm::toString(bk.takeError());
+                                                                              << bwd->compiled.log;
+    const LoadedKernel &fk = *fwd->loaded, &bk = *bwd->loaded;
 
     size_t nlse = size_t(c.b * c.hq * c.sq);
-    size_t wsBytes =
-        size_t(attention::backwardWorkspaceBytes(call, attention::fusedBackward(**bk)));
+    size_t wsBytes = size_t(attention::backwardWorkspaceBytes(call, attention::fusedBackward(bk)));
     std::vector<DeviceBuffer> bufs;
     for (size_t bytes : {q.bytes.size(), k.bytes.size(), v.bytes.size(), q.bytes.size(), nlse * 4,
                          q.bytes.size(), q.bytes.size(), k.bytes.size(), k.bytes.size(), wsBytes}) {
@@ -437,7 +505,7 @@ protected:
     if (packed) {
       ASSERT_NO_FATAL_FAILURE(uploadOffsets(startsQ, startsK, call, cuQ, cuK));
     }
-    if (auto err = attention::launch(**fk, call, target.smCount(), nullptr))
+    if (auto err = attention::launch(fk, call, target.smCount(), nullptr))
       FAIL() << llvm::toString(std::move(err));
     auto drv = CudaDriver::get();
     ASSERT_TRUE(bool(drv));
@@ -455,7 +523,7 @@ protected:
           run == 1 && fused ? attention::backwardWorkspaceBytes(call) : int64_t(wsBytes);
       for (int i : {6, 7, 8, 9})
         ASSERT_FALSE(bool(bufs[size_t(i)].fill(0xFF)));
-      if (auto err = attention::launchBackward(**bk, call, nullptr))
+      if (auto err = attention::launchBackward(bk, call, nullptr))
         FAIL() << llvm::toString(std::move(err));
       ASSERT_EQ(drv->cuCtxSynchronize(), CUDA_SUCCESS);
       ASSERT_FALSE(bool(bufs[6].download(gq[run].bytes)));
@@ -471,14 +539,7 @@ protected:
     // The reference, in [b, h, s, d] order (packed: s the longest, rows
     // past a sequence's end 0 in both).
     Grads g;
-    size_t rq = size_t(c.b * c.hq * c.sq * c.d), rk = size_t(c.b * c.hkv * c.sk * c.d);
-    for (auto *vec : {&g.dq, &g.mq})
-      vec->assign(rq, 0.0);
-    for (auto *vec : {&g.dk, &g.dv, &g.mk, &g.mv})
-      vec->assign(rk, 0.0);
-    for (int64_t bi = 0; bi < c.b; ++bi)
-      for (int64_t h = 0; h < c.hq; ++h)
-        reference(c, q, k, v, dout, bi, h, g, startsQ, startsK);
+    reference(c, q, k, v, dout, g, startsQ, startsK);
     auto reorder = [&](const HostTensor &t, int64_t s, int64_t h, const std::vector<int64_t> &lens,
                        const std::vector<int64_t> &starts) {
       HostTensor out(c.dt, size_t(c.b * h * s * c.d));
@@ -895,7 +956,10 @@ TEST_F(GpuAttention, BackwardFusedInOrderRepeatsBitwise) {
     runBackward(inOrder({1, 129, 129, 2, 2, d, true, Layout::BSHD, DType::F16, 1.0f, cfg}));
     // Without a mask every key tile adds into every query tile, each
     // program a turn after the one before it in the grid (GQA and MQA at
-    // both head dims).
+    // both head dims); where the query tiles are two per key tile (383,
+    // 512 and 2048 rows) each program walks them from its own place, the
+    // turns in the order the programs come to a tile, elsewhere (250 and
+    // 100, 700) from the first.
     runBackward(inOrder({1, 383, 383, 2, 2, d, false, Layout::BSHD, DType::BF16, 0.0f, cfg}));
     runBackward(inOrder({1, 2048, 2048, 2, 1, d, false, Layout::BHSD, DType::BF16, 0.0f, cfg}));
     runBackward(inOrder({4, 512, 512, 8, 1, d, false, Layout::BSHD, DType::BF16, 0.0f, cfg}));
