@@ -983,6 +983,12 @@ TEST_F(GpuAttention, BackwardFusedInOrderRepeatsBitwise) {
                        "bn=128 consumers=2 fused=1 kv_bm=64 stages=2"}));
   runBackward(inOrder({1, 700, 700, 4, 2, 64, true, Layout::BHSD, DType::BF16, 0.0f,
                        "bn=128 consumers=1 fused=1 kv_bm=64 stages=2"}));
+  // 133 key tiles of 64 keys for one head, more than half the
+  // multiprocessors (more than an H100's 132 at once): walked from the
+  // first tile, as a rotated walk's order could wait on a program that
+  // cannot start.
+  runBackward(inOrder({1, 8500, 8500, 1, 1, 64, false, Layout::BSHD, DType::BF16, 0.0f,
+                       "bn=128 consumers=1 fused=1 kv_bm=64 overlap=1 stages=2"}));
 }
 
 TEST_F(GpuAttention, BackwardFusedPartsInRegisterOrder) {

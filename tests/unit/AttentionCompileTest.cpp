@@ -1101,7 +1101,8 @@ TEST(AttentionCompile, DeterministicDefaultAddsInOrderWithManyPrograms) {
   // kernel adding in order with 2048 programs or more: faster than the two
   // kernels at 8192 and 16384 keys causal, at 4 x 2048 and 8192 keys
   // without a mask (GQA too), slower with fewer programs and with GQA under
-  // a causal mask (bench/NOTES.md b20, b21, b22).
+  // a causal mask (bench/NOTES.md b20, b21, b22); without a mask from 1024
+  // programs where each walks the query tiles from its own place (b23).
   const KernelTemplate &t = getTemplate(attention::backwardOp());
   attention::Params p = backward(128, true);
   p.b = 1;
@@ -1128,7 +1129,18 @@ TEST(AttentionCompile, DeterministicDefaultAddsInOrderWithManyPrograms) {
   p.sq = p.sk = 2048; // 16 key tiles x 4 sequences x 32 heads
   EXPECT_TRUE(fusedDefault(p)) << "without a mask";
   p.b = 2;
-  EXPECT_FALSE(fusedDefault(p)) << "1024 programs without a mask";
+  EXPECT_TRUE(fusedDefault(p)) << "1024 programs without a mask, the walk rotated";
+  p.sq = p.sk = 2000; // 16 key tiles, 32 query tiles: rotated
+  EXPECT_TRUE(fusedDefault(p)) << "1024 programs, ragged, the walk rotated";
+  p.sq = p.sk = 1950; // 16 key tiles, 31 query tiles: from tile 0
+  EXPECT_FALSE(fusedDefault(p)) << "1024 programs, the walk from tile 0";
+  p.sq = p.sk = 2048;
+  p.b = 1;
+  EXPECT_FALSE(fusedDefault(p)) << "512 programs without a mask";
+  p.hq = p.hkv = 2;
+  p.sq = p.sk = 65536; // 512 key tiles x 2 heads: more than half the multiprocessors a head
+  EXPECT_FALSE(fusedDefault(p)) << "1024 programs, too many a head to rotate";
+  p.hq = p.hkv = 32;
   p.b = 4;
   p.sq = p.sk = 8192;
   p.hkv = 8; // 64 key tiles x 4 sequences x 8 KV heads: 2048 programs
