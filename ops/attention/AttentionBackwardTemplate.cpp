@@ -137,7 +137,7 @@ constexpr int64_t kDsStages = 3;
 
 struct Shape {
   int64_t consumers, bn, kvBm, stages;
-  bool overlap, fused, dsplit, sfirst, kvsfirst, qsplit, dqfrag;
+  bool overlap, fused, dsplit, sfirst, kvsfirst, qsplit, dqfrag, persist;
   explicit Shape(const TileConfig &c)
       : consumers(c.get("consumers")), bn(c.get("bn")), kvBm(c.get("kv_bm")),
         stages(c.get("stages")), overlap(c.has("overlap") && c.get("overlap") != 0),
@@ -146,7 +146,8 @@ struct Shape {
         sfirst(c.has("sfirst") && c.get("sfirst") != 0),
         kvsfirst(c.has("kvsfirst") && c.get("kvsfirst") != 0),
         qsplit(c.has("qsplit") && c.get("qsplit") != 0),
-        dqfrag(c.has("dqfrag") && c.get("dqfrag") != 0) {}
+        dqfrag(c.has("dqfrag") && c.get("dqfrag") != 0),
+        persist(c.has("persist") && c.get("persist") != 0) {}
   int64_t bm() const { return 64 * consumers; }
   /// The dK/dV kernel's keys per program: 64 per consumer, or 64 shared by
   /// the consumers with `dsplit`.
@@ -224,6 +225,11 @@ public:
          "order, by one bulk copy (no tensor map); the last kernel reads them back in that "
          "order (with fused at head dim 128 the default, but adding in order without a causal "
          "mask, and tuned; 0 when left out)"},
+        {"persist", 0, 1, true,
+         "with fused, where dQ is added in any order: one program a multiprocessor, each taking "
+         "key tiles in turn, the next tile's K and V loaded once the consumers are done with "
+         "them, its queries' stages as the ring frees them (0 when left out; not measured "
+         "yet, so neither a default nor tuned)"},
     };
     return keys;
   }
@@ -489,6 +495,16 @@ public:
       return configError("fused does not take packed sequences (THD)");
     if (s.dqfrag && !s.fused)
       return configError("dqfrag needs fused = 1 (it is how the fused kernel adds dQ's parts)");
+    if (s.persist && (!s.fused || p.deterministic))
+      return configError("persist needs fused = 1 and a spec with deterministic = 0 (dQ added "
+                         "in any order); got fused = " +
+                         llvm::Twine(int(s.fused)) +
+                         ", deterministic = " + llvm::Twine(int(p.deterministic)));
+    // (At head dim 128 under a causal mask the parts through the tensor
+    // map spilled 100 bytes beside the tile loop's values; with dqfrag none.)
+    if (s.persist && p.d == 128 && p.causal && !s.dqfrag)
+      return configError("persist at head dim 128 under a causal mask needs dqfrag = 1 (through "
+                         "the tensor map its consumers spill)");
     if (s.fused && s.kvBm != attention::kFusedQueryRows)
       return configError("fused needs kv_bm = " + llvm::Twine(attention::kFusedQueryRows) +
                          " (a step's queries are one warpgroup's rows of dQ's product), got " +
@@ -864,7 +880,8 @@ private:
       return arith::DivUIOp::create(b, loc, cstLike(split, p.hq / p.hkv), split);
     }
 
-    DkvTile placeDkv(Value sqV, Value skV, Value split, int64_t bn) {
+    DkvTile placeDkv(Value sqV, Value skV, Value split, int64_t bn, Value tile = Value(),
+                     Value tiles = Value()) {
       int64_t group = p.hq / p.hkv;
       // Every key tile of one KV head before the next (the programs running
       // together read the same Q and dO, which L2 keeps), the first tiles
@@ -872,9 +889,11 @@ private:
       // With the group's query heads split `split` ways, part j of every
       // tile before part j + 1.
       Value nTiles = ceilDiv(skV, bn);
-      Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
-      Value perPart =
-          arith::DivUIOp::create(b, loc, tt::NumProgramsOp::create(b, loc, tt::Dim::x), split);
+      // (Persistent: `tile` of `tiles`, the program's index and count
+      // otherwise.)
+      Value pid = tile ? tile : tt::ProgramIdOp::create(b, loc, tt::Dim::x).getResult();
+      Value perPart = arith::DivUIOp::create(
+          b, loc, tiles ? tiles : tt::NumProgramsOp::create(b, loc, tt::Dim::x).getResult(), split);
       Value part = arith::DivUIOp::create(b, loc, pid, perPart);
       Value inPart = arith::RemUIOp::create(b, loc, pid, perPart);
       Value nTile = arith::RemUIOp::create(b, loc, inPart, nTiles);
@@ -1091,7 +1110,12 @@ private:
       AffineExpr sk = getAffineSymbolExpr(0, &c), first = getAffineSymbolExpr(1, &c),
                  parts = getAffineSymbolExpr(2, &c);
       AffineExpr seqs = thd() ? (first - 1) * p.hkv : bshd() ? first * p.hkv : first;
-      AffineMap grid = AffineMap::get(0, 3, {sk.ceilDiv(s.dkvKeys()) * seqs * parts}, &c);
+      AffineExpr tiles = sk.ceilDiv(s.dkvKeys()) * seqs * parts;
+      // (Persistent: one program a multiprocessor at most.)
+      AffineMap grid =
+          s.persist
+              ? AffineMap::get(0, 3, {tiles, getAffineConstantExpr(p.target.smCount(), &c)}, &c)
+              : AffineMap::get(0, 3, {tiles}, &c);
       auto kernel = makeKernel(b, loc, name.str() + suffix(), args, threads, grid,
                                {10, -1, thd() ? 14 : 5, 0, 12, -1}, cfg, /*cluster=*/1, minBlocks);
       Block *entry = entryOf(kernel);
@@ -1456,6 +1480,36 @@ private:
       Seq ps = t.ps;
       Value mEnd = t.mEnd, mStart = t.mStart, mMasked = t.mMasked;
       Value count = sub(mEnd, mStart);
+      // Persistent: the grid's tiles (as the grid counts them), every
+      // grid-size-th from the program's index taken in turn; the consumers
+      // arrive on kvFree once done with a tile's K and V, which the
+      // producer waits for before it loads the next tile's. eachTile(init,
+      // body) runs body(j, carried) for the program's tile, or (persistent)
+      // for each of its tiles (j-th, carrying `init`), the tile's place
+      // (seq, heads, n0, ...) set first.
+      Value tiles, kvFree;
+      if (s.persist) {
+        Value first = memref::DimOp::create(b, loc, dK, 0);
+        Value seqs = bshd() ? mul(first, cst(p.hkv)) : first;
+        tiles = mul(mul(ceilDiv(skV, bn), seqs), split);
+        kvFree = tt::AllocBarriersOp::create(b, loc, one, s.consumers, nullptr);
+      }
+      auto eachTile = [&](ValueRange init,
+                          llvm::function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+        if (!s.persist)
+          return body(Value(), init);
+        Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
+        Value grid = tt::NumProgramsOp::create(b, loc, tt::Dim::x);
+        Value mine = arith::DivUIOp::create(b, loc, add(sub(tiles, pid), sub(grid, cst(1))), grid);
+        return loop(cst(0), mine, init, [&](Value j, ValueRange carried) {
+          DkvTile at = placeDkv(sqV, skV, split, bn, add(pid, mul(j, grid)), tiles);
+          seq = at.seq, kvHead = at.kvHead, heads = at.heads, head0 = at.head0, n0 = at.n0;
+          ps = at.ps;
+          mEnd = at.mEnd, mStart = at.mStart, mMasked = at.mMasked;
+          count = sub(mEnd, mStart);
+          return body(j, carried);
+        });
+      };
       // A consumer's part into its stage of `rdq` (dqfrag: in its
       // registers' order), and stage k's part added into the sums (query
       // tile mi of `head`): by TMA through the sums' tensor map, a
@@ -1477,37 +1531,46 @@ private:
       {
         OpBuilder::InsertionGuard guard(b);
         b.createBlock(&ws_.getProducer());
-        auto [kRow, kBatch] = tmaRow(ps.kStart, seq, n0);
-        tt::TmaLoadOp::create(b, loc, kMap, kRow, cst(0), ValueRange{kvHead, kBatch}, rk, cst(0),
-                              kFull, cst(0));
-        tt::TmaLoadOp::create(b, loc, vMap, kRow, cst(0), ValueRange{kvHead, kBatch}, rv, cst(0),
-                              vFull, cst(0));
-        // Step `it` loads query tile mi of query head `head`, both carried
-        // (a division by the runtime tile count would cost the producer's
-        // few registers).
-        // (Rotated: from its own first tile, rotated's comment.)
-        Value first;
-        if (rotated()) {
-          Value keyTiles = ceilDiv(skV, bn);
-          Value lastTurn = sub(sub(keyTiles, cst(1)), divu(n0, bn));
-          first = walkOf(lastTurn, keyTiles, mStart, mEnd).first;
-        }
-        Value mFirst = first ? first : mStart;
-        loop(cst(0), mul(count, heads), {head0, mFirst}, [&](Value it, ValueRange at) {
-          auto [stage, round] = stageOf(it);
-          Value head = at[0], mi = at[1], m0 = mul(mi, cst(s.kvBm));
-          tt::BarrierWaitOp::create(b, loc, empty, stage, add(round, cst(1)));
-          auto [qRow, qBatch] = tmaRow(ps.qStart, seq, m0);
-          tt::TmaLoadOp::create(b, loc, qMap, qRow, cst(0), ValueRange{head, qBatch}, rq, stage,
-                                qFull, stage);
-          tt::TmaLoadOp::create(b, loc, doMap, qRow, cst(0), ValueRange{head, qBatch}, rdo, stage,
-                                doFull, stage);
-          Value bhq = add(mul(seq, cst(p.hq)), head);
-          tt::TmaLoadOp::create(b, loc, statMap, bhq, m0, ValueRange{cst(0)}, rlse, stage, statFull,
-                                stage);
-          tt::TmaLoadOp::create(b, loc, statMap, bhq, m0, ValueRange{cst(1)}, rd, stage, statFull,
-                                stage);
-          return tileAfter(head, mi, mStart, mEnd, first);
+        // (Persistent: the steps counted over the program's tiles, for the
+        // ring's stages and rounds; a tile's K and V once the consumers are
+        // done with the last one's: round -1 at the first, complete.)
+        eachTile(s.persist ? ValueRange{cst(0)} : ValueRange{}, [&](Value j, ValueRange carried) {
+          if (s.persist)
+            tt::BarrierWaitOp::create(b, loc, kvFree, cst(0), sub(j, cst(1)));
+          auto [kRow, kBatch] = tmaRow(ps.kStart, seq, n0);
+          tt::TmaLoadOp::create(b, loc, kMap, kRow, cst(0), ValueRange{kvHead, kBatch}, rk, cst(0),
+                                kFull, cst(0));
+          tt::TmaLoadOp::create(b, loc, vMap, kRow, cst(0), ValueRange{kvHead, kBatch}, rv, cst(0),
+                                vFull, cst(0));
+          // Step `it` loads query tile mi of query head `head`, both carried
+          // (a division by the runtime tile count would cost the producer's
+          // few registers).
+          // (Rotated: from its own first tile, rotated's comment.)
+          Value first;
+          if (rotated()) {
+            Value keyTiles = ceilDiv(skV, bn);
+            Value lastTurn = sub(sub(keyTiles, cst(1)), divu(n0, bn));
+            first = walkOf(lastTurn, keyTiles, mStart, mEnd).first;
+          }
+          Value mFirst = first ? first : mStart;
+          Value from = s.persist ? carried[0] : cst(0), to = add(from, mul(count, heads));
+          loop(from, to, {head0, mFirst}, [&](Value it, ValueRange at) {
+            auto [stage, round] = stageOf(it);
+            Value head = at[0], mi = at[1], m0 = mul(mi, cst(s.kvBm));
+            tt::BarrierWaitOp::create(b, loc, empty, stage, add(round, cst(1)));
+            auto [qRow, qBatch] = tmaRow(ps.qStart, seq, m0);
+            tt::TmaLoadOp::create(b, loc, qMap, qRow, cst(0), ValueRange{head, qBatch}, rq, stage,
+                                  qFull, stage);
+            tt::TmaLoadOp::create(b, loc, doMap, qRow, cst(0), ValueRange{head, qBatch}, rdo, stage,
+                                  doFull, stage);
+            Value bhq = add(mul(seq, cst(p.hq)), head);
+            tt::TmaLoadOp::create(b, loc, statMap, bhq, m0, ValueRange{cst(0)}, rlse, stage,
+                                  statFull, stage);
+            tt::TmaLoadOp::create(b, loc, statMap, bhq, m0, ValueRange{cst(1)}, rd, stage, statFull,
+                                  stage);
+            return tileAfter(head, mi, mStart, mEnd, first);
+          });
+          return SmallVector<Value>{to};
         });
         tt::YieldOp::create(b, loc);
       }
@@ -1520,7 +1583,7 @@ private:
         // dsplit the program's 64 keys and half the columns each.
         Value myRows = s.dsplit ? cst(0) : mul(consumer, cst(64));
         Value myCols = s.dsplit ? mul(consumer, cst(s.dkvCols(p.d))) : cst(0);
-        Value key0 = add(n0, myRows);
+        Value key0 = s.persist ? Value() : add(n0, myRows);
         auto wg = tt::WgmmaLayoutAttr::get(&c);
         auto colType = RankedTensorType::get({s.kvBm}, f32, tt::SliceLayoutAttr::get(&c, 0, wg));
         auto sType = RankedTensorType::get({64, s.kvBm}, f32, wg);
@@ -1528,8 +1591,10 @@ private:
         auto accType = RankedTensorType::get({64, s.dkvCols(p.d)}, f32, wg);
         Value zeroS = splat(sType, f32c(0.0));
 
-        tt::BarrierWaitOp::create(b, loc, kFull, cst(0), cst(0));
-        tt::BarrierWaitOp::create(b, loc, vFull, cst(0), cst(0));
+        if (!s.persist) {
+          tt::BarrierWaitOp::create(b, loc, kFull, cst(0), cst(0));
+          tt::BarrierWaitOp::create(b, loc, vFull, cst(0), cst(0));
+        }
         // Fused: dQ's part of each step, dS K over the program's keys for
         // this consumer's columns (dS^T read transposed: the queries as
         // rows), comes from the dS^T every consumer stored into a stage
@@ -1574,8 +1639,9 @@ private:
         // consumer waits only for its stage to be free (the addition before,
         // `done` - 2: round -1 at the first, complete from the start) and
         // says the part is in.
-        auto addDqPart = [&](Value dq, Value done, Value head, Value mi) {
-          Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, done, cst(0));
+        auto addDqPart = [&](Value dq, Value done, Value head, Value mi, Value any = Value()) {
+          if (!any)
+            any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, done, cst(0));
           auto some = scf::IfOp::create(b, loc, any, /*withElseRegion=*/false);
           OpBuilder::InsertionGuard g(b);
           b.setInsertionPointToStart(some.thenBlock());
@@ -1597,7 +1663,7 @@ private:
         // head: every head of the program runs the same query tiles,
         // [firstTile, endTile) (computed here from the bounds the loops
         // keep, not carried through them beside the products' registers).
-        Value firstTile, endTile;
+        Value firstTile, endTile, firstHead;
         auto tileBefore = [&](Value head, Value mi) -> std::pair<Value, Value> {
           Value mi32 = toI32(mi);
           Value wrap = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, mi32, firstTile);
@@ -1624,7 +1690,13 @@ private:
             dq = first.getResult(2);
           }
           auto [prevHead, prevMi] = tileBefore(head, mi);
-          addDqPart(dq, done, prevHead, prevMi);
+          // (Persistent: `done` counts the program's steps over its tiles; a
+          // tile's first step has no part before it, where tileBefore goes
+          // back past the tile's first head.)
+          Value any;
+          if (s.persist)
+            any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, prevHead, firstHead);
+          addDqPart(dq, done, prevHead, prevMi, any);
           if (overlap)
             dk = tt::DotWaitOp::create(b, loc, ValueRange{dk, ds16}, 0).getResult(0);
           tt::BarrierArriveOp::create(b, loc, empty, stage);
@@ -1808,70 +1880,95 @@ private:
           tt::BarrierArriveOp::create(b, loc, empty, stage);
           return {dk, dv, add(carried[2], cst(1))};
         };
-        Value zeroAcc = splat(accType, f32c(0.0));
-        SmallVector<Value> init = {zeroAcc, zeroAcc, cst(0)};
-        SmallVector<Value> acc;
-        Value keyEnd = key0, headsAfter = heads, head0After = head0;
-        if (!s.fused) {
-          acc = loop(cst(0), heads, init, [&](Value h, ValueRange c0) {
-            Value head = add(head0, h);
-            SmallVector<Value> c1 = loop(mStart, mMasked, c0, [&](Value mi, ValueRange c) {
-              return step(head, mi, c, true);
+        // (Persistent: each tile's K and V waited for in its round, the
+        // steps counted over the program's tiles.)
+        eachTile(
+            s.persist ? ValueRange{arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0)}
+                      : ValueRange{},
+            [&](Value j, ValueRange tileCarried) -> SmallVector<Value> {
+              if (s.persist) {
+                key0 = add(n0, myRows);
+                tt::BarrierWaitOp::create(b, loc, kFull, cst(0), j);
+                tt::BarrierWaitOp::create(b, loc, vFull, cst(0), j);
+              }
+              Value zeroAcc = splat(accType, f32c(0.0));
+              SmallVector<Value> init = {zeroAcc, zeroAcc, cst(0)};
+              SmallVector<Value> acc;
+              Value keyEnd = key0, headsAfter = heads, head0After = head0;
+              if (!s.fused) {
+                acc = loop(cst(0), heads, init, [&](Value h, ValueRange c0) {
+                  Value head = add(head0, h);
+                  SmallVector<Value> c1 = loop(mStart, mMasked, c0, [&](Value mi, ValueRange c) {
+                    return step(head, mi, c, true);
+                  });
+                  return loop(mMasked, mEnd, c1,
+                              [&](Value mi, ValueRange c) { return step(head, mi, c, false); });
+                });
+                // qsplit: the last step's dV and dK products.
+                if (s.qsplit) {
+                  auto last = tt::DotWaitOp::create(b, loc, ValueRange{acc[0], acc[1]}, 0);
+                  acc[0] = last.getResult(0);
+                  acc[1] = last.getResult(1);
+                }
+              } else {
+                // Fused (every register counts beside dQ's part): the query
+                // tiles' loops count in 32 bits, their bounds computed here
+                // from 32-bit values (not the 64-bit ones the producer shares,
+                // which were kept through the steps or spilled: 12 bytes at
+                // head dim 128 under the causal mask), and the keys' first row
+                // for the stores computed again after the loops (n0 is a
+                // multiple of 64 * consumers and myRows below it, so the or is
+                // the add; the value from before them was a 64-bit one live
+                // through them). (Not packed: the rows are sq.)
+                Value n32 = toI32(n0), rows32 = toI32(sqV);
+                QueryTiles m = queryTiles(n32, rows32, bn);
+                auto steps = [&](Value head, Value from, Value to, ValueRange carried,
+                                 bool masked) {
+                  return loop(from, to, carried, [&](Value mi, ValueRange c) {
+                    SmallVector<Value> next =
+                        step(head, toIndex(mi), ValueRange{c[0], c[1], toIndex(c[2])}, masked);
+                    next[2] = toI32(next[2]);
+                    return next;
+                  });
+                };
+                init[2] = s.persist
+                              ? tileCarried[0]
+                              : arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0).getResult();
+                firstTile = m.start;
+                endTile = m.end;
+                // (The heads' loop counts in 32 bits too, its bound computed
+                // again here from the split, and the stores after the loops take
+                // the heads from there: the 64-bit values the producer shares
+                // were kept through the loops or spilled.)
+                Value head032 = toI32(head0);
+                firstHead = toIndex(head032);
+                Value heads32 = headsPerPart(toI32(split));
+                headsAfter = toIndex(heads32);
+                head0After = toIndex(head032);
+                acc = loop(cstLike(heads32, 0), heads32, init, [&](Value h, ValueRange c0) {
+                  Value head = toIndex(add(head032, h));
+                  SmallVector<Value> c1 = steps(head, m.start, m.masked, c0, true);
+                  return steps(head, m.masked, m.end, c1, false);
+                });
+                // The last step's part of dQ.
+                Value done = toIndex(acc[2]);
+                Value lastMi = toIndex(sub(endTile, cstLike(endTile, 1)));
+                Value lastHead = toIndex(sub(add(head032, heads32), cstLike(heads32, 1)));
+                // (Persistent: once it is computed, K and V are free for the next
+                // tile; a part where the tile had a step.)
+                Value last = dqPartOf(waitPrevDs(done), /*async=*/false);
+                Value any;
+                if (s.persist) {
+                  tt::BarrierArriveOp::create(b, loc, kvFree, cst(0));
+                  any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, endTile, firstTile);
+                }
+                addDqPart(last, done, lastHead, lastMi, any);
+                keyEnd = toIndex(arith::OrIOp::create(b, loc, n32, toI32(myRows)));
+              }
+              storeGrads(acc[0], acc[1], seq, kvHead, keyEnd, myCols, headsAfter, head0After, dK,
+                         dV, partials, scale);
+              return s.persist ? SmallVector<Value>{acc[2]} : SmallVector<Value>{};
             });
-            return loop(mMasked, mEnd, c1,
-                        [&](Value mi, ValueRange c) { return step(head, mi, c, false); });
-          });
-          // qsplit: the last step's dV and dK products.
-          if (s.qsplit) {
-            auto last = tt::DotWaitOp::create(b, loc, ValueRange{acc[0], acc[1]}, 0);
-            acc[0] = last.getResult(0);
-            acc[1] = last.getResult(1);
-          }
-        } else {
-          // Fused (every register counts beside dQ's part): the query
-          // tiles' loops count in 32 bits, their bounds computed here
-          // from 32-bit values (not the 64-bit ones the producer shares,
-          // which were kept through the steps or spilled: 12 bytes at
-          // head dim 128 under the causal mask), and the keys' first row
-          // for the stores computed again after the loops (n0 is a
-          // multiple of 64 * consumers and myRows below it, so the or is
-          // the add; the value from before them was a 64-bit one live
-          // through them). (Not packed: the rows are sq.)
-          Value n32 = toI32(n0), rows32 = toI32(sqV);
-          QueryTiles m = queryTiles(n32, rows32, bn);
-          auto steps = [&](Value head, Value from, Value to, ValueRange carried, bool masked) {
-            return loop(from, to, carried, [&](Value mi, ValueRange c) {
-              SmallVector<Value> next =
-                  step(head, toIndex(mi), ValueRange{c[0], c[1], toIndex(c[2])}, masked);
-              next[2] = toI32(next[2]);
-              return next;
-            });
-          };
-          init[2] = arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0);
-          firstTile = m.start;
-          endTile = m.end;
-          // (The heads' loop counts in 32 bits too, its bound computed
-          // again here from the split, and the stores after the loops take
-          // the heads from there: the 64-bit values the producer shares
-          // were kept through the loops or spilled.)
-          Value head032 = toI32(head0);
-          Value heads32 = headsPerPart(toI32(split));
-          headsAfter = toIndex(heads32);
-          head0After = toIndex(head032);
-          acc = loop(cstLike(heads32, 0), heads32, init, [&](Value h, ValueRange c0) {
-            Value head = toIndex(add(head032, h));
-            SmallVector<Value> c1 = steps(head, m.start, m.masked, c0, true);
-            return steps(head, m.masked, m.end, c1, false);
-          });
-          // The last step's part of dQ.
-          Value done = toIndex(acc[2]);
-          Value lastMi = toIndex(sub(endTile, cstLike(endTile, 1)));
-          Value lastHead = toIndex(sub(add(head032, heads32), cstLike(heads32, 1)));
-          addDqPart(dqPartOf(waitPrevDs(done), /*async=*/false), done, lastHead, lastMi);
-          keyEnd = toIndex(arith::OrIOp::create(b, loc, n32, toI32(myRows)));
-        }
-        storeGrads(acc[0], acc[1], seq, kvHead, keyEnd, myCols, headsAfter, head0After, dK, dV,
-                   partials, scale);
         // Fused: the last additions into dQ's sums are done before the
         // program ends (and the conversion kernel reads them); ordered, the
         // helper waits for each of its own.

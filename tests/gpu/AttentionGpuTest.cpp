@@ -467,7 +467,13 @@ protected:
     call.deterministic = !fused || c.ordered;
     auto fspec = attention::specOf(call, target);
     ASSERT_TRUE(bool(fspec)) << llvm::toString(fspec.takeError());
-    auto bspec = attention::backwardSpecOf(call, target);
+    // (A persistent config's grid is capped at the target's multiprocessors:
+    // `programs`, where given, stands for them, so that each program takes
+    // several tiles.)
+    Target bwdTarget = target;
+    if (c.programs)
+      bwdTarget.setSMs(int(c.programs));
+    auto bspec = attention::backwardSpecOf(call, bwdTarget);
     ASSERT_TRUE(bool(bspec)) << llvm::toString(bspec.takeError());
     auto fwd = build(*fspec, {});
     ASSERT_TRUE(bool(fwd)) << llvm::toString(fwd.takeError());
@@ -1020,6 +1026,37 @@ TEST_F(GpuAttention, BackwardFusedPartsInRegisterOrder) {
                "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 stages=2"});
   runBackward(inOrder({1, 700, 700, 4, 2, 128, false, Layout::BSHD, DType::BF16, 0.0f,
                        "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 stages=2"}));
+}
+
+TEST_F(GpuAttention, BackwardFusedPersistentTakesTilesInTurn) {
+  // persist: one program a multiprocessor (here as many as `programs`
+  // says, so that each takes several tiles: 5, 8 and 16 programs), each
+  // taking the key tiles in turn, the next tile's K and V loaded once its
+  // consumers are done with the last one's, the steps' stages counted over
+  // the program's tiles: every element against float64, head dims 64 and
+  // 128, causal or not, ragged, cross lengths, keys no query sees (tiles
+  // without a step), GQA and MQA with the heads split, both layouts, f16,
+  // dQ's parts through the tensor map and in the registers' order; and on
+  // the GPU's own multiprocessors.
+  for (auto [d, cfg] :
+       {std::pair{int64_t(64), "bn=128 consumers=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2"},
+        std::pair{int64_t(64),
+                  "bn=128 consumers=1 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2"},
+        std::pair{int64_t(128),
+                  "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2"}}) {
+    for (bool causal : {true, false}) {
+      runBackward({1, 383, 383, 2, 2, d, causal, Layout::BSHD, DType::BF16, 0.0f, cfg, 5});
+      runBackward({2, 1024, 1024, 4, 1, d, causal, Layout::BHSD, DType::BF16, 0.0f, cfg, 16});
+      runBackward({2, 300, 300, 3, 3, d, causal, Layout::BSHD, DType::F16, 0.0f, cfg, 8});
+    }
+    runBackward({1, 65, 300, 2, 2, d, false, Layout::BSHD, DType::BF16, 0.0f, cfg, 5});
+    runBackward({1, 100, 250, 2, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg, 5});
+    runBackward({1, 250, 100, 2, 2, d, true, Layout::BHSD, DType::BF16, 0.0f, cfg, 5});
+    runBackward({4, 256, 256, 8, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg, 8});
+    runBackward({4, 2048, 2048, 4, 4, d, false, Layout::BSHD, DType::BF16, 0.0f, cfg});
+  }
+  runBackward({1, 700, 700, 4, 2, 128, false, Layout::BHSD, DType::BF16, 0.0f,
+               "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 persist=1 stages=2", 8});
 }
 
 TEST_F(GpuAttention, AFusedWinnerRunsOnlyInTheModeItWasBuiltFor) {

@@ -870,6 +870,68 @@ TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
     EXPECT_FALSE(c.has("fused") && c.get("fused")) << c.canonical();
 }
 
+TEST(AttentionCompile, PersistentFusedBackwardBuildsAndNamesWhatItNeeds) {
+  // persist: the fused dK/dV kernel with one program a multiprocessor of
+  // the target, each taking the key tiles in turn: no spill byte at head
+  // dims 64 and 128, both masks and layouts, GQA, f16, dQ's parts in the
+  // registers' order and (but at 128 under the mask) through the tensor
+  // map; its grid the tiles capped at the target's multiprocessors, the
+  // other kernels' as without it.
+  for (int64_t d : {64, 128})
+    for (bool causal : {false, true})
+      for (Layout l : {Layout::BSHD, Layout::BHSD})
+        for (bool frag : {false, true}) {
+          if (d == 128 && causal && !frag)
+            continue;
+          std::string cfg = std::string(d == 64 ? "bn=128 consumers=1" : "bn=128 consumers=2") +
+                            (frag ? " dqfrag=1" : "") +
+                            " fused=1 kv_bm=64 overlap=1 persist=1 stages=2";
+          expectClean(nondeterministic(d, causal, l), *TileConfig::parse(cfg));
+        }
+  attention::Params gqa = nondeterministic(128, true, Layout::BSHD, DType::F16);
+  gqa.hq = 8;
+  gqa.hkv = 2;
+  const char *cfg = "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2";
+  expectClean(gqa, *TileConfig::parse(cfg));
+  // The grid: symbols sk, dK's first size (the batch under BSHD) and the
+  // split; capped at 132 (the target's usual count) and at 16.
+  for (int sms : {0, 16}) {
+    attention::Params p = nondeterministic(128, false);
+    p.target.setSMs(sms);
+    auto k = compileKernel(p.spec(), *TileConfig::parse(cfg));
+    ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+    const GridRule &g = k->entries[1].grid[0];
+    ASSERT_EQ(g.symbols.size(), 3u);
+    int64_t cap = sms ? sms : p.target.smCount();
+    for (int64_t sk : {128, 4096, 100000}) {
+      int64_t tiles = (sk + 127) / 128 * 2 * p.hkv; // b = 2, split 1
+      int64_t values[] = {sk, 2, 1};
+      EXPECT_EQ(g.evaluate(values, 3), std::min(tiles, cap)) << sk << " " << sms;
+    }
+  }
+  // Refused by name: without fused, for a deterministic spec (its
+  // additions in order are not built for it), and at head dim 128 under a
+  // causal mask through the tensor map (spilled 100 bytes).
+  const KernelTemplate &t = getTemplate(attention::backwardOp());
+  for (auto [p, c, what] :
+       {std::tuple{nondeterministic(128, true), "bn=128 consumers=2 kv_bm=64 persist=1 stages=2",
+                   "persist needs fused = 1 and a spec with deterministic = 0"},
+        std::tuple{backward(128, false),
+                   "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 persist=1 stages=2",
+                   "got fused = 1, deterministic = 1"},
+        std::tuple{nondeterministic(128, true),
+                   "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 persist=1 stages=2",
+                   "persist at head dim 128 under a causal mask needs dqfrag = 1"}}) {
+    auto err = t.checkConfig(p, *TileConfig::parse(c));
+    ASSERT_TRUE(bool(err)) << c;
+    EXPECT_NE(llvm::toString(std::move(err)).find(what), std::string::npos) << c;
+  }
+  for (int64_t d : {64, 128})
+    for (bool causal : {false, true})
+      for (const TileConfig &c : t.configSpace(nondeterministic(d, causal)))
+        EXPECT_FALSE(c.has("persist")) << "not tuned yet: " << c.canonical();
+}
+
 TEST(AttentionCompile, PersistentGridIsTheTilesCappedAtLaunch) {
   // Symbols: sq, the batch (LSE's first size), the cap (the last argument).
   attention::Params p = params(128, true); // b 2, hq 8, sq 4096: 32 tiles of 128 rows
