@@ -200,7 +200,8 @@ public:
          "where the spec says deterministic = 0 (not bitwise repeatable), else in the order of "
          "the key tiles, a helper thread waiting for each program's turn (at head dim 128, "
          "where it is tuned and, with 2048 programs or more, the default, under a causal mask "
-         "only with as many KV heads as query heads; 0 when left out)"},
+         "only with as many KV heads as query heads, without one from 1024 where each program "
+         "walks the query tiles from its own place; 0 when left out)"},
         {"dsplit", 0, 1, true,
          "the dK/dV kernel's consumers split the head dim, not the keys: each holds half "
          "of dK's and dV's columns for the same 64 keys and computes the step's scores "
