@@ -137,7 +137,7 @@ constexpr int64_t kDsStages = 3;
 
 struct Shape {
   int64_t consumers, bn, kvBm, stages;
-  bool overlap, fused, dsplit, sfirst, kvsfirst, qsplit, dqfrag, persist;
+  bool overlap, fused, dsplit, sfirst, kvsfirst, qsplit, dqfrag, persist, lpt;
   explicit Shape(const TileConfig &c)
       : consumers(c.get("consumers")), bn(c.get("bn")), kvBm(c.get("kv_bm")),
         stages(c.get("stages")), overlap(c.has("overlap") && c.get("overlap") != 0),
@@ -147,7 +147,8 @@ struct Shape {
         kvsfirst(c.has("kvsfirst") && c.get("kvsfirst") != 0),
         qsplit(c.has("qsplit") && c.get("qsplit") != 0),
         dqfrag(c.has("dqfrag") && c.get("dqfrag") != 0),
-        persist(c.has("persist") && c.get("persist") != 0) {}
+        persist(c.has("persist") && c.get("persist") != 0), lpt(c.has("lpt") && c.get("lpt") != 0) {
+  }
   int64_t bm() const { return 64 * consumers; }
   /// The dK/dV kernel's keys per program: 64 per consumer, or 64 shared by
   /// the consumers with `dsplit`.
@@ -227,10 +228,14 @@ public:
          "order (with fused at head dim 128 the default, but adding in order without a causal "
          "mask, and tuned; 0 when left out)"},
         {"persist", 0, 1, true,
-         "with fused, where dQ is added in any order: one program a multiprocessor, each taking "
-         "key tiles in turn, the next tile's K and V loaded once the consumers are done with "
-         "them, its queries' stages as the ring frees them (0 when left out; not measured "
-         "yet, so neither a default nor tuned)"},
+         "with fused, where dQ is added in any order (sm_90a): one program a multiprocessor, "
+         "each taking its share of the key tiles in turn, the next tile's K and V (and then "
+         "its queries) loaded once the consumers are done with the last one's, under its dK "
+         "and dV stores (0 when left out; not measured yet, so neither a default nor tuned)"},
+        {"lpt", 0, 1, true,
+         "with persist under a causal mask: the tiles taken longest first across every head "
+         "(every head's first key tile, then every head's second, ...), not each head's in "
+         "turn (0 when left out; not measured yet)"},
     };
     return keys;
   }
@@ -501,6 +506,10 @@ public:
                          "in any order); got fused = " +
                          llvm::Twine(int(s.fused)) +
                          ", deterministic = " + llvm::Twine(int(p.deterministic)));
+    if (s.lpt && (!s.persist || !p.causal))
+      return configError("lpt needs persist = 1 and a causal mask (without one every tile is as "
+                         "long); got persist = " +
+                         llvm::Twine(int(s.persist)) + ", causal = " + llvm::Twine(int(p.causal)));
     // (At head dim 128 under a causal mask the parts through the tensor
     // map spilled 100 bytes beside the tile loop's values; with dqfrag none.)
     if (s.persist && p.d == 128 && p.causal && !s.dqfrag)
@@ -567,9 +576,9 @@ public:
   /// setmaxnreg: at most 255 each, the same for every warp), shared memory.
   llvm::Error checkSm80(const attention::Params &p, const TileConfig &cfg) const {
     Shape s(cfg);
-    if (s.overlap || s.fused || s.sfirst || s.kvsfirst || s.qsplit)
-      return configError("overlap, fused, sfirst, kvsfirst and qsplit need sm_90a (asynchronous "
-                         "products, TMA); the target is " +
+    if (s.overlap || s.fused || s.sfirst || s.kvsfirst || s.qsplit || s.persist || s.lpt)
+      return configError("overlap, fused, sfirst, kvsfirst, qsplit, persist and lpt need sm_90a "
+                         "(asynchronous products, TMA); the target is " +
                          llvm::Twine(p.target.archName()));
     // Head dim 256: a thread would hold 256 registers of dK and dV; the two
     // warpgroups split the columns instead (each computing the step's S^T
@@ -898,6 +907,17 @@ private:
       Value part = arith::DivUIOp::create(b, loc, pid, perPart);
       Value inPart = arith::RemUIOp::create(b, loc, pid, perPart);
       Value nTile = arith::RemUIOp::create(b, loc, inPart, nTiles);
+      // (lpt, persistent: tile `pid` the nTile-th of every part and
+      // sequence's KV head, those of one nTile in the order above.)
+      Value bkvLpt;
+      if (tile && s.lpt) {
+        Value kvs = arith::DivUIOp::create(b, loc, perPart, nTiles);
+        Value across = mul(kvs, split);
+        nTile = arith::DivUIOp::create(b, loc, pid, across);
+        Value rest = arith::RemUIOp::create(b, loc, pid, across);
+        part = arith::DivUIOp::create(b, loc, rest, kvs);
+        bkvLpt = arith::RemUIOp::create(b, loc, rest, kvs);
+      }
       // Ordered: the last tiles first. A query tile's parts are added from
       // its last key tile to its first, and a program waits only for
       // programs before it in the grid, which run already or are done (no
@@ -909,7 +929,7 @@ private:
       // first wave on: programs of one length stay so staggered).
       if (ordered())
         nTile = sub(sub(nTiles, cst(1)), nTile);
-      Value bkv = arith::DivUIOp::create(b, loc, inPart, nTiles);
+      Value bkv = bkvLpt ? bkvLpt : arith::DivUIOp::create(b, loc, inPart, nTiles).getResult();
       Value seq = divu(bkv, p.hkv), kvHead = remu(bkv, p.hkv);
       // The part's query heads: `heads` of them from `head0`.
       Value heads = headsPerPart(split);
@@ -1087,7 +1107,8 @@ private:
     /// in): K, V, Q, dO, the workspace, dK, dV; scale * log2(e), scale, sq,
     /// sk; the partial sums and the head split; fused, `dqSums` (a tensor
     /// map of dQ's f32 sums, or with dqfrag their view); THD: the offsets
-    /// (kept in cuQ and cuK). Programs: ceil(sk / bn) * batch * hkv * split;
+    /// (kept in cuQ and cuK). Programs: ceil(sk / bn) * batch * hkv * split
+    /// (persist: at most the target's multiprocessors);
     /// dK's first size is the batch (BSHD) or batch * hkv (BHSD); THD: K's
     /// offsets are the batch and one.
     struct DkvKernel {
@@ -1112,7 +1133,8 @@ private:
                  parts = getAffineSymbolExpr(2, &c);
       AffineExpr seqs = thd() ? (first - 1) * p.hkv : bshd() ? first * p.hkv : first;
       AffineExpr tiles = sk.ceilDiv(s.dkvKeys()) * seqs * parts;
-      // (Persistent: one program a multiprocessor at most.)
+      // (Persistent: one program a multiprocessor at most, each taking its
+      // share of the tiles, eachTile in dkv().)
       AffineMap grid =
           s.persist
               ? AffineMap::get(0, 3, {tiles, getAffineConstantExpr(p.target.smCount(), &c)}, &c)
@@ -1499,11 +1521,27 @@ private:
                           llvm::function_ref<SmallVector<Value>(Value, ValueRange)> body) {
         if (!s.persist)
           return body(Value(), init);
+        // Round j's tiles [j grid, (j + 1) grid) go to the programs in
+        // their order in even rounds, in the reverse order in odd ones (so
+        // that, the tiles longest first, no program takes the longest of
+        // every round); the last round's, fewer, to the first programs or
+        // (odd) the last.
         Value pid = tt::ProgramIdOp::create(b, loc, tt::Dim::x);
         Value grid = tt::NumProgramsOp::create(b, loc, tt::Dim::x);
-        Value mine = arith::DivUIOp::create(b, loc, add(sub(tiles, pid), sub(grid, cst(1))), grid);
+        Value whole = arith::DivUIOp::create(b, loc, tiles, grid);
+        Value left = arith::RemUIOp::create(b, loc, tiles, grid);
+        auto isOdd = [&](Value x) {
+          return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, remu(x, 2), cst(0));
+        };
+        Value odd = isOdd(whole);
+        Value back = sub(sub(grid, cst(1)), pid);
+        Value extra = arith::SelectOp::create(
+            b, loc, odd, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, back, left),
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, pid, left));
+        Value mine = add(whole, arith::SelectOp::create(b, loc, extra, cst(1), cst(0)));
         return loop(cst(0), mine, init, [&](Value j, ValueRange carried) {
-          DkvTile at = placeDkv(sqV, skV, split, bn, add(pid, mul(j, grid)), tiles);
+          Value at0 = arith::SelectOp::create(b, loc, isOdd(j), back, pid);
+          DkvTile at = placeDkv(sqV, skV, split, bn, add(mul(j, grid), at0), tiles);
           seq = at.seq, kvHead = at.kvHead, heads = at.heads, head0 = at.head0, n0 = at.n0;
           ps = at.ps;
           mEnd = at.mEnd, mStart = at.mStart, mMasked = at.mMasked;
@@ -1630,7 +1668,8 @@ private:
                                    mul(consumer, cst(dqCols)), splat(dqType, f32c(0.0)), true, true,
                                    async, /*overwrite=*/true);
         };
-        // The part goes out through shared memory, where `done` > 0: once
+        // The part goes out through shared memory, where `done` > 0 (or
+        // `any`: persistent, where the step is not its tile's first): once
         // the previous addition has read the consumer's stage of `rdq`, the
         // part is written there and one thread adds it into the sums (query
         // tile mi of `head`) with TMA (a reduction per panel, not a red

@@ -1031,7 +1031,8 @@ TEST_F(GpuAttention, BackwardFusedPartsInRegisterOrder) {
 TEST_F(GpuAttention, BackwardFusedPersistentTakesTilesInTurn) {
   // persist: one program a multiprocessor (here as many as `programs`
   // says, so that each takes several tiles: 5, 8 and 16 programs), each
-  // taking the key tiles in turn, the next tile's K and V loaded once its
+  // taking its share of the tiles (round j's in the programs' order, or
+  // the reverse in odd rounds), the next tile's K and V loaded once its
   // consumers are done with the last one's, the steps' stages counted over
   // the program's tiles: every element against float64, head dims 64 and
   // 128, causal or not, ragged, cross lengths, keys no query sees (tiles
@@ -1050,13 +1051,29 @@ TEST_F(GpuAttention, BackwardFusedPersistentTakesTilesInTurn) {
       runBackward({2, 300, 300, 3, 3, d, causal, Layout::BSHD, DType::F16, 0.0f, cfg, 8});
     }
     runBackward({1, 65, 300, 2, 2, d, false, Layout::BSHD, DType::BF16, 0.0f, cfg, 5});
-    runBackward({1, 100, 250, 2, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg, 5});
+    // (Two programs: one takes a tile without a step, keys past every
+    // query, and then one with steps.)
+    runBackward({1, 100, 250, 2, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg, 2});
     runBackward({1, 250, 100, 2, 2, d, true, Layout::BHSD, DType::BF16, 0.0f, cfg, 5});
     runBackward({4, 256, 256, 8, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg, 8});
     runBackward({4, 2048, 2048, 4, 4, d, false, Layout::BSHD, DType::BF16, 0.0f, cfg});
   }
   runBackward({1, 700, 700, 4, 2, 128, false, Layout::BHSD, DType::BF16, 0.0f,
                "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 persist=1 stages=2", 8});
+  // lpt: under a causal mask every head's first key tile, then every
+  // head's second, ... (GQA with the heads split, MQA, ragged, both
+  // layouts; 7 and 16 programs: rounds of both parities, the last one
+  // short).
+  for (auto [d, cfg] :
+       {std::pair{
+            int64_t(64),
+            "bn=128 consumers=1 dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 persist=1 stages=2"},
+        std::pair{int64_t(128), "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 "
+                                "persist=1 stages=2"}}) {
+    runBackward({2, 1024, 1024, 4, 1, d, true, Layout::BHSD, DType::BF16, 0.0f, cfg, 16});
+    runBackward({3, 383, 383, 4, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg, 7});
+    runBackward({1, 250, 100, 2, 2, d, true, Layout::BSHD, DType::F16, 0.0f, cfg, 7});
+  }
 }
 
 TEST_F(GpuAttention, AFusedWinnerRunsOnlyInTheModeItWasBuiltFor) {

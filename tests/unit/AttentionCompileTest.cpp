@@ -353,13 +353,14 @@ TEST(AttentionCompile, Sm80BackwardBuildsWithoutSpillsAndRefusesWhatItCannotRun)
   expectCleanSm80Backward(wide, *TileConfig::parse("bn=16 consumers=2 dsplit=1 kv_bm=16 stages=3"));
 
   const KernelTemplate &t = getTemplate(attention::backwardOp());
-  for (const char *why : {"overlap=1", "fused=1", "sfirst=1", "kvsfirst=1", "qsplit=1"}) {
+  for (const char *why :
+       {"overlap=1", "fused=1", "sfirst=1", "kvsfirst=1", "qsplit=1", "persist=1", "lpt=1"}) {
     auto err = t.checkConfig(mha, *TileConfig::parse(std::string("bn=32 consumers=1 kv_bm=16 "
                                                                  "stages=2 ") +
                                                      why));
     ASSERT_TRUE(bool(err)) << why;
     EXPECT_NE(llvm::toString(std::move(err))
-                  .find("overlap, fused, sfirst, kvsfirst and qsplit need sm_90a"),
+                  .find("overlap, fused, sfirst, kvsfirst, qsplit, persist and lpt need sm_90a"),
               std::string::npos)
         << why;
   }
@@ -700,7 +701,8 @@ TEST(AttentionCompile, BackwardQuerySplitTakesTwiceTheQueriesForTheSameScoreProd
   auto err = t.checkConfig(sm80, *TileConfig::parse("bn=32 consumers=2 dsplit=1 kv_bm=16 "
                                                     "qsplit=1 stages=2"));
   ASSERT_TRUE(bool(err));
-  EXPECT_NE(llvm::toString(std::move(err)).find("and qsplit need sm_90a"), std::string::npos);
+  EXPECT_NE(llvm::toString(std::move(err)).find("qsplit, persist and lpt need sm_90a"),
+            std::string::npos);
 }
 
 TEST(AttentionCompile, PtxasInjectsNoWaitBetweenTheOverlappedScoreProducts) {
@@ -872,7 +874,8 @@ TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
 
 TEST(AttentionCompile, PersistentFusedBackwardBuildsAndNamesWhatItNeeds) {
   // persist: the fused dK/dV kernel with one program a multiprocessor of
-  // the target, each taking the key tiles in turn: no spill byte at head
+  // the target, each taking its share of the tiles (lpt: under a causal
+  // mask longest first across the heads): no spill byte at head
   // dims 64 and 128, both masks and layouts, GQA, f16, dQ's parts in the
   // registers' order and (but at 128 under the mask) through the tensor
   // map; its grid the tiles capped at the target's multiprocessors, the
@@ -893,6 +896,14 @@ TEST(AttentionCompile, PersistentFusedBackwardBuildsAndNamesWhatItNeeds) {
   gqa.hkv = 2;
   const char *cfg = "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2";
   expectClean(gqa, *TileConfig::parse(cfg));
+  // lpt: under a causal mask the tiles longest first across the heads.
+  for (int64_t d : {64, 128})
+    for (Layout l : {Layout::BSHD, Layout::BHSD})
+      expectClean(
+          nondeterministic(d, true, l),
+          *TileConfig::parse(std::string(d == 64 ? "bn=128 consumers=1" : "bn=128 consumers=2") +
+                             " dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 persist=1 "
+                             "stages=2"));
   // The grid: symbols sk, dK's first size (the batch under BSHD) and the
   // split; capped at 132 (the target's usual count) and at 16.
   for (int sms : {0, 16}) {
@@ -921,7 +932,14 @@ TEST(AttentionCompile, PersistentFusedBackwardBuildsAndNamesWhatItNeeds) {
                    "got fused = 1, deterministic = 1"},
         std::tuple{nondeterministic(128, true),
                    "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 persist=1 stages=2",
-                   "persist at head dim 128 under a causal mask needs dqfrag = 1"}}) {
+                   "persist at head dim 128 under a causal mask needs dqfrag = 1"},
+        std::tuple{nondeterministic(128, false),
+                   "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 persist=1 "
+                   "stages=2",
+                   "lpt needs persist = 1 and a causal mask"},
+        std::tuple{nondeterministic(128, true),
+                   "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 stages=2",
+                   "got persist = 0, causal = 1"}}) {
     auto err = t.checkConfig(p, *TileConfig::parse(c));
     ASSERT_TRUE(bool(err)) << c;
     EXPECT_NE(llvm::toString(std::move(err)).find(what), std::string::npos) << c;
@@ -929,7 +947,7 @@ TEST(AttentionCompile, PersistentFusedBackwardBuildsAndNamesWhatItNeeds) {
   for (int64_t d : {64, 128})
     for (bool causal : {false, true})
       for (const TileConfig &c : t.configSpace(nondeterministic(d, causal)))
-        EXPECT_FALSE(c.has("persist")) << "not tuned yet: " << c.canonical();
+        EXPECT_FALSE(c.has("persist") || c.has("lpt")) << "not tuned yet: " << c.canonical();
 }
 
 TEST(AttentionCompile, PersistentGridIsTheTilesCappedAtLaunch) {
