@@ -59,15 +59,19 @@
 // slower at most of them). Else in a fixed order: the programs run the
 // last key tiles first, and a helper thread beside the producer takes
 // the consumers' parts, waits on a flag per query tile of a head
-// (tile.flag_wait) until the key tiles after its own have added theirs,
-// adds them, and sets the flag once the additions are whole: the default
-// at head dim 128 with 2048 programs or more, under a causal mask only with
-// as many KV heads as query heads (on the H100, against the two kernels,
-// causal: 5-9 % less time at 8192 and 16384 keys, 4 % more at 4096,
-// bench/NOTES.md b20; GQA 2-4 % more at 2048 programs, 8 % more at one KV
-// head, b22; without a mask: 4-13 % less at 2048 programs, GQA 8-10 % less,
-// 5-22 % more at 1024 and fewer, b21, b22; 1.8 x the time at head dim 64
-// with one consumer, b20).
+// (tile.flag_wait) until the programs before its turn there have added
+// theirs (under a causal mask the key tiles after its own; without one,
+// where each program walks the query tiles from its own place, those that
+// came to the tile before it), adds them, and sets the flag once the
+// additions are whole: the default at head dim 128 with 2048 programs or
+// more, under a causal mask only with as many KV heads as query heads,
+// without one from 1024 where the walk rotates (on the H100, against the
+// two kernels, causal: 5-9 % less time at 8192 and 16384 keys, 4 % more
+// at 4096, bench/NOTES.md b20; GQA 2-4 % more at 2048 programs, 8 % more
+// at one KV head, b22; without a mask, walking from the first tile: 4-13 %
+// less at 2048 programs, GQA 8-10 % less, 5-22 % more at 1024 and fewer,
+// b21, b22; rotated 3-13 % less than that, b23; 1.8 x the time at head
+// dim 64 with one consumer, b20).
 //
 // Masks: the dQ kernel masks as the forward does (keys past the sequence,
 // the causal diagonal); the dK/dV kernel masks the causal diagonal only:
@@ -921,7 +925,8 @@ private:
       // Ordered: the last tiles first. A query tile's parts are added from
       // its last key tile to its first, and a program waits only for
       // programs before it in the grid, which run already or are done (no
-      // wait on a program not yet started). Under the causal mask a program
+      // wait on a program not yet started; but without a mask where the
+      // walk rotates, rotated's comment). Under the causal mask a program
       // comes to each query tile of its first head bn / kv_bm steps after
       // the next key tile's program did (two at head dim 128), and to those
       // of its later heads more steps after; without one at the same step,
@@ -996,11 +1001,15 @@ private:
     /// the order the programs come to it, so each program's turn at a tile
     /// comes R steps after the one before it there (walking from tile 0,
     /// each came to a tile at the same step as the one before it, and its
-    /// addition waited for that one's). That order wraps from a head's
-    /// first program to its last, so a program may wait for one after it
-    /// in the grid: those start once the programs before the head are done,
-    /// which wait only for each other, as the multiprocessors hold N at
-    /// once. Elsewhere the walk from tile 0, the turns in the grid's order.
+    /// addition waited for that one's). The turn before a program's at a
+    /// tile is the next program's in the grid (the head's first program's
+    /// for its last), so every program but the head's last waits for one
+    /// after it in the grid: those start once the programs before the head
+    /// are done, which wait only for each other, as the multiprocessors
+    /// hold N at once. Elsewhere the walk from tile 0, the turns in the
+    /// grid's order. (The consumers count their steps from `start`: without
+    /// a mask they need no tile's index, and adding in order they hand
+    /// their parts to the helper, which walks as the producer.)
     /// `rotated()`: whether a kernel has the rotated walk; walkOf: a
     /// program's first tile and whether it rotates (in the types of
     /// `lastTurn` and `end`).
@@ -2020,9 +2029,10 @@ private:
       // consumers' parts of dQ in the consumers' order of steps (query tile
       // mi of `head`, as the producer loads them): once every consumer's
       // part is in its stage, it waits on the tile's flag word for this
-      // program's turn (the key tiles after its own whose keys the tile's
-      // queries see add first: under a causal mask up to mi * kv_bm / bn,
-      // without one every key tile), adds the parts (addPart), gives the
+      // program's turn (under a causal mask the key tiles after its own
+      // whose keys the tile's queries see add first, up to mi * kv_bm / bn;
+      // without one every key tile after its own, or where the walk
+      // rotates those that came to the tile before it), adds the parts (addPart), gives the
       // stages back once the additions have read them and, once they are
       // whole in the sums, sets the flag to the turn after.
       // Each element's sum takes its parts in one order on every run, and

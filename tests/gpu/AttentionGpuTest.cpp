@@ -123,8 +123,12 @@ protected:
     CompiledKernel compiled;
     std::unique_ptr<LoadedKernel> loaded;
   };
-  static llvm::Expected<Built &> build(const KernelSpec &spec, const TileConfig &config) {
+  static llvm::Expected<Built &> build(const KernelSpec &spec, TileConfig config) {
     static auto *built = new std::map<std::string, std::unique_ptr<Built>>();
+    // (An empty config is the default for the spec's sizes, which the key
+    // leaves out: resolved first.)
+    if (config.values.empty())
+      config = getTemplate(spec).defaultConfig(spec);
     std::string key = kernelKey(spec, config);
     auto it = built->find(key);
     if (it != built->end())
@@ -960,12 +964,12 @@ TEST_F(GpuAttention, BackwardFusedInOrderRepeatsBitwise) {
     runBackward(inOrder({1, 100, 250, 2, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg}));
     runBackward(inOrder({16, 512, 512, 8, 1, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg}));
     runBackward(inOrder({1, 129, 129, 2, 2, d, true, Layout::BSHD, DType::F16, 1.0f, cfg}));
-    // Without a mask every key tile adds into every query tile, each
-    // program a turn after the one before it in the grid (GQA and MQA at
-    // both head dims); where the query tiles are two per key tile (383,
-    // 512 and 2048 rows) each program walks them from its own place, the
-    // turns in the order the programs come to a tile, elsewhere (250 and
-    // 100, 700) from the first.
+    // Without a mask every key tile adds into every query tile (GQA and
+    // MQA at both head dims): where the query tiles are R per key tile (R
+    // = a program's keys / 64; 383, 512 and 2048 rows at head dim 128)
+    // each program walks them from its own place, the turns in the order
+    // the programs come to a tile; elsewhere (250 and 100, 700) from the
+    // first, each program a turn after the one before it in the grid.
     runBackward(inOrder({1, 383, 383, 2, 2, d, false, Layout::BSHD, DType::BF16, 0.0f, cfg}));
     runBackward(inOrder({1, 2048, 2048, 2, 1, d, false, Layout::BHSD, DType::BF16, 0.0f, cfg}));
     runBackward(inOrder({4, 512, 512, 8, 1, d, false, Layout::BSHD, DType::BF16, 0.0f, cfg}));
