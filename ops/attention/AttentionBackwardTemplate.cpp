@@ -2032,9 +2032,10 @@ private:
       // program's turn (under a causal mask the key tiles after its own
       // whose keys the tile's queries see add first, up to mi * kv_bm / bn;
       // without one every key tile after its own, or where the walk
-      // rotates those that came to the tile before it), adds the parts (addPart), gives the
-      // stages back once the additions have read them and, once they are
-      // whole in the sums, sets the flag to the turn after.
+      // rotates those that came to the tile before it), adds the parts
+      // (addPart), gives the stages back once the additions have read them
+      // and, once they are whole in the sums, sets the flag to the turn
+      // after.
       // Each element's sum takes its parts in one order on every run, and
       // no consumer waits on global memory (FlashAttention-3's
       // deterministic backward gives this to a warp of its own). The
