@@ -170,11 +170,13 @@ struct Shape {
   }
   /// Of the dK/dV kernel: K and V tiles, the Q and dO rings, the LSE and
   /// D rings (8 f32 rows each); fused, kDsStages stages of dS^T and their
-  /// barriers, and each consumer's f32 part of dQ on its way out; qsplit,
-  /// a step's P^T and dS^T and two barriers.
+  /// barriers, and each consumer's f32 part of dQ on its way out (persist:
+  /// and the barrier for K and V free); qsplit, a step's P^T and dS^T and
+  /// two barriers.
   int64_t dkvSmem(int64_t d, int64_t e) const {
-    int64_t ds =
-        fused ? kDsStages * bm() * kvBm * e + 8 * kDsStages + consumers * kvBm * dqCols(d) * 4 : 0;
+    int64_t ds = fused ? kDsStages * bm() * kvBm * e + 8 * kDsStages +
+                             consumers * kvBm * dqCols(d) * 4 + (persist ? 8 : 0)
+                       : 0;
     if (qsplit)
       ds = 2 * dkvKeys() * kvBm * e + 2 * 8;
     return (2 * dkvKeys() + 2 * stages * kvBm) * d * e + 2 * stages * 8 * kvBm * 4 + ds +
