@@ -70,7 +70,7 @@
 // at 4096, bench/NOTES.md b20; GQA 2-4 % more at 2048 programs, 8 % more
 // at one KV head, b22; without a mask, walking from the first tile: 4-13 %
 // less at 2048 programs, GQA 8-10 % less, 5-22 % more at 1024 and fewer,
-// b21, b22; rotated 3-13 % less than that, b23; 1.8 x the time at head
+// b21, b22; rotated 2-13 % less than that, b23; 1.8 x the time at head
 // dim 64 with one consumer, b20).
 //
 // Masks: the dQ kernel masks as the forward does (keys past the sequence,
@@ -397,7 +397,7 @@ public:
     // Without a mask each program walks the query tiles from its own place
     // where they are two per key tile and a head's programs fit on half the
     // multiprocessors (the kernel's rotated walk; b23, H100, one call): in
-    // order 3-13 % less time than walking from tile 0 at 128 to 2048
+    // order 2-13 % less time than walking from tile 0 at 128 to 2048
     // programs (B4 H32 S2048 1.70 -> 1.55-1.57 ms, B1 H32 S4096 1.55 ->
     // 1.38, B1 H32 S8192 -2.5 %), against b21's two kernels (another call)
     // 6 % less at 1024 programs (B1 H32 S4096), even at 512, more at 128:
