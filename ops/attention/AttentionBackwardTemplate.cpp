@@ -157,6 +157,16 @@ struct Shape {
   /// The dK/dV kernel's keys per program: 64 per consumer, or 64 shared by
   /// the consumers with `dsplit`.
   int64_t dkvKeys() const { return dsplit ? 64 : bm(); }
+  /// The ordered fused kernel's rotated walk without a mask (the kernel's
+  /// comment at `rotated()`): query tiles per key tile, and the most key
+  /// tiles a head may have for it (half the multiprocessors); whether it
+  /// applies to `sq` queries and `sk` keys.
+  int64_t walkRatio() const { return dkvKeys() / kvBm; }
+  static int64_t maxRotatedKeyTiles(const Target &t) { return t.smCount() / 2; }
+  bool rotates(int64_t sq, int64_t sk, const Target &t) const {
+    int64_t keyTiles = (sk + dkvKeys() - 1) / dkvKeys();
+    return (sq + kvBm - 1) / kvBm == walkRatio() * keyTiles && keyTiles <= maxRotatedKeyTiles(t);
+  }
   /// The columns of dK and dV each consumer holds.
   int64_t dkvCols(int64_t d) const { return dsplit ? d / consumers : d; }
   /// Query rows of a dQ program: 64 per consumer, or below sm_90a (no
@@ -403,14 +413,12 @@ public:
     // 6 % less at 1024 programs (B1 H32 S4096), even at 512, more at 128:
     // the default from 1024 programs there (as many KV heads as query
     // heads; GQA at 1024 not measured).
-    int64_t keyTiles = (p.sk + 127) / 128;
-    bool rotates = !p.causal && p.hq == p.hkv && (p.sq + 63) / 64 == 2 * keyTiles &&
-                   keyTiles <= p.target.smCount() / 2;
+    TileConfig fused = make(2, 128, 64, 2, 1, 0, 0, /*fused=*/1);
+    bool rotates = !p.causal && p.hq == p.hkv && Shape(fused).rotates(p.sq, p.sk, p.target);
     bool ordered =
         (programs >= 2048 || (rotates && programs >= 1024)) && (p.hq == p.hkv || !p.causal);
     if ((!p.deterministic || ordered) && attention::atomicDqTunable(p) && p.d == 128 &&
         programs >= 128) {
-      TileConfig fused = make(2, 128, 64, 2, 1, 0, 0, /*fused=*/1);
       if (!p.deterministic || p.causal)
         fused.set("dqfrag", 1);
       if (llvm::Error err = checkConfig(ks, fused))
@@ -1017,11 +1025,11 @@ private:
     /// `lastTurn` and `end`).
     bool rotated() const { return ordered() && !p.causal; }
     std::pair<Value, Value> walkOf(Value lastTurn, Value keyTiles, Value start, Value end) {
-      int64_t r = s.dkvKeys() / s.kvBm;
+      int64_t r = s.walkRatio();
       Value whole = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, end,
                                           mul(keyTiles, cstLike(keyTiles, r)));
       Value fits = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, keyTiles,
-                                         cstLike(keyTiles, p.target.smCount() / 2));
+                                         cstLike(keyTiles, Shape::maxRotatedKeyTiles(p.target)));
       Value rot = arith::AndIOp::create(b, loc, whole, fits);
       Value first =
           arith::SelectOp::create(b, loc, rot, mul(lastTurn, cstLike(lastTurn, r)), start);
@@ -2067,7 +2075,7 @@ private:
             Value ahead = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, mi, first);
             Value step =
                 arith::SelectOp::create(b, loc, ahead, sub(mi, first), sub(add(mi, end), first));
-            turn = arith::SelectOp::create(b, loc, rot, divu(step, bn / s.kvBm), turn);
+            turn = arith::SelectOp::create(b, loc, rot, divu(step, s.walkRatio()), turn);
           }
           SmallVector<Value> flag = {toIndex(add(bhBase, head)), toIndex(mi), cst(0)};
           for (int64_t k = 0; k < s.consumers; ++k)
