@@ -736,6 +736,8 @@ tj_status attnBwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64_t b
     return invalid(llvm::toString(spec.takeError()));
   // The launch checks the kernel against the spec's mode.
   call.deterministic = tilejit::attention::Params(*spec).deterministic;
+  // A persistent kernel leaves the engine's margin of multiprocessors free.
+  call.maxPrograms = e->engine->target().smCount() - e->smMargin.load();
   return withKernel(e, *spec, stream, [&](const tilejit::LoadedKernel &kernel) {
     return tilejit::attention::launchBackward(kernel, call, static_cast<CUstream>(stream));
   });

@@ -247,11 +247,13 @@ public:
          "with fused, where dQ is added in any order (sm_90a): one program a multiprocessor, "
          "each taking its share of the key tiles in turn, the next tile's K and V (and then "
          "its queries) loaded once the consumers are done with the last one's, under its dK "
-         "and dV stores (0 when left out; not measured yet, so neither a default nor tuned)"},
+         "and dV stores (with fused at head dim 128 the default there, and tuned; 0 when left "
+         "out)"},
         {"lpt", 0, 1, true,
          "with persist under a causal mask: the tiles taken longest first across every head "
          "(every head's first key tile, then every head's second, ...), not each head's in "
-         "turn (0 when left out; not measured yet)"},
+         "turn (the default where the tiles are at most four rounds of the multiprocessors, "
+         "and tuned; 0 when left out)"},
     };
     return keys;
   }
@@ -329,8 +331,16 @@ public:
     // head dim 64 (one consumer, 64 keys a program, each a step behind the
     // next) 1.8 x as long as the default under a causal mask. Each with
     // the parts of dQ handed over in the registers' order (dqfrag) and
-    // through the tensor map.
+    // through the tensor map. Where dQ is added in any order, those with
+    // overlap also with one program a multiprocessor (persist), under a
+    // causal mask also taking the tiles longest first (lpt).
     attention::Params pk(ks);
+    auto push = [&](TileConfig c) {
+      if (llvm::Error err = checkConfig(ks, c))
+        llvm::consumeError(std::move(err));
+      else if (c != out.front())
+        out.push_back(std::move(c));
+    };
     if ((!pk.deterministic || pk.d == 128) && attention::atomicDqTunable(pk))
       for (int64_t overlap : {1, 0})
         for (int64_t consumers : {1, 2})
@@ -338,10 +348,15 @@ public:
             TileConfig c = make(consumers, 128, 64, 2, overlap, 0, 0, /*fused=*/1);
             if (dqfrag)
               c.set("dqfrag", 1);
-            if (llvm::Error err = checkConfig(ks, c))
-              llvm::consumeError(std::move(err));
-            else if (c != out.front())
-              out.push_back(std::move(c));
+            push(c);
+            if (pk.deterministic || !overlap)
+              continue;
+            c.set("persist", 1);
+            push(c);
+            if (!pk.causal)
+              continue;
+            c.set("lpt", 1);
+            push(c);
           }
     return out;
   }
@@ -421,10 +436,33 @@ public:
         programs >= 128) {
       if (!p.deterministic || p.causal)
         fused.set("dqfrag", 1);
-      if (llvm::Error err = checkConfig(ks, fused))
+      if (llvm::Error err = checkConfig(ks, fused)) {
         llvm::consumeError(std::move(err));
-      else
-        return fused;
+      } else {
+        // Adding dQ in any order: one program a multiprocessor (persist;
+        // b25, H100, two alternated rounds in one call): without a mask
+        // 4-5 % less time from 512 to 4096 programs (B4 H32 S2048 1.51 ->
+        // 1.43 ms), under a causal mask at B1 H32 9 % less at S4096, 1-8 %
+        // at S8192, even at S16384. Under a causal mask with four rounds
+        // of tiles or fewer, each head's tiles in turn leave the rounds
+        // unbalanced (Llama-3.1-70B TP8, 512 tiles: 0.82 -> 1.07 ms), the
+        // tiles longest first across every head (lpt) not (0.69 ms; B1 H16
+        // S4096 0.51 -> 0.38 ms, B1 H8 S8192 1.03 -> 0.64); with more, lpt
+        // loses: 3 % at 1024 tiles (B1 H32 S4096), 6 % at 2048 to 4096
+        // (S8192, S16384), 60-70 % with GQA's four heads a tile at 2048
+        // (B4 H32 KV8 S8192, B8 H32 KV8 S4096).
+        if (p.deterministic)
+          return fused;
+        TileConfig persistent = fused;
+        persistent.set("persist", 1);
+        if (p.causal && programs <= 4 * p.target.smCount())
+          persistent.set("lpt", 1);
+        if (llvm::Error err = checkConfig(ks, persistent)) {
+          llvm::consumeError(std::move(err));
+          return fused;
+        }
+        return persistent;
+      }
     }
     if (llvm::Error err = checkConfig(ks, c)) {
       llvm::consumeError(std::move(err));
@@ -1126,8 +1164,9 @@ private:
     /// in): K, V, Q, dO, the workspace, dK, dV; scale * log2(e), scale, sq,
     /// sk; the partial sums and the head split; fused, `dqSums` (a tensor
     /// map of dQ's f32 sums, or with dqfrag their view); THD: the offsets
-    /// (kept in cuQ and cuK). Programs: ceil(sk / bn) * batch * hkv * split
-    /// (persist: at most the target's multiprocessors);
+    /// (kept in cuQ and cuK); persist, the most programs the call allows
+    /// (its last argument). Programs: ceil(sk / bn) * batch * hkv * split
+    /// (persist: at most the target's multiprocessors and that argument);
     /// dK's first size is the batch (BSHD) or batch * hkv (BHSD); THD: K's
     /// offsets are the batch and one.
     struct DkvKernel {
@@ -1148,18 +1187,24 @@ private:
         args.push_back(flagsType());
       if (thd()) // (not fused)
         args.append({offsetsType(), offsetsType()});
+      if (s.persist) // (fused, neither ordered nor THD)
+        args.push_back(idx);
       AffineExpr sk = getAffineSymbolExpr(0, &c), first = getAffineSymbolExpr(1, &c),
-                 parts = getAffineSymbolExpr(2, &c);
+                 parts = getAffineSymbolExpr(2, &c), cap = getAffineSymbolExpr(3, &c);
       AffineExpr seqs = thd() ? (first - 1) * p.hkv : bshd() ? first * p.hkv : first;
       AffineExpr tiles = sk.ceilDiv(s.dkvKeys()) * seqs * parts;
-      // (Persistent: one program a multiprocessor at most, each taking its
-      // share of the tiles, eachTile in dkv().)
+      // (Persistent: one program a multiprocessor at most, and no more
+      // than the call allows (multiprocessors it leaves free), each taking
+      // its share of the tiles, eachTile in dkv().)
+      SmallVector<int64_t> symbols = {10, -1, thd() ? 14 : 5, 0, 12, -1};
+      if (s.persist)
+        symbols.append({int64_t(args.size() - 1), -1});
       AffineMap grid =
-          s.persist
-              ? AffineMap::get(0, 3, {tiles, getAffineConstantExpr(p.target.smCount(), &c)}, &c)
-              : AffineMap::get(0, 3, {tiles}, &c);
-      auto kernel = makeKernel(b, loc, name.str() + suffix(), args, threads, grid,
-                               {10, -1, thd() ? 14 : 5, 0, 12, -1}, cfg, /*cluster=*/1, minBlocks);
+          s.persist ? AffineMap::get(
+                          0, 4, {tiles, getAffineConstantExpr(p.target.smCount(), &c), cap}, &c)
+                    : AffineMap::get(0, 3, {tiles}, &c);
+      auto kernel = makeKernel(b, loc, name.str() + suffix(), args, threads, grid, symbols, cfg,
+                               /*cluster=*/1, minBlocks);
       Block *entry = entryOf(kernel);
       auto a = [&](unsigned i) { return entry->getArgument(i); };
       return {kernel,

@@ -323,7 +323,11 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
   // built to add in any order is not run for a call that asks for bitwise
   // repeatable results, nor an ordered one where the call's workspace has
   // no room for the flags.
-  bool ordered = fused && dkv.params.size() == 15;
+  // Persistent (config persist; fused, adding in any order): its last
+  // argument, an index, the most programs the call allows.
+  bool fifteenth = fused && dkv.params.size() == 15;
+  bool persistent = fifteenth && dkv.params[14].kind == ParamInfo::Index;
+  bool ordered = fifteenth && !persistent;
   if (fused && ordered != c.deterministic)
     return error(ordered ? "the kernel adds dQ's parts in a fixed order (built for deterministic = "
                            "1); the call says deterministic = 0"
@@ -335,7 +339,7 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
   size_t want[4] = {fused ? 6u
                     : thd ? 15u
                           : 13u,
-                    fused ? (ordered ? 15u : 14u)
+                    fused ? (ordered || persistent ? 15u : 14u)
                     : thd ? 15u
                           : 13u,
                     thd ? 6u : 5u, 4u};
@@ -520,7 +524,10 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
                         sumsByMap ? KernelArg::tensorMap(sumsMap)
                         : fused   ? dqSums
                                   : cuQ,
-                        ordered ? w.flags(c) : cuK};
+                        ordered ? w.flags(c)
+                        : persistent
+                            ? KernelArg::index(c.maxPrograms > 0 ? c.maxPrograms : INT32_MAX)
+                            : cuK};
   // Ordered: the flags start at 0 (what the kernel counts from).
   if (ordered) {
     auto drv = CudaDriver::get();

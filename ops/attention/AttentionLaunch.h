@@ -35,8 +35,9 @@ struct Call {
   int64_t totalQ = 0, totalK = 0;
   /// Multiplies Q K^T; 0 means 1 / sqrt(d).
   float scale = 0.0f;
-  /// Forward with a persistent config: most programs the grid may have (0:
-  /// one per multiprocessor); fewer leave multiprocessors to other work.
+  /// Forward with a persistent config, backward with persist (its dK/dV
+  /// kernel): most programs the grid may have (0: one per
+  /// multiprocessor); fewer leave multiprocessors to other work.
   int64_t maxPrograms = 0;
   /// Backward only: the ways the query heads of each KV head's group are
   /// split over the dK/dV kernel's programs (a divisor of hq / hkv); 0, the

@@ -109,9 +109,14 @@ void expectClean(const KernelSpec &spec, const TileConfig &config) {
     // last ([b * hq, query tiles, 1] words), waited for and set at GPU scope
     // (ordered with the TMA reductions: fence.proxy.async.global) by the
     // helper thread (thread 32), once its additions are whole (not only
-    // read).
+    // read). persist: the most programs the call allows come last (an
+    // index).
     bool ordered = attention::Params(spec).deterministic;
-    EXPECT_EQ(k->entries[1].params.size(), ordered ? 15u : 14u);
+    bool persist = config.has("persist") && config.get("persist") != 0;
+    EXPECT_EQ(k->entries[1].params.size(), ordered || persist ? 15u : 14u);
+    if (persist) {
+      EXPECT_EQ(k->entries[1].params.back().kind, ParamInfo::Index);
+    }
     EXPECT_EQ(k->ptx.find("ld.acquire.gpu") != std::string::npos, ordered);
     EXPECT_EQ(k->ptx.find("fence.acq_rel.gpu") != std::string::npos, ordered);
     EXPECT_EQ(k->ptx.find("fence.proxy.async.global") != std::string::npos, ordered);
@@ -853,10 +858,12 @@ TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
         if (d == 64) {
           EXPECT_EQ(def, t.defaultConfig(backward(d, causal))) << "the same default either way";
         }
-        int fusedInSpace = 0;
+        int fusedInSpace = 0, persistInSpace = 0;
         for (const TileConfig &c : t.configSpace(p)) {
           bool fused = c.has("fused") && c.get("fused");
-          fusedInSpace += fused;
+          bool persist = c.has("persist") && c.get("persist");
+          fusedInSpace += fused && !persist;
+          persistInSpace += persist;
           if (!fused)
             continue;
           auto k = compileKernel(p, c); // no spill at all
@@ -865,8 +872,13 @@ TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
             EXPECT_EQ(e.spillBytes, 0) << c.canonical() << " " << e.name << "\n" << k->log;
         }
         // (Deterministic at 128: the ones in order, overlap on and off,
-        // dqfrag on and off.)
+        // dqfrag on and off.) Nondeterministic: those with overlap with
+        // one program a multiprocessor too (at head dim 128 under a causal
+        // mask only with dqfrag), and under a causal mask also longest
+        // first.
         EXPECT_EQ(fusedInSpace, !deterministic || d == 128 ? 4 : 0) << d << causal;
+        int persistent = deterministic ? 0 : d == 128 && causal ? 1 : 2;
+        EXPECT_EQ(persistInSpace, causal ? 2 * persistent : persistent) << d << causal;
       }
   for (const TileConfig &c : t.configSpace(nondeterministic(64, true, Layout::THD)))
     EXPECT_FALSE(c.has("fused") && c.get("fused")) << c.canonical();
@@ -904,21 +916,27 @@ TEST(AttentionCompile, PersistentFusedBackwardBuildsAndNamesWhatItNeeds) {
           *TileConfig::parse(std::string(d == 64 ? "bn=128 consumers=1" : "bn=128 consumers=2") +
                              " dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 persist=1 "
                              "stages=2"));
-  // The grid: symbols sk, dK's first size (the batch under BSHD) and the
-  // split; capped at 132 (the target's usual count) and at 16.
+  // The grid: symbols sk, dK's first size (the batch under BSHD), the
+  // split and the call's cap (its last argument, an index); capped at 132
+  // (the target's usual count) and at 16, and at the call's.
   for (int sms : {0, 16}) {
     attention::Params p = nondeterministic(128, false);
     p.target.setSMs(sms);
     auto k = compileKernel(p.spec(), *TileConfig::parse(cfg));
     ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
-    const GridRule &g = k->entries[1].grid[0];
-    ASSERT_EQ(g.symbols.size(), 3u);
+    const EntryInfo &dkv = k->entries[1];
+    ASSERT_EQ(dkv.params.size(), 15u);
+    EXPECT_EQ(dkv.params[14].kind, ParamInfo::Index);
+    const GridRule &g = dkv.grid[0];
+    ASSERT_EQ(g.symbols.size(), 4u);
+    EXPECT_EQ(g.symbols[3], std::make_pair(14, -1));
     int64_t cap = sms ? sms : p.target.smCount();
-    for (int64_t sk : {128, 4096, 100000}) {
-      int64_t tiles = (sk + 127) / 128 * 2 * p.hkv; // b = 2, split 1
-      int64_t values[] = {sk, 2, 1};
-      EXPECT_EQ(g.evaluate(values, 3), std::min(tiles, cap)) << sk << " " << sms;
-    }
+    for (int64_t sk : {128, 4096, 100000})
+      for (int64_t call : {int64_t(INT32_MAX), int64_t(100), int64_t(3)}) {
+        int64_t tiles = (sk + 127) / 128 * 2 * p.hkv; // b = 2, split 1
+        int64_t values[] = {sk, 2, 1, call};
+        EXPECT_EQ(g.evaluate(values, 4), std::min({tiles, cap, call})) << sk << " " << sms;
+      }
   }
   // Refused by name: without fused, for a deterministic spec (its
   // additions in order are not built for it), and at head dim 128 under a
@@ -944,10 +962,7 @@ TEST(AttentionCompile, PersistentFusedBackwardBuildsAndNamesWhatItNeeds) {
     ASSERT_TRUE(bool(err)) << c;
     EXPECT_NE(llvm::toString(std::move(err)).find(what), std::string::npos) << c;
   }
-  for (int64_t d : {64, 128})
-    for (bool causal : {false, true})
-      for (const TileConfig &c : t.configSpace(nondeterministic(d, causal)))
-        EXPECT_FALSE(c.has("persist") || c.has("lpt")) << "not tuned yet: " << c.canonical();
+  // (In the tuning space: FusedBackwardBuildsAndNamesWhatItNeeds counts them.)
 }
 
 TEST(AttentionCompile, PersistentGridIsTheTilesCappedAtLaunch) {
@@ -1152,13 +1167,26 @@ TEST(AttentionCompile, NondeterministicDefaultIsFusedAtHeadDim128) {
   // bench/NOTES.md b15); where the spec says deterministic, at head dims 64
   // and 256, with the packed layout (no fused kernel) and with too few
   // programs for two consumers, it is not.
+  // With one program a multiprocessor (persist); under a causal mask
+  // with at most four rounds of tiles (4 x 132), the tiles longest first
+  // (lpt): these specs' 4 heads a KV head, 128 programs split 4 ways.
   const KernelTemplate &t = getTemplate(attention::backwardOp());
   attention::Params p = nondeterministic(128, true);
   EXPECT_TRUE(fusedDefault(p));
   EXPECT_EQ(t.defaultConfig(p).canonical(),
-            "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 stages=2");
+            "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 persist=1 stages=2");
   EXPECT_EQ(t.defaultConfig(nondeterministic(128, false)).canonical(),
-            "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 stages=2");
+            "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2");
+  attention::Params mha = nondeterministic(128, true);
+  mha.hkv = mha.hq; // 512 tiles, nothing to split
+  EXPECT_EQ(t.defaultConfig(mha).canonical(),
+            "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 persist=1 stages=2");
+  mha.hq = mha.hkv = 16; // 1024 tiles: each head's in turn
+  EXPECT_EQ(t.defaultConfig(mha).canonical(),
+            "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2");
+  mha.target.setSMs(256); // as many tiles, but four rounds of 256 multiprocessors
+  EXPECT_EQ(t.defaultConfig(mha).canonical(),
+            "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 persist=1 stages=2");
   EXPECT_TRUE(fusedDefault(nondeterministic(128, false)));
   EXPECT_TRUE(fusedDefault(nondeterministic(128, true, Layout::BHSD)));
   p.hq = 8;
