@@ -50,7 +50,12 @@
 // last kernel reads it back so (tile.load_fragments): 2-4 % less time on the
 // H100 (bench/NOTES.md b22), the default but where the additions come in
 // order without a causal mask (4-5 % more there). Head dim 64 with one
-// consumer, 128 with two.
+// consumer, 128 with two. With `persist` (adding in any order) the dK/dV
+// kernel has at most one program a multiprocessor, and no more than the
+// call allows, each taking its share of the key tiles in turn; with `lpt`
+// too (under a causal mask) the tiles longest first across every head:
+// together the default at head dim 128 where the spec says deterministic =
+// 0 (lpt with at most four rounds of tiles; bench/NOTES.md b25).
 // The additions come in any order (not bitwise repeatable) where the spec
 // says deterministic = 0: at head dim 128 on the H100 against the two
 // kernels 12-14 % less time at 16384 keys causal and at 4 x 2048 keys,
@@ -105,7 +110,8 @@
 // default on sm_90a: each consumer computes S^T and dP^T for half of a
 // step's 64 queries, and the two pass P^T and dS^T to each other through
 // shared memory, where dV's and dK's products read them; 18 % less time
-// than dsplit alone, bench/NOTES.md b17).
+// than dsplit alone, bench/NOTES.md b17), persist and lpt (above: the
+// tile scheduler's order).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/EmbeddedSources.h"
@@ -244,10 +250,11 @@ public:
          "order (with fused at head dim 128 the default, but adding in order without a causal "
          "mask, and tuned; 0 when left out)"},
         {"persist", 0, 1, true,
-         "with fused, where dQ is added in any order (sm_90a): one program a multiprocessor, "
+         "with fused, where dQ is added in any order (sm_90a): at most one program a "
+         "multiprocessor (fewer where the call caps it: an engine's sm margin), "
          "each taking its share of the key tiles in turn, the next tile's K and V (and then "
          "its queries) loaded once the consumers are done with the last one's, under its dK "
-         "and dV stores (with fused at head dim 128 the default there, and tuned; 0 when left "
+         "and dV stores (the default there at head dim 128, tuned at 64 and 128; 0 when left "
          "out)"},
         {"lpt", 0, 1, true,
          "with persist under a causal mask: the tiles taken longest first across every head "

@@ -266,6 +266,8 @@ public:
     static_cast<attention::Call &>(full_) = attention::callOf(attention::Params(ks));
     check_ = full_;
     shrinkToCheck(check_);
+    // A persistent config's programs then take several tiles each.
+    check_.maxPrograms = 3;
     if (auto e = checked_.make(check_, seed, /*keepHost=*/true))
       return e;
     if (auto e = timed_.make(full_, seed + 1000003, /*keepHost=*/false))

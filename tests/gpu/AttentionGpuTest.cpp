@@ -473,7 +473,7 @@ protected:
     ASSERT_TRUE(bool(fspec)) << llvm::toString(fspec.takeError());
     // (A persistent config's grid is capped at the target's multiprocessors:
     // `programs`, where given, stands for them, so that each program takes
-    // several tiles.)
+    // several tiles; the second run below caps it at launch too.)
     Target bwdTarget = target;
     if (c.programs)
       bwdTarget.setSMs(int(c.programs));
@@ -1130,6 +1130,7 @@ TEST_F(GpuAttention, AFusedWinnerRunsOnlyInTheModeItWasBuiltFor) {
   EXPECT_TRUE(attention::fusedBackward(*ko));
   EXPECT_EQ(ko->key(), kernelKey(*ordered, *TileConfig::parse(fused)));
   EXPECT_EQ(ko->entry(1).params.size(), 15u) << "ordered: the flags come last";
+  EXPECT_EQ(ko->entry(1).params[14].kind, ParamInfo::View) << "the flags, not persist's cap";
   EXPECT_FALSE((*engine)->nondeterministic()) << "not allowed by default";
   (*engine)->setAllowNondeterministic(true);
   EXPECT_TRUE((*engine)->nondeterministic());

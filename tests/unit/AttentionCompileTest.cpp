@@ -890,7 +890,8 @@ TEST(AttentionCompile, PersistentFusedBackwardBuildsAndNamesWhatItNeeds) {
   // mask longest first across the heads): no spill byte at head
   // dims 64 and 128, both masks and layouts, GQA, f16, dQ's parts in the
   // registers' order and (but at 128 under the mask) through the tensor
-  // map; its grid the tiles capped at the target's multiprocessors, the
+  // map; its grid the tiles capped at the target's multiprocessors and at
+  // the call's cap (its last argument), the
   // other kernels' as without it.
   for (int64_t d : {64, 128})
     for (bool causal : {false, true})
