@@ -23,6 +23,7 @@
 #include <memory>
 #include <random>
 
+#include "autotune/Harness.h"
 #include "autotune/Tuner.h"
 #include "compiler/Compiler.h"
 #include "compiler/templates/Template.h"
@@ -1084,6 +1085,50 @@ TEST_F(GpuAttention, BackwardFusedPersistentTakesTilesInTurn) {
     runBackward({3, 383, 383, 4, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg, 7});
     runBackward({1, 250, 100, 2, 2, d, true, Layout::BSHD, DType::F16, 0.0f, cfg, 7});
   }
+}
+
+TEST_F(GpuAttention, TheTunersCheckRunsPersistentBackwardsOverSeveralTiles) {
+  // The tuner checks each candidate on a smaller problem (sampled rows of
+  // dQ, dK and dV against float64) before timing it on the spec's; there a
+  // persistent dK/dV grid is capped at 3 programs, so that each takes
+  // several tiles (rounds of both orders; lpt's across the heads). Every
+  // candidate here passes from poisoned outputs; unrun, the check fails.
+  attention::Call call = callOf({1, 4096, 4096, 4, 4, 128, true});
+  call.deterministic = false;
+  auto spec = attention::backwardSpecOf(call, target);
+  ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
+  TileConfig def = getTemplate(*spec).defaultConfig(*spec);
+  EXPECT_EQ(def.canonical(),
+            "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 persist=1 stages=2")
+      << "128 tiles under a causal mask: persist, longest first";
+  std::unique_ptr<OpHarness> harness = makeHarness(*spec);
+  ASSERT_TRUE(harness);
+  uint64_t seed = tilejit::testing::testSeed();
+  SCOPED_TRACE(tilejit::testing::replayHint(seed));
+  ASSERT_FALSE(bool(harness->prepare(*spec, seed)));
+  auto drv = CudaDriver::get();
+  ASSERT_TRUE(bool(drv));
+  for (const char *cfg :
+       {"", "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2",
+        "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 stages=2"}) {
+    SCOPED_TRACE(cfg);
+    auto config = TileConfig::parse(cfg);
+    ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
+    auto built = build(*spec, *config);
+    ASSERT_TRUE(bool(built)) << llvm::toString(built.takeError());
+    const LoadedKernel &k = *built->loaded;
+    ASSERT_FALSE(bool(harness->bind(k)));
+    ASSERT_FALSE(bool(harness->poison(nullptr)));
+    ASSERT_FALSE(bool(harness->run(k, nullptr, /*check=*/true)));
+    ASSERT_EQ(drv->cuCtxSynchronize(), CUDA_SUCCESS);
+    llvm::Error err = harness->verify();
+    EXPECT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  }
+  ASSERT_FALSE(bool(harness->poison(nullptr)));
+  ASSERT_EQ(drv->cuCtxSynchronize(), CUDA_SUCCESS);
+  llvm::Error unrun = harness->verify();
+  EXPECT_TRUE(bool(unrun)) << "poisoned outputs passed the check";
+  llvm::consumeError(std::move(unrun));
 }
 
 TEST_F(GpuAttention, AFusedWinnerRunsOnlyInTheModeItWasBuiltFor) {
