@@ -200,6 +200,13 @@ struct Shape {
   }
 };
 
+/// The dK/dV kernel's programs (tiles) at 128 keys each, counting each part
+/// of a group's query heads split over them (backwardHeadSplit): what the
+/// defaults weigh.
+int64_t dkvPrograms(const attention::Params &p) {
+  return (p.sk + 127) / 128 * p.b * p.hkv * attention::backwardHeadSplit(p.b, p.hq, p.hkv, p.sk);
+}
+
 /// Query rows per sequence in the workspace: a multiple of 128, so that
 /// every tile of either kernel lies inside it.
 constexpr int64_t kWorkspaceRows = attention::kBackwardWorkspaceRows;
@@ -381,8 +388,7 @@ public:
     // (backwardHeadSplit): one KV head of 2048 keys, say. Before the split,
     // Llama-3.1-70B at TP8 (one KV head) gave 139 TFLOP/s with two consumers,
     // 150 with one and 32 queries a step; split 8 ways, 321 with two).
-    int64_t programs =
-        (p.sk + 127) / 128 * p.b * p.hkv * attention::backwardHeadSplit(p.b, p.hq, p.hkv, p.sk);
+    int64_t programs = dkvPrograms(p);
     // The dQ kernel's dP product started once S's is done (sfirst) at head
     // dims 128 and 256: its kernel 4-8 % faster at 128 (S8192 causal 1.41
     // -> 1.31 ms, MQA 0.32 -> 0.31), 0-3 % at 256, 5 % slower at 64
@@ -611,8 +617,7 @@ public:
   /// Not measured on an sm_80 part (none here).
   TileConfig defaultSm80(const KernelSpec &ks) const {
     attention::Params p(ks);
-    int64_t programs =
-        (p.sk + 127) / 128 * p.b * p.hkv * attention::backwardHeadSplit(p.b, p.hq, p.hkv, p.sk);
+    int64_t programs = dkvPrograms(p);
     int64_t bn = p.d > 64 ? 32 : 64, kvBm = p.d > 64 ? 16 : 32;
     std::vector<TileConfig> tries = {make(1, bn, kvBm, 2), make(1, 32, 16, 2)};
     if (programs >= 128)

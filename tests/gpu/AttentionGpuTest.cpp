@@ -34,7 +34,6 @@
 #include "service/Engine.h"
 #include "tests/support/Compare.h"
 #include "tests/support/GpuTarget.h"
-#include "tests/support/Parallel.h"
 #include "tests/support/Seed.h"
 #include "tests/support/SpillRule.h"
 #include "tests/support/TempDir.h"
@@ -364,7 +363,8 @@ protected:
     // Per query row: LSE, D = rowsum(dO * O) and the magnitude of D's terms.
     std::vector<double> lse(size_t(c.b * c.hq * c.sq)), dsum(lse.size()), dmag(lse.size());
     int64_t qBlocks = (c.sq + block - 1) / block, kBlocks = (c.sk + block - 1) / block;
-    tilejit::testing::parallelFor(size_t(c.b * c.hq * qBlocks), [&](size_t task) {
+    // (Tasks of 64 rows, one at a time: parallelBlocks' begin is the task.)
+    parallelBlocks(size_t(c.b * c.hq * qBlocks), 1, [&](size_t task, size_t) {
       int64_t b = int64_t(task) / (c.hq * qBlocks), h = int64_t(task) / qBlocks % c.hq;
       int64_t kvh = h / group, first = int64_t(task) % qBlocks * block;
       std::vector<double> p(size_t(c.sk)), dp(size_t(c.sk)), o(size_t(d), 0.0);
@@ -404,7 +404,7 @@ protected:
         }
       }
     });
-    tilejit::testing::parallelFor(size_t(c.b * c.hkv * kBlocks), [&](size_t task) {
+    parallelBlocks(size_t(c.b * c.hkv * kBlocks), 1, [&](size_t task, size_t) {
       int64_t b = int64_t(task) / (c.hkv * kBlocks), kvh = int64_t(task) / kBlocks % c.hkv;
       int64_t first = int64_t(task) % kBlocks * block;
       for (int64_t j = first; j < std::min(rowsK(b), first + block); ++j) {
