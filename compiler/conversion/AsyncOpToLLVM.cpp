@@ -1,8 +1,9 @@
 //===- AsyncOpToLLVM.cpp - rings, barriers, TMA and warp specialization ----===//
 //
-// tile.alloc_ring / alloc_barriers -> addresses in the kernel's aligned
-// dynamic shared memory (the barriers initialized by one thread, then a block
-// barrier); tile.barrier_wait -> a parity wait loop; tile.barrier_arrive ->
+// tile.alloc_ring / alloc_barriers / alloc_words -> addresses in the
+// kernel's aligned dynamic shared memory (the barriers initialized by one
+// thread, then a block barrier); tile.set_word / get_word -> a volatile store
+// or load of a word there; tile.fetch_add -> a relaxed atomic addition; tile.barrier_wait -> a parity wait loop; tile.barrier_arrive ->
 // mbarrier.arrive by the first thread of the group; tile.tma_load ->
 // mbarrier.arrive.expect_tx and one cp.async.bulk.tensor per 128-byte panel;
 // tile.tma_store / tma_store_wait -> the warpgroup leader's bulk copies out
@@ -39,10 +40,11 @@ FailureOr<Value> dynamicShared(Emitter &e, LoweringState &state, Operation *op,
   return e.offset(k.dynamicBase, e.i64(*offset));
 }
 
-struct AllocRingOpLowering : ConvertOpToLLVMPattern<AllocRingOp> {
-  AllocRingOpLowering(TileTypeConverter &tc, LoweringState &state)
-      : ConvertOpToLLVMPattern(tc), state(state) {}
-  LogicalResult matchAndRewrite(AllocRingOp op, OpAdaptor,
+/// tile.alloc_ring and tile.alloc_words: the address at their offset.
+template <typename AllocOp> struct AllocAtOffsetLowering : ConvertOpToLLVMPattern<AllocOp> {
+  AllocAtOffsetLowering(TileTypeConverter &tc, LoweringState &state)
+      : ConvertOpToLLVMPattern<AllocOp>(tc), state(state) {}
+  LogicalResult matchAndRewrite(AllocOp op, typename AllocOp::Adaptor,
                                 ConversionPatternRewriter &rw) const override {
     Emitter e{rw, op.getLoc()};
     auto ptr = dynamicShared(e, state, op, op.getOffset());
@@ -80,6 +82,56 @@ struct AllocBarriersOpLowering : ConvertOpToLLVMPattern<AllocBarriersOp> {
     return success();
   }
   LoweringState &state;
+};
+
+/// tile.set_word / get_word: a volatile 32-bit store or load of the word
+/// (kept where it is between the barrier's arrival and wait, which are
+/// inline assembly with side effects); the load widened, signed.
+Value wordAt(Emitter &e, Value words, Value index) {
+  return e.offset(words, e.mul(index, e.i64(4)));
+}
+
+struct SetWordOpLowering : ConvertOpToLLVMPattern<SetWordOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(SetWordOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    Value value = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getValue());
+    LLVM::StoreOp::create(rw, e.loc, value, wordAt(e, adaptor.getWords(), adaptor.getIndex()),
+                          /*alignment=*/4, /*isVolatile=*/true);
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
+struct GetWordOpLowering : ConvertOpToLLVMPattern<GetWordOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(GetWordOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    Value word =
+        LLVM::LoadOp::create(rw, e.loc, e.i32(), wordAt(e, adaptor.getWords(), adaptor.getIndex()),
+                             /*alignment=*/4, /*isVolatile=*/true);
+    rw.replaceOpWithNewOp<LLVM::SExtOp>(op, rw.getI64Type(), word);
+    return success();
+  }
+};
+
+/// tile.fetch_add: the thread's relaxed atomic addition at GPU scope
+/// (atom.global.add.u32), its old value widened, signed.
+struct FetchAddOpLowering : ConvertOpToLLVMPattern<FetchAddOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(FetchAddOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    Value addr = llvmx::wordAddress(e, adaptor.getCounter(), op.getCounter().getType(),
+                                    adaptor.getIndices());
+    Value value = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getValue());
+    Value old = LLVM::AtomicRMWOp::create(rw, e.loc, LLVM::AtomicBinOp::add, addr, value,
+                                          LLVM::AtomicOrdering::monotonic);
+    rw.replaceOpWithNewOp<LLVM::SExtOp>(op, rw.getI64Type(), old);
+    return success();
+  }
 };
 
 Value barrierAt(Emitter &e, Value barriers, Value index) {
@@ -469,7 +521,9 @@ struct WarpSpecializeOpLowering : StatefulLowering<WarpSpecializeOp> {
 
 void populateAsyncOpToLLVMPatterns(TileTypeConverter &converter, LoweringState &state,
                                    RewritePatternSet &patterns) {
-  patterns.add<AllocRingOpLowering, AllocBarriersOpLowering, BarrierArriveOpLowering,
+  patterns.add<SetWordOpLowering, GetWordOpLowering, FetchAddOpLowering>(converter);
+  patterns.add<AllocAtOffsetLowering<AllocRingOp>, AllocAtOffsetLowering<AllocWordsOp>,
+               AllocBarriersOpLowering, BarrierArriveOpLowering,
                TmaStoreOpLowering, BulkReduceOpLowering, TmaStoreWaitOpLowering, FlagWaitOpLowering,
                FlagSetOpLowering, WarpSpecializeOpLowering>(converter, state);
   patterns.add<BarrierWaitOpLowering, TmaLoadOpLowering>(converter);

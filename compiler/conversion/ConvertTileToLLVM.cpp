@@ -38,12 +38,14 @@ TileTypeConverter::TileTypeConverter(MLIRContext *ctx) : LLVMTypeConverter(ctx) 
       fields.append(m.getRank() - 1, IntegerType::get(ctx, 64));
     return LLVM::LLVMStructType::getLiteral(ctx, fields);
   });
-  // Rings and barriers: their base address in shared memory; a tensor map:
+  // Rings, barriers and words: their base address in shared memory; a tensor map:
   // the address of the by-value parameter.
   addConversion(
       [ctx](RingType) -> std::optional<Type> { return LLVM::LLVMPointerType::get(ctx, 3); });
   addConversion(
       [ctx](BarriersType) -> std::optional<Type> { return LLVM::LLVMPointerType::get(ctx, 3); });
+  addConversion(
+      [ctx](WordsType) -> std::optional<Type> { return LLVM::LLVMPointerType::get(ctx, 3); });
   addConversion(
       [ctx](TensorMapType) -> std::optional<Type> { return LLVM::LLVMPointerType::get(ctx); });
 }

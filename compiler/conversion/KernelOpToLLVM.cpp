@@ -168,8 +168,8 @@ struct LoadWordOpLowering : ConvertOpToLLVMPattern<LoadWordOp> {
   LogicalResult matchAndRewrite(LoadWordOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rw) const override {
     llvmx::Emitter e{rw, op.getLoc()};
-    llvmx::GlobalView v = llvmx::unpackGlobal(e, adaptor.getSource(), op.getSource().getType());
-    Value addr = e.offset(v.ptr(e), e.mul(v.offsetOf(e, adaptor.getIndices()), e.i64(4)));
+    Value addr =
+        llvmx::wordAddress(e, adaptor.getSource(), op.getSource().getType(), adaptor.getIndices());
     Value word = LLVM::LoadOp::create(rw, e.loc, e.i32(), addr, /*alignment=*/4);
     rw.replaceOpWithNewOp<LLVM::SExtOp>(op, rw.getI64Type(), word);
     return success();

@@ -43,8 +43,9 @@ void allocateShared(KernelOp kernel) {
   else
     kernel.removeClusterRowsAttr();
 
-  // Rings and barriers live in dynamic shared memory, rings first (each on a
-  // 1024-byte boundary, as the 128-byte swizzle needs), then the barriers.
+  // Rings, barriers and words live in dynamic shared memory, rings first
+  // (each on a 1024-byte boundary, as the 128-byte swizzle needs), then the
+  // barriers (8-byte aligned), then the words.
   // The kernel aligns the base itself: the launch gives it 1024 bytes more
   // (the loader places dynamic shared memory after any static, 16-byte
   // aligned at best).
@@ -60,6 +61,11 @@ void allocateShared(KernelOp kernel) {
     offset = llvm::alignTo(offset, 8);
     bars.setOffsetAttr(b.getI64IntegerAttr(offset));
     offset += 8 * bars.getType().getCount();
+    any = true;
+  }
+  for (AllocWordsOp words : kernel.getBody().getOps<AllocWordsOp>()) {
+    words.setOffsetAttr(b.getI64IntegerAttr(offset));
+    offset += 4 * words.getType().getCount();
     any = true;
   }
   if (any)

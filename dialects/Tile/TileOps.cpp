@@ -256,16 +256,22 @@ LogicalResult StoreOp::verify() {
   return verifyAccess(*this, getDest().getType(), getValue().getType(), getIndices().size());
 }
 
+/// A 32-bit integer word of global memory: an f32 memref (`what` names
+/// its words in the error), one index per dimension.
+static LogicalResult verifyWord(Operation *op, MemRefType type, ValueRange indices,
+                                llvm::StringRef what) {
+  if (!type.getElementType().isF32())
+    return op->emitOpError() << what << " the 32-bit words of an f32 memref, got " << type;
+  if (int64_t(indices.size()) != type.getRank())
+    return op->emitOpError() << "a memref of rank " << type.getRank() << " takes "
+                             << type.getRank() << " indices, got " << indices.size();
+  return success();
+}
+
 LogicalResult LoadWordOp::verify() {
   if (failed(verifyInKernel(*this)))
     return failure();
-  MemRefType type = getSource().getType();
-  if (!type.getElementType().isF32())
-    return emitOpError() << "reads the 32-bit words of an f32 memref, got " << type;
-  if (int64_t(getIndices().size()) != type.getRank())
-    return emitOpError() << "a memref of rank " << type.getRank() << " takes " << type.getRank()
-                         << " indices, got " << getIndices().size();
-  return success();
+  return verifyWord(*this, getSource().getType(), getIndices(), "reads");
 }
 
 void LoadWordOp::getEffects(
@@ -395,6 +401,12 @@ LogicalResult BarriersType::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult WordsType::verify(function_ref<InFlightDiagnostic()> emitError, int64_t count) {
+  if (count < 1 || count > 64)
+    return emitError() << "!tile.words count must be in [1, 64], got " << count;
+  return success();
+}
+
 LogicalResult TensorMapType::verify(function_ref<InFlightDiagnostic()> emitError, int64_t rows,
                                     int64_t cols, Type elementType, int64_t rank) {
   if (rank < 2 || rank > 5)
@@ -468,6 +480,28 @@ static LogicalResult verifyInRegion(Operation *op, bool consumer, bool helper = 
                              << (helper ? " or the helper" : "")
                              << " region of tile.warp_specialize";
   return success();
+}
+
+LogicalResult AllocWordsOp::verify() { return verifyTopLevel(*this); }
+
+LogicalResult SetWordOp::verify() {
+  return verifyInRegion(*this, /*consumer=*/false, /*helper=*/true);
+}
+
+LogicalResult GetWordOp::verify() { return verifyInKernel(*this); }
+
+LogicalResult FetchAddOp::verify() {
+  if (failed(verifyInRegion(*this, /*consumer=*/false, /*helper=*/true)))
+    return failure();
+  return verifyWord(*this, getCounter().getType(), getIndices(), "adds to");
+}
+
+void FetchAddOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>> &effects) {
+  effects.emplace_back(MemoryEffects::Read::get(), &getCounterMutable(),
+                       SideEffects::DefaultResource::get());
+  effects.emplace_back(MemoryEffects::Write::get(), &getCounterMutable(),
+                       SideEffects::DefaultResource::get());
 }
 
 /// A TMA copy between `map` and `ring`: one element type, and the box one
@@ -789,12 +823,7 @@ LogicalResult TmaStoreWaitOp::verify() {
 static LogicalResult verifyFlag(Operation *op, MemRefType flags, ValueRange indices) {
   if (failed(verifyInRegion(op, /*consumer=*/true, /*helper=*/true)))
     return failure();
-  if (!flags.getElementType().isF32())
-    return op->emitOpError() << "flags are the 32-bit words of an f32 memref, got " << flags;
-  if (int64_t(indices.size()) != flags.getRank())
-    return op->emitOpError() << "a memref of rank " << flags.getRank() << " takes "
-                             << flags.getRank() << " indices, got " << indices.size();
-  return success();
+  return verifyWord(op, flags, indices, "flags are");
 }
 
 LogicalResult FlagWaitOp::verify() { return verifyFlag(*this, getFlags().getType(), getIndices()); }

@@ -244,6 +244,21 @@ def Tile_BarriersType : Tile_Type<"Barriers", "barriers"> {
   let genVerifyDecl = 1;
 }
 
+def Tile_WordsType : Tile_Type<"Words", "words"> {
+  let summary = "32-bit words of shared memory that one thread writes for the block";
+  let description = [{
+    `count` 32-bit words (integers) in shared memory. A one-thread region
+    (the producer's or the helper's of `tile.warp_specialize`) writes one
+    with `tile.set_word` before it arrives on a barrier; the threads that
+    wait for that barrier's phase read it with `tile.get_word`: a value
+    only that thread knows (a tile taken with `tile.fetch_add`) handed to
+    the block.
+  }];
+  let parameters = (ins "int64_t":$count);
+  let assemblyFormat = "`<` $count `>`";
+  let genVerifyDecl = 1;
+}
+
 def Tile_TensorMapType : Tile_Type<"TensorMap", "tensormap"> {
   let summary = "A TMA descriptor of a global tensor: a kernel argument";
   let description = [{
@@ -640,6 +655,80 @@ def Tile_AllocBarriersOp : Tile_Op<"alloc_barriers"> {
   let arguments = (ins I64Attr:$arrivals, OptionalAttr<I64Attr>:$offset);
   let results = (outs Tile_BarriersType:$result);
   let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tile_AllocWordsOp : Tile_Op<"alloc_words"> {
+  let summary = "Allocates 32-bit words of shared memory";
+  let description = [{
+    ```mlir
+    %slots = tile.alloc_words : !tile.words<2>
+    ```
+    At the top level of a kernel, before any warp-specialized region. The
+    words hold nothing until written. `offset` is set by
+    `tile-allocate-shared` (after the rings and barriers).
+  }];
+  let arguments = (ins OptionalAttr<I64Attr>:$offset);
+  let results = (outs Tile_WordsType:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tile_SetWordOp : Tile_Op<"set_word"> {
+  let summary = "Writes a word of shared memory (one thread)";
+  let description = [{
+    In the producer's or the helper's region of `tile.warp_specialize` (one
+    thread): stores the low 32 bits of `value` into word `index` of
+    `words`. A later `tile.barrier_arrive` of the same thread publishes it
+    to the threads that wait for that phase (the arrival releases and the
+    wait acquires at CTA scope).
+
+    ```mlir
+    tile.set_word %slots[%k], %tile : !tile.words<2>
+    ```
+  }];
+  let arguments = (ins Tile_WordsType:$words, Index:$index, Index:$value);
+  let assemblyFormat = "$words `[` $index `]` `,` $value attr-dict `:` type($words)";
+  let hasVerifier = 1;
+}
+
+def Tile_GetWordOp : Tile_Op<"get_word"> {
+  let summary = "Reads a word of shared memory, the same in every thread";
+  let description = [{
+    Word `index` of `words` as a signed 32-bit integer widened to an
+    index; every thread that runs it reads it. Read after waiting for the
+    barrier phase its writer arrived on after `tile.set_word`.
+
+    ```mlir
+    %tile = tile.get_word %slots[%k] : !tile.words<2>
+    ```
+  }];
+  let arguments = (ins Tile_WordsType:$words, Index:$index);
+  let results = (outs Index:$result);
+  let assemblyFormat = "$words `[` $index `]` attr-dict `:` type($words)";
+  let hasVerifier = 1;
+}
+
+def Tile_FetchAddOp : Tile_Op<"fetch_add", [
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
+  let summary = "Adds to a word of global memory atomically, returning what it held";
+  let description = [{
+    In the producer's or the helper's region of `tile.warp_specialize` (one
+    thread): adds the low 32 bits of `value` to the 32-bit integer word at
+    `indices` of `counter` (an f32 memref whose words hold integers, as for
+    `tile.flag_wait`: a zeroed buffer holds 0) in one atomic step at GPU
+    scope (relaxed: it orders no other access), and returns the word's
+    value before the addition, widened as a signed integer. Programs of a
+    persistent grid take their work items from a counter zeroed before the
+    launch this way: every value once, in the order the programs ask.
+
+    ```mlir
+    %tile = tile.fetch_add %counter[%c0], %c1 : memref<?xf32>
+    ```
+  }];
+  let arguments = (ins Tile_GlobalMemRef:$counter, Variadic<Index>:$indices, Index:$value);
+  let results = (outs Index:$result);
+  let assemblyFormat = "$counter `[` $indices `]` `,` $value attr-dict `:` type($counter)";
   let hasVerifier = 1;
 }
 

@@ -1490,3 +1490,68 @@ tile.kernel @fragments_past_the_stage() attributes {block_threads = 256 : i64, g
   }
   tile.return
 }
+
+// -----
+
+tile.kernel @fetch_add_in_consumer(%counter: memref<?xf32>) attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    // expected-error @+1 {{'tile.fetch_add' op must be in the producer or the helper region of tile.warp_specialize}}
+    %t = tile.fetch_add %counter[%c0], %c : memref<?xf32>
+    tile.yield
+  }
+  tile.return
+}
+
+// -----
+
+tile.kernel @fetch_add_type(%counter: memref<?xbf16>) attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    // expected-error @+1 {{'tile.fetch_add' op adds to the 32-bit words of an f32 memref, got 'memref<?xbf16>'}}
+    %t = tile.fetch_add %counter[%c0], %c0 : memref<?xbf16>
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    tile.yield
+  }
+  tile.return
+}
+
+// -----
+
+tile.kernel @set_word_in_consumer() attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %slots = tile.alloc_words : !tile.words<2>
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    // expected-error @+1 {{'tile.set_word' op must be in the producer or the helper region of tile.warp_specialize}}
+    tile.set_word %slots[%c], %c : !tile.words<2>
+    tile.yield
+  }
+  tile.return
+}
+
+// -----
+
+tile.kernel @alloc_words_nested(%n: index) attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {
+    // expected-error @+1 {{'tile.alloc_words' op must be at the top level of a tile.kernel}}
+    %slots = tile.alloc_words : !tile.words<2>
+  }
+  tile.return
+}
+
+// -----
+
+tile.kernel @words_count() attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  // expected-error @+1 {{!tile.words count must be in [1, 64], got 0}}
+  %slots = tile.alloc_words : !tile.words<0>
+  tile.return
+}
