@@ -84,56 +84,6 @@ struct AllocBarriersOpLowering : ConvertOpToLLVMPattern<AllocBarriersOp> {
   LoweringState &state;
 };
 
-/// tile.set_word / get_word: a volatile 32-bit store or load of the word
-/// (kept where it is between the barrier's arrival and wait, which are
-/// inline assembly with side effects); the load widened, signed.
-Value wordAt(Emitter &e, Value words, Value index) {
-  return e.offset(words, e.mul(index, e.i64(4)));
-}
-
-struct SetWordOpLowering : ConvertOpToLLVMPattern<SetWordOp> {
-  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
-  LogicalResult matchAndRewrite(SetWordOp op, OpAdaptor adaptor,
-                                ConversionPatternRewriter &rw) const override {
-    Emitter e{rw, op.getLoc()};
-    Value value = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getValue());
-    LLVM::StoreOp::create(rw, e.loc, value, wordAt(e, adaptor.getWords(), adaptor.getIndex()),
-                          /*alignment=*/4, /*isVolatile=*/true);
-    rw.eraseOp(op);
-    return success();
-  }
-};
-
-struct GetWordOpLowering : ConvertOpToLLVMPattern<GetWordOp> {
-  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
-  LogicalResult matchAndRewrite(GetWordOp op, OpAdaptor adaptor,
-                                ConversionPatternRewriter &rw) const override {
-    Emitter e{rw, op.getLoc()};
-    Value word =
-        LLVM::LoadOp::create(rw, e.loc, e.i32(), wordAt(e, adaptor.getWords(), adaptor.getIndex()),
-                             /*alignment=*/4, /*isVolatile=*/true);
-    rw.replaceOpWithNewOp<LLVM::SExtOp>(op, rw.getI64Type(), word);
-    return success();
-  }
-};
-
-/// tile.fetch_add: the thread's relaxed atomic addition at GPU scope
-/// (atom.global.add.u32), its old value widened, signed.
-struct FetchAddOpLowering : ConvertOpToLLVMPattern<FetchAddOp> {
-  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
-  LogicalResult matchAndRewrite(FetchAddOp op, OpAdaptor adaptor,
-                                ConversionPatternRewriter &rw) const override {
-    Emitter e{rw, op.getLoc()};
-    Value addr = llvmx::wordAddress(e, adaptor.getCounter(), op.getCounter().getType(),
-                                    adaptor.getIndices());
-    Value value = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getValue());
-    Value old = LLVM::AtomicRMWOp::create(rw, e.loc, LLVM::AtomicBinOp::add, addr, value,
-                                          LLVM::AtomicOrdering::monotonic);
-    rw.replaceOpWithNewOp<LLVM::SExtOp>(op, rw.getI64Type(), old);
-    return success();
-  }
-};
-
 Value barrierAt(Emitter &e, Value barriers, Value index) {
   return e.offset(barriers, e.mul(index, e.i64(8)));
 }
@@ -433,6 +383,59 @@ struct FlagSetOpLowering : StatefulLowering<FlagSetOp> {
   }
 };
 
+/// tile.set_word / get_word: a volatile 32-bit store or load of the word
+/// (kept where it is between the barrier's arrival and wait, which are
+/// inline assembly with side effects); the load widened, signed.
+Value wordAt(Emitter &e, Value words, Value index) {
+  return e.offset(words, e.mul(index, e.i64(4)));
+}
+
+struct SetWordOpLowering : ConvertOpToLLVMPattern<SetWordOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(SetWordOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    Value value = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getValue());
+    LLVM::StoreOp::create(rw, e.loc, value, wordAt(e, adaptor.getWords(), adaptor.getIndex()),
+                          /*alignment=*/4, /*isVolatile=*/true);
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
+/// (get_word: then the warpgroup meets, but on the helper's thread.)
+struct GetWordOpLowering : StatefulLowering<GetWordOp> {
+  using StatefulLowering::StatefulLowering;
+  LogicalResult matchAndRewrite(GetWordOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    Value word =
+        LLVM::LoadOp::create(rw, e.loc, e.i32(), wordAt(e, adaptor.getWords(), adaptor.getIndex()),
+                             /*alignment=*/4, /*isVolatile=*/true);
+    Value wide = LLVM::SExtOp::create(rw, e.loc, rw.getI64Type(), word);
+    warpgroupBarrierOf(runsAlone(op), e);
+    rw.replaceOp(op, wide);
+    return success();
+  }
+};
+
+/// tile.fetch_add: the thread's relaxed atomic addition at GPU scope
+/// (atom.global.add.u32), its old value widened, signed.
+struct FetchAddOpLowering : ConvertOpToLLVMPattern<FetchAddOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(FetchAddOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Emitter e{rw, op.getLoc()};
+    Value addr = llvmx::wordAddress(e, adaptor.getCounter(), op.getCounter().getType(),
+                                    adaptor.getIndices());
+    Value value = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getValue());
+    Value old = LLVM::AtomicRMWOp::create(rw, e.loc, LLVM::AtomicBinOp::add, addr, value,
+                                          LLVM::AtomicOrdering::monotonic);
+    rw.replaceOpWithNewOp<LLVM::SExtOp>(op, rw.getI64Type(), old);
+    return success();
+  }
+};
+
 /// Splits the block at the op: the warpgroup index picks the producer's
 /// branch (warpgroup 0, its first thread, or with a helper region its
 /// thread 32 the helper's) or a consumer's (index - 1); every region ends
@@ -521,11 +524,11 @@ struct WarpSpecializeOpLowering : StatefulLowering<WarpSpecializeOp> {
 
 void populateAsyncOpToLLVMPatterns(TileTypeConverter &converter, LoweringState &state,
                                    RewritePatternSet &patterns) {
-  patterns.add<SetWordOpLowering, GetWordOpLowering, FetchAddOpLowering>(converter);
+  patterns.add<SetWordOpLowering, FetchAddOpLowering>(converter);
   patterns.add<AllocAtOffsetLowering<AllocRingOp>, AllocAtOffsetLowering<AllocWordsOp>,
                AllocBarriersOpLowering, BarrierArriveOpLowering,
                TmaStoreOpLowering, BulkReduceOpLowering, TmaStoreWaitOpLowering, FlagWaitOpLowering,
-               FlagSetOpLowering, WarpSpecializeOpLowering>(converter, state);
+               FlagSetOpLowering, GetWordOpLowering, WarpSpecializeOpLowering>(converter, state);
   patterns.add<BarrierWaitOpLowering, TmaLoadOpLowering>(converter);
 }
 

@@ -488,7 +488,9 @@ LogicalResult SetWordOp::verify() {
   return verifyInRegion(*this, /*consumer=*/false, /*helper=*/true);
 }
 
-LogicalResult GetWordOp::verify() { return verifyInKernel(*this); }
+LogicalResult GetWordOp::verify() {
+  return verifyInRegion(*this, /*consumer=*/true, /*helper=*/true);
+}
 
 LogicalResult FetchAddOp::verify() {
   if (failed(verifyInRegion(*this, /*consumer=*/false, /*helper=*/true)))

@@ -695,9 +695,13 @@ def Tile_SetWordOp : Tile_Op<"set_word"> {
 def Tile_GetWordOp : Tile_Op<"get_word"> {
   let summary = "Reads a word of shared memory, the same in every thread";
   let description = [{
-    Word `index` of `words` as a signed 32-bit integer widened to an
-    index; every thread that runs it reads it. Read after waiting for the
-    barrier phase its writer arrived on after `tile.set_word`.
+    In a consumer region of `tile.warp_specialize` (or the helper's): word
+    `index` of `words` as a signed 32-bit integer widened to an index. Every
+    thread of the warpgroup reads it, then the warpgroup meets, so that an
+    arrival after it (its first thread's) tells that the whole warpgroup has
+    read the word and its writer may write it again; the helper's one
+    thread reads it alone. Read after waiting for the barrier phase its
+    writer arrived on after `tile.set_word`.
 
     ```mlir
     %tile = tile.get_word %slots[%k] : !tile.words<2>

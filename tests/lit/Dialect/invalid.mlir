@@ -1555,3 +1555,19 @@ tile.kernel @words_count() attributes {block_threads = 256 : i64, grid = affine_
   %slots = tile.alloc_words : !tile.words<0>
   tile.return
 }
+
+// -----
+
+tile.kernel @get_word_in_producer() attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %slots = tile.alloc_words : !tile.words<2>
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    // expected-error @+1 {{'tile.get_word' op must be in the consumer or the helper region of tile.warp_specialize}}
+    %t = tile.get_word %slots[%c0] : !tile.words<2>
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    tile.yield
+  }
+  tile.return
+}

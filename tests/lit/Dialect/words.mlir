@@ -2,26 +2,31 @@
 // RUN: tilejit-opt %s --tile-allocate-shared | FileCheck %s --check-prefix=PLACE
 
 // A persistent grid's programs take their tiles from a counter: the
-// producer (one thread) takes the next one with an atomic addition, writes
-// it into its slot of shared memory and arrives on the slot's barrier; the
-// consumer waits for that phase and reads the slot. A value past the last
-// tile ends both loops.
+// producer (one thread) waits until its slot of shared memory is free,
+// takes the next tile with an atomic addition, writes it into the slot and
+// arrives on the slot's barrier; the consumer waits for that phase, reads
+// the slot and frees it. A value past the last tile ends both loops.
 
 // CHECK-LABEL: tile.kernel @take_tiles
 // PLACE-LABEL: tile.kernel @take_tiles
-// PLACE-SAME: dynamic_smem_bytes = 1048 : i64
+// PLACE-SAME: dynamic_smem_bytes = 1064 : i64
 tile.kernel @take_tiles(%counter: memref<?xf32>, %tiles: index) attributes {block_threads = 256 : i64, min_blocks = 1 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c2 = arith.constant 2 : index
   // PLACE: alloc_barriers {arrivals = 1 : i64, offset = 0 : i64} : <2>
   %full = tile.alloc_barriers {arrivals = 1} : !tile.barriers<2>
+  %free = tile.alloc_barriers {arrivals = 1} : !tile.barriers<2>
   // CHECK: alloc_words : <2>
-  // PLACE-NEXT: alloc_words {offset = 16 : i64} : <2>
+  // PLACE-NEXT: alloc_barriers {arrivals = 1 : i64, offset = 16 : i64} : <2>
+  // PLACE-NEXT: alloc_words {offset = 32 : i64} : <2>
   %slots = tile.alloc_words : !tile.words<2>
   tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
     %n = scf.while (%j = %c0) : (index) -> index {
       %k = arith.remui %j, %c2 : index
+      %round = arith.divui %j, %c2 : index
+      %again = arith.addi %round, %c1 : index
+      tile.barrier_wait %free[%k], %again : !tile.barriers<2>
       // CHECK: tile.fetch_add %{{.*}}[%{{.*}}], %{{.*}} : memref<?xf32>
       %t = tile.fetch_add %counter[%c0], %c1 : memref<?xf32>
       // CHECK: tile.set_word %{{.*}}[%{{.*}}], %{{.*}} : <2>
@@ -43,6 +48,7 @@ tile.kernel @take_tiles(%counter: memref<?xf32>, %tiles: index) attributes {bloc
       tile.barrier_wait %full[%k], %round : !tile.barriers<2>
       // CHECK: tile.get_word %{{.*}}[%{{.*}}] : <2>
       %t = tile.get_word %slots[%k] : !tile.words<2>
+      tile.barrier_arrive %free[%k] : !tile.barriers<2>
       %more = arith.cmpi ult, %t, %tiles : index
       scf.condition(%more) %j : index
     } do {
