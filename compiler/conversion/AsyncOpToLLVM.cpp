@@ -412,7 +412,7 @@ struct GetWordOpLowering : StatefulLowering<GetWordOp> {
     Value word =
         LLVM::LoadOp::create(rw, e.loc, e.i32(), wordAt(e, adaptor.getWords(), adaptor.getIndex()),
                              /*alignment=*/4, /*isVolatile=*/true);
-    Value wide = LLVM::SExtOp::create(rw, e.loc, rw.getI64Type(), word);
+    Value wide = LLVM::ZExtOp::create(rw, e.loc, rw.getI64Type(), word);
     warpgroupBarrierOf(runsAlone(op), e);
     rw.replaceOp(op, wide);
     return success();

@@ -147,7 +147,7 @@ constexpr int64_t kDsStages = 3;
 
 struct Shape {
   int64_t consumers, bn, kvBm, stages;
-  bool overlap, fused, dsplit, sfirst, kvsfirst, qsplit, dqfrag, persist, lpt;
+  bool overlap, fused, dsplit, sfirst, kvsfirst, qsplit, dqfrag, persist, lpt, take;
   explicit Shape(const TileConfig &c)
       : consumers(c.get("consumers")), bn(c.get("bn")), kvBm(c.get("kv_bm")),
         stages(c.get("stages")), overlap(c.has("overlap") && c.get("overlap") != 0),
@@ -157,7 +157,8 @@ struct Shape {
         kvsfirst(c.has("kvsfirst") && c.get("kvsfirst") != 0),
         qsplit(c.has("qsplit") && c.get("qsplit") != 0),
         dqfrag(c.has("dqfrag") && c.get("dqfrag") != 0),
-        persist(c.has("persist") && c.get("persist") != 0), lpt(c.has("lpt") && c.get("lpt") != 0) {
+        persist(c.has("persist") && c.get("persist") != 0), lpt(c.has("lpt") && c.get("lpt") != 0),
+        take(c.has("take") && c.get("take") != 0) {
   }
   int64_t bm() const { return 64 * consumers; }
   /// The dK/dV kernel's keys per program: 64 per consumer, or 64 shared by
@@ -268,6 +269,11 @@ public:
          "(every head's first key tile, then every head's second, ...), not each head's in "
          "turn (the default where the tiles are at most four rounds of the multiprocessors, "
          "and tuned; 0 when left out)"},
+        {"take", 0, 1, true,
+         "with persist: each program takes its next tile from a counter when it is ready for "
+         "it (an atomic addition; the tiles in the order above, to whichever program asks "
+         "first, as the hardware hands out a grid's programs), not a share fixed in advance "
+         "(tuned; 0 when left out)"},
     };
     return keys;
   }
@@ -347,7 +353,8 @@ public:
     // the parts of dQ handed over in the registers' order (dqfrag) and
     // through the tensor map. Where dQ is added in any order, those with
     // overlap also with one program a multiprocessor (persist), under a
-    // causal mask also taking the tiles longest first (lpt).
+    // causal mask also taking the tiles longest first (lpt), each with its
+    // tiles shared out in advance and taken at run time (take).
     attention::Params pk(ks);
     auto push = [&](TileConfig c) {
       if (llvm::Error err = checkConfig(ks, c))
@@ -365,12 +372,18 @@ public:
             push(c);
             if (pk.deterministic || !overlap)
               continue;
+            // (Each persistent one with its tiles taken at run time too.)
+            auto pushBoth = [&](TileConfig persistent) {
+              push(persistent);
+              persistent.set("take", 1);
+              push(persistent);
+            };
             c.set("persist", 1);
-            push(c);
+            pushBoth(c);
             if (!pk.causal)
               continue;
             c.set("lpt", 1);
-            push(c);
+            pushBoth(c);
           }
     return out;
   }
@@ -571,6 +584,9 @@ public:
                          "in any order); got fused = " +
                          llvm::Twine(int(s.fused)) +
                          ", deterministic = " + llvm::Twine(int(p.deterministic)));
+    if (s.take && !s.persist)
+      return configError("take needs persist = 1 (it is how a persistent program finds its "
+                         "next tile)");
     if (s.lpt && (!s.persist || !p.causal))
       return configError("lpt needs persist = 1 and a causal mask (without one every tile is as "
                          "long); got persist = " +
@@ -1177,14 +1193,16 @@ private:
     /// sk; the partial sums and the head split; fused, `dqSums` (a tensor
     /// map of dQ's f32 sums, or with dqfrag their view); THD: the offsets
     /// (kept in cuQ and cuK); persist, the most programs the call allows
-    /// (its last argument). Programs: ceil(sk / bn) * batch * hkv * split
+    /// (its last argument; with take, then the counter the programs take
+    /// their tiles from, a word zeroed before the launch). Programs: ceil(sk / bn) * batch * hkv * split
     /// (persist: at most the target's multiprocessors and that argument);
     /// dK's first size is the batch (BSHD) or batch * hkv (BHSD); THD: K's
     /// offsets are the batch and one.
     struct DkvKernel {
       tt::KernelOp kernel;
       Block *entry;
-      Value k, v, q, dOIn, ws, dK, dV, scaleLog2, scale, sq, sk, partials, split, dqSums, flags;
+      Value k, v, q, dOIn, ws, dK, dV, scaleLog2, scale, sq, sk, partials, split, dqSums, flags,
+          counter;
     };
     DkvKernel makeDkv(llvm::StringRef name, Type kvIn, Type qIn, Type wsIn, Type dqSums,
                       int64_t threads, int64_t minBlocks) {
@@ -1201,6 +1219,8 @@ private:
         args.append({offsetsType(), offsetsType()});
       if (s.persist) // (fused, neither ordered nor THD)
         args.push_back(idx);
+      if (s.take) // (the counter, a word)
+        args.push_back(offsetsType());
       AffineExpr sk = getAffineSymbolExpr(0, &c), first = getAffineSymbolExpr(1, &c),
                  parts = getAffineSymbolExpr(2, &c), cap = getAffineSymbolExpr(3, &c);
       AffineExpr seqs = thd() ? (first - 1) * p.hkv : bshd() ? first * p.hkv : first;
@@ -1210,7 +1230,7 @@ private:
       // its share of the tiles, eachTile in dkv().)
       SmallVector<int64_t> symbols = {10, -1, thd() ? 14 : 5, 0, 12, -1};
       if (s.persist)
-        symbols.append({int64_t(args.size() - 1), -1});
+        symbols.append({int64_t(args.size() - (s.take ? 2 : 1)), -1});
       AffineMap grid =
           s.persist ? AffineMap::get(
                           0, 4, {tiles, getAffineConstantExpr(p.target.smCount(), &c), cap}, &c)
@@ -1235,7 +1255,8 @@ private:
               a(11),
               a(12),
               dqSums ? a(13) : Value(),
-              ordered() ? a(14) : Value()};
+              ordered() ? a(14) : Value(),
+              s.take ? entry->getArguments().back() : Value()};
     }
 
     std::pair<Value, Value> stageOf(Value it) { return {remu(it, s.stages), divu(it, s.stages)}; }
@@ -1586,17 +1607,118 @@ private:
       // body) runs body(j, carried) for the program's tile, or (persistent)
       // for each of its tiles (j-th, carrying `init`), the tile's place
       // (seq, heads, n0, ...) set first.
-      Value tiles, kvFree;
-      if (s.persist) {
+      // With take: the producer takes each tile from the counter once the
+      // consumers are done with the tile whose place it last wrote into the
+      // slot (tileFree), writes the tile and its place (kSlotWords words:
+      // the tile, seq, kvHead, head0, n0) into one of two slots of shared
+      // memory and arrives on the slot's tileFull; each consumer waits for
+      // that and reads them (no division of its own beside dK and dV: with
+      // the place computed from the tile, its registers spilled 90-100
+      // bytes), and frees the slot once done with the tile; a tile past the
+      // last ends the program.
+      constexpr int64_t kSlotWords = 5;
+      Value tiles, kvFree, slots, tileFull, tileFree;
+      auto countTiles = [&] {
         Value first = memref::DimOp::create(b, loc, dK, 0);
         Value seqs = bshd() ? mul(first, cst(p.hkv)) : first;
-        tiles = mul(mul(ceilDiv(skV, bn), seqs), split);
+        return mul(mul(ceilDiv(skV, bn), seqs), split);
+      };
+      if (s.persist) {
+        tiles = countTiles();
         kvFree = tt::AllocBarriersOp::create(b, loc, one, s.consumers, nullptr);
       }
-      auto eachTile = [&](ValueRange init,
+      if (s.take) {
+        auto two = tt::BarriersType::get(&c, 2);
+        tileFull = tt::AllocBarriersOp::create(b, loc, two, 1, nullptr);
+        tileFree = tt::AllocBarriersOp::create(b, loc, two, s.consumers, nullptr);
+        slots = tt::AllocWordsOp::create(b, loc, tt::WordsType::get(&c, 2 * kSlotWords), nullptr);
+      }
+      // The tile's place (seq, heads, n0, ...) for tile `at` of the grid's
+      // order.
+      auto placeAt = [&](Value at) {
+        DkvTile tile = placeDkv(sqV, skV, split, bn, at, tiles);
+        seq = tile.seq, kvHead = tile.kvHead, heads = tile.heads, head0 = tile.head0;
+        n0 = tile.n0, ps = tile.ps;
+        mEnd = tile.mEnd, mStart = tile.mStart, mMasked = tile.mMasked;
+        count = sub(mEnd, mStart);
+      };
+      // Take: the j-th tile the program takes (producer: from the counter;
+      // a consumer: from the producer's slot) while there is one.
+      auto takeTiles = [&](bool producer, ValueRange init,
+                           llvm::function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+        // (j, the tile and the tile count in 32 bits; the count computed
+        // again in each region: computed once before them, at head dim 64
+        // under a causal mask, it was spilled there and read back in each.)
+        tiles = countTiles();
+        // (Taken when the producer is done with the last tile's loads, not
+        // a tile ahead: taken ahead, the programs held twice as many heads'
+        // queries at once, and at GQA's KV8 S8192 causal the kernel took
+        // 45 % longer; bench/NOTES.md b26.)
+        SmallVector<Value> inits = {arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0)};
+        inits.append(init.begin(), init.end());
+        SmallVector<Type> passed(ValueRange(inits).getTypes());
+        passed.insert(passed.begin() + 1, b.getI32Type());
+        auto word = [&](Value slot, int64_t w) {
+          return add(mul(slot, cst(kSlotWords)), cst(w));
+        };
+        auto w = scf::WhileOp::create(
+            b, loc, passed, inits,
+            [&](OpBuilder &, Location, ValueRange args) {
+              Value j = toIndex(args[0]), slot = remu(j, 2), round = divu(j, 2), at;
+              if (producer) {
+                tt::BarrierWaitOp::create(b, loc, tileFree, slot, add(round, cst(1)));
+                at = tt::FetchAddOp::create(b, loc, kk.counter, ValueRange{cst(0)}, cst(1));
+                tt::SetWordOp::create(b, loc, slots, word(slot, 0), at);
+                at = toI32(at);
+              } else {
+                tt::BarrierWaitOp::create(b, loc, tileFull, slot, round);
+                at = toI32(tt::GetWordOp::create(b, loc, slots, word(slot, 0)));
+              }
+              Value more =
+                  arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, at, toI32(tiles));
+              // (The producer's place of a tile is computed once, in the
+              // loop's body; past the last tile it arrives here.)
+              if (producer) {
+                auto last = scf::IfOp::create(
+                    b, loc, arith::XOrIOp::create(b, loc, more, arith::ConstantIntOp::create(
+                                                                    b, loc, b.getI1Type(), 1)));
+                OpBuilder::InsertionGuard guard(b);
+                b.setInsertionPointToStart(&last.getThenRegion().front());
+                tt::BarrierArriveOp::create(b, loc, tileFull, slot);
+              }
+              SmallVector<Value> out = {args[0], at};
+              out.append(args.begin() + 1, args.end());
+              scf::ConditionOp::create(b, loc, more, out);
+            },
+            [&](OpBuilder &, Location, ValueRange args) {
+              Value j = toIndex(args[0]), slot = remu(j, 2);
+              if (producer) {
+                placeAt(toIndex(args[1]));
+                Value place[] = {seq, kvHead, head0, n0};
+                for (int64_t i = 1; i < kSlotWords; ++i)
+                  tt::SetWordOp::create(b, loc, slots, word(slot, i), place[i - 1]);
+                tt::BarrierArriveOp::create(b, loc, tileFull, slot);
+              } else {
+                seq = tt::GetWordOp::create(b, loc, slots, word(slot, 1));
+                kvHead = tt::GetWordOp::create(b, loc, slots, word(slot, 2));
+                head0 = tt::GetWordOp::create(b, loc, slots, word(slot, 3));
+                n0 = tt::GetWordOp::create(b, loc, slots, word(slot, 4));
+                heads = headsPerPart(split);
+              }
+              SmallVector<Value> next = {add(args[0], cstLike(args[0], 1))};
+              llvm::append_range(next, body(j, args.drop_front(2)));
+              if (!producer)
+                tt::BarrierArriveOp::create(b, loc, tileFree, slot);
+              scf::YieldOp::create(b, loc, next);
+            });
+        return SmallVector<Value>(w.getResults().drop_front(2));
+      };
+      auto eachTile = [&](bool producer, ValueRange init,
                           llvm::function_ref<SmallVector<Value>(Value, ValueRange)> body) {
         if (!s.persist)
           return body(Value(), init);
+        if (s.take)
+          return takeTiles(producer, init, body);
         // Round j's tiles [j grid, (j + 1) grid) go to the programs in
         // their order in even rounds, in the reverse order in odd ones (so
         // that, the tiles longest first, no program takes the longest of
@@ -1617,11 +1739,7 @@ private:
         Value mine = add(whole, arith::SelectOp::create(b, loc, extra, cst(1), cst(0)));
         return loop(cst(0), mine, init, [&](Value j, ValueRange carried) {
           Value at0 = arith::SelectOp::create(b, loc, isOdd(j), back, pid);
-          DkvTile at = placeDkv(sqV, skV, split, bn, add(mul(j, grid), at0), tiles);
-          seq = at.seq, kvHead = at.kvHead, heads = at.heads, head0 = at.head0, n0 = at.n0;
-          ps = at.ps;
-          mEnd = at.mEnd, mStart = at.mStart, mMasked = at.mMasked;
-          count = sub(mEnd, mStart);
+          placeAt(add(mul(j, grid), at0));
           return body(j, carried);
         });
       };
@@ -1642,14 +1760,21 @@ private:
                                mul(k, cst(s.dqCols(p.d))), ValueRange{head, seq}, /*reduce=*/true);
       };
 
-      auto ws_ = tt::WarpSpecializeOp::create(b, loc, s.consumers, 24, 240);
+      // (take with one consumer: the producer's register budget 40, not
+      // 24: with 24, one value spilled at head dim 64 under a causal mask;
+      // with two consumers the register file holds no more than 24.)
+      auto ws_ = tt::WarpSpecializeOp::create(b, loc, s.consumers,
+                                              s.take && s.consumers == 1 ? 40 : 24, 240);
       {
         OpBuilder::InsertionGuard guard(b);
         b.createBlock(&ws_.getProducer());
         // (Persistent: the steps counted over the program's tiles, for the
         // ring's stages and rounds; a tile's K and V once the consumers are
         // done with the last one's: round -1 at the first, complete.)
-        eachTile(s.persist ? ValueRange{cst(0)} : ValueRange{}, [&](Value j, ValueRange carried) {
+        Value steps0 =
+            s.take ? arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0).getResult() : cst(0);
+        eachTile(/*producer=*/true, s.persist ? ValueRange{steps0} : ValueRange{},
+                 [&](Value j, ValueRange carried) {
           if (s.persist)
             tt::BarrierWaitOp::create(b, loc, kvFree, cst(0), sub(j, cst(1)));
           auto [kRow, kBatch] = tmaRow(ps.kStart, seq, n0);
@@ -1668,9 +1793,12 @@ private:
             first = walkOf(lastTurn, keyTiles, mStart, mEnd).first;
           }
           Value mFirst = first ? first : mStart;
-          Value from = s.persist ? carried[0] : cst(0), to = add(from, mul(count, heads));
+          // (take: the steps counted in 32 bits, one register fewer in the
+          // producer's few beside the taken tile's.)
+          Value from = s.persist ? carried[0] : cst(0);
+          Value to = add(from, s.take ? toI32(mul(count, heads)) : mul(count, heads));
           loop(from, to, {head0, mFirst}, [&](Value it, ValueRange at) {
-            auto [stage, round] = stageOf(it);
+            auto [stage, round] = stageOf(s.take ? toIndex(it) : it);
             Value head = at[0], mi = at[1], m0 = mul(mi, cst(s.kvBm));
             tt::BarrierWaitOp::create(b, loc, empty, stage, add(round, cst(1)));
             auto [qRow, qBatch] = tmaRow(ps.qStart, seq, m0);
@@ -1999,6 +2127,7 @@ private:
         // (Persistent: each tile's K and V waited for in its round, the
         // steps counted over the program's tiles.)
         eachTile(
+            /*producer=*/false,
             s.persist ? ValueRange{arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0)}
                       : ValueRange{},
             [&](Value j, ValueRange tileCarried) -> SmallVector<Value> {

@@ -127,7 +127,7 @@ int64_t workspaceRows(const Call &c) { return paddedRows(c.sq); }
 /// the flags the fused kernel orders its additions by (kFlagsPerTile words
 /// of each query tile of kFusedQueryRows rows of every head).
 struct Workspace {
-  int64_t split = 1, lseBytes = 0, partialBytes = 0, dqBytes = 0, flagBytes = 0;
+  int64_t split = 1, lseBytes = 0, partialBytes = 0, dqBytes = 0, flagBytes = 0, counterBytes = 0;
   bool overflows = false; // sizes whose bytes do not fit in int64_t
   Workspace(const Call &c, bool fused)
       : split(c.headSplit > 0 ? c.headSplit : backwardHeadSplit(c.b, c.hq, c.hkv, c.sk)) {
@@ -144,16 +144,21 @@ struct Workspace {
       dqBytes = product({c.b, c.hq, workspaceRows(c), c.d, 4});
     if (fused && c.deterministic)
       flagBytes = product({c.b, c.hq, flagTiles(c), kFlagsPerTile, 4});
+    // (The tile counter of a persistent kernel that takes its tiles at run
+    // time; 16 bytes keep what follows aligned.)
+    if (fused)
+      counterBytes = 16;
     overflows |= __builtin_add_overflow(lseBytes, partialBytes, &total) ||
                  __builtin_add_overflow(total, dqBytes, &total) ||
-                 __builtin_add_overflow(total, flagBytes, &total);
+                 __builtin_add_overflow(total, flagBytes, &total) ||
+                 __builtin_add_overflow(total, counterBytes, &total);
   }
   /// Query tiles of a fused kernel's step per head, for the flags.
   static int64_t flagTiles(const Call &c) { return (c.sq + kFusedQueryRows - 1) / kFusedQueryRows; }
-  /// dQ's sums and the flags (which follow them): the bytes the fused
-  /// kernels take from tilejit's pool where the caller's workspace has no
-  /// room for them.
-  int64_t fusedBytes() const { return dqBytes + flagBytes; }
+  /// dQ's sums, the flags and the tile counter (which follow them): the
+  /// bytes the fused kernels take from tilejit's pool where the caller's
+  /// workspace has no room for them.
+  int64_t fusedBytes() const { return dqBytes + flagBytes + counterBytes; }
   int64_t total = 0;
   /// The parts' sums as the kernels view them: dK and dV's view, f32, rows
   /// padded, 2 * split of them along the first dimension.
@@ -176,6 +181,9 @@ struct Workspace {
   KernelArg flags(const BackwardCall &c) const {
     return KernelArg::view(flagsAt(c), {c.b * c.hq, flagTiles(c), kFlagsPerTile});
   }
+  /// The tile counter, after the flags: 4 words, the first counted.
+  uint64_t counterAt(const BackwardCall &c) const { return flagsAt(c) + uint64_t(flagBytes); }
+  KernelArg counter(const BackwardCall &c) const { return KernelArg::view(counterAt(c), {4}); }
   /// dQ's f32 sums, as dQ's view with its rows padded.
   KernelArg dqSums(const BackwardCall &c) const {
     uint64_t at = dqSumsAt(c);
@@ -323,11 +331,13 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
   // built to add in any order is not run for a call that asks for bitwise
   // repeatable results, nor an ordered one where the call's workspace has
   // no room for the flags.
-  // Persistent (config persist; fused, adding in any order): its last
-  // argument, an index, the most programs the call allows.
-  bool fifteenth = fused && dkv.params.size() == 15;
-  bool persistent = fifteenth && dkv.params[14].kind == ParamInfo::Index;
-  bool ordered = fifteenth && !persistent;
+  // Persistent (config persist; fused, adding in any order): then an
+  // index, the most programs the call allows; with take, then the counter
+  // its programs take their tiles from (a view).
+  size_t dkvParams = dkv.params.size();
+  bool persistent = fused && dkvParams >= 15 && dkv.params[14].kind == ParamInfo::Index;
+  bool take = persistent && dkvParams == 16 && dkv.params[15].kind == ParamInfo::View;
+  bool ordered = fused && dkvParams == 15 && !persistent;
   if (fused && ordered != c.deterministic)
     return error(ordered ? "the kernel adds dQ's parts in a fixed order (built for deterministic = "
                            "1); the call says deterministic = 0"
@@ -339,7 +349,7 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
   size_t want[4] = {fused ? 6u
                     : thd ? 15u
                           : 13u,
-                    fused ? (ordered || persistent ? 15u : 14u)
+                    fused ? (take ? 16u : ordered || persistent ? 15u : 14u)
                     : thd ? 15u
                           : 13u,
                     thd ? 6u : 5u, 4u};
@@ -527,16 +537,19 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
                         ordered ? w.flags(c)
                         : persistent
                             ? KernelArg::index(c.maxPrograms > 0 ? c.maxPrograms : INT32_MAX)
-                            : cuK};
-  // Ordered: the flags start at 0 (what the kernel counts from).
-  if (ordered) {
+                            : cuK,
+                        w.counter(c)};
+  // Ordered: the flags start at 0 (what the kernel counts from); take: the
+  // counter does (the first tile), zeroed before every launch.
+  if (ordered || take) {
     auto drv = CudaDriver::get();
     if (!drv)
       return drv.takeError();
-    if (CUresult r =
-            drv->cuMemsetD8Async(CUdeviceptr(w.flagsAt(c)), 0, size_t(w.flagBytes), stream);
-        r != CUDA_SUCCESS)
-      return drv->error(r, "attn_bwd: zeroing the flags (cuMemsetD8Async)");
+    uint64_t at = ordered ? w.flagsAt(c) : w.counterAt(c);
+    size_t bytes = size_t(ordered ? w.flagBytes : w.counterBytes);
+    if (CUresult r = drv->cuMemsetD8Async(CUdeviceptr(at), 0, bytes, stream); r != CUDA_SUCCESS)
+      return drv->error(r, ordered ? "attn_bwd: zeroing the flags (cuMemsetD8Async)"
+                                   : "attn_bwd: zeroing the tile counter (cuMemsetD8Async)");
   }
   if (auto err = kernel.launch(1, second, want[1], stream))
     return err;

@@ -1087,6 +1087,45 @@ TEST_F(GpuAttention, BackwardFusedPersistentTakesTilesInTurn) {
   }
 }
 
+TEST_F(GpuAttention, BackwardFusedPersistentTakesTilesFromACounter) {
+  // take: each persistent program takes its next tile from a counter in
+  // the workspace (zeroed before each launch: every case runs twice, the
+  // second time capped lower), the producer handing the tile and its place
+  // to the consumers through shared memory; tiles in each head's order or
+  // (lpt) longest first. Every element against float64: head dims 64 and
+  // 128, causal or not, ragged, cross lengths, tiles without a step, GQA
+  // and MQA with the heads split, both layouts, f16, dQ's parts through
+  // the tensor map and in the registers' order; 2 to 16 programs and the
+  // GPU's own count.
+  for (auto [d, cfg] :
+       {std::pair{int64_t(64),
+                  "bn=128 consumers=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2 take=1"},
+        std::pair{int64_t(64), "bn=128 consumers=1 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 "
+                               "stages=2 take=1"},
+        std::pair{int64_t(128), "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 "
+                                "stages=2 take=1"}}) {
+    for (bool causal : {true, false}) {
+      runBackward({1, 383, 383, 2, 2, d, causal, Layout::BSHD, DType::BF16, 0.0f, cfg, 5});
+      runBackward({2, 1024, 1024, 4, 1, d, causal, Layout::BHSD, DType::BF16, 0.0f, cfg, 16});
+      runBackward({2, 300, 300, 3, 3, d, causal, Layout::BSHD, DType::F16, 0.0f, cfg, 8});
+    }
+    runBackward({1, 65, 300, 2, 2, d, false, Layout::BSHD, DType::BF16, 0.0f, cfg, 5});
+    runBackward({1, 100, 250, 2, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg, 2});
+    runBackward({1, 250, 100, 2, 2, d, true, Layout::BHSD, DType::BF16, 0.0f, cfg, 5});
+    runBackward({4, 256, 256, 8, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg, 8});
+    runBackward({4, 2048, 2048, 4, 4, d, false, Layout::BSHD, DType::BF16, 0.0f, cfg});
+  }
+  for (auto [d, cfg] :
+       {std::pair{int64_t(64), "bn=128 consumers=1 dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 "
+                               "persist=1 stages=2 take=1"},
+        std::pair{int64_t(128), "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 "
+                                "persist=1 stages=2 take=1"}}) {
+    runBackward({2, 1024, 1024, 4, 1, d, true, Layout::BHSD, DType::BF16, 0.0f, cfg, 16});
+    runBackward({3, 383, 383, 4, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg, 7});
+    runBackward({1, 250, 100, 2, 2, d, true, Layout::BSHD, DType::F16, 0.0f, cfg, 7});
+  }
+}
+
 TEST_F(GpuAttention, TheTunersCheckRunsPersistentBackwardsOverSeveralTiles) {
   // The tuner checks each candidate on a smaller problem (sampled rows of
   // dQ, dK and dV against float64) before timing it on the spec's; there a

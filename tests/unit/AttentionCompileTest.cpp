@@ -110,13 +110,21 @@ void expectClean(const KernelSpec &spec, const TileConfig &config) {
     // (ordered with the TMA reductions: fence.proxy.async.global) by the
     // helper thread (thread 32), once its additions are whole (not only
     // read). persist: the most programs the call allows come last (an
-    // index).
+    // index); with take, then the counter (a view of words) its programs
+    // take their tiles from with an atomic addition.
     bool ordered = attention::Params(spec).deterministic;
     bool persist = config.has("persist") && config.get("persist") != 0;
-    EXPECT_EQ(k->entries[1].params.size(), ordered || persist ? 15u : 14u);
+    bool take = config.has("take") && config.get("take") != 0;
+    const std::vector<ParamInfo> &dkvParams = k->entries[1].params;
+    EXPECT_EQ(dkvParams.size(), 14u + ordered + persist + take);
     if (persist) {
-      EXPECT_EQ(k->entries[1].params.back().kind, ParamInfo::Index);
+      EXPECT_EQ(dkvParams[dkvParams.size() - 1 - take].kind, ParamInfo::Index);
     }
+    if (take) {
+      EXPECT_EQ(dkvParams.back().kind, ParamInfo::View);
+      EXPECT_EQ(dkvParams.back().staticSizes, (std::vector<int64_t>{-1}));
+    }
+    EXPECT_EQ(k->ptx.find("atom.global.add.u32") != std::string::npos, take);
     EXPECT_EQ(k->ptx.find("ld.acquire.gpu") != std::string::npos, ordered);
     EXPECT_EQ(k->ptx.find("fence.acq_rel.gpu") != std::string::npos, ordered);
     EXPECT_EQ(k->ptx.find("fence.proxy.async.global") != std::string::npos, ordered);
@@ -878,7 +886,8 @@ TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
         // first.
         EXPECT_EQ(fusedInSpace, !deterministic || d == 128 ? 4 : 0) << d << causal;
         int persistent = deterministic ? 0 : d == 128 && causal ? 1 : 2;
-        EXPECT_EQ(persistInSpace, causal ? 2 * persistent : persistent) << d << causal;
+        // (Each shared out in advance and taken at run time.)
+        EXPECT_EQ(persistInSpace, 2 * (causal ? 2 * persistent : persistent)) << d << causal;
       }
   for (const TileConfig &c : t.configSpace(nondeterministic(64, true, Layout::THD)))
     EXPECT_FALSE(c.has("fused") && c.get("fused")) << c.canonical();
@@ -910,13 +919,20 @@ TEST(AttentionCompile, PersistentFusedBackwardBuildsAndNamesWhatItNeeds) {
   const char *cfg = "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2";
   expectClean(gqa, *TileConfig::parse(cfg));
   // lpt: under a causal mask the tiles longest first across the heads.
+  // take: the tiles taken from a counter at run time (each head's in turn,
+  // or with lpt longest first), GQA too.
   for (int64_t d : {64, 128})
     for (Layout l : {Layout::BSHD, Layout::BHSD})
-      expectClean(
-          nondeterministic(d, true, l),
-          *TileConfig::parse(std::string(d == 64 ? "bn=128 consumers=1" : "bn=128 consumers=2") +
-                             " dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 persist=1 "
-                             "stages=2"));
+      for (const char *order : {"lpt=1", "lpt=1 take=1", "take=1"})
+        for (bool causal : {true, false}) {
+          if (!causal && std::string(order).find("lpt") != std::string::npos)
+            continue;
+          expectClean(nondeterministic(d, causal, l),
+                      *TileConfig::parse(
+                          std::string(d == 64 ? "bn=128 consumers=1" : "bn=128 consumers=2") +
+                          " dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2 " + order));
+        }
+  expectClean(gqa, *TileConfig::parse(std::string(cfg) + " take=1"));
   // The grid: symbols sk, dK's first size (the batch under BSHD), the
   // split and the call's cap (its last argument, an index); capped at 132
   // (the target's usual count) and at 16, and at the call's.
@@ -958,7 +974,10 @@ TEST(AttentionCompile, PersistentFusedBackwardBuildsAndNamesWhatItNeeds) {
                    "lpt needs persist = 1 and a causal mask"},
         std::tuple{nondeterministic(128, true),
                    "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 stages=2",
-                   "got persist = 0, causal = 1"}}) {
+                   "got persist = 0, causal = 1"},
+        std::tuple{nondeterministic(128, false),
+                   "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 stages=2 take=1",
+                   "take needs persist = 1"}}) {
     auto err = t.checkConfig(p, *TileConfig::parse(c));
     ASSERT_TRUE(bool(err)) << c;
     EXPECT_NE(llvm::toString(std::move(err)).find(what), std::string::npos) << c;
@@ -1108,20 +1127,21 @@ TEST(AttentionCompile, TheBackwardSpecSaysWhetherItsResultsMustRepeat) {
   ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
   EXPECT_TRUE(attention::Params(*spec).deterministic);
   // A fused kernel's workspace: the same LSE and D (and parts), then dQ's
-  // f32 sums, rows padded (the C interface sizes only the first part; the
-  // launch takes the sums from tilejit's pool then).
+  // f32 sums, rows padded, and 16 bytes for a persistent kernel's tile
+  // counter (the C interface sizes only the first part; the launch takes
+  // the rest from tilejit's pool then).
   call.deterministic = false;
   call.b = 2;
   call.sq = call.sk = 130;
   call.hq = call.hkv = 4;
   EXPECT_EQ(attention::backwardWorkspaceBytes(call, true),
-            attention::backwardWorkspaceBytes(call) + 2 * 4 * 256 * 64 * 4);
-  // For a deterministic call, the flags after them: a word for each query
-  // tile of 64 rows of every head.
+            attention::backwardWorkspaceBytes(call) + 2 * 4 * 256 * 64 * 4 + 16);
+  // For a deterministic call, the flags between them: a word for each
+  // query tile of 64 rows of every head.
   int64_t sums = attention::backwardWorkspaceBytes(call, true);
   call.deterministic = true;
   EXPECT_EQ(attention::backwardWorkspaceBytes(call, true), sums + 2 * 4 * 3 * 4);
-  EXPECT_EQ(attention::backwardWorkspaceBytes(call), sums - 2 * 4 * 256 * 64 * 4);
+  EXPECT_EQ(attention::backwardWorkspaceBytes(call), sums - 2 * 4 * 256 * 64 * 4 - 16);
 }
 
 TEST(AttentionCompile, BackwardHeadSplitFillsTheGpuWithTheFewestParts) {
