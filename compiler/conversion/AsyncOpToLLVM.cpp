@@ -385,7 +385,7 @@ struct FlagSetOpLowering : StatefulLowering<FlagSetOp> {
 
 /// tile.set_word / get_word: a volatile 32-bit store or load of the word
 /// (kept where it is between the barrier's arrival and wait, which are
-/// inline assembly with side effects); the load widened, signed.
+/// inline assembly with side effects); the load widened, unsigned.
 Value wordAt(Emitter &e, Value words, Value index) {
   return e.offset(words, e.mul(index, e.i64(4)));
 }
@@ -420,7 +420,7 @@ struct GetWordOpLowering : StatefulLowering<GetWordOp> {
 };
 
 /// tile.fetch_add: the thread's relaxed atomic addition at GPU scope
-/// (atom.global.add.u32), its old value widened, signed.
+/// (atom.global.add.u32), its old value widened, unsigned.
 struct FetchAddOpLowering : ConvertOpToLLVMPattern<FetchAddOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult matchAndRewrite(FetchAddOp op, OpAdaptor adaptor,
@@ -431,7 +431,7 @@ struct FetchAddOpLowering : ConvertOpToLLVMPattern<FetchAddOp> {
     Value value = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getValue());
     Value old = LLVM::AtomicRMWOp::create(rw, e.loc, LLVM::AtomicBinOp::add, addr, value,
                                           LLVM::AtomicOrdering::monotonic);
-    rw.replaceOpWithNewOp<LLVM::SExtOp>(op, rw.getI64Type(), old);
+    rw.replaceOpWithNewOp<LLVM::ZExtOp>(op, rw.getI64Type(), old);
     return success();
   }
 };

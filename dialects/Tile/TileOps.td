@@ -696,7 +696,9 @@ def Tile_GetWordOp : Tile_Op<"get_word"> {
   let summary = "Reads a word of shared memory, the same in every thread";
   let description = [{
     In a consumer region of `tile.warp_specialize` (or the helper's): word
-    `index` of `words` as a signed 32-bit integer widened to an index. Every
+    `index` of `words` as an unsigned 32-bit integer widened to an index
+    (a count or a place: known below 2^32, the index arithmetic on it
+    narrows). Every
     thread of the warpgroup reads it, then the warpgroup meets, so that an
     arrival after it (its first thread's) tells that the whole warpgroup has
     read the word and its writer may write it again; the helper's one
@@ -722,7 +724,7 @@ def Tile_FetchAddOp : Tile_Op<"fetch_add", [
     `indices` of `counter` (an f32 memref whose words hold integers, as for
     `tile.flag_wait`: a zeroed buffer holds 0) in one atomic step at GPU
     scope (relaxed: it orders no other access), and returns the word's
-    value before the addition, widened as a signed integer. Programs of a
+    value before the addition, widened as an unsigned integer. Programs of a
     persistent grid take their work items from a counter zeroed before the
     launch this way: every value once, in the order the programs ask.
 
