@@ -933,7 +933,8 @@ LogicalResult WarpSpecializeOp::verify() {
   getHelper().walk([&](Operation *op) {
     if (isa_and_nonnull<TileDialect>(op->getDialect()) &&
         !isa<BarrierWaitOp, BarrierArriveOp, TmaStoreOp, BulkReduceOp, TmaStoreWaitOp, FlagWaitOp,
-             FlagSetOp, ProgramIdOp, NumProgramsOp, ClusterRankOp, LoadWordOp, YieldOp>(op))
+             FlagSetOp, ProgramIdOp, NumProgramsOp, ClusterRankOp, LoadWordOp, GetWordOp,
+             SetWordOp, FetchAddOp, YieldOp>(op))
       collective = op;
     return collective ? WalkResult::interrupt() : WalkResult::advance();
   });
@@ -943,7 +944,7 @@ LogicalResult WarpSpecializeOp::verify() {
               "(there: "
               "tile.barrier_wait, barrier_arrive, tma_store, bulk_reduce, tma_store_wait, "
               "flag_wait, flag_set, "
-              "program_id, num_programs, cluster_rank, load_word)";
+              "program_id, num_programs, cluster_rank, load_word, get_word, set_word, fetch_add)";
   return success();
 }
 

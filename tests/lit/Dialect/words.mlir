@@ -60,3 +60,27 @@ tile.kernel @take_tiles(%counter: memref<?xf32>, %tiles: index) attributes {bloc
   }
   tile.return
 }
+
+// The helper (one thread) reads a slot alone, and may take from a counter
+// and write a slot as the producer does.
+// CHECK-LABEL: tile.kernel @helper_words
+tile.kernel @helper_words(%counter: memref<?xf32>) attributes {block_threads = 256 : i64, min_blocks = 1 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %slots = tile.alloc_words : !tile.words<2>
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    tile.yield
+  }, helper {
+    // CHECK: tile.fetch_add
+    %t = tile.fetch_add %counter[%c0], %c1 : memref<?xf32>
+    // CHECK-NEXT: tile.set_word
+    tile.set_word %slots[%c1], %t : !tile.words<2>
+    // CHECK-NEXT: tile.get_word
+    %u = tile.get_word %slots[%c0] : !tile.words<2>
+    tile.yield
+  }
+  tile.return
+}
