@@ -349,7 +349,9 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
   size_t want[4] = {fused ? 6u
                     : thd ? 15u
                           : 13u,
-                    fused ? (take ? 16u : ordered || persistent ? 15u : 14u)
+                    fused ? (take                    ? 16u
+                             : ordered || persistent ? 15u
+                                                     : 14u)
                     : thd ? 15u
                           : 13u,
                     thd ? 6u : 5u, 4u};
@@ -550,6 +552,12 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
     if (CUresult r = drv->cuMemsetD8Async(CUdeviceptr(at), 0, bytes, stream); r != CUDA_SUCCESS)
       return drv->error(r, ordered ? "attn_bwd: zeroing the flags (cuMemsetD8Async)"
                                    : "attn_bwd: zeroing the tile counter (cuMemsetD8Async)");
+  }
+  if (c.dkvGrid) {
+    auto grid = kernel.gridFor(1, second, want[1]);
+    if (!grid)
+      return grid.takeError();
+    *c.dkvGrid = *grid;
   }
   if (auto err = kernel.launch(1, second, want[1], stream))
     return err;

@@ -10,6 +10,8 @@
 #include "ops/attention/AttentionDecl.h"
 #include "runtime/LoadedKernel.h"
 
+#include <array>
+
 namespace tilejit::attention {
 
 /// One forward call on contiguous tensors: Q and O are [b, sq, hq, d]
@@ -77,6 +79,9 @@ struct BackwardCall : Call {
   /// parts where the heads are split; fused: dQ's conversion too); -1, all.
   /// For timing each alone.
   int only = -1;
+  /// Where not null, set to the grid (x, y, z in programs) the dK/dV kernel
+  /// was launched with: a persistent grid's cap made visible.
+  std::array<int64_t, 3> *dkvGrid = nullptr;
 };
 
 /// The attn_bwd spec of `call` on `target`, or an error naming the bad field.

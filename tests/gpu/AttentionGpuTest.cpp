@@ -533,14 +533,30 @@ protected:
     HostTensor gq[2] = {HostTensor(c.dt, nq), HostTensor(c.dt, nq)};
     HostTensor gk[2] = {HostTensor(c.dt, nk), HostTensor(c.dt, nk)};
     HostTensor gv[2] = {HostTensor(c.dt, nk), HostTensor(c.dt, nk)};
+    // The fused dK/dV grid: a program a tile (64 keys a consumer, for each
+    // sequence's KV heads and part of the split), persistent at most the
+    // target's multiprocessors and the call's cap.
+    bool persistent = config->has("persist") && config->get("persist") != 0;
+    int64_t split =
+        c.headSplit > 0 ? c.headSplit : attention::backwardHeadSplit(c.b, c.hq, c.hkv, c.sk);
+    int64_t keys = 64 * (config->has("consumers") ? config->get("consumers") : 1);
+    int64_t tiles = (c.sk + keys - 1) / keys * c.b * c.hkv * split;
     for (int run = 0; run < 2; ++run) {
       call.workspaceSize =
           run == 1 && fused ? attention::backwardWorkspaceBytes(call) : int64_t(wsBytes);
       call.maxPrograms = run == 0 ? 0 : c.programs > 2 ? c.programs - 2 : 100;
       for (int i : {6, 7, 8, 9})
         ASSERT_FALSE(bool(bufs[size_t(i)].fill(0xFF)));
+      std::array<int64_t, 3> grid = {0, 0, 0};
+      call.dkvGrid = fused ? &grid : nullptr;
       if (auto err = attention::launchBackward(bk, call, nullptr))
         FAIL() << llvm::toString(std::move(err));
+      if (fused) {
+        int64_t cap = call.maxPrograms > 0 ? call.maxPrograms : INT32_MAX;
+        EXPECT_EQ(grid[0],
+                  persistent ? std::min({tiles, int64_t(bwdTarget.smCount()), cap}) : tiles)
+            << "run " << run;
+      }
       ASSERT_EQ(drv->cuCtxSynchronize(), CUDA_SUCCESS);
       ASSERT_FALSE(bool(bufs[6].download(gq[run].bytes)));
       ASSERT_FALSE(bool(bufs[7].download(gk[run].bytes)));
