@@ -606,6 +606,11 @@ protected:
         << "dV";
   }
 
+  /// The persistent backward's cases with `cfg` at head dim `d`, and the
+  /// causal ones of its lpt order.
+  void runPersistentCases(int64_t d, const std::string &cfg);
+  void runLptCases(int64_t d, const std::string &cfg);
+
   Target target;
 };
 
@@ -1054,6 +1059,43 @@ TEST_F(GpuAttention, BackwardFusedPartsInRegisterOrder) {
                        "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 stages=2"}));
 }
 
+// The persistent backward's configs and cases: head dims 64 and 128, dQ's
+// parts through the tensor map and in the registers' order (lpt: under a
+// causal mask, in the registers' order); `programs` stands for the
+// multiprocessors, so that each program takes several tiles.
+constexpr std::pair<int64_t, const char *> kPersistentConfigs[] = {
+    {64, "bn=128 consumers=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2"},
+    {64, "bn=128 consumers=1 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2"},
+    {128, "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2"}};
+constexpr std::pair<int64_t, const char *> kLptConfigs[] = {
+    {64, "bn=128 consumers=1 dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 persist=1 stages=2"},
+    {128, "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 persist=1 stages=2"}};
+
+void GpuAttention::runPersistentCases(int64_t d, const std::string &cfg) {
+  const char *c = cfg.c_str();
+  for (bool causal : {true, false}) {
+    runBackward({1, 383, 383, 2, 2, d, causal, Layout::BSHD, DType::BF16, 0.0f, c, 5});
+    runBackward({2, 1024, 1024, 4, 1, d, causal, Layout::BHSD, DType::BF16, 0.0f, c, 16});
+    runBackward({2, 300, 300, 3, 3, d, causal, Layout::BSHD, DType::F16, 0.0f, c, 8});
+  }
+  runBackward({1, 65, 300, 2, 2, d, false, Layout::BSHD, DType::BF16, 0.0f, c, 5});
+  // (Two programs: one takes a tile without a step, keys past every
+  // query, and then one with steps.)
+  runBackward({1, 100, 250, 2, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, c, 2});
+  runBackward({1, 250, 100, 2, 2, d, true, Layout::BHSD, DType::BF16, 0.0f, c, 5});
+  runBackward({4, 256, 256, 8, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, c, 8});
+  runBackward({4, 2048, 2048, 4, 4, d, false, Layout::BSHD, DType::BF16, 0.0f, c});
+}
+
+void GpuAttention::runLptCases(int64_t d, const std::string &cfg) {
+  // (GQA with the heads split, MQA, ragged, both layouts; 7 and 16
+  // programs: rounds of both parities, the last one short.)
+  const char *c = cfg.c_str();
+  runBackward({2, 1024, 1024, 4, 1, d, true, Layout::BHSD, DType::BF16, 0.0f, c, 16});
+  runBackward({3, 383, 383, 4, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, c, 7});
+  runBackward({1, 250, 100, 2, 2, d, true, Layout::BSHD, DType::F16, 0.0f, c, 7});
+}
+
 TEST_F(GpuAttention, BackwardFusedPersistentTakesTilesInTurn) {
   // persist: one program a multiprocessor (here as many as `programs`
   // says, so that each takes several tiles: 5, 8 and 16 programs; in the
@@ -1066,41 +1108,14 @@ TEST_F(GpuAttention, BackwardFusedPersistentTakesTilesInTurn) {
   // without a step), GQA and MQA with the heads split, both layouts, f16,
   // dQ's parts through the tensor map and in the registers' order; and on
   // the GPU's own multiprocessors.
-  for (auto [d, cfg] :
-       {std::pair{int64_t(64), "bn=128 consumers=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2"},
-        std::pair{int64_t(64),
-                  "bn=128 consumers=1 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2"},
-        std::pair{int64_t(128),
-                  "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2"}}) {
-    for (bool causal : {true, false}) {
-      runBackward({1, 383, 383, 2, 2, d, causal, Layout::BSHD, DType::BF16, 0.0f, cfg, 5});
-      runBackward({2, 1024, 1024, 4, 1, d, causal, Layout::BHSD, DType::BF16, 0.0f, cfg, 16});
-      runBackward({2, 300, 300, 3, 3, d, causal, Layout::BSHD, DType::F16, 0.0f, cfg, 8});
-    }
-    runBackward({1, 65, 300, 2, 2, d, false, Layout::BSHD, DType::BF16, 0.0f, cfg, 5});
-    // (Two programs: one takes a tile without a step, keys past every
-    // query, and then one with steps.)
-    runBackward({1, 100, 250, 2, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg, 2});
-    runBackward({1, 250, 100, 2, 2, d, true, Layout::BHSD, DType::BF16, 0.0f, cfg, 5});
-    runBackward({4, 256, 256, 8, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg, 8});
-    runBackward({4, 2048, 2048, 4, 4, d, false, Layout::BSHD, DType::BF16, 0.0f, cfg});
-  }
+  for (auto [d, cfg] : kPersistentConfigs)
+    runPersistentCases(d, cfg);
   runBackward({1, 700, 700, 4, 2, 128, false, Layout::BHSD, DType::BF16, 0.0f,
                "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 persist=1 stages=2", 8});
   // lpt: under a causal mask every head's first key tile, then every
-  // head's second, ... (GQA with the heads split, MQA, ragged, both
-  // layouts; 7 and 16 programs: rounds of both parities, the last one
-  // short).
-  for (auto [d, cfg] :
-       {std::pair{
-            int64_t(64),
-            "bn=128 consumers=1 dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 persist=1 stages=2"},
-        std::pair{int64_t(128), "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 "
-                                "persist=1 stages=2"}}) {
-    runBackward({2, 1024, 1024, 4, 1, d, true, Layout::BHSD, DType::BF16, 0.0f, cfg, 16});
-    runBackward({3, 383, 383, 4, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg, 7});
-    runBackward({1, 250, 100, 2, 2, d, true, Layout::BSHD, DType::F16, 0.0f, cfg, 7});
-  }
+  // head's second, ...
+  for (auto [d, cfg] : kLptConfigs)
+    runLptCases(d, cfg);
 }
 
 TEST_F(GpuAttention, BackwardFusedPersistentTakesTilesFromACounter) {
@@ -1108,38 +1123,12 @@ TEST_F(GpuAttention, BackwardFusedPersistentTakesTilesFromACounter) {
   // the workspace (zeroed before each launch: every case runs twice, the
   // second time capped lower), the producer handing the tile and its place
   // to the consumers through shared memory; tiles in each head's order or
-  // (lpt) longest first. Every element against float64: head dims 64 and
-  // 128, causal or not, ragged, cross lengths, tiles without a step, GQA
-  // and MQA with the heads split, both layouts, f16, dQ's parts through
-  // the tensor map and in the registers' order; 2 to 16 programs and the
-  // GPU's own count.
-  for (auto [d, cfg] :
-       {std::pair{int64_t(64),
-                  "bn=128 consumers=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2 take=1"},
-        std::pair{int64_t(64), "bn=128 consumers=1 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 "
-                               "stages=2 take=1"},
-        std::pair{int64_t(128), "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 "
-                                "stages=2 take=1"}}) {
-    for (bool causal : {true, false}) {
-      runBackward({1, 383, 383, 2, 2, d, causal, Layout::BSHD, DType::BF16, 0.0f, cfg, 5});
-      runBackward({2, 1024, 1024, 4, 1, d, causal, Layout::BHSD, DType::BF16, 0.0f, cfg, 16});
-      runBackward({2, 300, 300, 3, 3, d, causal, Layout::BSHD, DType::F16, 0.0f, cfg, 8});
-    }
-    runBackward({1, 65, 300, 2, 2, d, false, Layout::BSHD, DType::BF16, 0.0f, cfg, 5});
-    runBackward({1, 100, 250, 2, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg, 2});
-    runBackward({1, 250, 100, 2, 2, d, true, Layout::BHSD, DType::BF16, 0.0f, cfg, 5});
-    runBackward({4, 256, 256, 8, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg, 8});
-    runBackward({4, 2048, 2048, 4, 4, d, false, Layout::BSHD, DType::BF16, 0.0f, cfg});
-  }
-  for (auto [d, cfg] :
-       {std::pair{int64_t(64), "bn=128 consumers=1 dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 "
-                               "persist=1 stages=2 take=1"},
-        std::pair{int64_t(128), "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 "
-                                "persist=1 stages=2 take=1"}}) {
-    runBackward({2, 1024, 1024, 4, 1, d, true, Layout::BHSD, DType::BF16, 0.0f, cfg, 16});
-    runBackward({3, 383, 383, 4, 2, d, true, Layout::BSHD, DType::BF16, 0.0f, cfg, 7});
-    runBackward({1, 250, 100, 2, 2, d, true, Layout::BSHD, DType::F16, 0.0f, cfg, 7});
-  }
+  // (lpt) longest first. The same configs and cases as
+  // BackwardFusedPersistentTakesTilesInTurn.
+  for (auto [d, cfg] : kPersistentConfigs)
+    runPersistentCases(d, std::string(cfg) + " take=1");
+  for (auto [d, cfg] : kLptConfigs)
+    runLptCases(d, std::string(cfg) + " take=1");
 }
 
 TEST_F(GpuAttention, TheTunersCheckRunsPersistentBackwardsOverSeveralTiles) {
