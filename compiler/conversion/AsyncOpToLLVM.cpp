@@ -3,7 +3,8 @@
 // tile.alloc_ring / alloc_barriers / alloc_words -> addresses in the
 // kernel's aligned dynamic shared memory (the barriers initialized by one
 // thread, then a block barrier); tile.set_word / get_word -> a volatile store
-// or load of a word there; tile.fetch_add -> a relaxed atomic addition; tile.barrier_wait -> a parity wait loop; tile.barrier_arrive ->
+// or load of a word there; tile.fetch_add -> a relaxed atomic addition;
+// tile.barrier_wait -> a parity wait loop; tile.barrier_arrive ->
 // mbarrier.arrive by the first thread of the group; tile.tma_load ->
 // mbarrier.arrive.expect_tx and one cp.async.bulk.tensor per 128-byte panel;
 // tile.tma_store / tma_store_wait -> the warpgroup leader's bulk copies out
@@ -526,9 +527,9 @@ void populateAsyncOpToLLVMPatterns(TileTypeConverter &converter, LoweringState &
                                    RewritePatternSet &patterns) {
   patterns.add<SetWordOpLowering, FetchAddOpLowering>(converter);
   patterns.add<AllocAtOffsetLowering<AllocRingOp>, AllocAtOffsetLowering<AllocWordsOp>,
-               AllocBarriersOpLowering, BarrierArriveOpLowering,
-               TmaStoreOpLowering, BulkReduceOpLowering, TmaStoreWaitOpLowering, FlagWaitOpLowering,
-               FlagSetOpLowering, GetWordOpLowering, WarpSpecializeOpLowering>(converter, state);
+               AllocBarriersOpLowering, BarrierArriveOpLowering, TmaStoreOpLowering,
+               BulkReduceOpLowering, TmaStoreWaitOpLowering, FlagWaitOpLowering, FlagSetOpLowering,
+               GetWordOpLowering, WarpSpecializeOpLowering>(converter, state);
   patterns.add<BarrierWaitOpLowering, TmaLoadOpLowering>(converter);
 }
 

@@ -14,6 +14,9 @@ int64_t scratchBytesFor(tile::KernelOp kernel);
 /// Sets `kernel`'s shared-memory attributes (scratch_bytes, cluster_rows):
 /// what tile-allocate-shared does to each kernel.
 void allocateShared(tile::KernelOp kernel);
+/// Bytes of dynamic shared memory `kernel`'s rings, barriers and words take
+/// as tile-allocate-shared lays them out (without the 1024 for alignment).
+int64_t dynamicSharedBytes(tile::KernelOp kernel);
 
 #define GEN_PASS_DECL
 #include "compiler/passes/Passes.h.inc"

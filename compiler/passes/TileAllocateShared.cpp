@@ -29,6 +29,33 @@ int64_t scratchBytesFor(KernelOp kernel) {
   return bytes;
 }
 
+/// Lays out the rings, barriers and words of `kernel` (rings first, each on
+/// a 1024-byte boundary, as the 128-byte swizzle needs; then the barriers,
+/// 8-byte aligned; then the words), calling place(op, offset) on each, and
+/// returns the bytes they take.
+static int64_t layOutShared(KernelOp kernel, llvm::function_ref<void(Operation *, int64_t)> place) {
+  int64_t offset = 0;
+  for (AllocRingOp ring : kernel.getBody().getOps<AllocRingOp>()) {
+    offset = llvm::alignTo(offset, 1024);
+    place(ring, offset);
+    offset += ring.getType().getBytes();
+  }
+  for (AllocBarriersOp bars : kernel.getBody().getOps<AllocBarriersOp>()) {
+    offset = llvm::alignTo(offset, 8);
+    place(bars, offset);
+    offset += 8 * bars.getType().getCount();
+  }
+  for (AllocWordsOp words : kernel.getBody().getOps<AllocWordsOp>()) {
+    place(words, offset);
+    offset += 4 * words.getType().getCount();
+  }
+  return offset;
+}
+
+int64_t dynamicSharedBytes(KernelOp kernel) {
+  return layOutShared(kernel, [](Operation *, int64_t) {});
+}
+
 void allocateShared(KernelOp kernel) {
   Builder b(kernel.getContext());
   kernel.setScratchBytesAttr(b.getI64IntegerAttr(scratchBytesFor(kernel)));
@@ -43,31 +70,15 @@ void allocateShared(KernelOp kernel) {
   else
     kernel.removeClusterRowsAttr();
 
-  // Rings, barriers and words live in dynamic shared memory, rings first
-  // (each on a 1024-byte boundary, as the 128-byte swizzle needs), then the
-  // barriers (8-byte aligned), then the words.
+  // Rings, barriers and words live in dynamic shared memory (layOutShared).
   // The kernel aligns the base itself: the launch gives it 1024 bytes more
   // (the loader places dynamic shared memory after any static, 16-byte
   // aligned at best).
-  int64_t offset = 0;
   bool any = false;
-  for (AllocRingOp ring : kernel.getBody().getOps<AllocRingOp>()) {
-    offset = llvm::alignTo(offset, 1024);
-    ring.setOffsetAttr(b.getI64IntegerAttr(offset));
-    offset += ring.getType().getBytes();
+  int64_t offset = layOutShared(kernel, [&](Operation *op, int64_t at) {
+    op->setAttr("offset", b.getI64IntegerAttr(at));
     any = true;
-  }
-  for (AllocBarriersOp bars : kernel.getBody().getOps<AllocBarriersOp>()) {
-    offset = llvm::alignTo(offset, 8);
-    bars.setOffsetAttr(b.getI64IntegerAttr(offset));
-    offset += 8 * bars.getType().getCount();
-    any = true;
-  }
-  for (AllocWordsOp words : kernel.getBody().getOps<AllocWordsOp>()) {
-    words.setOffsetAttr(b.getI64IntegerAttr(offset));
-    offset += 4 * words.getType().getCount();
-    any = true;
-  }
+  });
   if (any)
     kernel.setDynamicSmemBytesAttr(b.getI64IntegerAttr(offset + 1024));
   else

@@ -62,18 +62,13 @@ struct TileCheckTargetPass : impl::TileCheckTargetBase<TileCheckTargetPass> {
       return true;
     }
     // Rings, barriers and the tensor cores' warpgroup instructions.
-    int64_t dynamic = 0;
-    for (auto ring : kernel.getBody().getOps<AllocRingOp>())
-      dynamic = llvm::alignTo(dynamic, 1024) + ring.getType().getBytes();
-    for (auto bars : kernel.getBody().getOps<AllocBarriersOp>())
-      dynamic += 8 * bars.getType().getCount();
-    for (auto words : kernel.getBody().getOps<AllocWordsOp>())
-      dynamic += 4 * words.getType().getCount();
+    int64_t dynamic = dynamicSharedBytes(kernel);
     if (dynamic > 0 && dynamic + 1024 > target.maxSharedBytesPerBlock()) {
-      kernel.emitError() << "kernel '" << kernel.getSymName() << "' needs " << dynamic + 1024
-                         << " bytes of shared memory for its rings, barriers and words (with 1024 for "
-                            "alignment); "
-                         << arch << " gives a block at most " << target.maxSharedBytesPerBlock();
+      kernel.emitError()
+          << "kernel '" << kernel.getSymName() << "' needs " << dynamic + 1024
+          << " bytes of shared memory for its rings, barriers and words (with 1024 for "
+             "alignment); "
+          << arch << " gives a block at most " << target.maxSharedBytesPerBlock();
       return true;
     }
     WalkResult walk = kernel.walk([&](Operation *op) {

@@ -263,8 +263,8 @@ static LogicalResult verifyWord(Operation *op, MemRefType type, ValueRange indic
   if (!type.getElementType().isF32())
     return op->emitOpError() << what << " the 32-bit words of an f32 memref, got " << type;
   if (int64_t(indices.size()) != type.getRank())
-    return op->emitOpError() << "a memref of rank " << type.getRank() << " takes "
-                             << type.getRank() << " indices, got " << indices.size();
+    return op->emitOpError() << "a memref of rank " << type.getRank() << " takes " << type.getRank()
+                             << " indices, got " << indices.size();
   return success();
 }
 
@@ -933,8 +933,8 @@ LogicalResult WarpSpecializeOp::verify() {
   getHelper().walk([&](Operation *op) {
     if (isa_and_nonnull<TileDialect>(op->getDialect()) &&
         !isa<BarrierWaitOp, BarrierArriveOp, TmaStoreOp, BulkReduceOp, TmaStoreWaitOp, FlagWaitOp,
-             FlagSetOp, ProgramIdOp, NumProgramsOp, ClusterRankOp, LoadWordOp, GetWordOp,
-             SetWordOp, FetchAddOp, YieldOp>(op))
+             FlagSetOp, ProgramIdOp, NumProgramsOp, ClusterRankOp, LoadWordOp, GetWordOp, SetWordOp,
+             FetchAddOp, YieldOp>(op))
       collective = op;
     return collective ? WalkResult::interrupt() : WalkResult::advance();
   });

@@ -158,8 +158,7 @@ struct Shape {
         qsplit(c.has("qsplit") && c.get("qsplit") != 0),
         dqfrag(c.has("dqfrag") && c.get("dqfrag") != 0),
         persist(c.has("persist") && c.get("persist") != 0), lpt(c.has("lpt") && c.get("lpt") != 0),
-        take(c.has("take") && c.get("take") != 0) {
-  }
+        take(c.has("take") && c.get("take") != 0) {}
   int64_t bm() const { return 64 * consumers; }
   /// The dK/dV kernel's keys per program: 64 per consumer, or 64 shared by
   /// the consumers with `dsplit`.
@@ -1193,8 +1192,10 @@ private:
     /// sk; the partial sums and the head split; fused, `dqSums` (a tensor
     /// map of dQ's f32 sums, or with dqfrag their view); THD: the offsets
     /// (kept in cuQ and cuK); persist, the most programs the call allows
-    /// (its last argument; with take, then the counter the programs take
-    /// their tiles from, a word zeroed before the launch). Programs: ceil(sk / bn) * batch * hkv * split
+    /// (an index, the last argument but with take, whose counter the
+    /// programs take their tiles from comes last: a view of words, as the
+    /// offsets', zeroed before the launch). Programs: ceil(sk / bn) * batch
+    /// * hkv * split
     /// (persist: at most the target's multiprocessors and that argument);
     /// dK's first size is the batch (BSHD) or batch * hkv (BHSD); THD: K's
     /// offsets are the batch and one.
@@ -1624,7 +1625,8 @@ private:
         return mul(mul(ceilDiv(skV, bn), seqs), split);
       };
       if (s.persist) {
-        tiles = countTiles();
+        if (!s.take) // (take counts them in each region, takeTiles)
+          tiles = countTiles();
         kvFree = tt::AllocBarriersOp::create(b, loc, one, s.consumers, nullptr);
       }
       if (s.take) {
@@ -1658,9 +1660,7 @@ private:
         inits.append(init.begin(), init.end());
         SmallVector<Type> passed(ValueRange(inits).getTypes());
         passed.insert(passed.begin() + 1, b.getI32Type());
-        auto word = [&](Value slot, int64_t w) {
-          return add(mul(slot, cst(kSlotWords)), cst(w));
-        };
+        auto word = [&](Value slot, int64_t w) { return add(mul(slot, cst(kSlotWords)), cst(w)); };
         auto w = scf::WhileOp::create(
             b, loc, passed, inits,
             [&](OpBuilder &, Location, ValueRange args) {
@@ -1680,8 +1680,9 @@ private:
               // loop's body; past the last tile it arrives here.)
               if (producer) {
                 auto last = scf::IfOp::create(
-                    b, loc, arith::XOrIOp::create(b, loc, more, arith::ConstantIntOp::create(
-                                                                    b, loc, b.getI1Type(), 1)));
+                    b, loc,
+                    arith::XOrIOp::create(b, loc, more,
+                                          arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1)));
                 OpBuilder::InsertionGuard guard(b);
                 b.setInsertionPointToStart(&last.getThenRegion().front());
                 tt::BarrierArriveOp::create(b, loc, tileFull, slot);
@@ -1703,7 +1704,6 @@ private:
                 kvHead = tt::GetWordOp::create(b, loc, slots, word(slot, 2));
                 head0 = tt::GetWordOp::create(b, loc, slots, word(slot, 3));
                 n0 = tt::GetWordOp::create(b, loc, slots, word(slot, 4));
-                heads = headsPerPart(split);
               }
               SmallVector<Value> next = {add(args[0], cstLike(args[0], 1))};
               llvm::append_range(next, body(j, args.drop_front(2)));
@@ -1775,46 +1775,46 @@ private:
             s.take ? arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0).getResult() : cst(0);
         eachTile(/*producer=*/true, s.persist ? ValueRange{steps0} : ValueRange{},
                  [&](Value j, ValueRange carried) {
-          if (s.persist)
-            tt::BarrierWaitOp::create(b, loc, kvFree, cst(0), sub(j, cst(1)));
-          auto [kRow, kBatch] = tmaRow(ps.kStart, seq, n0);
-          tt::TmaLoadOp::create(b, loc, kMap, kRow, cst(0), ValueRange{kvHead, kBatch}, rk, cst(0),
-                                kFull, cst(0));
-          tt::TmaLoadOp::create(b, loc, vMap, kRow, cst(0), ValueRange{kvHead, kBatch}, rv, cst(0),
-                                vFull, cst(0));
-          // Step `it` loads query tile mi of query head `head`, both carried
-          // (a division by the runtime tile count would cost the producer's
-          // few registers).
-          // (Rotated: from its own first tile, rotated's comment.)
-          Value first;
-          if (rotated()) {
-            Value keyTiles = ceilDiv(skV, bn);
-            Value lastTurn = sub(sub(keyTiles, cst(1)), divu(n0, bn));
-            first = walkOf(lastTurn, keyTiles, mStart, mEnd).first;
-          }
-          Value mFirst = first ? first : mStart;
-          // (take: the steps counted in 32 bits, one register fewer in the
-          // producer's few beside the taken tile's.)
-          Value from = s.persist ? carried[0] : cst(0);
-          Value to = add(from, s.take ? toI32(mul(count, heads)) : mul(count, heads));
-          loop(from, to, {head0, mFirst}, [&](Value it, ValueRange at) {
-            auto [stage, round] = stageOf(s.take ? toIndex(it) : it);
-            Value head = at[0], mi = at[1], m0 = mul(mi, cst(s.kvBm));
-            tt::BarrierWaitOp::create(b, loc, empty, stage, add(round, cst(1)));
-            auto [qRow, qBatch] = tmaRow(ps.qStart, seq, m0);
-            tt::TmaLoadOp::create(b, loc, qMap, qRow, cst(0), ValueRange{head, qBatch}, rq, stage,
-                                  qFull, stage);
-            tt::TmaLoadOp::create(b, loc, doMap, qRow, cst(0), ValueRange{head, qBatch}, rdo, stage,
-                                  doFull, stage);
-            Value bhq = add(mul(seq, cst(p.hq)), head);
-            tt::TmaLoadOp::create(b, loc, statMap, bhq, m0, ValueRange{cst(0)}, rlse, stage,
-                                  statFull, stage);
-            tt::TmaLoadOp::create(b, loc, statMap, bhq, m0, ValueRange{cst(1)}, rd, stage, statFull,
-                                  stage);
-            return tileAfter(head, mi, mStart, mEnd, first);
-          });
-          return SmallVector<Value>{to};
-        });
+                   if (s.persist)
+                     tt::BarrierWaitOp::create(b, loc, kvFree, cst(0), sub(j, cst(1)));
+                   auto [kRow, kBatch] = tmaRow(ps.kStart, seq, n0);
+                   tt::TmaLoadOp::create(b, loc, kMap, kRow, cst(0), ValueRange{kvHead, kBatch}, rk,
+                                         cst(0), kFull, cst(0));
+                   tt::TmaLoadOp::create(b, loc, vMap, kRow, cst(0), ValueRange{kvHead, kBatch}, rv,
+                                         cst(0), vFull, cst(0));
+                   // Step `it` loads query tile mi of query head `head`, both carried
+                   // (a division by the runtime tile count would cost the producer's
+                   // few registers).
+                   // (Rotated: from its own first tile, rotated's comment.)
+                   Value first;
+                   if (rotated()) {
+                     Value keyTiles = ceilDiv(skV, bn);
+                     Value lastTurn = sub(sub(keyTiles, cst(1)), divu(n0, bn));
+                     first = walkOf(lastTurn, keyTiles, mStart, mEnd).first;
+                   }
+                   Value mFirst = first ? first : mStart;
+                   // (take: the steps counted in 32 bits, one register fewer in the
+                   // producer's few beside the taken tile's.)
+                   Value from = s.persist ? carried[0] : cst(0);
+                   Value to = add(from, s.take ? toI32(mul(count, heads)) : mul(count, heads));
+                   loop(from, to, {head0, mFirst}, [&](Value it, ValueRange at) {
+                     auto [stage, round] = stageOf(s.take ? toIndex(it) : it);
+                     Value head = at[0], mi = at[1], m0 = mul(mi, cst(s.kvBm));
+                     tt::BarrierWaitOp::create(b, loc, empty, stage, add(round, cst(1)));
+                     auto [qRow, qBatch] = tmaRow(ps.qStart, seq, m0);
+                     tt::TmaLoadOp::create(b, loc, qMap, qRow, cst(0), ValueRange{head, qBatch}, rq,
+                                           stage, qFull, stage);
+                     tt::TmaLoadOp::create(b, loc, doMap, qRow, cst(0), ValueRange{head, qBatch},
+                                           rdo, stage, doFull, stage);
+                     Value bhq = add(mul(seq, cst(p.hq)), head);
+                     tt::TmaLoadOp::create(b, loc, statMap, bhq, m0, ValueRange{cst(0)}, rlse,
+                                           stage, statFull, stage);
+                     tt::TmaLoadOp::create(b, loc, statMap, bhq, m0, ValueRange{cst(1)}, rd, stage,
+                                           statFull, stage);
+                     return tileAfter(head, mi, mStart, mEnd, first);
+                   });
+                   return SmallVector<Value>{to};
+                 });
         tt::YieldOp::create(b, loc);
       }
       {

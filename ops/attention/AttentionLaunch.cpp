@@ -123,9 +123,10 @@ int64_t workspaceRows(const Call &c) { return paddedRows(c.sq); }
 
 /// The backward's workspace: LSE and D of every query row, then (with the
 /// query heads split) the parts' sums of dK and dV, then the f32 sums of dQ
-/// (a fused config's) and, where the call asks for deterministic results,
-/// the flags the fused kernel orders its additions by (kFlagsPerTile words
-/// of each query tile of kFusedQueryRows rows of every head).
+/// (a fused config's), where the call asks for deterministic results the
+/// flags the fused kernel orders its additions by (kFlagsPerTile words of
+/// each query tile of kFusedQueryRows rows of every head), and (fused) the
+/// counter a persistent kernel with take counts its tiles with.
 struct Workspace {
   int64_t split = 1, lseBytes = 0, partialBytes = 0, dqBytes = 0, flagBytes = 0, counterBytes = 0;
   bool overflows = false; // sizes whose bytes do not fit in int64_t
@@ -145,7 +146,7 @@ struct Workspace {
     if (fused && c.deterministic)
       flagBytes = product({c.b, c.hq, flagTiles(c), kFlagsPerTile, 4});
     // (The tile counter of a persistent kernel that takes its tiles at run
-    // time; 16 bytes keep what follows aligned.)
+    // time: one word counted, 16 bytes kept.)
     if (fused)
       counterBytes = 16;
     overflows |= __builtin_add_overflow(lseBytes, partialBytes, &total) ||
@@ -390,8 +391,8 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
                    "(backwardWorkspaceBytes(call, true) bytes)",
                    op);
     auto taken = StreamBuffer::take(kernel.context(), size_t(w.fusedBytes()), stream,
-                                    ordered ? "attn_bwd: dQ's f32 sums and flags"
-                                            : "attn_bwd: dQ's f32 sums");
+                                    ordered ? "attn_bwd: dQ's f32 sums, flags and tile counter"
+                                            : "attn_bwd: dQ's f32 sums and tile counter");
     if (!taken)
       return taken.takeError();
     sums = std::move(*taken);

@@ -69,8 +69,8 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &call, int smCount, CU
 struct BackwardCall : Call {
   uint64_t dO = 0, dQ = 0, dK = 0, dV = 0, workspace = 0;
   /// The bytes `workspace` holds; 0: backwardWorkspaceBytes(call). A fused
-  /// kernel keeps dQ's f32 sums (and, for a deterministic call, the flags
-  /// that order their additions) there when it holds
+  /// kernel keeps dQ's f32 sums (for a deterministic call also the flags
+  /// that order their additions) and its tile counter there when it holds
   /// backwardWorkspaceBytes(call, true), else in memory of tilejit's pool,
   /// taken and given back on the stream for the launch.
   int64_t workspaceSize = 0;

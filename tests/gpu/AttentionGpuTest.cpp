@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -561,6 +562,17 @@ protected:
       ASSERT_FALSE(bool(bufs[6].download(gq[run].bytes)));
       ASSERT_FALSE(bool(bufs[7].download(gk[run].bytes)));
       ASSERT_FALSE(bool(bufs[8].download(gv[run].bytes)));
+      // Told the workspace is smaller, a fused launch writes nothing past
+      // it (its sums, flags and counter are in the pool's memory): the
+      // poison there stays.
+      if (run == 1 && fused) {
+        std::vector<uint8_t> ws(wsBytes);
+        ASSERT_FALSE(bool(bufs[9].download(ws)));
+        size_t told = size_t(call.workspaceSize);
+        EXPECT_EQ(std::count(ws.begin() + std::ptrdiff_t(told), ws.end(), uint8_t(0xFF)),
+                  std::ptrdiff_t(ws.size() - told))
+            << "a fused launch wrote past the workspace it was given";
+      }
     }
     if (call.deterministic) {
       EXPECT_EQ(gq[0].bytes, gq[1].bytes) << "dQ differs between two runs";

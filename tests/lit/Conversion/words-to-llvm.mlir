@@ -16,3 +16,11 @@
 // CHECK: %[[W:.*]] = llvm.load volatile %{{.*}} {alignment = 4 : i64} : !llvm.ptr<3> -> i32
 // CHECK-NEXT: llvm.zext %[[W]] : i32 to i64
 // CHECK: "bar.sync $0, 128;"
+
+// The helper's one thread reads the slot alone: no warpgroup to meet.
+// CHECK-LABEL: llvm.func @helper_words
+// CHECK: llvm.atomicrmw add
+// CHECK: llvm.store volatile
+// CHECK: llvm.load volatile
+// CHECK-NOT: bar.sync
+// CHECK: llvm.return
