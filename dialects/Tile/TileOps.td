@@ -698,12 +698,12 @@ def Tile_GetWordOp : Tile_Op<"get_word"> {
     In a consumer region of `tile.warp_specialize` (or the helper's): word
     `index` of `words` as an unsigned 32-bit integer widened to an index
     (a count or a place: known below 2^32, the index arithmetic on it
-    narrows). Every
-    thread of the warpgroup reads it, then the warpgroup meets, so that an
-    arrival after it (its first thread's) tells that the whole warpgroup has
-    read the word and its writer may write it again; the helper's one
-    thread reads it alone. Read after waiting for the barrier phase its
-    writer arrived on after `tile.set_word`.
+    narrows). Every thread of the warpgroup reads it, then the warpgroup
+    meets, so that an arrival after it (its first thread's) tells that the
+    whole warpgroup has read the word and its writer may write it again;
+    the helper's one thread reads it alone. Read after waiting for the
+    barrier phase its writer arrived on after `tile.set_word`. (Without
+    declared effects, it is neither moved nor merged with another read.)
 
     ```mlir
     %tile = tile.get_word %slots[%k] : !tile.words<2>

@@ -936,25 +936,28 @@ TEST(AttentionCompile, PersistentFusedBackwardBuildsAndNamesWhatItNeeds) {
   // The grid: symbols sk, dK's first size (the batch under BSHD), the
   // split and the call's cap (its last argument, an index); capped at 132
   // (the target's usual count) and at 16, and at the call's.
-  for (int sms : {0, 16}) {
-    attention::Params p = nondeterministic(128, false);
-    p.target.setSMs(sms);
-    auto k = compileKernel(p.spec(), *TileConfig::parse(cfg));
-    ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
-    const EntryInfo &dkv = k->entries[1];
-    ASSERT_EQ(dkv.params.size(), 15u);
-    EXPECT_EQ(dkv.params[14].kind, ParamInfo::Index);
-    const GridRule &g = dkv.grid[0];
-    ASSERT_EQ(g.symbols.size(), 4u);
-    EXPECT_EQ(g.symbols[3], std::make_pair(14, -1));
-    int64_t cap = sms ? sms : p.target.smCount();
-    for (int64_t sk : {128, 4096, 100000})
-      for (int64_t call : {int64_t(INT32_MAX), int64_t(100), int64_t(3)}) {
-        int64_t tiles = (sk + 127) / 128 * 2 * p.hkv; // b = 2, split 1
-        int64_t values[] = {sk, 2, 1, call};
-        EXPECT_EQ(g.evaluate(values, 4), std::min({tiles, cap, call})) << sk << " " << sms;
-      }
-  }
+  // (take: the same grid; the cap is still argument 14, the counter after it.)
+  for (int sms : {0, 16})
+    for (bool take : {false, true}) {
+      attention::Params p = nondeterministic(128, false);
+      p.target.setSMs(sms);
+      auto k =
+          compileKernel(p.spec(), *TileConfig::parse(std::string(cfg) + (take ? " take=1" : "")));
+      ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+      const EntryInfo &dkv = k->entries[1];
+      ASSERT_EQ(dkv.params.size(), take ? 16u : 15u);
+      EXPECT_EQ(dkv.params[14].kind, ParamInfo::Index);
+      const GridRule &g = dkv.grid[0];
+      ASSERT_EQ(g.symbols.size(), 4u);
+      EXPECT_EQ(g.symbols[3], std::make_pair(14, -1));
+      int64_t cap = sms ? sms : p.target.smCount();
+      for (int64_t sk : {128, 4096, 100000})
+        for (int64_t call : {int64_t(INT32_MAX), int64_t(100), int64_t(3)}) {
+          int64_t tiles = (sk + 127) / 128 * 2 * p.hkv; // b = 2, split 1
+          int64_t values[] = {sk, 2, 1, call};
+          EXPECT_EQ(g.evaluate(values, 4), std::min({tiles, cap, call})) << sk << " " << sms;
+        }
+    }
   // Refused by name: without fused, for a deterministic spec (its
   // additions in order are not built for it), and at head dim 128 under a
   // causal mask through the tensor map (spilled 100 bytes).
