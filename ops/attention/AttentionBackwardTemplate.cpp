@@ -294,25 +294,26 @@ public:
 
   std::vector<TileConfig> configSpace(const KernelSpec &ks) const override {
     std::vector<TileConfig> out = {defaultConfig(ks)};
+    // A config the rules accept, unless it is the default.
+    auto push = [&](TileConfig c) {
+      if (llvm::Error err = checkConfig(ks, c))
+        llvm::consumeError(std::move(err));
+      else if (c != out.front())
+        out.push_back(std::move(c));
+    };
+    // Head dim 256 only with the head dim split over the consumers.
+    int64_t dsplit = attention::Params(ks).d > 128 ? 1 : 0;
     if (!attention::Params(ks).target.hasWgmma()) {
       // (Head dim 256: dsplit, two consumers, fewer keys a step.)
-      int64_t dsplit = attention::Params(ks).d > 128 ? 1 : 0;
       std::vector<int64_t> bns =
           dsplit ? std::vector<int64_t>{48, 32, 16} : std::vector<int64_t>{64, 48, 32};
       for (int64_t consumers : {2, 1})
         for (int64_t bn : bns)
           for (int64_t kvBm : {16, 32, 64})
-            for (int64_t stages : {2, 3}) {
-              TileConfig c = make(consumers, bn, kvBm, stages, 0, dsplit);
-              if (llvm::Error err = checkConfig(ks, c))
-                llvm::consumeError(std::move(err));
-              else if (c != out.front())
-                out.push_back(std::move(c));
-            }
+            for (int64_t stages : {2, 3})
+              push(make(consumers, bn, kvBm, stages, 0, dsplit));
       return out;
     }
-    // Head dim 256 only with the head dim split over the consumers.
-    int64_t dsplit = attention::Params(ks).d > 128 ? 1 : 0;
     for (int64_t overlap : {1, 0})
       for (int64_t sfirst : {1, 0})
         for (int64_t consumers : {2, 1})
@@ -321,11 +322,7 @@ public:
               for (int64_t stages : {2, 3}) {
                 if (sfirst && !overlap)
                   continue;
-                TileConfig c = make(consumers, bn, kvBm, stages, overlap, dsplit, sfirst);
-                if (llvm::Error err = checkConfig(ks, c))
-                  llvm::consumeError(std::move(err));
-                else if (c != out.front())
-                  out.push_back(std::move(c));
+                push(make(consumers, bn, kvBm, stages, overlap, dsplit, sfirst));
               }
     // Head dim 256: qsplit (64 queries a step, two stages) with each dQ
     // kernel the rules allow.
@@ -334,10 +331,7 @@ public:
         for (int64_t bn : {32, 16}) {
           TileConfig c = make(2, bn, 64, 2, 1, 1, sfirst);
           c.set("qsplit", 1);
-          if (llvm::Error err = checkConfig(ks, c))
-            llvm::consumeError(std::move(err));
-          else if (c != out.front())
-            out.push_back(std::move(c));
+          push(c);
         }
     // Where the spec allows dQ added atomically (deterministic = 0), the
     // fused configs too (where attention::atomicDqTunable says they build
@@ -355,12 +349,6 @@ public:
     // causal mask also taking the tiles longest first (lpt), each with its
     // tiles shared out in advance and taken at run time (take).
     attention::Params pk(ks);
-    auto push = [&](TileConfig c) {
-      if (llvm::Error err = checkConfig(ks, c))
-        llvm::consumeError(std::move(err));
-      else if (c != out.front())
-        out.push_back(std::move(c));
-    };
     if ((!pk.deterministic || pk.d == 128) && attention::atomicDqTunable(pk))
       for (int64_t overlap : {1, 0})
         for (int64_t consumers : {1, 2})
