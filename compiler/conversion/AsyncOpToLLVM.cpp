@@ -404,16 +404,19 @@ struct SetWordOpLowering : ConvertOpToLLVMPattern<SetWordOp> {
   }
 };
 
-/// (get_word: then the warpgroup meets, but on the helper's thread.)
+/// (get_word: its words read, then the warpgroup meets once, but on the
+/// helper's thread.)
 struct GetWordOpLowering : StatefulLowering<GetWordOp> {
   using StatefulLowering::StatefulLowering;
   LogicalResult matchAndRewrite(GetWordOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rw) const override {
     Emitter e{rw, op.getLoc()};
-    Value word =
-        LLVM::LoadOp::create(rw, e.loc, e.i32(), wordAt(e, adaptor.getWords(), adaptor.getIndex()),
-                             /*alignment=*/4, /*isVolatile=*/true);
-    Value wide = LLVM::ZExtOp::create(rw, e.loc, rw.getI64Type(), word);
+    SmallVector<Value> wide;
+    for (Value index : adaptor.getIndices()) {
+      Value word = LLVM::LoadOp::create(rw, e.loc, e.i32(), wordAt(e, adaptor.getWords(), index),
+                                        /*alignment=*/4, /*isVolatile=*/true);
+      wide.push_back(LLVM::ZExtOp::create(rw, e.loc, rw.getI64Type(), word));
+    }
     warpgroupBarrierOf(runsAlone(op), e);
     rw.replaceOp(op, wide);
     return success();

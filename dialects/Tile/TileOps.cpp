@@ -489,7 +489,18 @@ LogicalResult SetWordOp::verify() {
 }
 
 LogicalResult GetWordOp::verify() {
+  if (getIndices().empty())
+    return emitOpError() << "reads no word: give it at least one index";
   return verifyInRegion(*this, /*consumer=*/true, /*helper=*/true);
+}
+
+/// One index result a word read.
+LogicalResult GetWordOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location>,
+                                          ValueRange operands, DictionaryAttr, OpaqueProperties,
+                                          RegionRange, SmallVectorImpl<Type> &types) {
+  // (The first operand is the words; each other an index.)
+  types.assign(operands.empty() ? 0 : operands.size() - 1, IndexType::get(ctx));
+  return success();
 }
 
 LogicalResult FetchAddOp::verify() {

@@ -692,26 +692,30 @@ def Tile_SetWordOp : Tile_Op<"set_word"> {
   let hasVerifier = 1;
 }
 
-def Tile_GetWordOp : Tile_Op<"get_word"> {
-  let summary = "Reads a word of shared memory, the same in every thread";
+def Tile_GetWordOp : Tile_Op<"get_word", [
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "Reads words of shared memory, the same in every thread";
   let description = [{
-    In a consumer region of `tile.warp_specialize` (or the helper's): word
-    `index` of `words` as an unsigned 32-bit integer widened to an index
-    (a count or a place: known below 2^32, the index arithmetic on it
-    narrows). Every thread of the warpgroup reads it, then the warpgroup
-    meets, so that an arrival after it (its first thread's) tells that the
-    whole warpgroup has read the word and its writer may write it again;
-    the helper's one thread reads it alone. Read after waiting for the
-    barrier phase its writer arrived on after `tile.set_word`. (Without
-    declared effects, it is neither moved nor merged with another read.)
+    In a consumer region of `tile.warp_specialize` (or the helper's): words
+    `indices` of `words`, each as an unsigned 32-bit integer widened to an
+    index (a count or a place: known below 2^32, the index arithmetic on it
+    narrows), one result a word. Every thread of the warpgroup reads them,
+    then the warpgroup meets once, so that an arrival after it (its first
+    thread's) tells that the whole warpgroup has read them and their writer
+    may write them again; the helper's one thread reads them alone. Read
+    after waiting for the barrier phase its writer arrived on after
+    `tile.set_word`. Words read together cost one meeting, where one op a
+    word would cost one each. (Without declared effects, it is neither
+    moved nor merged with another read.)
 
     ```mlir
     %tile = tile.get_word %slots[%k] : !tile.words<2>
+    %seq, %head = tile.get_word %slots[%i, %j] : !tile.words<10>
     ```
   }];
-  let arguments = (ins Tile_WordsType:$words, Index:$index);
-  let results = (outs Index:$result);
-  let assemblyFormat = "$words `[` $index `]` attr-dict `:` type($words)";
+  let arguments = (ins Tile_WordsType:$words, Variadic<Index>:$indices);
+  let results = (outs Variadic<Index>:$values);
+  let assemblyFormat = "$words `[` $indices `]` attr-dict `:` type($words)";
   let hasVerifier = 1;
 }
 

@@ -1301,14 +1301,22 @@ private:
 
     /// Fused: the workspace's LSE * log2(e) and D of every query row (padded
     /// rows: +inf and 0), and dQ's f32 sums zeroed; a program per 64 rows.
+    /// The words after the sums (the ordered additions' flags, the tile
+    /// counter) zeroed too, 64 a program, so that the dK/dV kernel after it
+    /// finds them at 0 with no memset of its own.
     void pre() {
       MLIRContext &c = ctx();
       Type dt = elemType(c, p.dt), f32 = b.getF32Type();
       auto oType = rowsType(p.hq, dt);
       auto lseType = MemRefType::get({ShapedType::kDynamic, p.hq, ShapedType::kDynamic}, f32);
-      // O, dO, LSE, workspace, dQ's sums; sq.
-      SmallVector<Type> args = {
-          oType, oType, lseType, workspaceType(), rowsType(p.hq, f32), b.getIndexType()};
+      // O, dO, LSE, workspace, dQ's sums; sq; the words after the sums.
+      SmallVector<Type> args = {oType,
+                                oType,
+                                lseType,
+                                workspaceType(),
+                                rowsType(p.hq, f32),
+                                b.getIndexType(),
+                                MemRefType::get({ShapedType::kDynamic}, f32)};
       AffineExpr sq = getAffineSymbolExpr(0, &c), batch = getAffineSymbolExpr(1, &c);
       AffineMap grid = AffineMap::get(
           0, 2, {sq.ceilDiv(kWorkspaceRows) * (kWorkspaceRows / 64) * batch * p.hq}, &c);
@@ -1326,6 +1334,12 @@ private:
       rowStats(o, dO, lse, ws, seq, head, bh, row0);
       auto accType = RankedTensorType::get({64, p.d}, f32, tt::WgmmaLayoutAttr::get(&c));
       tt::StoreOp::create(b, loc, splat(accType, f32c(0.0)), dqSum, rowAt(seq, head, p.hq, row0));
+      // (Programs: at least one per flag word and two in all, so 64 words
+      // each cover the flags and the counter's 4.)
+      auto wordsType = RankedTensorType::get(
+          {64}, f32, tt::SliceLayoutAttr::get(&c, 1, tt::WgmmaLayoutAttr::get(&c)));
+      tt::StoreOp::create(b, loc, splat(wordsType, f32c(0.0)), entry->getArgument(6),
+                          ValueRange{mul(pid, cst(64))});
       tt::ReturnOp::create(b, loc);
       b.setInsertionPointAfter(kernel);
     }
@@ -1660,7 +1674,8 @@ private:
                 at = toI32(at);
               } else {
                 tt::BarrierWaitOp::create(b, loc, tileFull, slot, round);
-                at = toI32(tt::GetWordOp::create(b, loc, slots, word(slot, 0)));
+                at = toI32(
+                    tt::GetWordOp::create(b, loc, slots, ValueRange{word(slot, 0)}).getResult(0));
               }
               Value more =
                   arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, at, toI32(tiles));
@@ -1688,10 +1703,16 @@ private:
                   tt::SetWordOp::create(b, loc, slots, word(slot, i), place[i - 1]);
                 tt::BarrierArriveOp::create(b, loc, tileFull, slot);
               } else {
-                seq = tt::GetWordOp::create(b, loc, slots, word(slot, 1));
-                kvHead = tt::GetWordOp::create(b, loc, slots, word(slot, 2));
-                head0 = tt::GetWordOp::create(b, loc, slots, word(slot, 3));
-                n0 = tt::GetWordOp::create(b, loc, slots, word(slot, 4));
+                // The place in one read (the warpgroup meets once for it;
+                // read with the tile before the loop's condition, the four
+                // words passed through it spilled 8-12 bytes at head dim
+                // 128).
+                Value at[kSlotWords - 1];
+                for (int64_t i = 1; i < kSlotWords; ++i)
+                  at[i - 1] = word(slot, i);
+                auto get = tt::GetWordOp::create(b, loc, slots, at);
+                seq = get.getResult(0), kvHead = get.getResult(1);
+                head0 = get.getResult(2), n0 = get.getResult(3);
               }
               SmallVector<Value> next = {add(args[0], cstLike(args[0], 1))};
               llvm::append_range(next, body(j, args.drop_front(2)));

@@ -185,6 +185,11 @@ struct Workspace {
   /// The tile counter, after the flags: 4 words, the first counted.
   uint64_t counterAt(const BackwardCall &c) const { return flagsAt(c) + uint64_t(flagBytes); }
   KernelArg counter(const BackwardCall &c) const { return KernelArg::view(counterAt(c), {4}); }
+  /// The flags and the counter as one run of words (what the fused
+  /// workspace kernel zeroes).
+  KernelArg words(const BackwardCall &c) const {
+    return KernelArg::view(flagsAt(c), {(flagBytes + counterBytes) / 4});
+  }
   /// dQ's f32 sums, as dQ's view with its rows padded.
   KernelArg dqSums(const BackwardCall &c) const {
     uint64_t at = dqSumsAt(c);
@@ -347,7 +352,7 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
                  op);
   // THD (never fused): Q's and K's offsets after the others' arguments.
   bool thd = c.layout == Layout::THD;
-  size_t want[4] = {fused ? 6u
+  size_t want[4] = {fused ? 7u
                     : thd ? 15u
                           : 13u,
                     fused ? (take                    ? 16u
@@ -371,6 +376,17 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
     return error("the query heads of a group (hq / hkv = " + llvm::Twine(c.hq) + " / " +
                      llvm::Twine(c.hkv) + ") cannot be split " + llvm::Twine(w.split) + " ways",
                  op);
+  // Take counts its tiles in 32 bits: at most ceil(sk / 64) of each
+  // sequence's KV head and part of the split (a tile has 64 keys or more).
+  if (take) {
+    int64_t tiles = (c.sk + 63) / 64;
+    if (__builtin_mul_overflow(tiles, c.b, &tiles) ||
+        __builtin_mul_overflow(tiles, c.hkv, &tiles) ||
+        __builtin_mul_overflow(tiles, w.split, &tiles) || tiles >= (int64_t(1) << 32))
+      return error("the kernel takes its tiles from a 32-bit counter; this call may have 2^32 "
+                   "tiles or more (b * hkv * split * ceil(sk / 64))",
+                   op);
+  }
   if (!c.workspace || c.workspace % 16 != 0)
     return error("the workspace (" + llvm::Twine(backwardWorkspaceBytes(c)) +
                      " bytes) must be given, 16-byte aligned",
@@ -494,7 +510,7 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
     KernelArg o = qRows(c.o), dO = qRows(c.dO);
     KernelArg lse = KernelArg::view(c.lse, {c.b, c.hq, c.sq});
     if (fused) {
-      KernelArg pre[] = {o, dO, lse, ws, dqSums, KernelArg::index(c.sq)};
+      KernelArg pre[] = {o, dO, lse, ws, dqSums, KernelArg::index(c.sq), w.words(c)};
       return kernel.launch(0, pre, std::size(pre), stream);
     }
     KernelArg first[] = {sm80 ? copyRows(c, c.q, c.hq, true) : KernelArg::tensorMap(maps[0]),
@@ -543,8 +559,9 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
                             : cuK,
                         w.counter(c)};
   // Ordered: the flags start at 0 (what the kernel counts from); take: the
-  // counter does (the first tile), zeroed before every launch.
-  if (ordered || take) {
+  // counter does (the first tile). The workspace kernel zeroed them; a
+  // launch of the dK/dV kernel alone zeroes them first.
+  if ((ordered || take) && c.only == 1) {
     auto drv = CudaDriver::get();
     if (!drv)
       return drv.takeError();

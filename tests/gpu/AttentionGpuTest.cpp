@@ -530,10 +530,15 @@ protected:
     // programs than the spec's multiprocessors (a persistent grid's cap at
     // launch, as an engine's sm margin sets it; other kernels ignore it):
     // dK and dV, each tile's from one program in the same steps, stay
-    // bitwise equal.
-    HostTensor gq[2] = {HostTensor(c.dt, nq), HostTensor(c.dt, nq)};
-    HostTensor gk[2] = {HostTensor(c.dt, nk), HostTensor(c.dt, nk)};
-    HostTensor gv[2] = {HostTensor(c.dt, nk), HostTensor(c.dt, nk)};
+    // bitwise equal. A fused config runs a third time with its kernels
+    // launched one at a time (the workspace's kernel, then the rest), the
+    // words after dQ's sums (the flags and the counter, which the
+    // workspace's kernel zeroes) poisoned again in between: the second
+    // launch zeroes them itself, and its dK and dV (and an ordered dQ) are
+    // the first run's.
+    HostTensor gq[3] = {HostTensor(c.dt, nq), HostTensor(c.dt, nq), HostTensor(c.dt, nq)};
+    HostTensor gk[3] = {HostTensor(c.dt, nk), HostTensor(c.dt, nk), HostTensor(c.dt, nk)};
+    HostTensor gv[3] = {HostTensor(c.dt, nk), HostTensor(c.dt, nk), HostTensor(c.dt, nk)};
     // The fused dK/dV grid: a program a tile (64 keys a consumer, for each
     // sequence's KV heads and part of the split), persistent at most the
     // target's multiprocessors and the call's cap.
@@ -542,16 +547,34 @@ protected:
         c.headSplit > 0 ? c.headSplit : attention::backwardHeadSplit(c.b, c.hq, c.hkv, c.sk);
     int64_t keys = 64 * (config->has("consumers") ? config->get("consumers") : 1);
     int64_t tiles = (c.sk + keys - 1) / keys * c.b * c.hkv * split;
-    for (int run = 0; run < 2; ++run) {
+    // (The words after dQ's sums, at the workspace's end: a flag a query
+    // tile of 64 rows of each head where ordered, then the counter's 16
+    // bytes.)
+    size_t tailBytes = size_t(c.ordered ? c.b * c.hq * ((c.sq + 63) / 64) * 4 : 0) + 16;
+    for (int run = 0; run < (fused ? 3 : 2); ++run) {
       call.workspaceSize =
           run == 1 && fused ? attention::backwardWorkspaceBytes(call) : int64_t(wsBytes);
-      call.maxPrograms = run == 0 ? 0 : c.programs > 2 ? c.programs - 2 : 100;
+      call.maxPrograms = run == 1 ? (c.programs > 2 ? c.programs - 2 : 100) : 0;
       for (int i : {6, 7, 8, 9})
         ASSERT_FALSE(bool(bufs[size_t(i)].fill(0xFF)));
       std::array<int64_t, 3> grid = {0, 0, 0};
       call.dkvGrid = fused ? &grid : nullptr;
-      if (auto err = attention::launchBackward(bk, call, nullptr))
-        FAIL() << llvm::toString(std::move(err));
+      if (run == 2) {
+        call.only = 0;
+        if (auto err = attention::launchBackward(bk, call, nullptr))
+          FAIL() << llvm::toString(std::move(err));
+        ASSERT_EQ(drv->cuCtxSynchronize(), CUDA_SUCCESS);
+        ASSERT_GE(wsBytes, tailBytes);
+        std::vector<uint8_t> poison(tailBytes, 0xFF);
+        ASSERT_EQ(drv->cuMemcpyHtoD_v2(CUdeviceptr(call.workspace + (wsBytes - tailBytes)),
+                                       poison.data(), tailBytes),
+                  CUDA_SUCCESS);
+        call.only = 1;
+      }
+      auto launched = attention::launchBackward(bk, call, nullptr);
+      call.only = -1;
+      if (launched)
+        FAIL() << llvm::toString(std::move(launched));
       if (fused) {
         int64_t cap = call.maxPrograms > 0 ? call.maxPrograms : INT32_MAX;
         EXPECT_EQ(grid[0],
@@ -574,11 +597,13 @@ protected:
             << "a fused launch wrote past the workspace it was given";
       }
     }
-    if (call.deterministic) {
-      EXPECT_EQ(gq[0].bytes, gq[1].bytes) << "dQ differs between two runs";
+    for (int run = 1; run < (fused ? 3 : 2); ++run) {
+      if (call.deterministic) {
+        EXPECT_EQ(gq[0].bytes, gq[run].bytes) << "dQ differs between runs 0 and " << run;
+      }
+      EXPECT_EQ(gk[0].bytes, gk[run].bytes) << "dK differs between runs 0 and " << run;
+      EXPECT_EQ(gv[0].bytes, gv[run].bytes) << "dV differs between runs 0 and " << run;
     }
-    EXPECT_EQ(gk[0].bytes, gk[1].bytes) << "dK differs between two runs";
-    EXPECT_EQ(gv[0].bytes, gv[1].bytes) << "dV differs between two runs";
 
     // The reference, in [b, h, s, d] order (packed: s the longest, rows
     // past a sequence's end 0 in both).

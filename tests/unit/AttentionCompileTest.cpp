@@ -104,7 +104,10 @@ void expectClean(const KernelSpec &spec, const TileConfig &config) {
               frag);
     EXPECT_EQ(k->ptx.find("ld.global.v4.f32") != std::string::npos, frag);
     EXPECT_EQ(k->ptx.find("red.global.add"), std::string::npos);
-    EXPECT_EQ(k->entries[0].params.size(), 6u);
+    // The workspace's kernel: O, dO, LSE, the workspace, dQ's sums, sq and
+    // the words after the sums (flags, counter), which it zeroes.
+    EXPECT_EQ(k->entries[0].params.size(), 7u);
+    EXPECT_EQ(k->entries[0].params[6].kind, ParamInfo::View);
     // For a deterministic spec the flags its additions are ordered by come
     // last ([b * hq, query tiles, 1] words), waited for and set at GPU scope
     // (ordered with the TMA reductions: fence.proxy.async.global) by the

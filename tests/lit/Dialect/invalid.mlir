@@ -1558,6 +1558,21 @@ tile.kernel @words_count() attributes {block_threads = 256 : i64, grid = affine_
 
 // -----
 
+tile.kernel @get_word_of_no_word() attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
+  %slots = tile.alloc_words : !tile.words<2>
+  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
+    tile.yield
+  }, {
+  ^bb0(%c: index):
+    // expected-error @+1 {{'tile.get_word' op reads no word: give it at least one index}}
+    tile.get_word %slots[] : !tile.words<2>
+    tile.yield
+  }
+  tile.return
+}
+
+// -----
+
 tile.kernel @get_word_in_producer() attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   %c0 = arith.constant 0 : index
   %slots = tile.alloc_words : !tile.words<2>

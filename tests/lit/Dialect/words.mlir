@@ -46,8 +46,9 @@ tile.kernel @take_tiles(%counter: memref<?xf32>, %tiles: index) attributes {bloc
       %k = arith.remui %j, %c2 : index
       %round = arith.divui %j, %c2 : index
       tile.barrier_wait %full[%k], %round : !tile.barriers<2>
-      // CHECK: tile.get_word %{{.*}}[%{{.*}}] : <2>
-      %t = tile.get_word %slots[%k] : !tile.words<2>
+      // Two words in one read (one meeting of the warpgroup).
+      // CHECK: %{{.*}}:2 = tile.get_word %{{.*}}[%{{.*}}, %{{.*}}] : <2>
+      %t, %other = tile.get_word %slots[%k, %c1] : !tile.words<2>
       tile.barrier_arrive %free[%k] : !tile.barriers<2>
       %more = arith.cmpi ult, %t, %tiles : index
       scf.condition(%more) %j : index
@@ -79,7 +80,7 @@ tile.kernel @helper_words(%counter: memref<?xf32>) attributes {block_threads = 2
     // CHECK-NEXT: tile.set_word
     tile.set_word %slots[%c1], %t : !tile.words<2>
     // CHECK-NEXT: tile.get_word
-    %u = tile.get_word %slots[%c0] : !tile.words<2>
+    %u, %v = tile.get_word %slots[%c0, %c1] : !tile.words<2>
     tile.yield
   }
   tile.return
