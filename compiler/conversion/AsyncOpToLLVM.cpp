@@ -3,7 +3,8 @@
 // tile.alloc_ring / alloc_barriers / alloc_words -> addresses in the
 // kernel's aligned dynamic shared memory (the barriers initialized by one
 // thread, then a block barrier); tile.set_word / get_word -> a volatile store
-// or load of a word there; tile.fetch_add -> a relaxed atomic addition;
+// of a word there, or loads of words and then one barrier of the warpgroup;
+// tile.fetch_add -> a relaxed atomic addition;
 // tile.barrier_wait -> a parity wait loop; tile.barrier_arrive ->
 // mbarrier.arrive by the first thread of the group; tile.tma_load ->
 // mbarrier.arrive.expect_tx and one cp.async.bulk.tensor per 128-byte panel;
@@ -384,9 +385,9 @@ struct FlagSetOpLowering : StatefulLowering<FlagSetOp> {
   }
 };
 
-/// tile.set_word / get_word: a volatile 32-bit store or load of the word
-/// (kept where it is between the barrier's arrival and wait, which are
-/// inline assembly with side effects); the load widened, unsigned.
+/// tile.set_word / get_word: volatile 32-bit stores or loads of words (kept
+/// where they are between the barrier's arrival and wait, which are inline
+/// assembly with side effects); the loads widened, unsigned.
 Value wordAt(Emitter &e, Value words, Value index) {
   return e.offset(words, e.mul(index, e.i64(4)));
 }

@@ -39,7 +39,8 @@
 // clean, and adding in order at 128; the default at head dim 128 with
 // enough programs for two consumers where the spec says deterministic = 0):
 // a first kernel writes the workspace's LSE and D and zeroes f32 sums of
-// dQ; the dK/dV kernel stores each step's dS^T into a ring
+// dQ (and the words after them: the flags and the tile counter below); the
+// dK/dV kernel stores each step's dS^T into a ring
 // (tile.store_ring), and one step later, once every consumer's is in,
 // computes its columns of dS K and adds them into the sums through shared
 // memory with TMA reductions (tile.tma_store {reduce}); a last kernel
@@ -53,9 +54,11 @@
 // consumer, 128 with two. With `persist` (adding in any order) the dK/dV
 // kernel has at most one program a multiprocessor, and no more than the
 // call allows, each taking its share of the key tiles in turn; with `lpt`
-// too (under a causal mask) the tiles longest first across every head:
+// too (under a causal mask) the tiles longest first across every head;
+// with `take` each program takes its next tile from a counter at run time:
 // together the default at head dim 128 where the spec says deterministic =
-// 0 (lpt with at most four rounds of tiles; bench/NOTES.md b25).
+// 0 (lpt with at most four rounds of tiles, bench/NOTES.md b25; take under
+// a causal mask with 8192 queries or more, b27).
 // The additions come in any order (not bitwise repeatable) where the spec
 // says deterministic = 0: at head dim 128 on the H100 against the two
 // kernels 12-14 % less time at 16384 keys causal and at 4 x 2048 keys,
@@ -272,7 +275,8 @@ public:
          "with persist: each program takes its next tile from a counter when it is ready for "
          "it (an atomic addition; the tiles in the order above, to whichever program asks "
          "first, as the hardware hands out a grid's programs), not a share fixed in advance "
-         "(tuned; 0 when left out)"},
+         "(the default at head dim 128 under a causal mask with 8192 queries or more, and "
+         "tuned; 0 when left out)"},
     };
     return keys;
   }
@@ -464,12 +468,24 @@ public:
         // loses: 3 % at 1024 tiles (B1 H32 S4096), 6 % at 2048 to 4096
         // (S8192, S16384), 60-70 % with GQA's four heads a tile at 2048
         // (B4 H32 KV8 S8192, B8 H32 KV8 S4096).
+        // Under a causal mask with 8192 queries or more, the tiles taken
+        // from a counter at run time (take; b27, H100, two alternated
+        // rounds in one call): at B1 H32 3-8 % less time at S8192 and 3 %
+        // at S16384, 3 % with GQA's KV8 at B4 S8192, 1 % at Llama-3.1-70B
+        // TP8 (with lpt), at the other lpt cases of 8192 and 16384 keys
+        // within 1 % either way but B1 H8 KV1 S16384 (6 % less, within
+        // that case's own spread); at 4096 it lost 5 % (B1 H32) or was
+        // even (B8 H32 KV8, B1 H16, B1 H8 KV1), and without a mask at B4
+        // H32 S2048 -0.4 % and +2 % in the two rounds: there the share
+        // fixed in advance.
         if (p.deterministic)
           return fused;
         TileConfig persistent = fused;
         persistent.set("persist", 1);
         if (p.causal && programs <= 4 * p.target.smCount())
           persistent.set("lpt", 1);
+        if (p.causal && p.sq >= 8192)
+          persistent.set("take", 1);
         if (llvm::Error err = checkConfig(ks, persistent)) {
           llvm::consumeError(std::move(err));
           return fused;
@@ -750,7 +766,8 @@ private:
     bool ordered() const { return s.fused && p.deterministic; }
     /// Ordered: a flag word per query tile of kv_bm rows of every head of
     /// every sequence: how many key tiles have added their parts into it
-    /// ([b * hq, tiles, 1], as f32 words; zeroed before the kernel).
+    /// ([b * hq, tiles, 1], as f32 words; zeroed by the workspace's kernel,
+    /// or before a launch of this kernel alone).
     MemRefType flagsType() const {
       return MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, attention::kFlagsPerTile},
                              b.getF32Type());
@@ -1182,7 +1199,8 @@ private:
     /// (kept in cuQ and cuK); persist, the most programs the call allows
     /// (an index, the last argument but with take, whose counter the
     /// programs take their tiles from comes last: a view of words, as the
-    /// offsets', zeroed before the launch). Programs: ceil(sk / bn) * batch
+    /// offsets', zeroed by the workspace's kernel, or before a launch of
+    /// this kernel alone). Programs: ceil(sk / bn) * batch
     /// * hkv * split
     /// (persist: at most the target's multiprocessors and that argument);
     /// dK's first size is the batch (BSHD) or batch * hkv (BHSD); THD: K's
@@ -1334,8 +1352,12 @@ private:
       rowStats(o, dO, lse, ws, seq, head, bh, row0);
       auto accType = RankedTensorType::get({64, p.d}, f32, tt::WgmmaLayoutAttr::get(&c));
       tt::StoreOp::create(b, loc, splat(accType, f32c(0.0)), dqSum, rowAt(seq, head, p.hq, row0));
-      // (Programs: at least one per flag word and two in all, so 64 words
-      // each cover the flags and the counter's 4.)
+      // (A program per 64 padded rows of each head, so as many words as
+      // rows, at least 128 a head; the flags take kFlagsPerTile words a
+      // kFusedQueryRows rows, at most half of them, leaving the counter's
+      // 4 room.)
+      static_assert(2 * attention::kFlagsPerTile <= attention::kFusedQueryRows,
+                    "the workspace kernel's 64 words a program no longer cover the flags");
       auto wordsType = RankedTensorType::get(
           {64}, f32, tt::SliceLayoutAttr::get(&c, 1, tt::WgmmaLayoutAttr::get(&c)));
       tt::StoreOp::create(b, loc, splat(wordsType, f32c(0.0)), entry->getArgument(6),
@@ -1707,10 +1729,10 @@ private:
                 // read with the tile before the loop's condition, the four
                 // words passed through it spilled 8-12 bytes at head dim
                 // 128).
-                Value at[kSlotWords - 1];
+                Value indices[kSlotWords - 1];
                 for (int64_t i = 1; i < kSlotWords; ++i)
-                  at[i - 1] = word(slot, i);
-                auto get = tt::GetWordOp::create(b, loc, slots, at);
+                  indices[i - 1] = word(slot, i);
+                auto get = tt::GetWordOp::create(b, loc, slots, indices);
                 seq = get.getResult(0), kvHead = get.getResult(1);
                 head0 = get.getResult(2), n0 = get.getResult(3);
               }

@@ -70,13 +70,21 @@ llvm::Error checkTotals(const Call &c, const char *op) {
                op);
 }
 
-llvm::Expected<KernelSpec> makeSpec(const Call &c, const Target &target, bool backward) {
-  const char *op = backward ? "attn_bwd" : "attn_fwd";
+/// The call's sizes, each at least 1 (for a spec and for every launch: a
+/// kernel built for other sizes takes them at run time).
+llvm::Error checkSizes(const Call &c, const char *op) {
   if (c.b < 1 || c.sq < 1 || c.sk < 1 || c.hq < 1 || c.hkv < 1)
     return error("sizes must be positive, got b=" + llvm::Twine(c.b) + " sq=" + llvm::Twine(c.sq) +
                      " sk=" + llvm::Twine(c.sk) + " hq=" + llvm::Twine(c.hq) +
                      " hkv=" + llvm::Twine(c.hkv),
                  op);
+  return llvm::Error::success();
+}
+
+llvm::Expected<KernelSpec> makeSpec(const Call &c, const Target &target, bool backward) {
+  const char *op = backward ? "attn_bwd" : "attn_fwd";
+  if (auto err = checkSizes(c, op))
+    return err;
   if (!(c.scale >= 0.0f) || std::isinf(c.scale))
     return error("scale must be positive and finite (0: 1/sqrt(d)), got " + std::to_string(c.scale),
                  op);
@@ -255,6 +263,8 @@ int64_t backwardWorkspaceBytes(const Call &c, bool fused) {
 llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstream stream) {
   if (kernel.numEntries() != 1)
     return error("the kernel has " + llvm::Twine(kernel.numEntries()) + " entries, not 1");
+  if (auto err = checkSizes(c, "attn_fwd"))
+    return err;
   const EntryInfo &e = kernel.entry(0);
   bool thd = c.layout == Layout::THD;
   // Below sm_90a (no tensor maps): Q, K and V as rows, and no grid cap.
@@ -328,6 +338,10 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
   // dQ (which fills the workspace's LSE and D), dK/dV, the sum of dK and
   // dV's parts; fused: the workspace's LSE and D, dK/dV with dQ's sums,
   // the parts' sum, dQ from its sums.
+  // (Sizes of 0 would also launch no workspace kernel, which zeroes the
+  // words a fused kernel counts from.)
+  if (auto err = checkSizes(c, op))
+    return err;
   bool fused = fusedBackward(kernel);
   if (kernel.numEntries() != 3 && !fused)
     return error("the kernel has " + llvm::Twine(kernel.numEntries()) + " entries, not 3 or 4", op);
@@ -376,14 +390,16 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
     return error("the query heads of a group (hq / hkv = " + llvm::Twine(c.hq) + " / " +
                      llvm::Twine(c.hkv) + ") cannot be split " + llvm::Twine(w.split) + " ways",
                  op);
-  // Take counts its tiles in 32 bits: at most ceil(sk / 64) of each
-  // sequence's KV head and part of the split (a tile has 64 keys or more).
+  // Take counts its tiles in 32 bits, and each program counts once past the
+  // last (so up to tiles + programs, programs at most tiles): at most
+  // ceil(sk / 64) tiles of each sequence's KV head and part of the split (a
+  // tile has 64 keys or more), fewer than 2^31.
   if (take) {
-    int64_t tiles = (c.sk + 63) / 64;
+    int64_t tiles = c.sk / 64 + (c.sk % 64 != 0);
     if (__builtin_mul_overflow(tiles, c.b, &tiles) ||
         __builtin_mul_overflow(tiles, c.hkv, &tiles) ||
-        __builtin_mul_overflow(tiles, w.split, &tiles) || tiles >= (int64_t(1) << 32))
-      return error("the kernel takes its tiles from a 32-bit counter; this call may have 2^32 "
+        __builtin_mul_overflow(tiles, w.split, &tiles) || tiles >= (int64_t(1) << 31))
+      return error("the kernel takes its tiles from a 32-bit counter; this call may have 2^31 "
                    "tiles or more (b * hkv * split * ceil(sk / 64))",
                    op);
   }

@@ -76,8 +76,10 @@ struct BackwardCall : Call {
   int64_t workspaceSize = 0;
   /// Launch only kernel 0 (dQ, which fills the workspace; fused: the
   /// workspace's kernel) or 1 (dK and dV, which reads it, the sum of their
-  /// parts where the heads are split; fused: dQ's conversion too); -1, all.
-  /// For timing each alone.
+  /// parts where the heads are split; fused: dQ's conversion too, and the
+  /// flags or the tile counter the dK/dV kernel counts from zeroed first,
+  /// which the workspace's kernel zeroes otherwise); -1, all. For timing
+  /// each alone.
   int only = -1;
   /// Where not null, set to the grid (x, y, z in programs) the dK/dV kernel
   /// was launched with: a persistent grid's cap made visible.
@@ -93,7 +95,7 @@ llvm::Expected<KernelSpec> backwardSpecOf(const Call &call, const Target &target
 /// sums of dK and dV of each part of the query heads too; for a kernel built
 /// with a fused config (fusedBackward), room for dQ's f32 sums (as many as
 /// dQ's elements, rows padded) too, for a deterministic call the flags that
-/// order their additions (8 bytes per query tile of 64 rows of each head),
+/// order their additions (4 bytes per query tile of 64 rows of each head),
 /// and 16 bytes for the counter a persistent kernel that takes its tiles at
 /// run time (config take) counts them with. -1 for sizes whose bytes would
 /// not fit in 64 bits.

@@ -1216,10 +1216,28 @@ TEST(AttentionCompile, NondeterministicDefaultIsFusedAtHeadDim128) {
             "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 persist=1 stages=2");
   EXPECT_TRUE(fusedDefault(nondeterministic(128, false)));
   EXPECT_TRUE(fusedDefault(nondeterministic(128, true, Layout::BHSD)));
+  // Under a causal mask with 8192 queries or more, the tiles taken from a
+  // counter at run time (take): not at 4096, nor without a mask.
+  mha.target.setSMs(132);
+  mha.hq = mha.hkv = 32;
+  mha.b = 1;
+  mha.sq = mha.sk = 8192;
+  EXPECT_EQ(t.defaultConfig(mha).canonical(),
+            "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2 take=1");
+  mha.sq = mha.sk = 4096;
+  EXPECT_EQ(t.defaultConfig(mha).canonical(),
+            "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2");
+  mha.causal = false;
+  mha.sq = mha.sk = 16384;
+  EXPECT_EQ(t.defaultConfig(mha).canonical(),
+            "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2");
   p.hq = 8;
   p.hkv = 1;
   p.sq = p.sk = 8192; // Llama-3.1-70B at TP8
   EXPECT_TRUE(fusedDefault(p));
+  EXPECT_EQ(
+      t.defaultConfig(p).canonical(),
+      "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 persist=1 stages=2 take=1");
   EXPECT_FALSE(fusedDefault(backward(128, true)));
   EXPECT_FALSE(fusedDefault(nondeterministic(64, true)));
   EXPECT_FALSE(fusedDefault(nondeterministic(256, true)));

@@ -30,4 +30,6 @@
 // CHECK: llvm.store volatile
 // CHECK: llvm.load volatile
 // CHECK-NOT: bar.sync
+// CHECK: llvm.load volatile
+// CHECK-NOT: bar.sync
 // CHECK: llvm.return
