@@ -151,6 +151,9 @@ constexpr int64_t kDsStages = 3;
 struct Shape {
   int64_t consumers, bn, kvBm, stages;
   bool overlap, fused, dsplit, sfirst, kvsfirst, qsplit, dqfrag, persist, lpt, take;
+  /// lpt's groups: 0, every (sequence, KV head, part) at once; else this
+  /// many at a time.
+  int64_t lptHeads;
   explicit Shape(const TileConfig &c)
       : consumers(c.get("consumers")), bn(c.get("bn")), kvBm(c.get("kv_bm")),
         stages(c.get("stages")), overlap(c.has("overlap") && c.get("overlap") != 0),
@@ -161,7 +164,8 @@ struct Shape {
         qsplit(c.has("qsplit") && c.get("qsplit") != 0),
         dqfrag(c.has("dqfrag") && c.get("dqfrag") != 0),
         persist(c.has("persist") && c.get("persist") != 0), lpt(c.has("lpt") && c.get("lpt") != 0),
-        take(c.has("take") && c.get("take") != 0) {}
+        take(c.has("take") && c.get("take") != 0),
+        lptHeads(c.has("lpt_heads") ? c.get("lpt_heads") : 0) {}
   int64_t bm() const { return 64 * consumers; }
   /// The dK/dV kernel's keys per program: 64 per consumer, or 64 shared by
   /// the consumers with `dsplit`.
@@ -277,6 +281,11 @@ public:
          "first, as the hardware hands out a grid's programs), not a share fixed in advance "
          "(the default at head dim 128 under a causal mask with 8192 queries or more, and "
          "tuned; 0 when left out)"},
+        {"lpt_heads", 0, 1024, true,
+         "with lpt and take: the tiles longest first across this many KV heads of the "
+         "sequences (each part of a split group counted as one) at a time, those groups in "
+         "turn, so that the programs at work read few heads' queries (L2 keeps them) and still "
+         "end on the shortest tiles (tuned; 0 when left out: across every head at once)"},
     };
     return keys;
   }
@@ -590,6 +599,9 @@ public:
     if (s.take && !s.persist)
       return configError("take needs persist = 1 (it is how a persistent program finds its "
                          "next tile)");
+    if (s.lptHeads && (!s.lpt || !s.take))
+      return configError("lpt_heads needs lpt = 1 and take = 1; got lpt = " +
+                         llvm::Twine(int(s.lpt)) + ", take = " + llvm::Twine(int(s.take)));
     if (s.lpt && (!s.persist || !p.causal))
       return configError("lpt needs persist = 1 and a causal mask (without one every tile is as "
                          "long); got persist = " +
@@ -994,11 +1006,25 @@ private:
       // (lpt, persistent: tile `pid` the nTile-th of every part and
       // sequence's KV head, those of one nTile in the order above.)
       Value bkvLpt;
+      // (lpt_heads: so within groups of that many units (part, sequence's
+      // KV head) in the same order, the groups in turn, the last one
+      // smaller where they do not divide the units.)
       if (tile && s.lpt) {
         Value kvs = arith::DivUIOp::create(b, loc, perPart, nTiles);
         Value across = mul(kvs, split);
-        nTile = arith::DivUIOp::create(b, loc, pid, across);
-        Value rest = arith::RemUIOp::create(b, loc, pid, across);
+        Value rest;
+        if (s.lptHeads) {
+          Value perGroup = mul(nTiles, cstLike(nTiles, s.lptHeads));
+          Value first = mul(arith::DivUIOp::create(b, loc, pid, perGroup).getResult(),
+                            cstLike(nTiles, s.lptHeads));
+          Value inGroup = arith::RemUIOp::create(b, loc, pid, perGroup);
+          Value units = minu(cstLike(nTiles, s.lptHeads), sub(across, first));
+          nTile = arith::DivUIOp::create(b, loc, inGroup, units);
+          rest = add(first, arith::RemUIOp::create(b, loc, inGroup, units).getResult());
+        } else {
+          nTile = arith::DivUIOp::create(b, loc, pid, across);
+          rest = arith::RemUIOp::create(b, loc, pid, across);
+        }
         part = arith::DivUIOp::create(b, loc, rest, kvs);
         bkvLpt = arith::RemUIOp::create(b, loc, rest, kvs);
       }

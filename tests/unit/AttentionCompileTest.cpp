@@ -926,7 +926,7 @@ TEST(AttentionCompile, PersistentFusedBackwardBuildsAndNamesWhatItNeeds) {
   // or with lpt longest first), GQA too.
   for (int64_t d : {64, 128})
     for (Layout l : {Layout::BSHD, Layout::BHSD})
-      for (const char *order : {"lpt=1", "lpt=1 take=1", "take=1"})
+      for (const char *order : {"lpt=1", "lpt=1 take=1", "take=1", "lpt=1 lpt_heads=4 take=1"})
         for (bool causal : {true, false}) {
           if (!causal && std::string(order).find("lpt") != std::string::npos)
             continue;
@@ -983,7 +983,11 @@ TEST(AttentionCompile, PersistentFusedBackwardBuildsAndNamesWhatItNeeds) {
                    "got persist = 0, causal = 1"},
         std::tuple{nondeterministic(128, false),
                    "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 stages=2 take=1",
-                   "take needs persist = 1"}}) {
+                   "take needs persist = 1"},
+        std::tuple{nondeterministic(128, true),
+                   "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 lpt=1 lpt_heads=4 overlap=1 "
+                   "persist=1 stages=2",
+                   "lpt_heads needs lpt = 1 and take = 1; got lpt = 1, take = 0"}}) {
     auto err = t.checkConfig(p, *TileConfig::parse(c));
     ASSERT_TRUE(bool(err)) << c;
     EXPECT_NE(llvm::toString(std::move(err)).find(what), std::string::npos) << c;
