@@ -285,7 +285,8 @@ public:
          "with lpt and take: the tiles longest first across this many KV heads of the "
          "sequences (each part of a split group counted as one) at a time, those groups in "
          "turn, so that the programs at work read few heads' queries (L2 keeps them) and still "
-         "end on the shortest tiles (tuned; 0 when left out: across every head at once)"},
+         "end on the shortest tiles (not measured yet, so neither a default nor tuned; 0 when "
+         "left out: across every head at once)"},
     };
     return keys;
   }

@@ -1173,8 +1173,8 @@ TEST_F(GpuAttention, BackwardFusedPersistentTakesTilesFromACounter) {
 TEST_F(GpuAttention, BackwardFusedTakesTilesLongestFirstByGroupsOfHeads) {
   // lpt_heads (with lpt and take): the tiles longest first across groups
   // of that many KV heads (a split group's parts each counted), the groups
-  // in turn; groups of 2 and 3, which leave a smaller last group where the
-  // units are 4, 6, 8 or 12, and of 16, more than the units.
+  // in turn; groups of 2, of 3 (a smaller last group where 3 does not
+  // divide the units) and of 16 (more than the units: one group).
   for (auto [d, cfg] : kLptConfigs)
     for (int64_t heads : {2, 3, 16})
       runLptCases(d, std::string(cfg) + " take=1 lpt_heads=" + std::to_string(heads));
