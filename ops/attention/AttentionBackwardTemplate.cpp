@@ -285,8 +285,8 @@ public:
          "with lpt and take: the tiles longest first across this many KV heads of the "
          "sequences (each part of a split group counted as one) at a time, those groups in "
          "turn, so that the programs at work read few heads' queries (L2 keeps them) and still "
-         "end on the shortest tiles (not measured yet, so neither a default nor tuned; 0 when "
-         "left out: across every head at once)"},
+         "end on the shortest tiles (4 tuned under a causal mask; 0 when left out: across "
+         "every head at once)"},
     };
     return keys;
   }
@@ -361,7 +361,8 @@ public:
     // through the tensor map. Where dQ is added in any order, those with
     // overlap also with one program a multiprocessor (persist), under a
     // causal mask also taking the tiles longest first (lpt), each with its
-    // tiles shared out in advance and taken at run time (take).
+    // tiles shared out in advance and taken at run time (take), and taken
+    // longest first within groups of four KV heads (lpt_heads = 4).
     attention::Params pk(ks);
     if ((!pk.deterministic || pk.d == 128) && attention::atomicDqTunable(pk))
       for (int64_t overlap : {1, 0})
@@ -385,6 +386,10 @@ public:
               continue;
             c.set("lpt", 1);
             pushBoth(c);
+            // (Taken, longest first within groups of four KV heads.)
+            c.set("take", 1);
+            c.set("lpt_heads", 4);
+            push(c);
           }
     return out;
   }
