@@ -575,17 +575,17 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
                             : cuK,
                         w.counter(c)};
   // Ordered: the flags start at 0 (what the kernel counts from); take: the
-  // counter does (the first tile). The workspace kernel zeroed them; a
-  // launch of the dK/dV kernel alone zeroes them first.
+  // counter does (the first tile). The workspace kernel zeroed them (the
+  // words after dQ's sums); a launch of the dK/dV kernel alone zeroes the
+  // same words first.
   if ((ordered || take) && c.only == 1) {
     auto drv = CudaDriver::get();
     if (!drv)
       return drv.takeError();
-    uint64_t at = ordered ? w.flagsAt(c) : w.counterAt(c);
-    size_t bytes = size_t(ordered ? w.flagBytes : w.counterBytes);
-    if (CUresult r = drv->cuMemsetD8Async(CUdeviceptr(at), 0, bytes, stream); r != CUDA_SUCCESS)
-      return drv->error(r, ordered ? "attn_bwd: zeroing the flags (cuMemsetD8Async)"
-                                   : "attn_bwd: zeroing the tile counter (cuMemsetD8Async)");
+    if (CUresult r = drv->cuMemsetD8Async(CUdeviceptr(w.flagsAt(c)), 0,
+                                          size_t(w.flagBytes + w.counterBytes), stream);
+        r != CUDA_SUCCESS)
+      return drv->error(r, "attn_bwd: zeroing the flags and the tile counter (cuMemsetD8Async)");
   }
   if (c.dkvGrid) {
     auto grid = kernel.gridFor(1, second, want[1]);

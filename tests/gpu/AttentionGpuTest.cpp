@@ -534,9 +534,9 @@ protected:
     // launched one at a time (the workspace's kernel, then the rest), the
     // words after dQ's sums (the flags and the counter, which the
     // workspace's kernel zeroes) poisoned again in between: the second
-    // launch zeroes those it counts from itself (ordered: the flags; take:
-    // the counter), and its dK and dV (and an ordered dQ) are the first
-    // run's; every run's dQ is checked against float64 below.
+    // launch zeroes them itself where its kernel counts from them (ordered:
+    // the flags; take: the counter), and its dK and dV (and an ordered dQ)
+    // are the first run's; every run's dQ is checked against float64 below.
     HostTensor gq[3] = {HostTensor(c.dt, nq), HostTensor(c.dt, nq), HostTensor(c.dt, nq)};
     HostTensor gk[3] = {HostTensor(c.dt, nk), HostTensor(c.dt, nk), HostTensor(c.dt, nk)};
     HostTensor gv[3] = {HostTensor(c.dt, nk), HostTensor(c.dt, nk), HostTensor(c.dt, nk)};
