@@ -6,7 +6,15 @@ CUDA events, the median of 15 samples of 3 back-to-back calls. GQA cases
 repeat K and V across the query heads first (outside the timing) where a
 back end refuses enable_gqa.
 
+The backward also runs each back end's gradients three more times outside
+the timing and records whether they came out bitwise equal (`*_repeatable`:
+a difference proves the adding order varies; equality over three runs does
+not prove it cannot). With --deterministic the peers run under
+torch.use_deterministic_algorithms(True), so a back end that has a
+deterministic backward runs it, and one that has none reports its error.
+
     python3 bench/attn_peer.py --shapes bench/attn_shapes.json --out peer.json [--backward]
+        [--deterministic]
 """
 import argparse
 import json
@@ -33,13 +41,27 @@ def time_ms(fn):
     return ms[len(ms) // 2]
 
 
+def repeatable(fn, runs=3):
+    """Whether fn's tensors come out bitwise equal over `runs` calls."""
+    first = [t.clone() for t in fn()]
+    for _ in range(runs - 1):
+        if not all(torch.equal(a, b) for a, b in zip(first, fn())):
+            return False
+    return True
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="bench/attn_shapes.json")
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", default="")
     ap.add_argument("--backward", action="store_true")
+    ap.add_argument("--deterministic", action="store_true")
     a = ap.parse_args()
+    if a.deterministic and not a.backward:
+        ap.error("--deterministic is for the backward (--backward): the forward adds in one order")
+    if a.deterministic:
+        torch.use_deterministic_algorithms(True)
     torch.manual_seed(0)
     res = []
     for c in json.load(open(a.shapes))["cases"]:
@@ -71,6 +93,8 @@ def main():
                                                              enable_gqa=gqa)
                         ms = time_ms(lambda: torch.autograd.grad(out, (q, kk, vv), do,
                                                                  retain_graph=True))
+                        row[label + "_repeatable"] = repeatable(
+                            lambda: torch.autograd.grad(out, (q, kk, vv), do, retain_graph=True))
                         del out
                     else:
                         ms = time_ms(lambda: F.scaled_dot_product_attention(
@@ -85,6 +109,7 @@ def main():
         torch.cuda.empty_cache()
     json.dump({"torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
                "pass": "backward" if a.backward else "forward",
+               "deterministic": a.deterministic,
                "results": res}, open(a.out, "w"), indent=1)
 
 

@@ -14,6 +14,26 @@ import os
 from report_common import geomean, tune_walls
 
 
+def repeat_lines(peer_rows):
+    """The backward peers' repeatability (attn_peer.py's `*_repeatable`): for each back end,
+    in how many cases its gradients came out bitwise equal over three runs, and which
+    differed."""
+    out = []
+    for label, what in (("cudnn", "cuDNN"), ("flash", "flash")):
+        seen = [r for r in peer_rows if label + "_repeatable" in r]
+        if not seen:
+            continue
+        differed = [r["name"] for r in seen if not r[label + "_repeatable"]]
+        out.append(f"{what}'s gradients bitwise equal over three runs in {len(seen) - len(differed)}"
+                   f" of {len(seen)} cases" + (f"; they differed at {', '.join(differed)}."
+                                                if differed else "."))
+    errors = [f"{r['name']} ({label}: {r[label + '_error']})" for r in peer_rows
+              for label in ("cudnn", "flash") if label + "_error" in r]
+    if errors:
+        out.append("Peers that did not run: " + "; ".join(errors) + ".")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("tilejit")
@@ -64,7 +84,9 @@ def main():
              f"{len(rows)} cases; the others their default) beside its default config."
              if dflt else "its default config.")
           + " TFLOP/s count a causal mask as half the work"
-          + (", and the backward pass as 2.5 times the forward." if bwd else "."), ""]
+          + (", and the backward pass as 2.5 times the forward." if bwd else ".")
+          + (" The peers ran under `torch.use_deterministic_algorithms(True)` (attn_peer.py "
+             "--deterministic)." if peer.get("deterministic") else ""), ""]
     if dflt:
         md += ["| case | tuned TFLOP/s | default | cuDNN | flash | tuned vs cuDNN | default vs "
                "cuDNN | tuned vs flash | tuned config | tuning s | check |",
@@ -91,6 +113,7 @@ def main():
            f"{f(gf, '{:.3f}')} x flash" + (" (over the cases tilejit ran)." if skipped else ".")]
     if dflt:
         md += [f"Default configs: {f(gd, '{:.3f}')} x cuDNN."]
+    md += repeat_lines(peer["results"])
     open(os.path.join(a.outdir, a.name + ".md"), "w").write("\n".join(md) + "\n")
     try:
         import matplotlib

@@ -39,9 +39,10 @@ only=()
 "$bench" --shapes "$shapes" --out "$tmp/default.json" "${only[@]}" "${bwd[@]}" "${nondet[@]}"
 "$bench" --shapes "$shapes" --db "$tmp/tuned.db" --out "$tmp/tuned.json" "${only[@]}" "${bwd[@]}" \
   "${nondet[@]}"
-python3 "$here/attn_peer.py" --shapes "$shapes" --out "$tmp/peer.json" "${only[@]}" "${bwd[@]}"
+python3 "$here/attn_peer.py" --shapes "$shapes" --out "$tmp/peer.json" "${only[@]}" "${bwd[@]}" \
+  "${peerdet[@]}"
 mkdir -p "$out"
 cp "$tmp/tune_all.log" "$out/${name}_tune.log"
 python3 "$here/attn_report.py" "$tmp/tuned.json" "$tmp/peer.json" --default "$tmp/default.json" \
   --tune-walls "$tmp/tune_walls.txt" --name "$name" --outdir "$out" \
-  --command "${ATTN_ONLY:+ATTN_ONLY=\"$ATTN_ONLY\" }${bwd:+ATTN_BACKWARD=1 }${nondet:+ATTN_NONDET=1 }TUNE_BUDGET=${TUNE_BUDGET:-60} ${TUNE_FLAGS:+TUNE_FLAGS=\"$TUNE_FLAGS\" }bench/run_attn_tuned.sh"
+  --command "${ATTN_ONLY:+ATTN_ONLY=\"$ATTN_ONLY\" }${bwd:+ATTN_BACKWARD=1 }${nondet:+ATTN_NONDET=1 }${peerdet:+ATTN_PEER_DET=1 }TUNE_BUDGET=${TUNE_BUDGET:-60} ${TUNE_FLAGS:+TUNE_FLAGS=\"$TUNE_FLAGS\" }bench/run_attn_tuned.sh"

@@ -32,7 +32,9 @@ tune_case() {
 # attn_modes: the attention scripts' mode from ATTN_BACKWARD=1 (the
 # backward: bwd=(--backward), op=attn_bwd; else attn_fwd) and ATTN_NONDET=1
 # (with ATTN_BACKWARD=1: its fast mode, dQ added atomically,
-# nondet=(--nondeterministic)); exits naming the mistake otherwise.
+# nondet=(--nondeterministic)) and ATTN_PEER_DET=1 (with ATTN_BACKWARD=1:
+# the peers' deterministic backward, peerdet=(--deterministic)); exits
+# naming the mistake otherwise.
 attn_modes() {
   bwd=()
   op=attn_fwd
@@ -41,5 +43,10 @@ attn_modes() {
   if [ "${ATTN_NONDET:-0}" = 1 ]; then
     [ "$op" = attn_bwd ] || { echo "ATTN_NONDET=1 needs ATTN_BACKWARD=1" >&2; exit 2; }
     nondet=(--nondeterministic)
+  fi
+  peerdet=()
+  if [ "${ATTN_PEER_DET:-0}" = 1 ]; then
+    [ "$op" = attn_bwd ] || { echo "ATTN_PEER_DET=1 needs ATTN_BACKWARD=1" >&2; exit 2; }
+    peerdet=(--deterministic)
   fi
 }
