@@ -55,10 +55,13 @@
 // kernel has at most one program a multiprocessor, and no more than the
 // call allows, each taking its share of the key tiles in turn; with `lpt`
 // too (under a causal mask) the tiles longest first across every head;
-// with `take` each program takes its next tile from a counter at run time:
-// together the default at head dim 128 where the spec says deterministic =
-// 0 (lpt with at most four rounds of tiles, bench/NOTES.md b25; take under
-// a causal mask with 8192 queries or more, b27).
+// with `take` each program takes its next tile from a counter at run time;
+// with `lpt_heads` too, the tiles longest first within groups of that many
+// KV heads, the groups in turn. Together the default at head dim 128 where
+// the spec says deterministic = 0 (lpt with at most four rounds of tiles,
+// bench/NOTES.md b25; take under a causal mask with 8192 queries or more,
+// b27; lpt_heads = 4 with take where four KV heads' Q and dO take 16 MiB or
+// less, b28).
 // The additions come in any order (not bitwise repeatable) where the spec
 // says deterministic = 0: at head dim 128 on the H100 against the two
 // kernels 12-14 % less time at 16384 keys causal and at 4 x 2048 keys,
@@ -214,6 +217,19 @@ int64_t dkvPrograms(const attention::Params &p) {
   return (p.sk + 127) / 128 * p.b * p.hkv * attention::backwardHeadSplit(p.b, p.hq, p.hkv, p.sk);
 }
 
+/// lpt_heads' default group (units: a sequence's KV head, or one part of
+/// its query heads where they are split) and the most bytes of Q and dO a
+/// group may read for it to be the default (bench/NOTES.md b28).
+constexpr int64_t kLptGroup = 4;
+constexpr int64_t kLptGroupBytes = 16 << 20;
+
+/// The bytes of Q and dO that `units` units of lpt's order read.
+int64_t lptGroupBytes(const attention::Params &p, int64_t units) {
+  int64_t split = attention::backwardHeadSplit(p.b, p.hq, p.hkv, p.sk);
+  int64_t headsPerUnit = std::max<int64_t>(1, p.hq / p.hkv / split);
+  return units * headsPerUnit * p.sq * p.d * 2 * dtypeBytes(p.dt);
+}
+
 /// Query rows per sequence in the workspace: a multiple of 128, so that
 /// every tile of either kernel lies inside it.
 constexpr int64_t kWorkspaceRows = attention::kBackwardWorkspaceRows;
@@ -285,8 +301,9 @@ public:
          "with lpt and take: the tiles longest first across this many KV heads of the "
          "sequences (each part of a split group counted as one) at a time, those groups in "
          "turn, so that the programs at work read few heads' queries (L2 keeps them) and still "
-         "end on the shortest tiles (4 tuned under a causal mask; 0 when left out: across "
-         "every head at once)"},
+         "end on the shortest tiles (4 tuned under a causal mask, and the default with take "
+         "where four units' queries take 16 MiB or less; 0 when left out: across every head at "
+         "once)"},
     };
     return keys;
   }
@@ -493,14 +510,27 @@ public:
         // even (B8 H32 KV8, B1 H16, B1 H8 KV1), and without a mask at B4
         // H32 S2048 -0.4 % and +2 % in the two rounds: there the share
         // fixed in advance.
+        // Taken longest first within groups of four units (lpt_heads = 4)
+        // where the group's Q and dO take at most a third of the H100's L2
+        // (kLptGroupBytes; b27, b28, H100, three rounds over two calls): B1
+        // H32 S8192 causal 4-8 % less time than take alone (16 MiB a
+        // group), even at B1 H8 S8192 and Llama-3.1-70B TP8 (a query head a
+        // unit); where a group reads more, 0.4-1.2 % more at B1 H32 S16384
+        // (32 MiB), 1-3 % more with GQA at 8192 (B4 H32 KV8 and B1 H32
+        // KV4, 64 MiB), even to 1 % less at two KV heads (32-64 MiB).
         if (p.deterministic)
           return fused;
         TileConfig persistent = fused;
         persistent.set("persist", 1);
         if (p.causal && programs <= 4 * p.target.smCount())
           persistent.set("lpt", 1);
-        if (p.causal && p.sq >= 8192)
+        if (p.causal && p.sq >= 8192) {
           persistent.set("take", 1);
+          if (lptGroupBytes(p, kLptGroup) <= kLptGroupBytes) {
+            persistent.set("lpt", 1);
+            persistent.set("lpt_heads", kLptGroup);
+          }
+        }
         if (llvm::Error err = checkConfig(ks, persistent)) {
           llvm::consumeError(std::move(err));
           return fused;

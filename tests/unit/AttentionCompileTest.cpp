@@ -1224,12 +1224,24 @@ TEST(AttentionCompile, NondeterministicDefaultIsFusedAtHeadDim128) {
   EXPECT_TRUE(fusedDefault(nondeterministic(128, false)));
   EXPECT_TRUE(fusedDefault(nondeterministic(128, true, Layout::BHSD)));
   // Under a causal mask with 8192 queries or more, the tiles taken from a
-  // counter at run time (take): not at 4096, nor without a mask.
+  // counter at run time (take): not at 4096, nor without a mask; and
+  // longest first by groups of four units (lpt_heads) where a group's Q
+  // and dO take 16 MiB or less: 8192 queries of four heads at head dim 128.
   mha.target.setSMs(132);
   mha.hq = mha.hkv = 32;
   mha.b = 1;
   mha.sq = mha.sk = 8192;
   EXPECT_EQ(t.defaultConfig(mha).canonical(),
+            "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 lpt=1 lpt_heads=4 overlap=1 persist=1 "
+            "stages=2 take=1");
+  mha.sq = mha.sk = 16384; // 32 MiB a group
+  EXPECT_EQ(t.defaultConfig(mha).canonical(),
+            "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2 take=1");
+  attention::Params gqa = mha; // four query heads a KV head, no split: 64 MiB a group
+  gqa.b = 4;
+  gqa.hkv = 8;
+  gqa.sq = gqa.sk = 8192;
+  EXPECT_EQ(t.defaultConfig(gqa).canonical(),
             "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2 take=1");
   mha.sq = mha.sk = 4096;
   EXPECT_EQ(t.defaultConfig(mha).canonical(),
@@ -1240,11 +1252,16 @@ TEST(AttentionCompile, NondeterministicDefaultIsFusedAtHeadDim128) {
             "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2");
   p.hq = 8;
   p.hkv = 1;
-  p.sq = p.sk = 8192; // Llama-3.1-70B at TP8
+  p.sq = p.sk = 8192; // two sequences: split 4 ways, two query heads a unit (32 MiB a group)
   EXPECT_TRUE(fusedDefault(p));
   EXPECT_EQ(
       t.defaultConfig(p).canonical(),
       "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 persist=1 stages=2 take=1");
+  p.b = 1; // Llama-3.1-70B at TP8: split 8 ways, a query head a unit
+  EXPECT_EQ(t.defaultConfig(p).canonical(),
+            "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 lpt=1 lpt_heads=4 overlap=1 persist=1 "
+            "stages=2 take=1");
+  p.b = 2;
   EXPECT_FALSE(fusedDefault(backward(128, true)));
   EXPECT_FALSE(fusedDefault(nondeterministic(64, true)));
   EXPECT_FALSE(fusedDefault(nondeterministic(256, true)));
