@@ -18,6 +18,7 @@ deterministic backward runs it, and one that has none reports its error.
 """
 import argparse
 import json
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -42,10 +43,13 @@ def time_ms(fn):
 
 
 def repeatable(fn, runs=3):
-    """Whether fn's tensors come out bitwise equal over `runs` calls."""
-    first = [t.clone() for t in fn()]
+    """Whether fn's tensors come out bitwise equal (their bytes) over `runs` calls."""
+    def bits(t):
+        return t.contiguous().view(torch.uint8)
+
+    first = [bits(t) for t in fn()]
     for _ in range(runs - 1):
-        if not all(torch.equal(a, b) for a, b in zip(first, fn())):
+        if not all(torch.equal(a, bits(b)) for a, b in zip(first, fn())):
             return False
     return True
 
@@ -62,6 +66,9 @@ def main():
         ap.error("--deterministic is for the backward (--backward): the forward adds in one order")
     if a.deterministic:
         torch.use_deterministic_algorithms(True)
+        # (Only the choice of algorithm: no NaN fills of new tensors inside the timings.)
+        import torch.utils.deterministic
+        torch.utils.deterministic.fill_uninitialized_memory = False
     torch.manual_seed(0)
     res = []
     for c in json.load(open(a.shapes))["cases"]:
@@ -79,30 +86,43 @@ def main():
         for label, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
                                ("flash", SDPBackend.FLASH_ATTENTION)):
             kk, vv, gqa = k, v, hq != hkv
-            try:
-                with sdpa_kernel(backend):
-                    try:
-                        F.scaled_dot_product_attention(q, kk, vv, is_causal=causal,
-                                                       enable_gqa=gqa)
-                    except RuntimeError:
-                        kk = k.detach().repeat_interleave(hq // hkv, dim=1).requires_grad_(grad)
-                        vv = v.detach().repeat_interleave(hq // hkv, dim=1).requires_grad_(grad)
-                        gqa = False
-                    if grad:
-                        out = F.scaled_dot_product_attention(q, kk, vv, is_causal=causal,
-                                                             enable_gqa=gqa)
-                        ms = time_ms(lambda: torch.autograd.grad(out, (q, kk, vv), do,
-                                                                 retain_graph=True))
-                        row[label + "_repeatable"] = repeatable(
-                            lambda: torch.autograd.grad(out, (q, kk, vv), do, retain_graph=True))
-                        del out
-                    else:
-                        ms = time_ms(lambda: F.scaled_dot_product_attention(
-                            q, kk, vv, is_causal=causal, enable_gqa=gqa))
-                row[label + "_ms"] = ms
-                row[label + "_tflops"] = flops / (ms * 1e-3) / 1e12
-            except RuntimeError as e:
-                row[label + "_error"] = str(e).splitlines()[0][:200]
+            # (Warnings recorded: a back end's refusal under
+            # use_deterministic_algorithms says why only in one.)
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                try:
+                    with sdpa_kernel(backend):
+                        try:
+                            F.scaled_dot_product_attention(q, kk, vv, is_causal=causal,
+                                                           enable_gqa=gqa)
+                        except RuntimeError:
+                            kk = k.detach().repeat_interleave(hq // hkv, dim=1).requires_grad_(grad)
+                            vv = v.detach().repeat_interleave(hq // hkv, dim=1).requires_grad_(grad)
+                            gqa = False
+                        if grad:
+                            out = F.scaled_dot_product_attention(q, kk, vv, is_causal=causal,
+                                                                 enable_gqa=gqa)
+                            grads = lambda: torch.autograd.grad(out, (q, kk, vv), do,
+                                                                retain_graph=True)
+                            ms = time_ms(grads)
+                        else:
+                            ms = time_ms(lambda: F.scaled_dot_product_attention(
+                                q, kk, vv, is_causal=causal, enable_gqa=gqa))
+                    row[label + "_ms"] = ms
+                    row[label + "_tflops"] = flops / (ms * 1e-3) / 1e12
+                except RuntimeError as e:
+                    why = [str(w.message).splitlines()[0] for w in seen
+                           if "determinis" in str(w.message)]
+                    row[label + "_error"] = (str(e).splitlines()[0] +
+                                             (f" ({'; '.join(dict.fromkeys(why))})" if why
+                                              else ""))[:200]
+                    continue
+            if grad:
+                try:
+                    row[label + "_repeatable"] = repeatable(grads)
+                except RuntimeError as e:
+                    row[label + "_repeatable_error"] = str(e).splitlines()[0][:200]
+                del out, grads
         print(json.dumps(row), flush=True)
         res.append(row)
         del q, k, v, do

@@ -17,20 +17,24 @@ from report_common import geomean, tune_walls
 def repeat_lines(peer_rows):
     """The backward peers' repeatability (attn_peer.py's `*_repeatable`): for each back end,
     in how many cases its gradients came out bitwise equal over three runs, and which
-    differed."""
+    differed; then where it did not run, and why."""
     out = []
     for label, what in (("cudnn", "cuDNN"), ("flash", "flash")):
         seen = [r for r in peer_rows if label + "_repeatable" in r]
-        if not seen:
-            continue
-        differed = [r["name"] for r in seen if not r[label + "_repeatable"]]
-        out.append(f"{what}'s gradients bitwise equal over three runs in {len(seen) - len(differed)}"
-                   f" of {len(seen)} cases" + (f"; they differed at {', '.join(differed)}."
-                                                if differed else "."))
-    errors = [f"{r['name']} ({label}: {r[label + '_error']})" for r in peer_rows
-              for label in ("cudnn", "flash") if label + "_error" in r]
-    if errors:
-        out.append("Peers that did not run: " + "; ".join(errors) + ".")
+        if seen:
+            differed = [r["name"] for r in seen if not r[label + "_repeatable"]]
+            out.append(f"{what}'s gradients bitwise equal over three runs in "
+                       f"{len(seen) - len(differed)} of {len(seen)} cases" +
+                       (f"; they differed at {', '.join(differed)}." if differed else "."))
+        # (A back end's failures grouped by their message.)
+        failed = {}
+        for r in peer_rows:
+            if label + "_error" in r:
+                failed.setdefault(r[label + "_error"], []).append(r["name"])
+        for why, names in failed.items():
+            where = (f"any of the {len(names)} cases" if len(names) == len(peer_rows)
+                     else ", ".join(names))
+            out.append(f"{what} did not run at {where}: {why}.")
     return out
 
 

@@ -7,9 +7,9 @@
 # backward's fast mode (attn_bench --nondeterministic: dQ may be added
 # atomically, as the peers' backward adds it), ATTN_PEER_DET=1 with it the
 # peers under torch.use_deterministic_algorithms(True) (attn_peer.py
-# --deterministic: the back ends' deterministic backward); ATTN_ARCH builds tilejit's
-# kernels for another target of the GPU (sm_90 on Hopper: the kernels of
-# targets without wgmma).
+# --deterministic: the back ends' deterministic backward); ATTN_ARCH
+# builds tilejit's kernels for another target of the GPU (sm_90 on Hopper:
+# the kernels of targets without wgmma).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/run_common.sh"

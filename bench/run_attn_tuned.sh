@@ -11,12 +11,13 @@
 # fast mode, whose specs allow dQ added atomically (deterministic=0: the
 # fused configs join the tuning space), tuned and timed (attn_bench
 # --nondeterministic) as such (for peers whose backward need not repeat
-# bitwise).
+# bitwise). ATTN_PEER_DET=1 (with ATTN_BACKWARD=1): the peers under
+# torch.use_deterministic_algorithms(True) (attn_peer.py --deterministic).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/run_common.sh"
 attn_modes
-name="${3:-${op}${nondet:+_fast}_tuned}"
+name="${3:-${op}${nondet:+_fast}${peerdet:+_detpeers}_tuned}"
 bench="$(program bench attn_bench)"
 cli="$(program tools tilejit)"
 shapes="$here/attn_shapes.json"

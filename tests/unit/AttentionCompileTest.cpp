@@ -1261,7 +1261,6 @@ TEST(AttentionCompile, NondeterministicDefaultIsFusedAtHeadDim128) {
   EXPECT_EQ(t.defaultConfig(p).canonical(),
             "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 lpt=1 lpt_heads=4 overlap=1 persist=1 "
             "stages=2 take=1");
-  p.b = 2;
   EXPECT_FALSE(fusedDefault(backward(128, true)));
   EXPECT_FALSE(fusedDefault(nondeterministic(64, true)));
   EXPECT_FALSE(fusedDefault(nondeterministic(256, true)));
