@@ -22,6 +22,7 @@ import warnings
 
 import torch
 import torch.nn.functional as F
+import torch.utils.deterministic
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
@@ -67,7 +68,6 @@ def main():
     if a.deterministic:
         torch.use_deterministic_algorithms(True)
         # (Only the choice of algorithm: no NaN fills of new tensors inside the timings.)
-        import torch.utils.deterministic
         torch.utils.deterministic.fill_uninitialized_memory = False
     torch.manual_seed(0)
     res = []

@@ -512,10 +512,11 @@ public:
         // where the group's Q and dO take 16 MiB or less (kLptGroupBytes,
         // a bound found on the H100's 50 MB L2, taken for every sm_90a
         // target; the group's f32 sums of dQ read as much again; b27, b28,
-        // three rounds over two calls): B1 H32 S8192 causal 4-8 % less
-        // time than take alone (16 MiB a group), even at B1 H8 S8192 and
-        // Llama-3.1-70B TP8 (a query head a unit); where a group reads
-        // more, 0.4-1.2 % more at B1 H32 S16384 (32 MiB), 1-3 % more with
+        // nine alternated rounds over four calls on three H100s): B1 H32
+        // S8192 causal 2 % less time than take alone on average (16 MiB a
+        // group; by round -8 to +2 %: 4-8 % less in the first three, even
+        // in the last six), even at B1 H8 S8192 and Llama-3.1-70B TP8 (a
+        // query head a unit); where a group reads more, 0.4-1.2 % more at B1 H32 S16384 (32 MiB), 1-3 % more with
         // GQA at 8192 (B4 H32 KV8 and B1 H32 KV4, 64 MiB), +1 to -6 % by
         // round at one or two KV heads (32-64 MiB). At head dim 128 that is
         // 8192 queries of one query head a unit: longer sequences, and
