@@ -57,11 +57,13 @@
 // too (under a causal mask) the tiles longest first across every head;
 // with `take` each program takes its next tile from a counter at run time;
 // with `lpt_heads` too, the tiles longest first within groups of that many
-// units (KV heads, or parts of a split group), the groups in turn. Together the default at head dim
-// 128 where the spec says deterministic = 0 (lpt with at most four rounds of tiles, bench/NOTES.md
-// b25; take under a causal mask with 8192 queries or more, b27; lpt_heads = 4 with take where four
-// units' Q and dO take 16 MiB or less, b28). The additions come in any order (not bitwise
-// repeatable) where the spec says deterministic = 0: at head dim 128 on the H100 against the two
+// units (KV heads, or parts of a split group), the groups in turn.
+// Together the default at head dim 128 where the spec says deterministic =
+// 0 (lpt with at most four rounds of tiles, bench/NOTES.md b25; take under
+// a causal mask with 8192 queries or more, b27; lpt_heads = 4 with take
+// where four units' Q and dO take 16 MiB or less, b28).
+// The additions come in any order (not bitwise repeatable) where the spec
+// says deterministic = 0: at head dim 128 on the H100 against the two
 // kernels 12-14 % less time at 16384 keys causal and at 4 x 2048 keys,
 // 3-7 % at 8192 causal, 1-2 % at one KV head, 1 % more at 4096 causal
 // (bench/NOTES.md b15; computed in its own step, b5, b10, b13, it was
@@ -508,19 +510,19 @@ public:
         // even (B8 H32 KV8, B1 H16, B1 H8 KV1), and without a mask at B4
         // H32 S2048 -0.4 % and +2 % in the two rounds: there the share
         // fixed in advance.
-        // Taken longest first within groups of four units (lpt_heads = 4)
-        // where the group's Q and dO take 16 MiB or less (kLptGroupBytes,
-        // a bound found on the H100's 50 MB L2, taken for every sm_90a
-        // target; the group's f32 sums of dQ read as much again; b27, b28,
-        // nine alternated rounds over four calls on three H100s): B1 H32
-        // S8192 causal 2 % less time than take alone on average (16 MiB a
-        // group; by round -8 to +2 %: 4-8 % less in the first three, even
-        // in the last six), even at B1 H8 S8192 and Llama-3.1-70B TP8 (a
-        // query head a unit); where a group reads more, 0.4-1.2 % more at B1 H32 S16384 (32 MiB), 1-3 % more with
-        // GQA at 8192 (B4 H32 KV8 and B1 H32 KV4, 64 MiB), +1 to -6 % by
-        // round at one or two KV heads (32-64 MiB). At head dim 128 that is
-        // 8192 queries of one query head a unit: longer sequences, and
-        // groups of two at 16384 (16 MiB), not measured.
+        // Taken longest first within groups of four units (lpt_heads = 4) where
+        // the group's Q and dO take 16 MiB or less (kLptGroupBytes, a bound
+        // found on the H100's 50 MB L2, taken for every sm_90a target; the
+        // group's f32 sums of dQ read as much again; b27, b28, nine alternated
+        // rounds over four calls on three H100s): B1 H32 S8192 causal 2 % less
+        // time than take alone on average (16 MiB a group; by round -8 to +2 %:
+        // 4-8 % less in the first three, even in the last six), even at B1 H8
+        // S8192 and Llama-3.1-70B TP8 (a query head a unit); where a group
+        // reads more, 0.4-1.2 % more at B1 H32 S16384 (32 MiB), 1-3 % more with
+        // GQA at 8192 (B4 H32 KV8 and B1 H32 KV4, 64 MiB), +1 to -6 % by round
+        // at one or two KV heads (32-64 MiB). At head dim 128 that is 8192
+        // queries of one query head a unit: longer sequences, and groups of two
+        // at 16384 (16 MiB), not measured.
         if (p.deterministic)
           return fused;
         TileConfig persistent = fused;

@@ -1226,7 +1226,8 @@ TEST(AttentionCompile, NondeterministicDefaultIsFusedAtHeadDim128) {
   // Under a causal mask with 8192 queries or more, the tiles taken from a
   // counter at run time (take): not at 4096, nor without a mask; and
   // longest first by groups of four units (lpt_heads) where a group's Q
-  // and dO take 16 MiB or less: 8192 queries of four heads at head dim 128.
+  // and dO take 16 MiB or less: at head dim 128, 8192 queries of four
+  // units of one query head each.
   mha.target.setSMs(132);
   mha.hq = mha.hkv = 32;
   mha.b = 1;
