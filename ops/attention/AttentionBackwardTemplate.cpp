@@ -379,7 +379,7 @@ public:
     // overlap also with one program a multiprocessor (persist), under a
     // causal mask also taking the tiles longest first (lpt), each with its
     // tiles shared out in advance and taken at run time (take), and taken
-    // longest first within groups of four KV heads (lpt_heads = 4).
+    // longest first within groups of four units (lpt_heads = kLptGroup).
     attention::Params pk(ks);
     if ((!pk.deterministic || pk.d == 128) && attention::atomicDqTunable(pk))
       for (int64_t overlap : {1, 0})
@@ -403,9 +403,9 @@ public:
               continue;
             c.set("lpt", 1);
             pushBoth(c);
-            // (Taken, longest first within groups of four KV heads.)
+            // (Taken, longest first within groups of four units.)
             c.set("take", 1);
-            c.set("lpt_heads", 4);
+            c.set("lpt_heads", kLptGroup);
             push(c);
           }
     return out;

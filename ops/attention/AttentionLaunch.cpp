@@ -194,9 +194,10 @@ struct Workspace {
   uint64_t counterAt(const BackwardCall &c) const { return flagsAt(c) + uint64_t(flagBytes); }
   KernelArg counter(const BackwardCall &c) const { return KernelArg::view(counterAt(c), {4}); }
   /// The flags and the counter as one run of words (what the fused
-  /// workspace kernel zeroes).
+  /// workspace kernel zeroes, or a launch of the dK/dV kernel alone).
+  int64_t wordBytes() const { return flagBytes + counterBytes; }
   KernelArg words(const BackwardCall &c) const {
-    return KernelArg::view(flagsAt(c), {(flagBytes + counterBytes) / 4});
+    return KernelArg::view(flagsAt(c), {wordBytes() / 4});
   }
   /// dQ's f32 sums, as dQ's view with its rows padded.
   KernelArg dqSums(const BackwardCall &c) const {
@@ -582,8 +583,8 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
     auto drv = CudaDriver::get();
     if (!drv)
       return drv.takeError();
-    if (CUresult r = drv->cuMemsetD8Async(CUdeviceptr(w.flagsAt(c)), 0,
-                                          size_t(w.flagBytes + w.counterBytes), stream);
+    if (CUresult r =
+            drv->cuMemsetD8Async(CUdeviceptr(w.flagsAt(c)), 0, size_t(w.wordBytes()), stream);
         r != CUDA_SUCCESS)
       return drv->error(r, "attn_bwd: zeroing the flags and the tile counter (cuMemsetD8Async)");
   }
