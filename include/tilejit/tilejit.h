@@ -70,7 +70,8 @@ TJ_API tj_status tj_engine_set_sm_margin(tj_engine *engine, int sm_margin);
 TJ_API tj_status tj_engine_set_deterministic(tj_engine *engine, int on);
 /* 1: kernels whose results are not bitwise repeatable may be used
  * (tj_attn_bwd's configs that add dQ's parts atomically, for the shapes that
- * have them: sm_90a, not packed, head dims 64 and 128), unless in deterministic mode;
+ * have them: sm_90a, head dims 64 and 128, packed sequences too), unless in
+ * deterministic mode;
  * 0 (the default, or TILEJIT_ALLOW_NONDETERMINISTIC's): the same inputs give
  * the same bits. Those calls' kernels are tuned and stored apart from the
  * others. */
@@ -233,7 +234,9 @@ TJ_API tj_status tj_attn_varlen_fwd(tj_engine *engine, tj_dtype dtype, int64_t b
                                     const void *q, const void *k, const void *v, void *o,
                                     float *lse, void *stream);
 /* Its backward, as tj_attn_bwd: dq as q, dk and dv as k. workspace:
- * tj_attn_bwd_workspace_size(b, max_sq, max_sk, hq, hkv, d) bytes. */
+ * tj_attn_bwd_workspace_size(b, max_sq, max_sk, hq, hkv, d) bytes. A fused
+ * config's f32 sums of dQ from tilejit's pool take (total_q + 64 * b) * hq *
+ * d * 4 bytes here (each sequence's rows padded to whole tiles of 64). */
 TJ_API tj_status tj_attn_varlen_bwd(tj_engine *engine, tj_dtype dtype, int64_t b, int64_t max_sq,
                                     int64_t max_sk, int64_t total_q, int64_t total_k, int64_t hq,
                                     int64_t hkv, int64_t d, int causal, float scale,

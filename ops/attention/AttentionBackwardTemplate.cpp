@@ -75,10 +75,11 @@
 // where each program walks the query tiles from its own place, those that
 // came to the tile before it), adds them, and sets the flag once the
 // additions are whole: the default at head dim 128 with 2048 programs or
-// more, under a causal mask only with as many KV heads as query heads,
-// without one from 1024 where the walk rotates (on the H100, against the
-// two kernels, causal: 5-9 % less time at 8192 and 16384 keys, 4 % more
-// at 4096, bench/NOTES.md b20; GQA 2-4 % more at 2048 programs, 8 % more
+// more, under a causal mask only with as many KV heads as query heads and
+// 4096 queries or more, without one from 1024 where the walk rotates (on
+// the H100, against the two kernels, causal: 5-9 % less time at 8192 and
+// 16384 keys, 4 % more at 4096, bench/NOTES.md b20; 5 % more at B8 H32
+// S2048, b29; GQA 2-4 % more at 2048 programs, 8 % more
 // at one KV head, b22; without a mask, walking from the first tile: 4-13 %
 // less at 2048 programs, GQA 8-10 % less, 5-22 % more at 1024 and fewer,
 // b21, b22; rotated 2-13 % less than that, b23; 1.8 x the time at head
@@ -87,10 +88,16 @@
 // Masks: the dQ kernel masks as the forward does (keys past the sequence,
 // the causal diagonal); the dK/dV kernel masks the causal diagonal only:
 // queries past the sequence have LSE = +inf in the workspace (P = 0), and
-// keys past it are never stored. Packed sequences (THD, not fused): every
-// kernel reads its sequence's offsets, loads at its rows (TMA rows past it
-// are the next sequence's: P = 0 there) and stores through views of them;
-// the workspace and the parts' sums keep BSHD's [b, rows] shape.
+// keys past it are never stored. Packed sequences (THD): every kernel
+// reads its sequence's offsets, loads at its rows (TMA rows past it are the
+// next sequence's: P = 0 there) and stores through views of them; the
+// workspace and the parts' sums keep BSHD's [b, rows] shape. Fused, dQ's
+// f32 sums are [totalQ + 64 b, hq * d], a sequence's rows from its first
+// row in Q plus 64 a sequence before it, so that its query tiles lie in
+// rows of its own; its dK/dV programs wholly past its keys take no step,
+// and those whose keys reach past them mask the keys past (-inf in S^T:
+// TMA loads the next sequence's keys there, whose dS K would reach dQ).
+// Adding in order, a query tile's turns count its own sequence's key tiles.
 //
 // Below sm_90a (dqSm80, dkvSm80; every head dim): the same kernels,
 // programs and masks without warp specialization or asynchronous products:
@@ -253,8 +260,8 @@ public:
          "where the spec says deterministic = 0 (not bitwise repeatable), else in the order of "
          "the key tiles, a helper thread waiting for each program's turn (at head dim 128, "
          "where it is tuned and, with 2048 programs or more, the default, under a causal mask "
-         "only with as many KV heads as query heads, without one from 1024 where each program "
-         "walks the query tiles from its own place; 0 when left out)"},
+         "only with as many KV heads as query heads and 4096 queries or more, without one from "
+         "1024 where each program walks the query tiles from its own place; 0 when left out)"},
         {"dsplit", 0, 1, true,
          "the dK/dV kernel's consumers split the head dim, not the keys: each holds half "
          "of dK's and dV's columns for the same 64 keys and computes the step's scores "
@@ -479,8 +486,11 @@ public:
     // heads; GQA at 1024 not measured).
     TileConfig fused = make(2, 128, 64, 2, 1, 0, 0, /*fused=*/1);
     bool rotates = !p.causal && p.hq == p.hkv && Shape(fused).rotates(p.sq, p.sk, p.target);
-    bool ordered =
-        (programs >= 2048 || (rotates && programs >= 1024)) && (p.hq == p.hkv || !p.causal);
+    // Under a causal mask only with 4096 queries or more: B8 H32 S2048
+    // causal (4096 programs; as packed sequences, H100) took 5 % more time
+    // than the two kernels, B4 H32 S4096 7 % less (bench/NOTES.md b29).
+    bool ordered = (programs >= 2048 || (rotates && programs >= 1024)) &&
+                   (!p.causal || (p.hq == p.hkv && p.sq >= 4096));
     if ((!p.deterministic || ordered) && attention::atomicDqTunable(p) && p.d == 128 &&
         programs >= 128) {
       if (!p.deterministic || p.causal)
@@ -628,8 +638,6 @@ public:
       return configError("sfirst needs overlap = 1 and the dQ kernel (no fused dQ); got overlap "
                          "= " +
                          llvm::Twine(int(s.overlap)) + ", fused = " + llvm::Twine(int(s.fused)));
-    if (s.fused && p.layout == attention::Layout::THD)
-      return configError("fused does not take packed sequences (THD)");
     if (s.dqfrag && !s.fused)
       return configError("dqfrag needs fused = 1 (it is how the fused kernel adds dQ's parts)");
     if (s.persist && (!s.fused || p.deterministic))
@@ -652,6 +660,14 @@ public:
     if (s.persist && p.d == 128 && p.causal && !s.dqfrag)
       return configError("persist at head dim 128 under a causal mask needs dqfrag = 1 (through "
                          "the tensor map its consumers spill)");
+    // (Packed sequences through the tensor map, beside each step's mask of
+    // the keys past the sequence: 4 to 20 bytes spilled at head dim 128
+    // under a causal mask, and with take.)
+    if (s.fused && p.layout == attention::Layout::THD && p.d == 128 && !s.dqfrag &&
+        (p.causal || s.take))
+      return configError("fused on packed sequences (THD) at head dim 128 under a causal mask or "
+                         "with take needs dqfrag = 1 (through the tensor map its consumers "
+                         "spill)");
     if (s.fused && s.kvBm != attention::kFusedQueryRows)
       return configError("fused needs kv_bm = " + llvm::Twine(attention::kFusedQueryRows) +
                          " (a step's queries are one warpgroup's rows of dQ's product), got " +
@@ -782,7 +798,7 @@ public:
                                               const TileConfig &cfg) const override {
     attention::Params p(ks);
     return buildModule(ctx, *this, ks, cfg, [&](OpBuilder &b, Location loc) {
-      Builder kb{{b, loc}, p, Shape(cfg), cfg, Value(), Value()};
+      Builder kb{{b, loc}, p, Shape(cfg), cfg, Value(), Value(), Value(), Value()};
       if (!p.target.hasWgmma()) {
         kb.dqSm80();
         kb.dkvSm80();
@@ -848,14 +864,27 @@ private:
       return MemRefType::get({ShapedType::kDynamic}, b.getF32Type());
     }
     Value cuQ, cuK; // the current kernel's offsets (THD)
+    /// THD, the fused dK/dV kernel: sq and sk, the most query and key rows
+    /// seqOf gives a sequence.
+    Value rowsBound, keysBound;
     /// THD: sequence `seq`'s first rows and row counts in Q and in K.
     struct Seq {
       Value qStart, qLen, kStart, kLen;
     };
+    /// Those of sequence `seq`. In the fused dK/dV kernel at most sq and sk
+    /// (a negative count: sq and sk): its query tiles index the flags ([b *
+    /// hq, ceil(sq / 64)], unmasked), and adding in order its turns start at
+    /// the sequence's last key tile, which must have a program (the grid's
+    /// ceil(sk / bn) a head); offsets that break the call's contract give
+    /// wrong results, not stray writes or a wait that never ends.
     Seq seqOf(Value seq) {
       Seq r;
       std::tie(r.qStart, r.qLen) = sequenceRows(cuQ, seq);
       std::tie(r.kStart, r.kLen) = sequenceRows(cuK, seq);
+      if (rowsBound) {
+        r.qLen = minu(r.qLen, rowsBound);
+        r.kLen = minu(r.kLen, keysBound);
+      }
       return r;
     }
     /// The batch: the first size of `t` (BSHD's gradients, the parts' sums),
@@ -900,6 +929,28 @@ private:
     SmallVector<Value> partAt(Value j, Value dK, ArrayRef<Value> at) {
       return {add(mul(j, batchOf(dK)), at[0]), at[1], at[2]};
     }
+    /// THD, fused: where sequence `seq`'s rows start in dQ's f32 sums,
+    /// [totalQ + kFusedQueryRows * b, hq * d]: at its first row in Q plus
+    /// kFusedQueryRows rows for each sequence before it, so that every
+    /// query tile of a sequence lies in its own rows (a tile's rows past
+    /// the sequence get its parts' zeros, never the next sequence's sums).
+    /// (`start`: its first row in Q, where already read.)
+    Value sumsStart(Value seq, Value start = Value()) {
+      if (!start)
+        start = tt::LoadWordOp::create(b, loc, cuQ, ValueRange{seq});
+      return add(start, mul(seq, cst(attention::kFusedQueryRows)));
+    }
+    /// Whether a query tile of kFusedQueryRows rows from `row` lies inside
+    /// dQ's f32 sums `sums` (THD: its place comes from the offsets in
+    /// memory, which may be anything; bulk copies are not masked).
+    Value tileInside(Value sums, Value row) {
+      Value rows = memref::DimOp::create(b, loc, sums, 0);
+      Value from = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, row, cst(0));
+      Value to = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
+                                       add(row, cst(attention::kFusedQueryRows)), rows);
+      return arith::AndIOp::create(b, loc, from, to);
+    }
+
     /// rowAt in the parts' sums (THD: BSHD's coordinates).
     SmallVector<Value> partRowAt(Value seq, Value head, Value row) {
       if (thd())
@@ -915,10 +966,15 @@ private:
     /// order, fill the 64 rows of the tile (a head's part no longer in that
     /// head's columns), the part's first element given as the tile's first
     /// row and an offset past its columns (addresses are linear in the
-    /// indices: no division by hq * d).
-    SmallVector<Value> fragAt(Value seq, Value head, Value mi, Value k) {
+    /// indices: no division by hq * d); THD as BSHD, the tile's rows from
+    /// the sequence's first (sumsStart; `start`, its first row in Q where
+    /// already read).
+    SmallVector<Value> fragAt(Value seq, Value head, Value mi, Value k, Value start = Value()) {
       int64_t part = 64 * s.dqCols(p.d);
       Value row0 = mul(mi, cst(64));
+      if (thd())
+        return {add(sumsStart(seq, start), row0),
+                mul(add(mul(head, cst(s.consumers)), k), cst(part))};
       if (!bshd())
         return {add(mul(seq, cst(p.hq)), head), add(row0, mul(k, cst(part / p.d))), cst(0)};
       return {seq, row0, mul(add(mul(head, cst(s.consumers)), k), cst(part))};
@@ -1087,24 +1143,30 @@ private:
       Value heads = headsPerPart(split);
       Value head0 = add(mul(kvHead, cst(group)), mul(part, heads));
       Value n0 = mul(nTile, cst(bn));
-      // THD: the sequence's rows. A program wholly past its keys stores
-      // nothing: without a mask it takes no query either; under a causal
-      // mask its first query tile is already past the last one where the
-      // sequence has as many queries as keys or fewer (where it has more, it
-      // computes what it does not store: the test for it spilled 8 bytes at
-      // head dim 256).
       Seq ps = thd() ? seqOf(seq) : Seq{};
-      Value rowsV = sqV;
-      if (thd())
-        rowsV =
-            p.causal
-                ? ps.qLen
-                : arith::SelectOp::create(
-                      b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, n0, ps.kLen),
-                      ps.qLen, cst(0))
-                      .getResult();
-      QueryTiles m = queryTiles(n0, rowsV, bn);
+      QueryTiles m = queryTiles(n0, thd() ? rowsSeen(ps, n0) : sqV, bn);
       return {seq, kvHead, heads, head0, n0, ps, m.end, m.start, m.masked};
+    }
+
+    /// THD: the query rows a dK/dV program of keys from `n0` of sequence
+    /// `ps` takes (in the type of `n0`). A program wholly past its keys
+    /// stores nothing: without a mask it takes no query either; under a
+    /// causal mask its first query tile is already past the last one where
+    /// the sequence has as many queries as keys or fewer (where it has
+    /// more, it computes what it does not store: the test for it spilled 8
+    /// bytes at head dim 256), but fused it takes none (it would add only
+    /// zeros to dQ, and adding in order no program waits for its turn).
+    Value rowsSeen(const Seq &ps, Value n0) {
+      Value qLen = ps.qLen, kLen = ps.kLen;
+      if (n0.getType() != qLen.getType()) {
+        qLen = toI32(qLen);
+        kLen = toI32(kLen);
+      }
+      if (p.causal && !s.fused)
+        return qLen;
+      return arith::SelectOp::create(
+          b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, n0, kLen), qLen,
+          cstLike(qLen, 0));
     }
 
     /// The query tiles that see a key of a dK/dV program's `bn` keys from
@@ -1206,6 +1268,33 @@ private:
       return arith::SelectOp::create(b, loc, ok, st, splat(sType, f32c(-INFINITY)));
     }
 
+    /// THD, fused: the dK/dV kernel's transposed scores `st` (64 keys from
+    /// `key0` of sequence `seq` as rows) with -inf where a key is past the
+    /// sequence's, where the tile reaches past them. (TMA loads the next
+    /// sequence's keys there, not zeros: their P^T would add dS K to dQ. Only
+    /// dK's and dV's rows of them are not stored. The sequence's keys read
+    /// again at each step: held through the loop, a value more spilled.)
+    Value maskPastKeys(Value st, Value key0, Value seq) {
+      Value kLen = sequenceRows(cuK, seq).second;
+      Value past =
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, add(key0, cst(64)), kLen);
+      auto sType = cast<RankedTensorType>(st.getType());
+      auto masked = scf::IfOp::create(b, loc, TypeRange{sType}, past, /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(masked.thenBlock());
+      auto iType = RankedTensorType::get(sType.getShape(), b.getI32Type(), sType.getEncoding());
+      Value keys = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
+                                         splat(iType, toI32(key0)));
+      Value ok =
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, keys, splat(iType, toI32(kLen)));
+      scf::YieldOp::create(
+          b, loc,
+          ValueRange{arith::SelectOp::create(b, loc, ok, st, splat(sType, f32c(-INFINITY)))});
+      b.setInsertionPointToStart(masked.elseBlock());
+      scf::YieldOp::create(b, loc, ValueRange{st});
+      return masked.getResult(0);
+    }
+
     /// dQ = scale * its sums `acc`, the 64 rows from `row0` of one head.
     void storeDq(Value acc, Value scale, Value dQ, const Seq &ps, Value seq, Value head, Value row0,
                  Value col0 = {}) {
@@ -1218,12 +1307,13 @@ private:
     }
 
     /// The entry block of a dQ or dK/dV kernel; THD: Q's and K's offsets,
-    /// their arguments 13 and 14 in both, kept in cuQ and cuK.
-    Block *entryOf(tt::KernelOp kernel) {
+    /// its arguments `offsets` and the one after (13 and 14, but 14 and 15
+    /// in the fused dK/dV kernel, after dQ's sums), kept in cuQ and cuK.
+    Block *entryOf(tt::KernelOp kernel, unsigned offsets = 13) {
       Block *entry = &kernel.getBody().front();
       if (thd()) {
-        cuQ = entry->getArgument(13);
-        cuK = entry->getArgument(14);
+        cuQ = entry->getArgument(offsets);
+        cuK = entry->getArgument(offsets + 1);
       }
       return entry;
     }
@@ -1263,15 +1353,14 @@ private:
     /// in): K, V, Q, dO, the workspace, dK, dV; scale * log2(e), scale, sq,
     /// sk; the partial sums and the head split; fused, `dqSums` (a tensor
     /// map of dQ's f32 sums, or with dqfrag their view); THD: the offsets
-    /// (kept in cuQ and cuK); persist, the most programs the call allows
-    /// (an index, the last argument but with take, whose counter the
-    /// programs take their tiles from comes last: a view of words, as the
-    /// offsets', zeroed by the workspace's kernel, or before a launch of
-    /// this kernel alone). Programs: ceil(sk / bn) * batch
-    /// * hkv * split
-    /// (persist: at most the target's multiprocessors and that argument);
-    /// dK's first size is the batch (BSHD) or batch * hkv (BHSD); THD: K's
-    /// offsets are the batch and one.
+    /// (kept in cuQ and cuK); ordered, the flags; persist, the most
+    /// programs the call allows (an index, the last argument but with
+    /// take, whose counter the programs take their tiles from comes last:
+    /// a view of words, as the offsets', zeroed by the workspace's kernel,
+    /// or before a launch of this kernel alone). Programs: ceil(sk / bn) *
+    /// batch * hkv * split (persist: at most the target's multiprocessors
+    /// and that argument); dK's first size is the batch (BSHD) or batch *
+    /// hkv (BHSD); THD: K's offsets are the batch and one.
     struct DkvKernel {
       tt::KernelOp kernel;
       Block *entry;
@@ -1287,11 +1376,13 @@ private:
                                 f32,  f32,  idx, idx, partialsType(), idx};
       if (dqSums)
         args.push_back(dqSums);
+      unsigned offsets = unsigned(args.size());
+      if (thd())
+        args.append({offsetsType(), offsetsType()});
+      unsigned flags = unsigned(args.size());
       if (ordered())
         args.push_back(flagsType());
-      if (thd()) // (not fused)
-        args.append({offsetsType(), offsetsType()});
-      if (s.persist) // (fused, neither ordered nor THD)
+      if (s.persist) // (fused, not ordered)
         args.push_back(idx);
       if (s.take) // (the counter, a word)
         args.push_back(offsetsType());
@@ -1302,7 +1393,7 @@ private:
       // (Persistent: one program a multiprocessor at most, and no more
       // than the call allows (multiprocessors it leaves free), each taking
       // its share of the tiles, eachTile in dkv().)
-      SmallVector<int64_t> symbols = {10, -1, thd() ? 14 : 5, 0, 12, -1};
+      SmallVector<int64_t> symbols = {10, -1, thd() ? int64_t(offsets) + 1 : 5, 0, 12, -1};
       if (s.persist)
         symbols.append({int64_t(args.size() - (s.take ? 2 : 1)), -1});
       AffineMap grid =
@@ -1311,7 +1402,7 @@ private:
                     : AffineMap::get(0, 3, {tiles}, &c);
       auto kernel = makeKernel(b, loc, name.str() + suffix(), args, threads, grid, symbols, cfg,
                                /*cluster=*/1, minBlocks);
-      Block *entry = entryOf(kernel);
+      Block *entry = entryOf(kernel, offsets);
       auto a = [&](unsigned i) { return entry->getArgument(i); };
       return {kernel,
               entry,
@@ -1329,7 +1420,7 @@ private:
               a(11),
               a(12),
               dqSums ? a(13) : Value(),
-              ordered() ? a(14) : Value(),
+              ordered() ? a(flags) : Value(),
               s.take ? entry->getArguments().back() : Value()};
     }
 
@@ -1388,13 +1479,16 @@ private:
     /// rows: +inf and 0), and dQ's f32 sums zeroed; a program per 64 rows.
     /// The words after the sums (the ordered additions' flags, the tile
     /// counter) zeroed too, 64 a program, so that the dK/dV kernel after it
-    /// finds them at 0 with no memset of its own.
+    /// finds them at 0 with no memset of its own. THD: Q's offsets last;
+    /// each sequence's rows of the sums (sumsStart) zeroed by the programs
+    /// of its query tiles.
     void pre() {
       MLIRContext &c = ctx();
       Type dt = elemType(c, p.dt), f32 = b.getF32Type();
       auto oType = rowsType(p.hq, dt);
       auto lseType = MemRefType::get({ShapedType::kDynamic, p.hq, ShapedType::kDynamic}, f32);
-      // O, dO, LSE, workspace, dQ's sums; sq; the words after the sums.
+      // O, dO, LSE, workspace, dQ's sums; sq; the words after the sums;
+      // THD: Q's offsets.
       SmallVector<Type> args = {oType,
                                 oType,
                                 lseType,
@@ -1402,6 +1496,8 @@ private:
                                 rowsType(p.hq, f32),
                                 b.getIndexType(),
                                 MemRefType::get({ShapedType::kDynamic}, f32)};
+      if (thd())
+        args.push_back(offsetsType());
       AffineExpr sq = getAffineSymbolExpr(0, &c), batch = getAffineSymbolExpr(1, &c);
       AffineMap grid = AffineMap::get(
           0, 2, {sq.ceilDiv(kWorkspaceRows) * (kWorkspaceRows / 64) * batch * p.hq}, &c);
@@ -1416,9 +1512,25 @@ private:
       Value row0 = mul(arith::RemUIOp::create(b, loc, pid, tiles), cst(64));
       Value bh = arith::DivUIOp::create(b, loc, pid, tiles);
       Value seq = divu(bh, p.hq), head = remu(bh, p.hq);
-      rowStats(o, dO, lse, ws, seq, head, bh, row0);
+      Seq ps;
+      if (thd()) {
+        cuQ = entry->getArgument(7);
+        std::tie(ps.qStart, ps.qLen) = sequenceRows(cuQ, seq);
+      }
+      rowStats(o, dO, lse, ws, seq, head, bh, row0, ps);
       auto accType = RankedTensorType::get({64, p.d}, f32, tt::WgmmaLayoutAttr::get(&c));
-      tt::StoreOp::create(b, loc, splat(accType, f32c(0.0)), dqSum, rowAt(seq, head, p.hq, row0));
+      if (thd()) {
+        // (Stores are masked at the sums' end.)
+        auto inside = scf::IfOp::create(
+            b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, row0, ps.qLen),
+            /*withElseRegion=*/false);
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(inside.thenBlock());
+        tt::StoreOp::create(b, loc, splat(accType, f32c(0.0)), dqSum,
+                            ValueRange{add(sumsStart(seq), row0), mul(head, cst(p.d))});
+      } else {
+        tt::StoreOp::create(b, loc, splat(accType, f32c(0.0)), dqSum, rowAt(seq, head, p.hq, row0));
+      }
       // (A program per 64 padded rows of each head, so as many words as
       // rows, at least 128 a head; the flags take kFlagsPerTile words a
       // kFusedQueryRows rows, at most half of them, leaving the counter's
@@ -1434,17 +1546,21 @@ private:
     }
 
     /// Fused: dQ = scale * its f32 sums, in dQ's type; a program per 64
-    /// rows.
+    /// rows. THD: Q's offsets last; a program past its sequence's rows
+    /// does nothing, the others store through a view of the sequence's rows.
     void convert() {
       MLIRContext &c = ctx();
       Type f32 = b.getF32Type();
       auto qType = rowsType(p.hq, elemType(c, p.dt));
-      // dQ's sums, dQ; scale, sq.
+      // dQ's sums, dQ; scale, sq; THD: Q's offsets.
       SmallVector<Type> args = {rowsType(p.hq, f32), qType, f32, b.getIndexType()};
+      if (thd())
+        args.push_back(offsetsType());
       AffineExpr sq = getAffineSymbolExpr(0, &c), first = getAffineSymbolExpr(1, &c);
-      AffineMap grid = AffineMap::get(0, 2, {sq.ceilDiv(64) * first * (bshd() ? p.hq : 1)}, &c);
+      AffineExpr heads = thd() ? (first - 1) * p.hq : bshd() ? first * p.hq : first;
+      AffineMap grid = AffineMap::get(0, 2, {sq.ceilDiv(64) * heads}, &c);
       auto kernel = makeKernel(b, loc, "attn_bwd_dq_convert_" + suffix(), args, 128, grid,
-                               {3, -1, 1, 0}, cfg);
+                               {3, -1, thd() ? 4 : 1, 0}, cfg);
       Block *entry = &kernel.getBody().front();
       Value dqSum = entry->getArgument(0), dQ = entry->getArgument(1);
       Value scale = entry->getArgument(2), sqV = entry->getArgument(3);
@@ -1453,24 +1569,41 @@ private:
       Value row0 = mul(arith::RemUIOp::create(b, loc, pid, blocks), cst(64));
       Value bh = arith::DivUIOp::create(b, loc, pid, blocks);
       Value seq = divu(bh, p.hq), head = remu(bh, p.hq);
-      SmallVector<Value> at = rowAt(seq, head, p.hq, row0);
+      SmallVector<Value> at = rowAt(seq, head, p.hq, row0), from = at;
+      Value out = dQ, qStart, qLen;
+      if (thd()) {
+        cuQ = entry->getArgument(4);
+        std::tie(qStart, qLen) = sequenceRows(cuQ, seq);
+        Value sumsRow = add(sumsStart(seq, qStart), row0);
+        // (Inside the sums, as a bulk copy could have added it.)
+        Value work = arith::AndIOp::create(
+            b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, row0, qLen),
+            tileInside(dqSum, sumsRow));
+        auto inside = scf::IfOp::create(b, loc, work, /*withElseRegion=*/false);
+        b.setInsertionPointToStart(inside.thenBlock());
+        out = tt::NarrowOp::create(b, loc, dQ, qStart, qLen);
+        at = {row0, mul(head, cst(p.d))};
+        from = {sumsRow, at[1]};
+      }
       if (s.dqfrag) {
         // The consumers' parts, each in its registers' order (fragAt).
         int64_t cols = s.dqCols(p.d);
         auto part = RankedTensorType::get({64, cols}, f32, tt::WgmmaLayoutAttr::get(&c));
         for (int64_t k = 0; k < s.consumers; ++k) {
-          Value sum = tt::LoadFragmentsOp::create(b, loc, part, dqSum,
-                                                  fragAt(seq, head, divu(row0, 64), cst(k)));
+          Value sum = tt::LoadFragmentsOp::create(
+              b, loc, part, dqSum, fragAt(seq, head, divu(row0, 64), cst(k), qStart));
           SmallVector<Value> to = at;
           to.back() = add(to.back(), cst(k * cols));
-          tt::StoreOp::create(b, loc, arith::MulFOp::create(b, loc, sum, splat(part, scale)), dQ,
+          tt::StoreOp::create(b, loc, arith::MulFOp::create(b, loc, sum, splat(part, scale)), out,
                               to);
         }
       } else {
         auto tile = RankedTensorType::get({64, p.d}, f32, tt::WgmmaLayoutAttr::get(&c));
-        Value sum = tt::LoadOp::create(b, loc, tile, dqSum, at, nullptr, nullptr);
-        tt::StoreOp::create(b, loc, arith::MulFOp::create(b, loc, sum, splat(tile, scale)), dQ, at);
+        Value sum = tt::LoadOp::create(b, loc, tile, dqSum, from, nullptr, nullptr);
+        tt::StoreOp::create(b, loc, arith::MulFOp::create(b, loc, sum, splat(tile, scale)), out,
+                            at);
       }
+      b.setInsertionPointToEnd(entry);
       tt::ReturnOp::create(b, loc);
       b.setInsertionPointAfter(kernel);
     }
@@ -1639,6 +1772,10 @@ private:
       Value dK = kk.dK, dV = kk.dV, scaleLog2 = kk.scaleLog2, scale = kk.scale;
       Value sqV = kk.sq, skV = kk.sk, partials = kk.partials, split = kk.split, dqSums = kk.dqSums;
       Value flags = kk.flags;
+      if (thd() && s.fused) {
+        rowsBound = sqV;
+        keysBound = skV;
+      }
 
       Value rk = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
       Value rv = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
@@ -1692,6 +1829,8 @@ private:
       Seq ps = t.ps;
       Value mEnd = t.mEnd, mStart = t.mStart, mMasked = t.mMasked;
       Value count = sub(mEnd, mStart);
+      // The keys of the tile's sequence (THD: its own, at most sk).
+      auto keysOfTile = [&] { return thd() ? ps.kLen : skV; };
       // Persistent: the grid's tiles (as the grid counts them), every
       // grid-size-th from the program's index taken in turn; the consumers
       // arrive on kvFree once done with a tile's K and V, which the
@@ -1711,8 +1850,9 @@ private:
       constexpr int64_t kSlotWords = 5;
       Value tiles, kvFree, slots, tileFull, tileFree;
       auto countTiles = [&] {
-        Value first = memref::DimOp::create(b, loc, dK, 0);
-        Value seqs = bshd() ? mul(first, cst(p.hkv)) : first;
+        // (THD: the sequences from K's offsets, as the grid counts them.)
+        Value first = batchOf(dK);
+        Value seqs = bshd() || thd() ? mul(first, cst(p.hkv)) : first;
         return mul(mul(ceilDiv(skV, bn), seqs), split);
       };
       if (s.persist) {
@@ -1849,13 +1989,28 @@ private:
       auto storePart = [&](Value dq, Value k) {
         tt::StoreRingOp::create(b, loc, dq, rdq, k, cst(0), Value(), s.dqfrag);
       };
+      // THD: the tile's rows from the sequence's first in the sums
+      // (sumsStart); a bulk copy only where they lie inside the sums (the
+      // tensor map's copies are cut at its edges).
       auto addPart = [&](Value k, Value head, Value mi) {
         if (s.dqfrag) {
-          tt::BulkReduceOp::create(b, loc, rdq, k, dqSums, fragAt(seq, head, mi, k));
+          SmallVector<Value> at = fragAt(seq, head, mi, k);
+          if (!thd()) {
+            tt::BulkReduceOp::create(b, loc, rdq, k, dqSums, at);
+            return;
+          }
+          auto inside = scf::IfOp::create(b, loc, tileInside(dqSums, at[0]),
+                                          /*withElseRegion=*/false);
+          OpBuilder::InsertionGuard g(b);
+          b.setInsertionPointToStart(inside.thenBlock());
+          tt::BulkReduceOp::create(b, loc, rdq, k, dqSums, at);
           return;
         }
-        tt::TmaStoreOp::create(b, loc, rdq, k, dqSums, mul(mi, cst(s.kvBm)),
-                               mul(k, cst(s.dqCols(p.d))), ValueRange{head, seq}, /*reduce=*/true);
+        Value row = mul(mi, cst(s.kvBm));
+        if (thd())
+          row = add(sumsStart(seq), row);
+        tt::TmaStoreOp::create(b, loc, rdq, k, dqSums, row, mul(k, cst(s.dqCols(p.d))),
+                               ValueRange{head, thd() ? cst(0) : seq}, /*reduce=*/true);
       };
 
       // (take with one consumer: the producer's register budget 40, not
@@ -1886,7 +2041,7 @@ private:
                    // (Rotated: from its own first tile, rotated's comment.)
                    Value first;
                    if (rotated()) {
-                     Value keyTiles = ceilDiv(skV, bn);
+                     Value keyTiles = ceilDiv(keysOfTile(), bn);
                      Value lastTurn = sub(sub(keyTiles, cst(1)), divu(n0, bn));
                      first = walkOf(lastTurn, keyTiles, mStart, mEnd).first;
                    }
@@ -2178,6 +2333,8 @@ private:
           }
           if (masked)
             st = maskDiagonal(st, key0, m0);
+          if (thd() && s.fused)
+            st = maskPastKeys(st, key0, seq);
           // Fused: keys past the sequence (TMA's zeros) have S = 0, so P =
           // exp2(-LSE), which overflows where a row's LSE is very negative,
           // and inf * 0 would reach dQ's product. Every real exponent is at
@@ -2262,8 +2419,11 @@ private:
                 // for the stores computed again after the loops (n0 is a
                 // multiple of 64 * consumers and myRows below it, so the or is
                 // the add; the value from before them was a 64-bit one live
-                // through them). (Not packed: the rows are sq.)
-                Value n32 = toI32(n0), rows32 = toI32(sqV);
+                // through them). THD: the sequence's rows, its offsets read
+                // again here (with take the producer hands over no more than
+                // the sequence).
+                Value n32 = toI32(n0);
+                Value rows32 = thd() ? rowsSeen(seqOf(seq), n32) : toI32(sqV);
                 QueryTiles m = queryTiles(n32, rows32, bn);
                 auto steps = [&](Value head, Value from, Value to, ValueRange carried,
                                  bool masked) {
@@ -2334,13 +2494,13 @@ private:
       // no consumer waits on global memory (FlashAttention-3's
       // deterministic backward gives this to a warp of its own). The
       // program's place is the producer's, taken in 32 bits (the helper has
-      // the producer's 24 registers). (Not packed: the rules refuse fused
-      // with THD, where a program past its sequence's keys would take no
-      // step and the turns after its own would never come.)
+      // the producer's 24 registers).
       if (ordered()) {
         OpBuilder::InsertionGuard guard(b);
         b.createBlock(&ws_.getHelper());
-        Value keyTiles = ceilDiv(toI32(skV), bn), nTile = divu(toI32(n0), bn);
+        // (THD: the sequence's key tiles; the programs past them take no
+        // step and have no turn.)
+        Value keyTiles = ceilDiv(toI32(keysOfTile()), bn), nTile = divu(toI32(n0), bn);
         Value start = toI32(mStart), end = toI32(mEnd), seq32 = toI32(seq);
         Value steps = toI32(mul(count, heads));
         Value bhBase = mul(seq32, cstLike(seq32, p.hq));

@@ -69,7 +69,7 @@ const OpDecl &backwardOp() {
 
 bool atomicDqTunable(const Params &p) {
   // (Head dim 256 has no fused config.)
-  return p.backward && p.target.hasWgmma() && p.layout != Layout::THD && p.d <= 128;
+  return p.backward && p.target.hasWgmma() && p.d <= 128;
 }
 
 bool isForward(const KernelSpec &spec) { return spec.is(forwardOp()); }

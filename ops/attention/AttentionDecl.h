@@ -64,8 +64,7 @@ bool isBackward(const KernelSpec &spec);
 struct Params;
 /// Whether attn_bwd of `p`'s shape has configs that add dQ's parts
 /// atomically and build without spills: those its tuning space takes where
-/// the spec says deterministic = 0 (sm_90a, not packed, head dims 64 and
-/// 128). Only
+/// the spec says deterministic = 0 (sm_90a, head dims 64 and 128). Only
 /// there does a nondeterministic spec differ from the deterministic one,
 /// so only there do callers build one.
 bool atomicDqTunable(const Params &p);

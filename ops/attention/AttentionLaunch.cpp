@@ -150,7 +150,7 @@ struct Workspace {
     if (split > 1)
       partialBytes = product({2, split, c.b, c.hkv, paddedRows(c.sk), c.d, 4});
     if (fused)
-      dqBytes = product({c.b, c.hq, workspaceRows(c), c.d, 4});
+      dqBytes = product({dqSumRows(c), c.hq, c.d, 4});
     if (fused && c.deterministic)
       flagBytes = product({c.b, c.hq, flagTiles(c), kFlagsPerTile, 4});
     // (The tile counter of a persistent kernel that takes its tiles at run
@@ -161,6 +161,20 @@ struct Workspace {
                  __builtin_add_overflow(total, dqBytes, &total) ||
                  __builtin_add_overflow(total, flagBytes, &total) ||
                  __builtin_add_overflow(total, counterBytes, &total);
+  }
+  /// Rows of dQ's f32 sums (of hq * d elements): each sequence's padded
+  /// rows (BSHD: b of them; BHSD: b * hq, each of one head's d elements),
+  /// THD every row of Q and kFusedQueryRows more for each sequence, so that
+  /// each sequence's query tiles lie in rows of its own (sequence i's from
+  /// cuSeqlensQ[i] + kFusedQueryRows * i, the template's sumsStart).
+  /// (-1 where they would not fit in 64 bits.)
+  static int64_t dqSumRows(const Call &c) {
+    int64_t rows = 0;
+    bool thd = c.layout == Layout::THD;
+    if (__builtin_mul_overflow(c.b, thd ? kFusedQueryRows : workspaceRows(c), &rows) ||
+        (thd && __builtin_add_overflow(rows, c.totalQ, &rows)))
+      return -1;
+    return rows;
   }
   /// Query tiles of a fused kernel's step per head, for the flags.
   static int64_t flagTiles(const Call &c) { return (c.sq + kFusedQueryRows - 1) / kFusedQueryRows; }
@@ -199,9 +213,11 @@ struct Workspace {
   KernelArg words(const BackwardCall &c) const {
     return KernelArg::view(flagsAt(c), {wordBytes() / 4});
   }
-  /// dQ's f32 sums, as dQ's view with its rows padded.
+  /// dQ's f32 sums, as dQ's view with its rows padded (THD: dqSumRows).
   KernelArg dqSums(const BackwardCall &c) const {
     uint64_t at = dqSumsAt(c);
+    if (c.layout == Layout::THD)
+      return KernelArg::view(at, {dqSumRows(c), c.hq * c.d});
     if (c.layout == Layout::BSHD)
       return KernelArg::view(at, {c.b, workspaceRows(c), c.hq * c.d});
     return KernelArg::view(at, {c.b * c.hq, workspaceRows(c), c.d});
@@ -354,28 +370,28 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
   // no room for the flags.
   // Persistent (config persist; fused, adding in any order): then an
   // index, the most programs the call allows; with take, then the counter
-  // its programs take their tiles from (a view).
-  size_t dkvParams = dkv.params.size();
-  bool persistent = fused && dkvParams >= 15 && dkv.params[14].kind == ParamInfo::Index;
-  bool take = persistent && dkvParams == 16 && dkv.params[15].kind == ParamInfo::View;
-  bool ordered = fused && dkvParams == 15 && !persistent;
+  // its programs take their tiles from (a view). (Fused: after dQ's sums
+  // and, THD, Q's and K's offsets.)
+  bool thd = c.layout == Layout::THD;
+  size_t dkvParams = dkv.params.size(), tail = 14 + (thd ? 2 : 0);
+  bool persistent = fused && dkvParams >= tail + 1 && dkv.params[tail].kind == ParamInfo::Index;
+  bool take = persistent && dkvParams == tail + 2 && dkv.params[tail + 1].kind == ParamInfo::View;
+  bool ordered = fused && dkvParams == tail + 1 && !persistent;
   if (fused && ordered != c.deterministic)
     return error(ordered ? "the kernel adds dQ's parts in a fixed order (built for deterministic = "
                            "1); the call says deterministic = 0"
                          : "the kernel adds dQ's parts in no fixed order (built for deterministic "
                            "= 0); the call asks for deterministic results",
                  op);
-  // THD (never fused): Q's and K's offsets after the others' arguments.
-  bool thd = c.layout == Layout::THD;
-  size_t want[4] = {fused ? 7u
-                    : thd ? 15u
-                          : 13u,
-                    fused ? (take                    ? 16u
-                             : ordered || persistent ? 15u
-                                                     : 14u)
-                    : thd ? 15u
-                          : 13u,
-                    thd ? 6u : 5u, 4u};
+  // THD: Q's and K's offsets after the others' arguments (the fused dK/dV
+  // kernel's: after dQ's sums); the sum's, K's; the fused kernels', Q's.
+  size_t offsets = thd ? 2 : 0;
+  size_t want[4] = {fused ? 7u + offsets / 2 : 13u + offsets,
+                    fused ? tail + (take                    ? 2
+                                    : ordered || persistent ? 1
+                                                            : 0)
+                          : 13u + offsets,
+                    5u + offsets / 2, 4u + offsets / 2};
   for (size_t i = 0; i < kernel.numEntries(); ++i)
     if (kernel.entry(i).params.size() != want[i])
       return error("kernel " + llvm::Twine(i) + " (" + kernel.entry(i).name + ") takes " +
@@ -505,8 +521,9 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
   CUtensorMap sumsMap = {};
   bool sumsByMap = fused && dkv.params[13].kind == ParamInfo::TensorMap;
   if (sumsByMap) {
-    auto m = mapOf(op, "dQ's sums", c, w.dqSumsAt(c), workspaceRows(c), c.hq,
-                   dkv.params[13].staticSizes, DType::F32);
+    auto m =
+        mapOf(op, "dQ's sums", c, w.dqSumsAt(c), thd ? Workspace::dqSumRows(c) : workspaceRows(c),
+              c.hq, dkv.params[13].staticSizes, DType::F32);
     if (!m)
       return m.takeError();
     sumsMap = *m;
@@ -527,8 +544,8 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
     KernelArg o = qRows(c.o), dO = qRows(c.dO);
     KernelArg lse = KernelArg::view(c.lse, {c.b, c.hq, c.sq});
     if (fused) {
-      KernelArg pre[] = {o, dO, lse, ws, dqSums, KernelArg::index(c.sq), w.words(c)};
-      return kernel.launch(0, pre, std::size(pre), stream);
+      KernelArg pre[] = {o, dO, lse, ws, dqSums, KernelArg::index(c.sq), w.words(c), cuQ};
+      return kernel.launch(0, pre, want[0], stream);
     }
     KernelArg first[] = {sm80 ? copyRows(c, c.q, c.hq, true) : KernelArg::tensorMap(maps[0]),
                          sm80 ? copyRows(c, c.k, c.hkv, false) : KernelArg::tensorMap(maps[1]),
@@ -554,27 +571,33 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
     return llvm::Error::success();
   KernelArg partials = w.partials(c);
   KernelArg dK = kRows(c.dK), dV = kRows(c.dV);
-  KernelArg second[] = {sm80 ? copyRows(c, c.k, c.hkv, false) : KernelArg::tensorMap(maps[4]),
-                        sm80 ? copyRows(c, c.v, c.hkv, false) : KernelArg::tensorMap(maps[5]),
-                        sm80 ? copyRows(c, c.q, c.hq, true) : KernelArg::tensorMap(maps[6]),
-                        sm80 ? copyRows(c, c.dO, c.hq, true) : KernelArg::tensorMap(maps[7]),
-                        sm80 ? ws : KernelArg::tensorMap(statMap),
-                        dK,
-                        dV,
-                        scaleLog2,
-                        KernelArg::f32(scale),
-                        KernelArg::index(c.sq),
-                        KernelArg::index(c.sk),
-                        partials,
-                        KernelArg::index(w.split),
-                        sumsByMap ? KernelArg::tensorMap(sumsMap)
-                        : fused   ? dqSums
-                                  : cuQ,
-                        ordered ? w.flags(c)
-                        : persistent
-                            ? KernelArg::index(c.maxPrograms > 0 ? c.maxPrograms : INT32_MAX)
-                            : cuK,
-                        w.counter(c)};
+  // K, V, Q, dO, the workspace, dK, dV, the scales, sq, sk, the parts'
+  // sums, the split; fused, dQ's sums; THD, the offsets; then ordered,
+  // the flags, or persistent, the cap (and with take the counter).
+  std::vector<KernelArg> second = {
+      sm80 ? copyRows(c, c.k, c.hkv, false) : KernelArg::tensorMap(maps[4]),
+      sm80 ? copyRows(c, c.v, c.hkv, false) : KernelArg::tensorMap(maps[5]),
+      sm80 ? copyRows(c, c.q, c.hq, true) : KernelArg::tensorMap(maps[6]),
+      sm80 ? copyRows(c, c.dO, c.hq, true) : KernelArg::tensorMap(maps[7]),
+      sm80 ? ws : KernelArg::tensorMap(statMap),
+      dK,
+      dV,
+      scaleLog2,
+      KernelArg::f32(scale),
+      KernelArg::index(c.sq),
+      KernelArg::index(c.sk),
+      partials,
+      KernelArg::index(w.split)};
+  if (fused)
+    second.push_back(sumsByMap ? KernelArg::tensorMap(sumsMap) : dqSums);
+  if (thd)
+    second.insert(second.end(), {cuQ, cuK});
+  if (ordered)
+    second.push_back(w.flags(c));
+  if (persistent)
+    second.push_back(KernelArg::index(c.maxPrograms > 0 ? c.maxPrograms : INT32_MAX));
+  if (take)
+    second.push_back(w.counter(c));
   // Ordered: the flags start at 0 (what the kernel counts from); take: the
   // counter does (the first tile). The workspace kernel zeroed them (the
   // words after dQ's sums); a launch of the dK/dV kernel alone zeroes the
@@ -589,12 +612,12 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
       return drv->error(r, "attn_bwd: zeroing the flags and the tile counter (cuMemsetD8Async)");
   }
   if (c.dkvGrid) {
-    auto grid = kernel.gridFor(1, second, want[1]);
+    auto grid = kernel.gridFor(1, second.data(), second.size());
     if (!grid)
       return grid.takeError();
     *c.dkvGrid = *grid;
   }
-  if (auto err = kernel.launch(1, second, want[1], stream))
+  if (auto err = kernel.launch(1, second.data(), second.size(), stream))
     return err;
   if (w.split > 1) {
     KernelArg third[] = {partials, dK, dV, KernelArg::index(c.sk), KernelArg::index(w.split), cuK};
@@ -603,11 +626,10 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
   }
   if (!fused)
     return llvm::Error::success();
-  KernelArg fourth[] = {dqSums, rowsView(c, c.dQ, c.sq, c.hq), KernelArg::f32(scale),
-                        KernelArg::index(c.sq)};
+  KernelArg fourth[] = {dqSums, qRows(c.dQ), KernelArg::f32(scale), KernelArg::index(c.sq), cuQ};
   // (Pooled sums go back on the stream after the kernel that reads them;
   // on an earlier error, when `sums` goes out of scope.)
-  return sums.giveBack(kernel.launch(3, fourth, std::size(fourth), stream));
+  return sums.giveBack(kernel.launch(3, fourth, want[3], stream));
 }
 
 } // namespace tilejit::attention

@@ -94,11 +94,11 @@ llvm::Expected<KernelSpec> backwardSpecOf(const Call &call, const Target &target
 /// few KV heads would leave the GPU idle (backwardHeadSplit > 1), the f32
 /// sums of dK and dV of each part of the query heads too; for a kernel built
 /// with a fused config (fusedBackward), room for dQ's f32 sums (as many as
-/// dQ's elements, rows padded) too, for a deterministic call the flags that
-/// order their additions (4 bytes per query tile of 64 rows of each head),
-/// and 16 bytes for the counter a persistent kernel that takes its tiles at
-/// run time (config take) counts them with. -1 for sizes whose bytes would
-/// not fit in 64 bits.
+/// dQ's elements, rows padded; THD, totalQ + 64 * b rows) too, for a
+/// deterministic call the flags that order their additions (4 bytes per
+/// query tile of 64 rows of each head), and 16 bytes for the counter a
+/// persistent kernel that takes its tiles at run time (config take) counts
+/// them with. -1 for sizes whose bytes would not fit in 64 bits.
 int64_t backwardWorkspaceBytes(const Call &call, bool fused = false);
 
 /// Whether `kernel` (built for backwardSpecOf) is a fused config's: dQ

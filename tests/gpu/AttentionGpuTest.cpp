@@ -1180,6 +1180,59 @@ TEST_F(GpuAttention, BackwardFusedTakesTilesLongestFirstByGroupsOfHeads) {
       runLptCases(d, std::string(cfg) + " take=1 lpt_heads=" + std::to_string(heads));
 }
 
+TEST_F(GpuAttention, BackwardFusedOnPackedSequences) {
+  // Fused on packed sequences (THD): each program's parts of dQ go to its
+  // sequence's rows of the f32 sums (kFusedQueryRows more rows a sequence
+  // before it, so that no tile reaches the next one's), and the keys past
+  // its sequence, which TMA loads from the next one, are masked where its
+  // tile reaches past them. Sequences of 1 row, ragged and long ones, cross
+  // lengths (more queries than keys under a causal mask: the programs past
+  // the keys take no step), queries without keys, a sequence of neither,
+  // the longest given larger than any; GQA, MQA with the heads split, f16.
+  // In any order (through the tensor map and in the registers' order), in
+  // a fixed one (bitwise repeatable, flags of each sequence's query tiles,
+  // the turns from its own last key tile), and persistent (in turn, taken
+  // from the counter, longest first in groups of heads) over few programs.
+  std::vector<int64_t> lens = {1, 127, 300, 64, 1000, 1};
+  // (`causalOnly`: lpt's configs, which need the mask.)
+  auto cases = [&](int64_t d, const std::string &cfg, bool ordered, int64_t programs,
+                   bool causalOnly = false) {
+    const char *c = cfg.c_str();
+    auto run = [&](Case k) {
+      if (causalOnly && !k.causal)
+        return;
+      k.programs = programs;
+      runBackward(ordered ? inOrder(k) : k);
+    };
+    for (bool causal : {true, false}) {
+      run(packed(lens, lens, 4, 2, d, causal, c));
+      run(packed({5, 200, 77}, {300, 17, 129}, 2, 2, d, causal, c)); // cross lengths
+    }
+    run(packed({5, 200, 77}, {5, 200, 77}, 8, 1, d, true, c, 0, DType::F16)); // MQA, split
+    run(packed({10, 0, 50}, {0, 0, 60}, 2, 1, d, false, c));
+    run(packed({3, 190, 64}, {3, 190, 64}, 2, 2, d, true, c, 0, DType::BF16, 700));
+  };
+  // (Head dim 128 under a causal mask only in the registers' order: the
+  // rules refuse the tensor map's there.)
+  cases(64, "bn=128 consumers=1 fused=1 kv_bm=64 overlap=1 stages=2", false, 0);
+  cases(64, "bn=128 consumers=1 dqfrag=1 fused=1 kv_bm=64 overlap=1 stages=2", true, 0);
+  cases(128, "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 stages=2", false, 0);
+  cases(128, "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 stages=2", true, 0);
+  // (Without a mask, through the tensor map: the deterministic default's.)
+  Case map = packed(lens, lens, 4, 4, 128, false,
+                    "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 stages=2");
+  runBackward(map);
+  runBackward(inOrder(map));
+  const char *persistent =
+      "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2";
+  cases(128, persistent, false, 5);
+  cases(128, std::string(persistent) + " take=1", false, 7);
+  cases(128,
+        "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 lpt=1 lpt_heads=2 overlap=1 persist=1 "
+        "stages=2 take=1",
+        false, 5, /*causalOnly=*/true);
+}
+
 TEST_F(GpuAttention, TheTunersCheckRunsPersistentBackwardsOverSeveralTiles) {
   // The tuner checks each candidate on a smaller problem (sampled rows of
   // dQ, dK and dV against float64) before timing it on the spec's; there a

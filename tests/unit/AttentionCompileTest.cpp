@@ -105,8 +105,10 @@ void expectClean(const KernelSpec &spec, const TileConfig &config) {
     EXPECT_EQ(k->ptx.find("ld.global.v4.f32") != std::string::npos, frag);
     EXPECT_EQ(k->ptx.find("red.global.add"), std::string::npos);
     // The workspace's kernel: O, dO, LSE, the workspace, dQ's sums, sq and
-    // the words after the sums (flags, counter), which it zeroes.
-    EXPECT_EQ(k->entries[0].params.size(), 7u);
+    // the words after the sums (flags, counter), which it zeroes; THD,
+    // Q's offsets.
+    bool thd = attention::Params(spec).layout == Layout::THD;
+    EXPECT_EQ(k->entries[0].params.size(), 7u + thd);
     EXPECT_EQ(k->entries[0].params[6].kind, ParamInfo::View);
     // For a deterministic spec the flags its additions are ordered by come
     // last ([b * hq, query tiles, 1] words), waited for and set at GPU scope
@@ -114,12 +116,17 @@ void expectClean(const KernelSpec &spec, const TileConfig &config) {
     // helper thread (thread 32), once its additions are whole (not only
     // read). persist: the most programs the call allows come last (an
     // index); with take, then the counter (a view of words) its programs
-    // take their tiles from with an atomic addition.
+    // take their tiles from with an atomic addition. THD: Q's and K's
+    // offsets after dQ's sums.
     bool ordered = attention::Params(spec).deterministic;
     bool persist = config.has("persist") && config.get("persist") != 0;
     bool take = config.has("take") && config.get("take") != 0;
     const std::vector<ParamInfo> &dkvParams = k->entries[1].params;
-    EXPECT_EQ(dkvParams.size(), 14u + ordered + persist + take);
+    EXPECT_EQ(dkvParams.size(), 14u + 2 * thd + ordered + persist + take);
+    if (thd) {
+      EXPECT_EQ(dkvParams[14].staticSizes, (std::vector<int64_t>{-1}));
+      EXPECT_EQ(dkvParams[15].staticSizes, (std::vector<int64_t>{-1}));
+    }
     if (persist) {
       EXPECT_EQ(dkvParams[dkvParams.size() - 1 - take].kind, ParamInfo::Index);
     }
@@ -139,7 +146,7 @@ void expectClean(const KernelSpec &spec, const TileConfig &config) {
       ++whole;
     EXPECT_EQ(whole, 1u);
     if (ordered) {
-      const ParamInfo &flags = k->entries[1].params[14];
+      const ParamInfo &flags = k->entries[1].params[14 + 2 * thd];
       EXPECT_EQ(flags.kind, ParamInfo::View);
       EXPECT_EQ(flags.staticSizes, (std::vector<int64_t>{-1, -1, attention::kFlagsPerTile}));
     }
@@ -151,7 +158,7 @@ void expectClean(const KernelSpec &spec, const TileConfig &config) {
       EXPECT_EQ(k->entries[1].params[13].staticSizes, k->entries[0].params[4].staticSizes);
     else
       EXPECT_EQ(k->entries[1].params[13].staticSizes[1], 32);
-    EXPECT_EQ(k->entries[3].params.size(), 4u);
+    EXPECT_EQ(k->entries[3].params.size(), 4u + thd);
     return;
   }
   const EntryInfo &e = k->entries.front();
@@ -231,7 +238,7 @@ TEST(AttentionCompile, PackedSequencesBuildWithoutSpillsAndNameWhatTheyNeed) {
   EXPECT_EQ(k->entries[0].params[9].elem, DType::F32);
   EXPECT_EQ(k->entries[0].params[10].elem, DType::F32);
 
-  // The backward: its three kernels take the offsets last; not fused.
+  // The backward: its three kernels take the offsets last (fused, below).
   for (int64_t d : {64, 128, 256})
     for (bool causal : {false, true})
       expectClean(backward(d, causal, Layout::THD), {});
@@ -244,12 +251,6 @@ TEST(AttentionCompile, PackedSequencesBuildWithoutSpillsAndNameWhatTheyNeed) {
   EXPECT_EQ(bwd->entries[0].params.size(), 15u);
   EXPECT_EQ(bwd->entries[1].params.size(), 15u);
   EXPECT_EQ(bwd->entries[2].params.size(), 6u);
-  const KernelTemplate &bt = getTemplate(attention::backwardOp());
-  auto bad = bt.checkConfig(nondeterministic(128, true, Layout::THD),
-                            *TileConfig::parse("consumers=2 bn=128 kv_bm=64 stages=2 fused=1"));
-  ASSERT_TRUE(bool(bad));
-  EXPECT_NE(llvm::toString(std::move(bad)).find("fused does not take packed sequences (THD)"),
-            std::string::npos);
   // A call names the totals it lacks.
   attention::Call call;
   call.layout = Layout::THD;
@@ -856,7 +857,8 @@ TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
   // stages, overlap on and off, the parts of dQ in the registers' order
   // or through the tensor map; at 128 the default is one of them:
   // NondeterministicDefaultIsFusedAtHeadDim128), built without a spill
-  // byte; not with packed sequences. Deterministic: at head dim 128 where
+  // byte (packed sequences: PackedSequencesFusedBackwardBuildsWithoutSpills).
+  // Deterministic: at head dim 128 where
   // the rules let it add in order (DeterministicDefaultAddsInOrderWithManyPrograms
   // says where it is the default), GQA too (these specs: 8 query heads, 2
   // KV heads); not at head dim 64.
@@ -895,8 +897,76 @@ TEST(AttentionCompile, FusedBackwardBuildsAndNamesWhatItNeeds) {
                   2 * (causal ? 2 * persistent : persistent) + (causal ? persistent : 0))
             << d << causal;
       }
-  for (const TileConfig &c : t.configSpace(nondeterministic(64, true, Layout::THD)))
-    EXPECT_FALSE(c.has("fused") && c.get("fused")) << c.canonical();
+}
+
+TEST(AttentionCompile, PackedSequencesFusedBackwardBuildsWithoutSpills) {
+  // Fused on packed sequences: each tile's part of dQ goes to its
+  // sequence's rows of the sums (after kFusedQueryRows more a sequence
+  // before it), keys past the sequence masked where a tile reaches past
+  // them (the next sequence's, not TMA's zeros). Every fused config of the
+  // tuning spaces (any order: persistent, longest first, taken; in order
+  // at head dim 128) builds with no spill byte, as the BSHD ones.
+  const KernelTemplate &t = getTemplate(attention::backwardOp());
+  for (int64_t d : {64, 128})
+    for (bool deterministic : {false, true})
+      for (bool causal : {true, false}) {
+        attention::Params p = deterministic ? backward(d, causal, Layout::THD)
+                                            : nondeterministic(d, causal, Layout::THD);
+        int fusedInSpace = 0;
+        for (const TileConfig &c : t.configSpace(p)) {
+          if (!c.has("fused") || !c.get("fused"))
+            continue;
+          ++fusedInSpace;
+          expectClean(p, c); // (no spill byte in a fused config's kernels)
+        }
+        EXPECT_EQ(fusedInSpace > 0, !deterministic || d == 128) << d << causal;
+      }
+  // The dK/dV grid: the sequences from K's offsets (their count less one,
+  // times hkv), each tile's programs; persistent, capped at the target's
+  // multiprocessors and the call's cap (the argument after the offsets).
+  attention::Params p = nondeterministic(128, true, Layout::THD); // b 2, hkv 2, sk 4096
+  TileConfig persistent = t.defaultConfig(p);
+  ASSERT_TRUE(persistent.has("persist") && persistent.get("persist"));
+  for (const TileConfig &c : {persistent, *TileConfig::parse("bn=128 consumers=2 dqfrag=1 fused=1 "
+                                                             "kv_bm=64 overlap=1 stages=2")}) {
+    SCOPED_TRACE(c.canonical());
+    auto k = compileKernel(p, c);
+    ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+    EXPECT_NE(k->entries[1].name.find("_thd"), std::string::npos) << k->entries[1].name;
+    const GridRule &g = k->entries[1].grid[0];
+    bool persist = c.has("persist");
+    ASSERT_EQ(g.symbols.size(), persist ? 4u : 3u);
+    EXPECT_EQ(g.symbols[0], std::make_pair(10, -1)); // sk
+    EXPECT_EQ(g.symbols[1], std::make_pair(15, 0));  // K's offsets
+    EXPECT_EQ(g.symbols[2], std::make_pair(12, -1)); // the split
+    if (persist) {
+      EXPECT_EQ(g.symbols[3], std::make_pair(16, -1)); // the cap
+      for (int64_t cap : {1, 100, 1000}) {
+        int64_t values[] = {4096, 3, 1, cap};
+        EXPECT_EQ(g.evaluate(values, 4), std::min<int64_t>(cap, 128)) << cap;
+      }
+    } else {
+      int64_t values[] = {4096, 3, 2};
+      EXPECT_EQ(g.evaluate(values, 3), 256); // 32 key tiles x 2 sequences x 2 KV heads x 2 parts
+    }
+  }
+  // Through the tensor map at head dim 128 under a causal mask or with
+  // take (spilled), refused by name (persist under a causal mask is refused
+  // so at any layout).
+  const char *map = "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 stages=2";
+  const char *taken = "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 persist=1 stages=2 take=1";
+  for (auto [cfg, causal, refused] : {std::tuple{map, true, true}, std::tuple{map, false, false},
+                                      std::tuple{taken, false, true}}) {
+    llvm::Error err =
+        t.checkConfig(nondeterministic(128, causal, Layout::THD), *TileConfig::parse(cfg));
+    ASSERT_EQ(bool(err), refused) << cfg << causal;
+    if (err) {
+      EXPECT_NE(llvm::toString(std::move(err))
+                    .find("fused on packed sequences (THD) at head dim 128 under a causal mask "
+                          "or with take needs dqfrag = 1"),
+                std::string::npos);
+    }
+  }
 }
 
 TEST(AttentionCompile, PersistentFusedBackwardBuildsAndNamesWhatItNeeds) {
@@ -1265,7 +1335,10 @@ TEST(AttentionCompile, NondeterministicDefaultIsFusedAtHeadDim128) {
   EXPECT_FALSE(fusedDefault(backward(128, true)));
   EXPECT_FALSE(fusedDefault(nondeterministic(64, true)));
   EXPECT_FALSE(fusedDefault(nondeterministic(256, true)));
-  EXPECT_FALSE(fusedDefault(nondeterministic(128, true, Layout::THD)));
+  // Packed sequences: as BSHD (the spec's sizes: b sequences of at most sq).
+  EXPECT_EQ(t.defaultConfig(nondeterministic(128, true, Layout::THD)),
+            t.defaultConfig(nondeterministic(128, true)));
+  EXPECT_TRUE(fusedDefault(nondeterministic(128, true, Layout::THD)));
   p = nondeterministic(128, true);
   p.hq = p.hkv = 4;
   p.b = 1;
@@ -1278,8 +1351,10 @@ TEST(AttentionCompile, DeterministicDefaultAddsInOrderWithManyPrograms) {
   // kernel adding in order with 2048 programs or more: faster than the two
   // kernels at 8192 and 16384 keys causal, at 4 x 2048 and 8192 keys
   // without a mask (GQA too), slower with fewer programs and with GQA under
-  // a causal mask (bench/NOTES.md b20, b21, b22); without a mask from 1024
-  // programs where each walks the query tiles from its own place (b23).
+  // a causal mask (bench/NOTES.md b20, b21, b22), and under a causal mask
+  // with fewer than 4096 queries (b29); without a mask from 1024 programs
+  // where each walks the query tiles from its own place (b23). Packed
+  // sequences alike.
   const KernelTemplate &t = getTemplate(attention::backwardOp());
   attention::Params p = backward(128, true);
   p.b = 1;
@@ -1292,10 +1367,16 @@ TEST(AttentionCompile, DeterministicDefaultAddsInOrderWithManyPrograms) {
   p.layout = Layout::BHSD;
   EXPECT_TRUE(fusedDefault(p));
   p.layout = Layout::THD;
-  EXPECT_FALSE(fusedDefault(p)) << "packed sequences";
+  EXPECT_TRUE(fusedDefault(p)) << "packed sequences";
   p.layout = Layout::BSHD;
   p.sq = p.sk = 4096; // 1024 programs
   EXPECT_FALSE(fusedDefault(p));
+  p.b = 4; // 4096 programs
+  EXPECT_TRUE(fusedDefault(p));
+  p.b = 8;
+  p.sq = p.sk = 2048; // 4096 programs of 2048 queries
+  EXPECT_FALSE(fusedDefault(p)) << "under a causal mask, fewer than 4096 queries";
+  p.b = 1;
   p.sq = p.sk = 8192;
   p.causal = false;
   EXPECT_TRUE(fusedDefault(p)) << "without a mask";
