@@ -487,6 +487,12 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
       return m.takeError();
     maps[i] = *m;
   }
+  // Operand i as its kernel takes it: its map, or below sm_90a its rows.
+  auto operand = [&](int i) {
+    const Operand &t = *operands[i].first;
+    return sm80 ? copyRows(c, t.addr, t.heads, &t == &q || &t == &dout)
+                : KernelArg::tensorMap(maps[i]);
+  };
   float scale = scaleOf(c);
   KernelArg ws = KernelArg::view(c.workspace, {2, c.b * c.hq, workspaceRows(c)});
   // The dK/dV kernel reads the workspace through a tensor map: [rows, b *
@@ -547,10 +553,10 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
       KernelArg pre[] = {o, dO, lse, ws, dqSums, KernelArg::index(c.sq), w.words(c), cuQ};
       return kernel.launch(0, pre, want[0], stream);
     }
-    KernelArg first[] = {sm80 ? copyRows(c, c.q, c.hq, true) : KernelArg::tensorMap(maps[0]),
-                         sm80 ? copyRows(c, c.k, c.hkv, false) : KernelArg::tensorMap(maps[1]),
-                         sm80 ? copyRows(c, c.v, c.hkv, false) : KernelArg::tensorMap(maps[2]),
-                         sm80 ? copyRows(c, c.dO, c.hq, true) : KernelArg::tensorMap(maps[3]),
+    KernelArg first[] = {operand(0),
+                         operand(1),
+                         operand(2),
+                         operand(3),
                          o,
                          dO,
                          lse,
@@ -574,20 +580,19 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
   // K, V, Q, dO, the workspace, dK, dV, the scales, sq, sk, the parts'
   // sums, the split; fused, dQ's sums; THD, the offsets; then ordered,
   // the flags, or persistent, the cap (and with take the counter).
-  std::vector<KernelArg> second = {
-      sm80 ? copyRows(c, c.k, c.hkv, false) : KernelArg::tensorMap(maps[4]),
-      sm80 ? copyRows(c, c.v, c.hkv, false) : KernelArg::tensorMap(maps[5]),
-      sm80 ? copyRows(c, c.q, c.hq, true) : KernelArg::tensorMap(maps[6]),
-      sm80 ? copyRows(c, c.dO, c.hq, true) : KernelArg::tensorMap(maps[7]),
-      sm80 ? ws : KernelArg::tensorMap(statMap),
-      dK,
-      dV,
-      scaleLog2,
-      KernelArg::f32(scale),
-      KernelArg::index(c.sq),
-      KernelArg::index(c.sk),
-      partials,
-      KernelArg::index(w.split)};
+  std::vector<KernelArg> second = {operand(4),
+                                   operand(5),
+                                   operand(6),
+                                   operand(7),
+                                   sm80 ? ws : KernelArg::tensorMap(statMap),
+                                   dK,
+                                   dV,
+                                   scaleLog2,
+                                   KernelArg::f32(scale),
+                                   KernelArg::index(c.sq),
+                                   KernelArg::index(c.sk),
+                                   partials,
+                                   KernelArg::index(w.split)};
   if (fused)
     second.push_back(sumsByMap ? KernelArg::tensorMap(sumsMap) : dqSums);
   if (thd)
