@@ -75,11 +75,10 @@
 // where each program walks the query tiles from its own place, those that
 // came to the tile before it), adds them, and sets the flag once the
 // additions are whole: the default at head dim 128 with 2048 programs or
-// more, under a causal mask only with as many KV heads as query heads and
-// 4096 queries or more, without one from 1024 where the walk rotates (on
-// the H100, against the two kernels, causal: 5-9 % less time at 8192 and
-// 16384 keys, 4 % more at 4096, bench/NOTES.md b20; 5 % more at B8 H32
-// S2048, b29; GQA 2-4 % more at 2048 programs, 8 % more
+// more, under a causal mask only with as many KV heads as query heads,
+// without one from 1024 where the walk rotates (on the H100, against the
+// two kernels, causal: 5-9 % less time at 8192 and 16384 keys, 4 % more
+// at 4096, bench/NOTES.md b20; even at B8 H32 S2048, b29; GQA 2-4 % more at 2048 programs, 8 % more
 // at one KV head, b22; without a mask, walking from the first tile: 4-13 %
 // less at 2048 programs, GQA 8-10 % less, 5-22 % more at 1024 and fewer,
 // b21, b22; rotated 2-13 % less than that, b23; 1.8 x the time at head
@@ -260,8 +259,8 @@ public:
          "where the spec says deterministic = 0 (not bitwise repeatable), else in the order of "
          "the key tiles, a helper thread waiting for each program's turn (at head dim 128, "
          "where it is tuned and, with 2048 programs or more, the default, under a causal mask "
-         "only with as many KV heads as query heads and 4096 queries or more, without one from "
-         "1024 where each program walks the query tiles from its own place; 0 when left out)"},
+         "only with as many KV heads as query heads, without one from 1024 where each program "
+         "walks the query tiles from its own place; 0 when left out)"},
         {"dsplit", 0, 1, true,
          "the dK/dV kernel's consumers split the head dim, not the keys: each holds half "
          "of dK's and dV's columns for the same 64 keys and computes the step's scores "
@@ -486,11 +485,11 @@ public:
     // heads; GQA at 1024 not measured).
     TileConfig fused = make(2, 128, 64, 2, 1, 0, 0, /*fused=*/1);
     bool rotates = !p.causal && p.hq == p.hkv && Shape(fused).rotates(p.sq, p.sk, p.target);
-    // Under a causal mask only with 4096 queries or more: B8 H32 S2048
-    // causal (4096 programs; as packed sequences, H100) took 5 % more time
-    // than the two kernels, B4 H32 S4096 7 % less (bench/NOTES.md b29).
-    bool ordered = (programs >= 2048 || (rotates && programs >= 1024)) &&
-                   (!p.causal || (p.hq == p.hkv && p.sq >= 4096));
+    // Packed sequences alike (bench/NOTES.md b29: B4 H32 S4096 and B2 H32
+    // S8192 causal 7-8 % less time than the two kernels, B8 H32 S2048
+    // causal even over three rounds, packed and not).
+    bool ordered =
+        (programs >= 2048 || (rotates && programs >= 1024)) && (p.hq == p.hkv || !p.causal);
     if ((!p.deterministic || ordered) && attention::atomicDqTunable(p) && p.d == 128 &&
         programs >= 128) {
       if (!p.deterministic || p.causal)
