@@ -78,11 +78,11 @@
 // more, under a causal mask only with as many KV heads as query heads,
 // without one from 1024 where the walk rotates (on the H100, against the
 // two kernels, causal: 5-9 % less time at 8192 and 16384 keys, 4 % more
-// at 4096, bench/NOTES.md b20; even at B8 H32 S2048, b29; GQA 2-4 % more at 2048 programs, 8 % more
-// at one KV head, b22; without a mask, walking from the first tile: 4-13 %
-// less at 2048 programs, GQA 8-10 % less, 5-22 % more at 1024 and fewer,
-// b21, b22; rotated 2-13 % less than that, b23; 1.8 x the time at head
-// dim 64 with one consumer, b20).
+// at 4096, bench/NOTES.md b20; even at B8 H32 S2048, b29; GQA 2-4 % more
+// at 2048 programs, 8 % more at one KV head, b22; without a mask, walking
+// from the first tile: 4-13 % less at 2048 programs, GQA 8-10 % less,
+// 5-22 % more at 1024 and fewer, b21, b22; rotated 2-13 % less than that,
+// b23; 1.8 x the time at head dim 64 with one consumer, b20).
 //
 // Masks: the dQ kernel masks as the forward does (keys past the sequence,
 // the causal diagonal); the dK/dV kernel masks the causal diagonal only:
@@ -1526,7 +1526,7 @@ private:
         OpBuilder::InsertionGuard g(b);
         b.setInsertionPointToStart(inside.thenBlock());
         tt::StoreOp::create(b, loc, splat(accType, f32c(0.0)), dqSum,
-                            ValueRange{add(sumsStart(seq), row0), mul(head, cst(p.d))});
+                            ValueRange{add(sumsStart(seq, ps.qStart), row0), mul(head, cst(p.d))});
       } else {
         tt::StoreOp::create(b, loc, splat(accType, f32c(0.0)), dqSum, rowAt(seq, head, p.hq, row0));
       }
@@ -2418,9 +2418,9 @@ private:
                 // for the stores computed again after the loops (n0 is a
                 // multiple of 64 * consumers and myRows below it, so the or is
                 // the add; the value from before them was a 64-bit one live
-                // through them). THD: the sequence's rows, its offsets read
-                // again here (with take the producer hands over no more than
-                // the sequence).
+                // through them). THD: the sequence's rows, from its offsets
+                // read here (with take the producer's slot holds only the
+                // sequence's index).
                 Value n32 = toI32(n0);
                 Value rows32 = thd() ? rowsSeen(seqOf(seq), n32) : toI32(sqV);
                 QueryTiles m = queryTiles(n32, rows32, bn);
