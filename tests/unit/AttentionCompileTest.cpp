@@ -1225,6 +1225,22 @@ TEST(AttentionCompile, TheBackwardSpecSaysWhetherItsResultsMustRepeat) {
   call.deterministic = true;
   EXPECT_EQ(attention::backwardWorkspaceBytes(call, true), sums + 2 * 4 * 3 * 4);
   EXPECT_EQ(attention::backwardWorkspaceBytes(call), sums - 2 * 4 * 256 * 64 * 4 - 16);
+  // Packed sequences: dQ's sums take every row of Q and 64 more a sequence
+  // (each sequence's query tiles in rows of its own), whatever the longest;
+  // the flags as BSHD's (query tiles of the longest, every head of each
+  // sequence). A count whose bytes would not fit in 64 bits: -1.
+  call.layout = attention::Layout::THD;
+  call.totalQ = 200;
+  call.totalK = 210;
+  call.deterministic = false;
+  EXPECT_EQ(attention::backwardWorkspaceBytes(call, true),
+            attention::backwardWorkspaceBytes(call) + (200 + 2 * 64) * 4 * 64 * 4 + 16);
+  call.deterministic = true;
+  EXPECT_EQ(attention::backwardWorkspaceBytes(call, true), attention::backwardWorkspaceBytes(call) +
+                                                               (200 + 2 * 64) * 4 * 64 * 4 +
+                                                               2 * 4 * 3 * 4 + 16);
+  call.totalQ = INT64_MAX - 64;
+  EXPECT_EQ(attention::backwardWorkspaceBytes(call, true), -1);
 }
 
 TEST(AttentionCompile, BackwardHeadSplitFillsTheGpuWithTheFewestParts) {
