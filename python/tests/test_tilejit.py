@@ -859,6 +859,39 @@ class Attention(unittest.TestCase):
                 for a, b in zip(first, again):
                     self.assertTrue(torch.equal(a, b))
 
+    def test_packed_sequences_fused_when_nondeterministic_is_allowed(self):
+        """Packed sequences at head dim 128 with enough programs, where dQ may
+        be added atomically: the fused backward (its default there), whose
+        f32 sums of dQ (every row of Q and 64 more a sequence) come from
+        tilejit's pool, within bf16 bounds of float64 sequence by sequence;
+        ragged lengths, one sequence of a single row."""
+        lens, hq, d = [300, 1000, 64, 1], 8, 128
+        cu = torch.tensor([0] + lens, device="cuda").cumsum(0).to(torch.int32)
+        q, k, v = (torch.randn(sum(lens), hq, d, device="cuda", dtype=torch.bfloat16,
+                               requires_grad=True) for _ in range(3))
+        do = torch.randn_like(q)
+        qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+        ref = torch.cat([
+            _ref_attention(*(t[cu[i]:cu[i + 1]].transpose(0, 1)[None] for t in (qd, kd, vd)),
+                           True, d ** -0.5, 1)[0][0].transpose(0, 1) for i in range(len(lens))])
+        want = torch.autograd.grad(ref, (qd, kd, vd), do.double())
+        everything = 1 << 50
+        tilejit.release_scratch()
+        tilejit.set_allow_nondeterministic(True)
+        try:
+            o = tilejit.ops.attention_varlen(q, k, v, cu, cu, max(lens), max(lens), True)
+            _close(self, o, ref, 2e-2, "o")
+            for got, w, what in zip(torch.autograd.grad(o, (q, k, v), do), want,
+                                    ("dq", "dk", "dv")):
+                _close(self, got, w, 3e-2, what + " (fused, packed)")
+            torch.cuda.synchronize()
+            self.assertGreaterEqual(tilejit.release_scratch(everything),
+                                    (sum(lens) + 64 * len(lens)) * hq * d * 4,
+                                    "dQ's f32 sums were taken from the pool")
+        finally:
+            tilejit.set_allow_nondeterministic(False)
+            tilejit.release_scratch()
+
     def test_packed_calls_without_rows_through_c(self):
         """The C interface's packed calls with no key rows in all (o = 0, lse =
         -inf, dq = 0) or no query rows (dk = dv = 0) run no kernel: they fill
