@@ -1234,37 +1234,47 @@ private:
       return {first, rot};
     }
 
+    /// Each element's index along `dim` of a tile shaped and laid out as
+    /// `like`, plus `from` (i32).
+    Value indexFrom(Value like, int64_t dim, Value from) {
+      auto type = cast<RankedTensorType>(like.getType());
+      auto iType = RankedTensorType::get(type.getShape(), b.getI32Type(), type.getEncoding());
+      return arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, dim),
+                                   splat(iType, toI32(from)));
+    }
+    /// `t` where `ok`, else `fill`.
+    Value keepWhere(Value ok, Value t, double fill) {
+      return arith::SelectOp::create(b, loc, ok, t,
+                                     splat(cast<RankedTensorType>(t.getType()), f32c(fill)));
+    }
+    /// Whether `index` (indexFrom's) lies below `bound`.
+    Value below(Value index, Value bound) {
+      return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, index,
+                                   splat(cast<RankedTensorType>(index.getType()), toI32(bound)));
+    }
+
     /// The dQ kernels' scores `sc` (64 rows from `row0`, the columns of
     /// keys from `col0`) with -inf where a key is past `keys` or, causal,
     /// past the row.
     Value maskRows(Value sc, Value col0, Value keys, Value row0) {
-      auto sType = cast<RankedTensorType>(sc.getType());
-      auto iType = RankedTensorType::get(sType.getShape(), b.getI32Type(), sType.getEncoding());
-      Value cols = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 1),
-                                         splat(iType, toI32(col0)));
-      Value ok =
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, cols, splat(iType, toI32(keys)));
+      Value cols = indexFrom(sc, 1, col0);
+      Value ok = below(cols, keys);
       if (p.causal) {
-        Value rows = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
-                                           splat(iType, toI32(row0)));
+        Value rows = indexFrom(sc, 0, row0);
         ok = arith::AndIOp::create(
             b, loc, ok, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, cols, rows));
       }
-      return arith::SelectOp::create(b, loc, ok, sc, splat(sType, f32c(-INFINITY)));
+      return keepWhere(ok, sc, -INFINITY);
     }
 
     /// The dK/dV kernels' transposed scores `st` (keys from `key0` as rows,
     /// queries from `m0` as columns) with -inf where the causal mask hides
     /// the key: key j is seen by query i when j <= i.
     Value maskDiagonal(Value st, Value key0, Value m0) {
-      auto sType = cast<RankedTensorType>(st.getType());
-      auto iType = RankedTensorType::get(sType.getShape(), b.getI32Type(), sType.getEncoding());
-      Value keys = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
-                                         splat(iType, toI32(key0)));
-      Value queries = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 1),
-                                            splat(iType, toI32(m0)));
-      Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, keys, queries);
-      return arith::SelectOp::create(b, loc, ok, st, splat(sType, f32c(-INFINITY)));
+      Value keys = indexFrom(st, 0, key0);
+      Value queries = indexFrom(st, 1, m0);
+      return keepWhere(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, keys, queries), st,
+                       -INFINITY);
     }
 
     /// THD, fused: the dK/dV kernel's transposed scores `st` (64 keys from
@@ -1281,14 +1291,8 @@ private:
       auto masked = scf::IfOp::create(b, loc, TypeRange{sType}, past, /*withElseRegion=*/true);
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(masked.thenBlock());
-      auto iType = RankedTensorType::get(sType.getShape(), b.getI32Type(), sType.getEncoding());
-      Value keys = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iType, 0),
-                                         splat(iType, toI32(key0)));
-      Value ok =
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, keys, splat(iType, toI32(kLen)));
       scf::YieldOp::create(
-          b, loc,
-          ValueRange{arith::SelectOp::create(b, loc, ok, st, splat(sType, f32c(-INFINITY)))});
+          b, loc, ValueRange{keepWhere(below(indexFrom(st, 0, key0), kLen), st, -INFINITY)});
       b.setInsertionPointToStart(masked.elseBlock());
       scf::YieldOp::create(b, loc, ValueRange{st});
       return masked.getResult(0);
@@ -1462,12 +1466,7 @@ private:
       if (thd()) {
         // The forward's LSE rows past the sequence (up to the longest) hold
         // anything.
-        auto iRow = RankedTensorType::get({64}, b.getI32Type(), rowsLayout);
-        Value rows = arith::AddIOp::create(b, loc, tt::IotaOp::create(b, loc, iRow, 0),
-                                           splat(iRow, toI32(row0)));
-        Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, rows,
-                                             splat(iRow, toI32(ps.qLen)));
-        lseRow = arith::SelectOp::create(b, loc, inside, lseRow, splat(rowType, f32c(INFINITY)));
+        lseRow = keepWhere(below(indexFrom(lseRow, 0, row0), ps.qLen), lseRow, INFINITY);
       }
       tt::StoreOp::create(b, loc, lseRow, ws, ValueRange{cst(0), bh, row0});
       tt::StoreOp::create(b, loc, dRow, ws, ValueRange{cst(1), bh, row0});
