@@ -26,8 +26,10 @@ public:
   virtual llvm::Error prepare(const KernelSpec &spec, uint64_t seed) = 0;
   /// Prepares a candidate: e.g. the scratch memory its config needs.
   virtual llvm::Error bind(const LoadedKernel &kernel) = 0;
-  /// Launches the candidate once on `stream`: on the problem that is checked
-  /// (`check`), or on the full problem that is timed.
+  /// Launches the candidate once on `stream`: on the problems that are
+  /// checked (`check`: a smaller one, and the full one too where the
+  /// harness has a reference at that size), or on the full problem that is
+  /// timed.
   virtual llvm::Error run(const LoadedKernel &kernel, CUstream stream, bool check = true) = 0;
   /// Fills every output with NaN (0xFF bytes), so unwritten elements show.
   virtual llvm::Error poison(CUstream stream) = 0;

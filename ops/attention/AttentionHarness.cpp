@@ -1,22 +1,34 @@
 //===- AttentionHarness.cpp - tuning harnesses for attention ----------------===//
 //
-// The sequence lengths and the batch are launch-time sizes: a candidate is
-// checked on one sequence of at most 333 queries and keys (not a multiple
-// of any tile; a causal spec keeps sq == sk when they are equal) with every
-// head of the spec, and timed on the tuning problem (the spec's bucketed
-// sizes), each with its own random inputs. Verification: every element of
-// the checked O and LSE must be written (they are poisoned first) and
-// finite, and 48 sampled rows (the last row of the last head among them)
-// must match a float64 softmax(scale Q K^T) V and log-sum-exp within bf16/f16
-// rounding of O plus the rounding of P to 16 bits.
+// The sequence lengths and the batch are launch-time sizes. A candidate is
+// checked twice from poisoned outputs, each problem with its own random
+// inputs:
+// - on a small problem against float64 on the host: one sequence of at most
+//   333 queries and keys (not a multiple of any tile; a causal spec keeps
+//   sq == sk when they are equal) with every head of the spec; packed
+//   sequences (THD) on three of ragged lengths, one of them a single row
+//   (checkedSequences). Every element of O and LSE must be written and
+//   finite, and 48 sampled rows (each sequence's first and last among them)
+//   must match a float64 softmax(scale Q K^T) V and log-sum-exp within
+//   bf16/f16 rounding of O plus the rounding of P to 16 bits (Bounds);
+// - on the tuning problem it is timed on (the spec's bucketed sizes, its
+//   sequences as long as the spec says), every element against the device
+//   reference (AttentionReference.h), whose f32 results carry the
+//   magnitudes of their terms, so each element is held to the same bounds
+//   (all its sequences, or as many as keep the reference's f32 arrays
+//   within 4 GiB). The reference is itself checked against the float64 rows on the small
+//   problem first, in every tuning: a disagreement stops the tuning,
+//   naming the reference, not the candidate.
 //
-// The backward harness checks on the same problem, with O and LSE computed
-// on the host in float64 (O rounded to the type), a random dO, and the
-// gradients and workspace poisoned: every element of dQ, dK and dV must be
-// written, 48 sampled rows of dQ and 48 of dK and dV (over every KV head)
-// must match float64 gradients within the rounding of the outputs plus that
-// of P and dS to 16 bits and of O to its type. It is timed on the tuning
-// problem with random O (and LSE = 0), which its speed does not depend on.
+// The backward harness does the same for dQ, dK and dV: on the small
+// problem from O and LSE computed on the host in float64 (O rounded to the
+// type), a random dO, the gradients and the workspace poisoned; every
+// element of dQ, dK and dV must be written, 48 sampled rows of dQ and 48
+// of dK and dV (over every KV head) must match float64 gradients within
+// the rounding of the outputs plus that of P and dS to 16 bits. On the
+// tuning problem O and LSE come from the reference's forward (the
+// candidates are timed on them too), and every element of the gradients is
+// held to the reference's.
 //
 //===----------------------------------------------------------------------===//
 #include "autotune/Harness.h"
@@ -26,6 +38,7 @@
 #include <random>
 
 #include "ops/attention/AttentionLaunch.h"
+#include "ops/attention/AttentionReference.h"
 #include "runtime/DeviceBuffer.h"
 
 namespace tilejit {
@@ -35,14 +48,86 @@ llvm::Error fail(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
-/// Device buffers for Q, K, V, O and LSE of one call, filled from `seed`;
-/// packed sequences (THD): b of sq query and sk key rows each.
+/// The sequences of a problem: their first rows in Q (O, dO) and in K (V)
+/// and their lengths. BSHD and BHSD: b of sq queries and sk keys; THD: the
+/// sequences cu_seqlens describes.
+struct Sequences {
+  std::vector<int64_t> q0, qn, k0, kn;
+
+  void add(int64_t queries, int64_t keys) {
+    q0.push_back(q0.empty() ? 0 : q0.back() + qn.back());
+    k0.push_back(k0.empty() ? 0 : k0.back() + kn.back());
+    qn.push_back(queries);
+    kn.push_back(keys);
+  }
+  int64_t count() const { return int64_t(qn.size()); }
+  int64_t rowsQ() const { return q0.back() + qn.back(); }
+  int64_t rowsK() const { return k0.back() + kn.back(); }
+  /// The sequence of row `row` (counted over all; `first`: q0 or k0), and
+  /// the row in it.
+  static std::pair<int64_t, int64_t> locate(const std::vector<int64_t> &first, int64_t row) {
+    int64_t s = int64_t(std::upper_bound(first.begin(), first.end(), row) - first.begin()) - 1;
+    return {s, row - first[size_t(s)]};
+  }
+  /// Keys query row i of sequence s sees (a causal mask's diagonal
+  /// top-left, as the kernels' contract).
+  int64_t visible(bool causal, int64_t s, int64_t i) const {
+    return causal ? std::min(kn[size_t(s)], i + 1) : kn[size_t(s)];
+  }
+};
+
+Sequences equalSequences(const attention::Call &c) {
+  Sequences seqs;
+  for (int64_t i = 0; i < c.b; ++i)
+    seqs.add(c.sq, c.sk);
+  return seqs;
+}
+
+/// The problem a candidate is checked on: at most 333 queries and keys
+/// (sq == sk kept when they are equal). BSHD and BHSD: one sequence. THD:
+/// three, of about two thirds, one and all of the rows: a tile that runs
+/// past its sequence into the next one's rows, a sequence of one row, and
+/// one of the longest length, so the offsets, the masks of rows and keys
+/// past a sequence and (fused) dQ's sums of each sequence are all checked.
+Sequences checkedSequences(attention::Call &c) {
+  bool square = c.sq == c.sk;
+  c.sq = std::min<int64_t>(c.sq, 333);
+  c.sk = square ? c.sq : std::min<int64_t>(c.sk, 333);
+  if (c.layout != attention::Layout::THD) {
+    c.b = 1;
+    return equalSequences(c);
+  }
+  Sequences seqs;
+  seqs.add(c.sq - c.sq / 3, c.sk - c.sk / 3);
+  seqs.add(1, 1);
+  seqs.add(c.sq, c.sk);
+  c.b = seqs.count();
+  return seqs;
+}
+
+/// Offset of element 0 of row i of sequence s, head h, in a tensor of
+/// `heads` heads and `rows` rows a sequence (BHSD) or of rows first..
+/// (BSHD, THD: [rows, heads, d]).
+size_t rowAt(const attention::Call &c, int64_t heads, int64_t rows, int64_t first, int64_t s,
+             int64_t h, int64_t i) {
+  return c.layout != attention::Layout::BHSD ? size_t(((first + i) * heads + h) * c.d)
+                                             : size_t(((s * heads + h) * rows + i) * c.d);
+}
+
+/// "[head h, row i]", with the sequence first where there are several.
+std::string describeRow(const attention::Call &c, int64_t s, int64_t h, int64_t i) {
+  return (c.b > 1 ? "[sequence " + std::to_string(s) + ", " : std::string("[")) + "head " +
+         std::to_string(h) + ", row " + std::to_string(i) + "]";
+}
+
+/// Device buffers for Q, K, V, O and LSE of one call, filled from `seed`
+/// (THD: the offsets of `seqs`).
 struct Buffers {
   DeviceBuffer q, k, v, o, lse, cuQ, cuK;
   std::vector<unsigned char> hq, hk, hv; // host copies, for the reference
 
-  llvm::Error make(attention::Call &c, uint64_t seed, bool keepHost) {
-    size_t nq = size_t(c.b * c.sq * c.hq * c.d), nk = size_t(c.b * c.sk * c.hkv * c.d);
+  llvm::Error make(attention::Call &c, const Sequences &seqs, uint64_t seed, bool keepHost) {
+    size_t nq = size_t(seqs.rowsQ() * c.hq * c.d), nk = size_t(seqs.rowsK() * c.hkv * c.d);
     int e = dtypeBytes(c.dt);
     auto q_ = randomValues(c.dt, nq, seed * 8 + 1), k_ = randomValues(c.dt, nk, seed * 8 + 2),
          v_ = randomValues(c.dt, nk, seed * 8 + 3);
@@ -65,13 +150,12 @@ struct Buffers {
     c.o = o.ptr();
     c.lse = lse.ptr();
     if (c.layout == attention::Layout::THD) {
-      c.totalQ = c.b * c.sq;
-      c.totalK = c.b * c.sk;
-      for (auto [buf, rows, at] :
-           {std::tuple{&cuQ, c.sq, &c.cuSeqlensQ}, std::tuple{&cuK, c.sk, &c.cuSeqlensK}}) {
-        std::vector<int32_t> offsets(size_t(c.b + 1));
-        for (int64_t i = 0; i <= c.b; ++i)
-          offsets[size_t(i)] = int32_t(i * rows);
+      c.totalQ = seqs.rowsQ();
+      c.totalK = seqs.rowsK();
+      for (auto [buf, first, total, at] : {std::tuple{&cuQ, &seqs.q0, c.totalQ, &c.cuSeqlensQ},
+                                           std::tuple{&cuK, &seqs.k0, c.totalK, &c.cuSeqlensK}}) {
+        std::vector<int32_t> offsets(first->begin(), first->end());
+        offsets.push_back(int32_t(total));
         if (auto err = allocate(*buf, offsets.size() * 4))
           return err;
         if (auto err = buf->upload(offsets.data(), offsets.size() * 4))
@@ -88,13 +172,64 @@ struct Buffers {
   }
 };
 
-/// The problem a candidate is checked on: one sequence of the tuning
-/// problem, at most 333 queries and keys (sq == sk kept when they are equal).
-void shrinkToCheck(attention::Call &c) {
-  bool square = c.sq == c.sk;
-  c.b = 1;
-  c.sq = std::min<int64_t>(c.sq, 333);
-  c.sk = square ? c.sq : std::min<int64_t>(c.sk, 333);
+/// What a candidate's element may differ from the reference: its output's
+/// rounding to the type (relative), P's and dS's rounding to 16 bits
+/// (relative to `mag`, the sum of the magnitudes of the element's terms),
+/// and a floor.
+struct Bounds {
+  double rounding, pRounding, floor = 1e-4;
+  explicit Bounds(DType dt)
+      : rounding(dt == DType::BF16 ? 1.6e-2 : 2e-3), pRounding(dt == DType::BF16 ? 8e-3 : 1e-3) {}
+  double allowed(double ref, double mag) const {
+    return rounding * std::fabs(ref) + pRounding * mag + floor;
+  }
+};
+
+/// The reference kernels' f32 results against float64 (their own check
+/// before they judge candidates): within 4e-5 of the magnitude of the
+/// terms, or of the value.
+bool referenceAgrees(double got, double want, double mag) {
+  return std::fabs(got - want) <= 4e-5 * (mag + std::fabs(want)) + 1e-6;
+}
+
+llvm::Error referenceDisagrees(const llvm::Twine &what, double got, double want) {
+  return fail("the attention reference kernel disagrees with float64 at " + what + ": " +
+              std::to_string(got) + ", expected " + std::to_string(want) +
+              " (not a candidate's fault: the tuning stops here)");
+}
+
+/// The sequences of the timed problem the device reference covers: all of
+/// them, or as many as keep its f32 arrays (`bytes` a sequence) within 4
+/// GiB (at least one).
+int64_t referenceBatches(int64_t b, size_t bytes) {
+  constexpr size_t kReferenceBytes = size_t(4) << 30;
+  return std::clamp<int64_t>(int64_t(kReferenceBytes / std::max<size_t>(bytes, 1)), 1, b);
+}
+
+/// "at the tuning size (b 2, sq 4096, ...)": where a candidate failed.
+std::string tuningSize(const attention::Call &c, int64_t batches) {
+  return "at the tuning size (b " + std::to_string(c.b) + ", sq " + std::to_string(c.sq) + ", sk " +
+         std::to_string(c.sk) + ", hq " + std::to_string(c.hq) + ", hkv " + std::to_string(c.hkv) +
+         (batches < c.b ? "; its first " + std::to_string(batches) + " sequences checked"
+                        : std::string()) +
+         ")";
+}
+
+/// `got` held to the device reference element by element (see compare).
+llvm::Error expectClose(const attention::Reference &ref, const char *name, const attention::Call &c,
+                        int64_t batches, CUdeviceptr got, const DeviceBuffer &want,
+                        const DeviceBuffer &mag, int64_t n, const DeviceBuffer &words) {
+  Bounds bounds(c.dt);
+  auto m = ref.compare(c.dt, got, want.ptr(), mag.ptr(), n, bounds.rounding, bounds.pRounding,
+                       bounds.floor, words.ptr(), nullptr);
+  if (!m)
+    return m.takeError();
+  if (!m->count)
+    return llvm::Error::success();
+  return fail(llvm::Twine(name) + " " + tuningSize(c, batches) + ": " +
+              llvm::Twine(int64_t(m->count)) + " elements outside the bounds, the first (element " +
+              llvm::Twine(m->first) + ") " + std::to_string(m->got) + ", expected " +
+              std::to_string(m->ref) + " (allowed error " + std::to_string(m->allowed) + ")");
 }
 
 class AttentionHarness : public OpHarness {
@@ -104,36 +239,36 @@ public:
       return fail("the attention harness cannot measure " + std::string(ks.opName()));
     full_ = check_ = attention::callOf(attention::Params(ks));
     sms_ = attention::Params(ks).target.smCount();
-    shrinkToCheck(check_);
+    seqs_ = checkedSequences(check_);
     // A persistent config's programs then take several tiles each.
     check_.maxPrograms = 3;
-    if (auto e = checked_.make(check_, seed, /*keepHost=*/true))
+    if (auto e = checked_.make(check_, seqs_, seed, /*keepHost=*/true))
       return e;
-    if (auto e = timed_.make(full_, seed + 1000003, /*keepHost=*/false))
+    if (auto e = timed_.make(full_, equalSequences(full_), seed + 1000003, /*keepHost=*/false))
       return e;
 
-    // The sampled rows and their float64 reference.
+    // The sampled rows (every sequence's first and last among them) and
+    // their float64 reference.
     std::mt19937_64 rng(seed * 8 + 4);
-    std::uniform_int_distribution<int64_t> ph(0, check_.hq - 1), pr(0, check_.sq - 1);
+    std::uniform_int_distribution<int64_t> ph(0, check_.hq - 1), pr(0, seqs_.rowsQ() - 1);
     samples_.clear();
-    samples_.push_back({check_.hq - 1, check_.sq - 1, {}, {}, 0});
-    samples_.push_back({0, 0, {}, {}, 0});
-    while (samples_.size() < 48)
-      samples_.push_back({ph(rng), pr(rng), {}, {}, 0});
+    for (int64_t s = 0; s < seqs_.count(); ++s) {
+      samples_.push_back({check_.hq - 1, s, seqs_.qn[size_t(s)] - 1, {}, {}, 0});
+      samples_.push_back({ph(rng), s, 0, {}, {}, 0});
+    }
+    while (samples_.size() < 48) {
+      auto [s, i] = seqs_.locate(seqs_.q0, pr(rng));
+      samples_.push_back({ph(rng), s, i, {}, {}, 0});
+    }
     const attention::Call &c = check_;
     double scale = 1.0 / std::sqrt(double(c.d));
-    auto at = [&](int64_t s, int64_t h, int64_t row, int64_t head) {
-      // (One sequence: THD's rows are BSHD's.)
-      return c.layout != attention::Layout::BHSD ? size_t((row * h + head) * c.d)
-                                                 : size_t((head * s + row) * c.d);
-    };
     std::vector<double> w(size_t(c.sk));
     for (Sample &s : samples_) {
-      int64_t kvh = s.head / (c.hq / c.hkv), keys = c.causal ? std::min(c.sk, s.row + 1) : c.sk;
-      size_t qo = at(c.sq, c.hq, s.row, s.head);
+      int64_t kvh = s.head / (c.hq / c.hkv), keys = seqs_.visible(c.causal, s.seq, s.row);
+      size_t qo = qAt(s.seq, s.head, s.row);
       double mx = -INFINITY, sum = 0;
       for (int64_t j = 0; j < keys; ++j) {
-        size_t ko = at(c.sk, c.hkv, j, kvh);
+        size_t ko = kAt(s.seq, kvh, j);
         double dot = 0;
         for (int64_t x = 0; x < c.d; ++x)
           dot += double(loadElement(checked_.hq.data(), c.dt, qo + size_t(x))) *
@@ -146,7 +281,7 @@ public:
       s.o.assign(size_t(c.d), 0.0);
       s.mag.assign(size_t(c.d), 0.0);
       for (int64_t j = 0; j < keys; ++j) {
-        size_t vo = at(c.sk, c.hkv, j, kvh);
+        size_t vo = kAt(s.seq, kvh, j);
         for (int64_t x = 0; x < c.d; ++x) {
           double t =
               w[size_t(j)] / sum * double(loadElement(checked_.hv.data(), c.dt, vo + size_t(x)));
@@ -156,26 +291,31 @@ public:
       }
       s.lse = mx + std::log(sum);
     }
-    return llvm::Error::success();
+    return prepareReference(ks);
   }
 
   llvm::Error bind(const LoadedKernel &) override { return llvm::Error::success(); }
 
+  /// The check: the checked problem, then the tuning problem.
   llvm::Error run(const LoadedKernel &kernel, CUstream stream, bool check) override {
-    return attention::launch(kernel, check ? check_ : full_, sms_, stream);
+    if (check)
+      if (auto e = attention::launch(kernel, check_, sms_, stream))
+        return e;
+    return attention::launch(kernel, full_, sms_, stream);
   }
 
   llvm::Error poison(CUstream stream) override {
-    if (auto e = checked_.o.fill(0xFF, stream))
-      return e;
-    return checked_.lse.fill(0xFF, stream);
+    for (DeviceBuffer *b : {&checked_.o, &checked_.lse, &timed_.o, &timed_.lse})
+      if (auto e = b->fill(0xFF, stream))
+        return e;
+    return llvm::Error::success();
   }
 
   llvm::Error verify() override {
     const attention::Call &c = check_;
-    size_t nq = size_t(c.sq * c.hq * c.d);
+    size_t nq = size_t(seqs_.rowsQ() * c.hq * c.d);
     std::vector<unsigned char> o(nq * size_t(dtypeBytes(c.dt)));
-    std::vector<float> lse(size_t(c.hq * c.sq));
+    std::vector<float> lse(size_t(c.b * c.hq * c.sq));
     if (auto e = checked_.o.download(o))
       return e;
     if (auto e = checked_.lse.download(lse))
@@ -183,48 +323,133 @@ public:
     for (size_t i = 0; i < nq; ++i)
       if (!std::isfinite(loadElement(o.data(), c.dt, i)))
         return fail("O element " + llvm::Twine(int64_t(i)) + " is not finite (not written?)");
-    for (size_t i = 0; i < lse.size(); ++i)
-      if (!std::isfinite(lse[i]))
-        return fail("LSE element " + llvm::Twine(int64_t(i)) + " is not finite (not written?)");
-    double rounding = c.dt == DType::BF16 ? 1.6e-2 : 2e-3,
-           pRounding = c.dt == DType::BF16 ? 8e-3 : 1e-3;
+    // LSE's rows past a sequence are unspecified (THD).
+    for (int64_t s = 0; s < seqs_.count(); ++s)
+      for (int64_t h = 0; h < c.hq; ++h)
+        for (int64_t i = 0; i < seqs_.qn[size_t(s)]; ++i)
+          if (!std::isfinite(lse[lseAt(s, h, i)]))
+            return fail("LSE" + where(s, h, i) + " is not finite (not written?)");
+    Bounds bounds(c.dt);
     for (const Sample &s : samples_) {
-      size_t base = c.layout != attention::Layout::BHSD ? size_t((s.row * c.hq + s.head) * c.d)
-                                                        : size_t((s.head * c.sq + s.row) * c.d);
+      size_t base = qAt(s.seq, s.head, s.row);
       for (int64_t x = 0; x < c.d; ++x) {
         double got = loadElement(o.data(), c.dt, base + size_t(x)), ref = s.o[size_t(x)];
-        double allowed = rounding * std::fabs(ref) + pRounding * s.mag[size_t(x)] + 1e-4;
+        double allowed = bounds.allowed(ref, s.mag[size_t(x)]);
         if (!(std::fabs(got - ref) <= allowed))
-          return fail("O[head " + llvm::Twine(s.head) + ", row " + llvm::Twine(s.row) + ", " +
-                      llvm::Twine(x) + "] = " + std::to_string(got) + ", expected " +
-                      std::to_string(ref) + " (allowed error " + std::to_string(allowed) + ")");
+          return fail("O" + where(s.seq, s.head, s.row) + "[" + llvm::Twine(x) +
+                      "] = " + std::to_string(got) + ", expected " + std::to_string(ref) +
+                      " (allowed error " + std::to_string(allowed) + ")");
       }
-      double got = lse[size_t(s.head * c.sq + s.row)];
+      double got = lse[lseAt(s.seq, s.head, s.row)];
       if (!(std::fabs(got - s.lse) <= 2e-5 * std::fabs(s.lse) + 2e-5))
-        return fail("LSE[head " + llvm::Twine(s.head) + ", row " + llvm::Twine(s.row) +
-                    "] = " + std::to_string(got) + ", expected " + std::to_string(s.lse));
+        return fail("LSE" + where(s.seq, s.head, s.row) + " = " + std::to_string(got) +
+                    ", expected " + std::to_string(s.lse));
     }
+
+    // The tuning problem, every element against the device reference.
+    if (auto e = expectClose(*ref_, "O", full_, refBatches_, timed_.o.ptr(), refO_, refMag_,
+                             int64_t(refBatches_ * full_.sq * full_.hq * full_.d), words_))
+      return e;
+    std::vector<float> fullLse(refLse_.size());
+    if (auto e = timed_.lse.download(fullLse))
+      return e;
+    for (size_t i = 0; i < fullLse.size(); ++i)
+      if (!(std::fabs(fullLse[i] - refLse_[i]) <= 2e-5 * std::fabs(refLse_[i]) + 2e-5))
+        return fail("LSE " + tuningSize(full_, refBatches_) + ": element " +
+                    llvm::Twine(int64_t(i)) + " = " + std::to_string(fullLse[i]) + ", expected " +
+                    std::to_string(refLse_[i]));
     return llvm::Error::success();
   }
 
 private:
   struct Sample {
-    int64_t head, row;
+    int64_t head, seq, row;
     std::vector<double> o, mag;
     double lse;
   };
+
+  /// The device reference: checked against the float64 samples on the
+  /// checked problem, then run on the tuning problem (O, the magnitudes of
+  /// its terms, LSE, kept for verify).
+  llvm::Error prepareReference(const KernelSpec &ks) {
+    auto ref = attention::Reference::load(attention::Params(ks).target);
+    if (!ref)
+      return ref.takeError();
+    ref_ = std::move(*ref);
+    if (auto e = allocate(words_, 16))
+      return e;
+    const attention::Call &c = check_;
+    size_t n = size_t(seqs_.rowsQ() * c.hq * c.d), nl = size_t(c.b * c.hq * c.sq);
+    DeviceBuffer o, mag, lse;
+    for (auto [buf, bytes] :
+         {std::pair<DeviceBuffer *, size_t>{&o, n * 4}, {&mag, n * 4}, {&lse, nl * 4}})
+      if (auto e = allocate(*buf, bytes))
+        return e;
+    if (auto e = ref_->forward(c, c.b, o.ptr(), mag.ptr(), lse.ptr(), 0, nullptr))
+      return e;
+    std::vector<float> ho(n), hm(n), hl(nl);
+    for (auto [buf, host] : {std::pair{&o, &ho}, {&mag, &hm}, {&lse, &hl}})
+      if (auto e = buf->download(*host))
+        return e;
+    for (const Sample &s : samples_) {
+      size_t base = qAt(s.seq, s.head, s.row);
+      for (int64_t x = 0; x < c.d; ++x) {
+        size_t at = base + size_t(x);
+        if (!referenceAgrees(ho[at], s.o[size_t(x)], s.mag[size_t(x)]))
+          return referenceDisagrees("O" + where(s.seq, s.head, s.row), ho[at], s.o[size_t(x)]);
+        if (!referenceAgrees(hm[at], s.mag[size_t(x)], s.mag[size_t(x)]))
+          return referenceDisagrees("the magnitude of O" + where(s.seq, s.head, s.row), hm[at],
+                                    s.mag[size_t(x)]);
+      }
+      if (!referenceAgrees(hl[lseAt(s.seq, s.head, s.row)], s.lse, 0))
+        return referenceDisagrees("LSE" + where(s.seq, s.head, s.row),
+                                  hl[lseAt(s.seq, s.head, s.row)], s.lse);
+    }
+
+    const attention::Call &f = full_;
+    refBatches_ = referenceBatches(f.b, size_t(f.sq * f.hq * f.d) * 8);
+    size_t nf = size_t(refBatches_ * f.sq * f.hq * f.d);
+    DeviceBuffer fullLse;
+    for (auto [buf, bytes] : {std::pair<DeviceBuffer *, size_t>{&refO_, nf * 4},
+                              {&refMag_, nf * 4},
+                              {&fullLse, size_t(f.b * f.hq * f.sq) * 4}})
+      if (auto e = allocate(*buf, bytes))
+        return e;
+    if (auto e =
+            ref_->forward(f, refBatches_, refO_.ptr(), refMag_.ptr(), fullLse.ptr(), 0, nullptr))
+      return e;
+    refLse_.resize(size_t(refBatches_ * f.hq * f.sq));
+    return fullLse.download(refLse_.data(), refLse_.size() * 4);
+  }
+
+  size_t qAt(int64_t s, int64_t h, int64_t i) const {
+    return rowAt(check_, check_.hq, check_.sq, seqs_.q0[size_t(s)], s, h, i);
+  }
+  size_t kAt(int64_t s, int64_t kvh, int64_t j) const {
+    return rowAt(check_, check_.hkv, check_.sk, seqs_.k0[size_t(s)], s, kvh, j);
+  }
+  size_t lseAt(int64_t s, int64_t h, int64_t i) const {
+    return size_t((s * check_.hq + h) * check_.sq + i);
+  }
+  std::string where(int64_t s, int64_t h, int64_t i) const { return describeRow(check_, s, h, i); }
   attention::Call check_, full_;
+  Sequences seqs_;
   int sms_ = 0;
   Buffers checked_, timed_;
   std::vector<Sample> samples_;
+  std::unique_ptr<attention::Reference> ref_;
+  int64_t refBatches_ = 0;
+  DeviceBuffer refO_, refMag_, words_;
+  std::vector<float> refLse_;
 };
 
 /// The backward's extra buffers: dO, the gradients and the workspace.
 struct Gradients {
   DeviceBuffer dO, dQ, dK, dV, ws;
 
-  llvm::Error make(attention::BackwardCall &c, const std::vector<unsigned char> &dout) {
-    size_t nq = size_t(c.b * c.sq * c.hq * c.d), nk = size_t(c.b * c.sk * c.hkv * c.d);
+  llvm::Error make(attention::BackwardCall &c, const Sequences &seqs,
+                   const std::vector<unsigned char> &dout) {
+    size_t nq = size_t(seqs.rowsQ() * c.hq * c.d), nk = size_t(seqs.rowsK() * c.hkv * c.d);
     size_t e = size_t(dtypeBytes(c.dt));
     for (auto [buf, bytes] : {std::pair<DeviceBuffer *, size_t>{&dO, nq * e},
                               {&dQ, nq * e},
@@ -265,73 +490,83 @@ public:
       return fail("the attention backward harness cannot measure " + std::string(ks.opName()));
     static_cast<attention::Call &>(full_) = attention::callOf(attention::Params(ks));
     check_ = full_;
-    shrinkToCheck(check_);
+    seqs_ = checkedSequences(check_);
     // A persistent config's programs then take several tiles each.
     check_.maxPrograms = 3;
-    if (auto e = checked_.make(check_, seed, /*keepHost=*/true))
+    if (auto e = checked_.make(check_, seqs_, seed, /*keepHost=*/true))
       return e;
-    if (auto e = timed_.make(full_, seed + 1000003, /*keepHost=*/false))
+    Sequences all = equalSequences(full_);
+    if (auto e = timed_.make(full_, all, seed + 1000003, /*keepHost=*/false))
       return e;
     const attention::Call &c = check_;
-    size_t nq = size_t(c.sq * c.hq * c.d);
+    size_t nq = size_t(seqs_.rowsQ() * c.hq * c.d);
     hdo_ = randomValues(c.dt, nq, seed * 8 + 5);
-    if (auto e = checkedGrads_.make(check_, hdo_))
+    if (auto e = checkedGrads_.make(check_, seqs_, hdo_))
       return e;
-    size_t nqFull = size_t(full_.b * full_.sq * full_.hq * full_.d);
-    if (auto e = timedGrads_.make(full_, randomValues(c.dt, nqFull, seed * 8 + 6)))
-      return e;
-    if (auto e = timed_.o.upload(randomValues(c.dt, nqFull, seed * 8 + 7)))
-      return e;
-    if (auto e = timed_.lse.fill(0))
+    size_t nqFull = size_t(all.rowsQ() * full_.hq * full_.d);
+    if (auto e = timedGrads_.make(full_, all, randomValues(c.dt, nqFull, seed * 8 + 6)))
       return e;
 
     // The forward in float64: P's row maxima and sums (LSE), O (uploaded
-    // rounded), and D = rowsum(dO * O) with its magnitude.
+    // rounded), and D = rowsum(dO * O) of the rounded O with its magnitude. LSE's rows past
+    // a sequence (THD) are NaN, as a forward may leave them.
     scale_ = 1.0 / std::sqrt(double(c.d));
-    lse_.assign(size_t(c.hq * c.sq), 0.0);
+    lse_.assign(size_t(c.b * c.hq * c.sq), 0.0);
     dsum_.assign(lse_.size(), 0.0);
     dmag_.assign(lse_.size(), 0.0);
     std::vector<unsigned char> o(nq * size_t(dtypeBytes(c.dt)));
-    std::vector<float> lse(lse_.size());
+    std::vector<float> lse(lse_.size(), NAN);
     std::vector<double> w(size_t(c.sk)), orow(size_t(c.d));
-    for (int64_t h = 0; h < c.hq; ++h)
-      for (int64_t i = 0; i < c.sq; ++i) {
-        int64_t keys = visible(i);
-        double mx = -INFINITY, sum = 0;
-        for (int64_t j = 0; j < keys; ++j)
-          mx = std::max(mx, w[size_t(j)] = score(h, i, j));
-        for (int64_t j = 0; j < keys; ++j)
-          sum += (w[size_t(j)] = std::exp(w[size_t(j)] - mx));
-        std::fill(orow.begin(), orow.end(), 0.0);
-        for (int64_t j = 0; j < keys; ++j)
-          for (int64_t x = 0; x < c.d; ++x)
-            orow[size_t(x)] += w[size_t(j)] / sum * el(checked_.hv, kat(h, j) + size_t(x));
-        size_t r = size_t(h * c.sq + i);
-        lse_[r] = mx + std::log(sum);
-        lse[r] = float(lse_[r]);
-        for (int64_t x = 0; x < c.d; ++x) {
-          double dox = el(hdo_, qat(h, i) + size_t(x));
-          dsum_[r] += dox * orow[size_t(x)];
-          dmag_[r] += std::fabs(dox * orow[size_t(x)]);
-          storeElement(o.data(), c.dt, qat(h, i) + size_t(x), float(orow[size_t(x)]));
+    for (int64_t s = 0; s < seqs_.count(); ++s)
+      for (int64_t h = 0; h < c.hq; ++h)
+        for (int64_t i = 0; i < seqs_.qn[size_t(s)]; ++i) {
+          int64_t keys = seqs_.visible(c.causal, s, i);
+          double mx = -INFINITY, sum = 0;
+          for (int64_t j = 0; j < keys; ++j)
+            mx = std::max(mx, w[size_t(j)] = score(s, h, i, j));
+          for (int64_t j = 0; j < keys; ++j)
+            sum += (w[size_t(j)] = std::exp(w[size_t(j)] - mx));
+          std::fill(orow.begin(), orow.end(), 0.0);
+          for (int64_t j = 0; j < keys; ++j)
+            for (int64_t x = 0; x < c.d; ++x)
+              orow[size_t(x)] += w[size_t(j)] / sum * el(checked_.hv, kat(s, h, j) + size_t(x));
+          size_t r = lseAt(s, h, i);
+          lse_[r] = mx + std::log(sum);
+          lse[r] = float(lse_[r]);
+          for (int64_t x = 0; x < c.d; ++x) {
+            // (D from O as the kernels read it: rounded to the type.)
+            size_t at = qat(s, h, i) + size_t(x);
+            storeElement(o.data(), c.dt, at, float(orow[size_t(x)]));
+            double dox = el(hdo_, at), ox = el(o, at);
+            dsum_[r] += dox * ox;
+            dmag_[r] += std::fabs(dox * ox);
+          }
         }
-      }
     if (auto e = checked_.o.upload(o))
       return e;
     if (auto e = checked_.lse.upload(lse))
       return e;
 
-    // The sampled rows: 48 of dQ, 48 of dK and dV.
+    // The sampled rows: 48 of dQ, 48 of dK and dV, every sequence's first
+    // and last among them.
     std::mt19937_64 rng(seed * 8 + 4);
-    std::uniform_int_distribution<int64_t> ph(0, c.hq - 1), pk(0, c.hkv - 1), pq(0, c.sq - 1),
-        pj(0, c.sk - 1);
+    std::uniform_int_distribution<int64_t> ph(0, c.hq - 1), pk(0, c.hkv - 1),
+        pq(0, seqs_.rowsQ() - 1), pj(0, seqs_.rowsK() - 1);
     rows_.clear();
-    rows_.push_back({false, c.hq - 1, c.sq - 1, {}, {}, {}, {}});
-    rows_.push_back({true, 0, 0, {}, {}, {}, {}});
-    rows_.push_back({true, c.hkv - 1, c.sk - 1, {}, {}, {}, {}});
+    for (int64_t s = 0; s < seqs_.count(); ++s) {
+      rows_.push_back({false, c.hq - 1, s, seqs_.qn[size_t(s)] - 1, {}, {}, {}, {}});
+      rows_.push_back({true, 0, s, 0, {}, {}, {}, {}});
+      rows_.push_back({false, ph(rng), s, 0, {}, {}, {}, {}});
+      rows_.push_back({true, c.hkv - 1, s, seqs_.kn[size_t(s)] - 1, {}, {}, {}, {}});
+    }
     while (rows_.size() < 96)
-      rows_.size() % 2 ? rows_.push_back({false, ph(rng), pq(rng), {}, {}, {}, {}})
-                       : rows_.push_back({true, pk(rng), pj(rng), {}, {}, {}, {}});
+      if (rows_.size() % 2) {
+        auto [s, j] = seqs_.locate(seqs_.k0, pj(rng));
+        rows_.push_back({true, pk(rng), s, j, {}, {}, {}, {}});
+      } else {
+        auto [s, i] = seqs_.locate(seqs_.q0, pq(rng));
+        rows_.push_back({false, ph(rng), s, i, {}, {}, {}, {}});
+      }
     int64_t group = c.hq / c.hkv;
     for (Row &r : rows_) {
       for (auto *v : {&r.a, &r.amag, &r.b, &r.bmag})
@@ -339,31 +574,33 @@ public:
       // dQ of (head, query row): over the keys it sees. dK, dV of (KV head,
       // key row): over the queries of its group that see it.
       int64_t heads0 = r.kv ? r.head * group : r.head, heads1 = r.kv ? heads0 + group : heads0 + 1;
+      int64_t s = r.seq;
       for (int64_t h = heads0; h < heads1; ++h)
-        for (int64_t t = 0; t < (r.kv ? c.sq : visible(r.row)); ++t) {
+        for (int64_t t = 0; t < (r.kv ? seqs_.qn[size_t(s)] : seqs_.visible(c.causal, s, r.row));
+             ++t) {
           int64_t i = r.kv ? t : r.row, j = r.kv ? r.row : t;
-          if (j >= visible(i))
+          if (j >= seqs_.visible(c.causal, s, i))
             continue;
-          size_t ri = size_t(h * c.sq + i);
-          double pr = std::exp(score(h, i, j) - lse_[ri]), dp = 0;
+          size_t ri = lseAt(s, h, i);
+          double pr = std::exp(score(s, h, i, j) - lse_[ri]), dp = 0;
           for (int64_t x = 0; x < c.d; ++x)
-            dp += el(hdo_, qat(h, i) + size_t(x)) * el(checked_.hv, kat(h, j) + size_t(x));
+            dp += el(hdo_, qat(s, h, i) + size_t(x)) * el(checked_.hv, kat(s, h, j) + size_t(x));
           double ds = pr * (dp - dsum_[ri]), dsMag = pr * (std::fabs(dp) + dmag_[ri]);
           for (int64_t x = 0; x < c.d; ++x) {
             // dQ: scale dS K. dK: scale dS^T Q (into a), dV: P^T dO (into b).
-            double other = r.kv ? el(checked_.hq, qat(h, i) + size_t(x))
-                                : el(checked_.hk, kat(h, j) + size_t(x));
+            double other = r.kv ? el(checked_.hq, qat(s, h, i) + size_t(x))
+                                : el(checked_.hk, kat(s, h, j) + size_t(x));
             r.a[size_t(x)] += scale_ * ds * other;
             r.amag[size_t(x)] += scale_ * dsMag * std::fabs(other);
             if (r.kv) {
-              double dox = el(hdo_, qat(h, i) + size_t(x));
+              double dox = el(hdo_, qat(s, h, i) + size_t(x));
               r.b[size_t(x)] += pr * dox;
               r.bmag[size_t(x)] += pr * std::fabs(dox);
             }
           }
         }
     }
-    return llvm::Error::success();
+    return prepareReference(ks);
   }
 
   llvm::Error bind(const LoadedKernel &kernel) override {
@@ -372,23 +609,27 @@ public:
     return timedGrads_.fit(full_, kernel);
   }
 
+  /// The check: the checked problem, then the tuning problem.
   llvm::Error run(const LoadedKernel &kernel, CUstream stream, bool check) override {
-    return attention::launchBackward(kernel, check ? check_ : full_, stream);
+    if (check)
+      if (auto e = attention::launchBackward(kernel, check_, stream))
+        return e;
+    return attention::launchBackward(kernel, full_, stream);
   }
 
   llvm::Error poison(CUstream stream) override {
-    for (DeviceBuffer *b :
-         {&checkedGrads_.dQ, &checkedGrads_.dK, &checkedGrads_.dV, &checkedGrads_.ws})
-      if (auto e = b->fill(0xFF, stream))
-        return e;
+    for (Gradients *g : {&checkedGrads_, &timedGrads_})
+      for (DeviceBuffer *b : {&g->dQ, &g->dK, &g->dV, &g->ws})
+        if (auto e = b->fill(0xFF, stream))
+          return e;
     return llvm::Error::success();
   }
 
   llvm::Error verify() override {
     const attention::Call &c = check_;
     size_t e = size_t(dtypeBytes(c.dt));
-    std::vector<unsigned char> dq(size_t(c.sq * c.hq * c.d) * e),
-        dk(size_t(c.sk * c.hkv * c.d) * e), dv(dk.size());
+    std::vector<unsigned char> dq(size_t(seqs_.rowsQ() * c.hq * c.d) * e),
+        dk(size_t(seqs_.rowsK() * c.hkv * c.d) * e), dv(dk.size());
     if (auto err = checkedGrads_.dQ.download(dq))
       return err;
     if (auto err = checkedGrads_.dK.download(dk))
@@ -402,79 +643,163 @@ public:
         if (!std::isfinite(loadElement(v->data(), c.dt, i)))
           return fail(llvm::Twine(name) + " element " + llvm::Twine(int64_t(i)) +
                       " is not finite (not written?)");
-    double rounding = c.dt == DType::BF16 ? 1.6e-2 : 2e-3,
-           pRounding = c.dt == DType::BF16 ? 8e-3 : 1e-3;
+    Bounds bounds(c.dt);
     auto compare = [&](const char *name, const std::vector<unsigned char> &got, size_t base,
                        const Row &r, const std::vector<double> &ref,
                        const std::vector<double> &mag) -> llvm::Error {
       for (int64_t x = 0; x < c.d; ++x) {
         double g = loadElement(got.data(), c.dt, base + size_t(x)), want = ref[size_t(x)];
-        double allowed = rounding * std::fabs(want) + pRounding * mag[size_t(x)] + 1e-4;
+        double allowed = bounds.allowed(want, mag[size_t(x)]);
         if (!(std::fabs(g - want) <= allowed))
-          return fail(llvm::Twine(name) + "[head " + llvm::Twine(r.head) + ", row " +
-                      llvm::Twine(r.row) + ", " + llvm::Twine(x) + "] = " + std::to_string(g) +
-                      ", expected " + std::to_string(want) + " (allowed error " +
-                      std::to_string(allowed) + ")");
+          return fail(llvm::Twine(name) + describeRow(c, r.seq, r.head, r.row) + "[" +
+                      llvm::Twine(x) + "] = " + std::to_string(g) + ", expected " +
+                      std::to_string(want) + " (allowed error " + std::to_string(allowed) + ")");
       }
       return llvm::Error::success();
     };
     for (const Row &r : rows_) {
       if (!r.kv) {
-        if (auto err = compare("dQ", dq, qat(r.head, r.row), r, r.a, r.amag))
+        if (auto err = compare("dQ", dq, qat(r.seq, r.head, r.row), r, r.a, r.amag))
           return err;
         continue;
       }
-      size_t base = kat(r.head * (c.hq / c.hkv), r.row);
+      size_t base = kat(r.seq, r.head * (c.hq / c.hkv), r.row);
       if (auto err = compare("dK", dk, base, r, r.a, r.amag))
         return err;
       if (auto err = compare("dV", dv, base, r, r.b, r.bmag))
         return err;
     }
+
+    // The tuning problem, every element against the device reference.
+    const attention::Call &t = full_;
+    int64_t nq = refBatches_ * t.sq * t.hq * t.d, nk = refBatches_ * t.sk * t.hkv * t.d;
+    for (auto [name, got, want, mag, n] :
+         {std::tuple{"dQ", &timedGrads_.dQ, &refGrads_[0], &refGrads_[1], nq},
+          std::tuple{"dK", &timedGrads_.dK, &refGrads_[2], &refGrads_[3], nk},
+          std::tuple{"dV", &timedGrads_.dV, &refGrads_[4], &refGrads_[5], nk}})
+      if (auto e = expectClose(*ref_, name, t, refBatches_, got->ptr(), *want, *mag, n, words_))
+        return e;
     return llvm::Error::success();
   }
 
 private:
-  /// A sampled row: of dQ (query row `row` of head `head`), or of dK and
-  /// dV (`kv`: key row `row` of KV head `head`); a is dQ or dK, b dV.
+  /// A sampled row of sequence `seq`: of dQ (query row `row` of head
+  /// `head`), or of dK and dV (`kv`: key row `row` of KV head `head`); a is
+  /// dQ or dK, b dV.
   struct Row {
     bool kv;
-    int64_t head, row;
+    int64_t head, seq, row;
     std::vector<double> a, amag, b, bmag;
   };
   double el(const std::vector<unsigned char> &v, size_t i) const {
     return double(loadElement(v.data(), check_.dt, i));
   }
-  /// Offsets of row `row` of query head `h` (Q, dO, O, dQ) and of the KV
-  /// head query head `h` reads (K, V).
-  size_t qat(int64_t h, int64_t row) const {
-    const attention::Call &c = check_;
-    // (One sequence: THD's rows are BSHD's.)
-    return c.layout != attention::Layout::BHSD ? size_t((row * c.hq + h) * c.d)
-                                               : size_t((h * c.sq + row) * c.d);
+  /// Offsets of row `row` of sequence s, query head `h` (Q, dO, O, dQ), and
+  /// of the KV head query head `h` reads (K, V); of its LSE, D and P's row.
+  size_t qat(int64_t s, int64_t h, int64_t row) const {
+    return rowAt(check_, check_.hq, check_.sq, seqs_.q0[size_t(s)], s, h, row);
   }
-  size_t kat(int64_t h, int64_t row) const {
-    const attention::Call &c = check_;
-    int64_t kvh = h / (c.hq / c.hkv);
-    return c.layout != attention::Layout::BHSD ? size_t((row * c.hkv + kvh) * c.d)
-                                               : size_t((kvh * c.sk + row) * c.d);
+  size_t kat(int64_t s, int64_t h, int64_t row) const {
+    return rowAt(check_, check_.hkv, check_.sk, seqs_.k0[size_t(s)], s,
+                 h / (check_.hq / check_.hkv), row);
   }
-  int64_t visible(int64_t i) const {
-    return check_.causal ? std::min(check_.sk, i + 1) : check_.sk;
+  size_t lseAt(int64_t s, int64_t h, int64_t i) const {
+    return size_t((s * check_.hq + h) * check_.sq + i);
   }
-  double score(int64_t h, int64_t i, int64_t j) const {
+  /// The device reference: its gradients checked against the float64
+  /// rows on the checked problem (from the same O and LSE); then the
+  /// tuning problem's O and LSE from its forward (what the candidates are
+  /// timed on too), and its gradients with their magnitudes, kept for
+  /// verify.
+  llvm::Error prepareReference(const KernelSpec &ks) {
+    auto ref = attention::Reference::load(attention::Params(ks).target);
+    if (!ref)
+      return ref.takeError();
+    ref_ = std::move(*ref);
+    if (auto e = allocate(words_, 16))
+      return e;
+    const attention::BackwardCall &c = check_;
+    size_t nq = size_t(seqs_.rowsQ() * c.hq * c.d), nk = size_t(seqs_.rowsK() * c.hkv * c.d);
+    DeviceBuffer small[6], scratch;
+    if (auto e = makeGradients(small, nq, nk, scratch, c))
+      return e;
+    if (auto e = ref_->backward(c, c.b, gradientsOf(small), scratch.ptr(), nullptr))
+      return e;
+    std::vector<float> host[6];
+    for (int i = 0; i < 6; ++i) {
+      host[i].resize(i < 2 ? nq : nk);
+      if (auto e = small[i].download(host[i]))
+        return e;
+    }
+    for (const Row &r : rows_) {
+      size_t base = r.kv ? kat(r.seq, r.head * (c.hq / c.hkv), r.row) : qat(r.seq, r.head, r.row);
+      int first = r.kv ? 2 : 0;
+      for (int k = 0; k < (r.kv ? 2 : 1); ++k) {
+        const std::vector<double> &want = k ? r.b : r.a, &mag = k ? r.bmag : r.amag;
+        const char *name = !r.kv ? "dQ" : k ? "dV" : "dK";
+        for (int64_t x = 0; x < c.d; ++x) {
+          float got = host[first + 2 * k][base + size_t(x)],
+                gotMag = host[first + 2 * k + 1][base + size_t(x)];
+          if (!referenceAgrees(got, want[size_t(x)], mag[size_t(x)]))
+            return referenceDisagrees(name + describeRow(c, r.seq, r.head, r.row), got,
+                                      want[size_t(x)]);
+          if (!referenceAgrees(gotMag, mag[size_t(x)], mag[size_t(x)]))
+            return referenceDisagrees(std::string("the magnitude of ") + name +
+                                          describeRow(c, r.seq, r.head, r.row),
+                                      gotMag, mag[size_t(x)]);
+        }
+      }
+    }
+
+    // The tuning problem: O (in its type) and LSE from the reference's
+    // forward, then its gradients for as many sequences as fit.
+    const attention::BackwardCall &f = full_;
+    if (auto e = ref_->forward(f, f.b, 0, 0, f.lse, f.o, nullptr))
+      return e;
+    size_t perSequence = size_t(f.sq * f.hq * f.d + 2 * f.sk * f.hkv * f.d) * 8;
+    refBatches_ = referenceBatches(f.b, perSequence);
+    if (auto e = makeGradients(refGrads_, size_t(refBatches_ * f.sq * f.hq * f.d),
+                               size_t(refBatches_ * f.sk * f.hkv * f.d), scratch, f))
+      return e;
+    if (auto e = ref_->backward(f, refBatches_, gradientsOf(refGrads_), scratch.ptr(), nullptr))
+      return e;
+    auto drv = CudaDriver::get();
+    if (!drv)
+      return drv.takeError();
+    TJ_CU_CHECK(*drv, cuCtxSynchronize());
+    return llvm::Error::success();
+  }
+  /// The reference's six f32 gradients (dQ, dK, dV, each with its
+  /// magnitudes; nq and nk elements) and its scratch for `c`.
+  static llvm::Error makeGradients(DeviceBuffer (&g)[6], size_t nq, size_t nk,
+                                   DeviceBuffer &scratch, const attention::Call &c) {
+    for (int i = 0; i < 6; ++i)
+      if (auto e = allocate(g[i], (i < 2 ? nq : nk) * 4))
+        return e;
+    return allocate(scratch, size_t(2 * c.b * c.hq * c.sq) * 4);
+  }
+  static attention::Reference::Gradients gradientsOf(const DeviceBuffer (&g)[6]) {
+    return {g[0].ptr(), g[1].ptr(), g[2].ptr(), g[3].ptr(), g[4].ptr(), g[5].ptr()};
+  }
+
+  double score(int64_t s, int64_t h, int64_t i, int64_t j) const {
     double dot = 0;
     for (int64_t x = 0; x < check_.d; ++x)
-      dot += el(checked_.hq, qat(h, i) + size_t(x)) * el(checked_.hk, kat(h, j) + size_t(x));
+      dot += el(checked_.hq, qat(s, h, i) + size_t(x)) * el(checked_.hk, kat(s, h, j) + size_t(x));
     return scale_ * dot;
   }
 
   attention::BackwardCall check_, full_;
+  Sequences seqs_;
   Buffers checked_, timed_;
   Gradients checkedGrads_, timedGrads_;
   std::vector<unsigned char> hdo_;
   std::vector<double> lse_, dsum_, dmag_;
   std::vector<Row> rows_;
   double scale_ = 1;
+  std::unique_ptr<attention::Reference> ref_;
+  int64_t refBatches_ = 0;
+  DeviceBuffer refGrads_[6], words_;
 };
 
 } // namespace

@@ -29,6 +29,7 @@
 #include "compiler/Compiler.h"
 #include "compiler/templates/Template.h"
 #include "ops/attention/AttentionLaunch.h"
+#include "ops/attention/AttentionReference.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Store.h"
@@ -142,6 +143,13 @@ protected:
       return loaded.takeError();
     auto entry = std::make_unique<Built>(Built{std::move(*compiled), std::move(*loaded)});
     return *built->emplace(key, std::move(entry)).first->second;
+  }
+  static llvm::Expected<const LoadedKernel &> loadBuilt(const KernelSpec &spec,
+                                                        const TileConfig &config) {
+    auto b = build(spec, config);
+    if (!b)
+      return b.takeError();
+    return *b->loaded;
   }
 
   /// Packed sequences: the offsets of Q's and K's rows into device buffers
@@ -1233,6 +1241,42 @@ TEST_F(GpuAttention, BackwardFusedOnPackedSequences) {
         false, 5, /*causalOnly=*/true);
 }
 
+/// The tuner's check of each of `configs` (empty: the default) on `spec`:
+/// the harness prepares its smaller problem once; each candidate runs from
+/// poisoned outputs and must pass. Poisoned and not run, the check must
+/// fail.
+void expectTheTunersCheckPasses(
+    const KernelSpec &spec, const std::vector<const char *> &configs,
+    llvm::function_ref<llvm::Expected<const LoadedKernel &>(const KernelSpec &, const TileConfig &)>
+        load) {
+  std::unique_ptr<OpHarness> harness = makeHarness(spec);
+  ASSERT_TRUE(harness);
+  uint64_t seed = tilejit::testing::testSeed();
+  SCOPED_TRACE(tilejit::testing::replayHint(seed));
+  llvm::Error prepared = harness->prepare(spec, seed);
+  ASSERT_FALSE(bool(prepared)) << llvm::toString(std::move(prepared));
+  auto drv = CudaDriver::get();
+  ASSERT_TRUE(bool(drv));
+  for (const char *cfg : configs) {
+    SCOPED_TRACE(cfg);
+    auto config = TileConfig::parse(cfg);
+    ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
+    auto k = load(spec, *config);
+    ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+    ASSERT_FALSE(bool(harness->bind(*k)));
+    ASSERT_FALSE(bool(harness->poison(nullptr)));
+    ASSERT_FALSE(bool(harness->run(*k, nullptr, /*check=*/true)));
+    ASSERT_EQ(drv->cuCtxSynchronize(), CUDA_SUCCESS);
+    llvm::Error err = harness->verify();
+    EXPECT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  }
+  ASSERT_FALSE(bool(harness->poison(nullptr)));
+  ASSERT_EQ(drv->cuCtxSynchronize(), CUDA_SUCCESS);
+  llvm::Error unrun = harness->verify();
+  EXPECT_TRUE(bool(unrun)) << "poisoned outputs passed the check";
+  llvm::consumeError(std::move(unrun));
+}
+
 TEST_F(GpuAttention, TheTunersCheckRunsPersistentBackwardsOverSeveralTiles) {
   // The tuner checks each candidate on a smaller problem (sampled rows of
   // dQ, dK and dV against float64) before timing it on the spec's; there a
@@ -1247,34 +1291,135 @@ TEST_F(GpuAttention, TheTunersCheckRunsPersistentBackwardsOverSeveralTiles) {
   EXPECT_EQ(def.canonical(),
             "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 persist=1 stages=2")
       << "128 tiles under a causal mask: persist, longest first";
-  std::unique_ptr<OpHarness> harness = makeHarness(*spec);
-  ASSERT_TRUE(harness);
+  expectTheTunersCheckPasses(
+      *spec,
+      {"", "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2",
+       "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 stages=2"},
+      loadBuilt);
+}
+
+TEST_F(GpuAttention, TheTunersCheckRunsPackedSequencesOfRaggedLengths) {
+  // On packed sequences the check's problem is three sequences (about two
+  // thirds of the rows, one row, all of them): a tile past its sequence,
+  // the masks of rows and keys past it and (fused) dQ's sums of each
+  // sequence are checked before a THD winner is stored. Forward and
+  // backward, causal and not, cross lengths, GQA; the backward's two
+  // kernels, fused in any order, in order, and persistent.
+  for (bool causal : {true, false}) {
+    Case c = packed({4096, 4096}, {4096, 4096}, 4, 2, 128, causal);
+    attention::Call call = callOf(c);
+    auto fwd = attention::specOf(call, target);
+    ASSERT_TRUE(bool(fwd)) << llvm::toString(fwd.takeError());
+    expectTheTunersCheckPasses(*fwd, {""}, loadBuilt);
+    call.deterministic = false;
+    auto fast = attention::backwardSpecOf(call, target);
+    ASSERT_TRUE(bool(fast)) << llvm::toString(fast.takeError());
+    std::vector<const char *> configs = {
+        "", "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 stages=2",
+        "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2"};
+    if (!causal) // (through the tensor map: refused at head dim 128 under a mask)
+      configs.push_back("bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 stages=2");
+    expectTheTunersCheckPasses(*fast, configs, loadBuilt);
+    call.deterministic = true;
+    auto det = attention::backwardSpecOf(call, target);
+    ASSERT_TRUE(bool(det)) << llvm::toString(det.takeError());
+    expectTheTunersCheckPasses(
+        *det, {"", "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 stages=2"}, loadBuilt);
+  }
+  Case cross = packed({700, 90}, {300, 900}, 4, 1, 64, false);
+  attention::Call call = callOf(cross);
+  auto fwd = attention::specOf(call, target);
+  ASSERT_TRUE(bool(fwd)) << llvm::toString(fwd.takeError());
+  expectTheTunersCheckPasses(*fwd, {""}, loadBuilt);
+  auto bwd = attention::backwardSpecOf(call, target);
+  ASSERT_TRUE(bool(bwd)) << llvm::toString(bwd.takeError());
+  expectTheTunersCheckPasses(*bwd, {""}, loadBuilt);
+}
+
+TEST_F(GpuAttention, TheTunersReferenceAgreesWithFloat64AcrossTheCoverage) {
+  // Each harness checks the device reference against float64 on its small
+  // problem before it judges a candidate at the tuning size (prepare fails
+  // otherwise): head dims 64, 128 and 256, both types, causal or not, GQA
+  // and MQA, cross lengths, every layout; forward and backward (the
+  // backward's reference also makes the tuning problem's O and LSE). The
+  // default candidate of each passes both checks.
+  std::vector<Case> cases = {
+      {2, 1000, 1000, 4, 2, 64, true, Layout::BSHD},
+      {1, 700, 300, 4, 1, 128, false, Layout::BHSD, DType::F16},
+      {1, 520, 520, 2, 2, 256, true, Layout::BSHD},
+      {1, 300, 900, 8, 1, 64, false, Layout::BSHD, DType::F16},
+      packed({1500, 1500}, {1500, 1500}, 8, 1, 128, true),
+      packed({600, 600}, {900, 900}, 4, 2, 256, false, "", 0, DType::F16),
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(name(c));
+    attention::Call call = callOf(c);
+    auto fwd = attention::specOf(call, target);
+    ASSERT_TRUE(bool(fwd)) << llvm::toString(fwd.takeError());
+    expectTheTunersCheckPasses(*fwd, {""}, loadBuilt);
+    auto bwd = attention::backwardSpecOf(call, target);
+    ASSERT_TRUE(bool(bwd)) << llvm::toString(bwd.takeError());
+    expectTheTunersCheckPasses(*bwd, {""}, loadBuilt);
+  }
+}
+
+TEST_F(GpuAttention, TheTunersReferenceFindsOneWrongElement) {
+  // At the tuning size a candidate is held to the device reference element
+  // by element: the default forward passes, and one element of its O moved
+  // by 5 % (or made NaN) is found, by its index.
+  Case c{2, 1100, 1100, 4, 2, 128, true, Layout::BSHD};
+  attention::Call call = callOf(c);
+  auto spec = attention::specOf(call, target);
+  ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
+  auto kernel = loadBuilt(*spec, TileConfig());
+  ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
+  auto ref = attention::Reference::load(target);
+  ASSERT_TRUE(bool(ref)) << llvm::toString(ref.takeError());
+  size_t n = size_t(c.b * c.sq * c.hq * c.d), nk = size_t(c.b * c.sk * c.hkv * c.d);
   uint64_t seed = tilejit::testing::testSeed();
   SCOPED_TRACE(tilejit::testing::replayHint(seed));
-  ASSERT_FALSE(bool(harness->prepare(*spec, seed)));
+  std::vector<std::optional<DeviceBuffer>> bufs;
+  for (size_t bytes : {n * 2, nk * 2, nk * 2, n * 2, size_t(c.b * c.hq * c.sq) * 4, n * 4, n * 4,
+                       size_t(c.b * c.hq * c.sq) * 4, size_t(16)}) {
+    auto b = DeviceBuffer::allocate(bytes);
+    ASSERT_TRUE(bool(b)) << llvm::toString(b.takeError());
+    bufs.emplace_back(std::move(*b));
+  }
+  for (int i = 0; i < 3; ++i)
+    ASSERT_FALSE(bool(bufs[size_t(i)]->upload(randomValues(c.dt, i ? nk : n, seed * 3 + i))));
+  call.q = bufs[0]->ptr();
+  call.k = bufs[1]->ptr();
+  call.v = bufs[2]->ptr();
+  call.o = bufs[3]->ptr();
+  call.lse = bufs[4]->ptr();
+  ASSERT_FALSE(bool(bufs[3]->fill(0xFF)));
+  ASSERT_FALSE(bool(attention::launch(*kernel, call, target.smCount(), nullptr)));
+  ASSERT_FALSE(
+      bool((*ref)->forward(call, c.b, bufs[5]->ptr(), bufs[6]->ptr(), bufs[7]->ptr(), 0, nullptr)));
+  auto compare = [&] {
+    return (*ref)->compare(c.dt, call.o, bufs[5]->ptr(), bufs[6]->ptr(), int64_t(n), 1.6e-2, 8e-3,
+                           1e-4, bufs[8]->ptr(), nullptr);
+  };
+  auto clean = compare();
+  ASSERT_TRUE(bool(clean)) << llvm::toString(clean.takeError());
+  EXPECT_EQ(clean->count, 0u) << "element " << clean->first << " = " << clean->got << ", expected "
+                              << clean->ref;
   auto drv = CudaDriver::get();
   ASSERT_TRUE(bool(drv));
-  for (const char *cfg :
-       {"", "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2",
-        "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 stages=2"}) {
-    SCOPED_TRACE(cfg);
-    auto config = TileConfig::parse(cfg);
-    ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
-    auto built = build(*spec, *config);
-    ASSERT_TRUE(bool(built)) << llvm::toString(built.takeError());
-    const LoadedKernel &k = *built->loaded;
-    ASSERT_FALSE(bool(harness->bind(k)));
-    ASSERT_FALSE(bool(harness->poison(nullptr)));
-    ASSERT_FALSE(bool(harness->run(k, nullptr, /*check=*/true)));
-    ASSERT_EQ(drv->cuCtxSynchronize(), CUDA_SUCCESS);
-    llvm::Error err = harness->verify();
-    EXPECT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  for (size_t at : {n - 1, n / 3 + 17, size_t(5)}) {
+    uint16_t word = 0;
+    ASSERT_EQ(drv->cuMemcpyDtoH_v2(&word, call.o + at * 2, 2), CUDA_SUCCESS);
+    float value = bf16ToFloat(word);
+    for (uint16_t wrong :
+         {floatToBf16(value * 1.05f + (value >= 0 ? 0.05f : -0.05f)), uint16_t(0xFFFF)}) {
+      ASSERT_EQ(drv->cuMemcpyHtoD_v2(call.o + at * 2, &wrong, 2), CUDA_SUCCESS);
+      auto found = compare();
+      ASSERT_TRUE(bool(found)) << llvm::toString(found.takeError());
+      EXPECT_EQ(found->count, 1u) << "element " << at;
+      EXPECT_EQ(found->first, int64_t(at));
+    }
+    ASSERT_EQ(drv->cuMemcpyHtoD_v2(call.o + at * 2, &word, 2), CUDA_SUCCESS);
   }
-  ASSERT_FALSE(bool(harness->poison(nullptr)));
-  ASSERT_EQ(drv->cuCtxSynchronize(), CUDA_SUCCESS);
-  llvm::Error unrun = harness->verify();
-  EXPECT_TRUE(bool(unrun)) << "poisoned outputs passed the check";
-  llvm::consumeError(std::move(unrun));
 }
 
 TEST_F(GpuAttention, AFusedWinnerRunsOnlyInTheModeItWasBuiltFor) {

@@ -1515,3 +1515,22 @@ TEST(AttentionCompile, BadSpecsConfigsCallsAndTargetsAreNamed) {
 }
 
 } // namespace
+
+#include "ops/attention/AttentionReference.h"
+
+namespace {
+
+TEST(AttentionReference, CompilesForTheTargetsTuned) {
+  // The tuner's plain reference (CUDA C++ through NVRTC): its forward,
+  // backward and comparison kernels for each head dim build for every
+  // target a candidate is tuned for, without a GPU.
+  for (const char *arch : {"sm_90a", "sm_90", "sm_80"}) {
+    SCOPED_TRACE(arch);
+    std::optional<Target> t = Target::parse(arch);
+    ASSERT_TRUE(t.has_value());
+    llvm::Error err = attention::Reference::compile(*t);
+    EXPECT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  }
+}
+
+} // namespace
