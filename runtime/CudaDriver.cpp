@@ -65,6 +65,44 @@ llvm::Error CudaDriver::error(CUresult r, const llvm::Twine &what) const {
                     (text ? text : "no description") + ")");
 }
 
+llvm::Expected<LoadedModule> LoadedModule::load(const void *image) {
+  auto drv = CudaDriver::get();
+  if (!drv)
+    return drv.takeError();
+  LoadedModule m;
+  TJ_CU_CHECK(*drv, cuModuleLoadData(&m.module_, image));
+  return m;
+}
+
+LoadedModule &LoadedModule::operator=(LoadedModule &&o) noexcept {
+  if (this != &o) {
+    LoadedModule gone(std::move(*this));
+    module_ = o.module_;
+    o.module_ = nullptr;
+  }
+  return *this;
+}
+
+LoadedModule::~LoadedModule() {
+  if (!module_)
+    return;
+  if (auto drv = CudaDriver::get())
+    drv->cuModuleUnload(module_);
+  else
+    llvm::consumeError(drv.takeError());
+}
+
+llvm::Expected<CUfunction> LoadedModule::function(const char *name) const {
+  auto drv = CudaDriver::get();
+  if (!drv)
+    return drv.takeError();
+  CUfunction f = nullptr;
+  CUresult r = drv->cuModuleGetFunction(&f, module_, name);
+  if (r != CUDA_SUCCESS)
+    return drv->error(r, llvm::Twine("cuModuleGetFunction(") + name + ")");
+  return f;
+}
+
 llvm::Expected<CUcontext> useDevice(int ordinal) {
   auto drv = CudaDriver::get();
   if (!drv)

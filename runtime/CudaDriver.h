@@ -60,6 +60,23 @@ private:
   bool active_ = false;
 };
 
+/// A module (a cubin's kernels) loaded into the current context; unloaded
+/// when destroyed.
+class LoadedModule {
+public:
+  static llvm::Expected<LoadedModule> load(const void *image);
+  LoadedModule() = default;
+  LoadedModule(LoadedModule &&o) noexcept : module_(o.module_) { o.module_ = nullptr; }
+  LoadedModule &operator=(LoadedModule &&o) noexcept;
+  LoadedModule(const LoadedModule &) = delete;
+  ~LoadedModule();
+  /// Kernel `name`, or an error naming it.
+  llvm::Expected<CUfunction> function(const char *name) const;
+
+private:
+  CUmodule module_ = nullptr;
+};
+
 struct DeviceInfo {
   std::string name;
   int ordinal = 0;

@@ -195,10 +195,15 @@ llvm::Expected<std::unique_ptr<LoadedKernel>> LoadedKernel::load(const KernelBin
   TJ_CU_CHECK(*drv, cuCtxGetCurrent(&k->context_));
   if (!k->context_)
     return error("no current CUDA context to load kernel into");
-  TJ_CU_CHECK(*drv, cuModuleLoadData(&k->module_, c.cubin.data()));
+  auto module = LoadedModule::load(c.cubin.data());
+  if (!module)
+    return module.takeError();
+  k->module_ = std::move(*module);
   for (const EntryInfo &e : c.entries) {
-    CUfunction f;
-    TJ_CU_CHECK(*drv, cuModuleGetFunction(&f, k->module_, e.name.c_str()));
+    auto fn = k->module_.function(e.name.c_str());
+    if (!fn)
+      return fn.takeError();
+    CUfunction f = *fn;
     if (auto err = checkParams(*drv, e, f))
       return err;
     if (e.staticSmemBytes + e.dynamicSmemBytes > Target::kStaticSharedBytes)
@@ -221,15 +226,6 @@ llvm::Expected<std::unique_ptr<LoadedKernel>> LoadedKernel::load(const KernelBin
   k->workspaceBytes_ = c.workspaceBytes;
   k->key_ = c.key;
   return k;
-}
-
-LoadedKernel::~LoadedKernel() {
-  if (!module_)
-    return;
-  if (auto drv = CudaDriver::get())
-    drv->cuModuleUnload(module_);
-  else
-    llvm::consumeError(drv.takeError());
 }
 
 llvm::Expected<std::array<int64_t, 3>> LoadedKernel::gridFor(size_t entry, const KernelArg *args,

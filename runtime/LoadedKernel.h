@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/KernelBinary.h"
+#include "runtime/CudaDriver.h"
 #include "llvm/Support/Error.h"
 
 namespace tilejit {
@@ -91,7 +92,7 @@ public:
   /// driver reads from the binary (a mismatch is an error naming the
   /// parameter).
   static llvm::Expected<std::unique_ptr<LoadedKernel>> load(const KernelBinary &binary);
-  ~LoadedKernel();
+  ~LoadedKernel() = default;
   LoadedKernel(const LoadedKernel &) = delete;
   LoadedKernel &operator=(const LoadedKernel &) = delete;
 
@@ -123,7 +124,7 @@ public:
 private:
   LoadedKernel() = default;
   CUcontext context_ = nullptr;
-  CUmodule module_ = nullptr;
+  LoadedModule module_;
   std::vector<CUfunction> functions_;
   std::vector<EntryInfo> entries_;
   int64_t workspaceBytes_ = 0;

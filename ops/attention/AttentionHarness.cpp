@@ -206,6 +206,17 @@ int64_t referenceBatches(int64_t b, size_t bytes) {
   return std::clamp<int64_t>(int64_t(kReferenceBytes / std::max<size_t>(bytes, 1)), 1, b);
 }
 
+/// The device reference for `ks`'s target, and the two words its
+/// comparisons count in.
+llvm::Error loadReference(const KernelSpec &ks, std::unique_ptr<attention::Reference> &ref,
+                          DeviceBuffer &words) {
+  auto loaded = attention::Reference::load(attention::Params(ks).target);
+  if (!loaded)
+    return loaded.takeError();
+  ref = std::move(*loaded);
+  return allocate(words, 16);
+}
+
 /// "at the tuning size (b 2, sq 4096, ...)": where a candidate failed.
 std::string tuningSize(const attention::Call &c, int64_t batches) {
   return "at the tuning size (b " + std::to_string(c.b) + ", sq " + std::to_string(c.sq) + ", sk " +
@@ -372,11 +383,7 @@ private:
   /// checked problem, then run on the tuning problem (O, the magnitudes of
   /// its terms, LSE, kept for verify).
   llvm::Error prepareReference(const KernelSpec &ks) {
-    auto ref = attention::Reference::load(attention::Params(ks).target);
-    if (!ref)
-      return ref.takeError();
-    ref_ = std::move(*ref);
-    if (auto e = allocate(words_, 16))
+    if (auto e = loadReference(ks, ref_, words_))
       return e;
     const attention::Call &c = check_;
     size_t n = size_t(seqs_.rowsQ() * c.hq * c.d), nl = size_t(c.b * c.hq * c.sq);
@@ -712,11 +719,7 @@ private:
   /// timed on too), and its gradients with their magnitudes, kept for
   /// verify.
   llvm::Error prepareReference(const KernelSpec &ks) {
-    auto ref = attention::Reference::load(attention::Params(ks).target);
-    if (!ref)
-      return ref.takeError();
-    ref_ = std::move(*ref);
-    if (auto e = allocate(words_, 16))
+    if (auto e = loadReference(ks, ref_, words_))
       return e;
     const attention::BackwardCall &c = check_;
     size_t nq = size_t(seqs_.rowsQ() * c.hq * c.d), nk = size_t(seqs_.rowsK() * c.hkv * c.d);

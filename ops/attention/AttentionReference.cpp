@@ -79,6 +79,24 @@ __device__ __forceinline__ void rows(const Side &t, int s, i64 &first, int &n) {
 __device__ __forceinline__ i64 at(const Side &t, int s, i64 first, int i, int h) {
   return t.cu ? (first + i) * t.row + h * t.head : s * t.batch + i * t.row + h * t.head;
 }
+// A warp's row (of Q; of K in dK/dV's kernel): its block's (x) warp,
+// head y, sequence z; the sequence's first rows and lengths in Q and K.
+struct Warp {
+  int lane, r, h, s, qn, kn;
+  i64 q0, k0;
+  __device__ explicit Warp(const Problem &p) {
+    lane = threadIdx.x & 31;
+    r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    h = blockIdx.y;
+    s = blockIdx.z;
+    rows(p.q, s, q0, qn);
+    rows(p.k, s, k0, kn);
+  }
+  // A query row's: the KV head its head reads, and the keys it sees (a
+  // causal mask's diagonal top-left).
+  __device__ int kvHead(const Problem &p) const { return h / (p.q.heads / p.k.heads); }
+  __device__ int keys(const Problem &p) const { return p.causal ? min(kn, r + 1) : kn; }
+};
 // The row of LSE, D and D's magnitude: [b, hq, sq].
 __device__ __forceinline__ i64 stat(const Problem &p, int s, int h, int i) {
   return ((i64)s * p.q.heads + h) * p.q.len + i;
@@ -89,23 +107,18 @@ __device__ __forceinline__ i64 stat(const Problem &p, int s, int h, int i) {
 template <int E>
 __device__ void forward(const Problem &p, const u16 *Q, const u16 *K, const u16 *V, float *o,
                         float *mag, float *lse, u16 *o16) {
-  int lane = threadIdx.x & 31, i = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  int h = blockIdx.y, s = blockIdx.z;
-  i64 q0, k0;
-  int qn, kn;
-  rows(p.q, s, q0, qn);
-  rows(p.k, s, k0, kn);
-  if (i >= qn)
+  const Warp w(p);
+  if (w.r >= w.qn)
     return;
-  int g = h / (p.q.heads / p.k.heads), keys = p.causal ? min(kn, i + 1) : kn;
-  i64 qa = at(p.q, s, q0, i, h) + lane;
+  int lane = w.lane, i = w.r, h = w.h, s = w.s, g = w.kvHead(p), keys = w.keys(p);
+  i64 qa = at(p.q, s, w.q0, i, h) + lane;
   float q[E], acc[E], am[E], m = -TJ_INF, l = 0;
   for (int e = 0; e < E; ++e) {
     q[e] = ld(Q, qa + 32 * e, p.f16);
     acc[e] = am[e] = 0;
   }
   for (int j = 0; j < keys; ++j) {
-    i64 ka = at(p.k, s, k0, j, g) + lane;
+    i64 ka = at(p.k, s, w.k0, j, g) + lane;
     float part = 0;
     for (int e = 0; e < E; ++e)
       part += q[e] * ld(K, ka + 32 * e, p.f16);
@@ -136,14 +149,11 @@ __device__ void forward(const Problem &p, const u16 *Q, const u16 *K, const u16 
 // D = rowsum(dO * O) of each query row and the sum of its terms' magnitudes.
 extern "C" __global__ void ref_dsum(Problem p, const u16 *O, const u16 *dO, float *D, float *Dmag,
                                     int d) {
-  int lane = threadIdx.x & 31, i = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  int h = blockIdx.y, s = blockIdx.z;
-  i64 q0;
-  int qn;
-  rows(p.q, s, q0, qn);
-  if (i >= qn)
+  const Warp w(p);
+  int lane = w.lane, i = w.r, h = w.h, s = w.s;
+  if (i >= w.qn)
     return;
-  i64 qa = at(p.q, s, q0, i, h);
+  i64 qa = at(p.q, s, w.q0, i, h);
   float sum = 0, abs = 0;
   for (int x = lane; x < d; x += 32) {
     float t = ld(dO, qa + x, p.f16) * ld(O, qa + x, p.f16);
@@ -163,16 +173,11 @@ extern "C" __global__ void ref_dsum(Problem p, const u16 *O, const u16 *dO, floa
 template <int E>
 __device__ void gradQ(const Problem &p, const u16 *Q, const u16 *K, const u16 *V, const u16 *dO,
                       const float *lse, const float *D, const float *Dmag, float *dq, float *mag) {
-  int lane = threadIdx.x & 31, i = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  int h = blockIdx.y, s = blockIdx.z;
-  i64 q0, k0;
-  int qn, kn;
-  rows(p.q, s, q0, qn);
-  rows(p.k, s, k0, kn);
-  if (i >= qn)
+  const Warp w(p);
+  if (w.r >= w.qn)
     return;
-  int g = h / (p.q.heads / p.k.heads), keys = p.causal ? min(kn, i + 1) : kn;
-  i64 qa = at(p.q, s, q0, i, h) + lane, r = stat(p, s, h, i);
+  int lane = w.lane, i = w.r, h = w.h, s = w.s, g = w.kvHead(p), keys = w.keys(p);
+  i64 qa = at(p.q, s, w.q0, i, h) + lane, r = stat(p, s, h, i);
   float q[E], dout[E], acc[E], am[E];
   for (int e = 0; e < E; ++e) {
     q[e] = ld(Q, qa + 32 * e, p.f16);
@@ -181,7 +186,7 @@ __device__ void gradQ(const Problem &p, const u16 *Q, const u16 *K, const u16 *V
   }
   float L = keys ? lse[r] : 0.0f, Dr = D[r], Dm = Dmag[r];
   for (int j = 0; j < keys; ++j) {
-    i64 ka = at(p.k, s, k0, j, g) + lane;
+    i64 ka = at(p.k, s, w.k0, j, g) + lane;
     float k[E], a = 0, b = 0;
     for (int e = 0; e < E; ++e) {
       k[e] = ld(K, ka + 32 * e, p.f16);
@@ -208,16 +213,12 @@ template <int E>
 __device__ void gradKV(const Problem &p, const u16 *Q, const u16 *K, const u16 *V, const u16 *dO,
                        const float *lse, const float *D, const float *Dmag, float *dk,
                        float *dkMag, float *dv, float *dvMag) {
-  int lane = threadIdx.x & 31, j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  int g = blockIdx.y, s = blockIdx.z;
-  i64 q0, k0;
-  int qn, kn;
-  rows(p.q, s, q0, qn);
-  rows(p.k, s, k0, kn);
-  if (j >= kn)
+  const Warp w(p);
+  int lane = w.lane, j = w.r, g = w.h, s = w.s, qn = w.qn;
+  if (j >= w.kn)
     return;
   int group = p.q.heads / p.k.heads;
-  i64 ka = at(p.k, s, k0, j, g) + lane;
+  i64 ka = at(p.k, s, w.k0, j, g) + lane;
   float k[E], v[E], gk[E], mk[E], gv[E], mv[E];
   for (int e = 0; e < E; ++e) {
     k[e] = ld(K, ka + 32 * e, p.f16);
@@ -227,7 +228,7 @@ __device__ void gradKV(const Problem &p, const u16 *Q, const u16 *K, const u16 *
   // (Row i sees keys 0 .. min(kn, i + 1) - 1: key j where j <= i.)
   for (int h = g * group; h < (g + 1) * group; ++h)
     for (int i = p.causal ? j : 0; i < qn; ++i) {
-      i64 qa = at(p.q, s, q0, i, h) + lane, r = stat(p, s, h, i);
+      i64 qa = at(p.q, s, w.q0, i, h) + lane, r = stat(p, s, h, i);
       float q[E], dout[E], a = 0, b = 0;
       for (int e = 0; e < E; ++e) {
         q[e] = ld(Q, qa + 32 * e, p.f16);
@@ -364,32 +365,29 @@ llvm::Expected<std::unique_ptr<Reference>> Reference::load(const Target &target)
   auto cubin = cubinFor(target);
   if (!cubin)
     return cubin.takeError();
-  auto drv = CudaDriver::get();
-  if (!drv)
-    return drv.takeError();
+  auto module = LoadedModule::load(cubin->data());
+  if (!module)
+    return module.takeError();
   std::unique_ptr<Reference> r(new Reference());
-  TJ_CU_CHECK(*drv, cuModuleLoadData(&r->module_, cubin->data()));
+  r->module_ = std::move(*module);
+  auto get = [&](CUfunction &f, const std::string &name) -> llvm::Error {
+    auto fn = r->module_.function(name.c_str());
+    if (!fn)
+      return fn.takeError();
+    f = *fn;
+    return llvm::Error::success();
+  };
   const char *widths[3] = {"2", "4", "8"};
-  for (int w = 0; w < 3; ++w) {
-    for (auto [f, name] : {std::pair{&r->fwd_[w], "ref_fwd_"},
-                           {&r->dq_[w], "ref_dq_"},
-                           {&r->dkdv_[w], "ref_dkdv_"}}) {
-      std::string entry = std::string(name) + widths[w];
-      TJ_CU_CHECK(*drv, cuModuleGetFunction(f, r->module_, entry.c_str()));
-    }
-  }
-  TJ_CU_CHECK(*drv, cuModuleGetFunction(&r->dsum_, r->module_, "ref_dsum"));
-  TJ_CU_CHECK(*drv, cuModuleGetFunction(&r->compare_, r->module_, "ref_compare"));
+  for (int w = 0; w < 3; ++w)
+    for (auto [f, name] :
+         {std::pair{&r->fwd_[w], "ref_fwd_"}, {&r->dq_[w], "ref_dq_"}, {&r->dkdv_[w], "ref_dkdv_"}})
+      if (auto e = get(*f, name + std::string(widths[w])))
+        return e;
+  if (auto e = get(r->dsum_, "ref_dsum"))
+    return e;
+  if (auto e = get(r->compare_, "ref_compare"))
+    return e;
   return r;
-}
-
-Reference::~Reference() {
-  if (!module_)
-    return;
-  if (auto drv = CudaDriver::get())
-    drv->cuModuleUnload(module_);
-  else
-    llvm::consumeError(drv.takeError());
 }
 
 llvm::Error Reference::forward(const Call &call, int64_t batches, CUdeviceptr o, CUdeviceptr mag,

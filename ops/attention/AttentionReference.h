@@ -20,6 +20,7 @@
 
 #include "core/Target.h"
 #include "ops/attention/AttentionLaunch.h"
+#include "runtime/CudaDriver.h"
 #include "llvm/Support/Error.h"
 
 namespace tilejit::attention {
@@ -31,7 +32,6 @@ public:
   static llvm::Expected<std::unique_ptr<Reference>> load(const Target &target);
   /// Only compiles them for `target` (no GPU needed): NVRTC's errors.
   static llvm::Error compile(const Target &target);
-  ~Reference();
   Reference(const Reference &) = delete;
   Reference &operator=(const Reference &) = delete;
 
@@ -69,7 +69,7 @@ public:
 
 private:
   Reference() = default;
-  CUmodule module_ = nullptr;
+  LoadedModule module_;
   CUfunction fwd_[3] = {}, dq_[3] = {}, dkdv_[3] = {}, dsum_ = nullptr, compare_ = nullptr;
 };
 

@@ -151,6 +151,9 @@ protected:
       return b.takeError();
     return *b->loaded;
   }
+  /// The forward's and the backward's default configs for case `c` pass
+  /// the tuner's check (expectTheTunersCheckPasses).
+  void expectTheDefaultsPassTheTunersCheck(const Case &c);
 
   /// Packed sequences: the offsets of Q's and K's rows into device buffers
   /// (kept in cuQ and cuK), named in `call`.
@@ -1277,6 +1280,17 @@ void expectTheTunersCheckPasses(
   llvm::consumeError(std::move(unrun));
 }
 
+void GpuAttention::expectTheDefaultsPassTheTunersCheck(const Case &c) {
+  SCOPED_TRACE(name(c));
+  attention::Call call = callOf(c);
+  auto fwd = attention::specOf(call, target);
+  ASSERT_TRUE(bool(fwd)) << llvm::toString(fwd.takeError());
+  expectTheTunersCheckPasses(*fwd, {""}, loadBuilt);
+  auto bwd = attention::backwardSpecOf(call, target);
+  ASSERT_TRUE(bool(bwd)) << llvm::toString(bwd.takeError());
+  expectTheTunersCheckPasses(*bwd, {""}, loadBuilt);
+}
+
 TEST_F(GpuAttention, TheTunersCheckRunsPersistentBackwardsOverSeveralTiles) {
   // The tuner checks each candidate on a smaller problem (sampled rows of
   // dQ, dK and dV against float64) before timing it on the spec's; there a
@@ -1326,14 +1340,7 @@ TEST_F(GpuAttention, TheTunersCheckRunsPackedSequencesOfRaggedLengths) {
     expectTheTunersCheckPasses(
         *det, {"", "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 stages=2"}, loadBuilt);
   }
-  Case cross = packed({700, 90}, {300, 900}, 4, 1, 64, false);
-  attention::Call call = callOf(cross);
-  auto fwd = attention::specOf(call, target);
-  ASSERT_TRUE(bool(fwd)) << llvm::toString(fwd.takeError());
-  expectTheTunersCheckPasses(*fwd, {""}, loadBuilt);
-  auto bwd = attention::backwardSpecOf(call, target);
-  ASSERT_TRUE(bool(bwd)) << llvm::toString(bwd.takeError());
-  expectTheTunersCheckPasses(*bwd, {""}, loadBuilt);
+  expectTheDefaultsPassTheTunersCheck(packed({700, 90}, {300, 900}, 4, 1, 64, false));
 }
 
 TEST_F(GpuAttention, TheTunersReferenceAgreesWithFloat64AcrossTheCoverage) {
@@ -1351,16 +1358,8 @@ TEST_F(GpuAttention, TheTunersReferenceAgreesWithFloat64AcrossTheCoverage) {
       packed({1500, 1500}, {1500, 1500}, 8, 1, 128, true),
       packed({600, 600}, {900, 900}, 4, 2, 256, false, "", 0, DType::F16),
   };
-  for (const Case &c : cases) {
-    SCOPED_TRACE(name(c));
-    attention::Call call = callOf(c);
-    auto fwd = attention::specOf(call, target);
-    ASSERT_TRUE(bool(fwd)) << llvm::toString(fwd.takeError());
-    expectTheTunersCheckPasses(*fwd, {""}, loadBuilt);
-    auto bwd = attention::backwardSpecOf(call, target);
-    ASSERT_TRUE(bool(bwd)) << llvm::toString(bwd.takeError());
-    expectTheTunersCheckPasses(*bwd, {""}, loadBuilt);
-  }
+  for (const Case &c : cases)
+    expectTheDefaultsPassTheTunersCheck(c);
 }
 
 TEST_F(GpuAttention, TheTunersReferenceFindsOneWrongElement) {
