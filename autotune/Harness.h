@@ -1,7 +1,8 @@
 //===- Harness.h - running and checking one op's candidates -------*- C++ -*-===//
 //
 // The tuner is op-agnostic; each op supplies a harness that owns device
-// inputs (fresh random data), outputs, and a float64 reference, launches a
+// inputs (fresh random data), outputs, and its references (float64 on the
+// host; attention's also a plain kernel on the device), launches a
 // candidate kernel, and checks what it wrote. A new template joins the tuner
 // by adding a harness, nothing else.
 //

@@ -3,9 +3,9 @@
 // The sequence lengths and the batch are launch-time sizes. A candidate is
 // checked twice from poisoned outputs, each problem with its own random
 // inputs:
-// - on a small problem against float64 on the host: one sequence of at most
-//   333 queries and keys (not a multiple of any tile; a causal spec keeps
-//   sq == sk when they are equal) with every head of the spec; packed
+// - on a small problem against float64 on the host: two sequences of at
+//   most 333 queries and keys (not a multiple of any tile; a causal spec
+//   keeps sq == sk when they are equal) with every head of the spec; packed
 //   sequences (THD) on three of ragged lengths, one of them a single row
 //   (checkedSequences). Every element of O and LSE must be written and
 //   finite, and 48 sampled rows (each sequence's first and last among them)
@@ -84,7 +84,8 @@ Sequences equalSequences(const attention::Call &c) {
 }
 
 /// The problem a candidate is checked on: at most 333 queries and keys
-/// (sq == sk kept when they are equal). BSHD and BHSD: one sequence. THD:
+/// (sq == sk kept when they are equal). BSHD and BHSD: two sequences (the
+/// batch's stride in the candidate and in the device reference). THD:
 /// three, of about two thirds, one and all of the rows: a tile that runs
 /// past its sequence into the next one's rows, a sequence of one row, and
 /// one of the longest length, so the offsets, the masks of rows and keys
@@ -94,7 +95,7 @@ Sequences checkedSequences(attention::Call &c) {
   c.sq = std::min<int64_t>(c.sq, 333);
   c.sk = square ? c.sq : std::min<int64_t>(c.sk, 333);
   if (c.layout != attention::Layout::THD) {
-    c.b = 1;
+    c.b = 2;
     return equalSequences(c);
   }
   Sequences seqs;
@@ -198,12 +199,38 @@ llvm::Error referenceDisagrees(const llvm::Twine &what, double got, double want)
               " (not a candidate's fault: the tuning stops here)");
 }
 
-/// The sequences of the timed problem the device reference covers: all of
+/// The sequences of the tuning problem the device reference covers: all of
 /// them, or as many as keep its f32 arrays (`bytes` a sequence) within 4
-/// GiB (at least one).
-int64_t referenceBatches(int64_t b, size_t bytes) {
+/// GiB and its work within 2^33 (query row, key, head) triples (a few
+/// seconds of it); at least one. The others repeat their inputs
+/// (repeatSequences), so what they compute is what the covered ones do.
+int64_t referenceBatches(const attention::Call &c, size_t bytes) {
   constexpr size_t kReferenceBytes = size_t(4) << 30;
-  return std::clamp<int64_t>(int64_t(kReferenceBytes / std::max<size_t>(bytes, 1)), 1, b);
+  constexpr int64_t kReferenceWork = int64_t(1) << 33;
+  int64_t work = std::max<int64_t>(c.hq * c.sq * c.sk, 1);
+  return std::clamp<int64_t>(
+      std::min(int64_t(kReferenceBytes / std::max<size_t>(bytes, 1)), kReferenceWork / work), 1,
+      c.b);
+}
+
+/// Fills sequences `batches`.. of each of `buffers` (whose first
+/// dimension is the sequence, `bytes` a sequence) with copies of the first
+/// `batches`.
+llvm::Error repeatSequences(std::initializer_list<std::pair<DeviceBuffer *, size_t>> buffers,
+                            int64_t batches) {
+  for (auto [buf, bytes] : buffers)
+    if (auto e = repeatOnDevice(*buf, size_t(batches) * bytes, buf->ptr(), size_t(batches) * bytes))
+      return e;
+  return llvm::Error::success();
+}
+
+/// `buf` of `bytes` for the device reference's arrays, or an error saying
+/// so.
+llvm::Error allocateReference(DeviceBuffer &buf, size_t bytes) {
+  if (auto e = allocate(buf, bytes))
+    return fail("the attention reference's arrays at the tuning size (" +
+                llvm::Twine(int64_t(bytes >> 20)) + " MiB): " + llvm::toString(std::move(e)));
+  return llvm::Error::success();
 }
 
 /// The device reference for `ks`'s target, and the two words its
@@ -226,21 +253,52 @@ std::string tuningSize(const attention::Call &c, int64_t batches) {
          ")";
 }
 
-/// `got` held to the device reference element by element (see compare).
+/// Element `at` of a tuning problem's tensor of `heads` heads and `rows`
+/// rows a sequence (equal sequences), or of its LSE (`heads` 0): "[sequence
+/// s, head h, row i, x]".
+std::string describeElement(const attention::Call &c, int64_t heads, int64_t rows, int64_t at) {
+  int64_t x = 0, h, i, s;
+  if (!heads) {
+    i = at % rows;
+    h = at / rows % c.hq;
+    s = at / rows / c.hq;
+  } else {
+    x = at % c.d;
+    int64_t r = at / c.d;
+    if (c.layout == attention::Layout::BHSD) {
+      i = r % rows;
+      h = r / rows % heads;
+      s = r / rows / heads;
+    } else {
+      h = r % heads;
+      i = r / heads % rows;
+      s = r / heads / rows;
+    }
+  }
+  return "[sequence " + std::to_string(s) + ", head " + std::to_string(h) + ", row " +
+         std::to_string(i) + (heads ? ", " + std::to_string(x) : std::string()) + "]";
+}
+
+/// `got` (`n` elements of a tensor of `heads` heads, `rows` rows a
+/// sequence) held to the device reference element by element (see
+/// compare).
 llvm::Error expectClose(const attention::Reference &ref, const char *name, const attention::Call &c,
-                        int64_t batches, CUdeviceptr got, const DeviceBuffer &want,
-                        const DeviceBuffer &mag, int64_t n, const DeviceBuffer &words) {
+                        int64_t batches, int64_t heads, int64_t rows, CUdeviceptr got,
+                        const DeviceBuffer &want, const DeviceBuffer &mag,
+                        const DeviceBuffer &words) {
   Bounds bounds(c.dt);
+  int64_t n = batches * rows * heads * c.d;
   auto m = ref.compare(c.dt, got, want.ptr(), mag.ptr(), n, bounds.rounding, bounds.pRounding,
                        bounds.floor, words.ptr(), nullptr);
   if (!m)
     return m.takeError();
   if (!m->count)
     return llvm::Error::success();
-  return fail(llvm::Twine(name) + " " + tuningSize(c, batches) + ": " +
-              llvm::Twine(int64_t(m->count)) + " elements outside the bounds, the first (element " +
-              llvm::Twine(m->first) + ") " + std::to_string(m->got) + ", expected " +
-              std::to_string(m->ref) + " (allowed error " + std::to_string(m->allowed) + ")");
+  return fail(
+      llvm::Twine(name) + " " + tuningSize(c, batches) + ": " + llvm::Twine(int64_t(m->count)) +
+      " of " + llvm::Twine(n) + " elements outside the bounds, the first " +
+      describeElement(c, heads, rows, m->first) + " = " + std::to_string(m->got) + ", expected " +
+      std::to_string(m->ref) + " (allowed error " + std::to_string(m->allowed) + ")");
 }
 
 class AttentionHarness : public OpHarness {
@@ -323,6 +381,21 @@ public:
   }
 
   llvm::Error verify() override {
+    // The tuning problem, every element against the device reference.
+    const attention::Call &f = full_;
+    if (auto e = expectClose(*ref_, "O", f, refBatches_, f.hq, f.sq, timed_.o.ptr(), refO_, refMag_,
+                             words_))
+      return e;
+    std::vector<float> fullLse(refLse_.size());
+    if (auto e = timed_.lse.download(fullLse))
+      return e;
+    for (size_t i = 0; i < fullLse.size(); ++i)
+      if (!(std::fabs(fullLse[i] - refLse_[i]) <= 2e-5 * std::fabs(refLse_[i]) + 2e-5))
+        return fail("LSE " + tuningSize(f, refBatches_) + ": " +
+                    describeElement(f, 0, f.sq, int64_t(i)) + " = " + std::to_string(fullLse[i]) +
+                    ", expected " + std::to_string(refLse_[i]));
+
+    // The small problem against float64.
     const attention::Call &c = check_;
     size_t nq = size_t(seqs_.rowsQ() * c.hq * c.d);
     std::vector<unsigned char> o(nq * size_t(dtypeBytes(c.dt)));
@@ -356,19 +429,6 @@ public:
         return fail("LSE" + where(s.seq, s.head, s.row) + " = " + std::to_string(got) +
                     ", expected " + std::to_string(s.lse));
     }
-
-    // The tuning problem, every element against the device reference.
-    if (auto e = expectClose(*ref_, "O", full_, refBatches_, timed_.o.ptr(), refO_, refMag_,
-                             int64_t(refBatches_ * full_.sq * full_.hq * full_.d), words_))
-      return e;
-    std::vector<float> fullLse(refLse_.size());
-    if (auto e = timed_.lse.download(fullLse))
-      return e;
-    for (size_t i = 0; i < fullLse.size(); ++i)
-      if (!(std::fabs(fullLse[i] - refLse_[i]) <= 2e-5 * std::fabs(refLse_[i]) + 2e-5))
-        return fail("LSE " + tuningSize(full_, refBatches_) + ": element " +
-                    llvm::Twine(int64_t(i)) + " = " + std::to_string(fullLse[i]) + ", expected " +
-                    std::to_string(refLse_[i]));
     return llvm::Error::success();
   }
 
@@ -403,10 +463,12 @@ private:
       for (int64_t x = 0; x < c.d; ++x) {
         size_t at = base + size_t(x);
         if (!referenceAgrees(ho[at], s.o[size_t(x)], s.mag[size_t(x)]))
-          return referenceDisagrees("O" + where(s.seq, s.head, s.row), ho[at], s.o[size_t(x)]);
+          return referenceDisagrees("O" + where(s.seq, s.head, s.row) + "[" + llvm::Twine(x) + "]",
+                                    ho[at], s.o[size_t(x)]);
         if (!referenceAgrees(hm[at], s.mag[size_t(x)], s.mag[size_t(x)]))
-          return referenceDisagrees("the magnitude of O" + where(s.seq, s.head, s.row), hm[at],
-                                    s.mag[size_t(x)]);
+          return referenceDisagrees("the magnitude of O" + where(s.seq, s.head, s.row) + "[" +
+                                        llvm::Twine(x) + "]",
+                                    hm[at], s.mag[size_t(x)]);
       }
       if (!referenceAgrees(hl[lseAt(s.seq, s.head, s.row)], s.lse, 0))
         return referenceDisagrees("LSE" + where(s.seq, s.head, s.row),
@@ -414,13 +476,13 @@ private:
     }
 
     const attention::Call &f = full_;
-    refBatches_ = referenceBatches(f.b, size_t(f.sq * f.hq * f.d) * 8);
+    refBatches_ = referenceBatches(f, size_t(f.sq * f.hq * f.d) * 8);
     size_t nf = size_t(refBatches_ * f.sq * f.hq * f.d);
     DeviceBuffer fullLse;
     for (auto [buf, bytes] : {std::pair<DeviceBuffer *, size_t>{&refO_, nf * 4},
                               {&refMag_, nf * 4},
                               {&fullLse, size_t(f.b * f.hq * f.sq) * 4}})
-      if (auto e = allocate(*buf, bytes))
+      if (auto e = allocateReference(*buf, bytes))
         return e;
     if (auto e =
             ref_->forward(f, refBatches_, refO_.ptr(), refMag_.ptr(), fullLse.ptr(), 0, nullptr))
@@ -523,32 +585,35 @@ public:
     dmag_.assign(lse_.size(), 0.0);
     std::vector<unsigned char> o(nq * size_t(dtypeBytes(c.dt)));
     std::vector<float> lse(lse_.size(), NAN);
-    std::vector<double> w(size_t(c.sk)), orow(size_t(c.d));
-    for (int64_t s = 0; s < seqs_.count(); ++s)
-      for (int64_t h = 0; h < c.hq; ++h)
-        for (int64_t i = 0; i < seqs_.qn[size_t(s)]; ++i) {
-          int64_t keys = seqs_.visible(c.causal, s, i);
-          double mx = -INFINITY, sum = 0;
-          for (int64_t j = 0; j < keys; ++j)
-            mx = std::max(mx, w[size_t(j)] = score(s, h, i, j));
-          for (int64_t j = 0; j < keys; ++j)
-            sum += (w[size_t(j)] = std::exp(w[size_t(j)] - mx));
-          std::fill(orow.begin(), orow.end(), 0.0);
-          for (int64_t j = 0; j < keys; ++j)
-            for (int64_t x = 0; x < c.d; ++x)
-              orow[size_t(x)] += w[size_t(j)] / sum * el(checked_.hv, kat(s, h, j) + size_t(x));
-          size_t r = lseAt(s, h, i);
-          lse_[r] = mx + std::log(sum);
-          lse[r] = float(lse_[r]);
-          for (int64_t x = 0; x < c.d; ++x) {
-            // (D from O as the kernels read it: rounded to the type.)
-            size_t at = qat(s, h, i) + size_t(x);
-            storeElement(o.data(), c.dt, at, float(orow[size_t(x)]));
-            double dox = el(hdo_, at), ox = el(o, at);
-            dsum_[r] += dox * ox;
-            dmag_[r] += std::fabs(dox * ox);
-          }
+    // (A task a sequence's head, spread over the host's threads; no two
+    // write the same element.)
+    parallelBlocks(size_t(seqs_.count() * c.hq), 1, [&](size_t task, size_t) {
+      int64_t s = int64_t(task) / c.hq, h = int64_t(task) % c.hq;
+      std::vector<double> w(size_t(c.sk)), orow(size_t(c.d));
+      for (int64_t i = 0; i < seqs_.qn[size_t(s)]; ++i) {
+        int64_t keys = seqs_.visible(c.causal, s, i);
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < keys; ++j)
+          mx = std::max(mx, w[size_t(j)] = score(s, h, i, j));
+        for (int64_t j = 0; j < keys; ++j)
+          sum += (w[size_t(j)] = std::exp(w[size_t(j)] - mx));
+        std::fill(orow.begin(), orow.end(), 0.0);
+        for (int64_t j = 0; j < keys; ++j)
+          for (int64_t x = 0; x < c.d; ++x)
+            orow[size_t(x)] += w[size_t(j)] / sum * el(checked_.hv, kat(s, h, j) + size_t(x));
+        size_t r = lseAt(s, h, i);
+        lse_[r] = mx + std::log(sum);
+        lse[r] = float(lse_[r]);
+        for (int64_t x = 0; x < c.d; ++x) {
+          // (D from O as the kernels read it: rounded to the type.)
+          size_t at = qat(s, h, i) + size_t(x);
+          storeElement(o.data(), c.dt, at, float(orow[size_t(x)]));
+          double dox = el(hdo_, at), ox = el(o, at);
+          dsum_[r] += dox * ox;
+          dmag_[r] += std::fabs(dox * ox);
         }
+      }
+    });
     if (auto e = checked_.o.upload(o))
       return e;
     if (auto e = checked_.lse.upload(lse))
@@ -575,7 +640,8 @@ public:
         rows_.push_back({false, ph(rng), s, i, {}, {}, {}, {}});
       }
     int64_t group = c.hq / c.hkv;
-    for (Row &r : rows_) {
+    parallelBlocks(rows_.size(), 1, [&](size_t task, size_t) {
+      Row &r = rows_[task];
       for (auto *v : {&r.a, &r.amag, &r.b, &r.bmag})
         v->assign(size_t(c.d), 0.0);
       // dQ of (head, query row): over the keys it sees. dK, dV of (KV head,
@@ -606,7 +672,7 @@ public:
             }
           }
         }
-    }
+    });
     return prepareReference(ks);
   }
 
@@ -633,6 +699,17 @@ public:
   }
 
   llvm::Error verify() override {
+    // The tuning problem, every element against the device reference.
+    const attention::Call &t = full_;
+    for (auto [name, got, want, mag, heads, rows] :
+         {std::tuple{"dQ", &timedGrads_.dQ, &refGrads_[0], &refGrads_[1], t.hq, t.sq},
+          std::tuple{"dK", &timedGrads_.dK, &refGrads_[2], &refGrads_[3], t.hkv, t.sk},
+          std::tuple{"dV", &timedGrads_.dV, &refGrads_[4], &refGrads_[5], t.hkv, t.sk}})
+      if (auto err = expectClose(*ref_, name, t, refBatches_, heads, rows, got->ptr(), *want, *mag,
+                                 words_))
+        return err;
+
+    // The small problem against float64.
     const attention::Call &c = check_;
     size_t e = size_t(dtypeBytes(c.dt));
     std::vector<unsigned char> dq(size_t(seqs_.rowsQ() * c.hq * c.d) * e),
@@ -676,16 +753,6 @@ public:
       if (auto err = compare("dV", dv, base, r, r.b, r.bmag))
         return err;
     }
-
-    // The tuning problem, every element against the device reference.
-    const attention::Call &t = full_;
-    int64_t nq = refBatches_ * t.sq * t.hq * t.d, nk = refBatches_ * t.sk * t.hkv * t.d;
-    for (auto [name, got, want, mag, n] :
-         {std::tuple{"dQ", &timedGrads_.dQ, &refGrads_[0], &refGrads_[1], nq},
-          std::tuple{"dK", &timedGrads_.dK, &refGrads_[2], &refGrads_[3], nk},
-          std::tuple{"dV", &timedGrads_.dV, &refGrads_[4], &refGrads_[5], nk}})
-      if (auto e = expectClose(*ref_, name, t, refBatches_, got->ptr(), *want, *mag, n, words_))
-        return e;
     return llvm::Error::success();
   }
 
@@ -744,31 +811,46 @@ private:
           float got = host[first + 2 * k][base + size_t(x)],
                 gotMag = host[first + 2 * k + 1][base + size_t(x)];
           if (!referenceAgrees(got, want[size_t(x)], mag[size_t(x)]))
-            return referenceDisagrees(name + describeRow(c, r.seq, r.head, r.row), got,
-                                      want[size_t(x)]);
+            return referenceDisagrees(name + describeRow(c, r.seq, r.head, r.row) + "[" +
+                                          llvm::Twine(x) + "]",
+                                      got, want[size_t(x)]);
           if (!referenceAgrees(gotMag, mag[size_t(x)], mag[size_t(x)]))
             return referenceDisagrees(std::string("the magnitude of ") + name +
-                                          describeRow(c, r.seq, r.head, r.row),
+                                          describeRow(c, r.seq, r.head, r.row) + "[" +
+                                          llvm::Twine(x) + "]",
                                       gotMag, mag[size_t(x)]);
         }
       }
     }
 
     // The tuning problem: O (in its type) and LSE from the reference's
-    // forward, then its gradients for as many sequences as fit.
+    // forward, then its gradients, for the sequences it covers; the others
+    // repeat them.
     const attention::BackwardCall &f = full_;
-    if (auto e = ref_->forward(f, f.b, 0, 0, f.lse, f.o, nullptr))
-      return e;
     size_t perSequence = size_t(f.sq * f.hq * f.d + 2 * f.sk * f.hkv * f.d) * 8;
-    refBatches_ = referenceBatches(f.b, perSequence);
-    if (auto e = makeGradients(refGrads_, size_t(refBatches_ * f.sq * f.hq * f.d),
-                               size_t(refBatches_ * f.sk * f.hkv * f.d), scratch, f))
-      return e;
-    if (auto e = ref_->backward(f, refBatches_, gradientsOf(refGrads_), scratch.ptr(), nullptr))
-      return e;
+    refBatches_ = referenceBatches(f, perSequence);
+    size_t e = size_t(dtypeBytes(f.dt)), qBytes = size_t(f.sq * f.hq * f.d) * e,
+           kBytes = size_t(f.sk * f.hkv * f.d) * e;
+    if (auto err = repeatSequences({{&timed_.q, qBytes},
+                                    {&timed_.k, kBytes},
+                                    {&timed_.v, kBytes},
+                                    {&timedGrads_.dO, qBytes}},
+                                   refBatches_))
+      return err;
+    if (auto err = ref_->forward(f, refBatches_, 0, 0, f.lse, f.o, nullptr))
+      return err;
     auto drv = CudaDriver::get();
     if (!drv)
       return drv.takeError();
+    TJ_CU_CHECK(*drv, cuCtxSynchronize());
+    if (auto err = repeatSequences({{&timed_.o, qBytes}, {&timed_.lse, size_t(f.hq * f.sq) * 4}},
+                                   refBatches_))
+      return err;
+    if (auto err = makeGradients(refGrads_, size_t(refBatches_ * f.sq * f.hq * f.d),
+                                 size_t(refBatches_ * f.sk * f.hkv * f.d), scratch, f))
+      return err;
+    if (auto err = ref_->backward(f, refBatches_, gradientsOf(refGrads_), scratch.ptr(), nullptr))
+      return err;
     TJ_CU_CHECK(*drv, cuCtxSynchronize());
     return llvm::Error::success();
   }
@@ -777,9 +859,9 @@ private:
   static llvm::Error makeGradients(DeviceBuffer (&g)[6], size_t nq, size_t nk,
                                    DeviceBuffer &scratch, const attention::Call &c) {
     for (int i = 0; i < 6; ++i)
-      if (auto e = allocate(g[i], (i < 2 ? nq : nk) * 4))
+      if (auto e = allocateReference(g[i], (i < 2 ? nq : nk) * 4))
         return e;
-    return allocate(scratch, size_t(2 * c.b * c.hq * c.sq) * 4);
+    return allocateReference(scratch, size_t(2 * c.b * c.hq * c.sq) * 4);
   }
   static attention::Reference::Gradients gradientsOf(const DeviceBuffer (&g)[6]) {
     return {g[0].ptr(), g[1].ptr(), g[2].ptr(), g[3].ptr(), g[4].ptr(), g[5].ptr()};

@@ -225,8 +225,13 @@ __device__ void gradKV(const Problem &p, const u16 *Q, const u16 *K, const u16 *
     v[e] = ld(V, ka + 32 * e, p.f16);
     gk[e] = mk[e] = gv[e] = mv[e] = 0;
   }
-  // (Row i sees keys 0 .. min(kn, i + 1) - 1: key j where j <= i.)
-  for (int h = g * group; h < (g + 1) * group; ++h)
+  // (Row i sees keys 0 .. min(kn, i + 1) - 1: key j where j <= i. Each
+  // head's sums apart, then added: at most a sequence's rows of terms in
+  // one f32 sum, however many heads a group has.)
+  for (int h = g * group; h < (g + 1) * group; ++h) {
+    float hk[E], hmk[E], hv[E], hmv[E];
+    for (int e = 0; e < E; ++e)
+      hk[e] = hmk[e] = hv[e] = hmv[e] = 0;
     for (int i = p.causal ? j : 0; i < qn; ++i) {
       i64 qa = at(p.q, s, w.q0, i, h) + lane, r = stat(p, s, h, i);
       float q[E], dout[E], a = 0, b = 0;
@@ -239,12 +244,19 @@ __device__ void gradKV(const Problem &p, const u16 *Q, const u16 *K, const u16 *
       float pr = expf(warpSum(a) * p.scale - lse[r]), dp = warpSum(b);
       float ds = pr * (dp - D[r]), dsm = pr * (fabsf(dp) + Dmag[r]);
       for (int e = 0; e < E; ++e) {
-        gv[e] += pr * dout[e];
-        mv[e] += pr * fabsf(dout[e]);
-        gk[e] += ds * q[e];
-        mk[e] += dsm * fabsf(q[e]);
+        hv[e] += pr * dout[e];
+        hmv[e] += pr * fabsf(dout[e]);
+        hk[e] += ds * q[e];
+        hmk[e] += dsm * fabsf(q[e]);
       }
     }
+    for (int e = 0; e < E; ++e) {
+      gk[e] += hk[e];
+      mk[e] += hmk[e];
+      gv[e] += hv[e];
+      mv[e] += hmv[e];
+    }
+  }
   for (int e = 0; e < E; ++e) {
     i64 x = ka + 32 * e;
     dk[x] = gk[e] * p.scale;
@@ -275,13 +287,23 @@ TJ_REF_ENTRIES(4)
 TJ_REF_ENTRIES(8)
 
 // Counts the elements of `got` outside their bounds; words[1]: the first.
+// (Each warp takes 32 elements at a time and counts its failures at once.)
 extern "C" __global__ void ref_compare(const u16 *got, const float *ref, const float *mag, i64 n,
                                        int f16, float rel, float prel, float abs, u64 *words) {
-  for (i64 x = blockIdx.x * (i64)blockDim.x + threadIdx.x; x < n; x += (i64)gridDim.x * blockDim.x) {
-    float g = ld(got, x, f16), r = ref[x];
-    if (!(fabsf(g - r) <= rel * fabsf(r) + prel * mag[x] + abs)) {
-      atomicAdd(&words[0], 1ull);
-      atomicMin(&words[1], (u64)x);
+  int lane = threadIdx.x & 31;
+  i64 warp = (blockIdx.x * (i64)blockDim.x + threadIdx.x) >> 5;
+  i64 warps = (gridDim.x * (i64)blockDim.x) >> 5;
+  for (i64 base = warp * 32; base < n; base += warps * 32) {
+    i64 x = base + lane;
+    bool bad = false;
+    if (x < n) {
+      float g = ld(got, x, f16), r = ref[x];
+      bad = !(fabsf(g - r) <= rel * fabsf(r) + prel * mag[x] + abs);
+    }
+    unsigned failed = __ballot_sync(0xffffffffu, bad);
+    if (failed && lane == 0) {
+      atomicAdd(&words[0], (u64)__popc(failed));
+      atomicMin(&words[1], (u64)(base + __ffs(failed) - 1));
     }
   }
 }

@@ -38,8 +38,8 @@ public:
   /// The forward of the first `batches` sequences of `call` (its Q, K, V,
   /// offsets): O in f32 and the sum of |P V| of each element into `o` and
   /// `mag` (laid out as O; either 0: not written), LSE into `lse` ([b, hq,
-  /// sq], f32, natural log; -inf for rows without keys) and O in the call's
-  /// type into `o16` where not 0.
+  /// sq], f32, natural log; -inf for rows without keys; always written,
+  /// never 0) and O in the call's type into `o16` where not 0.
   llvm::Error forward(const Call &call, int64_t batches, CUdeviceptr o, CUdeviceptr mag,
                       CUdeviceptr lse, CUdeviceptr o16, CUstream stream) const;
 

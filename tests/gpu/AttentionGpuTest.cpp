@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <regex>
 
 #include "autotune/Harness.h"
 #include "autotune/Tuner.h"
@@ -1245,9 +1246,12 @@ TEST_F(GpuAttention, BackwardFusedOnPackedSequences) {
 }
 
 /// The tuner's check of each of `configs` (empty: the default) on `spec`:
-/// the harness prepares its smaller problem once; each candidate runs from
-/// poisoned outputs and must pass. Poisoned and not run, the check must
-/// fail.
+/// the harness prepares its problems once (checking its device reference
+/// against float64); each candidate runs from poisoned outputs and must
+/// pass. Then each half of the check must fail on its own: poisoned and
+/// not run, the tuning size's check (first) finds every element it covers
+/// outside the bounds; run on the tuning size alone, the small problem's
+/// check finds its outputs unwritten.
 void expectTheTunersCheckPasses(
     const KernelSpec &spec, const std::vector<const char *> &configs,
     llvm::function_ref<llvm::Expected<const LoadedKernel &>(const KernelSpec &, const TileConfig &)>
@@ -1260,12 +1264,15 @@ void expectTheTunersCheckPasses(
   ASSERT_FALSE(bool(prepared)) << llvm::toString(std::move(prepared));
   auto drv = CudaDriver::get();
   ASSERT_TRUE(bool(drv));
+  const LoadedKernel *first = nullptr;
   for (const char *cfg : configs) {
     SCOPED_TRACE(cfg);
     auto config = TileConfig::parse(cfg);
     ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
     auto k = load(spec, *config);
     ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+    if (!first)
+      first = &*k;
     ASSERT_FALSE(bool(harness->bind(*k)));
     ASSERT_FALSE(bool(harness->poison(nullptr)));
     ASSERT_FALSE(bool(harness->run(*k, nullptr, /*check=*/true)));
@@ -1273,11 +1280,26 @@ void expectTheTunersCheckPasses(
     llvm::Error err = harness->verify();
     EXPECT_FALSE(bool(err)) << llvm::toString(std::move(err));
   }
+  ASSERT_TRUE(first);
+  ASSERT_FALSE(bool(harness->bind(*first)));
   ASSERT_FALSE(bool(harness->poison(nullptr)));
   ASSERT_EQ(drv->cuCtxSynchronize(), CUDA_SUCCESS);
   llvm::Error unrun = harness->verify();
-  EXPECT_TRUE(bool(unrun)) << "poisoned outputs passed the check";
-  llvm::consumeError(std::move(unrun));
+  ASSERT_TRUE(bool(unrun)) << "poisoned outputs passed the check";
+  std::string why = llvm::toString(std::move(unrun));
+  std::smatch counts;
+  ASSERT_TRUE(std::regex_search(why, counts, std::regex("(\\d+) of (\\d+) elements outside")))
+      << why;
+  EXPECT_EQ(counts[1].str(), counts[2].str()) << why;
+  EXPECT_NE(why.find("at the tuning size"), std::string::npos) << why;
+  ASSERT_FALSE(bool(harness->poison(nullptr)));
+  ASSERT_FALSE(bool(harness->run(*first, nullptr, /*check=*/false)));
+  ASSERT_EQ(drv->cuCtxSynchronize(), CUDA_SUCCESS);
+  llvm::Error smallUnrun = harness->verify();
+  ASSERT_TRUE(bool(smallUnrun)) << "the small problem's poisoned outputs passed the check";
+  why = llvm::toString(std::move(smallUnrun));
+  EXPECT_NE(why.find("not finite"), std::string::npos) << why;
+  EXPECT_EQ(why.find("at the tuning size"), std::string::npos) << why;
 }
 
 void GpuAttention::expectTheDefaultsPassTheTunersCheck(const Case &c) {
