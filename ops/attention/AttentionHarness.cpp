@@ -202,15 +202,16 @@ llvm::Error referenceDisagrees(const llvm::Twine &what, double got, double want)
 /// The sequences of the tuning problem the device reference covers: all of
 /// them, or as many as keep its f32 arrays (`bytes` a sequence) within 4
 /// GiB and its work within 2^33 (query row, key, head) triples (a few
-/// seconds of it); at least one. The others repeat their inputs
-/// (repeatSequences), so what they compute is what the covered ones do.
+/// seconds of it), and their count within a grid's third dimension; at
+/// least one. The others repeat their inputs (repeatSequences), so what
+/// they compute is what the covered ones do.
 int64_t referenceBatches(const attention::Call &c, size_t bytes) {
   constexpr size_t kReferenceBytes = size_t(4) << 30;
   constexpr int64_t kReferenceWork = int64_t(1) << 33;
   int64_t work = std::max<int64_t>(c.hq * c.sq * c.sk, 1);
-  return std::clamp<int64_t>(
-      std::min(int64_t(kReferenceBytes / std::max<size_t>(bytes, 1)), kReferenceWork / work), 1,
-      c.b);
+  int64_t fit = std::min({int64_t(kReferenceBytes / std::max<size_t>(bytes, 1)),
+                          kReferenceWork / work, attention::Reference::kMaxSequences});
+  return std::clamp<int64_t>(fit, 1, c.b);
 }
 
 /// Fills sequences `batches`.. of each of `buffers` (whose first

@@ -371,6 +371,10 @@ llvm::Error launch(CUfunction f, int64_t rows, int64_t heads, int64_t batches, v
     return drv.takeError();
   if (rows <= 0 || heads <= 0 || batches <= 0)
     return llvm::Error::success();
+  if (batches > Reference::kMaxSequences || heads > Reference::kMaxHeads)
+    return fail("the attention reference covers at most " + llvm::Twine(Reference::kMaxSequences) +
+                " sequences and " + llvm::Twine(Reference::kMaxHeads) + " heads a call, not " +
+                llvm::Twine(batches) + " and " + llvm::Twine(heads));
   TJ_CU_CHECK(*drv, cuLaunchKernel(f, unsigned((rows + kWarps - 1) / kWarps), unsigned(heads),
                                    unsigned(batches), 32 * kWarps, 1, 1, 0, stream, args, nullptr));
   return llvm::Error::success();

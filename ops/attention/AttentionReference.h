@@ -32,6 +32,9 @@ public:
   static llvm::Expected<std::unique_ptr<Reference>> load(const Target &target);
   /// Only compiles them for `target` (no GPU needed): NVRTC's errors.
   static llvm::Error compile(const Target &target);
+  /// The most sequences one call covers, and the most heads (a grid's
+  /// third and second dimensions).
+  static constexpr int64_t kMaxSequences = 65535, kMaxHeads = 65535;
   Reference(const Reference &) = delete;
   Reference &operator=(const Reference &) = delete;
 

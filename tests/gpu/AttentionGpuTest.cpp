@@ -1315,10 +1315,11 @@ void GpuAttention::expectTheDefaultsPassTheTunersCheck(const Case &c) {
 
 TEST_F(GpuAttention, TheTunersCheckRunsPersistentBackwardsOverSeveralTiles) {
   // The tuner checks each candidate on a smaller problem (sampled rows of
-  // dQ, dK and dV against float64) before timing it on the spec's; there a
-  // persistent dK/dV grid is capped at 3 programs, so that each takes
-  // several tiles (rounds of both orders; lpt's across the heads). Every
-  // candidate here passes from poisoned outputs; unrun, the check fails.
+  // dQ, dK and dV against float64), where a persistent dK/dV grid is capped
+  // at 3 programs so that each takes several tiles (rounds of both orders;
+  // lpt's across the heads), and on the spec's (every element against the
+  // device reference), where it is timed. Every candidate here passes from
+  // poisoned outputs; unrun, each half of the check fails.
   attention::Call call = callOf({1, 4096, 4096, 4, 4, 128, true});
   call.deterministic = false;
   auto spec = attention::backwardSpecOf(call, target);
