@@ -39,80 +39,19 @@
 
 #include "ops/attention/AttentionLaunch.h"
 #include "ops/attention/AttentionReference.h"
+#include "ops/attention/AttentionSequences.h"
 #include "runtime/DeviceBuffer.h"
 
 namespace tilejit {
 namespace {
 
+using attention::checkedSequences;
+using attention::equalSequences;
+using attention::kvHeadOf;
+using attention::Sequences;
+
 llvm::Error fail(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-}
-
-/// The sequences of a problem: their first rows in Q (O, dO) and in K (V)
-/// and their lengths. BSHD and BHSD: b of sq queries and sk keys; THD: the
-/// sequences cu_seqlens describes.
-struct Sequences {
-  std::vector<int64_t> q0, qn, k0, kn;
-
-  void add(int64_t queries, int64_t keys) {
-    q0.push_back(q0.empty() ? 0 : q0.back() + qn.back());
-    k0.push_back(k0.empty() ? 0 : k0.back() + kn.back());
-    qn.push_back(queries);
-    kn.push_back(keys);
-  }
-  int64_t count() const { return int64_t(qn.size()); }
-  int64_t rowsQ() const { return q0.back() + qn.back(); }
-  int64_t rowsK() const { return k0.back() + kn.back(); }
-  /// The sequence of row `row` (counted over all; `first`: q0 or k0), and
-  /// the row in it.
-  static std::pair<int64_t, int64_t> locate(const std::vector<int64_t> &first, int64_t row) {
-    int64_t s = int64_t(std::upper_bound(first.begin(), first.end(), row) - first.begin()) - 1;
-    return {s, row - first[size_t(s)]};
-  }
-  /// Keys query row i of sequence s sees (a causal mask's diagonal
-  /// top-left, as the kernels' contract).
-  int64_t visible(bool causal, int64_t s, int64_t i) const {
-    return causal ? std::min(kn[size_t(s)], i + 1) : kn[size_t(s)];
-  }
-};
-
-Sequences equalSequences(const attention::Call &c) {
-  Sequences seqs;
-  for (int64_t i = 0; i < c.b; ++i)
-    seqs.add(c.sq, c.sk);
-  return seqs;
-}
-
-/// The problem a candidate is checked on: at most 333 queries and keys
-/// (sq == sk kept when they are equal). BSHD and BHSD: two sequences (the
-/// batch's stride in the candidate and in the device reference). THD:
-/// three, of about two thirds, one and all of the rows: a tile that runs
-/// past its sequence into the next one's rows, a sequence of one row, and
-/// one of the longest length, so the offsets, the masks of rows and keys
-/// past a sequence and (fused) dQ's sums of each sequence are all checked.
-Sequences checkedSequences(attention::Call &c) {
-  bool square = c.sq == c.sk;
-  c.sq = std::min<int64_t>(c.sq, 333);
-  c.sk = square ? c.sq : std::min<int64_t>(c.sk, 333);
-  if (c.layout != attention::Layout::THD) {
-    c.b = 2;
-    return equalSequences(c);
-  }
-  Sequences seqs;
-  seqs.add(c.sq - c.sq / 3, c.sk - c.sk / 3);
-  seqs.add(1, 1);
-  seqs.add(c.sq, c.sk);
-  c.b = seqs.count();
-  return seqs;
-}
-
-/// Offset of element 0 of row i of sequence s, head h, in a tensor of
-/// `heads` heads and `rows` rows a sequence (BHSD) or of rows first..
-/// (BSHD, THD: [rows, heads, d]).
-size_t rowAt(const attention::Call &c, int64_t heads, int64_t rows, int64_t first, int64_t s,
-             int64_t h, int64_t i) {
-  return c.layout != attention::Layout::BHSD ? size_t(((first + i) * heads + h) * c.d)
-                                             : size_t(((s * heads + h) * rows + i) * c.d);
 }
 
 /// "[head h, row i]", with the sequence first where there are several.
@@ -334,11 +273,11 @@ public:
     double scale = 1.0 / std::sqrt(double(c.d));
     std::vector<double> w(size_t(c.sk));
     for (Sample &s : samples_) {
-      int64_t kvh = s.head / (c.hq / c.hkv), keys = seqs_.visible(c.causal, s.seq, s.row);
-      size_t qo = qAt(s.seq, s.head, s.row);
+      int64_t kvh = kvHeadOf(c, s.head), keys = seqs_.visible(c.causal, s.seq, s.row);
+      size_t qo = seqs_.qAt(check_, s.seq, s.head, s.row);
       double mx = -INFINITY, sum = 0;
       for (int64_t j = 0; j < keys; ++j) {
-        size_t ko = kAt(s.seq, kvh, j);
+        size_t ko = seqs_.kAt(check_, s.seq, kvh, j);
         double dot = 0;
         for (int64_t x = 0; x < c.d; ++x)
           dot += double(loadElement(checked_.hq.data(), c.dt, qo + size_t(x))) *
@@ -351,7 +290,7 @@ public:
       s.o.assign(size_t(c.d), 0.0);
       s.mag.assign(size_t(c.d), 0.0);
       for (int64_t j = 0; j < keys; ++j) {
-        size_t vo = kAt(s.seq, kvh, j);
+        size_t vo = seqs_.kAt(check_, s.seq, kvh, j);
         for (int64_t x = 0; x < c.d; ++x) {
           double t =
               w[size_t(j)] / sum * double(loadElement(checked_.hv.data(), c.dt, vo + size_t(x)));
@@ -412,11 +351,11 @@ public:
     for (int64_t s = 0; s < seqs_.count(); ++s)
       for (int64_t h = 0; h < c.hq; ++h)
         for (int64_t i = 0; i < seqs_.qn[size_t(s)]; ++i)
-          if (!std::isfinite(lse[lseAt(s, h, i)]))
+          if (!std::isfinite(lse[Sequences::lseAt(check_, s, h, i)]))
             return fail("LSE" + where(s, h, i) + " is not finite (not written?)");
     Bounds bounds(c.dt);
     for (const Sample &s : samples_) {
-      size_t base = qAt(s.seq, s.head, s.row);
+      size_t base = seqs_.qAt(check_, s.seq, s.head, s.row);
       for (int64_t x = 0; x < c.d; ++x) {
         double got = loadElement(o.data(), c.dt, base + size_t(x)), ref = s.o[size_t(x)];
         double allowed = bounds.allowed(ref, s.mag[size_t(x)]);
@@ -425,7 +364,7 @@ public:
                       "] = " + std::to_string(got) + ", expected " + std::to_string(ref) +
                       " (allowed error " + std::to_string(allowed) + ")");
       }
-      double got = lse[lseAt(s.seq, s.head, s.row)];
+      double got = lse[Sequences::lseAt(check_, s.seq, s.head, s.row)];
       if (!(std::fabs(got - s.lse) <= 2e-5 * std::fabs(s.lse) + 2e-5))
         return fail("LSE" + where(s.seq, s.head, s.row) + " = " + std::to_string(got) +
                     ", expected " + std::to_string(s.lse));
@@ -460,7 +399,7 @@ private:
       if (auto e = buf->download(*host))
         return e;
     for (const Sample &s : samples_) {
-      size_t base = qAt(s.seq, s.head, s.row);
+      size_t base = seqs_.qAt(check_, s.seq, s.head, s.row);
       for (int64_t x = 0; x < c.d; ++x) {
         size_t at = base + size_t(x);
         if (!referenceAgrees(ho[at], s.o[size_t(x)], s.mag[size_t(x)]))
@@ -471,9 +410,9 @@ private:
                                         llvm::Twine(x) + "]",
                                     hm[at], s.mag[size_t(x)]);
       }
-      if (!referenceAgrees(hl[lseAt(s.seq, s.head, s.row)], s.lse, 0))
+      if (!referenceAgrees(hl[Sequences::lseAt(check_, s.seq, s.head, s.row)], s.lse, 0))
         return referenceDisagrees("LSE" + where(s.seq, s.head, s.row),
-                                  hl[lseAt(s.seq, s.head, s.row)], s.lse);
+                                  hl[Sequences::lseAt(check_, s.seq, s.head, s.row)], s.lse);
     }
 
     const attention::Call &f = full_;
@@ -492,15 +431,6 @@ private:
     return fullLse.download(refLse_.data(), refLse_.size() * 4);
   }
 
-  size_t qAt(int64_t s, int64_t h, int64_t i) const {
-    return rowAt(check_, check_.hq, check_.sq, seqs_.q0[size_t(s)], s, h, i);
-  }
-  size_t kAt(int64_t s, int64_t kvh, int64_t j) const {
-    return rowAt(check_, check_.hkv, check_.sk, seqs_.k0[size_t(s)], s, kvh, j);
-  }
-  size_t lseAt(int64_t s, int64_t h, int64_t i) const {
-    return size_t((s * check_.hq + h) * check_.sq + i);
-  }
   std::string where(int64_t s, int64_t h, int64_t i) const { return describeRow(check_, s, h, i); }
   attention::Call check_, full_;
   Sequences seqs_;
@@ -599,15 +529,17 @@ public:
         for (int64_t j = 0; j < keys; ++j)
           sum += (w[size_t(j)] = std::exp(w[size_t(j)] - mx));
         std::fill(orow.begin(), orow.end(), 0.0);
-        for (int64_t j = 0; j < keys; ++j)
+        for (int64_t j = 0; j < keys; ++j) {
+          size_t vo = seqs_.kAt(c, s, kvHeadOf(c, h), j);
           for (int64_t x = 0; x < c.d; ++x)
-            orow[size_t(x)] += w[size_t(j)] / sum * el(checked_.hv, kat(s, h, j) + size_t(x));
-        size_t r = lseAt(s, h, i);
+            orow[size_t(x)] += w[size_t(j)] / sum * el(checked_.hv, vo + size_t(x));
+        }
+        size_t r = Sequences::lseAt(c, s, h, i), qo = seqs_.qAt(c, s, h, i);
         lse_[r] = mx + std::log(sum);
         lse[r] = float(lse_[r]);
         for (int64_t x = 0; x < c.d; ++x) {
           // (D from O as the kernels read it: rounded to the type.)
-          size_t at = qat(s, h, i) + size_t(x);
+          size_t at = qo + size_t(x);
           storeElement(o.data(), c.dt, at, float(orow[size_t(x)]));
           double dox = el(hdo_, at), ox = el(o, at);
           dsum_[r] += dox * ox;
@@ -655,19 +587,19 @@ public:
           int64_t i = r.kv ? t : r.row, j = r.kv ? r.row : t;
           if (j >= seqs_.visible(c.causal, s, i))
             continue;
-          size_t ri = lseAt(s, h, i);
+          size_t ri = Sequences::lseAt(c, s, h, i), qo = seqs_.qAt(c, s, h, i),
+                 ko = seqs_.kAt(c, s, kvHeadOf(c, h), j);
           double pr = std::exp(score(s, h, i, j) - lse_[ri]), dp = 0;
           for (int64_t x = 0; x < c.d; ++x)
-            dp += el(hdo_, qat(s, h, i) + size_t(x)) * el(checked_.hv, kat(s, h, j) + size_t(x));
+            dp += el(hdo_, qo + size_t(x)) * el(checked_.hv, ko + size_t(x));
           double ds = pr * (dp - dsum_[ri]), dsMag = pr * (std::fabs(dp) + dmag_[ri]);
           for (int64_t x = 0; x < c.d; ++x) {
             // dQ: scale dS K. dK: scale dS^T Q (into a), dV: P^T dO (into b).
-            double other = r.kv ? el(checked_.hq, qat(s, h, i) + size_t(x))
-                                : el(checked_.hk, kat(s, h, j) + size_t(x));
+            double other = r.kv ? el(checked_.hq, qo + size_t(x)) : el(checked_.hk, ko + size_t(x));
             r.a[size_t(x)] += scale_ * ds * other;
             r.amag[size_t(x)] += scale_ * dsMag * std::fabs(other);
             if (r.kv) {
-              double dox = el(hdo_, qat(s, h, i) + size_t(x));
+              double dox = el(hdo_, qo + size_t(x));
               r.b[size_t(x)] += pr * dox;
               r.bmag[size_t(x)] += pr * std::fabs(dox);
             }
@@ -744,11 +676,11 @@ public:
     };
     for (const Row &r : rows_) {
       if (!r.kv) {
-        if (auto err = compare("dQ", dq, qat(r.seq, r.head, r.row), r, r.a, r.amag))
+        if (auto err = compare("dQ", dq, seqs_.qAt(check_, r.seq, r.head, r.row), r, r.a, r.amag))
           return err;
         continue;
       }
-      size_t base = kat(r.seq, r.head * (c.hq / c.hkv), r.row);
+      size_t base = seqs_.kAt(c, r.seq, r.head, r.row);
       if (auto err = compare("dK", dk, base, r, r.a, r.amag))
         return err;
       if (auto err = compare("dV", dv, base, r, r.b, r.bmag))
@@ -768,18 +700,6 @@ private:
   };
   double el(const std::vector<unsigned char> &v, size_t i) const {
     return double(loadElement(v.data(), check_.dt, i));
-  }
-  /// Offsets of row `row` of sequence s, query head `h` (Q, dO, O, dQ), and
-  /// of the KV head query head `h` reads (K, V); of its LSE, D and P's row.
-  size_t qat(int64_t s, int64_t h, int64_t row) const {
-    return rowAt(check_, check_.hq, check_.sq, seqs_.q0[size_t(s)], s, h, row);
-  }
-  size_t kat(int64_t s, int64_t h, int64_t row) const {
-    return rowAt(check_, check_.hkv, check_.sk, seqs_.k0[size_t(s)], s,
-                 h / (check_.hq / check_.hkv), row);
-  }
-  size_t lseAt(int64_t s, int64_t h, int64_t i) const {
-    return size_t((s * check_.hq + h) * check_.sq + i);
   }
   /// The device reference: its gradients checked against the float64
   /// rows on the checked problem (from the same O and LSE); then the
@@ -803,7 +723,8 @@ private:
         return e;
     }
     for (const Row &r : rows_) {
-      size_t base = r.kv ? kat(r.seq, r.head * (c.hq / c.hkv), r.row) : qat(r.seq, r.head, r.row);
+      size_t base =
+          r.kv ? seqs_.kAt(c, r.seq, r.head, r.row) : seqs_.qAt(check_, r.seq, r.head, r.row);
       int first = r.kv ? 2 : 0;
       for (int k = 0; k < (r.kv ? 2 : 1); ++k) {
         const std::vector<double> &want = k ? r.b : r.a, &mag = k ? r.bmag : r.amag;
@@ -869,9 +790,10 @@ private:
   }
 
   double score(int64_t s, int64_t h, int64_t i, int64_t j) const {
+    size_t qo = seqs_.qAt(check_, s, h, i), ko = seqs_.kAt(check_, s, kvHeadOf(check_, h), j);
     double dot = 0;
     for (int64_t x = 0; x < check_.d; ++x)
-      dot += el(checked_.hq, qat(s, h, i) + size_t(x)) * el(checked_.hk, kat(s, h, j) + size_t(x));
+      dot += el(checked_.hq, qo + size_t(x)) * el(checked_.hk, ko + size_t(x));
     return scale_ * dot;
   }
 

@@ -1517,8 +1517,73 @@ TEST(AttentionCompile, BadSpecsConfigsCallsAndTargetsAreNamed) {
 } // namespace
 
 #include "ops/attention/AttentionReference.h"
+#include "ops/attention/AttentionSequences.h"
 
 namespace {
+
+TEST(AttentionHarnessCheck, PackedSequencesAreCheckedAsThreeOfRaggedLengths) {
+  // The small problem the tuner checks each candidate on against float64:
+  // packed sequences as three, of about two thirds of the rows (a tile
+  // runs past it into the next sequence), one row, and the longest.
+  attention::Call c;
+  c.layout = attention::Layout::THD;
+  c.hq = 4;
+  c.hkv = 2;
+  c.d = 128;
+  c.b = 8;
+  c.sq = c.sk = 1000;
+  attention::Sequences seqs = attention::checkedSequences(c);
+  EXPECT_EQ(c.b, 3);
+  EXPECT_EQ(c.sq, 333);
+  EXPECT_EQ(c.sk, 333);
+  EXPECT_EQ(seqs.qn, (std::vector<int64_t>{222, 1, 333}));
+  EXPECT_EQ(seqs.q0, (std::vector<int64_t>{0, 222, 223}));
+  EXPECT_EQ(seqs.kn, seqs.qn);
+  EXPECT_EQ(seqs.rowsQ(), 556);
+  // Row 5 of the last sequence, query head 3 (KV head 1): [tokens, h, d].
+  EXPECT_EQ(seqs.qAt(c, 2, 3, 5), size_t(((223 + 5) * 4 + 3) * 128));
+  EXPECT_EQ(seqs.kAt(c, 2, attention::kvHeadOf(c, 3), 5), size_t(((223 + 5) * 2 + 1) * 128));
+  EXPECT_EQ(attention::Sequences::lseAt(c, 2, 3, 5), size_t((2 * 4 + 3) * 333 + 5));
+  EXPECT_EQ(attention::Sequences::locate(seqs.q0, 222), std::make_pair(int64_t(1), int64_t(0)));
+  EXPECT_EQ(attention::Sequences::locate(seqs.q0, 230), std::make_pair(int64_t(2), int64_t(7)));
+  // A causal row sees its own key and those before it, within its sequence.
+  EXPECT_EQ(seqs.visible(true, 1, 0), 1);
+  EXPECT_EQ(seqs.visible(true, 0, 300), 222);
+
+  // Cross lengths keep their own caps; the sequences follow each.
+  attention::Call x = c;
+  x.sq = 100;
+  x.sk = 500;
+  seqs = attention::checkedSequences(x);
+  EXPECT_EQ(seqs.qn, (std::vector<int64_t>{67, 1, 100}));
+  EXPECT_EQ(seqs.kn, (std::vector<int64_t>{222, 1, 333}));
+  EXPECT_EQ(seqs.k0, (std::vector<int64_t>{0, 222, 223}));
+}
+
+TEST(AttentionHarnessCheck, PaddedLayoutsAreCheckedAsTwoSequences) {
+  // BSHD and BHSD: two sequences, so the batch's stride is checked too.
+  for (attention::Layout layout : {attention::Layout::BSHD, attention::Layout::BHSD}) {
+    attention::Call c;
+    c.layout = layout;
+    c.hq = 8;
+    c.hkv = 2;
+    c.d = 64;
+    c.b = 16;
+    c.sq = c.sk = 5000;
+    attention::Sequences seqs = attention::checkedSequences(c);
+    EXPECT_EQ(c.b, 2);
+    EXPECT_EQ(seqs.qn, (std::vector<int64_t>{333, 333}));
+    EXPECT_EQ(seqs.q0, (std::vector<int64_t>{0, 333}));
+    EXPECT_EQ(attention::kvHeadOf(c, 3), 0);
+    EXPECT_EQ(attention::kvHeadOf(c, 4), 1);
+    size_t q = layout == attention::Layout::BSHD ? size_t(((333 + 5) * 8 + 6) * 64)
+                                                 : size_t(((1 * 8 + 6) * 333 + 5) * 64);
+    EXPECT_EQ(seqs.qAt(c, 1, 6, 5), q);
+    size_t k = layout == attention::Layout::BSHD ? size_t(((333 + 5) * 2 + 1) * 64)
+                                                 : size_t(((1 * 2 + 1) * 333 + 5) * 64);
+    EXPECT_EQ(seqs.kAt(c, 1, 1, 5), k);
+  }
+}
 
 TEST(AttentionReference, CompilesForTheTargetsTuned) {
   // The tuner's plain reference (CUDA C++ through NVRTC): its forward,
