@@ -1521,17 +1521,24 @@ TEST(AttentionCompile, BadSpecsConfigsCallsAndTargetsAreNamed) {
 
 namespace {
 
+/// A call of b sequences of s queries and keys.
+attention::Call checkedCall(attention::Layout layout, int64_t hq, int64_t hkv, int64_t d, int64_t b,
+                            int64_t s) {
+  attention::Call c;
+  c.layout = layout;
+  c.hq = hq;
+  c.hkv = hkv;
+  c.d = d;
+  c.b = b;
+  c.sq = c.sk = s;
+  return c;
+}
+
 TEST(AttentionHarnessCheck, PackedSequencesAreCheckedAsThreeOfRaggedLengths) {
   // The small problem the tuner checks each candidate on against float64:
   // packed sequences as three, of about two thirds of the rows (a tile
   // runs past it into the next sequence), one row, and the longest.
-  attention::Call c;
-  c.layout = attention::Layout::THD;
-  c.hq = 4;
-  c.hkv = 2;
-  c.d = 128;
-  c.b = 8;
-  c.sq = c.sk = 1000;
+  attention::Call c = checkedCall(attention::Layout::THD, 4, 2, 128, 8, 1000);
   attention::Sequences seqs = attention::checkedSequences(c);
   EXPECT_EQ(c.b, 3);
   EXPECT_EQ(c.sq, 333);
@@ -1563,13 +1570,7 @@ TEST(AttentionHarnessCheck, PackedSequencesAreCheckedAsThreeOfRaggedLengths) {
 TEST(AttentionHarnessCheck, PaddedLayoutsAreCheckedAsTwoSequences) {
   // BSHD and BHSD: two sequences, so the batch's stride is checked too.
   for (attention::Layout layout : {attention::Layout::BSHD, attention::Layout::BHSD}) {
-    attention::Call c;
-    c.layout = layout;
-    c.hq = 8;
-    c.hkv = 2;
-    c.d = 64;
-    c.b = 16;
-    c.sq = c.sk = 5000;
+    attention::Call c = checkedCall(layout, 8, 2, 64, 16, 5000);
     attention::Sequences seqs = attention::checkedSequences(c);
     EXPECT_EQ(c.b, 2);
     EXPECT_EQ(seqs.qn, (std::vector<int64_t>{333, 333}));
