@@ -12,7 +12,10 @@
 // splits the query heads of each KV head's group N ways in the dK/dV kernel
 // (where N divides the group) instead of the default. --packed runs the
 // pass on the same tensors as packed sequences (THD: b sequences of s rows
-// each, with their cu_seqlens), the same work through the varlen path.
+// each, with their cu_seqlens), the same work through the varlen path; a
+// case with "lengths" instead of b and s packs sequences of those lengths
+// (ragged, as varlen training packs documents; --packed only), its TFLOP/s
+// the sum of its sequences' work.
 // --arch ARCH builds for another target of the GPU (sm_90 on Hopper: the
 // kernels of targets without wgmma, cp.async and mma.sync, forward and
 // backward). --nondeterministic builds the backward's spec with
@@ -57,6 +60,17 @@ struct Case {
   std::string name;
   int64_t b, hq, hkv, s, d;
   bool causal;
+  /// Ragged packed sequences (a case's "lengths": b is their count, s the
+  /// longest); empty: b sequences of s rows.
+  std::vector<int64_t> lengths;
+
+  /// Sequence i's first row in Q, K and V ([rows, h, d], sequences one after
+  /// another: BSHD, or THD's packing of them) and its length.
+  int64_t first(int64_t i) const { return ragged() ? starts[size_t(i)] : i * s; }
+  int64_t length(int64_t i) const { return ragged() ? lengths[size_t(i)] : s; }
+  int64_t rows() const { return ragged() ? starts.back() + lengths.back() : b * s; }
+  bool ragged() const { return !lengths.empty(); }
+  std::vector<int64_t> starts;
 };
 
 std::vector<Case> readCases(const std::string &path) {
@@ -67,8 +81,27 @@ std::vector<Case> readCases(const std::string &path) {
   if (j.is_discarded())
     die(path + " is not JSON");
   std::vector<Case> out;
-  for (auto &c : j["cases"])
-    out.push_back({c["name"], c["b"], c["hq"], c["hkv"], c["s"], c["d"], c["causal"]});
+  for (auto &c : j["cases"]) {
+    Case k{c["name"], 0, c["hq"], c["hkv"], 0, c["d"], c["causal"], {}, {}};
+    if (c.contains("lengths")) {
+      for (auto &n : c["lengths"]) {
+        int64_t len = n;
+        if (len < 1)
+          die(path + ": case '" + k.name + "' has a sequence of " + std::to_string(len) +
+              " rows (lengths must be at least 1)");
+        k.starts.push_back(k.lengths.empty() ? 0 : k.starts.back() + k.lengths.back());
+        k.lengths.push_back(len);
+        k.s = std::max(k.s, len);
+      }
+      if (k.lengths.empty())
+        die(path + ": case '" + k.name + "' has no lengths");
+      k.b = int64_t(k.lengths.size());
+    } else {
+      k.b = c["b"];
+      k.s = c["s"];
+    }
+    out.push_back(std::move(k));
+  }
   return out;
 }
 
@@ -89,10 +122,10 @@ checkBackward(const Case &c, const std::vector<unsigned char> &hq,
   double scale = 1.0 / std::sqrt(double(c.d));
   int64_t group = c.hq / c.hkv;
   auto qa = [&](int64_t bi, int64_t row, int64_t h) {
-    return size_t(((bi * c.s + row) * c.hq + h) * c.d);
+    return size_t(((c.first(bi) + row) * c.hq + h) * c.d);
   };
   auto ka = [&](int64_t bi, int64_t row, int64_t h) {
-    return size_t(((bi * c.s + row) * c.hkv + h) * c.d);
+    return size_t(((c.first(bi) + row) * c.hkv + h) * c.d);
   };
   auto dot = [&](const std::vector<unsigned char> &a, size_t ia,
                  const std::vector<unsigned char> &b, size_t ib) {
@@ -113,7 +146,10 @@ checkBackward(const Case &c, const std::vector<unsigned char> &hq,
     dp = dot(hdo, qa(bi, i, h), hv, ka(bi, j, kvh));
     dd = dot(hdo, qa(bi, i, h), ho, qa(bi, i, h));
   };
-  std::uniform_int_distribution<int64_t> pb(0, c.b - 1), ph(0, c.hq - 1), pr(0, c.s - 1);
+  std::uniform_int_distribution<int64_t> pb(0, c.b - 1), ph(0, c.hq - 1);
+  auto pr = [&](int64_t bi) {
+    return std::uniform_int_distribution<int64_t>(0, c.length(bi) - 1)(rng);
+  };
   int bad = 0;
   double worst = 0;
   auto judge = [&](double got, double ref, double mag) {
@@ -124,10 +160,10 @@ checkBackward(const Case &c, const std::vector<unsigned char> &hq,
   std::vector<double> acc(size_t(c.d)), mag(size_t(c.d));
   for (int t = 0; t < 2; ++t) {
     // dQ of query row i of head h.
-    int64_t bi = pb(rng), h = ph(rng), i = t ? pr(rng) : c.s - 1;
+    int64_t bi = pb(rng), h = ph(rng), i = t ? pr(bi) : c.length(bi) - 1;
     std::fill(acc.begin(), acc.end(), 0.0);
     std::fill(mag.begin(), mag.end(), 0.0);
-    for (int64_t j = 0; j < c.s; ++j) {
+    for (int64_t j = 0; j < c.length(bi); ++j) {
       double p, dp, dd;
       terms(bi, h, i, j, p, dp, dd);
       if (p == 0)
@@ -141,11 +177,11 @@ checkBackward(const Case &c, const std::vector<unsigned char> &hq,
     for (int64_t x = 0; x < c.d; ++x)
       judge(el(gq, qa(bi, i, h) + size_t(x)), acc[size_t(x)], mag[size_t(x)]);
     // dK and dV of key row j of a KV head, over its group's query heads.
-    int64_t kvh = h / group, j = t ? pr(rng) : 0;
+    int64_t kvh = h / group, j = t ? pr(bi) : 0;
     std::vector<double> dk(size_t(c.d), 0.0), mk(size_t(c.d), 0.0), dv(size_t(c.d), 0.0),
         mv(size_t(c.d), 0.0);
     for (int64_t hh = kvh * group; hh < (kvh + 1) * group; ++hh)
-      for (int64_t i2 = 0; i2 < c.s; ++i2) {
+      for (int64_t i2 = 0; i2 < c.length(bi); ++i2) {
         double p, dp, dd;
         terms(bi, hh, i2, j, p, dp, dd);
         if (p == 0)
@@ -231,6 +267,12 @@ int main(int argc, char **argv) {
   for (const Case &c : readCases(shapesPath)) {
     if (!only.empty() && c.name.find(only) == std::string::npos)
       continue;
+    if (c.ragged() && !packed) {
+      std::string why = "ragged lengths are packed sequences: run with --packed";
+      std::printf("%-32s skipped: %s\n", c.name.c_str(), why.c_str());
+      results.push_back({{"name", c.name}, {"skipped", why}});
+      continue;
+    }
     attention::Call call;
     call.d = c.d;
     call.hq = c.hq;
@@ -243,14 +285,15 @@ int main(int argc, char **argv) {
     call.b = c.b;
     call.sq = call.sk = c.s;
     call.deterministic = !nondeterministic;
-    // Packed: the same [b * s, h, d] rows, sequence i's from i * s.
+    // Packed: the same rows, sequence i's from c.first(i) (b * s rows, i *
+    // s, where the case is not ragged); sq and sk the longest sequence's.
     std::optional<DeviceBuffer> cuSeqlens;
     if (packed) {
       call.layout = attention::Layout::THD;
-      call.totalQ = call.totalK = c.b * c.s;
+      call.totalQ = call.totalK = c.rows();
       std::vector<int32_t> offsets;
       for (int64_t i = 0; i <= c.b; ++i)
-        offsets.push_back(int32_t(i * c.s));
+        offsets.push_back(int32_t(i < c.b ? c.first(i) : c.rows()));
       cuSeqlens.emplace(must(DeviceBuffer::allocate(offsets.size() * 4)));
       must(cuSeqlens->upload(offsets));
       call.cuSeqlensQ = call.cuSeqlensK = cuSeqlens->ptr();
@@ -290,7 +333,7 @@ int main(int argc, char **argv) {
       die(c.name + ": " + llvm::toString(compiled.takeError()));
     auto kernel = must(LoadedKernel::load(*compiled));
 
-    size_t nq = size_t(c.b * c.s * c.hq * c.d), nk = size_t(c.b * c.s * c.hkv * c.d);
+    size_t nq = size_t(c.rows() * c.hq * c.d), nk = size_t(c.rows() * c.hkv * c.d);
     auto hq = randomValues(DType::BF16, nq, rng()), hk = randomValues(DType::BF16, nk, rng()),
          hv = randomValues(DType::BF16, nk, rng());
     auto bf16 = [](const std::vector<unsigned char> &v, size_t i) {
@@ -317,15 +360,17 @@ int main(int argc, char **argv) {
     std::vector<float> hl(size_t(c.b * c.hq * c.s));
     must(o.download(ho));
     must(lse.download(hl));
-    std::uniform_int_distribution<int64_t> pb(0, c.b - 1), ph(0, c.hq - 1), pr(0, c.s - 1);
+    std::uniform_int_distribution<int64_t> pb(0, c.b - 1), ph(0, c.hq - 1);
     int bad = 0;
     double worst = 0, scale = 1.0 / std::sqrt(double(c.d));
     std::vector<double> p(size_t(c.s));
     for (int t = 0; t < 8; ++t) {
-      int64_t bi = t ? pb(rng) : c.b - 1, h = t ? ph(rng) : c.hq - 1, i = t ? pr(rng) : c.s - 1;
-      int64_t kvh = h / (c.hq / c.hkv), keys = c.causal ? i + 1 : c.s;
-      auto qa = [&](int64_t row) { return size_t(((bi * c.s + row) * c.hq + h) * c.d); };
-      auto ka = [&](int64_t row) { return size_t(((bi * c.s + row) * c.hkv + kvh) * c.d); };
+      int64_t bi = t ? pb(rng) : c.b - 1, h = t ? ph(rng) : c.hq - 1;
+      int64_t len = c.length(bi),
+              i = t ? std::uniform_int_distribution<int64_t>(0, len - 1)(rng) : len - 1;
+      int64_t kvh = h / (c.hq / c.hkv), keys = c.causal ? i + 1 : len;
+      auto qa = [&](int64_t row) { return size_t(((c.first(bi) + row) * c.hq + h) * c.d); };
+      auto ka = [&](int64_t row) { return size_t(((c.first(bi) + row) * c.hkv + kvh) * c.d); };
       double mx = -INFINITY, sum = 0;
       for (int64_t j = 0; j < keys; ++j) {
         double dot = 0;
@@ -450,9 +495,17 @@ int main(int argc, char **argv) {
     }
     d.cuEventDestroy_v2(e0);
     d.cuEventDestroy_v2(e1);
+    // (Ragged: each sequence's work, as a problem of one sequence.)
     attention::Params pp(spec);
     pp.backward = backward;
-    double tflops = pp.flops() / (med * 1e-3) / 1e12;
+    double flops = 0;
+    for (int64_t i = 0; i < (c.ragged() ? c.b : 1); ++i) {
+      attention::Params one = pp;
+      if (c.ragged())
+        one.b = 1, one.sq = one.sk = c.length(i);
+      flops += one.flops();
+    }
+    double tflops = flops / (med * 1e-3) / 1e12;
     std::printf("%-32s %8.3f %8.1f  %s%s", c.name.c_str(), med, tflops,
                 compiled->config.canonical().c_str(), bad ? "  CHECK FAILED" : "");
     if (backward)
@@ -467,6 +520,7 @@ int main(int argc, char **argv) {
                        {"hq", c.hq},
                        {"hkv", c.hkv},
                        {"s", c.s},
+                       {"tokens", c.rows()},
                        {"d", c.d},
                        {"causal", c.causal},
                        {"ms", med},
@@ -480,6 +534,8 @@ int main(int argc, char **argv) {
                        {"dkdv_ms", partMs[1]},
                        {"check_bad", bad},
                        {"check_worst", worst}});
+    if (c.ragged())
+      results.back()["lengths"] = c.lengths;
   }
   nlohmann::json doc = {{"gpu", info.name}, {"sms", info.smCount}, {"results", results}};
   std::ofstream out(outPath);

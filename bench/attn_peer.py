@@ -13,8 +13,15 @@ not prove it cannot). With --deterministic the peers run under
 torch.use_deterministic_algorithms(True), so a back end that has a
 deterministic backward runs it, and one that has none reports its error.
 
+With --packed (bench/attn_packed_shapes.json) each case is packed sequences
+([tokens, h, d] with cu_seqlens: b of s rows, or a case's ragged "lengths"):
+flash is FlashAttention-2's varlen kernels as torch exposes them
+(aten::_flash_attention_forward and _backward with cum_seq_q and cum_seq_k),
+cuDNN `F.scaled_dot_product_attention` on nested jagged tensors over the
+same rows; TFLOP/s sum the sequences' work.
+
     python3 bench/attn_peer.py --shapes bench/attn_shapes.json --out peer.json [--backward]
-        [--deterministic]
+        [--deterministic] [--packed]
 """
 import argparse
 import json
@@ -55,6 +62,127 @@ def repeatable(fn, runs=3):
     return True
 
 
+def case_lengths(c):
+    """A case's sequence lengths: its ragged "lengths", else b of s."""
+    return list(c["lengths"]) if "lengths" in c else [c["s"]] * c["b"]
+
+
+def flops_of(c, backward):
+    """The work of a case as FlashAttention counts it, summed over its sequences."""
+    per = 4.0 * c["hq"] * c["d"] / (2 if c["causal"] else 1) * (2.5 if backward else 1)
+    return sum(per * n * n for n in case_lengths(c))
+
+
+# What a back end's refusal raises (the jagged tensors' checks raise ValueError
+# or NotImplementedError); anything else is a mistake here and stops the run.
+REFUSED = (RuntimeError, ValueError, NotImplementedError)
+
+
+def measure(row, label, grad, run):
+    """Times `run()` (which returns the function to time and, with grad, the gradients'
+    function) into row[label + "_ms"/"_tflops"], or records the back end's error."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        try:
+            fn, grads = run()
+            row[label + "_ms"] = time_ms(fn)
+        except REFUSED as e:
+            # (Warnings recorded: a back end's refusal under
+            # use_deterministic_algorithms says why only in one.)
+            why = [str(w.message).splitlines()[0] for w in seen if "determinis" in str(w.message)]
+            row[label + "_error"] = (str(e).splitlines()[0] +
+                                     (f" ({'; '.join(dict.fromkeys(why))})" if why else ""))[:200]
+            return
+    row[label + "_tflops"] = row["flops"] / (row[label + "_ms"] * 1e-3) / 1e12
+    if grad:
+        try:
+            row[label + "_repeatable"] = repeatable(grads)
+        except REFUSED as e:
+            row[label + "_repeatable_error"] = str(e).splitlines()[0][:200]
+
+
+def sdpa_peer(q, k, v, do, causal, groups, grad, wrap=lambda x: x, unwrap=lambda o: o):
+    """For measure(): F.scaled_dot_product_attention on q, k, v (each through `wrap`) under
+    the back end in force, and its gradients from `do` (its output through `unwrap`). K and
+    V are repeated over each group of `groups` query heads (dimension 1), outside the timing,
+    where the back end refuses enable_gqa."""
+    kk, vv, gqa = k, v, groups > 1
+    # (The inputs wrapped once, outside the timing.)
+    args = [wrap(x) for x in (q, kk, vv)]
+
+    def sdpa():
+        return F.scaled_dot_product_attention(*args, is_causal=causal, enable_gqa=gqa)
+
+    try:
+        sdpa()
+    except REFUSED:
+        if not gqa:
+            raise
+        kk, vv = (x.detach().repeat_interleave(groups, dim=1).requires_grad_(grad) for x in (k, v))
+        gqa = False
+        args = [wrap(x) for x in (q, kk, vv)]
+        sdpa()
+    if not grad:
+        return sdpa, None
+    out = unwrap(sdpa())
+    grads = lambda: torch.autograd.grad(out, (q, kk, vv), do, retain_graph=True)
+    return grads, grads
+
+
+def padded_row(c, grad):
+    """The peers on one case of b sequences of s rows ([b, h, s, d])."""
+    b, hq, hkv, s, d, causal = c["b"], c["hq"], c["hkv"], c["s"], c["d"], c["causal"]
+    dt = torch.bfloat16
+    q = torch.randn(b, hq, s, d, device="cuda", dtype=dt, requires_grad=grad)
+    k = torch.randn(b, hkv, s, d, device="cuda", dtype=dt, requires_grad=grad)
+    v = torch.randn(b, hkv, s, d, device="cuda", dtype=dt, requires_grad=grad)
+    do = torch.randn(b, hq, s, d, device="cuda", dtype=dt)
+    row = {"name": c["name"], "flops": flops_of(c, grad)}
+    for label, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
+                           ("flash", SDPBackend.FLASH_ATTENTION)):
+        with sdpa_kernel(backend):
+            measure(row, label, grad, lambda: sdpa_peer(q, k, v, do, causal, hq // hkv, grad))
+    return row
+
+
+def packed_row(c, grad):
+    """The peers on one case as packed sequences (see the module's comment)."""
+    lengths, hq, hkv, d, causal = case_lengths(c), c["hq"], c["hkv"], c["d"], c["causal"]
+    tokens, longest = sum(lengths), max(lengths)
+    dt = torch.bfloat16
+    cu = torch.tensor([0] + lengths, device="cuda", dtype=torch.int64).cumsum(0)
+    q = torch.randn(tokens, hq, d, device="cuda", dtype=dt)
+    k = torch.randn(tokens, hkv, d, device="cuda", dtype=dt)
+    v = torch.randn(tokens, hkv, d, device="cuda", dtype=dt)
+    do = torch.randn(tokens, hq, d, device="cuda", dtype=dt)
+    row = {"name": c["name"], "tokens": tokens, "flops": flops_of(c, grad)}
+    cu32 = cu.to(torch.int32)
+
+    def flash():
+        fwd = lambda: torch.ops.aten._flash_attention_forward(
+            q, k, v, cu32, cu32, longest, longest, 0.0, causal, False)
+        if not grad:
+            return fwd, None
+        out, lse, seed, offset = fwd()[:4]
+        bwd = lambda: torch.ops.aten._flash_attention_backward(
+            do, q, k, v, out, lse, cu32, cu32, longest, longest, 0.0, causal, seed, offset)
+        return bwd, bwd
+
+    def jagged(x):
+        return torch.nested.nested_tensor_from_jagged(
+            x, cu, min_seqlen=min(lengths), max_seqlen=longest).transpose(1, 2)
+
+    def cudnn():
+        qg, kg, vg = (x.detach().requires_grad_(grad) for x in (q, k, v))
+        return sdpa_peer(qg, kg, vg, do, causal, hq // hkv, grad, wrap=jagged,
+                         unwrap=lambda o: o.transpose(1, 2).values())
+
+    measure(row, "flash", grad, flash)
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        measure(row, "cudnn", grad, cudnn)
+    return row
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="bench/attn_shapes.json")
@@ -62,6 +190,7 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--backward", action="store_true")
     ap.add_argument("--deterministic", action="store_true")
+    ap.add_argument("--packed", action="store_true")
     a = ap.parse_args()
     if a.deterministic and not a.backward:
         ap.error("--deterministic is for the backward (--backward): the forward adds in one order")
@@ -74,62 +203,15 @@ def main():
     for c in json.load(open(a.shapes))["cases"]:
         if a.only and a.only not in c["name"]:
             continue
-        b, hq, hkv, s, d, causal = c["b"], c["hq"], c["hkv"], c["s"], c["d"], c["causal"]
-        dt = torch.bfloat16
-        grad = a.backward
-        q = torch.randn(b, hq, s, d, device="cuda", dtype=dt, requires_grad=grad)
-        k = torch.randn(b, hkv, s, d, device="cuda", dtype=dt, requires_grad=grad)
-        v = torch.randn(b, hkv, s, d, device="cuda", dtype=dt, requires_grad=grad)
-        do = torch.randn(b, hq, s, d, device="cuda", dtype=dt)
-        flops = 4.0 * b * hq * s * s * d / (2 if causal else 1) * (2.5 if grad else 1)
-        row = {"name": c["name"]}
-        for label, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
-                               ("flash", SDPBackend.FLASH_ATTENTION)):
-            kk, vv, gqa = k, v, hq != hkv
-            # (Warnings recorded: a back end's refusal under
-            # use_deterministic_algorithms says why only in one.)
-            with warnings.catch_warnings(record=True) as seen:
-                warnings.simplefilter("always")
-                try:
-                    with sdpa_kernel(backend):
-                        try:
-                            F.scaled_dot_product_attention(q, kk, vv, is_causal=causal,
-                                                           enable_gqa=gqa)
-                        except RuntimeError:
-                            kk = k.detach().repeat_interleave(hq // hkv, dim=1).requires_grad_(grad)
-                            vv = v.detach().repeat_interleave(hq // hkv, dim=1).requires_grad_(grad)
-                            gqa = False
-                        if grad:
-                            out = F.scaled_dot_product_attention(q, kk, vv, is_causal=causal,
-                                                                 enable_gqa=gqa)
-                            grads = lambda: torch.autograd.grad(out, (q, kk, vv), do,
-                                                                retain_graph=True)
-                            ms = time_ms(grads)
-                        else:
-                            ms = time_ms(lambda: F.scaled_dot_product_attention(
-                                q, kk, vv, is_causal=causal, enable_gqa=gqa))
-                    row[label + "_ms"] = ms
-                    row[label + "_tflops"] = flops / (ms * 1e-3) / 1e12
-                except RuntimeError as e:
-                    why = [str(w.message).splitlines()[0] for w in seen
-                           if "determinis" in str(w.message)]
-                    row[label + "_error"] = (str(e).splitlines()[0] +
-                                             (f" ({'; '.join(dict.fromkeys(why))})" if why
-                                              else ""))[:200]
-                    continue
-            if grad:
-                try:
-                    row[label + "_repeatable"] = repeatable(grads)
-                except RuntimeError as e:
-                    row[label + "_repeatable_error"] = str(e).splitlines()[0][:200]
-                del out, grads
+        if "lengths" in c and not a.packed:
+            continue  # (ragged: packed sequences only, as attn_bench)
+        row = (packed_row if a.packed else padded_row)(c, a.backward)
         print(json.dumps(row), flush=True)
         res.append(row)
-        del q, k, v, do
         torch.cuda.empty_cache()
     json.dump({"torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
                "pass": "backward" if a.backward else "forward",
-               "deterministic": a.deterministic,
+               "deterministic": a.deterministic, "packed": a.packed,
                "results": res}, open(a.out, "w"), indent=1)
 
 

@@ -80,10 +80,16 @@ def main():
                "skipped": skipped},
               open(os.path.join(a.outdir, a.name + ".json"), "w"), indent=1)
     f = lambda x, fmt="{:.0f}": "n/a" if x is None else fmt.format(x)
+    peers = (f"torch {peer.get('torch')}'s FlashAttention-2 varlen kernels "
+             "(`aten::_flash_attention_forward`/`_backward` with cu_seqlens) and "
+             "`F.scaled_dot_product_attention` with the cuDNN back end on nested jagged tensors, "
+             "all on packed sequences ([tokens, h, d]); TFLOP/s sum each sequence's work; "
+             "tilejit takes the same packing (THD) and runs "
+             if peer.get("packed") else
+             f"torch {peer.get('torch')} `F.scaled_dot_product_attention` with the cuDNN and the "
+             "flash back ends ([b, h, s, d] inputs); tilejit takes [b, s, h, d] and runs ")
     md = [f"# {a.name}: {tj['gpu']}", "",
-          f"Command: `{a.command}`. {what}, bf16, random inputs. Peers in the same run: "
-          f"torch {peer.get('torch')} `F.scaled_dot_product_attention` with the cuDNN and the "
-          "flash back ends ([b, h, s, d] inputs); tilejit takes [b, s, h, d] and runs "
+          f"Command: `{a.command}`. {what}, bf16, random inputs. Peers in the same run: " + peers
           + (f"the config `tilejit tune` chose ({sum(1 for r in rows if r.get('tuned'))} of "
              f"{len(rows)} cases; the others their default) beside its default config."
              if dflt else "its default config.")
