@@ -78,6 +78,11 @@ def flops_of(c, backward):
 REFUSED = (RuntimeError, ValueError, NotImplementedError)
 
 
+def said(e):
+    """The first line of what exception e says (its type where it says nothing)."""
+    return (str(e).splitlines() or [type(e).__name__])[0]
+
+
 def measure(row, label, grad, run):
     """Times `run()` (which returns the function to time and, with grad, the gradients'
     function) into row[label + "_ms"/"_tflops"], or records the back end's error."""
@@ -90,7 +95,7 @@ def measure(row, label, grad, run):
             # (Warnings recorded: a back end's refusal under
             # use_deterministic_algorithms says why only in one.)
             why = [str(w.message).splitlines()[0] for w in seen if "determinis" in str(w.message)]
-            row[label + "_error"] = (str(e).splitlines()[0] +
+            row[label + "_error"] = (said(e) +
                                      (f" ({'; '.join(dict.fromkeys(why))})" if why else ""))[:200]
             return
     row[label + "_tflops"] = row["flops"] / (row[label + "_ms"] * 1e-3) / 1e12
@@ -98,7 +103,7 @@ def measure(row, label, grad, run):
         try:
             row[label + "_repeatable"] = repeatable(grads)
         except REFUSED as e:
-            row[label + "_repeatable_error"] = str(e).splitlines()[0][:200]
+            row[label + "_repeatable_error"] = said(e)[:200]
 
 
 def sdpa_peer(q, k, v, do, causal, groups, grad, wrap=lambda x: x, unwrap=lambda o: o):
