@@ -46,6 +46,7 @@
 #include "compiler/Compiler.h"
 #include "compiler/templates/Template.h"
 #include "ops/attention/AttentionLaunch.h"
+#include "ops/attention/AttentionSequences.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/DeviceBuffer.h"
 
@@ -61,16 +62,11 @@ struct Case {
   int64_t b, hq, hkv, s, d;
   bool causal;
   /// Ragged packed sequences (a case's "lengths": b is their count, s the
-  /// longest); empty: b sequences of s rows.
-  std::vector<int64_t> lengths;
-
-  /// Sequence i's first row in Q, K and V ([rows, h, d], sequences one after
-  /// another: BSHD, or THD's packing of them) and its length.
-  int64_t first(int64_t i) const { return ragged() ? starts[size_t(i)] : i * s; }
-  int64_t length(int64_t i) const { return ragged() ? lengths[size_t(i)] : s; }
-  int64_t rows() const { return ragged() ? starts.back() + lengths.back() : b * s; }
-  bool ragged() const { return !lengths.empty(); }
-  std::vector<int64_t> starts;
+  /// longest), else b sequences of s rows.
+  bool ragged = false;
+  /// The sequences' first rows and lengths (as many queries as keys), one
+  /// after another in Q, K and V: BSHD's batch, or THD's packing.
+  attention::Sequences seqs;
 };
 
 std::vector<Case> readCases(const std::string &path) {
@@ -82,23 +78,24 @@ std::vector<Case> readCases(const std::string &path) {
     die(path + " is not JSON");
   std::vector<Case> out;
   for (auto &c : j["cases"]) {
-    Case k{c["name"], 0, c["hq"], c["hkv"], 0, c["d"], c["causal"], {}, {}};
-    if (c.contains("lengths")) {
+    Case k{c["name"], 0, c["hq"], c["hkv"], 0, c["d"], c["causal"], c.contains("lengths"), {}};
+    if (k.ragged) {
       for (auto &n : c["lengths"]) {
         int64_t len = n;
         if (len < 1)
           die(path + ": case '" + k.name + "' has a sequence of " + std::to_string(len) +
               " rows (lengths must be at least 1)");
-        k.starts.push_back(k.lengths.empty() ? 0 : k.starts.back() + k.lengths.back());
-        k.lengths.push_back(len);
+        k.seqs.add(len, len);
         k.s = std::max(k.s, len);
       }
-      if (k.lengths.empty())
+      if (k.seqs.count() == 0)
         die(path + ": case '" + k.name + "' has no lengths");
-      k.b = int64_t(k.lengths.size());
+      k.b = k.seqs.count();
     } else {
       k.b = c["b"];
       k.s = c["s"];
+      for (int64_t i = 0; i < k.b; ++i)
+        k.seqs.add(k.s, k.s);
     }
     out.push_back(std::move(k));
   }
@@ -110,7 +107,7 @@ std::vector<Case> readCases(const std::string &path) {
 /// forward's LSE and D = rowsum(dO * O) from its O. Returns the count of
 /// elements out of bounds and the worst error relative to its bound.
 std::pair<int, double>
-checkBackward(const Case &c, const std::vector<unsigned char> &hq,
+checkBackward(const Case &c, const attention::Call &call, const std::vector<unsigned char> &hq,
               const std::vector<unsigned char> &hk, const std::vector<unsigned char> &hv,
               const std::vector<unsigned char> &hdo, const std::vector<unsigned char> &ho,
               const std::vector<float> &hl, const std::vector<unsigned char> &gq,
@@ -121,12 +118,8 @@ checkBackward(const Case &c, const std::vector<unsigned char> &hq,
   };
   double scale = 1.0 / std::sqrt(double(c.d));
   int64_t group = c.hq / c.hkv;
-  auto qa = [&](int64_t bi, int64_t row, int64_t h) {
-    return size_t(((c.first(bi) + row) * c.hq + h) * c.d);
-  };
-  auto ka = [&](int64_t bi, int64_t row, int64_t h) {
-    return size_t(((c.first(bi) + row) * c.hkv + h) * c.d);
-  };
+  auto qa = [&](int64_t bi, int64_t row, int64_t h) { return c.seqs.qAt(call, bi, h, row); };
+  auto ka = [&](int64_t bi, int64_t row, int64_t h) { return c.seqs.kAt(call, bi, h, row); };
   auto dot = [&](const std::vector<unsigned char> &a, size_t ia,
                  const std::vector<unsigned char> &b, size_t ib) {
     double r = 0;
@@ -142,13 +135,13 @@ checkBackward(const Case &c, const std::vector<unsigned char> &hq,
       return;
     }
     p = std::exp(scale * dot(hq, qa(bi, i, h), hk, ka(bi, j, kvh)) -
-                 double(hl[size_t((bi * c.hq + h) * c.s + i)]));
+                 double(hl[attention::Sequences::lseAt(call, bi, h, i)]));
     dp = dot(hdo, qa(bi, i, h), hv, ka(bi, j, kvh));
     dd = dot(hdo, qa(bi, i, h), ho, qa(bi, i, h));
   };
   std::uniform_int_distribution<int64_t> pb(0, c.b - 1), ph(0, c.hq - 1);
   auto pr = [&](int64_t bi) {
-    return std::uniform_int_distribution<int64_t>(0, c.length(bi) - 1)(rng);
+    return std::uniform_int_distribution<int64_t>(0, c.seqs.qn[size_t(bi)] - 1)(rng);
   };
   int bad = 0;
   double worst = 0;
@@ -160,10 +153,10 @@ checkBackward(const Case &c, const std::vector<unsigned char> &hq,
   std::vector<double> acc(size_t(c.d)), mag(size_t(c.d));
   for (int t = 0; t < 2; ++t) {
     // dQ of query row i of head h.
-    int64_t bi = pb(rng), h = ph(rng), i = t ? pr(bi) : c.length(bi) - 1;
+    int64_t bi = pb(rng), h = ph(rng), i = t ? pr(bi) : c.seqs.qn[size_t(bi)] - 1;
     std::fill(acc.begin(), acc.end(), 0.0);
     std::fill(mag.begin(), mag.end(), 0.0);
-    for (int64_t j = 0; j < c.length(bi); ++j) {
+    for (int64_t j = 0; j < c.seqs.qn[size_t(bi)]; ++j) {
       double p, dp, dd;
       terms(bi, h, i, j, p, dp, dd);
       if (p == 0)
@@ -181,7 +174,7 @@ checkBackward(const Case &c, const std::vector<unsigned char> &hq,
     std::vector<double> dk(size_t(c.d), 0.0), mk(size_t(c.d), 0.0), dv(size_t(c.d), 0.0),
         mv(size_t(c.d), 0.0);
     for (int64_t hh = kvh * group; hh < (kvh + 1) * group; ++hh)
-      for (int64_t i2 = 0; i2 < c.length(bi); ++i2) {
+      for (int64_t i2 = 0; i2 < c.seqs.qn[size_t(bi)]; ++i2) {
         double p, dp, dd;
         terms(bi, hh, i2, j, p, dp, dd);
         if (p == 0)
@@ -267,7 +260,7 @@ int main(int argc, char **argv) {
   for (const Case &c : readCases(shapesPath)) {
     if (!only.empty() && c.name.find(only) == std::string::npos)
       continue;
-    if (c.ragged() && !packed) {
+    if (c.ragged && !packed) {
       std::string why = "ragged lengths are packed sequences: run with --packed";
       std::printf("%-32s skipped: %s\n", c.name.c_str(), why.c_str());
       results.push_back({{"name", c.name}, {"skipped", why}});
@@ -285,15 +278,14 @@ int main(int argc, char **argv) {
     call.b = c.b;
     call.sq = call.sk = c.s;
     call.deterministic = !nondeterministic;
-    // Packed: the same rows, sequence i's from c.first(i) (b * s rows, i *
-    // s, where the case is not ragged); sq and sk the longest sequence's.
+    // Packed: the same rows, sequence i's from c.seqs.q0[i]; sq and sk the
+    // longest sequence's.
     std::optional<DeviceBuffer> cuSeqlens;
     if (packed) {
       call.layout = attention::Layout::THD;
-      call.totalQ = call.totalK = c.rows();
-      std::vector<int32_t> offsets;
-      for (int64_t i = 0; i <= c.b; ++i)
-        offsets.push_back(int32_t(i < c.b ? c.first(i) : c.rows()));
+      call.totalQ = call.totalK = c.seqs.rowsQ();
+      std::vector<int32_t> offsets(c.seqs.q0.begin(), c.seqs.q0.end());
+      offsets.push_back(int32_t(c.seqs.rowsQ()));
       cuSeqlens.emplace(must(DeviceBuffer::allocate(offsets.size() * 4)));
       must(cuSeqlens->upload(offsets));
       call.cuSeqlensQ = call.cuSeqlensK = cuSeqlens->ptr();
@@ -333,7 +325,7 @@ int main(int argc, char **argv) {
       die(c.name + ": " + llvm::toString(compiled.takeError()));
     auto kernel = must(LoadedKernel::load(*compiled));
 
-    size_t nq = size_t(c.rows() * c.hq * c.d), nk = size_t(c.rows() * c.hkv * c.d);
+    size_t nq = size_t(c.seqs.rowsQ() * c.hq * c.d), nk = size_t(c.seqs.rowsK() * c.hkv * c.d);
     auto hq = randomValues(DType::BF16, nq, rng()), hk = randomValues(DType::BF16, nk, rng()),
          hv = randomValues(DType::BF16, nk, rng());
     auto bf16 = [](const std::vector<unsigned char> &v, size_t i) {
@@ -366,11 +358,11 @@ int main(int argc, char **argv) {
     std::vector<double> p(size_t(c.s));
     for (int t = 0; t < 8; ++t) {
       int64_t bi = t ? pb(rng) : c.b - 1, h = t ? ph(rng) : c.hq - 1;
-      int64_t len = c.length(bi),
+      int64_t len = c.seqs.qn[size_t(bi)],
               i = t ? std::uniform_int_distribution<int64_t>(0, len - 1)(rng) : len - 1;
-      int64_t kvh = h / (c.hq / c.hkv), keys = c.causal ? i + 1 : len;
-      auto qa = [&](int64_t row) { return size_t(((c.first(bi) + row) * c.hq + h) * c.d); };
-      auto ka = [&](int64_t row) { return size_t(((c.first(bi) + row) * c.hkv + kvh) * c.d); };
+      int64_t kvh = attention::kvHeadOf(call, h), keys = c.seqs.visible(c.causal, bi, i);
+      auto qa = [&](int64_t row) { return c.seqs.qAt(call, bi, h, row); };
+      auto ka = [&](int64_t row) { return c.seqs.kAt(call, bi, kvh, row); };
       double mx = -INFINITY, sum = 0;
       for (int64_t j = 0; j < keys; ++j) {
         double dot = 0;
@@ -393,7 +385,7 @@ int main(int argc, char **argv) {
         worst = std::max(worst, std::isfinite(got) ? err : 1e30);
         bad += !(err <= 1.0);
       }
-      double gotL = hl[size_t((bi * c.hq + h) * c.s + i)], refL = mx + std::log(sum);
+      double gotL = hl[attention::Sequences::lseAt(call, bi, h, i)], refL = mx + std::log(sum);
       double errL = std::fabs(gotL - refL) / (2e-5 * std::fabs(refL) + 2e-5);
       worst = std::max(worst, std::isfinite(gotL) ? errL : 1e30);
       bad += !(errL <= 1.0);
@@ -447,7 +439,7 @@ int main(int argc, char **argv) {
       must(grads[1].download(gq));
       must(grads[2].download(gk));
       must(grads[3].download(gv));
-      auto [b2, w2] = checkBackward(c, hq, hk, hv, hdo, ho, hl, gq, gk, gv, rng);
+      auto [b2, w2] = checkBackward(c, call, hq, hk, hv, hdo, ho, hl, gq, gk, gv, rng);
       bad += b2;
       worst = std::max(worst, w2);
     }
@@ -499,10 +491,10 @@ int main(int argc, char **argv) {
     attention::Params pp(spec);
     pp.backward = backward;
     double flops = 0;
-    for (int64_t i = 0; i < (c.ragged() ? c.b : 1); ++i) {
+    for (int64_t i = 0; i < (c.ragged ? c.b : 1); ++i) {
       attention::Params one = pp;
-      if (c.ragged())
-        one.b = 1, one.sq = one.sk = c.length(i);
+      if (c.ragged)
+        one.b = 1, one.sq = one.sk = c.seqs.qn[size_t(i)];
       flops += one.flops();
     }
     double tflops = flops / (med * 1e-3) / 1e12;
@@ -520,7 +512,7 @@ int main(int argc, char **argv) {
                        {"hq", c.hq},
                        {"hkv", c.hkv},
                        {"s", c.s},
-                       {"tokens", c.rows()},
+                       {"tokens", c.seqs.rowsQ()},
                        {"d", c.d},
                        {"causal", c.causal},
                        {"ms", med},
@@ -534,8 +526,8 @@ int main(int argc, char **argv) {
                        {"dkdv_ms", partMs[1]},
                        {"check_bad", bad},
                        {"check_worst", worst}});
-    if (c.ragged())
-      results.back()["lengths"] = c.lengths;
+    if (c.ragged)
+      results.back()["lengths"] = c.seqs.qn;
   }
   nlohmann::json doc = {{"gpu", info.name}, {"sms", info.smCount}, {"results", results}};
   std::ofstream out(outPath);
