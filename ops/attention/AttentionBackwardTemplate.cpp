@@ -966,13 +966,12 @@ private:
     /// head's columns), the part's first element given as the tile's first
     /// row and an offset past its columns (addresses are linear in the
     /// indices: no division by hq * d); THD as BSHD, the tile's rows from
-    /// the sequence's first (sumsStart; `start`, its first row in Q where
-    /// already read).
-    SmallVector<Value> fragAt(Value seq, Value head, Value mi, Value k, Value start = Value()) {
+    /// the sequence's first (`sums0`, sumsStart where already computed).
+    SmallVector<Value> fragAt(Value seq, Value head, Value mi, Value k, Value sums0 = Value()) {
       int64_t part = 64 * s.dqCols(p.d);
       Value row0 = mul(mi, cst(64));
       if (thd())
-        return {add(sumsStart(seq, start), row0),
+        return {add(sums0 ? sums0 : sumsStart(seq), row0),
                 mul(add(mul(head, cst(s.consumers)), k), cst(part))};
       if (!bshd())
         return {add(mul(seq, cst(p.hq)), head), add(row0, mul(k, cst(part / p.d))), cst(0)};
@@ -1278,13 +1277,11 @@ private:
     }
 
     /// THD, fused: the dK/dV kernel's transposed scores `st` (64 keys from
-    /// `key0` of sequence `seq` as rows) with -inf where a key is past the
-    /// sequence's, where the tile reaches past them. (TMA loads the next
-    /// sequence's keys there, not zeros: their P^T would add dS K to dQ. Only
-    /// dK's and dV's rows of them are not stored. The sequence's keys read
-    /// again at each step: held through the loop, a value more spilled.)
-    Value maskPastKeys(Value st, Value key0, Value seq) {
-      Value kLen = sequenceRows(cuK, seq).second;
+    /// `key0` of a sequence of `kLen` keys, as rows) with -inf where a key is
+    /// past the sequence's, where the tile reaches past them. (TMA loads the
+    /// next sequence's keys there, not zeros: their P^T would add dS K to
+    /// dQ. Only dK's and dV's rows of them are not stored.)
+    Value maskPastKeys(Value st, Value key0, Value kLen) {
       Value past =
           arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, add(key0, cst(64)), kLen);
       auto sType = cast<RankedTensorType>(st.getType());
@@ -1568,11 +1565,12 @@ private:
       Value bh = arith::DivUIOp::create(b, loc, pid, blocks);
       Value seq = divu(bh, p.hq), head = remu(bh, p.hq);
       SmallVector<Value> at = rowAt(seq, head, p.hq, row0), from = at;
-      Value out = dQ, qStart, qLen;
+      Value out = dQ, qStart, qLen, sums0;
       if (thd()) {
         cuQ = entry->getArgument(4);
         std::tie(qStart, qLen) = sequenceRows(cuQ, seq);
-        Value sumsRow = add(sumsStart(seq, qStart), row0);
+        sums0 = sumsStart(seq, qStart);
+        Value sumsRow = add(sums0, row0);
         // (Inside the sums, as a bulk copy could have added it.)
         Value work = arith::AndIOp::create(
             b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, row0, qLen),
@@ -1589,7 +1587,7 @@ private:
         auto part = RankedTensorType::get({64, cols}, f32, tt::WgmmaLayoutAttr::get(&c));
         for (int64_t k = 0; k < s.consumers; ++k) {
           Value sum = tt::LoadFragmentsOp::create(
-              b, loc, part, dqSum, fragAt(seq, head, divu(row0, 64), cst(k), qStart));
+              b, loc, part, dqSum, fragAt(seq, head, divu(row0, 64), cst(k), sums0));
           SmallVector<Value> to = at;
           to.back() = add(to.back(), cst(k * cols));
           tt::StoreOp::create(b, loc, arith::MulFOp::create(b, loc, sum, splat(part, scale)), out,
@@ -1988,11 +1986,14 @@ private:
         tt::StoreRingOp::create(b, loc, dq, rdq, k, cst(0), Value(), s.dqfrag);
       };
       // THD: the tile's rows from the sequence's first in the sums
-      // (sumsStart); a bulk copy only where they lie inside the sums (the
-      // tensor map's copies are cut at its edges).
-      auto addPart = [&](Value k, Value head, Value mi) {
+      // (`sums0`, sumsStart where already computed); a bulk copy only where
+      // they lie inside the sums (the tensor map's copies are cut at its
+      // edges).
+      auto addPart = [&](Value k, Value head, Value mi, Value sums0 = Value()) {
+        if (thd() && !sums0)
+          sums0 = sumsStart(seq);
         if (s.dqfrag) {
-          SmallVector<Value> at = fragAt(seq, head, mi, k);
+          SmallVector<Value> at = fragAt(seq, head, mi, k, sums0);
           if (!thd()) {
             tt::BulkReduceOp::create(b, loc, rdq, k, dqSums, at);
             return;
@@ -2006,7 +2007,7 @@ private:
         }
         Value row = mul(mi, cst(s.kvBm));
         if (thd())
-          row = add(sumsStart(seq), row);
+          row = add(sums0, row);
         tt::TmaStoreOp::create(b, loc, rdq, k, dqSums, row, mul(k, cst(s.dqCols(p.d))),
                                ValueRange{head, thd() ? cst(0) : seq}, /*reduce=*/true);
       };
@@ -2133,7 +2134,10 @@ private:
         // the helper adds it, in its turn (its region's comment); the
         // consumer waits only for its stage to be free (the addition before,
         // `done` - 2: round -1 at the first, complete from the start) and
-        // says the part is in.
+        // says the part is in. (THD: the tile's sequence's rows in the sums
+        // and its keys, read once a tile, not once a step: `tileSums` and
+        // `tileKeys`, set before the tile's steps.)
+        Value tileSums, tileKeys;
         auto addDqPart = [&](Value dq, Value done, Value head, Value mi, Value any = Value()) {
           if (!any)
             any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, done, cst(0));
@@ -2148,7 +2152,7 @@ private:
           }
           tt::TmaStoreWaitOp::create(b, loc, 0, /*read=*/true);
           storePart(dq, consumer);
-          addPart(consumer, head, mi);
+          addPart(consumer, head, mi, tileSums);
         };
         // The rest of a fused step (carried: dK, dV and the step counter):
         // dS^T into this consumer's rows of its stage, the previous step's
@@ -2332,7 +2336,7 @@ private:
           if (masked)
             st = maskDiagonal(st, key0, m0);
           if (thd() && s.fused)
-            st = maskPastKeys(st, key0, seq);
+            st = maskPastKeys(st, key0, tileKeys);
           // Fused: keys past the sequence (TMA's zeros) have S = 0, so P =
           // exp2(-LSE), which overflows where a row's LSE is very negative,
           // and inf * 0 would reach dQ's product. Every real exponent is at
@@ -2421,7 +2425,13 @@ private:
                 // read here (with take the producer's slot holds only the
                 // sequence's index).
                 Value n32 = toI32(n0);
-                Value rows32 = thd() ? rowsSeen(seqOf(seq), n32) : toI32(sqV);
+                Value rows32 = toI32(sqV);
+                if (thd()) {
+                  Seq tileSeq = seqOf(seq);
+                  rows32 = rowsSeen(tileSeq, n32);
+                  tileSums = sumsStart(seq, tileSeq.qStart);
+                  tileKeys = tileSeq.kLen;
+                }
                 QueryTiles m = queryTiles(n32, rows32, bn);
                 auto steps = [&](Value head, Value from, Value to, ValueRange carried,
                                  bool masked) {
