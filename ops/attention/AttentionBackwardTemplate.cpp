@@ -2512,6 +2512,9 @@ private:
         Value start = toI32(mStart), end = toI32(mEnd), seq32 = toI32(seq);
         Value steps = toI32(mul(count, heads));
         Value bhBase = mul(seq32, cstLike(seq32, p.hq));
+        // (THD: the sequence's rows in the sums from its offsets read once,
+        // not at each turn.)
+        Value sums0 = thd() ? sumsStart(seq, ps.qStart) : Value();
         Value lastTurn = sub(sub(keyTiles, cstLike(keyTiles, 1)), nTile);
         // Rotated: the turn is the program's step in the head over R (the
         // steps from its first tile, wrapping at the end; start is 0
@@ -2534,7 +2537,7 @@ private:
             tt::BarrierWaitOp::create(b, loc, dqFull, cst(k), toIndex(it));
           tt::FlagWaitOp::create(b, loc, flags, flag, toIndex(turn), /*async_proxy=*/true);
           for (int64_t k = 0; k < s.consumers; ++k)
-            addPart(cst(k), toIndex(head), toIndex(mi));
+            addPart(cst(k), toIndex(head), toIndex(mi), sums0);
           tt::TmaStoreWaitOp::create(b, loc, 0, /*read=*/true);
           for (int64_t k = 0; k < s.consumers; ++k)
             tt::BarrierArriveOp::create(b, loc, dqFree, cst(k));
