@@ -1586,8 +1586,8 @@ private:
         int64_t cols = s.dqCols(p.d);
         auto part = RankedTensorType::get({64, cols}, f32, tt::WgmmaLayoutAttr::get(&c));
         for (int64_t k = 0; k < s.consumers; ++k) {
-          Value sum = tt::LoadFragmentsOp::create(
-              b, loc, part, dqSum, fragAt(seq, head, divu(row0, 64), cst(k), sums0));
+          Value sum = tt::LoadFragmentsOp::create(b, loc, part, dqSum,
+                                                  fragAt(seq, head, divu(row0, 64), cst(k), sums0));
           SmallVector<Value> to = at;
           to.back() = add(to.back(), cst(k * cols));
           tt::StoreOp::create(b, loc, arith::MulFOp::create(b, loc, sum, splat(part, scale)), out,
@@ -2423,7 +2423,9 @@ private:
                 // the add; the value from before them was a 64-bit one live
                 // through them). THD: the sequence's rows, from its offsets
                 // read here (with take the producer's slot holds only the
-                // sequence's index).
+                // sequence's index), and from them its first row in dQ's
+                // sums and its keys for the steps (read in the steps, each
+                // load's latency sat in every step: bench/NOTES.md b31).
                 Value n32 = toI32(n0);
                 Value rows32 = toI32(sqV);
                 if (thd()) {
