@@ -990,7 +990,7 @@ private:
       auto dk = [&] { return arith::MulFOp::create(b, loc, dkSum, splat(accType, scale)); };
       auto storeWhole = [&] {
         // (THD: views of the sequence's keys, whose offsets are read
-        // again here: held through the loop, they spilled.)
+        // again here, once a tile, not held through the steps.)
         Seq tail = thd() ? seqOf(seq) : Seq{};
         auto [dvView, at] = rowIn(dV, tail.kStart, tail.kLen, seq, kvHead, p.hkv, key0);
         at.back() = add(at.back(), myCols);
@@ -2427,12 +2427,14 @@ private:
                 // sums and its keys for the steps (read in the steps, each
                 // load's latency sat in every step: bench/NOTES.md b31).
                 Value n32 = toI32(n0);
-                Value rows32 = toI32(sqV);
+                Value rows32;
                 if (thd()) {
                   Seq tileSeq = seqOf(seq);
                   rows32 = rowsSeen(tileSeq, n32);
                   tileSums = sumsStart(seq, tileSeq.qStart);
                   tileKeys = tileSeq.kLen;
+                } else {
+                  rows32 = toI32(sqV);
                 }
                 QueryTiles m = queryTiles(n32, rows32, bn);
                 auto steps = [&](Value head, Value from, Value to, ValueRange carried,
