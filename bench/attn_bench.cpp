@@ -491,10 +491,9 @@ int main(int argc, char **argv) {
     attention::Params pp(spec);
     pp.backward = backward;
     double flops = 0;
-    for (int64_t i = 0; i < (c.ragged ? c.b : 1); ++i) {
+    for (int64_t len : c.seqs.qn) {
       attention::Params one = pp;
-      if (c.ragged)
-        one.b = 1, one.sq = one.sk = c.seqs.qn[size_t(i)];
+      one.b = 1, one.sq = one.sk = len;
       flops += one.flops();
     }
     double tflops = flops / (med * 1e-3) / 1e12;

@@ -933,10 +933,8 @@ private:
     /// kFusedQueryRows rows for each sequence before it, so that every
     /// query tile of a sequence lies in its own rows (a tile's rows past
     /// the sequence get its parts' zeros, never the next sequence's sums).
-    /// (`start`: its first row in Q, where already read.)
-    Value sumsStart(Value seq, Value start = Value()) {
-      if (!start)
-        start = tt::LoadWordOp::create(b, loc, cuQ, ValueRange{seq});
+    /// (`start`: its first row in Q, read once where the sequence is.)
+    Value sumsStart(Value seq, Value start) {
       return add(start, mul(seq, cst(attention::kFusedQueryRows)));
     }
     /// Whether a query tile of kFusedQueryRows rows from `row` lies inside
@@ -966,13 +964,12 @@ private:
     /// head's columns), the part's first element given as the tile's first
     /// row and an offset past its columns (addresses are linear in the
     /// indices: no division by hq * d); THD as BSHD, the tile's rows from
-    /// the sequence's first (`sums0`, sumsStart where already computed).
-    SmallVector<Value> fragAt(Value seq, Value head, Value mi, Value k, Value sums0 = Value()) {
+    /// the sequence's first (`sums0`, its sumsStart; unused otherwise).
+    SmallVector<Value> fragAt(Value seq, Value head, Value mi, Value k, Value sums0) {
       int64_t part = 64 * s.dqCols(p.d);
       Value row0 = mul(mi, cst(64));
       if (thd())
-        return {add(sums0 ? sums0 : sumsStart(seq), row0),
-                mul(add(mul(head, cst(s.consumers)), k), cst(part))};
+        return {add(sums0, row0), mul(add(mul(head, cst(s.consumers)), k), cst(part))};
       if (!bshd())
         return {add(mul(seq, cst(p.hq)), head), add(row0, mul(k, cst(part / p.d))), cst(0)};
       return {seq, row0, mul(add(mul(head, cst(s.consumers)), k), cst(part))};
@@ -1986,12 +1983,10 @@ private:
         tt::StoreRingOp::create(b, loc, dq, rdq, k, cst(0), Value(), s.dqfrag);
       };
       // THD: the tile's rows from the sequence's first in the sums
-      // (`sums0`, sumsStart where already computed); a bulk copy only where
+      // (`sums0`, its sumsStart; unused otherwise); a bulk copy only where
       // they lie inside the sums (the tensor map's copies are cut at its
       // edges).
-      auto addPart = [&](Value k, Value head, Value mi, Value sums0 = Value()) {
-        if (thd() && !sums0)
-          sums0 = sumsStart(seq);
+      auto addPart = [&](Value k, Value head, Value mi, Value sums0) {
         if (s.dqfrag) {
           SmallVector<Value> at = fragAt(seq, head, mi, k, sums0);
           if (!thd()) {
