@@ -2024,11 +2024,32 @@ private:
                  [&](Value j, ValueRange carried) {
                    if (s.persist)
                      tt::BarrierWaitOp::create(b, loc, kvFree, cst(0), sub(j, cst(1)));
-                   auto [kRow, kBatch] = tmaRow(ps.kStart, seq, n0);
-                   tt::TmaLoadOp::create(b, loc, kMap, kRow, cst(0), ValueRange{kvHead, kBatch}, rk,
-                                         cst(0), kFull, cst(0));
-                   tt::TmaLoadOp::create(b, loc, vMap, kRow, cst(0), ValueRange{kvHead, kBatch}, rv,
-                                         cst(0), vFull, cst(0));
+                   auto loadKv = [&] {
+                     auto [kRow, kBatch] = tmaRow(ps.kStart, seq, n0);
+                     tt::TmaLoadOp::create(b, loc, kMap, kRow, cst(0), ValueRange{kvHead, kBatch},
+                                           rk, cst(0), kFull, cst(0));
+                     tt::TmaLoadOp::create(b, loc, vMap, kRow, cst(0), ValueRange{kvHead, kBatch},
+                                           rv, cst(0), vFull, cst(0));
+                   };
+                   if (thd() && s.fused) {
+                     // THD, fused: the grid counts every sequence as long as the
+                     // longest, so most of a pack of short documents' tiles
+                     // lie past their sequence's keys. Such a tile takes no
+                     // step and stores nothing: its K and V are not loaded
+                     // (the barriers complete their phase all the same, so
+                     // the turns keep their rounds).
+                     Value keys =
+                         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, n0, ps.kLen);
+                     auto some = scf::IfOp::create(b, loc, keys, /*withElseRegion=*/true);
+                     OpBuilder::InsertionGuard g(b);
+                     b.setInsertionPointToStart(some.thenBlock());
+                     loadKv();
+                     b.setInsertionPointToStart(some.elseBlock());
+                     tt::BarrierArriveOp::create(b, loc, kFull, cst(0));
+                     tt::BarrierArriveOp::create(b, loc, vFull, cst(0));
+                   } else {
+                     loadKv();
+                   }
                    // Step `it` loads query tile mi of query head `head`, both carried
                    // (a division by the runtime tile count would cost the producer's
                    // few registers).
