@@ -18,7 +18,10 @@ With --packed (bench/attn_packed_shapes.json) each case is packed sequences
 flash is FlashAttention-2's varlen kernels as torch exposes them
 (aten::_flash_attention_forward and _backward with cum_seq_q and cum_seq_k),
 cuDNN `F.scaled_dot_product_attention` on nested jagged tensors over the
-same rows; TFLOP/s sum the sequences' work.
+same rows, timed by the device time of the work a call puts on the GPU
+(torch's profiler: the call's host work outlasts its kernels, so events
+would time the host; their time is kept as `cudnn_call_ms`); TFLOP/s sum
+the sequences' work.
 
     python3 bench/attn_peer.py --shapes bench/attn_shapes.json --out peer.json [--backward]
         [--deterministic] [--packed]
@@ -48,6 +51,26 @@ def time_ms(fn):
         ms.append(e0.elapsed_time(e1) / 3)
     ms.sort()
     return ms[len(ms) // 2]
+
+
+def kernel_ms(fn, calls=10):
+    """The GPU time of the work one call of fn puts on the device (its kernels, copies and
+    fills, summed; torch's profiler), a mean over `calls` calls after a warm-up. For a path
+    whose host work between its kernels outlasts them, where time_ms's events time the host:
+    this counts no gap between kernels, which time_ms (and attn_bench) do."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    # (self_device_time_total since torch 2.4; self_cuda_time_total before.)
+    us = sum(getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
+             for e in prof.key_averages())
+    if us <= 0:
+        raise RuntimeError("the profiler recorded no device time")
+    return us / 1e3 / calls
 
 
 def repeatable(fn, runs=3):
@@ -83,14 +106,19 @@ def said(e):
     return (str(e).splitlines() or [type(e).__name__])[0]
 
 
-def measure(row, label, grad, run):
+def measure(row, label, grad, run, kernels=False):
     """Times `run()` (which returns the function to time and, with grad, the gradients'
-    function) into row[label + "_ms"/"_tflops"], or records the back end's error."""
+    function) into row[label + "_ms"/"_tflops"], or records the back end's error. With
+    `kernels` the time is the device's alone (kernel_ms), and the call's on events goes to
+    row[label + "_call_ms"]."""
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         try:
             fn, grads = run()
             row[label + "_ms"] = time_ms(fn)
+            if kernels:
+                row[label + "_call_ms"] = row[label + "_ms"]
+                row[label + "_ms"] = kernel_ms(fn)
         except REFUSED as e:
             # (Warnings recorded: a back end's refusal under
             # use_deterministic_algorithms says why only in one.)
@@ -183,8 +211,10 @@ def packed_row(c, grad):
                          unwrap=lambda o: o.transpose(1, 2).values())
 
     measure(row, "flash", grad, flash)
+    # (cuDNN on jagged tensors: each call's host work outlasted its kernels many times
+    # over, 46-77 ms a call whatever the size, bench/NOTES.md b30; timed by its kernels.)
     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-        measure(row, "cudnn", grad, cudnn)
+        measure(row, "cudnn", grad, cudnn, kernels=True)
     return row
 
 

@@ -80,10 +80,16 @@ def main():
                "skipped": skipped},
               open(os.path.join(a.outdir, a.name + ".json"), "w"), indent=1)
     f = lambda x, fmt="{:.0f}": "n/a" if x is None else fmt.format(x)
+    calls = [r["cudnn_call_ms"] for r in peer["results"] if "cudnn_call_ms" in r]
+    cudnn_calls = f"{min(calls):.1f} to {max(calls):.1f} ms" if calls else ""
     peers = (f"torch {peer.get('torch')}'s FlashAttention-2 varlen kernels "
              "(`aten::_flash_attention_forward`/`_backward` with cu_seqlens) and "
              "`F.scaled_dot_product_attention` with the cuDNN back end on nested jagged tensors, "
              "all on packed sequences ([tokens, h, d]); TFLOP/s sum each sequence's work; "
+             + ("cuDNN's time is its kernels' device time alone (torch's profiler; no gaps "
+                "between them), since a call's host work outlasts them (on events a call took "
+                f"{cudnn_calls}); "
+                if cudnn_calls else "") +
              "tilejit takes the same packing (THD) and runs "
              if peer.get("packed") else
              f"torch {peer.get('torch')} `F.scaled_dot_product_attention` with the cuDNN and the "

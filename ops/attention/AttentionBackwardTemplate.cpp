@@ -532,12 +532,21 @@ public:
         // at one or two KV heads (32-64 MiB). At head dim 128 that is 8192
         // queries of one query head a unit. Groups of two at B1 H32 S16384
         // (16 MiB): 0.7 % more than take alone (b28, three rounds).
+        // Packed sequences (THD) take their tiles at run time whatever the
+        // mask or length: the spec's sq is the longest sequence, so the
+        // grid's tiles of a ragged pack are mostly past their sequences'
+        // keys, and the producer passes over those as it takes them
+        // (bench/NOTES.md b33); shared out in advance, whole rounds of a
+        // program's tiles were empty while others held the long ones.
+        bool thdPack = p.layout == attention::Layout::THD;
         if (p.deterministic)
           return fused;
         TileConfig persistent = fused;
         persistent.set("persist", 1);
         if (p.causal && programs <= 4 * p.target.smCount())
           persistent.set("lpt", 1);
+        if (thdPack)
+          persistent.set("take", 1);
         if (p.causal && p.sq >= 8192) {
           persistent.set("take", 1);
           if (lptGroupBytes(p, kLptGroup) <= kLptGroupBytes) {
@@ -1920,10 +1929,40 @@ private:
               Value j = toIndex(args[0]), slot = remu(j, 2);
               if (producer) {
                 placeAt(toIndex(args[1]));
-                Value place[] = {seq, kvHead, head0, n0};
-                for (int64_t i = 1; i < kSlotWords; ++i)
-                  tt::SetWordOp::create(b, loc, slots, word(slot, i), place[i - 1]);
-                tt::BarrierArriveOp::create(b, loc, tileFull, slot);
+                auto give = [&] {
+                  Value place[] = {seq, kvHead, head0, n0};
+                  for (int64_t i = 1; i < kSlotWords; ++i)
+                    tt::SetWordOp::create(b, loc, slots, word(slot, i), place[i - 1]);
+                  tt::BarrierArriveOp::create(b, loc, tileFull, slot);
+                  SmallVector<Value> next = {add(args[0], cstLike(args[0], 1))};
+                  llvm::append_range(next, body(j, args.drop_front(2)));
+                  return next;
+                };
+                // THD (fused): a tile wholly past its sequence's keys has
+                // nothing to compute or store. The producer hands it to no
+                // consumer and takes the next one from the counter into
+                // the same slot (j unchanged: the slot's barriers, and the
+                // rings' rounds, count only the tiles handed out). The
+                // grid counts every sequence as long as the longest, so
+                // most of a pack of short documents' tiles are such.
+                if (!thd() || !s.fused) {
+                  scf::YieldOp::create(b, loc, give());
+                  return;
+                }
+                SmallVector<Value> kept = {args[0]};
+                kept.append(args.begin() + 2, args.end());
+                Value keys = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, n0, ps.kLen);
+                auto some = scf::IfOp::create(b, loc, ValueRange(kept).getTypes(), keys,
+                                              /*withElseRegion=*/true);
+                {
+                  OpBuilder::InsertionGuard g(b);
+                  b.setInsertionPointToStart(some.thenBlock());
+                  scf::YieldOp::create(b, loc, give());
+                  b.setInsertionPointToStart(some.elseBlock());
+                  scf::YieldOp::create(b, loc, kept);
+                }
+                scf::YieldOp::create(b, loc, some.getResults());
+                return;
               } else {
                 // The place in one read (the warpgroup meets once for it;
                 // read with the tile before the loop's condition, the four
@@ -1938,8 +1977,7 @@ private:
               }
               SmallVector<Value> next = {add(args[0], cstLike(args[0], 1))};
               llvm::append_range(next, body(j, args.drop_front(2)));
-              if (!producer)
-                tt::BarrierArriveOp::create(b, loc, tileFree, slot);
+              tt::BarrierArriveOp::create(b, loc, tileFree, slot);
               scf::YieldOp::create(b, loc, next);
             });
         return SmallVector<Value>(w.getResults().drop_front(2));
