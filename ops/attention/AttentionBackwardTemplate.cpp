@@ -60,8 +60,9 @@
 // units (KV heads, or parts of a split group), the groups in turn.
 // Together the default at head dim 128 where the spec says deterministic =
 // 0 (lpt with at most four rounds of tiles, bench/NOTES.md b25; take under
-// a causal mask with 8192 queries or more, b27; lpt_heads = 4 with take
-// where four units' Q and dO take 16 MiB or less, b28).
+// a causal mask with 8192 queries or more, b27, and on packed sequences
+// for every mask and length, b33; lpt_heads = 4 with take where four
+// units' Q and dO take 16 MiB or less, b28).
 // The additions come in any order (not bitwise repeatable) where the spec
 // says deterministic = 0: at head dim 128 on the H100 against the two
 // kernels 12-14 % less time at 16384 keys causal and at 4 x 2048 keys,
@@ -93,8 +94,10 @@
 // workspace and the parts' sums keep BSHD's [b, rows] shape. Fused, dQ's
 // f32 sums are [totalQ + 64 b, hq * d], a sequence's rows from its first
 // row in Q plus 64 a sequence before it, so that its query tiles lie in
-// rows of its own; its dK/dV programs wholly past its keys take no step,
-// and those whose keys reach past them mask the keys past (-inf in S^T:
+// rows of its own; its dK/dV programs wholly past its keys take no step
+// (persistent: their K and V are not loaded; taken from the counter, the
+// producer passes over them), and those whose keys reach past them mask
+// the keys past (-inf in S^T:
 // TMA loads the next sequence's keys there, whose dS K would reach dQ).
 // Adding in order, a query tile's turns count its own sequence's key tiles.
 //

@@ -1351,9 +1351,16 @@ TEST(AttentionCompile, NondeterministicDefaultIsFusedAtHeadDim128) {
   EXPECT_FALSE(fusedDefault(backward(128, true)));
   EXPECT_FALSE(fusedDefault(nondeterministic(64, true)));
   EXPECT_FALSE(fusedDefault(nondeterministic(256, true)));
-  // Packed sequences: as BSHD (the spec's sizes: b sequences of at most sq).
-  EXPECT_EQ(t.defaultConfig(nondeterministic(128, true, Layout::THD)),
-            t.defaultConfig(nondeterministic(128, true)));
+  // Packed sequences: as BSHD (the spec's sizes: b sequences of at most
+  // sq), but the tiles taken from the counter whatever the mask or length
+  // (the producer passes over those past their sequence's keys).
+  TileConfig packedDefault = t.defaultConfig(nondeterministic(128, true));
+  packedDefault.set("take", 1);
+  EXPECT_EQ(t.defaultConfig(nondeterministic(128, true, Layout::THD)).canonical(),
+            packedDefault.canonical());
+  attention::Params packedFree = nondeterministic(128, false, Layout::THD);
+  EXPECT_EQ(t.defaultConfig(packedFree).canonical(),
+            "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2 take=1");
   EXPECT_TRUE(fusedDefault(nondeterministic(128, true, Layout::THD)));
   p = nondeterministic(128, true);
   p.hq = p.hkv = 4;
