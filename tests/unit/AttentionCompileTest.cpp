@@ -912,15 +912,29 @@ TEST(AttentionCompile, PackedSequencesFusedBackwardBuildsWithoutSpills) {
       for (bool causal : {true, false}) {
         attention::Params p = deterministic ? backward(d, causal, Layout::THD)
                                             : nondeterministic(d, causal, Layout::THD);
-        int fusedInSpace = 0;
+        int fusedInSpace = 0, persistentInSpace = 0;
         for (const TileConfig &c : t.configSpace(p)) {
           if (!c.has("fused") || !c.get("fused"))
             continue;
           ++fusedInSpace;
           expectClean(p, c); // (no spill byte in a fused config's kernels)
+          // (Persistent: the tiles taken from the counter, so that the
+          // producer passes over those past their sequence's keys; the
+          // tuning problem's equal lengths could not show a static share's
+          // imbalance on a ragged pack.)
+          if (c.has("persist") && c.get("persist")) {
+            ++persistentInSpace;
+            EXPECT_TRUE(c.has("take") && c.get("take")) << c.canonical();
+          }
         }
         EXPECT_EQ(fusedInSpace > 0, !deterministic || d == 128) << d << causal;
+        EXPECT_EQ(persistentInSpace > 0, !deterministic) << d << causal;
       }
+  // (BSHD's space keeps the static share beside the counter.)
+  int staticShares = 0;
+  for (const TileConfig &c : t.configSpace(nondeterministic(128, true)))
+    staticShares += c.has("persist") && c.get("persist") && !(c.has("take") && c.get("take"));
+  EXPECT_GT(staticShares, 0);
   // The dK/dV grid: the sequences from K's offsets (their count less one,
   // times hkv), each tile's programs; persistent, capped at the target's
   // multiprocessors and the call's cap (the argument after the offsets).
