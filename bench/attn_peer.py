@@ -65,9 +65,14 @@ def kernel_ms(fn, calls=10):
         for _ in range(calls):
             fn()
         torch.cuda.synchronize()
-    # (self_device_time_total since torch 2.4; self_cuda_time_total before.)
-    us = sum(getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
-             for e in prof.key_averages())
+    # (The device's rows alone, not user annotations; self_device_time_total since torch
+    # 2.4, self_cuda_time_total before.)
+    def device_us(e):
+        t = getattr(e, "self_device_time_total", None)
+        return getattr(e, "self_cuda_time_total", 0) if t is None else t
+    us = sum(device_us(e) for e in prof.key_averages()
+             if e.device_type == torch.autograd.DeviceType.CUDA
+             and not getattr(e, "is_user_annotation", False))
     if us <= 0:
         raise RuntimeError("the profiler recorded no device time")
     return us / 1e3 / calls
@@ -115,10 +120,10 @@ def measure(row, label, grad, run, kernels=False):
         warnings.simplefilter("always")
         try:
             fn, grads = run()
-            row[label + "_ms"] = time_ms(fn)
+            ms = time_ms(fn)
             if kernels:
-                row[label + "_call_ms"] = row[label + "_ms"]
-                row[label + "_ms"] = kernel_ms(fn)
+                ms, row[label + "_call_ms"] = kernel_ms(fn), ms
+            row[label + "_ms"] = ms
         except REFUSED as e:
             # (Warnings recorded: a back end's refusal under
             # use_deterministic_algorithms says why only in one.)

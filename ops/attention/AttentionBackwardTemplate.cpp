@@ -2078,8 +2078,10 @@ private:
                      tt::TmaLoadOp::create(b, loc, vMap, kRow, cst(0), ValueRange{kvHead, kBatch},
                                            rv, cst(0), vFull, cst(0));
                    };
-                   if (thd() && s.fused) {
-                     // THD, fused: the grid counts every sequence as long as the
+                   if (thd() && s.fused && !s.take) {
+                     // THD, fused (tiles not taken from the counter, where
+                     // the producer hands such a tile to no consumer at
+                     // all): the grid counts every sequence as long as the
                      // longest, so most of a pack of short documents' tiles
                      // lie past their sequence's keys. Such a tile takes no
                      // step and stores nothing: its K and V are not loaded
