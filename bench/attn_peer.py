@@ -21,7 +21,9 @@ cuDNN `F.scaled_dot_product_attention` on nested jagged tensors over the
 same rows, timed by the device time of the work a call puts on the GPU
 (torch's profiler: the call's host work outlasts its kernels, so events
 would time the host; their time is kept as `cudnn_call_ms`); TFLOP/s sum
-the sequences' work.
+the sequences' work. `cudnn_vs_flash`: cuDNN's output (the backward: dQ)
+against flash's, outside the timing, since neither peer is checked against
+float64 here.
 
     python3 bench/attn_peer.py --shapes bench/attn_shapes.json --out peer.json [--backward]
         [--deterministic] [--packed]
@@ -220,6 +222,18 @@ def packed_row(c, grad):
     # over, 46-77 ms a call whatever the size, bench/NOTES.md b30; timed by its kernels.)
     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
         measure(row, "cudnn", grad, cudnn, kernels=True)
+    # Whether the two peers compute the same thing on this packing: cuDNN's output (the
+    # backward: dQ) against flash's, the largest difference relative to flash's largest
+    # element (bf16 rounding alone gives about 1e-2). Outside the timing.
+    if "flash_ms" in row and "cudnn_ms" in row:
+        try:
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                got = cudnn()[0]()
+            got = got[0] if isinstance(got, (tuple, list)) else got.transpose(1, 2).values()
+            want = flash()[0]()[0].float()
+            row["cudnn_vs_flash"] = ((got.float() - want).abs().max() / want.abs().max()).item()
+        except REFUSED as e:
+            row["cudnn_vs_flash_error"] = said(e)[:200]
     return row
 
 

@@ -38,6 +38,19 @@ def repeat_lines(peer_rows):
     return out
 
 
+def agreement_lines(peer_rows):
+    """Packed peers: how far cuDNN's output (the backward: dQ) lay from flash's in each case
+    (attn_peer.py's `cudnn_vs_flash`), and where it lay past bf16's rounding."""
+    seen = [r for r in peer_rows if "cudnn_vs_flash" in r]
+    if not seen:
+        return []
+    far = [f"{r['name']} ({r['cudnn_vs_flash']:.2g})" for r in seen if r["cudnn_vs_flash"] > 2e-2]
+    worst = max(r["cudnn_vs_flash"] for r in seen)
+    return [f"cuDNN's result against flash's, the largest difference relative to flash's "
+            f"largest element: at most {worst:.2g} over {len(seen)} cases" +
+            (f"; past 2e-2 (more than bf16's rounding) at {', '.join(far)}." if far else ".")]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("tilejit")
@@ -129,7 +142,7 @@ def main():
            f"{f(gf, '{:.3f}')} x flash" + (" (over the cases tilejit ran)." if skipped else ".")]
     if dflt:
         md += [f"Default configs: {f(gd, '{:.3f}')} x cuDNN."]
-    md += repeat_lines(peer["results"])
+    md += repeat_lines(peer["results"]) + agreement_lines(peer["results"])
     open(os.path.join(a.outdir, a.name + ".md"), "w").write("\n".join(md) + "\n")
     try:
         import matplotlib
