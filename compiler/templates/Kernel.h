@@ -67,6 +67,18 @@ struct KernelMath {
     b.setInsertionPointAfter(l);
     return llvm::SmallVector<mlir::Value>(l.getResults());
   }
+  /// `then()`'s values where `cond` holds, else `otherwise` (of the same
+  /// types); the builder is left after the branch.
+  template <typename Then>
+  llvm::SmallVector<mlir::Value> ifElse(mlir::Value cond, mlir::ValueRange otherwise, Then then) {
+    auto op = mlir::scf::IfOp::create(b, loc, otherwise.getTypes(), cond, /*withElseRegion=*/true);
+    b.setInsertionPointToStart(op.thenBlock());
+    mlir::scf::YieldOp::create(b, loc, llvm::SmallVector<mlir::Value>(then()));
+    b.setInsertionPointToStart(op.elseBlock());
+    mlir::scf::YieldOp::create(b, loc, otherwise);
+    b.setInsertionPointAfter(op);
+    return llvm::SmallVector<mlir::Value>(op.getResults());
+  }
 };
 
 /// What every template's build() does around its kernels: checks `spec`

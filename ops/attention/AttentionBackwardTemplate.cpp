@@ -547,14 +547,13 @@ public:
         // keys, and the producer passes over those as it takes them
         // (bench/NOTES.md b33); shared out in advance, whole rounds of a
         // program's tiles were empty while others held the long ones.
-        bool thdPack = p.layout == attention::Layout::THD;
         if (p.deterministic)
           return fused;
         TileConfig persistent = fused;
         persistent.set("persist", 1);
         if (p.causal && programs <= 4 * p.target.smCount())
           persistent.set("lpt", 1);
-        if (thdPack)
+        if (p.layout == attention::Layout::THD)
           persistent.set("take", 1);
         if (p.causal && p.sq >= 8192) {
           persistent.set("take", 1);
@@ -1961,16 +1960,7 @@ private:
                 SmallVector<Value> kept = {args[0]};
                 kept.append(args.begin() + 2, args.end());
                 Value keys = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, n0, ps.kLen);
-                auto some = scf::IfOp::create(b, loc, ValueRange(kept).getTypes(), keys,
-                                              /*withElseRegion=*/true);
-                {
-                  OpBuilder::InsertionGuard g(b);
-                  b.setInsertionPointToStart(some.thenBlock());
-                  scf::YieldOp::create(b, loc, give());
-                  b.setInsertionPointToStart(some.elseBlock());
-                  scf::YieldOp::create(b, loc, kept);
-                }
-                scf::YieldOp::create(b, loc, some.getResults());
+                scf::YieldOp::create(b, loc, ifElse(keys, kept, give));
                 return;
               } else {
                 // The place in one read (the warpgroup meets once for it;
