@@ -285,8 +285,12 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
   const EntryInfo &e = kernel.entry(0);
   bool thd = c.layout == Layout::THD;
   // Below sm_90a (no tensor maps): Q, K and V as rows, and no grid cap.
+  // A persistent kernel that takes its tiles from a counter (config take):
+  // then the counter, a view after the others.
   bool sm80 = !e.params.empty() && e.params[0].kind != ParamInfo::TensorMap;
-  size_t want = (sm80 ? 8 : 9) + (thd ? 2 : 0);
+  size_t base = (sm80 ? 8 : 9) + (thd ? 2 : 0);
+  bool take = !sm80 && e.params.size() == base + 1 && e.params[base].kind == ParamInfo::View;
+  size_t want = base + (take ? 1 : 0);
   if (e.params.size() != want)
     return error("the kernel takes " + llvm::Twine(e.params.size()) + " parameters, not " +
                  llvm::Twine(want));
@@ -334,7 +338,7 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
   auto mv = mapOf("attn_fwd", "V", c, c.v, rowsK, c.hkv, e.params[2].staticSizes);
   if (!mv)
     return mv.takeError();
-  KernelArg args[11] = {KernelArg::tensorMap(*mq),
+  KernelArg args[12] = {KernelArg::tensorMap(*mq),
                         KernelArg::tensorMap(*mk),
                         KernelArg::tensorMap(*mv),
                         o,
@@ -345,7 +349,20 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
                         KernelArg::index(c.maxPrograms > 0 ? c.maxPrograms : std::max(smCount, 1)),
                         cuQ,
                         cuK};
-  return kernel.launch(0, args, want, stream);
+  if (!take)
+    return kernel.launch(0, args, want, stream);
+  // take: the counter in scratch of the stream's (ordered on it, so a
+  // graph capture records it), zeroed before the launch, given back after.
+  auto counter = StreamBuffer::take(kernel.context(), 16, stream, "attn_fwd: the tile counter");
+  if (!counter)
+    return counter.takeError();
+  auto drv = CudaDriver::get();
+  if (!drv)
+    return counter->giveBack(drv.takeError());
+  if (CUresult r = drv->cuMemsetD8Async(CUdeviceptr(counter->ptr()), 0, 16, stream))
+    return counter->giveBack(drv->error(r, "cuMemsetD8Async (attn_fwd's tile counter)"));
+  args[thd ? 11 : 9] = KernelArg::view(counter->ptr(), {4});
+  return counter->giveBack(kernel.launch(0, args, want, stream));
 }
 
 bool fusedBackward(const LoadedKernel &kernel) { return kernel.numEntries() == 4; }

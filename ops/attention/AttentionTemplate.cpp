@@ -6,7 +6,8 @@
 // - tiles of bm query rows of one query head of one sequence, the tiles with
 //   the most keys (the last rows of a causal mask) first; one program per
 //   tile, or (persistent) one per multiprocessor walking the tiles in rounds
-//   in a snake order, the rings and the consumers' turns running on from
+//   in a snake order, or (take) taking the next tile from a counter when it
+//   is ready for it, the rings and the consumers' turns running on from
 //   tile to tile, so that a tile's first loads overlap the last one's end;
 // - warpgroup 0 is the producer: one thread loads each tile's Q (two Q
 //   stages where they fit), then each tile of bn keys of K and of V into
@@ -43,7 +44,9 @@
 // (FlashAttention-3's overlap of the softmax with the products within a
 // warpgroup), raster (the tiles' order), pingpong (FlashAttention-3's
 // turns between the two consumers: one issues its products while the other
-// runs its softmax), persistent (the grid, capped at launch).
+// runs its softmax), persistent (the grid, capped at launch), take (the
+// persistent grid's tiles from a counter; the default on packed sequences,
+// where the producer passes over the tiles past their sequence's rows).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/EmbeddedSources.h"
@@ -71,7 +74,7 @@ llvm::Error configError(const llvm::Twine &msg) {
 
 struct Shape {
   int64_t bm, bn, stages, consumers;
-  bool overlap, byHead, pingpong, persistent;
+  bool overlap, byHead, pingpong, persistent, take;
   /// Q tiles in shared memory: with a persistent grid two where they fit,
   /// so that the next tile's Q loads while this one's run.
   int64_t qStages = 1;
@@ -80,7 +83,8 @@ struct Shape {
         overlap(c.has("overlap") && c.get("overlap") != 0),
         byHead(c.has("raster") && c.get("raster") != 0),
         pingpong(c.has("pingpong") && c.get("pingpong") != 0),
-        persistent(c.has("persistent") && c.get("persistent") != 0) {
+        persistent(c.has("persistent") && c.get("persistent") != 0),
+        take(c.has("take") && c.get("take") != 0) {
     if (persistent) {
       qStages = 2;
       if (smemBytes(d, elemBytes) > smemLimit)
@@ -90,8 +94,9 @@ struct Shape {
   /// Shared memory of the Q tiles, the K and V rings and the barriers, with
   /// the alignment slack.
   int64_t smemBytes(int64_t d, int64_t elemBytes) const {
+    // (take: two slots of a tile index and their four barriers.)
     return (qStages * bm + 2 * stages * bn) * d * elemBytes + 8 * (4 * stages + 2 * qStages + 2) +
-           3 * 1024;
+           (take ? 8 * 4 + 8 : 0) + 3 * 1024;
   }
 };
 
@@ -184,6 +189,11 @@ public:
         {"persistent", 0, 1, true,
          "a program per multiprocessor (at most the launch's cap) walking tiles, the next "
          "tile's Q and K loading while this one's finish (0 when left out)"},
+        {"take", 0, 1, true,
+         "with persistent: each program takes its next tile from a counter when it is ready "
+         "for it (an atomic addition; the tiles in raster's order), not its share fixed in "
+         "advance; on packed sequences the producer passes over tiles past their sequence's "
+         "rows (0 when left out)"},
     };
     return keys;
   }
@@ -230,6 +240,13 @@ public:
                   if (pingpong && (!overlap || consumers != 2))
                     continue; // refused (it needs both)
                   TileConfig c = make(consumers, bn, stages, overlap, raster, pingpong, persistent);
+                  // (Packed sequences: a persistent grid takes its tiles
+                  // from the counter. The tuning problem packs sequences
+                  // of equal length, where a share fixed in advance is
+                  // balanced; on a ragged pack, the spec's sq the longest
+                  // sequence, it is not, and the timing could not tell.)
+                  if (persistent && attention::Params(ks).layout == attention::Layout::THD)
+                    c.set("take", 1);
                   if (llvm::Error err = checkConfig(ks, c))
                     llvm::consumeError(std::move(err));
                   else if (c != out.front())
@@ -262,9 +279,16 @@ public:
     // a step, neither (overlap would spill, by head lost 18 %). Every one
     // with a persistent grid (attention a4: 1-18 % faster than a program a
     // tile, but at S16384 causal, 1 % slower).
+    // Packed sequences (THD) take their tiles from a counter, the producer
+    // passing over those past their sequence's rows: the spec's sq is the
+    // longest sequence, so most of a ragged pack's tiles have no rows, and
+    // a share fixed in advance leaves programs idle while others hold the
+    // long sequences' tiles (bench/NOTES.md b35).
     TileConfig c = p.d == 256  ? make(2, 64, 2, 0, 0)
                    : p.d == 64 ? make(2, 128, 2, 1, 0, /*pingpong=*/true)
                                : make(2, 128, 2, 1, p.hkv >= 8 ? 1 : 0, /*pingpong=*/true);
+    if (p.layout == attention::Layout::THD)
+      c.set("take", 1);
     if (llvm::Error err = checkConfig(ks, c)) {
       llvm::consumeError(std::move(err));
       return make(2, 64, 2, 0, 0);
@@ -298,6 +322,9 @@ public:
                          " leaves too few registers: it would spill)");
     // Seen to spill (60-68 bytes at d = 64 and 128), where 2 stages or
     // ping-pong did not.
+    if (s.take && !s.persistent)
+      return configError("take needs persistent = 1 (it is how a persistent program finds its "
+                         "next tile)");
     if (s.persistent && s.overlap && !s.pingpong && s.stages > 2)
       return configError("persistent with overlap but no ping-pong takes at most 2 stages (" +
                          llvm::Twine(s.stages) + " spilled)");
@@ -353,10 +380,11 @@ private:
   /// no warp specialization, persistent grid or overlap.
   llvm::Error checkSm80(const attention::Params &p, const TileConfig &cfg) const {
     Shape s = shapeOf(p, cfg);
-    if (s.overlap || s.pingpong || s.persistent)
-      return configError("overlap, pingpong and persistent need sm_90a (asynchronous products, "
-                         "warp specialization); the target is " +
-                         llvm::Twine(p.target.archName()));
+    if (s.overlap || s.pingpong || s.persistent || s.take)
+      return configError(
+          "overlap, pingpong, persistent and take need sm_90a (asynchronous products, "
+          "warp specialization); the target is " +
+          llvm::Twine(p.target.archName()));
     if (s.bm != 64 * s.consumers)
       return configError("bm = " + llvm::Twine(s.bm) + " must be 64 rows for each of " +
                          llvm::Twine(s.consumers) + " warpgroups");
@@ -556,11 +584,14 @@ private:
     // Arguments: Q, K, V maps, O, LSE, scale * log2(e), sq, sk, the
     // persistent grid's cap; THD: then cu_seqlens of Q and of K (b + 1
     // int32 offsets each, as the words of f32 memrefs), sq and sk the
-    // longest sequences'.
+    // longest sequences'; take: then the tile counter (4 words, zeroed
+    // before the launch, the first counted).
     auto cuType = MemRefType::get({ShapedType::kDynamic}, f32);
     SmallVector<Type> args = {mapQ, mapKV, mapKV, oType, lseType, f32, idx, idx, idx};
     if (thd)
       args.append({cuType, cuType});
+    if (s.take)
+      args.push_back(cuType);
     // Programs: a tile each, ceil(sq / bm) * batch * hq; persistent, at most
     // the cap.
     AffineExpr sq = getAffineSymbolExpr(0, &ctx), batch = getAffineSymbolExpr(1, &ctx),
@@ -576,6 +607,7 @@ private:
     Value scaleLog2 = entry->getArgument(5), sqV = entry->getArgument(6),
           skV = entry->getArgument(7);
     Value cuQ = thd ? entry->getArgument(9) : Value(), cuK = thd ? entry->getArgument(10) : Value();
+    Value counter = s.take ? entry->getArgument(thd ? 11 : 9) : Value();
 
     KernelMath km{b, loc};
 
@@ -603,6 +635,16 @@ private:
         s.pingpong ? tt::AllocBarriersOp::create(b, loc, tt::BarriersType::get(&ctx, 2), 1, nullptr)
                          .getResult()
                    : Value();
+    // take: the producer hands each tile it takes to the consumers through
+    // one of two slots (its index), full once written, free once every
+    // consumer is done with the tile.
+    Value tileFull, tileFree, slots;
+    if (s.take) {
+      auto two = tt::BarriersType::get(&ctx, 2);
+      tileFull = tt::AllocBarriersOp::create(b, loc, two, 1, nullptr);
+      tileFree = tt::AllocBarriersOp::create(b, loc, two, s.consumers, nullptr);
+      slots = tt::AllocWordsOp::create(b, loc, tt::WordsType::get(&ctx, 2), nullptr);
+    }
 
     // A tile of the problem (placeTile), its keys and, THD, its sequence.
     Value batchV = memref::DimOp::create(b, loc, lse, 0);
@@ -672,9 +714,85 @@ private:
       }
       return std::make_pair(guard.getResult(0), guard.getResult(1));
     };
-    auto forEachTile = [&](auto body, auto idle) {
+    // take: the j-th tile the program takes (the producer: from the
+    // counter; a consumer: from the producer's slot j mod 2) while there is
+    // one. Carried: j, the ring step and (THD) the count of tiles with
+    // work. THD: a tile past its sequence's rows has nothing to do or
+    // store; the producer hands it to no consumer and takes the next one
+    // into the same slot (j unchanged: the slots' barriers, and the rings'
+    // rounds, count only the tiles handed out). Most of a pack of short
+    // documents' tiles are such (the grid counts every sequence as long
+    // as the longest).
+    auto takeTiles = [&](bool producer, auto body, auto idle) {
+      Value tiles = km.mul(mTiles, heads);
+      SmallVector<Value> init = {km.cst(0), km.cst(0)};
+      if (thd)
+        init.push_back(km.cst(0));
+      SmallVector<Type> passed(init.size() + 1, idx);
+      scf::WhileOp::create(
+          b, loc, passed, init,
+          [&](OpBuilder &, Location, ValueRange a) {
+            Value j = a[0], slot = km.remu(j, 2), round = km.divu(j, 2), at;
+            if (producer) {
+              tt::BarrierWaitOp::create(b, loc, tileFree, slot, km.add(round, km.cst(1)));
+              at = tt::FetchAddOp::create(b, loc, counter, ValueRange{km.cst(0)}, km.cst(1));
+              tt::SetWordOp::create(b, loc, slots, slot, at);
+            } else {
+              tt::BarrierWaitOp::create(b, loc, tileFull, slot, round);
+              at = tt::GetWordOp::create(b, loc, slots, ValueRange{slot}).getResult(0);
+            }
+            Value more = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, at, tiles);
+            // (Past the last tile the producer tells the consumers so.)
+            if (producer) {
+              auto last = scf::IfOp::create(
+                  b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, at, tiles));
+              OpBuilder::InsertionGuard g(b);
+              b.setInsertionPointToStart(&last.getThenRegion().front());
+              tt::BarrierArriveOp::create(b, loc, tileFull, slot);
+            }
+            SmallVector<Value> out = {at};
+            out.append(a.begin(), a.end());
+            scf::ConditionOp::create(b, loc, more, out);
+          },
+          [&](OpBuilder &, Location, ValueRange a) {
+            Value at = a[0], j = a[1], slot = km.remu(j, 2);
+            ValueRange c = a.drop_front(2);
+            Tile t = tileAt(at);
+            auto run = [&]() -> SmallVector<Value> {
+              if (producer)
+                tt::BarrierArriveOp::create(b, loc, tileFull, slot);
+              auto [r, ti] = visit(t, thd ? c[1] : j, c[0], body, idle);
+              if (!producer)
+                tt::BarrierArriveOp::create(b, loc, tileFree, slot);
+              SmallVector<Value> next = {km.add(j, km.cst(1)), r};
+              if (thd)
+                next.push_back(ti);
+              return next;
+            };
+            if (!producer || !thd) {
+              scf::YieldOp::create(b, loc, run());
+              return;
+            }
+            SmallVector<Value> kept(a.begin() + 1, a.end());
+            auto some = scf::IfOp::create(b, loc, ValueRange(kept).getTypes(), t.rows,
+                                          /*withElseRegion=*/true);
+            {
+              OpBuilder::InsertionGuard g(b);
+              b.setInsertionPointToStart(some.thenBlock());
+              scf::YieldOp::create(b, loc, run());
+              b.setInsertionPointToStart(some.elseBlock());
+              scf::YieldOp::create(b, loc, kept);
+            }
+            scf::YieldOp::create(b, loc, some.getResults());
+          });
+    };
+    auto forEachTile = [&](bool producer, auto body, auto idle) {
       if (!s.persistent) {
         visit(tileAt(pid), km.cst(0), km.cst(0), body, idle);
+        return;
+      }
+      if (s.take) {
+        takeTiles(producer, body, idle);
         return;
       }
       Value programs = tt::NumProgramsOp::create(b, loc, tt::Dim::x);
@@ -711,6 +829,7 @@ private:
       OpBuilder::InsertionGuard guard(b);
       b.createBlock(&ws.getProducer());
       forEachTile(
+          /*producer=*/true,
           [&](const Tile &t, Value ti, Value r0) -> Value {
             auto loadKV = [&](Value j) {
               auto [stage, round] = stageOf(km.add(r0, j));
@@ -770,6 +889,7 @@ private:
       };
 
       forEachTile(
+          /*producer=*/false,
           [&](const Tile &t, Value ti, Value r0) -> Value {
             Value qStage = km.remu(ti, s.qStages);
             tt::BarrierWaitOp::create(b, loc, qFull, qStage, km.divu(ti, s.qStages));

@@ -745,6 +745,29 @@ TEST_F(GpuAttention, PersistentGridAcrossTiles) {
        "bm=128 bn=64 consumers=2 persistent=1 stages=2", 3});
 }
 
+TEST_F(GpuAttention, PersistentGridTakesTilesFromACounter) {
+  // take: each program takes its next tile from a counter in scratch
+  // zeroed before each launch (every case a launch of the same kernel, so
+  // a counter left counted would show), the producer handing the tile to
+  // the consumers through two slots: as PersistentGridAcrossTiles, over 1,
+  // 3 and the GPU's own count of programs, ping-pong and not, both
+  // rasters, head dims 64-256.
+  const char *configs[] = {
+      "bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2 take=1",
+      "bm=128 bn=128 consumers=2 overlap=1 persistent=1 raster=0 stages=2 take=1",
+      "bm=64 bn=64 consumers=1 overlap=1 persistent=1 stages=2 take=1",
+  };
+  for (const char *cfg : configs) {
+    for (int64_t programs : {1, 3, 0})
+      run({2, 333, 333, 2, 1, 128, true, Layout::BSHD, DType::BF16, 0.0f, cfg, programs});
+    run({1, 1000, 1000, 4, 4, 128, false, Layout::BHSD, DType::BF16, 0.0f, cfg, 7});
+  }
+  run({2, 700, 700, 2, 1, 64, true, Layout::BSHD, DType::BF16, 0.0f,
+       "bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 stages=2 take=1", 5});
+  run({1, 500, 500, 2, 2, 256, true, Layout::BSHD, DType::BF16, 0.0f,
+       "bm=128 bn=64 consumers=2 persistent=1 stages=2 take=1", 3});
+}
+
 /// A THD case: sequences of lensQ query and lensK key rows (sq and sk the
 /// longest, or `atLeast` where larger).
 Case packed(std::vector<int64_t> lensQ, std::vector<int64_t> lensK, int64_t hq, int64_t hkv,
@@ -788,11 +811,19 @@ TEST_F(GpuAttention, PackedSequencesOnPersistentGrids) {
       "bm=128 bn=128 consumers=2 overlap=1 persistent=1 raster=0 stages=2",
       "bm=64 bn=64 consumers=1 overlap=1 persistent=1 stages=2",
       "bm=128 bn=64 consumers=2 stages=2",
+      // (Taken from the counter: the producer passes over the tiles past
+      // their sequence's rows; one with rows and no keys is handed out.)
+      "bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2 take=1",
+      "bm=128 bn=128 consumers=2 overlap=1 persistent=1 raster=0 stages=2 take=1",
   };
   std::vector<int64_t> lensQ = {700, 1, 129, 0, 333}, lensK = {700, 1, 129, 40, 333};
   for (const char *cfg : configs)
     for (int64_t programs : {1, 3, 0})
       run(packed(lensQ, lensK, 2, 1, 128, true, cfg, programs));
+  for (const char *cfg : {configs[4], configs[5]}) {
+    run(packed({10, 0, 50}, {0, 0, 60}, 2, 1, 128, false, cfg, 2));
+    run(packed({1, 127, 300, 64, 1000, 1}, {1, 127, 300, 64, 1000, 1}, 4, 2, 128, true, cfg, 5));
+  }
 }
 
 } // namespace

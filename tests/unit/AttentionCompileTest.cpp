@@ -162,9 +162,17 @@ void expectClean(const KernelSpec &spec, const TileConfig &config) {
     return;
   }
   const EntryInfo &e = k->entries.front();
-  // THD: the offsets of Q's and K's sequences after the others.
+  // THD: the offsets of Q's and K's sequences after the others; a forward
+  // taking its tiles from a counter (take): then the counter, a view.
   bool thd = attention::Params(spec).layout == Layout::THD;
-  ASSERT_EQ(e.params.size(), bwd ? (thd ? 15u : 13u) : (thd ? 11u : 9u));
+  // (An empty config: the default.)
+  TileConfig used =
+      config.canonical().empty() ? getTemplate(attention::forwardOp()).defaultConfig(spec) : config;
+  bool take = !bwd && used.has("take") && used.get("take");
+  ASSERT_EQ(e.params.size(), bwd ? (thd ? 15u : 13u) : (thd ? 11u : 9u) + (take ? 1u : 0u));
+  if (take) {
+    EXPECT_EQ(e.params.back().kind, ParamInfo::View);
+  }
   EXPECT_EQ(e.params[0].kind, ParamInfo::TensorMap);
   EXPECT_EQ(e.params[0].staticSizes.size(), 4u);
   if (bwd) {
@@ -212,6 +220,18 @@ TEST(AttentionCompile, EveryConfigOfTheGpuTestsBuilds) {
                                  "stages=2"));
   expectClean(params(256, true),
               *TileConfig::parse("bm=128 bn=64 consumers=2 persistent=1 stages=2"));
+  // Tiles taken from a counter (take), as the GPU tests run them.
+  for (const char *cfg :
+       {"bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2 take=1",
+        "bm=128 bn=128 consumers=2 overlap=1 persistent=1 raster=0 stages=2 take=1",
+        "bm=64 bn=64 consumers=1 overlap=1 persistent=1 stages=2 take=1"})
+    for (bool causal : {false, true})
+      expectClean(params(128, causal), *TileConfig::parse(cfg));
+  expectClean(params(64, true),
+              *TileConfig::parse("bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 "
+                                 "stages=2 take=1"));
+  expectClean(params(256, true),
+              *TileConfig::parse("bm=128 bn=64 consumers=2 persistent=1 stages=2 take=1"));
   // The largest the register rule allows.
   expectClean(params(256, false), *TileConfig::parse("bm=128 bn=128 consumers=2 stages=1"));
   expectClean(params(64, true), *TileConfig::parse("bm=128 bn=192 consumers=2 stages=2"));
@@ -228,8 +248,54 @@ TEST(AttentionCompile, PackedSequencesBuildWithoutSpillsAndNameWhatTheyNeed) {
        {"bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2",
         "bm=128 bn=128 consumers=2 overlap=1 persistent=1 raster=0 stages=2",
         "bm=64 bn=64 consumers=1 overlap=1 persistent=1 stages=2",
-        "bm=128 bn=64 consumers=2 stages=2"})
-    expectClean(params(128, true, Layout::THD), *TileConfig::parse(cfg));
+        "bm=128 bn=64 consumers=2 stages=2",
+        "bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2 take=1",
+        "bm=128 bn=128 consumers=2 overlap=1 persistent=1 raster=0 stages=2 take=1"})
+    for (bool causal : {false, true})
+      expectClean(params(128, causal, Layout::THD), *TileConfig::parse(cfg));
+  // The default takes its tiles from a counter (the producer passing over
+  // those past their sequence's rows: the spec's sq is the longest), a
+  // last parameter the launch zeroes; BSHD's shares them out in advance.
+  const KernelTemplate &fwd = getTemplate(attention::forwardOp());
+  for (int64_t d : {64, 128, 256}) {
+    TileConfig packedDefault = fwd.defaultConfig(params(d, true, Layout::THD));
+    EXPECT_EQ(packedDefault.has("take") && packedDefault.get("take"), true) << d;
+    TileConfig padded = fwd.defaultConfig(params(d, true));
+    EXPECT_FALSE(padded.has("take")) << d;
+    padded.set("take", 1);
+    EXPECT_EQ(packedDefault.canonical(), padded.canonical());
+  }
+  // The tuning space's persistent configs on packed sequences all take
+  // their tiles (the equal-length tuning problem could not show a fixed
+  // share's imbalance on a ragged pack); BSHD's keep the fixed share.
+  int packedPersistent = 0, paddedFixed = 0;
+  for (const TileConfig &c : fwd.configSpace(params(128, true, Layout::THD).spec()))
+    if (c.has("persistent") && c.get("persistent")) {
+      ++packedPersistent;
+      EXPECT_TRUE(c.has("take") && c.get("take")) << c.canonical();
+    }
+  for (const TileConfig &c : fwd.configSpace(params(128, true).spec()))
+    paddedFixed += c.has("persistent") && c.get("persistent") && !c.has("take");
+  EXPECT_GT(packedPersistent, 0);
+  EXPECT_GT(paddedFixed, 0);
+  {
+    auto taking = compileKernel(params(128, true, Layout::THD),
+                                fwd.defaultConfig(params(128, true, Layout::THD)));
+    ASSERT_TRUE(bool(taking)) << llvm::toString(taking.takeError());
+    ASSERT_EQ(taking->entries[0].params.size(), 12u);
+    EXPECT_EQ(taking->entries[0].params[11].kind, ParamInfo::View);
+    EXPECT_NE(taking->ptx.find("atom.global"), std::string::npos);
+  }
+  // take without a persistent grid, or below sm_90a, is refused by name.
+  attention::Params ampere = params(128, true);
+  ampere.target = *Target::parse("sm_80");
+  for (auto [p, cfg] :
+       {std::pair{params(128, true), "bm=128 bn=128 consumers=2 overlap=1 stages=2 take=1"},
+        std::pair{ampere, "bm=128 bn=64 consumers=2 persistent=1 stages=2 take=1"}}) {
+    llvm::Error err = fwd.checkConfig(p.spec(), *TileConfig::parse(cfg));
+    ASSERT_TRUE(bool(err)) << cfg;
+    EXPECT_NE(llvm::toString(std::move(err)).find("take"), std::string::npos) << cfg;
+  }
   // The kernel reads cu_seqlens and stores O through a view of its
   // sequence's rows.
   auto k = compileKernel(params(128, true, Layout::THD), {});
@@ -300,7 +366,7 @@ TEST(AttentionCompile, Sm80ForwardBuildsWithoutSpillsAndRefusesHopperKeys) {
   }
   auto err = t.checkConfig(p, *TileConfig::parse("bm=128 bn=128 consumers=2 overlap=1 stages=2"));
   ASSERT_TRUE(bool(err));
-  EXPECT_NE(llvm::toString(std::move(err)).find("overlap, pingpong and persistent need sm_90a"),
+  EXPECT_NE(llvm::toString(std::move(err)).find("overlap, pingpong, persistent and take need sm_90a"),
             std::string::npos);
   err = t.checkConfig(p, *TileConfig::parse("bm=128 bn=64 consumers=2 stages=1"));
   ASSERT_TRUE(bool(err));
