@@ -59,7 +59,11 @@ Call callOf(const Params &p);
 llvm::Expected<KernelSpec> specOf(const Call &call, const Target &target);
 
 /// Launches `call` with `kernel` (built for specOf(call)) on `stream`;
-/// `smCount`, the multiprocessors of the GPU, caps a persistent grid.
+/// `smCount`, the multiprocessors of the GPU, caps a persistent grid. A
+/// kernel that takes its tiles from a counter (config take, the default on
+/// packed sequences) gets the counter from tilejit's stream-ordered pool
+/// (StreamBuffer: zeroed, then given back, on the stream; a CUDA graph
+/// capture records both), as split-K's partial sums do.
 llvm::Error launch(const LoadedKernel &kernel, const Call &call, int smCount, CUstream stream);
 
 /// One backward call: the forward's tensors (Q, K, V, O, LSE; `o` and `lse`

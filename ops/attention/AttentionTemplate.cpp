@@ -291,7 +291,10 @@ public:
       c.set("take", 1);
     if (llvm::Error err = checkConfig(ks, c)) {
       llvm::consumeError(std::move(err));
-      return make(2, 64, 2, 0, 0);
+      TileConfig fallback = make(2, 64, 2, 0, 0);
+      if (p.layout == attention::Layout::THD)
+        fallback.set("take", 1);
+      return fallback;
     }
     return c;
   }
@@ -320,11 +323,11 @@ public:
     if (s.overlap && p.d > 128)
       return configError("overlap needs d <= 128 (d = " + llvm::Twine(p.d) +
                          " leaves too few registers: it would spill)");
-    // Seen to spill (60-68 bytes at d = 64 and 128), where 2 stages or
-    // ping-pong did not.
     if (s.take && !s.persistent)
       return configError("take needs persistent = 1 (it is how a persistent program finds its "
                          "next tile)");
+    // Seen to spill (60-68 bytes at d = 64 and 128), where 2 stages or
+    // ping-pong did not.
     if (s.persistent && s.overlap && !s.pingpong && s.stages > 2)
       return configError("persistent with overlap but no ping-pong takes at most 2 stages (" +
                          llvm::Twine(s.stages) + " spilled)");

@@ -859,6 +859,34 @@ class Attention(unittest.TestCase):
                 for a, b in zip(first, again):
                     self.assertTrue(torch.equal(a, b))
 
+    def test_packed_forward_in_a_cuda_graph(self):
+        """A packed forward takes its tiles from a counter in tilejit's
+        stream-ordered pool (zeroed and given back on the stream, which the
+        capture records): replayed twice on new inputs, it matches float64
+        sequence by sequence (a counter left counted would skip tiles, whose
+        rows would keep the poison)."""
+        lens, hq, d = [1, 300, 64, 700], 4, 128
+        cu = torch.tensor([0] + lens, device="cuda").cumsum(0).to(torch.int32)
+        q, k, v = (torch.randn(sum(lens), hq, d, device="cuda", dtype=torch.bfloat16)
+                   for _ in range(3))
+        tilejit.ops.attention_varlen(q, k, v, cu, cu, max(lens), max(lens), True)  # loaded
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = tilejit.ops.attention_varlen(q, k, v, cu, cu, max(lens), max(lens), True)
+        for _ in range(2):
+            out.fill_(float("nan"))
+            for t in (q, k, v):
+                t.copy_(torch.randn_like(t))
+            g.replay()
+            torch.cuda.synchronize()
+            ref = torch.cat([
+                _ref_attention(*(t[cu[i]:cu[i + 1]].transpose(0, 1)[None].double()
+                                 for t in (q, k, v)),
+                               True, d ** -0.5, 1)[0][0].transpose(0, 1)
+                for i in range(len(lens))])
+            _close(self, out, ref, 2e-2, "replayed packed forward")
+
     def test_packed_sequences_fused_when_nondeterministic_is_allowed(self):
         """Packed sequences at head dim 128 with enough programs, where dQ may
         be added atomically: the fused backward (its default there), whose
