@@ -777,16 +777,7 @@ private:
               return;
             }
             SmallVector<Value> kept(a.begin() + 1, a.end());
-            auto some = scf::IfOp::create(b, loc, ValueRange(kept).getTypes(), t.rows,
-                                          /*withElseRegion=*/true);
-            {
-              OpBuilder::InsertionGuard g(b);
-              b.setInsertionPointToStart(some.thenBlock());
-              scf::YieldOp::create(b, loc, run());
-              b.setInsertionPointToStart(some.elseBlock());
-              scf::YieldOp::create(b, loc, kept);
-            }
-            scf::YieldOp::create(b, loc, some.getResults());
+            scf::YieldOp::create(b, loc, km.ifElse(t.rows, kept, run));
           });
     };
     auto forEachTile = [&](bool producer, auto body, auto idle) {
