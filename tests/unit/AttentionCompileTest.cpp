@@ -367,8 +367,9 @@ TEST(AttentionCompile, Sm80ForwardBuildsWithoutSpillsAndRefusesHopperKeys) {
   }
   auto err = t.checkConfig(p, *TileConfig::parse("bm=128 bn=128 consumers=2 overlap=1 stages=2"));
   ASSERT_TRUE(bool(err));
-  EXPECT_NE(llvm::toString(std::move(err)).find("overlap, pingpong, persistent and take need sm_90a"),
-            std::string::npos);
+  EXPECT_NE(
+      llvm::toString(std::move(err)).find("overlap, pingpong, persistent and take need sm_90a"),
+      std::string::npos);
   err = t.checkConfig(p, *TileConfig::parse("bm=128 bn=64 consumers=2 stages=1"));
   ASSERT_TRUE(bool(err));
   EXPECT_NE(llvm::toString(std::move(err)).find("the cp.async pipeline needs 2 or more"),
