@@ -401,11 +401,10 @@ public:
             if (pk.deterministic || !overlap)
               continue;
             // (Each persistent one with its tiles taken at run time too;
-            // on packed sequences only so. The tuning problem packs
-            // sequences of equal length, where tiles shared out in advance
-            // are balanced; on a ragged pack, where the spec's sq is the
-            // longest sequence, they were not (bench/NOTES.md b32, b33),
-            // and the timing could not tell.)
+            // on packed sequences only so: on ragged packs tiles shared
+            // out in advance left the slowest program far behind, and
+            // taken ones were as fast on packs of equal lengths
+            // (bench/NOTES.md b32, b33).)
             auto pushBoth = [&](TileConfig persistent) {
               if (pk.layout != attention::Layout::THD)
                 push(persistent);

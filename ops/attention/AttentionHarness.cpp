@@ -12,13 +12,15 @@
 //   must match a float64 softmax(scale Q K^T) V and log-sum-exp within
 //   bf16/f16 rounding of O plus the rounding of P to 16 bits (Bounds);
 // - on the tuning problem it is timed on (the spec's bucketed sizes, its
-//   sequences as long as the spec says), every element against the device
-//   reference (AttentionReference.h), whose f32 results carry the
+//   sequences as long as the spec says; packed ones of ragged lengths, the
+//   longest as the spec says: tuningSequences), every element against the
+//   device reference (AttentionReference.h), whose f32 results carry the
 //   magnitudes of their terms, so each element is held to the same bounds
 //   (all its sequences, or as many as keep the reference's f32 arrays
-//   within 4 GiB). The reference is itself checked against the float64 rows on the small
-//   problem first, in every tuning: a disagreement stops the tuning,
-//   naming the reference, not the candidate.
+//   within 4 GiB: referenceSequences). The reference is itself checked
+//   against the float64 rows on the small problem first, in every tuning:
+//   a disagreement stops the tuning, naming the reference, not the
+//   candidate.
 //
 // The backward harness does the same for dQ, dK and dV: on the small
 // problem from O and LSE computed on the host in float64 (O rounded to the
@@ -36,6 +38,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "ops/attention/AttentionLaunch.h"
 #include "ops/attention/AttentionReference.h"
@@ -46,9 +49,9 @@ namespace tilejit {
 namespace {
 
 using attention::checkedSequences;
-using attention::equalSequences;
 using attention::kvHeadOf;
 using attention::Sequences;
+using attention::tuningSequences;
 
 llvm::Error fail(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
@@ -138,29 +141,25 @@ llvm::Error referenceDisagrees(const llvm::Twine &what, double got, double want)
               " (not a candidate's fault: the tuning stops here)");
 }
 
-/// The sequences of the tuning problem the device reference covers: all of
-/// them, or as many as keep its f32 arrays (`bytes` a sequence) within 4
+/// The sequences of the tuning problem `seqs` the device reference covers
+/// (attention::referenceSequences): as many as keep its f32 arrays within 4
 /// GiB and its work within 2^33 (query row, key, head) triples (a few
-/// seconds of it), and their count within a grid's third dimension; at
-/// least one. The others repeat their inputs (repeatSequences), so what
-/// they compute is what the covered ones do.
-int64_t referenceBatches(const attention::Call &c, size_t bytes) {
-  constexpr size_t kReferenceBytes = size_t(4) << 30;
-  constexpr int64_t kReferenceWork = int64_t(1) << 33;
-  int64_t work = std::max<int64_t>(c.hq * c.sq * c.sk, 1);
-  int64_t fit = std::min({int64_t(kReferenceBytes / std::max<size_t>(bytes, 1)),
-                          kReferenceWork / work, attention::Reference::kMaxSequences});
-  return std::clamp<int64_t>(fit, 1, c.b);
+/// seconds of it); at least one cycle of the lengths. The others repeat
+/// their inputs (repeatBlocks), so what they compute is what the covered
+/// ones do.
+int64_t referenceSequences(const attention::Call &c, const Sequences &seqs, size_t queryRowBytes,
+                           size_t keyRowBytes) {
+  return attention::referenceSequences(c, seqs, queryRowBytes, keyRowBytes, size_t(4) << 30,
+                                       int64_t(1) << 33, attention::Reference::kMaxSequences);
 }
 
-/// Fills sequences `batches`.. of each of `buffers` (whose first
-/// dimension is the sequence, `bytes` a sequence) with copies of the first
-/// `batches`.
-llvm::Error repeatSequences(std::initializer_list<std::pair<DeviceBuffer *, size_t>> buffers,
-                            int64_t batches) {
+/// Fills each of `buffers` past its first `bytes` with copies of them (the
+/// covered sequences' rows, repeated over the others).
+llvm::Error repeatBlocks(std::initializer_list<std::pair<DeviceBuffer *, size_t>> buffers) {
   for (auto [buf, bytes] : buffers)
-    if (auto e = repeatOnDevice(*buf, size_t(batches) * bytes, buf->ptr(), size_t(batches) * bytes))
-      return e;
+    if (bytes)
+      if (auto e = repeatOnDevice(*buf, bytes, buf->ptr(), bytes))
+        return e;
   return llvm::Error::success();
 }
 
@@ -184,61 +183,70 @@ llvm::Error loadReference(const KernelSpec &ks, std::unique_ptr<attention::Refer
   return allocate(words, 16);
 }
 
-/// "at the tuning size (b 2, sq 4096, ...)": where a candidate failed.
-std::string tuningSize(const attention::Call &c, int64_t batches) {
+/// "at the tuning size (b 2, sq 4096, ...)": where a candidate failed
+/// (packed sequences: their lengths too).
+std::string tuningSize(const attention::Call &c, const Sequences &seqs, int64_t covered) {
+  std::string packed;
+  if (c.layout == attention::Layout::THD)
+    packed = "; packed, " + std::to_string(seqs.shortestQ()) + " to " +
+             std::to_string(seqs.longestQ()) + " queries a sequence, " +
+             std::to_string(seqs.rowsQ()) + " in all";
   return "at the tuning size (b " + std::to_string(c.b) + ", sq " + std::to_string(c.sq) + ", sk " +
          std::to_string(c.sk) + ", hq " + std::to_string(c.hq) + ", hkv " + std::to_string(c.hkv) +
-         (batches < c.b ? "; its first " + std::to_string(batches) + " sequences checked"
+         packed +
+         (covered < c.b ? "; its first " + std::to_string(covered) + " sequences checked"
                         : std::string()) +
          ")";
 }
 
-/// Element `at` of a tuning problem's tensor of `heads` heads and `rows`
-/// rows a sequence (equal sequences), or of its LSE (`heads` 0): "[sequence
-/// s, head h, row i, x]".
-std::string describeElement(const attention::Call &c, int64_t heads, int64_t rows, int64_t at) {
+/// Element `at` of a tuning problem's tensor of query rows (`keys`: key
+/// rows) and `heads` heads, or of its LSE (`heads` 0): "[sequence s, head
+/// h, row i, x]".
+std::string describeElement(const attention::Call &c, const Sequences &seqs, bool keys,
+                            int64_t heads, int64_t at) {
   int64_t x = 0, h, i, s;
   if (!heads) {
-    i = at % rows;
-    h = at / rows % c.hq;
-    s = at / rows / c.hq;
+    i = at % c.sq;
+    h = at / c.sq % c.hq;
+    s = at / c.sq / c.hq;
   } else {
     x = at % c.d;
     int64_t r = at / c.d;
     if (c.layout == attention::Layout::BHSD) {
+      int64_t rows = keys ? c.sk : c.sq;
       i = r % rows;
       h = r / rows % heads;
       s = r / rows / heads;
     } else {
       h = r % heads;
-      i = r / heads % rows;
-      s = r / heads / rows;
+      std::tie(s, i) = Sequences::locate(keys ? seqs.k0 : seqs.q0, r / heads);
     }
   }
   return "[sequence " + std::to_string(s) + ", head " + std::to_string(h) + ", row " +
          std::to_string(i) + (heads ? ", " + std::to_string(x) : std::string()) + "]";
 }
 
-/// `got` (`n` elements of a tensor of `heads` heads, `rows` rows a
-/// sequence) held to the device reference element by element (see
-/// compare).
+/// `got` (a tensor of query rows, `keys`: of key rows, and `heads` heads;
+/// the rows of the first `covered` of `seqs`) held to the device reference
+/// element by element (see compare).
 llvm::Error expectClose(const attention::Reference &ref, const char *name, const attention::Call &c,
-                        int64_t batches, int64_t heads, int64_t rows, CUdeviceptr got,
-                        const DeviceBuffer &want, const DeviceBuffer &mag,
+                        const Sequences &seqs, int64_t covered, bool keys, int64_t heads,
+                        CUdeviceptr got, const DeviceBuffer &want, const DeviceBuffer &mag,
                         const DeviceBuffer &words) {
   Bounds bounds(c.dt);
-  int64_t n = batches * rows * heads * c.d;
+  int64_t n = (keys ? seqs.rowsK(covered) : seqs.rowsQ(covered)) * heads * c.d;
   auto m = ref.compare(c.dt, got, want.ptr(), mag.ptr(), n, bounds.rounding, bounds.pRounding,
                        bounds.floor, words.ptr(), nullptr);
   if (!m)
     return m.takeError();
   if (!m->count)
     return llvm::Error::success();
-  return fail(
-      llvm::Twine(name) + " " + tuningSize(c, batches) + ": " + llvm::Twine(int64_t(m->count)) +
-      " of " + llvm::Twine(n) + " elements outside the bounds, the first " +
-      describeElement(c, heads, rows, m->first) + " = " + std::to_string(m->got) + ", expected " +
-      std::to_string(m->ref) + " (allowed error " + std::to_string(m->allowed) + ")");
+  return fail(llvm::Twine(name) + " " + tuningSize(c, seqs, covered) + ": " +
+              llvm::Twine(int64_t(m->count)) + " of " + llvm::Twine(n) +
+              " elements outside the bounds, the first " +
+              describeElement(c, seqs, keys, heads, m->first) + " = " + std::to_string(m->got) +
+              ", expected " + std::to_string(m->ref) + " (allowed error " +
+              std::to_string(m->allowed) + ")");
 }
 
 class AttentionHarness : public OpHarness {
@@ -253,7 +261,8 @@ public:
     check_.maxPrograms = 3;
     if (auto e = checked_.make(check_, seqs_, seed, /*keepHost=*/true))
       return e;
-    if (auto e = timed_.make(full_, equalSequences(full_), seed + 1000003, /*keepHost=*/false))
+    timedSeqs_ = tuningSequences(full_);
+    if (auto e = timed_.make(full_, timedSeqs_, seed + 1000003, /*keepHost=*/false))
       return e;
 
     // The sampled rows (every sequence's first and last among them) and
@@ -323,17 +332,19 @@ public:
   llvm::Error verify() override {
     // The tuning problem, every element against the device reference.
     const attention::Call &f = full_;
-    if (auto e = expectClose(*ref_, "O", f, refBatches_, f.hq, f.sq, timed_.o.ptr(), refO_, refMag_,
-                             words_))
+    if (auto e = expectClose(*ref_, "O", f, timedSeqs_, covered_, /*keys=*/false, f.hq,
+                             timed_.o.ptr(), refO_, refMag_, words_))
       return e;
+    // (LSE's rows past a sequence are unspecified: THD.)
     std::vector<float> fullLse(refLse_.size());
     if (auto e = timed_.lse.download(fullLse))
       return e;
     for (size_t i = 0; i < fullLse.size(); ++i)
-      if (!(std::fabs(fullLse[i] - refLse_[i]) <= 2e-5 * std::fabs(refLse_[i]) + 2e-5))
-        return fail("LSE " + tuningSize(f, refBatches_) + ": " +
-                    describeElement(f, 0, f.sq, int64_t(i)) + " = " + std::to_string(fullLse[i]) +
-                    ", expected " + std::to_string(refLse_[i]));
+      if (int64_t(i) % f.sq < timedSeqs_.qn[i / size_t(f.sq * f.hq)] &&
+          !(std::fabs(fullLse[i] - refLse_[i]) <= 2e-5 * std::fabs(refLse_[i]) + 2e-5))
+        return fail("LSE " + tuningSize(f, timedSeqs_, covered_) + ": " +
+                    describeElement(f, timedSeqs_, false, 0, int64_t(i)) + " = " +
+                    std::to_string(fullLse[i]) + ", expected " + std::to_string(refLse_[i]));
 
     // The small problem against float64.
     const attention::Call &c = check_;
@@ -416,29 +427,28 @@ private:
     }
 
     const attention::Call &f = full_;
-    refBatches_ = referenceBatches(f, size_t(f.sq * f.hq * f.d) * 8);
-    size_t nf = size_t(refBatches_ * f.sq * f.hq * f.d);
+    covered_ = referenceSequences(f, timedSeqs_, size_t(f.hq * f.d) * 8, 0);
+    size_t nf = size_t(timedSeqs_.rowsQ(covered_) * f.hq * f.d);
     DeviceBuffer fullLse;
     for (auto [buf, bytes] : {std::pair<DeviceBuffer *, size_t>{&refO_, nf * 4},
                               {&refMag_, nf * 4},
                               {&fullLse, size_t(f.b * f.hq * f.sq) * 4}})
       if (auto e = allocateReference(*buf, bytes))
         return e;
-    if (auto e =
-            ref_->forward(f, refBatches_, refO_.ptr(), refMag_.ptr(), fullLse.ptr(), 0, nullptr))
+    if (auto e = ref_->forward(f, covered_, refO_.ptr(), refMag_.ptr(), fullLse.ptr(), 0, nullptr))
       return e;
-    refLse_.resize(size_t(refBatches_ * f.hq * f.sq));
+    refLse_.resize(size_t(covered_ * f.hq * f.sq));
     return fullLse.download(refLse_.data(), refLse_.size() * 4);
   }
 
   std::string where(int64_t s, int64_t h, int64_t i) const { return describeRow(check_, s, h, i); }
   attention::Call check_, full_;
-  Sequences seqs_;
+  Sequences seqs_, timedSeqs_; // of check_ and full_
   int sms_ = 0;
   Buffers checked_, timed_;
   std::vector<Sample> samples_;
   std::unique_ptr<attention::Reference> ref_;
-  int64_t refBatches_ = 0;
+  int64_t covered_ = 0; // the sequences of full_ the reference covers
   DeviceBuffer refO_, refMag_, words_;
   std::vector<float> refLse_;
 };
@@ -495,16 +505,16 @@ public:
     check_.maxPrograms = 3;
     if (auto e = checked_.make(check_, seqs_, seed, /*keepHost=*/true))
       return e;
-    Sequences all = equalSequences(full_);
-    if (auto e = timed_.make(full_, all, seed + 1000003, /*keepHost=*/false))
+    timedSeqs_ = tuningSequences(full_);
+    if (auto e = timed_.make(full_, timedSeqs_, seed + 1000003, /*keepHost=*/false))
       return e;
     const attention::Call &c = check_;
     size_t nq = size_t(seqs_.rowsQ() * c.hq * c.d);
     hdo_ = randomValues(c.dt, nq, seed * 8 + 5);
     if (auto e = checkedGrads_.make(check_, seqs_, hdo_))
       return e;
-    size_t nqFull = size_t(all.rowsQ() * full_.hq * full_.d);
-    if (auto e = timedGrads_.make(full_, all, randomValues(c.dt, nqFull, seed * 8 + 6)))
+    size_t nqFull = size_t(timedSeqs_.rowsQ() * full_.hq * full_.d);
+    if (auto e = timedGrads_.make(full_, timedSeqs_, randomValues(c.dt, nqFull, seed * 8 + 6)))
       return e;
 
     // The forward in float64: P's row maxima and sums (LSE), O (uploaded
@@ -634,12 +644,12 @@ public:
   llvm::Error verify() override {
     // The tuning problem, every element against the device reference.
     const attention::Call &t = full_;
-    for (auto [name, got, want, mag, heads, rows] :
-         {std::tuple{"dQ", &timedGrads_.dQ, &refGrads_[0], &refGrads_[1], t.hq, t.sq},
-          std::tuple{"dK", &timedGrads_.dK, &refGrads_[2], &refGrads_[3], t.hkv, t.sk},
-          std::tuple{"dV", &timedGrads_.dV, &refGrads_[4], &refGrads_[5], t.hkv, t.sk}})
-      if (auto err = expectClose(*ref_, name, t, refBatches_, heads, rows, got->ptr(), *want, *mag,
-                                 words_))
+    for (auto [name, got, want, mag, keys, heads] :
+         {std::tuple{"dQ", &timedGrads_.dQ, &refGrads_[0], &refGrads_[1], false, t.hq},
+          std::tuple{"dK", &timedGrads_.dK, &refGrads_[2], &refGrads_[3], true, t.hkv},
+          std::tuple{"dV", &timedGrads_.dV, &refGrads_[4], &refGrads_[5], true, t.hkv}})
+      if (auto err = expectClose(*ref_, name, t, timedSeqs_, covered_, keys, heads, got->ptr(),
+                                 *want, *mag, words_))
         return err;
 
     // The small problem against float64.
@@ -749,29 +759,29 @@ private:
     // forward, then its gradients, for the sequences it covers; the others
     // repeat them.
     const attention::BackwardCall &f = full_;
-    size_t perSequence = size_t(f.sq * f.hq * f.d + 2 * f.sk * f.hkv * f.d) * 8;
-    refBatches_ = referenceBatches(f, perSequence);
-    size_t e = size_t(dtypeBytes(f.dt)), qBytes = size_t(f.sq * f.hq * f.d) * e,
-           kBytes = size_t(f.sk * f.hkv * f.d) * e;
-    if (auto err = repeatSequences({{&timed_.q, qBytes},
-                                    {&timed_.k, kBytes},
-                                    {&timed_.v, kBytes},
-                                    {&timedGrads_.dO, qBytes}},
-                                   refBatches_))
+    covered_ =
+        referenceSequences(f, timedSeqs_, size_t(f.hq * f.d) * 8, size_t(2 * f.hkv * f.d) * 8);
+    int64_t rowsQ = timedSeqs_.rowsQ(covered_), rowsK = timedSeqs_.rowsK(covered_);
+    size_t e = size_t(dtypeBytes(f.dt)), qBytes = size_t(rowsQ * f.hq * f.d) * e,
+           kBytes = size_t(rowsK * f.hkv * f.d) * e;
+    if (auto err = repeatBlocks({{&timed_.q, qBytes},
+                                 {&timed_.k, kBytes},
+                                 {&timed_.v, kBytes},
+                                 {&timedGrads_.dO, qBytes}}))
       return err;
-    if (auto err = ref_->forward(f, refBatches_, 0, 0, f.lse, f.o, nullptr))
+    if (auto err = ref_->forward(f, covered_, 0, 0, f.lse, f.o, nullptr))
       return err;
     auto drv = CudaDriver::get();
     if (!drv)
       return drv.takeError();
     TJ_CU_CHECK(*drv, cuCtxSynchronize());
-    if (auto err = repeatSequences({{&timed_.o, qBytes}, {&timed_.lse, size_t(f.hq * f.sq) * 4}},
-                                   refBatches_))
+    if (auto err =
+            repeatBlocks({{&timed_.o, qBytes}, {&timed_.lse, size_t(covered_ * f.hq * f.sq) * 4}}))
       return err;
-    if (auto err = makeGradients(refGrads_, size_t(refBatches_ * f.sq * f.hq * f.d),
-                                 size_t(refBatches_ * f.sk * f.hkv * f.d), scratch, f))
+    if (auto err = makeGradients(refGrads_, size_t(rowsQ * f.hq * f.d), size_t(rowsK * f.hkv * f.d),
+                                 scratch, f))
       return err;
-    if (auto err = ref_->backward(f, refBatches_, gradientsOf(refGrads_), scratch.ptr(), nullptr))
+    if (auto err = ref_->backward(f, covered_, gradientsOf(refGrads_), scratch.ptr(), nullptr))
       return err;
     TJ_CU_CHECK(*drv, cuCtxSynchronize());
     return llvm::Error::success();
@@ -798,7 +808,7 @@ private:
   }
 
   attention::BackwardCall check_, full_;
-  Sequences seqs_;
+  Sequences seqs_, timedSeqs_; // of check_ and full_
   Buffers checked_, timed_;
   Gradients checkedGrads_, timedGrads_;
   std::vector<unsigned char> hdo_;
@@ -806,7 +816,7 @@ private:
   std::vector<Row> rows_;
   double scale_ = 1;
   std::unique_ptr<attention::Reference> ref_;
-  int64_t refBatches_ = 0;
+  int64_t covered_ = 0; // the sequences of full_ the reference covers
   DeviceBuffer refGrads_[6], words_;
 };
 

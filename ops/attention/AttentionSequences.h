@@ -1,9 +1,11 @@
 //===- AttentionSequences.h - the sequences of an attention problem -*- C++ -*-===//
 //
 // The sequences of an attention call, where each one's rows lie in Q, K, V
-// and their outputs, and the small problem the tuning harnesses check each
-// candidate on against float64 (checkedSequences). Host-side, for the
-// harnesses and their tests.
+// and their outputs; the small problem the tuning harnesses check each
+// candidate on against float64 (checkedSequences), the problem they time it
+// on (tuningSequences) and how many of its sequences the device reference
+// covers (referenceSequences). Host-side, for the harnesses and their
+// tests.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -44,6 +46,12 @@ struct Sequences {
   int64_t count() const { return int64_t(qn.size()); }
   int64_t rowsQ() const { return q0.back() + qn.back(); }
   int64_t rowsK() const { return k0.back() + kn.back(); }
+  /// The rows of Q (K) of the first n sequences.
+  int64_t rowsQ(int64_t n) const { return n < count() ? q0[size_t(n)] : rowsQ(); }
+  int64_t rowsK(int64_t n) const { return n < count() ? k0[size_t(n)] : rowsK(); }
+  /// The longest sequence's queries and the shortest's.
+  int64_t longestQ() const { return *std::max_element(qn.begin(), qn.end()); }
+  int64_t shortestQ() const { return *std::min_element(qn.begin(), qn.end()); }
   /// The sequence of row `row` (counted over all; `first`: q0 or k0), and
   /// the row in it.
   static std::pair<int64_t, int64_t> locate(const std::vector<int64_t> &first, int64_t row) {
@@ -99,6 +107,54 @@ inline Sequences checkedSequences(Call &c) {
   seqs.add(c.sq, c.sk);
   c.b = seqs.count();
   return seqs;
+}
+
+/// The sequences of the problem a candidate is timed on, from its spec's
+/// sizes. BSHD and BHSD: b of sq queries and sk keys. THD, where the spec
+/// gives the count and the longest (max_seqlen): lengths in a cycle of
+/// kTuningCycle, the longest first, then 6, 14 and 2 23rds of it (at least
+/// one row): ragged as packed documents are, most ending inside a tile, so
+/// that the timing sees what a share of unequal tiles costs (a static
+/// share's slowest program; bench/NOTES.md b32, b33).
+constexpr int64_t kTuningCycle = 4;
+inline Sequences tuningSequences(const Call &c) {
+  if (c.layout != Layout::THD)
+    return equalSequences(c);
+  constexpr int64_t parts[kTuningCycle] = {23, 6, 14, 2};
+  Sequences seqs;
+  for (int64_t i = 0; i < c.b; ++i) {
+    int64_t p = parts[i % kTuningCycle];
+    seqs.add(std::max<int64_t>(c.sq * p / 23, 1), std::max<int64_t>(c.sk * p / 23, 1));
+  }
+  return seqs;
+}
+
+/// How many of `seqs` (the first ones) the device reference covers: all of
+/// them, or as many as keep its f32 arrays (`queryRowBytes` a query row,
+/// `keyRowBytes` a key row) within `maxBytes` and its work within
+/// `maxWork` (query row, key, head) triples, and their count within a
+/// grid's third dimension (`maxSequences`). The timed problem's other
+/// sequences repeat the covered ones' inputs, a block at a time, so their
+/// count is a whole number of the lengths' cycles (at least one cycle, or
+/// every sequence where there are fewer).
+inline int64_t referenceSequences(const Call &c, const Sequences &seqs, size_t queryRowBytes,
+                                  size_t keyRowBytes, size_t maxBytes, int64_t maxWork,
+                                  int64_t maxSequences) {
+  size_t bytes = 0;
+  int64_t work = 0, fit = 0;
+  for (; fit < seqs.count() && fit < maxSequences; ++fit) {
+    size_t s = size_t(fit);
+    bytes += size_t(seqs.qn[s]) * queryRowBytes + size_t(seqs.kn[s]) * keyRowBytes;
+    work += c.hq * seqs.qn[s] * seqs.kn[s];
+    if (bytes > maxBytes || work > maxWork)
+      break;
+  }
+  if (fit >= seqs.count())
+    return seqs.count();
+  int64_t cycle = c.layout == Layout::THD ? kTuningCycle : 1;
+  if (seqs.count() <= cycle)
+    return seqs.count();
+  return std::max(cycle, fit / cycle * cycle);
 }
 
 } // namespace tilejit::attention

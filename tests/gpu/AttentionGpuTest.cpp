@@ -1281,12 +1281,14 @@ TEST_F(GpuAttention, BackwardFusedOnPackedSequences) {
 /// against float64); each candidate runs from poisoned outputs and must
 /// pass. Then each half of the check must fail on its own: poisoned and
 /// not run, the tuning size's check (first) finds every element it covers
-/// outside the bounds; run on the tuning size alone, the small problem's
-/// check finds its outputs unwritten.
+/// outside the bounds (its message naming `size` where given); run on the
+/// tuning size alone, the small problem's check finds its outputs
+/// unwritten.
 void expectTheTunersCheckPasses(
     const KernelSpec &spec, const std::vector<const char *> &configs,
     llvm::function_ref<llvm::Expected<const LoadedKernel &>(const KernelSpec &, const TileConfig &)>
-        load) {
+        load,
+    const char *size = "at the tuning size") {
   std::unique_ptr<OpHarness> harness = makeHarness(spec);
   ASSERT_TRUE(harness);
   uint64_t seed = tilejit::testing::testSeed();
@@ -1322,7 +1324,7 @@ void expectTheTunersCheckPasses(
   ASSERT_TRUE(std::regex_search(why, counts, std::regex("(\\d+) of (\\d+) elements outside")))
       << why;
   EXPECT_EQ(counts[1].str(), counts[2].str()) << why;
-  EXPECT_NE(why.find("at the tuning size"), std::string::npos) << why;
+  EXPECT_NE(why.find(size), std::string::npos) << why;
   ASSERT_FALSE(bool(harness->poison(nullptr)));
   ASSERT_FALSE(bool(harness->run(*first, nullptr, /*check=*/false)));
   ASSERT_EQ(drv->cuCtxSynchronize(), CUDA_SUCCESS);
@@ -1395,6 +1397,29 @@ TEST_F(GpuAttention, TheTunersCheckRunsPackedSequencesOfRaggedLengths) {
         *det, {"", "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 stages=2"}, loadBuilt);
   }
   expectTheDefaultsPassTheTunersCheck(packed({700, 90}, {300, 900}, 4, 1, 64, false));
+}
+
+TEST_F(GpuAttention, TheTunersTimedPackIsRaggedAndCoveredByWholeCycles) {
+  // A THD spec's timed problem packs its count of sequences at ragged
+  // lengths, the longest as its max_seqlen (attention::tuningSequences);
+  // where the device reference cannot cover them all (2^33 (row, key,
+  // head) triples: two cycles of four here, 8 of 12 sequences), the others
+  // repeat the covered ones' inputs a cycle at a time. Every covered
+  // element of the defaults' outputs is held to the reference, forward and
+  // both backward modes; poisoned and unrun, every one of them fails.
+  Case c = packed(std::vector<int64_t>(12, 16384), std::vector<int64_t>(12, 16384), 8, 2, 64, true);
+  attention::Call call = callOf(c);
+  const char *size = "packed, 1424 to 16384 queries a sequence, 96162 in all; its first 8 "
+                     "sequences checked";
+  auto fwd = attention::specOf(call, target);
+  ASSERT_TRUE(bool(fwd)) << llvm::toString(fwd.takeError());
+  expectTheTunersCheckPasses(*fwd, {""}, loadBuilt, size);
+  for (bool deterministic : {false, true}) {
+    call.deterministic = deterministic;
+    auto bwd = attention::backwardSpecOf(call, target);
+    ASSERT_TRUE(bool(bwd)) << llvm::toString(bwd.takeError());
+    expectTheTunersCheckPasses(*bwd, {""}, loadBuilt, size);
+  }
 }
 
 TEST_F(GpuAttention, TheTunersReferenceAgreesWithFloat64AcrossTheCoverage) {

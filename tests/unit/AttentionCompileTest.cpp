@@ -1675,6 +1675,67 @@ TEST(AttentionHarnessCheck, PaddedLayoutsAreCheckedAsTwoSequences) {
   }
 }
 
+TEST(AttentionHarnessCheck, PackedSequencesAreTimedAtRaggedLengths) {
+  // The problem a THD candidate is timed on: the spec's count of sequences,
+  // the longest as its sq and sk, the others shorter in a cycle of four,
+  // most ending inside a tile; padded layouts keep b equal sequences.
+  attention::Call c = checkedCall(attention::Layout::THD, 8, 1, 128, 6, 4096);
+  c.sk = 2048;
+  attention::Sequences seqs = attention::tuningSequences(c);
+  EXPECT_EQ(seqs.qn, (std::vector<int64_t>{4096, 1068, 2493, 356, 4096, 1068}));
+  EXPECT_EQ(seqs.kn, (std::vector<int64_t>{2048, 534, 1246, 178, 2048, 534}));
+  EXPECT_EQ(seqs.longestQ(), 4096);
+  EXPECT_EQ(seqs.shortestQ(), 356);
+  EXPECT_EQ(seqs.rowsQ(), 4096 * 2 + 1068 * 2 + 2493 + 356);
+  EXPECT_EQ(seqs.rowsQ(2), 4096 + 1068);
+  EXPECT_EQ(seqs.rowsK(6), seqs.rowsK());
+  // A sequence of the longest cycle's shortest part is still a row.
+  c.sq = c.sk = 5;
+  seqs = attention::tuningSequences(c);
+  EXPECT_EQ(seqs.qn, (std::vector<int64_t>{5, 1, 3, 1, 5, 1}));
+  for (attention::Layout layout : {attention::Layout::BSHD, attention::Layout::BHSD}) {
+    attention::Call p = checkedCall(layout, 8, 1, 128, 3, 4096);
+    seqs = attention::tuningSequences(p);
+    EXPECT_EQ(seqs.qn, (std::vector<int64_t>{4096, 4096, 4096}));
+    EXPECT_EQ(seqs.rowsQ(2), 8192);
+  }
+}
+
+TEST(AttentionHarnessCheck, TheReferenceCoversWholeCyclesOfThePackedLengths) {
+  // The device reference covers the first sequences that fit its bounds;
+  // the timed problem's others repeat their inputs a block at a time, so
+  // on packed sequences the covered count is a whole number of the
+  // lengths' cycles (one at least), and every sequence where all fit.
+  attention::Call c = checkedCall(attention::Layout::THD, 4, 4, 64, 10, 1000);
+  attention::Sequences seqs = attention::tuningSequences(c); // 1000, 260, 608, 86, ...
+  size_t row = 8;                                            // bytes a query row; keys none
+  auto covered = [&](size_t maxBytes, int64_t maxWork, int64_t maxSequences = 65535) {
+    return attention::referenceSequences(c, seqs, row, 0, maxBytes, maxWork, maxSequences);
+  };
+  EXPECT_EQ(covered(size_t(1) << 30, int64_t(1) << 40), 10);
+  // Bytes: the first 6 sequences' rows fit, 7 do not: one cycle.
+  int64_t six = seqs.rowsQ(6);
+  EXPECT_EQ(six, 1000 + 260 + 608 + 86 + 1000 + 260);
+  EXPECT_EQ(covered(size_t(six) * row, int64_t(1) << 40), 4);
+  EXPECT_EQ(covered(size_t(seqs.rowsQ(8)) * row, int64_t(1) << 40), 8);
+  // Work (query row, key, head): not even the first sequence fits; one
+  // cycle all the same.
+  EXPECT_EQ(covered(size_t(1) << 30, 1000), 4);
+  EXPECT_EQ(covered(size_t(1) << 30, int64_t(1) << 40, 5), 4);
+  // Fewer sequences than a cycle: all of them.
+  c.b = 3;
+  seqs = attention::tuningSequences(c);
+  EXPECT_EQ(covered(1, 1), 3);
+  // Equal sequences: as many as fit, at least one.
+  attention::Call p = checkedCall(attention::Layout::BSHD, 4, 4, 64, 10, 1000);
+  seqs = attention::tuningSequences(p);
+  EXPECT_EQ(attention::referenceSequences(p, seqs, row, 0, 3000 * row, int64_t(1) << 40, 65535), 3);
+  EXPECT_EQ(attention::referenceSequences(p, seqs, row, 0, 1, 1, 65535), 1);
+  EXPECT_EQ(attention::referenceSequences(p, seqs, row, 0, size_t(1) << 30,
+                                          int64_t(4) * 1000 * 1000 * 7, 65535),
+            7);
+}
+
 TEST(AttentionReference, CompilesForTheTargetsTuned) {
   // The tuner's plain reference (CUDA C++ through NVRTC): its forward,
   // backward and comparison kernels for each head dim build for every
