@@ -57,9 +57,10 @@ def time_ms(fn):
 
 def kernel_ms(fn, calls=10):
     """The GPU time of the work one call of fn puts on the device (its kernels, copies and
-    fills, summed; torch's profiler), a mean over `calls` calls after a warm-up. For a path
-    whose host work between its kernels outlasts them, where time_ms's events time the host:
-    this counts no gap between kernels, which time_ms (and attn_bench) do."""
+    fills, summed; torch's profiler), a mean over `calls` calls after a warm-up, and what
+    it is made of: [name, microseconds a call, launches a call] of each, longest first. For
+    a path whose host work between its kernels outlasts them, where time_ms's events time
+    the host: this counts no gap between kernels, which time_ms (and attn_bench) do."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
@@ -72,12 +73,15 @@ def kernel_ms(fn, calls=10):
     def device_us(e):
         t = getattr(e, "self_device_time_total", None)
         return getattr(e, "self_cuda_time_total", 0) if t is None else t
-    us = sum(device_us(e) for e in prof.key_averages()
-             if e.device_type == torch.autograd.DeviceType.CUDA
-             and not getattr(e, "is_user_annotation", False))
+    rows = [e for e in prof.key_averages()
+            if e.device_type == torch.autograd.DeviceType.CUDA
+            and not getattr(e, "is_user_annotation", False)]
+    us = sum(device_us(e) for e in rows)
     if us <= 0:
         raise RuntimeError("the profiler recorded no device time")
-    return us / 1e3 / calls
+    parts = sorted(([e.key[:120], device_us(e) / calls, e.count / calls] for e in rows),
+                   key=lambda p: -p[1])
+    return us / 1e3 / calls, parts
 
 
 def repeatable(fn, runs=3):
@@ -116,15 +120,16 @@ def said(e):
 def measure(row, label, grad, run, kernels=False):
     """Times `run()` (which returns the function to time and, with grad, the gradients'
     function) into row[label + "_ms"/"_tflops"], or records the back end's error. With
-    `kernels` the time is the device's alone (kernel_ms), and the call's on events goes to
-    row[label + "_call_ms"]."""
+    `kernels` the time is the device's alone (kernel_ms; what it is made of in
+    row[label + "_kernels"]), and the call's on events goes to row[label + "_call_ms"]."""
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         try:
             fn, grads = run()
             ms = time_ms(fn)
             if kernels:
-                ms, row[label + "_call_ms"] = kernel_ms(fn), ms
+                row[label + "_call_ms"] = ms
+                ms, row[label + "_kernels"] = kernel_ms(fn)
             row[label + "_ms"] = ms
         except REFUSED as e:
             # (Warnings recorded: a back end's refusal under

@@ -51,6 +51,22 @@ def agreement_lines(peer_rows):
             (f"; past 2e-2 (more than bf16's rounding) at {', '.join(far)}." if far else ".")]
 
 
+def kernel_lines(peer_rows):
+    """Peers timed by their kernels (attn_peer.py's kernel_ms): what each case's time was
+    made of, its longest kernels and their share."""
+    out = []
+    for r in peer_rows:
+        parts = r.get("cudnn_kernels")
+        if not parts:
+            continue
+        total = sum(p[1] for p in parts)
+        top = "; ".join(f"`{p[0][:60]}` {p[1]:.0f} us x{p[2]:g}" for p in parts[:3])
+        out.append(f"- {r['name']}: cuDNN's {total:.0f} us a call in {len(parts)} kinds of "
+                   f"device work, the longest {top}.")
+    return ["What cuDNN's kernel time is made of (torch's profiler, a mean of 10 calls):"] + out \
+        if out else []
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("tilejit")
@@ -142,7 +158,8 @@ def main():
            f"{f(gf, '{:.3f}')} x flash" + (" (over the cases tilejit ran)." if skipped else ".")]
     if dflt:
         md += [f"Default configs: {f(gd, '{:.3f}')} x cuDNN."]
-    md += repeat_lines(peer["results"]) + agreement_lines(peer["results"])
+    md += (repeat_lines(peer["results"]) + agreement_lines(peer["results"]) +
+           kernel_lines(peer["results"]))
     open(os.path.join(a.outdir, a.name + ".md"), "w").write("\n".join(md) + "\n")
     try:
         import matplotlib
