@@ -144,9 +144,10 @@ llvm::Error referenceDisagrees(const llvm::Twine &what, double got, double want)
 /// The sequences of the tuning problem `seqs` the device reference covers
 /// (attention::referenceSequences): as many as keep its f32 arrays within 4
 /// GiB and its work within 2^33 (query row, key, head) triples (a few
-/// seconds of it); at least one cycle of the lengths. The others repeat
-/// their inputs (repeatBlocks), so what they compute is what the covered
-/// ones do.
+/// seconds of it); at least one cycle of the lengths. The others go
+/// unchecked: in the forward's problem they have inputs of their own; in
+/// the backward's they repeat the covered ones' (repeatBlocks), whose O and
+/// LSE the reference makes, so what they compute is what those do.
 int64_t referenceSequences(const attention::Call &c, const Sequences &seqs, size_t queryRowBytes,
                            size_t keyRowBytes) {
   return attention::referenceSequences(c, seqs, queryRowBytes, keyRowBytes, size_t(4) << 30,

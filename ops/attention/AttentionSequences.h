@@ -133,10 +133,12 @@ inline Sequences tuningSequences(const Call &c) {
 /// them, or as many as keep its f32 arrays (`queryRowBytes` a query row,
 /// `keyRowBytes` a key row) within `maxBytes` and its work within
 /// `maxWork` (query row, key, head) triples, and their count within a
-/// grid's third dimension (`maxSequences`). The timed problem's other
-/// sequences repeat the covered ones' inputs, a block at a time, so their
-/// count is a whole number of the lengths' cycles (at least one cycle, or
-/// every sequence where there are fewer).
+/// grid's third dimension (`maxSequences`). The backward's timed problem
+/// repeats the covered sequences' inputs over the others, a block of all
+/// of them at a time, so their count is a whole number of the lengths'
+/// cycles: at least one cycle (past the bounds where one sequence already
+/// is: a cycle holds about twice the longest's rows and 1.5 times its
+/// work), or every sequence where there are fewer.
 inline int64_t referenceSequences(const Call &c, const Sequences &seqs, size_t queryRowBytes,
                                   size_t keyRowBytes, size_t maxBytes, int64_t maxWork,
                                   int64_t maxSequences) {

@@ -1403,8 +1403,9 @@ TEST_F(GpuAttention, TheTunersTimedPackIsRaggedAndCoveredByWholeCycles) {
   // A THD spec's timed problem packs its count of sequences at ragged
   // lengths, the longest as its max_seqlen (attention::tuningSequences);
   // where the device reference cannot cover them all (2^33 (row, key,
-  // head) triples: two cycles of four here, 8 of 12 sequences), the others
-  // repeat the covered ones' inputs a cycle at a time. Every covered
+  // head) triples: two cycles of four here, 8 of 12 sequences), the
+  // backward's others repeat the covered ones' inputs, all 8 a block at a
+  // time. Every covered
   // element of the defaults' outputs is held to the reference, forward and
   // both backward modes; poisoned and unrun, every one of them fails.
   Case c = packed(std::vector<int64_t>(12, 16384), std::vector<int64_t>(12, 16384), 8, 2, 64, true);
