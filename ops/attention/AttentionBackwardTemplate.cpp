@@ -545,18 +545,23 @@ public:
         // grid's tiles of a ragged pack are mostly past their sequences'
         // keys, and the producer passes over those as it takes them
         // (bench/NOTES.md b33); shared out in advance, whole rounds of a
-        // program's tiles were empty while others held the long ones.
+        // program's tiles were empty while others held the long ones. And
+        // never lpt there: its order counts every sequence as long as the
+        // longest, wrong on a ragged pack (H100: 1.1-1.9 x the time of
+        // take alone on the four ragged packs of bench/attn_packed_shapes.json,
+        // b35).
         if (p.deterministic)
           return fused;
+        bool thd = p.layout == attention::Layout::THD;
         TileConfig persistent = fused;
         persistent.set("persist", 1);
-        if (p.causal && programs <= 4 * p.target.smCount())
+        if (p.causal && programs <= 4 * p.target.smCount() && !thd)
           persistent.set("lpt", 1);
-        if (p.layout == attention::Layout::THD)
+        if (thd)
           persistent.set("take", 1);
         if (p.causal && p.sq >= 8192) {
           persistent.set("take", 1);
-          if (lptGroupBytes(p, kLptGroup) <= kLptGroupBytes) {
+          if (!thd && lptGroupBytes(p, kLptGroup) <= kLptGroupBytes) {
             persistent.set("lpt", 1);
             persistent.set("lpt_heads", kLptGroup);
           }

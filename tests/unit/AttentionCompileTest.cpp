@@ -1435,11 +1435,28 @@ TEST(AttentionCompile, NondeterministicDefaultIsFusedAtHeadDim128) {
   EXPECT_FALSE(fusedDefault(nondeterministic(256, true)));
   // Packed sequences: as BSHD (the spec's sizes: b sequences of at most
   // sq), but the tiles taken from the counter whatever the mask or length
-  // (the producer passes over those past their sequence's keys).
-  TileConfig packedDefault = t.defaultConfig(nondeterministic(128, true));
-  packedDefault.set("take", 1);
-  EXPECT_EQ(t.defaultConfig(nondeterministic(128, true, Layout::THD)).canonical(),
-            packedDefault.canonical());
+  // (the producer passes over those past their sequence's keys), and never
+  // longest first (lpt's order counts every sequence as the longest).
+  for (int64_t b : {2, 1}) {
+    attention::Params bshd = nondeterministic(128, true), thd = bshd;
+    bshd.b = thd.b = b;
+    thd.layout = Layout::THD;
+    TileConfig packedDefault = t.defaultConfig(bshd);
+    EXPECT_TRUE(packedDefault.has("lpt")) << "b " << b;
+    packedDefault.values.erase("lpt");
+    packedDefault.values.erase("lpt_heads");
+    packedDefault.set("take", 1);
+    EXPECT_EQ(t.defaultConfig(thd).canonical(), packedDefault.canonical()) << "b " << b;
+  }
+  for (int64_t sq : {8192, 16384}) { // take from 8192 causal; BSHD's groups of 4 where they fit
+    attention::Params thd = nondeterministic(128, true, Layout::THD);
+    thd.b = 1;
+    thd.hq = thd.hkv = 32;
+    thd.sq = thd.sk = sq;
+    EXPECT_EQ(t.defaultConfig(thd).canonical(),
+              "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2 take=1")
+        << "sq " << sq;
+  }
   attention::Params packedFree = nondeterministic(128, false, Layout::THD);
   EXPECT_EQ(t.defaultConfig(packedFree).canonical(),
             "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2 take=1");
