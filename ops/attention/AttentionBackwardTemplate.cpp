@@ -62,7 +62,8 @@
 // 0 (lpt with at most four rounds of tiles, bench/NOTES.md b25; take under
 // a causal mask with 8192 queries or more, b27, and on packed sequences
 // for every mask and length, b33; lpt_heads = 4 with take where four
-// units' Q and dO take 16 MiB or less, b28).
+// units' Q and dO take 16 MiB or less, b28; never lpt on packed
+// sequences, b35).
 // The additions come in any order (not bitwise repeatable) where the spec
 // says deterministic = 0: at head dim 128 on the H100 against the two
 // kernels 12-14 % less time at 16384 keys causal and at 4 x 2048 keys,
@@ -548,8 +549,8 @@ public:
         // program's tiles were empty while others held the long ones. And
         // never lpt there: its order counts every sequence as long as the
         // longest, wrong on a ragged pack (H100: 1.1-1.9 x the time of
-        // take alone on the four ragged packs of bench/attn_packed_shapes.json,
-        // b35).
+        // take alone on the four fused ragged packs of
+        // bench/attn_packed_shapes.json, b35).
         if (p.deterministic)
           return fused;
         bool thd = p.layout == attention::Layout::THD;

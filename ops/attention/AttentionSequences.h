@@ -77,8 +77,7 @@ struct Sequences {
   }
 };
 
-/// b sequences of sq queries and sk keys each (BSHD, BHSD; THD packed
-/// equally).
+/// b sequences of sq queries and sk keys each (BSHD, BHSD).
 inline Sequences equalSequences(const Call &c) {
   Sequences seqs;
   for (int64_t i = 0; i < c.b; ++i)

@@ -242,9 +242,9 @@ public:
                   TileConfig c = make(consumers, bn, stages, overlap, raster, pingpong, persistent);
                   // (Packed sequences: a persistent grid takes its tiles
                   // from the counter: on ragged packs a share fixed in
-                  // advance left the slowest program 14-19 % behind, on
-                  // equal-length ones it was 3-5 % ahead (bench/NOTES.md
-                  // b35); the space keeps one kind to halve its size.)
+                  // advance took 16-24 % more time, on equal-length
+                  // causal ones 3-5 % less (bench/NOTES.md b35); the
+                  // space keeps one kind to halve its size.)
                   if (persistent && attention::Params(ks).layout == attention::Layout::THD)
                     c.set("take", 1);
                   if (llvm::Error err = checkConfig(ks, c))
@@ -284,7 +284,8 @@ public:
     // longest sequence, so most of a ragged pack's tiles have no rows, and
     // a share fixed in advance leaves programs idle while others hold the
     // long sequences' tiles (bench/NOTES.md b35: 14-19 % less time on
-    // ragged packs, 3-5 % more on equal-length ones).
+    // ragged packs, 3-5 % more on equal-length causal ones, even on two
+    // others).
     TileConfig c = p.d == 256  ? make(2, 64, 2, 0, 0)
                    : p.d == 64 ? make(2, 128, 2, 1, 0, /*pingpong=*/true)
                                : make(2, 128, 2, 1, p.hkv >= 8 ? 1 : 0, /*pingpong=*/true);
