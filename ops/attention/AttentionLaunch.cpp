@@ -352,10 +352,14 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
   if (!take)
     return kernel.launch(0, args, want, stream);
   // (The counter is 32 bits: every tile and each program's last take must
-  // count below 2^31, as the backward's; bm is at least 64 rows.)
-  if ((c.sq + 63) / 64 * c.b * c.hq + std::max(smCount, 1) >= (int64_t(1) << 31))
+  // count below 2^31, as the backward's; bm is at least 64 rows, and the
+  // programs are at most the cap and the tiles.)
+  int64_t tiles = (c.sq + 63) / 64 * c.b * c.hq,
+          programs =
+              std::min<int64_t>(c.maxPrograms > 0 ? c.maxPrograms : std::max(smCount, 1), tiles);
+  if (tiles + programs >= (int64_t(1) << 31))
     return error("too many tiles for the 32-bit tile counter (ceil(sq / 64) * b * hq = " +
-                 llvm::Twine((c.sq + 63) / 64 * c.b * c.hq) + ")");
+                 llvm::Twine(tiles) + ")");
   // take: the counter in scratch of the stream's (ordered on it, so a
   // graph capture records it), zeroed before the launch, given back after.
   auto counter = StreamBuffer::take(kernel.context(), 16, stream, "attn_fwd: the tile counter");
