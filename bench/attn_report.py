@@ -59,7 +59,7 @@ def agreement_lines(peer_rows):
 
 def kernel_lines(peer_rows):
     """Peers timed by their kernels (attn_peer.py's kernel_ms): what each case's time was
-    made of, its longest kernels and their share."""
+    made of: the sum a call and its three longest kinds of device work."""
     out = []
     for r in peer_rows:
         parts = r.get("cudnn_kernels")
@@ -156,7 +156,8 @@ def main():
         if dflt:
             md.append(f"| {r['name']} | {r['tflops']:.0f} | {f(r['default_tflops'])} | "
                       f"{f(r['cudnn_tflops'])} | {f(r['flash_tflops'])} | "
-                      f"{vc(r)} | {f(r['default_vs_cudnn'], '{:.2f}')}{' (wrong)' if r['cudnn_wrong'] else ''} | "
+                      f"{vc(r)} | {f(r['default_vs_cudnn'], '{:.2f}')}"
+                      f"{' (wrong)' if r['cudnn_wrong'] else ''} | "
                       f"{f(r['vs_flash'], '{:.2f}')} | `{r['config']}` | "
                       f"{f(r['tune_wall_s'], '{:.1f}')} | {chk} |")
         else:
