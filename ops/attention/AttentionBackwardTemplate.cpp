@@ -1942,6 +1942,12 @@ private:
             },
             [&](OpBuilder &, Location, ValueRange args) {
               Value j = toIndex(args[0]), slot = remu(j, 2);
+              // The tile's steps, and the next j with what they carry.
+              auto step = [&] {
+                SmallVector<Value> next = {add(args[0], cstLike(args[0], 1))};
+                llvm::append_range(next, body(j, args.drop_front(2)));
+                return next;
+              };
               if (producer) {
                 placeAt(toIndex(args[1]));
                 auto give = [&] {
@@ -1949,9 +1955,7 @@ private:
                   for (int64_t i = 1; i < kSlotWords; ++i)
                     tt::SetWordOp::create(b, loc, slots, word(slot, i), place[i - 1]);
                   tt::BarrierArriveOp::create(b, loc, tileFull, slot);
-                  SmallVector<Value> next = {add(args[0], cstLike(args[0], 1))};
-                  llvm::append_range(next, body(j, args.drop_front(2)));
-                  return next;
+                  return step();
                 };
                 // THD (fused): a tile wholly past its sequence's keys has
                 // nothing to compute or store. The producer hands it to no
@@ -1969,20 +1973,18 @@ private:
                 Value keys = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, n0, ps.kLen);
                 scf::YieldOp::create(b, loc, ifElse(keys, kept, give));
                 return;
-              } else {
-                // The place in one read (the warpgroup meets once for it;
-                // read with the tile before the loop's condition, the four
-                // words passed through it spilled 8-12 bytes at head dim
-                // 128).
-                Value indices[kSlotWords - 1];
-                for (int64_t i = 1; i < kSlotWords; ++i)
-                  indices[i - 1] = word(slot, i);
-                auto get = tt::GetWordOp::create(b, loc, slots, indices);
-                seq = get.getResult(0), kvHead = get.getResult(1);
-                head0 = get.getResult(2), n0 = get.getResult(3);
               }
-              SmallVector<Value> next = {add(args[0], cstLike(args[0], 1))};
-              llvm::append_range(next, body(j, args.drop_front(2)));
+              // A consumer: the place in one read (the warpgroup meets once
+              // for it; read with the tile before the loop's condition, the
+              // four words passed through it spilled 8-12 bytes at head dim
+              // 128).
+              Value indices[kSlotWords - 1];
+              for (int64_t i = 1; i < kSlotWords; ++i)
+                indices[i - 1] = word(slot, i);
+              auto get = tt::GetWordOp::create(b, loc, slots, indices);
+              seq = get.getResult(0), kvHead = get.getResult(1);
+              head0 = get.getResult(2), n0 = get.getResult(3);
+              SmallVector<Value> next = step();
               tt::BarrierArriveOp::create(b, loc, tileFree, slot);
               scf::YieldOp::create(b, loc, next);
             });

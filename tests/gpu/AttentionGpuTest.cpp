@@ -1405,9 +1405,9 @@ TEST_F(GpuAttention, TheTunersTimedPackIsRaggedAndCoveredByWholeCycles) {
   // where the device reference cannot cover them all (2^33 (row, key,
   // head) triples: two cycles of four here, 8 of 12 sequences), the
   // backward's others repeat the covered ones' inputs, all 8 a block at a
-  // time. Every covered
-  // element of the defaults' outputs is held to the reference, forward and
-  // both backward modes; poisoned and unrun, every one of them fails.
+  // time. Every covered element of the defaults' outputs is held to the
+  // reference, forward and both backward modes; poisoned and unrun, every
+  // one of them fails.
   Case c = packed(std::vector<int64_t>(12, 16384), std::vector<int64_t>(12, 16384), 8, 2, 64, true);
   attention::Call call = callOf(c);
   const char *size = "packed, 1424 to 16384 queries a sequence, 96162 in all; its first 8 "
