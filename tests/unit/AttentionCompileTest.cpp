@@ -208,31 +208,23 @@ TEST(AttentionCompile, EveryConfigOfTheGpuTestsBuilds) {
     for (int64_t d : {64, 128})
       for (bool causal : {false, true})
         expectClean(params(d, causal), *TileConfig::parse(cfg));
-  // Persistent grids, as the GPU tests run them.
-  for (const char *cfg :
-       {"bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2",
-        "bm=128 bn=128 consumers=2 overlap=1 persistent=1 raster=0 stages=2",
-        "bm=128 bn=128 consumers=2 persistent=1 stages=2",
-        "bm=64 bn=64 consumers=1 overlap=1 persistent=1 stages=2"})
-    for (bool causal : {false, true})
-      expectClean(params(128, causal), *TileConfig::parse(cfg));
-  expectClean(params(64, true),
-              *TileConfig::parse("bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 "
-                                 "stages=2"));
-  expectClean(params(256, true),
-              *TileConfig::parse("bm=128 bn=64 consumers=2 persistent=1 stages=2"));
-  // Tiles taken from a counter (take), as the GPU tests run them.
-  for (const char *cfg :
-       {"bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2 take=1",
-        "bm=128 bn=128 consumers=2 overlap=1 persistent=1 raster=0 stages=2 take=1",
-        "bm=64 bn=64 consumers=1 overlap=1 persistent=1 stages=2 take=1"})
-    for (bool causal : {false, true})
-      expectClean(params(128, causal), *TileConfig::parse(cfg));
-  expectClean(params(64, true),
-              *TileConfig::parse("bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 "
-                                 "stages=2 take=1"));
-  expectClean(params(256, true),
-              *TileConfig::parse("bm=128 bn=64 consumers=2 persistent=1 stages=2 take=1"));
+  // Persistent grids, as the GPU tests run them, each with its tiles
+  // shared out in advance and taken from a counter (take).
+  for (std::string take : {"", " take=1"}) {
+    for (const char *cfg :
+         {"bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2",
+          "bm=128 bn=128 consumers=2 overlap=1 persistent=1 raster=0 stages=2",
+          "bm=128 bn=128 consumers=2 persistent=1 stages=2",
+          "bm=64 bn=64 consumers=1 overlap=1 persistent=1 stages=2"})
+      for (bool causal : {false, true})
+        expectClean(params(128, causal), *TileConfig::parse(cfg + take));
+    expectClean(params(64, true),
+                *TileConfig::parse("bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 "
+                                   "stages=2" +
+                                   take));
+    expectClean(params(256, true),
+                *TileConfig::parse("bm=128 bn=64 consumers=2 persistent=1 stages=2" + take));
+  }
   // The largest the register rule allows.
   expectClean(params(256, false), *TileConfig::parse("bm=128 bn=128 consumers=2 stages=1"));
   expectClean(params(64, true), *TileConfig::parse("bm=128 bn=192 consumers=2 stages=2"));
