@@ -155,6 +155,9 @@ protected:
   /// The forward's and the backward's default configs for case `c` pass
   /// the tuner's check (expectTheTunersCheckPasses).
   void expectTheDefaultsPassTheTunersCheck(const Case &c);
+  /// The persistent configs over programs that walk several tiles each,
+  /// `take` added to every config (" take=1", or "").
+  void runPersistentGrids(const std::string &take);
 
   /// Packed sequences: the offsets of Q's and K's rows into device buffers
   /// (kept in cuQ and cuK), named in `call`.
@@ -722,50 +725,42 @@ TEST_F(GpuAttention, TypesScalesAndConfigs) {
        "bm=128 bn=96 consumers=2 overlap=1 pingpong=1 stages=3"});
 }
 
-TEST_F(GpuAttention, PersistentGridAcrossTiles) {
-  // Programs that walk several tiles each (1, 3 or one per multiprocessor):
-  // the rings' steps, the Q stages and the consumers' turns run on from
-  // tile to tile, and tiles of different lengths (causal) follow each other.
+void GpuAttention::runPersistentGrids(const std::string &take) {
   const char *configs[] = {
       "bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2",
       "bm=128 bn=128 consumers=2 overlap=1 persistent=1 raster=0 stages=2",
       "bm=128 bn=128 consumers=2 persistent=1 stages=2",
       "bm=64 bn=64 consumers=1 overlap=1 persistent=1 stages=2",
   };
-  for (const char *cfg : configs) {
+  for (const char *c : configs) {
+    std::string cfg = c + take;
     for (int64_t programs : {1, 3, 0})
-      run({2, 333, 333, 2, 1, 128, true, Layout::BSHD, DType::BF16, 0.0f, cfg, programs});
-    run({1, 1000, 1000, 4, 4, 128, false, Layout::BHSD, DType::BF16, 0.0f, cfg, 7});
-    run({1, 64, 64, 1, 1, 128, true, Layout::BSHD, DType::BF16, 0.0f, cfg, 1}); // one tile
+      run({2, 333, 333, 2, 1, 128, true, Layout::BSHD, DType::BF16, 0.0f, cfg.c_str(), programs});
+    run({1, 1000, 1000, 4, 4, 128, false, Layout::BHSD, DType::BF16, 0.0f, cfg.c_str(), 7});
+    run({1, 64, 64, 1, 1, 128, true, Layout::BSHD, DType::BF16, 0.0f, cfg.c_str(), 1}); // one tile
   }
-  run({2, 700, 700, 2, 1, 64, true, Layout::BSHD, DType::BF16, 0.0f,
-       "bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 stages=2", 5});
+  std::string d64 = "bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 stages=2" + take;
+  run({2, 700, 700, 2, 1, 64, true, Layout::BSHD, DType::BF16, 0.0f, d64.c_str(), 5});
   // Head dim 256: one Q stage (two do not fit beside the rings).
-  run({1, 500, 500, 2, 2, 256, true, Layout::BSHD, DType::BF16, 0.0f,
-       "bm=128 bn=64 consumers=2 persistent=1 stages=2", 3});
+  std::string d256 = "bm=128 bn=64 consumers=2 persistent=1 stages=2" + take;
+  run({1, 500, 500, 2, 2, 256, true, Layout::BSHD, DType::BF16, 0.0f, d256.c_str(), 3});
+}
+
+TEST_F(GpuAttention, PersistentGridAcrossTiles) {
+  // Programs that walk several tiles each (1, 3 or one per multiprocessor):
+  // the rings' steps, the Q stages and the consumers' turns run on from
+  // tile to tile, and tiles of different lengths (causal) follow each other.
+  runPersistentGrids("");
 }
 
 TEST_F(GpuAttention, PersistentGridTakesTilesFromACounter) {
   // take: each program takes its next tile from a counter in scratch
   // zeroed before each launch (every case a launch of the same kernel, so
   // a counter left counted would show), the producer handing the tile to
-  // the consumers through two slots: as PersistentGridAcrossTiles, over 1,
-  // 3 and the GPU's own count of programs, ping-pong and not, both
+  // the consumers through two slots: the cases of PersistentGridAcrossTiles,
+  // over 1, 3 and the GPU's own count of programs, ping-pong and not, both
   // rasters, head dims 64-256.
-  const char *configs[] = {
-      "bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2 take=1",
-      "bm=128 bn=128 consumers=2 overlap=1 persistent=1 raster=0 stages=2 take=1",
-      "bm=64 bn=64 consumers=1 overlap=1 persistent=1 stages=2 take=1",
-  };
-  for (const char *cfg : configs) {
-    for (int64_t programs : {1, 3, 0})
-      run({2, 333, 333, 2, 1, 128, true, Layout::BSHD, DType::BF16, 0.0f, cfg, programs});
-    run({1, 1000, 1000, 4, 4, 128, false, Layout::BHSD, DType::BF16, 0.0f, cfg, 7});
-  }
-  run({2, 700, 700, 2, 1, 64, true, Layout::BSHD, DType::BF16, 0.0f,
-       "bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 stages=2 take=1", 5});
-  run({1, 500, 500, 2, 2, 256, true, Layout::BSHD, DType::BF16, 0.0f,
-       "bm=128 bn=64 consumers=2 persistent=1 stages=2 take=1", 3});
+  runPersistentGrids(" take=1");
 }
 
 /// A THD case: sequences of lensQ query and lensK key rows (sq and sk the
