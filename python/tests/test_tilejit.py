@@ -859,6 +859,111 @@ class Attention(unittest.TestCase):
                 for a, b in zip(first, again):
                     self.assertTrue(torch.equal(a, b))
 
+    def test_sdpa_routes_jagged_tensors(self):
+        """F.scaled_dot_product_attention on nested jagged tensors ([b, h, j, d], as torch's
+        jagged path takes them) runs tilejit's packed-sequence kernels on their values and
+        offsets: o a jagged tensor as q, o and the gradients of the values within bf16
+        bounds of float64 sequence by sequence (GQA under a causal mask; cross lengths
+        without one); calls tilejit does not take go to torch as made, and say why."""
+        F = torch.nn.functional
+        calls = []
+        orig = tilejit.ops.attention_varlen
+
+        def counting(*args, **kw):
+            calls.append(args[5:8])
+            return orig(*args, **kw)
+
+        def jagged(values, offsets):
+            return torch.nested.nested_tensor_from_jagged(values, offsets).transpose(1, 2)
+
+        def offsets(lens):
+            return torch.tensor([0] + lens, device="cuda").cumsum(0)
+
+        tilejit.ops.attention_varlen = counting
+        try:
+            tilejit.enable(include=("sdpa",))
+            for lens_q, lens_k, causal, hq, hkv, d in (([1, 300, 64, 700], None, True, 4, 2, 128),
+                                                       ([5, 200, 77], [300, 17, 129], False, 2, 2,
+                                                        64)):
+                lens_k = lens_k or lens_q
+                with self.subTest(lens_q=lens_q, lens_k=lens_k, causal=causal, hq=hq, hkv=hkv):
+                    cu_q = offsets(lens_q)
+                    cu_k = cu_q if lens_k is lens_q else offsets(lens_k)
+                    bf = dict(device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                    qv = torch.randn(sum(lens_q), hq, d, **bf)
+                    kv = torch.randn(sum(lens_k), hkv, d, **bf)
+                    vv = torch.randn(sum(lens_k), hkv, d, **bf)
+                    q, k, v = jagged(qv, cu_q), jagged(kv, cu_k), jagged(vv, cu_k)
+                    n = len(calls)
+                    o = F.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                                       enable_gqa=hq != hkv)
+                    self.assertEqual(calls[n:], [(max(lens_q), max(lens_k), causal)], "not routed")
+                    self.assertTrue(o.is_nested and o.layout == torch.jagged)
+                    self.assertEqual(o.shape, q.shape)  # q's sequences (its offsets)
+                    out = o.transpose(1, 2).values()
+                    do = torch.randn_like(out)
+                    dq, dk, dv = torch.autograd.grad(out, (qv, kv, vv), do)
+                    qd, kd, vd = (t.detach().double().requires_grad_() for t in (qv, kv, vv))
+                    ref = []
+                    for i in range(len(lens_q)):
+                        qs = qd[cu_q[i]:cu_q[i + 1]]
+                        ks, vs = kd[cu_k[i]:cu_k[i + 1]], vd[cu_k[i]:cu_k[i + 1]]
+                        oi = _ref_attention(qs.transpose(0, 1)[None], ks.transpose(0, 1)[None],
+                                            vs.transpose(0, 1)[None], causal, d ** -0.5, 1)[0]
+                        ref.append(oi[0].transpose(0, 1))
+                    ref = torch.cat(ref)
+                    _close(self, out, ref, 2e-2, "o of jagged tensors")
+                    rq, rk, rv = torch.autograd.grad(ref, (qd, kd, vd), do.double())
+                    for got, want, what in ((dq, rq, "dq"), (dk, rk, "dk"), (dv, rv, "dv")):
+                        self.assertEqual(got.shape, want.shape)
+                        _close(self, got, want, 3e-2, what + " of jagged tensors")
+
+            # What goes to torch, as made, with the reason at debug level.
+            fell_back = []
+            saved = tilejit._originals["sdpa"]
+
+            def fake_torch(*args, **kwargs):
+                fell_back.append((args, kwargs))
+                return args[0]
+
+            tilejit._originals["sdpa"] = fake_torch
+            try:
+                lens = [3, 40, 17]
+                cu = offsets(lens)
+                x = torch.randn(sum(lens), 2, 64, device="cuda", dtype=torch.bfloat16)
+                q = jagged(x, cu)
+                holes = torch.nested.narrow(torch.randn(3, 40, 2, 64, device="cuda",
+                                                        dtype=torch.bfloat16), 1,
+                                            torch.zeros(3, dtype=torch.int64, device="cuda"),
+                                            torch.tensor(lens, device="cuda"),
+                                            layout=torch.jagged).transpose(1, 2)
+                strided = torch.nested.nested_tensor([x[:3], x[3:43], x[43:]])
+                dense = torch.randn(3, 2, 40, 64, device="cuda", dtype=torch.bfloat16)
+                for why, args, kwargs in (
+                        ("attn_mask", (q, q, q, torch.ones(1, device="cuda", dtype=torch.bool)),
+                         {}),
+                        ("holes", (holes, holes, holes), {}),
+                        ("strided layout", (strided, strided, strided), {}),
+                        ("mixed with dense", (q, dense, dense), {}),
+                        ("head dim 80", (jagged(torch.randn(60, 2, 80, device="cuda",
+                                                            dtype=torch.bfloat16), cu),) * 3, {}),
+                        ("2 query heads and 1 kv heads", (q, jagged(x[:, :1], cu),
+                                                          jagged(x[:, :1], cu)), {}),
+                        ("other sequence lengths", (q, q, jagged(x[:50], offsets([3, 40, 7]))),
+                         {})):
+                    with self.subTest(refused=why):
+                        n = len(calls), len(fell_back)
+                        with self.assertLogs("tilejit", "DEBUG") as logs:
+                            F.scaled_dot_product_attention(*args, **kwargs)
+                        self.assertEqual((len(calls), len(fell_back)), (n[0], n[1] + 1))
+                        self.assertIs(fell_back[-1][0][0], args[0])  # as made
+                        self.assertIn(why, logs.output[-1])
+            finally:
+                tilejit._originals["sdpa"] = saved
+        finally:
+            tilejit.ops.attention_varlen = orig
+            tilejit.disable()
+
     def test_packed_forward_in_a_cuda_graph(self):
         """A packed forward takes its tiles from a counter in tilejit's
         stream-ordered pool (zeroed and given back on the stream, which the

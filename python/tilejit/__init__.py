@@ -135,24 +135,54 @@ def _sdpa_route(q, k, v, a):
     return stored
 
 
-def _sdpa_unsupported(q, k, v, a):
-    """What in the call's tensors or arguments tilejit does not take, or None."""
+def _sdpa_arguments_unsupported(a):
+    """What in the call's arguments besides q, k and v tilejit does not take,
+    or None."""
     unknown = set(a) - set(_SDPA_ARGS)
     if unknown:
         return f"arguments {sorted(unknown)}"
-    if not all(isinstance(t, torch.Tensor) for t in (q, k, v)):
-        return "q, k and v are not all tensors"
-    if q.is_nested or k.is_nested or v.is_nested:
-        return "nested tensors"
+    if a["attn_mask"] is not None:
+        return "an attn_mask"
+    if a["dropout_p"] != 0.0:
+        return f"dropout_p={a['dropout_p']}"
+    scale = a["scale"]
+    if scale is not None and not 0.0 < scale < float("inf"):
+        return f"scale={scale} (positive and finite, or None)"
+    return None
+
+
+def _sdpa_tensors_unsupported(q, k, v):
+    """What in q, k and v's devices and dtypes tilejit does not take, or
+    None."""
     if not (q.is_cuda and k.is_cuda and v.is_cuda) or not (q.device == k.device == v.device):
         return f"q, k, v on {q.device}, {k.device}, {v.device} (one CUDA device only)"
     if q.dtype not in (torch.bfloat16, torch.float16) or k.dtype != q.dtype or \
             v.dtype != q.dtype:
         return f"dtypes {q.dtype}, {k.dtype}, {v.dtype} (all bf16 or all f16 only)"
-    if a["attn_mask"] is not None:
-        return "an attn_mask"
-    if a["dropout_p"] != 0.0:
-        return f"dropout_p={a['dropout_p']}"
+    return None
+
+
+def _sdpa_heads_unsupported(hq, hkv, d, a):
+    """What in the heads and head dim tilejit does not take, or None."""
+    if d not in _SDPA_HEAD_DIMS:
+        return f"head dim {d} (64, 128 or 256 only)"
+    if hkv != hq and not (a["enable_gqa"] and hkv > 0 and hq % hkv == 0):
+        return f"{hq} query heads and {hkv} kv heads (enable_gqa and kv heads dividing query heads)"
+    return None
+
+
+def _sdpa_unsupported(q, k, v, a):
+    """What in the call's tensors or arguments tilejit does not take, or None."""
+    why = _sdpa_arguments_unsupported(a)
+    if why is not None:
+        return why
+    if not all(isinstance(t, torch.Tensor) for t in (q, k, v)):
+        return "q, k and v are not all tensors"
+    if q.is_nested or k.is_nested or v.is_nested:
+        return "nested tensors mixed with dense ones"
+    why = _sdpa_tensors_unsupported(q, k, v)
+    if why is not None:
+        return why
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         return f"shapes {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)} (4-D only)"
     b, hq, sq, d = q.shape
@@ -163,14 +193,71 @@ def _sdpa_unsupported(q, k, v, a):
         return f"head dim {d} (64, 128 or 256 only)"
     if b * hq * hkv * sq * sk == 0:
         return f"an empty size (b={b}, hq={hq}, hkv={hkv}, sq={sq}, sk={sk})"
-    if hkv != hq and not (a["enable_gqa"] and hq % hkv == 0):
-        return f"{hq} query heads and {hkv} kv heads (enable_gqa and kv heads dividing query heads)"
+    why = _sdpa_heads_unsupported(hq, hkv, d, a)
+    if why is not None:
+        return why
     if hq > 1024 or b > (1 << 20) or max(sq, sk) > (1 << 22):
         return f"sizes past the kernel's (b={b}, hq={hq}, sq={sq}, sk={sk})"
-    scale = a["scale"]
-    if scale is not None and not 0.0 < scale < float("inf"):
-        return f"scale={scale} (positive and finite, or None)"
     return None
+
+
+def _max_seqlen(t):
+    """The longest sequence of jagged tensor t: as it was made (max_seqlen),
+    else from its offsets (a device-to-host copy)."""
+    m = getattr(t, "_maybe_max_seqlen", None)
+    if m is None:
+        off = t.offsets()
+        m = (off[1:] - off[:-1]).max() if off.numel() > 1 else 0
+    return int(m)
+
+
+def _sdpa_jagged(q, k, v, a):
+    """F.scaled_dot_product_attention on nested jagged tensors, [b, h, j, d]
+    as torch's own jagged path takes them (nested_tensor_from_jagged(values
+    [tokens, h, d], offsets).transpose(1, 2)), through tilejit's kernels of
+    packed sequences (attention_varlen on their values and offsets): (o, None)
+    with o a jagged tensor as q (q's offsets), or (None, why not)."""
+    why = _sdpa_arguments_unsupported(a)
+    if why is not None:
+        return None, why
+    if not all(isinstance(t, torch.Tensor) and t.is_nested for t in (q, k, v)):
+        return None, "nested tensors mixed with dense ones"
+    if not all(t.layout == torch.jagged for t in (q, k, v)):
+        return None, "nested tensors of the strided layout (torch.jagged only)"
+    if any(t.dim() != 4 or getattr(t, "_ragged_idx", None) != 2 for t in (q, k, v)):
+        return None, ("jagged tensors not [b, h, j, d] (nested_tensor_from_jagged of [tokens, h, "
+                      "d] seen through .transpose(1, 2))")
+    if any(t.lengths() is not None for t in (q, k, v)):
+        return None, "jagged tensors with holes (lengths: not packed back to back)"
+    why = _sdpa_tensors_unsupported(q, k, v)
+    if why is not None:
+        return None, why
+    qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))  # [b, j, h, d]: values [tokens, h, d]
+    qv, kv, vv = qt.values(), kt.values(), vt.values()
+    b, hq, hkv, d = q.size(0), q.size(1), k.size(1), q.size(3)
+    if k.size(0) != b or v.size(0) != b or v.size(1) != hkv or k.size(3) != d or \
+            v.size(3) != d:
+        return None, (f"k ({k.size(0)} sequences, {hkv} heads, head dim {k.size(3)}) and v "
+                      f"({v.size(0)}, {v.size(1)}, {v.size(3)}) do not match q ({b}, {hq}, {d})")
+    if not (k.offsets() is v.offsets() or torch.equal(k.offsets(), v.offsets())):
+        return None, "k and v of other sequence lengths"
+    why = _sdpa_heads_unsupported(hq, hkv, d, a)
+    if why is not None:
+        return None, why
+    if qv.shape[0] == 0 or kv.shape[0] == 0:
+        return None, f"an empty size ({qv.shape[0]} query rows, {kv.shape[0]} key rows)"
+    if hq > 1024 or max(qv.shape[0], kv.shape[0]) >= (1 << 31):
+        return None, f"sizes past the kernel's (hq={hq}, {qv.shape[0]} query rows)"
+    hopper, cc = _sm90(q.device)
+    if not hopper:
+        return None, f"the device is sm_{cc[0]}{cc[1]} (the attention kernel runs on sm_90)"
+    max_q, max_k = _max_seqlen(qt), _max_seqlen(kt)
+    cu_q = qt.offsets().to(torch.int32)
+    cu_k = cu_q if kt.offsets() is qt.offsets() else kt.offsets().to(torch.int32)
+    o = ops.attention_varlen(qv, kv, vv, cu_q, cu_k, max_q, max_k, bool(a["is_causal"]),
+                             a["scale"])
+    out = torch.nested.nested_tensor_from_jagged(o, qt.offsets(), max_seqlen=max_q)
+    return out.transpose(1, 2), None
 
 
 def _sdpa(query, key, value, *args, **kwargs):
@@ -179,8 +266,15 @@ def _sdpa(query, key, value, *args, **kwargs):
              "enable_gqa": False}
         a.update(zip(_SDPA_ARGS, args))
         a.update(kwargs)
-        layout, how = (None, "more positional arguments than torch takes") \
-            if len(args) > len(_SDPA_ARGS) else _sdpa_route(query, key, value, a)
+        if len(args) > len(_SDPA_ARGS):
+            layout, how = None, "more positional arguments than torch takes"
+        elif any(isinstance(t, torch.Tensor) and t.is_nested for t in (query, key, value)):
+            layout = None
+            o, how = _sdpa_jagged(query, key, value, a)
+            if o is not None:
+                return o
+        else:
+            layout, how = _sdpa_route(query, key, value, a)
         if layout is not None:
             q, k, v = how
             o = ops.attention(q, k, v, bool(a["is_causal"]), a["scale"], layout)
