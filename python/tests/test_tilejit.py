@@ -737,6 +737,23 @@ def _ref_attention(q, k, v, causal, scale, layout):
     return (o.transpose(1, 2) if layout == 0 else o), lse
 
 
+def _ref_packed(q, k, v, cu_q, cu_k, causal, scale):
+    """float64 o of packed sequences ([tokens, h, d]; sequence i's rows
+    cu_q[i]:cu_q[i + 1] of q, cu_k[i]:cu_k[i + 1] of k and v), sequence by
+    sequence, each as a batch of one; a sequence with queries and no keys
+    gets o = 0 (a softmax over no keys)."""
+    out = []
+    for i in range(len(cu_q) - 1):
+        qs = q[cu_q[i]:cu_q[i + 1]]
+        ks, vs = k[cu_k[i]:cu_k[i + 1]], v[cu_k[i]:cu_k[i + 1]]
+        if ks.shape[0] == 0:
+            out.append(qs.double() * 0)
+            continue
+        o = _ref_attention(*(t.transpose(0, 1)[None] for t in (qs, ks, vs)), causal, scale, 1)[0]
+        out.append(o[0].transpose(0, 1))
+    return torch.cat(out)
+
+
 def _qkv(layout, b, sq, sk, hq, hkv, d, dtype):
     def make(s, h):
         shape = (b, s, h, d) if layout == 0 else (b, h, s, d)
@@ -828,20 +845,9 @@ class Attention(unittest.TestCase):
                 o = tilejit.ops.attention_varlen(q, k, v, cu_q, cu_k, max(lens_q), max(lens_k),
                                                  causal)
                 dq, dk, dv = torch.autograd.grad(o, (q, k, v), do)
-                # float64, sequence by sequence, each as a batch of one ([1, h, s, d]).
                 qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
-                ref, keyless = [], []
-                for i in range(len(lens_q)):
-                    qs = qd[cu_q[i]:cu_q[i + 1]]
-                    ks, vs = kd[cu_k[i]:cu_k[i + 1]], vd[cu_k[i]:cu_k[i + 1]]
-                    if lens_k[i] == 0:  # o = 0 (softmax over no keys)
-                        ref.append(qs * 0)
-                        keyless.append(i)
-                        continue
-                    oi = _ref_attention(qs.transpose(0, 1)[None], ks.transpose(0, 1)[None],
-                                        vs.transpose(0, 1)[None], causal, d ** -0.5, 1)[0]
-                    ref.append(oi[0].transpose(0, 1))
-                ref = torch.cat(ref)
+                ref = _ref_packed(qd, kd, vd, cu_q, cu_k, causal, d ** -0.5)
+                keyless = [i for i in range(len(lens_q)) if lens_k[i] == 0]
                 _close(self, o, ref, 2e-2, "o")
                 rq, rk, rv = torch.autograd.grad(ref, (qd, kd, vd), do.double())
                 for got, want, what in ((dq, rq, "dq"), (dk, rk, "dk"), (dv, rv, "dv")):
@@ -904,14 +910,7 @@ class Attention(unittest.TestCase):
                     do = torch.randn_like(out)
                     dq, dk, dv = torch.autograd.grad(out, (qv, kv, vv), do)
                     qd, kd, vd = (t.detach().double().requires_grad_() for t in (qv, kv, vv))
-                    ref = []
-                    for i in range(len(lens_q)):
-                        qs = qd[cu_q[i]:cu_q[i + 1]]
-                        ks, vs = kd[cu_k[i]:cu_k[i + 1]], vd[cu_k[i]:cu_k[i + 1]]
-                        oi = _ref_attention(qs.transpose(0, 1)[None], ks.transpose(0, 1)[None],
-                                            vs.transpose(0, 1)[None], causal, d ** -0.5, 1)[0]
-                        ref.append(oi[0].transpose(0, 1))
-                    ref = torch.cat(ref)
+                    ref = _ref_packed(qd, kd, vd, cu_q, cu_k, causal, d ** -0.5)
                     _close(self, out, ref, 2e-2, "o of jagged tensors")
                     rq, rk, rv = torch.autograd.grad(ref, (qd, kd, vd), do.double())
                     for got, want, what in ((dq, rq, "dq"), (dk, rk, "dk"), (dv, rv, "dv")):
@@ -985,11 +984,7 @@ class Attention(unittest.TestCase):
                 t.copy_(torch.randn_like(t))
             g.replay()
             torch.cuda.synchronize()
-            ref = torch.cat([
-                _ref_attention(*(t[cu[i]:cu[i + 1]].transpose(0, 1)[None].double()
-                                 for t in (q, k, v)),
-                               True, d ** -0.5, 1)[0][0].transpose(0, 1)
-                for i in range(len(lens))])
+            ref = _ref_packed(q, k, v, cu, cu, True, d ** -0.5)
             _close(self, out, ref, 2e-2, "replayed packed forward")
 
     def test_packed_sequences_fused_when_nondeterministic_is_allowed(self):
