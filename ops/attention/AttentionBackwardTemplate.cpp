@@ -62,8 +62,9 @@
 // 0 (lpt with at most four rounds of tiles, bench/NOTES.md b25; take under
 // a causal mask with 8192 queries or more, b27, and on packed sequences
 // for every mask and length, b33; lpt_heads = 4 with take where four
-// units' Q and dO take 16 MiB or less, b28; never lpt on packed
-// sequences, b35).
+// units' Q and dO take 16 MiB or less, b28; on packed sequences lpt
+// only without groups, a sequence's key tiles counted from its own last
+// one, b38).
 // The additions come in any order (not bitwise repeatable) where the spec
 // says deterministic = 0: at head dim 128 on the H100 against the two
 // kernels 12-14 % less time at 16384 keys causal and at 4 x 2048 keys,
@@ -298,9 +299,10 @@ public:
          "out)"},
         {"lpt", 0, 1, true,
          "with persist under a causal mask: the tiles taken longest first across every head "
-         "(every head's first key tile, then every head's second, ...), not each head's in "
-         "turn (the default where the tiles are at most four rounds of the multiprocessors, "
-         "and tuned; 0 when left out)"},
+         "(every head's first key tile, then every head's second, ...; packed sequences: "
+         "every sequence's tiles counted from its own last one), not each head's in turn (the "
+         "default where the tiles are at most four rounds of the multiprocessors, and tuned; 0 "
+         "when left out)"},
         {"take", 0, 1, true,
          "with persist: each program takes its next tile from a counter when it is ready for "
          "it (an atomic addition; the tiles in the order above, to whichever program asks "
@@ -546,19 +548,22 @@ public:
         // grid's tiles of a ragged pack are mostly past their sequences'
         // keys, and the producer passes over those as it takes them
         // (bench/NOTES.md b33); shared out in advance, whole rounds of a
-        // program's tiles were empty while others held the long ones. And
-        // never lpt there: its order counts every sequence as long as the
-        // longest, wrong on a ragged pack (H100: 1.1-1.9 x the time of
-        // take alone on the four fused ragged packs of
+        // program's tiles were empty while others held the long ones. lpt
+        // there as BSHD's without groups (at most four rounds of tiles),
+        // each sequence's key tiles counted from its own last one (b38);
+        // counted from the first, as if every sequence were the longest,
+        // it was wrong on a ragged pack (H100: 1.1-1.9 x the time of take
+        // alone on the four fused ragged packs of
         // bench/attn_packed_shapes.json, 1-3 % with groups of four on two
-        // of 8192 at most; an equal-length pack of 256 programs, B4 H8 KV1
-        // S4096, 17 % more time without it, b35).
+        // of 8192 at most), and never lpt cost 17 % on an equal-length pack
+        // of 256 programs (B4 H8 KV1 S4096, b35). Never in groups there
+        // (a group's units are mostly one sequence's KV heads).
         if (p.deterministic)
           return fused;
         bool thd = p.layout == attention::Layout::THD;
         TileConfig persistent = fused;
         persistent.set("persist", 1);
-        if (p.causal && programs <= 4 * p.target.smCount() && !thd)
+        if (p.causal && programs <= 4 * p.target.smCount())
           persistent.set("lpt", 1);
         if (thd)
           persistent.set("take", 1);
@@ -1161,8 +1166,25 @@ private:
       // The part's query heads: `heads` of them from `head0`.
       Value heads = headsPerPart(split);
       Value head0 = add(mul(kvHead, cst(group)), mul(part, heads));
-      Value n0 = mul(nTile, cst(bn));
       Seq ps = thd() ? seqOf(seq) : Seq{};
+      // (lpt, THD: a sequence's key tiles counted from its own last one, so
+      // that the nTile-th of every unit has as many query rows after it,
+      // the work of its tile under the causal mask: the sequence's own
+      // tiles, kTiles of them, rotated by kTiles within the grid's nTiles,
+      // the first nTiles - kTiles of the order going to tiles past its
+      // keys. The longest sequence's order is BSHD's; every tile of the
+      // grid is still placed once, whatever the offsets: kTiles at most
+      // nTiles, and the rotation a subtraction, not a division (with the
+      // remainder the registers of the tiles taken spilled 8 bytes).)
+      if (bkvLpt && thd()) {
+        Value own = ceilDiv(ps.kLen, bn);
+        if (own.getType() != nTile.getType())
+          own = toI32(own);
+        Value at = arith::AddIOp::create(b, loc, nTile, minu(own, nTiles));
+        Value past = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, at, nTiles);
+        nTile = arith::SelectOp::create(b, loc, past, sub(at, nTiles), at);
+      }
+      Value n0 = mul(nTile, cst(bn));
       QueryTiles m = queryTiles(n0, thd() ? rowsSeen(ps, n0) : sqV, bn);
       return {seq, kvHead, heads, head0, n0, ps, m.end, m.start, m.masked};
     }

@@ -209,8 +209,9 @@ TEST(AttentionCompile, EveryConfigOfTheGpuTestsBuilds) {
       for (bool causal : {false, true})
         expectClean(params(d, causal), *TileConfig::parse(cfg));
   // Persistent grids, as the GPU tests run them, each with its tiles
-  // shared out in advance and taken from a counter (take).
-  for (std::string take : {"", " take=1"}) {
+  // shared out in advance and taken from a counter (take; ahead: the next
+  // one as the producer starts one).
+  for (std::string take : {"", " take=1", " ahead=1 take=1"}) {
     for (const char *cfg :
          {"bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2",
           "bm=128 bn=128 consumers=2 overlap=1 persistent=1 raster=0 stages=2",
@@ -243,7 +244,9 @@ TEST(AttentionCompile, PackedSequencesBuildWithoutSpillsAndNameWhatTheyNeed) {
         "bm=64 bn=64 consumers=1 overlap=1 persistent=1 stages=2",
         "bm=128 bn=64 consumers=2 stages=2",
         "bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2 take=1",
-        "bm=128 bn=128 consumers=2 overlap=1 persistent=1 raster=0 stages=2 take=1"})
+        "bm=128 bn=128 consumers=2 overlap=1 persistent=1 raster=0 stages=2 take=1",
+        "ahead=1 bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2 "
+        "take=1"})
     for (bool causal : {false, true})
       expectClean(params(128, causal, Layout::THD), *TileConfig::parse(cfg));
   // The default takes its tiles from a counter (the producer passing over
@@ -279,15 +282,20 @@ TEST(AttentionCompile, PackedSequencesBuildWithoutSpillsAndNameWhatTheyNeed) {
     EXPECT_EQ(taking->entries[0].params[11].kind, ParamInfo::View);
     EXPECT_NE(taking->ptx.find("atom.global"), std::string::npos);
   }
-  // take without a persistent grid, or below sm_90a, is refused by name.
+  // take without a persistent grid, or below sm_90a, is refused by name;
+  // so is ahead without take.
   attention::Params ampere = params(128, true);
   ampere.target = *Target::parse("sm_80");
-  for (auto [p, cfg] :
-       {std::pair{params(128, true), "bm=128 bn=128 consumers=2 overlap=1 stages=2 take=1"},
-        std::pair{ampere, "bm=128 bn=64 consumers=2 stages=2 take=1"}}) {
+  for (auto [p, cfg, needs] :
+       {std::tuple{params(128, true), "bm=128 bn=128 consumers=2 overlap=1 stages=2 take=1",
+                   "take needs persistent = 1"},
+        std::tuple{ampere, "bm=128 bn=64 consumers=2 stages=2 take=1", "take need sm_90a"},
+        std::tuple{params(128, true),
+                   "ahead=1 bm=128 bn=128 consumers=2 overlap=1 persistent=1 stages=2",
+                   "ahead needs take = 1"}}) {
     llvm::Error err = fwd.checkConfig(p.spec(), *TileConfig::parse(cfg));
     ASSERT_TRUE(bool(err)) << cfg;
-    EXPECT_NE(llvm::toString(std::move(err)).find("take"), std::string::npos) << cfg;
+    EXPECT_NE(llvm::toString(std::move(err)).find(needs), std::string::npos) << cfg;
   }
   // The kernel reads cu_seqlens and stores O through a view of its
   // sequence's rows.
@@ -1425,16 +1433,16 @@ TEST(AttentionCompile, NondeterministicDefaultIsFusedAtHeadDim128) {
   EXPECT_FALSE(fusedDefault(nondeterministic(256, true)));
   // Packed sequences: as BSHD (the spec's sizes: b sequences of at most
   // sq), but the tiles taken from the counter whatever the mask or length
-  // (the producer passes over those past their sequence's keys), and never
-  // longest first (lpt's order counts every sequence as the longest).
+  // (the producer passes over those past their sequence's keys), and
+  // longest first (lpt, each sequence's tiles from its own last one) only
+  // where BSHD's are without groups: at most four rounds of tiles.
   for (int64_t b : {2, 1}) {
     attention::Params bshd = nondeterministic(128, true), thd = bshd;
     bshd.b = thd.b = b;
     thd.layout = Layout::THD;
     TileConfig packedDefault = t.defaultConfig(bshd);
     EXPECT_TRUE(packedDefault.has("lpt")) << "b " << b;
-    packedDefault.values.erase("lpt");
-    packedDefault.values.erase("lpt_heads");
+    EXPECT_FALSE(packedDefault.has("lpt_heads")) << "b " << b;
     packedDefault.set("take", 1);
     EXPECT_EQ(t.defaultConfig(thd).canonical(), packedDefault.canonical()) << "b " << b;
   }
