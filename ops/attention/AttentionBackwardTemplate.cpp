@@ -696,6 +696,13 @@ public:
       return configError("fused on packed sequences (THD) at head dim 128 under a causal mask or "
                          "with take needs dqfrag = 1 (through the tensor map its consumers "
                          "spill)");
+    // (lpt's order on packed sequences, its tiles shared out in advance:
+    // each consumer places its own tiles, from its sequence's keys too, and
+    // spilled 12 bytes at head dim 128 with GQA. Taken, the producer places
+    // them.)
+    if (s.lpt && !s.take && p.layout == attention::Layout::THD)
+      return configError("lpt on packed sequences (THD) needs take = 1 (shared out in advance, "
+                         "the consumers placing their own tiles spilled)");
     if (s.fused && s.kvBm != attention::kFusedQueryRows)
       return configError("fused needs kv_bm = " + llvm::Twine(attention::kFusedQueryRows) +
                          " (a step's queries are one warpgroup's rows of dQ's product), got " +

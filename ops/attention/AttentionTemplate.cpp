@@ -74,7 +74,7 @@ llvm::Error configError(const llvm::Twine &msg) {
 
 struct Shape {
   int64_t bm, bn, stages, consumers;
-  bool overlap, byHead, pingpong, persistent, take, ahead;
+  bool overlap, byHead, pingpong, persistent, take;
   /// Q tiles in shared memory: with a persistent grid two where they fit,
   /// so that the next tile's Q loads while this one's run.
   int64_t qStages = 1;
@@ -84,7 +84,7 @@ struct Shape {
         byHead(c.has("raster") && c.get("raster") != 0),
         pingpong(c.has("pingpong") && c.get("pingpong") != 0),
         persistent(c.has("persistent") && c.get("persistent") != 0),
-        take(c.has("take") && c.get("take") != 0), ahead(c.has("ahead") && c.get("ahead") != 0) {
+        take(c.has("take") && c.get("take") != 0) {
     if (persistent) {
       qStages = 2;
       if (smemBytes(d, elemBytes) > smemLimit)
@@ -194,10 +194,6 @@ public:
          "for it (an atomic addition; the tiles in raster's order), not its share fixed in "
          "advance; on packed sequences the producer passes over tiles past their sequence's "
          "rows (0 when left out)"},
-        {"ahead", 0, 1, true,
-         "with take: the producer takes its next tile from the counter as it starts this one "
-         "(the addition's latency under this tile's loads; each program holds a tile more), "
-         "not once this one's loads are issued (0 when left out)"},
     };
     return keys;
   }
@@ -332,8 +328,6 @@ public:
     if (s.take && !s.persistent)
       return configError("take needs persistent = 1 (it is how a persistent program finds its "
                          "next tile)");
-    if (s.ahead && !s.take)
-      return configError("ahead needs take = 1 (it is when the producer takes from the counter)");
     // Seen to spill (60-68 bytes at d = 64 and 128), where 2 stages or
     // ping-pong did not.
     if (s.persistent && s.overlap && !s.pingpong && s.stages > 2)
@@ -733,19 +727,12 @@ private:
     // into the same slot (j unchanged: the slots' barriers, and the rings'
     // rounds, count only the tiles handed out). Most of a pack of short
     // documents' tiles are such (the grid counts every sequence as long
-    // as the longest). ahead: the producer's next tile, taken as it starts
-    // this one, carried last.
+    // as the longest).
     auto takeTiles = [&](bool producer, auto body, auto idle) {
       Value tiles = km.mul(mTiles, heads);
-      auto fetch = [&]() -> Value {
-        return tt::FetchAddOp::create(b, loc, counter, ValueRange{km.cst(0)}, km.cst(1));
-      };
-      bool early = producer && s.ahead;
       SmallVector<Value> init = {km.cst(0), km.cst(0)};
       if (thd)
         init.push_back(km.cst(0));
-      if (early)
-        init.push_back(fetch());
       SmallVector<Type> passed(init.size() + 1, idx);
       scf::WhileOp::create(
           b, loc, passed, init,
@@ -753,7 +740,7 @@ private:
             Value j = a[0], slot = km.remu(j, 2), round = km.divu(j, 2), at;
             if (producer) {
               tt::BarrierWaitOp::create(b, loc, tileFree, slot, km.add(round, km.cst(1)));
-              at = early ? a.back() : fetch();
+              at = tt::FetchAddOp::create(b, loc, counter, ValueRange{km.cst(0)}, km.cst(1));
               tt::SetWordOp::create(b, loc, slots, slot, at);
             } else {
               tt::BarrierWaitOp::create(b, loc, tileFull, slot, round);
@@ -775,7 +762,6 @@ private:
           [&](OpBuilder &, Location, ValueRange a) {
             Value at = a[0], j = a[1], slot = km.remu(j, 2);
             ValueRange c = a.drop_front(2);
-            Value next = early ? fetch() : Value();
             Tile t = tileAt(at);
             auto run = [&]() -> SmallVector<Value> {
               if (producer)
@@ -783,20 +769,16 @@ private:
               auto [r, ti] = visit(t, thd ? c[1] : j, c[0], body, idle);
               if (!producer)
                 tt::BarrierArriveOp::create(b, loc, tileFree, slot);
-              SmallVector<Value> carried = {km.add(j, km.cst(1)), r};
+              SmallVector<Value> next = {km.add(j, km.cst(1)), r};
               if (thd)
-                carried.push_back(ti);
-              if (early)
-                carried.push_back(next);
-              return carried;
+                next.push_back(ti);
+              return next;
             };
             if (!producer || !thd) {
               scf::YieldOp::create(b, loc, run());
               return;
             }
             SmallVector<Value> kept(a.begin() + 1, a.end());
-            if (early)
-              kept.back() = next;
             scf::YieldOp::create(b, loc, km.ifElse(t.rows, kept, run));
           });
     };

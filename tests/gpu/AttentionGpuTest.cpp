@@ -759,10 +759,8 @@ TEST_F(GpuAttention, PersistentGridTakesTilesFromACounter) {
   // a counter left counted would show), the producer handing the tile to
   // the consumers through two slots: the cases of PersistentGridAcrossTiles,
   // over 1, 3 and the GPU's own count of programs, ping-pong and not, both
-  // rasters, head dims 64-256; and with ahead (the producer taking the
-  // next tile as it starts one).
+  // rasters, head dims 64-256.
   runPersistentGrids(" take=1");
-  runPersistentGrids(" ahead=1 take=1");
 }
 
 /// A THD case: sequences of lensQ query and lensK key rows (sq and sk the
@@ -812,16 +810,12 @@ TEST_F(GpuAttention, PackedSequencesOnPersistentGrids) {
       // their sequence's rows; one with rows and no keys is handed out.)
       "bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2 take=1",
       "bm=128 bn=128 consumers=2 overlap=1 persistent=1 raster=0 stages=2 take=1",
-      // (ahead: the next tile taken as the producer starts one; passing
-      // over those past their rows, it takes them one after the other.)
-      "ahead=1 bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2 "
-      "take=1",
   };
   std::vector<int64_t> lensQ = {700, 1, 129, 0, 333}, lensK = {700, 1, 129, 40, 333};
   for (const char *cfg : configs)
     for (int64_t programs : {1, 3, 0})
       run(packed(lensQ, lensK, 2, 1, 128, true, cfg, programs));
-  for (const char *cfg : {configs[4], configs[5], configs[6]}) {
+  for (const char *cfg : {configs[4], configs[5]}) {
     run(packed({10, 0, 50}, {0, 0, 60}, 2, 1, 128, false, cfg, 2));
     run(packed({1, 127, 300, 64, 1000, 1}, {1, 127, 300, 64, 1000, 1}, 4, 2, 128, true, cfg, 5));
   }
@@ -1236,8 +1230,8 @@ TEST_F(GpuAttention, BackwardFusedOnPackedSequences) {
   // In any order (through the tensor map and in the registers' order), in
   // a fixed one (bitwise repeatable, flags of each sequence's query tiles,
   // the turns from its own last key tile), and persistent (in turn, taken
-  // from the counter, longest first: shared out, taken, in groups of heads)
-  // over few programs.
+  // from the counter, longest first alone and in groups of heads) over few
+  // programs.
   std::vector<int64_t> lens = {1, 127, 300, 64, 1000, 1};
   // (`causalOnly`: lpt's configs, which need the mask.)
   auto cases = [&](int64_t d, const std::string &cfg, bool ordered, int64_t programs,
@@ -1272,13 +1266,12 @@ TEST_F(GpuAttention, BackwardFusedOnPackedSequences) {
       "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2";
   cases(128, persistent, false, 5);
   cases(128, std::string(persistent) + " take=1", false, 7);
-  // (lpt: each sequence's key tiles counted from its own last one, shared
-  // out in advance, taken from the counter, and in groups of heads.)
+  // (lpt: each sequence's key tiles counted from its own last one, taken
+  // from the counter, alone and in groups of heads.)
   const char *lpt = "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 persist=1 "
-                    "stages=2";
-  cases(128, lpt, false, 5, /*causalOnly=*/true);
-  cases(128, std::string(lpt) + " take=1", false, 7, /*causalOnly=*/true);
-  cases(128, std::string(lpt) + " lpt_heads=2 take=1", false, 5, /*causalOnly=*/true);
+                    "stages=2 take=1";
+  cases(128, lpt, false, 7, /*causalOnly=*/true);
+  cases(128, std::string(lpt) + " lpt_heads=2", false, 5, /*causalOnly=*/true);
 }
 
 /// The tuner's check of each of `configs` (empty: the default) on `spec`:

@@ -209,9 +209,8 @@ TEST(AttentionCompile, EveryConfigOfTheGpuTestsBuilds) {
       for (bool causal : {false, true})
         expectClean(params(d, causal), *TileConfig::parse(cfg));
   // Persistent grids, as the GPU tests run them, each with its tiles
-  // shared out in advance and taken from a counter (take; ahead: the next
-  // one as the producer starts one).
-  for (std::string take : {"", " take=1", " ahead=1 take=1"}) {
+  // shared out in advance and taken from a counter (take).
+  for (std::string take : {"", " take=1"}) {
     for (const char *cfg :
          {"bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2",
           "bm=128 bn=128 consumers=2 overlap=1 persistent=1 raster=0 stages=2",
@@ -244,9 +243,7 @@ TEST(AttentionCompile, PackedSequencesBuildWithoutSpillsAndNameWhatTheyNeed) {
         "bm=64 bn=64 consumers=1 overlap=1 persistent=1 stages=2",
         "bm=128 bn=64 consumers=2 stages=2",
         "bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2 take=1",
-        "bm=128 bn=128 consumers=2 overlap=1 persistent=1 raster=0 stages=2 take=1",
-        "ahead=1 bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2 "
-        "take=1"})
+        "bm=128 bn=128 consumers=2 overlap=1 persistent=1 raster=0 stages=2 take=1"})
     for (bool causal : {false, true})
       expectClean(params(128, causal, Layout::THD), *TileConfig::parse(cfg));
   // The default takes its tiles from a counter (the producer passing over
@@ -282,20 +279,15 @@ TEST(AttentionCompile, PackedSequencesBuildWithoutSpillsAndNameWhatTheyNeed) {
     EXPECT_EQ(taking->entries[0].params[11].kind, ParamInfo::View);
     EXPECT_NE(taking->ptx.find("atom.global"), std::string::npos);
   }
-  // take without a persistent grid, or below sm_90a, is refused by name;
-  // so is ahead without take.
+  // take without a persistent grid, or below sm_90a, is refused by name.
   attention::Params ampere = params(128, true);
   ampere.target = *Target::parse("sm_80");
-  for (auto [p, cfg, needs] :
-       {std::tuple{params(128, true), "bm=128 bn=128 consumers=2 overlap=1 stages=2 take=1",
-                   "take needs persistent = 1"},
-        std::tuple{ampere, "bm=128 bn=64 consumers=2 stages=2 take=1", "take need sm_90a"},
-        std::tuple{params(128, true),
-                   "ahead=1 bm=128 bn=128 consumers=2 overlap=1 persistent=1 stages=2",
-                   "ahead needs take = 1"}}) {
+  for (auto [p, cfg] :
+       {std::pair{params(128, true), "bm=128 bn=128 consumers=2 overlap=1 stages=2 take=1"},
+        std::pair{ampere, "bm=128 bn=64 consumers=2 stages=2 take=1"}}) {
     llvm::Error err = fwd.checkConfig(p.spec(), *TileConfig::parse(cfg));
     ASSERT_TRUE(bool(err)) << cfg;
-    EXPECT_NE(llvm::toString(std::move(err)).find(needs), std::string::npos) << cfg;
+    EXPECT_NE(llvm::toString(std::move(err)).find("take"), std::string::npos) << cfg;
   }
   // The kernel reads cu_seqlens and stores O through a view of its
   // sequence's rows.
@@ -1032,9 +1024,17 @@ TEST(AttentionCompile, PackedSequencesFusedBackwardBuildsWithoutSpills) {
   }
   // Through the tensor map at head dim 128 under a causal mask or with
   // take (spilled), refused by name (persist under a causal mask is refused
-  // so at any layout).
+  // so at any layout); so is lpt shared out in advance (the consumers
+  // placing their own tiles spilled).
   const char *map = "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 stages=2";
   const char *taken = "bn=128 consumers=2 fused=1 kv_bm=64 overlap=1 persist=1 stages=2 take=1";
+  llvm::Error shared = t.checkConfig(nondeterministic(128, true, Layout::THD),
+                                     *TileConfig::parse("bn=128 consumers=2 dqfrag=1 fused=1 "
+                                                        "kv_bm=64 lpt=1 overlap=1 persist=1 "
+                                                        "stages=2"));
+  ASSERT_TRUE(bool(shared));
+  EXPECT_NE(llvm::toString(std::move(shared)).find("lpt on packed sequences (THD) needs take = 1"),
+            std::string::npos);
   for (auto [cfg, causal, refused] : {std::tuple{map, true, true}, std::tuple{map, false, false},
                                       std::tuple{taken, false, true}}) {
     llvm::Error err =
