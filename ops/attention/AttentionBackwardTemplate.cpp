@@ -59,7 +59,8 @@
 // with `lpt_heads` too, the tiles longest first within groups of that many
 // units (KV heads, or parts of a split group), the groups in turn.
 // Together the default at head dim 128 where the spec says deterministic =
-// 0 (lpt with at most four rounds of tiles, bench/NOTES.md b25; take under
+// 0 (lpt with at most four rounds of tiles, bench/NOTES.md b25, and Q and
+// dO of 64 MiB at most, b38; take under
 // a causal mask with 8192 queries or more, b27, and on packed sequences
 // for every mask and length, b33; lpt_heads = 4 with take where four
 // units' Q and dO take 16 MiB or less, b28; on packed sequences lpt
@@ -233,6 +234,9 @@ int64_t dkvPrograms(const attention::Params &p) {
 /// group may read for it to be the default (bench/NOTES.md b28).
 constexpr int64_t kLptGroup = 4;
 constexpr int64_t kLptGroupBytes = 16 << 20;
+/// The most bytes of Q and dO that lpt's order across every unit may read
+/// for it to be the default (bench/NOTES.md b38).
+constexpr int64_t kLptOrderBytes = 64 << 20;
 
 /// The bytes of Q and dO that `units` units of lpt's order read.
 int64_t lptGroupBytes(const attention::Params &p, int64_t units) {
@@ -301,8 +305,8 @@ public:
          "with persist under a causal mask: the tiles taken longest first across every head "
          "(every head's first key tile, then every head's second, ...; packed sequences: "
          "every sequence's tiles counted from its own last one), not each head's in turn (the "
-         "default where the tiles are at most four rounds of the multiprocessors, and tuned; 0 "
-         "when left out)"},
+         "default where the tiles are at most four rounds of the multiprocessors and every "
+         "head's Q and dO take 64 MiB or less, and tuned; 0 when left out)"},
         {"take", 0, 1, true,
          "with persist: each program takes its next tile from a counter when it is ready for "
          "it (an atomic addition; the tiles in the order above, to whichever program asks "
@@ -558,12 +562,20 @@ public:
         // of 8192 at most), and never lpt cost 17 % on an equal-length pack
         // of 256 programs (B4 H8 KV1 S4096, b35). Never in groups there
         // (a group's units are mostly one sequence's KV heads).
+        // lpt only where every unit's Q and dO take 64 MiB or less
+        // (kLptOrderBytes; b38, H100, packed, two alternated rounds: 14-21 %
+        // less time at 64 MiB, B4 H8 KV1 S4096 and a ragged pack of 4
+        // documents of at most 4096 rows, and 9 % on a GQA pack of 1500 and
+        // 4096 rows; 5 % more at B2 H32 KV8 S4096, 128 MiB; counted at the
+        // longest sequence's rows).
         if (p.deterministic)
           return fused;
         bool thd = p.layout == attention::Layout::THD;
         TileConfig persistent = fused;
         persistent.set("persist", 1);
-        if (p.causal && programs <= 4 * p.target.smCount())
+        int64_t units = p.b * p.hkv * attention::backwardHeadSplit(p.b, p.hq, p.hkv, p.sk);
+        if (p.causal && programs <= 4 * p.target.smCount() &&
+            lptGroupBytes(p, units) <= kLptOrderBytes)
           persistent.set("lpt", 1);
         if (thd)
           persistent.set("take", 1);

@@ -285,11 +285,18 @@ public:
     // a share fixed in advance leaves programs idle while others hold the
     // long sequences' tiles (bench/NOTES.md b35: 14-19 % less time on
     // ragged packs, 3-5 % more on equal-length causal ones, even on two
-    // others).
+    // others). So do programs by head under a causal mask from 16384
+    // queries (b38, H100, two alternated rounds: B1 H32 S16384 3-4 % less
+    // time): there each head's row tiles, longest first, are a round of
+    // the grid, and a share fixed in advance leaves programs of the last
+    // rounds idle (bench/attn_walk_model.py: 3 % above a perfect share,
+    // taken 0.3 %); below, a taken share is no better balanced in raster
+    // 1's order, and costs its atomic a tile.
     TileConfig c = p.d == 256  ? make(2, 64, 2, 0, 0)
                    : p.d == 64 ? make(2, 128, 2, 1, 0, /*pingpong=*/true)
                                : make(2, 128, 2, 1, p.hkv >= 8 ? 1 : 0, /*pingpong=*/true);
-    if (p.layout == attention::Layout::THD)
+    bool byHeadLong = c.has("raster") && c.get("raster") != 0 && p.causal && p.sq >= 16384;
+    if (p.layout == attention::Layout::THD || byHeadLong)
       c.set("take", 1);
     if (llvm::Error err = checkConfig(ks, c)) {
       llvm::consumeError(std::move(err));

@@ -1366,6 +1366,20 @@ TEST_F(GpuAttention, TheTunersCheckRunsPersistentBackwardsOverSeveralTiles) {
       loadBuilt);
 }
 
+TEST_F(GpuAttention, TheForwardTakesItsTilesOnLongCausalSequencesByHead) {
+  // From 16384 queries under a causal mask, programs by head take their
+  // tiles from the counter by default: its O and LSE from poisoned outputs
+  // held to the device reference element by element at that size (and
+  // sampled rows to float64 on the small problem); unrun, each half of the
+  // check fails.
+  attention::Call call = callOf({1, 16384, 16384, 8, 8, 128, true});
+  auto fwd = attention::specOf(call, target);
+  ASSERT_TRUE(bool(fwd)) << llvm::toString(fwd.takeError());
+  TileConfig def = getTemplate(*fwd).defaultConfig(*fwd);
+  EXPECT_TRUE(def.has("take") && def.get("take") && def.get("raster")) << def.canonical();
+  expectTheTunersCheckPasses(*fwd, {""}, loadBuilt);
+}
+
 TEST_F(GpuAttention, TheTunersCheckRunsPackedSequencesOfRaggedLengths) {
   // On packed sequences the check's problem is three sequences (about two
   // thirds of the rows, one row, all of them): a tile past its sequence,

@@ -230,6 +230,31 @@ TEST(AttentionCompile, EveryConfigOfTheGpuTestsBuilds) {
   expectClean(params(64, true), *TileConfig::parse("bm=128 bn=192 consumers=2 stages=2"));
 }
 
+TEST(AttentionCompile, ForwardDefaultTakesTilesOnLongCausalSequencesByHead) {
+  // Programs by head (raster 1, many KV heads) under a causal mask from
+  // 16384 queries take their tiles from the counter (each head's row tiles
+  // are a round of the grid there, and a share fixed in advance leaves the
+  // last rounds unbalanced); not below, nor without the mask, nor by row
+  // tile (raster 0, one KV head).
+  const KernelTemplate &fwd = getTemplate(attention::forwardOp());
+  attention::Params p = params(128, true);
+  p.hq = p.hkv = 32;
+  p.b = 1;
+  p.sq = p.sk = 16384;
+  EXPECT_EQ(fwd.defaultConfig(p).canonical(),
+            "bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2 take=1");
+  for (auto [sq, causal, hkv] :
+       {std::tuple{8192, true, 32}, std::tuple{16384, false, 32}, std::tuple{16384, true, 1}}) {
+    attention::Params q = p;
+    q.sq = q.sk = sq;
+    q.causal = causal;
+    q.hkv = hkv;
+    TileConfig c = fwd.defaultConfig(q);
+    EXPECT_FALSE(c.has("take")) << sq << " " << causal << " " << hkv << ": " << c.canonical();
+  }
+  expectClean(p, fwd.defaultConfig(p));
+}
+
 TEST(AttentionCompile, PackedSequencesBuildWithoutSpillsAndNameWhatTheyNeed) {
   for (int64_t d : {64, 128, 256})
     for (bool causal : {false, true})
@@ -1445,6 +1470,21 @@ TEST(AttentionCompile, NondeterministicDefaultIsFusedAtHeadDim128) {
     EXPECT_FALSE(packedDefault.has("lpt_heads")) << "b " << b;
     packedDefault.set("take", 1);
     EXPECT_EQ(t.defaultConfig(thd).canonical(), packedDefault.canonical()) << "b " << b;
+  }
+  // lpt only where every unit's Q and dO take 64 MiB or less: B4 H8 KV1
+  // S4096 (split 4 ways, 64 MiB), not B2 H32 KV8 S4096 (128 MiB), both
+  // layouts.
+  for (Layout layout : {Layout::BSHD, Layout::THD}) {
+    attention::Params q = nondeterministic(128, true, layout);
+    q.b = 4;
+    q.hq = 8;
+    q.hkv = 1;
+    q.sq = q.sk = 4096;
+    EXPECT_TRUE(t.defaultConfig(q).has("lpt")) << int(layout);
+    q.b = 2;
+    q.hq = 32;
+    q.hkv = 8;
+    EXPECT_FALSE(t.defaultConfig(q).has("lpt")) << int(layout);
   }
   for (int64_t sq : {8192, 16384}) { // take from 8192 causal; BSHD's groups of 4 where they fit
     attention::Params thd = nondeterministic(128, true, Layout::THD);
