@@ -75,6 +75,9 @@ llvm::Error configError(const llvm::Twine &msg) {
 struct Shape {
   int64_t bm, bn, stages, consumers;
   bool overlap, byHead, pingpong, persistent, take;
+  /// With byHead: the row tiles of this many heads at a time (0 or 1: of
+  /// one head).
+  int64_t rasterHeads;
   /// Q tiles in shared memory: with a persistent grid two where they fit,
   /// so that the next tile's Q loads while this one's run.
   int64_t qStages = 1;
@@ -84,7 +87,8 @@ struct Shape {
         byHead(c.has("raster") && c.get("raster") != 0),
         pingpong(c.has("pingpong") && c.get("pingpong") != 0),
         persistent(c.has("persistent") && c.get("persistent") != 0),
-        take(c.has("take") && c.get("take") != 0) {
+        take(c.has("take") && c.get("take") != 0),
+        rasterHeads(c.has("raster_heads") ? c.get("raster_heads") : 0) {
     if (persistent) {
       qStages = 2;
       if (smemBytes(d, elemBytes) > smemLimit)
@@ -156,11 +160,26 @@ TilePlace placeTile(KernelMath &km, const attention::Params &p, const Shape &s, 
   OpBuilder &b = km.b;
   Location loc = km.loc;
   TilePlace tile;
-  Value fromLast = s.byHead ? arith::RemUIOp::create(b, loc, t, mTiles).getResult()
-                            : arith::DivUIOp::create(b, loc, t, heads).getResult();
+  Value fromLast, bh;
+  if (s.byHead && s.rasterHeads > 1) {
+    // Groups of rasterHeads heads (the last one smaller where they do not
+    // divide the heads), each group's row tiles from the last ones, a row
+    // tile of each of its heads at a time.
+    Value span = km.mul(mTiles, km.cst(s.rasterHeads));
+    Value first =
+        km.mul(arith::DivUIOp::create(b, loc, t, span).getResult(), km.cst(s.rasterHeads));
+    Value in = arith::RemUIOp::create(b, loc, t, span);
+    Value size = km.minu(km.cst(s.rasterHeads), km.sub(heads, first));
+    fromLast = arith::DivUIOp::create(b, loc, in, size);
+    bh = km.add(first, arith::RemUIOp::create(b, loc, in, size).getResult());
+  } else {
+    fromLast = s.byHead ? arith::RemUIOp::create(b, loc, t, mTiles).getResult()
+                        : arith::DivUIOp::create(b, loc, t, heads).getResult();
+    bh = s.byHead ? arith::DivUIOp::create(b, loc, t, mTiles).getResult()
+                  : arith::RemUIOp::create(b, loc, t, heads).getResult();
+  }
   Value mTile = km.sub(km.sub(mTiles, km.cst(1)), fromLast);
-  tile.bh = s.byHead ? arith::DivUIOp::create(b, loc, t, mTiles).getResult()
-                     : arith::RemUIOp::create(b, loc, t, heads).getResult();
+  tile.bh = bh;
   tile.seq = km.divu(tile.bh, p.hq);
   tile.head = km.remu(tile.bh, p.hq);
   tile.kvHead = km.divu(tile.head, p.hq / p.hkv);
@@ -183,6 +202,10 @@ public:
         {"raster", 0, 1, true,
          "program order: 0 a row tile of every head at a time, 1 every row tile of a head "
          "(0 when left out)"},
+        {"raster_heads", 0, 1024, true,
+         "with raster 1: the row tiles of this many heads at a time, the last rows first, a "
+         "row tile of each head in turn (the default with take under a causal mask at 8; 0 "
+         "or 1 when left out: one head's)"},
         {"pingpong", 0, 1, true,
          "the two consumers take turns issuing their products, so that one's softmax runs "
          "while the other's products do (with overlap; 0 when left out)"},
@@ -335,6 +358,9 @@ public:
     if (s.take && !s.persistent)
       return configError("take needs persistent = 1 (it is how a persistent program finds its "
                          "next tile)");
+    if (s.rasterHeads > 1 && !s.byHead)
+      return configError("raster_heads needs raster = 1 (raster 0 takes a row tile of every "
+                         "head at a time)");
     // Seen to spill (60-68 bytes at d = 64 and 128), where 2 stages or
     // ping-pong did not.
     if (s.persistent && s.overlap && !s.pingpong && s.stages > 2)

@@ -821,6 +821,26 @@ TEST_F(GpuAttention, PackedSequencesOnPersistentGrids) {
   }
 }
 
+TEST_F(GpuAttention, RowTilesOfGroupsOfHeadsLastRowsFirst) {
+  // raster_heads (with raster 1): the row tiles of groups of that many
+  // heads, the last rows first, a row tile of each head of the group in
+  // turn; here groups of 3 over 8 and 5 heads (the last group smaller), on
+  // persistent grids shared out in advance and taken from the counter
+  // over 1, 3 and the GPU's own count of programs, and a program a tile;
+  // causal or not, both layouts, packed sequences.
+  for (const char *cfg :
+       {"bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 raster_heads=3 "
+        "stages=2",
+        "bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 raster_heads=3 "
+        "stages=2 take=1",
+        "bm=128 bn=128 consumers=2 overlap=1 pingpong=1 raster=1 raster_heads=3 stages=2"}) {
+    for (int64_t programs : {1, 3, 0})
+      run({2, 333, 333, 4, 2, 128, true, Layout::BSHD, DType::BF16, 0.0f, cfg, programs});
+    run({1, 1000, 1000, 5, 5, 128, false, Layout::BHSD, DType::BF16, 0.0f, cfg, 7});
+    run(packed({700, 1, 129, 0, 333}, {700, 1, 129, 40, 333}, 2, 1, 128, true, cfg, 3));
+  }
+}
+
 } // namespace
 
 namespace {

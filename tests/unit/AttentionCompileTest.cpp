@@ -230,6 +230,31 @@ TEST(AttentionCompile, EveryConfigOfTheGpuTestsBuilds) {
   expectClean(params(64, true), *TileConfig::parse("bm=128 bn=192 consumers=2 stages=2"));
 }
 
+TEST(AttentionCompile, RowTilesOfGroupsOfHeadsBuildWithoutSpills) {
+  // raster_heads: the configs of the GPU test build clean, both layouts;
+  // with raster 0 it is refused by name.
+  for (const char *cfg :
+       {"bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 raster_heads=3 "
+        "stages=2",
+        "bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 raster_heads=3 "
+        "stages=2 take=1",
+        "bm=128 bn=128 consumers=2 overlap=1 pingpong=1 raster=1 raster_heads=3 stages=2"})
+    for (Layout layout : {Layout::BSHD, Layout::THD})
+      for (bool causal : {true, false})
+        expectClean(params(128, causal, layout), *TileConfig::parse(cfg));
+  expectClean(params(64, true),
+              *TileConfig::parse("bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 "
+                                 "raster=1 raster_heads=8 stages=2 take=1"));
+  llvm::Error err = getTemplate(attention::forwardOp())
+                        .checkConfig(params(128, true).spec(),
+                                     *TileConfig::parse("bm=128 bn=128 consumers=2 overlap=1 "
+                                                        "persistent=1 raster=0 raster_heads=8 "
+                                                        "stages=2"));
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("raster_heads needs raster = 1"),
+            std::string::npos);
+}
+
 TEST(AttentionCompile, ForwardDefaultTakesTilesOnLongCausalSequencesByHead) {
   // Programs by head (raster 1, many KV heads) under a causal mask from
   // 16384 queries take their tiles from the counter (each head's row tiles
