@@ -3,6 +3,9 @@
 
 #include "llvm/ADT/Twine.h"
 
+#include <algorithm>
+#include <vector>
+
 namespace tilejit::attention {
 
 namespace {
@@ -116,6 +119,27 @@ int64_t backwardHeadSplit(int64_t b, int64_t hq, int64_t hkv, int64_t sk) {
     if (group % split == 0 && programs * split >= 512)
       return split;
   return group;
+}
+
+double byHeadShareExcess(const Params &p, int64_t bm, int64_t bn, int64_t programs) {
+  int64_t mTiles = (p.sq + bm - 1) / bm, tiles;
+  if (bm < 1 || bn < 1 || __builtin_mul_overflow(mTiles, p.b, &tiles) ||
+      __builtin_mul_overflow(tiles, p.hq, &tiles) || tiles > (int64_t(1) << 20))
+    return 1.0;
+  programs = std::min(programs, tiles);
+  if (programs < 1)
+    return 1.0;
+  std::vector<double> load(programs, 0.0);
+  double total = 0;
+  for (int64_t t = 0; t < tiles; ++t) {
+    int64_t m = mTiles - 1 - t % mTiles;
+    int64_t keys = p.causal ? std::min(p.sk, (m + 1) * bm) : p.sk;
+    double steps = double((keys + bn - 1) / bn + 1);
+    int64_t round = t / programs, q = t % programs;
+    load[round % 2 ? programs - 1 - q : q] += steps;
+    total += steps;
+  }
+  return *std::max_element(load.begin(), load.end()) / (total / double(programs));
 }
 
 double Params::flops() const {

@@ -204,8 +204,8 @@ public:
          "(0 when left out)"},
         {"raster_heads", 0, 1024, true,
          "with raster 1: the row tiles of this many heads at a time, the last rows first, a "
-         "row tile of each head in turn (the default with take under a causal mask at 8; 0 "
-         "or 1 when left out: one head's)"},
+         "row tile of each head in turn (8 the default where a share fixed in advance would "
+         "leave programs idle; 0 or 1 when left out: one head's)"},
         {"pingpong", 0, 1, true,
          "the two consumers take turns issuing their products, so that one's softmax runs "
          "while the other's products do (with overlap; 0 when left out)"},
@@ -308,18 +308,27 @@ public:
     // a share fixed in advance leaves programs idle while others hold the
     // long sequences' tiles (bench/NOTES.md b35: 14-19 % less time on
     // ragged packs, 3-5 % more on equal-length causal ones, even on two
-    // others). So do programs by head under a causal mask from 16384
-    // queries (b38, H100, two alternated rounds: B1 H32 S16384 3-4 % less
-    // time): there each head's row tiles, longest first, are a round of
-    // the grid, and a share fixed in advance leaves programs of the last
-    // rounds idle (bench/attn_walk_model.py: 3 % above a perfect share,
-    // taken 0.3 %); below, a taken share is no better balanced in raster
-    // 1's order, and costs its atomic a tile.
+    // others).
+    // Programs by head under a causal mask take their tiles too where a
+    // share fixed in advance would leave the slowest program more than 10
+    // % above an even one (byHeadShareExcess: 1.5 at 16 heads, 1.8 at 8),
+    // in groups of 8 heads, the last rows first (raster_heads; b38, H100,
+    // two alternated rounds: 24-37 % less time at B1 H16 S4096 to S16384
+    // and B1 H8 S8192); and from 16384 queries (B1 H32 S16384 about 3 %
+    // less time over six rounds in three calls, each head's rows then a
+    // round of the grid). Not below at 32 heads (1.03 above even): taken,
+    // alone or in groups, 1.3-13 % more time at S2048 to S8192.
     TileConfig c = p.d == 256  ? make(2, 64, 2, 0, 0)
                    : p.d == 64 ? make(2, 128, 2, 1, 0, /*pingpong=*/true)
                                : make(2, 128, 2, 1, p.hkv >= 8 ? 1 : 0, /*pingpong=*/true);
-    bool byHeadLong = c.has("raster") && c.get("raster") != 0 && p.causal && p.sq >= 16384;
-    if (p.layout == attention::Layout::THD || byHeadLong)
+    bool byHead =
+        c.has("raster") && c.get("raster") != 0 && p.causal && p.layout != attention::Layout::THD;
+    if (byHead &&
+        attention::byHeadShareExcess(p, c.get("bm"), c.get("bn"), p.target.smCount()) > 1.10) {
+      c.set("take", 1);
+      c.set("raster_heads", 8);
+    }
+    if (p.layout == attention::Layout::THD || (byHead && p.sq >= 16384))
       c.set("take", 1);
     if (llvm::Error err = checkConfig(ks, c)) {
       llvm::consumeError(std::move(err));

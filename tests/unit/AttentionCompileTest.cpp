@@ -255,12 +255,13 @@ TEST(AttentionCompile, RowTilesOfGroupsOfHeadsBuildWithoutSpills) {
             std::string::npos);
 }
 
-TEST(AttentionCompile, ForwardDefaultTakesTilesOnLongCausalSequencesByHead) {
-  // Programs by head (raster 1, many KV heads) under a causal mask from
-  // 16384 queries take their tiles from the counter (each head's row tiles
-  // are a round of the grid there, and a share fixed in advance leaves the
-  // last rounds unbalanced); not below, nor without the mask, nor by row
-  // tile (raster 0, one KV head).
+TEST(AttentionCompile, ForwardDefaultTakesTilesWhereASharedOutGridIsUneven) {
+  // Programs by head (raster 1, many KV heads) under a causal mask take
+  // their tiles from the counter in groups of 8 heads where the share fixed
+  // in advance leaves the slowest program more than 10 % above an even
+  // share (16 heads: about 1.5; 8: 1.8), and alone from 16384 queries (32
+  // heads: 1.03); not otherwise, nor without the mask, nor by row tile
+  // (raster 0, one KV head).
   const KernelTemplate &fwd = getTemplate(attention::forwardOp());
   attention::Params p = params(128, true);
   p.hq = p.hkv = 32;
@@ -268,6 +269,20 @@ TEST(AttentionCompile, ForwardDefaultTakesTilesOnLongCausalSequencesByHead) {
   p.sq = p.sk = 16384;
   EXPECT_EQ(fwd.defaultConfig(p).canonical(),
             "bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2 take=1");
+  expectClean(p, fwd.defaultConfig(p));
+  EXPECT_NEAR(attention::byHeadShareExcess(p, 128, 128, 132), 1.031, 0.005);
+  for (auto [hq, sq] : {std::pair{16, 4096}, std::pair{16, 16384}, std::pair{8, 8192}}) {
+    attention::Params q = p;
+    q.hq = q.hkv = hq;
+    q.sq = q.sk = sq;
+    EXPECT_GT(attention::byHeadShareExcess(q, 128, 128, 132), 1.4) << hq << " " << sq;
+    EXPECT_EQ(fwd.defaultConfig(q).canonical(),
+              "bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 "
+              "raster_heads=8 stages=2 take=1")
+        << hq << " " << sq;
+  }
+  expectClean(p, *TileConfig::parse("bm=128 bn=128 consumers=2 overlap=1 persistent=1 "
+                                    "pingpong=1 raster=1 raster_heads=8 stages=2 take=1"));
   for (auto [sq, causal, hkv] :
        {std::tuple{8192, true, 32}, std::tuple{16384, false, 32}, std::tuple{16384, true, 1}}) {
     attention::Params q = p;
@@ -277,7 +292,15 @@ TEST(AttentionCompile, ForwardDefaultTakesTilesOnLongCausalSequencesByHead) {
     TileConfig c = fwd.defaultConfig(q);
     EXPECT_FALSE(c.has("take")) << sq << " " << causal << " " << hkv << ": " << c.canonical();
   }
-  expectClean(p, fwd.defaultConfig(p));
+  // (One round of equal tiles is an even share; more than 2^20 tiles are
+  // not counted.)
+  attention::Params even = p;
+  even.causal = false;
+  even.hq = even.hkv = 8;
+  even.sq = even.sk = 2048; // 128 tiles, 132 programs
+  EXPECT_DOUBLE_EQ(attention::byHeadShareExcess(even, 128, 128, 132), 1.0);
+  even.b = 1 << 20;
+  EXPECT_DOUBLE_EQ(attention::byHeadShareExcess(even, 128, 128, 132), 1.0);
 }
 
 TEST(AttentionCompile, PackedSequencesBuildWithoutSpillsAndNameWhatTheyNeed) {
