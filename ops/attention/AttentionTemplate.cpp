@@ -313,11 +313,11 @@ public:
     // share fixed in advance would leave the slowest program more than 10
     // % above an even one (byHeadShareExcess: 1.5 at 16 heads, 1.8 at 8),
     // in groups of 8 heads, the last rows first (raster_heads; b38, H100,
-    // two alternated rounds: 24-37 % less time at B1 H16 S4096 to S16384
-    // and B1 H8 S8192); and from 16384 queries (B1 H32 S16384 about 3 %
-    // less time over six rounds in three calls, each head's rows then a
-    // round of the grid). Not below at 32 heads (1.03 above even): taken,
-    // alone or in groups, 1.3-13 % more time at S2048 to S8192.
+    // two alternated rounds in each of two calls: 24-37 % less time at B1
+    // H16 S4096 to S16384 and B1 H8 S8192). Not at 32 heads (1.03 above
+    // even): taken, alone or in groups, 1.3-13 % more time at S2048 to
+    // S8192; at S16384 taken alone within the runs' spread over eight
+    // rounds in four calls (-5 to +6 %), 1 % more at B2 H32 KV8.
     TileConfig c = p.d == 256  ? make(2, 64, 2, 0, 0)
                    : p.d == 64 ? make(2, 128, 2, 1, 0, /*pingpong=*/true)
                                : make(2, 128, 2, 1, p.hkv >= 8 ? 1 : 0, /*pingpong=*/true);
@@ -328,7 +328,7 @@ public:
       c.set("take", 1);
       c.set("raster_heads", 8);
     }
-    if (p.layout == attention::Layout::THD || (byHead && p.sq >= 16384))
+    if (p.layout == attention::Layout::THD)
       c.set("take", 1);
     if (llvm::Error err = checkConfig(ks, c)) {
       llvm::consumeError(std::move(err));

@@ -1386,23 +1386,19 @@ TEST_F(GpuAttention, TheTunersCheckRunsPersistentBackwardsOverSeveralTiles) {
       loadBuilt);
 }
 
-TEST_F(GpuAttention, TheForwardsTakenDefaultsPassTheTunersCheck) {
+TEST_F(GpuAttention, TheForwardsGroupedTakeDefaultPassesTheTunersCheck) {
   // Programs by head under a causal mask take their tiles from the counter
-  // by default from 16384 queries (B2 H16), and in groups of 8 heads where
-  // a share fixed in advance would be uneven (B1 H16): each default's O and
-  // LSE from poisoned outputs held to the device reference element by
-  // element at its size (and sampled rows to float64 on the small problem);
-  // unrun, each half of the check fails.
-  for (auto [c, groups] : {std::pair{Case{2, 16384, 16384, 16, 16, 128, true}, false},
-                           std::pair{Case{1, 4096, 4096, 16, 16, 128, true}, true}}) {
-    attention::Call call = callOf(c);
-    auto fwd = attention::specOf(call, target);
-    ASSERT_TRUE(bool(fwd)) << llvm::toString(fwd.takeError());
-    TileConfig def = getTemplate(*fwd).defaultConfig(*fwd);
-    EXPECT_TRUE(def.has("take") && def.get("take") && def.get("raster")) << def.canonical();
-    EXPECT_EQ(def.has("raster_heads") && def.get("raster_heads") == 8, groups) << def.canonical();
-    expectTheTunersCheckPasses(*fwd, {""}, loadBuilt);
-  }
+  // in groups of 8 heads by default where a share fixed in advance would be
+  // uneven (B1 H16): the default's O and LSE from poisoned outputs held to
+  // the device reference element by element at its size (and sampled rows
+  // to float64 on the small problem); unrun, each half of the check fails.
+  attention::Call call = callOf({1, 4096, 4096, 16, 16, 128, true});
+  auto fwd = attention::specOf(call, target);
+  ASSERT_TRUE(bool(fwd)) << llvm::toString(fwd.takeError());
+  TileConfig def = getTemplate(*fwd).defaultConfig(*fwd);
+  EXPECT_EQ(def.canonical(), "bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 "
+                             "raster=1 raster_heads=8 stages=2 take=1");
+  expectTheTunersCheckPasses(*fwd, {""}, loadBuilt);
 }
 
 TEST_F(GpuAttention, TheTunersCheckRunsPackedSequencesOfRaggedLengths) {
