@@ -59,8 +59,8 @@
 // with `lpt_heads` too, the tiles longest first within groups of that many
 // units (KV heads, or parts of a split group), the groups in turn.
 // Together the default at head dim 128 where the spec says deterministic =
-// 0 (lpt with at most four rounds of tiles, bench/NOTES.md b25, and Q and
-// dO of 64 MiB at most, b38; take under
+// 0 (lpt with at most four rounds of tiles, bench/NOTES.md b25, and all
+// heads' Q and dO of 64 MiB at most, b38; take under
 // a causal mask with 8192 queries or more, b27, and on packed sequences
 // for every mask and length, b33; lpt_heads = 4 with take where four
 // units' Q and dO take 16 MiB or less, b28; on packed sequences lpt
@@ -305,8 +305,8 @@ public:
          "with persist under a causal mask: the tiles taken longest first across every head "
          "(every head's first key tile, then every head's second, ...; packed sequences: "
          "every sequence's tiles counted from its own last one), not each head's in turn (the "
-         "default where the tiles are at most four rounds of the multiprocessors and every "
-         "head's Q and dO take 64 MiB or less, and tuned; 0 when left out)"},
+         "default where the tiles are at most four rounds of the multiprocessors and all "
+         "heads' Q and dO take 64 MiB or less together, and tuned; 0 when left out)"},
         {"take", 0, 1, true,
          "with persist: each program takes its next tile from a counter when it is ready for "
          "it (an atomic addition; the tiles in the order above, to whichever program asks "
@@ -560,14 +560,16 @@ public:
         // alone on the four fused ragged packs of
         // bench/attn_packed_shapes.json, 1-3 % with groups of four on two
         // of 8192 at most), and never lpt cost 17 % on an equal-length pack
-        // of 256 programs (B4 H8 KV1 S4096, b35). Never in groups there
+        // of 512 programs (B4 H8 KV1 S4096, b35). Never in groups there
         // (a group's units are mostly one sequence's KV heads).
-        // lpt only where every unit's Q and dO take 64 MiB or less
-        // (kLptOrderBytes; b38, H100, packed, two alternated rounds: 14-21 %
+        // lpt without groups only where every unit's Q and dO take 64 MiB
+        // or less together (kLptOrderBytes, counted at the longest
+        // sequence's rows; b38, H100, packed, two alternated rounds: 14-21 %
         // less time at 64 MiB, B4 H8 KV1 S4096 and a ragged pack of 4
         // documents of at most 4096 rows, and 9 % on a GQA pack of 1500 and
-        // 4096 rows; 5 % more at B2 H32 KV8 S4096, 128 MiB; counted at the
-        // longest sequence's rows).
+        // 4096 rows, 87 MiB of rows but counted as 128; 5 % more at B2 H32
+        // KV8 S4096, 128 MiB). Taken as bound for BSHD too, not measured
+        // there. (Groups of four below keep their own bound.)
         if (p.deterministic)
           return fused;
         bool thd = p.layout == attention::Layout::THD;

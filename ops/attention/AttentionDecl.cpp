@@ -130,7 +130,7 @@ double byHeadShareExcess(const Params &p, int64_t bm, int64_t bn, int64_t progra
   if (programs < 1)
     return 1.0;
   std::vector<double> load(programs, 0.0);
-  double total = 0;
+  double total = 0, longest = 0;
   for (int64_t t = 0; t < tiles; ++t) {
     int64_t m = mTiles - 1 - t % mTiles;
     int64_t keys = p.causal ? std::min(p.sk, (m + 1) * bm) : p.sk;
@@ -138,8 +138,9 @@ double byHeadShareExcess(const Params &p, int64_t bm, int64_t bn, int64_t progra
     int64_t round = t / programs, q = t % programs;
     load[round % 2 ? programs - 1 - q : q] += steps;
     total += steps;
+    longest = std::max(longest, steps);
   }
-  return *std::max_element(load.begin(), load.end()) / (total / double(programs));
+  return *std::max_element(load.begin(), load.end()) / std::max(total / double(programs), longest);
 }
 
 double Params::flops() const {

@@ -69,13 +69,14 @@ struct Params;
 /// so only there do callers build one.
 bool atomicDqTunable(const Params &p);
 /// How far the slowest program of attn_fwd's persistent grid of `programs`
-/// is above an even share where the tiles (bm rows, bn keys a step) are
-/// shared out in advance in the snake order of raster 1 (each head's row
-/// tiles, the last ones first): its steps (a tile's key tiles and one
-/// more) over the mean; 1 for an even share, and where there are more than
-/// 2^20 tiles (not counted). As bench/attn_walk_model.py finds: about 1.03
-/// at 32 heads of 4096 to 32768 rows, 1.5 at 16 heads, 1.8 at 8 of 8192 or
-/// 16384 (bench/NOTES.md b38).
+/// is above the best share there can be where the tiles (bm rows, bn keys
+/// a step) are shared out in advance in the snake order of raster 1 (each
+/// head's row tiles, the last ones first): its steps (a tile's key tiles
+/// and one more) over the larger of the mean and the longest tile's; 1
+/// where no share could do better (one round of tiles or fewer, say), and
+/// where there are more than 2^20 tiles (not counted). As
+/// bench/attn_walk_model.py finds: about 1.03 at 32 heads of 4096 to 32768
+/// rows, 1.5 at 16 heads, 1.8 at 8 of 8192 or 16384 (bench/NOTES.md b38).
 double byHeadShareExcess(const Params &p, int64_t bm, int64_t bn, int64_t programs);
 
 /// A spec of attn_fwd or attn_bwd, field by field. Q is [b, sq, hq, d] (BSHD),

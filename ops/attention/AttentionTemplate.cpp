@@ -46,7 +46,10 @@
 // turns between the two consumers: one issues its products while the other
 // runs its softmax), persistent (the grid, capped at launch), take (the
 // persistent grid's tiles from a counter; the default on packed sequences,
-// where the producer passes over the tiles past their sequence's rows).
+// where the producer passes over the tiles past their sequence's rows, and
+// by head under a causal mask where a share fixed in advance would be
+// uneven), raster_heads (raster 1's heads in groups, the last rows of a
+// group first).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/EmbeddedSources.h"
@@ -151,7 +154,9 @@ SmallVector<Value> onlineSoftmax(KernelMath &km, RankedTensorType sType, Value s
 /// one sequence, the tiles of the last query rows (the most keys under a
 /// causal mask) first; by raster 0 that row tile of every head before the
 /// next, by raster 1 every row tile of one head before the next head (the
-/// programs running together then read the same K and V, which L2 keeps).
+/// programs running together then read the same K and V, which L2 keeps),
+/// with raster_heads every row tile of a group of heads, that row tile of
+/// each of the group's heads before the next.
 struct TilePlace {
   Value seq, head, bh, kvHead, q0;
 };
@@ -344,6 +349,10 @@ public:
     attention::Params p(ks);
     if (auto err = cfg.checkKeys(configKeys()))
       return err;
+    if (cfg.has("raster_heads") && cfg.get("raster_heads") > 1 &&
+        !(cfg.has("raster") && cfg.get("raster") != 0))
+      return configError("raster_heads needs raster = 1 (raster 0 takes a row tile of every "
+                         "head at a time)");
     if (!p.target.hasWgmma())
       return checkSm80(p, cfg);
     Shape s = shapeOf(p, cfg);
@@ -367,9 +376,6 @@ public:
     if (s.take && !s.persistent)
       return configError("take needs persistent = 1 (it is how a persistent program finds its "
                          "next tile)");
-    if (s.rasterHeads > 1 && !s.byHead)
-      return configError("raster_heads needs raster = 1 (raster 0 takes a row tile of every "
-                         "head at a time)");
     // Seen to spill (60-68 bytes at d = 64 and 128), where 2 stages or
     // ping-pong did not.
     if (s.persistent && s.overlap && !s.pingpong && s.stages > 2)

@@ -1287,11 +1287,13 @@ TEST_F(GpuAttention, BackwardFusedOnPackedSequences) {
   cases(128, persistent, false, 5);
   cases(128, std::string(persistent) + " take=1", false, 7);
   // (lpt: each sequence's key tiles counted from its own last one, taken
-  // from the counter, alone and in groups of heads.)
+  // from the counter, alone and in groups of heads; also with a sequence
+  // whose queries have no keys, its rotation by none.)
   const char *lpt = "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 lpt=1 overlap=1 persist=1 "
                     "stages=2 take=1";
   cases(128, lpt, false, 7, /*causalOnly=*/true);
   cases(128, std::string(lpt) + " lpt_heads=2", false, 5, /*causalOnly=*/true);
+  runBackward(packed({10, 90, 300}, {10, 0, 300}, 2, 2, 128, true, lpt, 3));
 }
 
 /// The tuner's check of each of `configs` (empty: the default) on `spec`:

@@ -258,9 +258,9 @@ TEST(AttentionCompile, RowTilesOfGroupsOfHeadsBuildWithoutSpills) {
 TEST(AttentionCompile, ForwardDefaultTakesTilesWhereASharedOutGridIsUneven) {
   // Programs by head (raster 1, many KV heads) under a causal mask take
   // their tiles from the counter in groups of 8 heads where the share fixed
-  // in advance leaves the slowest program more than 10 % above an even
-  // share (16 heads: about 1.5; 8: 1.8), not at 32 heads (1.03), nor
-  // without the mask, nor by row tile (raster 0, one KV head).
+  // in advance leaves the slowest program more than 10 % above the best
+  // share there can be (16 heads: about 1.5; 8: 1.8), not at 32 heads
+  // (1.03), nor without the mask, nor by row tile (raster 0, one KV head).
   const KernelTemplate &fwd = getTemplate(attention::forwardOp());
   attention::Params p = params(128, true);
   p.hq = p.hkv = 32;
@@ -291,6 +291,13 @@ TEST(AttentionCompile, ForwardDefaultTakesTilesWhereASharedOutGridIsUneven) {
     EXPECT_FALSE(c.has("take")) << hq << " " << hkv << " " << sq << " " << causal << ": "
                                 << c.canonical();
   }
+  // (No share does better than one tile a program: B1 H8 S2048 causal, 128
+  // tiles of 1 to 16 key tiles on 132 programs, is not taken.)
+  attention::Params round = p;
+  round.hq = round.hkv = 8;
+  round.sq = round.sk = 2048;
+  EXPECT_DOUBLE_EQ(attention::byHeadShareExcess(round, 128, 128, 132), 1.0);
+  EXPECT_FALSE(fwd.defaultConfig(round).has("take")) << fwd.defaultConfig(round).canonical();
   // (One round of equal tiles is an even share; more than 2^20 tiles are
   // not counted.)
   attention::Params even = p;
