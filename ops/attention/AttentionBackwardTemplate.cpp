@@ -588,6 +588,24 @@ public:
             persistent.set("lpt_heads", kLptGroup);
           }
         }
+        // Below 8192 queries, where each unit's tiles in turn shared out in
+        // advance would leave the slowest program more than 10 % above
+        // the best share there can be (dkvShareExcess: B1 H40 S4096 1.17,
+        // B1 H20 S4096 1.40; 32 heads 1.03), the tiles taken longest
+        // first, across every unit where their Q and dO fit the bound
+        // above, else in groups of four (b38: H100, MHA of 40 heads at
+        // S4096 0.97 x cuDNN and of 20 heads 0.95 with the share fixed in
+        // advance).
+        if (p.causal && p.sq < 8192 && !thd && !persistent.has("lpt") &&
+            attention::dkvShareExcess(p, 128, 64, p.target.smCount()) > 1.10) {
+          if (lptGroupBytes(p, units) <= kLptOrderBytes) {
+            persistent.set("lpt", 1);
+          } else if (lptGroupBytes(p, kLptGroup) <= kLptGroupBytes) {
+            persistent.set("lpt", 1);
+            persistent.set("lpt_heads", kLptGroup);
+          }
+          persistent.set("take", 1);
+        }
         if (llvm::Error err = checkConfig(ks, persistent)) {
           llvm::consumeError(std::move(err));
           return fused;

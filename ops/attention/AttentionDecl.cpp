@@ -1,6 +1,7 @@
 //===- AttentionDecl.cpp --------------------------------------------------===//
 #include "ops/attention/AttentionDecl.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/Twine.h"
 
 #include <algorithm>
@@ -121,10 +122,10 @@ int64_t backwardHeadSplit(int64_t b, int64_t hq, int64_t hkv, int64_t sk) {
   return group;
 }
 
-double byHeadShareExcess(const Params &p, int64_t bm, int64_t bn, int64_t programs) {
-  int64_t mTiles = (p.sq + bm - 1) / bm, tiles;
-  if (bm < 1 || bn < 1 || __builtin_mul_overflow(mTiles, p.b, &tiles) ||
-      __builtin_mul_overflow(tiles, p.hq, &tiles) || tiles > (int64_t(1) << 20))
+double snakeShareExcess(llvm::ArrayRef<double> steps, int64_t units, int64_t programs) {
+  int64_t per = int64_t(steps.size()), tiles;
+  if (per < 1 || units < 1 || __builtin_mul_overflow(per, units, &tiles) ||
+      tiles > (int64_t(1) << 20))
     return 1.0;
   programs = std::min(programs, tiles);
   if (programs < 1)
@@ -132,15 +133,42 @@ double byHeadShareExcess(const Params &p, int64_t bm, int64_t bn, int64_t progra
   std::vector<double> load(programs, 0.0);
   double total = 0, longest = 0;
   for (int64_t t = 0; t < tiles; ++t) {
-    int64_t m = mTiles - 1 - t % mTiles;
-    int64_t keys = p.causal ? std::min(p.sk, (m + 1) * bm) : p.sk;
-    double steps = double((keys + bn - 1) / bn + 1);
+    double w = steps[t % per];
     int64_t round = t / programs, q = t % programs;
-    load[round % 2 ? programs - 1 - q : q] += steps;
-    total += steps;
-    longest = std::max(longest, steps);
+    load[round % 2 ? programs - 1 - q : q] += w;
+    total += w;
+    longest = std::max(longest, w);
   }
   return *std::max_element(load.begin(), load.end()) / std::max(total / double(programs), longest);
+}
+
+double byHeadShareExcess(const Params &p, int64_t bm, int64_t bn, int64_t programs) {
+  if (bm < 1 || bn < 1 || p.sq < 1 || p.sq / bm > (int64_t(1) << 20))
+    return 1.0;
+  int64_t mTiles = (p.sq + bm - 1) / bm, units;
+  if (__builtin_mul_overflow(p.b, p.hq, &units))
+    return 1.0;
+  std::vector<double> steps(mTiles);
+  for (int64_t i = 0; i < mTiles; ++i) {
+    int64_t m = mTiles - 1 - i;
+    int64_t keys = p.causal ? std::min(p.sk, (m + 1) * bm) : p.sk;
+    steps[i] = double((keys + bn - 1) / bn + 1);
+  }
+  return snakeShareExcess(steps, units, programs);
+}
+
+double dkvShareExcess(const Params &p, int64_t bn, int64_t kvBm, int64_t programs) {
+  if (bn < 1 || kvBm < 1 || p.sk < 1 || p.sk / bn > (int64_t(1) << 20))
+    return 1.0;
+  int64_t nTiles = (p.sk + bn - 1) / bn, units;
+  int64_t split = backwardHeadSplit(p.b, p.hq, p.hkv, p.sk);
+  if (__builtin_mul_overflow(p.b, p.hkv, &units) || __builtin_mul_overflow(units, split, &units))
+    return 1.0;
+  int64_t queryTiles = (p.sq + kvBm - 1) / kvBm;
+  std::vector<double> steps(nTiles);
+  for (int64_t n = 0; n < nTiles; ++n)
+    steps[n] = double(std::max<int64_t>(p.causal ? queryTiles - n * bn / kvBm : queryTiles, 0) + 2);
+  return snakeShareExcess(steps, units, programs);
 }
 
 double Params::flops() const {

@@ -13,6 +13,8 @@
 
 #include "core/KernelSpec.h"
 
+#include "llvm/ADT/ArrayRef.h"
+
 namespace tilejit::attention {
 
 /// The parameters' positions in a spec, in canonical order (Deterministic:
@@ -68,16 +70,26 @@ struct Params;
 /// there does a nondeterministic spec differ from the deterministic one,
 /// so only there do callers build one.
 bool atomicDqTunable(const Params &p);
-/// How far the slowest program of attn_fwd's persistent grid of `programs`
-/// is above the best share there can be where the tiles (bm rows, bn keys
-/// a step) are shared out in advance in the snake order of raster 1 (each
-/// head's row tiles, the last ones first): its steps (a tile's key tiles
-/// and one more) over the larger of the mean and the longest tile's; 1
-/// where no share could do better (one round of tiles or fewer, say), and
-/// where there are more than 2^20 tiles (not counted). As
-/// bench/attn_walk_model.py finds: about 1.03 at 32 heads of 4096 to 32768
-/// rows, 1.5 at 16 heads, 1.8 at 8 of 8192 or 16384 (bench/NOTES.md b38).
+/// How far the slowest of `programs` persistent programs is above the best
+/// share there can be where `units` runs of tiles, tile i of each run taking
+/// steps[i] steps, are shared out in advance in the snake order of
+/// attn_fwd's and attn_bwd's persistent grids (round j's tiles to the
+/// programs in turn, odd rounds from the last program): its steps over the
+/// larger of the mean and the longest tile's. 1 where no share could do
+/// better (one round of tiles or fewer, say), and where there are more than
+/// 2^20 tiles (not counted).
+double snakeShareExcess(llvm::ArrayRef<double> steps, int64_t units, int64_t programs);
+/// That of attn_fwd's grid by head (raster 1): each head's row tiles of bm
+/// rows, the last ones first, a tile's steps its key tiles of bn and one
+/// more. As bench/attn_walk_model.py finds: about 1.03 at 32 heads of 4096
+/// to 32768 rows, 1.5 at 16 heads, 1.8 at 8 of 8192 or 16384 (bench/NOTES.md
+/// b38).
 double byHeadShareExcess(const Params &p, int64_t bm, int64_t bn, int64_t programs);
+/// That of attn_bwd's dK/dV grid: each unit's (a sequence's KV head, or one
+/// part of its query heads where backwardHeadSplit splits them) key tiles of
+/// bn, the first ones first, a tile's steps its query tiles of kv_bm and two
+/// more (its dK and dV stores).
+double dkvShareExcess(const Params &p, int64_t bn, int64_t kvBm, int64_t programs);
 
 /// A spec of attn_fwd or attn_bwd, field by field. Q is [b, sq, hq, d] (BSHD),
 /// [b, hq, sq, d] (BHSD) or [tokens, hq, d] (THD: b sequences of at most sq

@@ -1525,6 +1525,24 @@ TEST(AttentionCompile, NondeterministicDefaultIsFusedAtHeadDim128) {
     packedDefault.set("take", 1);
     EXPECT_EQ(t.defaultConfig(thd).canonical(), packedDefault.canonical()) << "b " << b;
   }
+  // Below 8192 queries, where each unit's tiles in turn shared out in
+  // advance would be uneven (dkvShareExcess over 1.10), taken longest
+  // first: across every unit where their Q and dO take 64 MiB or less (B1
+  // H20 S4096, 40 MiB), else in groups of four (B1 H40 S4096, 80 MiB); not
+  // at 32 heads (1.03).
+  for (auto [heads, excess, want] :
+       {std::tuple{20, 1.40, "lpt=1 overlap=1 persist=1 stages=2 take=1"},
+        std::tuple{40, 1.17, "lpt=1 lpt_heads=4 overlap=1 persist=1 stages=2 take=1"},
+        std::tuple{32, 1.03, "overlap=1 persist=1 stages=2"}}) {
+    attention::Params q = nondeterministic(128, true);
+    q.b = 1;
+    q.hq = q.hkv = heads;
+    q.sq = q.sk = 4096;
+    EXPECT_NEAR(attention::dkvShareExcess(q, 128, 64, 132), excess, 0.005) << heads;
+    EXPECT_EQ(t.defaultConfig(q).canonical(),
+              std::string("bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 ") + want)
+        << heads;
+  }
   // lpt only where every unit's Q and dO take 64 MiB or less: B4 H8 KV1
   // S4096 (split 4 ways, 64 MiB), not B2 H32 KV8 S4096 (128 MiB), both
   // layouts.
