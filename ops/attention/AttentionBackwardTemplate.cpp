@@ -65,7 +65,9 @@
 // for every mask and length, b33; lpt_heads = 4 with take where four
 // units' Q and dO take 16 MiB or less, b28; on packed sequences lpt
 // only without groups, a sequence's key tiles counted from its own last
-// one, b38).
+// one, b38; below 8192 queries under a causal mask lpt with take, across
+// every unit or in groups of four, where the share fixed in advance would
+// be uneven, dkvShareExcess, b38).
 // The additions come in any order (not bitwise repeatable) where the spec
 // says deterministic = 0: at head dim 128 on the H100 against the two
 // kernels 12-14 % less time at 16384 keys causal and at 4 x 2048 keys,
@@ -306,20 +308,22 @@ public:
          "(every head's first key tile, then every head's second, ...; packed sequences: "
          "every sequence's tiles counted from its own last one), not each head's in turn (the "
          "default where the tiles are at most four rounds of the multiprocessors and all "
-         "heads' Q and dO take 64 MiB or less together, and tuned; 0 when left out)"},
+         "heads' Q and dO take 64 MiB or less together, or with take where a share fixed in "
+         "advance would be uneven, and tuned; 0 when left out)"},
         {"take", 0, 1, true,
          "with persist: each program takes its next tile from a counter when it is ready for "
          "it (an atomic addition; the tiles in the order above, to whichever program asks "
          "first, as the hardware hands out a grid's programs), not a share fixed in advance "
-         "(the default at head dim 128 under a causal mask with 8192 queries or more, and "
+         "(the default at head dim 128 under a causal mask with 8192 queries or more, on "
+         "packed sequences, and with lpt where a share fixed in advance would be uneven, and "
          "tuned; 0 when left out)"},
         {"lpt_heads", 0, 1024, true,
          "with lpt and take: the tiles longest first across this many KV heads of the "
          "sequences (each part of a split group counted as one) at a time, those groups in "
          "turn, so that the programs at work read few heads' queries (L2 keeps them) and still "
          "end on the shortest tiles (4 tuned under a causal mask, and the default with take "
-         "where four units' Q and dO take 16 MiB or less; 0 when left out: across every head "
-         "at once)"},
+         "where four units' Q and dO take 16 MiB or less, from 8192 queries or where a share "
+         "fixed in advance would be uneven; 0 when left out: across every head at once)"},
     };
     return keys;
   }
@@ -593,18 +597,23 @@ public:
         // the best share there can be (dkvShareExcess: B1 H40 S4096 1.17,
         // B1 H20 S4096 1.40; 32 heads 1.03), the tiles taken longest
         // first, across every unit where their Q and dO fit the bound
-        // above, else in groups of four (b38: H100, MHA of 40 heads at
-        // S4096 0.97 x cuDNN and of 20 heads 0.95 with the share fixed in
-        // advance).
+        // above, else in groups of four where a group's fit b28's (b38:
+        // H100, 8-19 % less time at B1 H40, H20 and H48 S4096; with the
+        // share fixed in advance MHA of 40 heads at S4096 was 0.97 x cuDNN
+        // and of 20 heads 0.95). Where neither fits (GQA, several query
+        // heads a unit), the share stays fixed: taken in each unit's order
+        // alone, 5 % more time at B1 H32 S4096 (b27), and not measured
+        // there.
         if (p.causal && p.sq < 8192 && !thd && !persistent.has("lpt") &&
             attention::dkvShareExcess(p, 128, 64, p.target.smCount()) > 1.10) {
           if (lptGroupBytes(p, units) <= kLptOrderBytes) {
             persistent.set("lpt", 1);
+            persistent.set("take", 1);
           } else if (lptGroupBytes(p, kLptGroup) <= kLptGroupBytes) {
             persistent.set("lpt", 1);
             persistent.set("lpt_heads", kLptGroup);
+            persistent.set("take", 1);
           }
-          persistent.set("take", 1);
         }
         if (llvm::Error err = checkConfig(ks, persistent)) {
           llvm::consumeError(std::move(err));

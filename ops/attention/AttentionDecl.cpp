@@ -139,7 +139,8 @@ double snakeShareExcess(llvm::ArrayRef<double> steps, int64_t units, int64_t pro
     total += w;
     longest = std::max(longest, w);
   }
-  return *std::max_element(load.begin(), load.end()) / std::max(total / double(programs), longest);
+  double best = std::max(total / double(programs), longest);
+  return best > 0 ? *std::max_element(load.begin(), load.end()) / best : 1.0;
 }
 
 double byHeadShareExcess(const Params &p, int64_t bm, int64_t bn, int64_t programs) {
@@ -165,9 +166,12 @@ double dkvShareExcess(const Params &p, int64_t bn, int64_t kvBm, int64_t program
   if (__builtin_mul_overflow(p.b, p.hkv, &units) || __builtin_mul_overflow(units, split, &units))
     return 1.0;
   int64_t queryTiles = (p.sq + kvBm - 1) / kvBm;
+  double heads = double(std::max<int64_t>(1, p.hq / std::max<int64_t>(p.hkv, 1) / split));
   std::vector<double> steps(nTiles);
   for (int64_t n = 0; n < nTiles; ++n)
-    steps[n] = double(std::max<int64_t>(p.causal ? queryTiles - n * bn / kvBm : queryTiles, 0) + 2);
+    steps[n] =
+        heads * double(std::max<int64_t>(p.causal ? queryTiles - n * bn / kvBm : queryTiles, 0)) +
+        2;
   return snakeShareExcess(steps, units, programs);
 }
 

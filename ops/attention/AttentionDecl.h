@@ -87,8 +87,8 @@ double snakeShareExcess(llvm::ArrayRef<double> steps, int64_t units, int64_t pro
 double byHeadShareExcess(const Params &p, int64_t bm, int64_t bn, int64_t programs);
 /// That of attn_bwd's dK/dV grid: each unit's (a sequence's KV head, or one
 /// part of its query heads where backwardHeadSplit splits them) key tiles of
-/// bn, the first ones first, a tile's steps its query tiles of kv_bm and two
-/// more (its dK and dV stores).
+/// bn, the first ones first, a tile's steps its query tiles of kv_bm for
+/// each of the unit's query heads and two more (its dK and dV stores).
 double dkvShareExcess(const Params &p, int64_t bn, int64_t kvBm, int64_t programs);
 
 /// A spec of attn_fwd or attn_bwd, field by field. Q is [b, sq, hq, d] (BSHD),

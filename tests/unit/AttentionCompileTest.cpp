@@ -1542,6 +1542,25 @@ TEST(AttentionCompile, NondeterministicDefaultIsFusedAtHeadDim128) {
     EXPECT_EQ(t.defaultConfig(q).canonical(),
               std::string("bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 ") + want)
         << heads;
+    // (Packed sequences keep theirs: taken, without lpt at these more than
+    // four rounds of tiles.)
+    q.layout = Layout::THD;
+    EXPECT_EQ(t.defaultConfig(q).canonical(),
+              "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2 take=1")
+        << heads;
+  }
+  // Where neither bound fits (GQA: four query heads a unit, B2 H32 KV8
+  // S4096, 128 MiB, and 32 MiB a group of four), the share stays fixed
+  // though uneven.
+  {
+    attention::Params q = nondeterministic(128, true);
+    q.b = 2;
+    q.hq = 32;
+    q.hkv = 8;
+    q.sq = q.sk = 4096;
+    EXPECT_GT(attention::dkvShareExcess(q, 128, 64, 132), 1.10);
+    EXPECT_EQ(t.defaultConfig(q).canonical(),
+              "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2");
   }
   // lpt only where every unit's Q and dO take 64 MiB or less: B4 H8 KV1
   // S4096 (split 4 ways, 64 MiB), not B2 H32 KV8 S4096 (128 MiB), both
