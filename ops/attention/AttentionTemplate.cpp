@@ -316,11 +316,12 @@ public:
     // others).
     // Programs by head under a causal mask take their tiles too where a
     // share fixed in advance would leave the slowest program more than 10
-    // % above an even one (byHeadShareExcess: 1.5 at 16 heads, 1.8 at 8),
+    // % above the best share there can be (byHeadShareExcess: 1.5 at 16
+    // heads, 1.8 at 8; 1.17-1.40 at 40, 20 and 24 heads: 9-17 % less time),
     // in groups of 8 heads, the last rows first (raster_heads; b38, H100,
     // two alternated rounds in each of two calls: 24-37 % less time at B1
     // H16 S4096 to S16384 and B1 H8 S8192). Not at 32 heads (1.03 above
-    // even): taken, alone or in groups, 1.3-13 % more time at S2048 to
+    // even): taken, alone or in groups, 1.3-14 % more time at S2048 to
     // S8192; at S16384 taken alone within the runs' spread over eight
     // rounds in four calls (-5 to +6 %), 1 % more at B2 H32 KV8.
     TileConfig c = p.d == 256  ? make(2, 64, 2, 0, 0)
