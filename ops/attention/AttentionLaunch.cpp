@@ -352,14 +352,14 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
   if (!take)
     return kernel.launch(0, args, want, stream);
   // (The counter is 32 bits: every tile and each program's last take must
-  // count below 2^31, as the backward's; bm is at least 64 rows, and the
-  // programs are at most the cap and the tiles.)
-  int64_t tiles = (c.sq + 63) / 64 * c.b * c.hq,
-          programs =
-              std::min<int64_t>(c.maxPrograms > 0 ? c.maxPrograms : std::max(smCount, 1), tiles);
-  if (tiles + programs >= (int64_t(1) << 31))
-    return error("too many tiles for the 32-bit tile counter (ceil(sq / 64) * b * hq = " +
-                 llvm::Twine(tiles) + ")");
+  // count below 2^31; bm is at least 64 rows, and the programs are at most
+  // the cap and the tiles.)
+  if (!takeCounterFits({c.sq / 64 + (c.sq % 64 != 0), c.b, c.hq},
+                       c.maxPrograms > 0 ? c.maxPrograms : std::max(smCount, 1)))
+    return error("too many tiles for the 32-bit tile counter (ceil(sq / 64) * b * hq tiles "
+                 "and a take past the last for each program must stay below 2^31; sq = " +
+                 llvm::Twine(c.sq) + ", b = " + llvm::Twine(c.b) + ", hq = " + llvm::Twine(c.hq) +
+                 ")");
   // take: the counter in scratch of the stream's (ordered on it, so a
   // graph capture records it), zeroed before the launch, given back after.
   auto counter = StreamBuffer::take(kernel.context(), 16, stream, "attn_fwd: the tile counter");
@@ -372,6 +372,15 @@ llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstr
     return counter->giveBack(drv->error(r, "cuMemsetD8Async (attn_fwd's tile counter)"));
   args[thd ? 11 : 9] = KernelArg::view(counter->ptr(), {4});
   return counter->giveBack(kernel.launch(0, args, want, stream));
+}
+
+bool takeCounterFits(llvm::ArrayRef<int64_t> factors, int64_t cap) {
+  int64_t tiles = 1;
+  for (int64_t f : factors)
+    if (f < 0 || __builtin_mul_overflow(tiles, f, &tiles))
+      return false;
+  int64_t programs = std::min(std::max<int64_t>(cap, 0), tiles);
+  return tiles < (int64_t(1) << 31) && tiles + programs < (int64_t(1) << 31);
 }
 
 bool fusedBackward(const LoadedKernel &kernel) { return kernel.numEntries() == 4; }
@@ -434,18 +443,13 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
                      llvm::Twine(c.hkv) + ") cannot be split " + llvm::Twine(w.split) + " ways",
                  op);
   // Take counts its tiles in 32 bits, and each program counts once past the
-  // last (so up to tiles + programs, programs at most tiles): at most
-  // ceil(sk / 64) tiles of each sequence's KV head and part of the split (a
-  // tile has 64 keys or more), fewer than 2^31.
-  if (take) {
-    int64_t tiles = c.sk / 64 + (c.sk % 64 != 0);
-    if (__builtin_mul_overflow(tiles, c.b, &tiles) ||
-        __builtin_mul_overflow(tiles, c.hkv, &tiles) ||
-        __builtin_mul_overflow(tiles, w.split, &tiles) || tiles >= (int64_t(1) << 31))
-      return error("the kernel takes its tiles from a 32-bit counter; this call may have 2^31 "
-                   "tiles or more (b * hkv * split * ceil(sk / 64))",
-                   op);
-  }
+  // last (so up to tiles + programs, programs at most tiles, compared
+  // unsigned): at most ceil(sk / 64) tiles of each sequence's KV head and
+  // part of the split (a tile has 64 keys or more), fewer than 2^31.
+  if (take && !takeCounterFits({c.sk / 64 + (c.sk % 64 != 0), c.b, c.hkv, w.split}, 0))
+    return error("the kernel takes its tiles from a 32-bit counter; this call may have 2^31 "
+                 "tiles or more (b * hkv * split * ceil(sk / 64))",
+                 op);
   if (!c.workspace || c.workspace % 16 != 0)
     return error("the workspace (" + llvm::Twine(backwardWorkspaceBytes(c)) +
                      " bytes) must be given, 16-byte aligned",

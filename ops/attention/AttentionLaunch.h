@@ -105,6 +105,12 @@ llvm::Expected<KernelSpec> backwardSpecOf(const Call &call, const Target &target
 /// them with. -1 for sizes whose bytes would not fit in 64 bits.
 int64_t backwardWorkspaceBytes(const Call &call, bool fused = false);
 
+/// Whether a persistent grid that takes its tiles from a 32-bit counter
+/// (config take) stays within it: the tiles, the product of `factors`
+/// (counted without overflow), and each of min(cap, tiles) programs' one
+/// take past the last, below 2^31 together (cap 0: the tiles alone).
+bool takeCounterFits(llvm::ArrayRef<int64_t> factors, int64_t cap);
+
 /// Whether `kernel` (built for backwardSpecOf) is a fused config's: dQ
 /// added into f32 sums by the dK/dV kernel.
 bool fusedBackward(const LoadedKernel &kernel);

@@ -230,6 +230,29 @@ TEST(AttentionCompile, EveryConfigOfTheGpuTestsBuilds) {
   expectClean(params(64, true), *TileConfig::parse("bm=128 bn=192 consumers=2 stages=2"));
 }
 
+TEST(AttentionLaunch, TakeCountersStayBelowTwoToThe31) {
+  // A persistent grid that takes its tiles from a 32-bit counter: the tiles
+  // and each program's take past the last below 2^31 (the forward's launch
+  // refuses more, ceil(sq / 64) * b * hq tiles and min(cap, tiles)
+  // programs; the backward's counts its tiles alone, cap 0).
+  const int64_t limit = int64_t(1) << 31;
+  EXPECT_TRUE(attention::takeCounterFits({64, 4, 32}, 132));
+  EXPECT_TRUE(attention::takeCounterFits({limit - 133}, 132));
+  EXPECT_FALSE(attention::takeCounterFits({limit - 132}, 132));
+  EXPECT_TRUE(attention::takeCounterFits({limit - 1}, 0));
+  EXPECT_FALSE(attention::takeCounterFits({limit}, 0));
+  // (2^22 sequences of at most 4096 rows, 8 heads: 2^31 tiles.)
+  EXPECT_FALSE(attention::takeCounterFits({64, int64_t(1) << 22, 8}, 132));
+  EXPECT_TRUE(attention::takeCounterFits({64, (int64_t(1) << 22) - 1, 8}, 132));
+  // (Fewer tiles than programs: each counts one take past the last.)
+  EXPECT_TRUE(attention::takeCounterFits({(limit - 1) / 2}, limit));
+  EXPECT_FALSE(attention::takeCounterFits({limit / 2}, limit));
+  // (A product past 64 bits, or a negative size, never fits.)
+  EXPECT_FALSE(attention::takeCounterFits({int64_t(1) << 40, int64_t(1) << 40}, 0));
+  EXPECT_FALSE(attention::takeCounterFits({-1, 64}, 0));
+  EXPECT_TRUE(attention::takeCounterFits({0, 64}, 132));
+}
+
 TEST(AttentionCompile, RowTilesOfGroupsOfHeadsBuildWithoutSpills) {
   // raster_heads: the configs of the GPU test build clean, both layouts;
   // with raster 0 it is refused by name.
