@@ -256,6 +256,24 @@ public:
             }
       return out;
     }
+    // By head under a causal mask with the share fixed in advance (the
+    // default where the snake's share is even enough, byHeadShareExcess),
+    // the default taking its tiles in groups of 8 heads second: near the
+    // default's threshold a tuning sees both (the loop below has no taken
+    // configs outside packed sequences; where the default takes, it has
+    // the shares fixed in advance).
+    attention::Params pk(ks);
+    const TileConfig &def = out.front();
+    if (pk.causal && pk.layout != attention::Layout::THD && def.has("persistent") &&
+        def.get("persistent") && def.has("raster") && def.get("raster") && !def.has("take")) {
+      TileConfig grouped = def;
+      grouped.set("take", 1);
+      grouped.set("raster_heads", 8);
+      if (llvm::Error err = checkConfig(ks, grouped))
+        llvm::consumeError(std::move(err));
+      else
+        out.push_back(std::move(grouped));
+    }
     // Ping-pong last: each config with overlap and two consumers again,
     // taking turns; each with a persistent grid first, then a program a tile.
     for (bool pingpong : {false, true})

@@ -314,6 +314,27 @@ TEST(AttentionCompile, ForwardDefaultTakesTilesWhereASharedOutGridIsUneven) {
     EXPECT_FALSE(c.has("take")) << hq << " " << hkv << " " << sq << " " << causal << ": "
                                 << c.canonical();
   }
+  // The tuning space: where the default shares out in advance (32 heads),
+  // the default taken in groups of 8 second; where it takes (16 heads),
+  // shares fixed in advance by head in the space, and no other taken one.
+  {
+    attention::Params q = p;
+    q.sq = q.sk = 4096;
+    std::vector<TileConfig> space = fwd.configSpace(q.spec());
+    ASSERT_GE(space.size(), 2u);
+    TileConfig grouped = space[0];
+    grouped.set("take", 1);
+    grouped.set("raster_heads", 8);
+    EXPECT_EQ(space[1].canonical(), grouped.canonical());
+    q.hq = q.hkv = 16;
+    space = fwd.configSpace(q.spec());
+    int fixedByHead = 0;
+    for (size_t i = 1; i < space.size(); ++i) {
+      EXPECT_FALSE(space[i].has("take")) << space[i].canonical();
+      fixedByHead += space[i].has("persistent") && space[i].get("raster");
+    }
+    EXPECT_GT(fixedByHead, 0);
+  }
   // (No share does better than one tile a program: B1 H8 S2048 causal, 128
   // tiles of 1 to 16 key tiles on 132 programs, is not taken.)
   attention::Params round = p;
