@@ -5,6 +5,7 @@
 #include "llvm/ADT/Twine.h"
 
 #include <algorithm>
+#include <numeric>
 #include <vector>
 
 namespace tilejit::attention {
@@ -130,17 +131,35 @@ double snakeShareExcess(llvm::ArrayRef<double> steps, int64_t units, int64_t pro
   programs = std::min(programs, tiles);
   if (programs < 1)
     return 1.0;
-  std::vector<double> load(programs, 0.0);
-  double total = 0, longest = 0;
-  for (int64_t t = 0; t < tiles; ++t) {
+  // Tile t's steps repeat every `per` tiles and its program every two
+  // rounds, so the loads repeat every lcm(per, 2 programs) tiles: that
+  // many are walked once (the whole periods counted by multiplying) and
+  // the rest are the period's first ones. (The sums are of whole numbers,
+  // exact in doubles.)
+  int64_t period = std::lcm(per, 2 * programs);
+  int64_t walked = std::min(tiles, period), rest = tiles % walked;
+  double periods = double(tiles / walked);
+  std::vector<double> load(programs, 0.0), partial;
+  double total = 0, partialTotal = 0, longest = 0;
+  for (int64_t t = 0; t < walked; ++t) {
+    if (t == rest) {
+      partial = load;
+      partialTotal = total;
+    }
     double w = steps[t % per];
     int64_t round = t / programs, q = t % programs;
     load[round % 2 ? programs - 1 - q : q] += w;
     total += w;
     longest = std::max(longest, w);
   }
+  if (rest == 0)
+    partial.assign(programs, 0.0);
+  double most = 0;
+  for (int64_t q = 0; q < programs; ++q)
+    most = std::max(most, periods * load[q] + partial[q]);
+  total = periods * total + partialTotal;
   double best = std::max(total / double(programs), longest);
-  return best > 0 ? *std::max_element(load.begin(), load.end()) / best : 1.0;
+  return best > 0 ? most / best : 1.0;
 }
 
 double byHeadShareExcess(const Params &p, int64_t bm, int64_t bn, int64_t programs) {

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <random>
 #include <tuple>
 
 #include "compiler/Compiler.h"
@@ -19,6 +20,7 @@
 #include "dialects/Tile/TileDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "ops/attention/AttentionLaunch.h"
+#include "tests/support/Seed.h"
 #include "tests/support/SpillRule.h"
 
 using namespace tilejit;
@@ -228,6 +230,38 @@ TEST(AttentionCompile, EveryConfigOfTheGpuTestsBuilds) {
   // The largest the register rule allows.
   expectClean(params(256, false), *TileConfig::parse("bm=128 bn=128 consumers=2 stages=1"));
   expectClean(params(64, true), *TileConfig::parse("bm=128 bn=192 consumers=2 stages=2"));
+}
+
+TEST(AttentionCompile, SnakeShareExcessMatchesAWalkOfEveryTile) {
+  // snakeShareExcess walks one period of the loads (lcm(per, 2 programs)
+  // tiles) and multiplies; a walk of every tile, written here, must give
+  // the same, on runs of tiles whose periods do and do not divide the
+  // tiles, fewer tiles than programs, and one period exactly.
+  auto walk = [](const std::vector<double> &steps, int64_t units, int64_t programs) {
+    int64_t per = int64_t(steps.size()), tiles = per * units;
+    programs = std::min(programs, tiles);
+    std::vector<double> load(programs, 0.0);
+    double total = 0, longest = 0;
+    for (int64_t t = 0; t < tiles; ++t) {
+      int64_t round = t / programs, q = t % programs;
+      load[round % 2 ? programs - 1 - q : q] += steps[t % per];
+      total += steps[t % per];
+      longest = std::max(longest, steps[t % per]);
+    }
+    return *std::max_element(load.begin(), load.end()) /
+           std::max(total / double(programs), longest);
+  };
+  std::mt19937_64 rng(tilejit::testing::testSeed());
+  for (int64_t per : {1, 7, 32, 127, 128, 264})
+    for (int64_t units : {1, 3, 16, 40, 129})
+      for (int64_t programs : {1, 5, 132, 264, 1000}) {
+        std::vector<double> steps(per);
+        for (double &w : steps)
+          w = double(rng() % 200 + 1);
+        EXPECT_DOUBLE_EQ(attention::snakeShareExcess(steps, units, programs),
+                         walk(steps, units, programs))
+            << per << " " << units << " " << programs;
+      }
 }
 
 TEST(AttentionLaunch, TakeCountersStayBelowTwoToThe31) {
