@@ -605,7 +605,8 @@ public:
         // alone, 5 % more time at B1 H32 S4096 (b27), and not measured
         // there.
         if (p.causal && p.sq < 8192 && !thd && !persistent.has("lpt") &&
-            attention::dkvShareExcess(p, 128, 64, p.target.smCount()) > 1.10) {
+            attention::dkvShareExcess(p, persistent.get("bn"), persistent.get("kv_bm"),
+                                      p.target.smCount()) > 1.10) {
           if (lptGroupBytes(p, units) <= kLptOrderBytes) {
             persistent.set("lpt", 1);
             persistent.set("take", 1);
