@@ -189,13 +189,11 @@ def _sdpa_unsupported(q, k, v, a):
     hkv, sk = k.shape[1], k.shape[2]
     if k.shape != v.shape or k.shape[0] != b or k.shape[3] != d:
         return f"k {tuple(k.shape)} and v {tuple(v.shape)} do not match q {tuple(q.shape)}"
-    if d not in _SDPA_HEAD_DIMS:
-        return f"head dim {d} (64, 128 or 256 only)"
-    if b * hq * hkv * sq * sk == 0:
-        return f"an empty size (b={b}, hq={hq}, hkv={hkv}, sq={sq}, sk={sk})"
     why = _sdpa_heads_unsupported(hq, hkv, d, a)
     if why is not None:
         return why
+    if b * hq * hkv * sq * sk == 0:
+        return f"an empty size (b={b}, hq={hq}, hkv={hkv}, sq={sq}, sk={sk})"
     if hq > 1024 or b > (1 << 20) or max(sq, sk) > (1 << 22):
         return f"sizes past the kernel's (b={b}, hq={hq}, sq={sq}, sk={sk})"
     return None
