@@ -75,6 +75,77 @@ std::pair<Value, Value> KernelMath::sequenceRows(Value offsets, Value seq) {
   return {start, sub(end, start)};
 }
 
+TakenTiles TakenTiles::create(KernelMath &km, int64_t consumers, int64_t words) {
+  MLIRContext *ctx = km.b.getContext();
+  auto two = tile::BarriersType::get(ctx, 2);
+  TakenTiles t;
+  t.full = tile::AllocBarriersOp::create(km.b, km.loc, two, 1, nullptr);
+  t.free = tile::AllocBarriersOp::create(km.b, km.loc, two, consumers, nullptr);
+  t.slots = tile::AllocWordsOp::create(km.b, km.loc, tile::WordsType::get(ctx, 2 * words), nullptr);
+  t.words = words;
+  return t;
+}
+
+Value TakenTiles::word(KernelMath &km, Value slot, int64_t w) const {
+  return words == 1 ? slot : km.add(km.mul(slot, km.cst(words)), km.cst(w));
+}
+
+SmallVector<Value> TakenTiles::loop(KernelMath &km, bool producer, Value counter, Value tiles,
+                                    ValueRange init,
+                                    function_ref<void(Value, ValueRange)> body) const {
+  OpBuilder &b = km.b;
+  Location loc = km.loc;
+  SmallVector<Type> passed(init.getTypes());
+  passed.insert(passed.begin(), tiles.getType());
+  auto w = scf::WhileOp::create(
+      b, loc, passed, init,
+      [&](OpBuilder &, Location, ValueRange args) {
+        Value j = args[0].getType().isIndex() ? args[0] : km.toIndex(args[0]);
+        Value slot = km.remu(j, 2), round = km.divu(j, 2), at;
+        if (producer) {
+          tile::BarrierWaitOp::create(b, loc, free, slot, km.add(round, km.cst(1)));
+          at = tile::FetchAddOp::create(b, loc, counter, ValueRange{km.cst(0)}, km.cst(1));
+          tile::SetWordOp::create(b, loc, slots, word(km, slot, 0), at);
+        } else {
+          tile::BarrierWaitOp::create(b, loc, full, slot, round);
+          at = tile::GetWordOp::create(b, loc, slots, ValueRange{word(km, slot, 0)}).getResult(0);
+        }
+        if (!tiles.getType().isIndex())
+          at = km.toI32(at);
+        Value more = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, at, tiles);
+        // (Past the last tile the producer tells the consumers so.)
+        if (producer) {
+          auto last = scf::IfOp::create(
+              b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, at, tiles));
+          OpBuilder::InsertionGuard g(b);
+          b.setInsertionPointToStart(&last.getThenRegion().front());
+          tile::BarrierArriveOp::create(b, loc, full, slot);
+        }
+        SmallVector<Value> out = {at};
+        out.append(args.begin(), args.end());
+        scf::ConditionOp::create(b, loc, more, out);
+      },
+      [&](OpBuilder &, Location, ValueRange args) { body(args[0], args.drop_front()); });
+  return SmallVector<Value>(w.getResults().drop_front());
+}
+
+void TakenTiles::handOut(KernelMath &km, Value slot, ValueRange place) const {
+  for (auto [i, v] : llvm::enumerate(place))
+    tile::SetWordOp::create(km.b, km.loc, slots, word(km, slot, int64_t(i) + 1), v);
+  tile::BarrierArriveOp::create(km.b, km.loc, full, slot);
+}
+
+SmallVector<Value> TakenTiles::read(KernelMath &km, Value slot) const {
+  SmallVector<Value> indices;
+  for (int64_t i = 1; i < words; ++i)
+    indices.push_back(word(km, slot, i));
+  return SmallVector<Value>(tile::GetWordOp::create(km.b, km.loc, slots, indices).getResults());
+}
+
+void TakenTiles::release(KernelMath &km, Value slot) const {
+  tile::BarrierArriveOp::create(km.b, km.loc, free, slot);
+}
+
 llvm::Expected<OwningOpRef<ModuleOp>>
 buildModule(MLIRContext &ctx, const KernelTemplate &tmpl, const KernelSpec &spec,
             const TileConfig &cfg, llvm::function_ref<void(OpBuilder &, Location)> body) {

@@ -81,6 +81,45 @@ struct KernelMath {
   }
 };
 
+/// Tiles a persistent program takes at run time from a counter (a word of
+/// global memory, zeroed before the launch, that every program adds 1 to):
+/// its producer takes each tile and hands it to the program's consumers
+/// through one of two slots of shared memory, `words` words each (the
+/// tile, then what the producer adds to it: its place). A slot is full
+/// once written (`full`, one arrival) and free again once every consumer is
+/// done with its tile (`free`, `consumers` arrivals). Created at the
+/// kernel's top level, before its warp-specialized regions.
+struct TakenTiles {
+  mlir::Value full, free, slots;
+  int64_t words = 1;
+
+  static TakenTiles create(KernelMath &km, int64_t consumers, int64_t words);
+  /// Word `w` of slot `slot`.
+  mlir::Value word(KernelMath &km, mlir::Value slot, int64_t w) const;
+  /// The loop over the program's tiles in one region: while the j-th tile
+  /// taken is below `tiles`, `body(at, args)` with the builder in the
+  /// loop's body, where `at` is the tile (of `tiles`' type, an index or a
+  /// 32-bit count) and args are j and what the loop carries (`init`: j's
+  /// start, 0 of any integer type or an index, then the carried values).
+  /// The producer waits for slot j mod 2 to be free (the tile it held two
+  /// takes ago done), takes the tile from `counter` and writes it to the
+  /// slot's word 0; past the last tile it marks the slot full without
+  /// more, which ends the consumers' loops too. A consumer waits for the
+  /// slot to be full and reads word 0. `body` ends the block with the
+  /// next values (scf.yield of j's next and the carried ones); the
+  /// producer hands the tile out with `handOut`, a consumer frees the slot
+  /// with `release`. Returns the loop's results: j, then the carried ones.
+  llvm::SmallVector<mlir::Value>
+  loop(KernelMath &km, bool producer, mlir::Value counter, mlir::Value tiles, mlir::ValueRange init,
+       llvm::function_ref<void(mlir::Value at, mlir::ValueRange args)> body) const;
+  /// The producer: writes `place` to words 1.. of `slot` and marks it full.
+  void handOut(KernelMath &km, mlir::Value slot, mlir::ValueRange place = {}) const;
+  /// A consumer: words 1.. of `slot` (the producer's place), in one read.
+  llvm::SmallVector<mlir::Value> read(KernelMath &km, mlir::Value slot) const;
+  /// A consumer done with the tile of `slot`.
+  void release(KernelMath &km, mlir::Value slot) const;
+};
+
 /// What every template's build() does around its kernels: checks `spec`
 /// and `cfg` (validate, then `tmpl`'s checkConfig), loads the tile and math
 /// dialects, and calls `body` with a builder at the end of a new module.

@@ -1926,17 +1926,18 @@ private:
       // body) runs body(j, carried) for the program's tile, or (persistent)
       // for each of its tiles (j-th, carrying `init`), the tile's place
       // (seq, heads, n0, ...) set first.
-      // With take: the producer takes each tile from the counter once the
-      // consumers are done with the tile whose place it last wrote into the
-      // slot (tileFree), writes the tile and its place (kSlotWords words:
-      // the tile, seq, kvHead, head0, n0) into one of two slots of shared
-      // memory and arrives on the slot's tileFull; each consumer waits for
-      // that and reads them (no division of its own beside dK and dV: with
-      // the place computed from the tile, its registers spilled 90-100
-      // bytes), and frees the slot once done with the tile; a tile past the
-      // last ends the program.
+      // With take (TakenTiles): the producer takes each tile from the
+      // counter once the consumers are done with the tile whose place it
+      // last wrote into the slot, writes the tile and its place (kSlotWords
+      // words: the tile, seq, kvHead, head0, n0) into one of two slots of
+      // shared memory and marks it full; each consumer waits for that and
+      // reads them (no division of its own beside dK and dV: with the place
+      // computed from the tile, its registers spilled 90-100 bytes), and
+      // frees the slot once done with the tile; a tile past the last ends
+      // the program.
       constexpr int64_t kSlotWords = 5;
-      Value tiles, kvFree, slots, tileFull, tileFree;
+      Value tiles, kvFree;
+      TakenTiles taken;
       auto countTiles = [&] {
         // (THD: the sequences from K's offsets, as the grid counts them.)
         Value first = batchOf(dK);
@@ -1948,12 +1949,8 @@ private:
           tiles = countTiles();
         kvFree = tt::AllocBarriersOp::create(b, loc, one, s.consumers, nullptr);
       }
-      if (s.take) {
-        auto two = tt::BarriersType::get(&c, 2);
-        tileFull = tt::AllocBarriersOp::create(b, loc, two, 1, nullptr);
-        tileFree = tt::AllocBarriersOp::create(b, loc, two, s.consumers, nullptr);
-        slots = tt::AllocWordsOp::create(b, loc, tt::WordsType::get(&c, 2 * kSlotWords), nullptr);
-      }
+      if (s.take)
+        taken = TakenTiles::create(*this, s.consumers, kSlotWords);
       // The tile's place (seq, heads, n0, ...) for tile `at` of the grid's
       // order.
       auto placeAt = [&](Value at) {
@@ -1977,89 +1974,46 @@ private:
         // 45 % longer; bench/NOTES.md b26.)
         SmallVector<Value> inits = {arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0)};
         inits.append(init.begin(), init.end());
-        SmallVector<Type> passed(ValueRange(inits).getTypes());
-        passed.insert(passed.begin() + 1, b.getI32Type());
-        auto word = [&](Value slot, int64_t w) { return add(mul(slot, cst(kSlotWords)), cst(w)); };
-        auto w = scf::WhileOp::create(
-            b, loc, passed, inits,
-            [&](OpBuilder &, Location, ValueRange args) {
-              Value j = toIndex(args[0]), slot = remu(j, 2), round = divu(j, 2), at;
-              if (producer) {
-                tt::BarrierWaitOp::create(b, loc, tileFree, slot, add(round, cst(1)));
-                at = tt::FetchAddOp::create(b, loc, kk.counter, ValueRange{cst(0)}, cst(1));
-                tt::SetWordOp::create(b, loc, slots, word(slot, 0), at);
-                at = toI32(at);
-              } else {
-                tt::BarrierWaitOp::create(b, loc, tileFull, slot, round);
-                at = toI32(
-                    tt::GetWordOp::create(b, loc, slots, ValueRange{word(slot, 0)}).getResult(0));
-              }
-              Value more =
-                  arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, at, toI32(tiles));
-              // (The producer's place of a tile is computed once, in the
-              // loop's body; past the last tile it arrives here.)
-              if (producer) {
-                auto last = scf::IfOp::create(
-                    b, loc,
-                    arith::XOrIOp::create(b, loc, more,
-                                          arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1)));
-                OpBuilder::InsertionGuard guard(b);
-                b.setInsertionPointToStart(&last.getThenRegion().front());
-                tt::BarrierArriveOp::create(b, loc, tileFull, slot);
-              }
-              SmallVector<Value> out = {args[0], at};
-              out.append(args.begin() + 1, args.end());
-              scf::ConditionOp::create(b, loc, more, out);
-            },
-            [&](OpBuilder &, Location, ValueRange args) {
-              Value j = toIndex(args[0]), slot = remu(j, 2);
-              // The tile's steps, and the next j with what they carry.
-              auto step = [&] {
-                SmallVector<Value> next = {add(args[0], cstLike(args[0], 1))};
-                llvm::append_range(next, body(j, args.drop_front(2)));
-                return next;
-              };
-              if (producer) {
-                placeAt(toIndex(args[1]));
-                auto give = [&] {
-                  Value place[] = {seq, kvHead, head0, n0};
-                  for (int64_t i = 1; i < kSlotWords; ++i)
-                    tt::SetWordOp::create(b, loc, slots, word(slot, i), place[i - 1]);
-                  tt::BarrierArriveOp::create(b, loc, tileFull, slot);
-                  return step();
-                };
-                // THD (fused): a tile wholly past its sequence's keys has
-                // nothing to compute or store. The producer hands it to no
-                // consumer and takes the next one from the counter into
-                // the same slot (j unchanged: the slot's barriers, and the
-                // rings' rounds, count only the tiles handed out). The
-                // grid counts every sequence as long as the longest, so
-                // most of a pack of short documents' tiles are such.
-                if (!thd() || !s.fused) {
-                  scf::YieldOp::create(b, loc, give());
-                  return;
-                }
-                SmallVector<Value> kept = {args[0]};
-                kept.append(args.begin() + 2, args.end());
-                Value keys = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, n0, ps.kLen);
-                scf::YieldOp::create(b, loc, ifElse(keys, kept, give));
-                return;
-              }
-              // A consumer: the place in one read (the warpgroup meets once
-              // for it; read with the tile before the loop's condition, the
-              // four words passed through it spilled 8-12 bytes at head dim
-              // 128).
-              Value indices[kSlotWords - 1];
-              for (int64_t i = 1; i < kSlotWords; ++i)
-                indices[i - 1] = word(slot, i);
-              auto get = tt::GetWordOp::create(b, loc, slots, indices);
-              seq = get.getResult(0), kvHead = get.getResult(1);
-              head0 = get.getResult(2), n0 = get.getResult(3);
-              SmallVector<Value> next = step();
-              tt::BarrierArriveOp::create(b, loc, tileFree, slot);
-              scf::YieldOp::create(b, loc, next);
-            });
-        return SmallVector<Value>(w.getResults().drop_front(2));
+        auto each = [&](Value at, ValueRange args) {
+          Value j = toIndex(args[0]), slot = remu(j, 2);
+          // The tile's steps, and the next j with what they carry.
+          auto step = [&] {
+            SmallVector<Value> next = {add(args[0], cstLike(args[0], 1))};
+            llvm::append_range(next, body(j, args.drop_front()));
+            return next;
+          };
+          if (producer) {
+            placeAt(toIndex(at));
+            auto give = [&] {
+              taken.handOut(*this, slot, {seq, kvHead, head0, n0});
+              return step();
+            };
+            // THD (fused): a tile wholly past its sequence's keys has
+            // nothing to compute or store. The producer hands it to no
+            // consumer and takes the next one from the counter into the
+            // same slot (j unchanged: the slot's barriers, and the rings'
+            // rounds, count only the tiles handed out). The grid counts
+            // every sequence as long as the longest, so most of a pack of
+            // short documents' tiles are such.
+            if (!thd() || !s.fused) {
+              scf::YieldOp::create(b, loc, give());
+              return;
+            }
+            Value keys = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, n0, ps.kLen);
+            scf::YieldOp::create(b, loc, ifElse(keys, args, give));
+            return;
+          }
+          // A consumer: the place in one read (the warpgroup meets once for
+          // it; read with the tile before the loop's condition, the four
+          // words passed through it spilled 8-12 bytes at head dim 128).
+          SmallVector<Value> place = taken.read(*this, slot);
+          seq = place[0], kvHead = place[1], head0 = place[2], n0 = place[3];
+          SmallVector<Value> next = step();
+          taken.release(*this, slot);
+          scf::YieldOp::create(b, loc, next);
+        };
+        SmallVector<Value> out = taken.loop(*this, producer, kk.counter, toI32(tiles), inits, each);
+        return SmallVector<Value>(ArrayRef<Value>(out).drop_front());
       };
       auto eachTile = [&](bool producer, ValueRange init,
                           llvm::function_ref<SmallVector<Value>(Value, ValueRange)> body) {

@@ -708,15 +708,11 @@ private:
                          .getResult()
                    : Value();
     // take: the producer hands each tile it takes to the consumers through
-    // one of two slots (its index), full once written, free once every
-    // consumer is done with the tile.
-    Value tileFull, tileFree, slots;
-    if (s.take) {
-      auto two = tt::BarriersType::get(&ctx, 2);
-      tileFull = tt::AllocBarriersOp::create(b, loc, two, 1, nullptr);
-      tileFree = tt::AllocBarriersOp::create(b, loc, two, s.consumers, nullptr);
-      slots = tt::AllocWordsOp::create(b, loc, tt::WordsType::get(&ctx, 2), nullptr);
-    }
+    // one of two slots (its index, TakenTiles), full once written, free
+    // once every consumer is done with the tile.
+    TakenTiles taken;
+    if (s.take)
+      taken = TakenTiles::create(km, s.consumers, 1);
 
     // A tile of the problem (placeTile), its keys and, THD, its sequence.
     Value batchV = memref::DimOp::create(b, loc, lse, 0);
@@ -796,58 +792,30 @@ private:
     // documents' tiles are such (the grid counts every sequence as long
     // as the longest).
     auto takeTiles = [&](bool producer, auto body, auto idle) {
-      Value tiles = km.mul(mTiles, heads);
       SmallVector<Value> init = {km.cst(0), km.cst(0)};
       if (thd)
         init.push_back(km.cst(0));
-      SmallVector<Type> passed(init.size() + 1, idx);
-      scf::WhileOp::create(
-          b, loc, passed, init,
-          [&](OpBuilder &, Location, ValueRange a) {
-            Value j = a[0], slot = km.remu(j, 2), round = km.divu(j, 2), at;
-            if (producer) {
-              tt::BarrierWaitOp::create(b, loc, tileFree, slot, km.add(round, km.cst(1)));
-              at = tt::FetchAddOp::create(b, loc, counter, ValueRange{km.cst(0)}, km.cst(1));
-              tt::SetWordOp::create(b, loc, slots, slot, at);
-            } else {
-              tt::BarrierWaitOp::create(b, loc, tileFull, slot, round);
-              at = tt::GetWordOp::create(b, loc, slots, ValueRange{slot}).getResult(0);
-            }
-            Value more = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, at, tiles);
-            // (Past the last tile the producer tells the consumers so.)
-            if (producer) {
-              auto last = scf::IfOp::create(
-                  b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, at, tiles));
-              OpBuilder::InsertionGuard g(b);
-              b.setInsertionPointToStart(&last.getThenRegion().front());
-              tt::BarrierArriveOp::create(b, loc, tileFull, slot);
-            }
-            SmallVector<Value> out = {at};
-            out.append(a.begin(), a.end());
-            scf::ConditionOp::create(b, loc, more, out);
-          },
-          [&](OpBuilder &, Location, ValueRange a) {
-            Value at = a[0], j = a[1], slot = km.remu(j, 2);
-            ValueRange c = a.drop_front(2);
-            Tile t = tileAt(at);
-            auto run = [&]() -> SmallVector<Value> {
-              if (producer)
-                tt::BarrierArriveOp::create(b, loc, tileFull, slot);
-              auto [r, ti] = visit(t, thd ? c[1] : j, c[0], body, idle);
-              if (!producer)
-                tt::BarrierArriveOp::create(b, loc, tileFree, slot);
-              SmallVector<Value> next = {km.add(j, km.cst(1)), r};
-              if (thd)
-                next.push_back(ti);
-              return next;
-            };
-            if (!producer || !thd) {
-              scf::YieldOp::create(b, loc, run());
-              return;
-            }
-            SmallVector<Value> kept(a.begin() + 1, a.end());
-            scf::YieldOp::create(b, loc, km.ifElse(t.rows, kept, run));
-          });
+      taken.loop(km, producer, counter, km.mul(mTiles, heads), init, [&](Value at, ValueRange a) {
+        Value j = a[0], slot = km.remu(j, 2);
+        ValueRange c = a.drop_front();
+        Tile t = tileAt(at);
+        auto run = [&]() -> SmallVector<Value> {
+          if (producer)
+            taken.handOut(km, slot);
+          auto [r, ti] = visit(t, thd ? c[1] : j, c[0], body, idle);
+          if (!producer)
+            taken.release(km, slot);
+          SmallVector<Value> next = {km.add(j, km.cst(1)), r};
+          if (thd)
+            next.push_back(ti);
+          return next;
+        };
+        if (!producer || !thd) {
+          scf::YieldOp::create(b, loc, run());
+          return;
+        }
+        scf::YieldOp::create(b, loc, km.ifElse(t.rows, a, run));
+      });
     };
     auto forEachTile = [&](bool producer, auto body, auto idle) {
       if (!s.persistent) {
