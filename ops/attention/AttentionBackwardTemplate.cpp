@@ -65,9 +65,9 @@
 // for every mask and length, b33; lpt_heads = 4 with take where four
 // units' Q and dO take 16 MiB or less, b28; on packed sequences lpt
 // only without groups, a sequence's key tiles counted from its own last
-// one, b38; below 8192 queries under a causal mask lpt with take, across
-// every unit or in groups of four, where the share fixed in advance would
-// be uneven, dkvShareExcess, b38).
+// one, b38; from 4096 to 8192 queries under a causal mask lpt with take,
+// across every unit or in groups of four, where the share fixed in advance
+// would be uneven, dkvShareExcess, b38, b39).
 // The additions come in any order (not bitwise repeatable) where the spec
 // says deterministic = 0: at head dim 128 on the H100 against the two
 // kernels 12-14 % less time at 16384 keys causal and at 4 x 2048 keys,
@@ -592,19 +592,21 @@ public:
             persistent.set("lpt_heads", kLptGroup);
           }
         }
-        // Below 8192 queries, where each unit's tiles in turn shared out in
-        // advance would leave the slowest program more than 10 % above
-        // the best share there can be (dkvShareExcess: B1 H40 S4096 1.17,
-        // B1 H20 S4096 1.40; 32 heads 1.03), the tiles taken longest
-        // first, across every unit where their Q and dO fit the bound
-        // above, else in groups of four where a group's fit b28's (b38:
-        // H100, 8-19 % less time at B1 H40, H20 and H48 S4096; with the
-        // share fixed in advance MHA of 40 heads at S4096 was 0.97 x cuDNN
-        // and of 20 heads 0.95). Where neither fits (GQA, several query
-        // heads a unit), the share stays fixed: taken in each unit's order
-        // alone, 5 % more time at B1 H32 S4096 (b27), and not measured
-        // there.
-        if (p.causal && p.sq < 8192 && !thd && !persistent.has("lpt") &&
+        // From 4096 to 8192 queries, where each unit's tiles in turn
+        // shared out in advance would leave the slowest program more than
+        // 10 % above the best share there can be (dkvShareExcess: B1 H40
+        // S4096 1.17, B1 H20 S4096 1.40; 32 heads 1.03), the tiles taken
+        // longest first, across every unit where their Q and dO fit the
+        // bound above, else in groups of four where a group's fit b28's
+        // (H100, S4096: 8-19 % less time at B1 H40, H20 and H48, b38; 4.5 %
+        // at H28 (1.16) and 7.5 % at H56 (1.13), even at H36 (1.13), b39;
+        // with the share fixed in advance MHA of 40 heads at S4096 was 0.97
+        // x cuDNN and of 20 heads 0.95). Not below 4096: at B1 H56 S2048
+        // (1.15) taken across every unit it took 8 % more time (b39). Where
+        // neither bound fits (GQA, several query heads a unit), the share
+        // stays fixed: taken in each unit's order alone, 5 % more time at
+        // B1 H32 S4096 (b27), and not measured there.
+        if (p.causal && p.sq >= 4096 && p.sq < 8192 && !thd && !persistent.has("lpt") &&
             attention::dkvShareExcess(p, persistent.get("bn"), persistent.get("kv_bm"),
                                       p.target.smCount()) > 1.10) {
           if (lptGroupBytes(p, units) <= kLptOrderBytes) {

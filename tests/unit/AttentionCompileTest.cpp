@@ -1603,8 +1603,8 @@ TEST(AttentionCompile, NondeterministicDefaultIsFusedAtHeadDim128) {
     packedDefault.set("take", 1);
     EXPECT_EQ(t.defaultConfig(thd).canonical(), packedDefault.canonical()) << "b " << b;
   }
-  // Below 8192 queries, where each unit's tiles in turn shared out in
-  // advance would be uneven (dkvShareExcess over 1.10), taken longest
+  // From 4096 to 8192 queries, where each unit's tiles in turn shared out
+  // in advance would be uneven (dkvShareExcess over 1.10), taken longest
   // first: across every unit where their Q and dO take 64 MiB or less (B1
   // H20 S4096, 40 MiB), else in groups of four (B1 H40 S4096, 80 MiB); not
   // at 32 heads (1.03).
@@ -1626,6 +1626,17 @@ TEST(AttentionCompile, NondeterministicDefaultIsFusedAtHeadDim128) {
     EXPECT_EQ(t.defaultConfig(q).canonical(),
               "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2 take=1")
         << heads;
+  }
+  // Not below 4096 queries: B1 H56 S2048 (1.15, 56 MiB) keeps its share
+  // fixed in advance.
+  {
+    attention::Params q = nondeterministic(128, true);
+    q.b = 1;
+    q.hq = q.hkv = 56;
+    q.sq = q.sk = 2048;
+    EXPECT_NEAR(attention::dkvShareExcess(q, 128, 64, 132), 1.15, 0.005);
+    EXPECT_EQ(t.defaultConfig(q).canonical(),
+              "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2");
   }
   // Where neither bound fits (GQA: four query heads a unit, B2 H32 KV8
   // S4096, 128 MiB, and 32 MiB a group of four), the share stays fixed
