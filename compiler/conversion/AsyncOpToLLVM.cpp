@@ -424,19 +424,18 @@ struct GetWordOpLowering : StatefulLowering<GetWordOp> {
   }
 };
 
-/// tile.fetch_add and tile.fetch_max: the thread's relaxed atomic step at
-/// GPU scope (atom.global.add.u32, atom.global.max.u32), its old value
-/// widened, unsigned.
-template <typename Op, LLVM::AtomicBinOp kind> struct FetchOpLowering : ConvertOpToLLVMPattern<Op> {
-  using ConvertOpToLLVMPattern<Op>::ConvertOpToLLVMPattern;
-  LogicalResult matchAndRewrite(Op op, typename Op::Adaptor adaptor,
+/// tile.fetch_add: the thread's relaxed atomic addition at GPU scope
+/// (atom.global.add.u32), its old value widened, unsigned.
+struct FetchAddOpLowering : ConvertOpToLLVMPattern<FetchAddOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(FetchAddOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rw) const override {
     Emitter e{rw, op.getLoc()};
     Value addr = llvmx::wordAddress(e, adaptor.getCounter(), op.getCounter().getType(),
                                     adaptor.getIndices());
     Value value = LLVM::TruncOp::create(rw, e.loc, e.i32(), adaptor.getValue());
-    Value old =
-        LLVM::AtomicRMWOp::create(rw, e.loc, kind, addr, value, LLVM::AtomicOrdering::monotonic);
+    Value old = LLVM::AtomicRMWOp::create(rw, e.loc, LLVM::AtomicBinOp::add, addr, value,
+                                          LLVM::AtomicOrdering::monotonic);
     rw.replaceOpWithNewOp<LLVM::ZExtOp>(op, rw.getI64Type(), old);
     return success();
   }
@@ -530,8 +529,7 @@ struct WarpSpecializeOpLowering : StatefulLowering<WarpSpecializeOp> {
 
 void populateAsyncOpToLLVMPatterns(TileTypeConverter &converter, LoweringState &state,
                                    RewritePatternSet &patterns) {
-  patterns.add<SetWordOpLowering, FetchOpLowering<FetchAddOp, LLVM::AtomicBinOp::add>,
-               FetchOpLowering<FetchMaxOp, LLVM::AtomicBinOp::umax>>(converter);
+  patterns.add<SetWordOpLowering, FetchAddOpLowering>(converter);
   patterns.add<AllocAtOffsetLowering<AllocRingOp>, AllocAtOffsetLowering<AllocWordsOp>,
                AllocBarriersOpLowering, BarrierArriveOpLowering, TmaStoreOpLowering,
                BulkReduceOpLowering, TmaStoreWaitOpLowering, FlagWaitOpLowering, FlagSetOpLowering,

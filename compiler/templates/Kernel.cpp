@@ -129,10 +129,6 @@ SmallVector<Value> TakenTiles::loop(KernelMath &km, bool producer, Value counter
   return SmallVector<Value>(w.getResults().drop_front());
 }
 
-void TakenTiles::passOver(KernelMath &km, Value counter, Value to) const {
-  tile::FetchMaxOp::create(km.b, km.loc, counter, ValueRange{km.cst(0)}, to);
-}
-
 void TakenTiles::handOut(KernelMath &km, Value slot, ValueRange place) const {
   for (auto [i, v] : llvm::enumerate(place))
     tile::SetWordOp::create(km.b, km.loc, slots, word(km, slot, int64_t(i) + 1), v);

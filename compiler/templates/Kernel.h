@@ -112,10 +112,6 @@ struct TakenTiles {
   llvm::SmallVector<mlir::Value>
   loop(KernelMath &km, bool producer, mlir::Value counter, mlir::Value tiles, mlir::ValueRange init,
        llvm::function_ref<void(mlir::Value at, mlir::ValueRange args)> body) const;
-  /// The producer, holding a tile that needs no work: moves `counter` to
-  /// `to` at least (tile.fetch_max), where every tile from the one it holds
-  /// up to `to` needs none, so that no program takes those one by one.
-  void passOver(KernelMath &km, mlir::Value counter, mlir::Value to) const;
   /// The producer: writes `place` to words 1.. of `slot` and marks it full.
   void handOut(KernelMath &km, mlir::Value slot, mlir::ValueRange place = {}) const;
   /// A consumer: words 1.. of `slot` (the producer's place), in one read.

@@ -503,33 +503,18 @@ LogicalResult GetWordOp::inferReturnTypes(MLIRContext *ctx, std::optional<Locati
   return success();
 }
 
-/// tile.fetch_add and tile.fetch_max: one thread's atomic step on a word.
-template <typename Op> static LogicalResult verifyFetch(Op op, llvm::StringRef what) {
-  if (failed(verifyInRegion(op, /*consumer=*/false, /*helper=*/true)))
+LogicalResult FetchAddOp::verify() {
+  if (failed(verifyInRegion(*this, /*consumer=*/false, /*helper=*/true)))
     return failure();
-  return verifyWord(op, op.getCounter().getType(), op.getIndices(), what);
+  return verifyWord(*this, getCounter().getType(), getIndices(), "adds to");
 }
-template <typename Op>
-static void fetchEffects(Op op,
-                         SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>> &e) {
-  e.emplace_back(MemoryEffects::Read::get(), &op.getCounterMutable(),
-                 SideEffects::DefaultResource::get());
-  e.emplace_back(MemoryEffects::Write::get(), &op.getCounterMutable(),
-                 SideEffects::DefaultResource::get());
-}
-
-LogicalResult FetchAddOp::verify() { return verifyFetch(*this, "adds to"); }
 
 void FetchAddOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>> &effects) {
-  fetchEffects(*this, effects);
-}
-
-LogicalResult FetchMaxOp::verify() { return verifyFetch(*this, "raises"); }
-
-void FetchMaxOp::getEffects(
-    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>> &effects) {
-  fetchEffects(*this, effects);
+  effects.emplace_back(MemoryEffects::Read::get(), &getCounterMutable(),
+                       SideEffects::DefaultResource::get());
+  effects.emplace_back(MemoryEffects::Write::get(), &getCounterMutable(),
+                       SideEffects::DefaultResource::get());
 }
 
 /// A TMA copy between `map` and `ring`: one element type, and the box one
@@ -960,7 +945,7 @@ LogicalResult WarpSpecializeOp::verify() {
     if (isa_and_nonnull<TileDialect>(op->getDialect()) &&
         !isa<BarrierWaitOp, BarrierArriveOp, TmaStoreOp, BulkReduceOp, TmaStoreWaitOp, FlagWaitOp,
              FlagSetOp, ProgramIdOp, NumProgramsOp, ClusterRankOp, LoadWordOp, GetWordOp, SetWordOp,
-             FetchAddOp, FetchMaxOp, YieldOp>(op))
+             FetchAddOp, YieldOp>(op))
       collective = op;
     return collective ? WalkResult::interrupt() : WalkResult::advance();
   });

@@ -742,30 +742,6 @@ def Tile_FetchAddOp : Tile_Op<"fetch_add", [
   let hasVerifier = 1;
 }
 
-def Tile_FetchMaxOp : Tile_Op<"fetch_max", [
-    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
-  let summary = "Raises a word of global memory to a value atomically, returning what it held";
-  let description = [{
-    In the producer's or the helper's region of `tile.warp_specialize` (one
-    thread): sets the 32-bit unsigned word at `indices` of `counter` (as for
-    `tile.fetch_add`) to the larger of it and the low 32 bits of `value` in
-    one atomic step at GPU scope (relaxed), and returns the word's value
-    before, widened as an unsigned integer. A program taking its work items
-    from a counter with `tile.fetch_add` that knows the items below `value`
-    and past the one it holds need no work moves the counter past them at
-    once: no program is then handed those, and every other item still
-    once.
-
-    ```mlir
-    %was = tile.fetch_max %counter[%c0], %next : memref<?xf32>
-    ```
-  }];
-  let arguments = (ins Tile_GlobalMemRef:$counter, Variadic<Index>:$indices, Index:$value);
-  let results = (outs Index:$result);
-  let assemblyFormat = "$counter `[` $indices `]` `,` $value attr-dict `:` type($counter)";
-  let hasVerifier = 1;
-}
-
 def Tile_BarrierWaitOp : Tile_Op<"barrier_wait"> {
   let summary = "Waits for a phase of one barrier of a ring to complete";
   let description = [{

@@ -814,26 +814,7 @@ private:
           scf::YieldOp::create(b, loc, run());
           return;
         }
-        // A tile without rows: the rest of its sequence's run of such
-        // tiles in the order is passed over at once (one atomic, not one
-        // a tile). By head (raster 1): a sequence's row tiles of a head
-        // are a block of mTiles, the last rows first, so its tiles past
-        // its rows lead the block; raster 0: a row tile of every head at
-        // a time, so the sequence's other heads follow. (Groups of heads:
-        // one at a time.)
-        auto rows = scf::IfOp::create(b, loc, a.getTypes(), t.rows, /*withElseRegion=*/true);
-        b.setInsertionPointToStart(rows.thenBlock());
-        scf::YieldOp::create(b, loc, run());
-        b.setInsertionPointToStart(rows.elseBlock());
-        if (!s.byHead)
-          taken.passOver(km, counter, km.add(at, km.sub(km.cst(p.hq), t.head)));
-        else if (s.rasterHeads <= 1)
-          taken.passOver(km, counter,
-                         km.add(km.sub(at, arith::RemUIOp::create(b, loc, at, mTiles)),
-                                km.sub(mTiles, km.ceilDiv(t.qLen, s.bm))));
-        scf::YieldOp::create(b, loc, a);
-        b.setInsertionPointAfter(rows);
-        scf::YieldOp::create(b, loc, rows.getResults());
+        scf::YieldOp::create(b, loc, km.ifElse(t.rows, a, run));
       });
     };
     auto forEachTile = [&](bool producer, auto body, auto idle) {

@@ -807,8 +807,7 @@ TEST_F(GpuAttention, PackedSequencesOnPersistentGrids) {
       "bm=64 bn=64 consumers=1 overlap=1 persistent=1 stages=2",
       "bm=128 bn=64 consumers=2 stages=2",
       // (Taken from the counter: the producer passes over the tiles past
-      // their sequence's rows, a run of them at once; one with rows and
-      // no keys is handed out.)
+      // their sequence's rows; one with rows and no keys is handed out.)
       "bm=128 bn=128 consumers=2 overlap=1 persistent=1 pingpong=1 raster=1 stages=2 take=1",
       "bm=128 bn=128 consumers=2 overlap=1 persistent=1 raster=0 stages=2 take=1",
   };
@@ -816,10 +815,9 @@ TEST_F(GpuAttention, PackedSequencesOnPersistentGrids) {
   for (const char *cfg : configs)
     for (int64_t programs : {1, 3, 0})
       run(packed(lensQ, lensK, 2, 1, 128, true, cfg, programs));
-  // Many short documents beside a long one: most of the grid's tiles have
-  // no rows, and the producer moves the counter past each run of them at
-  // once (the rest of the sequence's block of a head, raster 1; its other
-  // heads, raster 0).
+  // Many short documents, some empty, beside a long one: most of the
+  // grid's tiles have no rows, so most of the producer's takes are passed
+  // over.
   std::vector<int64_t> many;
   for (int64_t i = 0; i < 24; ++i)
     many.push_back(i % 6 == 5 ? 0 : 1 + (i * 37) % 150);

@@ -25,7 +25,6 @@
 // CHECK: mbarrier.arrive
 
 // The helper's one thread reads the slot alone: no warpgroup to meet.
-// tile.fetch_max: a relaxed atomic unsigned maximum on the word.
 // CHECK-LABEL: llvm.func @helper_words
 // CHECK: llvm.atomicrmw add
 // CHECK: llvm.store volatile
@@ -33,6 +32,4 @@
 // CHECK-NOT: bar.sync
 // CHECK: llvm.load volatile
 // CHECK-NOT: bar.sync
-// CHECK: %[[WAS:.*]] = llvm.atomicrmw umax %{{.*}}, %{{.*}} monotonic : !llvm.ptr<1>, i32
-// CHECK-NEXT: llvm.zext %[[WAS]] : i32 to i64
 // CHECK: llvm.return

@@ -1508,36 +1508,6 @@ tile.kernel @fetch_add_in_consumer(%counter: memref<?xf32>) attributes {block_th
 
 // -----
 
-tile.kernel @fetch_max_in_consumer(%counter: memref<?xf32>) attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
-  %c0 = arith.constant 0 : index
-  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
-    tile.yield
-  }, {
-  ^bb0(%c: index):
-    // expected-error @+1 {{'tile.fetch_max' op must be in the producer or the helper region of tile.warp_specialize}}
-    %t = tile.fetch_max %counter[%c0], %c : memref<?xf32>
-    tile.yield
-  }
-  tile.return
-}
-
-// -----
-
-tile.kernel @fetch_max_type(%counter: memref<?x?xf32>) attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
-  %c0 = arith.constant 0 : index
-  tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {
-    // expected-error @+1 {{'tile.fetch_max' op a memref of rank 2 takes 2 indices, got 1}}
-    %t = tile.fetch_max %counter[%c0], %c0 : memref<?x?xf32>
-    tile.yield
-  }, {
-  ^bb0(%c: index):
-    tile.yield
-  }
-  tile.return
-}
-
-// -----
-
 tile.kernel @fetch_add_type(%counter: memref<?xbf16>) attributes {block_threads = 256 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   %c0 = arith.constant 0 : index
   tile.warp_specialize attributes {consumers = 1, producer_regs = 40, consumer_regs = 232} {

@@ -69,8 +69,7 @@ tile.kernel @take_tiles(%counter: memref<?xf32>, %tiles: index) attributes {bloc
 }
 
 // The helper (one thread) reads a slot alone, and may take from a counter
-// (and move it past items, tile.fetch_max) and write a slot as the
-// producer does.
+// and write a slot as the producer does.
 // CHECK-LABEL: tile.kernel @helper_words
 tile.kernel @helper_words(%counter: memref<?xf32>) attributes {block_threads = 256 : i64, min_blocks = 1 : i64, grid = affine_map<() -> (1)>, grid_operands = array<i64>} {
   %c0 = arith.constant 0 : index
@@ -88,9 +87,6 @@ tile.kernel @helper_words(%counter: memref<?xf32>) attributes {block_threads = 2
     tile.set_word %slots[%c1], %t : !tile.words<2>
     // CHECK-NEXT: tile.get_word
     %u, %v = tile.get_word %slots[%c0, %c1] : !tile.words<2>
-    // Past items that need no work, at once.
-    // CHECK-NEXT: tile.fetch_max %{{.*}}[%{{.*}}], %{{.*}} : memref<?xf32>
-    %w = tile.fetch_max %counter[%c0], %v : memref<?xf32>
     tile.yield
   }
   tile.return
