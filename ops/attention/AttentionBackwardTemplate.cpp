@@ -608,7 +608,7 @@ public:
         // B1 H32 S4096 (b27), and not measured there.
         if (p.causal && p.sq >= 4096 && p.sq < 8192 && !thd && !persistent.has("lpt") &&
             attention::dkvShareExcess(p, persistent.get("bn"), persistent.get("kv_bm"),
-                                      p.target.smCount()) > 1.10) {
+                                      p.target.smCount()) > attention::kUnevenShare) {
           if (lptGroupBytes(p, units) <= kLptOrderBytes) {
             persistent.set("lpt", 1);
             persistent.set("take", 1);

@@ -79,6 +79,10 @@ bool atomicDqTunable(const Params &p);
 /// better (one round of tiles or fewer, say), and where there are more than
 /// 2^20 tiles (not counted).
 double snakeShareExcess(llvm::ArrayRef<double> steps, int64_t units, int64_t programs);
+/// The excess above which the defaults take their tiles from a counter
+/// rather than share them out in advance (both grids; bench/NOTES.md b38,
+/// b39: 1.03 kept, 1.13-1.17 gains, 1.08 within the runs' spread).
+constexpr double kUnevenShare = 1.10;
 /// That of attn_fwd's grid by head (raster 1): each head's row tiles of bm
 /// rows, the last ones first, a tile's steps its key tiles of bn and one
 /// more. As bench/attn_walk_model.py finds: about 1.03 at 32 heads of 4096

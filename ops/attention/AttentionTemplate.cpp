@@ -150,6 +150,14 @@ SmallVector<Value> onlineSoftmax(KernelMath &km, RankedTensorType sType, Value s
   return {mNew, lNew, pr, alpha};
 }
 
+/// By head, the tiles taken from a counter in groups of 8 heads, the last
+/// rows first (take, raster_heads): what the defaults and the tuning
+/// space set where a share fixed in advance would be uneven.
+void takeInHeadGroups(TileConfig &c) {
+  c.set("take", 1);
+  c.set("raster_heads", 8);
+}
+
 /// Where tile `t` of the problem lies: bm query rows from q0 of one head of
 /// one sequence, the tiles of the last query rows (the most keys under a
 /// causal mask) first; by raster 0 that row tile of every head before the
@@ -267,8 +275,7 @@ public:
     if (pk.causal && pk.layout != attention::Layout::THD && def.has("persistent") &&
         def.get("persistent") && def.has("raster") && def.get("raster") && !def.has("take")) {
       TileConfig grouped = def;
-      grouped.set("take", 1);
-      grouped.set("raster_heads", 8);
+      takeInHeadGroups(grouped);
       if (llvm::Error err = checkConfig(ks, grouped))
         llvm::consumeError(std::move(err));
       else
@@ -347,11 +354,9 @@ public:
                                : make(2, 128, 2, 1, p.hkv >= 8 ? 1 : 0, /*pingpong=*/true);
     bool byHead =
         c.has("raster") && c.get("raster") != 0 && p.causal && p.layout != attention::Layout::THD;
-    if (byHead &&
-        attention::byHeadShareExcess(p, c.get("bm"), c.get("bn"), p.target.smCount()) > 1.10) {
-      c.set("take", 1);
-      c.set("raster_heads", 8);
-    }
+    if (byHead && attention::byHeadShareExcess(p, c.get("bm"), c.get("bn"), p.target.smCount()) >
+                      attention::kUnevenShare)
+      takeInHeadGroups(c);
     if (p.layout == attention::Layout::THD)
       c.set("take", 1);
     if (llvm::Error err = checkConfig(ks, c)) {
