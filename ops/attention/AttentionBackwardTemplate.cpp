@@ -67,7 +67,8 @@
 // only without groups, a sequence's key tiles counted from its own last
 // one, b38; from 4096 to 8192 queries under a causal mask lpt with take,
 // across every unit or in groups of four, where the share fixed in advance
-// would be uneven, dkvShareExcess, b38, b39).
+// would be uneven, dkvShareExcess, b38, b39; there in groups of four up
+// to 32 MiB a group, b40).
 // The additions come in any order (not bitwise repeatable) where the spec
 // says deterministic = 0: at head dim 128 on the H100 against the two
 // kernels 12-14 % less time at 16384 keys causal and at 4 x 2048 keys,
@@ -239,6 +240,10 @@ constexpr int64_t kLptGroupBytes = 16 << 20;
 /// The most bytes of Q and dO that lpt's order across every unit may read
 /// for it to be the default (bench/NOTES.md b38).
 constexpr int64_t kLptOrderBytes = 64 << 20;
+/// The most bytes of Q and dO a group of lpt_heads' default may read where
+/// the share fixed in advance would be uneven, from 4096 to 8192 queries
+/// (bench/NOTES.md b40).
+constexpr int64_t kUnevenGroupBytes = 32 << 20;
 
 /// The bytes of Q and dO that `units` units of lpt's order read.
 int64_t lptGroupBytes(const attention::Params &p, int64_t units) {
@@ -322,8 +327,9 @@ public:
          "sequences (each part of a split group counted as one) at a time, those groups in "
          "turn, so that the programs at work read few heads' queries (L2 keeps them) and still "
          "end on the shortest tiles (4 tuned under a causal mask, and the default with take "
-         "where four units' Q and dO take 16 MiB or less, from 8192 queries or where a share "
-         "fixed in advance would be uneven; 0 when left out: across every head at once)"},
+         "where four units' Q and dO take 16 MiB or less from 8192 queries, 32 MiB or less "
+         "where a share fixed in advance would be uneven; 0 when left out: across every head "
+         "at once)"},
     };
     return keys;
   }
@@ -602,17 +608,19 @@ public:
         // at H28 (1.16) and 7.5 % at H56 (1.13), even at H36 (1.13), b39;
         // with the share fixed in advance MHA of 40 heads at S4096 was 0.97
         // x cuDNN and of 20 heads 0.95). Not below 4096: at B1 H56 S2048
-        // (1.15) taken across every unit it took 8 % more time (b39). Where
-        // neither bound fits (GQA, several query heads a unit), the share
-        // stays fixed: taken in each unit's order alone, 5 % more time at
-        // B1 H32 S4096 (b27), and not measured there.
+        // (1.15) taken across every unit it took 8 % more time (b39). The
+        // groups of four here may read up to 32 MiB (kUnevenGroupBytes):
+        // with GQA at 4096 queries (B2 and B3 H32 KV8, B1 H64 KV8; four
+        // query heads a unit, 32 MiB a group), 14-24 % less time than the
+        // fixed share and 7-14 % less than taken alone (b40, H100, two
+        // rounds). Beyond that bound the share stays fixed (not measured).
         if (p.causal && p.sq >= 4096 && p.sq < 8192 && !thd && !persistent.has("lpt") &&
             attention::dkvShareExcess(p, persistent.get("bn"), persistent.get("kv_bm"),
                                       p.target.smCount()) > attention::kUnevenShare) {
           if (lptGroupBytes(p, units) <= kLptOrderBytes) {
             persistent.set("lpt", 1);
             persistent.set("take", 1);
-          } else if (lptGroupBytes(p, kLptGroup) <= kLptGroupBytes) {
+          } else if (lptGroupBytes(p, kLptGroup) <= kUnevenGroupBytes) {
             persistent.set("lpt", 1);
             persistent.set("lpt_heads", kLptGroup);
             persistent.set("take", 1);

@@ -1638,22 +1638,30 @@ TEST(AttentionCompile, NondeterministicDefaultIsFusedAtHeadDim128) {
     EXPECT_EQ(t.defaultConfig(q).canonical(),
               "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2");
   }
-  // Where neither bound fits (GQA: four query heads a unit, B2 H32 KV8
-  // S4096, 128 MiB, and 32 MiB a group of four), the share stays fixed
-  // though uneven.
-  {
+  // With GQA (four query heads a unit), every unit's Q and dO over 64 MiB:
+  // in groups of four where a group's take 32 MiB or less (B2 and B3 H32
+  // KV8 S4096, 128 and 192 MiB, 32 MiB a group; B1 H64 KV8 S4096, its
+  // eight query heads a KV head split two ways); above that the share
+  // stays fixed though uneven (B2 H64 KV8 S4096, eight query heads a unit,
+  // 64 MiB a group).
+  for (auto [b, hq, want] :
+       {std::tuple{2, 32, "lpt=1 lpt_heads=4 overlap=1 persist=1 stages=2 take=1"},
+        std::tuple{3, 32, "lpt=1 lpt_heads=4 overlap=1 persist=1 stages=2 take=1"},
+        std::tuple{1, 64, "lpt=1 lpt_heads=4 overlap=1 persist=1 stages=2 take=1"},
+        std::tuple{2, 64, "overlap=1 persist=1 stages=2"}}) {
     attention::Params q = nondeterministic(128, true);
-    q.b = 2;
-    q.hq = 32;
+    q.b = b;
+    q.hq = hq;
     q.hkv = 8;
     q.sq = q.sk = 4096;
-    EXPECT_GT(attention::dkvShareExcess(q, 128, 64, 132), 1.10);
+    EXPECT_GT(attention::dkvShareExcess(q, 128, 64, 132), 1.10) << "B" << b << " H" << hq;
     EXPECT_EQ(t.defaultConfig(q).canonical(),
-              "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2");
+              std::string("bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 ") + want)
+        << "B" << b << " H" << hq;
   }
-  // lpt only where every unit's Q and dO take 64 MiB or less: B4 H8 KV1
-  // S4096 (split 4 ways, 64 MiB), not B2 H32 KV8 S4096 (128 MiB), both
-  // layouts.
+  // lpt across every unit only where their Q and dO take 64 MiB or less:
+  // B4 H8 KV1 S4096 (split 4 ways, 64 MiB), not B2 H32 KV8 S4096 (128 MiB;
+  // BSHD's in groups of four, above), both layouts.
   for (Layout layout : {Layout::BSHD, Layout::THD}) {
     attention::Params q = nondeterministic(128, true, layout);
     q.b = 4;
@@ -1664,7 +1672,8 @@ TEST(AttentionCompile, NondeterministicDefaultIsFusedAtHeadDim128) {
     q.b = 2;
     q.hq = 32;
     q.hkv = 8;
-    EXPECT_FALSE(t.defaultConfig(q).has("lpt")) << int(layout);
+    TileConfig c = t.defaultConfig(q);
+    EXPECT_TRUE(!c.has("lpt") || c.has("lpt_heads")) << int(layout) << ": " << c.canonical();
   }
   for (int64_t sq : {8192, 16384}) { // take from 8192 causal; BSHD's groups of 4 where they fit
     attention::Params thd = nondeterministic(128, true, Layout::THD);
