@@ -591,12 +591,17 @@ public:
           persistent.set("lpt", 1);
         if (thd)
           persistent.set("take", 1);
+        // (Taken longest first within groups of four units where a group's
+        // Q and dO take `bound` bytes or less.)
+        auto lptInGroups = [&](int64_t bound) {
+          if (lptGroupBytes(p, kLptGroup) > bound)
+            return;
+          persistent.set("take", 1).set("lpt", 1).set("lpt_heads", kLptGroup);
+        };
         if (p.causal && p.sq >= 8192) {
           persistent.set("take", 1);
-          if (!thd && lptGroupBytes(p, kLptGroup) <= kLptGroupBytes) {
-            persistent.set("lpt", 1);
-            persistent.set("lpt_heads", kLptGroup);
-          }
+          if (!thd)
+            lptInGroups(kLptGroupBytes);
         }
         // From 4096 to 8192 queries, where each unit's tiles in turn
         // shared out in advance would leave the slowest program more than
@@ -617,14 +622,10 @@ public:
         if (p.causal && p.sq >= 4096 && p.sq < 8192 && !thd && !persistent.has("lpt") &&
             attention::dkvShareExcess(p, persistent.get("bn"), persistent.get("kv_bm"),
                                       p.target.smCount()) > attention::kUnevenShare) {
-          if (lptGroupBytes(p, units) <= kLptOrderBytes) {
-            persistent.set("lpt", 1);
-            persistent.set("take", 1);
-          } else if (lptGroupBytes(p, kLptGroup) <= kUnevenGroupBytes) {
-            persistent.set("lpt", 1);
-            persistent.set("lpt_heads", kLptGroup);
-            persistent.set("take", 1);
-          }
+          if (lptGroupBytes(p, units) <= kLptOrderBytes)
+            persistent.set("lpt", 1).set("take", 1);
+          else
+            lptInGroups(kUnevenGroupBytes);
         }
         if (llvm::Error err = checkConfig(ks, persistent)) {
           llvm::consumeError(std::move(err));
