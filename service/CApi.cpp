@@ -597,6 +597,9 @@ std::optional<tj_status> varlenWithoutRows(tj_engine *e, tilejit::DType dt, bool
     return invalid("total_q and total_k (the rows of q and of k in all) must be >= 0, got "
                    "total_q=" +
                    std::to_string(totalQ) + " total_k=" + std::to_string(totalK));
+  if (maxSq < 0 || maxSk < 0)
+    return invalid("max_sq and max_sk (the longest sequence's rows) must be >= 0, got max_sq=" +
+                   std::to_string(maxSq) + " max_sk=" + std::to_string(maxSk));
   if (totalQ > 0 && totalK > 0)
     return std::nullopt;
   // (The longest sequence may be given as 0 where there are no rows.)
@@ -609,16 +612,10 @@ std::optional<tj_status> varlenWithoutRows(tj_engine *e, tilejit::DType dt, bool
   call.scale = scale;
   auto spec = backward ? tilejit::attention::backwardSpecOf(call, e->engine->target())
                        : tilejit::attention::specOf(call, e->engine->target());
+  // (The spec's check holds b sequences of at most max rows each to the
+  // rows in all, which bounds the byte counts below.)
   if (!spec)
     return invalid(llvm::toString(spec.takeError()));
-  // b sequences of at most max rows each: more rows in all is a wrong call
-  // (and bounds the byte counts below).
-  for (auto [name, total, longest] :
-       {std::tuple{"total_q", totalQ, call.sq}, std::tuple{"total_k", totalK, call.sk}})
-    if (total / b > longest || (total / b == longest && total % b != 0))
-      return invalid(std::string(name) + "=" + std::to_string(total) +
-                     " is more than b=" + std::to_string(b) + " sequences of the longest's " +
-                     std::to_string(longest) + " rows");
   if (auto bad = checkOffsets(cuQ, cuK))
     return bad;
   for (const Fill &f : tensors)
@@ -697,6 +694,9 @@ tj_status tj_attn_bwd_workspace_size(tj_engine *e, int64_t b, int64_t sq, int64_
   call.hq = hq;
   call.hkv = hkv;
   call.d = d;
+  // (Sizes tj_attn_bwd would refuse get no size: the head dim, the limits.)
+  if (auto spec = tilejit::attention::backwardSpecOf(call, e->engine->target()); !spec)
+    return invalid(llvm::toString(spec.takeError()));
   int64_t need = tilejit::attention::backwardWorkspaceBytes(call);
   if (need < 0)
     return invalid("b=" + std::to_string(b) + " sq=" + std::to_string(sq) +

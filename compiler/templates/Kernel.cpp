@@ -69,10 +69,11 @@ Value KernelMath::toIndex(Value v) {
   return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v);
 }
 Value KernelMath::splat(Type t, Value v) { return tile::SplatOp::create(b, loc, t, v); }
-std::pair<Value, Value> KernelMath::sequenceRows(Value offsets, Value seq) {
+std::pair<Value, Value> KernelMath::sequenceRows(Value offsets, Value seq, Value most) {
   Value start = tile::LoadWordOp::create(b, loc, offsets, ValueRange{seq});
   Value end = tile::LoadWordOp::create(b, loc, offsets, ValueRange{add(seq, cst(1))});
-  return {start, sub(end, start)};
+  Value rows = arith::MinSIOp::create(b, loc, sub(end, start), most);
+  return {start, arith::MaxSIOp::create(b, loc, rows, cstLike(rows, 0))};
 }
 
 TakenTiles TakenTiles::create(KernelMath &km, int64_t consumers, int64_t words) {

@@ -51,8 +51,12 @@ struct KernelMath {
   mlir::Value splat(mlir::Type t, mlir::Value v);
   /// Packed sequences: the first row of sequence `seq` and its row count,
   /// from `offsets` (b + 1 int32 offsets, cu_seqlens, as the words of an
-  /// f32 memref).
-  std::pair<mlir::Value, mlir::Value> sequenceRows(mlir::Value offsets, mlir::Value seq);
+  /// f32 memref), the count held to [0, `most`] (the call's longest
+  /// sequence): offsets that break the call's contract (decreasing, or
+  /// further apart than it says) give wrong results, but no loop longer
+  /// than a valid call's.
+  std::pair<mlir::Value, mlir::Value> sequenceRows(mlir::Value offsets, mlir::Value seq,
+                                                   mlir::Value most);
   /// for (i = from; i < to; ++i) carrying `init`, `body(i, carried)`
   /// returning the next values; the builder is left after the loop. (A loop
   /// that carries nothing comes with its yield.)

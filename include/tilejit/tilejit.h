@@ -211,10 +211,13 @@ TJ_API tj_status tj_attn_bwd(tj_engine *engine, tj_dtype dtype, tj_attn_layout l
  * cu_seqlens_q[i] to cu_seqlens_q[i + 1] and its key rows from cu_seqlens_k[i]
  * to cu_seqlens_k[i + 1]: int32, b + 1 of each, on the device, 4-byte
  * aligned, starting at 0, non-decreasing, ending at total_q and total_k (the
- * kernels read them as they are, unchecked; no write reaches outside q's,
- * k's and their gradients' rows whatever they hold). max_sq and max_sk are at
+ * kernels read them as they are, unchecked; whatever they hold, each
+ * sequence's row counts are taken as at least 0 and at most max_sq and
+ * max_sk, so the kernels end as a valid call's would, and no write reaches
+ * outside q's, k's and their gradients' rows). max_sq and max_sk are at
  * least the longest sequence's query and key rows (smaller values give
- * wrong results). lse is b x hq x max_sq: row r of sequence i at [i, head,
+ * wrong results), and total_q, total_k at most b * max_sq, b * max_sk
+ * (checked). lse is b x hq x max_sq: row r of sequence i at [i, head,
  * r]; its rows past a sequence's end hold unspecified values. causal: a
  * sequence's query row r sees its keys 0..r (top-left, as tj_attn_fwd;
  * FlashAttention aligns the diagonal bottom-right where a sequence's query

@@ -952,27 +952,24 @@ private:
       return MemRefType::get({ShapedType::kDynamic}, b.getF32Type());
     }
     Value cuQ, cuK; // the current kernel's offsets (THD)
-    /// THD, the fused dK/dV kernel: sq and sk, the most query and key rows
+    /// THD: the current kernel's sq and sk, the most query and key rows
     /// seqOf gives a sequence.
     Value rowsBound, keysBound;
     /// THD: sequence `seq`'s first rows and row counts in Q and in K.
     struct Seq {
       Value qStart, qLen, kStart, kLen;
     };
-    /// Those of sequence `seq`. In the fused dK/dV kernel at most sq and sk
-    /// (a negative count: sq and sk): its query tiles index the flags ([b *
-    /// hq, ceil(sq / 64)], unmasked), and adding in order its turns start at
-    /// the sequence's last key tile, which must have a program (the grid's
-    /// ceil(sk / bn) a head); offsets that break the call's contract give
-    /// wrong results, not stray writes or a wait that never ends.
+    /// Those of sequence `seq`, at most sq and sk (sequenceRows): no loop
+    /// runs longer than a valid call's; in the fused dK/dV kernel its query
+    /// tiles index the flags ([b * hq, ceil(sq / 64)], unmasked), and adding
+    /// in order its turns start at the sequence's last key tile, which must
+    /// have a program (the grid's ceil(sk / bn) a head). Offsets that break
+    /// the call's contract give wrong results, not stray writes, a wait
+    /// that never ends or a loop far past the call's sizes.
     Seq seqOf(Value seq) {
       Seq r;
-      std::tie(r.qStart, r.qLen) = sequenceRows(cuQ, seq);
-      std::tie(r.kStart, r.kLen) = sequenceRows(cuK, seq);
-      if (rowsBound) {
-        r.qLen = minu(r.qLen, rowsBound);
-        r.kLen = minu(r.kLen, keysBound);
-      }
+      std::tie(r.qStart, r.qLen) = sequenceRows(cuQ, seq, rowsBound);
+      std::tie(r.kStart, r.kLen) = sequenceRows(cuK, seq, keysBound);
       return r;
     }
     /// The batch: the first size of `t` (BSHD's gradients, the parts' sums),
@@ -1411,12 +1408,16 @@ private:
 
     /// The entry block of a dQ or dK/dV kernel; THD: Q's and K's offsets,
     /// its arguments `offsets` and the one after (13 and 14, but 14 and 15
-    /// in the fused dK/dV kernel, after dQ's sums), kept in cuQ and cuK.
-    Block *entryOf(tt::KernelOp kernel, unsigned offsets = 13) {
+    /// in the fused dK/dV kernel, after dQ's sums), kept in cuQ and cuK,
+    /// and sq and sk, its arguments `sq` and the one after, in rowsBound and
+    /// keysBound.
+    Block *entryOf(tt::KernelOp kernel, unsigned offsets, unsigned sq) {
       Block *entry = &kernel.getBody().front();
       if (thd()) {
         cuQ = entry->getArgument(offsets);
         cuK = entry->getArgument(offsets + 1);
+        rowsBound = entry->getArgument(sq);
+        keysBound = entry->getArgument(sq + 1);
       }
       return entry;
     }
@@ -1445,7 +1446,7 @@ private:
           0, 2, {sq.ceilDiv(kWorkspaceRows) * (kWorkspaceRows / dqRows()) * batch * p.hq}, &c);
       auto kernel = makeKernel(b, loc, "attn_bwd_dq_" + suffix(), args, threads, grid,
                                {11, -1, 6, 0}, cfg, /*cluster=*/1, minBlocks);
-      Block *entry = entryOf(kernel);
+      Block *entry = entryOf(kernel, 13, 11);
       auto a = [&](unsigned i) { return entry->getArgument(i); };
       return {kernel, entry, a(0), a(1), a(2),  a(3),  a(4), a(5),
               a(6),   a(7),  a(8), a(9), a(10), a(11), a(12)};
@@ -1505,7 +1506,7 @@ private:
                     : AffineMap::get(0, 3, {tiles}, &c);
       auto kernel = makeKernel(b, loc, name.str() + suffix(), args, threads, grid, symbols, cfg,
                                /*cluster=*/1, minBlocks);
-      Block *entry = entryOf(kernel, offsets);
+      Block *entry = entryOf(kernel, offsets, 9);
       auto a = [&](unsigned i) { return entry->getArgument(i); };
       return {kernel,
               entry,
@@ -1613,7 +1614,7 @@ private:
       Seq ps;
       if (thd()) {
         cuQ = entry->getArgument(7);
-        std::tie(ps.qStart, ps.qLen) = sequenceRows(cuQ, seq);
+        std::tie(ps.qStart, ps.qLen) = sequenceRows(cuQ, seq, sqV);
       }
       rowStats(o, dO, lse, ws, seq, head, bh, row0, ps);
       auto accType = RankedTensorType::get({64, p.d}, f32, tt::WgmmaLayoutAttr::get(&c));
@@ -1671,7 +1672,7 @@ private:
       Value out = dQ, qStart, qLen, sums0;
       if (thd()) {
         cuQ = entry->getArgument(4);
-        std::tie(qStart, qLen) = sequenceRows(cuQ, seq);
+        std::tie(qStart, qLen) = sequenceRows(cuQ, seq, sqV);
         sums0 = sumsStart(seq, qStart);
         Value sumsRow = add(sums0, row0);
         // (Inside the sums, as a bulk copy could have added it.)
@@ -1871,10 +1872,6 @@ private:
       Value dK = kk.dK, dV = kk.dV, scaleLog2 = kk.scaleLog2, scale = kk.scale;
       Value sqV = kk.sq, skV = kk.sk, partials = kk.partials, split = kk.split, dqSums = kk.dqSums;
       Value flags = kk.flags;
-      if (thd() && s.fused) {
-        rowsBound = sqV;
-        keysBound = skV;
-      }
 
       Value rk = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
       Value rv = tt::AllocRingOp::create(b, loc, ringKV, nullptr);
@@ -2953,7 +2950,7 @@ private:
       // THD: the sums of the sequence's keys go to its rows of dK and dV.
       Value kStart, kLen;
       if (thd())
-        std::tie(kStart, kLen) = sequenceRows(cuK, seq);
+        std::tie(kStart, kLen) = sequenceRows(cuK, seq, skV);
       // At most 128 columns at a time: the sum and a part of 64 x 256 f32
       // would not fit in a thread's registers.
       int64_t cols = std::min<int64_t>(p.d, 128);

@@ -62,12 +62,21 @@ llvm::Expected<CUtensorMap> mapOf(const char *op, const char *name, const Call &
 
 /// Packed sequences: the rows of Q and of K in all, at least 1 each.
 llvm::Error checkTotals(const Call &c, const char *op) {
-  if (c.totalQ >= 1 && c.totalK >= 1)
-    return llvm::Error::success();
-  return error("packed sequences (THD) need totalQ and totalK, the rows of Q and of K in all, of "
-               "at least 1, got totalQ=" +
-                   llvm::Twine(c.totalQ) + " totalK=" + llvm::Twine(c.totalK),
-               op);
+  if (c.totalQ < 1 || c.totalK < 1)
+    return error("packed sequences (THD) need totalQ and totalK, the rows of Q and of K in all, of "
+                 "at least 1, got totalQ=" +
+                     llvm::Twine(c.totalQ) + " totalK=" + llvm::Twine(c.totalK),
+                 op);
+  // b sequences of at most sq (sk) rows each: more rows in all is a wrong
+  // call (the grid covers sq rows a sequence; the rest would go unwritten).
+  for (auto [name, total, longest, what] :
+       {std::tuple{"totalQ", c.totalQ, c.sq, "sq"}, std::tuple{"totalK", c.totalK, c.sk, "sk"}})
+    if (c.b >= 1 && (total / c.b > longest || (total / c.b == longest && total % c.b != 0)))
+      return error(llvm::Twine(name) + "=" + llvm::Twine(total) +
+                       " is more than b=" + llvm::Twine(c.b) + " sequences of at most " + what +
+                       "=" + llvm::Twine(longest) + " rows",
+                   op);
+  return llvm::Error::success();
 }
 
 /// The call's sizes, each at least 1 (for a spec and for every launch: a

@@ -540,8 +540,8 @@ private:
     // K's rows.
     Value rowsV = sqV, keys = skV, qBase, kBase;
     if (thd) {
-      std::tie(qBase, rowsV) = km.sequenceRows(entry->getArgument(8), seq);
-      std::tie(kBase, keys) = km.sequenceRows(entry->getArgument(9), seq);
+      std::tie(qBase, rowsV) = km.sequenceRows(entry->getArgument(8), seq, sqV);
+      std::tie(kBase, keys) = km.sequenceRows(entry->getArgument(9), seq, skV);
     } else if (bhsd) {
       qBase = km.mul(bh, sqV);
       kBase = km.mul(km.add(km.mul(seq, cst(p.hkv)), kvHead), skV);
@@ -740,8 +740,8 @@ private:
         // A tile past its sequence's rows has nothing to do (the grid is
         // sized for the longest); one of a sequence without keys writes
         // O = 0 and LSE = -inf.
-        std::tie(tile.qStart, tile.qLen) = km.sequenceRows(cuQ, tile.seq);
-        std::tie(tile.kStart, tile.keys) = km.sequenceRows(cuK, tile.seq);
+        std::tie(tile.qStart, tile.qLen) = km.sequenceRows(cuQ, tile.seq, sqV);
+        std::tie(tile.kStart, tile.keys) = km.sequenceRows(cuK, tile.seq, skV);
         tile.rows = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, tile.q0, tile.qLen);
         tile.work = arith::AndIOp::create(
             b, loc, tile.rows,

@@ -121,9 +121,9 @@ class CInterfaceAttentionArguments(unittest.TestCase):
             self.assertRefused(f"{name} is at 0x60008, not 16-byte aligned", **{name: 0x60008})
 
     def test_packed_sequences_name_their_arguments(self):
-        def varlen(total_q=600, total_k=500, cu_q=0x70000, cu_k=0x71000, d=64):
-            status = self.lib.tj_attn_varlen_fwd(self.engine, 0, 3, 300, 250, total_q, total_k, 4,
-                                                 2, d, 1, 0.0, cu_q, cu_k, 0x10000, 0x20000,
+        def varlen(total_q=600, total_k=500, cu_q=0x70000, cu_k=0x71000, d=64, max_sq=300):
+            status = self.lib.tj_attn_varlen_fwd(self.engine, 0, 3, max_sq, 250, total_q, total_k,
+                                                 4, 2, d, 1, 0.0, cu_q, cu_k, 0x10000, 0x20000,
                                                  0x30000, 0x40000, 0x50000, None)
             return status, self.lib.tj_last_error().decode()
         for args, message in (({"cu_q": None}, "cu_seqlens_q is null"),
@@ -131,10 +131,31 @@ class CInterfaceAttentionArguments(unittest.TestCase):
                               ({"total_k": -1}, "total_q and total_k (the rows of q and of "
                                                 "k in all) must be >= 0, got total_q=600 "
                                                 "total_k=-1"),
-                              ({"d": 96}, "head dim d must be 64, 128 or 256, got d=96")):
+                              ({"d": 96}, "head dim d must be 64, 128 or 256, got d=96"),
+                              ({"total_q": 901}, "totalQ=901 is more than b=3 sequences of at "
+                                                 "most sq=300 rows"),
+                              ({"total_k": 751}, "totalK=751 is more than b=3 sequences of at "
+                                                 "most sk=250 rows"),
+                              ({"total_q": 0, "max_sq": -1}, "max_sq and max_sk (the longest "
+                                                             "sequence's rows) must be >= 0")):
             status, error = varlen(**args)
             self.assertEqual(status, 1, f"{args}: status {status}, {error!r}")
             self.assertIn(message, error, f"{args}")
+
+    def test_the_workspace_size_refuses_what_the_backward_would(self):
+        import ctypes
+        size = ctypes.c_int64(0)
+        for args, message in (((2, 100, 77, 4, 2, 96), "head dim d must be 64, 128 or 256"),
+                              ((2, (1 << 22) + 1, 77, 4, 2, 64),
+                               "sq = 4194305 is above the largest supported (4194304)"),
+                              ((2, 100, 77, 4, 3, 64), "hkv=3 must divide hq=4")):
+            status = self.lib.tj_attn_bwd_workspace_size(self.engine, *args, ctypes.byref(size))
+            error = self.lib.tj_last_error().decode()
+            self.assertEqual(status, 1, f"{args}: status {status}, {error!r}")
+            self.assertIn(message, error, f"{args}")
+        self.assertEqual(self.lib.tj_attn_bwd_workspace_size(self.engine, 2, 100, 77, 4, 2, 64,
+                                                             ctypes.byref(size)), 0)
+        self.assertGreater(size.value, 0)
 
     def test_prepare_checks_the_same_shape(self):
         lib = self.lib
@@ -220,6 +241,11 @@ class AttentionWithoutGpu(unittest.TestCase):
             torch.ops.tilejit.attn_varlen_fwd(q, k, k, cu, cu[:3], 300, 250, True, 0.0)
         with self.assertRaisesRegex(ValueError, "max_seqlen_k must be a positive int"):
             torch.ops.tilejit.attn_varlen_fwd(q, k, k, cu, cu, 300, 0, True, 0.0)
+        with self.assertRaisesRegex(ValueError, "q has 600 rows, more than 3 sequences of at "
+                                    "most max_seqlen_q=199"):
+            torch.ops.tilejit.attn_varlen_fwd(q, k, k, cu, cu, 199, 250, True, 0.0)
+        with self.assertRaisesRegex(ValueError, "max_seqlen_k=4194305 is more than the 4194304"):
+            torch.ops.tilejit.attn_varlen_fwd(q, k, k, cu, cu, 300, (1 << 22) + 1, True, 0.0)
         with self.assertRaisesRegex(ValueError, "must be 3-D"):
             torch.ops.tilejit.attn_varlen_fwd(q[None], k, k, cu, cu, 300, 250, True, 0.0)
         # torch.compile with lengths that change from call to call (SymInts).
@@ -253,6 +279,11 @@ class AttentionWithoutGpu(unittest.TestCase):
             tilejit.ops.attention(cpu, cpu, cpu)
         with self.assertRaisesRegex(ValueError, "scale must be positive and finite"):
             tilejit.ops.attention(cpu, cpu, cpu, scale=0.0)
+        # (1e-50 is 0 as a float32, which the C interface reads as 1/sqrt(d).)
+        with self.assertRaisesRegex(ValueError, "positive and finite as a float32"):
+            tilejit.ops.attention(cpu, cpu, cpu, scale=1e-50)
+        with self.assertRaisesRegex(ValueError, "positive and finite as a float32, got 1e-50"):
+            torch.ops.tilejit.attn_fwd(cpu, cpu, cpu, False, 1e-50, 1)
         with self.assertRaisesRegex(ValueError, "layout 'sbhd' is not"):
             tilejit.ops.attention(cpu, cpu, cpu, layout="sbhd")
         with self.assertRaisesRegex(ValueError, "attention call .* is not"):
@@ -354,6 +385,8 @@ class AttentionWithoutGpu(unittest.TestCase):
                 refuses("4-D only", q[0], k[0], v[0])
                 refuses("scale=0.0", q, k, v, scale=0.0)
                 refuses("scale=-1.0", q, k, v, scale=-1.0)
+                refuses("scale=1e-50", q, k, v, scale=1e-50)  # 0 as a float32
+                refuses("scale=1e+39", q, k, v, scale=1e39)  # inf as a float32
                 refuses("strides", q, bhsd(2, 8, 154, 128)[:, :, ::2], v)
                 refuses("strides", q, bshd(2, 8, 77, 128), bshd(2, 8, 77, 128))  # mixed layouts
                 refuses("16-byte aligned", torch.randn(2 * 8 * 100 * 128 + 4, **bf)[4:]
@@ -949,7 +982,11 @@ class Attention(unittest.TestCase):
                         ("2 query heads and 1 kv heads", (q, jagged(x[:, :1].contiguous(), cu),
                                                           jagged(x[:, :1].contiguous(), cu)), {}),
                         ("other sequence lengths", (q, q, jagged(x[:50], offsets([3, 40, 7]))),
-                         {})):
+                         {}),
+                        ("is_causal with queries and keys of other sequence lengths",
+                         (q, jagged(x[:50], offsets([3, 40, 7])),
+                          jagged(x[:50], offsets([3, 40, 7]))), {"is_causal": True}),
+                        ("positive and finite as a float32", (q, q, q), {"scale": 1e-50})):
                     with self.subTest(refused=why):
                         n = len(calls), len(fell_back)
                         with self.assertLogs("tilejit", "DEBUG") as logs:

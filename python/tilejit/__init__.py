@@ -146,8 +146,8 @@ def _sdpa_arguments_unsupported(a):
     if a["dropout_p"] != 0.0:
         return f"dropout_p={a['dropout_p']}"
     scale = a["scale"]
-    if scale is not None and not 0.0 < scale < float("inf"):
-        return f"scale={scale} (positive and finite, or None)"
+    if scale is not None and not ops._f32_scale_fits(scale):
+        return f"scale={scale} (positive and finite as a float32, or None)"
     return None
 
 
@@ -194,7 +194,7 @@ def _sdpa_unsupported(q, k, v, a):
         return why
     if b * hq * hkv * sq * sk == 0:
         return f"an empty size (b={b}, hq={hq}, hkv={hkv}, sq={sq}, sk={sk})"
-    if hq > 1024 or b > (1 << 20) or max(sq, sk) > (1 << 22):
+    if hq > 1024 or b > (1 << 20) or max(sq, sk) > ops._MAX_SEQ:
         return f"sizes past the kernel's (b={b}, hq={hq}, sq={sq}, sk={sk})"
     return None
 
@@ -249,7 +249,15 @@ def _sdpa_jagged(q, k, v, a):
     hopper, cc = _sm90(q.device)
     if not hopper:
         return None, f"the device is sm_{cc[0]}{cc[1]} (the attention kernel runs on sm_90)"
+    if a["is_causal"] and not (kt.offsets() is qt.offsets() or
+                               torch.equal(kt.offsets(), qt.offsets())):
+        # (tilejit's mask is the upper-left diagonal of each sequence; where
+        # queries and keys differ in length torch's jagged path may align it
+        # otherwise.)
+        return None, "is_causal with queries and keys of other sequence lengths"
     max_q, max_k = _max_seqlen(qt), _max_seqlen(kt)
+    if b > (1 << 20) or max(max_q, max_k) > ops._MAX_SEQ:
+        return None, f"sizes past the kernel's ({b} sequences, longest {max(max_q, max_k)} rows)"
     cu_q = qt.offsets().to(torch.int32)
     cu_k = cu_q if kt.offsets() is qt.offsets() else kt.offsets().to(torch.int32)
     o = ops.attention_varlen(qv, kv, vv, cu_q, cu_k, max_q, max_k, bool(a["is_causal"]),

@@ -518,6 +518,7 @@ def _packed(t):
 
 
 def _attn_fwd_impl(q, k, v, causal, scale, layout):
+    _scale_check("attn_fwd", scale)
     b, sq, sk, hq, hkv, d = _attn_check("attn_fwd", q, k, v, layout)
     qc, kc, vc = _packed(q), _packed(k), _packed(v)
     o = torch.empty(qc.shape, dtype=q.dtype, device=q.device)
@@ -553,6 +554,7 @@ def _(q, k, v, causal, scale, layout):
 
 
 def _attn_bwd_impl(do, q, k, v, o, lse, causal, scale, layout):
+    _scale_check("attn_bwd", scale)
     b, sq, sk, hq, hkv, d = _attn_check("attn_bwd", q, k, v, layout)
     _on_gpu("attn_bwd", q=q, do=do, o=o, lse=lse)
     if do.shape != q.shape or o.shape != q.shape or do.dtype != q.dtype or o.dtype != q.dtype:
@@ -634,15 +636,28 @@ def attention(q, k, v, causal=False, scale=None, layout=BHSD):
     return attn_fwd(q, k, v, bool(causal), scale, layout)[0]
 
 
+def _f32_scale_fits(scale):
+    """Whether `scale` is positive and finite as the kernels take it, a
+    float32 (1e-50 rounds to 0, which the C interface reads as 1/sqrt(d);
+    1e39 to inf)."""
+    return 0.0 < ctypes.c_float(float(scale)).value < float("inf")
+
+
 def _scale_code(op, scale):
     """The ops' scale: 0.0 (their 1/sqrt(d)) for None, else positive and
-    finite; ValueError naming it otherwise."""
+    finite as a float32; ValueError naming it otherwise."""
     if scale is None:
         return 0.0
-    if not 0.0 < float(scale) < float("inf"):
-        raise ValueError(f"tilejit.{op}: scale must be positive and finite (None: 1/sqrt(d)), "
-                         f"got {scale}")
+    if not _f32_scale_fits(scale):
+        raise ValueError(f"tilejit.{op}: scale must be positive and finite as a float32 "
+                         f"(None: 1/sqrt(d)), got {scale}")
     return float(scale)
+
+
+def _scale_check(op, scale):
+    """The custom ops' scale: 0.0 (1/sqrt(d)) or one _scale_code takes."""
+    if scale != 0.0:
+        _scale_code(op, scale)
 
 
 def _eager_without_grad(q, k, v):
@@ -655,6 +670,7 @@ def _eager_without_grad(q, k, v):
 # ---- Attention over packed sequences (THD, varlen) ------------------------
 
 THD = 2  # q [total_q, hq, d], k and v [total_k, hkv, d]; sequences by cu_seqlens
+_MAX_SEQ = 1 << 22  # the most rows a sequence may have (the C interface's bound)
 
 
 def _varlen_check(op, q, k, v, cu_q, cu_k, max_sq, max_sk, on_gpu=True):
@@ -677,16 +693,25 @@ def _varlen_check(op, q, k, v, cu_q, cu_k, max_sq, max_sk, on_gpu=True):
     if cu_q.shape != cu_k.shape:
         raise ValueError(f"tilejit.{op}: cu_seqlens_q {tuple(cu_q.shape)} and cu_seqlens_k "
                          f"{tuple(cu_k.shape)} must name the same sequences")
-    for name, m in (("max_seqlen_q", max_sq), ("max_seqlen_k", max_sk)):
+    b = cu_q.shape[0] - 1
+    for name, m, total, rows in (("max_seqlen_q", max_sq, tq, "q"),
+                                 ("max_seqlen_k", max_sk, tk, "k")):
         # (A SymInt where torch.compile traces a changing length.)
         if isinstance(m, bool) or not isinstance(m, (int, torch.SymInt)) or m < 1:
             raise ValueError(f"tilejit.{op}: {name} must be a positive int (at least the "
                              f"longest sequence's rows), got {m!r}")
+        if m > _MAX_SEQ:
+            raise ValueError(f"tilejit.{op}: {name}={m} is more than the {_MAX_SEQ} rows a "
+                             "sequence may have")
+        if total > b * m:
+            raise ValueError(f"tilejit.{op}: {rows} has {total} rows, more than {b} sequences "
+                             f"of at most {name}={m}")
     _attn_types(op, q, k, v, hq, hkv, d)
-    return cu_q.shape[0] - 1, tq, tk, hq, hkv, d
+    return b, tq, tk, hq, hkv, d
 
 
 def _attn_varlen_fwd_impl(q, k, v, cu_q, cu_k, max_sq, max_sk, causal, scale):
+    _scale_check("attn_varlen_fwd", scale)
     b, tq, tk, hq, hkv, d = _varlen_check("attn_varlen_fwd", q, k, v, cu_q, cu_k, max_sq, max_sk)
     qc, kc, vc = _packed(q), _packed(k), _packed(v)
     cq, ck = cu_q.contiguous(), cu_k.contiguous()
@@ -716,9 +741,12 @@ def attn_varlen_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlen
     query rows are cu_seqlens_q[i]:cu_seqlens_q[i + 1] (int32 [b + 1], starting
     at 0, non-decreasing, ending at total_q; cu_seqlens_k likewise for k and
     v), and it attends to its own keys only. max_seqlen_q and max_seqlen_k: at
-    least the longest sequence's rows (the offsets stay on the device and are
-    not checked here: smaller values give wrong results, and offsets past the
-    tensors' rows are cut off there).
+    least the longest sequence's rows, and total_q at most b times
+    max_seqlen_q (total_k likewise; checked). The offsets stay on the device
+    and are not checked: smaller maxima give wrong results, offsets past the
+    tensors' rows are cut off there, and the kernels take each sequence's
+    rows as at least 0 and at most the maxima whatever the offsets hold, so
+    they end as a valid call's would.
     Returns o (as q) and lse [b, hq, max_seqlen_q] f32 (row r of sequence i at
     [i, :, r]; rows past a sequence's end unspecified). causal: a sequence's
     row r sees its keys 0..r (top-left, as torch's is_causal; FlashAttention
@@ -749,6 +777,7 @@ def _varlen_grads_check(do, q, o, lse, b, hq, max_sq):
 
 
 def _attn_varlen_bwd_impl(do, q, k, v, o, lse, cu_q, cu_k, max_sq, max_sk, causal, scale):
+    _scale_check("attn_varlen_bwd", scale)
     b, tq, tk, hq, hkv, d = _varlen_check("attn_varlen_bwd", q, k, v, cu_q, cu_k, max_sq,
                                           max_sk)
     _on_gpu("attn_varlen_bwd", q=q, do=do, o=o, lse=lse)

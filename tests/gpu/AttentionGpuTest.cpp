@@ -1023,6 +1023,137 @@ TEST_F(GpuAttentionSm80, BackwardAgainstFloat64) {
   }
 }
 
+TEST_F(GpuAttention, OffsetsThatBreakTheContractEndWithoutStrayWrites) {
+  // Packed sequences whose offsets break the call's contract: one
+  // sequence longer than the call's longest (sq, sk), one of a negative
+  // count (the offsets decreasing), one starting past the rows. The
+  // results are undefined, but every kernel ends (each sequence's rows
+  // held to [0, sq] and [0, sk]: no loop longer than a valid call's, no
+  // wait that never ends) and writes nothing outside its outputs: 64 KiB
+  // on each side of every output and the workspace keep their bytes.
+  auto drv = CudaDriver::get();
+  ASSERT_TRUE(bool(drv));
+  constexpr size_t kGuard = 64 << 10;
+  constexpr uint8_t kMark = 0x5A;
+  const int64_t b = 3, hq = 4, hkv = 2, longest = 200, total = 400;
+  const std::vector<int32_t> offsetsQ = {0, 390, 150, 400}, offsetsK = {50, 10, 5000, 400};
+  struct Guarded {
+    DeviceBuffer buf;
+    size_t bytes;
+    uint64_t ptr() const { return buf.ptr() + kGuard; }
+  };
+  auto guarded = [&](size_t bytes, std::vector<Guarded> &all) {
+    auto buf = DeviceBuffer::allocate(bytes + 2 * kGuard);
+    EXPECT_TRUE(bool(buf)) << llvm::toString(buf.takeError());
+    if (!buf)
+      return uint64_t(0);
+    EXPECT_FALSE(bool(buf->fill(kMark)));
+    all.push_back({std::move(*buf), bytes});
+    return all.back().ptr();
+  };
+  auto expectGuardsKept = [&](const std::vector<Guarded> &all, const std::string &what) {
+    for (size_t i = 0; i < all.size(); ++i) {
+      std::vector<uint8_t> host(all[i].bytes + 2 * kGuard);
+      ASSERT_FALSE(bool(all[i].buf.download(host)));
+      for (size_t at : {size_t(0), kGuard + all[i].bytes}) {
+        size_t changed = 0;
+        for (size_t j = 0; j < kGuard; ++j)
+          changed += host[at + j] != kMark;
+        EXPECT_EQ(changed, 0u) << what << ": buffer " << i << (at ? ", after" : ", before");
+      }
+    }
+  };
+  for (int64_t d : {64, 128})
+    for (bool causal : {true, false}) {
+      std::string where = "d " + std::to_string(d) + (causal ? " causal" : "");
+      SCOPED_TRACE(where);
+      std::mt19937_64 rng(tilejit::testing::testSeed());
+      attention::Call call;
+      call.dt = DType::BF16;
+      call.d = d;
+      call.hq = hq;
+      call.hkv = hkv;
+      call.causal = causal;
+      call.layout = Layout::THD;
+      call.b = b;
+      call.sq = call.sk = longest;
+      call.totalQ = call.totalK = total;
+      size_t nq = size_t(total * hq * d), nk = size_t(total * hkv * d);
+      HostTensor q(call.dt, nq), k(call.dt, nk), v(call.dt, nk), dout(call.dt, nq);
+      for (HostTensor *t : {&q, &k, &v, &dout})
+        t->randomNormal(rng, 0.0f, 1.0f);
+      std::vector<Guarded> inputs, outputs;
+      auto upload = [&](const HostTensor &t) {
+        uint64_t at = guarded(t.bytes.size(), inputs);
+        EXPECT_EQ(drv->cuMemcpyHtoD_v2(CUdeviceptr(at), t.bytes.data(), t.bytes.size()),
+                  CUDA_SUCCESS);
+        return at;
+      };
+      call.q = upload(q);
+      call.k = upload(k);
+      call.v = upload(v);
+      auto words = [&](const std::vector<int32_t> &w) {
+        uint64_t at = guarded(w.size() * 4, inputs);
+        EXPECT_EQ(drv->cuMemcpyHtoD_v2(CUdeviceptr(at), w.data(), w.size() * 4), CUDA_SUCCESS);
+        return at;
+      };
+      call.cuSeqlensQ = words(offsetsQ);
+      call.cuSeqlensK = words(offsetsK);
+      call.o = guarded(q.bytes.size(), outputs);
+      call.lse = guarded(size_t(b * hq * longest * 4), outputs);
+      ASSERT_FALSE(HasFailure());
+      auto fspec = attention::specOf(call, target);
+      ASSERT_TRUE(bool(fspec)) << llvm::toString(fspec.takeError());
+      for (const char *cfg : {"", "take=0"}) {
+        auto config = TileConfig::parse(cfg);
+        ASSERT_TRUE(bool(config));
+        auto fwd = build(*fspec, *config);
+        if (!fwd) { // (take=0: a config of the Hopper kernels only)
+          llvm::consumeError(fwd.takeError());
+          continue;
+        }
+        if (auto err = attention::launch(*fwd->loaded, call, target.smCount(), nullptr))
+          FAIL() << llvm::toString(std::move(err));
+        ASSERT_EQ(drv->cuCtxSynchronize(), CUDA_SUCCESS) << "forward '" << cfg << "'";
+        expectGuardsKept(outputs, "forward '" + std::string(cfg) + "'");
+      }
+      // The backward: the default of each mode (fused, in order or in any
+      // order, at head dim 128; the dQ and dK/dV kernels at 64) and the two
+      // kernels at 128.
+      for (auto [deterministic, cfg] :
+           {std::pair{true, ""}, std::pair{false, ""},
+            std::pair{true, "bn=128 consumers=2 kv_bm=64 overlap=1 stages=2"}}) {
+        if (d != 128 && *cfg)
+          continue;
+        SCOPED_TRACE(std::string(deterministic ? "deterministic" : "any order") + " '" + cfg + "'");
+        attention::BackwardCall bc;
+        static_cast<attention::Call &>(bc) = call;
+        bc.deterministic = deterministic;
+        auto bspec = attention::backwardSpecOf(bc, target);
+        ASSERT_TRUE(bool(bspec)) << llvm::toString(bspec.takeError());
+        auto config = TileConfig::parse(cfg);
+        ASSERT_TRUE(bool(config));
+        auto bwd = build(*bspec, *config);
+        ASSERT_TRUE(bool(bwd)) << llvm::toString(bwd.takeError());
+        std::vector<Guarded> mine;
+        bc.dO = upload(dout);
+        bc.dQ = guarded(q.bytes.size(), mine);
+        bc.dK = guarded(k.bytes.size(), mine);
+        bc.dV = guarded(k.bytes.size(), mine);
+        bc.workspace = guarded(
+            size_t(attention::backwardWorkspaceBytes(bc, attention::fusedBackward(*bwd->loaded))),
+            mine);
+        ASSERT_FALSE(HasFailure());
+        if (auto err = attention::launchBackward(*bwd->loaded, bc, nullptr))
+          FAIL() << llvm::toString(std::move(err));
+        ASSERT_EQ(drv->cuCtxSynchronize(), CUDA_SUCCESS);
+        expectGuardsKept(mine, "backward");
+        expectGuardsKept(inputs, "backward's inputs");
+        expectGuardsKept(outputs, "backward's O and LSE");
+      }
+    }
+}
+
 TEST_F(GpuAttention, BackwardPackedSequences) {
   // Each program's queries, keys and stores stop at its sequence's end;
   // the workspace's rows past it are +inf whatever the forward's LSE holds

@@ -483,6 +483,26 @@ TEST(AttentionCompile, PackedSequencesBuildWithoutSpillsAndNameWhatTheyNeed) {
   s = attention::specOf(call, *Target::parse("sm_90a"));
   ASSERT_TRUE(bool(s)) << llvm::toString(s.takeError());
   EXPECT_NE(s->canonical().find("layout=2"), std::string::npos) << s->canonical();
+  // And more rows in all than b sequences of the longest hold (the grid
+  // covers sq rows a sequence): b * sq itself passes.
+  for (auto [tq, tk, want] :
+       {std::tuple{201, 150, "totalQ=201 is more than b=2 sequences of at most sq=100 rows"},
+        std::tuple{200, 250, "totalK=250 is more than b=2 sequences of at most sk=100 rows"},
+        std::tuple{200, 200, ""}}) {
+    call.totalQ = tq;
+    call.totalK = tk;
+    for (bool bwd : {false, true}) {
+      s = bwd ? attention::backwardSpecOf(call, *Target::parse("sm_90a"))
+              : attention::specOf(call, *Target::parse("sm_90a"));
+      if (!*want) {
+        EXPECT_TRUE(bool(s)) << llvm::toString(s.takeError());
+        continue;
+      }
+      ASSERT_FALSE(bool(s)) << tq << " " << tk;
+      std::string msg = llvm::toString(s.takeError());
+      EXPECT_NE(msg.find(want), std::string::npos) << msg;
+    }
+  }
 }
 
 TEST(AttentionCompile, Sm80ForwardBuildsWithoutSpillsAndRefusesHopperKeys) {
