@@ -633,7 +633,8 @@ std::optional<tj_status> varlenWithoutRows(tj_engine *e, tilejit::DType dt, bool
     return failed(drv.takeError());
   CUstream s = static_cast<CUstream>(stream);
   // (Each count below is at most b * max rows * heads * d * 4 bytes, which
-  // the spec's check and the bound above keep in 64 bits.)
+  // the spec's checks (the sizes' limits, the rows in all at most b * max
+  // rows) keep in 64 bits.)
   int64_t elem = tilejit::dtypeBytes(dt);
   for (const Fill &f : tensors) {
     if (!f.write || f.rows == 0)

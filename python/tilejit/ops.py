@@ -638,9 +638,11 @@ def attention(q, k, v, causal=False, scale=None, layout=BHSD):
 
 def _f32_scale_fits(scale):
     """Whether `scale` is positive and finite as the kernels take it, a
-    float32 (1e-50 rounds to 0, which the C interface reads as 1/sqrt(d);
-    1e39 to inf)."""
-    return 0.0 < ctypes.c_float(float(scale)).value < float("inf")
+    float32, and so is scale * log2(e) (1e-50 rounds to 0, which the C
+    interface reads as 1/sqrt(d); 1e39 to inf)."""
+    inf = float("inf")
+    return (0.0 < ctypes.c_float(float(scale)).value < inf and
+            ctypes.c_float(float(scale) * 1.4426950408889634).value < inf)
 
 
 def _scale_code(op, scale):

@@ -1024,19 +1024,23 @@ TEST_F(GpuAttentionSm80, BackwardAgainstFloat64) {
 }
 
 TEST_F(GpuAttention, OffsetsThatBreakTheContractEndWithoutStrayWrites) {
-  // Packed sequences whose offsets break the call's contract: one
-  // sequence longer than the call's longest (sq, sk), one of a negative
-  // count (the offsets decreasing), one starting past the rows. The
-  // results are undefined, but every kernel ends (each sequence's rows
-  // held to [0, sq] and [0, sk]: no loop longer than a valid call's, no
-  // wait that never ends) and writes nothing outside its outputs: 64 KiB
-  // on each side of every output and the workspace keep their bytes.
+  // Packed sequences whose offsets break the call's contract: sequences
+  // longer than the call's longest (sq, sk), of a negative count (the
+  // offsets decreasing), running past the rows or starting there. Held to
+  // [0, 200] rows: queries 200, 0, 200, 200 (the last from row 380 of
+  // 400), keys 0, 200, 20 and 200 (all past the rows). The results are
+  // undefined, but every kernel ends (no loop longer than a valid call's,
+  // no wait that never ends; before the hold a negative count gave the
+  // unfused backward's kernels about 2^58 steps) and writes nothing
+  // outside its outputs: 64 KiB on each side of every buffer keep their
+  // bytes.
   auto drv = CudaDriver::get();
   ASSERT_TRUE(bool(drv));
   constexpr size_t kGuard = 64 << 10;
   constexpr uint8_t kMark = 0x5A;
-  const int64_t b = 3, hq = 4, hkv = 2, longest = 200, total = 400;
-  const std::vector<int32_t> offsetsQ = {0, 390, 150, 400}, offsetsK = {50, 10, 5000, 400};
+  const int64_t b = 4, hq = 4, hkv = 2, longest = 200, total = 400;
+  const std::vector<int32_t> offsetsQ = {0, 390, 150, 380, 600},
+                             offsetsK = {50, 10, 380, 400, 5000};
   struct Guarded {
     DeviceBuffer buf;
     size_t bytes;
@@ -1117,14 +1121,16 @@ TEST_F(GpuAttention, OffsetsThatBreakTheContractEndWithoutStrayWrites) {
         ASSERT_EQ(drv->cuCtxSynchronize(), CUDA_SUCCESS) << "forward '" << cfg << "'";
         expectGuardsKept(outputs, "forward '" + std::string(cfg) + "'");
       }
-      // The backward: the default of each mode (fused, in order or in any
-      // order, at head dim 128; the dQ and dK/dV kernels at 64) and the two
-      // kernels at 128.
+      // The backward: the default of each mode (here the dQ and dK/dV
+      // kernels), and fused: adding dQ in order, and persistent, taking its
+      // tiles (under the causal mask longest first) in any order.
+      std::string c = d == 128 ? "bn=128 consumers=2" : "bn=128 consumers=1";
+      std::string lpt = causal ? " lpt=1" : "";
       for (auto [deterministic, cfg] :
-           {std::pair{true, ""}, std::pair{false, ""},
-            std::pair{true, "bn=128 consumers=2 kv_bm=64 overlap=1 stages=2"}}) {
-        if (d != 128 && *cfg)
-          continue;
+           {std::pair{true, std::string()}, std::pair{false, std::string()},
+            std::pair{true, c + " dqfrag=1 fused=1 kv_bm=64 overlap=1 stages=2"},
+            std::pair{false, c + " dqfrag=1 fused=1 kv_bm=64" + lpt +
+                                 " overlap=1 persist=1 stages=2 take=1"}}) {
         SCOPED_TRACE(std::string(deterministic ? "deterministic" : "any order") + " '" + cfg + "'");
         attention::BackwardCall bc;
         static_cast<attention::Call &>(bc) = call;
@@ -1140,9 +1146,11 @@ TEST_F(GpuAttention, OffsetsThatBreakTheContractEndWithoutStrayWrites) {
         bc.dQ = guarded(q.bytes.size(), mine);
         bc.dK = guarded(k.bytes.size(), mine);
         bc.dV = guarded(k.bytes.size(), mine);
-        bc.workspace = guarded(
-            size_t(attention::backwardWorkspaceBytes(bc, attention::fusedBackward(*bwd->loaded))),
-            mine);
+        // (Its size given: a fused kernel's sums, flags and counter then
+        // lie in it, guarded, not in tilejit's pool.)
+        bc.workspaceSize =
+            attention::backwardWorkspaceBytes(bc, attention::fusedBackward(*bwd->loaded));
+        bc.workspace = guarded(size_t(bc.workspaceSize), mine);
         ASSERT_FALSE(HasFailure());
         if (auto err = attention::launchBackward(*bwd->loaded, bc, nullptr))
           FAIL() << llvm::toString(std::move(err));
