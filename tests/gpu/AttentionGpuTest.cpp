@@ -1108,18 +1108,20 @@ TEST_F(GpuAttention, OffsetsThatBreakTheContractEndWithoutStrayWrites) {
       ASSERT_FALSE(HasFailure());
       auto fspec = attention::specOf(call, target);
       ASSERT_TRUE(bool(fspec)) << llvm::toString(fspec.takeError());
-      for (const char *cfg : {"", "take=0"}) {
-        auto config = TileConfig::parse(cfg);
-        ASSERT_TRUE(bool(config));
-        auto fwd = build(*fspec, *config);
-        if (!fwd) { // (take=0: a config of the Hopper kernels only)
-          llvm::consumeError(fwd.takeError());
-          continue;
-        }
+      // The forward: its default (tiles taken from a counter) and the
+      // default with its share fixed in advance.
+      for (bool take : {true, false}) {
+        TileConfig config = getTemplate(*fspec).defaultConfig(*fspec);
+        ASSERT_TRUE(config.has("take")) << config.canonical();
+        if (!take)
+          config.set("take", 0);
+        std::string what = "forward '" + config.canonical() + "'";
+        auto fwd = build(*fspec, config);
+        ASSERT_TRUE(bool(fwd)) << what << ": " << llvm::toString(fwd.takeError());
         if (auto err = attention::launch(*fwd->loaded, call, target.smCount(), nullptr))
-          FAIL() << llvm::toString(std::move(err));
-        ASSERT_EQ(drv->cuCtxSynchronize(), CUDA_SUCCESS) << "forward '" << cfg << "'";
-        expectGuardsKept(outputs, "forward '" + std::string(cfg) + "'");
+          FAIL() << what << ": " << llvm::toString(std::move(err));
+        ASSERT_EQ(drv->cuCtxSynchronize(), CUDA_SUCCESS) << what;
+        expectGuardsKept(outputs, what);
       }
       // The backward: the default of each mode (here the dQ and dK/dV
       // kernels), and fused: adding dQ in order, and persistent, taking its
