@@ -57,6 +57,7 @@
 #include "compiler/templates/Template.h"
 #include "dialects/Tile/TileDialect.h"
 #include "ops/attention/AttentionDecl.h"
+#include "ops/attention/AttentionOrder.h"
 
 #include <cmath>
 
@@ -84,6 +85,7 @@ struct Shape {
   /// Q tiles in shared memory: with a persistent grid two where they fit,
   /// so that the next tile's Q loads while this one's run.
   int64_t qStages = 1;
+  attention::ForwardOrder order() const { return {bm, byHead, rasterHeads}; }
   Shape(const TileConfig &c, int64_t d, int64_t elemBytes, int64_t smemLimit)
       : bm(c.get("bm")), bn(c.get("bn")), stages(c.get("stages")), consumers(c.get("consumers")),
         overlap(c.has("overlap") && c.get("overlap") != 0),
@@ -158,18 +160,11 @@ void takeInHeadGroups(TileConfig &c) {
   c.set("raster_heads", 8);
 }
 
-/// Where tile `t` of the problem lies: bm query rows from q0 of one head of
-/// one sequence, the tiles of the last query rows (the most keys under a
-/// causal mask) first; by raster 0 that row tile of every head before the
-/// next, by raster 1 every row tile of one head before the next head (the
-/// programs running together then read the same K and V, which L2 keeps),
-/// with raster_heads every row tile of a group of heads, that row tile of
-/// each of the group's heads before the next.
-struct TilePlace {
-  Value seq, head, bh, kvHead, q0;
-};
-TilePlace placeTile(KernelMath &km, const attention::Params &p, const Shape &s, Value t,
-                    Value mTiles, Value heads) {
+} // namespace
+
+namespace attention {
+TilePlace placeTile(KernelMath &km, const Params &p, const ForwardOrder &s, Value t, Value mTiles,
+                    Value heads) {
   OpBuilder &b = km.b;
   Location loc = km.loc;
   TilePlace tile;
@@ -199,6 +194,9 @@ TilePlace placeTile(KernelMath &km, const attention::Params &p, const Shape &s, 
   tile.q0 = km.mul(mTile, km.cst(s.bm));
   return tile;
 }
+} // namespace attention
+
+namespace {
 
 class AttentionForwardTemplate : public KernelTemplate {
 public:
@@ -533,8 +531,8 @@ private:
     // The tile (as the Hopper kernel numbers them, a program each).
     Value heads = km.mul(memref::DimOp::create(b, loc, lse, 0), cst(p.hq));
     Value mTiles = km.ceilDiv(sqV, s.bm);
-    TilePlace place =
-        placeTile(km, p, s, tt::ProgramIdOp::create(b, loc, tt::Dim::x), mTiles, heads);
+    attention::TilePlace place = attention::placeTile(
+        km, p, s.order(), tt::ProgramIdOp::create(b, loc, tt::Dim::x), mTiles, heads);
     Value bh = place.bh, seq = place.seq, head = place.head, kvHead = place.kvHead, q0 = place.q0;
     // The sequence's rows and keys, and where its rows start in Q's and
     // K's rows.
@@ -723,7 +721,7 @@ private:
     Value batchV = memref::DimOp::create(b, loc, lse, 0);
     Value heads = km.mul(batchV, km.cst(p.hq));
     Value mTiles = km.ceilDiv(sqV, s.bm);
-    struct Tile : TilePlace {
+    struct Tile : attention::TilePlace {
       Value kvTiles, whole;
       // The sequence's keys; THD: its first rows in Q and K, its query
       // rows, and whether the tile has rows (`rows`) and keys (`work`).
@@ -734,7 +732,8 @@ private:
     };
     auto tileAt = [&](Value t) {
       Tile tile;
-      static_cast<TilePlace &>(tile) = placeTile(km, p, s, t, mTiles, heads);
+      static_cast<attention::TilePlace &>(tile) =
+          attention::placeTile(km, p, s.order(), t, mTiles, heads);
       tile.keys = skV;
       if (thd) {
         // A tile past its sequence's rows has nothing to do (the grid is

@@ -13,13 +13,21 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <set>
 #include <tuple>
 
 #include "compiler/Compiler.h"
 #include "compiler/templates/Template.h"
 #include "dialects/Tile/TileDialect.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 #include "ops/attention/AttentionLaunch.h"
+#include "ops/attention/AttentionOrder.h"
 #include "tests/support/Seed.h"
 #include "tests/support/SpillRule.h"
 
@@ -502,6 +510,108 @@ TEST(AttentionCompile, PackedSequencesBuildWithoutSpillsAndNameWhatTheyNeed) {
       std::string msg = llvm::toString(s.takeError());
       EXPECT_NE(msg.find(want), std::string::npos) << msg;
     }
+  }
+}
+
+/// attn_fwd's place of every tile of `mTiles` row tiles of `heads` heads
+/// in the grid's order: its arithmetic (placeTile, as the kernel emits it)
+/// on constant tiles, folded by MLIR's canonicalizer to constants.
+struct Placed {
+  int64_t seq, head, kvHead, q0;
+};
+std::vector<Placed> placeEveryTile(const attention::Params &p, const attention::ForwardOrder &o,
+                                   int64_t mTiles) {
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<mlir::arith::ArithDialect, mlir::func::FuncDialect>();
+  mlir::OpBuilder b(&ctx);
+  mlir::Location loc = b.getUnknownLoc();
+  auto module = mlir::ModuleOp::create(loc);
+  b.setInsertionPointToEnd(module.getBody());
+  int64_t heads = p.b * p.hq, tiles = mTiles * heads;
+  llvm::SmallVector<mlir::Type> results(size_t(4 * tiles), b.getIndexType());
+  auto fn = mlir::func::FuncOp::create(b, loc, "places", b.getFunctionType({}, results));
+  b.setInsertionPointToStart(fn.addEntryBlock());
+  KernelMath km{b, loc};
+  llvm::SmallVector<mlir::Value> out;
+  for (int64_t t = 0; t < tiles; ++t) {
+    attention::TilePlace at =
+        attention::placeTile(km, p, o, km.cst(t), km.cst(mTiles), km.cst(heads));
+    out.append({at.seq, at.head, at.kvHead, at.q0});
+  }
+  mlir::func::ReturnOp::create(b, loc, out);
+  mlir::PassManager pm(&ctx);
+  pm.addPass(mlir::createCanonicalizerPass());
+  std::vector<Placed> placed;
+  if (mlir::failed(pm.run(module))) {
+    ADD_FAILURE() << "canonicalize failed";
+    module->erase();
+    return placed;
+  }
+  auto ret = llvm::cast<mlir::func::ReturnOp>(fn.getBody().front().getTerminator());
+  auto value = [&](unsigned i) {
+    llvm::APInt v;
+    if (!mlir::matchPattern(ret.getOperand(i), mlir::m_ConstantInt(&v))) {
+      ADD_FAILURE() << "result " << i << " did not fold to a constant";
+      return int64_t(-1);
+    }
+    return v.getSExtValue();
+  };
+  for (int64_t t = 0; t < tiles; ++t) {
+    unsigned i = unsigned(4 * t);
+    placed.push_back({value(i), value(i + 1), value(i + 2), value(i + 3)});
+  }
+  module->erase();
+  return placed;
+}
+
+TEST(AttentionCompile, TheForwardsTilesComeLastRowsFirstInTheirRasterOrder) {
+  // The order of attn_fwd's grid (and of the tiles taken from its counter),
+  // from the arithmetic the kernel emits: 2 sequences of 6 query heads (2
+  // KV heads), 5 row tiles of 64 rows. Every tile once; each head's row
+  // tiles from the last; raster 0 a row tile of every head before the
+  // next; raster 1 every row tile of one head before the next; in groups
+  // of 4 and of 5 heads (the last group of 2) each group's tiles before the
+  // next group's, a row tile of each of the group's heads at a time.
+  attention::Params p = params(128, true);
+  p.b = 2;
+  p.hq = 6;
+  p.hkv = 2;
+  const int64_t mTiles = 5, bm = 64, heads = p.b * p.hq;
+  for (auto [byHead, group] :
+       {std::pair{false, int64_t(0)}, std::pair{true, int64_t(0)}, std::pair{true, int64_t(1)},
+        std::pair{true, int64_t(4)}, std::pair{true, int64_t(5)}}) {
+    SCOPED_TRACE("raster " + std::to_string(byHead) + " raster_heads " + std::to_string(group));
+    std::vector<Placed> placed = placeEveryTile(p, {bm, byHead, group}, mTiles);
+    ASSERT_EQ(int64_t(placed.size()), mTiles * heads);
+    std::set<std::pair<int64_t, int64_t>> seen; // (bh, row tile)
+    std::map<int64_t, int64_t> lastRow;         // bh -> the row tile placed last
+    // A group's first head, per tile: raster 1 in groups (one head without).
+    int64_t size = !byHead ? heads : group > 1 ? group : 1;
+    for (size_t t = 0; t < placed.size(); ++t) {
+      const Placed &w = placed[t];
+      SCOPED_TRACE("tile " + std::to_string(t));
+      ASSERT_TRUE(w.seq >= 0 && w.seq < p.b && w.head >= 0 && w.head < p.hq)
+          << w.seq << " " << w.head;
+      EXPECT_EQ(w.kvHead, w.head / (p.hq / p.hkv));
+      ASSERT_EQ(w.q0 % bm, 0);
+      int64_t bh = w.seq * p.hq + w.head, row = w.q0 / bm;
+      ASSERT_TRUE(row >= 0 && row < mTiles) << row;
+      EXPECT_TRUE(seen.insert({bh, row}).second) << "placed twice";
+      // Each head's row tiles from the last one, one less each time.
+      auto last = lastRow.find(bh);
+      EXPECT_EQ(row, last == lastRow.end() ? mTiles - 1 : last->second - 1);
+      lastRow[bh] = row;
+      // The group the tile belongs to, and where its tiles start.
+      int64_t g = bh / size, first = g * size, n = std::min(size, heads - first);
+      int64_t groupStart = first * mTiles;
+      ASSERT_GE(int64_t(t), groupStart);
+      ASSERT_LT(int64_t(t), groupStart + n * mTiles) << "outside its group's run";
+      // Within the group: a row tile of each of its heads in turn.
+      int64_t in = int64_t(t) - groupStart;
+      EXPECT_EQ(in / n, mTiles - 1 - row);
+      EXPECT_EQ(in % n, bh - first);
+    }
+    EXPECT_EQ(int64_t(seen.size()), mTiles * heads);
   }
 }
 
