@@ -609,14 +609,15 @@ public:
         // S4096 1.17, B1 H20 S4096 1.40; 32 heads 1.03), the tiles taken
         // longest first, across every unit where their Q and dO fit the
         // bound above, else in groups of four where a group's fit 32 MiB
-        // (kUnevenGroupBytes, below; H100, S4096: 8-19 % less time at B1 H40, H20 and H48, b38; 4.5
-        // % at H28 (1.16) and 7.5 % at H56 (1.13), even at H36 (1.13), b39; with the share fixed in
-        // advance MHA of 40 heads at S4096 was 0.97 x cuDNN and of 20 heads 0.95). Not below 4096:
-        // at B1 H56 S2048 (1.15) taken across every unit it took 8 % more time (b39). The groups of
-        // four here may read up to 32 MiB (kUnevenGroupBytes): with GQA at 4096 queries (B2 and B3
-        // H32 KV8, B1 H64 KV8; four query heads a unit, 32 MiB a group), 14-24 % less time than the
-        // fixed share and 7-14 % less than taken alone (b40, H100, two
-        // rounds). Beyond that bound the share stays fixed (not measured).
+        // (kUnevenGroupBytes). H100, S4096: 8-19 % less time at B1 H40,
+        // H20 and H48 (b38); 4.5 % at H28 (1.16) and 7.5 % at H56 (1.13),
+        // even at H36 (1.13) (b39); with the share fixed in advance MHA of
+        // 40 heads at S4096 was 0.97 x cuDNN and of 20 heads 0.95. With GQA
+        // (B2 and B3 H32 KV8, B1 H64 KV8; four query heads a unit, 32 MiB
+        // a group) the groups took 14-24 % less time than the fixed share
+        // and 7-14 % less than taken alone (b40, two rounds). Beyond 32 MiB
+        // the share stays fixed (not measured). Not below 4096: at B1 H56
+        // S2048 (1.15) taken across every unit it took 8 % more time (b39).
         if (p.causal && p.sq >= 4096 && p.sq < 8192 && !thd && !persistent.has("lpt") &&
             attention::dkvShareExcess(p, persistent.get("bn"), persistent.get("kv_bm"),
                                       p.target.smCount()) > attention::kUnevenShare) {

@@ -96,7 +96,7 @@ llvm::Expected<KernelSpec> makeSpec(const Call &c, const Target &target, bool ba
     return err;
   // (The kernels take scale * log2(e) as a float too.)
   if (!(c.scale >= 0.0f) || std::isinf(float(double(c.scale) * M_LOG2E)))
-    return error("scale must be positive and finite (0: 1/sqrt(d)), at most 2.3e38, got " +
+    return error("scale must be positive and finite (0: 1/sqrt(d)), at most 2.35e38, got " +
                      std::to_string(c.scale),
                  op);
   Params p;

@@ -282,7 +282,7 @@ class AttentionWithoutGpu(unittest.TestCase):
         # (1e-50 is 0 as a float32, which the C interface reads as 1/sqrt(d).)
         with self.assertRaisesRegex(ValueError, "positive and finite as a float32"):
             tilejit.ops.attention(cpu, cpu, cpu, scale=1e-50)
-        with self.assertRaisesRegex(ValueError, "positive and finite as a float32 .*got 1e-50"):
+        with self.assertRaisesRegex(ValueError, "positive and finite as a float32.*got 1e-50"):
             torch.ops.tilejit.attn_fwd(cpu, cpu, cpu, False, 1e-50, 1)
         with self.assertRaisesRegex(ValueError, "layout 'sbhd' is not"):
             tilejit.ops.attention(cpu, cpu, cpu, layout="sbhd")

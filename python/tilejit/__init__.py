@@ -147,7 +147,7 @@ def _sdpa_arguments_unsupported(a):
         return f"dropout_p={a['dropout_p']}"
     scale = a["scale"]
     if scale is not None and not ops._f32_scale_fits(scale):
-        return f"scale={scale} (positive and finite as a float32, or None)"
+        return f"scale={scale} (positive and finite as a float32, at most 2.35e38, or None)"
     return None
 
 

@@ -638,11 +638,11 @@ def attention(q, k, v, causal=False, scale=None, layout=BHSD):
 
 def _f32_scale_fits(scale):
     """Whether `scale` is positive and finite as the kernels take it, a
-    float32, and so is scale * log2(e) (1e-50 rounds to 0, which the C
-    interface reads as 1/sqrt(d); 1e39 to inf)."""
+    float32, and so is that float32 times log2(e) (1e-50 rounds to 0, which
+    the C interface reads as 1/sqrt(d); 1e39 to inf; at most 2.35e38)."""
     inf = float("inf")
-    return (0.0 < ctypes.c_float(float(scale)).value < inf and
-            ctypes.c_float(float(scale) * 1.4426950408889634).value < inf)
+    s32 = ctypes.c_float(float(scale)).value
+    return 0.0 < s32 < inf and ctypes.c_float(s32 * 1.4426950408889634).value < inf
 
 
 def _scale_code(op, scale):
@@ -651,8 +651,8 @@ def _scale_code(op, scale):
     if scale is None:
         return 0.0
     if not _f32_scale_fits(scale):
-        raise ValueError(f"tilejit.{op}: scale must be positive and finite as a float32 "
-                         f"(None: 1/sqrt(d)), got {scale}")
+        raise ValueError(f"tilejit.{op}: scale must be positive and finite as a float32, at "
+                         f"most 2.35e38 (None: 1/sqrt(d)), got {scale}")
     return float(scale)
 
 
