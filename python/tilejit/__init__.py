@@ -256,11 +256,9 @@ def _sdpa_jagged(q, k, v, a):
         # otherwise.)
         return None, "is_causal with queries and keys of other sequence lengths"
     max_q, max_k = _max_seqlen(qt), _max_seqlen(kt)
-    if b > (1 << 20) or max(max_q, max_k) > ops._MAX_SEQ:
-        return None, f"sizes past the kernel's ({b} sequences, longest {max(max_q, max_k)} rows)"
-    if qv.shape[0] > b * max_q or kv.shape[0] > b * max_k:
-        return None, (f"a max_seqlen below the rows ({qv.shape[0]} query rows and "
-                      f"{kv.shape[0]} key rows in {b} sequences of at most {max_q} and {max_k})")
+    why = ops._varlen_sizes_unsupported(b, qv.shape[0], kv.shape[0], max_q, max_k)
+    if why is not None:
+        return None, why
     cu_q = qt.offsets().to(torch.int32)
     cu_k = cu_q if kt.offsets() is qt.offsets() else kt.offsets().to(torch.int32)
     o = ops.attention_varlen(qv, kv, vv, cu_q, cu_k, max_q, max_k, bool(a["is_causal"]),

@@ -675,6 +675,21 @@ THD = 2  # q [total_q, hq, d], k and v [total_k, hkv, d]; sequences by cu_seqlen
 _MAX_SEQ = 1 << 22  # the most rows a sequence may have (the C interface's bound)
 
 
+def _varlen_sizes_unsupported(b, tq, tk, max_sq, max_sk):
+    """What in a packed call's sizes the kernels do not take (b sequences of
+    at most 2^22 rows, the rows in all at most b times the longest), or
+    None. Positive ints (or SymInts) assumed."""
+    if b > (1 << 20):
+        return f"b={b} sequences, more than the {1 << 20} a call may have"
+    for name, m, total, rows in (("max_seqlen_q", max_sq, tq, "q"),
+                                 ("max_seqlen_k", max_sk, tk, "k")):
+        if m > _MAX_SEQ:
+            return f"{name}={m} is more than the {_MAX_SEQ} rows a sequence may have"
+        if total > b * m:
+            return f"{rows} has {total} rows, more than {b} sequences of at most {name}={m}"
+    return None
+
+
 def _varlen_check(op, q, k, v, cu_q, cu_k, max_sq, max_sk, on_gpu=True):
     """(b, total_q, total_k, hq, hkv, d) of a packed call, or ValueError naming
     what is wrong. The offsets' values stay on the device (not read here)."""
@@ -696,18 +711,14 @@ def _varlen_check(op, q, k, v, cu_q, cu_k, max_sq, max_sk, on_gpu=True):
         raise ValueError(f"tilejit.{op}: cu_seqlens_q {tuple(cu_q.shape)} and cu_seqlens_k "
                          f"{tuple(cu_k.shape)} must name the same sequences")
     b = cu_q.shape[0] - 1
-    for name, m, total, rows in (("max_seqlen_q", max_sq, tq, "q"),
-                                 ("max_seqlen_k", max_sk, tk, "k")):
+    for name, m in (("max_seqlen_q", max_sq), ("max_seqlen_k", max_sk)):
         # (A SymInt where torch.compile traces a changing length.)
         if isinstance(m, bool) or not isinstance(m, (int, torch.SymInt)) or m < 1:
             raise ValueError(f"tilejit.{op}: {name} must be a positive int (at least the "
                              f"longest sequence's rows), got {m!r}")
-        if m > _MAX_SEQ:
-            raise ValueError(f"tilejit.{op}: {name}={m} is more than the {_MAX_SEQ} rows a "
-                             "sequence may have")
-        if total > b * m:
-            raise ValueError(f"tilejit.{op}: {rows} has {total} rows, more than {b} sequences "
-                             f"of at most {name}={m}")
+    why = _varlen_sizes_unsupported(b, tq, tk, max_sq, max_sk)
+    if why is not None:
+        raise ValueError(f"tilejit.{op}: {why}")
     _attn_types(op, q, k, v, hq, hkv, d)
     return b, tq, tk, hq, hkv, d
 

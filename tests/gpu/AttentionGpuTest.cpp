@@ -1103,6 +1103,7 @@ TEST_F(GpuAttention, OffsetsThatBreakTheContractEndWithoutStrayWrites) {
       };
       call.cuSeqlensQ = words(offsetsQ);
       call.cuSeqlensK = words(offsetsK);
+      uint64_t dO = upload(dout);
       call.o = guarded(q.bytes.size(), outputs);
       call.lse = guarded(size_t(b * hq * longest * 4), outputs);
       ASSERT_FALSE(HasFailure());
@@ -1144,7 +1145,7 @@ TEST_F(GpuAttention, OffsetsThatBreakTheContractEndWithoutStrayWrites) {
         auto bwd = build(*bspec, *config);
         ASSERT_TRUE(bool(bwd)) << llvm::toString(bwd.takeError());
         std::vector<Guarded> mine;
-        bc.dO = upload(dout);
+        bc.dO = dO;
         bc.dQ = guarded(q.bytes.size(), mine);
         bc.dK = guarded(k.bytes.size(), mine);
         bc.dV = guarded(k.bytes.size(), mine);
