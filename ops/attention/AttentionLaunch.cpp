@@ -69,12 +69,14 @@ llvm::Error checkTotals(const Call &c, const char *op) {
                  op);
   // b sequences of at most sq (sk) rows each: more rows in all is a wrong
   // call (the grid covers sq rows a sequence; the rest would go unwritten).
-  for (auto [name, total, longest, what] :
-       {std::tuple{"totalQ", c.totalQ, c.sq, "sq"}, std::tuple{"totalK", c.totalK, c.sk, "sk"}})
+  // (Named in words, not fields: the C interface calls them total_q and
+  // max_sq, the C++ one totalQ and sq.)
+  for (auto [name, total, longest] :
+       {std::tuple{"Q", c.totalQ, c.sq}, std::tuple{"K", c.totalK, c.sk}})
     if (c.b >= 1 && (total / c.b > longest || (total / c.b == longest && total % c.b != 0)))
-      return error(llvm::Twine(name) + "=" + llvm::Twine(total) +
-                       " is more than b=" + llvm::Twine(c.b) + " sequences of at most " + what +
-                       "=" + llvm::Twine(longest) + " rows",
+      return error("packed " + llvm::Twine(name) + " has " + llvm::Twine(total) +
+                       " rows in all, more than b=" + llvm::Twine(c.b) + " sequences of at most " +
+                       llvm::Twine(longest) + " rows (the longest sequence's)",
                    op);
   return llvm::Error::success();
 }

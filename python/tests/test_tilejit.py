@@ -132,10 +132,10 @@ class CInterfaceAttentionArguments(unittest.TestCase):
                                                 "k in all) must be >= 0, got total_q=600 "
                                                 "total_k=-1"),
                               ({"d": 96}, "head dim d must be 64, 128 or 256, got d=96"),
-                              ({"total_q": 901}, "totalQ=901 is more than b=3 sequences of at "
-                                                 "most sq=300 rows"),
-                              ({"total_k": 751}, "totalK=751 is more than b=3 sequences of at "
-                                                 "most sk=250 rows"),
+                              ({"total_q": 901}, "packed Q has 901 rows in all, more than b=3 "
+                                                 "sequences of at most 300 rows"),
+                              ({"total_k": 751}, "packed K has 751 rows in all, more than b=3 "
+                                                 "sequences of at most 250 rows"),
                               ({"total_q": 0, "max_sq": -1}, "max_sq and max_sk (the longest "
                                                              "sequence's rows) must be >= 0")):
             status, error = varlen(**args)

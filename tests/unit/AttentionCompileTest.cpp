@@ -494,8 +494,10 @@ TEST(AttentionCompile, PackedSequencesBuildWithoutSpillsAndNameWhatTheyNeed) {
   // And more rows in all than b sequences of the longest hold (the grid
   // covers sq rows a sequence): b * sq itself passes.
   for (auto [tq, tk, want] :
-       {std::tuple{201, 150, "totalQ=201 is more than b=2 sequences of at most sq=100 rows"},
-        std::tuple{200, 250, "totalK=250 is more than b=2 sequences of at most sk=100 rows"},
+       {std::tuple{201, 150,
+                   "packed Q has 201 rows in all, more than b=2 sequences of at most 100 rows"},
+        std::tuple{200, 250,
+                   "packed K has 250 rows in all, more than b=2 sequences of at most 100 rows"},
         std::tuple{200, 200, ""}}) {
     call.totalQ = tq;
     call.totalK = tk;
