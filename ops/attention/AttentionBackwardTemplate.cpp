@@ -241,9 +241,9 @@ constexpr int64_t kLptGroupBytes = 16 << 20;
 /// for it to be the default (bench/NOTES.md b38).
 constexpr int64_t kLptOrderBytes = 64 << 20;
 /// The most bytes of Q and dO a group of lpt_heads' default may read where
-/// the share fixed in advance would be uneven, from 4096 to 8192 queries
-/// (bench/NOTES.md b40).
-constexpr int64_t kUnevenGroupBytes = 32 << 20;
+/// the share fixed in advance would be uneven, from 4096 to 8192 queries:
+/// the most measured (bench/NOTES.md b40, b41).
+constexpr int64_t kUnevenGroupBytes = 128 << 20;
 
 /// The bytes of Q and dO that `units` units of lpt's order read.
 int64_t lptGroupBytes(const attention::Params &p, int64_t units) {
@@ -608,16 +608,20 @@ public:
         // 10 % above the best share there can be (dkvShareExcess: B1 H40
         // S4096 1.17, B1 H20 S4096 1.40; 32 heads 1.03), the tiles taken
         // longest first, across every unit where their Q and dO fit the
-        // bound above, else in groups of four where a group's fit 32 MiB
+        // bound above, else in groups of four where a group's fit 128 MiB
         // (kUnevenGroupBytes). H100, S4096: 8-19 % less time at B1 H40,
         // H20 and H48 (b38); 4.5 % at H28 (1.16) and 7.5 % at H56 (1.13),
         // even at H36 (1.13) (b39); with the share fixed in advance MHA of
         // 40 heads at S4096 was 0.97 x cuDNN and of 20 heads 0.95. With GQA
         // (B2 and B3 H32 KV8, B1 H64 KV8; four query heads a unit, 32 MiB
         // a group) the groups took 14-24 % less time than the fixed share
-        // and 7-14 % less than taken alone (b40, two rounds). Beyond 32 MiB
-        // the share stays fixed (not measured). Not below 4096: at B1 H56
-        // S2048 (1.15) taken across every unit it took 8 % more time (b39).
+        // and 7-14 % less than taken alone (b40, two rounds); with larger
+        // groups 20 % less at B2 H40 KV8 (40 MiB), 7-9 % at B2 H32 KV8
+        // S6144 (48 MiB), 10-15 % at B2 and B3 H64 KV8 (64 MiB), 9-11 % at
+        // B2 and B3 H96 KV8 (96 MiB) and B2 H128 KV8 (128 MiB) (b41, two
+        // rounds). Beyond 128 MiB the share stays fixed (not measured).
+        // Not below 4096: at B1 H56 S2048 (1.15) taken across every unit it
+        // took 8 % more time (b39).
         if (p.causal && p.sq >= 4096 && p.sq < 8192 && !thd && !persistent.has("lpt") &&
             attention::dkvShareExcess(p, persistent.get("bn"), persistent.get("kv_bm"),
                                       p.target.smCount()) > attention::kUnevenShare) {

@@ -1770,26 +1770,34 @@ TEST(AttentionCompile, NondeterministicDefaultIsFusedAtHeadDim128) {
     EXPECT_EQ(t.defaultConfig(q).canonical(),
               "bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 overlap=1 persist=1 stages=2");
   }
-  // With GQA (four query heads a unit), every unit's Q and dO over 64 MiB:
-  // in groups of four where a group's take 32 MiB or less (B2 and B3 H32
-  // KV8 S4096, 128 and 192 MiB, 32 MiB a group; B1 H64 KV8 S4096, its
-  // eight query heads a KV head split two ways); above that the share
-  // stays fixed though uneven (B2 H64 KV8 S4096, eight query heads a unit,
-  // 64 MiB a group).
-  for (auto [b, hq, want] :
-       {std::tuple{2, 32, "lpt=1 lpt_heads=4 overlap=1 persist=1 stages=2 take=1"},
-        std::tuple{3, 32, "lpt=1 lpt_heads=4 overlap=1 persist=1 stages=2 take=1"},
-        std::tuple{1, 64, "lpt=1 lpt_heads=4 overlap=1 persist=1 stages=2 take=1"},
-        std::tuple{2, 64, "overlap=1 persist=1 stages=2"}}) {
+  // With GQA, every unit's Q and dO over 64 MiB: in groups of four where a
+  // group's take 128 MiB or less (B2 and B3 H32 KV8 S4096, four query heads
+  // a unit, 32 MiB a group; B1 H64 KV8 S4096, its eight query heads a KV
+  // head split two ways; B2 H40 KV8 S4096, 40 MiB; B2 and B3 H64 KV8
+  // S4096, 64 MiB; B2 H32 KV8 S6144, 48 MiB; B2 H96 KV8, 96 MiB; B2 H128
+  // KV8, 128 MiB); above that the share stays fixed though uneven (B2 H192
+  // KV8 S4096, 192 MiB a group).
+  for (auto [b, hq, sq, want] :
+       {std::tuple{2, 32, 4096, "lpt=1 lpt_heads=4 overlap=1 persist=1 stages=2 take=1"},
+        std::tuple{3, 32, 4096, "lpt=1 lpt_heads=4 overlap=1 persist=1 stages=2 take=1"},
+        std::tuple{1, 64, 4096, "lpt=1 lpt_heads=4 overlap=1 persist=1 stages=2 take=1"},
+        std::tuple{2, 40, 4096, "lpt=1 lpt_heads=4 overlap=1 persist=1 stages=2 take=1"},
+        std::tuple{2, 64, 4096, "lpt=1 lpt_heads=4 overlap=1 persist=1 stages=2 take=1"},
+        std::tuple{3, 64, 4096, "lpt=1 lpt_heads=4 overlap=1 persist=1 stages=2 take=1"},
+        std::tuple{2, 32, 6144, "lpt=1 lpt_heads=4 overlap=1 persist=1 stages=2 take=1"},
+        std::tuple{2, 96, 4096, "lpt=1 lpt_heads=4 overlap=1 persist=1 stages=2 take=1"},
+        std::tuple{2, 128, 4096, "lpt=1 lpt_heads=4 overlap=1 persist=1 stages=2 take=1"},
+        std::tuple{2, 192, 4096, "overlap=1 persist=1 stages=2"}}) {
     attention::Params q = nondeterministic(128, true);
     q.b = b;
     q.hq = hq;
     q.hkv = 8;
-    q.sq = q.sk = 4096;
-    EXPECT_GT(attention::dkvShareExcess(q, 128, 64, 132), 1.10) << "B" << b << " H" << hq;
+    q.sq = q.sk = sq;
+    EXPECT_GT(attention::dkvShareExcess(q, 128, 64, 132), 1.10)
+        << "B" << b << " H" << hq << " S" << sq;
     EXPECT_EQ(t.defaultConfig(q).canonical(),
               std::string("bn=128 consumers=2 dqfrag=1 fused=1 kv_bm=64 ") + want)
-        << "B" << b << " H" << hq;
+        << "B" << b << " H" << hq << " S" << sq;
   }
   // lpt across every unit only where their Q and dO take 64 MiB or less:
   // B4 H8 KV1 S4096 (split 4 ways, 64 MiB), not B2 H32 KV8 S4096 (128 MiB;
