@@ -140,6 +140,7 @@
 #include "compiler/templates/Template.h"
 #include "dialects/Tile/TileDialect.h"
 #include "ops/attention/AttentionDecl.h"
+#include "ops/attention/AttentionOrder.h"
 
 #include <algorithm>
 #include <cmath>
@@ -255,6 +256,59 @@ int64_t lptGroupBytes(const attention::Params &p, int64_t units) {
 /// Query rows per sequence in the workspace: a multiple of 128, so that
 /// every tile of either kernel lies inside it.
 constexpr int64_t kWorkspaceRows = attention::kBackwardWorkspaceRows;
+
+} // namespace
+
+namespace attention {
+DkvPlace placeDkvTile(KernelMath &km, const DkvOrder &o, Value pid, Value tiles, Value nTiles,
+                      Value split) {
+  OpBuilder &b = km.b;
+  Location loc = km.loc;
+  Value perPart = arith::DivUIOp::create(b, loc, tiles, split);
+  Value part = arith::DivUIOp::create(b, loc, pid, perPart);
+  Value inPart = arith::RemUIOp::create(b, loc, pid, perPart);
+  Value nTile = arith::RemUIOp::create(b, loc, inPart, nTiles);
+  // (lpt: tile `pid` the nTile-th of every part and sequence's KV head,
+  // those of one nTile in the order above; lpt_heads: so within groups of
+  // that many units (part, sequence's KV head) in the same order.)
+  Value bkvLpt;
+  if (o.lpt) {
+    Value kvs = arith::DivUIOp::create(b, loc, perPart, nTiles);
+    Value across = km.mul(kvs, split);
+    Value rest;
+    if (o.lptHeads) {
+      Value perGroup = km.mul(nTiles, km.cstLike(nTiles, o.lptHeads));
+      Value first = km.mul(arith::DivUIOp::create(b, loc, pid, perGroup).getResult(),
+                           km.cstLike(nTiles, o.lptHeads));
+      Value inGroup = arith::RemUIOp::create(b, loc, pid, perGroup);
+      Value units = km.minu(km.cstLike(nTiles, o.lptHeads), km.sub(across, first));
+      nTile = arith::DivUIOp::create(b, loc, inGroup, units);
+      rest = km.add(first, arith::RemUIOp::create(b, loc, inGroup, units).getResult());
+    } else {
+      nTile = arith::DivUIOp::create(b, loc, pid, across);
+      rest = arith::RemUIOp::create(b, loc, pid, across);
+    }
+    part = arith::DivUIOp::create(b, loc, rest, kvs);
+    bkvLpt = arith::RemUIOp::create(b, loc, rest, kvs);
+  }
+  // Ordered: the last tiles first. A query tile's parts are added from its
+  // last key tile to its first, and a program waits only for programs
+  // before it in the grid, which run already or are done (no wait on a
+  // program not yet started; but without a mask where the walk rotates,
+  // the dK/dV kernel's rotated walk). Under the causal mask a program comes
+  // to each query tile of its first head bn / kv_bm steps after the next
+  // key tile's program did (two at head dim 128), and to those of its
+  // later heads more steps after; without one at the same step, and its
+  // additions run a turn behind the next key tile's (from the first wave
+  // on: programs of one length stay so staggered).
+  if (o.ordered)
+    nTile = km.sub(km.sub(nTiles, km.cstLike(nTiles, 1)), nTile);
+  Value bkv = bkvLpt ? bkvLpt : arith::DivUIOp::create(b, loc, inPart, nTiles).getResult();
+  return {part, nTile, bkv};
+}
+} // namespace attention
+
+namespace {
 
 class AttentionBackwardTemplate : public KernelTemplate {
 public:
@@ -1177,51 +1231,12 @@ private:
       // tile before part j + 1.
       Value nTiles = ceilDiv(skV, bn);
       // (Persistent: `tile` of `tiles`, the program's index and count
-      // otherwise.)
+      // otherwise; lpt only so.)
       Value pid = tile ? tile : tt::ProgramIdOp::create(b, loc, tt::Dim::x).getResult();
-      Value perPart = arith::DivUIOp::create(
-          b, loc, tiles ? tiles : tt::NumProgramsOp::create(b, loc, tt::Dim::x).getResult(), split);
-      Value part = arith::DivUIOp::create(b, loc, pid, perPart);
-      Value inPart = arith::RemUIOp::create(b, loc, pid, perPart);
-      Value nTile = arith::RemUIOp::create(b, loc, inPart, nTiles);
-      // (lpt, persistent: tile `pid` the nTile-th of every part and
-      // sequence's KV head, those of one nTile in the order above.)
-      Value bkvLpt;
-      // (lpt_heads: so within groups of that many units (part, sequence's
-      // KV head) in the same order, the groups in turn, the last one
-      // smaller where they do not divide the units.)
-      if (tile && s.lpt) {
-        Value kvs = arith::DivUIOp::create(b, loc, perPart, nTiles);
-        Value across = mul(kvs, split);
-        Value rest;
-        if (s.lptHeads) {
-          Value perGroup = mul(nTiles, cstLike(nTiles, s.lptHeads));
-          Value first = mul(arith::DivUIOp::create(b, loc, pid, perGroup).getResult(),
-                            cstLike(nTiles, s.lptHeads));
-          Value inGroup = arith::RemUIOp::create(b, loc, pid, perGroup);
-          Value units = minu(cstLike(nTiles, s.lptHeads), sub(across, first));
-          nTile = arith::DivUIOp::create(b, loc, inGroup, units);
-          rest = add(first, arith::RemUIOp::create(b, loc, inGroup, units).getResult());
-        } else {
-          nTile = arith::DivUIOp::create(b, loc, pid, across);
-          rest = arith::RemUIOp::create(b, loc, pid, across);
-        }
-        part = arith::DivUIOp::create(b, loc, rest, kvs);
-        bkvLpt = arith::RemUIOp::create(b, loc, rest, kvs);
-      }
-      // Ordered: the last tiles first. A query tile's parts are added from
-      // its last key tile to its first, and a program waits only for
-      // programs before it in the grid, which run already or are done (no
-      // wait on a program not yet started; but without a mask where the
-      // walk rotates, rotated's comment). Under the causal mask a program
-      // comes to each query tile of its first head bn / kv_bm steps after
-      // the next key tile's program did (two at head dim 128), and to those
-      // of its later heads more steps after; without one at the same step,
-      // and its additions run a turn behind the next key tile's (from the
-      // first wave on: programs of one length stay so staggered).
-      if (ordered())
-        nTile = sub(sub(nTiles, cst(1)), nTile);
-      Value bkv = bkvLpt ? bkvLpt : arith::DivUIOp::create(b, loc, inPart, nTiles).getResult();
+      Value count = tiles ? tiles : tt::NumProgramsOp::create(b, loc, tt::Dim::x).getResult();
+      attention::DkvOrder order{tile && s.lpt, s.lptHeads, ordered()};
+      attention::DkvPlace place = attention::placeDkvTile(*this, order, pid, count, nTiles, split);
+      Value part = place.part, nTile = place.nTile, bkv = place.bkv;
       Value seq = divu(bkv, p.hkv), kvHead = remu(bkv, p.hkv);
       // The part's query heads: `heads` of them from `head0`.
       Value heads = headsPerPart(split);
@@ -1236,7 +1251,7 @@ private:
       // grid is still placed once, whatever the offsets: kTiles at most
       // nTiles, and the rotation a subtraction, not a division (with the
       // remainder the registers of the tiles taken spilled 8 bytes).)
-      if (bkvLpt && thd()) {
+      if (order.lpt && thd()) {
         Value own = ceilDiv(ps.kLen, bn);
         if (own.getType() != nTile.getType())
           own = toI32(own);

@@ -1,4 +1,4 @@
-//===- AttentionOrder.h - the order of attn_fwd's tiles ------------*- C++ -*-===//
+//===- AttentionOrder.h - the order of attention's tiles -----------*- C++ -*-===//
 #pragma once
 
 #include "compiler/templates/Kernel.h"
@@ -32,5 +32,33 @@ struct TilePlace {
 /// the next. Unsigned index arithmetic at the builder's insertion point.
 TilePlace placeTile(KernelMath &km, const Params &p, const ForwardOrder &o, mlir::Value t,
                     mlir::Value mTiles, mlir::Value heads);
+
+/// What of a config orders attn_bwd's dK/dV tiles (persistent grids'
+/// tiles, lpt and lpt_heads) and whether the last key tiles come first
+/// (ordered: the fused kernel adding dQ in order).
+struct DkvOrder {
+  /// Longest first (lpt; persistent grids only).
+  bool lpt = false;
+  /// With lpt: within groups of this many units (0: across every unit).
+  int64_t lptHeads = 0;
+  bool ordered = false;
+};
+
+/// Where dK/dV tile `pid` of `tiles` lies: its key tile (nTile, of
+/// `nTiles` a unit), the part of its group's query heads (of `split`) and
+/// its sequence's KV head (bkv, seq * hkv + KV head). A unit is one part of
+/// one sequence's KV head: tiles / split / nTiles of them a part. The grid's
+/// order: every key tile of one KV head before the next, part j of every
+/// sequence's KV heads before part j + 1; with lpt the nTile-th tile of
+/// every unit before the next key tile (under a causal mask the first key
+/// tiles see the most queries), with lpt_heads so within groups of that
+/// many units, the groups in turn (the last one smaller where they do not
+/// divide the units); ordered, the key tiles from the last. Unsigned index
+/// arithmetic at the builder's insertion point, in `pid`'s type.
+struct DkvPlace {
+  mlir::Value part, nTile, bkv;
+};
+DkvPlace placeDkvTile(KernelMath &km, const DkvOrder &o, mlir::Value pid, mlir::Value tiles,
+                      mlir::Value nTiles, mlir::Value split);
 
 } // namespace tilejit::attention

@@ -515,54 +515,71 @@ TEST(AttentionCompile, PackedSequencesBuildWithoutSpillsAndNameWhatTheyNeed) {
   }
 }
 
-/// attn_fwd's place of every tile of `mTiles` row tiles of `heads` heads
-/// in the grid's order: its arithmetic (placeTile, as the kernel emits it)
-/// on constant tiles, folded by MLIR's canonicalizer to constants.
-struct Placed {
-  int64_t seq, head, kvHead, q0;
-};
-std::vector<Placed> placeEveryTile(const attention::Params &p, const attention::ForwardOrder &o,
-                                   int64_t mTiles) {
+/// For every tile t < `tiles`, the values `emit` builds from the constant
+/// t (an order's arithmetic, as a kernel emits it), folded by MLIR's
+/// canonicalizer to constants: `width` of them a tile.
+std::vector<std::vector<int64_t>>
+foldEveryTile(int64_t tiles, size_t width,
+              llvm::function_ref<llvm::SmallVector<mlir::Value>(KernelMath &, mlir::Value)> emit) {
   mlir::MLIRContext ctx;
   ctx.loadDialect<mlir::arith::ArithDialect, mlir::func::FuncDialect>();
   mlir::OpBuilder b(&ctx);
   mlir::Location loc = b.getUnknownLoc();
   auto module = mlir::ModuleOp::create(loc);
   b.setInsertionPointToEnd(module.getBody());
-  int64_t heads = p.b * p.hq, tiles = mTiles * heads;
-  llvm::SmallVector<mlir::Type> results(size_t(4 * tiles), b.getIndexType());
+  llvm::SmallVector<mlir::Type> results(size_t(tiles) * width, b.getIndexType());
   auto fn = mlir::func::FuncOp::create(b, loc, "places", b.getFunctionType({}, results));
   b.setInsertionPointToStart(fn.addEntryBlock());
   KernelMath km{b, loc};
   llvm::SmallVector<mlir::Value> out;
   for (int64_t t = 0; t < tiles; ++t) {
-    attention::TilePlace at =
-        attention::placeTile(km, p, o, km.cst(t), km.cst(mTiles), km.cst(heads));
-    out.append({at.seq, at.head, at.kvHead, at.q0});
+    llvm::SmallVector<mlir::Value> values = emit(km, km.cst(t));
+    EXPECT_EQ(values.size(), width);
+    values.resize(width, km.cst(-1));
+    out.append(values);
   }
   mlir::func::ReturnOp::create(b, loc, out);
   mlir::PassManager pm(&ctx);
   pm.addPass(mlir::createCanonicalizerPass());
-  std::vector<Placed> placed;
+  std::vector<std::vector<int64_t>> folded;
   if (mlir::failed(pm.run(module))) {
     ADD_FAILURE() << "canonicalize failed";
     module->erase();
-    return placed;
+    return folded;
   }
   auto ret = llvm::cast<mlir::func::ReturnOp>(fn.getBody().front().getTerminator());
-  auto value = [&](unsigned i) {
-    llvm::APInt v;
-    if (!mlir::matchPattern(ret.getOperand(i), mlir::m_ConstantInt(&v))) {
-      ADD_FAILURE() << "result " << i << " did not fold to a constant";
-      return int64_t(-1);
-    }
-    return v.getSExtValue();
-  };
   for (int64_t t = 0; t < tiles; ++t) {
-    unsigned i = unsigned(4 * t);
-    placed.push_back({value(i), value(i + 1), value(i + 2), value(i + 3)});
+    std::vector<int64_t> &row = folded.emplace_back();
+    for (size_t j = 0; j < width; ++j) {
+      llvm::APInt v;
+      unsigned i = unsigned(size_t(t) * width + j);
+      if (!mlir::matchPattern(ret.getOperand(i), mlir::m_ConstantInt(&v))) {
+        ADD_FAILURE() << "result " << i << " did not fold to a constant";
+        row.push_back(-1);
+      } else {
+        row.push_back(v.getSExtValue());
+      }
+    }
   }
   module->erase();
+  return folded;
+}
+
+/// attn_fwd's place of every tile of `mTiles` row tiles of `heads` heads
+/// in the grid's order (placeTile).
+struct Placed {
+  int64_t seq, head, kvHead, q0;
+};
+std::vector<Placed> placeEveryTile(const attention::Params &p, const attention::ForwardOrder &o,
+                                   int64_t mTiles) {
+  int64_t heads = p.b * p.hq;
+  std::vector<Placed> placed;
+  for (const std::vector<int64_t> &v :
+       foldEveryTile(mTiles * heads, 4, [&](KernelMath &km, mlir::Value t) {
+         attention::TilePlace at = attention::placeTile(km, p, o, t, km.cst(mTiles), km.cst(heads));
+         return llvm::SmallVector<mlir::Value>{at.seq, at.head, at.kvHead, at.q0};
+       }))
+    placed.push_back({v[0], v[1], v[2], v[3]});
   return placed;
 }
 
@@ -614,6 +631,69 @@ TEST(AttentionCompile, TheForwardsTilesComeLastRowsFirstInTheirRasterOrder) {
       EXPECT_EQ(in % n, bh - first);
     }
     EXPECT_EQ(int64_t(seen.size()), mTiles * heads);
+  }
+}
+
+TEST(AttentionCompile, TheBackwardsKeyTilesComeInTheirOrder) {
+  // The order of attn_bwd's dK/dV tiles (a grid's programs, or a persistent
+  // grid's tiles shared out or taken from its counter), from the arithmetic
+  // the kernel emits (placeDkvTile): 5 key tiles of each of 2 sequences' 3
+  // KV heads, their query heads in 1 or 2 parts (6 or 12 units). Every
+  // tile once. In the grid's order every key tile of one unit before the
+  // next, the first first (ordered: the last first), part j of every KV
+  // head before part j + 1. With lpt the first key tile of every unit, in
+  // the units' order, before the second; with lpt_heads so within groups
+  // of 4 or 5 units (the last group smaller), each group's tiles before
+  // the next group's.
+  const int64_t nTiles = 5, kvs = 2 * 3;
+  struct Case {
+    attention::DkvOrder order;
+    int64_t split;
+  };
+  std::vector<Case> cases;
+  for (int64_t split : {1, 2}) {
+    cases.push_back({{false, 0, false}, split});
+    cases.push_back({{false, 0, true}, split});
+    cases.push_back({{true, 0, false}, split});
+    cases.push_back({{true, 4, false}, split});
+    cases.push_back({{true, 5, false}, split});
+  }
+  for (const Case &c : cases) {
+    const attention::DkvOrder &o = c.order;
+    SCOPED_TRACE("split " + std::to_string(c.split) + " lpt " + std::to_string(o.lpt) +
+                 " lpt_heads " + std::to_string(o.lptHeads) + " ordered " +
+                 std::to_string(o.ordered));
+    const int64_t units = kvs * c.split, tiles = nTiles * units;
+    std::vector<std::vector<int64_t>> placed =
+        foldEveryTile(tiles, 3, [&](KernelMath &km, mlir::Value t) {
+          attention::DkvPlace at =
+              attention::placeDkvTile(km, o, t, km.cst(tiles), km.cst(nTiles), km.cst(c.split));
+          return llvm::SmallVector<mlir::Value>{at.part, at.nTile, at.bkv};
+        });
+    ASSERT_EQ(int64_t(placed.size()), tiles);
+    std::set<std::pair<int64_t, int64_t>> seen; // (unit, key tile)
+    // Groups of units: one unit a group in the grid's order, every unit
+    // with lpt alone.
+    int64_t size = !o.lpt ? 1 : o.lptHeads ? o.lptHeads : units;
+    for (int64_t t = 0; t < tiles; ++t) {
+      int64_t part = placed[t][0], nTile = placed[t][1], bkv = placed[t][2];
+      SCOPED_TRACE("tile " + std::to_string(t));
+      ASSERT_TRUE(part >= 0 && part < c.split && bkv >= 0 && bkv < kvs && nTile >= 0 &&
+                  nTile < nTiles)
+          << part << " " << bkv << " " << nTile;
+      int64_t unit = part * kvs + bkv;
+      EXPECT_TRUE(seen.insert({unit, nTile}).second) << "placed twice";
+      int64_t first = unit / size * size, n = std::min(size, units - first);
+      int64_t groupStart = first * nTiles;
+      ASSERT_GE(t, groupStart);
+      ASSERT_LT(t, groupStart + n * nTiles) << "outside its group's run";
+      int64_t in = t - groupStart;
+      // Within the group: each key tile of its units in turn (one unit: its
+      // key tiles in turn), the first first, ordered the last first.
+      EXPECT_EQ(nTile, o.ordered ? nTiles - 1 - in / n : in / n);
+      EXPECT_EQ(unit - first, in % n);
+    }
+    EXPECT_EQ(int64_t(seen.size()), tiles);
   }
 }
 
