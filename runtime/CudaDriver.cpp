@@ -149,6 +149,20 @@ llvm::Expected<ScopedDevice> ScopedDevice::enter(int ordinal) {
   return scope;
 }
 
+llvm::Expected<ScopedDevice> ScopedDevice::enter(CUcontext context) {
+  auto drv = CudaDriver::get();
+  if (!drv)
+    return drv.takeError();
+  ScopedDevice scope;
+  scope.context_ = context;
+  TJ_CU_CHECK(*drv, cuCtxGetCurrent(&scope.previous_));
+  if (scope.previous_ != context) {
+    TJ_CU_CHECK(*drv, cuCtxSetCurrent(context));
+    scope.active_ = true;
+  }
+  return scope;
+}
+
 ScopedDevice::~ScopedDevice() {
   // A thread that had no context keeps the device's: it will launch there.
   if (!active_ || !previous_)

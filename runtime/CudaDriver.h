@@ -44,6 +44,10 @@ llvm::Expected<CUcontext> useDevice(int ordinal = 0);
 class ScopedDevice {
 public:
   static llvm::Expected<ScopedDevice> enter(int ordinal);
+  /// Makes `context` current for a scope where another is (a launch on a
+  /// device other than the thread's current one: PyTorch leaves the current
+  /// device as it is for tensors on another GPU); nothing where it is.
+  static llvm::Expected<ScopedDevice> enter(CUcontext context);
   ScopedDevice(ScopedDevice &&o) noexcept
       : previous_(o.previous_), context_(o.context_), active_(o.active_) {
     o.active_ = false;

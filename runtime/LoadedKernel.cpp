@@ -225,6 +225,7 @@ llvm::Expected<std::unique_ptr<LoadedKernel>> LoadedKernel::load(const KernelBin
   }
   k->workspaceBytes_ = c.workspaceBytes;
   k->key_ = c.key;
+  k->spec_ = c.spec;
   return k;
 }
 

@@ -113,6 +113,9 @@ public:
   const EntryInfo &entry(size_t i) const { return entries_[i]; }
   int64_t workspaceBytes() const { return workspaceBytes_; }
   const std::string &key() const { return key_; }
+  /// The spec the binary was built for (its launchers check a call
+  /// against it).
+  const KernelSpec &spec() const { return spec_; }
   CUcontext context() const { return context_; }
   /// The driver's handle of entry `i` and the launch configuration of a
   /// launch with `grid` (what launch() passes cuLaunchKernelEx; benchmarks
@@ -128,6 +131,7 @@ private:
   std::vector<CUfunction> functions_;
   std::vector<EntryInfo> entries_;
   int64_t workspaceBytes_ = 0;
+  KernelSpec spec_;
   std::string key_;
 };
 

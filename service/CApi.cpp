@@ -120,12 +120,18 @@ tj_status badLayout(tj_attn_layout layout) {
   return invalid("layout must be TJ_BSHD (0) or TJ_BHSD (1), got " + std::to_string(int(layout)));
 }
 
-/// Launches `launch(kernel)` with the kernel for `spec`.
+/// Launches `launch(kernel)` with the kernel for `spec`, its context
+/// current for the launch (the caller's thread may have another device's:
+/// a launch in a context other than the function's and the stream's fails
+/// before CUDA 13).
 template <class F>
 tj_status withKernel(tj_engine *e, const tilejit::KernelSpec &spec, void *stream, F launch) {
   auto kernel = e->engine->get(spec, stream);
   if (!kernel)
     return failed(kernel.takeError());
+  auto scope = tilejit::ScopedDevice::enter(kernel->context());
+  if (!scope)
+    return failed(scope.takeError());
   if (llvm::Error err = launch(*kernel))
     return failed(std::move(err));
   return ok();
@@ -541,6 +547,46 @@ tj_status tj_gemm(tj_engine *e, tj_dtype ab, tj_dtype out, int trans_a, int tran
 }
 
 namespace {
+/// A tensor's bytes in device memory, for the overlap check.
+struct Extent {
+  const char *name;
+  const void *at;
+  int64_t bytes;
+};
+
+/// The status naming the first of `outputs` that shares bytes with another
+/// of `all` (an output that overlaps an input reads what another kernel
+/// wrote: the results depend on the config), or none. Sizes are the spec's,
+/// checked to fit in 64 bits.
+std::optional<tj_status> overlapping(std::initializer_list<Extent> outputs,
+                                     std::initializer_list<Extent> all) {
+  for (const Extent &out : outputs)
+    for (const Extent &other : all) {
+      if (std::strcmp(out.name, other.name) == 0 || out.bytes <= 0 || other.bytes <= 0)
+        continue;
+      uint64_t a = uint64_t(out.at), b = uint64_t(other.at);
+      if (a < b + uint64_t(other.bytes) && b < a + uint64_t(out.bytes))
+        return invalid(std::string(out.name) + " overlaps " + other.name +
+                       ": the outputs must not share memory with the inputs or with each other");
+    }
+  return std::nullopt;
+}
+
+/// The attention tensors' extents of `c` (rows of Q and of K: b * sq and
+/// b * sk, or the packed totals).
+struct AttnExtents {
+  int64_t qBytes, kBytes, lseBytes;
+  explicit AttnExtents(const tilejit::attention::Call &c) {
+    bool thd = c.layout == tilejit::attention::Layout::THD;
+    int64_t elem = tilejit::dtypeBytes(c.dt);
+    qBytes = (thd ? c.totalQ : c.b * c.sq) * c.hq * c.d * elem;
+    kBytes = (thd ? c.totalK : c.b * c.sk) * c.hkv * c.d * elem;
+    lseBytes = c.b * c.hq * c.sq * 4;
+  }
+};
+} // namespace
+
+namespace {
 tj_status attnFwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64_t b, int64_t sq,
                   int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal, float scale,
                   const void *q, const void *k, const void *v, void *o, float *lse, void *stream,
@@ -554,6 +600,14 @@ tj_status attnFwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64_t b
   auto spec = tilejit::attention::specOf(call, e->engine->target());
   if (!spec)
     return invalid(llvm::toString(spec.takeError()));
+  AttnExtents x(call);
+  if (auto bad =
+          overlapping({{"o", o, x.qBytes}, {"lse", lse, x.lseBytes}}, {{"q", q, x.qBytes},
+                                                                       {"k", k, x.kBytes},
+                                                                       {"v", v, x.kBytes},
+                                                                       {"o", o, x.qBytes},
+                                                                       {"lse", lse, x.lseBytes}}))
+    return *bad;
   // A persistent kernel leaves the engine's margin of multiprocessors free.
   int sms = e->engine->target().smCount();
   call.maxPrograms = sms - e->smMargin.load();
@@ -600,6 +654,21 @@ std::optional<tj_status> varlenWithoutRows(tj_engine *e, tilejit::DType dt, bool
   if (maxSq < 0 || maxSk < 0)
     return invalid("max_sq and max_sk (the longest sequence's rows) must be >= 0, got max_sq=" +
                    std::to_string(maxSq) + " max_sk=" + std::to_string(maxSk));
+  // (Named here as the C interface calls them; the spec's checks would say
+  // sq and sk.)
+  for (auto [name, most, total, totalName] : {std::tuple{"max_sq", maxSq, totalQ, "total_q"},
+                                              std::tuple{"max_sk", maxSk, totalK, "total_k"}}) {
+    if (total > INT32_MAX)
+      return invalid(std::string(totalName) + "=" + std::to_string(total) +
+                     " is more than cu_seqlens (int32) can count (2147483647)");
+    if (total > 0 && most < 1)
+      return invalid(std::string(name) + " must be >= 1 where " + totalName + " > 0, got " + name +
+                     "=" + std::to_string(most) + " " + totalName + "=" + std::to_string(total));
+    if (most > tilejit::attention::kMaxSeq)
+      return invalid(std::string(name) + "=" + std::to_string(most) +
+                     " is above the longest sequence supported (" +
+                     std::to_string(tilejit::attention::kMaxSeq) + ")");
+  }
   if (totalQ > 0 && totalK > 0)
     return std::nullopt;
   // (The longest sequence may be given as 0 where there are no rows.)
@@ -712,8 +781,8 @@ namespace {
 tj_status attnBwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64_t b, int64_t sq,
                   int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal, float scale,
                   const void *q, const void *k, const void *v, const void *o, const float *lse,
-                  const void *dout, void *dq, void *dk, void *dv, void *workspace, void *stream,
-                  const Packed *packed) {
+                  const void *dout, void *dq, void *dk, void *dv, void *workspace,
+                  int64_t workspaceBytes, void *stream, const Packed *packed) {
   TJ_ENGINE(e);
   TJ_DTYPE(dt, dtype);
   tilejit::attention::BackwardCall call;
@@ -729,12 +798,37 @@ tj_status attnBwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64_t b
   call.dK = uint64_t(dk);
   call.dV = uint64_t(dv);
   call.workspace = uint64_t(workspace);
-  // The workspace holds what tj_attn_bwd_workspace_size promised
-  // (workspaceSize 0): a fused config's dQ sums (and, adding in order for
-  // a deterministic spec, its flags) come from the pool.
   auto spec = backwardSpecFor(e, call);
   if (!spec)
     return invalid(llvm::toString(spec.takeError()));
+  // The workspace holds at least what tj_attn_bwd_workspace_size gives for
+  // these sizes (which may be more for fewer or shorter sequences: the
+  // heads split over more programs); a fused config's dQ sums (and, adding
+  // in order for a deterministic spec, its flags) come from the pool where
+  // it has no room for them.
+  int64_t need = tilejit::attention::backwardWorkspaceBytes(call);
+  if (workspaceBytes < need)
+    return invalid("workspace_bytes=" + std::to_string(workspaceBytes) + " is less than the " +
+                   std::to_string(need) +
+                   " bytes these sizes need (tj_attn_bwd_workspace_size, asked for each call's "
+                   "sizes)");
+  call.workspaceSize = workspaceBytes;
+  AttnExtents x(call);
+  if (auto bad = overlapping({{"dq", dq, x.qBytes},
+                              {"dk", dk, x.kBytes},
+                              {"dv", dv, x.kBytes},
+                              {"workspace", workspace, workspaceBytes}},
+                             {{"q", q, x.qBytes},
+                              {"k", k, x.kBytes},
+                              {"v", v, x.kBytes},
+                              {"o", o, x.qBytes},
+                              {"lse", lse, x.lseBytes},
+                              {"dout", dout, x.qBytes},
+                              {"dq", dq, x.qBytes},
+                              {"dk", dk, x.kBytes},
+                              {"dv", dv, x.kBytes},
+                              {"workspace", workspace, workspaceBytes}}))
+    return *bad;
   // The launch checks the kernel against the spec's mode.
   call.deterministic = tilejit::attention::Params(*spec).deterministic;
   // A persistent kernel leaves the engine's margin of multiprocessors free.
@@ -749,9 +843,9 @@ tj_status tj_attn_bwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64
                       int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal, float scale,
                       const void *q, const void *k, const void *v, const void *o, const float *lse,
                       const void *dout, void *dq, void *dk, void *dv, void *workspace,
-                      void *stream) {
+                      int64_t workspace_bytes, void *stream) {
   return attnBwd(e, dtype, layout, b, sq, sk, hq, hkv, d, causal, scale, q, k, v, o, lse, dout, dq,
-                 dk, dv, workspace, stream, nullptr);
+                 dk, dv, workspace, workspace_bytes, stream, nullptr);
 }
 
 tj_status tj_attn_varlen_bwd(tj_engine *e, tj_dtype dtype, int64_t b, int64_t max_sq,
@@ -760,7 +854,7 @@ tj_status tj_attn_varlen_bwd(tj_engine *e, tj_dtype dtype, int64_t b, int64_t ma
                              const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k,
                              const void *q, const void *k, const void *v, const void *o,
                              const float *lse, const void *dout, void *dq, void *dk, void *dv,
-                             void *workspace, void *stream) {
+                             void *workspace, int64_t workspace_bytes, void *stream) {
   TJ_ENGINE(e);
   TJ_DTYPE(dt, dtype);
   // No keys: dq = 0; no queries: dk = dv = 0 (no query sees a key).
@@ -778,7 +872,7 @@ tj_status tj_attn_varlen_bwd(tj_engine *e, tj_dtype dtype, int64_t b, int64_t ma
     return *done;
   Packed packed{total_q, total_k, cu_seqlens_q, cu_seqlens_k};
   return attnBwd(e, dtype, TJ_THD, b, max_sq, max_sk, hq, hkv, d, causal, scale, q, k, v, o, lse,
-                 dout, dq, dk, dv, workspace, stream, &packed);
+                 dout, dq, dk, dv, workspace, workspace_bytes, stream, &packed);
 }
 
 } // extern "C"

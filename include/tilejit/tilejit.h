@@ -50,7 +50,7 @@ typedef enum tj_attn_layout {
   TJ_THD = 2   /* [tokens, heads, dim]: packed sequences (tj_attn_varlen_fwd and _bwd) */
 } tj_attn_layout;
 
-/* The library's version, e.g. "0.5.0" (the soname carries its minor version). */
+/* The library's version, e.g. "0.6.0" (the soname carries its minor version). */
 TJ_API const char *tj_version(void);
 /* The message of this thread's last failed call ("" after a success). */
 TJ_API const char *tj_last_error(void);
@@ -179,15 +179,20 @@ TJ_API tj_status tj_attn_fwd(tj_engine *engine, tj_dtype dtype, tj_attn_layout l
 /* Bytes of workspace tj_attn_bwd needs for these sizes: f32 LSE and
  * rowsum(dO * O) of every query row, rows padded to 128; and where the KV
  * heads are too few to fill the GPU (hq / hkv query heads split over
- * programs), the f32 dK and dV of each part. */
+ * programs), the f32 dK and dV of each part. Ask for each call's sizes:
+ * fewer or shorter sequences may need more (their heads split over more
+ * programs). */
 TJ_API tj_status tj_attn_bwd_workspace_size(tj_engine *engine, int64_t b, int64_t sq, int64_t sk,
                                             int64_t hq, int64_t hkv, int64_t d, int64_t *bytes);
 /* Attention backward: dQ, dK and dV of tj_attn_fwd from dO and the forward's
  * O and lse, for the same arguments (head dim 64, 128 or 256; on the targets
  * without wgmma, sm_80, sm_86, sm_89 and sm_90, too). dO, dQ
  * are stored as O and Q, dK and dV as K and V; all contiguous, 16-byte
- * aligned. workspace: tj_attn_bwd_workspace_size bytes, 16-byte aligned,
- * contents irrelevant. Deterministic (what is summed over programs is added
+ * aligned. workspace: workspace_bytes bytes, at least
+ * tj_attn_bwd_workspace_size's for these sizes (refused otherwise), 16-byte
+ * aligned, contents irrelevant. dq, dk, dv and the workspace must not
+ * share memory with any input or with each other (nor o and lse in
+ * tj_attn_fwd): refused. Deterministic (what is summed over programs is added
  * in a fixed order: the same inputs give the same bits) unless
  * tj_engine_set_allow_nondeterministic allowed otherwise; a config that adds
  * dQ's parts atomically then takes its f32 sums of dQ (b * hq * sq rounded
@@ -203,7 +208,7 @@ TJ_API tj_status tj_attn_bwd(tj_engine *engine, tj_dtype dtype, tj_attn_layout l
                              int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal,
                              float scale, const void *q, const void *k, const void *v,
                              const void *o, const float *lse, const void *dout, void *dq, void *dk,
-                             void *dv, void *workspace, void *stream);
+                             void *dv, void *workspace, int64_t workspace_bytes, void *stream);
 
 /* Attention over b packed sequences of different lengths (TJ_THD:
  * FlashAttention's varlen, Megatron's THD): q and o are total_q x hq x d, k
@@ -237,7 +242,8 @@ TJ_API tj_status tj_attn_varlen_fwd(tj_engine *engine, tj_dtype dtype, int64_t b
                                     const void *q, const void *k, const void *v, void *o,
                                     float *lse, void *stream);
 /* Its backward, as tj_attn_bwd: dq as q, dk and dv as k. workspace:
- * tj_attn_bwd_workspace_size(b, max_sq, max_sk, hq, hkv, d) bytes. A fused
+ * workspace_bytes, at least tj_attn_bwd_workspace_size(b, max_sq, max_sk,
+ * hq, hkv, d). A fused
  * config's f32 sums of dQ from tilejit's pool take (total_q + 64 * b) * hq *
  * d * 4 bytes here (each sequence's rows padded to whole tiles of 64). */
 TJ_API tj_status tj_attn_varlen_bwd(tj_engine *engine, tj_dtype dtype, int64_t b, int64_t max_sq,
@@ -246,7 +252,8 @@ TJ_API tj_status tj_attn_varlen_bwd(tj_engine *engine, tj_dtype dtype, int64_t b
                                     const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k,
                                     const void *q, const void *k, const void *v, const void *o,
                                     const float *lse, const void *dout, void *dq, void *dk,
-                                    void *dv, void *workspace, void *stream);
+                                    void *dv, void *workspace, int64_t workspace_bytes,
+                                    void *stream);
 
 #ifdef __cplusplus
 }

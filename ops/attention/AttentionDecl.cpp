@@ -30,7 +30,6 @@ llvm::Error check(const KernelSpec &spec) {
 
 /// Tuning measures at most this many rows (the next power of two).
 constexpr int64_t kTuningSeqCap = 16384;
-constexpr int64_t kMaxSeq = int64_t(1) << 22;
 
 std::vector<ParamDecl> params() {
   return {

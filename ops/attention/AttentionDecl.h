@@ -48,6 +48,8 @@ const OpDecl &backwardOp();
 /// attn_bwd's workspace pads each sequence's query rows to a multiple of
 /// this (every tile of its kernels lies inside).
 constexpr int64_t kBackwardWorkspaceRows = 128;
+/// The most rows of a sequence (sq, sk) a spec may have.
+constexpr int64_t kMaxSeq = int64_t(1) << 22;
 /// A fused backward config's query rows per step (kv_bm: a warpgroup's rows
 /// of dQ's product), and so the rows of a query tile whose additions a flag
 /// orders for a deterministic spec; flag words per such tile.

@@ -81,26 +81,53 @@ llvm::Error checkTotals(const Call &c, const char *op) {
   return llvm::Error::success();
 }
 
-/// The call's sizes, each at least 1 (for a spec and for every launch: a
-/// kernel built for other sizes takes them at run time).
-llvm::Error checkSizes(const Call &c, const char *op) {
+/// The call's sizes, each at least 1, and its scale (for a spec and for
+/// every launch: a kernel built for other sizes takes them at run time, and
+/// the scale is never built in). The kernels take scale * log2(e) as a
+/// float too.
+llvm::Error checkCall(const Call &c, const char *op) {
   if (c.b < 1 || c.sq < 1 || c.sk < 1 || c.hq < 1 || c.hkv < 1)
     return error("sizes must be positive, got b=" + llvm::Twine(c.b) + " sq=" + llvm::Twine(c.sq) +
                      " sk=" + llvm::Twine(c.sk) + " hq=" + llvm::Twine(c.hq) +
                      " hkv=" + llvm::Twine(c.hkv),
                  op);
+  if (!(c.scale >= 0.0f) || std::isinf(float(double(c.scale) * M_LOG2E)))
+    return error("scale must be positive and finite (0: 1/sqrt(d)), at most 2.35e38, got " +
+                     std::to_string(c.scale),
+                 op);
+  if (c.maxPrograms < 0)
+    return error("maxPrograms must be >= 0 (0: one program a multiprocessor), got " +
+                     llvm::Twine(c.maxPrograms),
+                 op);
+  return llvm::Error::success();
+}
+
+/// That `kernel` is `op`'s, built for the call's compile-time sizes (its
+/// head dim, heads, mask, types and layout: a kernel of other ones would
+/// map heads, rows or bits otherwise, silently).
+llvm::Error checkKernelFits(const LoadedKernel &kernel, const Call &c, bool backward,
+                            const char *op) {
+  const KernelSpec &s = kernel.spec();
+  if (backward ? !isBackward(s) : !isForward(s))
+    return error("the kernel is not " + llvm::Twine(op) + "'s (its spec: " + s.canonical() + ")",
+                 op);
+  Params p(s);
+  for (auto [name, built, called] :
+       {std::tuple{"dt", int64_t(p.dt), int64_t(c.dt)}, std::tuple{"d", p.d, c.d},
+        std::tuple{"hq", p.hq, c.hq}, std::tuple{"hkv", p.hkv, c.hkv},
+        std::tuple{"causal", int64_t(p.causal), int64_t(c.causal)},
+        std::tuple{"layout", int64_t(p.layout), int64_t(c.layout)}})
+    if (built != called)
+      return error("the kernel is built for " + llvm::Twine(name) + "=" + llvm::Twine(built) +
+                       ", the call has " + llvm::Twine(name) + "=" + llvm::Twine(called),
+                   op);
   return llvm::Error::success();
 }
 
 llvm::Expected<KernelSpec> makeSpec(const Call &c, const Target &target, bool backward) {
   const char *op = backward ? "attn_bwd" : "attn_fwd";
-  if (auto err = checkSizes(c, op))
+  if (auto err = checkCall(c, op))
     return err;
-  // (The kernels take scale * log2(e) as a float too.)
-  if (!(c.scale >= 0.0f) || std::isinf(float(double(c.scale) * M_LOG2E)))
-    return error("scale must be positive and finite (0: 1/sqrt(d)), at most 2.35e38, got " +
-                     std::to_string(c.scale),
-                 op);
   Params p;
   p.backward = backward;
   p.dt = c.dt;
@@ -117,9 +144,20 @@ llvm::Expected<KernelSpec> makeSpec(const Call &c, const Target &target, bool ba
   KernelSpec s = p.spec();
   if (auto err = s.validate())
     return err;
-  if (c.layout == Layout::THD)
+  if (c.layout == Layout::THD) {
     if (auto err = checkTotals(c, op))
       return err;
+    // The grids cover b sequences of the longest's rows: their tiles of 64
+    // rows (each head's) are counted in 32 bits.
+    int64_t longest = std::max(c.sq, c.sk), tiles = (longest + 63) / 64;
+    // (The spec's limits keep the product in 64 bits.)
+    if (tiles * c.hq * c.b >= (int64_t(1) << 31))
+      return error("packed sequences: b=" + llvm::Twine(c.b) + " sequences of up to " +
+                       llvm::Twine(longest) + " rows (the longest) with hq=" + llvm::Twine(c.hq) +
+                       " heads make 2^31 tiles of 64 rows or more (the grids cover b times the "
+                       "longest sequence)",
+                   op);
+  }
   return s;
 }
 
@@ -293,7 +331,9 @@ int64_t backwardWorkspaceBytes(const Call &c, bool fused) {
 llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstream stream) {
   if (kernel.numEntries() != 1)
     return error("the kernel has " + llvm::Twine(kernel.numEntries()) + " entries, not 1");
-  if (auto err = checkSizes(c, "attn_fwd"))
+  if (auto err = checkCall(c, "attn_fwd"))
+    return err;
+  if (auto err = checkKernelFits(kernel, c, false, "attn_fwd"))
     return err;
   const EntryInfo &e = kernel.entry(0);
   bool thd = c.layout == Layout::THD;
@@ -405,7 +445,15 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
   // the parts' sum, dQ from its sums.
   // (Sizes of 0 would also launch no workspace kernel, which zeroes the
   // words a fused kernel counts from.)
-  if (auto err = checkSizes(c, op))
+  if (auto err = checkCall(c, op))
+    return err;
+  if (c.only < -1 || c.only > 1)
+    return error("only must be -1 (every kernel), 0 or 1, got " + llvm::Twine(c.only), op);
+  if (c.headSplit < 0 || c.workspaceSize < 0)
+    return error("headSplit and workspaceSize must be >= 0 (0: the default's), got headSplit=" +
+                     llvm::Twine(c.headSplit) + " workspaceSize=" + llvm::Twine(c.workspaceSize),
+                 op);
+  if (auto err = checkKernelFits(kernel, c, true, op))
     return err;
   bool fused = fusedBackward(kernel);
   if (kernel.numEntries() != 3 && !fused)
@@ -451,7 +499,7 @@ llvm::Error launchBackward(const LoadedKernel &kernel, const BackwardCall &c, CU
   Workspace w(c, fused);
   if (w.overflows)
     return error("sizes whose workspace does not fit in 64 bits", op);
-  if (c.hkv < 1 || c.hq % c.hkv != 0 || (c.hq / c.hkv) % w.split != 0)
+  if ((c.hq / c.hkv) % w.split != 0)
     return error("the query heads of a group (hq / hkv = " + llvm::Twine(c.hq) + " / " +
                      llvm::Twine(c.hkv) + ") cannot be split " + llvm::Twine(w.split) + " ways",
                  op);

@@ -92,7 +92,7 @@ class CInterfaceAttentionArguments(unittest.TestCase):
         self.lib = _lib.lib()
 
     def call(self, dtype=0, layout=1, b=2, sq=100, sk=77, hq=4, hkv=2, d=64, causal=1, scale=0.0,
-             q=0x10000, k=0x20000, v=0x30000, o=0x40000, lse=0x50000):
+             q=0x100000, k=0x200000, v=0x300000, o=0x400000, lse=0x500000):
         status = self.lib.tj_attn_fwd(self.engine, dtype, layout, b, sq, sk, hq, hkv, d, causal,
                                       scale, q, k, v, o, lse, None)
         return status, self.lib.tj_last_error().decode()
@@ -123,8 +123,8 @@ class CInterfaceAttentionArguments(unittest.TestCase):
     def test_packed_sequences_name_their_arguments(self):
         def varlen(total_q=600, total_k=500, cu_q=0x70000, cu_k=0x71000, d=64, max_sq=300):
             status = self.lib.tj_attn_varlen_fwd(self.engine, 0, 3, max_sq, 250, total_q, total_k,
-                                                 4, 2, d, 1, 0.0, cu_q, cu_k, 0x10000, 0x20000,
-                                                 0x30000, 0x40000, 0x50000, None)
+                                                 4, 2, d, 1, 0.0, cu_q, cu_k, 0x1000000,
+                                                 0x2000000, 0x3000000, 0x4000000, 0x5000000, None)
             return status, self.lib.tj_last_error().decode()
         for args, message in (({"cu_q": None}, "cu_seqlens_q is null"),
                               ({"cu_k": 0x71002}, "cu_seqlens_k is not 4-byte aligned"),
@@ -137,8 +137,45 @@ class CInterfaceAttentionArguments(unittest.TestCase):
                               ({"total_k": 751}, "packed K has 751 rows in all, more than b=3 "
                                                  "sequences of at most 250 rows"),
                               ({"total_q": 0, "max_sq": -1}, "max_sq and max_sk (the longest "
-                                                             "sequence's rows) must be >= 0")):
+                                                             "sequence's rows) must be >= 0"),
+                              ({"max_sq": 0}, "max_sq must be >= 1 where total_q > 0, got "
+                                              "max_sq=0 total_q=600"),
+                              ({"max_sq": (1 << 22) + 1}, "max_sq=4194305 is above the longest "
+                                                          "sequence supported (4194304)"),
+                              ({"total_q": 1 << 31}, "total_q=2147483648 is more than cu_seqlens "
+                                                     "(int32) can count")):
             status, error = varlen(**args)
+            self.assertEqual(status, 1, f"{args}: status {status}, {error!r}")
+            self.assertIn(message, error, f"{args}")
+
+    def test_outputs_that_share_memory_with_another_tensor_are_refused(self):
+        # (q 2 x 100 x 4 x 64 bf16: 0x19000 bytes from 0x100000.)
+        self.assertRefused("o overlaps q", o=0x118ff0)
+        self.assertRefused("o overlaps v", o=0x300000)
+        self.assertRefused("lse overlaps q", lse=0x100000)
+        self.assertRefused("o overlaps lse", o=0x4ff000)
+        # The backward's gradients and workspace likewise, and a workspace
+        # smaller than tj_attn_bwd_workspace_size's is refused by its size.
+        import ctypes
+        need = ctypes.c_int64(0)
+        self.assertEqual(self.lib.tj_attn_bwd_workspace_size(self.engine, 2, 100, 77, 4, 2, 64,
+                                                             ctypes.byref(need)), 0)
+
+        def bwd(dq=0x600000, dk=0x700000, dv=0x800000, ws=0x900000, ws_bytes=need.value):
+            status = self.lib.tj_attn_bwd(self.engine, 0, 1, 2, 100, 77, 4, 2, 64, 1, 0.0,
+                                          0x100000, 0x200000, 0x300000, 0x400000, 0x500000,
+                                          0x580000, dq, dk, dv, ws, ws_bytes, None)
+            return status, self.lib.tj_last_error().decode()
+        for args, message in (({"dq": 0x100000}, "dq overlaps q"),
+                              ({"dq": 0x580000}, "dq overlaps dout"),
+                              ({"dk": 0x800000}, "dk overlaps dv"),
+                              ({"dv": 0x500000}, "dv overlaps lse"),
+                              ({"ws": 0x600000}, "dq overlaps workspace"),
+                              ({"ws_bytes": need.value - 16},
+                               f"workspace_bytes={need.value - 16} is less than the "
+                               f"{need.value} bytes these sizes need"),
+                              ({"ws_bytes": 0}, "workspace_bytes=0 is less than")):
+            status, error = bwd(**args)
             self.assertEqual(status, 1, f"{args}: status {status}, {error!r}")
             self.assertIn(message, error, f"{args}")
 
@@ -216,12 +253,31 @@ class AttentionWithoutGpu(unittest.TestCase):
                 self.assertEqual((dq.shape, dk.shape, dv.shape), (q.shape, k.shape, v.shape))
                 self.assertEqual(dk.dtype, torch.bfloat16)
 
-    def test_backward_refuses_what_it_cannot_compute(self):
+    def test_lse_is_not_differentiable(self):
         q = torch.empty(1, 4, 16, 64, device="meta", dtype=torch.bfloat16, requires_grad=True)
         k = torch.empty(1, 4, 16, 64, device="meta", dtype=torch.bfloat16)
         o, lse = torch.ops.tilejit.attn_fwd(q, k, k, False, 0.0, 1)
         self.assertTrue(o.requires_grad)
         self.assertFalse(lse.requires_grad)  # as torch's attention kernels' log-sum-exp
+
+    def test_fake_kernels_check_what_the_ops_check(self):
+        # dtypes, head dims and kv heads the kernels do not take, and the
+        # backward's do, o and lse: refused while tracing, as at run time.
+        def meta(*shape, dtype=torch.bfloat16):
+            return torch.empty(*shape, device="meta", dtype=dtype)
+        q, k = meta(1, 4, 16, 64), meta(1, 2, 16, 64)
+        with self.assertRaisesRegex(ValueError, "all bf16 or all f16"):
+            torch.ops.tilejit.attn_fwd(q.float(), k.float(), k.float(), False, 0.0, 1)
+        with self.assertRaisesRegex(ValueError, "head dim 80"):
+            torch.ops.tilejit.attn_fwd(meta(1, 4, 16, 80), meta(1, 2, 16, 80), meta(1, 2, 16, 80),
+                                       False, 0.0, 1)
+        with self.assertRaisesRegex(ValueError, "3 kv heads do not divide 4 query heads"):
+            torch.ops.tilejit.attn_fwd(q, meta(1, 3, 16, 64), meta(1, 3, 16, 64), False, 0.0, 1)
+        o, lse = torch.ops.tilejit.attn_fwd(q, k, k, False, 0.0, 1)
+        with self.assertRaisesRegex(ValueError, "lse .* must be \\(1, 4, 16\\) float32"):
+            torch.ops.tilejit.attn_bwd(o, q, k, k, o, lse[:, :2], False, 0.0, 1)
+        with self.assertRaisesRegex(ValueError, "do .* and o .* must match q"):
+            torch.ops.tilejit.attn_bwd(o[..., :32], q, k, k, o, lse, False, 0.0, 1)
 
     def test_packed_sequences_fake_kernels_and_bad_calls(self):
         # 3 sequences, 600 query and 500 key rows in all, the longest 300 and 250.
@@ -396,6 +452,16 @@ class AttentionWithoutGpu(unittest.TestCase):
                 k256, v256 = bhsd(2, 8, 77, 256), bhsd(2, 8, 77, 256)
                 takes(bhsd(2, 8, 100, 256, requires_grad=True), k256, v256)  # with a backward
                 refuses("one CUDA device", q.cpu(), k.cpu(), v.cpu())
+                # Calls torch would refuse are left to it (scale and enable_gqa
+                # are keyword-only; an argument given twice), and torch's math
+                # back end chosen alone.
+                refuses("more than 3 positional arguments", q, k, v, None, 0.0, True, 0.125)
+                refuses("arguments given twice: ['attn_mask']", q, k, v, None, attn_mask=None)
+                refuses("arguments given twice: ['is_causal']", q, k, v, None, 0.0, True,
+                        is_causal=False)
+                from torch.nn.attention import SDPBackend, sdpa_kernel
+                with sdpa_kernel([SDPBackend.MATH]):
+                    refuses("math back end chosen alone", q, k, v)
                 tilejit._capability[0] = (8, 0)
                 refuses("sm_80", q, k, v)
                 tilejit._capability[0] = (9, 0)
@@ -1080,7 +1146,7 @@ class Attention(unittest.TestCase):
         st = lib.tj_attn_varlen_bwd(eng, 0, 2, 5, 0, 9, 0, hq, hkv, d, 1, 0.0, cu_q.data_ptr(),
                                     cu_0.data_ptr(), q.data_ptr(), None, None, o.data_ptr(),
                                     lse.data_ptr(), do.data_ptr(), dq.data_ptr(), None, None,
-                                    None, stream)
+                                    None, 0, stream)
         self.assertEqual(st, 0, lib.tj_last_error().decode())
         torch.cuda.synchronize()
         self.assertTrue(torch.all(o == 0).item())
@@ -1097,14 +1163,14 @@ class Attention(unittest.TestCase):
         self.assertEqual(st, 0, lib.tj_last_error().decode())
         st = lib.tj_attn_varlen_bwd(eng, 0, 2, 0, 4, 0, 7, hq, hkv, d, 0, 0.0, cu_0.data_ptr(),
                                     cu_k.data_ptr(), None, k.data_ptr(), v.data_ptr(), None, None,
-                                    None, None, dk.data_ptr(), dv.data_ptr(), None, stream)
+                                    None, None, dk.data_ptr(), dv.data_ptr(), None, 0, stream)
         self.assertEqual(st, 0, lib.tj_last_error().decode())
         torch.cuda.synchronize()
         self.assertTrue(torch.all(dk == 0).item() and torch.all(dv == 0).item())
         # A tensor with rows is still named when it is missing.
         st = lib.tj_attn_varlen_bwd(eng, 0, 2, 0, 4, 0, 7, hq, hkv, d, 0, 0.0, cu_0.data_ptr(),
                                     cu_k.data_ptr(), None, k.data_ptr(), v.data_ptr(), None, None,
-                                    None, None, None, dv.data_ptr(), None, stream)
+                                    None, None, None, dv.data_ptr(), None, 0, stream)
         self.assertEqual(st, 1)
         self.assertIn("dk is null", lib.tj_last_error().decode())
 
@@ -1262,6 +1328,60 @@ class Attention(unittest.TestCase):
         finally:
             tilejit.ops.attention = orig
             tilejit.disable()
+
+    def test_sdpa_causal_with_other_lengths_matches_torch(self):
+        # More and fewer queries than keys under is_causal: the mask's
+        # diagonal from the top left, as torch's dense SDPA aligns it.
+        F = torch.nn.functional
+        tilejit.enable(include=("sdpa",))
+        try:
+            for layout in (0, 1):
+                for sq, sk in ((150, 90), (70, 200)):
+                    with self.subTest(layout=layout, sq=sq, sk=sk):
+                        q, k, v = _qkv(layout, 2, sq, sk, 4, 4, 64, torch.bfloat16)
+                        if layout == 0:
+                            q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+                        with torch.no_grad():
+                            got = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                            with tilejit.use(False):
+                                want = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                        _close(self, got, want.double(), 2e-2, "is_causal, sq != sk")
+        finally:
+            tilejit.disable()
+
+    def test_compile_through_sdpa_where_it_falls_back(self):
+        # With SDPA routed, a call left to torch (a mask) and one taken
+        # compile into one graph: the fallback says nothing while traced.
+        F = torch.nn.functional
+        q, k, v = _qkv(1, 1, 64, 64, 2, 2, 64, torch.bfloat16)
+        mask = torch.rand(64, 64, device="cuda") > 0.3
+        mask.fill_diagonal_(True)
+
+        def f(q, k, v, mask):
+            return (F.scaled_dot_product_attention(q, k, v, mask) +
+                    F.scaled_dot_product_attention(q, k, v, is_causal=True))
+        with torch.no_grad():
+            want = f(q, k, v, mask)
+        tilejit.enable(include=("sdpa",))
+        try:
+            torch._dynamo.reset()
+            with torch.no_grad():
+                got = torch.compile(f, backend="aot_eager", fullgraph=True)(q, k, v, mask)
+        finally:
+            tilejit.disable()
+        _close(self, got, want.double(), 2e-2, "compiled through sdpa")
+
+    def test_jit_trace_records_the_op(self):
+        # torch.jit.trace records tilejit::attn_fwd (not the output's
+        # allocation alone), so the trace replays the kernel on new inputs.
+        def f(q, k, v):
+            return tilejit.ops.attention(q, k, v, causal=True)
+        q, k, v = _qkv(1, 1, 96, 96, 2, 2, 64, torch.bfloat16)
+        with torch.no_grad():
+            traced = torch.jit.trace(f, (q, k, v), check_trace=False)
+            self.assertIn("tilejit::attn_fwd", str(traced.graph))
+            q2, k2, v2 = _qkv(1, 1, 96, 96, 2, 2, 64, torch.bfloat16)
+            self.assertTrue(torch.equal(traced(q2, k2, v2), f(q2, k2, v2)))
 
     def test_opcheck(self):
         q, k, v = _qkv(1, 2, 96, 80, 4, 2, 64, torch.bfloat16)

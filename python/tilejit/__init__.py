@@ -26,6 +26,7 @@ import logging
 import os
 import threading
 
+from . import _lib
 from ._lib import TilejitError, version  # noqa: F401
 
 _log = logging.getLogger("tilejit")
@@ -69,6 +70,14 @@ except ImportError:  # the C interface alone (ctypes) without torch
     torch = None
 
 
+def _fell_back(message, *args):
+    """Logs why a routed call fell back to torch, except while torch.compile
+    traces it (Dynamo does not trace a logger: the graph would break at every
+    fallback)."""
+    if not torch.compiler.is_compiling():
+        _log.debug(message, *args)
+
+
 def _active(name):
     scoped = getattr(_state, "on", None)
     return _enabled[name] if scoped is None else (scoped and _enabled[name])
@@ -78,7 +87,7 @@ def _linear(input, weight, bias=None):
     if _active("linear"):
         if nn._supported_linear(input, weight):
             return ops.linear(input, weight, bias)
-        _log.debug("F.linear falls back to torch: %s %s on %s, last dim %d, weight contiguous %s",
+        _fell_back("F.linear falls back to torch: %s %s on %s, last dim %d, weight contiguous %s",
                    input.dtype, weight.dtype, input.device, input.shape[-1],
                    weight.is_contiguous())
     return _originals["linear"](input, weight, bias)
@@ -94,7 +103,7 @@ def _rms_norm(input, normalized_shape, weight=None, eps=None):
         if ok:
             return ops.rms_norm(input, weight, eps if eps is not None
                                 else torch.finfo(input.dtype).eps)
-        _log.debug("F.rms_norm falls back to torch: %s on %s, shape %s, weight %s", input.dtype,
+        _fell_back("F.rms_norm falls back to torch: %s on %s, shape %s, weight %s", input.dtype,
                    input.device, shape, None if weight is None else weight.dtype)
     return _originals["rms_norm"](input, normalized_shape, weight, eps)
 
@@ -245,7 +254,8 @@ def _sdpa_jagged(q, k, v, a):
     if qv.shape[0] == 0 or kv.shape[0] == 0:
         return None, f"an empty size ({qv.shape[0]} query rows, {kv.shape[0]} key rows)"
     if hq > 1024 or max(qv.shape[0], kv.shape[0]) >= (1 << 31):
-        return None, f"sizes past the kernel's (hq={hq}, {qv.shape[0]} query rows)"
+        return None, (f"sizes past the kernel's (hq={hq}, {qv.shape[0]} query rows, "
+                      f"{kv.shape[0]} key rows)")
     hopper, cc = _sm90(q.device)
     if not hopper:
         return None, f"the device is sm_{cc[0]}{cc[1]} (the attention kernel runs on sm_90)"
@@ -267,14 +277,49 @@ def _sdpa_jagged(q, k, v, a):
     return out.transpose(1, 2), None
 
 
+def _sdpa_call_unsupported(q, k, v, args, kwargs):
+    """What in how the call is made (besides its values) tilejit leaves to
+    torch, or None: arguments torch would refuse (so that it does), tensor
+    subclasses outside torch.compile (DTensor, functorch's wrapped tensors:
+    no memory of their own, and no rule of theirs for tilejit's ops; fake
+    tensors go through the ops' fake kernels), a trace of torch.jit.trace
+    (kept portable), and torch's math back end chosen alone
+    (sdpa_kernel([SDPBackend.MATH]): a reference run)."""
+    if len(args) > 3:
+        return ("more than 3 positional arguments after q, k, v (scale and enable_gqa are "
+                "keyword-only)")
+    given = set(_SDPA_ARGS[:len(args)]) & set(kwargs)
+    if given:
+        return f"arguments given twice: {sorted(given)}"
+    if torch.jit.is_tracing():
+        return "torch.jit.trace records the call"
+    if torch.compiler.is_compiling():
+        return None
+    from torch._subclasses.fake_tensor import FakeTensor
+    wrapped = getattr(getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor", None)
+    for t in (q, k, v):
+        if not isinstance(t, torch.Tensor):
+            return "q, k and v are not all tensors"
+        if t.is_nested:
+            continue
+        if type(t) not in (torch.Tensor, torch.nn.Parameter, FakeTensor) or (
+                wrapped is not None and wrapped(t)):
+            return f"a tensor of type {type(t).__name__} (plain tensors only)"
+    b = torch.backends.cuda
+    if not (b.flash_sdp_enabled() or b.mem_efficient_sdp_enabled() or b.cudnn_sdp_enabled()):
+        return "torch's math back end chosen alone"
+    return None
+
+
 def _sdpa(query, key, value, *args, **kwargs):
     if _active("sdpa"):
         a = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None,
              "enable_gqa": False}
         a.update(zip(_SDPA_ARGS, args))
         a.update(kwargs)
-        if len(args) > len(_SDPA_ARGS):
-            layout, how = None, "more positional arguments than torch takes"
+        why = _sdpa_call_unsupported(query, key, value, args, kwargs)
+        if why is not None:
+            layout, how = None, why
         elif any(isinstance(t, torch.Tensor) and t.is_nested for t in (query, key, value)):
             layout = None
             o, how = _sdpa_jagged(query, key, value, a)
@@ -286,7 +331,7 @@ def _sdpa(query, key, value, *args, **kwargs):
             q, k, v = how
             o = ops.attention(q, k, v, bool(a["is_causal"]), a["scale"], layout)
             return o if layout == ops.BHSD else o.transpose(1, 2)
-        _log.debug("F.scaled_dot_product_attention falls back to torch: %s", how)
+        _fell_back("F.scaled_dot_product_attention falls back to torch: %s", how)
     return _originals["sdpa"](query, key, value, *args, **kwargs)
 
 
@@ -296,6 +341,9 @@ def enable(include=("linear", "rms_norm", "sdpa"), exclude=()):
     where supported, in this process."""
     if torch is None:
         raise TilejitError("tilejit.enable() needs torch")
+    # (The library loads now, or the error says why: routed calls do not
+    # fall back on a library that is missing or of another version.)
+    _lib.lib()
     include = tuple(_ALIASES.get(n, n) for n in include)
     exclude = tuple(_ALIASES.get(n, n) for n in exclude)
     for name in exclude + include:

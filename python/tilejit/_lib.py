@@ -11,7 +11,7 @@ _DTYPES = {"bf16": 0, "f16": 1, "f32": 2}
 
 # The libtilejit.so this package's ctypes declarations are written for: the
 # C interface may change between minor versions before 1.0.
-ABI_VERSION = "0.5.0"
+ABI_VERSION = "0.6.0"
 
 
 class TilejitError(RuntimeError):
@@ -78,14 +78,14 @@ def lib():
             l.tj_attn_bwd_workspace_size.argtypes = [vp, i64, i64, i64, i64, i64, i64,
                                                 c.POINTER(i64)]
             l.tj_attn_bwd.argtypes = [vp, i32, i32, i64, i64, i64, i64, i64, i64, i32, f32,
-                                      vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp]
+                                      vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, i64, vp]
             # (b, max_sq, max_sk, total_q, total_k, hq, hkv, d, causal, scale,
             # cu_seqlens_q, cu_seqlens_k, then the tensors as tj_attn_fwd / _bwd's)
             l.tj_attn_varlen_fwd.argtypes = [vp, i32, i64, i64, i64, i64, i64, i64, i64, i64, i32,
                                              f32, vp, vp, vp, vp, vp, vp, vp, vp]
             l.tj_attn_varlen_bwd.argtypes = [vp, i32, i64, i64, i64, i64, i64, i64, i64, i64, i32,
                                              f32, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp,
-                                             vp]
+                                             i64, vp]
             for fn in ("tj_engine_create", "tj_engine_device", "tj_engine_set_sm_margin",
                        "tj_engine_set_deterministic", "tj_engine_set_allow_nondeterministic",
                        "tj_engine_release_scratch",

@@ -37,12 +37,13 @@ def _engine(device):
     return _lib.engine(_index(device))
 
 
-def _on_gpu(op, **tensors):
+def _on_gpu(op, cuda=True, **tensors):
     """Every tensor on one CUDA device: a CPU tensor's address must never
-    reach a kernel."""
+    reach a kernel (cuda False: on one device, of any type, as the fake
+    kernels see them)."""
     dev = None
     for name, t in tensors.items():
-        if not t.is_cuda:
+        if cuda and not t.is_cuda:
             raise ValueError(f"tilejit.{op}: {name} is on {t.device}; tilejit runs on CUDA tensors")
         if dev is None:
             dev = t.device
@@ -200,8 +201,19 @@ class _RmsNorm(torch.autograd.Function):
         return dx, dw, None, None
 
 
+def _dispatch_mode_active():
+    """A TorchDispatchMode (FakeTensorMode, say) is on: its tensors have no
+    memory of their own, so calls go through the custom ops it handles."""
+    current = getattr(torch.utils._python_dispatch, "_get_current_dispatch_mode", None)
+    return current is not None and current() is not None
+
+
 def _eager():
-    return not torch.compiler.is_compiling()
+    """The kernels may be called directly (no custom op): not while
+    torch.compile or torch.jit.trace records the call (the trace would hold
+    the outputs' allocation and not the kernel) nor under a dispatch mode."""
+    return not (torch.compiler.is_compiling() or torch.jit.is_tracing() or
+                _dispatch_mode_active())
 
 
 def rms_norm(x, weight, eps=1e-6, zero_centered_gamma=False):
@@ -549,20 +561,26 @@ def attn_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sc
 
 @attn_fwd.register_fake
 def _(q, k, v, causal, scale, layout):
-    b, sq, _, hq, _, _ = _attn_shapes("attn_fwd", q, k, v, layout)
+    b, sq, _, hq, hkv, d = _attn_shapes("attn_fwd", q, k, v, layout)
+    _attn_types("attn_fwd", q, k, v, hq, hkv, d)
     return q.new_empty(q.shape), q.new_empty((b, hq, sq), dtype=torch.float32)
 
 
-def _attn_bwd_impl(do, q, k, v, o, lse, causal, scale, layout):
-    _scale_check("attn_bwd", scale)
-    b, sq, sk, hq, hkv, d = _attn_check("attn_bwd", q, k, v, layout)
-    _on_gpu("attn_bwd", q=q, do=do, o=o, lse=lse)
+def _attn_grads_check(do, q, o, lse, b, hq, sq):
+    """do and o as q, lse (b, hq, sq) f32; else ValueError naming them."""
     if do.shape != q.shape or o.shape != q.shape or do.dtype != q.dtype or o.dtype != q.dtype:
         raise ValueError(f"tilejit.attn_bwd: do {tuple(do.shape)} {do.dtype} and o "
                          f"{tuple(o.shape)} {o.dtype} must match q {tuple(q.shape)} {q.dtype}")
     if lse.shape != (b, hq, sq) or lse.dtype != torch.float32:
         raise ValueError(f"tilejit.attn_bwd: lse {tuple(lse.shape)} {lse.dtype} must be "
                          f"({b}, {hq}, {sq}) float32")
+
+
+def _attn_bwd_impl(do, q, k, v, o, lse, causal, scale, layout):
+    _scale_check("attn_bwd", scale)
+    b, sq, sk, hq, hkv, d = _attn_check("attn_bwd", q, k, v, layout)
+    _on_gpu("attn_bwd", q=q, do=do, o=o, lse=lse)
+    _attn_grads_check(do, q, o, lse, b, hq, sq)
     qc, kc, vc, oc, doc, lsec = (_packed(t) for t in (q, k, v, o, do, lse))
     dq = torch.empty(qc.shape, dtype=q.dtype, device=q.device)
     dk = torch.empty(kc.shape, dtype=q.dtype, device=q.device)
@@ -577,7 +595,7 @@ def _attn_bwd_impl(do, q, k, v, o, lse, causal, scale, layout):
     status = lib.tj_attn_bwd(
         eng, _CODES[q.dtype], layout, b, sq, sk, hq, hkv, d, int(causal), scale,
         qc.data_ptr(), kc.data_ptr(), vc.data_ptr(), oc.data_ptr(), lsec.data_ptr(),
-        doc.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), ws.data_ptr(),
+        doc.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), ws.data_ptr(), need.value,
         _raw_stream(dev) if _raw_stream is not None else _stream(q.device))
     if status:
         _lib.check(status)
@@ -598,7 +616,9 @@ def attn_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
 
 @attn_bwd.register_fake
 def _(do, q, k, v, o, lse, causal, scale, layout):
-    _attn_shapes("attn_bwd", q, k, v, layout)
+    b, sq, _, hq, hkv, d = _attn_shapes("attn_bwd", q, k, v, layout)
+    _attn_types("attn_bwd", q, k, v, hq, hkv, d)
+    _attn_grads_check(do, q, o, lse, b, hq, sq)
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
@@ -693,8 +713,7 @@ def _varlen_sizes_unsupported(b, tq, tk, max_sq, max_sk):
 def _varlen_check(op, q, k, v, cu_q, cu_k, max_sq, max_sk, on_gpu=True):
     """(b, total_q, total_k, hq, hkv, d) of a packed call, or ValueError naming
     what is wrong. The offsets' values stay on the device (not read here)."""
-    if on_gpu:
-        _on_gpu(op, q=q, k=k, v=v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+    _on_gpu(op, cuda=on_gpu, q=q, k=k, v=v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
     if q.dim() != 3 or k.dim() != 3 or v.dim() != 3:
         raise ValueError(f"tilejit.{op}: q {tuple(q.shape)}, k {tuple(k.shape)} and v "
                          f"{tuple(v.shape)} must be 3-D: [tokens, heads, head dim]")
@@ -812,7 +831,8 @@ def _attn_varlen_bwd_impl(do, q, k, v, o, lse, cu_q, cu_k, max_sq, max_sk, causa
         eng, _CODES[q.dtype], b, max_sq, max_sk, tq, tk, hq, hkv, d, int(causal), scale,
         cq.data_ptr(), ck.data_ptr(), qc.data_ptr(), kc.data_ptr(), vc.data_ptr(), oc.data_ptr(),
         lsec.data_ptr(), doc.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
-        ws.data_ptr(), _raw_stream(dev) if _raw_stream is not None else _stream(q.device))
+        ws.data_ptr(), need.value,
+        _raw_stream(dev) if _raw_stream is not None else _stream(q.device))
     if status:
         _lib.check(status)
     return dq, dk, dv
@@ -824,7 +844,9 @@ def attn_varlen_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch
                     cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int,
                     causal: bool, scale: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dq, dk, dv of tilejit::attn_varlen_fwd for the gradient do of o.
-    Deterministic: no atomics, the same inputs give the same bits."""
+    Deterministic (no atomics, the same inputs give the same bits) unless
+    set_allow_nondeterministic() or TILEJIT_ALLOW_NONDETERMINISTIC=1 allowed
+    otherwise."""
     return _attn_varlen_bwd_impl(do, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                  max_seqlen_k, causal, scale)
 
@@ -879,8 +901,7 @@ def warmup(linear=(), rms_norm=(), attention=(), dtype=torch.bfloat16, device=No
     calls (their forward and both gradients), with a fourth item True where
     the layer has a bias; rms_norm: (rows, hidden);
     attention: (batch, seq_q, seq_k, heads_q, heads_kv, head_dim, causal,
-    layout) of attention calls (forward, and backward for head dims 64 and
-    128), layout "bhsd" (contiguous [b, h, s, d], as
+    layout) of attention calls (forward and backward), layout "bhsd" (contiguous [b, h, s, d], as
     F.scaled_dot_product_attention usually gets them) or "bshd" ([b, s, h, d]
     storage seen through .transpose(1, 2))."""
     for call in attention:

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
@@ -1020,6 +1021,73 @@ TEST_F(GpuAttentionSm80, BackwardAgainstFloat64) {
     Case p = packed({5, 200, 77}, {5, 200, 77}, 4, 1, 64, false);
     p.headSplit = split;
     runBackward(p);
+  }
+}
+
+TEST_F(GpuAttention, AKernelBuiltForOtherSizesIsRefusedByName) {
+  // A launch checks the kernel against the call's compile-time sizes, the
+  // scale and the backward's own fields before anything runs (so the
+  // addresses here are never read).
+  Case c{1, 128, 128, 4, 2, 64, true, Layout::BSHD, DType::BF16};
+  attention::Call call = callOf(c);
+  call.q = call.k = call.v = call.o = call.lse = 0x100000;
+  auto fspec = attention::specOf(call, target);
+  ASSERT_TRUE(bool(fspec)) << llvm::toString(fspec.takeError());
+  auto bspec = attention::backwardSpecOf(call, target);
+  ASSERT_TRUE(bool(bspec)) << llvm::toString(bspec.takeError());
+  auto fwd = loadBuilt(*fspec, {});
+  ASSERT_TRUE(bool(fwd)) << llvm::toString(fwd.takeError());
+  auto bwd = loadBuilt(*bspec, {});
+  ASSERT_TRUE(bool(bwd)) << llvm::toString(bwd.takeError());
+  int sms = target.smCount();
+  auto refused = [&](llvm::Error err, const std::string &want) {
+    ASSERT_TRUE(bool(err)) << "not refused: " << want;
+    std::string msg = llvm::toString(std::move(err));
+    EXPECT_NE(msg.find(want), std::string::npos) << msg;
+  };
+  auto with = [&](auto change) {
+    attention::Call other = call;
+    change(other);
+    return other;
+  };
+  refused(attention::launch(*fwd, with([](auto &o) { o.hkv = 4; }), sms, nullptr),
+          "the kernel is built for hkv=2, the call has hkv=4");
+  refused(attention::launch(*fwd, with([](auto &o) { o.hq = 8; }), sms, nullptr),
+          "the kernel is built for hq=4, the call has hq=8");
+  refused(attention::launch(*fwd, with([](auto &o) { o.d = 128; }), sms, nullptr),
+          "the kernel is built for d=64, the call has d=128");
+  refused(attention::launch(*fwd, with([](auto &o) { o.causal = false; }), sms, nullptr),
+          "the kernel is built for causal=1, the call has causal=0");
+  refused(attention::launch(*fwd, with([](auto &o) { o.layout = Layout::BHSD; }), sms, nullptr),
+          "the kernel is built for layout=0, the call has layout=1");
+  refused(attention::launch(*fwd, with([](auto &o) { o.dt = DType::F16; }), sms, nullptr),
+          "the kernel is built for dt=");
+  refused(attention::launch(*fwd, with([](auto &o) { o.scale = -1.0f; }), sms, nullptr),
+          "scale must be positive and finite");
+  refused(attention::launch(*fwd, with([](auto &o) { o.maxPrograms = -1; }), sms, nullptr),
+          "maxPrograms must be >= 0");
+  refused(attention::launch(*bwd, call, sms, nullptr), "the kernel is not attn_fwd's");
+  attention::BackwardCall back;
+  static_cast<attention::Call &>(back) = call;
+  back.dO = back.dQ = back.dK = back.dV = back.workspace = 0x200000;
+  refused(attention::launchBackward(*fwd, back, nullptr), "the kernel is not attn_bwd's");
+  for (auto [field, want] : {std::pair{0, "only must be -1 (every kernel), 0 or 1, got 2"},
+                             std::pair{1, "headSplit and workspaceSize must be >= 0"},
+                             std::pair{2, "headSplit and workspaceSize must be >= 0"},
+                             std::pair{3, "the kernel is built for hkv=2, the call has hkv=1"},
+                             std::pair{4, "scale must be positive and finite"}}) {
+    attention::BackwardCall bad = back;
+    if (field == 0)
+      bad.only = 2;
+    else if (field == 1)
+      bad.headSplit = -1;
+    else if (field == 2)
+      bad.workspaceSize = -1;
+    else if (field == 3)
+      bad.hkv = 1;
+    else
+      bad.scale = std::numeric_limits<float>::infinity();
+    refused(attention::launchBackward(*bwd, bad, nullptr), want);
   }
 }
 

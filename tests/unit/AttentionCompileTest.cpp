@@ -491,6 +491,26 @@ TEST(AttentionCompile, PackedSequencesBuildWithoutSpillsAndNameWhatTheyNeed) {
   s = attention::specOf(call, *Target::parse("sm_90a"));
   ASSERT_TRUE(bool(s)) << llvm::toString(s.takeError());
   EXPECT_NE(s->canonical().find("layout=2"), std::string::npos) << s->canonical();
+  // Sequences whose tiles of 64 rows (of every head) reach 2^31: refused
+  // by the spec, named in words (2^15 sequences of up to 65536 rows, 64
+  // heads: 2^31; 63 heads pass).
+  {
+    attention::Call many = call;
+    many.b = 1 << 15;
+    many.sq = many.sk = 65536;
+    many.hq = 64;
+    many.hkv = 8;
+    many.totalQ = many.totalK = 1 << 20;
+    auto refused = attention::specOf(many, *Target::parse("sm_90a"));
+    ASSERT_FALSE(bool(refused));
+    EXPECT_NE(llvm::toString(refused.takeError())
+                  .find("b=32768 sequences of up to 65536 rows (the longest) with hq=64 heads make "
+                        "2^31 tiles of 64 rows or more"),
+              std::string::npos);
+    many.hq = 56;
+    auto taken = attention::backwardSpecOf(many, *Target::parse("sm_90a"));
+    EXPECT_TRUE(bool(taken)) << llvm::toString(taken.takeError());
+  }
   // And more rows in all than b sequences of the longest hold (the grid
   // covers sq rows a sequence): b * sq itself passes.
   for (auto [tq, tk, want] :
