@@ -329,12 +329,12 @@ int64_t backwardWorkspaceBytes(const Call &c, bool fused) {
 }
 
 llvm::Error launch(const LoadedKernel &kernel, const Call &c, int smCount, CUstream stream) {
-  if (kernel.numEntries() != 1)
-    return error("the kernel has " + llvm::Twine(kernel.numEntries()) + " entries, not 1");
   if (auto err = checkCall(c, "attn_fwd"))
     return err;
   if (auto err = checkKernelFits(kernel, c, false, "attn_fwd"))
     return err;
+  if (kernel.numEntries() != 1)
+    return error("the kernel has " + llvm::Twine(kernel.numEntries()) + " entries, not 1");
   const EntryInfo &e = kernel.entry(0);
   bool thd = c.layout == Layout::THD;
   // Below sm_90a (no tensor maps): Q, K and V as rows, and no grid cap.

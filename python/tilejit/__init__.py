@@ -63,6 +63,7 @@ _originals = {}
 
 try:
     import torch
+    from torch._subclasses.fake_tensor import FakeTensor
     from . import nn, ops  # noqa: F401
     from .ops import (explain, release_scratch, set_allow_nondeterministic,  # noqa: F401
                       set_sm_margin, warmup)
@@ -136,7 +137,10 @@ def _sdpa_route(q, k, v, a):
     # PyTorch's allocator aligns every block, so the offset decides (and is
     # known while torch.compile traces, unlike the address); memory from
     # elsewhere at an odd address is copied by the op.
-    if any(t.storage_offset() * t.element_size() % 16 for t in (q, k, v)):
+    # (Not while torch.compile traces: Dynamo does not trace an int from a
+    # tensor, and the op copies an input it finds misaligned.)
+    if not torch.compiler.is_compiling() and \
+            any(t.storage_offset() * t.element_size() % 16 for t in (q, k, v)):
         return None, "an input not 16-byte aligned (its storage offset)"
     hopper, cc = _sm90(q.device)
     if not hopper:
@@ -291,11 +295,10 @@ def _sdpa_call_unsupported(q, k, v, args, kwargs):
     given = set(_SDPA_ARGS[:len(args)]) & set(kwargs)
     if given:
         return f"arguments given twice: {sorted(given)}"
-    if torch.jit.is_tracing():
-        return "torch.jit.trace records the call"
     if torch.compiler.is_compiling():
         return None
-    from torch._subclasses.fake_tensor import FakeTensor
+    if torch.jit.is_tracing():
+        return "torch.jit.trace records the call"
     wrapped = getattr(getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor", None)
     for t in (q, k, v):
         if not isinstance(t, torch.Tensor):

@@ -886,7 +886,10 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     """Attention over packed sequences through tilejit (FlashAttention's
     flash_attn_varlen_func's arguments; causal top-left); returns o (as q).
     See tilejit::attn_varlen_fwd for the arguments; scale None: 1/sqrt(d).
-    Differentiable."""
+    Differentiable. The lse kept for the gradient is [b, hq, max_seqlen_q],
+    and the backward's workspace grows the same way: with b times the
+    longest sequence, not with the tokens (a pack of many short sequences
+    and one long one takes b * max_seqlen_q * hq * 4 bytes of lse)."""
     args = (q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
             bool(causal), _scale_code("attention_varlen", scale))
     if _eager_without_grad(q, k, v):
