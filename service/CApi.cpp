@@ -576,12 +576,18 @@ std::optional<tj_status> overlapping(std::initializer_list<Extent> outputs,
 /// b * sk, or the packed totals).
 struct AttnExtents {
   int64_t qBytes, kBytes, lseBytes;
+  /// Packed sequences: the offsets (b + 1 int32 each; else 0 bytes).
+  int64_t offsetBytes;
+  const void *cuQ, *cuK;
   explicit AttnExtents(const tilejit::attention::Call &c) {
     bool thd = c.layout == tilejit::attention::Layout::THD;
     int64_t elem = tilejit::dtypeBytes(c.dt);
     qBytes = (thd ? c.totalQ : c.b * c.sq) * c.hq * c.d * elem;
     kBytes = (thd ? c.totalK : c.b * c.sk) * c.hkv * c.d * elem;
     lseBytes = c.b * c.hq * c.sq * 4;
+    offsetBytes = thd ? (c.b + 1) * 4 : 0;
+    cuQ = reinterpret_cast<const void *>(c.cuSeqlensQ);
+    cuK = reinterpret_cast<const void *>(c.cuSeqlensK);
   }
 };
 } // namespace
@@ -601,12 +607,14 @@ tj_status attnFwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64_t b
   if (!spec)
     return invalid(llvm::toString(spec.takeError()));
   AttnExtents x(call);
-  if (auto bad =
-          overlapping({{"o", o, x.qBytes}, {"lse", lse, x.lseBytes}}, {{"q", q, x.qBytes},
-                                                                       {"k", k, x.kBytes},
-                                                                       {"v", v, x.kBytes},
-                                                                       {"o", o, x.qBytes},
-                                                                       {"lse", lse, x.lseBytes}}))
+  if (auto bad = overlapping({{"o", o, x.qBytes}, {"lse", lse, x.lseBytes}},
+                             {{"q", q, x.qBytes},
+                              {"k", k, x.kBytes},
+                              {"v", v, x.kBytes},
+                              {"o", o, x.qBytes},
+                              {"lse", lse, x.lseBytes},
+                              {"cu_seqlens_q", x.cuQ, x.offsetBytes},
+                              {"cu_seqlens_k", x.cuK, x.offsetBytes}}))
     return *bad;
   // A persistent kernel leaves the engine's margin of multiprocessors free.
   int sms = e->engine->target().smCount();
@@ -812,7 +820,9 @@ tj_status attnBwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64_t b
                    std::to_string(need) +
                    " bytes these sizes need (tj_attn_bwd_workspace_size, asked for each call's "
                    "sizes)");
-  call.workspaceSize = workspaceBytes;
+  // (The launch is given what it needs: a fused config's dQ sums come
+  // from the pool whatever the caller's size, as documented.)
+  call.workspaceSize = need;
   AttnExtents x(call);
   if (auto bad = overlapping({{"dq", dq, x.qBytes},
                               {"dk", dk, x.kBytes},
@@ -827,7 +837,9 @@ tj_status attnBwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64_t b
                               {"dq", dq, x.qBytes},
                               {"dk", dk, x.kBytes},
                               {"dv", dv, x.kBytes},
-                              {"workspace", workspace, workspaceBytes}}))
+                              {"workspace", workspace, workspaceBytes},
+                              {"cu_seqlens_q", x.cuQ, x.offsetBytes},
+                              {"cu_seqlens_k", x.cuK, x.offsetBytes}}))
     return *bad;
   // The launch checks the kernel against the spec's mode.
   call.deterministic = tilejit::attention::Params(*spec).deterministic;

@@ -170,7 +170,8 @@ TJ_API tj_status tj_gemm(tj_engine *engine, tj_dtype ab, tj_dtype out, int trans
  * sees keys 0..i (the upper-left diagonal, as torch's is_causal). scale: 0
  * means 1/sqrt(d). dtype: bf16 or f16; d: 64, 128 or 256; every size >= 1,
  * hq at most 1024, sq and sk at most 2^22. Each tensor's address 16-byte
- * aligned. */
+ * aligned; o and lse must not share memory with q, k, v or each other
+ * (refused). */
 TJ_API tj_status tj_attn_fwd(tj_engine *engine, tj_dtype dtype, tj_attn_layout layout, int64_t b,
                              int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal,
                              float scale, const void *q, const void *k, const void *v, void *o,

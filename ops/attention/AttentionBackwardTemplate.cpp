@@ -68,7 +68,7 @@
 // one, b38; from 4096 to 8192 queries under a causal mask lpt with take,
 // across every unit or in groups of four, where the share fixed in advance
 // would be uneven, dkvShareExcess, b38, b39; there in groups of four up
-// to 32 MiB a group, b40).
+// to 128 MiB a group, b40, b41).
 // The additions come in any order (not bitwise repeatable) where the spec
 // says deterministic = 0: at head dim 128 on the H100 against the two
 // kernels 12-14 % less time at 16384 keys causal and at 4 x 2048 keys,
@@ -381,7 +381,7 @@ public:
          "sequences (each part of a split group counted as one) at a time, those groups in "
          "turn, so that the programs at work read few heads' queries (L2 keeps them) and still "
          "end on the shortest tiles (4 tuned under a causal mask, and the default with take "
-         "where four units' Q and dO take 16 MiB or less from 8192 queries, 32 MiB or less "
+         "where four units' Q and dO take 16 MiB or less from 8192 queries, 128 MiB or less "
          "where a share fixed in advance would be uneven; 0 when left out: across every head "
          "at once)"},
     };
@@ -670,10 +670,10 @@ public:
         // (B2 and B3 H32 KV8, B1 H64 KV8; four query heads a unit, 32 MiB
         // a group) the groups took 14-24 % less time than the fixed share
         // and 7-14 % less than taken alone (b40, two rounds); with larger
-        // groups 20 % less at B2 H40 KV8 (40 MiB), 7-9 % at B2 H32 KV8
+        // groups 20 % less at B2 H40 KV8 (40 MiB), 6-9 % at B2 H32 KV8
         // S6144 (48 MiB), 10-15 % at B2 and B3 H64 KV8 (64 MiB), 9-11 % at
-        // B2 and B3 H96 KV8 (96 MiB) and B2 H128 KV8 (128 MiB) (b41, two
-        // rounds). Beyond 128 MiB the share stays fixed (not measured).
+        // B2 H96 KV8 (96 MiB) and B2 H128 KV8 (128 MiB), 9 % at B3 H96 KV8
+        // (b41, two rounds). Beyond 128 MiB the share stays fixed (not measured).
         // Not below 4096: at B1 H56 S2048 (1.15) taken across every unit it
         // took 8 % more time (b39).
         if (p.causal && p.sq >= 4096 && p.sq < 8192 && !thd && !persistent.has("lpt") &&

@@ -112,15 +112,23 @@ llvm::Error checkKernelFits(const LoadedKernel &kernel, const Call &c, bool back
     return error("the kernel is not " + llvm::Twine(op) + "'s (its spec: " + s.canonical() + ")",
                  op);
   Params p(s);
+  auto mismatch = [&](const char *name, const std::string &built, const std::string &called) {
+    return error("the kernel is built for " + llvm::Twine(name) + "=" + built + ", the call has " +
+                     name + "=" + called,
+                 op);
+  };
+  auto layoutName = [](Layout l) {
+    return std::string(l == Layout::BSHD ? "bshd" : l == Layout::BHSD ? "bhsd" : "thd");
+  };
+  if (p.dt != c.dt)
+    return mismatch("dt", std::string(dtypeName(p.dt)), std::string(dtypeName(c.dt)));
   for (auto [name, built, called] :
-       {std::tuple{"dt", int64_t(p.dt), int64_t(c.dt)}, std::tuple{"d", p.d, c.d},
-        std::tuple{"hq", p.hq, c.hq}, std::tuple{"hkv", p.hkv, c.hkv},
-        std::tuple{"causal", int64_t(p.causal), int64_t(c.causal)},
-        std::tuple{"layout", int64_t(p.layout), int64_t(c.layout)}})
+       {std::tuple{"d", p.d, c.d}, std::tuple{"hq", p.hq, c.hq}, std::tuple{"hkv", p.hkv, c.hkv},
+        std::tuple{"causal", int64_t(p.causal), int64_t(c.causal)}})
     if (built != called)
-      return error("the kernel is built for " + llvm::Twine(name) + "=" + llvm::Twine(built) +
-                       ", the call has " + llvm::Twine(name) + "=" + llvm::Twine(called),
-                   op);
+      return mismatch(name, std::to_string(built), std::to_string(called));
+  if (p.layout != c.layout)
+    return mismatch("layout", layoutName(p.layout), layoutName(c.layout));
   return llvm::Error::success();
 }
 

@@ -143,7 +143,8 @@ class CInterfaceAttentionArguments(unittest.TestCase):
                               ({"max_sq": (1 << 22) + 1}, "max_sq=4194305 is above the longest "
                                                           "sequence supported (4194304)"),
                               ({"total_q": 1 << 31}, "total_q=2147483648 is more than cu_seqlens "
-                                                     "(int32) can count")):
+                                                     "(int32) can count"),
+                              ({"cu_q": 0x4000100}, "o overlaps cu_seqlens_q")):
             status, error = varlen(**args)
             self.assertEqual(status, 1, f"{args}: status {status}, {error!r}")
             self.assertIn(message, error, f"{args}")
@@ -1333,6 +1334,13 @@ class Attention(unittest.TestCase):
         # More and fewer queries than keys under is_causal: the mask's
         # diagonal from the top left, as torch's dense SDPA aligns it.
         F = torch.nn.functional
+        calls = []
+        orig = tilejit.ops.attention
+
+        def counting(*args, **kw):
+            calls.append(args[5])
+            return orig(*args, **kw)
+        tilejit.ops.attention = counting
         tilejit.enable(include=("sdpa",))
         try:
             for layout in (0, 1):
@@ -1341,12 +1349,15 @@ class Attention(unittest.TestCase):
                         q, k, v = _qkv(layout, 2, sq, sk, 4, 4, 64, torch.bfloat16)
                         if layout == 0:
                             q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+                        n = len(calls)
                         with torch.no_grad():
                             got = F.scaled_dot_product_attention(q, k, v, is_causal=True)
                             with tilejit.use(False):
                                 want = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                        self.assertEqual(calls[n:], [layout], "not taken by tilejit")
                         _close(self, got, want.double(), 2e-2, "is_causal, sq != sk")
         finally:
+            tilejit.ops.attention = orig
             tilejit.disable()
 
     def test_compile_through_sdpa_where_it_falls_back(self):
@@ -1362,14 +1373,24 @@ class Attention(unittest.TestCase):
                     F.scaled_dot_product_attention(q, k, v, is_causal=True))
         with torch.no_grad():
             want = f(q, k, v, mask)
+        from torch._dynamo.backends.registry import lookup_backend
+        graphs = []
+
+        def recording(gm, example_inputs):  # the traced graph, run as aot_eager runs it
+            graphs.append(str(gm.graph))
+            return lookup_backend("aot_eager")(gm, example_inputs)
         tilejit.enable(include=("sdpa",))
         try:
             torch._dynamo.reset()
             with torch.no_grad():
-                got = torch.compile(f, backend="aot_eager", fullgraph=True)(q, k, v, mask)
+                got = torch.compile(f, backend=recording, fullgraph=True)(q, k, v, mask)
         finally:
             tilejit.disable()
         _close(self, got, want.double(), 2e-2, "compiled through sdpa")
+        # One graph: torch's attention for the mask, tilejit's for the other.
+        self.assertEqual(len(graphs), 1)
+        self.assertIn("tilejit.attn_fwd", graphs[0])
+        self.assertIn("scaled_dot_product_attention", graphs[0])
 
     def test_jit_trace_records_the_op(self):
         # torch.jit.trace records tilejit::attn_fwd (not the output's

@@ -17,7 +17,8 @@ TILEJIT_LOG_LEVEL (the "tilejit" logger; lines carry the rank once
 torch.distributed is up), TILEJIT_SERVER (kernels through a `tilejit serve`,
 with TILEJIT_TOKEN, TILEJIT_CA and the rest of the README's settings table).
 
-Registration happens once at import; enable() and use() only flip a flag.
+Registration happens once at import; enable() loads libtilejit.so (an error
+says why it cannot) and flips a flag, use() only flips it.
 A case tilejit does not take (device, dtype, layout, alignment) falls back to
 torch's own, and says why at debug level (logger "tilejit").
 """

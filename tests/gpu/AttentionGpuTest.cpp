@@ -1059,9 +1059,9 @@ TEST_F(GpuAttention, AKernelBuiltForOtherSizesIsRefusedByName) {
   refused(attention::launch(*fwd, with([](auto &o) { o.causal = false; }), sms, nullptr),
           "the kernel is built for causal=1, the call has causal=0");
   refused(attention::launch(*fwd, with([](auto &o) { o.layout = Layout::BHSD; }), sms, nullptr),
-          "the kernel is built for layout=0, the call has layout=1");
+          "the kernel is built for layout=bshd, the call has layout=bhsd");
   refused(attention::launch(*fwd, with([](auto &o) { o.dt = DType::F16; }), sms, nullptr),
-          "the kernel is built for dt=");
+          "the kernel is built for dt=bf16, the call has dt=f16");
   refused(attention::launch(*fwd, with([](auto &o) { o.scale = -1.0f; }), sms, nullptr),
           "scale must be positive and finite");
   refused(attention::launch(*fwd, with([](auto &o) { o.maxPrograms = -1; }), sms, nullptr),

@@ -493,7 +493,7 @@ TEST(AttentionCompile, PackedSequencesBuildWithoutSpillsAndNameWhatTheyNeed) {
   EXPECT_NE(s->canonical().find("layout=2"), std::string::npos) << s->canonical();
   // Sequences whose tiles of 64 rows (of every head) reach 2^31: refused
   // by the spec, named in words (2^15 sequences of up to 65536 rows, 64
-  // heads: 2^31; 63 heads pass).
+  // heads: 2^31; 56 heads pass).
   {
     attention::Call many = call;
     many.b = 1 << 15;
