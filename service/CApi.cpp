@@ -812,16 +812,15 @@ tj_status attnBwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64_t b
   // The workspace holds at least what tj_attn_bwd_workspace_size gives for
   // these sizes (which may be more for fewer or shorter sequences: the
   // heads split over more programs); a fused config's dQ sums (and, adding
-  // in order for a deterministic spec, its flags) come from the pool where
-  // it has no room for them.
+  // in order for a deterministic spec, its flags) come from the pool.
   int64_t need = tilejit::attention::backwardWorkspaceBytes(call);
   if (workspaceBytes < need)
     return invalid("workspace_bytes=" + std::to_string(workspaceBytes) + " is less than the " +
                    std::to_string(need) +
                    " bytes these sizes need (tj_attn_bwd_workspace_size, asked for each call's "
                    "sizes)");
-  // (The launch is given what it needs: a fused config's dQ sums come
-  // from the pool whatever the caller's size, as documented.)
+  // (The launch is given what it needs, so the sums go to the pool
+  // whatever the caller's size.)
   call.workspaceSize = need;
   AttnExtents x(call);
   if (auto bad = overlapping({{"dq", dq, x.qBytes},

@@ -135,11 +135,10 @@ def _sdpa_route(q, k, v, a):
         return None, (f"strides {q.stride()}, {k.stride()}, {v.stride()} (contiguous "
                       "[b, h, s, d], or [b, s, h, d] through .transpose(1, 2), the same for q, k "
                       "and v)")
-    # PyTorch's allocator aligns every block, so the offset decides (and is
-    # known while torch.compile traces, unlike the address); memory from
-    # elsewhere at an odd address is copied by the op.
-    # (Not while torch.compile traces: Dynamo does not trace an int from a
-    # tensor, and the op copies an input it finds misaligned.)
+    # PyTorch's allocator aligns every block, so the offset decides; memory
+    # from elsewhere at an odd address is copied by the op. Not while
+    # torch.compile traces (Dynamo does not trace storage_offset()): the op
+    # copies an input it finds misaligned then.
     if not torch.compiler.is_compiling() and \
             any(t.storage_offset() * t.element_size() % 16 for t in (q, k, v)):
         return None, "an input not 16-byte aligned (its storage offset)"

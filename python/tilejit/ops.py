@@ -904,8 +904,9 @@ def warmup(linear=(), rms_norm=(), attention=(), dtype=torch.bfloat16, device=No
     calls (their forward and both gradients), with a fourth item True where
     the layer has a bias; rms_norm: (rows, hidden);
     attention: (batch, seq_q, seq_k, heads_q, heads_kv, head_dim, causal,
-    layout) of attention calls (forward and backward), layout "bhsd" (contiguous [b, h, s, d], as
-    F.scaled_dot_product_attention usually gets them) or "bshd" ([b, s, h, d]
+    layout) of attention calls (forward and backward), layout "bhsd"
+    (contiguous [b, h, s, d], as F.scaled_dot_product_attention usually gets
+    them) or "bshd" ([b, s, h, d]
     storage seen through .transpose(1, 2))."""
     for call in attention:
         if len(call) != 8:
