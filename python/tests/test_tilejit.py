@@ -854,6 +854,18 @@ def _ref_packed(q, k, v, cu_q, cu_k, causal, scale):
     return torch.cat(out)
 
 
+def _count_attention_calls():
+    """Wraps tilejit.ops.attention to note each call's layout: (the list of
+    them, the original to put back)."""
+    calls, orig = [], tilejit.ops.attention
+
+    def counting(*args, **kw):
+        calls.append(args[5])
+        return orig(*args, **kw)
+    tilejit.ops.attention = counting
+    return calls, orig
+
+
 def _qkv(layout, b, sq, sk, hq, hkv, d, dtype):
     def make(s, h):
         shape = (b, s, h, d) if layout == 0 else (b, h, s, d)
@@ -1281,13 +1293,7 @@ class Attention(unittest.TestCase):
 
     def test_sdpa_routes_where_supported_and_matches_torch(self):
         F = torch.nn.functional
-        calls = []
-        orig = tilejit.ops.attention
-
-        def counting(*args, **kw):
-            calls.append(args[5])
-            return orig(*args, **kw)
-        tilejit.ops.attention = counting
+        calls, orig = _count_attention_calls()
         try:
             tilejit.enable()
             for layout, causal, gqa in ((1, False, False), (0, True, True), (1, True, True)):
@@ -1334,13 +1340,7 @@ class Attention(unittest.TestCase):
         # More and fewer queries than keys under is_causal: the mask's
         # diagonal from the top left, as torch's dense SDPA aligns it.
         F = torch.nn.functional
-        calls = []
-        orig = tilejit.ops.attention
-
-        def counting(*args, **kw):
-            calls.append(args[5])
-            return orig(*args, **kw)
-        tilejit.ops.attention = counting
+        calls, orig = _count_attention_calls()
         tilejit.enable(include=("sdpa",))
         try:
             for layout in (0, 1):
