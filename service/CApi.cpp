@@ -819,9 +819,6 @@ tj_status attnBwd(tj_engine *e, tj_dtype dtype, tj_attn_layout layout, int64_t b
                    std::to_string(need) +
                    " bytes these sizes need (tj_attn_bwd_workspace_size, asked for each call's "
                    "sizes)");
-  // (The launch is given what it needs, so the sums go to the pool
-  // whatever the caller's size.)
-  call.workspaceSize = need;
   AttnExtents x(call);
   if (auto bad = overlapping({{"dq", dq, x.qBytes},
                               {"dk", dk, x.kBytes},

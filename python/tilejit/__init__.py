@@ -65,6 +65,9 @@ _originals = {}
 try:
     import torch
     from torch._subclasses.fake_tensor import FakeTensor
+    # (functorch's test for its wrapped tensors, where this torch has one.)
+    _functorch_wrapped = getattr(getattr(torch._C, "_functorch", None),
+                                 "is_functorch_wrapped_tensor", None)
     from . import nn, ops  # noqa: F401
     from .ops import (explain, release_scratch, set_allow_nondeterministic,  # noqa: F401
                       set_sm_margin, warmup)
@@ -207,7 +210,7 @@ def _sdpa_unsupported(q, k, v, a):
         return why
     if b * hq * hkv * sq * sk == 0:
         return f"an empty size (b={b}, hq={hq}, hkv={hkv}, sq={sq}, sk={sk})"
-    if hq > 1024 or b > (1 << 20) or max(sq, sk) > ops._MAX_SEQ:
+    if hq > 1024 or b > ops._MAX_BATCH or max(sq, sk) > ops._MAX_SEQ:
         return f"sizes past the kernel's (b={b}, hq={hq}, sq={sq}, sk={sk})"
     return None
 
@@ -299,7 +302,7 @@ def _sdpa_call_unsupported(q, k, v, args, kwargs):
         return None
     if torch.jit.is_tracing():
         return "torch.jit.trace records the call"
-    wrapped = getattr(getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor", None)
+    wrapped = _functorch_wrapped
     for t in (q, k, v):
         if not isinstance(t, torch.Tensor):
             return "q, k and v are not all tensors"

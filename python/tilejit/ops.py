@@ -7,6 +7,7 @@ import ctypes
 from typing import Optional, Tuple
 
 import torch
+from torch.utils import _python_dispatch
 
 from . import _lib
 
@@ -201,11 +202,13 @@ class _RmsNorm(torch.autograd.Function):
         return dx, dw, None, None
 
 
+_current_dispatch_mode = getattr(_python_dispatch, "_get_current_dispatch_mode", None)
+
+
 def _dispatch_mode_active():
     """A TorchDispatchMode (FakeTensorMode, say) is on: its tensors have no
     memory of their own, so calls go through the custom ops it handles."""
-    current = getattr(torch.utils._python_dispatch, "_get_current_dispatch_mode", None)
-    return current is not None and current() is not None
+    return _current_dispatch_mode is not None and _current_dispatch_mode() is not None
 
 
 def _eager():
@@ -693,14 +696,15 @@ def _eager_without_grad(q, k, v):
 
 THD = 2  # q [total_q, hq, d], k and v [total_k, hkv, d]; sequences by cu_seqlens
 _MAX_SEQ = 1 << 22  # the most rows a sequence may have (the C interface's bound)
+_MAX_BATCH = 1 << 20  # the most sequences a call may have (likewise)
 
 
 def _varlen_sizes_unsupported(b, tq, tk, max_sq, max_sk):
     """What in a packed call's sizes the kernels do not take (b sequences of
     at most 2^22 rows, the rows in all at most b times the longest), or
     None. Positive ints (or SymInts) assumed."""
-    if b > (1 << 20):
-        return f"b={b} sequences, more than the {1 << 20} a call may have"
+    if b > _MAX_BATCH:
+        return f"b={b} sequences, more than the {_MAX_BATCH} a call may have"
     for name, m, total, rows in (("max_seqlen_q", max_sq, tq, "q"),
                                  ("max_seqlen_k", max_sk, tk, "k")):
         if m > _MAX_SEQ:

@@ -1071,24 +1071,19 @@ TEST_F(GpuAttention, AKernelBuiltForOtherSizesIsRefusedByName) {
   static_cast<attention::Call &>(back) = call;
   back.dO = back.dQ = back.dK = back.dV = back.workspace = 0x200000;
   refused(attention::launchBackward(*fwd, back, nullptr), "the kernel is not attn_bwd's");
-  for (auto [field, want] : {std::pair{0, "only must be -1 (every kernel), 0 or 1, got 2"},
-                             std::pair{1, "headSplit and workspaceSize must be >= 0"},
-                             std::pair{2, "headSplit and workspaceSize must be >= 0"},
-                             std::pair{3, "the kernel is built for hkv=2, the call has hkv=1"},
-                             std::pair{4, "scale must be positive and finite"}}) {
-    attention::BackwardCall bad = back;
-    if (field == 0)
-      bad.only = 2;
-    else if (field == 1)
-      bad.headSplit = -1;
-    else if (field == 2)
-      bad.workspaceSize = -1;
-    else if (field == 3)
-      bad.hkv = 1;
-    else
-      bad.scale = std::numeric_limits<float>::infinity();
-    refused(attention::launchBackward(*bwd, bad, nullptr), want);
-  }
+  auto backWith = [&](auto change) {
+    attention::BackwardCall other = back;
+    change(other);
+    return attention::launchBackward(*bwd, other, nullptr);
+  };
+  refused(backWith([](auto &o) { o.only = 2; }), "only must be -1 (every kernel), 0 or 1, got 2");
+  refused(backWith([](auto &o) { o.headSplit = -1; }), "headSplit and workspaceSize must be >= 0");
+  refused(backWith([](auto &o) { o.workspaceSize = -1; }),
+          "headSplit and workspaceSize must be >= 0");
+  refused(backWith([](auto &o) { o.hkv = 1; }),
+          "the kernel is built for hkv=2, the call has hkv=1");
+  refused(backWith([](auto &o) { o.scale = std::numeric_limits<float>::infinity(); }),
+          "scale must be positive and finite");
 }
 
 TEST_F(GpuAttention, OffsetsThatBreakTheContractEndWithoutStrayWrites) {
