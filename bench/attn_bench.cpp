@@ -527,6 +527,8 @@ int main(int argc, char **argv) {
                        {"check_worst", worst}});
     if (c.ragged)
       results.back()["lengths"] = c.seqs.qn;
+    if (backward)
+      results.back()["deterministic"] = !nondeterministic;
   }
   nlohmann::json doc = {{"gpu", info.name}, {"sms", info.smCount}, {"results", results}};
   std::ofstream out(outPath);

@@ -112,7 +112,13 @@ def main():
     gc, gf = geomean([r["vs_cudnn"] for r in right]), geomean([r["vs_flash"] for r in rows])
     gd = geomean([r["default_vs_cudnn"] for r in right])
     bwd = peer.get("pass") == "backward"
-    what = "Backward only (dQ, dK, dV from a saved forward)" if bwd else "Forward only"
+    # (The backward's mode: attn_bench --nondeterministic writes deterministic = false.)
+    modes = {r.get("deterministic") for r in rows}
+    mode = ("" if not bwd or len(modes) != 1 or None in modes else
+            " in its deterministic mode (bitwise repeatable)" if True in modes else
+            " in its fast mode (dQ added atomically)")
+    what = ("Backward only (dQ, dK, dV from a saved forward), tilejit" + mode if bwd
+            else "Forward only")
     os.makedirs(a.outdir, exist_ok=True)
     json.dump({"gpu": tj["gpu"], "torch": peer.get("torch"), "geomean_vs_cudnn": gc,
                "geomean_vs_flash": gf, "default_geomean_vs_cudnn": gd, "rows": rows,
@@ -193,7 +199,8 @@ def main():
         ax.set_xticks(list(x))
         ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
         ax.set_ylabel("TFLOP/s")
-        ax.set_title(f"Attention {'backward' if bwd else 'forward'}, bf16, {tj['gpu']}")
+        short = ("" if not mode else " (deterministic)" if True in modes else " (fast mode)")
+        ax.set_title(f"Attention {'backward' + short if bwd else 'forward'}, bf16, {tj['gpu']}")
         ax.legend()
         fig.tight_layout()
         fig.savefig(os.path.join(a.outdir, a.name + ".png"), dpi=110)
