@@ -76,24 +76,21 @@ llvm::Error configError(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
-struct Shape {
-  int64_t bm, bn, stages, consumers;
-  bool overlap, byHead, pingpong, persistent, take;
-  /// With byHead: the row tiles of this many heads at a time (0 or 1: of
-  /// one head).
-  int64_t rasterHeads;
+/// A forward config: its tiles' order (bm, raster, raster_heads) and the rest.
+struct Shape : attention::ForwardOrder {
+  int64_t bn, stages, consumers;
+  bool overlap, pingpong, persistent, take;
   /// Q tiles in shared memory: with a persistent grid two where they fit,
   /// so that the next tile's Q loads while this one's run.
   int64_t qStages = 1;
-  attention::ForwardOrder order() const { return {bm, byHead, rasterHeads}; }
   Shape(const TileConfig &c, int64_t d, int64_t elemBytes, int64_t smemLimit)
-      : bm(c.get("bm")), bn(c.get("bn")), stages(c.get("stages")), consumers(c.get("consumers")),
+      : ForwardOrder{c.get("bm"), c.has("raster") && c.get("raster") != 0,
+                     c.has("raster_heads") ? c.get("raster_heads") : 0},
+        bn(c.get("bn")), stages(c.get("stages")), consumers(c.get("consumers")),
         overlap(c.has("overlap") && c.get("overlap") != 0),
-        byHead(c.has("raster") && c.get("raster") != 0),
         pingpong(c.has("pingpong") && c.get("pingpong") != 0),
         persistent(c.has("persistent") && c.get("persistent") != 0),
-        take(c.has("take") && c.get("take") != 0),
-        rasterHeads(c.has("raster_heads") ? c.get("raster_heads") : 0) {
+        take(c.has("take") && c.get("take") != 0) {
     if (persistent) {
       qStages = 2;
       if (smemBytes(d, elemBytes) > smemLimit)
@@ -531,8 +528,8 @@ private:
     // The tile (as the Hopper kernel numbers them, a program each).
     Value heads = km.mul(memref::DimOp::create(b, loc, lse, 0), cst(p.hq));
     Value mTiles = km.ceilDiv(sqV, s.bm);
-    attention::TilePlace place = attention::placeTile(
-        km, p, s.order(), tt::ProgramIdOp::create(b, loc, tt::Dim::x), mTiles, heads);
+    attention::TilePlace place =
+        attention::placeTile(km, p, s, tt::ProgramIdOp::create(b, loc, tt::Dim::x), mTiles, heads);
     Value bh = place.bh, seq = place.seq, head = place.head, kvHead = place.kvHead, q0 = place.q0;
     // The sequence's rows and keys, and where its rows start in Q's and
     // K's rows.
@@ -732,8 +729,7 @@ private:
     };
     auto tileAt = [&](Value t) {
       Tile tile;
-      static_cast<attention::TilePlace &>(tile) =
-          attention::placeTile(km, p, s.order(), t, mTiles, heads);
+      static_cast<attention::TilePlace &>(tile) = attention::placeTile(km, p, s, t, mTiles, heads);
       tile.keys = skV;
       if (thd) {
         // A tile past its sequence's rows has nothing to do (the grid is
