@@ -505,7 +505,7 @@ int main(int argc, char **argv) {
     std::fflush(stdout);
     results.push_back({{"name", c.name},
                        {"pass", backward ? "backward" : "forward"},
-                       {"layout", packed ? "thd" : "bshd"},
+                       {"layout", attention::layoutName(call.layout)},
                        {"arch", std::string(target.archName())},
                        {"b", c.b},
                        {"hq", c.hq},

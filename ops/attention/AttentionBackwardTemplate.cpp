@@ -990,9 +990,7 @@ private:
     std::string suffix() const {
       return std::string(dtypeName(p.dt)) + "_d" + std::to_string(p.d) + "_h" +
              std::to_string(p.hq) + "_" + std::to_string(p.hkv) + (p.causal ? "_causal" : "") +
-             (bshd()  ? "_bshd"
-              : thd() ? "_thd"
-                      : "_bhsd");
+             "_" + attention::layoutName(p.layout);
     }
     /// Q, O and their gradients ([b, s, h * d], [b * h, s, d] or [tokens,
     /// h * d]) with `heads` heads.

@@ -58,6 +58,10 @@ std::vector<ParamDecl> backwardParams() {
 }
 } // namespace
 
+const char *layoutName(Layout layout) {
+  return layout == Layout::BSHD ? "bshd" : layout == Layout::BHSD ? "bhsd" : "thd";
+}
+
 const OpDecl &forwardOp() {
   static const OpDecl decl{"attn_fwd", params(),
                            "O = softmax(scale * Q K^T + mask) V, and the log-sum-exp of each row",

@@ -41,6 +41,8 @@ enum class Layout : int64_t {
   /// cu_seqlens[i + 1].
   THD = 2,
 };
+/// "bshd", "bhsd" or "thd" (kernel names and messages).
+const char *layoutName(Layout layout);
 
 const OpDecl &forwardOp();
 const OpDecl &backwardOp();

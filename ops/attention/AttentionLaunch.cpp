@@ -117,9 +117,6 @@ llvm::Error checkKernelFits(const LoadedKernel &kernel, const Call &c, bool back
                      name + "=" + called,
                  op);
   };
-  auto layoutName = [](Layout l) {
-    return std::string(l == Layout::BSHD ? "bshd" : l == Layout::BHSD ? "bhsd" : "thd");
-  };
   if (p.dt != c.dt)
     return mismatch("dt", std::string(dtypeName(p.dt)), std::string(dtypeName(c.dt)));
   for (auto [name, built, called] :

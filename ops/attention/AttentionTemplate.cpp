@@ -442,10 +442,8 @@ private:
 
   static std::string kernelName(const attention::Params &p) {
     return "attn_fwd_" + std::string(dtypeName(p.dt)) + "_d" + std::to_string(p.d) + "_h" +
-           std::to_string(p.hq) + "_" + std::to_string(p.hkv) + (p.causal ? "_causal" : "") +
-           (p.layout == attention::Layout::BSHD   ? "_bshd"
-            : p.layout == attention::Layout::BHSD ? "_bhsd"
-                                                  : "_thd");
+           std::to_string(p.hq) + "_" + std::to_string(p.hkv) + (p.causal ? "_causal" : "") + "_" +
+           attention::layoutName(p.layout);
   }
 
   /// Below sm_90a (sm_80: mma.sync from ldmatrix, cp.async into rings):

@@ -569,21 +569,21 @@ def _(q, k, v, causal, scale, layout):
     return q.new_empty(q.shape), q.new_empty((b, hq, sq), dtype=torch.float32)
 
 
-def _attn_grads_check(do, q, o, lse, b, hq, sq):
-    """do and o as q, lse (b, hq, sq) f32; else ValueError naming them."""
+def _grads_check(op, do, q, o, lse, lse_shape):
+    """do and o as q, lse of `lse_shape` f32; else ValueError naming them."""
     if do.shape != q.shape or o.shape != q.shape or do.dtype != q.dtype or o.dtype != q.dtype:
-        raise ValueError(f"tilejit.attn_bwd: do {tuple(do.shape)} {do.dtype} and o "
+        raise ValueError(f"tilejit.{op}: do {tuple(do.shape)} {do.dtype} and o "
                          f"{tuple(o.shape)} {o.dtype} must match q {tuple(q.shape)} {q.dtype}")
-    if lse.shape != (b, hq, sq) or lse.dtype != torch.float32:
-        raise ValueError(f"tilejit.attn_bwd: lse {tuple(lse.shape)} {lse.dtype} must be "
-                         f"({b}, {hq}, {sq}) float32")
+    if tuple(lse.shape) != lse_shape or lse.dtype != torch.float32:
+        raise ValueError(f"tilejit.{op}: lse {tuple(lse.shape)} {lse.dtype} must be "
+                         f"{lse_shape} float32")
 
 
 def _attn_bwd_impl(do, q, k, v, o, lse, causal, scale, layout):
     _scale_check("attn_bwd", scale)
     b, sq, sk, hq, hkv, d = _attn_check("attn_bwd", q, k, v, layout)
     _on_gpu("attn_bwd", q=q, do=do, o=o, lse=lse)
-    _attn_grads_check(do, q, o, lse, b, hq, sq)
+    _grads_check("attn_bwd", do, q, o, lse, (b, hq, sq))
     qc, kc, vc, oc, doc, lsec = (_packed(t) for t in (q, k, v, o, do, lse))
     dq = torch.empty(qc.shape, dtype=q.dtype, device=q.device)
     dk = torch.empty(kc.shape, dtype=q.dtype, device=q.device)
@@ -621,7 +621,7 @@ def attn_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
 def _(do, q, k, v, o, lse, causal, scale, layout):
     b, sq, _, hq, hkv, d = _attn_shapes("attn_bwd", q, k, v, layout)
     _attn_types("attn_bwd", q, k, v, hq, hkv, d)
-    _attn_grads_check(do, q, o, lse, b, hq, sq)
+    _grads_check("attn_bwd", do, q, o, lse, (b, hq, sq))
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
@@ -803,21 +803,12 @@ def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, s
     return q.new_empty(q.shape), q.new_empty((b, hq, max_seqlen_q), dtype=torch.float32)
 
 
-def _varlen_grads_check(do, q, o, lse, b, hq, max_sq):
-    if do.shape != q.shape or o.shape != q.shape or do.dtype != q.dtype or o.dtype != q.dtype:
-        raise ValueError(f"tilejit.attn_varlen_bwd: do {tuple(do.shape)} {do.dtype} and o "
-                         f"{tuple(o.shape)} {o.dtype} must match q {tuple(q.shape)} {q.dtype}")
-    if tuple(lse.shape) != (b, hq, max_sq) or lse.dtype != torch.float32:
-        raise ValueError(f"tilejit.attn_varlen_bwd: lse {tuple(lse.shape)} {lse.dtype} must be "
-                         f"({b}, {hq}, {max_sq}) float32")
-
-
 def _attn_varlen_bwd_impl(do, q, k, v, o, lse, cu_q, cu_k, max_sq, max_sk, causal, scale):
     _scale_check("attn_varlen_bwd", scale)
     b, tq, tk, hq, hkv, d = _varlen_check("attn_varlen_bwd", q, k, v, cu_q, cu_k, max_sq,
                                           max_sk)
     _on_gpu("attn_varlen_bwd", q=q, do=do, o=o, lse=lse)
-    _varlen_grads_check(do, q, o, lse, b, hq, max_sq)
+    _grads_check("attn_varlen_bwd", do, q, o, lse, (b, hq, max_sq))
     qc, kc, vc, oc, doc, lsec = (_packed(t) for t in (q, k, v, o, do, lse))
     cq, ck = cu_q.contiguous(), cu_k.contiguous()
     dq = torch.empty(qc.shape, dtype=q.dtype, device=q.device)
@@ -860,7 +851,7 @@ def _(do, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_
       scale):
     b, _, _, hq, _, _ = _varlen_check("attn_varlen_bwd", q, k, v, cu_seqlens_q, cu_seqlens_k,
                                       max_seqlen_q, max_seqlen_k, on_gpu=False)
-    _varlen_grads_check(do, q, o, lse, b, hq, max_seqlen_q)
+    _grads_check("attn_varlen_bwd", do, q, o, lse, (b, hq, max_seqlen_q))
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
